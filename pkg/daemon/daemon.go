@@ -1,0 +1,128 @@
+// Package daemon is the shared shape of a Sundial service's main: settings
+// every service has (admin address, logging, drain timeout), the logger and
+// metrics registry, the admin server, and the run-until-signal-then-drain
+// sequence. A service's main registers its own flags next to these, builds
+// its components and hands them to Run.
+package daemon
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sundialhq/sundial/pkg/admin"
+	"github.com/sundialhq/sundial/pkg/config"
+	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/pkg/telemetry"
+)
+
+// Common holds the settings every service has.
+type Common struct {
+	AdminAddr    string
+	LogLevel     string
+	LogFormat    string
+	Pprof        bool
+	DrainTimeout time.Duration
+}
+
+// Register adds the common flags to fs with their defaults.
+func (c *Common) Register(fs *flag.FlagSet, defaultAdminAddr string) {
+	fs.StringVar(&c.AdminAddr, "admin-addr", defaultAdminAddr, "address of the admin HTTP server (/healthz, /readyz, /metrics)")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&c.LogFormat, "log-format", "json", "log format: json or text")
+	fs.BoolVar(&c.Pprof, "pprof", false, "serve /debug/pprof on the admin server")
+	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "longest graceful drain on SIGTERM before a hard stop")
+}
+
+// Validate records problems with the common settings.
+func (c *Common) Validate(p *config.Problems) {
+	if c.AdminAddr == "" {
+		p.Addf("admin-addr", "must not be empty")
+	}
+	if c.DrainTimeout <= 0 {
+		p.Addf("drain-timeout", "must be positive, got %s", c.DrainTimeout)
+	}
+}
+
+// Env is what Run gives the service's build function.
+type Env struct {
+	Logger   *slog.Logger
+	Registry *prometheus.Registry
+	Admin    *admin.Server
+}
+
+// Run builds the logger, registry and admin server, asks build for the
+// service's components (started in order after the admin server, stopped in
+// reverse), then waits for SIGTERM/SIGINT or ctx to end and drains: /readyz
+// fails first so traffic moves away, then components stop, bounded by the
+// drain timeout.
+func Run(ctx context.Context, name string, c Common, stderr io.Writer, build func(ctx context.Context, env Env) ([]lifecycle.Service, error)) error {
+	logger, err := telemetry.NewLogger(stderr, c.LogFormat, c.LogLevel, name)
+	if err != nil {
+		return err
+	}
+	reg := telemetry.NewRegistry()
+	adm := admin.New(c.AdminAddr, logger, reg, c.Pprof)
+	env := Env{Logger: logger, Registry: reg, Admin: adm}
+
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	var group lifecycle.Group
+	group.Add(adm)
+	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	comps, err := build(startCtx, env)
+	if err != nil {
+		return fmt.Errorf("%s: build: %w", name, err)
+	}
+	group.Add(comps...)
+	if err := group.Start(startCtx); err != nil {
+		return fmt.Errorf("%s: start: %w", name, err)
+	}
+	logger.Info("service started")
+	<-ctx.Done()
+	logger.Info("draining")
+	adm.SetDraining()
+	done := make(chan struct{})
+	go func() { group.Stop(); close(done) }()
+	select {
+	case <-done:
+		logger.Info("stopped")
+		return nil
+	case <-time.After(c.DrainTimeout):
+		logger.Error("drain timed out, exiting", "timeout", c.DrainTimeout)
+		return fmt.Errorf("%s: drain exceeded %s", name, c.DrainTimeout)
+	}
+}
+
+// Main is the whole main function of a service: load flags and environment,
+// validate, run, and exit non-zero on any error.
+func Main(name string, register func(fs *flag.FlagSet, c *Common), validate func(p *config.Problems), build func(ctx context.Context, env Env) ([]lifecycle.Service, error)) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	var c Common
+	register(fs, &c)
+	if err := config.Load(fs, os.Args[1:], os.LookupEnv); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(2)
+	}
+	var p config.Problems
+	c.Validate(&p)
+	validate(&p)
+	if err := p.Err(); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: invalid configuration:\n%v\n", name, err)
+		os.Exit(2)
+	}
+	if err := Run(context.Background(), name, c, os.Stderr, build); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
+}
