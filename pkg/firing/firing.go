@@ -1,0 +1,125 @@
+// Package firing holds the identities and names every service agrees on for
+// one firing: its deterministic execution id, the job's partition, the Kafka
+// topic for its priority, the envelope encoding and the headers a target
+// receives.
+package firing
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
+
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// Partitions is the number of job partitions; a job's partition is a stable
+// hash of its id, so ranges of partitions can later get their own leader.
+const Partitions = 256
+
+// Partition is the job's partition in [0, Partitions).
+func Partition(jobID uuid.UUID) int {
+	h := fnv.New32a()
+	_, _ = h.Write(jobID[:])
+	return int(h.Sum32() % Partitions)
+}
+
+// Namespaces keep the ids of scheduled slots and manual triggers apart, so a
+// trigger that lands on a slot's instant is still its own execution.
+var (
+	scheduleNamespace = uuid.MustParse("6f0c8a52-2b0e-4d5e-9a51-3b7f3c9e2a10")
+	triggerNamespace  = uuid.MustParse("0d3b8e41-7f7a-4c6b-8e0e-5c2a9d1f4b77")
+)
+
+// ExecutionID is the id of the execution of job's slot at scheduled. It is
+// deterministic, so staging the same slot twice yields the same id, and it
+// is the natural idempotency key for the target.
+func ExecutionID(jobID uuid.UUID, scheduled time.Time) uuid.UUID {
+	return derive(scheduleNamespace, jobID, scheduled)
+}
+
+// TriggerExecutionID is the id of a manual trigger of job at instant at.
+func TriggerExecutionID(jobID uuid.UUID, at time.Time) uuid.UUID {
+	return derive(triggerNamespace, jobID, at)
+}
+
+func derive(ns, jobID uuid.UUID, t time.Time) uuid.UUID {
+	var b [24]byte
+	copy(b[:16], jobID[:])
+	binary.BigEndian.PutUint64(b[16:], uint64(t.UnixNano()))
+	return uuid.NewSHA1(ns, b[:])
+}
+
+// Topics names the Kafka topics under a prefix ("sundial" in production;
+// tests use their own prefix to stay isolated).
+type Topics struct{ Prefix string }
+
+// DefaultTopics are the production topic names.
+var DefaultTopics = Topics{Prefix: "sundial"}
+
+// Fire is the topic for firings of priority p; unspecified means medium.
+func (t Topics) Fire(p sundialv1.Priority) string {
+	return t.Prefix + ".fire." + PriorityName(p)
+}
+
+// FireAll lists the four priority topics, most urgent first.
+func (t Topics) FireAll() []string {
+	return []string{
+		t.Fire(sundialv1.Priority_PRIORITY_CRITICAL),
+		t.Fire(sundialv1.Priority_PRIORITY_HIGH),
+		t.Fire(sundialv1.Priority_PRIORITY_MEDIUM),
+		t.Fire(sundialv1.Priority_PRIORITY_LOW),
+	}
+}
+
+// DLQ is the dead-letter topic.
+func (t Topics) DLQ() string { return t.Prefix + ".dlq" }
+
+// Normalize maps the unspecified priority to medium.
+func Normalize(p sundialv1.Priority) sundialv1.Priority {
+	if p == sundialv1.Priority_PRIORITY_UNSPECIFIED {
+		return sundialv1.Priority_PRIORITY_MEDIUM
+	}
+	return p
+}
+
+// PriorityName is the lower-case name used in topics and metric labels.
+func PriorityName(p sundialv1.Priority) string {
+	switch Normalize(p) {
+	case sundialv1.Priority_PRIORITY_CRITICAL:
+		return "critical"
+	case sundialv1.Priority_PRIORITY_HIGH:
+		return "high"
+	case sundialv1.Priority_PRIORITY_LOW:
+		return "low"
+	default:
+		return "medium"
+	}
+}
+
+// Encode marshals an envelope for the outbox and Kafka.
+func Encode(f *sundialv1.Firing) ([]byte, error) { return proto.Marshal(f) }
+
+// Decode unmarshals an envelope; a record that does not decode is poison.
+func Decode(b []byte) (*sundialv1.Firing, error) {
+	f := &sundialv1.Firing{}
+	if err := proto.Unmarshal(b, f); err != nil {
+		return nil, fmt.Errorf("firing: decode envelope: %w", err)
+	}
+	return f, nil
+}
+
+// Headers every HTTP target receives.
+const (
+	HeaderIdempotencyKey = "Idempotency-Key"
+	HeaderExecutionID    = "Sundial-Execution-Id"
+	HeaderFenceToken     = "Sundial-Fence-Token"
+	HeaderScheduledAt    = "Sundial-Scheduled-At"
+	HeaderAttempt        = "Sundial-Attempt"
+	HeaderCatchUp        = "Sundial-Catch-Up"
+	HeaderJobID          = "Sundial-Job-Id"
+	HeaderSignature      = "Sundial-Signature"
+)
