@@ -37,6 +37,7 @@ type Server struct {
 	checks   map[string]Check
 	draining atomic.Bool
 
+	lnMu   sync.Mutex
 	ln     net.Listener
 	srv    *http.Server
 	runner lifecycle.Runner
@@ -60,6 +61,8 @@ func (s *Server) SetDraining() { s.draining.Store(true) }
 
 // Addr is the bound address once started.
 func (s *Server) Addr() string {
+	s.lnMu.Lock()
+	defer s.lnMu.Unlock()
 	if s.ln == nil {
 		return s.addr
 	}
@@ -125,7 +128,9 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("admin: listen %s: %w", s.addr, err)
 	}
+	s.lnMu.Lock()
 	s.ln = ln
+	s.lnMu.Unlock()
 	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	s.logger.Info("admin server listening", "addr", ln.Addr().String())
 	return s.runner.Run(func(ctx context.Context) error {
