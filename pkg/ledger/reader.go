@@ -1,0 +1,295 @@
+package ledger
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/sundialhq/sundial/pkg/clock"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// Page sizes of ListByJob.
+const (
+	DefaultPageSize = 50
+	MaxPageSize     = 1000
+)
+
+// DefaultLookback is how far back ListByJob walks month buckets: the TTL,
+// since older rows have expired anyway.
+const DefaultLookback = TTL
+
+// lookahead starts ListByJob a day in the future, so slots recorded ahead of
+// time near a month's end (the prefetcher's window) are in the first bucket.
+const lookahead = 24 * time.Hour
+
+var (
+	// ErrNotFound is returned by GetExecution when the ledger holds no row
+	// of the execution (never recorded, or expired).
+	ErrNotFound = errors.New("ledger: execution not found")
+	// ErrInvalidPageToken is returned by ListByJob for a token it did not
+	// issue for this job.
+	ErrInvalidPageToken = errors.New("ledger: invalid page token")
+	// ErrInvalidArgument is returned for an empty id.
+	ErrInvalidArgument = errors.New("ledger: invalid argument")
+)
+
+// Reader reads execution history. It is safe for concurrent use.
+type Reader struct {
+	s        Session
+	keyspace string
+	clock    clock.Clock
+	lookback time.Duration
+
+	selectByJob, selectByJobAfter, selectByID string
+}
+
+// ReaderOption configures a Reader.
+type ReaderOption func(*Reader)
+
+// WithClock sets the clock that decides which month ListByJob starts from.
+func WithClock(c clock.Clock) ReaderOption { return func(r *Reader) { r.clock = c } }
+
+// WithLookback bounds how far back ListByJob walks month buckets (default
+// DefaultLookback, the TTL). Rows of slots scheduled before now-lookback —
+// possible only for backfills of old slots — are listed by GetExecution only.
+func WithLookback(d time.Duration) ReaderOption { return func(r *Reader) { r.lookback = d } }
+
+// NewReader returns a Reader over s reading keyspace. It panics on an
+// invalid keyspace name.
+func NewReader(s Session, keyspace string, opts ...ReaderOption) *Reader {
+	if err := ValidKeyspace(keyspace); err != nil {
+		panic(err)
+	}
+	r := &Reader{s: s, keyspace: keyspace, clock: clock.Real{}, lookback: DefaultLookback}
+	for _, o := range opts {
+		o(r)
+	}
+	r.selectByJob = fmt.Sprintf("SELECT %s FROM %s.%s WHERE job_id = ? AND month = ? LIMIT ?",
+		columns, keyspace, TableByJob)
+	r.selectByJobAfter = fmt.Sprintf("SELECT %s FROM %s.%s WHERE job_id = ? AND month = ?"+
+		" AND (scheduled_at, execution_id, attempt, fence) < (?, ?, ?, ?) LIMIT ?", columns, keyspace, TableByJob)
+	r.selectByID = fmt.Sprintf("SELECT %s FROM %s.%s WHERE execution_id = ?", columns, keyspace, TableByID)
+	return r
+}
+
+// GetExecution returns every attempt of an execution, oldest attempt first.
+// When an attempt was recorded under several fences, the highest fence's
+// row comes first and the others are reported as FENCED (see DESIGN.md).
+// ErrNotFound when there is no row.
+func (r *Reader) GetExecution(ctx context.Context, executionID string) ([]*sundialv1.ExecutionAttempt, error) {
+	if executionID == "" {
+		return nil, fmt.Errorf("%w: execution id is empty", ErrInvalidArgument)
+	}
+	it := r.s.Iter(ctx, Statement{CQL: r.selectByID, Values: []any{executionID}, Idempotent: true})
+	var (
+		out  []*sundialv1.ExecutionAttempt
+		prev *groupKey
+		sr   scanRow
+	)
+	for it.Scan(sr.dest()...) {
+		if a := present(&sr, prev); a != nil {
+			out = append(out, a)
+		}
+		prev = sr.group(prev)
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("ledger: get execution %s: %w", executionID, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, executionID)
+	}
+	return out, nil
+}
+
+// ListByJob returns a job's attempts newest slot first (within a slot, the
+// latest attempt first), pageSize at a time (<= 0 means DefaultPageSize;
+// capped at MaxPageSize). It walks the job's month buckets from this month
+// back to the lookback bound; nextPageToken is empty when nothing is left.
+// A page may hold fewer rows than asked, and the last page may be empty,
+// when the remaining months hold no rows.
+func (r *Reader) ListByJob(ctx context.Context, jobID string, pageSize int, pageToken string) ([]*sundialv1.ExecutionAttempt, string, error) {
+	if jobID == "" {
+		return nil, "", fmt.Errorf("%w: job id is empty", ErrInvalidArgument)
+	}
+	if pageSize <= 0 {
+		pageSize = DefaultPageSize
+	}
+	pageSize = min(pageSize, MaxPageSize)
+	var cur cursor
+	if pageToken == "" {
+		now := r.clock.Now()
+		cur = cursor{Job: jobHash(jobID), Month: monthOf(now.Add(lookahead)), Stop: monthOf(now.Add(-r.lookback))}
+	} else {
+		var err error
+		if cur, err = decodeCursor(pageToken, jobID); err != nil {
+			return nil, "", err
+		}
+	}
+	var out []*sundialv1.ExecutionAttempt
+	for len(out) < pageSize {
+		// Ask for one row more than the page still needs: if it comes back
+		// unconsumed, the month has more and the token resumes after the
+		// last row taken.
+		want := pageSize - len(out) + 1
+		got, full, err := r.readMonth(ctx, jobID, &cur, want, func(a *sundialv1.ExecutionAttempt) bool {
+			if len(out) == pageSize {
+				return false
+			}
+			if a != nil {
+				out = append(out, a)
+			}
+			return true
+		})
+		if err != nil {
+			return nil, "", err
+		}
+		if full {
+			break // the page filled with rows left in this month
+		}
+		if got < want { // this month is exhausted
+			if cur.Month <= cur.Stop {
+				return out, "", nil
+			}
+			cur.Month, cur.Last = cur.Month.prev(), nil
+		}
+	}
+	return out, cur.encode(), nil
+}
+
+// readMonth reads up to limit rows of cur's month after cur.Last, offering
+// each row to take (nil for a row that is hidden) and advancing cur past each
+// row taken. It stops when take refuses a row (full = true) and returns how
+// many rows the query returned.
+func (r *Reader) readMonth(ctx context.Context, jobID string, cur *cursor, limit int, take func(*sundialv1.ExecutionAttempt) bool) (got int, full bool, err error) {
+	st := Statement{CQL: r.selectByJob, Values: []any{jobID, int(cur.Month), limit}, Idempotent: true}
+	if k := cur.Last; k != nil {
+		st = Statement{CQL: r.selectByJobAfter, Idempotent: true, Values: []any{
+			jobID, int(cur.Month), time.UnixMilli(k.ScheduledMs), k.ExecutionID, k.Attempt, k.Fence, limit,
+		}}
+	}
+	it := r.s.Iter(ctx, st)
+	var sr scanRow
+	for it.Scan(sr.dest()...) {
+		got++
+		if full {
+			continue // drain the peeked row
+		}
+		prev := cur.group()
+		if !take(present(&sr, prev)) {
+			full = true
+			continue
+		}
+		cur.Last = &cursorKey{
+			ScheduledMs: sr.scheduled.UnixMilli(), ExecutionID: sr.executionID,
+			Attempt: sr.attempt, Fence: sr.fence, LiveFence: sr.group(prev).liveFence,
+		}
+	}
+	if err := it.Close(); err != nil {
+		return 0, false, fmt.Errorf("ledger: list job %s month %d: %w", jobID, cur.Month, err)
+	}
+	return got, full, nil
+}
+
+// groupKey identifies an attempt and the highest fence seen for it.
+type groupKey struct {
+	executionID string
+	attempt     int32
+	liveFence   int64
+}
+
+// group is the attempt group of the row just scanned, given the previous
+// row's group: rows of one attempt arrive highest fence first, so the first
+// row of a group holds the live fence.
+func (s *scanRow) group(prev *groupKey) *groupKey {
+	if prev != nil && prev.executionID == s.executionID && prev.attempt == s.attempt {
+		return prev
+	}
+	return &groupKey{executionID: s.executionID, attempt: s.attempt, liveFence: s.fence}
+}
+
+// present turns a scanned row into what readers see. The first row of an
+// attempt is its live record. A later row of the same attempt was written
+// under a lower fence: a lease holder that lost its lease, reported as
+// FENCED with what it had recorded in reason; or, with fence 0, a record
+// made before any lease (a staged state), hidden behind the leased one.
+func present(s *scanRow, prev *groupKey) *sundialv1.ExecutionAttempt {
+	if prev == nil || prev.executionID != s.executionID || prev.attempt != s.attempt {
+		return s.attemptProto()
+	}
+	if s.fence == 0 {
+		return nil
+	}
+	a := s.attemptProto()
+	a.Reason = fmt.Sprintf("superseded by fence %d; recorded %s", prev.liveFence, a.GetStatus())
+	a.Status = sundialv1.ExecutionStatus_EXECUTION_STATUS_FENCED
+	return a
+}
+
+// cursor is ListByJob's position: the month bucket being read, the last
+// month to read, and the key of the last row returned in this month. It
+// travels as an opaque token (base64 of JSON), bound to its job by a hash.
+type cursor struct {
+	V     int        `json:"v"`
+	Job   uint64     `json:"j"`
+	Month month      `json:"m"`
+	Stop  month      `json:"s"`
+	Last  *cursorKey `json:"k,omitempty"`
+}
+
+type cursorKey struct {
+	ScheduledMs int64  `json:"t"`
+	ExecutionID string `json:"e"`
+	Attempt     int32  `json:"a"`
+	Fence       int64  `json:"f"`
+	// LiveFence is the highest fence of the last row's attempt, so a page
+	// that starts inside an attempt's group still marks superseded rows.
+	LiveFence int64 `json:"l"`
+}
+
+const cursorVersion = 1
+
+func (c *cursor) group() *groupKey {
+	if c.Last == nil {
+		return nil
+	}
+	return &groupKey{executionID: c.Last.ExecutionID, attempt: c.Last.Attempt, liveFence: c.Last.LiveFence}
+}
+
+func (c cursor) encode() string {
+	c.V = cursorVersion
+	b, _ := json.Marshal(c) // plain struct, cannot fail
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(token, jobID string) (cursor, error) {
+	b, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil {
+		return cursor{}, fmt.Errorf("%w: %v", ErrInvalidPageToken, err)
+	}
+	var c cursor
+	if err := json.Unmarshal(b, &c); err != nil {
+		return cursor{}, fmt.Errorf("%w: %v", ErrInvalidPageToken, err)
+	}
+	switch {
+	case c.V != cursorVersion:
+		return cursor{}, fmt.Errorf("%w: version %d", ErrInvalidPageToken, c.V)
+	case c.Job != jobHash(jobID):
+		return cursor{}, fmt.Errorf("%w: issued for another job", ErrInvalidPageToken)
+	case !c.Month.valid() || !c.Stop.valid() || c.Month < c.Stop:
+		return cursor{}, fmt.Errorf("%w: bad month range", ErrInvalidPageToken)
+	}
+	return c, nil
+}
+
+func (m month) valid() bool { return m/100 >= 1970 && m%100 >= 1 && m%100 <= 12 }
+
+func jobHash(jobID string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(jobID))
+	return h.Sum64()
+}

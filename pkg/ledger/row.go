@@ -1,0 +1,281 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gocql/gocql"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// MaxTextBytes caps the free-text columns (error, response excerpt, reason):
+// a ledger row is history, not a log store, and a wide cell slows every read
+// of its partition. Longer values are cut at a UTF-8 boundary.
+const MaxTextBytes = 2048
+
+// ErrInvalidAttempt is wrapped by Record when the attempt lacks a field the
+// ledger keys on; the message names the field.
+var ErrInvalidAttempt = errors.New("ledger: invalid attempt")
+
+// month is a partition bucket: yyyymm of an instant in UTC.
+type month int
+
+func monthOf(t time.Time) month {
+	t = t.UTC()
+	return month(t.Year()*100 + int(t.Month()))
+}
+
+func (m month) prev() month {
+	y, mo := int(m)/100, int(m)%100
+	if mo == 1 {
+		return month((y-1)*100 + 12)
+	}
+	return month(y*100 + mo - 1)
+}
+
+// statusRank orders an attempt's statuses as one worker moves through them,
+// so a later transition always carries a higher write timestamp than an
+// earlier one, whatever the wall clock did in between.
+func statusRank(s sundialv1.ExecutionStatus) int64 {
+	switch s {
+	case sundialv1.ExecutionStatus_EXECUTION_STATUS_SCHEDULED:
+		return 1
+	case sundialv1.ExecutionStatus_EXECUTION_STATUS_QUEUED:
+		return 2
+	case sundialv1.ExecutionStatus_EXECUTION_STATUS_RUNNING:
+		return 3
+	case sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED:
+		return 4
+	case sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED,
+		sundialv1.ExecutionStatus_EXECUTION_STATUS_FAILED:
+		return 5
+	case sundialv1.ExecutionStatus_EXECUTION_STATUS_FENCED:
+		return 6
+	case sundialv1.ExecutionStatus_EXECUTION_STATUS_RETRY_SCHEDULED:
+		return 7
+	case sundialv1.ExecutionStatus_EXECUTION_STATUS_DEAD:
+		return 8
+	default:
+		return 0
+	}
+}
+
+// row is one ledger row in column order.
+type row struct {
+	jobID       string
+	month       month
+	scheduled   time.Time
+	executionID string
+	attempt     int32
+	fence       int64
+	tenant      string
+	status      string
+	fire        *time.Time
+	started     *time.Time
+	finished    *time.Time
+	latenessNs  *int64
+	durationNs  *int64
+	worker      string
+	httpStatus  int32
+	errText     string
+	excerpt     string
+	catchUp     bool
+	jobVersion  int64
+	reason      string
+}
+
+func rowFrom(a *sundialv1.ExecutionAttempt) (row, error) {
+	switch {
+	case a == nil:
+		return row{}, fmt.Errorf("%w: nil", ErrInvalidAttempt)
+	case a.GetExecutionId() == "":
+		return row{}, fmt.Errorf("%w: execution_id is empty", ErrInvalidAttempt)
+	case a.GetJobId() == "":
+		return row{}, fmt.Errorf("%w: job_id is empty", ErrInvalidAttempt)
+	case a.GetAttempt() < 1:
+		return row{}, fmt.Errorf("%w: attempt must be >= 1, got %d", ErrInvalidAttempt, a.GetAttempt())
+	case a.GetScheduledTime() == nil:
+		return row{}, fmt.Errorf("%w: scheduled_time is missing", ErrInvalidAttempt)
+	case a.GetStatus() == sundialv1.ExecutionStatus_EXECUTION_STATUS_UNSPECIFIED:
+		return row{}, fmt.Errorf("%w: status is unspecified", ErrInvalidAttempt)
+	case a.GetFenceToken() < 0:
+		return row{}, fmt.Errorf("%w: fence_token must be >= 0, got %d", ErrInvalidAttempt, a.GetFenceToken())
+	}
+	sched := a.GetScheduledTime().AsTime()
+	return row{
+		jobID:       a.GetJobId(),
+		month:       monthOf(sched),
+		scheduled:   sched,
+		executionID: a.GetExecutionId(),
+		attempt:     a.GetAttempt(),
+		fence:       a.GetFenceToken(),
+		tenant:      a.GetTenant(),
+		status:      a.GetStatus().String(),
+		fire:        optTime(a.GetFireTime()),
+		started:     optTime(a.GetStartedTime()),
+		finished:    optTime(a.GetFinishedTime()),
+		latenessNs:  optDuration(a.GetLateness()),
+		durationNs:  optDuration(a.GetDuration()),
+		worker:      a.GetWorker(),
+		httpStatus:  a.GetHttpStatus(),
+		errText:     clip(a.GetError()),
+		excerpt:     clip(a.GetResponseExcerpt()),
+		catchUp:     a.GetCatchUp(),
+		jobVersion:  a.GetJobVersion(),
+		reason:      clip(a.GetReason()),
+	}, nil
+}
+
+// writeTimestamp is the CQL write timestamp (µs) of every cell of this
+// record. It is the attempt's anchor instant — fire time, else the slot —
+// which the envelope fixes for the whole attempt, plus the status rank. One
+// worker's records of one attempt share the anchor, so they order by rank
+// (RUNNING < SUCCEEDED) even if its clock steps back; records under another
+// fence are other rows (the fence is in the key), so they never compete.
+// Being close to real time keeps time-window compaction's windows honest.
+func (r row) writeTimestamp(status sundialv1.ExecutionStatus) int64 {
+	anchor := r.scheduled
+	if r.fire != nil {
+		anchor = *r.fire
+	}
+	return anchor.UnixMicro() + statusRank(status)
+}
+
+// values binds the row in column order. Unset fields are sent as "unset",
+// not null: a null is a tombstone, and an attempt written twice (RUNNING,
+// then its outcome) would otherwise bury its earlier fields under them.
+func (r row) values() []any {
+	return []any{
+		r.jobID, int(r.month), r.scheduled, r.executionID, r.attempt, r.fence,
+		unsetIfZero(r.tenant), r.status,
+		unsetIfNil(r.fire), unsetIfNil(r.started), unsetIfNil(r.finished),
+		unsetIfNil(r.latenessNs), unsetIfNil(r.durationNs),
+		unsetIfZero(r.worker), unsetIfZero(r.httpStatus),
+		unsetIfZero(r.errText), unsetIfZero(r.excerpt), unsetIfZero(r.catchUp),
+		unsetIfZero(r.jobVersion), unsetIfZero(r.reason),
+	}
+}
+
+// scanRow holds the scan destinations of one row; pointers to pointers let
+// the driver report null as nil.
+type scanRow struct {
+	jobID       string
+	month       int
+	scheduled   time.Time
+	executionID string
+	attempt     int32
+	fence       int64
+	tenant      *string
+	status      *string
+	fire        *time.Time
+	started     *time.Time
+	finished    *time.Time
+	latenessNs  *int64
+	durationNs  *int64
+	worker      *string
+	httpStatus  *int32
+	errText     *string
+	excerpt     *string
+	catchUp     *bool
+	jobVersion  *int64
+	reason      *string
+}
+
+func (s *scanRow) dest() []any {
+	return []any{
+		&s.jobID, &s.month, &s.scheduled, &s.executionID, &s.attempt, &s.fence,
+		&s.tenant, &s.status, &s.fire, &s.started, &s.finished, &s.latenessNs, &s.durationNs,
+		&s.worker, &s.httpStatus, &s.errText, &s.excerpt, &s.catchUp, &s.jobVersion, &s.reason,
+	}
+}
+
+func (s *scanRow) attemptProto() *sundialv1.ExecutionAttempt {
+	a := &sundialv1.ExecutionAttempt{
+		ExecutionId:     s.executionID,
+		JobId:           s.jobID,
+		Tenant:          deref(s.tenant),
+		Attempt:         s.attempt,
+		Status:          sundialv1.ExecutionStatus(sundialv1.ExecutionStatus_value[deref(s.status)]),
+		ScheduledTime:   timestamppb.New(s.scheduled),
+		FenceToken:      s.fence,
+		Worker:          deref(s.worker),
+		HttpStatus:      deref(s.httpStatus),
+		Error:           deref(s.errText),
+		ResponseExcerpt: deref(s.excerpt),
+		CatchUp:         deref(s.catchUp),
+		JobVersion:      deref(s.jobVersion),
+		Reason:          deref(s.reason),
+	}
+	if s.fire != nil {
+		a.FireTime = timestamppb.New(*s.fire)
+	}
+	if s.started != nil {
+		a.StartedTime = timestamppb.New(*s.started)
+	}
+	if s.finished != nil {
+		a.FinishedTime = timestamppb.New(*s.finished)
+	}
+	if s.latenessNs != nil {
+		a.Lateness = durationpb.New(time.Duration(*s.latenessNs))
+	}
+	if s.durationNs != nil {
+		a.Duration = durationpb.New(time.Duration(*s.durationNs))
+	}
+	return a
+}
+
+func optTime(ts *timestamppb.Timestamp) *time.Time {
+	if ts == nil {
+		return nil
+	}
+	t := ts.AsTime()
+	return &t
+}
+
+func optDuration(d *durationpb.Duration) *int64 {
+	if d == nil {
+		return nil
+	}
+	n := int64(d.AsDuration())
+	return &n
+}
+
+func unsetIfNil[T any](p *T) any {
+	if p == nil {
+		return gocql.UnsetValue
+	}
+	return *p
+}
+
+func unsetIfZero[T comparable](v T) any {
+	var zero T
+	if v == zero {
+		return gocql.UnsetValue
+	}
+	return v
+}
+
+func deref[T any](p *T) T {
+	if p == nil {
+		var zero T
+		return zero
+	}
+	return *p
+}
+
+// clip cuts s to at most MaxTextBytes without splitting a UTF-8 sequence.
+func clip(s string) string {
+	if len(s) <= MaxTextBytes {
+		return s
+	}
+	cut := MaxTextBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}

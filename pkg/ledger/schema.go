@@ -1,0 +1,123 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Table names inside the ledger's keyspace.
+const (
+	TableByJob = "executions_by_job"
+	TableByID  = "executions_by_id"
+)
+
+// TTL is how long a ledger row lives: the table default, so every write
+// expires without naming it.
+const TTL = 90 * 24 * time.Hour
+
+// DefaultReplication is a single-copy keyspace, right for a laptop or a test
+// node. Production passes NetworkTopologyStrategy with three copies per DC.
+const DefaultReplication = "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+
+// columns are written and read in this order by both tables; the two tables
+// hold the same row, keyed differently.
+const columns = "job_id, month, scheduled_at, execution_id, attempt, fence, tenant, status, " +
+	"fire_at, started_at, finished_at, lateness_ns, duration_ns, worker, http_status, " +
+	"error, response_excerpt, catch_up, job_version, reason"
+
+const columnDefs = `
+    job_id            text,
+    month             int,        -- bucket: yyyymm of scheduled_at in UTC
+    scheduled_at      timestamp,  -- the slot
+    execution_id      text,
+    attempt           int,
+    fence             bigint,     -- lease fence token; 0 = written without a lease
+    tenant            text,
+    status            text,       -- sundial.v1.ExecutionStatus name
+    fire_at           timestamp,
+    started_at        timestamp,
+    finished_at       timestamp,
+    lateness_ns       bigint,     -- started - fire, exact (instants are ms)
+    duration_ns       bigint,
+    worker            text,
+    http_status       int,
+    error             text,
+    response_excerpt  text,
+    catch_up          boolean,
+    job_version       bigint,
+    reason            text,`
+
+// tableOptions: every row expires after TTL, and time-window compaction
+// keeps rows written in the same 3-day window together, so a window whose
+// rows have all expired is dropped as a whole file instead of being
+// rewritten (30 windows over the 90 days, inside TWCS's advice of 20-30).
+// gc_grace is one day: rows are never deleted, only expire, and expiry is
+// the same on every replica, so a long grace would only delay purging.
+const tableOptions = `
+  AND default_time_to_live = %d
+  AND gc_grace_seconds = 86400
+  AND compaction = {'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': 'DAYS', 'compaction_window_size': 3}`
+
+var keyspaceName = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_]{0,47}$`)
+
+// ValidKeyspace reports whether ks is a keyspace name the ledger accepts: a
+// letter then up to 47 letters, digits or underscores, unquoted.
+func ValidKeyspace(ks string) error {
+	if !keyspaceName.MatchString(ks) {
+		return fmt.Errorf("ledger: keyspace %q: want a letter then up to 47 letters, digits or underscores", ks)
+	}
+	return nil
+}
+
+// schema is the ledger's DDL in order. Every statement is idempotent
+// (IF NOT EXISTS), so Migrate can run at every start of every replica.
+func schema(keyspace, replication string) []string {
+	ttl := int(TTL / time.Second)
+	return []string{
+		fmt.Sprintf(`CREATE KEYSPACE IF NOT EXISTS %s WITH replication = %s AND durable_writes = true`, keyspace, replication),
+		// Newest slot first within a (job, month) partition; an attempt's
+		// rows under several fences sit together, highest fence first. Every
+		// clustering column descends so "rows after this key" is one tuple
+		// comparison (the page cursor).
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (%s
+    PRIMARY KEY ((job_id, month), scheduled_at, execution_id, attempt, fence)
+) WITH CLUSTERING ORDER BY (scheduled_at DESC, execution_id DESC, attempt DESC, fence DESC)`+tableOptions,
+			keyspace, TableByJob, columnDefs, ttl),
+		// One partition per execution: its attempts in order, each attempt's
+		// highest fence first (the fence check reads exactly that row).
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (%s
+    PRIMARY KEY ((execution_id), attempt, fence)
+) WITH CLUSTERING ORDER BY (attempt ASC, fence DESC)`+tableOptions,
+			keyspace, TableByID, columnDefs, ttl),
+	}
+}
+
+// Migrate creates the ledger's keyspace (with the given replication map, a
+// CQL literal such as DefaultReplication; empty means DefaultReplication) and
+// tables if they do not exist, waiting for schema agreement after each
+// statement. It never alters or drops anything, so it is safe to run at every
+// start; changing replication later is an operator's ALTER KEYSPACE.
+func Migrate(ctx context.Context, s Session, keyspace, replication string) error {
+	if err := ValidKeyspace(keyspace); err != nil {
+		return err
+	}
+	replication = strings.TrimSpace(replication)
+	if replication == "" {
+		replication = DefaultReplication
+	}
+	if !strings.HasPrefix(replication, "{") || !strings.HasSuffix(replication, "}") {
+		return fmt.Errorf("ledger: replication %q: want a CQL map literal such as %s", replication, DefaultReplication)
+	}
+	for _, ddl := range schema(keyspace, replication) {
+		if err := s.Exec(ctx, Statement{CQL: ddl, Idempotent: true}); err != nil {
+			return fmt.Errorf("ledger: migrate %s: %w", keyspace, err)
+		}
+		if err := s.AwaitSchemaAgreement(ctx); err != nil {
+			return fmt.Errorf("ledger: migrate %s: schema agreement: %w", keyspace, err)
+		}
+	}
+	return nil
+}
