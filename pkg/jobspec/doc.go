@@ -1,0 +1,27 @@
+// Package jobspec is the one place that knows what a valid Sundial job is and
+// what its unset fields mean.
+//
+// The api validates every job it accepts with Validate and fills its defaults
+// with Normalize before storing it; the prefetcher and the api build the
+// engine schedule of a stored job with Schedule; and every producer of a
+// firing (the prefetcher for scheduled slots, the api for manual triggers,
+// later the worker for retries) builds the envelope with Envelope, so a
+// firing carries the same fields whoever staged it.
+//
+// Validation collects every problem rather than stopping at the first, and
+// names each by its field path inside the job (schedule.cron,
+// target.http.url, retry.max_delay), so a caller can fix a bad job in one
+// round trip. The api turns an *Error into a gRPC InvalidArgument status with
+// google.rpc.BadRequest field violations.
+//
+// Defaults (applied by Normalize, and assumed by Envelope for jobs stored
+// before a default existed):
+//
+//	priority          MEDIUM
+//	attempt_timeout   30s
+//	retry             max_attempts 1 (no retry), EXPONENTIAL, initial 1s, max 1m
+//	misfire           RUN_ONCE, grace 1h, max_catch_up 10
+//	overlap           ALLOW
+//	schedule          timezone UTC, dst_gap SHIFT, dst_repeat FIRST
+//	target.http       method POST
+package jobspec

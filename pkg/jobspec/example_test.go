@@ -1,0 +1,43 @@
+package jobspec_test
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sundialhq/sundial/pkg/jobspec"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+func ExampleValidate() {
+	job := &sundialv1.Job{
+		Schedule:  &sundialv1.Schedule{Spec: &sundialv1.Schedule_Cron{Cron: "0 0 32 * *"}},
+		Target:    &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: "/hook"}}},
+		MaxJitter: durationpb.New(2 * time.Minute),
+	}
+	var verr *jobspec.Error
+	if errors.As(jobspec.Validate(job), &verr) {
+		for _, v := range verr.Violations {
+			fmt.Printf("%s: %s\n", v.Field, v.Description)
+		}
+	}
+	// Output:
+	// schedule.cron: day-of-month: 32 is out of range 1-31
+	// target.http.url: must be an absolute http or https URL
+	// max_jitter: must be between 0 and 60s, got 2m0s
+}
+
+func ExampleSchedule() {
+	job := &sundialv1.Job{Schedule: &sundialv1.Schedule{
+		Spec:     &sundialv1.Schedule_Cron{Cron: "0 9 * * MON-FRI"},
+		Timezone: "Europe/Paris",
+	}}
+	s, err := jobspec.Schedule(job, time.Time{})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(s.Next(time.Date(2026, 3, 27, 12, 0, 0, 0, time.UTC)).UTC())
+	// Output: 2026-03-30 07:00:00 +0000 UTC
+}

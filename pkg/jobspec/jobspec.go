@@ -1,0 +1,240 @@
+package jobspec
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+	_ "time/tzdata" // every service resolves zones the same way, whatever the host has installed
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/pkg/schedule"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// Defaults for unset fields.
+const (
+	DefaultPriority       = sundialv1.Priority_PRIORITY_MEDIUM
+	DefaultAttemptTimeout = 30 * time.Second
+	DefaultMaxAttempts    = 1
+	DefaultBackoff        = sundialv1.Backoff_BACKOFF_EXPONENTIAL
+	DefaultInitialDelay   = time.Second
+	DefaultMaxDelay       = time.Minute
+	DefaultMisfireAction  = sundialv1.MisfireAction_MISFIRE_ACTION_RUN_ONCE
+	DefaultMisfireGrace   = time.Hour
+	DefaultMaxCatchUp     = 10
+	DefaultOverlap        = sundialv1.OverlapPolicy_OVERLAP_POLICY_ALLOW
+	DefaultTimezone       = "UTC"
+	DefaultDstGap         = sundialv1.DstGapPolicy_DST_GAP_POLICY_SHIFT
+	DefaultDstRepeat      = sundialv1.DstRepeatPolicy_DST_REPEAT_POLICY_FIRST
+	DefaultHTTPMethod     = "POST"
+)
+
+// Normalize fills every unset field of job with its default, in place, and
+// upper-cases the HTTP method, so a stored job says explicitly how it
+// behaves. It does not validate; call Validate first.
+func Normalize(job *sundialv1.Job) {
+	if job == nil {
+		return
+	}
+	if job.Priority == sundialv1.Priority_PRIORITY_UNSPECIFIED {
+		job.Priority = DefaultPriority
+	}
+	if job.AttemptTimeout == nil {
+		job.AttemptTimeout = durationpb.New(DefaultAttemptTimeout)
+	}
+	if job.Retry == nil {
+		job.Retry = &sundialv1.RetryPolicy{}
+	}
+	normalizeRetry(job.Retry)
+	if job.Misfire == nil {
+		job.Misfire = &sundialv1.MisfirePolicy{}
+	}
+	m := job.Misfire
+	if m.Action == sundialv1.MisfireAction_MISFIRE_ACTION_UNSPECIFIED {
+		m.Action = DefaultMisfireAction
+	}
+	if m.Grace == nil {
+		m.Grace = durationpb.New(DefaultMisfireGrace)
+	}
+	if m.MaxCatchUp == 0 {
+		m.MaxCatchUp = DefaultMaxCatchUp
+	}
+	if job.Overlap == sundialv1.OverlapPolicy_OVERLAP_POLICY_UNSPECIFIED {
+		job.Overlap = DefaultOverlap
+	}
+	if s := job.Schedule; s != nil {
+		if s.Timezone == "" {
+			s.Timezone = DefaultTimezone
+		}
+		if s.DstGap == sundialv1.DstGapPolicy_DST_GAP_POLICY_UNSPECIFIED {
+			s.DstGap = DefaultDstGap
+		}
+		if s.DstRepeat == sundialv1.DstRepeatPolicy_DST_REPEAT_POLICY_UNSPECIFIED {
+			s.DstRepeat = DefaultDstRepeat
+		}
+		if c, ok := s.Spec.(*sundialv1.Schedule_Cron); ok {
+			c.Cron = strings.TrimSpace(c.Cron)
+		}
+	}
+	if h := job.GetTarget().GetHttp(); h != nil {
+		if h.Method == "" {
+			h.Method = DefaultHTTPMethod
+		}
+		h.Method = strings.ToUpper(h.Method)
+	}
+}
+
+func normalizeRetry(r *sundialv1.RetryPolicy) {
+	if r.MaxAttempts == 0 {
+		r.MaxAttempts = DefaultMaxAttempts
+	}
+	if r.Backoff == sundialv1.Backoff_BACKOFF_UNSPECIFIED {
+		r.Backoff = DefaultBackoff
+	}
+	if r.InitialDelay == nil {
+		r.InitialDelay = durationpb.New(DefaultInitialDelay)
+	}
+	if r.MaxDelay == nil {
+		r.MaxDelay = durationpb.New(DefaultMaxDelay)
+	}
+}
+
+// Schedule builds the engine schedule of a job. created anchors an interval
+// schedule that has no start_time (pass the job's creation instant, so every
+// service computes the same slots).
+func Schedule(job *sundialv1.Job, created time.Time) (schedule.Schedule, error) {
+	return FromProto(job.GetSchedule(), created)
+}
+
+// FromProto builds the engine schedule of s; created anchors an interval
+// without start_time. It fails on a schedule Validate would reject.
+func FromProto(s *sundialv1.Schedule, created time.Time) (schedule.Schedule, error) {
+	if s == nil {
+		return nil, errors.New("jobspec: schedule is not set")
+	}
+	loc, err := location(s.GetTimezone())
+	if err != nil {
+		return nil, fmt.Errorf("jobspec: schedule.timezone: %w", err)
+	}
+	opts := schedule.Options{
+		Location: loc,
+		Gap:      gapPolicy(s.GetDstGap()),
+		Repeat:   repeatPolicy(s.GetDstRepeat()),
+	}
+	if ts := s.GetStartTime(); ts != nil {
+		opts.Start = ts.AsTime()
+	}
+	if ts := s.GetEndTime(); ts != nil {
+		opts.End = ts.AsTime()
+	}
+	switch spec := s.GetSpec().(type) {
+	case *sundialv1.Schedule_Cron:
+		sch, err := schedule.Parse(strings.TrimSpace(spec.Cron), opts)
+		if err != nil {
+			return nil, fmt.Errorf("jobspec: schedule.cron: %s", cronProblem(err))
+		}
+		return sch, nil
+	case *sundialv1.Schedule_Once:
+		return schedule.Once(spec.Once.AsTime(), opts), nil
+	case *sundialv1.Schedule_Interval:
+		sch, err := schedule.Every(spec.Interval.AsDuration(), anchorFor(s, created), opts)
+		if err != nil {
+			return nil, fmt.Errorf("jobspec: schedule.interval: %w", err)
+		}
+		return sch, nil
+	default:
+		return nil, errors.New("jobspec: schedule: set one of cron, once or interval")
+	}
+}
+
+// anchorFor is where an interval schedule counts from: its start_time, or
+// the job's creation.
+func anchorFor(s *sundialv1.Schedule, created time.Time) time.Time {
+	if ts := s.GetStartTime(); ts != nil {
+		return ts.AsTime()
+	}
+	return created
+}
+
+func gapPolicy(p sundialv1.DstGapPolicy) schedule.GapPolicy {
+	if p == sundialv1.DstGapPolicy_DST_GAP_POLICY_SKIP {
+		return schedule.GapSkip
+	}
+	return schedule.GapShift
+}
+
+func repeatPolicy(p sundialv1.DstRepeatPolicy) schedule.RepeatPolicy {
+	switch p {
+	case sundialv1.DstRepeatPolicy_DST_REPEAT_POLICY_LAST:
+		return schedule.RepeatLast
+	case sundialv1.DstRepeatPolicy_DST_REPEAT_POLICY_BOTH:
+		return schedule.RepeatBoth
+	default:
+		return schedule.RepeatFirst
+	}
+}
+
+// Envelope builds the firing of one attempt of one execution of job, the
+// message the relay publishes and the worker fires. scheduled is the slot
+// (for a trigger, the trigger instant), fire the instant to fire at (the slot
+// plus jitter, or a retry's backoff instant). Backfill firings are marked
+// catch-up; the prefetcher sets CatchUp on misfire catch-ups, and the
+// producer sets StagedTime from the database clock.
+//
+// The envelope copies what it takes from job (a job's defaults apply to
+// fields it never had), except Payload, which it shares: neither may be
+// modified while the other is in use.
+func Envelope(job *sundialv1.Job, executionID string, scheduled, fire time.Time, attempt int32, origin sundialv1.FiringOrigin) *sundialv1.Firing {
+	f := &sundialv1.Firing{
+		ExecutionId:   executionID,
+		JobId:         job.GetId(),
+		Tenant:        job.GetTenant(),
+		JobVersion:    job.GetVersion(),
+		Attempt:       attempt,
+		Priority:      job.GetPriority(),
+		ScheduledTime: timestamppb.New(scheduled),
+		FireTime:      timestamppb.New(fire),
+		CatchUp:       origin == sundialv1.FiringOrigin_FIRING_ORIGIN_BACKFILL,
+		Payload:       job.GetPayload(),
+		Overlap:       job.GetOverlap(),
+		CallbackUrl:   job.GetCallbackUrl(),
+		Origin:        origin,
+	}
+	if f.Priority == sundialv1.Priority_PRIORITY_UNSPECIFIED {
+		f.Priority = DefaultPriority
+	}
+	if f.Overlap == sundialv1.OverlapPolicy_OVERLAP_POLICY_UNSPECIFIED {
+		f.Overlap = DefaultOverlap
+	}
+	if t := job.GetTarget(); t != nil {
+		f.Target = proto.Clone(t).(*sundialv1.Target)
+		if h := f.Target.GetHttp(); h != nil {
+			if h.Method == "" {
+				h.Method = DefaultHTTPMethod
+			}
+			h.Method = strings.ToUpper(h.Method)
+		}
+	}
+	if d := job.GetAttemptTimeout(); d != nil {
+		f.AttemptTimeout = durationpb.New(d.AsDuration())
+	} else {
+		f.AttemptTimeout = durationpb.New(DefaultAttemptTimeout)
+	}
+	if r := job.GetRetry(); r != nil {
+		f.Retry = proto.Clone(r).(*sundialv1.RetryPolicy)
+	} else {
+		f.Retry = &sundialv1.RetryPolicy{}
+	}
+	normalizeRetry(f.Retry)
+	return f
+}
+
+func sortedKeys(m map[string]string) []string {
+	return slices.Sorted(maps.Keys(m))
+}
