@@ -1,19 +1,258 @@
-// Command api is Sundial's api service; see docs/architecture/api.md.
+// Command sundial-api is Sundial's api service: the gRPC JobService, job
+// validation, tenants and the Postgres schema. See docs/architecture/api.md.
+//
+//	sundial-api [flags]          serve (applies migrations first unless --migrate-on-start=false)
+//	sundial-api migrate [flags]  apply the Postgres migrations and exit
+//
+// Every flag can also be set as SUNDIAL_<FLAG> (upper case, '-' as '_').
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sundialhq/sundial/pkg/auth"
+	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/config"
 	"github.com/sundialhq/sundial/pkg/daemon"
+	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/pkg/migrations"
+	"github.com/sundialhq/sundial/pkg/telemetry"
+	"github.com/sundialhq/sundial/services/api/internal/history"
+	"github.com/sundialhq/sundial/services/api/internal/server"
+	"github.com/sundialhq/sundial/services/api/internal/store"
 )
 
+const defaultPostgresDSN = "postgres://sundial:sundial@127.0.0.1:5432/sundial?sslmode=disable"
+
+// settings are the api's own flags, next to daemon.Common.
+type settings struct {
+	GRPCAddr          string
+	PostgresDSN       string
+	RedisAddr         string
+	RedisKeyPrefix    string
+	CassandraHosts    string
+	CassandraKeyspace string
+	TokensFile        string
+	Tokens            string
+	MigrateOnStart    bool
+	GRPCStopTimeout   time.Duration
+
+	tokens *auth.Tokens // loaded by validate
+}
+
+func (s *settings) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.GRPCAddr, "grpc-addr", "127.0.0.1:9090", "address the gRPC JobService listens on")
+	fs.StringVar(&s.PostgresDSN, "postgres-dsn", defaultPostgresDSN, "Postgres connection string (its search_path picks the schema)")
+	fs.StringVar(&s.RedisAddr, "redis-addr", "127.0.0.1:6379", "Redis address, where job versions are published for workers")
+	fs.StringVar(&s.RedisKeyPrefix, "redis-key-prefix", lease.DefaultPrefix, "prefix of every Redis key (must match the workers')")
+	fs.StringVar(&s.CassandraHosts, "cassandra-hosts", "127.0.0.1:9042", "comma-separated Cassandra contact points of the execution ledger")
+	fs.StringVar(&s.CassandraKeyspace, "cassandra-keyspace", "sundial", "Cassandra keyspace of the execution ledger")
+	fs.StringVar(&s.TokensFile, "tokens-file", "", "YAML or JSON file mapping bearer token to tenant")
+	fs.StringVar(&s.Tokens, "tokens", "", "bearer tokens as token=tenant,token=tenant (added to --tokens-file)")
+	fs.BoolVar(&s.MigrateOnStart, "migrate-on-start", true, "apply the Postgres migrations before serving")
+	fs.DurationVar(&s.GRPCStopTimeout, "grpc-stop-timeout", 15*time.Second, "how long a shutdown waits for in-flight gRPC calls before cutting them off")
+}
+
+func (s *settings) validate(p *config.Problems) {
+	if s.GRPCAddr == "" {
+		p.Addf("grpc-addr", "must not be empty")
+	}
+	if s.PostgresDSN == "" {
+		p.Addf("postgres-dsn", "must not be empty")
+	} else if _, err := pgxpool.ParseConfig(s.PostgresDSN); err != nil {
+		p.Addf("postgres-dsn", "cannot be parsed: %v", err)
+	}
+	if s.RedisAddr == "" {
+		p.Addf("redis-addr", "must not be empty")
+	}
+	if len(splitList(s.CassandraHosts)) == 0 {
+		p.Addf("cassandra-hosts", "must name at least one host")
+	}
+	if s.CassandraKeyspace == "" {
+		p.Addf("cassandra-keyspace", "must not be empty")
+	}
+	if s.GRPCStopTimeout <= 0 {
+		p.Addf("grpc-stop-timeout", "must be positive, got %s", s.GRPCStopTimeout)
+	}
+	all := map[string]string{}
+	if s.TokensFile != "" {
+		m, err := auth.LoadTokensFile(s.TokensFile)
+		if err != nil {
+			p.Addf("tokens-file", "%v", err)
+		}
+		for k, v := range m {
+			all[k] = v
+		}
+	}
+	if s.Tokens != "" {
+		m, err := auth.ParseTokens(s.Tokens)
+		if err != nil {
+			p.Addf("tokens", "%v", err)
+		}
+		for k, v := range m {
+			all[k] = v
+		}
+	}
+	tokens, err := auth.NewTokens(all)
+	switch {
+	case err != nil:
+		p.Addf("tokens", "%v", err)
+	case tokens.Len() == 0:
+		p.Addf("tokens", "no bearer tokens configured: set --tokens or --tokens-file, or nobody can call the api")
+	default:
+		s.tokens = tokens
+	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "migrate" {
+		os.Exit(migrateMain(os.Args[2:], os.Stderr))
+	}
+	var s settings
 	daemon.Main("api",
-		func(fs *flag.FlagSet, c *daemon.Common) { c.Register(fs, "127.0.0.1:8081") },
-		func(p *config.Problems) {},
-		func(ctx context.Context, env daemon.Env) ([]lifecycle.Service, error) { return nil, nil },
+		func(fs *flag.FlagSet, c *daemon.Common) {
+			c.Register(fs, "127.0.0.1:8081")
+			s.register(fs)
+		},
+		s.validate,
+		s.build,
 	)
 }
+
+// migrateMain is `sundial-api migrate`: apply the migrations and exit 0, or
+// say why not and exit 1 (2 for bad flags).
+func migrateMain(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sundial-api migrate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dsn := fs.String("postgres-dsn", defaultPostgresDSN, "Postgres connection string (its search_path picks the schema)")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	logFormat := fs.String("log-format", "json", "log format: json or text")
+	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long (waiting for another replica's migration lock included)")
+	if err := config.Load(fs, args, os.LookupEnv); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "sundial-api migrate: %v\n", err)
+		return 2
+	}
+	logger, err := telemetry.NewLogger(stderr, *logFormat, *logLevel, "api")
+	if err != nil {
+		fmt.Fprintf(stderr, "sundial-api migrate: %v\n", err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, *dsn)
+	if err != nil {
+		fmt.Fprintf(stderr, "sundial-api migrate: %v\n", err)
+		return 1
+	}
+	defer pool.Close()
+	if err := migrations.Up(ctx, pool, logger); err != nil {
+		fmt.Fprintf(stderr, "sundial-api migrate: %v\n", err)
+		return 1
+	}
+	v, err := migrations.Version(ctx, pool)
+	if err != nil {
+		fmt.Fprintf(stderr, "sundial-api migrate: %v\n", err)
+		return 1
+	}
+	logger.Info("schema is up to date", "version", v)
+	return 0
+}
+
+// build composes the api: the Postgres pool, the version publisher, the
+// lazy ledger reader and the gRPC server, stopped in reverse order.
+func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Service, error) {
+	pool, err := pgxpool.New(ctx, s.PostgresDSN)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	closePool := closer(pool.Close)
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if s.MigrateOnStart {
+		if err := migrations.Up(ctx, pool, env.Logger); err != nil {
+			pool.Close()
+			return nil, err
+		}
+	}
+	st := store.New(pool)
+	env.Admin.AddCheck("postgres", st.Ping)
+
+	rdb := redis.NewClient(&redis.Options{Addr: s.RedisAddr})
+	closeRedis := closer(func() { _ = rdb.Close() })
+	versions := lease.New(rdb, lease.WithPrefix(s.RedisKeyPrefix))
+
+	ledgerReader, err := history.NewLazy(history.Config{
+		Hosts:    splitList(s.CassandraHosts),
+		Keyspace: s.CassandraKeyspace,
+		Registry: env.Registry,
+	})
+	if err != nil {
+		pool.Close()
+		_ = rdb.Close()
+		return nil, err
+	}
+
+	metrics := server.NewMetrics(env.Registry)
+	jobs, err := server.NewJobService(server.Config{
+		Store:      st,
+		Executions: ledgerReader,
+		Versions:   versions,
+		Clock:      clock.Real{},
+		Logger:     env.Logger,
+		Metrics:    metrics,
+	})
+	if err != nil {
+		pool.Close()
+		_ = rdb.Close()
+		return nil, err
+	}
+	grpcSrv, err := server.NewGRPC(server.GRPCConfig{
+		Addr:            s.GRPCAddr,
+		Tokens:          s.tokens,
+		Jobs:            jobs,
+		Metrics:         metrics,
+		Logger:          env.Logger,
+		GracefulTimeout: s.GRPCStopTimeout,
+	})
+	if err != nil {
+		pool.Close()
+		_ = rdb.Close()
+		return nil, err
+	}
+	env.Logger.Info("tenants configured", "tenants", s.tokens.Tenants())
+	// Started in order, stopped in reverse: the server stops before the
+	// stores it uses close.
+	return []lifecycle.Service{closePool, closeRedis, ledgerReader, grpcSrv}, nil
+}
+
+// closer is a lifecycle.Service whose Stop releases a client.
+type closer func()
+
+func (closer) Start(context.Context) error { return nil }
+func (c closer) Stop()                      { c() }

@@ -1,0 +1,93 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sundialhq/sundial/pkg/jobspec"
+	"github.com/sundialhq/sundial/services/api/internal/store"
+)
+
+// invalid is an InvalidArgument status whose message lists every violation
+// ("field: description; ...") and whose details carry them as a
+// google.rpc.BadRequest, for clients that act on individual fields.
+func invalid(vs ...jobspec.FieldViolation) error {
+	jerr := &jobspec.Error{Violations: vs}
+	st := status.New(codes.InvalidArgument, jerr.Error())
+	br := &errdetails.BadRequest{}
+	for _, v := range vs {
+		br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{Field: v.Field, Description: v.Description})
+	}
+	if withDetails, err := st.WithDetails(br); err == nil {
+		st = withDetails
+	}
+	return st.Err()
+}
+
+func invalidf(field, format string, args ...any) error {
+	return invalid(jobspec.FieldViolation{Field: field, Description: fmt.Sprintf(format, args...)})
+}
+
+// fromSpec turns a jobspec validation error into InvalidArgument. Field
+// paths stay relative to the job (schedule.cron, not job.schedule.cron):
+// that is how users write jobs, in files and on the command line.
+func fromSpec(err error) error {
+	var jerr *jobspec.Error
+	if errors.As(err, &jerr) {
+		return invalid(jerr.Violations...)
+	}
+	return invalidf("job", "%v", err)
+}
+
+// rejection is an error a decision function returns to abort its
+// transaction with a specific status; it passes through the store
+// unchanged.
+type rejection struct{ st *status.Status }
+
+func (r *rejection) Error() string              { return r.st.Message() }
+func (r *rejection) GRPCStatus() *status.Status { return r.st }
+
+func reject(c codes.Code, format string, args ...any) error {
+	return &rejection{st: status.Newf(c, format, args...)}
+}
+
+// statusOf maps an error from the store or a decision function to the
+// status the client gets. Unexpected errors become Internal (or Unavailable
+// when the database is unreachable) without leaking their text.
+func (s *JobService) statusOf(ctx context.Context, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return status.Error(codes.NotFound, "job not found")
+	}
+	var rej *rejection
+	if errors.As(err, &rej) {
+		return rej.st.Err()
+	}
+	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
+		return err
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return status.FromContextError(ctxErr).Err()
+	}
+	s.logger.ErrorContext(ctx, "request failed", "op", op, "err", err)
+	var netErr *net.OpError
+	var connErr *pgconn.ConnectError
+	if pgconn.SafeToRetry(err) || pgconn.Timeout(err) || errors.As(err, &netErr) || errors.As(err, &connErr) {
+		return status.Error(codes.Unavailable, "the job store is unavailable; retry later")
+	}
+	return status.Error(codes.Internal, "internal error")
+}
+
+// rejectErr wraps a status error (such as invalid's) as a rejection.
+func rejectErr(err error) error {
+	return &rejection{st: status.Convert(err)}
+}

@@ -1,0 +1,160 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/sundialhq/sundial/pkg/auth"
+	"github.com/sundialhq/sundial/pkg/lifecycle"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// GRPCConfig configures the api's gRPC server.
+type GRPCConfig struct {
+	// Addr is host:port to listen on; port 0 picks one (see Addr).
+	Addr string
+	// Tokens authenticates every call but health checks and reflection.
+	Tokens *auth.Tokens
+	// Jobs serves sundial.v1.JobService.
+	Jobs    sundialv1.JobServiceServer
+	Metrics *Metrics
+	Logger  *slog.Logger
+	// GracefulTimeout bounds how long Stop waits for in-flight calls
+	// before cutting them off; 15 s by default.
+	GracefulTimeout time.Duration
+}
+
+// GRPC is the api's gRPC server as a lifecycle.Service. Stop marks every
+// service NOT_SERVING in the health service (so load balancers and clients
+// that watch health move away), stops accepting calls, lets in-flight ones
+// finish within GracefulTimeout, then cuts off whatever is left.
+type GRPC struct {
+	cfg    GRPCConfig
+	srv    *grpc.Server
+	health *health.Server
+	runner lifecycle.Runner
+
+	mu sync.Mutex
+	ln net.Listener
+}
+
+// NewGRPC builds the server with health, reflection and the JobService
+// registered, behind the metrics and authentication interceptors.
+func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
+	if cfg.Tokens == nil {
+		return nil, errors.New("server: Tokens is required")
+	}
+	if cfg.Jobs == nil {
+		return nil, errors.New("server: Jobs is required")
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.GracefulTimeout <= 0 {
+		cfg.GracefulTimeout = 15 * time.Second
+	}
+	srv := grpc.NewServer(
+		// Metrics outermost, so refused calls are counted too.
+		grpc.ChainUnaryInterceptor(cfg.Metrics.UnaryServerInterceptor(), cfg.Tokens.UnaryServerInterceptor()),
+		grpc.ChainStreamInterceptor(cfg.Metrics.StreamServerInterceptor(), cfg.Tokens.StreamServerInterceptor()),
+		// Jobs carry at most a 256 KiB payload; leave room for the rest.
+		grpc.MaxRecvMsgSize(1<<20),
+		// Close connections idle for long, so a client behind a NAT or a
+		// load balancer re-resolves instead of holding a dead path.
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 5 * time.Minute}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	)
+	h := health.NewServer()
+	healthpb.RegisterHealthServer(srv, h)
+	sundialv1.RegisterJobServiceServer(srv, cfg.Jobs)
+	reflection.Register(srv)
+	// Not serving until Start: a probe during start-up gets a truthful
+	// answer.
+	h.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	h.SetServingStatus(sundialv1.JobService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	return &GRPC{cfg: cfg, srv: srv, health: h}, nil
+}
+
+// Addr is the bound address once started, else the configured one.
+func (g *GRPC) Addr() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ln == nil {
+		return g.cfg.Addr
+	}
+	return g.ln.Addr().String()
+}
+
+// Start listens and serves in the background.
+func (g *GRPC) Start(ctx context.Context) error {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", g.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("grpc: listen %s: %w", g.cfg.Addr, err)
+	}
+	g.mu.Lock()
+	g.ln = ln
+	g.mu.Unlock()
+	err = g.runner.Run(func(ctx context.Context) error {
+		errc := make(chan error, 1)
+		go func() { errc <- g.srv.Serve(ln) }()
+		g.health.Resume()
+		g.cfg.Logger.Info("grpc server listening", "addr", ln.Addr().String())
+		select {
+		case err := <-errc:
+			return fmt.Errorf("grpc: serve: %w", err)
+		case <-ctx.Done():
+		}
+		g.drain()
+		return <-errc
+	})
+	if err != nil {
+		_ = ln.Close()
+	}
+	return err
+}
+
+// drain is the shutdown sequence: NOT_SERVING, graceful stop, hard stop.
+func (g *GRPC) drain() {
+	g.health.Shutdown()
+	done := make(chan struct{})
+	go func() {
+		g.srv.GracefulStop()
+		close(done)
+	}()
+	timer := time.NewTimer(g.cfg.GracefulTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+		g.cfg.Logger.Info("grpc server stopped")
+	case <-timer.C:
+		g.cfg.Logger.Warn("grpc graceful stop timed out, cutting off calls", "timeout", g.cfg.GracefulTimeout)
+		g.srv.Stop()
+		<-done
+	}
+}
+
+// Stop drains and stops the server; safe before Start and more than once.
+func (g *GRPC) Stop() {
+	g.runner.Stop()
+	// Never started: nothing listens, but release what NewGRPC built.
+	g.mu.Lock()
+	started := g.ln != nil
+	g.mu.Unlock()
+	if !started {
+		g.srv.Stop()
+	}
+}

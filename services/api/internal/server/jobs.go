@@ -1,0 +1,620 @@
+// Package server is the api's gRPC surface: the JobService handlers, the
+// interceptors around them (metrics, then authentication) and the gRPC
+// server as a lifecycle.Service.
+//
+// Handlers validate everything they can before touching Postgres, so bad
+// input is refused without a transaction; what needs the stored job (an
+// update's merged result) is validated inside the transaction and aborts it.
+// Either way a refused request writes nothing.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/pkg/auth"
+	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/firing"
+	"github.com/sundialhq/sundial/pkg/jobspec"
+	"github.com/sundialhq/sundial/pkg/ledger"
+	"github.com/sundialhq/sundial/pkg/schedule"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/services/api/internal/store"
+)
+
+// Store is the job storage the handlers use; *store.Store implements it.
+type Store interface {
+	Create(ctx context.Context, tenant, idempotencyKey string, build store.BuildFunc) (*sundialv1.Job, bool, error)
+	Get(ctx context.Context, tenant, id string) (*sundialv1.Job, error)
+	List(ctx context.Context, tenant string, q store.ListQuery) ([]*sundialv1.Job, error)
+	Mutate(ctx context.Context, tenant, id string, fn store.MutateFunc) (store.Mutated, error)
+	Stage(ctx context.Context, tenant, id string, fn store.StageFunc) (*sundialv1.Firing, error)
+}
+
+// ExecutionReader reads execution history from the ledger.
+type ExecutionReader interface {
+	// ListByJob returns a page of the job's attempts, newest first, and the
+	// token of the next page ("" at the end).
+	ListByJob(ctx context.Context, jobID string, pageSize int, pageToken string) ([]*sundialv1.ExecutionAttempt, string, error)
+	// GetExecution returns every attempt of one execution.
+	GetExecution(ctx context.Context, executionID string) ([]*sundialv1.ExecutionAttempt, error)
+}
+
+// VersionPublisher tells workers a job's current version, so they skip
+// firings staged under older ones. Implementations only ever raise it.
+type VersionPublisher interface {
+	PublishVersion(ctx context.Context, jobID string, version int64) error
+}
+
+// Config is what a JobService needs.
+type Config struct {
+	Store Store
+	// Executions serves ListExecutions and GetExecution; nil answers them
+	// Unavailable.
+	Executions ExecutionReader
+	// Versions is told every new version after its change commits.
+	Versions VersionPublisher
+	// Clock is only for PreviewSchedule's default start; scheduling
+	// decisions use the database clock.
+	Clock   clock.Clock
+	Logger  *slog.Logger
+	Metrics *Metrics
+	// NewID makes job ids; UUIDv7 by default.
+	NewID func() (uuid.UUID, error)
+	// PublishTimeout bounds publishing a version after a change; 2 s by
+	// default.
+	PublishTimeout time.Duration
+}
+
+// JobService implements sundial.v1.JobService.
+type JobService struct {
+	sundialv1.UnimplementedJobServiceServer
+
+	store          Store
+	executions     ExecutionReader
+	versions       VersionPublisher
+	clock          clock.Clock
+	logger         *slog.Logger
+	metrics        *Metrics
+	newID          func() (uuid.UUID, error)
+	publishTimeout time.Duration
+}
+
+// NewJobService checks cfg and returns the service.
+func NewJobService(cfg Config) (*JobService, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("server: Store is required")
+	}
+	if cfg.Versions == nil {
+		return nil, errors.New("server: Versions is required")
+	}
+	s := &JobService{
+		store:          cfg.Store,
+		executions:     cfg.Executions,
+		versions:       cfg.Versions,
+		clock:          cfg.Clock,
+		logger:         cfg.Logger,
+		metrics:        cfg.Metrics,
+		newID:          cfg.NewID,
+		publishTimeout: cfg.PublishTimeout,
+	}
+	if s.clock == nil {
+		s.clock = clock.Real{}
+	}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	if s.metrics == nil {
+		s.metrics = NewMetrics(nil)
+	}
+	if s.newID == nil {
+		s.newID = uuid.NewV7
+	}
+	if s.publishTimeout <= 0 {
+		s.publishTimeout = 2 * time.Second
+	}
+	return s, nil
+}
+
+func tenantOf(ctx context.Context) (string, error) {
+	t, ok := auth.TenantFrom(ctx)
+	if !ok {
+		// Only reachable when the server was built without the auth
+		// interceptor; refuse rather than serve a tenant-less call.
+		return "", status.Error(codes.Unauthenticated, "no tenant for this call")
+	}
+	return t, nil
+}
+
+// jobID checks an id field is a UUID and returns it canonical.
+func jobID(field, id string) (string, error) {
+	if id == "" {
+		return "", invalidf(field, "is required")
+	}
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return "", invalidf(field, "must be a UUID, got %q", id)
+	}
+	return u.String(), nil
+}
+
+const maxIdempotencyKey = 256
+
+// outputOnlyCleared returns a copy of job without the fields the server
+// owns, so a client echoing a fetched job back cannot set them.
+func outputOnlyCleared(job *sundialv1.Job) *sundialv1.Job {
+	j := proto.Clone(job).(*sundialv1.Job)
+	j.Id, j.Tenant, j.Status, j.Version = "", "", sundialv1.JobStatus_JOB_STATUS_UNSPECIFIED, 0
+	j.NextFireTime, j.CreateTime, j.UpdateTime = nil, nil, nil
+	return j
+}
+
+// noInstantAfter is the refusal for a schedule that would never fire again.
+func noInstantAfter(now time.Time) error {
+	return invalidf("schedule", "has no instant after now (%s by the database clock); check once, end_time and the expression", now.Format(time.RFC3339))
+}
+
+// firstAfter is the job's first slot strictly after now; zero when none.
+func firstAfter(job *sundialv1.Job, created, now time.Time) (time.Time, error) {
+	sch, err := jobspec.Schedule(job, created)
+	if err != nil {
+		// Validate accepted the job, so this is a bug, not bad input.
+		return time.Time{}, fmt.Errorf("server: build schedule: %w", err)
+	}
+	return sch.Next(now), nil
+}
+
+// CreateJob validates, fills defaults and stores a job, computing its first
+// slot from the database clock. A repeated idempotency key returns the job
+// the first call created.
+func (s *JobService) CreateJob(ctx context.Context, req *sundialv1.CreateJobRequest) (*sundialv1.CreateJobResponse, error) {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if req.GetJob() == nil {
+		return nil, invalidf("job", "is required")
+	}
+	key := req.GetIdempotencyKey()
+	if len(key) > maxIdempotencyKey || !utf8.ValidString(key) || strings.IndexFunc(key, unicode.IsControl) >= 0 {
+		return nil, invalidf("idempotency_key", "must be at most %d bytes of UTF-8 without control characters", maxIdempotencyKey)
+	}
+	job := outputOnlyCleared(req.GetJob())
+	if err := jobspec.Validate(job); err != nil {
+		return nil, fromSpec(err)
+	}
+	jobspec.Normalize(job)
+	id, err := s.newID()
+	if err != nil {
+		return nil, s.statusOf(ctx, "CreateJob", err)
+	}
+	job.Id, job.Tenant = id.String(), tenant
+	job.Status, job.Version = sundialv1.JobStatus_JOB_STATUS_ACTIVE, 1
+
+	created, existed, err := s.store.Create(ctx, tenant, key, func(now time.Time) (*sundialv1.Job, error) {
+		next, err := firstAfter(job, now, now)
+		if err != nil {
+			return nil, err
+		}
+		if next.IsZero() {
+			return nil, rejectErr(noInstantAfter(now))
+		}
+		job.NextFireTime = timestamppb.New(next)
+		return job, nil
+	})
+	if err != nil {
+		return nil, s.statusOf(ctx, "CreateJob", err)
+	}
+	if existed {
+		s.metrics.idempotentReplays.Inc()
+	} else {
+		s.logger.InfoContext(ctx, "job created", "tenant", tenant, "job", created.GetId(), "next_fire_time", created.GetNextFireTime().AsTime())
+	}
+	return &sundialv1.CreateJobResponse{Job: created}, nil
+}
+
+// GetJob returns one of the tenant's jobs, deleted ones included.
+func (s *JobService) GetJob(ctx context.Context, req *sundialv1.GetJobRequest) (*sundialv1.GetJobResponse, error) {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := jobID("id", req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	job, err := s.store.Get(ctx, tenant, id)
+	if err != nil {
+		return nil, s.statusOf(ctx, "GetJob", err)
+	}
+	return &sundialv1.GetJobResponse{Job: job}, nil
+}
+
+// ListJobs pages through the tenant's jobs in creation order.
+func (s *JobService) ListJobs(ctx context.Context, req *sundialv1.ListJobsRequest) (*sundialv1.ListJobsResponse, error) {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var vs []jobspec.FieldViolation
+	size, err := pageSize("page_size", req.GetPageSize())
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := sundialv1.JobStatus_name[int32(req.GetStatus())]; !ok {
+		vs = append(vs, jobspec.FieldViolation{Field: "status", Description: fmt.Sprintf("unknown value %d", req.GetStatus())})
+	}
+	if err := jobspec.ValidateLabels("labels", req.GetLabels()); err != nil {
+		var jerr *jobspec.Error
+		if errors.As(err, &jerr) {
+			vs = append(vs, jerr.Violations...)
+		}
+	}
+	if len(vs) > 0 {
+		return nil, invalid(vs...)
+	}
+	filter := listFilterDigest(req.GetStatus(), req.GetLabels())
+	q := store.ListQuery{Status: req.GetStatus(), Labels: req.GetLabels(), Limit: size + 1}
+	if tok := req.GetPageToken(); tok != "" {
+		c, err := decodeCursor(tok, filter)
+		if err != nil {
+			return nil, err
+		}
+		q.After = c.After
+	}
+	jobs, err := s.store.List(ctx, tenant, q)
+	if err != nil {
+		return nil, s.statusOf(ctx, "ListJobs", err)
+	}
+	resp := &sundialv1.ListJobsResponse{Jobs: jobs}
+	if len(jobs) > size {
+		resp.Jobs = jobs[:size]
+		resp.NextPageToken = encodeCursor(listCursor{After: jobs[size-1].GetId(), Filter: filter})
+	}
+	return resp, nil
+}
+
+// UpdateJob changes the fields the mask names, bumps the version, drops the
+// job's unpublished firings and recomputes its next slot from now.
+func (s *JobService) UpdateJob(ctx context.Context, req *sundialv1.UpdateJobRequest) (*sundialv1.UpdateJobResponse, error) {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if req.GetJob() == nil {
+		return nil, invalidf("job", "is required")
+	}
+	id, err := jobID("job.id", req.GetJob().GetId())
+	if err != nil {
+		return nil, err
+	}
+	src := proto.Clone(req.GetJob()).(*sundialv1.Job)
+	paths, err := resolveMask(src, req.GetUpdateMask())
+	if err != nil {
+		return nil, err
+	}
+	mut, err := s.store.Mutate(ctx, tenant, id, func(now time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
+		if cur.GetStatus() == sundialv1.JobStatus_JOB_STATUS_DELETED {
+			return nil, reject(codes.FailedPrecondition, "job is deleted")
+		}
+		next := proto.Clone(cur).(*sundialv1.Job)
+		applyMask(next, src, paths)
+		if err := jobspec.Validate(next); err != nil {
+			return nil, rejectErr(fromSpec(err))
+		}
+		jobspec.Normalize(next)
+		scheduleChanged := touchesSchedule(paths)
+		switch cur.GetStatus() {
+		case sundialv1.JobStatus_JOB_STATUS_PAUSED:
+			// Resume computes the next slot; only check the new schedule
+			// can still fire.
+			if scheduleChanged {
+				if n, err := firstAfter(next, cur.GetCreateTime().AsTime(), now); err != nil {
+					return nil, err
+				} else if n.IsZero() {
+					return nil, rejectErr(noInstantAfter(now))
+				}
+			}
+		case sundialv1.JobStatus_JOB_STATUS_COMPLETED:
+			// A completed job comes back only with a schedule that fires
+			// again; other edits (a name, labels) leave it completed.
+			if !scheduleChanged {
+				break
+			}
+			fallthrough
+		default:
+			n, err := firstAfter(next, cur.GetCreateTime().AsTime(), now)
+			if err != nil {
+				return nil, err
+			}
+			switch {
+			case !n.IsZero():
+				next.Status, next.NextFireTime = sundialv1.JobStatus_JOB_STATUS_ACTIVE, timestamppb.New(n)
+			case scheduleChanged:
+				return nil, rejectErr(noInstantAfter(now))
+			default:
+				// An active job whose last slot is already staged or
+				// running: it completes when that execution does.
+				next.NextFireTime = nil
+			}
+		}
+		return next, nil
+	})
+	if err != nil {
+		return nil, s.statusOf(ctx, "UpdateJob", err)
+	}
+	s.changed(ctx, "updated", mut)
+	return &sundialv1.UpdateJobResponse{Job: mut.Job}, nil
+}
+
+// PauseJob stops a job firing; its staged, unpublished firings are dropped
+// and published ones are skipped by workers as stale. Pausing a paused job
+// changes nothing.
+func (s *JobService) PauseJob(ctx context.Context, req *sundialv1.PauseJobRequest) (*sundialv1.PauseJobResponse, error) {
+	job, err := s.transition(ctx, "PauseJob", req.GetId(), func(now time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
+		switch cur.GetStatus() {
+		case sundialv1.JobStatus_JOB_STATUS_PAUSED:
+			return nil, nil
+		case sundialv1.JobStatus_JOB_STATUS_ACTIVE:
+			cur.Status, cur.NextFireTime = sundialv1.JobStatus_JOB_STATUS_PAUSED, nil
+			return cur, nil
+		default:
+			return nil, reject(codes.FailedPrecondition, "job is %s; only an active job can be paused", statusWord(cur.GetStatus()))
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &sundialv1.PauseJobResponse{Job: job}, nil
+}
+
+// ResumeJob makes a paused job fire again from now on: slots missed while
+// paused are not caught up. A job whose schedule has no slot left completes.
+func (s *JobService) ResumeJob(ctx context.Context, req *sundialv1.ResumeJobRequest) (*sundialv1.ResumeJobResponse, error) {
+	job, err := s.transition(ctx, "ResumeJob", req.GetId(), func(now time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
+		switch cur.GetStatus() {
+		case sundialv1.JobStatus_JOB_STATUS_ACTIVE:
+			return nil, nil
+		case sundialv1.JobStatus_JOB_STATUS_PAUSED:
+			n, err := firstAfter(cur, cur.GetCreateTime().AsTime(), now)
+			if err != nil {
+				return nil, err
+			}
+			if n.IsZero() {
+				cur.Status, cur.NextFireTime = sundialv1.JobStatus_JOB_STATUS_COMPLETED, nil
+			} else {
+				cur.Status, cur.NextFireTime = sundialv1.JobStatus_JOB_STATUS_ACTIVE, timestamppb.New(n)
+			}
+			return cur, nil
+		default:
+			return nil, reject(codes.FailedPrecondition, "job is %s; only a paused job can be resumed", statusWord(cur.GetStatus()))
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &sundialv1.ResumeJobResponse{Job: job}, nil
+}
+
+// DeleteJob soft-deletes a job: it stops firing at once, stays readable
+// (status DELETED) and its history stays in the ledger. Deleting a deleted
+// job changes nothing.
+func (s *JobService) DeleteJob(ctx context.Context, req *sundialv1.DeleteJobRequest) (*sundialv1.DeleteJobResponse, error) {
+	job, err := s.transition(ctx, "DeleteJob", req.GetId(), func(now time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
+		if cur.GetStatus() == sundialv1.JobStatus_JOB_STATUS_DELETED {
+			return nil, nil
+		}
+		cur.Status, cur.NextFireTime = sundialv1.JobStatus_JOB_STATUS_DELETED, nil
+		return cur, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &sundialv1.DeleteJobResponse{Job: job}, nil
+}
+
+func (s *JobService) transition(ctx context.Context, op, rawID string, fn store.MutateFunc) (*sundialv1.Job, error) {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := jobID("id", rawID)
+	if err != nil {
+		return nil, err
+	}
+	mut, err := s.store.Mutate(ctx, tenant, id, fn)
+	if err != nil {
+		return nil, s.statusOf(ctx, op, err)
+	}
+	s.changed(ctx, strings.ToLower(strings.TrimSuffix(op, "Job"))+"d", mut)
+	return mut.Job, nil
+}
+
+// changed runs after a change committed: it tells workers the new version.
+// A failed publish does not fail the request (the change is durable); it is
+// logged and counted, and workers still skip the dropped firings because
+// they were never published.
+func (s *JobService) changed(ctx context.Context, what string, mut store.Mutated) {
+	if !mut.Changed {
+		return
+	}
+	s.metrics.droppedFirings.Add(float64(mut.DroppedFirings))
+	job := mut.Job
+	s.logger.InfoContext(ctx, "job changed", "change", what, "tenant", job.GetTenant(), "job", job.GetId(),
+		"version", job.GetVersion(), "status", statusWord(job.GetStatus()), "dropped_firings", mut.DroppedFirings)
+	// The caller may hang up once the change committed; publishing must
+	// still happen.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.publishTimeout)
+	defer cancel()
+	if err := s.versions.PublishVersion(pctx, job.GetId(), job.GetVersion()); err != nil {
+		s.metrics.versionPublishFailures.Inc()
+		s.logger.ErrorContext(ctx, "publishing job version failed", "job", job.GetId(), "version", job.GetVersion(), "err", err)
+	}
+}
+
+func statusWord(st sundialv1.JobStatus) string {
+	return strings.ToLower(strings.TrimPrefix(st.String(), "JOB_STATUS_"))
+}
+
+// TriggerJob stages one firing of the job now, outside its schedule. Active,
+// paused and completed jobs can be triggered; deleted ones cannot.
+func (s *JobService) TriggerJob(ctx context.Context, req *sundialv1.TriggerJobRequest) (*sundialv1.TriggerJobResponse, error) {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := jobID("id", req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	f, err := s.store.Stage(ctx, tenant, id, func(now time.Time, job *sundialv1.Job) (*sundialv1.Firing, error) {
+		if job.GetStatus() == sundialv1.JobStatus_JOB_STATUS_DELETED {
+			return nil, reject(codes.FailedPrecondition, "job is deleted")
+		}
+		execID := firing.TriggerExecutionID(uuid.MustParse(job.GetId()), now)
+		f := jobspec.Envelope(job, execID.String(), now, now, 1, sundialv1.FiringOrigin_FIRING_ORIGIN_TRIGGER)
+		f.StagedTime = timestamppb.New(now)
+		return f, nil
+	})
+	if err != nil {
+		return nil, s.statusOf(ctx, "TriggerJob", err)
+	}
+	s.metrics.triggers.Inc()
+	s.logger.InfoContext(ctx, "job triggered", "tenant", tenant, "job", id, "execution", f.GetExecutionId())
+	return &sundialv1.TriggerJobResponse{ExecutionId: f.GetExecutionId(), ScheduledTime: f.GetScheduledTime()}, nil
+}
+
+const (
+	defaultPreviewCount = 10
+	maxPreviewCount     = 1000
+)
+
+// PreviewSchedule lists the next instants of a schedule without storing
+// anything. An interval without start_time is anchored at from.
+func (s *JobService) PreviewSchedule(ctx context.Context, req *sundialv1.PreviewScheduleRequest) (*sundialv1.PreviewScheduleResponse, error) {
+	if _, err := tenantOf(ctx); err != nil {
+		return nil, err
+	}
+	var vs []jobspec.FieldViolation
+	if err := jobspec.ValidateSchedule(req.GetSchedule()); err != nil {
+		var jerr *jobspec.Error
+		if errors.As(err, &jerr) {
+			vs = append(vs, jerr.Violations...)
+		}
+	}
+	from := s.clock.Now()
+	if ts := req.GetFrom(); ts != nil {
+		if ts.CheckValid() != nil {
+			vs = append(vs, jobspec.FieldViolation{Field: "from", Description: "is not a valid timestamp"})
+		} else {
+			from = ts.AsTime()
+		}
+	}
+	n := int(req.GetCount())
+	switch {
+	case n < 0:
+		vs = append(vs, jobspec.FieldViolation{Field: "count", Description: fmt.Sprintf("must not be negative, got %d", n)})
+	case n == 0:
+		n = defaultPreviewCount
+	case n > maxPreviewCount:
+		n = maxPreviewCount
+	}
+	if len(vs) > 0 {
+		return nil, invalid(vs...)
+	}
+	sch, err := jobspec.FromProto(req.GetSchedule(), from)
+	if err != nil {
+		return nil, invalidf("schedule", "%v", err)
+	}
+	resp := &sundialv1.PreviewScheduleResponse{Description: sch.Describe()}
+	for t := range schedule.Preview(sch, from, n) {
+		resp.Times = append(resp.Times, timestamppb.New(t))
+	}
+	return resp, nil
+}
+
+var errNoLedger = status.Error(codes.Unavailable, "execution history is not available on this server")
+
+// ListExecutions returns the job's attempts from the ledger, newest first.
+func (s *JobService) ListExecutions(ctx context.Context, req *sundialv1.ListExecutionsRequest) (*sundialv1.ListExecutionsResponse, error) {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := jobID("job_id", req.GetJobId())
+	if err != nil {
+		return nil, err
+	}
+	size, err := pageSize("page_size", req.GetPageSize())
+	if err != nil {
+		return nil, err
+	}
+	// The ledger has no notion of tenants' jobs; Postgres says whose job
+	// this is (deleted jobs keep their history).
+	if _, err := s.store.Get(ctx, tenant, id); err != nil {
+		return nil, s.statusOf(ctx, "ListExecutions", err)
+	}
+	if s.executions == nil {
+		return nil, errNoLedger
+	}
+	attempts, next, err := s.executions.ListByJob(ctx, id, size, req.GetPageToken())
+	if err != nil {
+		return nil, s.ledgerStatus(ctx, "ListExecutions", err)
+	}
+	return &sundialv1.ListExecutionsResponse{Attempts: attempts, NextPageToken: next}, nil
+}
+
+// GetExecution returns every attempt of one of the tenant's executions.
+func (s *JobService) GetExecution(ctx context.Context, req *sundialv1.GetExecutionRequest) (*sundialv1.GetExecutionResponse, error) {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := jobID("execution_id", req.GetExecutionId())
+	if err != nil {
+		return nil, err
+	}
+	if s.executions == nil {
+		return nil, errNoLedger
+	}
+	attempts, err := s.executions.GetExecution(ctx, id)
+	if err != nil {
+		return nil, s.ledgerStatus(ctx, "GetExecution", err)
+	}
+	// Another tenant's execution is reported exactly like a missing one.
+	attempts = slices.DeleteFunc(attempts, func(a *sundialv1.ExecutionAttempt) bool { return a.GetTenant() != tenant })
+	if len(attempts) == 0 {
+		return nil, status.Error(codes.NotFound, "execution not found")
+	}
+	return &sundialv1.GetExecutionResponse{Attempts: attempts}, nil
+}
+
+func (s *JobService) ledgerStatus(ctx context.Context, op string, err error) error {
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return status.Error(codes.NotFound, "execution not found")
+	case errors.Is(err, ledger.ErrInvalidPageToken):
+		return invalidf("page_token", "is not a token this server issued for this job")
+	}
+	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
+		return err
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return status.FromContextError(ctxErr).Err()
+	}
+	s.logger.ErrorContext(ctx, "ledger read failed", "op", op, "err", err)
+	return status.Error(codes.Unavailable, "the execution ledger is unavailable; retry later")
+}

@@ -1,0 +1,405 @@
+// Package store is the api's Postgres access: jobs and the outbox rows the
+// api writes itself (manual triggers).
+//
+// Each exported operation is one transaction. The decisions inside it (what
+// a new job looks like, what a change does, which firing a trigger stages)
+// belong to the caller, passed in as a function that receives the database
+// clock's reading for that transaction: Postgres now() is the clock for every
+// scheduling decision, so two api replicas with skewed clocks still compute
+// the same next_fire_at.
+//
+// A job is stored as its protobuf definition (jobs.spec) plus the columns
+// queries filter, order or lock on. The columns are authoritative for status,
+// version, next_fire_at and the timestamps: the prefetcher advances
+// next_fire_at and completes jobs without rewriting spec, so the store
+// overlays those columns on the decoded spec when it reads a job.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/pkg/firing"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// OutboxChannel is the LISTEN/NOTIFY channel the relay wakes on.
+const OutboxChannel = "sundial_outbox"
+
+// ErrNotFound is returned when no job with the id belongs to the tenant.
+var ErrNotFound = errors.New("store: job not found")
+
+// Store is the Postgres-backed job store.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// New returns a store over pool; the pool's search_path picks the schema.
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// Ping checks Postgres answers (readiness).
+func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+
+// jobColumns is what every job read selects, in scanJob's order.
+const jobColumns = `id::text, tenant, spec, status, version, next_fire_at, created_at, updated_at`
+
+type rowScanner interface{ Scan(dest ...any) error }
+
+func scanJob(r rowScanner) (*sundialv1.Job, error) {
+	var (
+		id, tenant, status string
+		spec               []byte
+		version            int64
+		next               *time.Time
+		created, updated   time.Time
+	)
+	if err := r.Scan(&id, &tenant, &spec, &status, &version, &next, &created, &updated); err != nil {
+		return nil, err
+	}
+	job := &sundialv1.Job{}
+	if err := proto.Unmarshal(spec, job); err != nil {
+		return nil, fmt.Errorf("store: job %s: decode spec: %w", id, err)
+	}
+	job.Id, job.Tenant, job.Version = id, tenant, version
+	job.Status = StatusFromDB(status)
+	job.CreateTime, job.UpdateTime = timestamppb.New(created), timestamppb.New(updated)
+	job.NextFireTime = nil
+	if next != nil {
+		job.NextFireTime = timestamppb.New(*next)
+	}
+	return job, nil
+}
+
+// StatusToDB is the jobs.status text of a status.
+func StatusToDB(s sundialv1.JobStatus) string {
+	switch s {
+	case sundialv1.JobStatus_JOB_STATUS_PAUSED:
+		return "paused"
+	case sundialv1.JobStatus_JOB_STATUS_DELETED:
+		return "deleted"
+	case sundialv1.JobStatus_JOB_STATUS_COMPLETED:
+		return "completed"
+	default:
+		return "active"
+	}
+}
+
+// StatusFromDB is the status of a jobs.status text.
+func StatusFromDB(s string) sundialv1.JobStatus {
+	switch s {
+	case "active":
+		return sundialv1.JobStatus_JOB_STATUS_ACTIVE
+	case "paused":
+		return sundialv1.JobStatus_JOB_STATUS_PAUSED
+	case "deleted":
+		return sundialv1.JobStatus_JOB_STATUS_DELETED
+	case "completed":
+		return sundialv1.JobStatus_JOB_STATUS_COMPLETED
+	}
+	return sundialv1.JobStatus_JOB_STATUS_UNSPECIFIED
+}
+
+// encodeSpec is the jobs.spec of job: everything but next_fire_time, which
+// only the column tracks (the prefetcher moves it without touching spec).
+func encodeSpec(job *sundialv1.Job) ([]byte, error) {
+	c := proto.Clone(job).(*sundialv1.Job)
+	c.NextFireTime = nil
+	b, err := proto.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("store: encode spec: %w", err)
+	}
+	return b, nil
+}
+
+func nullableTime(ts *timestamppb.Timestamp) *time.Time {
+	if ts == nil {
+		return nil
+	}
+	t := ts.AsTime()
+	return &t
+}
+
+func labelsOf(job *sundialv1.Job) map[string]string {
+	if job.GetLabels() == nil {
+		return map[string]string{}
+	}
+	return job.GetLabels()
+}
+
+func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx, now time.Time) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var now time.Time
+		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+			return fmt.Errorf("store: read database clock: %w", err)
+		}
+		return fn(tx, now.UTC())
+	})
+}
+
+// BuildFunc returns the complete job to insert, given the database clock's
+// reading: id, tenant, status, version, times and next_fire_time included.
+type BuildFunc func(now time.Time) (*sundialv1.Job, error)
+
+// Create inserts the job build returns, in one transaction. With a
+// non-empty idempotency key that the tenant already used, it returns the
+// job that key created and existed=true, without calling build or writing
+// anything.
+func (s *Store) Create(ctx context.Context, tenant, idempotencyKey string, build BuildFunc) (job *sundialv1.Job, existed bool, err error) {
+	err = s.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
+		if idempotencyKey != "" {
+			prev, err := getByIdempotencyKey(ctx, tx, tenant, idempotencyKey)
+			if err == nil {
+				job, existed = prev, true
+				return nil
+			}
+			if !errors.Is(err, ErrNotFound) {
+				return err
+			}
+		}
+		j, err := build(now)
+		if err != nil {
+			return err
+		}
+		if j.GetTenant() != tenant {
+			return fmt.Errorf("store: built job belongs to %q, not %q", j.GetTenant(), tenant)
+		}
+		id, err := uuid.Parse(j.GetId())
+		if err != nil {
+			return fmt.Errorf("store: built job id: %w", err)
+		}
+		// The creation instant anchors interval schedules, so spec carries it.
+		j.CreateTime, j.UpdateTime = timestamppb.New(now), timestamppb.New(now)
+		spec, err := encodeSpec(j)
+		if err != nil {
+			return err
+		}
+		var key *string
+		if idempotencyKey != "" {
+			key = &idempotencyKey
+		}
+		tag, err := tx.Exec(ctx, `
+			INSERT INTO jobs (id, tenant, name, labels, spec, priority, status, version, partition,
+			                  next_fire_at, idempotency_key, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)
+			ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`,
+			id, tenant, j.GetName(), labelsOf(j), spec, int16(j.GetPriority()), StatusToDB(j.GetStatus()),
+			j.GetVersion(), firing.Partition(id), nullableTime(j.GetNextFireTime()), key, now)
+		if err != nil {
+			return fmt.Errorf("store: insert job: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			// A concurrent create with the same key committed first; ON
+			// CONFLICT waited for it, so the row is visible now.
+			prev, err := getByIdempotencyKey(ctx, tx, tenant, idempotencyKey)
+			if err != nil {
+				return err
+			}
+			job, existed = prev, true
+			return nil
+		}
+		job = j
+		return nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return job, existed, nil
+}
+
+func getByIdempotencyKey(ctx context.Context, q pgx.Tx, tenant, key string) (*sundialv1.Job, error) {
+	job, err := scanJob(q.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE tenant = $1 AND idempotency_key = $2`, tenant, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: read job by idempotency key: %w", err)
+	}
+	return job, nil
+}
+
+// Get returns the tenant's job id, deleted ones included.
+func (s *Store) Get(ctx context.Context, tenant, id string) (*sundialv1.Job, error) {
+	job, err := scanJob(s.pool.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE tenant = $1 AND id = $2`, tenant, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: get job: %w", err)
+	}
+	return job, nil
+}
+
+// ListQuery selects a page of a tenant's jobs in id order (creation order,
+// ids being UUIDv7).
+type ListQuery struct {
+	// Status filters by status; unspecified means every status but deleted.
+	Status sundialv1.JobStatus
+	// Labels keeps jobs carrying every one of these labels.
+	Labels map[string]string
+	// After is the last id of the previous page, "" for the first.
+	After string
+	// Limit is the most jobs to return.
+	Limit int
+}
+
+// List returns up to q.Limit jobs of tenant matching q, ids above q.After.
+func (s *Store) List(ctx context.Context, tenant string, q ListQuery) ([]*sundialv1.Job, error) {
+	sql := `SELECT ` + jobColumns + ` FROM jobs WHERE tenant = $1`
+	args := []any{tenant}
+	if q.Status == sundialv1.JobStatus_JOB_STATUS_UNSPECIFIED {
+		sql += ` AND status <> 'deleted'`
+	} else {
+		args = append(args, StatusToDB(q.Status))
+		sql += fmt.Sprintf(` AND status = $%d`, len(args))
+	}
+	if len(q.Labels) > 0 {
+		args = append(args, q.Labels)
+		sql += fmt.Sprintf(` AND labels @> $%d`, len(args))
+	}
+	if q.After != "" {
+		args = append(args, q.After)
+		sql += fmt.Sprintf(` AND id > $%d`, len(args))
+	}
+	args = append(args, q.Limit)
+	sql += fmt.Sprintf(` ORDER BY id LIMIT $%d`, len(args))
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list jobs: %w", err)
+	}
+	defer rows.Close()
+	var jobs []*sundialv1.Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: list jobs: %w", err)
+		}
+		jobs = append(jobs, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+// MutateFunc decides a change to a job, given the database clock and the
+// job as stored (locked for the transaction). It returns the job to store,
+// or nil to leave the job untouched (an idempotent no-op, such as pausing a
+// paused job). The store bumps the version and sets update_time itself.
+type MutateFunc func(now time.Time, current *sundialv1.Job) (*sundialv1.Job, error)
+
+// Mutated is the outcome of Mutate.
+type Mutated struct {
+	Job *sundialv1.Job
+	// Changed is false when the MutateFunc returned nil.
+	Changed bool
+	// DroppedFirings is how many unpublished outbox rows of the job were
+	// deleted.
+	DroppedFirings int64
+}
+
+// Mutate changes the tenant's job id in one transaction: it locks the row,
+// asks fn what the job becomes, writes it with version+1, and deletes the
+// job's outbox rows not yet published (workers skip the already-published
+// ones by version). Every update, pause, resume and delete goes through it.
+func (s *Store) Mutate(ctx context.Context, tenant, id string, fn MutateFunc) (Mutated, error) {
+	var out Mutated
+	err := s.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
+		cur, err := scanJob(tx.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE tenant = $1 AND id = $2 FOR UPDATE`, tenant, id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("store: lock job: %w", err)
+		}
+		next, err := fn(now, proto.Clone(cur).(*sundialv1.Job))
+		if err != nil {
+			return err
+		}
+		if next == nil {
+			out = Mutated{Job: cur}
+			return nil
+		}
+		next.Id, next.Tenant, next.CreateTime = cur.Id, cur.Tenant, cur.CreateTime
+		next.Version = cur.Version + 1
+		next.UpdateTime = timestamppb.New(now)
+		spec, err := encodeSpec(next)
+		if err != nil {
+			return err
+		}
+		var deletedAt *time.Time
+		if next.GetStatus() == sundialv1.JobStatus_JOB_STATUS_DELETED {
+			deletedAt = &now
+		}
+		_, err = tx.Exec(ctx, `
+			UPDATE jobs SET name = $3, labels = $4, spec = $5, priority = $6, status = $7, version = $8,
+			       next_fire_at = $9, updated_at = $10, deleted_at = COALESCE(deleted_at, $11)
+			WHERE tenant = $1 AND id = $2`,
+			tenant, id, next.GetName(), labelsOf(next), spec, int16(next.GetPriority()), StatusToDB(next.GetStatus()),
+			next.Version, nullableTime(next.GetNextFireTime()), now, deletedAt)
+		if err != nil {
+			return fmt.Errorf("store: update job: %w", err)
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM outbox WHERE job_id = $1`, id)
+		if err != nil {
+			return fmt.Errorf("store: drop unpublished firings: %w", err)
+		}
+		out = Mutated{Job: next, Changed: true, DroppedFirings: tag.RowsAffected()}
+		return nil
+	})
+	return out, err
+}
+
+// StageFunc builds the firing to stage for the tenant's job, given the
+// database clock and the job as stored.
+type StageFunc func(now time.Time, job *sundialv1.Job) (*sundialv1.Firing, error)
+
+// Stage writes the firing fn builds to the outbox, due for publishing now,
+// and wakes the relay, in one transaction. The job row is share-locked so a
+// concurrent change either sees the staged row (and drops it) or waits for
+// it. Staging an execution attempt that is already staged is a no-op.
+func (s *Store) Stage(ctx context.Context, tenant, id string, fn StageFunc) (*sundialv1.Firing, error) {
+	var staged *sundialv1.Firing
+	err := s.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
+		cur, err := scanJob(tx.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE tenant = $1 AND id = $2 FOR SHARE`, tenant, id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("store: read job: %w", err)
+		}
+		f, err := fn(now, cur)
+		if err != nil {
+			return err
+		}
+		env, err := firing.Encode(f)
+		if err != nil {
+			return fmt.Errorf("store: encode firing: %w", err)
+		}
+		_, err = tx.Exec(ctx, `
+			INSERT INTO outbox (execution_id, attempt, job_id, job_version, priority, scheduled_at, fire_at,
+			                    publish_at, catch_up, envelope)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+			ON CONFLICT (execution_id, attempt) DO NOTHING`,
+			f.GetExecutionId(), f.GetAttempt(), f.GetJobId(), f.GetJobVersion(), int16(f.GetPriority()),
+			f.GetScheduledTime().AsTime(), f.GetFireTime().AsTime(), now, f.GetCatchUp(), env)
+		if err != nil {
+			return fmt.Errorf("store: insert outbox row: %w", err)
+		}
+		// Delivered at commit; the relay also polls, so a lost
+		// notification only costs latency.
+		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, OutboxChannel, f.GetJobId()); err != nil {
+			return fmt.Errorf("store: notify relay: %w", err)
+		}
+		staged = f
+		return nil
+	})
+	return staged, err
+}
