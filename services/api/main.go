@@ -255,4 +255,4 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 type closer func()
 
 func (closer) Start(context.Context) error { return nil }
-func (c closer) Stop()                      { c() }
+func (c closer) Stop()                     { c() }
