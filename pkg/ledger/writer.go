@@ -73,13 +73,23 @@ func (w *Writer) Record(ctx context.Context, a *sundialv1.ExecutionAttempt) erro
 	if err != nil {
 		return err
 	}
-	var recorded int64
-	stale := false
+	// The fence check is a read of another row (the attempt's highest
+	// fence), independent of the write, so both run at once: Record costs
+	// the slower of the two round trips, not their sum. Either order of
+	// arrival is correct, since our own row cannot be above our own fence.
+	type check struct {
+		recorded int64
+		stale    bool
+		err      error
+	}
+	var checked chan check
 	if w.checkFence {
-		recorded, stale, err = w.higherFence(ctx, r)
-		if err != nil {
-			return err
-		}
+		checked = make(chan check, 1)
+		go func() {
+			var c check
+			c.recorded, c.stale, c.err = w.higherFence(ctx, r)
+			checked <- c
+		}()
 	}
 	vals := r.values()
 	err = w.s.ExecBatch(ctx, Batch{
@@ -91,12 +101,21 @@ func (w *Writer) Record(ctx context.Context, a *sundialv1.ExecutionAttempt) erro
 			{CQL: w.insertByID, Values: vals},
 		},
 	})
+	var c check
+	if checked != nil {
+		c = <-checked // always wait: the goroutine is this call's to reap
+	}
 	if err != nil {
 		return fmt.Errorf("ledger: record execution %s attempt %d: %w", r.executionID, r.attempt, err)
 	}
-	if stale {
+	if c.err != nil {
+		// The record is written; only the staleness verdict is unknown.
+		// Reporting the error lets the caller retry, which is harmless.
+		return c.err
+	}
+	if c.stale {
 		return fmt.Errorf("%w: execution %s attempt %d fence %d, recorded fence %d",
-			ErrFenced, r.executionID, r.attempt, r.fence, recorded)
+			ErrFenced, r.executionID, r.attempt, r.fence, c.recorded)
 	}
 	return nil
 }

@@ -1,0 +1,169 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gocql/gocql"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/pkg/clock"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+func TestMonthBuckets(t *testing.T) {
+	for _, tc := range []struct {
+		at   time.Time
+		want month
+	}{
+		{time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 202601},
+		{time.Date(2025, 12, 31, 23, 59, 59, 0, time.UTC), 202512},
+		// Buckets are UTC months whatever the instant's zone.
+		{time.Date(2026, 3, 1, 0, 30, 0, 0, time.FixedZone("UTC+1", 3600)), 202602},
+	} {
+		if got := monthOf(tc.at); got != tc.want {
+			t.Errorf("monthOf(%s) = %d, want %d", tc.at, got, tc.want)
+		}
+	}
+	if month(202601).prev() != 202512 || month(202612).prev() != 202611 {
+		t.Fatal("prev crosses years wrongly")
+	}
+}
+
+func TestCursorRoundTripAndBinding(t *testing.T) {
+	c := cursor{Job: jobHash("job-a"), Month: 202603, Stop: 202512,
+		Last: &cursorKey{ScheduledMs: 1234, ExecutionID: "e", Attempt: 2, Fence: 7, LiveFence: 9}}
+	tok := c.encode()
+	got, err := decodeCursor(tok, "job-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Month != c.Month || got.Stop != c.Stop || *got.Last != *c.Last {
+		t.Fatalf("round trip: got %+v, want %+v", got, c)
+	}
+	for name, tok := range map[string]string{
+		"other job": tok,
+		"not b64":   "!!!",
+		"not json":  "bm90IGpzb24",
+		"bad range": cursor{Job: jobHash("job-b"), Month: 202512, Stop: 202603}.encode(),
+		"bad month": cursor{Job: jobHash("job-b"), Month: 202613, Stop: 202603}.encode(),
+	} {
+		if _, err := decodeCursor(tok, "job-b"); !errors.Is(err, ErrInvalidPageToken) {
+			t.Errorf("%s: err = %v, want ErrInvalidPageToken", name, err)
+		}
+	}
+}
+
+func TestRecordValidatesBeforeTouchingCassandra(t *testing.T) {
+	w := NewWriter(nil, "ks") // a nil session panics if reached
+	ok := func() *sundialv1.ExecutionAttempt {
+		return &sundialv1.ExecutionAttempt{ExecutionId: "e", JobId: "j", Attempt: 1,
+			Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_RUNNING, ScheduledTime: timestamppb.Now()}
+	}
+	for field, mutate := range map[string]func(*sundialv1.ExecutionAttempt){
+		"execution_id":   func(a *sundialv1.ExecutionAttempt) { a.ExecutionId = "" },
+		"job_id":         func(a *sundialv1.ExecutionAttempt) { a.JobId = "" },
+		"attempt":        func(a *sundialv1.ExecutionAttempt) { a.Attempt = 0 },
+		"scheduled_time": func(a *sundialv1.ExecutionAttempt) { a.ScheduledTime = nil },
+		"status":         func(a *sundialv1.ExecutionAttempt) { a.Status = 0 },
+		"fence_token":    func(a *sundialv1.ExecutionAttempt) { a.FenceToken = -1 },
+	} {
+		a := ok()
+		mutate(a)
+		err := w.Record(context.Background(), a)
+		if !errors.Is(err, ErrInvalidAttempt) || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: err = %v, want ErrInvalidAttempt naming the field", field, err)
+		}
+	}
+}
+
+// One worker's transitions of one attempt must order by status, not by the
+// moment they were written.
+func TestWriteTimestampOrdersTransitions(t *testing.T) {
+	fire := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	r, err := rowFrom(&sundialv1.ExecutionAttempt{ExecutionId: "e", JobId: "j", Attempt: 1,
+		Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_RUNNING, ScheduledTime: timestamppb.New(fire.Add(-time.Second)),
+		FireTime: timestamppb.New(fire)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := []sundialv1.ExecutionStatus{
+		sundialv1.ExecutionStatus_EXECUTION_STATUS_SCHEDULED,
+		sundialv1.ExecutionStatus_EXECUTION_STATUS_QUEUED,
+		sundialv1.ExecutionStatus_EXECUTION_STATUS_RUNNING,
+		sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED,
+		sundialv1.ExecutionStatus_EXECUTION_STATUS_FENCED,
+		sundialv1.ExecutionStatus_EXECUTION_STATUS_RETRY_SCHEDULED,
+		sundialv1.ExecutionStatus_EXECUTION_STATUS_DEAD,
+	}
+	for i := 1; i < len(order); i++ {
+		if r.writeTimestamp(order[i]) <= r.writeTimestamp(order[i-1]) {
+			t.Errorf("%s does not follow %s", order[i], order[i-1])
+		}
+	}
+	// Anchored on the fire instant, so time-window compaction sees real time.
+	if d := r.writeTimestamp(order[0]) - fire.UnixMicro(); d < 0 || d > 10 {
+		t.Errorf("timestamp %d µs away from the fire instant", d)
+	}
+}
+
+func TestClipKeepsUTF8(t *testing.T) {
+	s := strings.Repeat("é", MaxTextBytes) // 2 bytes each
+	got := clip(s)
+	if len(got) > MaxTextBytes || !utf8.ValidString(got) {
+		t.Fatalf("clip: %d bytes, valid=%v", len(got), utf8.ValidString(got))
+	}
+}
+
+// failingBatch fails the first n batches with err, then passes through.
+type failingBatch struct {
+	Session
+	err   error
+	n     int
+	calls int
+}
+
+func (f *failingBatch) ExecBatch(ctx context.Context, b Batch) error {
+	f.calls++
+	if f.calls <= f.n {
+		return f.err
+	}
+	return nil
+}
+
+func TestRetryingRetriesTransientIdempotentWrites(t *testing.T) {
+	fake := clock.NewFake(time.Unix(0, 0))
+	p := RetryPolicy{Attempts: 3, Backoff: time.Millisecond, MaxBackoff: time.Millisecond, Clock: autoAdvance{fake}}
+	timeout := &gocql.RequestErrWriteTimeout{}
+
+	inner := &failingBatch{err: timeout, n: 2}
+	if err := Retrying(inner, p).ExecBatch(context.Background(), Batch{Idempotent: true}); err != nil || inner.calls != 3 {
+		t.Fatalf("err=%v calls=%d, want success on the third try", err, inner.calls)
+	}
+	inner = &failingBatch{err: timeout, n: 5}
+	if err := Retrying(inner, p).ExecBatch(context.Background(), Batch{Idempotent: true}); !errors.Is(err, timeout) || inner.calls != 3 {
+		t.Fatalf("err=%v calls=%d, want the timeout after 3 tries", err, inner.calls)
+	}
+	inner = &failingBatch{err: timeout, n: 5}
+	if err := Retrying(inner, p).ExecBatch(context.Background(), Batch{}); err == nil || inner.calls != 1 {
+		t.Fatalf("non-idempotent batch retried: calls=%d", inner.calls)
+	}
+	inner = &failingBatch{err: errors.New("syntax error"), n: 5}
+	if err := Retrying(inner, p).ExecBatch(context.Background(), Batch{Idempotent: true}); err == nil || inner.calls != 1 {
+		t.Fatalf("permanent error retried: calls=%d", inner.calls)
+	}
+}
+
+// autoAdvance is a fake clock whose timers fire at once, so backoff waits
+// take no real time.
+type autoAdvance struct{ *clock.Fake }
+
+func (a autoAdvance) NewTimer(d time.Duration) clock.Timer {
+	t := a.Fake.NewTimer(d)
+	a.Advance(d)
+	return t
+}
