@@ -1,0 +1,204 @@
+//go:build integration
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/sundialhq/sundial/pkg/auth"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+func baseDSN() string {
+	if v := os.Getenv("SUNDIAL_TEST_POSTGRES_DSN"); v != "" {
+		return v
+	}
+	return defaultPostgresDSN
+}
+
+// freshSchema creates an empty schema, dropped at the end of the test, and
+// returns a DSN whose search_path is it, plus a connection for checks.
+func freshSchema(t *testing.T) (string, *pgx.Conn, string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, baseDSN())
+	if err != nil {
+		t.Fatalf("postgres: %v", err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "api_bin_" + hex.EncodeToString(b[:])
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+		_ = conn.Close(context.Background())
+	})
+	return baseDSN() + "&search_path=" + schema, conn, schema
+}
+
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "sundial-api")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func tablesIn(t *testing.T, conn *pgx.Conn, schema string) map[string]bool {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), `SELECT table_name FROM information_schema.tables WHERE table_schema = $1`, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, n := range names {
+		out[n] = true
+	}
+	return out
+}
+
+func TestMigrateBinary(t *testing.T) {
+	bin := buildBinary(t)
+	dsn, conn, schema := freshSchema(t)
+	if got := tablesIn(t, conn, schema); len(got) != 0 {
+		t.Fatalf("schema not empty: %v", got)
+	}
+	for run := range 2 { // the second run finds nothing to do
+		var stderr bytes.Buffer
+		cmd := exec.Command(bin, "migrate", "--postgres-dsn", dsn, "--log-format", "text")
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("migrate run %d: %v\n%s", run, err, stderr.String())
+		}
+		if !bytes.Contains(stderr.Bytes(), []byte("schema is up to date")) {
+			t.Fatalf("migrate run %d said:\n%s", run, stderr.String())
+		}
+	}
+	got := tablesIn(t, conn, schema)
+	for _, want := range []string{"jobs", "outbox", "leader_epochs", "goose_db_version"} {
+		if !got[want] {
+			t.Errorf("table %s missing after migrate; have %v", want, got)
+		}
+	}
+
+	// An unreachable database is a failure, not a hang.
+	cmd := exec.Command(bin, "migrate", "--postgres-dsn", "postgres://nobody:x@127.0.0.1:1/none?sslmode=disable&connect_timeout=2", "--timeout", "20s")
+	if err := cmd.Run(); err == nil {
+		t.Fatal("migrate against nothing succeeded")
+	}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestServeBinary runs the api as a process: it migrates on start, serves
+// health and authenticated calls, and drains on SIGTERM with exit 0.
+func TestServeBinary(t *testing.T) {
+	bin := buildBinary(t)
+	dsn, conn, schema := freshSchema(t)
+	grpcAddr, adminAddr := freePort(t), freePort(t)
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin,
+		"--grpc-addr", grpcAddr, "--admin-addr", adminAddr, "--postgres-dsn", dsn,
+		"--tokens", "bin-token=acme", "--log-format", "text")
+	cmd.Env = append(os.Environ(), "SUNDIAL_REDIS_KEY_PREFIX=apibin:")
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+
+	gc, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// Wait for SERVING; WaitForReady rides out the start-up.
+	for {
+		h, err := healthpb.NewHealthClient(gc).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+		if err == nil && h.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			break
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("api exited: %v\n%s", err, stderr.String())
+		case <-ctx.Done():
+			t.Fatalf("api never became SERVING: %v\n%s", err, stderr.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if !tablesIn(t, conn, schema)["jobs"] {
+		t.Fatal("--migrate-on-start did not create the schema")
+	}
+	client := sundialv1.NewJobServiceClient(gc)
+	resp, err := client.CreateJob(ctx, &sundialv1.CreateJobRequest{Job: &sundialv1.Job{
+		Schedule: &sundialv1.Schedule{Spec: &sundialv1.Schedule_Cron{Cron: "@hourly"}},
+		Target:   &sundialv1.Target{Kind: &sundialv1.Target_Kafka{Kafka: &sundialv1.KafkaTarget{Topic: "t"}}},
+	}}, grpc.PerRPCCredentials(auth.Bearer("bin-token")))
+	if err != nil || resp.GetJob().GetTenant() != "acme" {
+		t.Fatalf("CreateJob through the binary: %v %v", resp, err)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("api exit after SIGTERM: %v\n%s", err, stderr.String())
+		}
+	case <-ctx.Done():
+		t.Fatalf("api did not stop on SIGTERM\n%s", stderr.String())
+	}
+}
+
+func TestRefusesToStartWithoutTokens(t *testing.T) {
+	bin := buildBinary(t)
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin, "--grpc-addr", freePort(t), "--admin-addr", freePort(t))
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !bytes.Contains(stderr.Bytes(), []byte("tokens")) {
+		t.Fatalf("start without tokens: %v\n%s", err, stderr.String())
+	}
+}
