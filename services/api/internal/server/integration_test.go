@@ -479,10 +479,16 @@ func TestIntegrationChangesBumpVersionAndDropFirings(t *testing.T) {
 		t.Fatalf("second delete: %v %v", d, err)
 	}
 	for name, err := range map[string]error{
-		"update":  func() error { _, err := h.client.UpdateJob(h.ctx, &sundialv1.UpdateJobRequest{Job: &sundialv1.Job{Id: id, Name: "x"}}, a); return err }(),
-		"pause":   func() error { _, err := h.client.PauseJob(h.ctx, &sundialv1.PauseJobRequest{Id: id}, a); return err }(),
-		"resume":  func() error { _, err := h.client.ResumeJob(h.ctx, &sundialv1.ResumeJobRequest{Id: id}, a); return err }(),
-		"trigger": func() error { _, err := h.client.TriggerJob(h.ctx, &sundialv1.TriggerJobRequest{Id: id}, a); return err }(),
+		"update": func() error {
+			_, err := h.client.UpdateJob(h.ctx, &sundialv1.UpdateJobRequest{Job: &sundialv1.Job{Id: id, Name: "x"}}, a)
+			return err
+		}(),
+		"pause":  func() error { _, err := h.client.PauseJob(h.ctx, &sundialv1.PauseJobRequest{Id: id}, a); return err }(),
+		"resume": func() error { _, err := h.client.ResumeJob(h.ctx, &sundialv1.ResumeJobRequest{Id: id}, a); return err }(),
+		"trigger": func() error {
+			_, err := h.client.TriggerJob(h.ctx, &sundialv1.TriggerJobRequest{Id: id}, a)
+			return err
+		}(),
 	} {
 		if status.Code(err) != codes.FailedPrecondition {
 			t.Errorf("%s of deleted job: %v, want FailedPrecondition", name, err)
