@@ -1,0 +1,194 @@
+// Package prefetch is the prefetcher's loop: while this process holds a
+// leadership term, it stages every slot due within the window, tick after
+// tick, until the term ends.
+//
+// Terms are handled one at a time. A term's work runs under a context that
+// ends with the term (the elector cancels it on any doubt about the
+// ZooKeeper session), so an in-flight transaction is cancelled and rolled
+// back when leadership is lost; the epoch check in Postgres catches
+// anything that slips past (a process paused between its check and its
+// write), and a fenced term does no more work until the elector hands out
+// a new one.
+package prefetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/leader"
+	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/services/prefetcher/internal/stage"
+)
+
+// Terms is the part of the elector the loop uses.
+type Terms interface {
+	Terms() <-chan leader.Term
+}
+
+// Stager runs one staging transaction; *stage.Store implements it.
+type Stager interface {
+	StageBatch(ctx context.Context, o stage.Options) (stage.Result, error)
+}
+
+// Config of the loop.
+type Config struct {
+	// Election names the election (its ZooKeeper path), the key of its
+	// leader_epochs row.
+	Election string
+	// NodeID identifies this process in leader_epochs and logs.
+	NodeID string
+	// Window: slots due up to now()+Window are staged.
+	Window time.Duration
+	// Tick between passes; wake-ups (new jobs, a new term) come sooner.
+	Tick time.Duration
+	// BatchSize is the number of jobs per transaction.
+	BatchSize int
+	// MisfireThreshold: slots older than now() minus this are misfires.
+	MisfireThreshold time.Duration
+	// MaxSlotsPerJob bounds one job's slots per transaction.
+	MaxSlotsPerJob int
+}
+
+// Validate reports every problem, named by the flag that sets it.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Election == "" {
+		errs = append(errs, errors.New("election-path: must not be empty"))
+	}
+	if c.NodeID == "" {
+		errs = append(errs, errors.New("node-id: must not be empty"))
+	}
+	if c.Window <= 0 {
+		errs = append(errs, fmt.Errorf("window: must be positive, got %s", c.Window))
+	}
+	if c.Tick <= 0 || c.Tick >= c.Window {
+		errs = append(errs, fmt.Errorf("tick: must be positive and shorter than the window (%s), got %s", c.Window, c.Tick))
+	}
+	if c.BatchSize < 1 || c.BatchSize > 100_000 {
+		errs = append(errs, fmt.Errorf("batch-size: must be in [1, 100000], got %d", c.BatchSize))
+	}
+	if c.MisfireThreshold < 0 {
+		errs = append(errs, fmt.Errorf("misfire-threshold: must not be negative, got %s", c.MisfireThreshold))
+	}
+	if c.MaxSlotsPerJob < 1 {
+		errs = append(errs, fmt.Errorf("max-slots-per-job: must be positive, got %d", c.MaxSlotsPerJob))
+	}
+	return errors.Join(errs...)
+}
+
+// Service is the prefetch loop; a lifecycle.Service.
+type Service struct {
+	cfg     Config
+	terms   Terms
+	stager  Stager
+	wake    <-chan struct{}
+	log     *slog.Logger
+	clk     clock.Clock
+	metrics *Metrics
+	runner  lifecycle.Runner
+}
+
+// New returns the loop. wake may be nil (ticks only).
+func New(cfg Config, terms Terms, stager Stager, wake <-chan struct{}, log *slog.Logger, clk clock.Clock, m *Metrics) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Service{cfg: cfg, terms: terms, stager: stager, wake: wake, log: log, clk: clk, metrics: m}, nil
+}
+
+// Start runs the loop in the background.
+func (s *Service) Start(context.Context) error { return s.runner.Run(s.run) }
+
+// Stop ends the current term's work (rolling back an in-flight
+// transaction) and waits for it.
+func (s *Service) Stop() { s.runner.Stop() }
+
+// Done is closed if the loop returns on its own.
+func (s *Service) Done() <-chan struct{} { return s.runner.Done() }
+
+func (s *Service) run(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case term := <-s.terms.Terms():
+			s.lead(ctx, term)
+		}
+	}
+}
+
+// lead works one term until it ends (or the service stops).
+func (s *Service) lead(ctx context.Context, term leader.Term) {
+	if term.Ctx.Err() != nil {
+		return // ended before we got to it
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(term.Ctx, func() { cancel(context.Cause(term.Ctx)) })
+	defer stop()
+
+	log := s.log.With("epoch", term.Epoch)
+	log.Info("prefetching as leader", "node", term.Node)
+	s.metrics.Leader.Set(1)
+	s.metrics.Epoch.Set(float64(term.Epoch))
+	defer s.metrics.Leader.Set(0)
+
+	opts := stage.Options{
+		Election: s.cfg.Election, Epoch: term.Epoch, Leader: s.cfg.NodeID,
+		Window: s.cfg.Window, Limit: s.cfg.BatchSize,
+		MisfireThreshold: s.cfg.MisfireThreshold, MaxSlotsPerJob: s.cfg.MaxSlotsPerJob,
+	}
+	timer := s.clk.NewTimer(0) // a new leader stages at once
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("stopped prefetching", "cause", context.Cause(ctx))
+			return
+		case <-timer.C():
+		case <-s.wake:
+		}
+		err := s.pass(ctx, opts)
+		switch {
+		case errors.Is(err, stage.ErrFenced):
+			// A newer leader has written: ours is over whatever ZooKeeper
+			// told us. Do nothing more until the elector ends this term.
+			s.metrics.Fenced.Inc()
+			s.metrics.Leader.Set(0)
+			log.Warn("fenced by a newer leader epoch; standing by until the term ends")
+			<-ctx.Done()
+			log.Info("stopped prefetching", "cause", context.Cause(ctx))
+			return
+		case err != nil && ctx.Err() == nil:
+			s.metrics.Errors.Inc()
+			log.Error("prefetch pass failed; retrying next tick", "err", err)
+		}
+		timer.Reset(s.cfg.Tick)
+	}
+}
+
+// pass stages batches until no due job is left (a batch that claimed
+// fewer jobs than the batch size found the end).
+func (s *Service) pass(ctx context.Context, opts stage.Options) error {
+	start := s.clk.Now()
+	defer func() { s.metrics.TickDuration.Observe(s.clk.Now().Sub(start).Seconds()) }()
+	for ctx.Err() == nil {
+		res, err := s.stager.StageBatch(ctx, opts)
+		if err != nil {
+			return err
+		}
+		s.metrics.observe(res)
+		if res.Claimed > 0 {
+			s.log.Debug("staged batch", "claimed", res.Claimed, "staged", res.Staged, "catch_up", res.CatchUp,
+				"duplicates", res.Duplicates, "missed", res.Missed, "lag", res.Lag)
+		}
+		if res.Claimed < opts.Limit {
+			return nil
+		}
+	}
+	return nil
+}
