@@ -5,11 +5,7 @@
 // policy is tested on exact instants; the caller passes the database
 // clock's reading.
 //
-// A pass looks at the slots from next_fire_at onwards:
-//
-//	      expired         missed (policy)       late     on time
-//	──────────────────┼──────────────────────┼─────────┼────────────┤
-//	              now-grace          now-threshold      now      now+window
+// A pass looks at the slots from next_fire_at onwards, in four stretches:
 //
 //   - expired: older than the job's grace; never staged.
 //   - missed: inside the grace but older than the misfire threshold. SKIP
@@ -19,6 +15,12 @@
 //     before its first slot, a slow tick) from counting as misfires; such
 //     slots are staged as usual and fire at once.
 //   - on time: staged as usual.
+//
+// On the database clock's time line:
+//
+//	      expired         missed (policy)       late     on time
+//	──────────────────┼──────────────────────┼─────────┼────────────┤
+//	              now-grace          now-threshold      now      now+window
 //
 // next_fire_at becomes the first slot after the window, or none.
 package slots
