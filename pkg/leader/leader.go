@@ -78,8 +78,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Clock for heartbeats and the trust window; default clock.Real.
 	Clock clock.Clock
-	// OnTransition, if set, is called on the elector's goroutine after
-	// every state change (for metrics); it must not block.
+	// OnTransition, if set, is called after every state change (for
+	// metrics). Calls are serialised but may come from the client's event
+	// goroutine or the trust guard (a step-down is announced at once, even
+	// while the loop is blocked in a ZooKeeper call); it must not block.
 	OnTransition func(from, to State, epoch int64)
 	// Dialer, if set, replaces net.DialTimeout for ZooKeeper connections.
 	// It exists so tests can partition a candidate from ZooKeeper.
@@ -160,6 +162,9 @@ type Elector struct {
 	sessionUp    bool
 	termCancel   context.CancelCauseFunc // non-nil while a term is open
 	trustedUntil time.Time
+	reported     State // last state announced (logs, hook, State())
+	termEpoch    int64 // of the open term, for announcements off the loop
+	termNode     string
 }
 
 // New validates cfg and returns an elector; Start connects.
@@ -253,13 +258,24 @@ func (e *Elector) onEvent(ev zk.Event) {
 		e.pushLocked(evSession)
 	case zk.StateDisconnected:
 		e.sessionUp = false
-		e.endTermLocked(ErrConnectionLost)
+		e.stepDownLocked(evDisconnected)
 		e.pushLocked(evDisconnected)
 	case zk.StateExpired:
 		e.sessionUp = false
-		e.endTermLocked(ErrSessionExpired)
+		e.stepDownLocked(evExpired)
 		e.pushLocked(evExpired)
 	}
+}
+
+// stepDownLocked ends the open term, if any, and announces the state the
+// loop will reach when it processes ev, without waiting for the loop.
+func (e *Elector) stepDownLocked(ev event) {
+	if e.termCancel == nil {
+		return
+	}
+	epoch, node := e.termEpoch, e.termNode
+	e.endTermLocked(causeOf(ev))
+	e.announceLocked(transition(StateLeading, ev), ev.String(), epoch, node)
 }
 
 func (e *Elector) pushLocked(ev event) {
@@ -369,20 +385,29 @@ func (e *Elector) apply(ev event) {
 }
 
 func (e *Elector) setState(to State, why string) {
-	from := e.cur
 	e.cur = to
-	e.state.Store(int32(to))
+	e.mu.Lock()
+	e.announceLocked(to, why, e.epoch, e.node)
+	e.mu.Unlock()
+}
+
+// announceLocked publishes a state change once: to State(), the log and
+// the hook.
+func (e *Elector) announceLocked(to State, why string, epoch int64, node string) {
+	from := e.reported
 	if from == to {
 		return
 	}
+	e.reported = to
+	e.state.Store(int32(to))
 	level := slog.LevelInfo
 	if from == StateLeading {
 		level = slog.LevelWarn
 	}
 	e.log.Log(context.Background(), level, "leader election state changed",
-		"from", from.String(), "to", to.String(), "event", why, "epoch", e.epoch, "node", e.node)
+		"from", from.String(), "to", to.String(), "event", why, "epoch", epoch, "node", node)
 	if e.cfg.OnTransition != nil {
-		e.cfg.OnTransition(from, to, e.epoch)
+		e.cfg.OnTransition(from, to, epoch)
 	}
 }
 
@@ -411,6 +436,7 @@ func (e *Elector) beginTerm() bool {
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	e.termCancel = cancel
+	e.termEpoch, e.termNode = e.epoch, e.node
 	signal(e.guardWake)
 	t := Term{Epoch: e.epoch, Ctx: ctx, Node: e.node}
 	// Only this goroutine sends, so after discarding an unread (already
@@ -459,7 +485,7 @@ func (e *Elector) guard(ctx context.Context) {
 			e.mu.Lock()
 			if e.termCancel != nil && !e.clk.Now().Before(e.trustedUntil) {
 				e.log.Warn("leader trust window lapsed, stepping down", "trusted_until", e.trustedUntil)
-				e.endTermLocked(ErrTrustLapsed)
+				e.stepDownLocked(evTrustLapsed)
 				e.pushLocked(evTrustLapsed)
 			}
 			e.mu.Unlock()
