@@ -723,3 +723,34 @@ func TestIntegrationHistoryWithoutLedgerIsUnavailable(t *testing.T) {
 		t.Fatalf("ListExecutions without a ledger: %v", err)
 	}
 }
+
+func TestIntegrationNotifiesPrefetcher(t *testing.T) {
+	h := newHarness(t, nil)
+	listener, err := pgx.ConnectConfig(h.ctx, h.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close(context.Background())
+	if _, err := listener.Exec(h.ctx, "LISTEN "+store.JobsChannel); err != nil {
+		t.Fatal(err)
+	}
+	wait := func(what, wantID string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
+		defer cancel()
+		n, err := listener.WaitForNotification(ctx)
+		if err != nil || n.Payload != wantID {
+			t.Fatalf("%s: notification %v, %v; want payload %s", what, n, err, wantID)
+		}
+	}
+	job := h.create(tokenAcme, everyMinute("wake"))
+	wait("create", job.GetId())
+	if _, err := h.client.PauseJob(h.ctx, &sundialv1.PauseJobRequest{Id: job.GetId()}, as(tokenAcme)); err != nil {
+		t.Fatal(err)
+	}
+	// Pausing schedules nothing; resuming wakes the prefetcher again.
+	if _, err := h.client.ResumeJob(h.ctx, &sundialv1.ResumeJobRequest{Id: job.GetId()}, as(tokenAcme)); err != nil {
+		t.Fatal(err)
+	}
+	wait("resume", job.GetId())
+}

@@ -34,6 +34,22 @@ import (
 // OutboxChannel is the LISTEN/NOTIFY channel the relay wakes on.
 const OutboxChannel = "sundial_outbox"
 
+// JobsChannel is the channel the prefetcher wakes on when a job may have
+// become due sooner than its next tick (created, updated, resumed). It is
+// only a shortcut: the prefetcher's tick finds every due job anyway.
+const JobsChannel = "sundial_jobs"
+
+// notifyIfScheduled wakes the prefetcher for an active job with a slot.
+func notifyIfScheduled(ctx context.Context, tx pgx.Tx, job *sundialv1.Job) error {
+	if job.GetStatus() != sundialv1.JobStatus_JOB_STATUS_ACTIVE || job.GetNextFireTime() == nil {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, JobsChannel, job.GetId()); err != nil {
+		return fmt.Errorf("store: notify prefetcher: %w", err)
+	}
+	return nil
+}
+
 // ErrNotFound is returned when no job with the id belongs to the tenant.
 var ErrNotFound = errors.New("store: job not found")
 
@@ -206,7 +222,7 @@ func (s *Store) Create(ctx context.Context, tenant, idempotencyKey string, build
 			return nil
 		}
 		job = j
-		return nil
+		return notifyIfScheduled(ctx, tx, j)
 	})
 	if err != nil {
 		return nil, false, err
@@ -352,7 +368,7 @@ func (s *Store) Mutate(ctx context.Context, tenant, id string, fn MutateFunc) (M
 			return fmt.Errorf("store: drop unpublished firings: %w", err)
 		}
 		out = Mutated{Job: next, Changed: true, DroppedFirings: tag.RowsAffected()}
-		return nil
+		return notifyIfScheduled(ctx, tx, next)
 	})
 	return out, err
 }
