@@ -1,0 +1,188 @@
+//go:build integration
+
+package prefetch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/leader"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/services/prefetcher/internal/pgtest"
+	"github.com/sundialhq/sundial/services/prefetcher/internal/stage"
+)
+
+func zkServers() []string {
+	if a := os.Getenv("SUNDIAL_TEST_ZK_ADDRS"); a != "" {
+		return strings.Split(a, ",")
+	}
+	return []string{"127.0.0.1:2181"}
+}
+
+func electionPath(t *testing.T) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "/sundial-test/prefetch/" + strings.ReplaceAll(t.Name(), "/", "_") + "_" + hex.EncodeToString(b[:])
+}
+
+// instance is one in-process prefetcher: elector, listener and loop over
+// its own pool, like main composes them.
+type instance struct {
+	id      string
+	elector *leader.Elector
+	loop    *Service
+	list    *Listener
+	metrics *Metrics
+	stopped bool
+}
+
+func startInstance(t *testing.T, dsn, path, id string, tick time.Duration) *instance {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(t.Output(), nil)).With("instance", id)
+	pool := pgtest.Pool(t, dsn)
+	m := NewMetrics(prometheus.NewRegistry())
+	el, err := leader.New(leader.Config{
+		Servers: zkServers(), Path: path, NodeID: id, SessionTimeout: 2 * time.Second,
+		Logger: log, OnTransition: m.ObserveElection,
+	})
+	require.NoError(t, err)
+	list := NewListener(pool.Config().ConnConfig.Copy(), JobsChannel, log, clock.Real{})
+	loop, err := New(Config{
+		Election: path, NodeID: id, Window: 2 * time.Minute, Tick: tick,
+		BatchSize: 7, MisfireThreshold: 5 * time.Second, MaxSlotsPerJob: 10000,
+	}, el, stage.New(pool, log), list.C(), log, clock.Real{}, m)
+	require.NoError(t, err)
+	in := &instance{id: id, elector: el, loop: loop, list: list, metrics: m}
+	require.NoError(t, el.Start(context.Background()))
+	require.NoError(t, list.Start(context.Background()))
+	require.NoError(t, loop.Start(context.Background()))
+	t.Cleanup(in.stop)
+	return in
+}
+
+// stop shuts down in main's order: loop, listener, elector.
+func (in *instance) stop() {
+	if in.stopped {
+		return
+	}
+	in.stopped = true
+	in.loop.Stop()
+	in.list.Stop()
+	in.elector.Stop()
+}
+
+type epochRow struct {
+	leader  string
+	epoch   int64
+	updated time.Time
+}
+
+func currentLeader(t *testing.T, pool *pgxpool.Pool, election string) epochRow {
+	var r epochRow
+	err := pool.QueryRow(context.Background(), `SELECT leader, epoch, updated_at FROM leader_epochs WHERE election = $1`, election).
+		Scan(&r.leader, &r.epoch, &r.updated)
+	if err != nil && err != pgx.ErrNoRows {
+		require.NoError(t, err)
+	}
+	return r
+}
+
+// assertEverySecondExactlyOnce checks that each per-second job has one row
+// per second from its first slot to its last, none missing, none twice, and
+// that staging reached at least until.
+func assertEverySecondExactlyOnce(t *testing.T, pool *pgxpool.Pool, jobs []uuid.UUID, until time.Time) {
+	t.Helper()
+	for _, id := range jobs {
+		var n, distinct int
+		var first, last time.Time
+		require.NoError(t, pool.QueryRow(context.Background(), `
+			SELECT count(*), count(DISTINCT scheduled_at), min(scheduled_at), max(scheduled_at)
+			  FROM outbox WHERE job_id = $1`, id).Scan(&n, &distinct, &first, &last))
+		require.Equal(t, n, distinct, "job %s: a slot was staged twice", id)
+		require.Equal(t, int(last.Sub(first)/time.Second)+1, n, "job %s: a slot is missing between %s and %s", id, first, last)
+		require.False(t, last.Before(until), "job %s: staged only until %s, want %s", id, last, until)
+	}
+}
+
+func TestTwoInstancesStageEachSlotOnceAcrossAHandover(t *testing.T) {
+	dsn := pgtest.Schema(t)
+	pool := pgtest.Pool(t, dsn)
+	path := electionPath(t)
+	var jobs []uuid.UUID
+	for range 20 {
+		jobs = append(jobs, pgtest.InsertJob(t, pool, &sundialv1.Job{
+			Schedule: &sundialv1.Schedule{Spec: &sundialv1.Schedule_Cron{Cron: "* * * * * *"}},
+			Target:   &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: "http://127.0.0.1:1/x"}}},
+		}, `date_trunc('second', now()) + interval '1 second'`))
+	}
+
+	a := startInstance(t, dsn, path, "a", 200*time.Millisecond)
+	b := startInstance(t, dsn, path, "b", 200*time.Millisecond)
+	var first epochRow
+	require.Eventually(t, func() bool { first = currentLeader(t, pool, path); return first.leader != "" }, 15*time.Second, 20*time.Millisecond)
+	lead, standby := a, b
+	if first.leader == "b" {
+		lead, standby = b, a
+	}
+	// A few passes by the first leader.
+	require.Eventually(t, func() bool { return currentLeader(t, pool, path).updated.After(first.updated.Add(time.Second)) }, 15*time.Second, 20*time.Millisecond)
+	require.Equal(t, leader.StateFollowing, standby.elector.State())
+
+	handover := time.Now()
+	lead.stop()
+	var second epochRow
+	require.Eventually(t, func() bool { second = currentLeader(t, pool, path); return second.leader == standby.id }, 15*time.Second, 10*time.Millisecond)
+	t.Logf("graceful handover from %s to %s took %s", lead.id, standby.id, time.Since(handover))
+	require.Greater(t, second.epoch, first.epoch)
+	require.Eventually(t, func() bool { return currentLeader(t, pool, path).updated.After(second.updated.Add(time.Second)) }, 15*time.Second, 20*time.Millisecond)
+	final := currentLeader(t, pool, path)
+	standby.stop()
+
+	assertEverySecondExactlyOnce(t, pool, jobs, final.updated.Add(2*time.Minute-2*time.Second))
+}
+
+// A notification on sundial_jobs makes the leader stage a job created
+// after its last pass without waiting for the tick.
+func TestJobsNotificationWakesTheLeader(t *testing.T) {
+	dsn := pgtest.Schema(t)
+	pool := pgtest.Pool(t, dsn)
+	path := electionPath(t)
+	// With a tick just under the window only a notification can wake the
+	// loop within the test's deadline once
+	// its start-up passes are done: one for the new term, one for the
+	// listener's wake-up on connecting (which may coincide).
+	in := startInstance(t, dsn, path, "a", 119*time.Second)
+	require.Eventually(t, func() bool { return currentLeader(t, pool, path).leader == "a" }, 15*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return histogramCount(t, in.metrics.TickDuration) >= 2 }, 15*time.Second, 20*time.Millisecond)
+	id := pgtest.InsertJob(t, pool, &sundialv1.Job{
+		Schedule: &sundialv1.Schedule{Spec: &sundialv1.Schedule_Cron{Cron: "* * * * * *"}},
+		Target:   &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: "http://127.0.0.1:1/x"}}},
+	}, `date_trunc('second', now()) + interval '1 second'`)
+	_, err := pool.Exec(context.Background(), `SELECT pg_notify($1, $2)`, JobsChannel, id.String())
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		var n int
+		_ = pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE job_id = $1`, id).Scan(&n)
+		return n >= 120
+	}, 15*time.Second, 20*time.Millisecond)
+}
+
+func histogramCount(t *testing.T, h prometheus.Histogram) uint64 {
+	var m dto.Metric
+	require.NoError(t, h.Write(&m))
+	return m.GetHistogram().GetSampleCount()
+}
