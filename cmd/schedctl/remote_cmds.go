@@ -1,0 +1,357 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+func init() {
+	registerRemote(remoteCommand{
+		Name: "create", Args: "",
+		Summary: "Register a job from flags and/or a job file (-f job.yaml|job.json).",
+		Flags: func(fs *flag.FlagSet) any {
+			o := &createOpts{}
+			o.job.register(fs)
+			fs.StringVar(&o.key, "idempotency-key", "", "retrying with the same key returns the job the first call created")
+			return o
+		},
+		Run: runCreate,
+	})
+	registerRemote(remoteCommand{Name: "get", Args: "JOB_ID", Summary: "Show one job.", Run: runGet})
+	registerRemote(remoteCommand{
+		Name: "list", Args: "",
+		Summary: "List your jobs, oldest first.",
+		Flags: func(fs *flag.FlagSet) any {
+			o := &listOpts{labels: kvFlag{}}
+			fs.StringVar(&o.status, "status", "", "only jobs with this status: active, paused, deleted, completed (default all but deleted)")
+			fs.Var(o.labels, "label", "only jobs with this label key=value (repeatable; all must match)")
+			fs.IntVar(&o.pageSize, "page-size", 100, "jobs per page (at most 1000)")
+			fs.StringVar(&o.pageToken, "page-token", "", "continue from a previous page")
+			fs.BoolVar(&o.all, "all", false, "follow every page")
+			return o
+		},
+		Run: runList,
+	})
+	registerRemote(remoteCommand{
+		Name: "update", Args: "JOB_ID",
+		Summary: "Change a job: only the fields given as flags (or set in -f) change.\nBumps the version; firings not yet started follow the new definition.",
+		Flags: func(fs *flag.FlagSet) any {
+			o := &updateOpts{}
+			o.job.register(fs)
+			return o
+		},
+		Run: runUpdate,
+	})
+	registerRemote(remoteCommand{Name: "pause", Args: "JOB_ID", Summary: "Stop a job firing until resumed.", Run: simple("paused", pauseCall)})
+	registerRemote(remoteCommand{Name: "resume", Args: "JOB_ID", Summary: "Fire a paused job again, from now on (no catch-up).", Run: simple("resumed", resumeCall)})
+	registerRemote(remoteCommand{Name: "delete", Args: "JOB_ID", Summary: "Delete a job (it stops firing; its history stays).", Run: simple("deleted", deleteCall)})
+	registerRemote(remoteCommand{Name: "trigger", Args: "JOB_ID", Summary: "Fire a job once, now, outside its schedule.", Run: runTrigger})
+	registerRemote(remoteCommand{
+		Name: "history", Args: "JOB_ID | --execution EXECUTION_ID",
+		Summary: "Show a job's executions, newest first (one row per attempt), or every attempt of one execution.",
+		Flags: func(fs *flag.FlagSet) any {
+			o := &historyOpts{}
+			fs.StringVar(&o.execution, "execution", "", "show every attempt of this execution instead")
+			fs.IntVar(&o.pageSize, "page-size", 50, "attempts per page (at most 1000)")
+			fs.StringVar(&o.pageToken, "page-token", "", "continue from a previous page")
+			return o
+		},
+		Run: runHistory,
+	})
+	registerRemote(remoteCommand{
+		Name: "server-preview", Args: "",
+		Summary: "Ask the api for a schedule's next instants (what the server will compute).",
+		Flags: func(fs *flag.FlagSet) any {
+			o := &previewOpts{}
+			o.job.register(fs)
+			fs.IntVar(&o.count, "n", 10, "how many instants")
+			fs.StringVar(&o.from, "from", "", "RFC 3339 instant to start after (default now)")
+			return o
+		},
+		Run: runServerPreview,
+	})
+}
+
+func oneID(args []string, what string) (string, error) {
+	if len(args) != 1 {
+		return "", usagef("want exactly one %s, got %d arguments", what, len(args))
+	}
+	return args[0], nil
+}
+
+type createOpts struct {
+	job jobFlags
+	key string
+}
+
+func runCreate(ctx context.Context, r *remote, opts any, args []string) error {
+	o := opts.(*createOpts)
+	if len(args) != 0 {
+		return usagef("unexpected arguments %q", args)
+	}
+	job, _, err := o.job.build(os.Stdin)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	resp, err := r.client.CreateJob(ctx, &sundialv1.CreateJobRequest{Job: job, IdempotencyKey: o.key})
+	if err != nil {
+		return err
+	}
+	return r.printJob(resp.GetJob())
+}
+
+func runGet(ctx context.Context, r *remote, _ any, args []string) error {
+	id, err := oneID(args, "JOB_ID")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	resp, err := r.client.GetJob(ctx, &sundialv1.GetJobRequest{Id: id})
+	if err != nil {
+		return err
+	}
+	return r.printJob(resp.GetJob())
+}
+
+type listOpts struct {
+	status    string
+	labels    kvFlag
+	pageSize  int
+	pageToken string
+	all       bool
+}
+
+func runList(ctx context.Context, r *remote, opts any, args []string) error {
+	o := opts.(*listOpts)
+	if len(args) != 0 {
+		return usagef("unexpected arguments %q", args)
+	}
+	req := &sundialv1.ListJobsRequest{PageSize: int32(o.pageSize), PageToken: o.pageToken, Labels: o.labels}
+	if o.status != "" {
+		v, ok := sundialv1.JobStatus_value["JOB_STATUS_"+strings.ToUpper(o.status)]
+		if !ok {
+			return usagef("--status: want active, paused, deleted or completed, got %q", o.status)
+		}
+		req.Status = sundialv1.JobStatus(v)
+	}
+	var jobs []*sundialv1.Job
+	next := ""
+	for {
+		cctx, cancel := r.call(ctx)
+		resp, err := r.client.ListJobs(cctx, req)
+		cancel()
+		if err != nil {
+			return err
+		}
+		jobs = append(jobs, resp.GetJobs()...)
+		next = resp.GetNextPageToken()
+		if !o.all || next == "" {
+			break
+		}
+		req.PageToken = next
+	}
+	return r.printJobList(jobs, next)
+}
+
+type updateOpts struct{ job jobFlags }
+
+func runUpdate(ctx context.Context, r *remote, opts any, args []string) error {
+	o := opts.(*updateOpts)
+	id, err := oneID(args, "JOB_ID")
+	if err != nil {
+		return err
+	}
+	job, paths, err := o.job.build(os.Stdin)
+	if err != nil {
+		return err
+	}
+	job.Id = id
+	if o.job.file != "" {
+		// The fields the file sets join the flags' paths; the server
+		// reads an empty mask the same way, but flags must not hide them.
+		paths = append(paths, populatedTopLevel(job)...)
+	}
+	if len(paths) == 0 {
+		return usagef("nothing to change: give flags such as --cron or --url, or -f")
+	}
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	resp, err := r.client.UpdateJob(ctx, &sundialv1.UpdateJobRequest{Job: job, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}})
+	if err != nil {
+		return err
+	}
+	return r.printJob(resp.GetJob())
+}
+
+// populatedTopLevel lists the updatable top-level fields job sets.
+func populatedTopLevel(job *sundialv1.Job) []string {
+	var out []string
+	m := job.ProtoReflect()
+	fields := m.Descriptor().Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		switch fd.Name() {
+		case "id", "tenant", "status", "version", "next_fire_time", "create_time", "update_time":
+			continue
+		}
+		if m.Has(fd) {
+			out = append(out, string(fd.Name()))
+		}
+	}
+	return out
+}
+
+type jobCall func(ctx context.Context, r *remote, id string) (*sundialv1.Job, error)
+
+func pauseCall(ctx context.Context, r *remote, id string) (*sundialv1.Job, error) {
+	resp, err := r.client.PauseJob(ctx, &sundialv1.PauseJobRequest{Id: id})
+	return resp.GetJob(), err
+}
+
+func resumeCall(ctx context.Context, r *remote, id string) (*sundialv1.Job, error) {
+	resp, err := r.client.ResumeJob(ctx, &sundialv1.ResumeJobRequest{Id: id})
+	return resp.GetJob(), err
+}
+
+func deleteCall(ctx context.Context, r *remote, id string) (*sundialv1.Job, error) {
+	resp, err := r.client.DeleteJob(ctx, &sundialv1.DeleteJobRequest{Id: id})
+	return resp.GetJob(), err
+}
+
+// simple is a subcommand that takes a job id, calls once and reports the
+// job's new state in one line.
+func simple(verb string, call jobCall) func(context.Context, *remote, any, []string) error {
+	return func(ctx context.Context, r *remote, _ any, args []string) error {
+		id, err := oneID(args, "JOB_ID")
+		if err != nil {
+			return err
+		}
+		ctx, cancel := r.call(ctx)
+		defer cancel()
+		job, err := call(ctx, r, id)
+		if err != nil {
+			return err
+		}
+		if r.output == "json" {
+			return r.printJSON(job)
+		}
+		fmt.Fprintf(r.io.Stdout, "job %s %s: status %s, version %d, next fire %s\n",
+			job.GetId(), verb, statusWord(job.GetStatus()), job.GetVersion(), instant(job.GetNextFireTime()))
+		return nil
+	}
+}
+
+func runTrigger(ctx context.Context, r *remote, _ any, args []string) error {
+	id, err := oneID(args, "JOB_ID")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	resp, err := r.client.TriggerJob(ctx, &sundialv1.TriggerJobRequest{Id: id})
+	if err != nil {
+		return err
+	}
+	if r.output == "json" {
+		return r.printJSON(resp)
+	}
+	fmt.Fprintf(r.io.Stdout, "triggered job %s: execution %s at %s\n", id, resp.GetExecutionId(), instant(resp.GetScheduledTime()))
+	return nil
+}
+
+type historyOpts struct {
+	execution string
+	pageSize  int
+	pageToken string
+}
+
+func runHistory(ctx context.Context, r *remote, opts any, args []string) error {
+	o := opts.(*historyOpts)
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	if o.execution != "" {
+		if len(args) != 0 {
+			return usagef("give either JOB_ID or --execution, not both")
+		}
+		resp, err := r.client.GetExecution(ctx, &sundialv1.GetExecutionRequest{ExecutionId: o.execution})
+		if err != nil {
+			return err
+		}
+		if r.output == "json" {
+			return r.printJSON(resp)
+		}
+		return r.printAttempts(resp.GetAttempts(), "")
+	}
+	id, err := oneID(args, "JOB_ID")
+	if err != nil {
+		return err
+	}
+	resp, err := r.client.ListExecutions(ctx, &sundialv1.ListExecutionsRequest{JobId: id, PageSize: int32(o.pageSize), PageToken: o.pageToken})
+	if err != nil {
+		return err
+	}
+	if r.output == "json" {
+		return r.printJSON(resp)
+	}
+	return r.printAttempts(resp.GetAttempts(), resp.GetNextPageToken())
+}
+
+type previewOpts struct {
+	job   jobFlags
+	count int
+	from  string
+}
+
+func runServerPreview(ctx context.Context, r *remote, opts any, args []string) error {
+	o := opts.(*previewOpts)
+	if len(args) != 0 {
+		return usagef("unexpected arguments %q", args)
+	}
+	job, _, err := o.job.build(os.Stdin)
+	if err != nil {
+		return err
+	}
+	if job.GetSchedule() == nil {
+		return usagef("give a schedule: --cron, --once or --every (or -f)")
+	}
+	req := &sundialv1.PreviewScheduleRequest{Schedule: job.GetSchedule(), Count: int32(o.count)}
+	if o.from != "" {
+		t, err := time.Parse(time.RFC3339Nano, o.from)
+		if err != nil {
+			return usagef("--from: want an RFC 3339 instant, got %q", o.from)
+		}
+		req.From = timestamppb.New(t)
+	}
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	resp, err := r.client.PreviewSchedule(ctx, req)
+	if err != nil {
+		return err
+	}
+	if r.output == "json" {
+		return r.printJSON(resp)
+	}
+	fmt.Fprintln(r.io.Stdout, resp.GetDescription())
+	loc := time.UTC
+	if tz := job.GetSchedule().GetTimezone(); tz != "" {
+		if l, err := time.LoadLocation(tz); err == nil {
+			loc = l
+		}
+	}
+	for _, t := range resp.GetTimes() {
+		fmt.Fprintf(r.io.Stdout, "%s  %s\n", t.AsTime().UTC().Format(time.RFC3339), t.AsTime().In(loc).Format("Mon 2006-01-02 15:04:05 MST"))
+	}
+	return nil
+}
