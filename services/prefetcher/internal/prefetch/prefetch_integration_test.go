@@ -161,10 +161,10 @@ func TestJobsNotificationWakesTheLeader(t *testing.T) {
 	dsn := pgtest.Schema(t)
 	pool := pgtest.Pool(t, dsn)
 	path := electionPath(t)
-	// With a tick just under the window only a notification can wake the
-	// loop within the test's deadline once
-	// its start-up passes are done: one for the new term, one for the
-	// listener's wake-up on connecting (which may coincide).
+	// With a tick just under the window, only a notification can wake the
+	// loop within the test's deadline once its start-up passes are done:
+	// one for the new term, one for the listener's wake-up on connecting
+	// (the two may coincide).
 	in := startInstance(t, dsn, path, "a", 119*time.Second)
 	require.Eventually(t, func() bool { return currentLeader(t, pool, path).leader == "a" }, 15*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool { return histogramCount(t, in.metrics.TickDuration) >= 2 }, 15*time.Second, 20*time.Millisecond)
