@@ -1,0 +1,241 @@
+// Package itest is what the relay's integration tests share: a Postgres
+// schema of the test's own with Sundial's migrations applied, a Kafka topic
+// prefix of the test's own, staging outbox rows the way the prefetcher does,
+// and reading back everything the firing topics hold.
+//
+// The per-test isolation mirrors pkg/testinfra (schema by search_path,
+// unique topic names); it lives here until those helpers cover Kafka.
+package itest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/pkg/firing"
+	"github.com/sundialhq/sundial/pkg/migrations"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+func env(name, def string) string {
+	if v := strings.TrimSpace(os.Getenv(name)); v != "" {
+		return v
+	}
+	return def
+}
+
+// Brokers are the test Kafka brokers (SUNDIAL_TEST_KAFKA_BROKERS).
+func Brokers() []string {
+	return strings.Split(env("SUNDIAL_TEST_KAFKA_BROKERS", "127.0.0.1:9092"), ",")
+}
+
+// Name is a unique lower-case identifier starting with prefix.
+func Name(prefix string) string {
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	return prefix + "_" + hex.EncodeToString(b)
+}
+
+// Postgres creates a schema of the test's own, applies the migrations in it
+// and returns a DSN selecting it (search_path in the libpq options, so child
+// processes can use it too) and a pool on it. Both go when the test ends.
+func Postgres(t testing.TB) (string, *pgxpool.Pool) {
+	t.Helper()
+	base := env("SUNDIAL_TEST_POSTGRES_DSN", "postgres://sundial:sundial@127.0.0.1:5432/sundial?sslmode=disable")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("postgres at %s (deploy/local/infra.sh up): %v", base, err)
+	}
+	defer func() { _ = admin.Close(context.Background()) }()
+	schema := Name("relay")
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		c, err := pgx.Connect(ctx, base)
+		if err != nil {
+			t.Logf("schema %s left behind: %v", schema, err)
+			return
+		}
+		defer func() { _ = c.Close(context.Background()) }()
+		_, _ = c.Exec(ctx, "SET lock_timeout = '20s'")
+		if _, err := c.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
+			t.Logf("schema %s left behind: %v", schema, err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("options", "-c search_path="+schema)
+	// %20, not Encode's "+": pgx does not read "+" as a space here.
+	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
+	dsn := u.String()
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if err := migrations.Up(ctx, pool, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+		t.Fatal(err)
+	}
+	return dsn, pool
+}
+
+// TopicPrefix returns a prefix of the test's own; the firing topics under
+// it are deleted when the test ends (whoever created them).
+func TopicPrefix(t testing.TB) string {
+	t.Helper()
+	prefix := Name("relayit")
+	t.Cleanup(func() {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(Brokers()...))
+		if err != nil {
+			return
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := kadm.NewClient(cl).DeleteTopics(ctx, firing.Topics{Prefix: prefix}.FireAll()...); err != nil {
+			t.Logf("topics of %s left behind: %v", prefix, err)
+		}
+	})
+	return prefix
+}
+
+// Staged is one staged row as the test knows it.
+type Staged struct {
+	ExecutionID string
+	JobID       string
+	Priority    sundialv1.Priority
+	Envelope    []byte
+}
+
+// Stage inserts n outbox rows of fresh jobs, cycling through the four
+// priorities, publishable at now() + delay, in one transaction; with notify
+// it also sends the NOTIFY the prefetcher sends.
+func Stage(t testing.TB, pool *pgxpool.Pool, n int, delay time.Duration, notify bool) []Staged {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	prios := []sundialv1.Priority{
+		sundialv1.Priority_PRIORITY_CRITICAL, sundialv1.Priority_PRIORITY_HIGH,
+		sundialv1.Priority_PRIORITY_MEDIUM, sundialv1.Priority_PRIORITY_LOW,
+	}
+	batch := &pgx.Batch{}
+	out := make([]Staged, 0, n)
+	now := time.Now().UTC()
+	for i := range n {
+		job := uuid.New()
+		sched := now.Add(time.Minute).Truncate(time.Second)
+		f := &sundialv1.Firing{
+			ExecutionId: firing.ExecutionID(job, sched).String(), JobId: job.String(), Tenant: "t",
+			JobVersion: 1, Attempt: 1, Priority: prios[i%len(prios)],
+			ScheduledTime: timestamppb.New(sched), FireTime: timestamppb.New(sched),
+		}
+		envelope, err := firing.Encode(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch.Queue(`INSERT INTO outbox (execution_id, attempt, job_id, job_version, priority, scheduled_at, fire_at, publish_at, envelope)
+VALUES ($1, 1, $2, 1, $3, $4, $4, now() + $5::interval, $6)`, f.ExecutionId, f.JobId, int16(f.Priority), sched, delay.String(), envelope)
+		out = append(out, Staged{ExecutionID: f.ExecutionId, JobID: f.JobId, Priority: f.Priority, Envelope: envelope})
+	}
+	if notify {
+		batch.Queue(`SELECT pg_notify('sundial_outbox', '')`)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		_ = tx.Rollback(ctx)
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Count is the number of rows left in the outbox.
+func Count(t testing.TB, pool *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM outbox").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// ReadAll returns every record in the four firing topics under prefix, up
+// to their end offsets at the time of the call. Call it once the outbox is
+// empty: every row was acknowledged before it was deleted, so by then every
+// record is below the end offsets.
+func ReadAll(t testing.TB, prefix string) []*kgo.Record {
+	t.Helper()
+	topics := firing.Topics{Prefix: prefix}.FireAll()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(Brokers()...), kgo.ConsumeTopics(topics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topics...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[int32]int64{}
+	remaining := 0
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			t.Fatalf("end offset %s/%d: %v", o.Topic, o.Partition, o.Err)
+		}
+		if want[o.Topic] == nil {
+			want[o.Topic] = map[int32]int64{}
+		}
+		want[o.Topic][o.Partition] = o.Offset
+		if o.Offset > 0 {
+			remaining++
+		}
+	})
+	var out []*kgo.Record
+	for remaining > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d records; %d partitions not at their end", len(out), remaining)
+		}
+		fs.EachError(func(topic string, p int32, err error) { t.Logf("fetch %s/%d: %v", topic, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			end := want[r.Topic][r.Partition]
+			if r.Offset >= end {
+				return
+			}
+			out = append(out, r)
+			if r.Offset == end-1 {
+				remaining--
+			}
+		})
+	}
+	return out
+}

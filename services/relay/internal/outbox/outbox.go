@@ -1,0 +1,190 @@
+// Package outbox is the relay's view of the Postgres outbox table: claim a
+// batch of due rows under row locks, delete the ones Kafka acknowledged,
+// watch the table's depth, and listen for the NOTIFY that says rows arrived.
+//
+// A claim is a transaction holding FOR UPDATE SKIP LOCKED locks on its rows,
+// so several relays claim disjoint batches at once without coordinating; the
+// locks die with the transaction, so a relay that crashes mid-batch leaves
+// its rows to the next claimer.
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// Channel is the LISTEN/NOTIFY channel inserts into the outbox notify.
+const Channel = "sundial_outbox"
+
+// Row is one claimed outbox row: what to publish and where.
+type Row struct {
+	ID          int64
+	ExecutionID string
+	Attempt     int32
+	JobID       string
+	Priority    sundialv1.Priority
+	// Envelope is the encoded sundial.v1.Firing, published unchanged.
+	Envelope []byte
+	// Waited is how long the row had been publishable when it was claimed
+	// (database clock): since publish_at, or since it was staged if later.
+	Waited time.Duration
+}
+
+// Store claims and deletes outbox rows through a pool.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// NewStore returns a Store over pool; the pool's search_path names the
+// schema holding the outbox table.
+func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// The claim takes due rows oldest first through the (publish_at, id) index
+// and skips rows another relay holds. now() is the transaction's start,
+// clock_timestamp() the moment of the scan: the row's wait is measured to
+// the latter.
+const claimSQL = `
+SELECT id, execution_id::text, attempt, job_id::text, priority, envelope,
+       extract(epoch FROM clock_timestamp() - greatest(publish_at, created_at))::float8
+  FROM outbox
+ WHERE publish_at <= now()
+ ORDER BY publish_at, id
+ LIMIT $1
+   FOR UPDATE SKIP LOCKED`
+
+// nextDueSQL runs in the claim's transaction, so now() is the claim's own
+// instant: a row is either claimed or counted here, never neither.
+const nextDueSQL = `SELECT extract(epoch FROM min(publish_at) - now())::float8 FROM outbox WHERE publish_at > now()`
+
+// Claim is an open transaction holding row locks on its rows. Finish it with
+// Complete or Release; until then no other relay sees those rows.
+type Claim struct {
+	tx      pgx.Tx
+	rows    []Row
+	next    time.Duration
+	hasNext bool
+	done    bool
+}
+
+// Claim begins a transaction and locks up to limit due rows. An empty claim
+// is returned (and must still be released) when nothing is due. When fewer
+// than limit rows were due, the claim also learns when the next staged row
+// comes due (NextDue), so the relay can sleep exactly that long.
+func (s *Store) Claim(ctx context.Context, limit int) (*Claim, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: begin claim: %w", err)
+	}
+	rows, err := tx.Query(ctx, claimSQL, limit)
+	if err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("outbox: claim: %w", err)
+	}
+	var out []Row
+	for rows.Next() {
+		var (
+			r      Row
+			prio   int16
+			waited float64
+		)
+		if err := rows.Scan(&r.ID, &r.ExecutionID, &r.Attempt, &r.JobID, &prio, &r.Envelope, &waited); err != nil {
+			rows.Close()
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+			return nil, fmt.Errorf("outbox: claim scan: %w", err)
+		}
+		r.Priority = sundialv1.Priority(prio)
+		r.Waited = time.Duration(max(waited, 0) * float64(time.Second))
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("outbox: claim: %w", err)
+	}
+	c := &Claim{tx: tx, rows: out}
+	if len(out) < limit {
+		var secs *float64
+		if err := tx.QueryRow(ctx, nextDueSQL).Scan(&secs); err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+			return nil, fmt.Errorf("outbox: next due: %w", err)
+		}
+		if secs != nil {
+			c.next, c.hasNext = time.Duration(max(*secs, 0)*float64(time.Second)), true
+		}
+	}
+	return c, nil
+}
+
+// Rows are the claimed rows, oldest due first.
+func (c *Claim) Rows() []Row { return c.rows }
+
+// NextDue is how long after the claim the earliest row not yet due at the
+// claim becomes due; ok is false when there is none (or the batch was full,
+// when the relay claims again at once anyway).
+func (c *Claim) NextDue() (wait time.Duration, ok bool) { return c.next, c.hasNext }
+
+// Complete deletes the rows with the given ids — only ones Kafka
+// acknowledged — and commits, releasing the locks on the rest, which stay
+// for the next claim.
+func (c *Claim) Complete(ctx context.Context, ids []int64) error {
+	if c.done {
+		return errors.New("outbox: claim already finished")
+	}
+	c.done = true
+	if len(ids) > 0 {
+		if _, err := c.tx.Exec(ctx, `DELETE FROM outbox WHERE id = ANY($1)`, ids); err != nil {
+			_ = c.tx.Rollback(context.WithoutCancel(ctx))
+			return fmt.Errorf("outbox: delete %d published rows: %w", len(ids), err)
+		}
+	}
+	if err := c.tx.Commit(ctx); err != nil {
+		return fmt.Errorf("outbox: commit claim: %w", err)
+	}
+	return nil
+}
+
+// Release rolls the claim back, leaving every row in place. It is a no-op
+// after Complete, so it can be deferred.
+func (c *Claim) Release(ctx context.Context) {
+	if c.done {
+		return
+	}
+	c.done = true
+	_ = c.tx.Rollback(ctx)
+}
+
+// Depth is the outbox's size.
+type Depth struct {
+	// Rows in the table, due or not.
+	Total int64
+	// Due rows: publish_at has passed, so they are waiting for a relay.
+	Due int64
+	// OldestDue is how long the oldest due row has been due; 0 when none.
+	OldestDue time.Duration
+}
+
+// Depth counts the table. It reads every live row, which is cheap while
+// relays keep up (the table holds at most one prefetch window) and is only
+// run every few seconds.
+func (s *Store) Depth(ctx context.Context) (Depth, error) {
+	var (
+		d      Depth
+		oldest float64
+	)
+	err := s.pool.QueryRow(ctx, `
+SELECT count(*),
+       count(*) FILTER (WHERE publish_at <= now()),
+       coalesce(extract(epoch FROM now() - min(publish_at) FILTER (WHERE publish_at <= now())), 0)::float8
+  FROM outbox`).Scan(&d.Total, &d.Due, &oldest)
+	if err != nil {
+		return Depth{}, fmt.Errorf("outbox: depth: %w", err)
+	}
+	d.OldestDue = time.Duration(oldest * float64(time.Second))
+	return d, nil
+}

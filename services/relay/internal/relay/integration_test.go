@@ -1,0 +1,225 @@
+//go:build integration
+
+package relay
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/firing"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/services/relay/internal/itest"
+	"github.com/sundialhq/sundial/services/relay/internal/outbox"
+)
+
+// realRelay starts a relay on the real Postgres pool and the given brokers
+// (the real Kafka unless a test passes kfake's).
+func realRelay(t *testing.T, dsn string, prefix string, brokers []string, tweak func(*Config)) *Relay {
+	t.Helper()
+	cfg := Defaults()
+	cfg.PostgresDSN = dsn
+	cfg.KafkaBrokers = joinComma(brokers)
+	cfg.TopicPrefix = prefix
+	cfg.TopicReplication = 1
+	cfg.NodeID = t.Name()
+	cfg.PollInterval = time.Hour // tests that rely on polling set it
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	require.NoError(t, err)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	kc, err := NewProducer(cfg, logger)
+	require.NoError(t, err)
+	t.Cleanup(kc.Close)
+	var listener *outbox.Listener
+	if cfg.Listen {
+		listener = &outbox.Listener{Config: pcfg.ConnConfig.Copy(), Logger: logger, Clock: clock.Real{}}
+	}
+	r := New(cfg, Deps{Outbox: FromStore(outbox.NewStore(pool)), Kafka: kc, Listener: listener,
+		Logger: logger, Registry: prometheus.NewRegistry()})
+	require.NoError(t, r.Start(ctx))
+	t.Cleanup(r.Stop)
+	return r
+}
+
+func joinComma(s []string) string {
+	out := ""
+	for i, b := range s {
+		if i > 0 {
+			out += ","
+		}
+		out += b
+	}
+	return out
+}
+
+func emptyWithin(t *testing.T, pool *pgxpool.Pool, d time.Duration) {
+	t.Helper()
+	require.Eventually(t, func() bool { return itest.Count(t, pool) == 0 }, d, 20*time.Millisecond,
+		"outbox not drained")
+}
+
+func TestIntegrationPublishesToRightTopicWithKeyAndDeletes(t *testing.T) {
+	dsn, pool := itest.Postgres(t)
+	prefix := itest.TopicPrefix(t)
+	r := realRelay(t, dsn, prefix, itest.Brokers(), nil)
+	staged := itest.Stage(t, pool, 40, 0, true)
+	emptyWithin(t, pool, time.Minute)
+
+	byExec := map[string]itest.Staged{}
+	for _, s := range staged {
+		byExec[s.ExecutionID] = s
+	}
+	recs := itest.ReadAll(t, prefix)
+	require.Len(t, recs, len(staged))
+	for _, rec := range recs {
+		f, err := firing.Decode(rec.Value)
+		require.NoError(t, err)
+		s, ok := byExec[f.ExecutionId]
+		require.True(t, ok)
+		require.Equal(t, firing.Topics{Prefix: prefix}.Fire(s.Priority), rec.Topic)
+		require.Equal(t, s.JobID, string(rec.Key))
+		require.Equal(t, s.Envelope, rec.Value)
+		delete(byExec, f.ExecutionId)
+	}
+	require.Empty(t, byExec)
+	require.Equal(t, float64(10), testutil.ToFloat64(r.m.published.WithLabelValues("low")))
+}
+
+// Two relays over one outbox: SKIP LOCKED gives them disjoint batches, so
+// with nothing failing each row is published exactly once.
+func TestIntegrationTwoRelaysPublishEachRowOnce(t *testing.T) {
+	dsn, pool := itest.Postgres(t)
+	prefix := itest.TopicPrefix(t)
+	small := func(c *Config) { c.BatchSize = 25; c.PollInterval = 50 * time.Millisecond }
+	a := realRelay(t, dsn, prefix, itest.Brokers(), small)
+	b := realRelay(t, dsn, prefix, itest.Brokers(), small)
+	const n = 2000
+	var staged []itest.Staged
+	for range n / 200 {
+		staged = append(staged, itest.Stage(t, pool, 200, 0, true)...)
+	}
+	emptyWithin(t, pool, 2*time.Minute)
+
+	count := map[string]int{}
+	for _, rec := range itest.ReadAll(t, prefix) {
+		f, err := firing.Decode(rec.Value)
+		require.NoError(t, err)
+		count[f.ExecutionId]++
+	}
+	require.Len(t, count, n)
+	for _, s := range staged {
+		require.Equal(t, 1, count[s.ExecutionID], "execution %s", s.ExecutionID)
+	}
+	pa := sumCounter(a.m.published)
+	pb := sumCounter(b.m.published)
+	t.Logf("relay a published %v rows, relay b %v", pa, pb)
+	require.Equal(t, float64(n), pa+pb)
+	require.NotZero(t, pa)
+	require.NotZero(t, pb)
+}
+
+func sumCounter(v *prometheus.CounterVec) float64 {
+	total := 0.0
+	for _, p := range []sundialv1.Priority{1, 2, 3, 4} {
+		total += testutil.ToFloat64(v.WithLabelValues(firing.PriorityName(p)))
+	}
+	return total
+}
+
+// With an hour-long poll, only the NOTIFY can wake the relay.
+func TestIntegrationNotifyWakesTheRelay(t *testing.T) {
+	dsn, pool := itest.Postgres(t)
+	prefix := itest.TopicPrefix(t)
+	r := realRelay(t, dsn, prefix, itest.Brokers(), nil)
+	// The listener connects, then wakes the loop once; wait for it to be
+	// subscribed so the NOTIFY below cannot be missed.
+	require.Eventually(t, func() bool { return testutil.ToFloat64(r.m.listening) == 1 }, time.Minute, 10*time.Millisecond)
+	itest.Stage(t, pool, 5, 0, true)
+	emptyWithin(t, pool, time.Minute)
+	require.GreaterOrEqual(t, testutil.ToFloat64(r.m.wakeups.WithLabelValues("notify")), float64(1))
+	require.Zero(t, testutil.ToFloat64(r.m.wakeups.WithLabelValues("poll")))
+}
+
+// No LISTEN and no NOTIFY: the poll alone finds the rows.
+func TestIntegrationPollingWithoutNotify(t *testing.T) {
+	dsn, pool := itest.Postgres(t)
+	prefix := itest.TopicPrefix(t)
+	r := realRelay(t, dsn, prefix, itest.Brokers(), func(c *Config) {
+		c.Listen = false
+		c.PollInterval = 200 * time.Millisecond
+	})
+	itest.Stage(t, pool, 5, 0, false)
+	emptyWithin(t, pool, time.Minute)
+	require.GreaterOrEqual(t, testutil.ToFloat64(r.m.wakeups.WithLabelValues("poll")), float64(1))
+}
+
+// A row staged ahead of its publish_at waits for it, then goes without a
+// poll or a NOTIFY: the claim told the loop when it comes due.
+func TestIntegrationStagedRowPublishedWhenDue(t *testing.T) {
+	dsn, pool := itest.Postgres(t)
+	prefix := itest.TopicPrefix(t)
+	r := realRelay(t, dsn, prefix, itest.Brokers(), func(c *Config) { c.Listen = false })
+	itest.Stage(t, pool, 1, 2*time.Second, false)
+	emptyWithin(t, pool, time.Minute)
+	// At least one "due" wake-up (an early one, by the claim's own latency,
+	// is followed by another); the hour-long poll never fired.
+	require.GreaterOrEqual(t, testutil.ToFloat64(r.m.wakeups.WithLabelValues("due")), float64(1))
+	require.Zero(t, testutil.ToFloat64(r.m.wakeups.WithLabelValues("poll")))
+	require.Len(t, itest.ReadAll(t, prefix), 1)
+}
+
+// Fault injection on the real outbox: Kafka (kfake) rejects every produce,
+// the rows stay in Postgres untouched, and go once Kafka accepts them.
+func TestIntegrationProduceErrorsLeaveRowsInPostgres(t *testing.T) {
+	dsn, pool := itest.Postgres(t)
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
+	require.NoError(t, err)
+	defer cluster.Close()
+	var failing atomic.Bool
+	failing.Store(true)
+	failProduce(cluster, &failing, func(int32) bool { return true })
+	r := realRelay(t, dsn, "unit", cluster.ListenAddrs(), func(c *Config) { c.PublishTimeout = time.Second })
+	itest.Stage(t, pool, 8, 0, true)
+	require.Eventually(t, func() bool { return errorsSeen(r) >= 8 },
+		time.Minute, 10*time.Millisecond)
+	require.Equal(t, 8, itest.Count(t, pool))
+	failing.Store(false)
+	emptyWithin(t, pool, time.Minute)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...),
+		kgo.ConsumeTopics(firing.Topics{Prefix: "unit"}.FireAll()...), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer cl.Close()
+	got := 0
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for got < 8 {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err())
+		got += fs.NumRecords()
+	}
+}
+
+func errorsSeen(r *Relay) float64 {
+	return testutil.ToFloat64(r.m.publishErrors.WithLabelValues(kerr.InvalidRecord.Message))
+}
