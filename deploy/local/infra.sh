@@ -1,0 +1,571 @@
+#!/usr/bin/env bash
+# Sundial's local infrastructure without Docker: PostgreSQL 15, Redis 7,
+# ZooKeeper 3.9, Kafka 3.9 (KRaft) and Cassandra 5.0, on 127.0.0.1 only.
+#
+#   infra.sh up          install what is missing, start what is not running, wait until each answers
+#   infra.sh down        stop exactly the processes `up` started, wait until they are gone
+#   infra.sh status      one line per component: up/starting/down, address, pid
+#   infra.sh env         export lines for tests and services (source <(infra.sh env))
+#   infra.sh logs C [-f] the log of component C (postgres, redis, zookeeper, kafka, cassandra)
+#   infra.sh cli C [..]  a client on component C: psql, redis-cli, zkCli, broker API versions, nodetool
+#   infra.sh reset       down, then delete the data (keeps downloaded jars)
+#
+# Everything it makes (jars, data, logs, pid files) lives under .infra/ at the
+# repository root (override with SUNDIAL_INFRA_DIR). The JVM components are
+# resolved from Maven Central by the small pom.xml beside their configuration in
+# deploy/local/<component>/ and cached in ~/.m2. Ports (defaults in brackets):
+#   SUNDIAL_PG_PORT [5432]  SUNDIAL_REDIS_PORT [6379]  SUNDIAL_ZK_PORT [2181]
+#   SUNDIAL_KAFKA_PORT [9092]  SUNDIAL_KAFKA_CONTROLLER_PORT [9093]
+#   SUNDIAL_CASSANDRA_PORT [9042]  SUNDIAL_CASSANDRA_STORAGE_PORT [7000]
+#   SUNDIAL_CASSANDRA_JMX_PORT [7199]
+# A running component keeps the ports it was started with (recorded in
+# .infra/<component>/ports), and `env`/`status` report those.
+# See docs/operations.md.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+SRC=$ROOT/deploy/local
+INFRA=${SUNDIAL_INFRA_DIR:-$ROOT/.infra}
+HOST=127.0.0.1
+COMPONENTS=(postgres redis zookeeper kafka cassandra)
+PG_VERSION=15
+PGBIN=/usr/lib/postgresql/$PG_VERSION/bin
+MVN_PLUGIN=org.apache.maven.plugins:maven-dependency-plugin:3.6.1
+
+# Readiness budgets in seconds. Cassandra's first boot on a busy 2-core box is the slowest.
+declare -A READY_TIMEOUT=([postgres]=60 [redis]=30 [zookeeper]=60 [kafka]=120 [cassandra]=300)
+# Graceful-stop budgets before SIGKILL.
+declare -A STOP_TIMEOUT=([postgres]=30 [redis]=15 [zookeeper]=15 [kafka]=45 [cassandra]=60)
+
+log() { printf '[infra] %s\n' "$*" >&2; }
+die() { printf '[infra] error: %s\n' "$*" >&2; exit 1; }
+
+# ---------------------------------------------------------------- ports
+
+default_port() { # component key
+  case $1:$2 in
+    postgres:port) echo "${SUNDIAL_PG_PORT:-5432}" ;;
+    redis:port) echo "${SUNDIAL_REDIS_PORT:-6379}" ;;
+    zookeeper:port) echo "${SUNDIAL_ZK_PORT:-2181}" ;;
+    kafka:port) echo "${SUNDIAL_KAFKA_PORT:-9092}" ;;
+    kafka:controller) echo "${SUNDIAL_KAFKA_CONTROLLER_PORT:-9093}" ;;
+    cassandra:port) echo "${SUNDIAL_CASSANDRA_PORT:-9042}" ;;
+    cassandra:storage) echo "${SUNDIAL_CASSANDRA_STORAGE_PORT:-7000}" ;;
+    cassandra:jmx) echo "${SUNDIAL_CASSANDRA_JMX_PORT:-7199}" ;;
+    *) die "no port $2 for $1" ;;
+  esac
+}
+
+# port C KEY: the port a running component was started with, else the configured one.
+port() {
+  local f=$INFRA/$1/ports v
+  if [ -f "$f" ] && is_running "$1"; then
+    v=$(sed -n "s/^$2=//p" "$f")
+    if [ -n "$v" ]; then echo "$v"; return; fi
+  fi
+  default_port "$1" "$2"
+}
+
+record_ports() { # component keys...
+  local c=$1; shift
+  local k
+  : >"$INFRA/$c/ports"
+  for k in "$@"; do echo "$k=$(default_port "$c" "$k")" >>"$INFRA/$c/ports"; done
+}
+
+port_open() { # port: does something accept TCP connections on 127.0.0.1:port?
+  timeout 2 bash -c "exec 3<>/dev/tcp/$HOST/$1" 2>/dev/null
+}
+
+require_free() { # component port...
+  local c=$1 p; shift
+  for p in "$@"; do
+    if port_open "$p"; then
+      die "$c: port $HOST:$p is already taken by a process this checkout did not start (another checkout's infra? stop it with its own 'infra.sh down'; or pick other ports, see docs/operations.md)"
+    fi
+  done
+}
+
+# ---------------------------------------------------------------- processes
+
+pid_of() { # component -> pid from its pid file, or nothing
+  local f
+  case $1 in
+    postgres) f=$INFRA/postgres/data/postmaster.pid ;;
+    *) f=$INFRA/$1/pid ;;
+  esac
+  [ -s "$f" ] && head -n1 "$f" | tr -dc '0-9'
+  return 0
+}
+
+# is_running C: the pid file names a live process that is really this checkout's
+# component (pids get reused, so look at what the process is).
+is_running() {
+  local pid cmd exe
+  pid=$(pid_of "$1")
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
+  cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+  case $1 in
+    redis) # redis rewrites its process title, so look at the executable
+      exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
+      [[ $exe == */redis-server || $exe == */redis-check-rdb ]] ;;
+    *) [[ $cmd == *"$INFRA/$1/"* ]] ;;
+  esac
+}
+
+descendants() { # pid -> all descendant pids (postgres backends, ...)
+  local p
+  for p in $(ps -o pid= --ppid "$1" 2>/dev/null); do
+    echo "$p"
+    descendants "$p"
+  done
+}
+
+# launch C CMD...: start CMD detached from this shell's session, writing its pid
+# to the component's pid file (the process execs in place, so the pid is the JVM's).
+# Servers never inherit fd 9, the lock `up` and `down` hold: a daemon keeping it
+# open would make the next `down` wait forever.
+launch() {
+  local c=$1; shift
+  rm -f "$INFRA/$c/pid"
+  setsid bash -c 'echo $$ >"$0"; exec "$@"' "$INFRA/$c/pid" "$@" \
+    >>"$INFRA/$c/logs/stdout.log" 2>&1 </dev/null 9>&- &
+  disown || true
+}
+
+# ---------------------------------------------------------------- installation
+
+APT_UPDATED=
+apt_install() { # packages...
+  export DEBIAN_FRONTEND=noninteractive
+  local policy=/usr/sbin/policy-rc.d made_policy=
+  # Debian's postinst scripts start the packaged services (a default postgres
+  # cluster on 5432, redis on 6379), which would take our ports. policy-rc.d
+  # exit 101 tells invoke-rc.d not to start anything during this install.
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && made_policy=1
+  fi
+  if [ -z "$APT_UPDATED" ]; then
+    log "apt-get update"
+    apt-get update -qq >/dev/null || { [ -n "$made_policy" ] && rm -f "$policy"; die "apt-get update failed"; }
+    APT_UPDATED=1
+  fi
+  log "apt-get install $*"
+  if ! apt-get install -y -qq --no-install-recommends -o Dpkg::Options::=--force-confold "$@" >"$INFRA/apt.log" 2>&1; then
+    [ -n "$made_policy" ] && rm -f "$policy"
+    tail -n 30 "$INFRA/apt.log" >&2
+    die "apt-get install $* failed (full output in $INFRA/apt.log)"
+  fi
+  [ -n "$made_policy" ] && rm -f "$policy"
+  return 0
+}
+
+find_java17() {
+  local j
+  if [ -n "${SUNDIAL_JAVA:-}" ]; then echo "$SUNDIAL_JAVA"; return 0; fi
+  # Debian's OpenJDK 17 only: Cassandra 5.0 runs on Java 11 or 17, never newer.
+  for j in /usr/lib/jvm/java-17-openjdk-*/bin/java; do
+    if [ -x "$j" ]; then echo "$j"; return 0; fi
+  done
+  return 1
+}
+
+ensure_packages() {
+  [ "$(id -u)" = 0 ] || die "run as root: it installs Debian packages and runs PostgreSQL as the postgres user"
+  local need=()
+  [ -x "$PGBIN/postgres" ] || need+=(postgresql-$PG_VERSION)
+  command -v psql >/dev/null || need+=(postgresql-client-$PG_VERSION)
+  command -v redis-server >/dev/null || need+=(redis-server)
+  command -v redis-cli >/dev/null || need+=(redis-tools)
+  find_java17 >/dev/null || need+=(openjdk-17-jre-headless)
+  command -v mvn >/dev/null || need+=(maven)
+  command -v setsid >/dev/null && command -v flock >/dev/null && command -v runuser >/dev/null || need+=(util-linux)
+  command -v ps >/dev/null || need+=(procps)
+  if [ ${#need[@]} -gt 0 ]; then apt_install "${need[@]}"; fi
+  JAVA=$(find_java17) || die "no OpenJDK 17 found under /usr/lib/jvm (set SUNDIAL_JAVA to a Java 17 binary)"
+  JAVA_HOME_17=$(dirname "$(dirname "$(readlink -f "$JAVA")")")
+  "$JAVA" -version 2>&1 | grep -q 'version "17\.' || die "$JAVA is not Java 17 (Cassandra 5.0 needs 11 or 17)"
+  id postgres >/dev/null 2>&1 || die "the postgres user is missing; reinstall postgresql-common"
+}
+
+# fetch C: resolve the component's runtime jars into .infra/C/lib, once per pom.xml content.
+fetch() {
+  local c=$1 pom=$SRC/$1/pom.xml lib=$INFRA/$1/lib want
+  want=$(sha256sum "$pom" | cut -d' ' -f1)
+  if [ -d "$lib" ] && [ "$(cat "$INFRA/$c/lib.sha256" 2>/dev/null)" = "$want" ]; then return 0; fi
+  log "$c: resolving jars from Maven Central (cached in ~/.m2)"
+  rm -rf "$lib.tmp"
+  if ! JAVA_HOME=$JAVA_HOME_17 mvn -B -q --no-transfer-progress -f "$pom" \
+      "$MVN_PLUGIN:copy-dependencies" -DincludeScope=runtime -DoutputDirectory="$lib.tmp" \
+      >"$INFRA/$c/logs/mvn.log" 2>&1; then
+    tail -n 30 "$INFRA/$c/logs/mvn.log" >&2
+    die "$c: mvn could not resolve $pom (full output in $INFRA/$c/logs/mvn.log)"
+  fi
+  rm -rf "$lib" && mv "$lib.tmp" "$lib" && echo "$want" >"$INFRA/$c/lib.sha256"
+}
+
+# render SRC DST KEY=VALUE...: copy a config template, filling in @@KEY@@.
+render() {
+  local src=$1 dst=$2 kv expr=()
+  shift 2
+  for kv in "$@"; do expr+=(-e "s#@@${kv%%=*}@@#${kv#*=}#g"); done
+  sed "${expr[@]}" "$src" >"$dst"
+}
+
+# ---------------------------------------------------------------- components: start
+
+start_postgres() {
+  local d=$INFRA/postgres p
+  p=$(port postgres port)
+  require_free postgres "$p"
+  mkdir -p "$d/logs" "$d/run"
+  chown postgres: "$d/logs" "$d/run"
+  # postgres refuses to run as root, so the cluster belongs to the postgres
+  # user, which must be able to walk down to it (a mktemp -d checkout is 0700).
+  if ! runuser -u postgres -- test -x "$d"; then
+    local dir=$d ancestors=()
+    while [ "$dir" != / ]; do ancestors=("$dir" "${ancestors[@]}"); dir=$(dirname "$dir"); done
+    for dir in "${ancestors[@]}"; do # top down, so each test sees its parents already fixed
+      if ! runuser -u postgres -- test -x "$dir"; then
+        log "postgres: adding o+x (search only) to $dir so the postgres user can reach its cluster"
+        chmod o+x "$dir"
+      fi
+    done
+  fi
+  if [ ! -f "$d/data/PG_VERSION" ]; then
+    log "postgres: initdb $d/data (superuser sundial, password sundial)"
+    rm -rf "$d/data" && mkdir -p "$d/data" && chown postgres: "$d/data" && chmod 700 "$d/data"
+    printf 'sundial\n' >"$d/run/pwfile" && chown postgres: "$d/run/pwfile" && chmod 600 "$d/run/pwfile"
+    runuser -u postgres -- "$PGBIN/initdb" -D "$d/data" --username=sundial --pwfile="$d/run/pwfile" \
+      --auth-local=trust --auth-host=scram-sha-256 --encoding=UTF8 --locale=C \
+      >"$d/logs/initdb.log" 2>&1 || { rm -f "$d/run/pwfile"; tail -n 20 "$d/logs/initdb.log" >&2; die "postgres: initdb failed"; }
+    rm -f "$d/run/pwfile"
+    echo "include_if_exists = 'sundial.conf'" >>"$d/data/postgresql.conf"
+  fi
+  render "$SRC/postgres/postgresql.conf" "$d/data/sundial.conf" PORT="$p" RUN="$d/run"
+  chown postgres: "$d/data/sundial.conf"
+  record_ports postgres port
+  # -W: return at once; readiness is checked below like every other component.
+  runuser -u postgres -- "$PGBIN/pg_ctl" -D "$d/data" -l "$d/logs/postgres.log" -W -s start \
+    >>"$d/logs/stdout.log" 2>&1 </dev/null 9>&- || die "postgres: pg_ctl start failed (see $d/logs/postgres.log)"
+}
+
+start_redis() {
+  local d=$INFRA/redis p
+  p=$(port redis port)
+  require_free redis "$p"
+  mkdir -p "$d/conf" "$d/data" "$d/logs"
+  render "$SRC/redis/redis.conf" "$d/conf/redis.conf" PORT="$p" PIDFILE="$d/pid" LOGS="$d/logs" DATA="$d/data"
+  record_ports redis port
+  rm -f "$d/pid"
+  redis-server "$d/conf/redis.conf" >>"$d/logs/stdout.log" 2>&1 </dev/null 9>&- || die "redis: redis-server failed to start (see $d/logs/redis.log)"
+}
+
+start_zookeeper() {
+  local d=$INFRA/zookeeper p
+  p=$(port zookeeper port)
+  require_free zookeeper "$p"
+  mkdir -p "$d/conf" "$d/data" "$d/logs"
+  fetch zookeeper
+  render "$SRC/zookeeper/zoo.cfg" "$d/conf/zoo.cfg" PORT="$p" DATA="$d/data"
+  render "$SRC/zookeeper/logback.xml" "$d/conf/logback.xml" LOGS="$d/logs"
+  record_ports zookeeper port
+  launch zookeeper "$JAVA" -Xms32m -Xmx128m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xss512k \
+    -Djava.awt.headless=true -Dzookeeper.jmx.log4j.disable=true \
+    -Dlogback.configurationFile="$d/conf/logback.xml" \
+    -cp "$d/lib/*" org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/conf/zoo.cfg"
+}
+
+start_kafka() {
+  local d=$INFRA/kafka p cp id
+  p=$(port kafka port)
+  cp=$(port kafka controller)
+  require_free kafka "$p" "$cp"
+  mkdir -p "$d/conf" "$d/data" "$d/logs"
+  fetch kafka
+  render "$SRC/kafka/server.properties" "$d/conf/server.properties" PORT="$p" CONTROLLER_PORT="$cp" DATA="$d/data"
+  render "$SRC/kafka/log4j.properties" "$d/conf/log4j.properties" LOGS="$d/logs"
+  record_ports kafka port controller
+  local klog=(-Dlog4j.configuration="file:$d/conf/log4j.properties" -Dkafka.logs.dir="$d/logs")
+  if [ ! -f "$d/data/meta.properties" ]; then
+    # A KRaft log directory is formatted once with a cluster id: 16 random bytes, URL-safe base64 without padding.
+    id=$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+    log "kafka: formatting $d/data (cluster id $id)"
+    "$JAVA" -Xmx256m "${klog[@]}" -cp "$d/lib/*" kafka.tools.StorageTool format --ignore-formatted \
+      -t "$id" -c "$d/conf/server.properties" >"$d/logs/format.log" 2>&1 \
+      || { tail -n 20 "$d/logs/format.log" >&2; die "kafka: storage format failed"; }
+  fi
+  launch kafka "$JAVA" -Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+    -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent \
+    -Djava.awt.headless=true "${klog[@]}" \
+    -cp "$d/lib/*" kafka.Kafka "$d/conf/server.properties"
+}
+
+start_cassandra() {
+  local d=$INFRA/cassandra p sp jp jamm
+  p=$(port cassandra port)
+  sp=$(port cassandra storage)
+  jp=$(port cassandra jmx)
+  require_free cassandra "$p" "$sp" "$jp"
+  mkdir -p "$d/conf" "$d/data" "$d/logs"
+  fetch cassandra
+  render "$SRC/cassandra/cassandra.yaml" "$d/conf/cassandra.yaml" PORT="$p" STORAGE_PORT="$sp" DATA="$d/data"
+  render "$SRC/cassandra/logback.xml" "$d/conf/logback.xml" LOGS="$d/logs"
+  cp "$SRC/cassandra/jvm17.args" "$d/conf/jvm17.args"
+  record_ports cassandra port storage jmx
+  jamm=$(ls "$d/lib"/jamm-*.jar 2>/dev/null | head -n1)
+  [ -n "$jamm" ] || die "cassandra: no jamm jar in $d/lib"
+  launch cassandra "$JAVA" @"$d/conf/jvm17.args" -javaagent:"$jamm" \
+    -Dcassandra.config="file://$d/conf/cassandra.yaml" \
+    -Dcassandra.storagedir="$d/data" -Dcassandra.logdir="$d/logs" \
+    -Dcassandra.jmx.local.port="$jp" \
+    -Dlogback.configurationFile="$d/conf/logback.xml" \
+    -cp "$d/conf:$d/lib/*" org.apache.cassandra.service.CassandraDaemon
+}
+
+# ---------------------------------------------------------------- components: readiness
+
+# Each check speaks the component's own protocol: an open port alone is not ready.
+ready_postgres() {
+  local p
+  p=$(port postgres port)
+  "$PGBIN/pg_isready" -q -h "$HOST" -p "$p" -t 2 || return 1
+  PGPASSWORD=sundial PGCONNECT_TIMEOUT=3 psql -h "$HOST" -p "$p" -U sundial -d postgres -XtAqc 'select 1' 2>/dev/null | grep -qx 1
+}
+
+ready_redis() {
+  [ "$(timeout 3 redis-cli -h "$HOST" -p "$(port redis port)" ping 2>/dev/null)" = PONG ]
+}
+
+# ZooKeeper four-letter words: ruok -> imok, and srvr reports a serving mode.
+zk_4lw() { # word
+  timeout 3 bash -c 'exec 3<>/dev/tcp/$0/$1 && printf %s "$2" >&3 && cat <&3' "$HOST" "$(port zookeeper port)" "$1" 2>/dev/null
+}
+ready_zookeeper() {
+  [ "$(zk_4lw ruok)" = imok ] && zk_4lw srvr | grep -q '^Mode: '
+}
+
+# Kafka: a Metadata v0 request (api key 3) must come back listing at least one
+# live broker, which a KRaft broker only does once it is registered and unfenced.
+ready_kafka() {
+  local out
+  out=$(timeout 3 bash -c 'exec 3<>/dev/tcp/$0/$1 || exit 1
+    # size=14 | api_key=3 api_version=0 correlation_id=7 client_id="" topics=[] (all)
+    printf "\x00\x00\x00\x0e\x00\x03\x00\x00\x00\x00\x00\x07\x00\x00\x00\x00\x00\x00" >&3
+    head -c 12 <&3 | od -An -tx1' "$HOST" "$(port kafka port)" 2>/dev/null | tr -d ' \n') || return 1
+  # bytes 4-7 correlation id 7, bytes 8-11 number of brokers (> 0)
+  [[ $out == ????????00000007* ]] && [ ${#out} -eq 24 ] && [ "${out:16:8}" != 00000000 ]
+}
+
+# Cassandra: the native transport must answer a protocol v4 STARTUP with READY
+# (opcode 2). Port 9042 opens only at the end of startup, but this proves it serves.
+ready_cassandra() {
+  local out
+  out=$(timeout 3 bash -c 'exec 3<>/dev/tcp/$0/$1 || exit 1
+    # v4 request, stream 1, opcode STARTUP, body {"CQL_VERSION": "3.0.0"} (22 bytes)
+    printf "\x04\x00\x00\x01\x01\x00\x00\x00\x16\x00\x01\x00\x0bCQL_VERSION\x00\x053.0.0" >&3
+    head -c 9 <&3 | od -An -tx1' "$HOST" "$(port cassandra port)" 2>/dev/null | tr -d ' \n') || return 1
+  [[ $out == 8400000102* ]]
+}
+
+log_file() { # component -> its main log
+  case $1 in
+    postgres) echo "$INFRA/postgres/logs/postgres.log" ;;
+    redis) echo "$INFRA/redis/logs/redis.log" ;;
+    zookeeper) echo "$INFRA/zookeeper/logs/zookeeper.log" ;;
+    kafka) echo "$INFRA/kafka/logs/server.log" ;;
+    cassandra) echo "$INFRA/cassandra/logs/system.log" ;;
+  esac
+}
+
+show_failure() { # component
+  local f
+  for f in "$(log_file "$1")" "$INFRA/$1/logs/stdout.log"; do
+    if [ -s "$f" ]; then
+      printf '[infra] --- last lines of %s ---\n' "$f" >&2
+      tail -n 25 "$f" >&2
+    fi
+  done
+}
+
+wait_ready() { # component
+  local c=$1 start=$SECONDS deadline=$((SECONDS + READY_TIMEOUT[$1]))
+  while ! "ready_$c"; do
+    # pid files appear a moment after the launch; give them a few seconds.
+    if ! is_running "$c" && [ $((SECONDS - start)) -ge 5 ]; then
+      show_failure "$c"
+      die "$c exited while starting (logs: infra.sh logs $c)"
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      show_failure "$c"
+      die "$c did not become ready within ${READY_TIMEOUT[$c]}s (logs: infra.sh logs $c)"
+    fi
+    sleep 0.25
+  done
+}
+
+# Postgres: the sundial database is created once, after the server is ready.
+after_ready_postgres() {
+  local p
+  p=$(port postgres port)
+  if [ -z "$(PGPASSWORD=sundial psql -h "$HOST" -p "$p" -U sundial -d postgres -XtAqc "select 1 from pg_database where datname = 'sundial'")" ]; then
+    PGPASSWORD=sundial psql -h "$HOST" -p "$p" -U sundial -d postgres -XqAc 'create database sundial' >/dev/null
+  fi
+  PGPASSWORD=sundial psql -h "$HOST" -p "$p" -U sundial -d sundial -XtAqc 'select 1' | grep -qx 1
+}
+
+# ---------------------------------------------------------------- commands
+
+# One `up` or `down` at a time per checkout (two `make` runs, say).
+take_lock() {
+  exec 9>"$INFRA/.lock"
+  flock -w 600 9 || die "another infra.sh up/down of this checkout has held $INFRA/.lock for 10 minutes"
+}
+
+cmd_up() {
+  mkdir -p "$INFRA"
+  take_lock
+  for c in "${COMPONENTS[@]}"; do mkdir -p "$INFRA/$c/logs"; done
+  ensure_packages
+  local t0=$SECONDS c started=()
+  # Start the slowest first; each JVM boots while the next one's jars resolve.
+  for c in cassandra zookeeper kafka postgres redis; do
+    if is_running "$c"; then
+      log "$c: already running (pid $(pid_of "$c")), left alone"
+    else
+      log "$c: starting"
+      "start_$c"
+      started+=("$c")
+    fi
+  done
+  for c in "${COMPONENTS[@]}"; do
+    wait_ready "$c"
+    if [ "$c" = postgres ]; then after_ready_postgres; fi
+    log "$c: ready on $HOST:$(port "$c" port) after $((SECONDS - t0))s"
+  done
+  log "all components up in $((SECONDS - t0))s (started: ${started[*]:-none})"
+}
+
+stop_one() { # component: signal it, then wait (escalating) until it and its children are gone
+  local c=$1 pid kids deadline
+  pid=$(pid_of "$c")
+  if ! is_running "$c"; then
+    [ "$c" = postgres ] || rm -f "$INFRA/$c/pid"
+    return 0
+  fi
+  kids=$(descendants "$pid")
+  # postgres: SIGINT is its "fast" shutdown (SIGTERM would wait for every client to disconnect).
+  if [ "$c" = postgres ]; then kill -INT "$pid" 2>/dev/null || true; else kill -TERM "$pid" 2>/dev/null || true; fi
+  deadline=$((SECONDS + STOP_TIMEOUT[$c]))
+  while kill -0 "$pid" 2>/dev/null; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      log "$c: still running after ${STOP_TIMEOUT[$c]}s, sending SIGKILL"
+      # postgres: SIGQUIT first makes the postmaster take its backends down with it
+      if [ "$c" = postgres ]; then kill -QUIT "$pid" 2>/dev/null || true; sleep 1; fi
+      kill -KILL "$pid" 2>/dev/null || true
+      break
+    fi
+    sleep 0.2
+  done
+  local k
+  for k in $kids; do kill -0 "$k" 2>/dev/null && kill -KILL "$k" 2>/dev/null || true; done
+  while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+  [ "$c" = postgres ] && rm -f "$INFRA/postgres/data/postmaster.pid"
+  [ "$c" = postgres ] || rm -f "$INFRA/$c/pid"
+  log "$c: stopped (was pid $pid)"
+}
+
+cmd_down() {
+  [ -d "$INFRA" ] || { log "nothing to stop ($INFRA does not exist)"; return 0; }
+  take_lock
+  local c
+  # Stop all at once (each waits for its own process); clients first, stores last is
+  # not needed here since nothing but tests depends on them.
+  for c in cassandra kafka zookeeper redis postgres; do stop_one "$c" & done
+  wait
+  for c in "${COMPONENTS[@]}"; do
+    if is_running "$c"; then die "$c is still running (pid $(pid_of "$c"))"; fi
+  done
+  log "all components down"
+}
+
+cmd_status() {
+  local c pid state rc=0
+  for c in "${COMPONENTS[@]}"; do
+    pid=$(pid_of "$c")
+    if is_running "$c"; then
+      if "ready_$c"; then state=up; else state=starting; rc=1; fi
+    else
+      state=down; pid=-; rc=1
+    fi
+    printf '%-10s %-8s %s:%-6s pid %s\n' "$c" "$state" "$HOST" "$(port "$c" port)" "${pid:--}"
+  done
+  return $rc
+}
+
+cmd_env() {
+  cat <<EOF
+export SUNDIAL_TEST_POSTGRES_DSN='postgres://sundial:sundial@$HOST:$(port postgres port)/sundial?sslmode=disable'
+export SUNDIAL_TEST_REDIS_ADDR='$HOST:$(port redis port)'
+export SUNDIAL_TEST_ZK_ADDRS='$HOST:$(port zookeeper port)'
+export SUNDIAL_TEST_KAFKA_BROKERS='$HOST:$(port kafka port)'
+export SUNDIAL_TEST_CASSANDRA_HOSTS='$HOST:$(port cassandra port)'
+EOF
+}
+
+cmd_logs() {
+  local c=${1:-} f
+  [ -n "$c" ] || die "usage: infra.sh logs <postgres|redis|zookeeper|kafka|cassandra> [-f]"
+  f=$(log_file "$c")
+  [ -n "$f" ] || die "unknown component $c"
+  [ -f "$f" ] || die "$c has no log yet ($f)"
+  echo "==> $f (other logs: $(ls "$INFRA/$c/logs" | tr '\n' ' '))" >&2
+  if [ "${2:-}" = -f ]; then tail -n 100 -F "$f"; else tail -n 200 "$f"; fi
+}
+
+# cli C [ARGS]: a client for troubleshooting, pointed at the running component.
+cmd_cli() {
+  local c=${1:-}
+  shift || true
+  local d=$INFRA/$c
+  case $c in
+    postgres) PGPASSWORD=sundial exec psql -h "$HOST" -p "$(port postgres port)" -U sundial -d sundial "$@" ;;
+    redis) exec redis-cli -h "$HOST" -p "$(port redis port)" "$@" ;;
+  esac
+  JAVA=$(find_java17) || die "no OpenJDK 17 (run infra.sh up first)"
+  [ -d "$d/lib" ] || die "$c has no jars yet (run infra.sh up first)"
+  mkdir -p "$d/conf"
+  # clients log warnings to the terminal, not into the server's log file
+  printf '<configuration><appender name="E" class="ch.qos.logback.core.ConsoleAppender"><target>System.err</target><encoder><pattern>%%-5level %%msg%%n</pattern></encoder></appender><root level="WARN"><appender-ref ref="E"/></root></configuration>\n' >"$d/conf/logback-cli.xml"
+  case $c in
+    zookeeper) exec "$JAVA" -Xmx128m -Dlogback.configurationFile="$d/conf/logback-cli.xml" -cp "$d/lib/*" \
+      org.apache.zookeeper.ZooKeeperMain -server "$HOST:$(port zookeeper port)" "$@" ;;
+    kafka) # the broker's own tool: which API versions it answers
+      exec "$JAVA" -Xmx256m -Dlog4j.configuration="file:$d/conf/log4j.properties" -Dkafka.logs.dir="$d/logs" -cp "$d/lib/*" \
+      kafka.admin.BrokerApiVersionsCommand --bootstrap-server "$HOST:$(port kafka port)" "$@" ;;
+    cassandra) # nodetool over JMX on 127.0.0.1
+      [ $# -gt 0 ] || set -- status
+      exec "$JAVA" @"$d/conf/jvm17.args" -Xms64m -Xmx256m -Dcassandra.config="file://$d/conf/cassandra.yaml" \
+        -Dlogback.configurationFile="$d/conf/logback-cli.xml" -cp "$d/conf:$d/lib/*" \
+        org.apache.cassandra.tools.NodeTool -h "$HOST" -p "$(port cassandra jmx)" "$@" ;;
+    *) die "usage: infra.sh cli <postgres|redis|zookeeper|kafka|cassandra> [args]" ;;
+  esac
+}
+
+cmd_reset() {
+  cmd_down
+  local c
+  for c in "${COMPONENTS[@]}"; do rm -rf "$INFRA/$c/data" "$INFRA/$c/logs" "$INFRA/$c/ports"; done
+  log "data and logs deleted; jars kept (rm -rf $INFRA for a cold start)"
+}
+
+case ${1:-} in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  env) cmd_env ;;
+  logs) shift; cmd_logs "$@" ;;
+  cli) shift; cmd_cli "$@" ;;
+  reset) cmd_reset ;;
+  *) sed -n '2,/^# See docs/p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+esac
