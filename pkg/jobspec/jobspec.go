@@ -154,12 +154,14 @@ func FromProto(s *sundialv1.Schedule, created time.Time) (schedule.Schedule, err
 }
 
 // anchorFor is where an interval schedule counts from: its start_time, or
-// the job's creation.
+// the job's creation truncated to the second (slots are whole seconds
+// apart, and a creation instant's microseconds would otherwise leak into
+// every slot and execution id).
 func anchorFor(s *sundialv1.Schedule, created time.Time) time.Time {
 	if ts := s.GetStartTime(); ts != nil {
 		return ts.AsTime()
 	}
-	return created
+	return created.Truncate(time.Second)
 }
 
 func gapPolicy(p sundialv1.DstGapPolicy) schedule.GapPolicy {

@@ -461,6 +461,17 @@ func TestScheduleBuildsEngineSchedule(t *testing.T) {
 	}
 }
 
+func TestIntervalAnchorIsWholeSeconds(t *testing.T) {
+	created := time.Date(2026, 3, 1, 10, 0, 7, 654321000, time.UTC)
+	s, err := Schedule(&sundialv1.Job{Schedule: &sundialv1.Schedule{Spec: &sundialv1.Schedule_Interval{Interval: dur(time.Minute)}}}, created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.Next(created).UTC(), time.Date(2026, 3, 1, 10, 1, 7, 0, time.UTC); !got.Equal(want) {
+		t.Fatalf("first slot %v, want %v", got, want)
+	}
+}
+
 func TestScheduleRejectsInvalid(t *testing.T) {
 	for name, s := range map[string]*sundialv1.Schedule{
 		"nil":      nil,
