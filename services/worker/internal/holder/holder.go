@@ -1,0 +1,173 @@
+// Package holder keeps firings in memory until their fire instant and then
+// hands them to the ready queue.
+//
+// It is one min-heap ordered by (fire instant, arrival) and one timer set
+// for the earliest entry, not a timer per firing: 100,000 held firings cost
+// 100,000 heap slots (8 bytes each) plus the items themselves, and one
+// goroutine. The clock is the worker's corrected clock (local time plus the
+// estimated offset from the database clock), read afresh at every wake-up,
+// so a change of the estimate takes effect at the next wake (Wake forces
+// one).
+package holder
+
+import (
+	"container/heap"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/lifecycle"
+
+	"github.com/sundialhq/sundial/services/worker/internal/work"
+)
+
+// Holder is a lifecycle.Service: its one goroutine moves due items to sink.
+type Holder struct {
+	clk  clock.Clock
+	sink func(*work.Item)
+
+	mu   sync.Mutex
+	h    itemHeap
+	seq  uint64
+	wake chan struct{}
+
+	onWait func()
+	runner lifecycle.Runner
+}
+
+// Option configures a Holder.
+type Option func(*Holder)
+
+// WithWaitHook calls f each time the loop is about to wait (a test signal:
+// with a fake clock, advance only after the holder has armed its timer).
+func WithWaitHook(f func()) Option { return func(h *Holder) { h.onWait = f } }
+
+// New returns a holder that reads time from clk (the corrected clock) and
+// passes due items to sink, which must not block.
+func New(clk clock.Clock, sink func(*work.Item), opts ...Option) *Holder {
+	h := &Holder{clk: clk, sink: sink, wake: make(chan struct{}, 1)}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
+}
+
+// Add holds it until it.FireAt. Items added with equal FireAt fire in the
+// order they were added.
+func (h *Holder) Add(it *work.Item) {
+	h.mu.Lock()
+	h.seq++
+	it.Seq = h.seq
+	heap.Push(&h.h, it)
+	first := it.HeapIndex == 0
+	h.mu.Unlock()
+	if first {
+		h.Wake()
+	}
+}
+
+// Remove drops it if it is still held, reporting whether it was.
+func (h *Holder) Remove(it *work.Item) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	i := it.HeapIndex
+	if i < 0 || i >= len(h.h) || h.h[i] != it {
+		return false
+	}
+	heap.Remove(&h.h, i)
+	return true
+}
+
+// Len is the number of held items.
+func (h *Holder) Len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.h)
+}
+
+// Wake makes the loop re-read the clock and re-arm its timer.
+func (h *Holder) Wake() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs the loop.
+func (h *Holder) Start(context.Context) error { return h.runner.Run(h.loop) }
+
+// Stop ends the loop; held items stay held (the consumer abandons them when
+// it gives up their partitions).
+func (h *Holder) Stop() { h.runner.Stop() }
+
+func (h *Holder) loop(ctx context.Context) error {
+	timer := h.clk.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var due []*work.Item
+	for {
+		now := h.clk.Now().UnixNano()
+		wait := time.Duration(-1)
+		h.mu.Lock()
+		for len(h.h) > 0 && h.h[0].FireAt <= now {
+			due = append(due, heap.Pop(&h.h).(*work.Item))
+		}
+		if len(h.h) > 0 {
+			wait = time.Duration(h.h[0].FireAt - now)
+		}
+		h.mu.Unlock()
+		for i, it := range due {
+			it.Ready = now
+			h.sink(it)
+			due[i] = nil
+		}
+		due = due[:0]
+		if wait >= 0 {
+			timer.Reset(wait)
+		}
+		if h.onWait != nil {
+			h.onWait()
+		}
+		select {
+		case <-timer.C():
+		case <-h.wake:
+			timer.Stop()
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+type itemHeap []*work.Item
+
+func (h itemHeap) Len() int { return len(h) }
+func (h itemHeap) Less(i, j int) bool {
+	if h[i].FireAt != h[j].FireAt {
+		return h[i].FireAt < h[j].FireAt
+	}
+	return h[i].Seq < h[j].Seq
+}
+func (h itemHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].HeapIndex = i
+	h[j].HeapIndex = j
+}
+func (h *itemHeap) Push(x any) {
+	it := x.(*work.Item)
+	it.HeapIndex = len(*h)
+	*h = append(*h, it)
+}
+func (h *itemHeap) Pop() any {
+	old := *h
+	n := len(old)
+	it := old[n-1]
+	old[n-1] = nil
+	it.HeapIndex = -1
+	*h = old[:n-1]
+	// Give memory back after a burst drained.
+	if cap(*h) > 1024 && len(*h) < cap(*h)/4 {
+		*h = append(itemHeap(nil), *h...)
+	}
+	return it
+}

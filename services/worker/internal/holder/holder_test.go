@@ -1,0 +1,186 @@
+package holder
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/sundialhq/sundial/pkg/clock"
+
+	"github.com/sundialhq/sundial/services/worker/internal/work"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+type rig struct {
+	h     *Holder
+	clk   *clock.Fake
+	out   chan *work.Item
+	waits chan struct{}
+}
+
+func newRig(t *testing.T, clk clock.Clock, fake *clock.Fake) *rig {
+	t.Helper()
+	r := &rig{clk: fake, out: make(chan *work.Item, 20000), waits: make(chan struct{}, 1000)}
+	r.h = New(clk, func(it *work.Item) { r.out <- it }, WithWaitHook(func() { r.waits <- struct{}{} }))
+	if err := r.h.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.h.Stop)
+	<-r.waits // armed
+	return r
+}
+
+// settle waits until the loop has processed every wake-up so far and is
+// waiting again.
+func (r *rig) settle() {
+	<-r.waits
+	for {
+		select {
+		case <-r.waits:
+		default:
+			return
+		}
+	}
+}
+
+func at(d time.Duration, name string) *work.Item {
+	return &work.Item{FireAt: t0.Add(d).UnixNano(), Tenant: name, HeapIndex: -1}
+}
+
+// take blocks for the next n fired items (the test's timeout guards it).
+func (r *rig) take(n int) []string {
+	var s []string
+	for range n {
+		s = append(s, (<-r.out).Tenant)
+	}
+	return s
+}
+
+// none checks nothing was fired.
+func (r *rig) none(t *testing.T, when string) {
+	t.Helper()
+	select {
+	case it := <-r.out:
+		t.Fatalf("%s: fired %s", when, it.Tenant)
+	default:
+	}
+}
+
+func equal(a []string, b ...string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestFiresInOrderAtDeadline(t *testing.T) {
+	fake := clock.NewFake(t0)
+	r := newRig(t, fake, fake)
+	r.h.Add(at(3*time.Second, "c"))
+	r.settle() // armed for 3s
+	r.h.Add(at(1*time.Second, "a"))
+	r.settle() // re-armed for 1s
+	r.h.Add(at(2*time.Second, "b1"))
+	r.h.Add(at(2*time.Second, "b2")) // same instant: FIFO
+	r.h.Add(at(10*time.Second, "z"))
+	if r.h.Len() != 5 {
+		t.Fatalf("Len %d", r.h.Len())
+	}
+	r.none(t, "before any deadline")
+
+	// The timer is armed for 1s: moving to 0.999s wakes nothing.
+	fake.Set(t0.Add(999 * time.Millisecond))
+	r.none(t, "a millisecond early")
+	fake.Set(t0.Add(time.Second))
+	if got := r.take(1); !equal(got, "a") {
+		t.Fatalf("at 1s fired %v, want [a]", got)
+	}
+	r.settle() // re-armed for 2s
+	fake.Set(t0.Add(3 * time.Second))
+	if got := r.take(3); !equal(got, "b1", "b2", "c") {
+		t.Fatalf("at 3s fired %v, want [b1 b2 c]", got)
+	}
+	r.settle()
+	r.none(t, "after 3s")
+	if r.h.Len() != 1 {
+		t.Fatalf("Len %d, want 1", r.h.Len())
+	}
+}
+
+func TestPastDueFiresAtOnce(t *testing.T) {
+	fake := clock.NewFake(t0)
+	r := newRig(t, fake, fake)
+	r.h.Add(at(-time.Minute, "late"))
+	it := <-r.out
+	if it.Ready != t0.UnixNano() {
+		t.Fatalf("past-due item ready at %d, want now", it.Ready)
+	}
+}
+
+func TestRemove(t *testing.T) {
+	fake := clock.NewFake(t0)
+	r := newRig(t, fake, fake)
+	a, b, c := at(time.Second, "a"), at(2*time.Second, "b"), at(3*time.Second, "c")
+	for _, it := range []*work.Item{a, b, c} {
+		r.h.Add(it)
+	}
+	r.settle()
+	if !r.h.Remove(a) || r.h.Remove(a) {
+		t.Fatal("Remove must succeed once")
+	}
+	fake.Set(t0.Add(5 * time.Second))
+	if got := r.take(2); !equal(got, "b", "c") {
+		t.Fatalf("fired %v, want [b c]", got)
+	}
+	if r.h.Remove(b) {
+		t.Fatal("Remove of a fired item reported true")
+	}
+}
+
+// The holder fires by the corrected clock: with an offset of +200ms (the
+// database clock runs ahead of this host), an item due at T fires when the
+// local clock reads T-200ms.
+func TestFiresByCorrectedClock(t *testing.T) {
+	fake := clock.NewFake(t0)
+	offset := 200 * time.Millisecond
+	corrected := clock.Offset{Base: fake, Offset: func() time.Duration { return offset }}
+	r := newRig(t, corrected, fake)
+	r.h.Add(at(time.Second, "x"))
+	r.settle()
+	fake.Set(t0.Add(799 * time.Millisecond))
+	r.none(t, "at local 0.799s")
+	fake.Set(t0.Add(800 * time.Millisecond))
+	if got := r.take(1); !equal(got, "x") {
+		t.Fatalf("at local 0.8s (database 1.0s) fired %v", got)
+	}
+}
+
+func TestHeapShrinksAfterBurst(t *testing.T) {
+	fake := clock.NewFake(t0)
+	r := newRig(t, fake, fake)
+	r.h.Add(at(time.Hour, "first")) // the head, so the adds below do not wake
+	r.settle()
+	for i := range 10000 {
+		r.h.Add(at(time.Hour+time.Duration(i+1)*time.Millisecond, "x"))
+	}
+	fake.Set(t0.Add(2 * time.Hour))
+	if n := len(r.take(10001)); n != 10001 {
+		t.Fatalf("fired %d of 10001", n)
+	}
+	r.h.mu.Lock()
+	c := cap(r.h.h)
+	r.h.mu.Unlock()
+	if c > 2048 {
+		t.Fatalf("heap capacity %d after draining", c)
+	}
+}

@@ -1,0 +1,194 @@
+// Package readyq is the queue between the holder and the executor pool:
+// firings that are due, ordered by priority so a CRITICAL firing never waits
+// behind LOW ones, first in first out within a priority.
+//
+// Each priority is a Lane. The default lane is FIFO; per-tenant fairness
+// (one tenant's 100,000 firings due at 00:00 must not delay another's by
+// more than a fair share) is a different Lane — round robin over per-tenant
+// FIFOs — plugged in through WithLane without touching the queue.
+package readyq
+
+import (
+	"context"
+	"sync"
+
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+
+	"github.com/sundialhq/sundial/services/worker/internal/work"
+)
+
+// Lane holds the ready items of one priority.
+type Lane interface {
+	Push(it *work.Item)
+	// Pop removes the next item; nil when empty.
+	Pop() *work.Item
+	Len() int
+}
+
+// priorities in the order they are served.
+var priorities = [...]sundialv1.Priority{
+	sundialv1.Priority_PRIORITY_CRITICAL,
+	sundialv1.Priority_PRIORITY_HIGH,
+	sundialv1.Priority_PRIORITY_MEDIUM,
+	sundialv1.Priority_PRIORITY_LOW,
+}
+
+func laneIndex(p sundialv1.Priority) int {
+	switch p {
+	case sundialv1.Priority_PRIORITY_CRITICAL:
+		return 0
+	case sundialv1.Priority_PRIORITY_HIGH:
+		return 1
+	case sundialv1.Priority_PRIORITY_LOW:
+		return 3
+	default:
+		return 2
+	}
+}
+
+// Queue is a strict-priority queue of lanes. Pop blocks until an item is
+// ready or the context ends.
+type Queue struct {
+	mu    sync.Mutex
+	lanes [len(priorities)]Lane
+	n     int
+	// wake has one token per waiting-worthy event; Pop waits on it when the
+	// queue is empty. Buffered 1: a Push while nobody waits leaves a token.
+	wake chan struct{}
+	// OnDepth, when set, is told the depth of a priority after each change
+	// (metrics).
+	onDepth func(p sundialv1.Priority, depth int)
+}
+
+// Option configures a Queue.
+type Option func(*Queue)
+
+// WithLane uses newLane for every priority instead of FIFO (the fairness
+// hook).
+func WithLane(newLane func(p sundialv1.Priority) Lane) Option {
+	return func(q *Queue) {
+		for i, p := range priorities {
+			q.lanes[i] = newLane(p)
+		}
+	}
+}
+
+// WithDepthObserver reports each priority's depth after every change.
+func WithDepthObserver(f func(p sundialv1.Priority, depth int)) Option {
+	return func(q *Queue) { q.onDepth = f }
+}
+
+// New returns an empty queue.
+func New(opts ...Option) *Queue {
+	q := &Queue{wake: make(chan struct{}, 1)}
+	for i := range q.lanes {
+		q.lanes[i] = &FIFO{}
+	}
+	for _, o := range opts {
+		o(q)
+	}
+	return q
+}
+
+// Push adds a ready item.
+func (q *Queue) Push(it *work.Item) {
+	i := laneIndex(it.Priority)
+	q.mu.Lock()
+	q.lanes[i].Push(it)
+	q.n++
+	depth := q.lanes[i].Len()
+	q.mu.Unlock()
+	if q.onDepth != nil {
+		q.onDepth(priorities[i], depth)
+	}
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// TryPop returns the most urgent ready item, or nil.
+func (q *Queue) TryPop() *work.Item {
+	q.mu.Lock()
+	for i, l := range q.lanes {
+		if it := l.Pop(); it != nil {
+			q.n--
+			depth, more := l.Len(), q.n > 0
+			q.mu.Unlock()
+			if more {
+				// Pass the wake token on, so another idle executor
+				// picks up the rest.
+				select {
+				case q.wake <- struct{}{}:
+				default:
+				}
+			}
+			if q.onDepth != nil {
+				q.onDepth(priorities[i], depth)
+			}
+			return it
+		}
+	}
+	q.mu.Unlock()
+	return nil
+}
+
+// Pop blocks until an item is ready (the most urgent one) or ctx ends (nil).
+func (q *Queue) Pop(ctx context.Context) *work.Item {
+	for {
+		if it := q.TryPop(); it != nil {
+			return it
+		}
+		select {
+		case <-q.wake:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// Len is the number of ready items across priorities.
+func (q *Queue) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n
+}
+
+// FIFO is a first-in-first-out lane: a ring buffer that grows by doubling
+// and shrinks back when mostly empty, so a burst does not pin memory.
+type FIFO struct {
+	buf        []*work.Item
+	head, size int
+}
+
+func (f *FIFO) Push(it *work.Item) {
+	if f.size == len(f.buf) {
+		f.resize(max(16, 2*len(f.buf)))
+	}
+	f.buf[(f.head+f.size)%len(f.buf)] = it
+	f.size++
+}
+
+func (f *FIFO) Pop() *work.Item {
+	if f.size == 0 {
+		return nil
+	}
+	it := f.buf[f.head]
+	f.buf[f.head] = nil
+	f.head = (f.head + 1) % len(f.buf)
+	f.size--
+	if len(f.buf) > 64 && f.size < len(f.buf)/4 {
+		f.resize(len(f.buf) / 2)
+	}
+	return it
+}
+
+func (f *FIFO) Len() int { return f.size }
+
+func (f *FIFO) resize(n int) {
+	nb := make([]*work.Item, n)
+	for i := range f.size {
+		nb[i] = f.buf[(f.head+i)%len(f.buf)]
+	}
+	f.buf, f.head = nb, 0
+}

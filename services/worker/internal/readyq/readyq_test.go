@@ -1,0 +1,165 @@
+package readyq
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+
+	"github.com/sundialhq/sundial/services/worker/internal/work"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	crit = sundialv1.Priority_PRIORITY_CRITICAL
+	high = sundialv1.Priority_PRIORITY_HIGH
+	med  = sundialv1.Priority_PRIORITY_MEDIUM
+	low  = sundialv1.Priority_PRIORITY_LOW
+)
+
+func item(p sundialv1.Priority, seq uint64) *work.Item {
+	return &work.Item{Priority: p, Seq: seq}
+}
+
+func TestCriticalNeverWaitsBehindLow(t *testing.T) {
+	q := New()
+	for i := range 1000 {
+		q.Push(item(low, uint64(i)))
+	}
+	q.Push(item(med, 2000))
+	q.Push(item(crit, 3000))
+	q.Push(item(high, 4000))
+	for i, want := range []sundialv1.Priority{crit, high, med, low} {
+		it := q.TryPop()
+		if it == nil || it.Priority != want {
+			t.Fatalf("pop %d: %v, want %v", i, it, want)
+		}
+	}
+	if q.Len() != 999 {
+		t.Fatalf("Len %d, want 999", q.Len())
+	}
+}
+
+func TestFIFOWithinPriority(t *testing.T) {
+	q := New()
+	// Interleave priorities; each priority's items come out in push order,
+	// across ring growth and shrink.
+	for i := range 500 {
+		q.Push(item([]sundialv1.Priority{low, high, crit, med}[i%4], uint64(i)))
+	}
+	last := map[sundialv1.Priority]int64{crit: -1, high: -1, med: -1, low: -1}
+	order := []sundialv1.Priority{}
+	for it := q.TryPop(); it != nil; it = q.TryPop() {
+		if int64(it.Seq) <= last[it.Priority] {
+			t.Fatalf("priority %v: seq %d after %d", it.Priority, it.Seq, last[it.Priority])
+		}
+		last[it.Priority] = int64(it.Seq)
+		if len(order) == 0 || order[len(order)-1] != it.Priority {
+			order = append(order, it.Priority)
+		}
+	}
+	if len(order) != 4 || order[0] != crit || order[1] != high || order[2] != med || order[3] != low {
+		t.Fatalf("served priorities in order %v, want each drained before the next", order)
+	}
+	if unspecified := laneIndex(sundialv1.Priority_PRIORITY_UNSPECIFIED); unspecified != laneIndex(med) {
+		t.Fatal("unspecified priority must be served as medium")
+	}
+}
+
+func TestPopBlocksUntilPush(t *testing.T) {
+	q := New()
+	got := make(chan *work.Item)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		got <- q.Pop(context.Background())
+	}()
+	q.Push(item(high, 7))
+	if it := <-got; it.Seq != 7 {
+		t.Fatalf("popped %d", it.Seq)
+	}
+	wg.Wait()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if it := q.Pop(ctx); it != nil {
+		t.Fatal("Pop on an empty queue with a cancelled context returned an item")
+	}
+}
+
+// Many executors waiting, many items pushed at once: every item is popped
+// exactly once (the wake token is passed on).
+func TestManyPoppers(t *testing.T) {
+	q := New()
+	ctx, cancel := context.WithCancel(context.Background())
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		seen = map[uint64]int{}
+	)
+	const n = 2000
+	done := make(chan struct{})
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				it := q.Pop(ctx)
+				if it == nil {
+					return
+				}
+				mu.Lock()
+				seen[it.Seq]++
+				if len(seen) == n {
+					close(done)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range n {
+		q.Push(item([]sundialv1.Priority{low, crit}[i%2], uint64(i)))
+	}
+	<-done
+	cancel()
+	wg.Wait()
+	for seq, c := range seen {
+		if c != 1 {
+			t.Fatalf("item %d popped %d times", seq, c)
+		}
+	}
+}
+
+type countingLane struct {
+	FIFO
+	pushes *int
+}
+
+func (c *countingLane) Push(it *work.Item) { *c.pushes++; c.FIFO.Push(it) }
+
+func TestWithLaneAndDepthObserver(t *testing.T) {
+	pushes := 0
+	depth := map[sundialv1.Priority]int{}
+	q := New(
+		WithLane(func(sundialv1.Priority) Lane { return &countingLane{pushes: &pushes} }),
+		WithDepthObserver(func(p sundialv1.Priority, d int) { depth[p] = d }),
+	)
+	q.Push(item(low, 1))
+	q.Push(item(low, 2))
+	q.Push(item(crit, 3))
+	if pushes != 3 {
+		t.Fatalf("custom lane saw %d pushes", pushes)
+	}
+	if depth[low] != 2 || depth[crit] != 1 {
+		t.Fatalf("depths %v", depth)
+	}
+	q.TryPop()
+	if depth[crit] != 0 {
+		t.Fatalf("depth of critical after pop: %d", depth[crit])
+	}
+}

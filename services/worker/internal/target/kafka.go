@@ -1,0 +1,85 @@
+package target
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Producer is the part of *kgo.Client the Kafka delivery uses.
+type Producer interface {
+	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
+}
+
+// Kafka delivers attempts as records: value = payload, key = the target's
+// key or else the job id (so one job's records stay ordered in one
+// partition), headers = the identity headers.
+type Kafka struct {
+	producer Producer
+	secret   []byte
+	// denyPrefix refuses topics the platform itself uses ("sundial."): a
+	// job must not be able to inject firings or dead letters.
+	denyPrefix string
+	// allow, when not empty, lists topic prefixes a job may produce to.
+	allow          []string
+	DefaultTimeout time.Duration
+}
+
+// NewKafka returns a Kafka delivery. allow lists permitted topic prefixes
+// ("*" or empty for any); topics under denyPrefix are always refused.
+func NewKafka(p Producer, secret []byte, denyPrefix string, allow []string) *Kafka {
+	k := &Kafka{producer: p, secret: secret, denyPrefix: denyPrefix, DefaultTimeout: 30 * time.Second}
+	for _, a := range allow {
+		if a = strings.TrimSpace(a); a != "" && a != "*" {
+			k.allow = append(k.allow, a)
+		}
+	}
+	return k
+}
+
+// Fire implements Target.
+func (k *Kafka) Fire(ctx context.Context, req Request) Result {
+	t := req.Firing.GetTarget().GetKafka()
+	if t == nil || t.GetTopic() == "" {
+		return errorf("target: kafka target without topic")
+	}
+	if err := k.permitted(t.GetTopic()); err != nil {
+		return Result{Err: err}
+	}
+	timeout := k.DefaultTimeout
+	if d := req.Firing.GetAttemptTimeout(); d != nil && d.AsDuration() > 0 {
+		timeout = d.AsDuration()
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	key := t.GetKey()
+	if key == "" {
+		key = req.Firing.GetJobId()
+	}
+	rec := &kgo.Record{Topic: t.GetTopic(), Key: []byte(key), Value: req.Firing.GetPayload()}
+	for _, h := range Headers(k.secret, req) {
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: h.Name, Value: []byte(h.Value)})
+	}
+	if err := k.producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return Result{Err: fmt.Errorf("target: produce to %s: %w", t.GetTopic(), err)}
+	}
+	return Result{OK: true}
+}
+
+func (k *Kafka) permitted(topic string) error {
+	if k.denyPrefix != "" && strings.HasPrefix(topic, k.denyPrefix) {
+		return fmt.Errorf("target: topic %q is reserved for the platform", topic)
+	}
+	if len(k.allow) == 0 {
+		return nil
+	}
+	for _, a := range k.allow {
+		if strings.HasPrefix(topic, a) {
+			return nil
+		}
+	}
+	return fmt.Errorf("target: topic %q is not allowed on this worker (--allow-kafka-targets)", topic)
+}

@@ -1,0 +1,57 @@
+// Package work is the unit the worker's stages pass along: one held firing,
+// from the Kafka record it came from to the executor that fires it.
+package work
+
+import (
+	"time"
+
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// Item is one firing the worker holds. To keep 100,000 pending firings
+// small, it keeps the encoded envelope (a few hundred bytes) rather than the
+// decoded message (a tree of allocations several times larger) and decodes
+// it again when it fires.
+type Item struct {
+	// FireAt is the instant to fire, by the database clock, in Unix ns.
+	FireAt int64
+	// Priority is normalized (never unspecified).
+	Priority sundialv1.Priority
+	// Tenant keys per-tenant fairness in the ready queue.
+	Tenant string
+	// Envelope is the encoded sundial.v1.Firing (a private copy, not a
+	// slice of the fetch buffer, so finished records free their batch).
+	Envelope []byte
+	// Owner is the partition that delivered the item; it decides whether
+	// the item may still run and learns when it has finished.
+	Owner Owner
+	// Seq orders items with the same FireAt (arrival order), so ties fire
+	// FIFO.
+	Seq uint64
+	// HeapIndex is the item's position in the holder's heap, -1 outside.
+	HeapIndex int
+	// Ready is when the item entered the ready queue (corrected clock, Unix
+	// ns), for the queueing part of the lateness.
+	Ready int64
+	// Deliveries counts how often this worker tried and had to hold it
+	// again (another holder had the lease).
+	Deliveries int32
+}
+
+// FireTime is FireAt as a time.
+func (it *Item) FireTime() time.Time { return time.Unix(0, it.FireAt) }
+
+// Owner is the partition an item came from. Its methods are the item's
+// state machine: held → (Claim) executing → (Finish | Requeue).
+type Owner interface {
+	// Claim moves a held item to executing. It returns false when the item
+	// was abandoned (its partition revoked or lost): the new owner of the
+	// partition will get it again, so the caller drops it.
+	Claim(it *Item) bool
+	// Finish ends an executing item: its offset may now be committed past.
+	Finish(it *Item)
+	// Requeue moves an executing item back to held, to try again later (the
+	// lease was held by another delivery, or Redis was unreachable). It
+	// returns false when the partition is gone; the caller drops the item.
+	Requeue(it *Item) bool
+}
