@@ -45,7 +45,7 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 func TestRoundPicksSmallestRTT(t *testing.T) {
 	local := clock.NewFake(t0)
 	srv := &fakeServer{local: local, trueOffset: -200 * time.Millisecond, delays: [][2]time.Duration{
-		{40 * time.Millisecond, 2 * time.Millisecond},  // asymmetric, large RTT: error 19 ms
+		{40 * time.Millisecond, 2 * time.Millisecond},    // asymmetric, large RTT: error 19 ms
 		{500 * time.Microsecond, 700 * time.Microsecond}, // smallest RTT: error 0.1 ms
 		{5 * time.Millisecond, 5 * time.Millisecond},
 	}}
