@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# Runs Sundial's four services (bin/sundial-{api,prefetcher,relay,worker}, built
+# by `make build`) as background processes against the local infrastructure
+# (deploy/local/infra.sh). Pid files and logs go to .run/ at the repository root.
+#
+#   platform.sh up       start what is not running; wait for each /healthz and /readyz
+#   platform.sh down     SIGTERM each service, wait for its drain (SIGKILL after a timeout)
+#   platform.sh status   one line per service: up/unready/down, admin address, pid
+#   platform.sh logs S   the log of service S (-f to follow)
+#
+# `make run` is infra-up + build + platform.sh up; `make stop` is platform.sh down.
+# See docs/operations.md.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+RUN=${SUNDIAL_RUN_DIR:-$ROOT/.run}
+BIN=${SUNDIAL_BIN_DIR:-$ROOT/bin}
+SERVICES=(api prefetcher relay worker)
+READY_TIMEOUT=${SUNDIAL_PLATFORM_READY_TIMEOUT:-90}
+# A service drains for up to its --drain-timeout (30 s by default) on SIGTERM.
+STOP_TIMEOUT=${SUNDIAL_PLATFORM_STOP_TIMEOUT:-40}
+
+log() { printf '[platform] %s\n' "$*" >&2; }
+die() { printf '[platform] error: %s\n' "$*" >&2; exit 1; }
+
+admin_addr() {
+  case $1 in
+    api) echo 127.0.0.1:8081 ;;
+    prefetcher) echo 127.0.0.1:8082 ;;
+    relay) echo 127.0.0.1:8083 ;;
+    worker) echo 127.0.0.1:8084 ;;
+  esac
+}
+
+# service_env S: the settings service S starts with, as SUNDIAL_<FLAG>=value.
+# pkg/config fills every flag not given on the command line from SUNDIAL_<FLAG>
+# (upper case, '-' as '_'), and a service without that flag ignores the
+# variable, so wiring a new flag is one line here. A variable already set in
+# the caller's environment wins for the shared settings (SUNDIAL_LOG_LEVEL=debug
+# make run), not for the per-service addresses.
+service_env() {
+  # shared: where the infrastructure is (from infra.sh env) and how to log
+  echo "SUNDIAL_POSTGRES_DSN=${SUNDIAL_POSTGRES_DSN:-$SUNDIAL_TEST_POSTGRES_DSN}"
+  echo "SUNDIAL_REDIS_ADDR=${SUNDIAL_REDIS_ADDR:-$SUNDIAL_TEST_REDIS_ADDR}"
+  echo "SUNDIAL_ZK_ADDRS=${SUNDIAL_ZK_ADDRS:-$SUNDIAL_TEST_ZK_ADDRS}"
+  echo "SUNDIAL_KAFKA_BROKERS=${SUNDIAL_KAFKA_BROKERS:-$SUNDIAL_TEST_KAFKA_BROKERS}"
+  echo "SUNDIAL_CASSANDRA_HOSTS=${SUNDIAL_CASSANDRA_HOSTS:-$SUNDIAL_TEST_CASSANDRA_HOSTS}"
+  echo "SUNDIAL_LOG_LEVEL=${SUNDIAL_LOG_LEVEL:-info}"
+  echo "SUNDIAL_LOG_FORMAT=${SUNDIAL_LOG_FORMAT:-text}"
+  # per service
+  echo "SUNDIAL_ADMIN_ADDR=$(admin_addr "$1")"
+  case $1 in
+    api)
+      echo "SUNDIAL_GRPC_ADDR=${SUNDIAL_GRPC_ADDR:-127.0.0.1:9090}"
+      # a development tenant, so `make run` serves requests out of the box
+      echo "SUNDIAL_TOKENS=${SUNDIAL_TOKENS:-dev-token=dev}"
+      ;;
+    prefetcher) ;;
+    relay) ;;
+    worker) ;;
+  esac
+}
+
+pid_of() { [ -s "$RUN/$1.pid" ] && tr -dc '0-9' <"$RUN/$1.pid"; return 0; }
+
+is_running() { # the pid file names a live process running this checkout's binary
+  local pid exe
+  pid=$(pid_of "$1")
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
+  exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
+  [ "${exe% (deleted)}" = "$BIN/sundial-$1" ]
+}
+
+http_ok() { curl -fsS -m 2 -o /dev/null "http://$1" 2>/dev/null; }
+
+start_one() {
+  local s=$1 env_args=()
+  local bin=$BIN/sundial-$s
+  [ -x "$bin" ] || die "$bin is missing: run 'make build' first"
+  mapfile -t env_args < <(service_env "$s")
+  rm -f "$RUN/$s.pid"
+  # setsid: the service outlives this script and the terminal's Ctrl-C;
+  # the pid written is the service's own (bash execs in place).
+  setsid env "${env_args[@]}" bash -c 'echo $$ >"$0"; exec "$@"' "$RUN/$s.pid" "$bin" \
+    >>"$RUN/$s.log" 2>&1 </dev/null 9>&- &
+  disown || true
+}
+
+wait_ready() { # service: /healthz (alive) then /readyz (dependencies answer)
+  local s=$1 addr start=$SECONDS path
+  addr=$(admin_addr "$s")
+  for path in healthz readyz; do
+    until http_ok "$addr/$path"; do
+      if ! is_running "$s" && [ $((SECONDS - start)) -ge 3 ]; then
+        tail -n 30 "$RUN/$s.log" >&2 || true
+        die "$s exited while starting (log: $RUN/$s.log)"
+      fi
+      if [ $((SECONDS - start)) -ge "$READY_TIMEOUT" ]; then
+        tail -n 30 "$RUN/$s.log" >&2 || true
+        curl -sS -m 2 "http://$addr/$path" >&2 || true
+        die "$s: /$path did not answer OK within ${READY_TIMEOUT}s (log: $RUN/$s.log; 'make stop' ends the others)"
+      fi
+      sleep 0.2
+    done
+  done
+}
+
+cmd_up() {
+  command -v curl >/dev/null || die "curl is missing (apt-get install curl)"
+  mkdir -p "$RUN"
+  exec 9>"$RUN/.lock"
+  flock -w 300 9 || die "another platform.sh up/down holds $RUN/.lock"
+  "$ROOT/deploy/local/infra.sh" status >/dev/null ||
+    log "warning: not every infrastructure component is up (make infra-up); services may not become ready"
+  # shellcheck source=/dev/null
+  source <("$ROOT/deploy/local/infra.sh" env)
+  local s t0=$SECONDS
+  # api first: it applies the Postgres migrations the others rely on.
+  for s in "${SERVICES[@]}"; do
+    if is_running "$s"; then
+      log "$s: already running (pid $(pid_of "$s")), left alone"
+    else
+      log "$s: starting (log $RUN/$s.log)"
+      start_one "$s"
+    fi
+    if [ "$s" = api ]; then wait_ready api; log "api: ready on $(admin_addr api)"; fi
+  done
+  for s in "${SERVICES[@]:1}"; do
+    wait_ready "$s"
+    log "$s: ready on $(admin_addr "$s")"
+  done
+  log "all services up in $((SECONDS - t0))s"
+}
+
+stop_one() {
+  local s=$1 pid deadline
+  is_running "$s" || { rm -f "$RUN/$s.pid"; return 0; }
+  pid=$(pid_of "$s")
+  kill -TERM "$pid" 2>/dev/null || true
+  deadline=$((SECONDS + STOP_TIMEOUT))
+  while kill -0 "$pid" 2>/dev/null; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      log "$s: still running ${STOP_TIMEOUT}s after SIGTERM, sending SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    sleep 0.1
+  done
+  rm -f "$RUN/$s.pid"
+  log "$s: stopped (was pid $pid)"
+}
+
+cmd_down() {
+  [ -d "$RUN" ] || { log "nothing to stop"; return 0; }
+  exec 9>"$RUN/.lock"
+  flock -w 300 9 || die "another platform.sh up/down holds $RUN/.lock"
+  local s
+  for s in "${SERVICES[@]}"; do stop_one "$s" & done
+  wait
+  for s in "${SERVICES[@]}"; do
+    if is_running "$s"; then die "$s is still running (pid $(pid_of "$s"))"; fi
+  done
+  log "all services down"
+}
+
+cmd_status() {
+  local s state pid addr rc=0
+  for s in "${SERVICES[@]}"; do
+    addr=$(admin_addr "$s")
+    pid=$(pid_of "$s")
+    if is_running "$s"; then
+      if http_ok "$addr/readyz"; then state=up; else state=unready; rc=1; fi
+    else
+      state=down pid=- rc=1
+    fi
+    printf '%-11s %-8s admin http://%-16s pid %s\n' "$s" "$state" "$addr" "${pid:--}"
+  done
+  return $rc
+}
+
+cmd_logs() {
+  local s=${1:-}
+  [ -f "$RUN/$s.log" ] || die "usage: platform.sh logs <api|prefetcher|relay|worker> [-f] (no log at $RUN/$s.log)"
+  if [ "${2:-}" = -f ]; then tail -n 100 -F "$RUN/$s.log"; else tail -n 200 "$RUN/$s.log"; fi
+}
+
+case ${1:-} in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  logs) shift; cmd_logs "$@" ;;
+  *) sed -n '2,/^# See docs/p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+esac
