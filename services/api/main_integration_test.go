@@ -5,8 +5,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net"
 	"os"
 	"os/exec"
@@ -21,36 +19,27 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/sundialhq/sundial/pkg/auth"
+	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
-func baseDSN() string {
-	if v := os.Getenv("SUNDIAL_TEST_POSTGRES_DSN"); v != "" {
-		return v
-	}
-	return defaultPostgresDSN
-}
-
-// freshSchema creates an empty schema, dropped at the end of the test, and
-// returns a DSN whose search_path is it, plus a connection for checks.
+// freshSchema creates an empty schema of the test's own (dropped when the
+// test ends) and returns a DSN whose search_path is it, a connection for
+// checks, and the schema's name.
 func freshSchema(t *testing.T) (string, *pgx.Conn, string) {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, baseDSN())
+	dsn := testinfra.PostgresDSN(t)
+	conn, err := pgx.Connect(context.Background(), dsn)
 	if err != nil {
 		t.Fatalf("postgres: %v", err)
 	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "api_bin_" + hex.EncodeToString(b[:])
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+	// Registered after the schema's drop, so it runs first.
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	var schema string
+	if err := conn.QueryRow(context.Background(), "SELECT current_schema()").Scan(&schema); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_, _ = conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-		_ = conn.Close(context.Background())
-	})
-	return baseDSN() + "&search_path=" + schema, conn, schema
+	return dsn, conn, schema
 }
 
 func buildBinary(t *testing.T) string {
@@ -131,7 +120,8 @@ func TestServeBinary(t *testing.T) {
 	cmd := exec.Command(bin,
 		"--grpc-addr", grpcAddr, "--admin-addr", adminAddr, "--postgres-dsn", dsn,
 		"--tokens", "bin-token=acme", "--log-format", "text")
-	cmd.Env = append(os.Environ(), "SUNDIAL_REDIS_KEY_PREFIX=apibin:")
+	_, prefix := testinfra.Redis(t)
+	cmd.Env = append(os.Environ(), "SUNDIAL_REDIS_KEY_PREFIX="+prefix)
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -4,10 +4,7 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"log/slog"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -32,52 +29,20 @@ import (
 	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/migrations"
+	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/store"
 )
 
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-func randomName(prefix string) string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return prefix + hex.EncodeToString(b[:])
-}
-
-// testSchema creates a fresh Postgres schema, migrates it and returns a pool
-// whose search_path is that schema, and the DSN that reaches it. The schema
-// is dropped when the test ends.
-func testSchema(t *testing.T) (*pgxpool.Pool, string) {
+// testSchema returns a pool on a fresh, migrated Postgres schema of the
+// test's own (pkg/testinfra drops it when the test ends).
+func testSchema(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	ctx := context.Background()
-	base := envOr("SUNDIAL_TEST_POSTGRES_DSN", "postgres://sundial:sundial@127.0.0.1:5432/sundial?sslmode=disable")
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("postgres: %v (is the infrastructure up? deploy/local/infra.sh status)", err)
-	}
-	schema := randomName("api_test_")
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+	pool := testinfra.Postgres(t)
+	if err := migrations.Up(context.Background(), pool, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-		_ = admin.Close(context.Background())
-	})
-	dsn := base + "&search_path=" + schema
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if err := migrations.Up(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
-	return pool, dsn
+	return pool
 }
 
 // recordingVersions publishes to real Redis (through pkg/lease) and
@@ -121,10 +86,9 @@ const (
 // gRPC server on loopback, with the authentication interceptor.
 func newHarness(t *testing.T, executions ExecutionReader) *harness {
 	t.Helper()
-	pool, _ := testSchema(t)
-	rdb := redis.NewClient(&redis.Options{Addr: envOr("SUNDIAL_TEST_REDIS_ADDR", "127.0.0.1:6379")})
-	t.Cleanup(func() { _ = rdb.Close() })
-	ls := lease.New(rdb, lease.WithPrefix(randomName("apitest:")+":"))
+	pool := testSchema(t)
+	rdb, prefix := testinfra.Redis(t)
+	ls := lease.New(rdb, lease.WithPrefix(prefix))
 	versions := &recordingVersions{Store: ls, published: map[string][]int64{}}
 	jobs, err := NewJobService(Config{Store: store.New(pool), Versions: versions, Executions: executions})
 	if err != nil {
@@ -658,21 +622,17 @@ func TestIntegrationListPaging(t *testing.T) {
 
 func TestIntegrationExecutionsFromLedger(t *testing.T) {
 	ctx := context.Background()
-	hosts := envOr("SUNDIAL_TEST_CASSANDRA_HOSTS", "127.0.0.1:9042")
-	session, err := ledger.Connect(ledger.ConnectConfig{Hosts: []string{hosts}, Timeout: 30 * time.Second})
+	keyspace := testinfra.CassandraKeyspace(t)
+	session, err := ledger.Connect(ledger.ConnectConfig{Hosts: testinfra.CassandraHosts(t), Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatalf("cassandra: %v", err)
 	}
 	t.Cleanup(session.Close)
-	keyspace := randomName("api_test_")
 	mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if err := ledger.Migrate(mctx, session, keyspace, ""); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = session.Exec(context.Background(), ledger.Statement{CQL: "DROP KEYSPACE IF EXISTS " + keyspace})
-	})
 
 	h := newHarness(t, ledger.NewReader(session, keyspace))
 	job := h.create(tokenAcme, everyMinute("history"))
