@@ -373,15 +373,23 @@ func (e *Elector) apply(ev event) {
 		e.endTermLocked(causeOf(ev))
 		e.mu.Unlock()
 	}
-	if to == StateLeading && from != StateLeading && !e.beginTerm() {
-		// The session was lost, or the confirmation went stale, between the
-		// campaign's read and now: do not lead on it.
-		to = StateSuspect
+	var term *Term
+	if to == StateLeading && from != StateLeading {
+		if term = e.beginTerm(); term == nil {
+			// The session was lost, or the confirmation went stale, between
+			// the campaign's read and now: do not lead on it.
+			to = StateSuspect
+		}
 	}
 	if to != StateFollowing {
 		e.watch = nil
 	}
 	e.setState(to, ev.String())
+	if term != nil {
+		// Published after the state is announced, so a consumer holding a
+		// term never sees State() say otherwise (until the term ends).
+		e.publish(*term)
+	}
 }
 
 func (e *Elector) setState(to State, why string) {
@@ -427,27 +435,29 @@ func causeOf(ev event) error {
 }
 
 // beginTerm opens a term if the session is up and the campaign's
-// confirmation is still inside the trust window.
-func (e *Elector) beginTerm() bool {
+// confirmation is still inside the trust window; nil otherwise.
+func (e *Elector) beginTerm() *Term {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.sessionUp || !e.clk.Now().Before(e.trustedUntil) || e.node == "" {
-		return false
+		return nil
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	e.termCancel = cancel
 	e.termEpoch, e.termNode = e.epoch, e.node
 	signal(e.guardWake)
-	t := Term{Epoch: e.epoch, Ctx: ctx, Node: e.node}
-	// Only this goroutine sends, so after discarding an unread (already
-	// cancelled) term the send cannot block.
+	e.log.Info("leadership term began", "epoch", e.epoch, "node", e.node, "trusted_until", e.trustedUntil)
+	return &Term{Epoch: e.epoch, Ctx: ctx, Node: e.node}
+}
+
+// publish hands a term to the consumer. Only the loop sends, so after
+// discarding an unread (already cancelled) term the send cannot block.
+func (e *Elector) publish(t Term) {
 	select {
 	case <-e.terms:
 	default:
 	}
 	e.terms <- t
-	e.log.Info("leadership term began", "epoch", e.epoch, "node", e.node, "trusted_until", e.trustedUntil)
-	return true
 }
 
 // confirm records that the session was alive when a request sent at sent
