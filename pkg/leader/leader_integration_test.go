@@ -5,22 +5,19 @@ package leader
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"reflect"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sundialhq/sundial/pkg/testinfra"
 )
 
 // Tests run against the real ZooKeeper started by deploy/local/infra.sh.
@@ -29,44 +26,14 @@ import (
 
 const testSessionTimeout = 2 * time.Second
 
-func zkServers(t *testing.T) []string {
-	t.Helper()
-	addrs := os.Getenv("SUNDIAL_TEST_ZK_ADDRS")
-	if addrs == "" {
-		addrs = "127.0.0.1:2181"
-	}
-	return strings.Split(addrs, ",")
-}
+func zkServers(t *testing.T) []string { return testinfra.ZooKeeperAddrs(t) }
 
-// electionPath is a fresh path for one test, deleted when it ends.
+// electionPath is an election under the test's own ZooKeeper root, which
+// testinfra deletes when the test ends.
 func electionPath(t *testing.T) string {
 	t.Helper()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(t.Name(), "_")
-	path := "/sundial-test/leader/" + name + "_" + hex.EncodeToString(b[:])
-	t.Cleanup(func() { deleteTree(t, path) })
-	return path
-}
-
-func deleteTree(t *testing.T, path string) {
-	conn, _, err := zk.Connect(zkServers(t), 5*time.Second, zk.WithLogInfo(false))
-	if err != nil {
-		return
-	}
-	defer conn.Close()
-	var del func(p string)
-	del = func(p string) {
-		children, _, err := conn.Children(p)
-		if err != nil {
-			return
-		}
-		for _, c := range children {
-			del(p + "/" + c)
-		}
-		_ = conn.Delete(p, -1)
-	}
-	del(path)
+	_, root := testinfra.ZooKeeper(t)
+	return root + "/election"
 }
 
 type candidateOpt func(*Config)
@@ -164,9 +131,7 @@ func TestSingleCandidateLeads(t *testing.T) {
 	require.NoError(t, a.Check(context.Background()))
 
 	// The node's data names the leader and its czxid is the epoch.
-	conn, _, err := zk.Connect(zkServers(t), 5*time.Second, zk.WithLogInfo(false))
-	require.NoError(t, err)
-	defer conn.Close()
+	conn := testinfra.ZooKeeperConnect(t, 5*time.Second)
 	data, st, err := conn.Get(term.Node)
 	require.NoError(t, err)
 	require.Equal(t, "a", string(data))

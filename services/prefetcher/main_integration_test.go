@@ -5,11 +5,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -24,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/pgtest"
 )
@@ -65,10 +63,7 @@ func (p *proc) Write(b []byte) (int, error) {
 
 func startProc(t *testing.T, bin, id, dsn, election string) *proc {
 	t.Helper()
-	zk := os.Getenv("SUNDIAL_TEST_ZK_ADDRS")
-	if zk == "" {
-		zk = "127.0.0.1:2181"
-	}
+	zk := strings.Join(testinfra.ZooKeeperAddrs(t), ",")
 	p := &proc{id: id, admin: freeAddr(t), done: make(chan struct{})}
 	p.cmd = exec.Command(bin,
 		"--node-id", id,
@@ -131,9 +126,8 @@ func TestKillDashNineLeaderStandbyTakesOver(t *testing.T) {
 	bin := buildBinary(t)
 	dsn := pgtest.Schema(t)
 	pool := pgtest.Pool(t, dsn)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	election := "/sundial-test/prefetcher-proc/" + hex.EncodeToString(b[:])
+	_, root := testinfra.ZooKeeper(t)
+	election := root + "/election"
 
 	var jobs []uuid.UUID
 	for range 50 {

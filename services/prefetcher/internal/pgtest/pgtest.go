@@ -1,85 +1,36 @@
-// Package pgtest gives each test its own Postgres schema with Sundial's
-// migrations applied, dropped when the test ends.
-//
-// It is a stop-gap until pkg/testinfra's shared helpers land; the
-// prefetcher's tests switch to those then.
+// Package pgtest gives the prefetcher's tests a migrated Postgres schema of
+// their own (pkg/testinfra's per-test schema with Sundial's migrations
+// applied) and job fixtures stored the way the api stores them.
 package pgtest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/jobspec"
 	"github.com/sundialhq/sundial/pkg/migrations"
+	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
-// DefaultDSN is the local infrastructure's database.
-const DefaultDSN = "postgres://sundial:sundial@127.0.0.1:5432/sundial?sslmode=disable"
-
-// BaseDSN is SUNDIAL_TEST_POSTGRES_DSN or DefaultDSN.
-func BaseDSN() string {
-	if d := os.Getenv("SUNDIAL_TEST_POSTGRES_DSN"); d != "" {
-		return d
-	}
-	return DefaultDSN
-}
-
-// Schema creates a fresh schema, migrates it and returns a DSN whose
-// search_path selects it (for pools and for child processes alike).
+// Schema creates a fresh schema (dropped when the test ends), applies the
+// migrations and returns a DSN that selects it, for pools and child
+// processes alike.
 func Schema(t testing.TB) string {
 	t.Helper()
+	dsn := testinfra.PostgresDSN(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "t_" + sanitize(t.Name()) + "_" + hex.EncodeToString(b[:])
-
-	admin, err := pgx.Connect(ctx, BaseDSN())
-	if err != nil {
-		t.Fatalf("pgtest: connect: %v (is deploy/local/infra.sh up?)", err)
-	}
-	defer admin.Close(context.Background())
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize()); err != nil {
-		t.Fatalf("pgtest: create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, BaseDSN())
-		if err != nil {
-			return
-		}
-		defer c.Close(context.Background())
-		_, _ = c.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{name}.Sanitize()+" CASCADE")
-	})
-
-	u, err := url.Parse(BaseDSN())
-	if err != nil {
-		t.Fatalf("pgtest: dsn: %v", err)
-	}
-	q := u.Query()
-	q.Set("search_path", name)
-	u.RawQuery = q.Encode()
-	dsn := u.String()
-
-	pool := Pool(t, dsn)
-	if err := migrations.Up(ctx, pool, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+	if err := migrations.Up(ctx, Pool(t, dsn), slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
 		t.Fatalf("pgtest: migrate: %v", err)
 	}
 	return dsn
@@ -88,29 +39,7 @@ func Schema(t testing.TB) string {
 // Pool opens a pool on dsn, closed when the test ends.
 func Pool(t testing.TB, dsn string) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), dsn)
-	if err != nil {
-		t.Fatalf("pgtest: pool: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
-}
-
-func sanitize(s string) string {
-	s = strings.ToLower(s)
-	var b strings.Builder
-	for _, r := range s {
-		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('_')
-		}
-	}
-	out := b.String()
-	if len(out) > 40 {
-		out = out[:40]
-	}
-	return out
+	return testinfra.PostgresPool(t, dsn)
 }
 
 // InsertJob stores job as the api would (spec plus columns), with

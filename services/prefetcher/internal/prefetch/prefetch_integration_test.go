@@ -4,11 +4,7 @@ package prefetch
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"log/slog"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,22 +17,16 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/leader"
+	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/pgtest"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/stage"
 )
 
-func zkServers() []string {
-	if a := os.Getenv("SUNDIAL_TEST_ZK_ADDRS"); a != "" {
-		return strings.Split(a, ",")
-	}
-	return []string{"127.0.0.1:2181"}
-}
-
+// electionPath is an election under the test's own ZooKeeper root.
 func electionPath(t *testing.T) string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return "/sundial-test/prefetch/" + strings.ReplaceAll(t.Name(), "/", "_") + "_" + hex.EncodeToString(b[:])
+	_, root := testinfra.ZooKeeper(t)
+	return root + "/election"
 }
 
 // instance is one in-process prefetcher: elector, listener and loop over
@@ -56,7 +46,7 @@ func startInstance(t *testing.T, dsn, path, id string, tick time.Duration) *inst
 	pool := pgtest.Pool(t, dsn)
 	m := NewMetrics(prometheus.NewRegistry())
 	el, err := leader.New(leader.Config{
-		Servers: zkServers(), Path: path, NodeID: id, SessionTimeout: 2 * time.Second,
+		Servers: testinfra.ZooKeeperAddrs(t), Path: path, NodeID: id, SessionTimeout: 2 * time.Second,
 		Logger: log, OnTransition: m.ObserveElection,
 	})
 	require.NoError(t, err)
