@@ -32,7 +32,7 @@ type settings struct {
 func (s *settings) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.PostgresDSN, "postgres-dsn", "postgres://sundial:sundial@127.0.0.1:5432/sundial?sslmode=disable", "Postgres connection string (search_path selects the schema)")
 	fs.StringVar(&s.ZKAddrs, "zk-addrs", "127.0.0.1:2181", "comma-separated ZooKeeper host:port list")
-	fs.DurationVar(&s.ZKSessionTimeout, "zk-session-timeout", 4*time.Second, "ZooKeeper session timeout; a standby takes over about this long after a leader dies without closing its session")
+	fs.DurationVar(&s.ZKSessionTimeout, "zk-session-timeout", 3*time.Second, "ZooKeeper session timeout; a standby takes over about this long after a leader dies without closing its session")
 	fs.StringVar(&s.Election, "election-path", "/sundial/elections/prefetcher", "ZooKeeper path of the election (also its leader_epochs key)")
 	fs.StringVar(&s.NodeID, "node-id", defaultNodeID(), "this candidate's name in ZooKeeper, leader_epochs and logs")
 	fs.DurationVar(&s.Window, "window", 2*time.Minute, "stage slots due up to this far ahead of the database clock")

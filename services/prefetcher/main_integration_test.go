@@ -158,7 +158,7 @@ func TestKillDashNineLeaderStandbyTakesOver(t *testing.T) {
 		return second.leader == "proc-b"
 	}, 30*time.Second, 5*time.Millisecond)
 	takeover := time.Since(killed)
-	t.Logf("kill -9 of the leader: standby's first committed pass %s later (zk session timeout 4s, tick 1s)", takeover)
+	t.Logf("kill -9 of the leader: standby's first committed pass %s later (zk session timeout 3s, tick 1s)", takeover)
 	require.Less(t, takeover, 5*time.Second, "standby must take over within 5 s")
 	require.Greater(t, second.epoch, first.epoch)
 
