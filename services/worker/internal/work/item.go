@@ -36,7 +36,21 @@ type Item struct {
 	// Deliveries counts how often this worker tried and had to hold it
 	// again (another holder had the lease).
 	Deliveries int32
+	// State and Token belong to the Owner (guarded by its lock): where the
+	// item is in its life, and the owner's bookkeeping handle.
+	State State
+	Token any
 }
+
+// State is an item's place in its life; the Owner moves it.
+type State uint8
+
+const (
+	Held      State = iota // in the holder or the ready queue
+	Executing              // claimed by an executor
+	Finished               // done; its offset may be committed past
+	Abandoned              // its partition went away before it ran
+)
 
 // FireTime is FireAt as a time.
 func (it *Item) FireTime() time.Time { return time.Unix(0, it.FireAt) }

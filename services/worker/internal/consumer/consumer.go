@@ -1,0 +1,401 @@
+// Package consumer reads firings from the four priority topics as a member
+// of the workers' consumer group, hands them to the holder, and commits
+// offsets only below the lowest firing of each partition that is not yet
+// finished.
+//
+// Records are held for up to the prefetch window (minutes), so the group is
+// run with autocommit off and without BlockRebalanceOnPoll (holding records
+// with it on would stall every rebalance for minutes). Instead each
+// partition is an Owner of its items (see work.Owner) and a rebalance is
+// handled in the callbacks:
+//
+//   - revoked: stop holding the partition's firings that have not started
+//     (they are abandoned; the partition's next owner gets them again from
+//     the committed offset), wait — bounded — for the ones executing to
+//     finish, commit the partition's watermark, and only then return, which
+//     lets the rebalance proceed;
+//   - lost (the session expired): abandon the held firings and return at
+//     once; commits would fail, and the executing ones finish under their
+//     leases.
+//
+// A fetch that was returned before a revoke may still be in the poll loop
+// when the revoke runs; records are added under the partition's lock and
+// only while the partition is still assigned, so they are dropped.
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sundialhq/sundial/pkg/lifecycle"
+
+	"github.com/sundialhq/sundial/services/worker/internal/metrics"
+	"github.com/sundialhq/sundial/services/worker/internal/work"
+)
+
+// Holder is where arriving firings go, and where a revoke takes back the
+// ones that have not started.
+type Holder interface {
+	Add(it *work.Item)
+	Remove(it *work.Item) bool
+	Len() int
+}
+
+// Config tunes the consumer.
+type Config struct {
+	Brokers []string
+	// Topics are the four priority topics.
+	Topics []string
+	Group  string
+	// ClientID names the member in broker logs (the worker id).
+	ClientID string
+	// SessionTimeout: how long the broker waits for a silent member before
+	// moving its partitions. Kafka's 45 s default would leave a dead
+	// worker's firings unfired for 45 s; a few seconds is enough on a LAN.
+	SessionTimeout time.Duration
+	// HeartbeatInterval must be well below SessionTimeout (a third).
+	HeartbeatInterval time.Duration
+	// RebalanceTimeout bounds a revoke's drain for the whole group; it must
+	// exceed DrainTimeout.
+	RebalanceTimeout time.Duration
+	// DrainTimeout bounds how long a revoke waits for executing firings.
+	DrainTimeout time.Duration
+	// CommitInterval between periodic commits.
+	CommitInterval time.Duration
+	// MaxHeld pauses fetching while this many firings are held, bounding
+	// memory whatever the backlog.
+	MaxHeld int
+	// Opts are extra client options (tests).
+	Opts []kgo.Opt
+}
+
+// Defaults fills zero fields.
+func (c *Config) Defaults() {
+	if c.Group == "" {
+		c.Group = "sundial-workers"
+	}
+	if c.SessionTimeout <= 0 {
+		c.SessionTimeout = 6 * time.Second
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = c.SessionTimeout / 3
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 30 * time.Second
+	}
+	if c.RebalanceTimeout <= 0 {
+		c.RebalanceTimeout = c.DrainTimeout + 30*time.Second
+	}
+	if c.CommitInterval <= 0 {
+		c.CommitInterval = time.Second
+	}
+	if c.MaxHeld <= 0 {
+		c.MaxHeld = 1_000_000
+	}
+}
+
+type tp struct {
+	topic     string
+	partition int32
+}
+
+// Consumer is a lifecycle.Service.
+type Consumer struct {
+	cfg    Config
+	holder Holder
+	m      *metrics.Metrics
+	logger *slog.Logger
+
+	cl *kgo.Client
+
+	mu    sync.Mutex
+	parts map[tp]*partition
+
+	// commitMu serializes the periodic commit with a revoke's commit, so
+	// a periodic commit of a revoked partition never lands after it.
+	commitMu sync.Mutex
+
+	poll   lifecycle.Runner
+	commit lifecycle.Runner
+	once   sync.Once
+}
+
+// New returns a consumer feeding h.
+func New(cfg Config, h Holder, m *metrics.Metrics, logger *slog.Logger) *Consumer {
+	cfg.Defaults()
+	return &Consumer{cfg: cfg, holder: h, m: m, logger: logger, parts: map[tp]*partition{}}
+}
+
+// Start joins the group and starts polling and committing.
+func (c *Consumer) Start(ctx context.Context) error {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(c.cfg.Brokers...),
+		kgo.ClientID(c.cfg.ClientID),
+		kgo.ConsumerGroup(c.cfg.Group),
+		kgo.ConsumeTopics(c.cfg.Topics...),
+		// Offsets are committed by the watermark, never by the client.
+		kgo.DisableAutoCommit(),
+		kgo.OnPartitionsAssigned(c.assigned),
+		kgo.OnPartitionsRevoked(c.revoked),
+		kgo.OnPartitionsLost(c.lost),
+		kgo.SessionTimeout(c.cfg.SessionTimeout),
+		kgo.HeartbeatInterval(c.cfg.HeartbeatInterval),
+		kgo.RebalanceTimeout(c.cfg.RebalanceTimeout),
+		// Cooperative rebalancing revokes only the partitions that move,
+		// so a worker joining does not make every other worker drain.
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		// A new group starts from the beginning: firings published before
+		// the first worker joined must still fire.
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		// Envelopes are small; a smaller fetch ceiling bounds the memory
+		// of buffered fetches next to the held firings.
+		kgo.FetchMaxBytes(16 << 20),
+	}
+	opts = append(opts, c.cfg.Opts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("consumer: client: %w", err)
+	}
+	if err := cl.Ping(ctx); err != nil {
+		cl.Close()
+		return fmt.Errorf("consumer: kafka %v unreachable: %w", c.cfg.Brokers, err)
+	}
+	c.cl = cl
+	if err := c.poll.Run(c.pollLoop); err != nil {
+		cl.Close()
+		return err
+	}
+	return c.commit.Run(c.commitLoop)
+}
+
+// Stop stops polling, then leaves the group: leaving revokes every
+// partition, so the revoke callback drains executing firings and commits
+// before the client closes.
+func (c *Consumer) Stop() {
+	c.once.Do(func() {
+		c.poll.Stop()
+		c.commit.Stop()
+		if c.cl != nil {
+			c.cl.Close()
+		}
+	})
+}
+
+// Ping checks the brokers answer (readiness).
+func (c *Consumer) Ping(ctx context.Context) error {
+	if c.cl == nil {
+		return errors.New("consumer: not started")
+	}
+	return c.cl.Ping(ctx)
+}
+
+// Assigned lists the partitions currently owned (tests, debugging).
+func (c *Consumer) Assigned() map[string][]int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string][]int32{}
+	for k := range c.parts {
+		out[k.topic] = append(out[k.topic], k.partition)
+	}
+	return out
+}
+
+func (c *Consumer) pollLoop(ctx context.Context) error {
+	paused := false
+	for {
+		fetches := c.cl.PollRecords(ctx, 1000)
+		if fetches.IsClientClosed() || ctx.Err() != nil {
+			return nil
+		}
+		fetches.EachError(func(topic string, partition int32, err error) {
+			if !errors.Is(err, context.Canceled) {
+				c.logger.Warn("fetch error", "topic", topic, "partition", partition, "err", err)
+			}
+		})
+		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if len(fp.Records) == 0 {
+				return
+			}
+			c.mu.Lock()
+			p := c.parts[tp{fp.Topic, fp.Partition}]
+			c.mu.Unlock()
+			if p == nil {
+				return // revoked since this fetch; the next owner has them
+			}
+			p.add(fp.Records)
+			last := fp.Records[len(fp.Records)-1].Offset
+			c.m.Lag.WithLabelValues(fp.Topic, p.label).Set(float64(max(0, fp.HighWatermark-last-1)))
+		})
+		// Backpressure: stop fetching while too much is held.
+		if n := c.holder.Len(); n >= c.cfg.MaxHeld && !paused {
+			c.logger.Warn("holding too many firings, pausing fetches", "held", n, "max_held", c.cfg.MaxHeld)
+			c.cl.PauseFetchTopics(c.cfg.Topics...)
+			paused = true
+		} else if paused && n < c.cfg.MaxHeld*9/10 {
+			c.cl.ResumeFetchTopics(c.cfg.Topics...)
+			paused = false
+		}
+		if paused {
+			// PollRecords returns nothing new while paused: look again
+			// after a while rather than spin.
+			t := time.NewTimer(100 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
+		}
+	}
+}
+
+func (c *Consumer) commitLoop(ctx context.Context) error {
+	t := time.NewTicker(c.cfg.CommitInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		c.mu.Lock()
+		parts := make([]*partition, 0, len(c.parts))
+		for _, p := range c.parts {
+			parts = append(parts, p)
+		}
+		c.mu.Unlock()
+		c.commitParts(ctx, parts)
+	}
+}
+
+// commitParts commits each partition's watermark that moved since its last
+// commit.
+func (c *Consumer) commitParts(ctx context.Context, parts []*partition) {
+	c.commitMu.Lock()
+	defer c.commitMu.Unlock()
+	offs := map[string]map[int32]kgo.EpochOffset{}
+	byTP := map[tp]*partition{}
+	for _, p := range parts {
+		off, epoch, ok := p.wm.Commit()
+		c.m.Uncommitted.WithLabelValues(p.topic, p.label).Set(float64(p.wm.Len()))
+		if !ok || off <= p.committed.Load() {
+			continue
+		}
+		if offs[p.topic] == nil {
+			offs[p.topic] = map[int32]kgo.EpochOffset{}
+		}
+		offs[p.topic][p.id] = kgo.EpochOffset{Epoch: epoch, Offset: off}
+		byTP[tp{p.topic, p.id}] = p
+	}
+	if len(offs) == 0 {
+		return
+	}
+	c.cl.CommitOffsetsSync(ctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			c.m.Commits.WithLabelValues("error").Inc()
+			if !errors.Is(err, context.Canceled) {
+				c.logger.Warn("offset commit failed", "err", err)
+			}
+			return
+		}
+		for _, t := range resp.Topics {
+			for _, pr := range t.Partitions {
+				p := byTP[tp{t.Topic, pr.Partition}]
+				if p == nil {
+					continue
+				}
+				if pr.ErrorCode != 0 {
+					c.m.Commits.WithLabelValues("error").Inc()
+					c.logger.Warn("offset commit refused", "topic", t.Topic, "partition", pr.Partition, "code", pr.ErrorCode)
+					continue
+				}
+				c.m.Commits.WithLabelValues("ok").Inc()
+				p.committed.Store(offs[t.Topic][pr.Partition].Offset)
+			}
+		}
+	})
+}
+
+func (c *Consumer) assigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for topic, ps := range assigned {
+		for _, id := range ps {
+			k := tp{topic, id}
+			if c.parts[k] == nil {
+				c.parts[k] = newPartition(c, topic, id)
+			}
+		}
+	}
+	c.logger.Info("partitions assigned", "assigned", assigned)
+}
+
+func (c *Consumer) revoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	parts := c.take(revoked)
+	if len(parts) == 0 {
+		return
+	}
+	abandoned := 0
+	for _, p := range parts {
+		abandoned += p.revoke()
+	}
+	// Wait for the executing ones, bounded: past the bound their offsets
+	// stay uncommitted and the next owner drops them as done.
+	deadline := time.NewTimer(c.cfg.DrainTimeout)
+	defer deadline.Stop()
+	drained := true
+	for _, p := range parts {
+		select {
+		case <-p.drained:
+		case <-deadline.C:
+			drained = false
+		case <-ctx.Done():
+			drained = false
+		}
+		if !drained {
+			break
+		}
+	}
+	c.commitParts(ctx, parts)
+	for _, p := range parts {
+		p.forgetMetrics()
+	}
+	c.logger.Info("partitions revoked", "revoked", revoked, "abandoned_held", abandoned, "drained", drained)
+}
+
+func (c *Consumer) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	parts := c.take(lost)
+	abandoned := 0
+	for _, p := range parts {
+		abandoned += p.revoke()
+		p.forgetMetrics()
+	}
+	if len(parts) > 0 {
+		c.logger.Warn("partitions lost", "lost", lost, "abandoned_held", abandoned)
+	}
+}
+
+// take removes the partitions from the assignment, so the poll loop stops
+// adding to them.
+func (c *Consumer) take(m map[string][]int32) []*partition {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*partition
+	for topic, ps := range m {
+		for _, id := range ps {
+			k := tp{topic, id}
+			if p := c.parts[k]; p != nil {
+				out = append(out, p)
+				delete(c.parts, k)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,323 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/pkg/firing"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+
+	"github.com/sundialhq/sundial/services/worker/internal/metrics"
+	"github.com/sundialhq/sundial/services/worker/internal/work"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// recHolder is a holder that records what the consumer hands it, so the test
+// plays the executor: it claims and finishes items itself.
+type recHolder struct {
+	mu      sync.Mutex
+	items   map[string]*work.Item // by execution id
+	removed map[string]bool
+	added   chan *work.Item
+}
+
+func newRecHolder() *recHolder {
+	return &recHolder{items: map[string]*work.Item{}, removed: map[string]bool{}, added: make(chan *work.Item, 1000)}
+}
+
+func (h *recHolder) Add(it *work.Item) {
+	f, _ := firing.Decode(it.Envelope)
+	h.mu.Lock()
+	h.items[f.GetExecutionId()] = it
+	h.mu.Unlock()
+	h.added <- it
+}
+
+func (h *recHolder) Remove(it *work.Item) bool {
+	f, _ := firing.Decode(it.Envelope)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.removed[f.GetExecutionId()] = true
+	return true
+}
+
+func (h *recHolder) Len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.items)
+}
+
+func (h *recHolder) get(id string) *work.Item {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.items[id]
+}
+
+func (h *recHolder) wasRemoved(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.removed[id]
+}
+
+func (h *recHolder) wait(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		<-h.added
+	}
+}
+
+const topic = "fire"
+
+func envelope(t *testing.T, id string) []byte {
+	t.Helper()
+	b, err := firing.Encode(&sundialv1.Firing{ExecutionId: id, JobId: "job", Attempt: 1, FireTime: timestamppb.Now(), Priority: sundialv1.Priority_PRIORITY_HIGH})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+type rig struct {
+	cluster *kfake.Cluster
+	addrs   []string
+	adm     *kadm.Client
+	admCl   *kgo.Client
+}
+
+func newRig(t *testing.T, partitions int32) *rig {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return &rig{cluster: c, addrs: c.ListenAddrs(), adm: kadm.NewClient(cl), admCl: cl}
+}
+
+// produce writes records with ids p<partition>-o<offset>.
+func (r *rig) produce(t *testing.T, partition int32, n int) {
+	t.Helper()
+	for i := range n {
+		rec := &kgo.Record{Topic: topic, Partition: partition, Value: envelope(t, fmt.Sprintf("p%d-o%d", partition, i))}
+		if err := r.admCl.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (r *rig) produceRaw(t *testing.T, partition int32, v []byte) {
+	t.Helper()
+	if err := r.admCl.ProduceSync(context.Background(), &kgo.Record{Topic: topic, Partition: partition, Value: v}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r *rig) committed(t *testing.T, partition int32) int64 {
+	t.Helper()
+	offs, err := r.adm.FetchOffsets(context.Background(), "g")
+	if err != nil {
+		return -2
+	}
+	o, ok := offs.Lookup(topic, partition)
+	if !ok {
+		return -1
+	}
+	return o.At
+}
+
+// eventually polls cond: commits are the broker's state, not an event the
+// test can wait on.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
+func logger() *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func (r *rig) consumer(t *testing.T, name string, h Holder, drain time.Duration) *Consumer {
+	t.Helper()
+	c := New(Config{
+		Brokers: r.addrs, Topics: []string{topic}, Group: "g", ClientID: name,
+		SessionTimeout: 6 * time.Second, CommitInterval: 20 * time.Millisecond, DrainTimeout: drain,
+	}, h, metrics.New(prometheus.NewRegistry()), logger().With("member", name))
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func claimFinish(t *testing.T, h *recHolder, id string) {
+	t.Helper()
+	it := h.get(id)
+	if !it.Owner.Claim(it) {
+		t.Fatalf("claim %s refused", id)
+	}
+	it.Owner.Finish(it)
+}
+
+func TestCommitsOnlyBelowLowestUnfinished(t *testing.T) {
+	r := newRig(t, 1)
+	r.produce(t, 0, 5)
+	h := newRecHolder()
+	c := r.consumer(t, "a", h, time.Second)
+	defer c.Stop()
+	h.wait(t, 5)
+
+	// 2 and 3 finish first: the commit may not pass 0.
+	claimFinish(t, h, "p0-o2")
+	claimFinish(t, h, "p0-o3")
+	eventually(t, "first commit", func() bool { return r.committed(t, 0) == 0 })
+	claimFinish(t, h, "p0-o0")
+	eventually(t, "commit to 1", func() bool { return r.committed(t, 0) == 1 })
+	claimFinish(t, h, "p0-o1")
+	eventually(t, "commit to 4", func() bool { return r.committed(t, 0) == 4 })
+	// 4 is executing, not finished: the commit stays at 4.
+	it := h.get("p0-o4")
+	if !it.Owner.Claim(it) {
+		t.Fatal("claim")
+	}
+	if got := r.committed(t, 0); got != 4 {
+		t.Fatalf("committed %d past the executing firing at 4", got)
+	}
+	it.Owner.Finish(it)
+	eventually(t, "commit to 5", func() bool { return r.committed(t, 0) == 5 })
+}
+
+func TestPoisonRecordIsPassed(t *testing.T) {
+	r := newRig(t, 1)
+	r.produceRaw(t, 0, []byte("not a protobuf \xff\xff\xff"))
+	r.produce(t, 0, 1) // offset 1, id p0-o0
+	h := newRecHolder()
+	c := r.consumer(t, "a", h, time.Second)
+	defer c.Stop()
+	h.wait(t, 1)
+	eventually(t, "commit past poison", func() bool { return r.committed(t, 0) == 1 })
+	claimFinish(t, h, "p0-o0")
+	eventually(t, "commit to 2", func() bool { return r.committed(t, 0) == 2 })
+}
+
+// When a second member joins, the partition that moves is revoked from the
+// first: its held firings are abandoned (taken out of the holder), its
+// executing firing is waited for, the commit lands just below the first
+// abandoned one, and the new owner gets exactly the abandoned ones again.
+func TestRevokeDrainsCommitsAndHandsOver(t *testing.T) {
+	r := newRig(t, 2)
+	r.produce(t, 0, 4)
+	r.produce(t, 1, 4)
+	ha := newRecHolder()
+	a := r.consumer(t, "a", ha, 30*time.Second)
+	defer a.Stop()
+	ha.wait(t, 8)
+	for _, p := range []int{0, 1} {
+		claimFinish(t, ha, fmt.Sprintf("p%d-o0", p))
+		it := ha.get(fmt.Sprintf("p%d-o1", p))
+		if !it.Owner.Claim(it) { // executing through the rebalance
+			t.Fatal("claim")
+		}
+	}
+	eventually(t, "commits at 1", func() bool { return r.committed(t, 0) == 1 && r.committed(t, 1) == 1 })
+
+	hb := newRecHolder()
+	b := r.consumer(t, "b", hb, 30*time.Second)
+	defer b.Stop()
+
+	// Find the partition that moved: its held firings were abandoned.
+	var moved int32 = -1
+	eventually(t, "a partition revoked from a", func() bool {
+		for _, p := range []int32{0, 1} {
+			if ha.wasRemoved(fmt.Sprintf("p%d-o2", p)) && ha.wasRemoved(fmt.Sprintf("p%d-o3", p)) {
+				moved = p
+				return true
+			}
+		}
+		return false
+	})
+	stay := 1 - moved
+	if ha.wasRemoved(fmt.Sprintf("p%d-o2", stay)) {
+		t.Fatal("the partition that stayed lost its held firings")
+	}
+	// The revoke is waiting for the executing firing; b gets nothing yet.
+	select {
+	case it := <-hb.added:
+		t.Fatalf("new owner got %v before the old one drained", it)
+	default:
+	}
+	if got := r.committed(t, moved); got != 1 {
+		t.Fatalf("committed %d before the executing firing finished", got)
+	}
+	// Claims on abandoned items fail: an executor that popped one late
+	// drops it.
+	if it := ha.get(fmt.Sprintf("p%d-o2", moved)); it.Owner.Claim(it) {
+		t.Fatal("claimed an abandoned firing")
+	}
+	ex := ha.get(fmt.Sprintf("p%d-o1", moved))
+	ex.Owner.Finish(ex)
+
+	eventually(t, "commit below the first abandoned", func() bool { return r.committed(t, moved) == 2 })
+	hb.wait(t, 2)
+	for _, id := range []string{fmt.Sprintf("p%d-o2", moved), fmt.Sprintf("p%d-o3", moved)} {
+		if hb.get(id) == nil {
+			t.Fatalf("new owner did not get %s", id)
+		}
+	}
+	if hb.get(fmt.Sprintf("p%d-o1", moved)) != nil {
+		t.Fatal("new owner got the finished firing again")
+	}
+	// The partition a kept still commits normally.
+	ke := ha.get(fmt.Sprintf("p%d-o1", stay))
+	ke.Owner.Finish(ke)
+	eventually(t, "kept partition commits", func() bool { return r.committed(t, stay) == 2 })
+}
+
+// Stop leaves the group; the final revoke commits, bounded by the drain
+// timeout when a firing never finishes.
+func TestStopCommitsAndBoundsDrain(t *testing.T) {
+	r := newRig(t, 1)
+	r.produce(t, 0, 3)
+	h := newRecHolder()
+	c := r.consumer(t, "a", h, 100*time.Millisecond)
+	h.wait(t, 3)
+	claimFinish(t, h, "p0-o0")
+	stuck := h.get("p0-o1")
+	stuck.Owner.Claim(stuck) // never finishes
+	claimFinish(t, h, "p0-o2")
+	c.Stop()
+	if got := r.committed(t, 0); got != 1 {
+		t.Fatalf("committed %d after stop, want 1 (the stuck firing)", got)
+	}
+	if stuck.Owner.Requeue(stuck) {
+		t.Fatal("requeue accepted on a revoked partition")
+	}
+}

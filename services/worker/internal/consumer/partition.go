@@ -1,0 +1,159 @@
+package consumer
+
+import (
+	"bytes"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sundialhq/sundial/pkg/firing"
+
+	"github.com/sundialhq/sundial/services/worker/internal/offsets"
+	"github.com/sundialhq/sundial/services/worker/internal/work"
+)
+
+// partition owns the items one assigned partition delivered. Its lock
+// guards every item's State; the watermark has its own.
+type partition struct {
+	c     *Consumer
+	topic string
+	id    int32
+	label string
+
+	wm        offsets.Watermark[*work.Item]
+	committed atomic.Int64
+
+	mu        sync.Mutex
+	revoked   bool
+	executing int
+	// drained is closed once the partition is revoked and nothing of it
+	// is executing.
+	drained chan struct{}
+}
+
+func newPartition(c *Consumer, topic string, id int32) *partition {
+	p := &partition{c: c, topic: topic, id: id, label: strconv.Itoa(int(id)), drained: make(chan struct{})}
+	p.committed.Store(-1)
+	return p
+}
+
+// add tracks and holds arriving records.
+func (p *partition) add(recs []*kgo.Record) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.revoked {
+		return
+	}
+	for _, r := range recs {
+		f, err := firing.Decode(r.Value)
+		if err != nil || f.GetExecutionId() == "" || f.GetJobId() == "" {
+			// Poison: it can never fire. Let the offset pass it (the DLQ
+			// issue sends it to sundial.dlq instead).
+			p.c.m.Firings.WithLabelValues("unknown", "poison").Inc()
+			p.c.logger.Error("undecodable firing record, skipping it", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
+			m := p.wm.Track(r.Offset, r.LeaderEpoch, nil)
+			p.wm.Finish(m)
+			continue
+		}
+		at := f.GetFireTime()
+		if at == nil {
+			at = f.GetScheduledTime()
+		}
+		it := &work.Item{
+			FireAt:   at.AsTime().UnixNano(),
+			Priority: firing.Normalize(f.GetPriority()),
+			Tenant:   f.GetTenant(),
+			// A private copy: the record's value aliases its whole fetch
+			// batch, which must not stay alive for one held firing.
+			Envelope:  bytes.Clone(r.Value),
+			Owner:     p,
+			HeapIndex: -1,
+			State:     work.Held,
+		}
+		it.Token = p.wm.Track(r.Offset, r.LeaderEpoch, it)
+		p.c.holder.Add(it)
+	}
+}
+
+// Claim implements work.Owner.
+func (p *partition) Claim(it *work.Item) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.revoked || it.State != work.Held {
+		return false
+	}
+	it.State = work.Executing
+	p.executing++
+	return true
+}
+
+// Finish implements work.Owner.
+func (p *partition) Finish(it *work.Item) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if it.State != work.Executing {
+		return
+	}
+	it.State = work.Finished
+	p.wm.Finish(it.Token.(*offsets.Mark[*work.Item]))
+	p.doneExecuting()
+}
+
+// Requeue implements work.Owner.
+func (p *partition) Requeue(it *work.Item) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if it.State != work.Executing {
+		return false
+	}
+	if p.revoked {
+		it.State = work.Abandoned
+		p.doneExecuting()
+		return false
+	}
+	it.State = work.Held
+	p.executing--
+	return true
+}
+
+func (p *partition) doneExecuting() {
+	p.executing--
+	if p.revoked && p.executing == 0 {
+		close(p.drained)
+	}
+}
+
+// revoke stops the partition: nothing more is added, held items are
+// abandoned and taken out of the holder (ready-queue copies are skipped by
+// Claim). It returns how many were abandoned; p.drained closes once the
+// executing ones are over.
+func (p *partition) revoke() int {
+	var held []*work.Item
+	p.mu.Lock()
+	if p.revoked {
+		p.mu.Unlock()
+		return 0
+	}
+	p.revoked = true
+	p.wm.Pending(func(m *offsets.Mark[*work.Item]) {
+		if it := m.Value; it != nil && it.State == work.Held {
+			it.State = work.Abandoned
+			held = append(held, it)
+		}
+	})
+	if p.executing == 0 {
+		close(p.drained)
+	}
+	p.mu.Unlock()
+	for _, it := range held {
+		p.c.holder.Remove(it)
+	}
+	return len(held)
+}
+
+func (p *partition) forgetMetrics() {
+	p.c.m.Lag.DeleteLabelValues(p.topic, p.label)
+	p.c.m.Uncommitted.DeleteLabelValues(p.topic, p.label)
+}
