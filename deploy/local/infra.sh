@@ -108,6 +108,7 @@ is_running() {
   case $1 in
     redis) # redis rewrites its process title, so look at the executable
       exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
+      exe=${exe% (deleted)} # the package was upgraded under the running server
       [[ $exe == */redis-server || $exe == */redis-check-rdb ]] ;;
     *) [[ $cmd == *"$INFRA/$1/"* ]] ;;
   esac
