@@ -243,9 +243,12 @@ func (p *Pool) attempt(ctx context.Context, it *work.Item, f *sundialv1.Firing, 
 
 	actx, cancel := context.WithCancelCause(ctx)
 	renewDone := make(chan struct{})
+	// Armed before the call starts, so the first renewal is due LeaseTTL/3
+	// after the attempt began whatever the scheduling.
+	renewTimer := p.clk.NewTimer(p.cfg.LeaseTTL / 3)
 	go func() {
 		defer close(renewDone)
-		p.renew(actx, cancel, ex, holder)
+		p.renew(actx, cancel, ex, holder, renewTimer)
 	}()
 	res := p.target.Fire(actx, target.Request{Firing: f, Fence: fence, SentAt: started})
 	fenced := errors.Is(context.Cause(actx), lease.ErrFenced)
@@ -284,8 +287,7 @@ func (p *Pool) attempt(ctx context.Context, it *work.Item, f *sundialv1.Firing, 
 
 // renew keeps the lease alive while the target call runs; a takeover by
 // another holder cancels the call.
-func (p *Pool) renew(ctx context.Context, cancel context.CancelCauseFunc, ex lease.Execution, holder string) {
-	t := p.clk.NewTimer(p.cfg.LeaseTTL / 3)
+func (p *Pool) renew(ctx context.Context, cancel context.CancelCauseFunc, ex lease.Execution, holder string, t clock.Timer) {
 	defer t.Stop()
 	for {
 		select {

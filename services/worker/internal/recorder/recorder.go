@@ -67,12 +67,12 @@ type Recorder struct {
 	cancelHard context.CancelFunc
 	// quit is closed first thing in Stop, so a Final blocked on a full
 	// shard gives up before Stop takes the lock.
-	quit       chan struct{}
-	mu         sync.RWMutex
-	closed     bool
-	started    bool
-	wg         sync.WaitGroup
-	stopOnce   sync.Once
+	quit     chan struct{}
+	mu       sync.RWMutex
+	closed   bool
+	started  bool
+	wg       sync.WaitGroup
+	stopOnce sync.Once
 }
 
 // New returns a recorder writing to l.

@@ -1,0 +1,331 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/firing"
+	"github.com/sundialhq/sundial/pkg/lease"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+
+	"github.com/sundialhq/sundial/services/worker/internal/metrics"
+	"github.com/sundialhq/sundial/services/worker/internal/readyq"
+	"github.com/sundialhq/sundial/services/worker/internal/target"
+	"github.com/sundialhq/sundial/services/worker/internal/work"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+// owner records the item's transitions; every item is claimable.
+type owner struct {
+	mu       sync.Mutex
+	finished []string
+	requeued []string
+	events   chan string
+}
+
+func newOwner() *owner { return &owner{events: make(chan string, 100)} }
+
+func id(it *work.Item) string { f, _ := firing.Decode(it.Envelope); return f.GetExecutionId() }
+
+func (o *owner) Claim(*work.Item) bool { return true }
+func (o *owner) Finish(it *work.Item) {
+	o.mu.Lock()
+	o.finished = append(o.finished, id(it))
+	o.mu.Unlock()
+	o.events <- "finish " + id(it)
+}
+func (o *owner) Requeue(it *work.Item) bool {
+	o.mu.Lock()
+	o.requeued = append(o.requeued, id(it))
+	o.mu.Unlock()
+	return true
+}
+
+// fakeLeaser answers Acquire from a script by execution id and records the
+// markers written.
+type fakeLeaser struct {
+	Leaser
+	mu       sync.Mutex
+	acquire  map[string]lease.Result
+	err      map[string]error
+	renewErr error
+	marks    []string
+}
+
+func (l *fakeLeaser) Acquire(_ context.Context, ex lease.Execution, _ string, _ time.Duration) (lease.Result, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.err[ex.ExecutionID]; err != nil {
+		return lease.Result{}, err
+	}
+	if r, ok := l.acquire[ex.ExecutionID]; ok {
+		return r, nil
+	}
+	return lease.Result{Outcome: lease.Acquired, Fence: 99}, nil
+}
+func (l *fakeLeaser) Renew(context.Context, lease.Execution, string, time.Duration) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.renewErr
+}
+func (l *fakeLeaser) MarkDone(_ context.Context, ex lease.Execution, _ string, _ time.Duration) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.marks = append(l.marks, "done "+ex.ExecutionID)
+	return nil
+}
+func (l *fakeLeaser) MarkAttemptDone(_ context.Context, ex lease.Execution, _ string, _ time.Duration) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.marks = append(l.marks, "attempt "+ex.ExecutionID)
+	return nil
+}
+
+type fakeTarget struct {
+	fire func(ctx context.Context, req target.Request) target.Result
+}
+
+func (t fakeTarget) Fire(ctx context.Context, req target.Request) target.Result { return t.fire(ctx, req) }
+
+type memRecorder struct {
+	mu      sync.Mutex
+	running []*sundialv1.ExecutionAttempt
+	final   []*sundialv1.ExecutionAttempt
+}
+
+func (r *memRecorder) Running(a *sundialv1.ExecutionAttempt) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.running = append(r.running, a)
+}
+func (r *memRecorder) Final(_ context.Context, a *sundialv1.ExecutionAttempt, done func()) bool {
+	r.mu.Lock()
+	r.final = append(r.final, a)
+	r.mu.Unlock()
+	done()
+	return true
+}
+func (r *memRecorder) finalOf(exec string) *sundialv1.ExecutionAttempt {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, a := range r.final {
+		if a.GetExecutionId() == exec {
+			return a
+		}
+	}
+	return nil
+}
+
+type heldList struct {
+	mu     sync.Mutex
+	items  []*work.Item
+	events chan string
+}
+
+func (h *heldList) Add(it *work.Item) {
+	h.mu.Lock()
+	h.items = append(h.items, it)
+	h.mu.Unlock()
+	h.events <- "held " + id(it)
+}
+
+type rig struct {
+	pool   *Pool
+	q      *readyq.Queue
+	own    *owner
+	leaser *fakeLeaser
+	rec    *memRecorder
+	held   *heldList
+	m      *metrics.Metrics
+}
+
+func newRig(t *testing.T, executors int, fire func(ctx context.Context, req target.Request) target.Result) *rig {
+	t.Helper()
+	r := &rig{q: readyq.New(), own: newOwner(), leaser: &fakeLeaser{acquire: map[string]lease.Result{}, err: map[string]error{}}, rec: &memRecorder{}}
+	r.held = &heldList{events: r.own.events}
+	r.m = metrics.New(prometheus.NewRegistry())
+	clk := clock.NewFake(t0.Add(3 * time.Millisecond))
+	r.pool = New(Config{Executors: executors, WorkerID: "w1", LeaseTTL: time.Minute}, r.q, r.held, r.leaser, fakeTarget{fire}, r.rec, clk, r.m, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return r
+}
+
+func (r *rig) start(t *testing.T) {
+	t.Helper()
+	if err := r.pool.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.pool.Stop)
+}
+
+func (r *rig) push(t *testing.T, exec string, p sundialv1.Priority) {
+	t.Helper()
+	b, err := firing.Encode(&sundialv1.Firing{
+		ExecutionId: exec, JobId: "job", Tenant: "acme", Attempt: 1, JobVersion: 4, Priority: p,
+		ScheduledTime: timestamppb.New(t0), FireTime: timestamppb.New(t0), CatchUp: true,
+		Target: &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: "http://x"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.q.Push(&work.Item{FireAt: t0.UnixNano(), Ready: t0.UnixNano(), Priority: firing.Normalize(p), Envelope: b, Owner: r.own, HeapIndex: -1})
+}
+
+func ok(context.Context, target.Request) target.Result {
+	return target.Result{OK: true, HTTPStatus: 200, Excerpt: "fine"}
+}
+
+func TestSucceededAttempt(t *testing.T) {
+	var got target.Request
+	r := newRig(t, 1, func(ctx context.Context, req target.Request) target.Result { got = req; return ok(ctx, req) })
+	r.start(t)
+	r.push(t, "e1", sundialv1.Priority_PRIORITY_HIGH)
+	if ev := <-r.own.events; ev != "finish e1" {
+		t.Fatalf("event %q", ev)
+	}
+	if got.Fence != 99 || got.Firing.GetExecutionId() != "e1" {
+		t.Fatalf("target got %+v", got)
+	}
+	a := r.rec.finalOf("e1")
+	if a.GetStatus() != sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED || a.GetFenceToken() != 99 || a.GetWorker() != "w1" ||
+		a.GetHttpStatus() != 200 || a.GetResponseExcerpt() != "fine" || !a.GetCatchUp() || a.GetJobVersion() != 4 ||
+		a.GetLateness().AsDuration() != 3*time.Millisecond || a.GetTenant() != "acme" || a.GetError() != "" {
+		t.Fatalf("final record %v", a)
+	}
+	r.rec.mu.Lock()
+	defer r.rec.mu.Unlock()
+	if len(r.rec.running) != 1 || r.rec.running[0].GetStatus() != sundialv1.ExecutionStatus_EXECUTION_STATUS_RUNNING {
+		t.Fatalf("running records %v", r.rec.running)
+	}
+	if len(r.leaser.marks) != 1 || r.leaser.marks[0] != "done e1" {
+		t.Fatalf("marks %v", r.leaser.marks)
+	}
+	if n := testutil.ToFloat64(r.m.Firings.WithLabelValues("high", "succeeded")); n != 1 {
+		t.Fatalf("succeeded count %v", n)
+	}
+}
+
+func TestFailedAttemptMarksOnlyTheAttempt(t *testing.T) {
+	r := newRig(t, 1, func(context.Context, target.Request) target.Result {
+		return target.Result{HTTPStatus: 500, Excerpt: "boom", Err: errors.New("status 500")}
+	})
+	r.start(t)
+	r.push(t, "e1", 0)
+	<-r.own.events
+	a := r.rec.finalOf("e1")
+	if a.GetStatus() != sundialv1.ExecutionStatus_EXECUTION_STATUS_FAILED || a.GetHttpStatus() != 500 || a.GetError() == "" {
+		t.Fatalf("final %v", a)
+	}
+	if r.leaser.marks[0] != "attempt e1" {
+		t.Fatalf("marks %v", r.leaser.marks)
+	}
+}
+
+func TestSkips(t *testing.T) {
+	calls := 0
+	r := newRig(t, 1, func(ctx context.Context, req target.Request) target.Result { calls++; return ok(ctx, req) })
+	r.leaser.acquire["done"] = lease.Result{Outcome: lease.AlreadyDone}
+	r.leaser.acquire["stale"] = lease.Result{Outcome: lease.Stale, CurrentVersion: 5}
+	r.leaser.acquire["held"] = lease.Result{Outcome: lease.Held, HeldFor: 2 * time.Second}
+	r.leaser.err["redis-down"] = errors.New("dial tcp: refused")
+	r.start(t)
+	for _, e := range []string{"done", "stale", "held", "redis-down"} {
+		r.push(t, e, 0)
+		<-r.own.events
+	}
+	if calls != 0 {
+		t.Fatalf("target called %d times for skipped firings", calls)
+	}
+	if a := r.rec.finalOf("stale"); a.GetStatus() != sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED || a.GetReason() == "" {
+		t.Fatalf("stale record %v", a)
+	}
+	if r.rec.finalOf("done") != nil || r.rec.finalOf("held") != nil {
+		t.Fatal("duplicate or held firings must record nothing")
+	}
+	r.own.mu.Lock()
+	defer r.own.mu.Unlock()
+	r.held.mu.Lock()
+	defer r.held.mu.Unlock()
+	if len(r.own.finished) != 2 || len(r.own.requeued) != 2 {
+		t.Fatalf("finished %v requeued %v", r.own.finished, r.own.requeued)
+	}
+	// Held: looked at again after the other lease ends (+ a margin).
+	for _, it := range r.held.items {
+		if id(it) == "held" && it.FireAt != t0.Add(3*time.Millisecond+2*time.Second+6*time.Second).UnixNano() {
+			t.Fatalf("held firing re-held until %v", time.Unix(0, it.FireAt))
+		}
+	}
+	if testutil.ToFloat64(r.m.LeaseConflicts) != 1 {
+		t.Fatal("lease conflict not counted")
+	}
+}
+
+// A renewal that finds another holder cancels the call: FENCED, and no done
+// marker (the new holder writes its own).
+func TestFencedDuringAttempt(t *testing.T) {
+	started := make(chan struct{})
+	r := newRig(t, 1, func(ctx context.Context, _ target.Request) target.Result {
+		close(started)
+		<-ctx.Done()
+		return target.Result{Err: ctx.Err()}
+	})
+	r.leaser.renewErr = lease.ErrFenced
+	clk := r.pool.clk.(*clock.Fake)
+	r.start(t)
+	r.push(t, "e1", 0)
+	<-started
+	// The renewal timer was armed before the call started.
+	clk.Advance(20 * time.Second)
+	<-r.own.events
+	if a := r.rec.finalOf("e1"); a.GetStatus() != sundialv1.ExecutionStatus_EXECUTION_STATUS_FENCED {
+		t.Fatalf("final %v", a)
+	}
+	if len(r.leaser.marks) != 0 {
+		t.Fatalf("marks %v written by a fenced attempt", r.leaser.marks)
+	}
+}
+
+// With one executor busy, queued firings run by priority: CRITICAL pushed
+// last runs before the LOW ones pushed first.
+func TestPriorityOrderThroughThePool(t *testing.T) {
+	var order []string // appended by the single executor only
+	block := make(chan struct{})
+	entered := make(chan struct{})
+	r := newRig(t, 1, func(ctx context.Context, req target.Request) target.Result {
+		order = append(order, req.Firing.GetExecutionId())
+		if len(order) == 1 {
+			close(entered)
+			<-block
+		}
+		return ok(ctx, req)
+	})
+	r.start(t)
+	r.push(t, "busy", sundialv1.Priority_PRIORITY_LOW)
+	<-entered // the executor is inside the first call
+	r.push(t, "low1", sundialv1.Priority_PRIORITY_LOW)
+	r.push(t, "low2", sundialv1.Priority_PRIORITY_LOW)
+	r.push(t, "crit", sundialv1.Priority_PRIORITY_CRITICAL)
+	close(block)
+	for range 4 {
+		<-r.own.events
+	}
+	want := []string{"busy", "crit", "low1", "low2"}
+	for i := range want {
+		if order[i] != want[i] {
+			t.Fatalf("order %v, want %v", order, want)
+		}
+	}
+}
