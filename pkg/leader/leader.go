@@ -364,10 +364,6 @@ func (e *Elector) drain() {
 func (e *Elector) apply(ev event) {
 	from := e.cur
 	to := transition(from, ev)
-	switch ev {
-	case evExpired, evNodeLost, evStop:
-		e.forgetNode()
-	}
 	if from == StateLeading && to != StateLeading {
 		e.mu.Lock()
 		e.endTermLocked(causeOf(ev))
@@ -385,6 +381,11 @@ func (e *Elector) apply(ev event) {
 		e.watch = nil
 	}
 	e.setState(to, ev.String())
+	switch ev {
+	case evExpired, evNodeLost, evStop:
+		// After the announcement, so its log line still names the node.
+		e.forgetNode()
+	}
 	if term != nil {
 		// Published after the state is announced, so a consumer holding a
 		// term never sees State() say otherwise (until the term ends).
