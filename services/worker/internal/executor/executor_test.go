@@ -99,7 +99,9 @@ type fakeTarget struct {
 	fire func(ctx context.Context, req target.Request) target.Result
 }
 
-func (t fakeTarget) Fire(ctx context.Context, req target.Request) target.Result { return t.fire(ctx, req) }
+func (t fakeTarget) Fire(ctx context.Context, req target.Request) target.Result {
+	return t.fire(ctx, req)
+}
 
 type memRecorder struct {
 	mu      sync.Mutex
