@@ -1,19 +1,37 @@
-// Command worker is Sundial's worker service; see docs/architecture/worker.md.
+// Command worker is Sundial's worker service: it consumes firings from the
+// priority topics, holds each until its instant by the database clock,
+// takes its lease in Redis, calls its target and records the attempt in
+// the ledger. See docs/architecture/worker.md.
 package main
 
 import (
 	"context"
 	"flag"
 
-	"github.com/sundialhq/sundial/pkg/config"
 	"github.com/sundialhq/sundial/pkg/daemon"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
+
+	"github.com/sundialhq/sundial/services/worker/internal/app"
 )
 
 func main() {
+	var cfg app.Config
 	daemon.Main("worker",
-		func(fs *flag.FlagSet, c *daemon.Common) { c.Register(fs, "127.0.0.1:8084") },
-		func(p *config.Problems) {},
-		func(ctx context.Context, env daemon.Env) ([]lifecycle.Service, error) { return nil, nil },
+		func(fs *flag.FlagSet, c *daemon.Common) {
+			c.Register(fs, "127.0.0.1:8084")
+			cfg.Register(fs)
+		},
+		cfg.Validate,
+		func(ctx context.Context, env daemon.Env) ([]lifecycle.Service, error) {
+			w, err := app.New(ctx, cfg, app.Deps{}, env.Logger, env.Registry)
+			if err != nil {
+				return nil, err
+			}
+			for name, check := range w.Checks {
+				env.Admin.AddCheck(name, check)
+			}
+			env.Logger.Info("worker configured", "worker_id", cfg.WorkerID, "group", cfg.Group, "topic_prefix", cfg.TopicPrefix, "executors", cfg.Executors)
+			return w.Services, nil
+		},
 	)
 }

@@ -1,0 +1,158 @@
+package app
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sundialhq/sundial/pkg/config"
+)
+
+// Config is every worker setting, loaded once in main from flags and
+// SUNDIAL_* environment variables (see docs/architecture/README.md).
+type Config struct {
+	KafkaBrokers string
+	TopicPrefix  string
+	Group        string
+
+	RedisAddr      string
+	RedisKeyPrefix string
+
+	CassandraHosts    string
+	CassandraKeyspace string
+	LedgerMigrate     bool
+
+	PostgresDSN         string
+	ClockOffset         time.Duration
+	ClockSampleInterval time.Duration
+
+	SigningSecret     string
+	SigningSecretFile string
+
+	WorkerID           string
+	Executors          int
+	LeaseTTL           time.Duration
+	DoneTTL            time.Duration
+	SessionTimeout     time.Duration
+	RevokeDrainTimeout time.Duration
+	CommitInterval     time.Duration
+	MaxHeld            int
+	AllowKafkaTargets  string
+}
+
+// Register adds the worker's flags to fs.
+func (c *Config) Register(fs *flag.FlagSet) {
+	fs.StringVar(&c.KafkaBrokers, "kafka-brokers", "127.0.0.1:9092", "comma-separated Kafka seed brokers")
+	fs.StringVar(&c.TopicPrefix, "topic-prefix", "sundial", "prefix of the priority topics (<prefix>.fire.critical …)")
+	fs.StringVar(&c.Group, "group", "sundial-workers", "Kafka consumer group of the workers")
+	fs.StringVar(&c.RedisAddr, "redis-addr", "127.0.0.1:6379", "Redis address for leases and fences")
+	fs.StringVar(&c.RedisKeyPrefix, "redis-key-prefix", "sundial:", "prefix of every Redis key")
+	fs.StringVar(&c.CassandraHosts, "cassandra-hosts", "127.0.0.1:9042", "comma-separated Cassandra contact points for the ledger")
+	fs.StringVar(&c.CassandraKeyspace, "cassandra-keyspace", "sundial", "ledger keyspace")
+	fs.BoolVar(&c.LedgerMigrate, "ledger-migrate", false, "create the ledger keyspace and tables at start (normally the api does)")
+	fs.StringVar(&c.PostgresDSN, "postgres-dsn", "postgres://sundial:sundial@127.0.0.1:5432/sundial?sslmode=disable", "Postgres, read only for its clock (empty: fire by the local clock)")
+	fs.DurationVar(&c.ClockOffset, "clock-offset", 0, "for tests: shift this worker's own clock by this much, as if it were skewed")
+	fs.DurationVar(&c.ClockSampleInterval, "clock-sample-interval", 30*time.Second, "how often the offset from the database clock is re-estimated")
+	fs.StringVar(&c.SigningSecret, "signing-secret", "", "HMAC secret signing target requests (or --signing-secret-file)")
+	fs.StringVar(&c.SigningSecretFile, "signing-secret-file", "", "file holding the signing secret")
+	fs.StringVar(&c.WorkerID, "worker-id", defaultWorkerID(), "this worker's name in leases, ledger rows and the consumer group")
+	fs.IntVar(&c.Executors, "executors", 128, "attempts in flight at most (executor pool size)")
+	fs.DurationVar(&c.LeaseTTL, "lease-ttl", 10*time.Second, "execution lease lifetime; a crashed worker blocks an execution this long, long attempts renew every third of it")
+	fs.DurationVar(&c.DoneTTL, "done-ttl", 7*24*time.Hour, "how long a done marker rejects redeliveries of a finished execution")
+	fs.DurationVar(&c.SessionTimeout, "session-timeout", 6*time.Second, "Kafka group session timeout: how soon a dead worker's partitions move")
+	fs.DurationVar(&c.RevokeDrainTimeout, "revoke-drain-timeout", 20*time.Second, "how long a rebalance (and shutdown) waits for executing firings of revoked partitions; keep it below --drain-timeout")
+	fs.DurationVar(&c.CommitInterval, "commit-interval", time.Second, "how often offsets are committed")
+	fs.IntVar(&c.MaxHeld, "max-held", 1_000_000, "pause fetching while this many firings are held")
+	fs.StringVar(&c.AllowKafkaTargets, "allow-kafka-targets", "*", "topic prefixes jobs may produce to, comma-separated; * any, empty none (platform topics are always refused)")
+}
+
+// Validate records problems, each naming its flag.
+func (c *Config) Validate(p *config.Problems) {
+	if len(splitList(c.KafkaBrokers)) == 0 {
+		p.Addf("kafka-brokers", "must name at least one broker")
+	}
+	if c.TopicPrefix == "" {
+		p.Addf("topic-prefix", "must not be empty")
+	}
+	if c.Group == "" {
+		p.Addf("group", "must not be empty")
+	}
+	if c.RedisAddr == "" {
+		p.Addf("redis-addr", "must not be empty")
+	}
+	if len(splitList(c.CassandraHosts)) == 0 {
+		p.Addf("cassandra-hosts", "must name at least one host")
+	}
+	if c.CassandraKeyspace == "" {
+		p.Addf("cassandra-keyspace", "must not be empty")
+	}
+	switch {
+	case c.SigningSecret == "" && c.SigningSecretFile == "":
+		p.Addf("signing-secret", "required (or --signing-secret-file): targets verify every request with it")
+	case c.SigningSecret != "" && c.SigningSecretFile != "":
+		p.Addf("signing-secret", "give --signing-secret or --signing-secret-file, not both")
+	}
+	if c.WorkerID == "" {
+		p.Addf("worker-id", "must not be empty")
+	}
+	if c.Executors < 1 {
+		p.Addf("executors", "must be at least 1, got %d", c.Executors)
+	}
+	if c.LeaseTTL < 100*time.Millisecond {
+		p.Addf("lease-ttl", "must be at least 100ms, got %s", c.LeaseTTL)
+	}
+	if c.DoneTTL < time.Minute {
+		p.Addf("done-ttl", "must be at least a minute, got %s", c.DoneTTL)
+	}
+	if c.SessionTimeout < time.Second {
+		p.Addf("session-timeout", "must be at least 1s, got %s", c.SessionTimeout)
+	}
+	if c.RevokeDrainTimeout <= 0 {
+		p.Addf("revoke-drain-timeout", "must be positive")
+	}
+	if c.CommitInterval <= 0 {
+		p.Addf("commit-interval", "must be positive")
+	}
+	if c.ClockSampleInterval < time.Second {
+		p.Addf("clock-sample-interval", "must be at least 1s")
+	}
+	if c.MaxHeld < 1 {
+		p.Addf("max-held", "must be at least 1")
+	}
+}
+
+// Secret returns the signing secret from the flag or the file.
+func (c *Config) Secret() ([]byte, error) {
+	if c.SigningSecret != "" {
+		return []byte(c.SigningSecret), nil
+	}
+	b, err := os.ReadFile(c.SigningSecretFile)
+	if err != nil {
+		return nil, fmt.Errorf("signing-secret-file: %w", err)
+	}
+	s := strings.TrimRight(string(b), "\r\n")
+	if s == "" {
+		return nil, fmt.Errorf("signing-secret-file: %s is empty", c.SigningSecretFile)
+	}
+	return []byte(s), nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for part := range strings.SplitSeq(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+func defaultWorkerID() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		h = "worker"
+	}
+	return fmt.Sprintf("%s-%d", h, os.Getpid())
+}
