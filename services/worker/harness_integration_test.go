@@ -1,0 +1,528 @@
+//go:build integration
+
+package main_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/pkg/firing"
+	"github.com/sundialhq/sundial/pkg/ledger"
+	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/pkg/signature"
+	"github.com/sundialhq/sundial/pkg/testinfra"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+
+	"github.com/sundialhq/sundial/services/worker/internal/app"
+)
+
+var workerBinary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sundial-worker-test")
+	if err != nil {
+		panic(err)
+	}
+	workerBinary = filepath.Join(dir, "sundial-worker")
+	build := exec.Command("go", "build", "-o", workerBinary, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the worker binary:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(
+			// Owned by closed clients and on their way out: gocql's event
+			// debouncer, idle HTTP connections of the default transport.
+			goleak.IgnoreAnyFunction("github.com/gocql/gocql.(*eventDebouncer).flusher"),
+			goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+			goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// env is one test's isolated slice of the real components: its own topic
+// prefix (the four priority topics), consumer group, Redis key prefix and
+// ledger keyspace, plus an HTTP sink playing the target.
+type env struct {
+	t        *testing.T
+	topics   firing.Topics
+	group    string
+	redisPfx string
+	keyspace string
+	ledger   ledger.Session
+	secret   []byte
+	sink     *sink
+	kafka    *kgo.Client
+	adm      *kadm.Client
+}
+
+func newEnv(t *testing.T, partitions int32) *env {
+	t.Helper()
+	e := &env{t: t, secret: []byte("integration-secret-" + uuid.NewString())}
+	e.topics = firing.Topics{Prefix: "test." + testinfra.UniqueName(t, 150)}
+	e.group = testinfra.KafkaGroup(t)
+	_, e.redisPfx = testinfra.Redis(t)
+	e.kafka = testinfra.KafkaClient(t, kgo.ProducerLinger(0))
+	e.adm = kadm.NewClient(e.kafka)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	all := append(e.topics.FireAll(), e.topics.DLQ())
+	if _, err := e.adm.CreateTopics(ctx, partitions, 1, nil, all...); err != nil {
+		t.Fatalf("create topics: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := e.adm.DeleteTopics(ctx, all...); err != nil {
+			t.Logf("topics %s.* left behind: %v", e.topics.Prefix, err)
+		}
+	})
+	e.waitTopics(ctx, all, partitions)
+
+	e.keyspace = testinfra.CassandraKeyspace(t)
+	s, err := ledger.Connect(ledger.ConnectConfig{Hosts: testinfra.CassandraHosts(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if err := ledger.Migrate(ctx, s, e.keyspace, ledger.DefaultReplication); err != nil {
+		t.Fatal(err)
+	}
+	e.ledger = s
+	e.sink = newSink(t, e.secret)
+	return e
+}
+
+func (e *env) waitTopics(ctx context.Context, topics []string, partitions int32) {
+	e.t.Helper()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		details, err := e.adm.ListTopics(ctx, topics...)
+		ready := err == nil && len(details) == len(topics)
+		for _, d := range details {
+			if d.Err != nil || len(d.Partitions) != int(partitions) {
+				ready = false
+				continue
+			}
+			for _, p := range d.Partitions {
+				if p.Leader < 0 {
+					ready = false
+				}
+			}
+		}
+		if ready {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			e.t.Fatalf("topics not ready: %v", err)
+		case <-tick.C:
+		}
+	}
+}
+
+// config is a worker configuration for this env.
+func (e *env) config(workerID string) app.Config {
+	return app.Config{
+		KafkaBrokers:        strings.Join(testinfra.KafkaBrokers(e.t), ","),
+		TopicPrefix:         e.topics.Prefix,
+		Group:               e.group,
+		RedisAddr:           testinfra.RedisAddr(e.t),
+		RedisKeyPrefix:      e.redisPfx,
+		CassandraHosts:      strings.Join(testinfra.CassandraHosts(e.t), ","),
+		CassandraKeyspace:   e.keyspace,
+		PostgresDSN:         testinfra.PostgresBaseDSN(),
+		ClockSampleInterval: 5 * time.Second,
+		SigningSecret:       string(e.secret),
+		WorkerID:            workerID,
+		Executors:           64,
+		LeaseTTL:            3 * time.Second,
+		DoneTTL:             time.Hour,
+		SessionTimeout:      6 * time.Second,
+		RevokeDrainTimeout:  10 * time.Second,
+		CommitInterval:      200 * time.Millisecond,
+		MaxHeld:             1_000_000,
+		AllowKafkaTargets:   "test.",
+	}
+}
+
+// startInProcess runs a worker inside the test process.
+func (e *env) startInProcess(cfg app.Config) *app.Worker {
+	e.t.Helper()
+	logger := slog.New(slog.NewTextHandler(testWriter{e.t, cfg.WorkerID}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w, err := app.New(ctx, cfg, app.Deps{}, logger, prometheus.NewRegistry())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var g lifecycle.Group
+	g.Add(w.Services...)
+	if err := g.Start(ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(g.Stop)
+	return w
+}
+
+type testWriter struct {
+	t    *testing.T
+	name string
+}
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(w.name + ": " + strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// proc is a worker running as its own process.
+type proc struct {
+	cmd   *exec.Cmd
+	admin string
+	log   string
+	done  chan struct{}
+}
+
+func (e *env) startProcess(cfg app.Config) *proc {
+	e.t.Helper()
+	args := []string{
+		"--admin-addr", "127.0.0.1:0",
+		"--log-format", "text",
+		"--kafka-brokers", cfg.KafkaBrokers, "--topic-prefix", cfg.TopicPrefix, "--group", cfg.Group,
+		"--redis-addr", cfg.RedisAddr, "--redis-key-prefix", cfg.RedisKeyPrefix,
+		"--cassandra-hosts", cfg.CassandraHosts, "--cassandra-keyspace", cfg.CassandraKeyspace,
+		"--postgres-dsn", cfg.PostgresDSN, "--clock-offset", cfg.ClockOffset.String(),
+		"--signing-secret", cfg.SigningSecret, "--worker-id", cfg.WorkerID,
+		"--executors", strconv.Itoa(cfg.Executors), "--lease-ttl", cfg.LeaseTTL.String(),
+		"--session-timeout", cfg.SessionTimeout.String(), "--revoke-drain-timeout", cfg.RevokeDrainTimeout.String(),
+		"--commit-interval", cfg.CommitInterval.String(), "--allow-kafka-targets", cfg.AllowKafkaTargets,
+	}
+	logPath := filepath.Join(e.t.TempDir(), cfg.WorkerID+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cmd := exec.Command(workerBinary, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); _ = f.Close(); close(p.done) }()
+	e.t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(40 * time.Second):
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+		if e.t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			e.t.Logf("%s log:\n%s", cfg.WorkerID, tail(string(b), 60))
+		}
+	})
+	// The admin server logs its bound address; wait for it, then for /readyz.
+	eventually(e.t, 30*time.Second, "worker "+cfg.WorkerID+" admin address", func() bool {
+		p.admin = adminAddr(logPath)
+		return p.admin != ""
+	})
+	eventually(e.t, 60*time.Second, "worker "+cfg.WorkerID+" ready", func() bool {
+		resp, err := http.Get("http://" + p.admin + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	return p
+}
+
+func (p *proc) kill(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Kill(); err != nil { // SIGKILL: no drain, no commit, no leave
+		t.Fatal(err)
+	}
+	<-p.done
+}
+
+// metric reads one sample value from the worker's /metrics ("" labels: the
+// unlabelled series).
+func (p *proc) metric(name string) (float64, bool) {
+	resp, err := http.Get("http://" + p.admin + "/metrics")
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, name+" ") {
+			v, err := strconv.ParseFloat(strings.TrimPrefix(line, name+" "), 64)
+			return v, err == nil
+		}
+	}
+	return 0, false
+}
+
+// rssBytes is the process's resident set size.
+func (p *proc) rssBytes(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
+}
+
+func adminAddr(logPath string) string {
+	b, _ := os.ReadFile(logPath)
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if !strings.Contains(line, "admin server listening") {
+			continue
+		}
+		if i := strings.Index(line, "addr="); i >= 0 {
+			return strings.Fields(line[i+len("addr="):])[0]
+		}
+	}
+	return ""
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// firing builds an envelope for job's slot at scheduled aimed at the sink.
+func (e *env) firing(jobID uuid.UUID, scheduled time.Time, p sundialv1.Priority) *sundialv1.Firing {
+	return &sundialv1.Firing{
+		ExecutionId:   firing.ExecutionID(jobID, scheduled).String(),
+		JobId:         jobID.String(),
+		Tenant:        "acme",
+		JobVersion:    1,
+		Attempt:       1,
+		Priority:      p,
+		ScheduledTime: timestamppb.New(scheduled),
+		FireTime:      timestamppb.New(scheduled),
+		Target: &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{
+			Url: e.sink.srv.URL + "/hook", Headers: map[string]string{"X-Job": jobID.String()},
+		}}},
+		Payload: []byte(`{"job":"` + jobID.String() + `"}`),
+	}
+}
+
+// produce publishes envelopes as the relay does: to the priority's topic,
+// keyed by job id. topicFor overrides the topic (duplicates on another one).
+func (e *env) produce(fs []*sundialv1.Firing, topicFor func(*sundialv1.Firing) string) map[string]int64 {
+	e.t.Helper()
+	var recs []*kgo.Record
+	for _, f := range fs {
+		v, err := firing.Encode(f)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		topic := e.topics.Fire(f.GetPriority())
+		if topicFor != nil {
+			topic = topicFor(f)
+		}
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(f.GetJobId()), Value: v})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res := e.kafka.ProduceSync(ctx, recs...)
+	if err := res.FirstErr(); err != nil {
+		e.t.Fatal(err)
+	}
+	offs := map[string]int64{}
+	for _, r := range res {
+		f, _ := firing.Decode(r.Record.Value)
+		offs[f.GetExecutionId()] = r.Record.Offset
+	}
+	return offs
+}
+
+// committed is the group's committed offset of topic/partition (-1: none).
+func (e *env) committed(topic string, partition int32) int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	offs, err := e.adm.FetchOffsets(ctx, e.group)
+	if err != nil {
+		return -2
+	}
+	o, ok := offs.Lookup(topic, partition)
+	if !ok {
+		return -1
+	}
+	return o.At
+}
+
+// arrival is one request the sink received.
+type arrival struct {
+	exec, job, attempt string
+	fence              int64
+	scheduled          time.Time
+	received           time.Time
+	catchUp            bool
+}
+
+// sink is the HTTP target: it verifies every request's signature and
+// headers and records what arrived.
+type sink struct {
+	t      *testing.T
+	secret []byte
+	srv    *httptest.Server
+
+	mu       sync.Mutex
+	arrivals []arrival
+	problems []string
+	// hold makes the sink block the named execution until the channel closes.
+	hold map[string]chan struct{}
+}
+
+func newSink(t *testing.T, secret []byte) *sink {
+	s := &sink{t: t, secret: secret, hold: map[string]chan struct{}{}}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *sink) serve(w http.ResponseWriter, r *http.Request) {
+	received := time.Now()
+	body, _ := io.ReadAll(r.Body)
+	h := r.Header
+	a := arrival{
+		exec: h.Get(firing.HeaderExecutionID), job: h.Get(firing.HeaderJobID), attempt: h.Get(firing.HeaderAttempt),
+		received: received, catchUp: h.Get(firing.HeaderCatchUp) == "true",
+	}
+	var problems []string
+	if err := signature.Verify(s.secret, h.Get(firing.HeaderSignature), a.exec, body, received, time.Minute); err != nil {
+		problems = append(problems, fmt.Sprintf("%s: signature: %v", a.exec, err))
+	}
+	if h.Get(firing.HeaderIdempotencyKey) != a.exec || a.exec == "" {
+		problems = append(problems, fmt.Sprintf("%s: Idempotency-Key %q", a.exec, h.Get(firing.HeaderIdempotencyKey)))
+	}
+	if h.Get("X-Job") != a.job {
+		problems = append(problems, fmt.Sprintf("%s: job header X-Job %q, job %q", a.exec, h.Get("X-Job"), a.job))
+	}
+	if string(body) != `{"job":"`+a.job+`"}` {
+		problems = append(problems, fmt.Sprintf("%s: body %q", a.exec, body))
+	}
+	var err error
+	if a.fence, err = strconv.ParseInt(h.Get(firing.HeaderFenceToken), 10, 64); err != nil || a.fence <= 0 {
+		problems = append(problems, fmt.Sprintf("%s: fence %q", a.exec, h.Get(firing.HeaderFenceToken)))
+	}
+	if a.scheduled, err = time.Parse(time.RFC3339Nano, h.Get(firing.HeaderScheduledAt)); err != nil {
+		problems = append(problems, fmt.Sprintf("%s: scheduled-at %q", a.exec, h.Get(firing.HeaderScheduledAt)))
+	}
+	s.mu.Lock()
+	s.arrivals = append(s.arrivals, a)
+	s.problems = append(s.problems, problems...)
+	hold := s.hold[a.exec]
+	s.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write([]byte("ok"))
+}
+
+func (s *sink) snapshot() []arrival {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.arrivals)
+}
+
+func (s *sink) distinct() int {
+	seen := map[string]bool{}
+	for _, a := range s.snapshot() {
+		seen[a.exec] = true
+	}
+	return len(seen)
+}
+
+func (s *sink) checkProblems(t *testing.T) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, p := range s.problems {
+		if i == 20 {
+			t.Errorf("… and %d more", len(s.problems)-20)
+			break
+		}
+		t.Error(p)
+	}
+}
+
+// eventually polls cond until it holds: the events waited for (a broker
+// commit, a process becoming ready, requests arriving) happen in other
+// processes, so there is no signal to wait on.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		<-tick.C
+	}
+}
+
+// latenessReport logs received − scheduled percentiles.
+func latenessReport(t *testing.T, label string, arr []arrival) (p50, p99 time.Duration) {
+	t.Helper()
+	var ds []time.Duration
+	for _, a := range arr {
+		ds = append(ds, a.received.Sub(a.scheduled))
+	}
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	slices.Sort(ds)
+	p50 = ds[len(ds)*50/100]
+	p99 = ds[min(len(ds)-1, len(ds)*99/100)]
+	t.Logf("lateness at the target (received − scheduled) %s: n=%d min=%s p50=%s p99=%s max=%s",
+		label, len(ds), ds[0], p50, p99, ds[len(ds)-1])
+	return p50, p99
+}
