@@ -5,10 +5,7 @@ package lease_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,31 +13,19 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sundialhq/sundial/pkg/lease"
+	"github.com/sundialhq/sundial/pkg/testinfra"
 )
 
-// newStore connects to the test Redis and gives the test its own key prefix;
-// other engineers' tests share the server, so cleanup deletes only the
-// test's keys (never FLUSHALL).
+// newStore gives the test its own key prefix on the shared test Redis;
+// testinfra deletes the prefix's keys afterwards (never FLUSHALL: other
+// tests share the server).
 func newStore(t *testing.T) (*lease.Store, *redis.Client, string) {
 	t.Helper()
-	addr := os.Getenv("SUNDIAL_TEST_REDIS_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:6379"
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	ctx := context.Background()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		t.Fatalf("redis at %s: %v (start it with deploy/local/infra.sh up)", addr, err)
-	}
-	prefix := fmt.Sprintf("test:lease:%s:%d:", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano())
-	t.Cleanup(func() {
-		deletePrefix(t, rdb, prefix)
-		_ = rdb.Close()
-	})
+	rdb, prefix := testinfra.Redis(t)
 	return lease.New(rdb, lease.WithPrefix(prefix)), rdb, prefix
 }
 
-// deletePrefix simulates Redis losing the data of this test (and cleans up).
+// deletePrefix simulates Redis losing the data of this test.
 func deletePrefix(t *testing.T, rdb *redis.Client, prefix string) {
 	t.Helper()
 	ctx := context.Background()
