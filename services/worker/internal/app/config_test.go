@@ -1,0 +1,84 @@
+package app
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/sundialhq/sundial/pkg/config"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func load(t *testing.T, args []string, env map[string]string) (Config, error) {
+	t.Helper()
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	var c Config
+	c.Register(fs)
+	if err := config.Load(fs, args, func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatal(err)
+	}
+	var p config.Problems
+	c.Validate(&p)
+	return c, p.Err()
+}
+
+func TestDefaultsNeedOnlyASecret(t *testing.T) {
+	_, err := load(t, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "signing-secret") {
+		t.Fatalf("no secret: %v", err)
+	}
+	c, err := load(t, nil, map[string]string{"SUNDIAL_SIGNING_SECRET": "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Group != "sundial-workers" || c.SessionTimeout.Seconds() != 6 || c.TopicPrefix != "sundial" || c.RedisKeyPrefix != "sundial:" {
+		t.Fatalf("defaults %+v", c)
+	}
+	if s, err := c.Secret(); err != nil || string(s) != "s" {
+		t.Fatalf("secret %q, %v", s, err)
+	}
+}
+
+func TestValidateNamesTheFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--executors", "0"}, "executors"},
+		{[]string{"--lease-ttl", "1ms"}, "lease-ttl"},
+		{[]string{"--session-timeout", "10ms"}, "session-timeout"},
+		{[]string{"--kafka-brokers", " , "}, "kafka-brokers"},
+		{[]string{"--signing-secret-file", "/x"}, "signing-secret"},
+		{[]string{"--group", ""}, "group"},
+	} {
+		args := append([]string{"--signing-secret", "s"}, tc.args...)
+		if _, err := load(t, args, nil); err == nil || !strings.Contains(err.Error(), tc.flag+":") {
+			t.Errorf("%v: error %v, want one naming %s", tc.args, err, tc.flag)
+		}
+	}
+}
+
+func TestSecretFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(path, []byte("from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := load(t, []string{"--signing-secret-file", path}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := c.Secret(); err != nil || string(s) != "from-file" {
+		t.Fatalf("secret %q, %v", s, err)
+	}
+	empty := filepath.Join(t.TempDir(), "empty")
+	_ = os.WriteFile(empty, nil, 0o600)
+	c.SigningSecretFile = empty
+	if _, err := c.Secret(); err == nil {
+		t.Fatal("empty secret file accepted")
+	}
+}
