@@ -147,7 +147,56 @@ func (c *cron) zoneAt(sec int64) (off, start, end int64) {
 	if !e.IsZero() {
 		end = e.Unix()
 	}
+	if start > sec || end <= sec {
+		// ZoneBounds must hold sec, but past a zone's last listed
+		// transition, where Go computes periods from the TZ footer rule,
+		// it does not always: on the last UTC day of a leap year it
+		// reports an end before the instant (golang/go#81583). Trusting
+		// that would loop forever or misplace a transition, so rebuild
+		// the bounds from offsets alone.
+		start, end = c.probeBounds(sec, int64(o))
+	}
 	return int64(o), start, end
+}
+
+// probeBounds returns the bounds of the stretch around sec in which the
+// offset stays off, reaching at most probeReach either way (a longer
+// stretch is cut short there, which is harmless: a boundary without an
+// offset change changes nothing). It samples the offset every probeStep and
+// bisects to the second where it changes; no zone changes its offset twice
+// within an hour.
+func (c *cron) probeBounds(sec, off int64) (start, end int64) {
+	const probeStep, probeReach = 3600, 48 * 3600
+	start, end = sec-probeReach, sec+probeReach
+	for x := sec; x < sec+probeReach; x += probeStep {
+		if c.offsetAt(x+probeStep) != off {
+			lo, hi := x, x+probeStep // offset is off at lo, not at hi
+			for hi-lo > 1 {
+				if mid := lo + (hi-lo)/2; c.offsetAt(mid) == off {
+					lo = mid
+				} else {
+					hi = mid
+				}
+			}
+			end = hi
+			break
+		}
+	}
+	for x := sec; x > sec-probeReach; x -= probeStep {
+		if c.offsetAt(x-probeStep) != off {
+			lo, hi := x-probeStep, x // offset is off at hi, not at lo
+			for hi-lo > 1 {
+				if mid := lo + (hi-lo)/2; c.offsetAt(mid) == off {
+					hi = mid
+				} else {
+					lo = mid
+				}
+			}
+			start = hi
+			break
+		}
+	}
+	return start, end
 }
 
 func (c *cron) offsetAt(sec int64) int64 {

@@ -86,14 +86,15 @@ func fullSet(spec fieldSpec) uint64 {
 }
 
 // formatList writes a non-empty set as a step when it is an arithmetic
-// progression of three or more values, else as a list of values and ranges.
-// Both forms parse back to exactly the same set.
+// progression of four or more values (shorter ones read better as lists:
+// "1,3,5" rather than "1/2"), else as a list of values and ranges. Both
+// forms parse back to exactly the same set.
 func formatList(set uint64, spec fieldSpec) string {
 	vals := make([]int, 0, count(set))
 	for b := set; b != 0; b &= b - 1 {
 		vals = append(vals, bits.TrailingZeros64(b))
 	}
-	if len(vals) >= 3 {
+	if len(vals) >= 4 {
 		step := vals[1] - vals[0]
 		ap := step > 1
 		for i := 2; ap && i < len(vals); i++ {

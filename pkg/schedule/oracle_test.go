@@ -302,6 +302,29 @@ func oracleWindows(t *testing.T, step int64, span, margin time.Duration) []*wind
 		// An ordinary day too, so zones without transitions are covered.
 		ws = append(ws, newWindow(loc, time.Date(2027, 6, 15, 12, 0, 0, 0, time.UTC), span, margin, step))
 	}
+	// Past 2037 Go computes periods from each zone's TZ footer rule;
+	// include a year of that, and the last UTC day of a leap year, where
+	// ZoneBounds misreports (golang/go#81583).
+	for _, z := range []string{"America/New_York", "Australia/Lord_Howe", "Pacific/Chatham"} {
+		loc := mustZone(t, z)
+		tr := transitions(loc, time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2041, 1, 1, 0, 0, 0, 0, time.UTC))
+		for _, at := range append(tr, time.Date(2040, 12, 31, 12, 0, 0, 0, time.UTC)) {
+			ws = append(ws, newWindow(loc, at, span, margin, step))
+		}
+	}
+	// The same zones described by their rule alone, as slim tz databases
+	// (and some embedded ones) serve every year after a zone's last rule
+	// change: the footer-rule path, in 2026-2030.
+	for _, rz := range ruleZones {
+		loc := ruleOnlyZone(t, rz.name, rz.rule)
+		tr := transitions(loc, from, to)
+		if step == 1 && len(tr) > 2 {
+			tr = tr[:2]
+		}
+		for _, at := range append(tr, time.Date(2028, 12, 31, 12, 0, 0, 0, time.UTC)) {
+			ws = append(ws, newWindow(loc, at, span, margin, step))
+		}
+	}
 	for _, h := range historicTransitions {
 		loc := mustZone(t, h.zone)
 		tr := transitions(loc, h.at.Add(-3*time.Hour), h.at.Add(3*time.Hour))
@@ -315,6 +338,42 @@ func oracleWindows(t *testing.T, step int64, span, margin time.Duration) []*wind
 		ws = append(ws, newWindow(loc, tr[0], span, m, step))
 	}
 	return ws
+}
+
+// ruleZones are POSIX TZ rules copied from the zones' TZif footers.
+var ruleZones = []struct{ name, rule string }{
+	{"rule/New_York", "EST5EDT,M3.2.0,M11.1.0"},
+	{"rule/Lord_Howe", "<+1030>-10:30<+11>-11,M10.1.0,M4.1.0"},
+	{"rule/Chatham", "<+1245>-12:45<+1345>,M9.5.0/2:45,M4.1.0/3:45"},
+	{"rule/Santiago", "<-04>4<-03>,M9.1.6/24,M4.1.6/24"},
+}
+
+// ruleOnlyZone builds a zone from a POSIX TZ rule alone: a TZif version 2
+// file (RFC 8536) with no transitions, one placeholder local time type,
+// and the rule as its footer.
+func ruleOnlyZone(t testing.TB, name, rule string) *time.Location {
+	t.Helper()
+	var b []byte
+	be32 := func(v uint32) { b = append(b, byte(v>>24), byte(v>>16), byte(v>>8), byte(v)) }
+	block := func() {
+		b = append(b, "TZif2"...)
+		b = append(b, make([]byte, 15)...)
+		// isutcnt, isstdcnt, leapcnt, timecnt, typecnt, charcnt
+		for _, n := range []uint32{0, 0, 0, 0, 1, 4} {
+			be32(n)
+		}
+		be32(0)                      // the type's UT offset
+		b = append(b, 0, 0)          // not DST, designation index 0
+		b = append(b, "LMT\x00"...) // designations
+	}
+	block() // version 1 data, which readers of version 2 skip
+	block()
+	b = append(b, "\n"+rule+"\n"...)
+	loc, err := time.LoadLocationFromTZData(name, b)
+	if err != nil {
+		t.Fatalf("rule zone %s: %v", rule, err)
+	}
+	return loc
 }
 
 func mustZone(t testing.TB, name string) *time.Location {
