@@ -362,8 +362,8 @@ func ruleOnlyZone(t testing.TB, name, rule string) *time.Location {
 		for _, n := range []uint32{0, 0, 0, 0, 1, 4} {
 			be32(n)
 		}
-		be32(0)                      // the type's UT offset
-		b = append(b, 0, 0)          // not DST, designation index 0
+		be32(0)                     // the type's UT offset
+		b = append(b, 0, 0)         // not DST, designation index 0
 		b = append(b, "LMT\x00"...) // designations
 	}
 	block() // version 1 data, which readers of version 2 skip
