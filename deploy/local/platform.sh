@@ -57,7 +57,10 @@ service_env() {
       ;;
     prefetcher) ;;
     relay) ;;
-    worker) ;;
+    worker)
+      # a development secret for the HMAC signature on target requests
+      [ -n "${SUNDIAL_SIGNING_SECRET_FILE:-}" ] || echo "SUNDIAL_SIGNING_SECRET=${SUNDIAL_SIGNING_SECRET:-sundial-dev-signing-secret}"
+      ;;
   esac
 }
 
