@@ -9,6 +9,8 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 )
 
+require github.com/robfig/cron/v3 v3.0.1 // test-only: differential test of pkg/schedule
+
 require (
 	github.com/go-zookeeper/zk v1.0.4
 	github.com/gocql/gocql v1.7.0
