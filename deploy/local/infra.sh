@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2016 # the single-quoted bash -c scripts expand their own parameters
 # Sundial's local infrastructure without Docker: PostgreSQL 15, Redis 7,
 # ZooKeeper 3.9, Kafka 3.9 (KRaft) and Cassandra 5.0, on 127.0.0.1 only.
 #
@@ -174,8 +175,8 @@ find_java17() {
 ensure_packages() {
   [ "$(id -u)" = 0 ] || die "run as root: it installs Debian packages and runs PostgreSQL as the postgres user"
   local need=()
-  [ -x "$PGBIN/postgres" ] || need+=(postgresql-$PG_VERSION)
-  command -v psql >/dev/null || need+=(postgresql-client-$PG_VERSION)
+  [ -x "$PGBIN/postgres" ] || need+=("postgresql-$PG_VERSION")
+  command -v psql >/dev/null || need+=("postgresql-client-$PG_VERSION")
   command -v redis-server >/dev/null || need+=(redis-server)
   command -v redis-cli >/dev/null || need+=(redis-tools)
   find_java17 >/dev/null || need+=(openjdk-17-jre-headless)
@@ -469,7 +470,9 @@ stop_one() { # component: signal it, then wait (escalating) until it and its chi
     sleep 0.2
   done
   local k
-  for k in $kids; do kill -0 "$k" 2>/dev/null && kill -KILL "$k" 2>/dev/null || true; done
+  for k in $kids; do
+    if kill -0 "$k" 2>/dev/null; then kill -KILL "$k" 2>/dev/null || true; fi
+  done
   while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
   [ "$c" = postgres ] && rm -f "$INFRA/postgres/data/postmaster.pid"
   [ "$c" = postgres ] || rm -f "$INFRA/$c/pid"
@@ -568,5 +571,5 @@ case ${1:-} in
   logs) shift; cmd_logs "$@" ;;
   cli) shift; cmd_cli "$@" ;;
   reset) cmd_reset ;;
-  *) sed -n '2,/^# See docs/p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '3,/^# See docs/p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2016 # the single-quoted bash -c scripts expand their own parameters
 # Runs Sundial's four services (bin/sundial-{api,prefetcher,relay,worker}, built
 # by `make build`) as background processes against the local infrastructure
 # (deploy/local/infra.sh). Pid files and logs go to .run/ at the repository root.
@@ -191,5 +192,5 @@ case ${1:-} in
   down) cmd_down ;;
   status) cmd_status ;;
   logs) shift; cmd_logs "$@" ;;
-  *) sed -n '2,/^# See docs/p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '3,/^# See docs/p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
