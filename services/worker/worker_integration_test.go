@@ -208,14 +208,20 @@ func TestOffsetsNeverPassAnUnfinishedFiring(t *testing.T) {
 // execution exactly once, the duplicates are dropped before the target.
 func TestTwoWorkersFireEachExecutionOnce(t *testing.T) {
 	e := newEnv(t, 4)
-	base := time.Now().Add(6 * time.Second).Truncate(time.Second)
+	w1 := e.startInProcess(e.config("w1"))
+	w2 := e.startInProcess(e.config("w2"))
+	// Fire only once the group has settled, so the lateness figures are the
+	// worker's, not a rebalance's.
+	eventually(t, 60*time.Second, "16 partitions split between two workers", func() bool {
+		a, b := testutil.ToFloat64(w1.Metrics.Assigned), testutil.ToFloat64(w2.Metrics.Assigned)
+		return a > 0 && b > 0 && a+b == 16
+	})
+	base := time.Now().Add(2 * time.Second).Truncate(time.Second).Add(time.Second)
 	fs := e.schedule(40, 3, base)
 	e.produce(fs, nil)
 	e.produce(fs, func(f *sundialv1.Firing) string {
 		return e.topics.Fire(priorities[(int(f.GetPriority())+1)%4])
 	})
-	w1 := e.startInProcess(e.config("w1"))
-	w2 := e.startInProcess(e.config("w2"))
 	eventually(t, 60*time.Second, "all firings", func() bool { return e.sink.distinct() == len(fs) })
 	// Let the duplicates (copies due at the same instants) be looked at too.
 	eventually(t, 30*time.Second, "every copy handled", func() bool {
@@ -283,7 +289,12 @@ func TestKillWorkerMidBatch(t *testing.T) {
 	e := newEnv(t, 4)
 	a := e.startProcess(e.config("proc-a"))
 	b := e.startProcess(e.config("proc-b"))
-	base := time.Now().Add(3 * time.Second)
+	eventually(t, 60*time.Second, "16 partitions split between two workers", func() bool {
+		x, okA := a.metric("sundial_worker_assigned_partitions")
+		y, okB := b.metric("sundial_worker_assigned_partitions")
+		return okA && okB && x > 0 && y > 0 && x+y == 16
+	})
+	base := time.Now().Add(2 * time.Second)
 	var fs []*sundialv1.Firing
 	for j := range 30 {
 		job := uuid.Must(uuid.NewV7())
@@ -383,4 +394,35 @@ func TestMemoryHolding100kFirings(t *testing.T) {
 	if rss > 200<<20 {
 		t.Errorf("RSS %d MiB with %d firings held, want < 200 MB", rss>>20, n)
 	}
+}
+
+// An attempt longer than the lease TTL renews its lease, so a second copy
+// of the same execution waiting for the lease never fires it.
+func TestLongAttemptKeepsItsLease(t *testing.T) {
+	e := newEnv(t, 1)
+	f := e.firing(uuid.Must(uuid.NewV7()), time.Now().Add(3*time.Second), sundialv1.Priority_PRIORITY_HIGH)
+	release := make(chan struct{})
+	e.sink.mu.Lock()
+	e.sink.hold[f.GetExecutionId()] = release
+	e.sink.mu.Unlock()
+	e.produce([]*sundialv1.Firing{f}, nil)
+	e.produce([]*sundialv1.Firing{f}, func(*sundialv1.Firing) string { return e.topics.Fire(sundialv1.Priority_PRIORITY_LOW) })
+	cfg := e.config("w1")
+	cfg.LeaseTTL = time.Second
+	w := e.startInProcess(cfg)
+	eventually(t, 30*time.Second, "the first copy at the target", func() bool { return e.sink.distinct() == 1 })
+	// Hold the attempt for several lease lifetimes while the second copy
+	// keeps asking for the lease. (Both copies carry the same envelope, so
+	// the metrics label them with its priority, high.)
+	eventually(t, 30*time.Second, "the second copy refused the lease three times", func() bool {
+		return testutil.ToFloat64(w.Metrics.LeaseConflicts) >= 3
+	})
+	close(release)
+	eventually(t, 30*time.Second, "the second copy dropped as done", func() bool {
+		return testutil.ToFloat64(w.Metrics.Firings.WithLabelValues("high", "duplicate")) == 1
+	})
+	if n := len(e.sink.snapshot()); n != 1 {
+		t.Fatalf("target called %d times for one execution", n)
+	}
+	e.sink.checkProblems(t)
 }

@@ -334,6 +334,7 @@ func (c *Consumer) assigned(_ context.Context, _ *kgo.Client, assigned map[strin
 			}
 		}
 	}
+	c.m.Assigned.Set(float64(len(c.parts)))
 	c.logger.Info("partitions assigned", "assigned", assigned)
 }
 
@@ -397,5 +398,6 @@ func (c *Consumer) take(m map[string][]int32) []*partition {
 			}
 		}
 	}
+	c.m.Assigned.Set(float64(len(c.parts)))
 	return out
 }

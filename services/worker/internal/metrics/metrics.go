@@ -35,6 +35,8 @@ type Metrics struct {
 	// Uncommitted is, per partition, the records fetched but not yet
 	// committable (held, executing, or behind one that is).
 	Uncommitted *prometheus.GaugeVec
+	// Assigned is the number of partitions this member owns.
+	Assigned prometheus.Gauge
 	// Commits by result (ok, error).
 	Commits *prometheus.CounterVec
 	// ClockOffset is the estimated database-minus-local clock offset.
@@ -70,6 +72,9 @@ func New(reg prometheus.Registerer) *Metrics {
 		Uncommitted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sundial_worker_uncommitted_records", Help: "Records fetched whose offsets cannot be committed yet.",
 		}, []string{"topic", "partition"}),
+		Assigned: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sundial_worker_assigned_partitions", Help: "Partitions of the priority topics this worker owns.",
+		}),
 		Commits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sundial_worker_offset_commits_total", Help: "Offset commits, by result.",
 		}, []string{"result"}),
@@ -84,7 +89,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"result"}),
 	}
 	reg.MustRegister(m.Lateness, m.Firings, m.LeaseConflicts, m.ReadyDepth, m.Executing, m.Lag, m.Uncommitted,
-		m.Commits, m.ClockOffset, m.ClockRTT, m.LedgerWrites)
+		m.Assigned, m.Commits, m.ClockOffset, m.ClockRTT, m.LedgerWrites)
 	return m
 }
 
