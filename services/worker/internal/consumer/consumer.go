@@ -348,7 +348,9 @@ func (c *Consumer) revoked(ctx context.Context, _ *kgo.Client, revoked map[strin
 		abandoned += p.revoke()
 	}
 	// Wait for the executing ones, bounded: past the bound their offsets
-	// stay uncommitted and the next owner drops them as done.
+	// stay uncommitted and the next owner drops them as done. The client's
+	// context may already be ending when Close revokes; the drain and the
+	// final commit have their own bound instead.
 	deadline := time.NewTimer(c.cfg.DrainTimeout)
 	defer deadline.Stop()
 	drained := true
@@ -357,14 +359,14 @@ func (c *Consumer) revoked(ctx context.Context, _ *kgo.Client, revoked map[strin
 		case <-p.drained:
 		case <-deadline.C:
 			drained = false
-		case <-ctx.Done():
-			drained = false
 		}
 		if !drained {
 			break
 		}
 	}
-	c.commitParts(ctx, parts)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	c.commitParts(cctx, parts)
 	for _, p := range parts {
 		p.forgetMetrics()
 	}

@@ -104,6 +104,10 @@ type Pool struct {
 
 	seq    atomic.Uint64
 	runner lifecycle.Runner
+	// stopping ends when Stop is called: attempts run on, but a final
+	// record that cannot be handed to the recorder is then given up (the
+	// firing stays unfinished and is redelivered).
+	stopping context.Context
 }
 
 // New returns a pool. clk is the corrected clock.
@@ -132,6 +136,7 @@ func (p *Pool) SetDecider(d Decider) { p.decider = d }
 // Start runs the executors.
 func (p *Pool) Start(context.Context) error {
 	return p.runner.Run(func(ctx context.Context) error {
+		p.stopping = ctx
 		var wg sync.WaitGroup
 		for range p.cfg.Executors {
 			wg.Add(1)
@@ -338,8 +343,8 @@ func (p *Pool) markFinished(ctx context.Context, ex lease.Execution, holder stri
 	}
 }
 
-func (p *Pool) final(ctx context.Context, it *work.Item, a *sundialv1.ExecutionAttempt) {
-	if !p.rec.Final(ctx, a, func() { it.Owner.Finish(it) }) {
+func (p *Pool) final(_ context.Context, it *work.Item, a *sundialv1.ExecutionAttempt) {
+	if !p.rec.Final(p.stopping, a, func() { it.Owner.Finish(it) }) {
 		// Stopping: leave the firing unfinished, so its offset is not
 		// committed and it is redelivered (then dropped as done).
 		p.logger.Warn("recorder stopped before the attempt was recorded", "execution_id", a.GetExecutionId())
