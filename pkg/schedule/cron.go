@@ -204,6 +204,36 @@ func (c *cron) offsetAt(sec int64) int64 {
 	return int64(o)
 }
 
+// changeBefore returns the offset in effect before the latest offset change
+// at or before start, and the instant of that change. Period boundaries
+// where the offset stays the same are looked past: Go splits footer-rule
+// periods at each new year and probeBounds cuts periods short, and a repeat
+// split by such a boundary must still be seen whole. Beyond maxShift no
+// change matters, and (off, start) is returned.
+func (c *cron) changeBefore(start, off int64) (int64, int64) {
+	for s := start; s != math.MinInt64 && start-s < maxShift; {
+		o, ps, _ := c.zoneAt(s - 1)
+		if o != off {
+			return o, s
+		}
+		s = ps
+	}
+	return off, start
+}
+
+// changeAfter is changeBefore's mirror: the offset after the first offset
+// change at or after end, and its instant.
+func (c *cron) changeAfter(end, off int64) (int64, int64) {
+	for e := end; e != math.MaxInt64 && e-end < maxShift; {
+		o, _, ne := c.zoneAt(e)
+		if o != off {
+			return o, e
+		}
+		e = ne
+	}
+	return off, end
+}
+
 // nextZoned finds the first firing at or after Unix second u and before
 // limit, walking the zone one period at a time.
 func (c *cron) nextZoned(u, limit int64) (int64, bool) {
@@ -239,8 +269,8 @@ func (c *cron) nextZoned(u, limit int64) (int64, bool) {
 			// occurred in the previous period (walls below start+prevOff).
 			// FIRST fired it there, so skip ahead past the repeat.
 			if c.repeat == RepeatFirst && start != math.MinInt64 && inst-start < maxShift {
-				if prevOff := c.offsetAt(start - 1); prevOff > off && w < start+prevOff {
-					lo = start + prevOff
+				if prevOff, at := c.changeBefore(start, off); prevOff > off && w < at+prevOff {
+					lo = at + prevOff
 					continue
 				}
 			}
@@ -249,7 +279,7 @@ func (c *cron) nextZoned(u, limit int64) (int64, bool) {
 			// end+nextOff). LAST fires it there; nothing later in this
 			// period can fire either, so move on.
 			if c.repeat == RepeatLast && end != math.MaxInt64 && end-inst <= maxShift {
-				if nextOff := c.offsetAt(end); nextOff < off && w >= end+nextOff {
+				if nextOff, at := c.changeAfter(end, off); nextOff < off && w >= at+nextOff {
 					break
 				}
 			}

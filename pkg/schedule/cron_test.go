@@ -403,6 +403,29 @@ func TestPastTheTzTable(t *testing.T) {
 	}
 }
 
+// TestRepeatAcrossPeriodSplit: a zone that falls back at 23:30Z on 31
+// December, where Go also starts a new footer-rule period at 00:00Z, in
+// the middle of the repeated half hour. FIRST must still see 00:15 as
+// repeated.
+func TestRepeatAcrossPeriodSplit(t *testing.T) {
+	t.Parallel()
+	loc := ruleOnlyZone(t, "rule/NewYearFallBack", "AAA0BBB,J180/2,J365/24:30")
+	from := mustTime(t, "2026-12-31T12:00:00Z")
+	for _, tc := range []struct {
+		rep  RepeatPolicy
+		want []string
+	}{
+		{RepeatFirst, []string{"2027-01-01T00:15:00+01:00", "2027-01-02T00:15:00Z"}},
+		{RepeatLast, []string{"2027-01-01T00:15:00Z", "2027-01-02T00:15:00Z"}},
+		{RepeatBoth, []string{"2027-01-01T00:15:00+01:00", "2027-01-01T00:15:00Z"}},
+	} {
+		s := mustParse(t, "15 0 * * *", Options{Location: loc, Repeat: tc.rep})
+		if got := next(t, s, from, 2); !slices.Equal(got, tc.want) {
+			t.Errorf("%v: got %v, want %v", tc.rep, got, tc.want)
+		}
+	}
+}
+
 // TestUTCAndFixedZones covers zones that never change offset, which take
 // a path without zone lookups.
 func TestUTCAndFixedZones(t *testing.T) {

@@ -346,6 +346,9 @@ var ruleZones = []struct{ name, rule string }{
 	{"rule/Lord_Howe", "<+1030>-10:30<+11>-11,M10.1.0,M4.1.0"},
 	{"rule/Chatham", "<+1245>-12:45<+1345>,M9.5.0/2:45,M4.1.0/3:45"},
 	{"rule/Santiago", "<-04>4<-03>,M9.1.6/24,M4.1.6/24"},
+	// A made-up zone that falls back at 23:30Z on 31 December, so Go's
+	// new-year period boundary (00:00Z) cuts its repeated half hour in two.
+	{"rule/NewYearFallBack", "AAA0BBB,J180/2,J365/24:30"},
 }
 
 // ruleOnlyZone builds a zone from a POSIX TZ rule alone: a TZif version 2
