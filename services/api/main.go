@@ -2,7 +2,7 @@
 // validation, tenants and the Postgres schema. See docs/architecture/api.md.
 //
 //	sundial-api [flags]          serve (applies migrations first unless --migrate-on-start=false)
-//	sundial-api migrate [flags]  apply the Postgres migrations and exit
+//	sundial-api migrate [flags]  apply the Postgres migrations and the ledger schema, then exit
 //
 // Every flag can also be set as SUNDIAL_<FLAG> (upper case, '-' as '_').
 package main
@@ -25,6 +25,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/config"
 	"github.com/sundialhq/sundial/pkg/daemon"
 	"github.com/sundialhq/sundial/pkg/lease"
+	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
 	"github.com/sundialhq/sundial/pkg/migrations"
 	"github.com/sundialhq/sundial/pkg/telemetry"
@@ -43,6 +44,7 @@ type settings struct {
 	RedisKeyPrefix    string
 	CassandraHosts    string
 	CassandraKeyspace string
+	CassandraRepl     string
 	TokensFile        string
 	Tokens            string
 	MigrateOnStart    bool
@@ -58,9 +60,10 @@ func (s *settings) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.RedisKeyPrefix, "redis-key-prefix", lease.DefaultPrefix, "prefix of every Redis key (must match the workers')")
 	fs.StringVar(&s.CassandraHosts, "cassandra-hosts", "127.0.0.1:9042", "comma-separated Cassandra contact points of the execution ledger")
 	fs.StringVar(&s.CassandraKeyspace, "cassandra-keyspace", "sundial", "Cassandra keyspace of the execution ledger")
+	fs.StringVar(&s.CassandraRepl, "cassandra-replication", ledger.DefaultReplication, "replication map of the ledger keyspace when the api creates it")
 	fs.StringVar(&s.TokensFile, "tokens-file", "", "YAML or JSON file mapping bearer token to tenant")
 	fs.StringVar(&s.Tokens, "tokens", "", "bearer tokens as token=tenant,token=tenant (added to --tokens-file)")
-	fs.BoolVar(&s.MigrateOnStart, "migrate-on-start", true, "apply the Postgres migrations before serving")
+	fs.BoolVar(&s.MigrateOnStart, "migrate-on-start", true, "apply the Postgres migrations and create the ledger's keyspace and tables before serving")
 	fs.DurationVar(&s.GRPCStopTimeout, "grpc-stop-timeout", 15*time.Second, "how long a shutdown waits for in-flight gRPC calls before cutting them off")
 }
 
@@ -149,6 +152,10 @@ func migrateMain(args []string, stderr io.Writer) int {
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	logFormat := fs.String("log-format", "json", "log format: json or text")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long (waiting for another replica's migration lock included)")
+	withLedger := fs.Bool("ledger", true, "also create the Cassandra ledger's keyspace and tables")
+	cassHosts := fs.String("cassandra-hosts", "127.0.0.1:9042", "comma-separated Cassandra contact points of the execution ledger")
+	cassKeyspace := fs.String("cassandra-keyspace", "sundial", "Cassandra keyspace of the execution ledger")
+	cassRepl := fs.String("cassandra-replication", ledger.DefaultReplication, "replication map of the ledger keyspace when it is created")
 	if err := config.Load(fs, args, os.LookupEnv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -179,7 +186,24 @@ func migrateMain(args []string, stderr io.Writer) int {
 		return 1
 	}
 	logger.Info("schema is up to date", "version", v)
+	if *withLedger {
+		if err := migrateLedger(ctx, splitList(*cassHosts), *cassKeyspace, *cassRepl); err != nil {
+			fmt.Fprintf(stderr, "sundial-api migrate: %v\n", err)
+			return 1
+		}
+		logger.Info("ledger schema is up to date", "keyspace", *cassKeyspace)
+	}
 	return 0
+}
+
+// migrateLedger creates the ledger's keyspace and tables if missing.
+func migrateLedger(ctx context.Context, hosts []string, keyspace, replication string) error {
+	sess, err := ledger.Connect(ledger.ConnectConfig{Hosts: hosts, Timeout: 30 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	return ledger.Migrate(ctx, sess, keyspace, replication)
 }
 
 // build composes the api: the Postgres pool, the version publisher, the
@@ -199,6 +223,14 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 			pool.Close()
 			return nil, err
 		}
+		// The api is the one writer of the ledger's schema: concurrent
+		// CREATE TABLE from many workers can leave a multi-node cluster
+		// disagreeing about a table's id.
+		if err := migrateLedger(ctx, splitList(s.CassandraHosts), s.CassandraKeyspace, s.CassandraRepl); err != nil {
+			pool.Close()
+			return nil, err
+		}
+		env.Logger.Info("ledger schema is up to date", "keyspace", s.CassandraKeyspace)
 	}
 	st := store.New(pool)
 	env.Admin.AddCheck("postgres", st.Ping)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/sundialhq/sundial/pkg/auth"
+	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
@@ -75,14 +77,17 @@ func TestMigrateBinary(t *testing.T) {
 	if got := tablesIn(t, conn, schema); len(got) != 0 {
 		t.Fatalf("schema not empty: %v", got)
 	}
+	keyspace := testinfra.CassandraKeyspace(t)
+	hosts := strings.Join(testinfra.CassandraHosts(t), ",")
 	for run := range 2 { // the second run finds nothing to do
 		var stderr bytes.Buffer
-		cmd := exec.Command(bin, "migrate", "--postgres-dsn", dsn, "--log-format", "text")
+		cmd := exec.Command(bin, "migrate", "--postgres-dsn", dsn, "--log-format", "text",
+			"--cassandra-hosts", hosts, "--cassandra-keyspace", keyspace)
 		cmd.Stderr = &stderr
 		if err := cmd.Run(); err != nil {
 			t.Fatalf("migrate run %d: %v\n%s", run, err, stderr.String())
 		}
-		if !bytes.Contains(stderr.Bytes(), []byte("schema is up to date")) {
+		if !bytes.Contains(stderr.Bytes(), []byte("ledger schema is up to date")) {
 			t.Fatalf("migrate run %d said:\n%s", run, stderr.String())
 		}
 	}
@@ -90,6 +95,16 @@ func TestMigrateBinary(t *testing.T) {
 	for _, want := range []string{"jobs", "outbox", "leader_epochs", "goose_db_version"} {
 		if !got[want] {
 			t.Errorf("table %s missing after migrate; have %v", want, got)
+		}
+	}
+
+	cass := testinfra.CassandraCluster(t)
+	cass.Keyspace = keyspace
+	sess := testinfra.CassandraSession(t, cass)
+	for _, table := range []string{ledger.TableByJob, ledger.TableByID} {
+		var n int
+		if err := sess.Query(`SELECT count(*) FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?`, keyspace, table).Scan(&n); err != nil || n != 1 {
+			t.Errorf("ledger table %s.%s after migrate: count %d, err %v", keyspace, table, n, err)
 		}
 	}
 
@@ -119,7 +134,8 @@ func TestServeBinary(t *testing.T) {
 	var stderr bytes.Buffer
 	cmd := exec.Command(bin,
 		"--grpc-addr", grpcAddr, "--admin-addr", adminAddr, "--postgres-dsn", dsn,
-		"--tokens", "bin-token=acme", "--log-format", "text")
+		"--tokens", "bin-token=acme", "--log-format", "text",
+		"--cassandra-hosts", strings.Join(testinfra.CassandraHosts(t), ","), "--cassandra-keyspace", testinfra.CassandraKeyspace(t))
 	_, prefix := testinfra.Redis(t)
 	cmd.Env = append(os.Environ(), "SUNDIAL_REDIS_KEY_PREFIX="+prefix)
 	cmd.Stderr = &stderr
