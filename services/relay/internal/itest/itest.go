@@ -239,3 +239,51 @@ func ReadAll(t testing.TB, prefix string) []*kgo.Record {
 	}
 	return out
 }
+
+// Database creates a database of the test's own with the migrations
+// applied, for tests that must not touch anyone else's: a long transaction
+// holds back vacuum and blocks CREATE INDEX CONCURRENTLY for its whole
+// database, not just its schema. Dropped (WITH FORCE) when the test ends.
+func Database(t testing.TB) (string, *pgxpool.Pool) {
+	t.Helper()
+	base := env("SUNDIAL_TEST_POSTGRES_DSN", "postgres://sundial:sundial@127.0.0.1:5432/sundial?sslmode=disable")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("postgres at %s (deploy/local/infra.sh up): %v", base, err)
+	}
+	defer func() { _ = admin.Close(context.Background()) }()
+	name := Name("relaydb")
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		c, err := pgx.Connect(ctx, base)
+		if err != nil {
+			t.Logf("database %s left behind: %v", name, err)
+			return
+		}
+		defer func() { _ = c.Close(context.Background()) }()
+		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Logf("database %s left behind: %v", name, err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	dsn := u.String()
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if err := migrations.Up(ctx, pool, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+		t.Fatal(err)
+	}
+	return dsn, pool
+}

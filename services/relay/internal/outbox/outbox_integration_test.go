@@ -1,0 +1,102 @@
+//go:build integration
+
+package outbox_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/services/relay/internal/itest"
+	"github.com/sundialhq/sundial/services/relay/internal/outbox"
+)
+
+func ids(rows []outbox.Row) []int64 {
+	out := make([]int64, len(rows))
+	for i, r := range rows {
+		out[i] = r.ID
+	}
+	return out
+}
+
+func TestClaimsAreDisjointAndOnlyCompletedRowsGo(t *testing.T) {
+	_, pool := itest.Postgres(t)
+	ctx := context.Background()
+	s := outbox.NewStore(pool)
+	staged := itest.Stage(t, pool, 10, 0, false)
+	itest.Stage(t, pool, 3, time.Hour, false) // not due
+
+	a, err := s.Claim(ctx, 6)
+	require.NoError(t, err)
+	b, err := s.Claim(ctx, 6) // skips a's locked rows
+	require.NoError(t, err)
+	require.Len(t, a.Rows(), 6)
+	require.Len(t, b.Rows(), 4)
+	require.NotContains(t, ids(b.Rows()), a.Rows()[0].ID)
+	require.Equal(t, staged[0].ExecutionID, a.Rows()[0].ExecutionID, "oldest first")
+	require.Equal(t, staged[0].Envelope, a.Rows()[0].Envelope)
+	_, ok := a.NextDue()
+	require.False(t, ok, "a full claim does not look ahead")
+	wait, ok := b.NextDue()
+	require.True(t, ok)
+	require.InDelta(t, time.Hour.Seconds(), wait.Seconds(), 60)
+
+	// a publishes only its first two rows; b fails entirely.
+	require.NoError(t, a.Complete(ctx, ids(a.Rows()[:2])))
+	a.Release(ctx) // no-op after Complete
+	b.Release(ctx)
+	require.Equal(t, 11, itest.Count(t, pool))
+
+	c, err := s.Claim(ctx, 100)
+	require.NoError(t, err)
+	require.Len(t, c.Rows(), 8, "released and unpublished rows are claimable again")
+	require.NoError(t, c.Complete(ctx, nil))
+
+	d, err := s.Depth(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(11), d.Total)
+	require.Equal(t, int64(8), d.Due)
+	require.Greater(t, d.OldestDue, time.Duration(0))
+}
+
+// The listener reconnects after its connection is killed and wakes again.
+func TestListenerSurvivesConnectionLoss(t *testing.T) {
+	dsn, pool := itest.Postgres(t)
+	cfg, err := pgxpool.ParseConfig(dsn)
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["application_name"] = "listener-" + itest.Name("t")
+	l := &outbox.Listener{Config: cfg.ConnConfig, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: clock.Real{}}
+	wakes := make(chan struct{}, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = l.Run(ctx, func() { wakes <- struct{}{} }) }()
+	defer func() { cancel(); <-done }()
+
+	next := func(what string) {
+		t.Helper()
+		select {
+		case <-wakes:
+		case <-time.After(time.Minute):
+			t.Fatalf("no wake after %s", what)
+		}
+	}
+	next("connect") // every (re)connect wakes once
+	_, err = pool.Exec(context.Background(), "SELECT pg_notify('sundial_outbox', '')")
+	require.NoError(t, err)
+	next("notify")
+
+	_, err = pool.Exec(context.Background(),
+		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+		cfg.ConnConfig.RuntimeParams["application_name"])
+	require.NoError(t, err)
+	next("reconnect")
+	_, err = pool.Exec(context.Background(), "SELECT pg_notify('sundial_outbox', '')")
+	require.NoError(t, err)
+	next("notify after reconnect")
+}
