@@ -8,10 +8,11 @@ import (
 	"time"
 )
 
-// ParseError is the error Parse returns. It names the field (second,
-// minute, hour, day-of-month, month, day-of-week, or "expression" for the
-// shape of the whole expression) and the offending token, and says why in
-// terms a user can act on.
+// ParseError is the error Parse and Every return. It names the field
+// (second, minute, hour, day-of-month, month, day-of-week; "expression" for
+// the shape of the whole expression, macros and @every intervals; "anchor"
+// for an @every anchor outside the years 1-9999) and the offending token,
+// and says why in terms a user can act on.
 type ParseError struct {
 	Field string
 	Token string
