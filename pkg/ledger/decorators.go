@@ -96,7 +96,8 @@ func Transient(err error) bool {
 }
 
 // Instrumented counts and times every request through s, by operation
-// (exec, batch, read) and outcome (ok, error).
+// (exec, batch, read) and outcome (ok, error). It panics if reg holds a
+// different collector under the same name.
 func Instrumented(s Session, reg prometheus.Registerer) Session {
 	m := &metrics{
 		dur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -105,7 +106,15 @@ func Instrumented(s Session, reg prometheus.Registerer) Session {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"op", "outcome"}),
 	}
-	reg.MustRegister(m.dur)
+	// Several sessions (a writer's and a reader's) may share a registry:
+	// they share the series too.
+	if err := reg.Register(m.dur); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if !errors.As(err, &are) {
+			panic(err)
+		}
+		m.dur = are.ExistingCollector.(*prometheus.HistogramVec)
+	}
 	return instrumented{Session: s, m: m}
 }
 

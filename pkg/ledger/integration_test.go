@@ -4,11 +4,8 @@ package ledger_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -21,38 +18,26 @@ import (
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/ledger"
+	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
-// testLedger connects to the test Cassandra and creates a keyspace of the
-// test's own, dropped when the test ends.
+// testLedger connects to the test Cassandra with the ledger's own settings
+// and migrates a keyspace of the test's own (pkg/testinfra creates it and
+// drops it when the test ends).
 func testLedger(t testing.TB) (ledger.Session, string) {
 	t.Helper()
-	hosts := os.Getenv("SUNDIAL_TEST_CASSANDRA_HOSTS")
-	if hosts == "" {
-		hosts = "127.0.0.1:9042"
-	}
-	s, err := ledger.Connect(ledger.ConnectConfig{Hosts: strings.Split(hosts, ","), Timeout: 20 * time.Second})
+	ks := testinfra.CassandraKeyspace(t)
+	s, err := ledger.Connect(ledger.ConnectConfig{Hosts: testinfra.CassandraHosts(t), Timeout: 30 * time.Second})
 	if err != nil {
-		t.Fatalf("cassandra at %s (start it with deploy/local/infra.sh up): %v", hosts, err)
+		t.Fatal(err)
 	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	ks := "ledger_t_" + hex.EncodeToString(b)
+	t.Cleanup(s.Close) // runs before the keyspace is dropped
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := ledger.Migrate(ctx, s, ks, ""); err != nil {
-		s.Close()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := s.Exec(ctx, ledger.Statement{CQL: "DROP KEYSPACE IF EXISTS " + ks}); err != nil {
-			t.Logf("drop keyspace %s: %v", ks, err)
-		}
-		s.Close()
-	})
 	return s, ks
 }
 

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gocql/gocql"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/clock"
@@ -166,4 +167,16 @@ func (a autoAdvance) NewTimer(d time.Duration) clock.Timer {
 	t := a.Fake.NewTimer(d)
 	a.Advance(d)
 	return t
+}
+
+func TestInstrumentedSharesARegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	a := Instrumented(&failingBatch{n: 1, err: errors.New("boom")}, reg)
+	b := Instrumented(&failingBatch{}, reg) // must not panic
+	_ = a.ExecBatch(context.Background(), Batch{})
+	_ = b.ExecBatch(context.Background(), Batch{})
+	mfs, err := reg.Gather()
+	if err != nil || len(mfs) != 1 || len(mfs[0].GetMetric()) != 2 {
+		t.Fatalf("gathered %v (%v), want one histogram with ok and error series", mfs, err)
+	}
 }
