@@ -119,7 +119,7 @@ func TestKilledRelayLosesNothing(t *testing.T) {
 	dsn, pool := itest.Postgres(t)
 	prefix := itest.TopicPrefix(t)
 	bin := buildRelay(t)
-	args := []string{"--postgres-dsn", dsn, "--kafka-brokers", strings.Join(itest.Brokers(), ","),
+	args := []string{"--postgres-dsn", dsn, "--kafka-brokers", strings.Join(itest.Brokers(t), ","),
 		"--topic-prefix", prefix, "--topic-replication", "1", "--batch-size", "50", "--poll-interval", "100ms"}
 
 	const n = 6000

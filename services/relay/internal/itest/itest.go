@@ -3,8 +3,9 @@
 // prefix of the test's own, staging outbox rows the way the prefetcher does,
 // and reading back everything the firing topics hold.
 //
-// The per-test isolation mirrors pkg/testinfra (schema by search_path,
-// unique topic names); it lives here until those helpers cover Kafka.
+// Isolation comes from pkg/testinfra (a schema per test, unique names);
+// what is relay-specific — four topics under one prefix, a whole database
+// for the bloat measurement — is here.
 package itest
 
 import (
@@ -14,8 +15,6 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -28,20 +27,12 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/migrations"
+	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
-func env(name, def string) string {
-	if v := strings.TrimSpace(os.Getenv(name)); v != "" {
-		return v
-	}
-	return def
-}
-
 // Brokers are the test Kafka brokers (SUNDIAL_TEST_KAFKA_BROKERS).
-func Brokers() []string {
-	return strings.Split(env("SUNDIAL_TEST_KAFKA_BROKERS", "127.0.0.1:9092"), ",")
-}
+func Brokers(t testing.TB) []string { return testinfra.KafkaBrokers(t) }
 
 // Name is a unique lower-case identifier starting with prefix.
 func Name(prefix string) string {
@@ -50,64 +41,31 @@ func Name(prefix string) string {
 	return prefix + "_" + hex.EncodeToString(b)
 }
 
-// Postgres creates a schema of the test's own, applies the migrations in it
-// and returns a DSN selecting it (search_path in the libpq options, so child
-// processes can use it too) and a pool on it. Both go when the test ends.
+// Postgres gives the test a schema of its own (pkg/testinfra) with the
+// migrations applied, and returns a DSN selecting it (search_path in the
+// libpq options, so child processes can use it too) and a pool on it. Both
+// go when the test ends.
 func Postgres(t testing.TB) (string, *pgxpool.Pool) {
 	t.Helper()
-	base := env("SUNDIAL_TEST_POSTGRES_DSN", "postgres://sundial:sundial@127.0.0.1:5432/sundial?sslmode=disable")
+	dsn := testinfra.PostgresDSN(t)
+	pool := testinfra.PostgresPool(t, dsn)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("postgres at %s (deploy/local/infra.sh up): %v", base, err)
-	}
-	defer func() { _ = admin.Close(context.Background()) }()
-	schema := Name("relay")
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		c, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Logf("schema %s left behind: %v", schema, err)
-			return
-		}
-		defer func() { _ = c.Close(context.Background()) }()
-		_, _ = c.Exec(ctx, "SET lock_timeout = '20s'")
-		if _, err := c.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
-			t.Logf("schema %s left behind: %v", schema, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("options", "-c search_path="+schema)
-	// %20, not Encode's "+": pgx does not read "+" as a space here.
-	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
-	dsn := u.String()
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
 	if err := migrations.Up(ctx, pool, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
 		t.Fatal(err)
 	}
 	return dsn, pool
 }
 
-// TopicPrefix returns a prefix of the test's own; the firing topics under
-// it are deleted when the test ends (whoever created them).
+// TopicPrefix returns a prefix of the test's own ("test.<name>_<hex>", as
+// testinfra names topics); the relay creates the four firing topics under
+// it, and they are deleted when the test ends.
 func TopicPrefix(t testing.TB) string {
 	t.Helper()
-	prefix := Name("relayit")
+	prefix := "test." + testinfra.UniqueName(t, 100)
+	brokers := Brokers(t)
 	t.Cleanup(func() {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(Brokers()...))
+		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 		if err != nil {
 			return
 		}
@@ -195,7 +153,7 @@ func ReadAll(t testing.TB, prefix string) []*kgo.Record {
 	topics := firing.Topics{Prefix: prefix}.FireAll()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(Brokers()...), kgo.ConsumeTopics(topics...),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(Brokers(t)...), kgo.ConsumeTopics(topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +204,7 @@ func ReadAll(t testing.TB, prefix string) []*kgo.Record {
 // database, not just its schema. Dropped (WITH FORCE) when the test ends.
 func Database(t testing.TB) (string, *pgxpool.Pool) {
 	t.Helper()
-	base := env("SUNDIAL_TEST_POSTGRES_DSN", "postgres://sundial:sundial@127.0.0.1:5432/sundial?sslmode=disable")
+	base := testinfra.PostgresBaseDSN()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	admin, err := pgx.Connect(ctx, base)

@@ -81,7 +81,7 @@ func emptyWithin(t *testing.T, pool *pgxpool.Pool, d time.Duration) {
 func TestIntegrationPublishesToRightTopicWithKeyAndDeletes(t *testing.T) {
 	dsn, pool := itest.Postgres(t)
 	prefix := itest.TopicPrefix(t)
-	r := realRelay(t, dsn, prefix, itest.Brokers(), nil)
+	r := realRelay(t, dsn, prefix, itest.Brokers(t), nil)
 	staged := itest.Stage(t, pool, 40, 0, true)
 	emptyWithin(t, pool, time.Minute)
 
@@ -111,8 +111,8 @@ func TestIntegrationTwoRelaysPublishEachRowOnce(t *testing.T) {
 	dsn, pool := itest.Postgres(t)
 	prefix := itest.TopicPrefix(t)
 	small := func(c *Config) { c.BatchSize = 25; c.PollInterval = 50 * time.Millisecond }
-	a := realRelay(t, dsn, prefix, itest.Brokers(), small)
-	b := realRelay(t, dsn, prefix, itest.Brokers(), small)
+	a := realRelay(t, dsn, prefix, itest.Brokers(t), small)
+	b := realRelay(t, dsn, prefix, itest.Brokers(t), small)
 	const n = 2000
 	var staged []itest.Staged
 	for range n / 200 {
@@ -150,7 +150,7 @@ func sumCounter(v *prometheus.CounterVec) float64 {
 func TestIntegrationNotifyWakesTheRelay(t *testing.T) {
 	dsn, pool := itest.Postgres(t)
 	prefix := itest.TopicPrefix(t)
-	r := realRelay(t, dsn, prefix, itest.Brokers(), nil)
+	r := realRelay(t, dsn, prefix, itest.Brokers(t), nil)
 	// The listener connects, then wakes the loop once; wait for it to be
 	// subscribed so the NOTIFY below cannot be missed.
 	require.Eventually(t, func() bool { return testutil.ToFloat64(r.m.listening) == 1 }, time.Minute, 10*time.Millisecond)
@@ -164,7 +164,7 @@ func TestIntegrationNotifyWakesTheRelay(t *testing.T) {
 func TestIntegrationPollingWithoutNotify(t *testing.T) {
 	dsn, pool := itest.Postgres(t)
 	prefix := itest.TopicPrefix(t)
-	r := realRelay(t, dsn, prefix, itest.Brokers(), func(c *Config) {
+	r := realRelay(t, dsn, prefix, itest.Brokers(t), func(c *Config) {
 		c.Listen = false
 		c.PollInterval = 200 * time.Millisecond
 	})
@@ -178,7 +178,7 @@ func TestIntegrationPollingWithoutNotify(t *testing.T) {
 func TestIntegrationStagedRowPublishedWhenDue(t *testing.T) {
 	dsn, pool := itest.Postgres(t)
 	prefix := itest.TopicPrefix(t)
-	r := realRelay(t, dsn, prefix, itest.Brokers(), func(c *Config) { c.Listen = false })
+	r := realRelay(t, dsn, prefix, itest.Brokers(t), func(c *Config) { c.Listen = false })
 	itest.Stage(t, pool, 1, 2*time.Second, false)
 	emptyWithin(t, pool, time.Minute)
 	// At least one "due" wake-up (an early one, by the claim's own latency,
