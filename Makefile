@@ -6,7 +6,7 @@ SHELL := /usr/bin/env bash
 ROOT     := $(abspath .)
 TOOLS    := $(ROOT)/.tools/bin
 export PATH := $(TOOLS):$(PATH)
-MODULES  := pkg proto cmd/schedctl services/api services/prefetcher services/relay services/worker
+MODULES  := pkg proto cmd/schedctl services/api services/prefetcher services/relay services/worker tests/e2e
 SERVICES := api prefetcher relay worker
 INFRA    := $(ROOT)/deploy/local/infra.sh
 PLATFORM := $(ROOT)/deploy/local/platform.sh
@@ -20,6 +20,7 @@ STATICCHECK_VERSION    := v0.8.2
 GOTESTFLAGS ?=
 UNIT_TIMEOUT ?= 10m
 INTEGRATION_TIMEOUT ?= 20m
+E2E_TIMEOUT ?= 20m
 
 .PHONY: help
 help: ## List the targets
@@ -82,8 +83,12 @@ test-unit: ## Unit tests (no infrastructure), with the race detector
 test-integration: ## Integration tests against the running infrastructure (make infra-up first)
 	@source <($(INFRA) env) && for m in $(MODULES); do (cd $$m && go test -tags integration -count=1 -p 2 -timeout $(INTEGRATION_TIMEOUT) $(GOTESTFLAGS) ./...) || exit 1; done
 
+.PHONY: test-e2e
+test-e2e: ## End-to-end tests: the four services as processes against the running infrastructure
+	@source <($(INFRA) env) && cd tests/e2e && go test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) $(GOTESTFLAGS) ./...
+
 .PHONY: test
-test: infra-up lint proto-check test-unit test-integration ## Everything, against the real components (what CI runs)
+test: infra-up lint proto-check test-unit test-integration test-e2e ## Everything, against the real components (what CI runs)
 
 .PHONY: run
 run: infra-up build ## Start the components and the four services (make stop to end them)

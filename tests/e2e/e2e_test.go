@@ -1,0 +1,334 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/pkg/firing"
+	"github.com/sundialhq/sundial/pkg/jobspec"
+	"github.com/sundialhq/sundial/pkg/testinfra"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// expected is one slot a test expects a target to receive.
+type expected struct {
+	jobID     string
+	scheduled time.Time
+	via       string
+	priority  sundialv1.Priority
+}
+
+var priorities = []sundialv1.Priority{
+	sundialv1.Priority_PRIORITY_CRITICAL,
+	sundialv1.Priority_PRIORITY_HIGH,
+	sundialv1.Priority_PRIORITY_MEDIUM,
+	sundialv1.Priority_PRIORITY_LOW,
+}
+
+// jobPlan is one job to register.
+type jobPlan struct {
+	name     string
+	cron     string
+	once     time.Time
+	priority sundialv1.Priority
+	kafka    bool
+}
+
+func (jp jobPlan) proto(s *sink, kafkaTopic string, start, end time.Time) *sundialv1.Job {
+	job := &sundialv1.Job{
+		Name:     jp.name,
+		Labels:   map[string]string{"suite": "e2e"},
+		Priority: jp.priority,
+		Payload:  []byte(`{"job":"` + jp.name + `"}`),
+		Schedule: &sundialv1.Schedule{Timezone: "UTC"},
+	}
+	if jp.cron != "" {
+		job.Schedule.Spec = &sundialv1.Schedule_Cron{Cron: jp.cron}
+		job.Schedule.StartTime = timestamppb.New(start)
+		job.Schedule.EndTime = timestamppb.New(end)
+	} else {
+		job.Schedule.Spec = &sundialv1.Schedule_Once{Once: timestamppb.New(jp.once)}
+	}
+	if jp.kafka {
+		job.Target = &sundialv1.Target{Kind: &sundialv1.Target_Kafka{Kafka: &sundialv1.KafkaTarget{Topic: kafkaTopic}}}
+	} else {
+		job.Target = &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: s.url()}}}
+	}
+	return job
+}
+
+// register creates the jobs over gRPC (a few at a time) and returns the
+// slots each will fire, computed with the same engine from what the api
+// returned.
+func (p *platform) register(t *testing.T, plans []jobPlan, s *sink, kafkaTopic string, start, end time.Time) (map[string]expected, map[string]*sundialv1.Job) {
+	t.Helper()
+	ctx := ctxT(t, 2*time.Minute)
+	cl := p.client()
+	var mu sync.Mutex
+	want := map[string]expected{}
+	jobs := map[string]*sundialv1.Job{}
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	errs := make(chan error, len(plans))
+	for i, jp := range plans {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			resp, err := cl.CreateJob(ctx, &sundialv1.CreateJobRequest{
+				Job: jp.proto(s, kafkaTopic, start, end), IdempotencyKey: fmt.Sprintf("e2e-%d", i),
+			})
+			if err != nil {
+				errs <- fmt.Errorf("create %s: %w", jp.name, err)
+				return
+			}
+			job := resp.GetJob()
+			sched, err := jobspec.Schedule(job, job.GetCreateTime().AsTime())
+			if err != nil {
+				errs <- fmt.Errorf("schedule of %s: %w", jp.name, err)
+				return
+			}
+			jobID := uuid.MustParse(job.GetId())
+			via := "http"
+			if jp.kafka {
+				via = "kafka"
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			jobs[job.GetId()] = job
+			for slot := job.GetNextFireTime().AsTime(); !slot.IsZero() && !slot.After(end); slot = sched.Next(slot) {
+				want[firing.ExecutionID(jobID, slot).String()] = expected{jobID: job.GetId(), scheduled: slot, via: via, priority: jp.priority}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return want, jobs
+}
+
+// awaitDeliveries waits until every expected slot arrived, then for a quiet
+// period in which late duplicates would show.
+func awaitDeliveries(t *testing.T, s *sink, want map[string]expected, deadline time.Time) {
+	t.Helper()
+	for {
+		missing := s.has(want)
+		if missing == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d expected firings never arrived", missing, len(want))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second) // a window for duplicates to surface, not synchronisation
+}
+
+// checkDeliveries asserts each expected slot arrived once (or, with
+// allowDuplicates, at least once), nothing unexpected arrived, signatures
+// verify, and every lease of a job got its own fence token. When firings ran
+// in slot order (no crash delayed a backlog that then fired at once), fences
+// must also increase in slot order. It returns the number of raw duplicate
+// deliveries.
+func checkDeliveries(t *testing.T, s *sink, want map[string]expected, allowDuplicates, inSlotOrder bool) int {
+	t.Helper()
+	got, total := s.snapshot()
+	dups := 0
+	perJob := map[string][]delivery{}
+	for id, ds := range got {
+		w, ok := want[id]
+		if !ok {
+			t.Errorf("unexpected execution %s arrived (%d times, job %s, slot %s)", id, len(ds), ds[0].jobID, ds[0].scheduled)
+			continue
+		}
+		if len(ds) > 1 {
+			dups += len(ds) - 1
+			if !allowDuplicates {
+				t.Errorf("execution %s (job %s slot %s) arrived %d times", id, w.jobID, w.scheduled, len(ds))
+			}
+		}
+		for _, d := range ds {
+			if d.sigErr != nil {
+				t.Errorf("execution %s: signature: %v", id, d.sigErr)
+			}
+			if d.via != w.via {
+				t.Errorf("execution %s arrived over %s, want %s", id, d.via, w.via)
+			}
+			if d.jobID != w.jobID || !d.scheduled.Equal(w.scheduled) {
+				t.Errorf("execution %s headers say job %s slot %s, want job %s slot %s", id, d.jobID, d.scheduled, w.jobID, w.scheduled)
+			}
+		}
+		perJob[w.jobID] = append(perJob[w.jobID], ds...)
+	}
+	for jobID, ds := range perJob {
+		fences := map[int64]string{}
+		for _, d := range ds {
+			if other, ok := fences[d.fence]; ok {
+				t.Errorf("job %s: fence %d given to both %s and %s", jobID, d.fence, other, d.execID)
+			}
+			fences[d.fence] = d.execID
+		}
+		if !inSlotOrder {
+			continue
+		}
+		sort.Slice(ds, func(i, j int) bool { return ds[i].scheduled.Before(ds[j].scheduled) })
+		for i := 1; i < len(ds); i++ {
+			if ds[i].fence <= ds[i-1].fence {
+				t.Errorf("job %s: fence %d at slot %s is not above fence %d at slot %s",
+					jobID, ds[i].fence, ds[i].scheduled, ds[i-1].fence, ds[i-1].scheduled)
+			}
+		}
+	}
+	t.Logf("deliveries: %d expected, %d distinct arrived, %d raw deliveries, %d raw duplicates", len(want), len(got), total, dups)
+	return dups
+}
+
+// checkLedger waits until ListExecutions shows, for every job, a SUCCEEDED
+// attempt for exactly the executions the sink saw.
+func checkLedger(t *testing.T, p *platform, s *sink, jobs map[string]*sundialv1.Job) {
+	t.Helper()
+	got, _ := s.snapshot()
+	sinkByJob := map[string]map[string]bool{}
+	for id, ds := range got {
+		if sinkByJob[ds[0].jobID] == nil {
+			sinkByJob[ds[0].jobID] = map[string]bool{}
+		}
+		sinkByJob[ds[0].jobID][id] = true
+	}
+	ctx := ctxT(t, 3*time.Minute)
+	cl := p.client()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var problems []string
+		for jobID := range jobs {
+			ledger := map[string]bool{}
+			token := ""
+			for {
+				resp, err := cl.ListExecutions(ctx, &sundialv1.ListExecutionsRequest{JobId: jobID, PageSize: 1000, PageToken: token})
+				if err != nil {
+					t.Fatalf("ListExecutions %s: %v", jobID, err)
+				}
+				for _, a := range resp.GetAttempts() {
+					if a.GetStatus() == sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED {
+						ledger[a.GetExecutionId()] = true
+					}
+				}
+				if token = resp.GetNextPageToken(); token == "" {
+					break
+				}
+			}
+			for id := range sinkByJob[jobID] {
+				if !ledger[id] {
+					problems = append(problems, fmt.Sprintf("job %s: execution %s reached the target but the ledger has no SUCCEEDED attempt", jobID, id))
+				}
+			}
+			for id := range ledger {
+				if !sinkByJob[jobID][id] {
+					problems = append(problems, fmt.Sprintf("job %s: ledger says %s SUCCEEDED but the target never saw it", jobID, id))
+				}
+			}
+		}
+		if len(problems) == 0 {
+			t.Logf("ledger agrees with the sink for %d jobs", len(jobs))
+			return
+		}
+		if time.Now().After(deadline) {
+			if len(problems) > 20 {
+				problems = append(problems[:20], fmt.Sprintf("… and %d more", len(problems)-20))
+			}
+			t.Fatalf("ledger and sink disagree:\n%s", strings.Join(problems, "\n"))
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// mixedPlans is the e2e job mix: second-level crons at every priority over
+// HTTP, a few over Kafka, and one-offs.
+func mixedPlans(start time.Time, n int) []jobPlan {
+	var plans []jobPlan
+	for i := range n {
+		jp := jobPlan{name: fmt.Sprintf("job-%03d", i), priority: priorities[i%len(priorities)]}
+		switch {
+		case i%10 == 9: // one-offs spread over the run
+			jp.once = start.Add(time.Duration(1+i%15) * time.Second)
+		case i%10 == 8: // Kafka target
+			jp.cron = "*/2 * * * * *"
+			jp.kafka = true
+		case i%10 >= 5:
+			jp.cron = "*/3 * * * * *"
+		default:
+			jp.cron = "* * * * * *"
+		}
+		plans = append(plans, jp)
+	}
+	return plans
+}
+
+func TestFiringPipelineEndToEnd(t *testing.T) {
+	p := newPlatform(t)
+	p.start("prefetcher-1", "prefetcher", "--node-id", "pf-1")
+	p.start("worker-1", "worker", "--worker-id", "w1")
+	p.start("worker-2", "worker", "--worker-id", "w2")
+
+	s := newSink(t, p.secret)
+	kafkaTopic := testinfra.KafkaTopic(t, 2)
+	kctx, stopKafka := context.WithCancel(context.Background())
+	waitKafka := s.readKafka(t, kctx, kafkaTopic)
+	defer func() { stopKafka(); waitKafka() }()
+
+	start := time.Now().Add(6 * time.Second).Truncate(time.Second)
+	end := start.Add(20 * time.Second)
+	want, jobs := p.register(t, mixedPlans(start, 200), s, kafkaTopic, start, end)
+	t.Logf("registered %d jobs, %d slots expected between %s and %s", len(jobs), len(want), start.Format(time.TimeOnly), end.Format(time.TimeOnly))
+
+	awaitDeliveries(t, s, want, end.Add(60*time.Second))
+	checkDeliveries(t, s, want, false, true)
+	got, _ := s.snapshot()
+	t.Logf("lateness at the target (received − scheduled), HTTP: %s", lateness(got, func(d delivery) bool { return d.via == "http" }))
+	t.Logf("lateness at the target, Kafka target: %s", lateness(got, func(d delivery) bool { return d.via == "kafka" }))
+	for _, pr := range priorities {
+		t.Logf("lateness %s: %s", firing.PriorityName(pr), lateness(got, func(d delivery) bool { return want[d.execID].priority == pr && d.via == "http" }))
+	}
+	checkLedger(t, p, s, jobs)
+
+	// The firing path needs neither Postgres nor the relay once a firing is
+	// in Kafka: it is kept by the workers' timers (checked by the
+	// prefetcher-kill test and asserted by construction: the worker's only
+	// Postgres use is the clock offset sample).
+}
+
+// metric reads one unlabelled gauge or counter from a service's /metrics.
+func metric(t *testing.T, admin, name string) (float64, bool) {
+	t.Helper()
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + admin + "/metrics")
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, name+" ") {
+			var v float64
+			if _, err := fmt.Sscanf(strings.TrimPrefix(line, name+" "), "%g", &v); err == nil {
+				return v, true
+			}
+		}
+	}
+	return 0, false
+}
