@@ -56,6 +56,8 @@ type command struct {
 var localCommands = []command{
 	{name: "preview", args: "--cron EXPR [--tz ZONE] [--from RFC3339] [--count N]",
 		summary: "Print a schedule's next instants, computed offline (no server).", run: runPreview},
+	{name: "sink", args: "[--addr HOST:PORT] [--signing-secret S]",
+		summary: "Run a local HTTP target that prints every firing it receives (for trying Sundial out).", run: runSink},
 }
 
 // commands returns the whole table in help order: offline commands first,

@@ -7,7 +7,12 @@
 #   platform.sh up       start what is not running; wait for each /healthz and /readyz
 #   platform.sh down     SIGTERM each service, wait for its drain (SIGKILL after a timeout)
 #   platform.sh status   one line per service: up/unready/down, admin address, pid
-#   platform.sh logs S   the log of service S (-f to follow)
+#   platform.sh logs S   the log of service S (-f to follow; S may also be sink)
+#
+# After the services, `up` starts a demo target (bin/schedctl sink on
+# 127.0.0.1:8099, printing every request to .run/sink.log) and registers a
+# demo job firing it every second (idempotently: a second `up` finds the same
+# job). SUNDIAL_DEMO=0 skips both.
 #
 # `make run` is infra-up + build + platform.sh up; `make stop` is platform.sh down.
 # See docs/operations.md.
@@ -20,6 +25,10 @@ SERVICES=(api prefetcher relay worker)
 READY_TIMEOUT=${SUNDIAL_PLATFORM_READY_TIMEOUT:-90}
 # A service drains for up to its --drain-timeout (30 s by default) on SIGTERM.
 STOP_TIMEOUT=${SUNDIAL_PLATFORM_STOP_TIMEOUT:-40}
+DEMO=${SUNDIAL_DEMO:-1}
+SINK_ADDR=${SUNDIAL_DEMO_SINK_ADDR:-127.0.0.1:8099}
+DEV_TOKEN=${SUNDIAL_DEV_TOKEN:-dev-token}
+DEV_SECRET=${SUNDIAL_SIGNING_SECRET:-sundial-dev-signing-secret}
 
 log() { printf '[platform] %s\n' "$*" >&2; }
 die() { printf '[platform] error: %s\n' "$*" >&2; exit 1; }
@@ -54,25 +63,29 @@ service_env() {
     api)
       echo "SUNDIAL_GRPC_ADDR=${SUNDIAL_GRPC_ADDR:-127.0.0.1:9090}"
       # a development tenant, so `make run` serves requests out of the box
-      echo "SUNDIAL_TOKENS=${SUNDIAL_TOKENS:-dev-token=dev}"
+      echo "SUNDIAL_TOKENS=${SUNDIAL_TOKENS:-$DEV_TOKEN=dev}"
       ;;
     prefetcher) ;;
     relay) ;;
     worker)
       # a development secret for the HMAC signature on target requests
-      [ -n "${SUNDIAL_SIGNING_SECRET_FILE:-}" ] || echo "SUNDIAL_SIGNING_SECRET=${SUNDIAL_SIGNING_SECRET:-sundial-dev-signing-secret}"
+      [ -n "${SUNDIAL_SIGNING_SECRET_FILE:-}" ] || echo "SUNDIAL_SIGNING_SECRET=$DEV_SECRET"
       ;;
   esac
 }
 
 pid_of() { [ -s "$RUN/$1.pid" ] && tr -dc '0-9' <"$RUN/$1.pid"; return 0; }
 
+binary_of() { # the executable behind a name: the sink is schedctl's
+  if [ "$1" = sink ]; then echo "$BIN/schedctl"; else echo "$BIN/sundial-$1"; fi
+}
+
 is_running() { # the pid file names a live process running this checkout's binary
   local pid exe
   pid=$(pid_of "$1")
   [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
   exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
-  [ "${exe% (deleted)}" = "$BIN/sundial-$1" ]
+  [ "${exe% (deleted)}" = "$(binary_of "$1")" ]
 }
 
 http_ok() { curl -fsS -m 2 -o /dev/null "http://$1" 2>/dev/null; }
@@ -134,6 +147,36 @@ cmd_up() {
     log "$s: ready on $(admin_addr "$s")"
   done
   log "all services up in $((SECONDS - t0))s"
+  [ "$DEMO" = 0 ] || demo_up
+}
+
+# demo_up starts the demo sink and registers the demo job (once: the
+# idempotency key makes a second registration return the first job).
+demo_up() {
+  local sctl=$BIN/schedctl out id deadline
+  [ -x "$sctl" ] || die "$sctl is missing: run 'make build' first"
+  if is_running sink; then
+    log "sink: already running (pid $(pid_of sink)), left alone"
+  else
+    rm -f "$RUN/sink.pid"
+    setsid env SUNDIAL_SIGNING_SECRET="$DEV_SECRET" bash -c 'echo $$ >"$0"; exec "$@"' "$RUN/sink.pid" \
+      "$sctl" sink --addr "$SINK_ADDR" >>"$RUN/sink.log" 2>&1 </dev/null 9>&- &
+    disown || true
+    deadline=$((SECONDS + 10))
+    until (exec 3<>"/dev/tcp/${SINK_ADDR%:*}/${SINK_ADDR##*:}") 2>/dev/null; do
+      [ "$SECONDS" -lt "$deadline" ] || die "the demo sink did not listen on $SINK_ADDR (log: $RUN/sink.log)"
+      sleep 0.1
+    done
+    log "sink: listening on http://$SINK_ADDR/ (log $RUN/sink.log)"
+  fi
+  out=$("$sctl" create --addr "${SUNDIAL_GRPC_ADDR:-127.0.0.1:9090}" --token "$DEV_TOKEN" \
+    --name demo-every-second --cron '* * * * * *' --url "http://$SINK_ADDR/demo" \
+    --payload '{"hello":"sundial"}' --label demo=true --idempotency-key demo-every-second -o json) ||
+    die "registering the demo job failed"
+  id=$(printf '%s' "$out" | sed -n 's/.*"id": *"\([0-9a-f-]\{36\}\)".*/\1/p' | head -n 1)
+  log "demo job $id fires http://$SINK_ADDR/demo every second"
+  log "  watch it:   tail -f $RUN/sink.log"
+  log "  history:    bin/schedctl history --token $DEV_TOKEN $id"
 }
 
 stop_one() {
@@ -158,7 +201,7 @@ cmd_down() {
   exec 9>"$RUN/.lock"
   flock -w 300 9 || die "another platform.sh up/down holds $RUN/.lock"
   local s
-  for s in "${SERVICES[@]}"; do stop_one "$s" & done
+  for s in "${SERVICES[@]}" sink; do stop_one "$s" & done
   wait
   for s in "${SERVICES[@]}"; do
     if is_running "$s"; then die "$s is still running (pid $(pid_of "$s"))"; fi
@@ -178,12 +221,15 @@ cmd_status() {
     fi
     printf '%-11s %-8s admin http://%-16s pid %s\n' "$s" "$state" "$addr" "${pid:--}"
   done
+  if is_running sink; then
+    printf '%-11s %-8s http://%-22s pid %s\n' sink up "$SINK_ADDR" "$(pid_of sink)"
+  fi
   return $rc
 }
 
 cmd_logs() {
   local s=${1:-}
-  [ -f "$RUN/$s.log" ] || die "usage: platform.sh logs <api|prefetcher|relay|worker> [-f] (no log at $RUN/$s.log)"
+  [ -f "$RUN/$s.log" ] || die "usage: platform.sh logs <api|prefetcher|relay|worker|sink> [-f] (no log at $RUN/$s.log)"
   if [ "${2:-}" = -f ]; then tail -n 100 -F "$RUN/$s.log"; else tail -n 200 "$RUN/$s.log"; fi
 }
 

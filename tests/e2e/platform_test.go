@@ -22,7 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gocql/gocql"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -286,13 +285,6 @@ func (p *platform) client() sundialv1.JobServiceClient {
 		p.conn = conn
 	}
 	return sundialv1.NewJobServiceClient(p.conn)
-}
-
-// cassandra is a session in the platform's ledger keyspace.
-func (p *platform) cassandra() *gocql.Session {
-	c := testinfra.CassandraCluster(p.t)
-	c.Keyspace = p.keyspace
-	return testinfra.CassandraSession(p.t, c)
 }
 
 func tail(path string, n int) string {
