@@ -181,7 +181,16 @@ type Firing struct {
 	StagedTime  *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=staged_time,json=stagedTime,proto3" json:"staged_time,omitempty"`
 	CallbackUrl string                 `protobuf:"bytes,16,opt,name=callback_url,json=callbackUrl,proto3" json:"callback_url,omitempty"`
 	// Why this firing exists.
-	Origin        FiringOrigin `protobuf:"varint,17,opt,name=origin,proto3,enum=sundial.v1.FiringOrigin" json:"origin,omitempty"`
+	Origin FiringOrigin `protobuf:"varint,17,opt,name=origin,proto3,enum=sundial.v1.FiringOrigin" json:"origin,omitempty"`
+	// The first attempt number of this round of attempts: 1, or the attempt a
+	// re-drive started from. The retry budget (retry.max_attempts) counts from
+	// it, so a re-driven execution keeps its id and gets fresh attempts.
+	FirstAttempt int32 `protobuf:"varint,18,opt,name=first_attempt,json=firstAttempt,proto3" json:"first_attempt,omitempty"`
+	// The schedule has no slot after this one: the job completes once this
+	// execution succeeds or dies.
+	LastSlot bool `protobuf:"varint,19,opt,name=last_slot,json=lastSlot,proto3" json:"last_slot,omitempty"`
+	// W3C trace context of the staging span, when tracing is on.
+	Traceparent   string `protobuf:"bytes,20,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -335,14 +344,45 @@ func (x *Firing) GetOrigin() FiringOrigin {
 	return FiringOrigin_FIRING_ORIGIN_UNSPECIFIED
 }
 
-// DeadLetter is the record value on sundial.dlq.
+func (x *Firing) GetFirstAttempt() int32 {
+	if x != nil {
+		return x.FirstAttempt
+	}
+	return 0
+}
+
+func (x *Firing) GetLastSlot() bool {
+	if x != nil {
+		return x.LastSlot
+	}
+	return false
+}
+
+func (x *Firing) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+// DeadLetter is the record value on sundial.dlq, and what the
+// DeadLetterService lists.
 type DeadLetter struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	Firing    *Firing                `protobuf:"bytes,1,opt,name=firing,proto3" json:"firing,omitempty"`
-	LastError string                 `protobuf:"bytes,2,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
-	// Classification of the last error, e.g. http_5xx, timeout, poison.
-	ErrorClass    string                 `protobuf:"bytes,3,opt,name=error_class,json=errorClass,proto3" json:"error_class,omitempty"`
-	DeadTime      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=dead_time,json=deadTime,proto3" json:"dead_time,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The envelope of the last attempt.
+	Firing    *Firing `protobuf:"bytes,1,opt,name=firing,proto3" json:"firing,omitempty"`
+	LastError string  `protobuf:"bytes,2,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// Classification of the last error: http_4xx, http_5xx, http_429, timeout,
+	// connection, circuit_open, address_refused, poison, kafka, secret.
+	ErrorClass string                 `protobuf:"bytes,3,opt,name=error_class,json=errorClass,proto3" json:"error_class,omitempty"`
+	DeadTime   *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=dead_time,json=deadTime,proto3" json:"dead_time,omitempty"`
+	// HTTP status of the last attempt, 0 when none.
+	HttpStatus int32 `protobuf:"varint,5,opt,name=http_status,json=httpStatus,proto3" json:"http_status,omitempty"`
+	// Attempts made in the round that died.
+	Attempts int32 `protobuf:"varint,6,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// Times this execution has been re-driven, and the last time.
+	RedriveCount  int32                  `protobuf:"varint,7,opt,name=redrive_count,json=redriveCount,proto3" json:"redrive_count,omitempty"`
+	RedriveTime   *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=redrive_time,json=redriveTime,proto3" json:"redrive_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -401,6 +441,34 @@ func (x *DeadLetter) GetErrorClass() string {
 func (x *DeadLetter) GetDeadTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.DeadTime
+	}
+	return nil
+}
+
+func (x *DeadLetter) GetHttpStatus() int32 {
+	if x != nil {
+		return x.HttpStatus
+	}
+	return 0
+}
+
+func (x *DeadLetter) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *DeadLetter) GetRedriveCount() int32 {
+	if x != nil {
+		return x.RedriveCount
+	}
+	return 0
+}
+
+func (x *DeadLetter) GetRedriveTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RedriveTime
 	}
 	return nil
 }
@@ -601,7 +669,7 @@ var File_sundial_v1_firing_proto protoreflect.FileDescriptor
 const file_sundial_v1_firing_proto_rawDesc = "" +
 	"\n" +
 	"\x17sundial/v1/firing.proto\x12\n" +
-	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14sundial/v1/job.proto\"\xde\x05\n" +
+	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14sundial/v1/job.proto\"\xc2\x06\n" +
 	"\x06Firing\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x16\n" +
@@ -622,7 +690,10 @@ const file_sundial_v1_firing_proto_rawDesc = "" +
 	"\vstaged_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"stagedTime\x12!\n" +
 	"\fcallback_url\x18\x10 \x01(\tR\vcallbackUrl\x120\n" +
-	"\x06origin\x18\x11 \x01(\x0e2\x18.sundial.v1.FiringOriginR\x06origin\"\xb1\x01\n" +
+	"\x06origin\x18\x11 \x01(\x0e2\x18.sundial.v1.FiringOriginR\x06origin\x12#\n" +
+	"\rfirst_attempt\x18\x12 \x01(\x05R\ffirstAttempt\x12\x1b\n" +
+	"\tlast_slot\x18\x13 \x01(\bR\blastSlot\x12 \n" +
+	"\vtraceparent\x18\x14 \x01(\tR\vtraceparent\"\xd2\x02\n" +
 	"\n" +
 	"DeadLetter\x12*\n" +
 	"\x06firing\x18\x01 \x01(\v2\x12.sundial.v1.FiringR\x06firing\x12\x1d\n" +
@@ -630,7 +701,12 @@ const file_sundial_v1_firing_proto_rawDesc = "" +
 	"last_error\x18\x02 \x01(\tR\tlastError\x12\x1f\n" +
 	"\verror_class\x18\x03 \x01(\tR\n" +
 	"errorClass\x127\n" +
-	"\tdead_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadTime\"\x8c\x06\n" +
+	"\tdead_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadTime\x12\x1f\n" +
+	"\vhttp_status\x18\x05 \x01(\x05R\n" +
+	"httpStatus\x12\x1a\n" +
+	"\battempts\x18\x06 \x01(\x05R\battempts\x12#\n" +
+	"\rredrive_count\x18\a \x01(\x05R\fredriveCount\x12=\n" +
+	"\fredrive_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vredriveTime\"\x8c\x06\n" +
 	"\x10ExecutionAttempt\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x16\n" +
@@ -713,18 +789,19 @@ var file_sundial_v1_firing_proto_depIdxs = []int32{
 	0,  // 8: sundial.v1.Firing.origin:type_name -> sundial.v1.FiringOrigin
 	2,  // 9: sundial.v1.DeadLetter.firing:type_name -> sundial.v1.Firing
 	6,  // 10: sundial.v1.DeadLetter.dead_time:type_name -> google.protobuf.Timestamp
-	1,  // 11: sundial.v1.ExecutionAttempt.status:type_name -> sundial.v1.ExecutionStatus
-	6,  // 12: sundial.v1.ExecutionAttempt.scheduled_time:type_name -> google.protobuf.Timestamp
-	6,  // 13: sundial.v1.ExecutionAttempt.fire_time:type_name -> google.protobuf.Timestamp
-	6,  // 14: sundial.v1.ExecutionAttempt.started_time:type_name -> google.protobuf.Timestamp
-	6,  // 15: sundial.v1.ExecutionAttempt.finished_time:type_name -> google.protobuf.Timestamp
-	8,  // 16: sundial.v1.ExecutionAttempt.lateness:type_name -> google.protobuf.Duration
-	8,  // 17: sundial.v1.ExecutionAttempt.duration:type_name -> google.protobuf.Duration
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	6,  // 11: sundial.v1.DeadLetter.redrive_time:type_name -> google.protobuf.Timestamp
+	1,  // 12: sundial.v1.ExecutionAttempt.status:type_name -> sundial.v1.ExecutionStatus
+	6,  // 13: sundial.v1.ExecutionAttempt.scheduled_time:type_name -> google.protobuf.Timestamp
+	6,  // 14: sundial.v1.ExecutionAttempt.fire_time:type_name -> google.protobuf.Timestamp
+	6,  // 15: sundial.v1.ExecutionAttempt.started_time:type_name -> google.protobuf.Timestamp
+	6,  // 16: sundial.v1.ExecutionAttempt.finished_time:type_name -> google.protobuf.Timestamp
+	8,  // 17: sundial.v1.ExecutionAttempt.lateness:type_name -> google.protobuf.Duration
+	8,  // 18: sundial.v1.ExecutionAttempt.duration:type_name -> google.protobuf.Duration
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_firing_proto_init() }

@@ -1106,6 +1106,378 @@ func (x *GetExecutionResponse) GetAttempts() []*ExecutionAttempt {
 	return nil
 }
 
+type BackfillJobRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Slots in [start_time, end_time] are fired; end_time must not be in the future.
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	EndTime   *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	DryRun    bool                   `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Release pace, firings per second (default 10).
+	RatePerSecond float64 `protobuf:"fixed64,5,opt,name=rate_per_second,json=ratePerSecond,proto3" json:"rate_per_second,omitempty"`
+	// Refuse ranges with more slots than this (default 10000, at most 100000).
+	MaxSlots      int32 `protobuf:"varint,6,opt,name=max_slots,json=maxSlots,proto3" json:"max_slots,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackfillJobRequest) Reset() {
+	*x = BackfillJobRequest{}
+	mi := &file_sundial_v1_job_service_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackfillJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackfillJobRequest) ProtoMessage() {}
+
+func (x *BackfillJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_job_service_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackfillJobRequest.ProtoReflect.Descriptor instead.
+func (*BackfillJobRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *BackfillJobRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *BackfillJobRequest) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *BackfillJobRequest) GetEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndTime
+	}
+	return nil
+}
+
+func (x *BackfillJobRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *BackfillJobRequest) GetRatePerSecond() float64 {
+	if x != nil {
+		return x.RatePerSecond
+	}
+	return 0
+}
+
+func (x *BackfillJobRequest) GetMaxSlots() int32 {
+	if x != nil {
+		return x.MaxSlots
+	}
+	return 0
+}
+
+type BackfillJobResponse struct {
+	state           protoimpl.MessageState   `protogen:"open.v1"`
+	Slots           []*timestamppb.Timestamp `protobuf:"bytes,1,rep,name=slots,proto3" json:"slots,omitempty"`
+	ExecutionIds    []string                 `protobuf:"bytes,2,rep,name=execution_ids,json=executionIds,proto3" json:"execution_ids,omitempty"`
+	Count           int32                    `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	DryRun          bool                     `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	LastReleaseTime *timestamppb.Timestamp   `protobuf:"bytes,5,opt,name=last_release_time,json=lastReleaseTime,proto3" json:"last_release_time,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *BackfillJobResponse) Reset() {
+	*x = BackfillJobResponse{}
+	mi := &file_sundial_v1_job_service_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackfillJobResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackfillJobResponse) ProtoMessage() {}
+
+func (x *BackfillJobResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_job_service_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackfillJobResponse.ProtoReflect.Descriptor instead.
+func (*BackfillJobResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *BackfillJobResponse) GetSlots() []*timestamppb.Timestamp {
+	if x != nil {
+		return x.Slots
+	}
+	return nil
+}
+
+func (x *BackfillJobResponse) GetExecutionIds() []string {
+	if x != nil {
+		return x.ExecutionIds
+	}
+	return nil
+}
+
+func (x *BackfillJobResponse) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *BackfillJobResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *BackfillJobResponse) GetLastReleaseTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastReleaseTime
+	}
+	return nil
+}
+
+type ListJobAuditRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	PageSize      int32                  `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken     string                 `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListJobAuditRequest) Reset() {
+	*x = ListJobAuditRequest{}
+	mi := &file_sundial_v1_job_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListJobAuditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListJobAuditRequest) ProtoMessage() {}
+
+func (x *ListJobAuditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_job_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListJobAuditRequest.ProtoReflect.Descriptor instead.
+func (*ListJobAuditRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ListJobAuditRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ListJobAuditRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListJobAuditRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type ListJobAuditResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*AuditEntry          `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListJobAuditResponse) Reset() {
+	*x = ListJobAuditResponse{}
+	mi := &file_sundial_v1_job_service_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListJobAuditResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListJobAuditResponse) ProtoMessage() {}
+
+func (x *ListJobAuditResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_job_service_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListJobAuditResponse.ProtoReflect.Descriptor instead.
+func (*ListJobAuditResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ListJobAuditResponse) GetEntries() []*AuditEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *ListJobAuditResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// AuditEntry is one change to a job.
+type AuditEntry struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	JobId  string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Tenant string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// Who: the authenticated principal (tenant and token fingerprint).
+	Actor string `protobuf:"bytes,3,opt,name=actor,proto3" json:"actor,omitempty"`
+	// create, update, pause, resume, delete, trigger, backfill, redrive, complete, purge.
+	Action string                 `protobuf:"bytes,4,opt,name=action,proto3" json:"action,omitempty"`
+	Time   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=time,proto3" json:"time,omitempty"`
+	// The job version after the change.
+	Version int64 `protobuf:"varint,6,opt,name=version,proto3" json:"version,omitempty"`
+	// What: the fields changed (update mask paths) and other detail, as JSON.
+	Detail        string `protobuf:"bytes,7,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditEntry) Reset() {
+	*x = AuditEntry{}
+	mi := &file_sundial_v1_job_service_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditEntry) ProtoMessage() {}
+
+func (x *AuditEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_job_service_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
+func (*AuditEntry) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *AuditEntry) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *AuditEntry) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *AuditEntry) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 var File_sundial_v1_job_service_proto protoreflect.FileDescriptor
 
 const file_sundial_v1_job_service_proto_rawDesc = "" +
@@ -1174,7 +1546,38 @@ const file_sundial_v1_job_service_proto_rawDesc = "" +
 	"\x13GetExecutionRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\"P\n" +
 	"\x14GetExecutionResponse\x128\n" +
-	"\battempts\x18\x01 \x03(\v2\x1c.sundial.v1.ExecutionAttemptR\battempts2\xd8\x06\n" +
+	"\battempts\x18\x01 \x03(\v2\x1c.sundial.v1.ExecutionAttemptR\battempts\"\xf4\x01\n" +
+	"\x12BackfillJobRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x129\n" +
+	"\n" +
+	"start_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
+	"\bend_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x17\n" +
+	"\adry_run\x18\x04 \x01(\bR\x06dryRun\x12&\n" +
+	"\x0frate_per_second\x18\x05 \x01(\x01R\rratePerSecond\x12\x1b\n" +
+	"\tmax_slots\x18\x06 \x01(\x05R\bmaxSlots\"\xe3\x01\n" +
+	"\x13BackfillJobResponse\x120\n" +
+	"\x05slots\x18\x01 \x03(\v2\x1a.google.protobuf.TimestampR\x05slots\x12#\n" +
+	"\rexecution_ids\x18\x02 \x03(\tR\fexecutionIds\x12\x14\n" +
+	"\x05count\x18\x03 \x01(\x05R\x05count\x12\x17\n" +
+	"\adry_run\x18\x04 \x01(\bR\x06dryRun\x12F\n" +
+	"\x11last_release_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0flastReleaseTime\"a\n" +
+	"\x13ListJobAuditRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"p\n" +
+	"\x14ListJobAuditResponse\x120\n" +
+	"\aentries\x18\x01 \x03(\v2\x16.sundial.v1.AuditEntryR\aentries\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xcb\x01\n" +
+	"\n" +
+	"AuditEntry\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x14\n" +
+	"\x05actor\x18\x03 \x01(\tR\x05actor\x12\x16\n" +
+	"\x06action\x18\x04 \x01(\tR\x06action\x12.\n" +
+	"\x04time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x18\n" +
+	"\aversion\x18\x06 \x01(\x03R\aversion\x12\x16\n" +
+	"\x06detail\x18\a \x01(\tR\x06detail2\xfb\a\n" +
 	"\n" +
 	"JobService\x12H\n" +
 	"\tCreateJob\x12\x1c.sundial.v1.CreateJobRequest\x1a\x1d.sundial.v1.CreateJobResponse\x12?\n" +
@@ -1188,7 +1591,9 @@ const file_sundial_v1_job_service_proto_rawDesc = "" +
 	"TriggerJob\x12\x1d.sundial.v1.TriggerJobRequest\x1a\x1e.sundial.v1.TriggerJobResponse\x12Z\n" +
 	"\x0fPreviewSchedule\x12\".sundial.v1.PreviewScheduleRequest\x1a#.sundial.v1.PreviewScheduleResponse\x12W\n" +
 	"\x0eListExecutions\x12!.sundial.v1.ListExecutionsRequest\x1a\".sundial.v1.ListExecutionsResponse\x12Q\n" +
-	"\fGetExecution\x12\x1f.sundial.v1.GetExecutionRequest\x1a .sundial.v1.GetExecutionResponseB9Z7github.com/sundialhq/sundial/proto/sundial/v1;sundialv1b\x06proto3"
+	"\fGetExecution\x12\x1f.sundial.v1.GetExecutionRequest\x1a .sundial.v1.GetExecutionResponse\x12N\n" +
+	"\vBackfillJob\x12\x1e.sundial.v1.BackfillJobRequest\x1a\x1f.sundial.v1.BackfillJobResponse\x12Q\n" +
+	"\fListJobAudit\x12\x1f.sundial.v1.ListJobAuditRequest\x1a .sundial.v1.ListJobAuditResponseB9Z7github.com/sundialhq/sundial/proto/sundial/v1;sundialv1b\x06proto3"
 
 var (
 	file_sundial_v1_job_service_proto_rawDescOnce sync.Once
@@ -1202,7 +1607,7 @@ func file_sundial_v1_job_service_proto_rawDescGZIP() []byte {
 	return file_sundial_v1_job_service_proto_rawDescData
 }
 
-var file_sundial_v1_job_service_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_sundial_v1_job_service_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_sundial_v1_job_service_proto_goTypes = []any{
 	(*CreateJobRequest)(nil),        // 0: sundial.v1.CreateJobRequest
 	(*CreateJobResponse)(nil),       // 1: sundial.v1.CreateJobResponse
@@ -1226,60 +1631,75 @@ var file_sundial_v1_job_service_proto_goTypes = []any{
 	(*ListExecutionsResponse)(nil),  // 19: sundial.v1.ListExecutionsResponse
 	(*GetExecutionRequest)(nil),     // 20: sundial.v1.GetExecutionRequest
 	(*GetExecutionResponse)(nil),    // 21: sundial.v1.GetExecutionResponse
-	nil,                             // 22: sundial.v1.ListJobsRequest.LabelsEntry
-	(*Job)(nil),                     // 23: sundial.v1.Job
-	(JobStatus)(0),                  // 24: sundial.v1.JobStatus
-	(*fieldmaskpb.FieldMask)(nil),   // 25: google.protobuf.FieldMask
-	(*timestamppb.Timestamp)(nil),   // 26: google.protobuf.Timestamp
-	(*Schedule)(nil),                // 27: sundial.v1.Schedule
-	(*ExecutionAttempt)(nil),        // 28: sundial.v1.ExecutionAttempt
+	(*BackfillJobRequest)(nil),      // 22: sundial.v1.BackfillJobRequest
+	(*BackfillJobResponse)(nil),     // 23: sundial.v1.BackfillJobResponse
+	(*ListJobAuditRequest)(nil),     // 24: sundial.v1.ListJobAuditRequest
+	(*ListJobAuditResponse)(nil),    // 25: sundial.v1.ListJobAuditResponse
+	(*AuditEntry)(nil),              // 26: sundial.v1.AuditEntry
+	nil,                             // 27: sundial.v1.ListJobsRequest.LabelsEntry
+	(*Job)(nil),                     // 28: sundial.v1.Job
+	(JobStatus)(0),                  // 29: sundial.v1.JobStatus
+	(*fieldmaskpb.FieldMask)(nil),   // 30: google.protobuf.FieldMask
+	(*timestamppb.Timestamp)(nil),   // 31: google.protobuf.Timestamp
+	(*Schedule)(nil),                // 32: sundial.v1.Schedule
+	(*ExecutionAttempt)(nil),        // 33: sundial.v1.ExecutionAttempt
 }
 var file_sundial_v1_job_service_proto_depIdxs = []int32{
-	23, // 0: sundial.v1.CreateJobRequest.job:type_name -> sundial.v1.Job
-	23, // 1: sundial.v1.CreateJobResponse.job:type_name -> sundial.v1.Job
-	23, // 2: sundial.v1.GetJobResponse.job:type_name -> sundial.v1.Job
-	24, // 3: sundial.v1.ListJobsRequest.status:type_name -> sundial.v1.JobStatus
-	22, // 4: sundial.v1.ListJobsRequest.labels:type_name -> sundial.v1.ListJobsRequest.LabelsEntry
-	23, // 5: sundial.v1.ListJobsResponse.jobs:type_name -> sundial.v1.Job
-	23, // 6: sundial.v1.UpdateJobRequest.job:type_name -> sundial.v1.Job
-	25, // 7: sundial.v1.UpdateJobRequest.update_mask:type_name -> google.protobuf.FieldMask
-	23, // 8: sundial.v1.UpdateJobResponse.job:type_name -> sundial.v1.Job
-	23, // 9: sundial.v1.PauseJobResponse.job:type_name -> sundial.v1.Job
-	23, // 10: sundial.v1.ResumeJobResponse.job:type_name -> sundial.v1.Job
-	23, // 11: sundial.v1.DeleteJobResponse.job:type_name -> sundial.v1.Job
-	26, // 12: sundial.v1.TriggerJobResponse.scheduled_time:type_name -> google.protobuf.Timestamp
-	27, // 13: sundial.v1.PreviewScheduleRequest.schedule:type_name -> sundial.v1.Schedule
-	26, // 14: sundial.v1.PreviewScheduleRequest.from:type_name -> google.protobuf.Timestamp
-	26, // 15: sundial.v1.PreviewScheduleResponse.times:type_name -> google.protobuf.Timestamp
-	28, // 16: sundial.v1.ListExecutionsResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
-	28, // 17: sundial.v1.GetExecutionResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
-	0,  // 18: sundial.v1.JobService.CreateJob:input_type -> sundial.v1.CreateJobRequest
-	2,  // 19: sundial.v1.JobService.GetJob:input_type -> sundial.v1.GetJobRequest
-	4,  // 20: sundial.v1.JobService.ListJobs:input_type -> sundial.v1.ListJobsRequest
-	6,  // 21: sundial.v1.JobService.UpdateJob:input_type -> sundial.v1.UpdateJobRequest
-	8,  // 22: sundial.v1.JobService.PauseJob:input_type -> sundial.v1.PauseJobRequest
-	10, // 23: sundial.v1.JobService.ResumeJob:input_type -> sundial.v1.ResumeJobRequest
-	12, // 24: sundial.v1.JobService.DeleteJob:input_type -> sundial.v1.DeleteJobRequest
-	14, // 25: sundial.v1.JobService.TriggerJob:input_type -> sundial.v1.TriggerJobRequest
-	16, // 26: sundial.v1.JobService.PreviewSchedule:input_type -> sundial.v1.PreviewScheduleRequest
-	18, // 27: sundial.v1.JobService.ListExecutions:input_type -> sundial.v1.ListExecutionsRequest
-	20, // 28: sundial.v1.JobService.GetExecution:input_type -> sundial.v1.GetExecutionRequest
-	1,  // 29: sundial.v1.JobService.CreateJob:output_type -> sundial.v1.CreateJobResponse
-	3,  // 30: sundial.v1.JobService.GetJob:output_type -> sundial.v1.GetJobResponse
-	5,  // 31: sundial.v1.JobService.ListJobs:output_type -> sundial.v1.ListJobsResponse
-	7,  // 32: sundial.v1.JobService.UpdateJob:output_type -> sundial.v1.UpdateJobResponse
-	9,  // 33: sundial.v1.JobService.PauseJob:output_type -> sundial.v1.PauseJobResponse
-	11, // 34: sundial.v1.JobService.ResumeJob:output_type -> sundial.v1.ResumeJobResponse
-	13, // 35: sundial.v1.JobService.DeleteJob:output_type -> sundial.v1.DeleteJobResponse
-	15, // 36: sundial.v1.JobService.TriggerJob:output_type -> sundial.v1.TriggerJobResponse
-	17, // 37: sundial.v1.JobService.PreviewSchedule:output_type -> sundial.v1.PreviewScheduleResponse
-	19, // 38: sundial.v1.JobService.ListExecutions:output_type -> sundial.v1.ListExecutionsResponse
-	21, // 39: sundial.v1.JobService.GetExecution:output_type -> sundial.v1.GetExecutionResponse
-	29, // [29:40] is the sub-list for method output_type
-	18, // [18:29] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	28, // 0: sundial.v1.CreateJobRequest.job:type_name -> sundial.v1.Job
+	28, // 1: sundial.v1.CreateJobResponse.job:type_name -> sundial.v1.Job
+	28, // 2: sundial.v1.GetJobResponse.job:type_name -> sundial.v1.Job
+	29, // 3: sundial.v1.ListJobsRequest.status:type_name -> sundial.v1.JobStatus
+	27, // 4: sundial.v1.ListJobsRequest.labels:type_name -> sundial.v1.ListJobsRequest.LabelsEntry
+	28, // 5: sundial.v1.ListJobsResponse.jobs:type_name -> sundial.v1.Job
+	28, // 6: sundial.v1.UpdateJobRequest.job:type_name -> sundial.v1.Job
+	30, // 7: sundial.v1.UpdateJobRequest.update_mask:type_name -> google.protobuf.FieldMask
+	28, // 8: sundial.v1.UpdateJobResponse.job:type_name -> sundial.v1.Job
+	28, // 9: sundial.v1.PauseJobResponse.job:type_name -> sundial.v1.Job
+	28, // 10: sundial.v1.ResumeJobResponse.job:type_name -> sundial.v1.Job
+	28, // 11: sundial.v1.DeleteJobResponse.job:type_name -> sundial.v1.Job
+	31, // 12: sundial.v1.TriggerJobResponse.scheduled_time:type_name -> google.protobuf.Timestamp
+	32, // 13: sundial.v1.PreviewScheduleRequest.schedule:type_name -> sundial.v1.Schedule
+	31, // 14: sundial.v1.PreviewScheduleRequest.from:type_name -> google.protobuf.Timestamp
+	31, // 15: sundial.v1.PreviewScheduleResponse.times:type_name -> google.protobuf.Timestamp
+	33, // 16: sundial.v1.ListExecutionsResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
+	33, // 17: sundial.v1.GetExecutionResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
+	31, // 18: sundial.v1.BackfillJobRequest.start_time:type_name -> google.protobuf.Timestamp
+	31, // 19: sundial.v1.BackfillJobRequest.end_time:type_name -> google.protobuf.Timestamp
+	31, // 20: sundial.v1.BackfillJobResponse.slots:type_name -> google.protobuf.Timestamp
+	31, // 21: sundial.v1.BackfillJobResponse.last_release_time:type_name -> google.protobuf.Timestamp
+	26, // 22: sundial.v1.ListJobAuditResponse.entries:type_name -> sundial.v1.AuditEntry
+	31, // 23: sundial.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	0,  // 24: sundial.v1.JobService.CreateJob:input_type -> sundial.v1.CreateJobRequest
+	2,  // 25: sundial.v1.JobService.GetJob:input_type -> sundial.v1.GetJobRequest
+	4,  // 26: sundial.v1.JobService.ListJobs:input_type -> sundial.v1.ListJobsRequest
+	6,  // 27: sundial.v1.JobService.UpdateJob:input_type -> sundial.v1.UpdateJobRequest
+	8,  // 28: sundial.v1.JobService.PauseJob:input_type -> sundial.v1.PauseJobRequest
+	10, // 29: sundial.v1.JobService.ResumeJob:input_type -> sundial.v1.ResumeJobRequest
+	12, // 30: sundial.v1.JobService.DeleteJob:input_type -> sundial.v1.DeleteJobRequest
+	14, // 31: sundial.v1.JobService.TriggerJob:input_type -> sundial.v1.TriggerJobRequest
+	16, // 32: sundial.v1.JobService.PreviewSchedule:input_type -> sundial.v1.PreviewScheduleRequest
+	18, // 33: sundial.v1.JobService.ListExecutions:input_type -> sundial.v1.ListExecutionsRequest
+	20, // 34: sundial.v1.JobService.GetExecution:input_type -> sundial.v1.GetExecutionRequest
+	22, // 35: sundial.v1.JobService.BackfillJob:input_type -> sundial.v1.BackfillJobRequest
+	24, // 36: sundial.v1.JobService.ListJobAudit:input_type -> sundial.v1.ListJobAuditRequest
+	1,  // 37: sundial.v1.JobService.CreateJob:output_type -> sundial.v1.CreateJobResponse
+	3,  // 38: sundial.v1.JobService.GetJob:output_type -> sundial.v1.GetJobResponse
+	5,  // 39: sundial.v1.JobService.ListJobs:output_type -> sundial.v1.ListJobsResponse
+	7,  // 40: sundial.v1.JobService.UpdateJob:output_type -> sundial.v1.UpdateJobResponse
+	9,  // 41: sundial.v1.JobService.PauseJob:output_type -> sundial.v1.PauseJobResponse
+	11, // 42: sundial.v1.JobService.ResumeJob:output_type -> sundial.v1.ResumeJobResponse
+	13, // 43: sundial.v1.JobService.DeleteJob:output_type -> sundial.v1.DeleteJobResponse
+	15, // 44: sundial.v1.JobService.TriggerJob:output_type -> sundial.v1.TriggerJobResponse
+	17, // 45: sundial.v1.JobService.PreviewSchedule:output_type -> sundial.v1.PreviewScheduleResponse
+	19, // 46: sundial.v1.JobService.ListExecutions:output_type -> sundial.v1.ListExecutionsResponse
+	21, // 47: sundial.v1.JobService.GetExecution:output_type -> sundial.v1.GetExecutionResponse
+	23, // 48: sundial.v1.JobService.BackfillJob:output_type -> sundial.v1.BackfillJobResponse
+	25, // 49: sundial.v1.JobService.ListJobAudit:output_type -> sundial.v1.ListJobAuditResponse
+	37, // [37:50] is the sub-list for method output_type
+	24, // [24:37] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_job_service_proto_init() }
@@ -1295,7 +1715,7 @@ func file_sundial_v1_job_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_v1_job_service_proto_rawDesc), len(file_sundial_v1_job_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

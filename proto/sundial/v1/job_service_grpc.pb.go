@@ -30,6 +30,8 @@ const (
 	JobService_PreviewSchedule_FullMethodName = "/sundial.v1.JobService/PreviewSchedule"
 	JobService_ListExecutions_FullMethodName  = "/sundial.v1.JobService/ListExecutions"
 	JobService_GetExecution_FullMethodName    = "/sundial.v1.JobService/GetExecution"
+	JobService_BackfillJob_FullMethodName     = "/sundial.v1.JobService/BackfillJob"
+	JobService_ListJobAudit_FullMethodName    = "/sundial.v1.JobService/ListJobAudit"
 )
 
 // JobServiceClient is the client API for JobService service.
@@ -58,6 +60,11 @@ type JobServiceClient interface {
 	ListExecutions(ctx context.Context, in *ListExecutionsRequest, opts ...grpc.CallOption) (*ListExecutionsResponse, error)
 	// Every attempt of one execution.
 	GetExecution(ctx context.Context, in *GetExecutionRequest, opts ...grpc.CallOption) (*GetExecutionResponse, error)
+	// Fires the job once for every slot in a past time range, through the
+	// outbox, paced; dry_run lists the slots only.
+	BackfillJob(ctx context.Context, in *BackfillJobRequest, opts ...grpc.CallOption) (*BackfillJobResponse, error)
+	// Every change made to a job: who, when, what; newest first.
+	ListJobAudit(ctx context.Context, in *ListJobAuditRequest, opts ...grpc.CallOption) (*ListJobAuditResponse, error)
 }
 
 type jobServiceClient struct {
@@ -178,6 +185,26 @@ func (c *jobServiceClient) GetExecution(ctx context.Context, in *GetExecutionReq
 	return out, nil
 }
 
+func (c *jobServiceClient) BackfillJob(ctx context.Context, in *BackfillJobRequest, opts ...grpc.CallOption) (*BackfillJobResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BackfillJobResponse)
+	err := c.cc.Invoke(ctx, JobService_BackfillJob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *jobServiceClient) ListJobAudit(ctx context.Context, in *ListJobAuditRequest, opts ...grpc.CallOption) (*ListJobAuditResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListJobAuditResponse)
+	err := c.cc.Invoke(ctx, JobService_ListJobAudit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // JobServiceServer is the server API for JobService service.
 // All implementations must embed UnimplementedJobServiceServer
 // for forward compatibility.
@@ -204,6 +231,11 @@ type JobServiceServer interface {
 	ListExecutions(context.Context, *ListExecutionsRequest) (*ListExecutionsResponse, error)
 	// Every attempt of one execution.
 	GetExecution(context.Context, *GetExecutionRequest) (*GetExecutionResponse, error)
+	// Fires the job once for every slot in a past time range, through the
+	// outbox, paced; dry_run lists the slots only.
+	BackfillJob(context.Context, *BackfillJobRequest) (*BackfillJobResponse, error)
+	// Every change made to a job: who, when, what; newest first.
+	ListJobAudit(context.Context, *ListJobAuditRequest) (*ListJobAuditResponse, error)
 	mustEmbedUnimplementedJobServiceServer()
 }
 
@@ -246,6 +278,12 @@ func (UnimplementedJobServiceServer) ListExecutions(context.Context, *ListExecut
 }
 func (UnimplementedJobServiceServer) GetExecution(context.Context, *GetExecutionRequest) (*GetExecutionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetExecution not implemented")
+}
+func (UnimplementedJobServiceServer) BackfillJob(context.Context, *BackfillJobRequest) (*BackfillJobResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BackfillJob not implemented")
+}
+func (UnimplementedJobServiceServer) ListJobAudit(context.Context, *ListJobAuditRequest) (*ListJobAuditResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListJobAudit not implemented")
 }
 func (UnimplementedJobServiceServer) mustEmbedUnimplementedJobServiceServer() {}
 func (UnimplementedJobServiceServer) testEmbeddedByValue()                    {}
@@ -466,6 +504,42 @@ func _JobService_GetExecution_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _JobService_BackfillJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BackfillJobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobServiceServer).BackfillJob(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobService_BackfillJob_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobServiceServer).BackfillJob(ctx, req.(*BackfillJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _JobService_ListJobAudit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListJobAuditRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobServiceServer).ListJobAudit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobService_ListJobAudit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobServiceServer).ListJobAudit(ctx, req.(*ListJobAuditRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // JobService_ServiceDesc is the grpc.ServiceDesc for JobService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -516,6 +590,14 @@ var JobService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetExecution",
 			Handler:    _JobService_GetExecution_Handler,
+		},
+		{
+			MethodName: "BackfillJob",
+			Handler:    _JobService_BackfillJob_Handler,
+		},
+		{
+			MethodName: "ListJobAudit",
+			Handler:    _JobService_ListJobAudit_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
