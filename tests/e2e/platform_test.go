@@ -1,8 +1,5 @@
 //go:build e2e
 
-// Package e2e runs Sundial's four services as separate processes against the
-// real Postgres, Redis, ZooKeeper, Kafka and Cassandra, registers jobs over
-// gRPC and checks what a target actually received.
 package e2e
 
 import (
