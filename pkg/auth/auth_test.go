@@ -147,3 +147,77 @@ func TestBearer(t *testing.T) {
 		t.Fatalf("Bearer = %v, %v", md, err)
 	}
 }
+
+func TestActors(t *testing.T) {
+	tokens, err := NewTokens(map[string]string{"tok-a": "acme", "tok-d": "acme:deployer@ci", "tok-g": " globex : ops "})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct{ tenant, actor string }{
+		"tok-a": {"acme", "acme/token:" + Fingerprint("tok-a")},
+		"tok-d": {"acme", "acme/deployer@ci"},
+		"tok-g": {"globex", "globex/ops"},
+	}
+	for token, want := range cases {
+		tenant, actor, ok := tokens.ResolveActor(token)
+		if !ok || tenant != want.tenant || actor != want.actor {
+			t.Errorf("%s: %q %q %v, want %q %q", token, tenant, actor, ok, want.tenant, want.actor)
+		}
+	}
+	// What `printf %s tok-a | sha256sum | cut -c1-12` prints.
+	if fp := Fingerprint("tok-a"); fp != "4f66a4283f8b" {
+		t.Fatalf("Fingerprint = %q", fp)
+	}
+	if strings.Contains(cases["tok-a"].actor, "tok-a") {
+		t.Fatal("actor carries the token")
+	}
+	for name, m := range map[string]map[string]string{
+		"empty name":   {"tok": "acme:"},
+		"bad name":     {"tok": "acme:a b"},
+		"two colons":   {"tok": "acme:a:b"},
+		"empty tenant": {"tok": ":name"},
+	} {
+		if _, err := NewTokens(m); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+
+	// The interceptor puts the actor next to the tenant.
+	unary := tokens.UnaryServerInterceptor()
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer tok-d"))
+	var actor string
+	_, err = unary(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/sundial.v1.JobService/GetJob"}, func(ctx context.Context, _ any) (any, error) {
+		actor, _ = ActorFrom(ctx)
+		return nil, nil
+	})
+	if err != nil || actor != "acme/deployer@ci" {
+		t.Fatalf("actor %q err %v", actor, err)
+	}
+	if _, ok := ActorFrom(context.Background()); ok {
+		t.Fatal("actor in an empty context")
+	}
+}
+
+func TestLoadTokensFileWithNames(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tokens.yaml")
+	body := "tok-a: acme\ntok-b: acme:deployer\ntok-c: {tenant: globex, name: ops}\ntok-d:\n  tenant: globex\n"
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, err := LoadTokensFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m["tok-a"] != "acme" || m["tok-b"] != "acme:deployer" || m["tok-c"] != "globex:ops" || m["tok-d"] != "globex" {
+		t.Fatalf("LoadTokensFile = %v", m)
+	}
+	if _, err := NewTokens(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("tok-secret-x: {name: ops}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadTokensFile(p); err == nil || strings.Contains(err.Error(), "tok-secret-x") {
+		t.Fatalf("mapping without a tenant: %v", err)
+	}
+}
