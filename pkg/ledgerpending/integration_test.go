@@ -1,0 +1,130 @@
+//go:build integration
+
+package ledgerpending_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sundialhq/sundial/pkg/ledgerpending"
+	"github.com/sundialhq/sundial/pkg/migrations"
+	"github.com/sundialhq/sundial/pkg/testinfra"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+func migrated(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	pool := testinfra.Postgres(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, migrations.Up(ctx, pool, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	return pool
+}
+
+func skipped(slot time.Time, reason string) ledgerpending.Row {
+	return ledgerpending.Row{
+		ExecutionID: uuid.NewString(), JobID: uuid.NewString(), Tenant: "tenant-a",
+		Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED, ScheduledAt: slot, JobVersion: 2, Reason: reason,
+	}
+}
+
+// Rows inserted in a transaction exist only if it commits, and claiming
+// them deletes them only if the claimer commits.
+func TestInsertAndClaimFollowTheirTransactions(t *testing.T) {
+	pool := migrated(t)
+	ctx := context.Background()
+	slot := time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC)
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, ledgerpending.Insert(ctx, tx, []ledgerpending.Row{skipped(slot, "rolled back")}))
+	require.NoError(t, tx.Rollback(ctx))
+	n, _, err := ledgerpending.Backlog(ctx, pool)
+	require.NoError(t, err)
+	require.Zero(t, n)
+
+	rows := []ledgerpending.Row{skipped(slot, "first"), skipped(slot.Add(time.Minute), "second"), skipped(slot.Add(2*time.Minute), "third")}
+	rows[1].FireAt, rows[1].CatchUp, rows[1].Attempt = slot.Add(61*time.Second), true, 3
+	tx, err = pool.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, ledgerpending.Insert(ctx, tx, rows))
+	require.NoError(t, tx.Commit(ctx))
+	n, age, err := ledgerpending.Backlog(ctx, pool)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), n)
+	require.GreaterOrEqual(t, age, time.Duration(0))
+
+	// A claim that rolls back leaves every row.
+	tx, err = pool.Begin(ctx)
+	require.NoError(t, err)
+	got, err := ledgerpending.Claim(ctx, tx, 2)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.NoError(t, tx.Rollback(ctx))
+	n, _, err = ledgerpending.Backlog(ctx, pool)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), n)
+
+	// Claims are oldest first, and committed claims delete.
+	tx, err = pool.Begin(ctx)
+	require.NoError(t, err)
+	got, err = ledgerpending.Claim(ctx, tx, 10)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	require.Len(t, got, 3)
+	for i, p := range got {
+		want := rows[i]
+		if want.Attempt == 0 {
+			want.Attempt = 1
+		}
+		if want.FireAt.IsZero() {
+			want.FireAt = want.ScheduledAt
+		}
+		require.Equal(t, want, p.Row)
+		require.False(t, p.CreatedAt.IsZero())
+	}
+	n, age, err = ledgerpending.Backlog(ctx, pool)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Zero(t, age)
+}
+
+// Two drainers claiming at once get disjoint rows.
+func TestConcurrentClaimsAreDisjoint(t *testing.T) {
+	pool := migrated(t)
+	ctx := context.Background()
+	slot := time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC)
+	var rows []ledgerpending.Row
+	for i := range 10 {
+		rows = append(rows, skipped(slot.Add(time.Duration(i)*time.Second), "x"))
+	}
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, ledgerpending.Insert(ctx, tx, rows))
+	require.NoError(t, tx.Commit(ctx))
+
+	a, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = a.Rollback(ctx) }()
+	b, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = b.Rollback(ctx) }()
+	ga, err := ledgerpending.Claim(ctx, a, 6)
+	require.NoError(t, err)
+	gb, err := ledgerpending.Claim(ctx, b, 6)
+	require.NoError(t, err)
+	require.Len(t, ga, 6)
+	require.Len(t, gb, 4, "the second claim skips the rows the first holds")
+	seen := map[int64]bool{}
+	for _, p := range append(ga, gb...) {
+		require.False(t, seen[p.ID])
+		seen[p.ID] = true
+	}
+}
