@@ -14,6 +14,12 @@
 // round trip. The api turns an *Error into a gRPC InvalidArgument status with
 // google.rpc.BadRequest field violations.
 //
+// Secrets: an HTTP target's header values may reference secrets as
+// {{secret:NAME}} (secrets.go). Validate accepts well-formed references and
+// refuses malformed ones (naming the header, never quoting its value); the
+// api stores the reference, and the worker resolves it with ExpandSecrets
+// from its own secret source just before the request.
+//
 // Defaults (applied by Normalize, and assumed by Envelope for jobs stored
 // before a default existed):
 //

@@ -41,3 +41,14 @@ func ExampleSchedule() {
 	fmt.Println(s.Next(time.Date(2026, 3, 27, 12, 0, 0, 0, time.UTC)).UTC())
 	// Output: 2026-03-30 07:00:00 +0000 UTC
 }
+
+func ExampleExpandSecrets() {
+	// What a worker does with a stored header value just before the request.
+	secrets := map[string]string{"billing_token": "s3cr3t"}
+	v, err := jobspec.ExpandSecrets("Bearer {{secret:billing_token}}", func(name string) (string, bool) {
+		s, ok := secrets[name]
+		return s, ok
+	})
+	fmt.Println(v, err)
+	// Output: Bearer s3cr3t <nil>
+}

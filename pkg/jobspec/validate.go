@@ -331,6 +331,11 @@ func validateHeaders(c collector, headers map[string]string) {
 		if strings.ContainsAny(value, "\r\n\x00") {
 			c.add(f, "value must not contain CR, LF or NUL")
 		}
+		if _, err := scanSecretRefs(value); err != nil {
+			// The message says where, never what: header values are
+			// sensitive.
+			c.add(f, "value has a %v", err)
+		}
 	}
 	if total > MaxHeaderBytes {
 		c.add("target.http.headers", "are %d bytes together, at most %d allowed", total, MaxHeaderBytes)
