@@ -6,7 +6,7 @@ SHELL := /usr/bin/env bash
 ROOT     := $(abspath .)
 TOOLS    := $(ROOT)/.tools/bin
 export PATH := $(TOOLS):$(PATH)
-MODULES  := pkg proto cmd/schedctl services/api services/prefetcher services/relay services/worker tests/e2e
+MODULES  := pkg proto cmd/schedctl services/api services/prefetcher services/relay services/worker tests/e2e deploy/deploytest
 SERVICES := api prefetcher relay worker
 INFRA    := $(ROOT)/deploy/local/infra.sh
 PLATFORM := $(ROOT)/deploy/local/platform.sh
@@ -16,6 +16,11 @@ BUF_VERSION            := v1.75.0
 PROTOC_GEN_GO_VERSION  := v1.36.12
 PROTOC_GEN_GRPC_VERSION:= v1.6.2
 STATICCHECK_VERSION    := v0.8.2
+# helm and Prometheus (prometheus, promtool) are Go programs: built from the
+# module proxy like the others. Prometheus's module versions are v0.<minor>.<patch>
+# for its release 3.<minor>.<patch>.
+HELM_VERSION           := v3.22.0
+PROMETHEUS_VERSION     := v0.316.0
 
 GOTESTFLAGS ?=
 UNIT_TIMEOUT ?= 10m
@@ -34,9 +39,19 @@ $(TOOLS)/protoc-gen-go-grpc:
 	GOBIN=$(TOOLS) go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GRPC_VERSION)
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+$(TOOLS)/helm:
+	GOBIN=$(TOOLS) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+$(TOOLS)/promtool:
+	GOBIN=$(TOOLS) go install github.com/prometheus/prometheus/cmd/promtool@$(PROMETHEUS_VERSION)
+$(TOOLS)/prometheus:
+	GOBIN=$(TOOLS) go install github.com/prometheus/prometheus/cmd/prometheus@$(PROMETHEUS_VERSION)
 
 .PHONY: tools
-tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/staticcheck ## Install pinned dev tools into .tools/bin
+tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/staticcheck deploy-tools ## Install pinned dev tools into .tools/bin
+
+.PHONY: helm deploy-tools
+helm: $(TOOLS)/helm ## Install helm into .tools/bin (built from the Go module proxy)
+deploy-tools: $(TOOLS)/helm $(TOOLS)/promtool ## helm and promtool, which the deploy/deploytest checks run
 
 .PHONY: build
 build: ## Build the four services and schedctl into bin/
@@ -75,8 +90,16 @@ infra-down: ## Stop exactly the infrastructure processes infra-up started
 infra-status: ## Say which components are up
 	$(INFRA) status
 
+.PHONY: helm-golden
+helm-golden: $(TOOLS)/helm ## Re-render the chart's golden files (deploy/helm/tests) after a chart change
+	cd deploy/deploytest && go test -count=1 -run 'TestHelmGolden' -update .
+
+.PHONY: deploy-generate
+deploy-generate: deploy-tools ## Regenerate dashboards, the chart's copies of dashboards and rules, and the golden renders
+	cd deploy/deploytest && go test -count=1 -run 'TestGenerated' -update . && go test -count=1 -run 'TestHelmGolden' -update .
+
 .PHONY: test-unit
-test-unit: ## Unit tests (no infrastructure), with the race detector
+test-unit: deploy-tools ## Unit tests (no infrastructure), with the race detector
 	@for m in $(MODULES); do (cd $$m && go test -race -count=1 -timeout $(UNIT_TIMEOUT) $(GOTESTFLAGS) ./...) || exit 1; done
 
 .PHONY: test-integration

@@ -1,0 +1,84 @@
+package deploytest
+
+import (
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// serviceFlags builds the four services (from the Go build cache after the
+// first time) and reads the flags each one declares from its -h output, so
+// the chart is checked against the flags the code has today — including
+// those added after the chart was written.
+var flagsOnce sync.Map // service -> map[string]bool
+
+func serviceFlags(t *testing.T, svc string) map[string]bool {
+	t.Helper()
+	if v, ok := flagsOnce.Load(svc); ok {
+		return v.(map[string]bool)
+	}
+	bin := filepath.Join(t.TempDir(), "sundial-"+svc)
+	run(t, repoPath(t, "services", svc), "go", "build", "-o", bin, ".")
+	// -h prints the usage to stderr and exits 2.
+	out, _ := exec.Command(bin, "-h").CombinedOutput()
+	flags := map[string]bool{}
+	re := regexp.MustCompile(`(?m)^\s+-([a-z0-9][a-z0-9-]*)`)
+	for _, m := range re.FindAllStringSubmatch(string(out), -1) {
+		flags[m[1]] = true
+	}
+	if len(flags) < 5 {
+		t.Fatalf("sundial-%s -h listed %d flags:\n%s", svc, len(flags), out)
+	}
+	flagsOnce.Store(svc, flags)
+	return flags
+}
+
+// envFlag turns SUNDIAL_GRPC_STOP_TIMEOUT into grpc-stop-timeout.
+func envFlag(env string) (string, bool) {
+	rest, ok := strings.CutPrefix(env, "SUNDIAL_")
+	if !ok {
+		return "", false
+	}
+	return strings.ToLower(strings.ReplaceAll(rest, "_", "-")), true
+}
+
+// TestChartSetsOnlyRealFlags: every SUNDIAL_* variable the chart gives a
+// service (ConfigMap or env entry) names a flag that service has. A service
+// silently ignores a variable for a flag it lacks, so a typo or a renamed
+// flag would otherwise go unnoticed until production.
+func TestChartSetsOnlyRealFlags(t *testing.T) {
+	for name, values := range valuesFiles(t) {
+		t.Run(name, func(t *testing.T) {
+			objs, err := render(t, values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, svc := range services {
+				flags := serviceFlags(t, svc)
+				var vars []string
+				if cm := find(objs, "ConfigMap", "-"+svc); cm != nil {
+					for k := range mapOf(dig(cm, "data")) {
+						vars = append(vars, k)
+					}
+				}
+				if dep := find(objs, "Deployment", "-"+svc); dep != nil {
+					for _, c := range list(dig(dep, "spec", "template", "spec", "containers")) {
+						for _, e := range list(dig(c, "env")) {
+							vars = append(vars, str(dig(e, "name")))
+						}
+					}
+				}
+				for _, v := range vars {
+					if f, ok := envFlag(v); ok && !flags[f] {
+						t.Errorf("%s: the chart sets %s, but sundial-%s has no --%s", svc, v, svc, f)
+					}
+				}
+			}
+			// The migration Job runs `sundial-api migrate`, whose flags are
+			// its own; it shares the api's binary.
+		})
+	}
+}

@@ -1,0 +1,556 @@
+package deploytest
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// valuesFiles are the chart's ci/*-values.yaml, by test name (the file name
+// without -values.yaml): default, hpa, keda, tls.
+func valuesFiles(t *testing.T) map[string]string {
+	t.Helper()
+	paths, err := filepath.Glob(repoPath(t, "deploy", "helm", "sundial", "ci", "*-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, p := range paths {
+		out[strings.TrimSuffix(filepath.Base(p), "-values.yaml")] = p
+	}
+	for _, want := range []string{"default", "keda", "hpa", "tls"} {
+		if _, ok := out[want]; !ok {
+			t.Fatalf("deploy/helm/sundial/ci/%s-values.yaml is missing", want)
+		}
+	}
+	return out
+}
+
+func chartDir(t testing.TB) string { return repoPath(t, "deploy", "helm", "sundial") }
+
+func TestHelmLint(t *testing.T) {
+	helm := tool(t, "helm", "helm")
+	for name, values := range valuesFiles(t) {
+		t.Run(name, func(t *testing.T) {
+			run(t, chartDir(t), helm, "lint", "--strict", "--kube-version", kubeVersion, "-f", values, ".")
+		})
+	}
+}
+
+// TestHelmGolden renders every values file the way `make helm-golden` does
+// and compares the files with the committed renders in deploy/helm/tests
+// (Mimir's layout: one <name>-generated folder per values file, one file
+// per template). A chart change shows up in review as a diff of what it
+// renders.
+func TestHelmGolden(t *testing.T) {
+	helm := tool(t, "helm", "helm")
+	goldenRoot := repoPath(t, "deploy", "helm", "tests")
+	for name, values := range valuesFiles(t) {
+		t.Run(name, func(t *testing.T) {
+			tmp := t.TempDir()
+			run(t, chartDir(t), helm, "template", name, ".", "-f", values, "--namespace", "citest",
+				"--kube-version", kubeVersion, "--output-dir", tmp)
+			got := readTree(t, tmp)
+			golden := filepath.Join(goldenRoot, name+"-generated")
+			if *update {
+				if err := os.RemoveAll(golden); err != nil {
+					t.Fatal(err)
+				}
+				for rel, b := range got {
+					p := filepath.Join(golden, rel)
+					if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(p, b, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return
+			}
+			want := readTree(t, golden)
+			for rel, b := range got {
+				w, ok := want[rel]
+				switch {
+				case !ok:
+					t.Errorf("%s renders %s, which deploy/helm/tests/%s-generated lacks", name, rel, name)
+				case !bytes.Equal(b, w):
+					t.Errorf("%s: %s differs from the golden render:\n%s", name, rel, firstDiff(w, b))
+				}
+			}
+			for rel := range want {
+				if _, ok := got[rel]; !ok {
+					t.Errorf("%s no longer renders %s", name, rel)
+				}
+			}
+			if t.Failed() {
+				t.Log("if the change is intended: make helm-golden, and commit deploy/helm/tests")
+			}
+		})
+	}
+}
+
+func readTree(t *testing.T, root string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		out[filepath.ToSlash(rel)] = b
+		return nil
+	})
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// firstDiff shows the first differing line with a little context.
+func firstDiff(want, got []byte) string {
+	wl, gl := strings.Split(string(want), "\n"), strings.Split(string(got), "\n")
+	for i := 0; i < max(len(wl), len(gl)); i++ {
+		var w, g string
+		if i < len(wl) {
+			w = wl[i]
+		}
+		if i < len(gl) {
+			g = gl[i]
+		}
+		if w != g {
+			return fmt.Sprintf("line %d\n  golden:   %q\n  rendered: %q", i+1, w, g)
+		}
+	}
+	return "(only trailing bytes differ)"
+}
+
+// object is one rendered Kubernetes object, navigated loosely.
+type object map[string]any
+
+func (o object) kind() string { return str(o["kind"]) }
+func (o object) name() string { return str(dig(o, "metadata", "name")) }
+
+func str(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	if v == nil {
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
+func dig(v any, path ...string) any {
+	for _, p := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			if o, ok2 := v.(object); ok2 {
+				m = o
+			} else {
+				return nil
+			}
+		}
+		v = m[p]
+	}
+	return v
+}
+
+func list(v any) []any {
+	l, _ := v.([]any)
+	return l
+}
+
+// render runs helm template with extra --set flags and parses the objects.
+func render(t *testing.T, values string, set ...string) ([]object, error) {
+	t.Helper()
+	helm := tool(t, "helm", "helm")
+	args := []string{"template", "t", ".", "--namespace", "citest", "--kube-version", kubeVersion}
+	if values != "" {
+		args = append(args, "-f", values)
+	}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	out, err := runErr(chartDir(t), helm, args...)
+	if err != nil {
+		return nil, err
+	}
+	return parseObjects(t, out), nil
+}
+
+func parseObjects(t *testing.T, b []byte) []object {
+	t.Helper()
+	var objs []object
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	for {
+		var m map[string]any
+		err := dec.Decode(&m)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("rendered YAML does not parse: %v", err)
+		}
+		if m != nil {
+			objs = append(objs, object(m))
+		}
+	}
+	return objs
+}
+
+func byKind(objs []object, kind string) []object {
+	var out []object
+	for _, o := range objs {
+		if o.kind() == kind {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func find(objs []object, kind, suffix string) object {
+	for _, o := range objs {
+		if o.kind() == kind && strings.HasSuffix(o.name(), suffix) {
+			return o
+		}
+	}
+	return nil
+}
+
+var services = []string{"api", "prefetcher", "relay", "worker"}
+
+// TestChartInvariants checks, for every values file, what must hold
+// whatever the values: the properties reviewers would otherwise have to
+// re-check by eye on every golden diff.
+func TestChartInvariants(t *testing.T) {
+	for name, values := range valuesFiles(t) {
+		t.Run(name, func(t *testing.T) {
+			objs, err := render(t, values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkInvariants(t, name, objs)
+		})
+	}
+}
+
+func checkInvariants(t *testing.T, name string, objs []object) {
+	t.Helper()
+	secretValues := secretValuesOf(objs)
+	for _, cm := range byKind(objs, "ConfigMap") {
+		checkConfigMapHasNoSecrets(t, cm, secretValues)
+	}
+	serviceMonitors := len(byKind(objs, "ServiceMonitor")) > 0
+	for _, svc := range services {
+		dep := find(objs, "Deployment", "-"+svc)
+		if dep == nil {
+			t.Errorf("no Deployment for %s", svc)
+			continue
+		}
+		podLabels, _ := dig(dep, "spec", "template", "metadata", "labels").(map[string]any)
+		cm := find(objs, "ConfigMap", "-"+svc)
+		if cm == nil {
+			t.Errorf("%s: no ConfigMap", svc)
+			continue
+		}
+		data, _ := dig(cm, "data").(map[string]any)
+		checkDeployment(t, svc, dep, data)
+
+		pdb := find(objs, "PodDisruptionBudget", "-"+svc)
+		if pdb == nil {
+			t.Errorf("%s: no PodDisruptionBudget", svc)
+		} else if !selects(dig(pdb, "spec", "selector", "matchLabels"), podLabels) {
+			t.Errorf("%s: the PodDisruptionBudget does not select the Deployment's pods", svc)
+		}
+		s := find(objs, "Service", "-"+svc)
+		if s == nil {
+			t.Errorf("%s: no Service", svc)
+		} else if !selects(dig(s, "spec", "selector"), podLabels) {
+			t.Errorf("%s: the Service does not select the Deployment's pods", svc)
+		}
+		if serviceMonitors {
+			sm := find(objs, "ServiceMonitor", "-"+svc)
+			switch {
+			case sm == nil:
+				t.Errorf("%s: ServiceMonitors are on but %s has none", name, svc)
+			case s != nil && !selects(dig(sm, "spec", "selector", "matchLabels"), dig(s, "metadata", "labels").(map[string]any)):
+				t.Errorf("%s: the ServiceMonitor does not select the Service", svc)
+			}
+		}
+	}
+	for _, svc := range []string{"prefetcher", "relay"} {
+		if dep := find(objs, "Deployment", "-"+svc); dep != nil {
+			if n, _ := dig(dep, "spec", "replicas").(int); n < 2 {
+				t.Errorf("%s: %d replicas; a standby (prefetcher) or a second active relay needs at least 2", svc, n)
+			}
+		}
+	}
+	checkAutoscaling(t, name, objs)
+}
+
+// secretValuesOf returns every value stored in a rendered Secret, decoded.
+func secretValuesOf(objs []object) []string {
+	var out []string
+	for _, s := range byKind(objs, "Secret") {
+		for _, v := range mapOf(dig(s, "data")) {
+			if b, err := decodeB64(str(v)); err == nil && len(b) > 0 {
+				out = append(out, string(b))
+			}
+		}
+		for _, v := range mapOf(dig(s, "stringData")) {
+			out = append(out, str(v))
+		}
+	}
+	return out
+}
+
+func mapOf(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	return m
+}
+
+func checkConfigMapHasNoSecrets(t *testing.T, cm object, secretValues []string) {
+	t.Helper()
+	if strings.Contains(cm.name(), "-dashboard-") {
+		return // Grafana JSON: no settings, and no secrets by construction
+	}
+	for k, v := range mapOf(dig(cm, "data")) {
+		s := str(v)
+		lk := strings.ToLower(k)
+		for _, word := range []string{"token", "secret", "password"} {
+			if strings.Contains(lk, word) {
+				t.Errorf("ConfigMap %s holds %s: secret settings belong in a Secret", cm.name(), k)
+			}
+		}
+		for _, sv := range secretValues {
+			if strings.Contains(s, sv) {
+				t.Errorf("ConfigMap %s: %s contains a value of the Secret", cm.name(), k)
+			}
+		}
+		if strings.Contains(lk, "dsn") && dsnHasPassword(s) {
+			t.Errorf("ConfigMap %s: %s carries a password", cm.name(), k)
+		}
+	}
+}
+
+// dsnHasPassword reports a URL DSN with user:password@ or a password= parameter.
+func dsnHasPassword(dsn string) bool {
+	if strings.Contains(dsn, "password=") {
+		return true
+	}
+	rest, ok := strings.CutPrefix(dsn, "postgres://")
+	if !ok {
+		rest, ok = strings.CutPrefix(dsn, "postgresql://")
+	}
+	if !ok {
+		return false
+	}
+	userinfo, _, found := strings.Cut(rest, "@")
+	return found && strings.Contains(userinfo, ":")
+}
+
+func selects(selector any, labels map[string]any) bool {
+	sel := mapOf(selector)
+	if len(sel) == 0 {
+		return false
+	}
+	for k, v := range sel {
+		if str(labels[k]) != str(v) {
+			return false
+		}
+	}
+	return true
+}
+
+func checkDeployment(t *testing.T, svc string, dep object, config map[string]any) {
+	t.Helper()
+	spec := dig(dep, "spec", "template", "spec")
+	containers := list(dig(spec, "containers"))
+	if len(containers) != 1 {
+		t.Fatalf("%s: %d containers, want 1", svc, len(containers))
+	}
+	c := containers[0]
+	for probe, path := range map[string]string{"livenessProbe": "/healthz", "readinessProbe": "/readyz"} {
+		got := str(dig(c, probe, "httpGet", "path"))
+		port := str(dig(c, probe, "httpGet", "port"))
+		if got != path || port != "admin" {
+			t.Errorf("%s: %s is %s on port %q, want %s on the admin port", svc, probe, got, port, path)
+		}
+	}
+	var adminPort string
+	for _, p := range list(dig(c, "ports")) {
+		if str(dig(p, "name")) == "admin" {
+			adminPort = str(dig(p, "containerPort"))
+		}
+	}
+	if want := "0.0.0.0:" + adminPort; str(config["SUNDIAL_ADMIN_ADDR"]) != want {
+		t.Errorf("%s: SUNDIAL_ADMIN_ADDR=%v, want %s (the probed port)", svc, config["SUNDIAL_ADMIN_ADDR"], want)
+	}
+	// The kubelet must not SIGKILL a service that is still draining.
+	drain, err := time.ParseDuration(str(config["SUNDIAL_DRAIN_TIMEOUT"]))
+	if err != nil {
+		t.Errorf("%s: SUNDIAL_DRAIN_TIMEOUT %q: %v", svc, config["SUNDIAL_DRAIN_TIMEOUT"], err)
+	}
+	var preStop time.Duration
+	if cmd := list(dig(c, "lifecycle", "preStop", "exec", "command")); len(cmd) == 2 && str(cmd[0]) == "sleep" {
+		n, _ := strconv.Atoi(str(cmd[1]))
+		preStop = time.Duration(n) * time.Second
+	}
+	grace, _ := dig(spec, "terminationGracePeriodSeconds").(int)
+	if need := preStop + drain + 5*time.Second; time.Duration(grace)*time.Second < need {
+		t.Errorf("%s: terminationGracePeriodSeconds %d < preStop %s + drain %s + 5s margin", svc, grace, preStop, drain)
+	}
+	// Secrets reach the process only through secretKeyRef env entries.
+	env := map[string]any{}
+	for _, e := range list(dig(c, "env")) {
+		env[str(dig(e, "name"))] = e
+		if v := dig(e, "value"); v != nil {
+			if lk := strings.ToLower(str(dig(e, "name"))); strings.Contains(lk, "secret") || strings.Contains(lk, "token") || strings.Contains(lk, "password") {
+				t.Errorf("%s: env %s has a literal value", svc, str(dig(e, "name")))
+			}
+		}
+	}
+	wantSecret := map[string][]string{"api": {"SUNDIAL_TOKENS"}, "worker": {"SUNDIAL_SIGNING_SECRET"}}[svc]
+	for _, name := range wantSecret {
+		if dig(env[name], "valueFrom", "secretKeyRef", "name") == nil {
+			t.Errorf("%s: %s does not come from a Secret", svc, name)
+		}
+	}
+	if _, inCM := config["SUNDIAL_POSTGRES_DSN"]; !inCM && dig(env["SUNDIAL_POSTGRES_DSN"], "valueFrom", "secretKeyRef") == nil {
+		t.Errorf("%s: no Postgres DSN, neither in the ConfigMap nor from a Secret", svc)
+	}
+	if str(dig(c, "envFrom")) == "" {
+		t.Errorf("%s: the container does not read its ConfigMap", svc)
+	}
+}
+
+func checkAutoscaling(t *testing.T, name string, objs []object) {
+	t.Helper()
+	dep := find(objs, "Deployment", "-worker")
+	cm := find(objs, "ConfigMap", "-worker")
+	if dep == nil || cm == nil {
+		return
+	}
+	group := str(dig(cm, "data", "SUNDIAL_GROUP"))
+	prefix := str(dig(cm, "data", "SUNDIAL_TOPIC_PREFIX"))
+	scaled := byKind(objs, "ScaledObject")
+	hpas := byKind(objs, "HorizontalPodAutoscaler")
+	_, hasReplicas := mapOf(dig(dep, "spec"))["replicas"]
+	mode := map[string]string{"keda": "keda", "hpa": "hpa"}[name]
+	if mode == "" {
+		mode = "none"
+	}
+	switch mode {
+	case "none":
+		if len(scaled)+len(hpas) != 0 || !hasReplicas {
+			t.Errorf("%s: autoscaling none wants a fixed replica count and no autoscaler", name)
+		}
+	case "keda":
+		if len(scaled) != 1 || len(hpas) != 0 || hasReplicas {
+			t.Fatalf("%s: want one ScaledObject, no HPA, and no replicas on the Deployment (got %d, %d, %v)", name, len(scaled), len(hpas), hasReplicas)
+		}
+		so := scaled[0]
+		if str(dig(so, "spec", "scaleTargetRef", "name")) != dep.name() {
+			t.Errorf("the ScaledObject scales %v, not the worker Deployment", dig(so, "spec", "scaleTargetRef", "name"))
+		}
+		var topics []string
+		for _, tr := range list(dig(so, "spec", "triggers")) {
+			if str(dig(tr, "type")) != "kafka" {
+				t.Errorf("trigger type %v, want kafka", dig(tr, "type"))
+			}
+			if g := str(dig(tr, "metadata", "consumerGroup")); g != group {
+				t.Errorf("trigger watches group %q, the workers are in %q", g, group)
+			}
+			if _, err := strconv.Atoi(str(dig(tr, "metadata", "lagThreshold"))); err != nil {
+				t.Errorf("lagThreshold %v is not a number", dig(tr, "metadata", "lagThreshold"))
+			}
+			topics = append(topics, str(dig(tr, "metadata", "topic")))
+		}
+		slices.Sort(topics)
+		want := []string{prefix + ".fire.critical", prefix + ".fire.high", prefix + ".fire.low", prefix + ".fire.medium"}
+		if !slices.Equal(topics, want) {
+			t.Errorf("triggers watch %v, want the four priority topics %v", topics, want)
+		}
+	case "hpa":
+		if len(hpas) != 1 || len(scaled) != 0 || hasReplicas {
+			t.Fatalf("%s: want one HPA, no ScaledObject, and no replicas on the Deployment", name)
+		}
+		h := hpas[0]
+		if str(dig(h, "spec", "scaleTargetRef", "name")) != dep.name() {
+			t.Errorf("the HPA scales %v, not the worker Deployment", dig(h, "spec", "scaleTargetRef", "name"))
+		}
+		metrics := list(dig(h, "spec", "metrics"))
+		if len(metrics) != 1 || str(dig(metrics[0], "type")) != "External" {
+			t.Fatalf("HPA metrics %v: want one External metric", metrics)
+		}
+		if m := str(dig(metrics[0], "external", "metric", "name")); m != lagMetric {
+			t.Errorf("HPA reads %s, want %s (the workers' lag metric)", m, lagMetric)
+		}
+		if g := str(dig(metrics[0], "external", "metric", "selector", "matchLabels", "group")); g != group {
+			t.Errorf("HPA selects group %q, the workers are in %q", g, group)
+		}
+	}
+}
+
+// lagMetric is the consumer-lag metric every worker exports (and the
+// dashboards, alerts and the HPA read).
+const lagMetric = "sundial_worker_group_lag_records"
+
+// The chart must refuse settings the services cannot honour, loudly.
+func TestChartRefusesWhatItCannotDo(t *testing.T) {
+	def := valuesFiles(t)["default"]
+	cases := map[string][]string{
+		"kafka TLS (no such service setting)":  {"tls.kafka.enabled=true"},
+		"postgres TLS without a Secret":        {"tls.postgres.enabled=true", "postgres.sslmode=verify-full"},
+		"postgres TLS with sslmode=disable":    {"tls.postgres.enabled=true", "tls.postgres.existingSecret=x"},
+		"an unknown autoscaling mode":          {"autoscaling.mode=vpa"},
+		"a secret passed as a flag":            {"worker.flags.signing-secret=oops"},
+		"no api tokens and no existing Secret": {"secrets.create.apiTokens="},
+	}
+	for name, set := range cases {
+		t.Run(name, func(t *testing.T) {
+			if _, err := render(t, def, set...); err == nil {
+				t.Errorf("rendered with %v; want a failure", set)
+			}
+		})
+	}
+	// And the checks above must catch a secret in a ConfigMap.
+	objs, err := render(t, def, "api.flags.grpc-stop-timeout=ci-token=ci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, cm := range byKind(objs, "ConfigMap") {
+		for _, v := range mapOf(dig(cm, "data")) {
+			for _, sv := range secretValuesOf(objs) {
+				if strings.Contains(str(v), sv) {
+					found = true
+				}
+			}
+		}
+	}
+	if !found {
+		t.Error("a Secret value copied into a ConfigMap went unnoticed")
+	}
+	if !dsnHasPassword("postgres://u:p@h/db") || dsnHasPassword("postgres://u@h/db?sslmode=disable") {
+		t.Error("dsnHasPassword is wrong")
+	}
+}
+
+func decodeB64(s string) ([]byte, error) { return base64.StdEncoding.DecodeString(s) }

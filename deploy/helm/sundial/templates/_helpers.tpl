@@ -1,0 +1,445 @@
+{{/*
+Shared pieces of the per-service templates. Each service folder
+(templates/<service>/) holds that service's Deployment, Service,
+PodDisruptionBudget, ServiceMonitor and ConfigMap; they call the helpers
+below with (dict "ctx" $ "component" "<service>").
+*/}}
+
+{{- define "sundial.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "sundial.componentName" -}}
+{{- printf "%s-%s" (include "sundial.fullname" .ctx) .component | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "sundial.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: sundial
+{{- end -}}
+
+{{- define "sundial.componentLabels" -}}
+{{ include "sundial.labels" .ctx }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "sundial.selectorLabels" -}}
+app.kubernetes.io/name: {{ .ctx.Chart.Name }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "sundial.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "sundial.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "sundial.secretName" -}}
+{{- default (printf "%s-secrets" (include "sundial.fullname" .)) .Values.secrets.existingSecret -}}
+{{- end -}}
+
+{{- define "sundial.image" -}}
+{{- $repo := index .ctx.Values.image.repositories .component -}}
+{{- $tag := default .ctx.Chart.AppVersion .ctx.Values.image.tag -}}
+{{- if .ctx.Values.image.registry -}}
+{{- printf "%s/%s:%s" .ctx.Values.image.registry $repo $tag -}}
+{{- else -}}
+{{- printf "%s:%s" $repo $tag -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The Postgres DSN without its password: libpq and pgx take the password from
+PGPASSWORD, which comes from the Secret, so the DSN can live in a ConfigMap.
+*/}}
+{{- define "sundial.postgresDSN" -}}
+{{- $pg := .Values.postgres -}}
+{{- $q := dict "sslmode" $pg.sslmode -}}
+{{- if .Values.tls.postgres.enabled -}}
+{{- $_ := set $q "sslrootcert" "/etc/sundial/tls/postgres/ca.crt" -}}
+{{- if .Values.tls.postgres.clientCert -}}
+{{- $_ := set $q "sslcert" "/etc/sundial/tls/postgres/tls.crt" -}}
+{{- $_ := set $q "sslkey" "/etc/sundial/tls/postgres/tls.key" -}}
+{{- end -}}
+{{- end -}}
+{{- range $k, $v := $pg.params -}}
+{{- $_ := set $q $k (toString $v) -}}
+{{- end -}}
+{{- $pairs := list -}}
+{{- range $k := keys $q | sortAlpha -}}
+{{- $pairs = append $pairs (printf "%s=%s" $k (urlquery (get $q $k) | replace "%2F" "/")) -}}
+{{- end -}}
+{{- printf "postgres://%s@%s:%v/%s?%s" (urlquery $pg.user) $pg.host $pg.port $pg.database (join "&" $pairs) -}}
+{{- end -}}
+
+{{/* Fail on settings the services cannot honour. */}}
+{{- define "sundial.validate" -}}
+{{- range $c := list "redis" "zookeeper" "kafka" "cassandra" -}}
+{{- if (index $.Values.tls $c).enabled -}}
+{{- fail (printf "tls.%s.enabled: the Sundial services have no TLS settings for %s yet; only tls.postgres is supported" $c $c) -}}
+{{- end -}}
+{{- end -}}
+{{- if and .Values.tls.postgres.enabled (not .Values.tls.postgres.existingSecret) -}}
+{{- fail "tls.postgres.existingSecret: name the Secret holding ca.crt (and tls.crt/tls.key with clientCert)" -}}
+{{- end -}}
+{{- if and .Values.tls.postgres.enabled (eq .Values.postgres.sslmode "disable") -}}
+{{- fail "tls.postgres.enabled with postgres.sslmode=disable: set sslmode to verify-full (or verify-ca, require)" -}}
+{{- end -}}
+{{- if not (has .Values.autoscaling.mode (list "keda" "hpa" "none")) -}}
+{{- fail (printf "autoscaling.mode: %q is not one of keda, hpa, none" .Values.autoscaling.mode) -}}
+{{- end -}}
+{{- if not .Values.secrets.existingSecret -}}
+{{- if not .Values.secrets.create.apiTokens -}}
+{{- fail "secrets: set secrets.existingSecret, or secrets.create.apiTokens (token=tenant,...): the api refuses to start without a token" -}}
+{{- end -}}
+{{- if not .Values.secrets.create.signingSecret -}}
+{{- fail "secrets: set secrets.existingSecret, or secrets.create.signingSecret: workers sign every target request with it" -}}
+{{- end -}}
+{{- end -}}
+{{- range $c := list "api" "prefetcher" "relay" "worker" -}}
+{{- range $k, $v := (index $.Values $c).flags -}}
+{{- if regexMatch "(?i)(secret|token|password|dsn)" $k -}}
+{{- fail (printf "%s.flags.%s: secret settings go in the Secret (see secrets), never in a ConfigMap" $c $k) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* SUNDIAL_<FLAG> from a flag name. */}}
+{{- define "sundial.envName" -}}
+{{- printf "SUNDIAL_%s" (. | upper | replace "-" "_") -}}
+{{- end -}}
+
+{{/*
+The ConfigMap data every service shares, then the service's own flags.
+Called with (dict "ctx" $ "component" c "settings" (dict flag value)).
+*/}}
+{{- define "sundial.configData" -}}
+{{- $ctx := .ctx -}}
+{{- $svc := index $ctx.Values .component -}}
+{{- $all := dict
+  "admin-addr" (printf "0.0.0.0:%v" $svc.adminPort)
+  "log-level" $ctx.Values.global.logLevel
+  "log-format" $ctx.Values.global.logFormat
+  "drain-timeout" (printf "%vs" $svc.drainTimeoutSeconds)
+-}}
+{{- range $k, $v := .settings -}}
+{{- $_ := set $all $k $v -}}
+{{- end -}}
+{{- range $k, $v := $svc.flags -}}
+{{- $_ := set $all $k $v -}}
+{{- end -}}
+{{- range $k := keys $all | sortAlpha }}
+{{ include "sundial.envName" $k }}: {{ index $all $k | toString | quote }}
+{{- end -}}
+{{- end -}}
+
+{{/* env entries that come from the Secret, for one service. */}}
+{{- define "sundial.secretEnv" -}}
+{{- $ctx := .ctx -}}
+{{- $secret := include "sundial.secretName" $ctx -}}
+{{- if has .component (list "api" "prefetcher" "relay" "worker" "migrate") }}
+{{- if $ctx.Values.postgres.dsnSecret.name }}
+- name: SUNDIAL_POSTGRES_DSN
+  valueFrom:
+    secretKeyRef:
+      name: {{ $ctx.Values.postgres.dsnSecret.name }}
+      key: {{ $ctx.Values.postgres.dsnSecret.key }}
+{{- else }}
+- name: PGPASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: {{ $ctx.Values.secrets.keys.postgresPassword }}
+      optional: true
+{{- end }}
+{{- end }}
+{{- if eq .component "api" }}
+- name: SUNDIAL_TOKENS
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: {{ $ctx.Values.secrets.keys.apiTokens }}
+{{- end }}
+{{- if eq .component "worker" }}
+- name: SUNDIAL_SIGNING_SECRET
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: {{ $ctx.Values.secrets.keys.signingSecret }}
+{{- end }}
+{{- end -}}
+
+{{- define "sundial.podMeta" -}}
+{{- $svc := index .ctx.Values .component -}}
+labels:
+  {{- include "sundial.componentLabels" . | nindent 2 }}
+  {{- with .ctx.Values.global.podLabels }}{{ toYaml . | nindent 2 }}{{ end }}
+  {{- with $svc.podLabels }}{{ toYaml . | nindent 2 }}{{ end }}
+annotations:
+  checksum/config: {{ include (printf "sundial.%s.config" .component) .ctx | sha256sum }}
+  {{- with .ctx.Values.global.podAnnotations }}{{ toYaml . | nindent 2 }}{{ end }}
+  {{- with $svc.podAnnotations }}{{ toYaml . | nindent 2 }}{{ end }}
+{{- end -}}
+
+{{/* Volumes and mounts for TLS material. */}}
+{{- define "sundial.tlsVolumes" -}}
+{{- if .Values.tls.postgres.enabled }}
+- name: tls-postgres
+  secret:
+    secretName: {{ .Values.tls.postgres.existingSecret }}
+    defaultMode: 0440
+{{- end }}
+{{- end -}}
+
+{{- define "sundial.tlsMounts" -}}
+{{- if .Values.tls.postgres.enabled }}
+- name: tls-postgres
+  mountPath: /etc/sundial/tls/postgres
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/*
+The Deployment of one service. Probes: /healthz (the process is alive) for
+liveness and startup, /readyz (its dependencies answer, and it is not
+draining) for readiness. The grace period covers the preStop sleep, the
+service's own drain timeout and a margin.
+*/}}
+{{- define "sundial.deployment" -}}
+{{- $ctx := .ctx -}}
+{{- $c := .component -}}
+{{- $svc := index $ctx.Values $c -}}
+{{- $grace := add $svc.preStopSleepSeconds $svc.drainTimeoutSeconds $ctx.Values.global.terminationGraceMarginSeconds -}}
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ include "sundial.componentName" . }}
+  namespace: {{ $ctx.Release.Namespace }}
+  labels:
+    {{- include "sundial.componentLabels" . | nindent 4 }}
+spec:
+  {{- if not (and (eq $c "worker") (ne $ctx.Values.autoscaling.mode "none")) }}
+  replicas: {{ $svc.replicas }}
+  {{- end }}
+  revisionHistoryLimit: 5
+  selector:
+    matchLabels:
+      {{- include "sundial.selectorLabels" . | nindent 6 }}
+  strategy:
+    type: RollingUpdate
+    rollingUpdate:
+      maxSurge: 1
+      maxUnavailable: 0
+  template:
+    metadata:
+      {{- include "sundial.podMeta" . | nindent 6 }}
+    spec:
+      serviceAccountName: {{ include "sundial.serviceAccountName" $ctx }}
+      automountServiceAccountToken: false
+      {{- with $ctx.Values.image.pullSecrets }}
+      imagePullSecrets:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      securityContext:
+        {{- toYaml $ctx.Values.podSecurityContext | nindent 8 }}
+      terminationGracePeriodSeconds: {{ $grace }}
+      containers:
+        - name: {{ $c }}
+          image: {{ include "sundial.image" . }}
+          imagePullPolicy: {{ $ctx.Values.image.pullPolicy }}
+          securityContext:
+            {{- toYaml $ctx.Values.securityContext | nindent 12 }}
+          ports:
+            - name: admin
+              containerPort: {{ $svc.adminPort }}
+              protocol: TCP
+            {{- if eq $c "api" }}
+            - name: grpc
+              containerPort: {{ $svc.grpcPort }}
+              protocol: TCP
+            {{- end }}
+          envFrom:
+            - configMapRef:
+                name: {{ include "sundial.componentName" . }}
+          env:
+            {{- if has $c (list "prefetcher" "relay") }}
+            - name: SUNDIAL_NODE_ID
+              valueFrom:
+                fieldRef:
+                  fieldPath: metadata.name
+            {{- end }}
+            {{- if eq $c "worker" }}
+            - name: SUNDIAL_WORKER_ID
+              valueFrom:
+                fieldRef:
+                  fieldPath: metadata.name
+            {{- end }}
+            {{- with (include "sundial.secretEnv" . | trim) }}{{ . | nindent 12 }}{{ end }}
+            {{- with $svc.extraEnv }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+          startupProbe:
+            httpGet:
+              path: /healthz
+              port: admin
+            periodSeconds: 2
+            failureThreshold: 60
+          livenessProbe:
+            httpGet:
+              path: /healthz
+              port: admin
+            periodSeconds: 10
+            timeoutSeconds: 3
+            failureThreshold: 3
+          readinessProbe:
+            httpGet:
+              path: /readyz
+              port: admin
+            periodSeconds: 5
+            timeoutSeconds: 3
+            failureThreshold: 2
+          {{- if gt (int $svc.preStopSleepSeconds) 0 }}
+          lifecycle:
+            preStop:
+              exec:
+                command: ["sleep", "{{ $svc.preStopSleepSeconds }}"]
+          {{- end }}
+          resources:
+            {{- toYaml $svc.resources | nindent 12 }}
+          volumeMounts:
+            - name: tmp
+              mountPath: /tmp
+            {{- with (include "sundial.tlsMounts" $ctx | trim) }}{{ . | nindent 12 }}{{ end }}
+      volumes:
+        - name: tmp
+          emptyDir: {}
+        {{- with (include "sundial.tlsVolumes" $ctx | trim) }}{{ . | nindent 8 }}{{ end }}
+      {{- with (merge (dict) $svc.nodeSelector $ctx.Values.global.nodeSelector) }}
+      nodeSelector:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with (concat $svc.tolerations $ctx.Values.global.tolerations) }}
+      tolerations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- if $svc.affinity }}
+      affinity:
+        {{- toYaml $svc.affinity | nindent 8 }}
+      {{- else }}
+      affinity:
+        podAntiAffinity:
+          preferredDuringSchedulingIgnoredDuringExecution:
+            - weight: 100
+              podAffinityTerm:
+                topologyKey: kubernetes.io/hostname
+                labelSelector:
+                  matchLabels:
+                    {{- include "sundial.selectorLabels" . | nindent 20 }}
+      {{- end }}
+      {{- with $svc.topologySpreadConstraints }}
+      topologySpreadConstraints:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+{{- end -}}
+
+{{- define "sundial.service" -}}
+{{- $ctx := .ctx -}}
+{{- $svc := index $ctx.Values .component -}}
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ include "sundial.componentName" . }}
+  namespace: {{ $ctx.Release.Namespace }}
+  labels:
+    {{- include "sundial.componentLabels" . | nindent 4 }}
+  {{- with (and $svc.service $svc.service.annotations) }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+spec:
+  type: {{ (and $svc.service $svc.service.type) | default "ClusterIP" }}
+  selector:
+    {{- include "sundial.selectorLabels" . | nindent 4 }}
+  ports:
+    - name: admin
+      port: {{ $svc.adminPort }}
+      targetPort: admin
+      protocol: TCP
+    {{- if eq .component "api" }}
+    - name: grpc
+      port: {{ $svc.grpcPort }}
+      targetPort: grpc
+      protocol: TCP
+      appProtocol: grpc
+    {{- end }}
+{{- end -}}
+
+{{- define "sundial.pdb" -}}
+{{- $ctx := .ctx -}}
+{{- $svc := index $ctx.Values .component -}}
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ include "sundial.componentName" . }}
+  namespace: {{ $ctx.Release.Namespace }}
+  labels:
+    {{- include "sundial.componentLabels" . | nindent 4 }}
+spec:
+  {{- if hasKey $svc.pdb "minAvailable" }}
+  minAvailable: {{ $svc.pdb.minAvailable }}
+  {{- else }}
+  maxUnavailable: {{ $svc.pdb.maxUnavailable | default 1 }}
+  {{- end }}
+  selector:
+    matchLabels:
+      {{- include "sundial.selectorLabels" . | nindent 6 }}
+{{- end -}}
+
+{{- define "sundial.serviceMonitor" -}}
+{{- $ctx := .ctx -}}
+{{- if $ctx.Values.monitoring.serviceMonitor.enabled -}}
+apiVersion: monitoring.coreos.com/v1
+kind: ServiceMonitor
+metadata:
+  name: {{ include "sundial.componentName" . }}
+  namespace: {{ $ctx.Release.Namespace }}
+  labels:
+    {{- include "sundial.componentLabels" . | nindent 4 }}
+    {{- with $ctx.Values.monitoring.serviceMonitor.labels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+spec:
+  selector:
+    matchLabels:
+      {{- include "sundial.selectorLabels" . | nindent 6 }}
+  endpoints:
+    - port: admin
+      path: /metrics
+      interval: {{ $ctx.Values.monitoring.serviceMonitor.interval }}
+{{- end -}}
+{{- end -}}
+
+{{- define "sundial.configMap" -}}
+{{- $ctx := .ctx -}}
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ include "sundial.componentName" . }}
+  namespace: {{ $ctx.Release.Namespace }}
+  labels:
+    {{- include "sundial.componentLabels" . | nindent 4 }}
+data:
+  {{- include (printf "sundial.%s.config" .component) $ctx | trim | nindent 2 }}
+{{- end -}}

@@ -1,0 +1,14 @@
+{{/* The prefetcher's non-secret settings (SUNDIAL_* in its ConfigMap). */}}
+{{- define "sundial.prefetcher.config" -}}
+{{- $v := .Values -}}
+{{- $s := dict
+  "zk-addrs" $v.zookeeper.addrs
+  "zk-session-timeout" $v.prefetcher.zkSessionTimeout
+  "election-path" $v.prefetcher.electionPath
+  "window" $v.prefetcher.window
+-}}
+{{- if not $v.postgres.dsnSecret.name -}}
+{{- $_ := set $s "postgres-dsn" (include "sundial.postgresDSN" .) -}}
+{{- end -}}
+{{- include "sundial.configData" (dict "ctx" . "component" "prefetcher" "settings" $s) -}}
+{{- end -}}
