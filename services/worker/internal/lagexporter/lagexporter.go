@@ -1,0 +1,191 @@
+// Package lagexporter exports the worker group's consumer lag as a
+// Prometheus gauge, computed from Kafka's own offsets: for every partition of
+// the priority topics, the end offset (high watermark) minus the group's
+// committed offset. It is the figure KEDA's Kafka scaler computes, so the
+// dashboards, the alerts and either autoscaler (KEDA, or an HPA reading
+// this gauge through prometheus-adapter) read one definition of lag.
+//
+// Every worker exports the lag of the whole group, not only of the
+// partitions assigned to it. There is no leader to elect and nothing to hand
+// over on a rebalance, a partition no member owns (all workers crashed, or a
+// rebalance in progress) still has a series, and the cost is three small
+// admin requests per interval per worker. Queries take max by (group, topic,
+// partition) to collapse the copies; see deploy/prometheus/rules.
+//
+// What the lag means for Sundial: a worker commits an offset only once every
+// firing below it has finished, and it holds firings in memory until their
+// instant, up to the prefetch window (2 minutes) ahead. So a healthy group's
+// lag is about firings/s × (window + a few seconds); a lag that grows
+// without the firing rate growing means the workers fall behind. The
+// worker's own sundial_worker_consumer_lag_records is different: records it
+// has not fetched yet, per assigned partition.
+package lagexporter
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/lifecycle"
+)
+
+// DefaultInterval is how often the offsets are read: well below a scrape
+// interval's multiple, and cheap for the brokers (three requests).
+const DefaultInterval = 10 * time.Second
+
+// Offsets is what the exporter asks Kafka; *kadm.Client implements it.
+type Offsets interface {
+	ListStartOffsets(ctx context.Context, topics ...string) (kadm.ListedOffsets, error)
+	ListEndOffsets(ctx context.Context, topics ...string) (kadm.ListedOffsets, error)
+	FetchOffsets(ctx context.Context, group string) (kadm.OffsetResponses, error)
+}
+
+// Config says whose lag to export.
+type Config struct {
+	Group  string
+	Topics []string
+	// Interval between reads; DefaultInterval when zero.
+	Interval time.Duration
+	// Timeout of one read; half the interval when zero.
+	Timeout time.Duration
+}
+
+// Exporter is a lifecycle.Service that reads the offsets every Interval and
+// sets the gauges.
+type Exporter struct {
+	lifecycle.Runner
+
+	cfg    Config
+	kafka  Offsets
+	clock  clock.Clock
+	logger *slog.Logger
+
+	lag     *prometheus.GaugeVec
+	updated prometheus.Gauge
+	errors  prometheus.Counter
+	// seen holds the label sets written by the last successful read, so
+	// partitions that disappear (a deleted topic) lose their series.
+	seen map[[2]string]bool
+}
+
+// New registers the exporter's metrics with reg. Nothing is read until Start.
+func New(cfg Config, kafka Offsets, clk clock.Clock, logger *slog.Logger, reg prometheus.Registerer) *Exporter {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = cfg.Interval / 2
+	}
+	group := prometheus.Labels{"group": cfg.Group}
+	e := &Exporter{
+		cfg: cfg, kafka: kafka, clock: clk, logger: logger, seen: map[[2]string]bool{},
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name:        "sundial_worker_group_lag_records",
+			Help:        "Records of the priority topics the worker group has not committed: end offset minus committed offset, per partition (the same for every worker).",
+			ConstLabels: group,
+		}, []string{"topic", "partition"}),
+		updated: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name:        "sundial_worker_group_lag_updated_timestamp_seconds",
+			Help:        "Unix time of the last successful read of the group's offsets.",
+			ConstLabels: group,
+		}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name:        "sundial_worker_group_lag_errors_total",
+			Help:        "Reads of the group's offsets that failed (the gauges keep their last values).",
+			ConstLabels: group,
+		}),
+	}
+	reg.MustRegister(e.lag, e.updated, e.errors)
+	return e
+}
+
+// Start reads once in the background at once, then every Interval.
+func (e *Exporter) Start(context.Context) error {
+	return e.Run(func(ctx context.Context) error {
+		for {
+			e.poll(ctx)
+			t := e.clock.NewTimer(e.cfg.Interval)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C():
+			}
+		}
+	})
+}
+
+func (e *Exporter) poll(parent context.Context) {
+	ctx, cancel := context.WithTimeout(parent, e.cfg.Timeout)
+	defer cancel()
+	lags, err := e.read(ctx)
+	if err != nil {
+		if parent.Err() == nil { // not merely stopping
+			e.errors.Inc()
+			e.logger.Warn("reading the group's offsets failed", "group", e.cfg.Group, "err", err)
+		}
+		return
+	}
+	next := make(map[[2]string]bool, len(lags))
+	for k, v := range lags {
+		e.lag.WithLabelValues(k[0], k[1]).Set(float64(v))
+		next[k] = true
+	}
+	for k := range e.seen {
+		if !next[k] {
+			e.lag.DeleteLabelValues(k[0], k[1])
+		}
+	}
+	e.seen = next
+	e.updated.Set(float64(e.clock.Now().UnixMilli()) / 1000)
+}
+
+// read returns the lag per (topic, partition). A partition the group has
+// never committed counts from the log start, as the workers start there
+// (reset to the earliest offset). Topics that do not exist yet are left out.
+func (e *Exporter) read(ctx context.Context) (map[[2]string]int64, error) {
+	ends, err := e.kafka.ListEndOffsets(ctx, e.cfg.Topics...)
+	if err != nil {
+		return nil, err
+	}
+	starts, err := e.kafka.ListStartOffsets(ctx, e.cfg.Topics...)
+	if err != nil {
+		return nil, err
+	}
+	committed, err := e.kafka.FetchOffsets(ctx, e.cfg.Group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		// A group that never committed (some brokers say so instead of
+		// answering with no offsets): everything is lag.
+		committed, err = nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := map[[2]string]int64{}
+	for topic, parts := range ends {
+		for p, end := range parts {
+			if end.Err != nil {
+				continue // unknown topic or partition: nothing to lag behind
+			}
+			from := int64(-1)
+			if c, ok := committed.Lookup(topic, p); ok && c.Err == nil {
+				from = c.At
+			}
+			if from < 0 {
+				from = 0
+				if s, ok := starts.Lookup(topic, p); ok && s.Err == nil {
+					from = s.Offset
+				}
+			}
+			out[[2]string{topic, strconv.Itoa(int(p))}] = max(0, end.Offset-from)
+		}
+	}
+	return out, nil
+}

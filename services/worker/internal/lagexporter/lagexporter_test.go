@@ -1,0 +1,153 @@
+package lagexporter
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+
+	"github.com/sundialhq/sundial/pkg/clock"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// cluster is a kfake broker with topic a (2 partitions) and b (1).
+func cluster(t *testing.T) (*kgo.Client, *kadm.Client) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "a"), kfake.SeedTopics(1, "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl, kadm.NewClient(cl)
+}
+
+func produce(t *testing.T, cl *kgo.Client, topic string, partition int32, n int) {
+	t.Helper()
+	for range n {
+		r := &kgo.Record{Topic: topic, Partition: partition, Value: []byte("x")}
+		if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func gauge(t *testing.T, e *Exporter, topic, partition string) float64 {
+	t.Helper()
+	return testutil.ToFloat64(e.lag.WithLabelValues(topic, partition))
+}
+
+func TestLagIsEndMinusCommitted(t *testing.T) {
+	cl, adm := cluster(t)
+	produce(t, cl, "a", 0, 10)
+	produce(t, cl, "a", 1, 3)
+	produce(t, cl, "b", 0, 5)
+	ctx := context.Background()
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "a", Partition: 0, At: 4, LeaderEpoch: -1})
+	offs.Add(kadm.Offset{Topic: "b", Partition: 0, At: 5, LeaderEpoch: -1})
+	if _, err := adm.CommitOffsets(ctx, "g", offs); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	e := New(Config{Group: "g", Topics: []string{"a", "b", "missing"}}, adm, clock.Real{}, discard, reg)
+	e.poll(ctx)
+
+	if got := gauge(t, e, "a", "0"); got != 6 {
+		t.Errorf("a/0 lag = %v, want 10-4 = 6", got)
+	}
+	// Never committed: counted from the log start, where the workers start.
+	if got := gauge(t, e, "a", "1"); got != 3 {
+		t.Errorf("a/1 lag = %v, want 3 (no commit yet)", got)
+	}
+	if got := gauge(t, e, "b", "0"); got != 0 {
+		t.Errorf("b/0 lag = %v, want 0", got)
+	}
+	if n := testutil.CollectAndCount(e.lag); n != 3 {
+		t.Errorf("%d lag series, want 3 (the missing topic has none)", n)
+	}
+	if testutil.ToFloat64(e.updated) == 0 {
+		t.Error("updated timestamp not set")
+	}
+	// The group label is constant, so dashboards and the HPA select on it.
+	const want = `
+# HELP sundial_worker_group_lag_records Records of the priority topics the worker group has not committed: end offset minus committed offset, per partition (the same for every worker).
+# TYPE sundial_worker_group_lag_records gauge
+sundial_worker_group_lag_records{group="g",partition="0",topic="a"} 6
+sundial_worker_group_lag_records{group="g",partition="0",topic="b"} 0
+sundial_worker_group_lag_records{group="g",partition="1",topic="a"} 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "sundial_worker_group_lag_records"); err != nil {
+		t.Error(err)
+	}
+
+	// Committing moves the lag on the next read.
+	offs = kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "a", Partition: 0, At: 10, LeaderEpoch: -1})
+	if _, err := adm.CommitOffsets(ctx, "g", offs); err != nil {
+		t.Fatal(err)
+	}
+	e.poll(ctx)
+	if got := gauge(t, e, "a", "0"); got != 0 {
+		t.Errorf("after committing to the end, a/0 lag = %v", got)
+	}
+}
+
+// failing is a real admin client whose FetchOffsets fails.
+type failing struct{ *kadm.Client }
+
+func (failing) FetchOffsets(context.Context, string) (kadm.OffsetResponses, error) {
+	return nil, errors.New("broker gone")
+}
+
+func TestFailedReadKeepsValuesAndCounts(t *testing.T) {
+	cl, adm := cluster(t)
+	produce(t, cl, "a", 0, 2)
+	reg := prometheus.NewRegistry()
+	e := New(Config{Group: "g", Topics: []string{"a"}}, adm, clock.Real{}, discard, reg)
+	e.poll(context.Background())
+	e.kafka = failing{adm}
+	e.poll(context.Background())
+	if got := testutil.ToFloat64(e.errors); got != 1 {
+		t.Errorf("errors = %v, want 1", got)
+	}
+	if got := gauge(t, e, "a", "0"); got != 2 {
+		t.Errorf("lag after a failed read = %v, want the last value 2", got)
+	}
+}
+
+func TestStartStop(t *testing.T) {
+	_, adm := cluster(t)
+	e := New(Config{Group: "g", Topics: []string{"a"}, Interval: 20 * time.Millisecond}, adm, clock.Real{}, discard, prometheus.NewRegistry())
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for testutil.ToFloat64(e.updated) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no read within 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.Stop()
+	e.Stop()
+	// Stoppable before start, too.
+	New(Config{Group: "g"}, adm, clock.Real{}, discard, prometheus.NewRegistry()).Stop()
+}
