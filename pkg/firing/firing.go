@@ -123,3 +123,17 @@ const (
 	HeaderJobID          = "Sundial-Job-Id"
 	HeaderSignature      = "Sundial-Signature"
 )
+
+// Jitter is the deterministic offset of job's slot at scheduled: uniform in
+// [0, maxJitter) at millisecond granularity, taken from bytes 8–16 of the
+// slot's execution id, so restaging a slot yields the same fire instant and
+// neighbouring slots of one job spread independently. The firing's fire
+// instant is scheduled + Jitter.
+func Jitter(jobID uuid.UUID, scheduled time.Time, maxJitter time.Duration) time.Duration {
+	ms := uint64(maxJitter / time.Millisecond)
+	if ms == 0 {
+		return 0
+	}
+	id := ExecutionID(jobID, scheduled)
+	return time.Duration(binary.BigEndian.Uint64(id[8:16])%ms) * time.Millisecond
+}

@@ -75,3 +75,41 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 		t.Fatal("garbage decoded without error")
 	}
 }
+
+func TestJitterIsDeterministicAndBounded(t *testing.T) {
+	job := uuid.MustParse("0192f0c4-6a3e-7c1a-9b1e-3f2a1c0d9e8f")
+	slot := time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)
+	if j := Jitter(job, slot, 0); j != 0 {
+		t.Fatalf("no max jitter gave %s", j)
+	}
+	if j := Jitter(job, slot, 500*time.Microsecond); j != 0 {
+		t.Fatalf("a max jitter under a millisecond gave %s", j)
+	}
+	// Pinned values: the prefetcher stages fire instants with this formula
+	// and the benchmark's sink measures lateness from them, so a change here
+	// is a change of every staged firing's instant.
+	for _, c := range []struct {
+		slot time.Time
+		max  time.Duration
+		want time.Duration
+	}{
+		{slot, time.Minute, 58282 * time.Millisecond},
+		{slot.Add(time.Second), time.Minute, 35057 * time.Millisecond},
+		{slot, time.Second, 282 * time.Millisecond},
+	} {
+		if got := Jitter(job, c.slot, c.max); got != c.want {
+			t.Errorf("Jitter(%s, %s) = %s, want %s", c.slot, c.max, got, c.want)
+		}
+	}
+	seen := map[time.Duration]bool{}
+	for i := range 1000 {
+		j := Jitter(job, slot.Add(time.Duration(i)*time.Second), time.Second)
+		if j < 0 || j >= time.Second || j%time.Millisecond != 0 {
+			t.Fatalf("jitter %s out of [0, 1s) or not whole milliseconds", j)
+		}
+		seen[j/(100*time.Millisecond)] = true
+	}
+	if len(seen) != 10 {
+		t.Fatalf("1000 slots fell in %d of 10 tenths of the second", len(seen))
+	}
+}
