@@ -23,10 +23,26 @@
 //	              now-grace          now-threshold      now      now+window
 //
 // next_fire_at becomes the first slot after the window, or none.
+//
+// Every slot not staged is accounted for in the plan, so the ledger can say
+// why it did not run: the most recent MaxSkipRecords skipped slots one by
+// one (expired or policy), and one Summary (first, last, counts) standing
+// for the older ones, so a long outage of a frequent job costs a bounded
+// number of ledger rows. An expired stretch longer than MaxSkipWalk slots
+// is not walked to the end: the planner jumps to an estimate of where its
+// last listed slots begin, and the summary's count becomes a lower bound.
+//
+// The plan also says whether it stages the schedule's last slot
+// (LastSlot: the firing carries last_slot and the job completes after it)
+// or whether the job has no slot left and none was staged (Exhausted: the
+// caller completes the job itself).
 package slots
 
 import (
 	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -95,13 +111,70 @@ type Input struct {
 	// pathological schedule cannot blow up a transaction; the rest are
 	// staged by the next pass (next_fire_at stops at the first unstaged).
 	MaxSlots int
+	// MaxSkipRecords is how many skipped slots the plan lists one by one
+	// (the most recent ones); older skipped slots are folded into one
+	// Summary. Zero folds every skipped slot into the summary.
+	MaxSkipRecords int
+	// MaxSkipWalk bounds how many expired slots the planner walks to count
+	// them; a longer expired stretch is jumped over and counted as "at
+	// least". Zero means DefaultMaxSkipWalk.
+	MaxSkipWalk int
 }
+
+// DefaultMaxSkipWalk bounds the walk over an expired stretch: about a
+// millisecond of Next calls per job, once, after an outage.
+const DefaultMaxSkipWalk = 10_000
 
 // Slot is one slot to stage.
 type Slot struct {
 	At      time.Time
 	CatchUp bool
 }
+
+// SkipKind says why a slot was not staged.
+type SkipKind int
+
+const (
+	// SkipExpired: older than the job's misfire grace; never replayed.
+	SkipExpired SkipKind = iota + 1
+	// SkipPolicy: inside the grace, but the misfire policy did not replay
+	// it (SKIP, RUN_ONCE's older slots, RUN_ALL's beyond the cap).
+	SkipPolicy
+)
+
+// String is the metric label of the kind.
+func (k SkipKind) String() string {
+	switch k {
+	case SkipExpired:
+		return "expired"
+	case SkipPolicy:
+		return "policy"
+	default:
+		return "unknown"
+	}
+}
+
+// Skip is one skipped slot recorded on its own.
+type Skip struct {
+	At   time.Time
+	Kind SkipKind
+}
+
+// Summary stands for the skipped slots not listed one by one: all older
+// than every listed Skip.
+type Summary struct {
+	// First and Last are the oldest and newest slot it covers.
+	First, Last time.Time
+	// Expired and Policy count the covered slots by kind. When AtLeast,
+	// Expired is a lower bound: the expired stretch was too long to count
+	// and part of it was jumped over.
+	Expired, Policy int
+	AtLeast         bool
+}
+
+// Count is the number of slots the summary covers (a lower bound when
+// AtLeast).
+func (s Summary) Count() int { return s.Expired + s.Policy }
 
 // Plan is the outcome of a pass.
 type Plan struct {
@@ -110,19 +183,82 @@ type Plan struct {
 	// Next is the job's new next_fire_at; zero when the schedule has no
 	// more slots.
 	Next time.Time
+	// Skipped are the most recent skipped slots, oldest first, at most
+	// MaxSkipRecords of them.
+	Skipped []Skip
+	// Summary covers the skipped slots older than those in Skipped; nil
+	// when there are none.
+	Summary *Summary
 	// Missed counts slots inside the grace that the policy did not stage.
 	Missed int
-	// Expired is true when slots older than the grace were passed over
-	// (they are not counted: enumerating a long outage of a frequent job
-	// would cost more than it tells).
-	Expired bool
-	// ExpiredUntil is the first slot at or after the grace boundary that
-	// the pass resumed from, when Expired.
-	ExpiredUntil time.Time
+	// Expired counts slots older than the grace (a lower bound when
+	// ExpiredAtLeast).
+	Expired        int
+	ExpiredAtLeast bool
 }
+
+// LastSlot reports whether the plan stages the schedule's last slot: the
+// schedule has nothing after it, so the job completes once that
+// execution finishes.
+func (p Plan) LastSlot() bool { return p.Next.IsZero() && len(p.Slots) > 0 }
+
+// Exhausted reports whether the job has no slot left and this pass staged
+// none: its remaining slots (if any) were all skipped, so no firing will
+// ever complete it.
+func (p Plan) Exhausted() bool { return p.Next.IsZero() && len(p.Slots) == 0 }
 
 // roundingSlack covers Postgres's microsecond rounding of next_fire_at.
 const roundingSlack = time.Microsecond
+
+// skips keeps the most recent max skipped slots and folds older ones into
+// a summary.
+type skips struct {
+	max     int
+	ring    []Skip
+	head    int
+	summary *Summary
+}
+
+func (k *skips) add(s Skip) {
+	if k.max > 0 && len(k.ring) < k.max {
+		k.ring = append(k.ring, s)
+		return
+	}
+	if k.max > 0 {
+		s, k.ring[k.head] = k.ring[k.head], s
+		k.head = (k.head + 1) % k.max
+	}
+	k.fold(s)
+}
+
+func (k *skips) fold(s Skip) {
+	if k.summary == nil {
+		k.summary = &Summary{First: s.At}
+	}
+	k.summary.Last = s.At
+	if s.Kind == SkipExpired {
+		k.summary.Expired++
+	} else {
+		k.summary.Policy++
+	}
+}
+
+// flush folds every listed slot into the summary: they are older than what
+// follows a jump.
+func (k *skips) flush() {
+	for _, s := range k.list() {
+		k.fold(s)
+	}
+	k.ring, k.head = k.ring[:0], 0
+}
+
+func (k *skips) list() []Skip {
+	out := make([]Skip, 0, len(k.ring))
+	for i := range k.ring {
+		out = append(out, k.ring[(k.head+i)%len(k.ring)])
+	}
+	return out
+}
 
 // Compute plans one pass for one job.
 func Compute(in Input) Plan {
@@ -134,18 +270,49 @@ func Compute(in Input) Plan {
 	if maxSlots <= 0 {
 		maxSlots = 1 << 20
 	}
+	maxWalk := in.MaxSkipWalk
+	if maxWalk <= 0 {
+		maxWalk = DefaultMaxSkipWalk
+	}
 	windowEnd := in.Now.Add(in.Window)
 	graceCut := in.Now.Add(-in.Policy.Grace)
 	lateCut := in.Now.Add(-in.MisfireThreshold)
+	sk := skips{max: max(in.MaxSkipRecords, 0)}
 
 	s := in.Schedule.Next(in.NextFireAt.Add(-roundingSlack))
-	if !s.IsZero() && s.Before(graceCut) {
-		// Jump over the expired stretch without walking it.
-		s = in.Schedule.Next(graceCut.Add(-time.Nanosecond))
-		p.Expired, p.ExpiredUntil = true, s
+
+	// Expired slots: walk (and count) them, up to maxWalk. A longer
+	// stretch gets one jump to an estimate of where its last
+	// MaxSkipRecords slots begin, and, should that walk run long too, a
+	// jump to the grace boundary; what was jumped over is counted as "at
+	// least".
+	for jumps, walked, first := 0, 0, s; !s.IsZero() && s.Before(graceCut); {
+		if walked == maxWalk {
+			p.ExpiredAtLeast = true
+			sk.flush()
+			target := graceCut
+			if jumps == 0 && walked > 1 {
+				period := max(s.Sub(first)/time.Duration(walked), time.Nanosecond)
+				if t := graceCut.Add(-period * time.Duration(2*sk.max+2)); t.After(s) {
+					target = t
+				}
+			}
+			jumps++
+			if jumps > 1 {
+				target = graceCut
+			}
+			s = in.Schedule.Next(target.Add(-time.Nanosecond))
+			walked, first = 0, s
+			continue
+		}
+		sk.add(Skip{At: s, Kind: SkipExpired})
+		p.Expired++
+		walked++
+		s = in.Schedule.Next(s)
 	}
 
-	// Missed slots: keep the most recent `keep` in a ring.
+	// Missed slots: keep the most recent `keep` in a ring; the ones pushed
+	// out (all of them under SKIP) are skipped by the policy.
 	keep := min(in.Policy.keep(), maxSlots)
 	ring := make([]time.Time, 0, keep)
 	head := 0
@@ -154,11 +321,13 @@ func Compute(in Input) Plan {
 			if len(ring) < keep {
 				ring = append(ring, s)
 			} else {
+				sk.add(Skip{At: ring[head], Kind: SkipPolicy})
 				ring[head] = s
 				head = (head + 1) % keep
 				p.Missed++
 			}
 		} else {
+			sk.add(Skip{At: s, Kind: SkipPolicy})
 			p.Missed++
 		}
 		s = in.Schedule.Next(s)
@@ -172,7 +341,59 @@ func Compute(in Input) Plan {
 		s = in.Schedule.Next(s)
 	}
 	p.Next = s
+	p.Skipped = sk.list()
+	p.Summary = sk.summary
+	if p.Summary != nil && p.ExpiredAtLeast {
+		p.Summary.AtLeast = true
+	}
 	return p
+}
+
+// Reason is the ledger's reason for a slot skipped for kind k under policy
+// p.
+func (p Policy) Reason(k SkipKind) string {
+	if k == SkipExpired {
+		return "misfire: older than the grace of " + shortDuration(p.Grace)
+	}
+	switch p.Action {
+	case sundialv1.MisfireAction_MISFIRE_ACTION_SKIP:
+		return "misfire: policy SKIP replays no missed slot"
+	case sundialv1.MisfireAction_MISFIRE_ACTION_RUN_ALL:
+		return fmt.Sprintf("misfire: policy RUN_ALL replays only the %d most recent missed slots", p.MaxCatchUp)
+	default:
+		return "misfire: policy RUN_ONCE replays only the most recent missed slot"
+	}
+}
+
+// SummaryReason is the ledger's reason on the row that stands for the
+// summarized slots (recorded at the summary's first slot).
+func (p Policy) SummaryReason(s Summary) string {
+	var b strings.Builder
+	n := strconv.Itoa(s.Count())
+	if s.AtLeast {
+		n = "at least " + n
+	}
+	fmt.Fprintf(&b, "misfire: %s slots from %s to %s skipped (only the most recent are recorded one by one):",
+		n, s.First.UTC().Format(time.RFC3339Nano), s.Last.UTC().Format(time.RFC3339Nano))
+	if s.Expired > 0 {
+		fmt.Fprintf(&b, " %d older than the grace of %s;", s.Expired, shortDuration(p.Grace))
+	}
+	if s.Policy > 0 {
+		fmt.Fprintf(&b, " %d not replayed by policy %s;", s.Policy, strings.TrimPrefix(p.Action.String(), "MISFIRE_ACTION_"))
+	}
+	return strings.TrimSuffix(b.String(), ";")
+}
+
+// shortDuration drops Go's zero tails: 1h0m0s reads 1h, 5m0s reads 5m.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // Jitter is the deterministic offset of job's slot: uniform in

@@ -136,18 +136,147 @@ func TestMisfirePolicies(t *testing.T) {
 	}
 }
 
-// A year-long outage of a per-second job does not walk a year of slots.
+// A year-long outage of a per-second job does not walk a year of slots:
+// the expired stretch is counted up to the walk bound and jumped over.
 func TestExpiredSlotsAreSkippedWithoutEnumeration(t *testing.T) {
 	counting := &countingSchedule{Schedule: everySecond(t)}
 	p := Compute(Input{
 		Schedule: counting, NextFireAt: now.AddDate(-1, 0, 0), Now: now, Window: 2 * time.Minute,
-		MisfireThreshold: 5 * time.Second, Policy: runOnce(),
+		MisfireThreshold: 5 * time.Second, Policy: runOnce(), MaxSkipWalk: 1000,
 	})
-	require.True(t, p.Expired)
-	require.Less(t, counting.calls, 3600+200, "walks the grace and the window, not the year")
+	require.True(t, p.ExpiredAtLeast)
+	require.GreaterOrEqual(t, p.Expired, 1000)
+	require.Less(t, counting.calls, 2*1000+3600+200, "walks the bound, the grace and the window, not the year")
 	require.True(t, p.Slots[0].CatchUp)
 	require.Equal(t, now.Truncate(time.Second).Add(-5*time.Second), p.Slots[0].At, "the most recent missed slot")
 	require.Equal(t, 3594, p.Missed, "missed inside the grace (11:00:01-11:59:54), not counting the one staged")
+	require.Empty(t, p.Skipped, "MaxSkipRecords 0: everything is summarized")
+	require.NotNil(t, p.Summary)
+	require.True(t, p.Summary.AtLeast)
+	require.Equal(t, now.AddDate(-1, 0, 0).Truncate(time.Second).Add(time.Second), p.Summary.First)
+	require.Equal(t, p.Slots[0].At.Add(-time.Second), p.Summary.Last)
+	require.Equal(t, 3594, p.Summary.Policy)
+	require.Equal(t, p.Expired, p.Summary.Expired)
+}
+
+// After a year-long outage the most recent skipped slots are still listed
+// one by one, expired ones included: the planner jumps to an estimate of
+// where the listed stretch begins.
+func TestLongOutageStillListsTheMostRecentSkippedSlots(t *testing.T) {
+	counting := &countingSchedule{Schedule: everySecond(t)}
+	skip := Policy{Action: sundialv1.MisfireAction_MISFIRE_ACTION_SKIP, Grace: time.Hour, MaxCatchUp: 10}
+	p := Compute(Input{
+		Schedule: counting, NextFireAt: now.AddDate(-1, 0, 0), Now: now, Window: 2 * time.Minute,
+		MisfireThreshold: 5 * time.Second, Policy: skip, MaxSkipRecords: 5000, MaxSkipWalk: 20_000,
+	})
+	require.Less(t, counting.calls, 20_000+2*5000+2+3600+200)
+	require.Len(t, p.Skipped, 5000)
+	// The last 3595 are inside the grace (11:00:00.4 to 11:59:55.4), the
+	// 1405 before them expired.
+	last := now.Truncate(time.Second).Add(-5 * time.Second)
+	for i, sk := range p.Skipped {
+		want := last.Add(-time.Duration(len(p.Skipped)-1-i) * time.Second)
+		require.Equal(t, want, sk.At, "skip %d", i)
+		if want.Before(now.Add(-time.Hour)) {
+			require.Equal(t, SkipExpired, sk.Kind, "skip %d", i)
+		} else {
+			require.Equal(t, SkipPolicy, sk.Kind, "skip %d", i)
+		}
+	}
+	require.Equal(t, SkipExpired, p.Skipped[1404].Kind)
+	require.Equal(t, SkipPolicy, p.Skipped[1405].Kind)
+	require.NotNil(t, p.Summary)
+	require.True(t, p.Summary.AtLeast)
+	require.Equal(t, now.AddDate(-1, 0, 0).Truncate(time.Second).Add(time.Second), p.Summary.First)
+	require.Equal(t, p.Skipped[0].At.Add(-time.Second), p.Summary.Last)
+	require.Zero(t, p.Summary.Policy)
+	require.GreaterOrEqual(t, p.Summary.Expired, 20_000)
+}
+
+// Every slot not staged is accounted for: listed with its kind, or in the
+// summary, which is older than every listed slot.
+func TestSkippedSlotsAreListedThenSummarized(t *testing.T) {
+	outageStart := now.Add(-30 * time.Minute).Truncate(time.Second)
+	policy := Policy{Action: sundialv1.MisfireAction_MISFIRE_ACTION_RUN_ALL, Grace: 10 * time.Minute, MaxCatchUp: 3}
+	p := Compute(Input{
+		Schedule: everySecond(t), NextFireAt: outageStart, Now: now, Window: 2 * time.Minute,
+		MisfireThreshold: 5 * time.Second, Policy: policy, MaxSkipRecords: 5,
+	})
+	lateCut := now.Add(-5 * time.Second)
+	graceCut := now.Add(-10 * time.Minute)
+	var catchUp []time.Time
+	for _, s := range p.Slots {
+		if s.CatchUp {
+			catchUp = append(catchUp, s.At)
+		}
+	}
+	last := lateCut.Truncate(time.Second) // 11:59:55, the newest missed slot
+	require.Equal(t, []time.Time{last.Add(-2 * time.Second), last.Add(-time.Second), last}, catchUp)
+	require.Len(t, p.Skipped, 5)
+	for i, sk := range p.Skipped {
+		require.Equal(t, last.Add(-time.Duration(7-i)*time.Second), sk.At)
+		require.Equal(t, SkipPolicy, sk.Kind)
+	}
+	expired := int(graceCut.Truncate(time.Second).Add(time.Second).Sub(outageStart) / time.Second) // outageStart .. 11:50:00
+	missed := int(last.Sub(graceCut.Truncate(time.Second))/time.Second) + 0                        // 11:50:01 .. 11:59:55
+	require.Equal(t, expired, p.Expired)
+	require.False(t, p.ExpiredAtLeast)
+	require.Equal(t, missed-3, p.Missed)
+	require.Equal(t, &Summary{
+		First: outageStart, Last: p.Skipped[0].At.Add(-time.Second),
+		Expired: expired, Policy: missed - 3 - 5,
+	}, p.Summary)
+	require.Equal(t, int(last.Sub(outageStart)/time.Second)+1, p.Summary.Count()+len(p.Skipped)+len(catchUp), "every missed or expired slot accounted once")
+}
+
+func TestLastSlotAndExhausted(t *testing.T) {
+	first := now.Truncate(time.Second).Add(time.Second)
+	end := now.Add(10 * time.Second)
+	s, err := schedule.Parse("* * * * * *", schedule.Options{End: end})
+	require.NoError(t, err)
+	p := Compute(Input{Schedule: s, NextFireAt: first, Now: now, Window: 2 * time.Minute, Policy: runOnce()})
+	require.True(t, p.LastSlot())
+	require.False(t, p.Exhausted())
+
+	// The window ends before the schedule does: not the last slot yet.
+	p = Compute(Input{Schedule: s, NextFireAt: first, Now: now, Window: 5 * time.Second, Policy: runOnce()})
+	require.False(t, p.LastSlot())
+	require.False(t, p.Exhausted())
+
+	// A schedule that ended during an outage, its last slots skipped by
+	// SKIP: nothing is staged and nothing is left.
+	skip := Policy{Action: sundialv1.MisfireAction_MISFIRE_ACTION_SKIP, Grace: time.Hour, MaxCatchUp: 10}
+	p = Compute(Input{Schedule: s, NextFireAt: first, Now: now.Add(time.Minute), Window: 2 * time.Minute,
+		MisfireThreshold: 5 * time.Second, Policy: skip, MaxSkipRecords: 100})
+	require.True(t, p.Exhausted())
+	require.False(t, p.LastSlot())
+	require.Len(t, p.Skipped, 10)
+
+	// The same under RUN_ONCE: the last slot is replayed, and it is the last.
+	p = Compute(Input{Schedule: s, NextFireAt: first, Now: now.Add(time.Minute), Window: 2 * time.Minute,
+		MisfireThreshold: 5 * time.Second, Policy: runOnce(), MaxSkipRecords: 100})
+	require.True(t, p.LastSlot())
+	require.Equal(t, []Slot{{At: first.Add(9 * time.Second), CatchUp: true}}, p.Slots)
+	require.Len(t, p.Skipped, 9)
+}
+
+func TestReasons(t *testing.T) {
+	once := runOnce()
+	require.Equal(t, "misfire: older than the grace of 1h", once.Reason(SkipExpired))
+	require.Equal(t, "misfire: policy RUN_ONCE replays only the most recent missed slot", once.Reason(SkipPolicy))
+	all := Policy{Action: sundialv1.MisfireAction_MISFIRE_ACTION_RUN_ALL, Grace: 4*time.Minute + 30*time.Second, MaxCatchUp: 3}
+	require.Equal(t, "misfire: older than the grace of 4m30s", all.Reason(SkipExpired))
+	require.Equal(t, "misfire: policy RUN_ALL replays only the 3 most recent missed slots", all.Reason(SkipPolicy))
+	skip := Policy{Action: sundialv1.MisfireAction_MISFIRE_ACTION_SKIP, Grace: 90 * time.Minute}
+	require.Equal(t, "misfire: older than the grace of 1h30m", skip.Reason(SkipExpired))
+	require.Equal(t, "misfire: policy SKIP replays no missed slot", skip.Reason(SkipPolicy))
+
+	sum := Summary{First: time.Date(2030, 6, 1, 9, 0, 0, 0, time.UTC), Last: time.Date(2030, 6, 1, 11, 0, 0, 0, time.UTC), Expired: 100, Policy: 21}
+	require.Equal(t, "misfire: 121 slots from 2030-06-01T09:00:00Z to 2030-06-01T11:00:00Z skipped (only the most recent are recorded one by one):"+
+		" 100 older than the grace of 1h; 21 not replayed by policy RUN_ONCE", once.SummaryReason(sum))
+	sum.AtLeast, sum.Policy = true, 0
+	require.Equal(t, "misfire: at least 100 slots from 2030-06-01T09:00:00Z to 2030-06-01T11:00:00Z skipped (only the most recent are recorded one by one):"+
+		" 100 older than the grace of 1h", once.SummaryReason(sum))
 }
 
 type countingSchedule struct {
