@@ -17,10 +17,20 @@
 //
 // The database clock decides: the window, the misfire cut-offs, publish_at
 // and staged_time all come from the transaction's now().
+//
+// The same transaction records every slot it skips (misfire) as a SKIPPED
+// ledger_pending row with its reason, so the reason commits with the
+// advance of next_fire_at or not at all; the prefetcher's drainer moves
+// those rows into the Cassandra ledger. It marks the envelope of the
+// schedule's last slot last_slot, and completes (with an audit row) a job
+// left with no slot and none staged. Catch-up firings are paced: each gets
+// the next release instant of a cursor the caller carries from batch to
+// batch, and is published a window before it.
 package stage
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,6 +45,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/jobspec"
+	"github.com/sundialhq/sundial/pkg/ledgerpending"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/slots"
 )
@@ -62,6 +73,17 @@ type Options struct {
 	MisfireThreshold time.Duration
 	// MaxSlotsPerJob bounds one job's slots per transaction.
 	MaxSlotsPerJob int
+	// MaxSkipRecords is how many skipped slots of one job one pass records
+	// in the ledger one by one (the most recent); older ones share one
+	// summary row.
+	MaxSkipRecords int
+	// CatchUpRate paces the release of catch-up firings: the i-th gets
+	// fire_at = max(CatchUpCursor, now()) + i/CatchUpRate. Zero fires them
+	// at their (past) slot, all at once.
+	CatchUpRate float64
+	// CatchUpCursor is the release instant of the next catch-up firing, as
+	// returned in the previous batch's Result; zero means now().
+	CatchUpCursor time.Time
 }
 
 // Result of one batch.
@@ -75,8 +97,20 @@ type Result struct {
 	// Duplicates are slots whose row already existed (a previous leader
 	// staged them and the relay has not published them yet).
 	Duplicates int
-	// Missed slots the misfire policy skipped.
+	// Missed slots the misfire policy skipped (inside the grace).
 	Missed int
+	// Expired slots older than the grace (a lower bound after a very long
+	// outage; see slots.Plan).
+	Expired int
+	// Recorded ledger_pending rows written for skipped slots.
+	Recorded int
+	// Completed jobs: no slot left and none staged (the last ones were
+	// skipped), so the prefetcher completed them itself.
+	Completed int
+	// CatchUpCursor is the release instant after the last paced catch-up
+	// firing of this batch (pass it to the next batch); the input cursor
+	// or now() when none was paced.
+	CatchUpCursor time.Time
 	// Unschedulable jobs whose spec or schedule could not be evaluated;
 	// their next_fire_at was cleared so they stop being claimed.
 	Unschedulable int
@@ -121,12 +155,29 @@ SELECT id, tenant, spec, version, next_fire_at, created_at
 const insertSQL = `
 INSERT INTO outbox (execution_id, attempt, job_id, job_version, priority,
                     scheduled_at, fire_at, publish_at, catch_up, envelope)
-SELECT e, 1, j, v, p, s, f, now(), c, env
+SELECT e, 1, j, v, p, s, f, pub, c, env
   FROM unnest($1::uuid[], $2::uuid[], $3::bigint[], $4::smallint[],
-              $5::timestamptz[], $6::timestamptz[], $7::boolean[], $8::bytea[])
-       AS t(e, j, v, p, s, f, c, env)
+              $5::timestamptz[], $6::timestamptz[], $7::timestamptz[], $8::boolean[], $9::bytea[])
+       AS t(e, j, v, p, s, f, pub, c, env)
 ON CONFLICT (execution_id, attempt) DO NOTHING
 RETURNING catch_up`
+
+// completeSQL completes jobs whose remaining slots were all skipped (no
+// firing is left to complete them) and writes their audit rows. The
+// version is not bumped: completion is not a change to the job's
+// definition, and firings of earlier slots still in flight must not turn
+// stale.
+const completeSQL = `
+WITH done AS (
+  UPDATE jobs SET status = 'completed', next_fire_at = NULL, updated_at = now()
+   WHERE id = ANY($1::uuid[]) AND status = 'active'
+  RETURNING id, tenant, version)
+INSERT INTO job_audit (job_id, tenant, actor, action, version, detail)
+SELECT d.id, d.tenant, $3, 'complete', d.version, u.detail
+  FROM done d JOIN unnest($1::uuid[], $2::jsonb[]) AS u(id, detail) ON u.id = d.id`
+
+// Actor is the audit trail's name for the prefetcher.
+const Actor = "system:prefetcher"
 
 const advanceSQL = `
 UPDATE jobs AS j
@@ -145,12 +196,43 @@ type claimed struct {
 
 // rows accumulates the outbox rows of a batch as parallel arrays.
 type rows struct {
-	exec, job  []uuid.UUID
-	version    []int64
-	priority   []int16
-	sched, fir []time.Time
-	catchUp    []bool
-	envelope   [][]byte
+	exec, job       []uuid.UUID
+	version         []int64
+	priority        []int16
+	sched, fir, pub []time.Time
+	catchUp         []bool
+	envelope        [][]byte
+}
+
+// pacer hands out catch-up release instants: one every interval from the
+// cursor on, never before now. The interval is whole microseconds, the
+// precision Postgres keeps, so fire_at in the outbox and in the envelope
+// agree.
+type pacer struct {
+	now, cursor time.Time
+	interval    time.Duration
+}
+
+func newPacer(now, cursor time.Time, rate float64) pacer {
+	p := pacer{now: now, cursor: cursor}
+	if p.cursor.Before(now) {
+		p.cursor = now
+	}
+	if rate > 0 {
+		p.interval = max(time.Duration(float64(time.Second)/rate).Round(time.Microsecond), time.Microsecond)
+	}
+	return p
+}
+
+// next is the release instant of the next catch-up firing, false when
+// release is not paced.
+func (p *pacer) next() (time.Time, bool) {
+	if p.interval == 0 {
+		return time.Time{}, false
+	}
+	t := p.cursor
+	p.cursor = p.cursor.Add(p.interval)
+	return t, true
 }
 
 // StageBatch runs one transaction: fence, claim up to Limit due jobs,
@@ -184,6 +266,10 @@ func (s *Store) StageBatch(ctx context.Context, o Options) (Result, error) {
 	res.Lag = windowEnd.Sub(jobs[0].next)
 
 	var out rows
+	var pending []ledgerpending.Row
+	var done []uuid.UUID
+	var doneDetail [][]byte
+	pace := newPacer(res.Now, o.CatchUpCursor, o.CatchUpRate)
 	ids := make([]uuid.UUID, 0, len(jobs))
 	nexts := make([]pgtype.Timestamptz, 0, len(jobs))
 	lasts := make([]pgtype.Timestamptz, 0, len(jobs))
@@ -199,16 +285,19 @@ func (s *Store) StageBatch(ctx context.Context, o Options) (Result, error) {
 			ids, nexts, lasts = append(ids, j.id), append(nexts, pgtype.Timestamptz{}), append(lasts, pgtype.Timestamptz{})
 			continue
 		}
-		if plan.Expired {
+		if plan.Expired > 0 {
 			s.log.Info("slots older than the misfire grace were not staged", "job_id", j.id,
-				"from", j.next, "resumed_at", plan.ExpiredUntil)
+				"from", j.next, "expired", plan.Expired, "at_least", plan.ExpiredAtLeast)
 		}
 		res.Missed += plan.Missed
-		for _, sl := range plan.Slots {
-			if err := out.add(j, sl, plan.job, staged); err != nil {
+		res.Expired += plan.Expired
+		for i, sl := range plan.Slots {
+			last := plan.LastSlot() && i == len(plan.Slots)-1
+			if err := out.add(j, sl, plan.job, staged, last, &pace, res.Now, o.Window); err != nil {
 				return res, err
 			}
 		}
+		pending = appendSkips(pending, j, plan)
 		ids = append(ids, j.id)
 		nexts = append(nexts, ts(plan.Next))
 		var last pgtype.Timestamptz
@@ -216,10 +305,18 @@ func (s *Store) StageBatch(ctx context.Context, o Options) (Result, error) {
 			last = ts(latest(plan.Slots))
 		}
 		lasts = append(lasts, last)
+		if plan.Exhausted() {
+			d, err := completionDetail(plan)
+			if err != nil {
+				return res, err
+			}
+			done, doneDetail = append(done, j.id), append(doneDetail, d)
+		}
 	}
+	res.CatchUpCursor = pace.cursor
 
 	if len(out.exec) > 0 {
-		r, err := tx.Query(ctx, insertSQL, out.exec, out.job, out.version, out.priority, out.sched, out.fir, out.catchUp, out.envelope)
+		r, err := tx.Query(ctx, insertSQL, out.exec, out.job, out.version, out.priority, out.sched, out.fir, out.pub, out.catchUp, out.envelope)
 		if err != nil {
 			return res, fmt.Errorf("stage: insert outbox: %w", err)
 		}
@@ -237,6 +334,18 @@ func (s *Store) StageBatch(ctx context.Context, o Options) (Result, error) {
 	}
 	if _, err := tx.Exec(ctx, advanceSQL, ids, nexts, lasts); err != nil {
 		return res, fmt.Errorf("stage: advance jobs: %w", err)
+	}
+	// The reasons go in with the advance: if it commits, so do they.
+	if err := ledgerpending.Insert(ctx, tx, pending); err != nil {
+		return res, fmt.Errorf("stage: record skipped slots: %w", err)
+	}
+	res.Recorded = len(pending)
+	if len(done) > 0 {
+		tag, err := tx.Exec(ctx, completeSQL, done, doneDetail, Actor)
+		if err != nil {
+			return res, fmt.Errorf("stage: complete jobs: %w", err)
+		}
+		res.Completed = int(tag.RowsAffected())
 	}
 	if res.Staged > 0 {
 		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, OutboxChannel, fmt.Sprint(res.Staged)); err != nil {
@@ -267,7 +376,8 @@ func claim(ctx context.Context, tx pgx.Tx, windowEnd time.Time, limit int) ([]cl
 
 type jobPlan struct {
 	slots.Plan
-	job *sundialv1.Job
+	job    *sundialv1.Job
+	policy slots.Policy
 }
 
 func (s *Store) plan(j claimed, now time.Time, o Options) (jobPlan, error) {
@@ -281,24 +391,42 @@ func (s *Store) plan(j claimed, now time.Time, o Options) (jobPlan, error) {
 	if err != nil {
 		return jobPlan{}, err
 	}
+	policy := slots.PolicyOf(job)
 	p := slots.Compute(slots.Input{
 		Schedule:         sched,
 		NextFireAt:       j.next,
 		Now:              now,
 		Window:           o.Window,
 		MisfireThreshold: o.MisfireThreshold,
-		Policy:           slots.PolicyOf(job),
+		Policy:           policy,
 		MaxSlots:         o.MaxSlotsPerJob,
+		MaxSkipRecords:   o.MaxSkipRecords,
 	})
-	return jobPlan{Plan: p, job: job}, nil
+	return jobPlan{Plan: p, job: job, policy: policy}, nil
 }
 
-func (r *rows) add(j claimed, sl slots.Slot, job *sundialv1.Job, staged *timestamppb.Timestamp) error {
+// add appends the outbox row of one slot. A paced catch-up firing fires at
+// its release instant instead of slot+jitter, and is published a window
+// before it (not at once), so a long release schedule waits in Postgres,
+// where pause, update and delete still drop it, rather than in workers'
+// memory.
+func (r *rows) add(j claimed, sl slots.Slot, job *sundialv1.Job, staged *timestamppb.Timestamp, last bool, pace *pacer, now time.Time, window time.Duration) error {
 	exec := firing.ExecutionID(j.id, sl.At)
 	fire := sl.At.Add(slots.Jitter(j.id, sl.At, job.GetMaxJitter().AsDuration()))
+	publish := now
+	if sl.CatchUp {
+		if t, ok := pace.next(); ok {
+			fire = t
+			if p := t.Add(-window); p.After(now) {
+				publish = p
+			}
+		}
+	}
 	env := jobspec.Envelope(job, exec.String(), sl.At, fire, 1, sundialv1.FiringOrigin_FIRING_ORIGIN_SCHEDULE)
 	env.CatchUp = sl.CatchUp
 	env.StagedTime = staged
+	env.FirstAttempt = 1
+	env.LastSlot = last
 	b, err := firing.Encode(env)
 	if err != nil {
 		return fmt.Errorf("stage: encode envelope of job %s: %w", j.id, err)
@@ -309,9 +437,47 @@ func (r *rows) add(j claimed, sl slots.Slot, job *sundialv1.Job, staged *timesta
 	r.priority = append(r.priority, int16(firing.Normalize(env.GetPriority())))
 	r.sched = append(r.sched, sl.At)
 	r.fir = append(r.fir, fire)
+	r.pub = append(r.pub, publish)
 	r.catchUp = append(r.catchUp, sl.CatchUp)
 	r.envelope = append(r.envelope, b)
 	return nil
+}
+
+// appendSkips adds the ledger rows of a plan's skipped slots: one per
+// listed slot, plus one at the summary's first slot standing for the
+// older ones.
+func appendSkips(out []ledgerpending.Row, j claimed, p jobPlan) []ledgerpending.Row {
+	row := func(at time.Time, reason string) ledgerpending.Row {
+		return ledgerpending.Row{
+			ExecutionID: firing.ExecutionID(j.id, at).String(), JobID: j.id.String(), Tenant: j.tenant,
+			Attempt: 1, Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED,
+			ScheduledAt: at, FireAt: at, JobVersion: j.version, Reason: reason,
+		}
+	}
+	if sum := p.Summary; sum != nil {
+		out = append(out, row(sum.First, p.policy.SummaryReason(*sum)))
+	}
+	for _, sk := range p.Skipped {
+		out = append(out, row(sk.At, p.policy.Reason(sk.Kind)))
+	}
+	return out
+}
+
+// completionDetail is the audit detail of a job the prefetcher completes.
+func completionDetail(p jobPlan) ([]byte, error) {
+	d := map[string]any{"reason": "no slot left"}
+	if n := len(p.Skipped); n > 0 {
+		d["reason"] = "no slot left: the last slots were skipped (misfire)"
+		d["last_slot"] = p.Skipped[n-1].At.UTC().Format(time.RFC3339Nano)
+	} else if p.Summary != nil {
+		d["reason"] = "no slot left: the last slots were skipped (misfire)"
+		d["last_slot"] = p.Summary.Last.UTC().Format(time.RFC3339Nano)
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		return nil, fmt.Errorf("stage: completion detail: %w", err)
+	}
+	return b, nil
 }
 
 func latest(ss []slots.Slot) time.Time {
