@@ -19,11 +19,17 @@ type Metrics struct {
 	JobsClaimed   prometheus.Counter
 	SlotsStaged   *prometheus.CounterVec
 	Duplicates    prometheus.Counter
-	SlotsMissed   prometheus.Counter
-	Unschedulable prometheus.Counter
-	Lag           prometheus.Histogram
-	Fenced        prometheus.Counter
-	Errors        prometheus.Counter
+	SlotsSkipped  *prometheus.CounterVec
+	SkipsRecorded prometheus.Counter
+	JobsCompleted prometheus.Counter
+	CatchUpRate   prometheus.Gauge
+	// CatchUpHorizon is how far ahead of the database clock the last
+	// paced catch-up firing is released.
+	CatchUpHorizon prometheus.Gauge
+	Unschedulable  prometheus.Counter
+	Lag            prometheus.Histogram
+	Fenced         prometheus.Counter
+	Errors         prometheus.Counter
 }
 
 // NewMetrics registers the series on reg.
@@ -51,8 +57,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Duplicates: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sundial_prefetcher_slots_duplicate_total", Help: "Slots whose outbox row already existed (restaged after a takeover).",
 		}),
-		SlotsMissed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sundial_prefetcher_slots_missed_total", Help: "Missed slots inside the grace that the misfire policy did not stage.",
+		SlotsSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sundial_prefetcher_slots_skipped_total",
+			Help: "Slots not staged, by reason: expired (older than the misfire grace) or policy (inside the grace, not replayed by the misfire policy).",
+		}, []string{"reason"}),
+		SkipsRecorded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sundial_prefetcher_skip_records_total", Help: "ledger_pending rows written for skipped slots (one per listed slot, one per summary).",
+		}),
+		JobsCompleted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sundial_prefetcher_jobs_completed_total", Help: "Jobs the prefetcher completed because their last slots were skipped.",
+		}),
+		CatchUpRate: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sundial_prefetcher_catch_up_rate", Help: "Configured release rate of catch-up firings, per second (0: not paced).",
+		}),
+		CatchUpHorizon: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sundial_prefetcher_catch_up_horizon_seconds", Help: "How far past the database clock the last paced catch-up firing is released (0: none pending).",
 		}),
 		Unschedulable: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sundial_prefetcher_jobs_unschedulable_total", Help: "Jobs whose spec or schedule could not be evaluated (next_fire_at cleared).",
@@ -70,7 +89,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	reg.MustRegister(m.Leader, m.Epoch, m.ElectionState, m.TickDuration, m.JobsClaimed, m.SlotsStaged,
-		m.Duplicates, m.SlotsMissed, m.Unschedulable, m.Lag, m.Fenced, m.Errors)
+		m.Duplicates, m.SlotsSkipped, m.SkipsRecorded, m.JobsCompleted, m.CatchUpRate, m.CatchUpHorizon,
+		m.Unschedulable, m.Lag, m.Fenced, m.Errors)
+	for _, r := range []string{"expired", "policy"} {
+		m.SlotsSkipped.WithLabelValues(r)
+	}
 	for _, s := range allStates {
 		m.ElectionState.WithLabelValues(s.String()).Set(0)
 	}
@@ -94,7 +117,13 @@ func (m *Metrics) observe(r stage.Result) {
 	m.SlotsStaged.WithLabelValues("on_time").Add(float64(r.Staged - r.CatchUp))
 	m.SlotsStaged.WithLabelValues("catch_up").Add(float64(r.CatchUp))
 	m.Duplicates.Add(float64(r.Duplicates))
-	m.SlotsMissed.Add(float64(r.Missed))
+	m.SlotsSkipped.WithLabelValues("expired").Add(float64(r.Expired))
+	m.SlotsSkipped.WithLabelValues("policy").Add(float64(r.Missed))
+	m.SkipsRecorded.Add(float64(r.Recorded))
+	m.JobsCompleted.Add(float64(r.Completed))
+	if !r.Now.IsZero() {
+		m.CatchUpHorizon.Set(max(r.CatchUpCursor.Sub(r.Now).Seconds(), 0))
+	}
 	m.Unschedulable.Add(float64(r.Unschedulable))
 	if r.Claimed > 0 {
 		m.Lag.Observe(r.Lag.Seconds())

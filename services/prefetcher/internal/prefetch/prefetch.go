@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/clock"
@@ -51,6 +52,12 @@ type Config struct {
 	MisfireThreshold time.Duration
 	// MaxSlotsPerJob bounds one job's slots per transaction.
 	MaxSlotsPerJob int
+	// MaxSkipRecords is how many skipped slots of one job one pass records
+	// in the ledger one by one; older ones share a summary row.
+	MaxSkipRecords int
+	// CatchUpRate is the platform-wide release rate of catch-up firings,
+	// per second; zero releases them at once.
+	CatchUpRate float64
 }
 
 // Validate reports every problem, named by the flag that sets it.
@@ -77,7 +84,20 @@ func (c Config) Validate() error {
 	if c.MaxSlotsPerJob < 1 {
 		errs = append(errs, fmt.Errorf("max-slots-per-job: must be positive, got %d", c.MaxSlotsPerJob))
 	}
+	if c.MaxSkipRecords < 0 || c.MaxSkipRecords > 100_000 {
+		errs = append(errs, fmt.Errorf("skip-records-per-job: must be in [0, 100000], got %d", c.MaxSkipRecords))
+	}
+	if c.CatchUpRate < 0 || c.CatchUpRate > 1_000_000 || c.CatchUpRate != c.CatchUpRate {
+		errs = append(errs, fmt.Errorf("catch-up-rate: must be in [0, 1000000] firings per second, got %v", c.CatchUpRate))
+	}
 	return errors.Join(errs...)
+}
+
+// TermTask is leader-only work beside staging (the retention sweep): it
+// runs for as long as a term lasts and must return once ctx ends. The loop
+// owns its goroutine and waits for it before the term is over.
+type TermTask interface {
+	RunTerm(ctx context.Context, term leader.Term)
 }
 
 // Service is the prefetch loop; a lifecycle.Service.
@@ -89,15 +109,18 @@ type Service struct {
 	log     *slog.Logger
 	clk     clock.Clock
 	metrics *Metrics
+	tasks   []TermTask
 	runner  lifecycle.Runner
 }
 
-// New returns the loop. wake may be nil (ticks only).
-func New(cfg Config, terms Terms, stager Stager, wake <-chan struct{}, log *slog.Logger, clk clock.Clock, m *Metrics) (*Service, error) {
+// New returns the loop. wake may be nil (ticks only). tasks run beside
+// staging for each term.
+func New(cfg Config, terms Terms, stager Stager, wake <-chan struct{}, log *slog.Logger, clk clock.Clock, m *Metrics, tasks ...TermTask) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Service{cfg: cfg, terms: terms, stager: stager, wake: wake, log: log, clk: clk, metrics: m}, nil
+	m.CatchUpRate.Set(cfg.CatchUpRate)
+	return &Service{cfg: cfg, terms: terms, stager: stager, wake: wake, log: log, clk: clk, metrics: m, tasks: tasks}, nil
 }
 
 // Start runs the loop in the background.
@@ -137,10 +160,26 @@ func (s *Service) lead(ctx context.Context, term leader.Term) {
 	s.metrics.Epoch.Set(float64(term.Epoch))
 	defer s.metrics.Leader.Set(0)
 
+	// Term tasks stop with the term, or as soon as it is fenced; the term
+	// is not over before they have returned.
+	taskCtx, stopTasks := context.WithCancel(ctx)
+	var tasks sync.WaitGroup
+	defer tasks.Wait()
+	defer stopTasks()
+	for _, t := range s.tasks {
+		tasks.Go(func() { t.RunTerm(taskCtx, term) })
+	}
+
+	// The catch-up release cursor lives as long as the term: every pass
+	// continues the release schedule of the passes before it. A new term
+	// starts it at now(), so a handover in mid-recovery can briefly
+	// release up to twice the rate (the old schedule's tail is already in
+	// the outbox).
 	opts := stage.Options{
 		Election: s.cfg.Election, Epoch: term.Epoch, Leader: s.cfg.NodeID,
 		Window: s.cfg.Window, Limit: s.cfg.BatchSize,
 		MisfireThreshold: s.cfg.MisfireThreshold, MaxSlotsPerJob: s.cfg.MaxSlotsPerJob,
+		MaxSkipRecords: s.cfg.MaxSkipRecords, CatchUpRate: s.cfg.CatchUpRate,
 	}
 	timer := s.clk.NewTimer(0) // a new leader stages at once
 	defer timer.Stop()
@@ -152,13 +191,14 @@ func (s *Service) lead(ctx context.Context, term leader.Term) {
 		case <-timer.C():
 		case <-s.wake:
 		}
-		err := s.pass(ctx, opts)
+		err := s.pass(ctx, &opts)
 		switch {
 		case errors.Is(err, stage.ErrFenced):
 			// A newer leader has written: ours is over whatever ZooKeeper
 			// told us. Do nothing more until the elector ends this term.
 			s.metrics.Fenced.Inc()
 			s.metrics.Leader.Set(0)
+			stopTasks()
 			log.Warn("fenced by a newer leader epoch; standing by until the term ends")
 			<-ctx.Done()
 			log.Info("stopped prefetching", "cause", context.Cause(ctx))
@@ -172,19 +212,25 @@ func (s *Service) lead(ctx context.Context, term leader.Term) {
 }
 
 // pass stages batches until no due job is left (a batch that claimed
-// fewer jobs than the batch size found the end).
-func (s *Service) pass(ctx context.Context, opts stage.Options) error {
+// fewer jobs than the batch size found the end). Each committed batch
+// moves the catch-up release cursor in opts.
+func (s *Service) pass(ctx context.Context, opts *stage.Options) error {
 	start := s.clk.Now()
 	defer func() { s.metrics.TickDuration.Observe(s.clk.Now().Sub(start).Seconds()) }()
 	for ctx.Err() == nil {
-		res, err := s.stager.StageBatch(ctx, opts)
+		res, err := s.stager.StageBatch(ctx, *opts)
 		if err != nil {
 			return err
 		}
+		opts.CatchUpCursor = res.CatchUpCursor
 		s.metrics.observe(res)
 		if res.Claimed > 0 {
 			s.log.Debug("staged batch", "claimed", res.Claimed, "staged", res.Staged, "catch_up", res.CatchUp,
-				"duplicates", res.Duplicates, "missed", res.Missed, "lag", res.Lag)
+				"duplicates", res.Duplicates, "missed", res.Missed, "expired", res.Expired,
+				"recorded", res.Recorded, "completed", res.Completed, "lag", res.Lag)
+		}
+		if res.Completed > 0 {
+			s.log.Info("completed jobs whose last slots were skipped", "jobs", res.Completed)
 		}
 		if res.Claimed < opts.Limit {
 			return nil

@@ -185,3 +185,106 @@ func TestConfigValidateNamesFlags(t *testing.T) {
 		require.ErrorContains(t, err, f+":")
 	}
 }
+
+// The catch-up release cursor one batch returns is where the next batch,
+// and the next pass, continue; a new term starts afresh.
+func TestCatchUpCursorCarriesAcrossBatchesAndPasses(t *testing.T) {
+	c1 := time.Date(2030, 1, 1, 0, 0, 10, 0, time.UTC)
+	c2 := c1.Add(5 * time.Second)
+	st := &scriptStager{calls: make(chan stage.Options, 10), script: []stageReply{
+		{res: stage.Result{Claimed: 2, Staged: 2, CatchUp: 2, CatchUpCursor: c1}}, // full batch
+		{res: stage.Result{Claimed: 1, Staged: 1, CatchUp: 1, CatchUpCursor: c2}},
+		{res: stage.Result{Claimed: 0, CatchUpCursor: c2}},
+	}}
+	_, terms, clk, _, _ := newLoop(t, st)
+	ctx, end := context.WithCancelCause(context.Background())
+	terms <- leader.Term{Epoch: 1, Ctx: ctx}
+	require.True(t, call(t, st).CatchUpCursor.IsZero())
+	require.Equal(t, c1, call(t, st).CatchUpCursor)
+	require.Equal(t, c2, tickUntilCall(t, clk, st).CatchUpCursor)
+	end(leader.ErrConnectionLost)
+
+	ctx2, end2 := context.WithCancelCause(context.Background())
+	defer end2(nil)
+	terms <- leader.Term{Epoch: 2, Ctx: ctx2}
+	o := call(t, st)
+	for o.Epoch == 1 { // a tick of the old term may have raced its end
+		o = call(t, st)
+	}
+	require.Equal(t, int64(2), o.Epoch)
+	require.True(t, o.CatchUpCursor.IsZero(), "a new term starts the release schedule at now()")
+}
+
+// taskProbe reports when a term task starts and when it returns.
+type taskProbe struct{ started, stopped chan int64 }
+
+func (p taskProbe) RunTerm(ctx context.Context, term leader.Term) {
+	p.started <- term.Epoch
+	<-ctx.Done()
+	p.stopped <- term.Epoch
+}
+
+func recv(t *testing.T, c chan int64) int64 {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing received")
+		return 0
+	}
+}
+
+// Term tasks run while a term lasts and stop with it, or as soon as the
+// term is fenced; Stop waits for them.
+func TestTermTasksFollowTheTerm(t *testing.T) {
+	st := &scriptStager{calls: make(chan stage.Options, 10), script: []stageReply{{}, {err: stage.ErrFenced}}}
+	probe := taskProbe{started: make(chan int64, 1), stopped: make(chan int64, 1)}
+	terms := make(termChan, 1)
+	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg := Config{Election: "/e", NodeID: "n1", Window: 2 * time.Minute, Tick: time.Second, BatchSize: 2, MaxSlotsPerJob: 100}
+	s, err := New(cfg, terms, st, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), clk, NewMetrics(prometheus.NewRegistry()), probe)
+	require.NoError(t, err)
+	require.NoError(t, s.Start(context.Background()))
+	defer s.Stop()
+
+	ctx, end := context.WithCancelCause(context.Background())
+	terms <- leader.Term{Epoch: 1, Ctx: ctx}
+	require.Equal(t, int64(1), recv(t, probe.started))
+	call(t, st)
+	end(leader.ErrSessionExpired)
+	require.Equal(t, int64(1), recv(t, probe.stopped))
+
+	// Fenced in the middle of a term: the task stops before the term ends.
+	ctx2, end2 := context.WithCancelCause(context.Background())
+	defer end2(nil)
+	terms <- leader.Term{Epoch: 2, Ctx: ctx2}
+	require.Equal(t, int64(2), recv(t, probe.started))
+	call(t, st) // fenced
+	require.Equal(t, int64(2), recv(t, probe.stopped))
+
+	// And Stop waits for a running task.
+	end2(leader.ErrNodeLost)
+	ctx3, end3 := context.WithCancelCause(context.Background())
+	defer end3(nil)
+	terms <- leader.Term{Epoch: 3, Ctx: ctx3}
+	require.Equal(t, int64(3), recv(t, probe.started))
+	s.Stop()
+	select {
+	case e := <-probe.stopped:
+		require.Equal(t, int64(3), e)
+	default:
+		t.Fatal("Stop returned before the term task")
+	}
+}
+
+func TestConfigValidateCatchUpAndSkipRecords(t *testing.T) {
+	cfg := Config{Election: "/e", NodeID: "n1", Window: 2 * time.Minute, Tick: time.Second, BatchSize: 2, MaxSlotsPerJob: 100}
+	require.NoError(t, cfg.Validate())
+	bad := cfg
+	bad.CatchUpRate = -1
+	bad.MaxSkipRecords = -1
+	err := bad.Validate()
+	require.ErrorContains(t, err, "catch-up-rate:")
+	require.ErrorContains(t, err, "skip-records-per-job:")
+}
