@@ -17,16 +17,23 @@ import (
 	"github.com/sundialhq/sundial/pkg/config"
 	"github.com/sundialhq/sundial/pkg/daemon"
 	"github.com/sundialhq/sundial/pkg/leader"
+	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/services/prefetcher/internal/ledgerdrain"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/prefetch"
+	"github.com/sundialhq/sundial/services/prefetcher/internal/retention"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/stage"
 )
 
 type settings struct {
-	PostgresDSN      string
-	ZKAddrs          string
-	ZKSessionTimeout time.Duration
+	PostgresDSN       string
+	ZKAddrs           string
+	ZKSessionTimeout  time.Duration
+	CassandraHosts    string
+	CassandraKeyspace string
 	prefetch.Config
+	Drain     ledgerdrain.Config
+	Retention retention.Config
 }
 
 func (s *settings) register(fs *flag.FlagSet) {
@@ -40,6 +47,17 @@ func (s *settings) register(fs *flag.FlagSet) {
 	fs.IntVar(&s.BatchSize, "batch-size", 500, "jobs claimed per transaction")
 	fs.DurationVar(&s.MisfireThreshold, "misfire-threshold", 5*time.Second, "a slot counts as missed (misfire policy applies) only when older than this")
 	fs.IntVar(&s.MaxSlotsPerJob, "max-slots-per-job", 10000, "most slots of one job staged per transaction (the rest follow next pass)")
+	fs.IntVar(&s.MaxSkipRecords, "skip-records-per-job", 100, "skipped slots of one job recorded in the ledger one by one per pass (the most recent); older ones share one summary row")
+	fs.Float64Var(&s.CatchUpRate, "catch-up-rate", 100, "platform-wide release rate of catch-up firings after an outage, per second (0: release at once)")
+	fs.StringVar(&s.CassandraHosts, "cassandra-hosts", "127.0.0.1:9042", "comma-separated Cassandra contact points of the execution ledger (skipped-slot rows are drained into it)")
+	fs.StringVar(&s.CassandraKeyspace, "cassandra-keyspace", "sundial", "Cassandra keyspace of the execution ledger")
+	fs.DurationVar(&s.Drain.Interval, "ledger-drain-interval", time.Second, "interval between ledger_pending drain rounds")
+	fs.IntVar(&s.Drain.BatchSize, "ledger-drain-batch-size", 500, "ledger_pending rows per drain transaction")
+	fs.IntVar(&s.Drain.Concurrency, "ledger-drain-concurrency", 16, "ledger writes in flight while draining")
+	fs.DurationVar(&s.Drain.BatchTimeout, "ledger-drain-timeout", 30*time.Second, "longest one drain transaction may take")
+	fs.DurationVar(&s.Retention.Retention, "retention", 7*24*time.Hour, "completed and deleted jobs are purged this long after they completed or were deleted")
+	fs.DurationVar(&s.Retention.Interval, "retention-interval", time.Minute, "interval between retention sweeps (leader only)")
+	fs.IntVar(&s.Retention.BatchSize, "retention-batch-size", 100, "jobs purged per transaction")
 }
 
 func (s *settings) validate(p *config.Problems) {
@@ -54,7 +72,16 @@ func (s *settings) validate(p *config.Problems) {
 	if s.ZKSessionTimeout < 500*time.Millisecond {
 		p.Addf("zk-session-timeout", "must be at least 500ms, got %s", s.ZKSessionTimeout)
 	}
-	if err := s.Config.Validate(); err != nil {
+	if len(splitList(s.CassandraHosts)) == 0 {
+		p.Addf("cassandra-hosts", "must name at least one host")
+	}
+	if err := ledger.ValidKeyspace(s.CassandraKeyspace); err != nil {
+		p.Addf("cassandra-keyspace", "%v", err)
+	}
+	for _, err := range []error{s.Config.Validate(), s.Drain.Validate(), s.Retention.Validate()} {
+		if err == nil {
+			continue
+		}
 		for _, line := range strings.Split(err.Error(), "\n") {
 			name, msg, _ := strings.Cut(line, ": ")
 			p.Addf(name, "%s", msg)
@@ -62,9 +89,11 @@ func (s *settings) validate(p *config.Problems) {
 	}
 }
 
-func (s *settings) zkServers() []string {
+func (s *settings) zkServers() []string { return splitList(s.ZKAddrs) }
+
+func splitList(v string) []string {
 	var out []string
-	for _, a := range strings.Split(s.ZKAddrs, ",") {
+	for _, a := range strings.Split(v, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			out = append(out, a)
 		}
@@ -93,8 +122,9 @@ func main() {
 }
 
 // build composes the service. The group starts them in order and stops
-// them in reverse: the prefetch loop stops first (ending the term's work
-// and rolling back an in-flight transaction), then the listener, then the
+// them in reverse: the prefetch loop stops first (ending the term's work,
+// the retention sweep included, and rolling back an in-flight
+// transaction), then the ledger drainer, then the listener, then the
 // elector (closing the session hands leadership over at once), then the
 // pool.
 func build(ctx context.Context, env daemon.Env, s settings) ([]lifecycle.Service, error) {
@@ -119,7 +149,28 @@ func build(ctx context.Context, env daemon.Env, s settings) ([]lifecycle.Service
 	}
 	store := stage.New(pool, env.Logger)
 	listener := prefetch.NewListener(pool.Config().ConnConfig.Copy(), prefetch.JobsChannel, env.Logger, clk)
-	loop, err := prefetch.New(s.Config, elector, store, listener.C(), env.Logger, clk, metrics)
+	sweeper, err := retention.New(s.Retention, pool, env.Logger, clk, retention.NewMetrics(env.Registry))
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	loop, err := prefetch.New(s.Config, elector, store, listener.C(), env.Logger, clk, metrics, sweeper)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	hosts, keyspace, reg := splitList(s.CassandraHosts), s.CassandraKeyspace, env.Registry
+	dial := func(context.Context) (ledgerdrain.Ledger, func(), error) {
+		// The api creates the ledger's keyspace and tables; until it has,
+		// writes fail and the rows wait in ledger_pending.
+		sess, err := ledger.Connect(ledger.ConnectConfig{Hosts: hosts})
+		if err != nil {
+			return nil, nil, err
+		}
+		sess = ledger.Instrumented(ledger.Retrying(sess, ledger.DefaultRetryPolicy), reg)
+		return ledger.NewWriter(sess, keyspace), sess.Close, nil
+	}
+	drainer, err := ledgerdrain.New(s.Drain, pool, dial, env.Logger, clk, ledgerdrain.NewMetrics(env.Registry))
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -127,8 +178,9 @@ func build(ctx context.Context, env daemon.Env, s settings) ([]lifecycle.Service
 	env.Admin.AddCheck("postgres", store.Ping)
 	env.Admin.AddCheck("zookeeper", elector.Check)
 	env.Logger.Info("prefetcher configured", "node_id", s.NodeID, "election", s.Election,
-		"window", s.Window, "tick", s.Tick, "batch_size", s.BatchSize, "zk_session_timeout", s.ZKSessionTimeout)
-	return []lifecycle.Service{poolCloser{pool}, elector, listener, loop}, nil
+		"window", s.Window, "tick", s.Tick, "batch_size", s.BatchSize, "zk_session_timeout", s.ZKSessionTimeout,
+		"catch_up_rate", s.CatchUpRate, "retention", s.Retention.Retention)
+	return []lifecycle.Service{poolCloser{pool}, elector, listener, drainer, loop}, nil
 }
 
 // poolCloser closes the pool when the group stops, after everything that

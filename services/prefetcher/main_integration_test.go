@@ -19,14 +19,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/pgtest"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func buildBinary(t *testing.T) string {
 	t.Helper()
@@ -61,18 +58,18 @@ func (p *proc) Write(b []byte) (int, error) {
 	return p.log.Write(b)
 }
 
-func startProc(t *testing.T, bin, id, dsn, election string) *proc {
+func startProc(t *testing.T, bin, id, dsn, election string, extra ...string) *proc {
 	t.Helper()
 	zk := strings.Join(testinfra.ZooKeeperAddrs(t), ",")
 	p := &proc{id: id, admin: freeAddr(t), done: make(chan struct{})}
-	p.cmd = exec.Command(bin,
+	p.cmd = exec.Command(bin, append([]string{
 		"--node-id", id,
 		"--postgres-dsn", dsn,
 		"--zk-addrs", zk,
 		"--election-path", election,
 		"--admin-addr", p.admin,
 		"--log-format", "text",
-	) // --zk-session-timeout, --window, --tick and --batch-size at their defaults
+	}, extra...)...) // unless extra says otherwise, --zk-session-timeout, --window, --tick and --batch-size at their defaults
 	p.cmd.Stdout, p.cmd.Stderr = p, p
 	require.NoError(t, p.cmd.Start())
 	go func() { _ = p.cmd.Wait(); close(p.done) }()
