@@ -1,5 +1,6 @@
-// Command sundial-api is Sundial's api service: the gRPC JobService, job
-// validation, tenants and the Postgres schema. See docs/architecture/api.md.
+// Command sundial-api is Sundial's api service: the gRPC JobService and
+// DeadLetterService, job validation, tenants, quotas and the Postgres
+// schema. See docs/architecture/api.md.
 //
 //	sundial-api [flags]          serve (applies migrations first unless --migrate-on-start=false)
 //	sundial-api migrate [flags]  apply the Postgres migrations and the ledger schema, then exit
@@ -30,6 +31,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/migrations"
 	"github.com/sundialhq/sundial/pkg/telemetry"
 	"github.com/sundialhq/sundial/services/api/internal/history"
+	"github.com/sundialhq/sundial/services/api/internal/quota"
 	"github.com/sundialhq/sundial/services/api/internal/server"
 	"github.com/sundialhq/sundial/services/api/internal/store"
 )
@@ -49,8 +51,13 @@ type settings struct {
 	Tokens            string
 	MigrateOnStart    bool
 	GRPCStopTimeout   time.Duration
+	QuotasFile        string
+	QuotaDefaults     quota.Limits
+	ReleaseLead       time.Duration
 
-	tokens *auth.Tokens // loaded by validate
+	fs     *flag.FlagSet // to tell flags given from defaults
+	tokens *auth.Tokens  // loaded by validate
+	quotas *quota.Quotas // loaded by validate
 }
 
 func (s *settings) register(fs *flag.FlagSet) {
@@ -65,6 +72,21 @@ func (s *settings) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.Tokens, "tokens", "", "bearer tokens as token=tenant,token=tenant (added to --tokens-file)")
 	fs.BoolVar(&s.MigrateOnStart, "migrate-on-start", true, "apply the Postgres migrations and create the ledger's keyspace and tables before serving")
 	fs.DurationVar(&s.GRPCStopTimeout, "grpc-stop-timeout", 15*time.Second, "how long a shutdown waits for in-flight gRPC calls before cutting them off")
+	fs.StringVar(&s.QuotasFile, "quotas-file", "", "YAML file of quota defaults and per-tenant overrides (see docs/architecture/api.md)")
+	d := quota.DefaultLimits()
+	fs.IntVar(&s.QuotaDefaults.MaxJobs, "quota-max-jobs", d.MaxJobs, "default per-tenant limit of jobs not deleted (0: no limit)")
+	fs.DurationVar(&s.QuotaDefaults.MinInterval, "quota-min-interval", d.MinInterval, "default per-tenant minimum gap between two slots of a schedule (0: no minimum)")
+	fs.IntVar(&s.QuotaDefaults.CreatesPerMinute, "quota-create-rate-per-minute", d.CreatesPerMinute, "default per-tenant limit of job creations in any sliding minute (0: no limit)")
+	fs.DurationVar(&s.ReleaseLead, "release-lead", server.DefaultReleaseLead, "how long before its paced fire instant a backfilled or re-driven firing is published")
+	s.fs = fs
+}
+
+// quotaFlags are the flags a quotas file's defaults section may not also
+// set: one place per value, so nobody wonders which one won.
+var quotaFlags = map[string]string{
+	"quota-max-jobs":               "max_jobs",
+	"quota-min-interval":           "min_interval",
+	"quota-create-rate-per-minute": "create_rate_per_minute",
 }
 
 func (s *settings) validate(p *config.Problems) {
@@ -88,6 +110,10 @@ func (s *settings) validate(p *config.Problems) {
 	if s.GRPCStopTimeout <= 0 {
 		p.Addf("grpc-stop-timeout", "must be positive, got %s", s.GRPCStopTimeout)
 	}
+	if s.ReleaseLead < 0 {
+		p.Addf("release-lead", "must not be negative, got %s", s.ReleaseLead)
+	}
+	s.validateQuotas(p)
 	all := map[string]string{}
 	if s.TokensFile != "" {
 		m, err := auth.LoadTokensFile(s.TokensFile)
@@ -116,6 +142,39 @@ func (s *settings) validate(p *config.Problems) {
 	default:
 		s.tokens = tokens
 	}
+}
+
+func (s *settings) validateQuotas(p *config.Problems) {
+	if err := s.QuotaDefaults.Validate(); err != nil {
+		p.Addf("quota", "%v", err)
+		return
+	}
+	var file quota.File
+	if s.QuotasFile != "" {
+		f, err := quota.LoadFile(s.QuotasFile)
+		if err != nil {
+			p.Addf("quotas-file", "%v", err)
+			return
+		}
+		file = f
+	}
+	if s.fs != nil {
+		given := map[string]bool{}
+		s.fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		d := file.Defaults
+		inFile := map[string]bool{"max_jobs": d.MaxJobs != nil, "min_interval": d.MinInterval != nil, "create_rate_per_minute": d.CreatesPerMinute != nil}
+		for flagName, key := range quotaFlags {
+			if given[flagName] && inFile[key] {
+				p.Addf(flagName, "is also set by defaults.%s in --quotas-file; set it in one place", key)
+			}
+		}
+	}
+	q, err := quota.New(s.QuotaDefaults, file)
+	if err != nil {
+		p.Addf("quotas-file", "%v", err)
+		return
+	}
+	s.quotas = q
 }
 
 func splitList(s string) []string {
@@ -252,12 +311,25 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 
 	metrics := server.NewMetrics(env.Registry)
 	jobs, err := server.NewJobService(server.Config{
-		Store:      st,
-		Executions: ledgerReader,
-		Versions:   versions,
-		Clock:      clock.Real{},
-		Logger:     env.Logger,
-		Metrics:    metrics,
+		Store:       st,
+		Executions:  ledgerReader,
+		Versions:    versions,
+		Clock:       clock.Real{},
+		Logger:      env.Logger,
+		Metrics:     metrics,
+		Quotas:      s.quotas,
+		ReleaseLead: s.ReleaseLead,
+	})
+	if err != nil {
+		pool.Close()
+		_ = rdb.Close()
+		return nil, err
+	}
+	deadLetters, err := server.NewDeadLetterService(server.DeadLetterConfig{
+		Store:       st,
+		Logger:      env.Logger,
+		Metrics:     metrics,
+		ReleaseLead: s.ReleaseLead,
 	})
 	if err != nil {
 		pool.Close()
@@ -268,6 +340,7 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 		Addr:            s.GRPCAddr,
 		Tokens:          s.tokens,
 		Jobs:            jobs,
+		DeadLetters:     deadLetters,
 		Metrics:         metrics,
 		Logger:          env.Logger,
 		GracefulTimeout: s.GRPCStopTimeout,
@@ -278,6 +351,9 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 		return nil, err
 	}
 	env.Logger.Info("tenants configured", "tenants", s.tokens.Tenants())
+	d := s.quotas.Defaults()
+	env.Logger.Info("quotas configured", "max_jobs", d.MaxJobs, "min_interval", d.MinInterval.String(),
+		"create_rate_per_minute", d.CreatesPerMinute, "tenant_overrides", s.quotas.Overridden())
 	// Started in order, stopped in reverse: the server stops before the
 	// stores it uses close.
 	return []lifecycle.Service{closePool, closeRedis, ledgerReader, grpcSrv}, nil

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -12,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sundialhq/sundial/pkg/jobspec"
+	"github.com/sundialhq/sundial/services/api/internal/quota"
 	"github.com/sundialhq/sundial/services/api/internal/store"
 )
 
@@ -62,11 +65,38 @@ func reject(c codes.Code, format string, args ...any) error {
 // status the client gets. Unexpected errors become Internal (or Unavailable
 // when the database is unreachable) without leaking their text.
 func (s *JobService) statusOf(ctx context.Context, op string, err error) error {
+	return statusOf(ctx, s.logger, s.metrics, op, err)
+}
+
+func statusOf(ctx context.Context, logger *slog.Logger, metrics *Metrics, op string, err error) error {
 	if err == nil {
 		return nil
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return status.Error(codes.NotFound, "job not found")
+	}
+	var missing *store.MissingDeadLettersError
+	if errors.As(err, &missing) {
+		return status.Errorf(codes.NotFound, "no dead letter for execution %s", strings.Join(missing.ExecutionIDs, ", "))
+	}
+	if errors.Is(err, store.ErrDeadLetterNotFound) {
+		return status.Error(codes.NotFound, "dead letter not found")
+	}
+	var gone *store.JobGoneError
+	if errors.As(err, &gone) {
+		return status.Errorf(codes.FailedPrecondition, "execution %s: its job %s no longer exists (purged); nothing to re-drive it with", gone.ExecutionID, gone.JobID)
+	}
+	var over *quota.ExceededError
+	if errors.As(err, &over) {
+		metrics.quotaRejections.WithLabelValues(over.Quota).Inc()
+		logger.InfoContext(ctx, "quota exceeded", "op", op, "tenant", over.Tenant, "quota", over.Quota)
+		st := status.New(codes.ResourceExhausted, over.Error())
+		if d, derr := st.WithDetails(&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
+			Subject: "tenant:" + over.Tenant, Description: over.Error(),
+		}}}); derr == nil {
+			st = d
+		}
+		return st.Err()
 	}
 	var rej *rejection
 	if errors.As(err, &rej) {
@@ -78,7 +108,7 @@ func (s *JobService) statusOf(ctx context.Context, op string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return status.FromContextError(ctxErr).Err()
 	}
-	s.logger.ErrorContext(ctx, "request failed", "op", op, "err", err)
+	logger.ErrorContext(ctx, "request failed", "op", op, "err", err)
 	var netErr *net.OpError
 	var connErr *pgconn.ConnectError
 	if pgconn.SafeToRetry(err) || pgconn.Timeout(err) || errors.As(err, &netErr) || errors.As(err, &connErr) {

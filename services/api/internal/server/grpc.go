@@ -27,9 +27,12 @@ type GRPCConfig struct {
 	// Tokens authenticates every call but health checks and reflection.
 	Tokens *auth.Tokens
 	// Jobs serves sundial.v1.JobService.
-	Jobs    sundialv1.JobServiceServer
-	Metrics *Metrics
-	Logger  *slog.Logger
+	Jobs sundialv1.JobServiceServer
+	// DeadLetters serves sundial.v1.DeadLetterService; nil leaves it
+	// unregistered (Unimplemented).
+	DeadLetters sundialv1.DeadLetterServiceServer
+	Metrics     *Metrics
+	Logger      *slog.Logger
 	// GracefulTimeout bounds how long Stop waits for in-flight calls
 	// before cutting them off; 15 s by default.
 	GracefulTimeout time.Duration
@@ -49,8 +52,8 @@ type GRPC struct {
 	ln net.Listener
 }
 
-// NewGRPC builds the server with health, reflection and the JobService
-// registered, behind the metrics and authentication interceptors.
+// NewGRPC builds the server with health, reflection, the JobService and
+// the DeadLetterService registered, behind the metrics and authentication interceptors.
 func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	if cfg.Tokens == nil {
 		return nil, errors.New("server: Tokens is required")
@@ -81,11 +84,18 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	h := health.NewServer()
 	healthpb.RegisterHealthServer(srv, h)
 	sundialv1.RegisterJobServiceServer(srv, cfg.Jobs)
+	if cfg.DeadLetters != nil {
+		// Same interceptors, so the same tokens and tenancy.
+		sundialv1.RegisterDeadLetterServiceServer(srv, cfg.DeadLetters)
+	}
 	reflection.Register(srv)
 	// Not serving until Start: a probe during start-up gets a truthful
 	// answer.
 	h.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	h.SetServingStatus(sundialv1.JobService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	if cfg.DeadLetters != nil {
+		h.SetServingStatus(sundialv1.DeadLetterService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	}
 	return &GRPC{cfg: cfg, srv: srv, health: h}, nil
 }
 

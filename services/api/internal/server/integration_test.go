@@ -31,6 +31,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/migrations"
 	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/services/api/internal/quota"
 	"github.com/sundialhq/sundial/services/api/internal/store"
 )
 
@@ -74,31 +75,61 @@ type harness struct {
 	versions *recordingVersions
 	conn     *grpc.ClientConn
 	client   sundialv1.JobServiceClient
+	dlq      sundialv1.DeadLetterServiceClient
+	metrics  *Metrics
 	ctx      context.Context
 }
 
 const (
 	tokenAcme   = "tok-acme"
 	tokenGlobex = "tok-globex"
+	// tokenAcmeOps is a named token of acme: its actor is "acme/ops".
+	tokenAcmeOps = "tok-acme-ops"
 )
 
-// newHarness runs the real JobService over a fresh schema behind a real
-// gRPC server on loopback, with the authentication interceptor.
+// harnessOptions vary what newHarnessWith builds.
+type harnessOptions struct {
+	executions ExecutionReader
+	quotas     *quota.Quotas
+	// releaseLead is Config.ReleaseLead (0: the default).
+	releaseLead time.Duration
+	// pool, when set, is used instead of a fresh schema (a second
+	// replica over the same database).
+	pool *pgxpool.Pool
+}
+
+// newHarness runs the real JobService and DeadLetterService over a fresh
+// schema behind a real gRPC server on loopback, with the authentication
+// interceptor.
 func newHarness(t *testing.T, executions ExecutionReader) *harness {
+	return newHarnessWith(t, harnessOptions{executions: executions})
+}
+
+func newHarnessWith(t *testing.T, o harnessOptions) *harness {
 	t.Helper()
-	pool := testSchema(t)
+	pool := o.pool
+	if pool == nil {
+		pool = testSchema(t)
+	}
 	rdb, prefix := testinfra.Redis(t)
 	ls := lease.New(rdb, lease.WithPrefix(prefix))
 	versions := &recordingVersions{Store: ls, published: map[string][]int64{}}
-	jobs, err := NewJobService(Config{Store: store.New(pool), Versions: versions, Executions: executions})
+	metrics := NewMetrics(nil)
+	st := store.New(pool)
+	jobs, err := NewJobService(Config{Store: st, Versions: versions, Executions: o.executions, Quotas: o.quotas,
+		ReleaseLead: o.releaseLead, Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens, err := auth.NewTokens(map[string]string{tokenAcme: "acme", tokenGlobex: "globex"})
+	dlq, err := NewDeadLetterService(DeadLetterConfig{Store: st, Metrics: metrics, ReleaseLead: o.releaseLead})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := NewGRPC(GRPCConfig{Addr: "127.0.0.1:0", Tokens: tokens, Jobs: jobs})
+	tokens, err := auth.NewTokens(map[string]string{tokenAcme: "acme", tokenGlobex: "globex", tokenAcmeOps: "acme:ops"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewGRPC(GRPCConfig{Addr: "127.0.0.1:0", Tokens: tokens, Jobs: jobs, DeadLetters: dlq, Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +144,8 @@ func newHarness(t *testing.T, executions ExecutionReader) *harness {
 	t.Cleanup(func() { _ = conn.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	return &harness{t: t, pool: pool, rdb: rdb, lease: ls, versions: versions, conn: conn, client: sundialv1.NewJobServiceClient(conn), ctx: ctx}
+	return &harness{t: t, pool: pool, rdb: rdb, lease: ls, versions: versions, conn: conn, client: sundialv1.NewJobServiceClient(conn),
+		dlq: sundialv1.NewDeadLetterServiceClient(conn), metrics: metrics, ctx: ctx}
 }
 
 func as(token string) grpc.CallOption { return grpc.PerRPCCredentials(auth.Bearer(token)) }

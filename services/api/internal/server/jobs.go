@@ -32,16 +32,18 @@ import (
 	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/schedule"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/services/api/internal/quota"
 	"github.com/sundialhq/sundial/services/api/internal/store"
 )
 
 // Store is the job storage the handlers use; *store.Store implements it.
 type Store interface {
-	Create(ctx context.Context, tenant, idempotencyKey string, build store.BuildFunc) (*sundialv1.Job, bool, error)
+	Create(ctx context.Context, tenant string, opts store.CreateOptions, build store.BuildFunc) (*sundialv1.Job, bool, error)
 	Get(ctx context.Context, tenant, id string) (*sundialv1.Job, error)
 	List(ctx context.Context, tenant string, q store.ListQuery) ([]*sundialv1.Job, error)
-	Mutate(ctx context.Context, tenant, id string, fn store.MutateFunc) (store.Mutated, error)
-	Stage(ctx context.Context, tenant, id string, fn store.StageFunc) (*sundialv1.Firing, error)
+	Mutate(ctx context.Context, tenant, id string, change store.Change, fn store.MutateFunc) (store.Mutated, error)
+	Stage(ctx context.Context, tenant, id string, dryRun bool, fn store.StageFunc) (store.StageResult, error)
+	ListAudit(ctx context.Context, tenant string, q store.AuditQuery) ([]store.AuditEntry, error)
 }
 
 // ExecutionReader reads execution history from the ledger.
@@ -77,6 +79,12 @@ type Config struct {
 	// PublishTimeout bounds publishing a version after a change; 2 s by
 	// default.
 	PublishTimeout time.Duration
+	// Quotas are the per-tenant limits; nil limits nothing.
+	Quotas *quota.Quotas
+	// ReleaseLead is how long before its fire instant a paced firing (a
+	// backfill's or a re-drive's) becomes publishable; DefaultReleaseLead
+	// by default.
+	ReleaseLead time.Duration
 }
 
 // JobService implements sundial.v1.JobService.
@@ -91,6 +99,8 @@ type JobService struct {
 	metrics        *Metrics
 	newID          func() (uuid.UUID, error)
 	publishTimeout time.Duration
+	quotas         *quota.Quotas
+	pacer          pacer
 }
 
 // NewJobService checks cfg and returns the service.
@@ -110,6 +120,8 @@ func NewJobService(cfg Config) (*JobService, error) {
 		metrics:        cfg.Metrics,
 		newID:          cfg.NewID,
 		publishTimeout: cfg.PublishTimeout,
+		quotas:         cfg.Quotas,
+		pacer:          pacer{lead: cfg.ReleaseLead},
 	}
 	if s.clock == nil {
 		s.clock = clock.Real{}
@@ -126,7 +138,20 @@ func NewJobService(cfg Config) (*JobService, error) {
 	if s.publishTimeout <= 0 {
 		s.publishTimeout = 2 * time.Second
 	}
+	if s.pacer.lead <= 0 {
+		s.pacer.lead = DefaultReleaseLead
+	}
 	return s, nil
+}
+
+// actorOf is who the audit trail says made the call's changes. Without the
+// auth interceptor's actor (tests that build contexts by hand) it is the
+// tenant alone.
+func actorOf(ctx context.Context, tenant string) string {
+	if a, ok := auth.ActorFrom(ctx); ok {
+		return a
+	}
+	return tenant + "/unknown"
 }
 
 func tenantOf(ctx context.Context) (string, error) {
@@ -204,13 +229,30 @@ func (s *JobService) CreateJob(ctx context.Context, req *sundialv1.CreateJobRequ
 	job.Id, job.Tenant = id.String(), tenant
 	job.Status, job.Version = sundialv1.JobStatus_JOB_STATUS_ACTIVE, 1
 
-	created, existed, err := s.store.Create(ctx, tenant, key, func(now time.Time) (*sundialv1.Job, error) {
-		next, err := firstAfter(job, now, now)
-		if err != nil {
+	limits := s.quotas.For(tenant)
+	opts := store.CreateOptions{
+		IdempotencyKey: key,
+		Actor:          actorOf(ctx, tenant),
+		Usage: store.UsageQuery{
+			JobsUpTo:      limits.MaxJobs,
+			CreatedWithin: quota.CreateRateWindow,
+			CreatedUpTo:   limits.CreatesPerMinute,
+		},
+	}
+	created, existed, err := s.store.Create(ctx, tenant, opts, func(now time.Time, usage store.Usage) (*sundialv1.Job, error) {
+		if err := limits.CheckCreate(tenant, usage.Jobs, usage.CreatedRecently); err != nil {
 			return nil, err
 		}
+		sch, err := jobspec.Schedule(job, now)
+		if err != nil {
+			return nil, fmt.Errorf("server: build schedule: %w", err)
+		}
+		next := sch.Next(now)
 		if next.IsZero() {
 			return nil, rejectErr(noInstantAfter(now))
+		}
+		if err := limits.CheckInterval(tenant, sch, now); err != nil {
+			return nil, err
 		}
 		job.NextFireTime = timestamppb.New(next)
 		return job, nil
@@ -306,7 +348,14 @@ func (s *JobService) UpdateJob(ctx context.Context, req *sundialv1.UpdateJobRequ
 	if err != nil {
 		return nil, err
 	}
-	mut, err := s.store.Mutate(ctx, tenant, id, func(now time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
+	change := store.Change{
+		Audit: store.Audit{Actor: actorOf(ctx, tenant), Action: store.ActionUpdate, Detail: map[string]any{"paths": paths}},
+		DropReason: func(next *sundialv1.Job) string {
+			return fmt.Sprintf("job updated to version %d", next.GetVersion())
+		},
+	}
+	limits := s.quotas.For(tenant)
+	mut, err := s.store.Mutate(ctx, tenant, id, change, func(now time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
 		if cur.GetStatus() == sundialv1.JobStatus_JOB_STATUS_DELETED {
 			return nil, reject(codes.FailedPrecondition, "job is deleted")
 		}
@@ -317,6 +366,15 @@ func (s *JobService) UpdateJob(ctx context.Context, req *sundialv1.UpdateJobRequ
 		}
 		jobspec.Normalize(next)
 		scheduleChanged := touchesSchedule(paths)
+		if scheduleChanged {
+			sch, err := jobspec.Schedule(next, cur.GetCreateTime().AsTime())
+			if err != nil {
+				return nil, fmt.Errorf("server: build schedule: %w", err)
+			}
+			if err := limits.CheckInterval(tenant, sch, now); err != nil {
+				return nil, err
+			}
+		}
 		switch cur.GetStatus() {
 		case sundialv1.JobStatus_JOB_STATUS_PAUSED:
 			// Resume computes the next slot; only check the new schedule
@@ -364,7 +422,7 @@ func (s *JobService) UpdateJob(ctx context.Context, req *sundialv1.UpdateJobRequ
 // and published ones are skipped by workers as stale. Pausing a paused job
 // changes nothing.
 func (s *JobService) PauseJob(ctx context.Context, req *sundialv1.PauseJobRequest) (*sundialv1.PauseJobResponse, error) {
-	job, err := s.transition(ctx, "PauseJob", req.GetId(), func(now time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
+	job, err := s.transition(ctx, "PauseJob", req.GetId(), store.ActionPause, func(*sundialv1.Job) string { return "job paused" }, func(now time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
 		switch cur.GetStatus() {
 		case sundialv1.JobStatus_JOB_STATUS_PAUSED:
 			return nil, nil
@@ -384,7 +442,11 @@ func (s *JobService) PauseJob(ctx context.Context, req *sundialv1.PauseJobReques
 // ResumeJob makes a paused job fire again from now on: slots missed while
 // paused are not caught up. A job whose schedule has no slot left completes.
 func (s *JobService) ResumeJob(ctx context.Context, req *sundialv1.ResumeJobRequest) (*sundialv1.ResumeJobResponse, error) {
-	job, err := s.transition(ctx, "ResumeJob", req.GetId(), func(now time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
+	// A paused job has no scheduled firings staged; what resume drops is a
+	// manual trigger, backfill or re-drive not yet published, staged under
+	// the paused version.
+	reason := func(next *sundialv1.Job) string { return fmt.Sprintf("job resumed as version %d", next.GetVersion()) }
+	job, err := s.transition(ctx, "ResumeJob", req.GetId(), store.ActionResume, reason, func(now time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
 		switch cur.GetStatus() {
 		case sundialv1.JobStatus_JOB_STATUS_ACTIVE:
 			return nil, nil
@@ -413,7 +475,7 @@ func (s *JobService) ResumeJob(ctx context.Context, req *sundialv1.ResumeJobRequ
 // (status DELETED) and its history stays in the ledger. Deleting a deleted
 // job changes nothing.
 func (s *JobService) DeleteJob(ctx context.Context, req *sundialv1.DeleteJobRequest) (*sundialv1.DeleteJobResponse, error) {
-	job, err := s.transition(ctx, "DeleteJob", req.GetId(), func(now time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
+	job, err := s.transition(ctx, "DeleteJob", req.GetId(), store.ActionDelete, func(*sundialv1.Job) string { return "job deleted" }, func(now time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
 		if cur.GetStatus() == sundialv1.JobStatus_JOB_STATUS_DELETED {
 			return nil, nil
 		}
@@ -426,7 +488,7 @@ func (s *JobService) DeleteJob(ctx context.Context, req *sundialv1.DeleteJobRequ
 	return &sundialv1.DeleteJobResponse{Job: job}, nil
 }
 
-func (s *JobService) transition(ctx context.Context, op, rawID string, fn store.MutateFunc) (*sundialv1.Job, error) {
+func (s *JobService) transition(ctx context.Context, op, rawID, action string, reason func(*sundialv1.Job) string, fn store.MutateFunc) (*sundialv1.Job, error) {
 	tenant, err := tenantOf(ctx)
 	if err != nil {
 		return nil, err
@@ -435,7 +497,8 @@ func (s *JobService) transition(ctx context.Context, op, rawID string, fn store.
 	if err != nil {
 		return nil, err
 	}
-	mut, err := s.store.Mutate(ctx, tenant, id, fn)
+	change := store.Change{Audit: store.Audit{Actor: actorOf(ctx, tenant), Action: action}, DropReason: reason}
+	mut, err := s.store.Mutate(ctx, tenant, id, change, fn)
 	if err != nil {
 		return nil, s.statusOf(ctx, op, err)
 	}
@@ -480,18 +543,24 @@ func (s *JobService) TriggerJob(ctx context.Context, req *sundialv1.TriggerJobRe
 	if err != nil {
 		return nil, err
 	}
-	f, err := s.store.Stage(ctx, tenant, id, func(now time.Time, job *sundialv1.Job) (*sundialv1.Firing, error) {
+	actor := actorOf(ctx, tenant)
+	res, err := s.store.Stage(ctx, tenant, id, false, func(now time.Time, job *sundialv1.Job) (store.StagePlan, error) {
 		if job.GetStatus() == sundialv1.JobStatus_JOB_STATUS_DELETED {
-			return nil, reject(codes.FailedPrecondition, "job is deleted")
+			return store.StagePlan{}, reject(codes.FailedPrecondition, "job is deleted")
 		}
 		execID := firing.TriggerExecutionID(uuid.MustParse(job.GetId()), now)
 		f := jobspec.Envelope(job, execID.String(), now, now, 1, sundialv1.FiringOrigin_FIRING_ORIGIN_TRIGGER)
+		f.FirstAttempt = 1
 		f.StagedTime = timestamppb.New(now)
-		return f, nil
+		return store.StagePlan{
+			Firings: []store.Staged{{Firing: f}},
+			Audit:   &store.Audit{Actor: actor, Action: store.ActionTrigger, Detail: map[string]any{"execution_id": f.GetExecutionId()}},
+		}, nil
 	})
 	if err != nil {
 		return nil, s.statusOf(ctx, "TriggerJob", err)
 	}
+	f := res.Plan.Firings[0].Firing
 	s.metrics.triggers.Inc()
 	s.logger.InfoContext(ctx, "job triggered", "tenant", tenant, "job", id, "execution", f.GetExecutionId())
 	return &sundialv1.TriggerJobResponse{ExecutionId: f.GetExecutionId(), ScheduledTime: f.GetScheduledTime()}, nil

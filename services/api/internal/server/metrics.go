@@ -18,6 +18,12 @@ type Metrics struct {
 	droppedFirings         prometheus.Counter
 	idempotentReplays      prometheus.Counter
 	triggers               prometheus.Counter
+	quotaRejections        *prometheus.CounterVec
+	backfills              *prometheus.CounterVec
+	backfillFirings        prometheus.Counter
+	deadLettersListed      prometheus.Counter
+	deadLettersRedriven    prometheus.Counter
+	redrives               *prometheus.CounterVec
 }
 
 // NewMetrics registers the api's metrics with reg; nil registers nowhere
@@ -49,9 +55,34 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sundial_api_triggers_total",
 			Help: "Manual triggers staged.",
 		}),
+		quotaRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sundial_api_quota_rejections_total",
+			Help: "Requests refused with ResourceExhausted, by quota (max_jobs, min_interval, create_rate).",
+		}, []string{"quota"}),
+		backfills: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sundial_api_backfills_total",
+			Help: "BackfillJob calls that succeeded, by mode (dry_run or staged).",
+		}, []string{"mode"}),
+		backfillFirings: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sundial_api_backfill_firings_total",
+			Help: "Firings staged by backfills.",
+		}),
+		deadLettersListed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sundial_api_dead_letters_listed_total",
+			Help: "Dead letters returned by ListDeadLetters and GetDeadLetter.",
+		}),
+		deadLettersRedriven: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sundial_api_dead_letters_redriven_total",
+			Help: "Dead letters re-driven (firings staged with fresh attempts).",
+		}),
+		redrives: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sundial_api_redrives_total",
+			Help: "RedriveDeadLetters calls that succeeded, by mode (dry_run or staged).",
+		}, []string{"mode"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.latency, m.versionPublishFailures, m.droppedFirings, m.idempotentReplays, m.triggers)
+		reg.MustRegister(m.requests, m.latency, m.versionPublishFailures, m.droppedFirings, m.idempotentReplays, m.triggers,
+			m.quotaRejections, m.backfills, m.backfillFirings, m.deadLettersListed, m.deadLettersRedriven, m.redrives)
 	}
 	return m
 }

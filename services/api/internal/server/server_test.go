@@ -38,19 +38,19 @@ type untouchable struct {
 	t *testing.T
 }
 
-func (u untouchable) Create(context.Context, string, string, store.BuildFunc) (*sundialv1.Job, bool, error) {
+func (u untouchable) Create(context.Context, string, store.CreateOptions, store.BuildFunc) (*sundialv1.Job, bool, error) {
 	u.t.Error("Create reached the store")
 	return nil, false, errors.New("unexpected")
 }
 
-func (u untouchable) Mutate(context.Context, string, string, store.MutateFunc) (store.Mutated, error) {
+func (u untouchable) Mutate(context.Context, string, string, store.Change, store.MutateFunc) (store.Mutated, error) {
 	u.t.Error("Mutate reached the store")
 	return store.Mutated{}, errors.New("unexpected")
 }
 
-func (u untouchable) Stage(context.Context, string, string, store.StageFunc) (*sundialv1.Firing, error) {
+func (u untouchable) Stage(context.Context, string, string, bool, store.StageFunc) (store.StageResult, error) {
 	u.t.Error("Stage reached the store")
-	return nil, errors.New("unexpected")
+	return store.StageResult{}, errors.New("unexpected")
 }
 
 func (u untouchable) List(context.Context, string, store.ListQuery) ([]*sundialv1.Job, error) {
@@ -234,11 +234,17 @@ func TestListJobsRefusesBadInput(t *testing.T) {
 // test's own, to show CreateJob schedules by the database clock.
 type fixedNowStore struct {
 	Store
-	now time.Time
+	now   time.Time
+	usage store.Usage
+	// asked records the last create's options.
+	asked *store.CreateOptions
 }
 
-func (f fixedNowStore) Create(_ context.Context, tenant, _ string, build store.BuildFunc) (*sundialv1.Job, bool, error) {
-	j, err := build(f.now)
+func (f fixedNowStore) Create(_ context.Context, _ string, opts store.CreateOptions, build store.BuildFunc) (*sundialv1.Job, bool, error) {
+	if f.asked != nil {
+		*f.asked = opts
+	}
+	j, err := build(f.now, f.usage)
 	return j, false, err
 }
 

@@ -1,5 +1,7 @@
-// Package store is the api's Postgres access: jobs and the outbox rows the
-// api writes itself (manual triggers).
+// Package store is the api's Postgres access: jobs, the outbox rows the api
+// writes itself (manual triggers, backfills, re-drives), dead letters, the
+// audit trail, and the ledger_pending rows that record firings a change
+// dropped.
 //
 // Each exported operation is one transaction. The decisions inside it (what
 // a new job looks like, what a change does, which firing a trigger stages)
@@ -28,6 +30,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/firing"
+	"github.com/sundialhq/sundial/pkg/ledgerpending"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -52,6 +55,10 @@ func notifyIfScheduled(ctx context.Context, tx pgx.Tx, job *sundialv1.Job) error
 
 // ErrNotFound is returned when no job with the id belongs to the tenant.
 var ErrNotFound = errors.New("store: job not found")
+
+// ErrDeadLetterNotFound is returned when no dead letter with the execution
+// id belongs to the tenant.
+var ErrDeadLetterNotFound = errors.New("store: dead letter not found")
 
 // Store is the Postgres-backed job store.
 type Store struct {
@@ -80,6 +87,12 @@ func scanJob(r rowScanner) (*sundialv1.Job, error) {
 	if err := r.Scan(&id, &tenant, &spec, &status, &version, &next, &created, &updated); err != nil {
 		return nil, err
 	}
+	return decodeJob(id, tenant, spec, status, version, next, created, updated)
+}
+
+// decodeJob is the job of jobColumns' values: spec with the authoritative
+// columns overlaid.
+func decodeJob(id, tenant string, spec []byte, status string, version int64, next *time.Time, created, updated time.Time) (*sundialv1.Job, error) {
 	job := &sundialv1.Job{}
 	if err := proto.Unmarshal(spec, job); err != nil {
 		return nil, fmt.Errorf("store: job %s: decode spec: %w", id, err)
@@ -161,14 +174,52 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx, now time.Time) erro
 }
 
 // BuildFunc returns the complete job to insert, given the database clock's
-// reading: id, tenant, status, version, times and next_fire_time included.
-type BuildFunc func(now time.Time) (*sundialv1.Job, error)
+// reading and the tenant's usage (counted only as far as CreateOptions.Usage
+// asks): id, tenant, status, version, times and next_fire_time included. An
+// error aborts the transaction, so a refused create (a quota) writes
+// nothing.
+type BuildFunc func(now time.Time, usage Usage) (*sundialv1.Job, error)
 
-// Create inserts the job build returns, in one transaction. With a
-// non-empty idempotency key that the tenant already used, it returns the
-// job that key created and existed=true, without calling build or writing
-// anything.
-func (s *Store) Create(ctx context.Context, tenant, idempotencyKey string, build BuildFunc) (job *sundialv1.Job, existed bool, err error) {
+// UsageQuery says what a create counts for the tenant's quotas. Zero fields
+// count nothing.
+type UsageQuery struct {
+	// JobsUpTo counts the tenant's jobs that are not deleted, stopping at
+	// this many (a tenant far below its limit costs a short count).
+	JobsUpTo int
+	// CreatedWithin and CreatedUpTo count the tenant's jobs created in the
+	// last CreatedWithin (by the database clock), stopping at CreatedUpTo.
+	CreatedWithin time.Duration
+	CreatedUpTo   int
+}
+
+// Usage is what UsageQuery counted, under the tenant's quota lock.
+type Usage struct {
+	Jobs            int
+	CreatedRecently int
+}
+
+// CreateOptions are a create's parameters beside the job.
+type CreateOptions struct {
+	// IdempotencyKey, if not empty, makes a repeated create return the job
+	// the first one made.
+	IdempotencyKey string
+	// Actor is recorded in the job's audit trail.
+	Actor string
+	// Usage is what to count for the quotas before Build runs.
+	Usage UsageQuery
+}
+
+// quotaLock serializes a tenant's creates across every api replica for the
+// rest of the transaction, so two creates cannot both see room for one more
+// job. It is a transaction-level advisory lock on a hash of the tenant.
+const quotaLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('sundial.quota/' || $1, 0))`
+
+// Create inserts the job build returns, with its "create" audit row, in one
+// transaction. With a non-empty idempotency key that the tenant already
+// used, it returns the job that key created and existed=true, without
+// calling build or writing anything (a replay is not subject to quotas).
+func (s *Store) Create(ctx context.Context, tenant string, opts CreateOptions, build BuildFunc) (job *sundialv1.Job, existed bool, err error) {
+	idempotencyKey := opts.IdempotencyKey
 	err = s.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
 		if idempotencyKey != "" {
 			prev, err := getByIdempotencyKey(ctx, tx, tenant, idempotencyKey)
@@ -180,7 +231,11 @@ func (s *Store) Create(ctx context.Context, tenant, idempotencyKey string, build
 				return err
 			}
 		}
-		j, err := build(now)
+		usage, err := countUsage(ctx, tx, tenant, opts.Usage)
+		if err != nil {
+			return err
+		}
+		j, err := build(now, usage)
 		if err != nil {
 			return err
 		}
@@ -221,6 +276,13 @@ func (s *Store) Create(ctx context.Context, tenant, idempotencyKey string, build
 			job, existed = prev, true
 			return nil
 		}
+		detail := map[string]any{"status": StatusToDB(j.GetStatus())}
+		if idempotencyKey != "" {
+			detail["idempotency_key"] = idempotencyKey
+		}
+		if err := insertAudit(ctx, tx, tenant, j.GetId(), j.GetVersion(), now, Audit{Actor: opts.Actor, Action: ActionCreate, Detail: detail}); err != nil {
+			return err
+		}
 		job = j
 		return notifyIfScheduled(ctx, tx, j)
 	})
@@ -228,6 +290,36 @@ func (s *Store) Create(ctx context.Context, tenant, idempotencyKey string, build
 		return nil, false, err
 	}
 	return job, existed, nil
+}
+
+// countUsage takes the tenant's quota lock and counts what q asks for.
+// Nothing is locked or counted for an empty query.
+func countUsage(ctx context.Context, tx pgx.Tx, tenant string, q UsageQuery) (Usage, error) {
+	var u Usage
+	if q.JobsUpTo <= 0 && q.CreatedUpTo <= 0 {
+		return u, nil
+	}
+	if _, err := tx.Exec(ctx, quotaLockSQL, tenant); err != nil {
+		return u, fmt.Errorf("store: quota lock: %w", err)
+	}
+	if q.JobsUpTo > 0 {
+		err := tx.QueryRow(ctx, `
+			SELECT count(*) FROM (SELECT 1 FROM jobs WHERE tenant = $1 AND status <> 'deleted' LIMIT $2) AS j`,
+			tenant, q.JobsUpTo).Scan(&u.Jobs)
+		if err != nil {
+			return u, fmt.Errorf("store: count jobs: %w", err)
+		}
+	}
+	if q.CreatedUpTo > 0 && q.CreatedWithin > 0 {
+		// jobs_tenant_created makes this a short index range scan.
+		err := tx.QueryRow(ctx, `
+			SELECT count(*) FROM (SELECT 1 FROM jobs WHERE tenant = $1 AND created_at > now() - $2::bigint * interval '1 microsecond' LIMIT $3) AS j`,
+			tenant, q.CreatedWithin.Microseconds(), q.CreatedUpTo).Scan(&u.CreatedRecently)
+		if err != nil {
+			return u, fmt.Errorf("store: count recent creations: %w", err)
+		}
+	}
+	return u, nil
 }
 
 func getByIdempotencyKey(ctx context.Context, q pgx.Tx, tenant, key string) (*sundialv1.Job, error) {
@@ -311,6 +403,18 @@ func (s *Store) List(ctx context.Context, tenant string, q ListQuery) ([]*sundia
 // paused job). The store bumps the version and sets update_time itself.
 type MutateFunc func(now time.Time, current *sundialv1.Job) (*sundialv1.Job, error)
 
+// Change describes a change beside its decision: who makes it and why the
+// firings it drops do not run.
+type Change struct {
+	// Audit is the job_audit row the change appends (its version is the
+	// job's new one). The store adds "dropped_firings" to its detail, and
+	// "status" {"from", "to"} when the status changes.
+	Audit Audit
+	// DropReason is the ledger's reason for each unpublished firing the
+	// change drops, given the job as changed ("job paused").
+	DropReason func(next *sundialv1.Job) string
+}
+
 // Mutated is the outcome of Mutate.
 type Mutated struct {
 	Job *sundialv1.Job
@@ -322,10 +426,12 @@ type Mutated struct {
 }
 
 // Mutate changes the tenant's job id in one transaction: it locks the row,
-// asks fn what the job becomes, writes it with version+1, and deletes the
-// job's outbox rows not yet published (workers skip the already-published
-// ones by version). Every update, pause, resume and delete goes through it.
-func (s *Store) Mutate(ctx context.Context, tenant, id string, fn MutateFunc) (Mutated, error) {
+// asks fn what the job becomes, writes it with version+1, deletes the job's
+// outbox rows not yet published (workers skip the already-published ones by
+// version), records each deleted firing as SKIPPED in ledger_pending with
+// the change's reason, and appends the change's audit row. Every update,
+// pause, resume and delete goes through it; a no-op writes nothing.
+func (s *Store) Mutate(ctx context.Context, tenant, id string, change Change, fn MutateFunc) (Mutated, error) {
 	var out Mutated
 	err := s.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
 		cur, err := scanJob(tx.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE tenant = $1 AND id = $2 FOR UPDATE`, tenant, id))
@@ -363,59 +469,52 @@ func (s *Store) Mutate(ctx context.Context, tenant, id string, fn MutateFunc) (M
 		if err != nil {
 			return fmt.Errorf("store: update job: %w", err)
 		}
-		tag, err := tx.Exec(ctx, `DELETE FROM outbox WHERE job_id = $1`, id)
-		if err != nil {
-			return fmt.Errorf("store: drop unpublished firings: %w", err)
+		reason := "job changed to version " + fmt.Sprint(next.Version)
+		if change.DropReason != nil {
+			reason = change.DropReason(next)
 		}
-		out = Mutated{Job: next, Changed: true, DroppedFirings: tag.RowsAffected()}
+		dropped, err := dropUnpublished(ctx, tx, tenant, id, reason)
+		if err != nil {
+			return err
+		}
+		detail := cloneDetail(change.Audit.Detail)
+		detail["dropped_firings"] = dropped
+		if cur.GetStatus() != next.GetStatus() {
+			detail["status"] = map[string]string{"from": StatusToDB(cur.GetStatus()), "to": StatusToDB(next.GetStatus())}
+		}
+		audit := change.Audit
+		audit.Detail = detail
+		if err := insertAudit(ctx, tx, tenant, id, next.Version, now, audit); err != nil {
+			return err
+		}
+		out = Mutated{Job: next, Changed: true, DroppedFirings: dropped}
 		return notifyIfScheduled(ctx, tx, next)
 	})
 	return out, err
 }
 
-// StageFunc builds the firing to stage for the tenant's job, given the
-// database clock and the job as stored.
-type StageFunc func(now time.Time, job *sundialv1.Job) (*sundialv1.Firing, error)
-
-// Stage writes the firing fn builds to the outbox, due for publishing now,
-// and wakes the relay, in one transaction. The job row is share-locked so a
-// concurrent change either sees the staged row (and drops it) or waits for
-// it. Staging an execution attempt that is already staged is a no-op.
-func (s *Store) Stage(ctx context.Context, tenant, id string, fn StageFunc) (*sundialv1.Firing, error) {
-	var staged *sundialv1.Firing
-	err := s.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
-		cur, err := scanJob(tx.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE tenant = $1 AND id = $2 FOR SHARE`, tenant, id))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrNotFound
-		}
-		if err != nil {
-			return fmt.Errorf("store: read job: %w", err)
-		}
-		f, err := fn(now, cur)
-		if err != nil {
-			return err
-		}
-		env, err := firing.Encode(f)
-		if err != nil {
-			return fmt.Errorf("store: encode firing: %w", err)
-		}
-		_, err = tx.Exec(ctx, `
-			INSERT INTO outbox (execution_id, attempt, job_id, job_version, priority, scheduled_at, fire_at,
-			                    publish_at, catch_up, envelope)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-			ON CONFLICT (execution_id, attempt) DO NOTHING`,
-			f.GetExecutionId(), f.GetAttempt(), f.GetJobId(), f.GetJobVersion(), int16(f.GetPriority()),
-			f.GetScheduledTime().AsTime(), f.GetFireTime().AsTime(), now, f.GetCatchUp(), env)
-		if err != nil {
-			return fmt.Errorf("store: insert outbox row: %w", err)
-		}
-		// Delivered at commit; the relay also polls, so a lost
-		// notification only costs latency.
-		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, OutboxChannel, f.GetJobId()); err != nil {
-			return fmt.Errorf("store: notify relay: %w", err)
-		}
-		staged = f
-		return nil
+// dropUnpublished deletes the job's outbox rows (the relay deletes rows once
+// Kafka acknowledged them, so whatever is left is unpublished; a row a relay
+// is publishing right now is locked, and the delete waits for it) and
+// records each as a SKIPPED attempt in ledger_pending, so the job's history
+// says why the slot never ran.
+func dropUnpublished(ctx context.Context, tx pgx.Tx, tenant, jobID, reason string) (int64, error) {
+	rows, err := tx.Query(ctx, `
+		DELETE FROM outbox WHERE job_id = $1
+		RETURNING execution_id::text, attempt, job_version, scheduled_at, fire_at, catch_up`, jobID)
+	if err != nil {
+		return 0, fmt.Errorf("store: drop unpublished firings: %w", err)
+	}
+	skipped, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ledgerpending.Row, error) {
+		lr := ledgerpending.Row{JobID: jobID, Tenant: tenant, Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED, Reason: reason}
+		err := r.Scan(&lr.ExecutionID, &lr.Attempt, &lr.JobVersion, &lr.ScheduledAt, &lr.FireAt, &lr.CatchUp)
+		return lr, err
 	})
-	return staged, err
+	if err != nil {
+		return 0, fmt.Errorf("store: drop unpublished firings: %w", err)
+	}
+	if err := ledgerpending.Insert(ctx, tx, skipped); err != nil {
+		return 0, fmt.Errorf("store: record dropped firings: %w", err)
+	}
+	return int64(len(skipped)), nil
 }
