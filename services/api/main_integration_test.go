@@ -16,8 +16,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/sundialhq/sundial/pkg/auth"
 	"github.com/sundialhq/sundial/pkg/ledger"
@@ -126,15 +128,20 @@ func freePort(t *testing.T) string {
 }
 
 // TestServeBinary runs the api as a process: it migrates on start, serves
-// health and authenticated calls, and drains on SIGTERM with exit 0.
+// health and authenticated calls (JobService and DeadLetterService, with
+// the quotas of its --quotas-file), and drains on SIGTERM with exit 0.
 func TestServeBinary(t *testing.T) {
 	bin := buildBinary(t)
 	dsn, conn, schema := freshSchema(t)
 	grpcAddr, adminAddr := freePort(t), freePort(t)
+	quotas := filepath.Join(t.TempDir(), "quotas.yaml")
+	if err := os.WriteFile(quotas, []byte("tenants:\n  acme: {max_jobs: 1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var stderr bytes.Buffer
 	cmd := exec.Command(bin,
 		"--grpc-addr", grpcAddr, "--admin-addr", adminAddr, "--postgres-dsn", dsn,
-		"--tokens", "bin-token=acme", "--log-format", "text",
+		"--tokens", "bin-token=acme", "--log-format", "text", "--quotas-file", quotas,
 		"--cassandra-hosts", strings.Join(testinfra.CassandraHosts(t), ","), "--cassandra-keyspace", testinfra.CassandraKeyspace(t))
 	_, prefix := testinfra.Redis(t)
 	cmd.Env = append(os.Environ(), "SUNDIAL_REDIS_KEY_PREFIX="+prefix)
@@ -176,12 +183,29 @@ func TestServeBinary(t *testing.T) {
 		t.Fatal("--migrate-on-start did not create the schema")
 	}
 	client := sundialv1.NewJobServiceClient(gc)
-	resp, err := client.CreateJob(ctx, &sundialv1.CreateJobRequest{Job: &sundialv1.Job{
+	hourly := &sundialv1.CreateJobRequest{Job: &sundialv1.Job{
 		Schedule: &sundialv1.Schedule{Spec: &sundialv1.Schedule_Cron{Cron: "@hourly"}},
 		Target:   &sundialv1.Target{Kind: &sundialv1.Target_Kafka{Kafka: &sundialv1.KafkaTarget{Topic: "t"}}},
-	}}, grpc.PerRPCCredentials(auth.Bearer("bin-token")))
+	}}
+	token := grpc.PerRPCCredentials(auth.Bearer("bin-token"))
+	resp, err := client.CreateJob(ctx, hourly, token)
 	if err != nil || resp.GetJob().GetTenant() != "acme" {
 		t.Fatalf("CreateJob through the binary: %v %v", resp, err)
+	}
+	if _, err := client.CreateJob(ctx, hourly, token); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("second job over the quotas file's max_jobs 1: %v", err)
+	}
+	audit, err := client.ListJobAudit(ctx, &sundialv1.ListJobAuditRequest{Id: resp.GetJob().GetId()}, token)
+	if err != nil || len(audit.GetEntries()) != 1 || audit.GetEntries()[0].GetActor() != "acme/token:"+auth.Fingerprint("bin-token") {
+		t.Fatalf("audit through the binary: %v %v", audit, err)
+	}
+	dl, err := sundialv1.NewDeadLetterServiceClient(gc).ListDeadLetters(ctx, &sundialv1.ListDeadLettersRequest{}, token)
+	if err != nil || len(dl.GetDeadLetters()) != 0 {
+		t.Fatalf("DeadLetterService through the binary: %v %v", dl, err)
+	}
+	if h, err := healthpb.NewHealthClient(gc).Check(ctx, &healthpb.HealthCheckRequest{Service: sundialv1.DeadLetterService_ServiceDesc.ServiceName}); err != nil ||
+		h.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("DeadLetterService health: %v %v", h, err)
 	}
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -1,9 +1,18 @@
 package main
 
 import (
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/sundialhq/sundial/pkg/config"
+	"github.com/sundialhq/sundial/services/api/internal/quota"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -12,5 +21,54 @@ func TestSplitList(t *testing.T) {
 	got := splitList(" a:1, ,b ,")
 	if len(got) != 2 || got[0] != "a:1" || got[1] != "b" {
 		t.Fatalf("splitList = %q", got)
+	}
+}
+
+func TestQuotaSettings(t *testing.T) {
+	load := func(args []string, env map[string]string) (*settings, error) {
+		var s settings
+		fs := flag.NewFlagSet("api", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		s.register(fs)
+		if err := config.Load(fs, append([]string{"--tokens", "t=acme"}, args...), func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+			return nil, err
+		}
+		var p config.Problems
+		s.validate(&p)
+		return &s, p.Err()
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "quotas.yaml")
+	if err := os.WriteFile(file, []byte("defaults: {max_jobs: 50}\ntenants: {acme: {min_interval: 1m}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := load([]string{"--quotas-file", file, "--quota-create-rate-per-minute", "7"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.quotas.For("acme"); got != (quota.Limits{MaxJobs: 50, MinInterval: time.Minute, CreatesPerMinute: 7}) {
+		t.Fatalf("acme = %+v", got)
+	}
+	if got := s.quotas.For("globex"); got != (quota.Limits{MaxJobs: 50, MinInterval: time.Second, CreatesPerMinute: 7}) {
+		t.Fatalf("globex = %+v", got)
+	}
+	// One value in two places is refused, whether the flag came from the
+	// command line or the environment.
+	if _, err := load([]string{"--quotas-file", file, "--quota-max-jobs", "9"}, nil); err == nil || !strings.Contains(err.Error(), "quota-max-jobs") {
+		t.Fatalf("flag and file: %v", err)
+	}
+	if _, err := load([]string{"--quotas-file", file}, map[string]string{"SUNDIAL_QUOTA_MAX_JOBS": "9"}); err == nil {
+		t.Fatal("env and file: accepted")
+	}
+	if _, err := load([]string{"--quota-min-interval", "-1s"}, nil); err == nil {
+		t.Fatal("negative min interval accepted")
+	}
+	if _, err := load([]string{"--quotas-file", filepath.Join(dir, "missing.yaml")}, nil); err == nil || !strings.Contains(err.Error(), "quotas-file") {
+		t.Fatalf("missing file: %v", err)
+	}
+	s, err = load(nil, nil)
+	if err != nil || s.quotas.Defaults() != quota.DefaultLimits() {
+		t.Fatalf("built-in defaults: %+v %v", s.quotas.Defaults(), err)
 	}
 }
