@@ -16,11 +16,10 @@ BUF_VERSION            := v1.75.0
 PROTOC_GEN_GO_VERSION  := v1.36.12
 PROTOC_GEN_GRPC_VERSION:= v1.6.2
 STATICCHECK_VERSION    := v0.8.2
-# helm and Prometheus (prometheus, promtool) are Go programs: built from the
-# module proxy like the others. Prometheus's module versions are v0.<minor>.<patch>
-# for its release 3.<minor>.<patch>.
+# helm is a Go program, built from the module proxy like the others.
+# Prometheus and promtool come from Debian's package instead (see
+# deploy/local/observability.sh for why `go install` cannot build them).
 HELM_VERSION           := v3.22.0
-PROMETHEUS_VERSION     := v0.316.0
 
 GOTESTFLAGS ?=
 UNIT_TIMEOUT ?= 10m
@@ -41,17 +40,15 @@ $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 $(TOOLS)/helm:
 	GOBIN=$(TOOLS) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
-$(TOOLS)/promtool:
-	GOBIN=$(TOOLS) go install github.com/prometheus/prometheus/cmd/promtool@$(PROMETHEUS_VERSION)
-$(TOOLS)/prometheus:
-	GOBIN=$(TOOLS) go install github.com/prometheus/prometheus/cmd/prometheus@$(PROMETHEUS_VERSION)
 
 .PHONY: tools
 tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/staticcheck deploy-tools ## Install pinned dev tools into .tools/bin
 
-.PHONY: helm deploy-tools
+.PHONY: helm prometheus deploy-tools
 helm: $(TOOLS)/helm ## Install helm into .tools/bin (built from the Go module proxy)
-deploy-tools: $(TOOLS)/helm $(TOOLS)/promtool ## helm and promtool, which the deploy/deploytest checks run
+prometheus: ## Install prometheus and promtool if missing (Debian package, never started as a service)
+	$(ROOT)/deploy/local/observability.sh install
+deploy-tools: $(TOOLS)/helm prometheus ## helm and promtool, which the deploy/deploytest checks run
 
 .PHONY: build
 build: ## Build the four services and schedctl into bin/
@@ -117,8 +114,13 @@ test: infra-up lint proto-check test-unit test-integration test-e2e ## Everythin
 run: infra-up build ## Start the components and the four services (make stop to end them)
 	$(PLATFORM) up
 
+.PHONY: run-observability
+run-observability: run ## make run, plus Prometheus on 127.0.0.1:9091 (Grafana on :3000 where installed)
+	$(ROOT)/deploy/local/observability.sh up
+
 .PHONY: stop
-stop: ## Stop the four services started by make run
+stop: ## Stop the four services started by make run (and Prometheus/Grafana)
+	$(ROOT)/deploy/local/observability.sh down
 	$(PLATFORM) down
 
 .PHONY: bench

@@ -33,6 +33,8 @@ type composeService struct {
 	} `yaml:"build"`
 	Environment map[string]string `yaml:"environment"`
 	Ports       []string          `yaml:"ports"`
+	Profiles    []string          `yaml:"profiles"`
+	Volumes     []string          `yaml:"volumes"`
 	DependsOn   map[string]struct {
 		Condition string `yaml:"condition"`
 	} `yaml:"depends_on"`
@@ -175,9 +177,20 @@ func checkCompose(doc composeFile, root string, stages, args []string) []error {
 			bad("%s: healthcheck %v does not ask its /readyz", name, hc.Test)
 		}
 	}
+	hostPorts := map[string]string{}
 	for name, s := range doc.Services {
-		if s.Healthcheck == nil || len(s.Healthcheck.Test) == 0 {
+		oneShot := slices.Contains(s.Profiles, "tools")
+		if !oneShot && (s.Healthcheck == nil || len(s.Healthcheck.Test) == 0) {
 			bad("%s: no healthcheck", name)
+		}
+		for _, p := range s.Ports {
+			parts := strings.Split(p, ":")
+			if len(parts) == 3 {
+				if other, dup := hostPorts[parts[1]]; dup {
+					bad("%s and %s both publish host port %s", name, other, parts[1])
+				}
+				hostPorts[parts[1]] = name
+			}
 		}
 		for _, p := range s.Ports {
 			if !strings.HasPrefix(p, "127.0.0.1:") {
@@ -195,6 +208,141 @@ func checkCompose(doc composeFile, root string, stages, args []string) []error {
 				bad("%s: depends on %s, which has no healthcheck to wait for", name, dep)
 			}
 		}
+	}
+	errs = append(errs, checkObservability(doc, root)...)
+	errs = append(errs, checkTools(doc, root, stages, args)...)
+	return errs
+}
+
+// checkObservability checks the observability profile: Prometheus scrapes
+// every service's admin port with Sundial's rules loaded, and Grafana is
+// provisioned with the Prometheus data source and the dashboards, from
+// files that exist.
+func checkObservability(doc composeFile, root string) []error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	prom, ok := doc.Services["prometheus"]
+	if !ok {
+		return []error{fmt.Errorf("service prometheus (profile observability) is missing")}
+	}
+	graf, ok := doc.Services["grafana"]
+	if !ok {
+		return []error{fmt.Errorf("service grafana (profile observability) is missing")}
+	}
+	for name, s := range map[string]composeService{"prometheus": prom, "grafana": graf} {
+		if !slices.Contains(s.Profiles, "observability") {
+			bad("%s: not in the observability profile (profiles %v)", name, s.Profiles)
+		}
+	}
+	// mounts: container path -> host path, each host path must exist
+	mounts := func(name string, s composeService) map[string]string {
+		m := map[string]string{}
+		for _, v := range s.Volumes {
+			parts := strings.Split(v, ":")
+			if len(parts) < 2 || !strings.HasPrefix(parts[0], "./") {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(root, parts[0])); err != nil {
+				bad("%s: mounts %s, which does not exist", name, parts[0])
+			}
+			m[parts[1]] = parts[0]
+		}
+		return m
+	}
+	pm := mounts("prometheus", prom)
+	cfgHost, ok := pm["/etc/prometheus/prometheus.yml"]
+	if !ok {
+		bad("prometheus: /etc/prometheus/prometheus.yml is not mounted from the repository")
+	} else if raw, err := os.ReadFile(filepath.Join(root, cfgHost)); err == nil {
+		var cfg struct {
+			RuleFiles     []string `yaml:"rule_files"`
+			ScrapeConfigs []struct {
+				StaticConfigs []struct {
+					Targets []string `yaml:"targets"`
+				} `yaml:"static_configs"`
+			} `yaml:"scrape_configs"`
+		}
+		if err := yaml.Unmarshal(raw, &cfg); err != nil {
+			bad("%s: %v", cfgHost, err)
+		}
+		var targets []string
+		for _, sc := range cfg.ScrapeConfigs {
+			for _, st := range sc.StaticConfigs {
+				targets = append(targets, st.Targets...)
+			}
+		}
+		for name, want := range composeSundial {
+			if !slices.Contains(targets, name+":"+want.admin) {
+				bad("prometheus: %s does not scrape %s:%s (targets %v)", cfgHost, name, want.admin, targets)
+			}
+		}
+		if len(cfg.RuleFiles) == 0 {
+			bad("prometheus: %s loads no rule files", cfgHost)
+		}
+		for _, rf := range cfg.RuleFiles {
+			// rule_files are relative to the configuration file, in the container.
+			inContainer := filepath.Join("/etc/prometheus", rf)
+			found := false
+			for target, host := range pm {
+				if rel, err := filepath.Rel(target, inContainer); err == nil && !strings.HasPrefix(rel, "..") {
+					if _, err := os.Stat(filepath.Join(root, host, rel)); err == nil {
+						found = true
+					}
+				}
+			}
+			if !found {
+				bad("prometheus: rule file %s is not mounted from an existing file", rf)
+			}
+		}
+	}
+	gm := mounts("grafana", graf)
+	if _, ok := gm["/etc/grafana/provisioning"]; !ok {
+		bad("grafana: /etc/grafana/provisioning is not mounted (deploy/grafana/provisioning)")
+	}
+	dashDir := graf.Environment["SUNDIAL_DASHBOARDS_DIR"]
+	if host, ok := gm[dashDir]; !ok || dashDir == "" {
+		bad("grafana: SUNDIAL_DASHBOARDS_DIR=%q is not a mounted folder", dashDir)
+	} else if js, _ := filepath.Glob(filepath.Join(root, host, "*.json")); len(js) == 0 {
+		bad("grafana: %s holds no dashboards", host)
+	}
+	if u := graf.Environment["SUNDIAL_PROMETHEUS_URL"]; u != "http://prometheus:9090" {
+		bad("grafana: SUNDIAL_PROMETHEUS_URL=%q, want http://prometheus:9090", u)
+	}
+	// The provisioning files read these variables; each must be set.
+	for _, f := range []string{"datasources/prometheus.yml", "dashboards/sundial.yml"} {
+		raw, err := os.ReadFile(filepath.Join(root, "deploy", "grafana", "provisioning", f))
+		if err != nil {
+			bad("grafana provisioning: %v", err)
+			continue
+		}
+		for _, m := range regexp.MustCompile(`\$\{?([A-Z_][A-Z0-9_]*)`).FindAllStringSubmatch(string(raw), -1) {
+			if _, ok := graf.Environment[m[1]]; !ok {
+				bad("grafana: provisioning %s reads $%s, which the service does not set", f, m[1])
+			}
+		}
+	}
+	return errs
+}
+
+// checkTools checks the tools profile's schedctl image.
+func checkTools(doc composeFile, root string, stages, args []string) []error {
+	s, ok := doc.Services["schedctl"]
+	if !ok {
+		return []error{fmt.Errorf("service schedctl (profile tools) is missing")}
+	}
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if b := s.Build; b == nil || b.Args["SERVICE"] != "schedctl" || !slices.Contains(stages, b.Target) {
+		bad("schedctl: must build a Dockerfile stage with SERVICE=schedctl")
+	}
+	if !slices.Contains(args, "SERVICE") {
+		bad("Dockerfile declares no SERVICE argument")
+	}
+	if _, err := os.Stat(filepath.Join(root, "cmd", "schedctl", "main.go")); err != nil {
+		bad("schedctl: no cmd/schedctl/main.go")
+	}
+	if !strings.HasPrefix(s.Environment["SUNDIAL_ADDR"], "api:") {
+		bad("schedctl: SUNDIAL_ADDR=%q, want the api inside the network", s.Environment["SUNDIAL_ADDR"])
 	}
 	return errs
 }
@@ -267,6 +415,37 @@ func TestComposeChecksCatchBreakage(t *testing.T) {
 			s.Build.Args = map[string]string{"SERVICE": "worker"}
 			c.Services["api"] = s
 		},
+		"Prometheus on the api's host port": func(c composeFile) {
+			s := c.Services["prometheus"]
+			s.Ports = []string{"127.0.0.1:9090:9090"}
+			c.Services["prometheus"] = s
+		},
+		"Grafana without its dashboards": func(c composeFile) {
+			s := c.Services["grafana"]
+			s.Volumes = s.Volumes[:1]
+			c.Services["grafana"] = s
+		},
+		"Grafana's data source variable unset": func(c composeFile) {
+			s := c.Services["grafana"]
+			env := map[string]string{}
+			for k, v := range s.Environment {
+				if k != "SUNDIAL_PROMETHEUS_URL" {
+					env[k] = v
+				}
+			}
+			s.Environment = env
+			c.Services["grafana"] = s
+		},
+		"Prometheus without its rules": func(c composeFile) {
+			s := c.Services["prometheus"]
+			s.Volumes = s.Volumes[:1]
+			c.Services["prometheus"] = s
+		},
+		"Prometheus in no profile": func(c composeFile) {
+			s := c.Services["prometheus"]
+			s.Profiles = nil
+			c.Services["prometheus"] = s
+		},
 	}
 	for name, breakIt := range breakages {
 		c := clone()
@@ -275,7 +454,9 @@ func TestComposeChecksCatchBreakage(t *testing.T) {
 			t.Errorf("%s: the checks found nothing wrong", name)
 		}
 	}
-	if errs := checkCompose(composeFile{}, root, stages, args); len(errs) != len(composeComponents)+len(composeSundial) {
-		t.Errorf("an empty file: %d complaints, want one per missing service", len(errs))
+	// one per missing component and service, plus prometheus (grafana is
+	// not reached) and schedctl
+	if errs := checkCompose(composeFile{}, root, stages, args); len(errs) != len(composeComponents)+len(composeSundial)+2 {
+		t.Errorf("an empty file: %d complaints, want one per missing service: %v", len(errs), errs)
 	}
 }
