@@ -45,6 +45,12 @@ func envFlag(env string) (string, bool) {
 	return strings.ToLower(strings.ReplaceAll(rest, "_", "-")), true
 }
 
+// mustSet are flags the chart must set on every service that has them.
+var mustSet = []string{
+	"admin-addr", "postgres-dsn", "redis-addr", "redis-key-prefix", "zk-addrs", "kafka-brokers",
+	"topic-prefix", "cassandra-hosts", "cassandra-keyspace", "group", "drain-timeout",
+}
+
 // TestChartSetsOnlyRealFlags: every SUNDIAL_* variable the chart gives a
 // service (ConfigMap or env entry) names a flag that service has. A service
 // silently ignores a variable for a flag it lacks, so a typo or a renamed
@@ -71,9 +77,20 @@ func TestChartSetsOnlyRealFlags(t *testing.T) {
 						}
 					}
 				}
+				set := map[string]bool{}
 				for _, v := range vars {
-					if f, ok := envFlag(v); ok && !flags[f] {
+					f, ok := envFlag(v)
+					if ok && !flags[f] {
 						t.Errorf("%s: the chart sets %s, but sundial-%s has no --%s", svc, v, svc, f)
+					}
+					set[f] = true
+				}
+				// The other way round for the settings whose defaults are
+				// wrong in a cluster (127.0.0.1 addresses, shared names): a
+				// service that gains one must get it from the chart.
+				for _, f := range mustSet {
+					if flags[f] && !set[f] {
+						t.Errorf("%s: sundial-%s has --%s, but the chart does not set it (the default is wrong in a cluster)", svc, svc, f)
 					}
 				}
 			}

@@ -60,7 +60,7 @@ var composeSundial = map[string]struct {
 	needs []string
 }{
 	"api":        {"8081", []string{"postgres", "redis", "cassandra"}},
-	"prefetcher": {"8082", []string{"postgres", "zookeeper", "api"}},
+	"prefetcher": {"8082", []string{"postgres", "zookeeper", "cassandra", "api"}},
 	"relay":      {"8083", []string{"postgres", "kafka", "api"}},
 	"worker":     {"8084", []string{"redis", "kafka", "cassandra", "api"}},
 }

@@ -6,6 +6,9 @@
   "zk-session-timeout" $v.prefetcher.zkSessionTimeout
   "election-path" $v.prefetcher.electionPath
   "window" $v.prefetcher.window
+  "catch-up-rate" $v.prefetcher.catchUpRate
+  "cassandra-hosts" $v.cassandra.hosts
+  "cassandra-keyspace" $v.cassandra.keyspace
 -}}
 {{- if not $v.postgres.dsnSecret.name -}}
 {{- $_ := set $s "postgres-dsn" (include "sundial.postgresDSN" .) -}}
