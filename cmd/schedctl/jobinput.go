@@ -55,12 +55,12 @@ type jobFlags struct {
 	maxAttempts, maxCatchUp                                          int
 	initialDelay, maxDelay, attemptTimeout, misfireGrace, maxJitter  time.Duration
 	callbackURL                                                      string
-	labels, headers                                                  kvFlag
+	labels, headers, secretHeaders                                   kvFlag
 }
 
 func (f *jobFlags) register(fs *flag.FlagSet) {
 	f.fs = fs
-	f.labels, f.headers = kvFlag{}, kvFlag{}
+	f.labels, f.headers, f.secretHeaders = kvFlag{}, kvFlag{}, kvFlag{}
 	fs.StringVar(&f.file, "f", "", "job file, YAML or JSON (`-` reads standard input); flags override its fields")
 	fs.StringVar(&f.name, "name", "", "job name")
 	fs.Var(f.labels, "label", "label key=value (repeatable)")
@@ -74,7 +74,8 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.dstRepeat, "dst-repeat", "", "fall-back policy: FIRST, LAST or BOTH")
 	fs.StringVar(&f.url, "url", "", "HTTP target URL")
 	fs.StringVar(&f.method, "method", "", "HTTP method (default POST)")
-	fs.Var(f.headers, "header", "HTTP target header Name=value (repeatable)")
+	fs.Var(f.headers, "header", "HTTP target header Name=value (repeatable); a value may reference secrets, e.g. 'Authorization=Bearer {{secret:api_token}}'")
+	fs.Var(f.secretHeaders, "secret-header", "HTTP target header whose whole value is a secret the worker resolves: Name=SECRET sends {{secret:SECRET}} (repeatable)")
 	fs.StringVar(&f.kafkaTopic, "kafka-topic", "", "Kafka target topic")
 	fs.StringVar(&f.kafkaKey, "kafka-key", "", "Kafka target record key (default the job id)")
 	fs.StringVar(&f.payload, "payload", "", "payload sent to the target, as text")
@@ -106,7 +107,7 @@ var flagPaths = map[string]string{
 	"cron": "schedule.cron", "once": "schedule.once", "every": "schedule.interval",
 	"timezone": "schedule.timezone", "start": "schedule.start_time", "end": "schedule.end_time",
 	"dst-gap": "schedule.dst_gap", "dst-repeat": "schedule.dst_repeat",
-	"url": "target.http.url", "method": "target.http.method", "header": "target.http.headers",
+	"url": "target.http.url", "method": "target.http.method", "header": "target.http.headers", "secret-header": "target.http.headers",
 	"kafka-topic": "target.kafka.topic", "kafka-key": "target.kafka.key",
 	"payload": "payload", "payload-file": "payload",
 	"priority": "priority", "max-attempts": "retry.max_attempts", "backoff": "retry.backoff",
@@ -262,8 +263,18 @@ func (f *jobFlags) apply(job *sundialv1.Job, given map[string]bool) error {
 	if given["method"] {
 		httpT().Method = f.method
 	}
-	if given["header"] {
-		httpT().Headers = f.headers
+	if given["header"] || given["secret-header"] {
+		h := map[string]string{}
+		for k, v := range f.headers {
+			h[k] = v
+		}
+		for k, name := range f.secretHeaders {
+			if _, dup := f.headers[k]; dup {
+				return usagef("header %q is given by both --header and --secret-header", k)
+			}
+			h[k] = "{{secret:" + name + "}}"
+		}
+		httpT().Headers = h
 	}
 	if given["kafka-topic"] {
 		kafkaT().Topic = f.kafkaTopic

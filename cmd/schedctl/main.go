@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"time"
 )
 
@@ -32,7 +33,7 @@ func runCLI(args []string, stdout, stderr io.Writer) int {
 	// mid-write.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	e := &env{io: cmdIO{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv}, now: time.Now}
+	e := &env{io: cmdIO{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv, Now: time.Now}, now: time.Now}
 	return e.run(ctx, args)
 }
 
@@ -80,6 +81,41 @@ func lookup(name string) (command, bool) {
 	return command{}, false
 }
 
+// isGroup reports whether name is the first word of two-word commands
+// ("dlq" of "dlq list").
+func isGroup(name string) bool {
+	for _, c := range commands() {
+		if strings.HasPrefix(c.name, name+" ") {
+			return true
+		}
+	}
+	return false
+}
+
+// resolve finds the command args start with, one word or a group and its
+// subcommand, and returns it with the remaining arguments.
+func resolve(args []string) (command, []string, bool) {
+	if len(args) == 0 {
+		return command{}, nil, false
+	}
+	name, rest := args[0], args[1:]
+	if isGroup(name) && len(rest) > 0 {
+		name, rest = name+" "+rest[0], rest[1:]
+	}
+	c, ok := lookup(name)
+	return c, rest, ok
+}
+
+// groupUsage lists a group's subcommands.
+func groupUsage(w io.Writer, group string) {
+	fmt.Fprintf(w, "usage: schedctl %s SUBCOMMAND [flags] [args]\n\nsubcommands:\n", group)
+	for _, c := range commands() {
+		if strings.HasPrefix(c.name, group+" ") {
+			fmt.Fprintf(w, "  %-15s %s\n", c.name, firstLine(c.summary))
+		}
+	}
+}
+
 func isHelp(arg string) bool {
 	return arg == "help" || arg == "-h" || arg == "-help" || arg == "--help"
 }
@@ -92,23 +128,38 @@ func (e *env) run(ctx context.Context, args []string) int {
 	if isHelp(args[0]) {
 		// "schedctl help preview" is "schedctl preview -h".
 		if len(args) > 1 {
-			if c, ok := lookup(args[1]); ok {
+			if c, _, ok := resolve(args[1:]); ok {
 				return c.run(ctx, e, []string{"-h"})
 			}
-			fmt.Fprintf(e.io.Stderr, "schedctl: unknown command %q\n\n", args[1])
+			if isGroup(args[1]) {
+				groupUsage(e.io.Stdout, args[1])
+				return 0
+			}
+			fmt.Fprintf(e.io.Stderr, "schedctl: unknown command %q\n\n", strings.Join(args[1:], " "))
 			usage(e.io.Stderr)
 			return 2
 		}
 		usage(e.io.Stdout)
 		return 0
 	}
-	c, ok := lookup(args[0])
+	c, rest, ok := resolve(args)
 	if !ok {
+		if isGroup(args[0]) {
+			switch {
+			case len(args) > 1 && isHelp(args[1]):
+				groupUsage(e.io.Stdout, args[0])
+				return 0
+			case len(args) > 1:
+				fmt.Fprintf(e.io.Stderr, "schedctl: unknown command %q\n\n", args[0]+" "+args[1])
+			}
+			groupUsage(e.io.Stderr, args[0])
+			return 2
+		}
 		fmt.Fprintf(e.io.Stderr, "schedctl: unknown command %q\n\n", args[0])
 		usage(e.io.Stderr)
 		return 2
 	}
-	return c.run(ctx, e, args[1:])
+	return c.run(ctx, e, rest)
 }
 
 func usage(w io.Writer) {
@@ -116,7 +167,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "commands:")
 	for _, c := range localCommands {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, firstLine(c.summary))
+		fmt.Fprintf(w, "  %-15s %s\n", c.name, firstLine(c.summary))
 	}
 	remoteUsage(w)
 	fmt.Fprintln(w)

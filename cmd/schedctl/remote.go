@@ -26,13 +26,23 @@ import (
 // defaultAddr is where `make run` starts the api.
 const defaultAddr = "127.0.0.1:9090"
 
-// cmdIO is what a subcommand reads and writes; tests substitute all three.
+// cmdIO is what a subcommand reads and writes; tests substitute them.
 type cmdIO struct {
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
+	// Now is the clock relative instants ("--since 24h") count back from;
+	// nil is the real one.
+	Now func() time.Time
 }
 
 func osIO() cmdIO { return cmdIO{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv} }
+
+func (c cmdIO) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
 
 // remoteCommand is one subcommand that calls the api.
 type remoteCommand struct {
@@ -64,6 +74,7 @@ func lookupRemote(name string) (remoteCommand, bool) {
 type remote struct {
 	io      cmdIO
 	client  sundialv1.JobServiceClient
+	dlq     sundialv1.DeadLetterServiceClient
 	output  string // "table" or "json"
 	timeout time.Duration
 }
@@ -131,13 +142,17 @@ func runRemote(ctx context.Context, cio cmdIO, cmd remoteCommand, args []string)
 	}
 	conn, err := grpc.NewClient(cf.addr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithPerRPCCredentials(auth.Bearer(cf.token)))
+		grpc.WithPerRPCCredentials(auth.Bearer(cf.token)),
+		// A dry-run backfill of 100,000 slots answers with more than
+		// gRPC's default 4 MiB.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
 	if err != nil {
 		fmt.Fprintf(cio.Stderr, "schedctl %s: %v\n", cmd.Name, err)
 		return 2
 	}
 	defer conn.Close()
-	r := &remote{io: cio, client: sundialv1.NewJobServiceClient(conn), output: cf.output, timeout: cf.timeout}
+	r := &remote{io: cio, client: sundialv1.NewJobServiceClient(conn), dlq: sundialv1.NewDeadLetterServiceClient(conn),
+		output: cf.output, timeout: cf.timeout}
 	if err := cmd.Run(ctx, r, opts, positional); err != nil {
 		if errors.Is(err, errUsage) {
 			fmt.Fprintf(cio.Stderr, "schedctl %s: %v\n", cmd.Name, err)
@@ -202,7 +217,7 @@ func printCallError(w io.Writer, name string, err error) {
 // remoteUsage lists the gRPC subcommands, for the top-level help.
 func remoteUsage(w io.Writer) {
 	for _, c := range remoteCommands {
-		fmt.Fprintf(w, "  %-10s %s\n", c.Name, firstLine(c.Summary))
+		fmt.Fprintf(w, "  %-15s %s\n", c.Name, firstLine(c.Summary))
 	}
 }
 

@@ -26,13 +26,20 @@ import (
 
 // fakeAPI records the last request of each kind and answers from canned
 // data. It runs behind the real authentication interceptor.
+// fakeNow is the clock the commands run with in these tests.
+var fakeNow = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
 type fakeAPI struct {
+	dlq fakeDLQ
+
 	sundialv1.UnimplementedJobServiceServer
-	mu     sync.Mutex
-	create *sundialv1.CreateJobRequest
-	update *sundialv1.UpdateJobRequest
-	lists  []*sundialv1.ListJobsRequest
-	tenant string
+	mu       sync.Mutex
+	create   *sundialv1.CreateJobRequest
+	update   *sundialv1.UpdateJobRequest
+	lists    []*sundialv1.ListJobsRequest
+	backfill *sundialv1.BackfillJobRequest
+	audits   []*sundialv1.ListJobAuditRequest
+	tenant   string
 }
 
 func (f *fakeAPI) CreateJob(ctx context.Context, req *sundialv1.CreateJobRequest) (*sundialv1.CreateJobResponse, error) {
@@ -81,6 +88,7 @@ func startFake(t *testing.T) (*fakeAPI, string) {
 	srv := grpc.NewServer(grpc.UnaryInterceptor(tokens.UnaryServerInterceptor()))
 	f := &fakeAPI{}
 	sundialv1.RegisterJobServiceServer(srv, f)
+	sundialv1.RegisterDeadLetterServiceServer(srv, &f.dlq)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +109,7 @@ func run(t *testing.T, addr string, env map[string]string, args ...string) (int,
 			return v
 		}
 		return map[string]string{"SUNDIAL_ADDR": addr, "SUNDIAL_TOKEN": "tok"}[k]
-	}}
+	}, Now: func() time.Time { return fakeNow }}
 	cmd, ok := lookupRemote(args[0])
 	if !ok {
 		t.Fatalf("no command %q", args[0])
