@@ -31,6 +31,7 @@ import (
 	"github.com/sundialhq/sundial/services/worker/internal/consumer"
 	"github.com/sundialhq/sundial/services/worker/internal/executor"
 	"github.com/sundialhq/sundial/services/worker/internal/holder"
+	"github.com/sundialhq/sundial/services/worker/internal/lagexporter"
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
 	"github.com/sundialhq/sundial/services/worker/internal/readyq"
 	"github.com/sundialhq/sundial/services/worker/internal/recorder"
@@ -195,6 +196,14 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 	}, h, m, logger.With("component", "consumer"))
 	w.Services = append(w.Services, w.Consumer)
 	w.Checks["kafka"] = w.Consumer.Ping
+
+	// The group's lag from Kafka's offsets, for dashboards and autoscalers.
+	lag, err := lagexporter.Dial(lagexporter.Config{Group: cfg.Group, Topics: topics.FireAll()},
+		splitList(cfg.KafkaBrokers), cfg.WorkerID+"-lag", logger.With("component", "lagexporter"), reg)
+	if err != nil {
+		return nil, err
+	}
+	w.Services = append(w.Services, lag)
 	return w, nil
 }
 

@@ -24,13 +24,16 @@ package lagexporter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
@@ -73,6 +76,30 @@ type Exporter struct {
 	// seen holds the label sets written by the last successful read, so
 	// partitions that disappear (a deleted topic) lose their series.
 	seen map[[2]string]bool
+	// closeKafka closes a client Dial made, once; nil when the caller owns it.
+	closeKafka func()
+	closeOnce  sync.Once
+}
+
+// Dial connects its own Kafka client to brokers (the lag reads stay off
+// the consumer's connections and never wait behind a fetch) and returns an
+// exporter that closes it on Stop.
+func Dial(cfg Config, brokers []string, clientID string, logger *slog.Logger, reg prometheus.Registerer) (*Exporter, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ClientID(clientID))
+	if err != nil {
+		return nil, fmt.Errorf("lag exporter kafka client: %w", err)
+	}
+	e := New(cfg, kadm.NewClient(cl), clock.Real{}, logger, reg)
+	e.closeKafka = cl.Close
+	return e, nil
+}
+
+// Stop ends the reads and closes the client Dial made.
+func (e *Exporter) Stop() {
+	e.Runner.Stop()
+	if e.closeKafka != nil {
+		e.closeOnce.Do(e.closeKafka)
+	}
 }
 
 // New registers the exporter's metrics with reg. Nothing is read until Start.

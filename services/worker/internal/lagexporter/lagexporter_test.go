@@ -151,3 +151,20 @@ func TestStartStop(t *testing.T) {
 	// Stoppable before start, too.
 	New(Config{Group: "g"}, adm, clock.Real{}, discard, prometheus.NewRegistry()).Stop()
 }
+
+func TestDialOwnsItsClient(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	e, err := Dial(Config{Group: "g", Topics: []string{"a"}}, c.ListenAddrs(), "lag-test", discard, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.Stop() // goleak in TestMain fails the package if the client leaked
+	e.Stop()
+}
