@@ -229,6 +229,10 @@ func (s *Service) pass(ctx context.Context, opts *stage.Options) error {
 				"duplicates", res.Duplicates, "missed", res.Missed, "expired", res.Expired,
 				"recorded", res.Recorded, "completed", res.Completed, "lag", res.Lag)
 		}
+		if res.CatchUp > 0 || res.Missed > 0 || res.Expired > 0 {
+			s.log.Info("misfires handled", "catch_up", res.CatchUp, "skipped_policy", res.Missed,
+				"skipped_expired", res.Expired, "recorded", res.Recorded, "release_until", res.CatchUpCursor)
+		}
 		if res.Completed > 0 {
 			s.log.Info("completed jobs whose last slots were skipped", "jobs", res.Completed)
 		}

@@ -286,7 +286,9 @@ func (s *Store) StageBatch(ctx context.Context, o Options) (Result, error) {
 			continue
 		}
 		if plan.Expired > 0 {
-			s.log.Info("slots older than the misfire grace were not staged", "job_id", j.id,
+			// Per job at debug: a recovery may touch every job. The loop
+			// logs one line per batch.
+			s.log.Debug("slots older than the misfire grace were not staged", "job_id", j.id,
 				"from", j.next, "expired", plan.Expired, "at_least", plan.ExpiredAtLeast)
 		}
 		res.Missed += plan.Missed
