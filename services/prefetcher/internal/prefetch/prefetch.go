@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -87,7 +88,7 @@ func (c Config) Validate() error {
 	if c.MaxSkipRecords < 0 || c.MaxSkipRecords > 100_000 {
 		errs = append(errs, fmt.Errorf("skip-records-per-job: must be in [0, 100000], got %d", c.MaxSkipRecords))
 	}
-	if c.CatchUpRate < 0 || c.CatchUpRate > 1_000_000 || c.CatchUpRate != c.CatchUpRate {
+	if math.IsNaN(c.CatchUpRate) || c.CatchUpRate < 0 || c.CatchUpRate > 1_000_000 {
 		errs = append(errs, fmt.Errorf("catch-up-rate: must be in [0, 1000000] firings per second, got %v", c.CatchUpRate))
 	}
 	return errors.Join(errs...)
