@@ -295,11 +295,15 @@ func (s *DeadLetterService) RedriveDeadLetters(ctx context.Context, req *sundial
 				// Only named ids get here; a filter skips deleted jobs.
 				return plan, reject(codes.FailedPrecondition, "execution %s: job %s is deleted", d.ExecutionID, job.GetId())
 			}
-			scheduled, catchUp := d.DeadAt, false
+			scheduled, catchUp, last := d.DeadAt, false, d.LastAttempt
 			if old, err := firing.Decode(d.Envelope); err == nil && old.GetScheduledTime() != nil {
 				scheduled, catchUp = old.GetScheduledTime().AsTime(), old.GetCatchUp()
+				// Above every attempt the dead round made, whichever
+				// record says more: the worker treats an attempt at or
+				// below its finished one as a duplicate.
+				last = max(last, old.GetAttempt())
 			}
-			attempt := d.LastAttempt + 1
+			attempt := last + 1
 			fire := s.pacer.fireAt(now, i, rate)
 			nf := jobspec.Envelope(job, d.ExecutionID, scheduled, fire, attempt, sundialv1.FiringOrigin_FIRING_ORIGIN_REDRIVE)
 			nf.CatchUp, nf.FirstAttempt, nf.StagedTime = catchUp, attempt, timestamppb.New(now)

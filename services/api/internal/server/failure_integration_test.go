@@ -840,3 +840,23 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// The re-driven attempt is above every attempt of the dead round, even
+// when the row's last_attempt lags the envelope's (the worker would treat
+// an attempt at or below a finished one as a duplicate and never run it).
+func TestIntegrationRedriveAttemptAboveTheDeadRound(t *testing.T) {
+	h := newHarness(t, nil)
+	job := h.create(tokenAcme, retrying("lagging"))
+	now := h.dbNow()
+	execID := h.deadLetter(job, now.Add(-time.Hour).Truncate(time.Minute), 5, "poison", now)
+	if _, err := h.pool.Exec(h.ctx, `UPDATE dead_letters SET last_attempt = 2 WHERE execution_id = $1`, execID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.dlq.RedriveDeadLetters(h.ctx, &sundialv1.RedriveDeadLettersRequest{ExecutionIds: []string{execID}}, as(tokenAcme)); err != nil {
+		t.Fatal(err)
+	}
+	rows := h.outbox(job.GetId())
+	if len(rows) != 1 || rows[0].attempt != 6 || rows[0].env.GetFirstAttempt() != 6 {
+		t.Fatalf("re-driven rows: %+v", rows)
+	}
+}
