@@ -81,11 +81,11 @@ func overview() dashboard {
 		Rows: []row{
 			{Title: "Firing", Panels: []panel{
 				{Title: "Firings/s by outcome", Unit: "ops", Stack: true,
-					Description: "Every firing a worker finished handling, by outcome. succeeded and failed reached the target; duplicate, stale, fenced and lease_conflict were dropped on purpose; poison went to the DLQ.",
+					Description: "Every firing a worker finished handling, by outcome. succeeded, failed, retry_scheduled (failed, next attempt staged) and dead (last attempt failed: to the DLQ) reached the target; poison (delivered too often without finishing) went to the DLQ unattempted; duplicate, stale, fenced and lease_conflict were dropped on purpose.",
 					Targets:     []target{{fmt.Sprintf(`sum by (outcome) (rate(sundial_worker_firings_total{priority=~"$priority"}[%s]))`, rate), "{{outcome}}"}}},
 				{Title: "Firings/s by priority", Unit: "ops", Stack: true,
-					Description: "Firings that reached their target (succeeded or failed), by priority.",
-					Targets:     []target{{fmt.Sprintf(`sum by (priority) (rate(sundial_worker_firings_total{priority=~"$priority", outcome=~"succeeded|failed"}[%s]))`, rate), "{{priority}}"}}},
+					Description: "Attempts that reached their target (whatever the target answered), by priority.",
+					Targets:     []target{{fmt.Sprintf(`sum by (priority) (rate(sundial_worker_firings_total{priority=~"$priority", outcome=~"succeeded|failed|retry_scheduled|dead"}[%s]))`, rate), "{{priority}}"}}},
 				{Title: "Lateness at the target", Kind: "heatmap", Unit: "s",
 					Description: "Attempt start (after the lease) minus fire instant, by the database clock: what the target observes.",
 					Targets:     []target{{fmt.Sprintf(`sum by (le) (increase(sundial_worker_fire_lateness_seconds_bucket{stage="target", priority=~"$priority"}[%s]))`, rate), "{{le}}"}}},
@@ -195,6 +195,15 @@ func servicesDashboard() dashboard {
 						{fmt.Sprintf(`sum(rate(sundial_api_dropped_firings_total{instance=~"$instance"}[%s]))`, rate), "dropped firings"},
 						{fmt.Sprintf(`sum(rate(sundial_api_triggers_total{instance=~"$instance"}[%s]))`, rate), "manual triggers"},
 					}},
+				{Title: "Quota rejections/s by quota", Unit: "ops",
+					Description: "Requests refused with ResourceExhausted: max_jobs, min_interval or create_rate of a tenant.",
+					Targets:     []target{{fmt.Sprintf(`sum by (quota) (rate(sundial_api_quota_rejections_total{instance=~"$instance"}[%s]))`, rate), "{{quota}}"}}},
+				{Title: "Backfilled and re-driven firings/s", Unit: "ops",
+					Description: "Firings staged by BackfillJob and by DLQ re-drives (both paced through the outbox).",
+					Targets: []target{
+						{fmt.Sprintf(`sum(rate(sundial_api_backfill_firings_total{instance=~"$instance"}[%s]))`, rate), "backfill"},
+						{fmt.Sprintf(`sum(rate(sundial_api_dead_letters_redriven_total{instance=~"$instance"}[%s]))`, rate), "re-driven"},
+					}},
 			}},
 			{Title: "prefetcher", Panels: []panel{
 				{Title: "Slots staged and skipped/s", Unit: "ops",
@@ -209,6 +218,14 @@ func servicesDashboard() dashboard {
 					Targets: []target{{`max by (instance, state) (sundial_prefetcher_election_state{instance=~"$instance"}) > 0`, "{{instance}} {{state}}"}}},
 				{Title: "Leader epoch", Unit: "none",
 					Targets: []target{{`max by (instance) (sundial_prefetcher_leader_epoch{instance=~"$instance"})`, "{{instance}}"}}},
+				{Title: "Catch-up release horizon", Unit: "s",
+					Description: "How far past now the last paced catch-up firing is released (0: none pending); recovery after an outage drains at --catch-up-rate.",
+					Targets:     []target{{`max(sundial_prefetcher_catch_up_horizon_seconds{instance=~"$instance"})`, "horizon"}}},
+				{Title: "Jobs completed and unschedulable/s", Unit: "ops",
+					Targets: []target{
+						{fmt.Sprintf(`sum(rate(sundial_prefetcher_jobs_completed_total{instance=~"$instance"}[%s]))`, rate), "completed"},
+						{fmt.Sprintf(`sum(rate(sundial_prefetcher_jobs_unschedulable_total{instance=~"$instance"}[%s]))`, rate), "unschedulable"},
+					}},
 			}},
 			{Title: "relay", Panels: []panel{
 				{Title: "Claimed rows per batch p50 / p99", Unit: "short",
