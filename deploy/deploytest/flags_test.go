@@ -15,15 +15,16 @@ import (
 // those added after the chart was written.
 var flagsOnce sync.Map // service -> map[string]bool
 
-func serviceFlags(t *testing.T, svc string) map[string]bool {
+func serviceFlags(t *testing.T, svc string, subcommand ...string) map[string]bool {
 	t.Helper()
-	if v, ok := flagsOnce.Load(svc); ok {
+	key := strings.Join(append([]string{svc}, subcommand...), " ")
+	if v, ok := flagsOnce.Load(key); ok {
 		return v.(map[string]bool)
 	}
 	bin := filepath.Join(t.TempDir(), "sundial-"+svc)
 	run(t, repoPath(t, "services", svc), "go", "build", "-o", bin, ".")
 	// -h prints the usage to stderr and exits 2.
-	out, _ := exec.Command(bin, "-h").CombinedOutput()
+	out, _ := exec.Command(bin, append(subcommand, "-h")...).CombinedOutput()
 	flags := map[string]bool{}
 	re := regexp.MustCompile(`(?m)^\s+-([a-z0-9][a-z0-9-]*)`)
 	for _, m := range re.FindAllStringSubmatch(string(out), -1) {
@@ -32,7 +33,7 @@ func serviceFlags(t *testing.T, svc string) map[string]bool {
 	if len(flags) < 5 {
 		t.Fatalf("sundial-%s -h listed %d flags:\n%s", svc, len(flags), out)
 	}
-	flagsOnce.Store(svc, flags)
+	flagsOnce.Store(key, flags)
 	return flags
 }
 
@@ -95,7 +96,17 @@ func TestChartSetsOnlyRealFlags(t *testing.T) {
 				}
 			}
 			// The migration Job runs `sundial-api migrate`, whose flags are
-			// its own; it shares the api's binary.
+			// its own.
+			for _, job := range byKind(objs, "Job") {
+				flags := serviceFlags(t, "api", "migrate")
+				for _, c := range list(dig(job, "spec", "template", "spec", "containers")) {
+					for _, e := range list(dig(c, "env")) {
+						if f, ok := envFlag(str(dig(e, "name"))); ok && !flags[f] {
+							t.Errorf("migrate Job: sets %s, but sundial-api migrate has no --%s", str(dig(e, "name")), f)
+						}
+					}
+				}
+			}
 		})
 	}
 }
