@@ -153,11 +153,20 @@ func TestJobsNotificationWakesTheLeader(t *testing.T) {
 	path := electionPath(t)
 	// With a tick just under the window, only a notification can wake the
 	// loop within the test's deadline once its start-up passes are done:
-	// one for the new term, one for the listener's wake-up on connecting
-	// (the two may coincide).
-	in := startInstance(t, dsn, path, "a", 119*time.Second)
+	// one for the new term and one for the listener's wake-up on
+	// connecting, which may coincide. So wait for the term's pass and for
+	// the listener's LISTEN to have completed (seen in pg_stat_activity by
+	// the application name this instance connects with): its wake-up is
+	// sent right after, well before the job below exists.
+	app := testinfra.UniqueName(t, 60)
+	in := startInstance(t, dsn+"&application_name="+app, path, "a", 119*time.Second)
 	require.Eventually(t, func() bool { return currentLeader(t, pool, path).leader == "a" }, 15*time.Second, 20*time.Millisecond)
-	require.Eventually(t, func() bool { return histogramCount(t, in.metrics.TickDuration) >= 2 }, 15*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool {
+		var listening bool
+		_ = pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE application_name = $1 AND query LIKE 'LISTEN %' AND state = 'idle')`, app).Scan(&listening)
+		return listening && histogramCount(t, in.metrics.TickDuration) >= 1
+	}, 15*time.Second, 20*time.Millisecond)
 	id := pgtest.InsertJob(t, pool, &sundialv1.Job{
 		Schedule: &sundialv1.Schedule{Spec: &sundialv1.Schedule_Cron{Cron: "* * * * * *"}},
 		Target:   &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: "http://127.0.0.1:1/x"}}},
