@@ -1,31 +1,32 @@
 package testinfra
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"net"
-	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sundialhq/sundial/pkg/harness"
 )
 
-// Environment variables naming the components, as printed by `deploy/local/infra.sh env`.
+// Environment variables naming the components, as printed by
+// `deploy/local/infra.sh env` (shared with pkg/harness, which reads the
+// same ones for the benchmark).
 const (
-	EnvPostgresDSN    = "SUNDIAL_TEST_POSTGRES_DSN"
-	EnvRedisAddr      = "SUNDIAL_TEST_REDIS_ADDR"
-	EnvZooKeeperAddrs = "SUNDIAL_TEST_ZK_ADDRS"
-	EnvKafkaBrokers   = "SUNDIAL_TEST_KAFKA_BROKERS"
-	EnvCassandraHosts = "SUNDIAL_TEST_CASSANDRA_HOSTS"
+	EnvPostgresDSN    = harness.EnvPostgresDSN
+	EnvRedisAddr      = harness.EnvRedisAddr
+	EnvZooKeeperAddrs = harness.EnvZooKeeperAddrs
+	EnvKafkaBrokers   = harness.EnvKafkaBrokers
+	EnvCassandraHosts = harness.EnvCassandraHosts
 )
 
 // Defaults match deploy/local/infra.sh's default ports.
 const (
-	DefaultPostgresDSN    = "postgres://sundial:sundial@127.0.0.1:5432/sundial?sslmode=disable"
-	DefaultRedisAddr      = "127.0.0.1:6379"
-	DefaultZooKeeperAddrs = "127.0.0.1:2181"
-	DefaultKafkaBrokers   = "127.0.0.1:9092"
-	DefaultCassandraHosts = "127.0.0.1:9042"
+	DefaultPostgresDSN    = harness.DefaultPostgresDSN
+	DefaultRedisAddr      = harness.DefaultRedisAddr
+	DefaultZooKeeperAddrs = harness.DefaultZooKeeperAddrs
+	DefaultKafkaBrokers   = harness.DefaultKafkaBrokers
+	DefaultCassandraHosts = harness.DefaultCassandraHosts
 )
 
 // dialTimeout bounds the reachability probe each helper makes before using a
@@ -33,23 +34,9 @@ const (
 // of a driver's retry loop running into the test timeout.
 const dialTimeout = 3 * time.Second
 
-func envOr(name, def string) string {
-	if v := strings.TrimSpace(os.Getenv(name)); v != "" {
-		return v
-	}
-	return def
-}
+func envOr(name, def string) string { return harness.EnvOr(name, def) }
 
-// splitList splits a comma-separated address list, dropping empty entries.
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
+func splitList(s string) []string { return harness.SplitList(s) }
 
 // requireReachable fails the test unless at least one of addrs accepts a TCP
 // connection.
@@ -81,41 +68,9 @@ func unreachable(component, env, addr, detail string) string {
 // identifier for Postgres schemas and Cassandra keyspaces, and a safe Kafka
 // topic, group or ZooKeeper node name.
 func UniqueName(t testing.TB, maxLen int) string {
-	if maxLen < 12 {
-		maxLen = 12
-	}
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	n, err := harness.UniqueName(t.Name(), maxLen)
+	if err != nil {
 		t.Fatalf("testinfra: random name: %v", err)
 	}
-	suffix := hex.EncodeToString(b[:])
-	base := sanitize(t.Name())
-	if room := maxLen - len(suffix) - 1; len(base) > room {
-		base = strings.TrimRight(base[:room], "_")
-	}
-	if base == "" || base[0] < 'a' || base[0] > 'z' {
-		// identifiers must start with a letter
-		base = "t" + base
-		if room := maxLen - len(suffix) - 1; len(base) > room {
-			base = base[:room]
-		}
-	}
-	return base + "_" + suffix
-}
-
-func sanitize(s string) string {
-	var b strings.Builder
-	lastUnderscore := false
-	for _, r := range strings.ToLower(s) {
-		ok := (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9')
-		switch {
-		case ok:
-			b.WriteRune(r)
-			lastUnderscore = false
-		case !lastUnderscore && b.Len() > 0:
-			b.WriteByte('_')
-			lastUnderscore = true
-		}
-	}
-	return strings.TrimRight(b.String(), "_")
+	return n
 }

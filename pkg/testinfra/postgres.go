@@ -4,12 +4,13 @@ import (
 	"context"
 	"net"
 	"net/url"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sundialhq/sundial/pkg/harness"
 )
 
 // PostgresBaseDSN is the DSN of the shared test database (SUNDIAL_TEST_POSTGRES_DSN
@@ -52,18 +53,7 @@ func PostgresDSN(t testing.TB) string {
 
 // WithSearchPath returns dsn with its search_path set to schema through the
 // `options` parameter (-c search_path=schema), replacing any options it had.
-func WithSearchPath(dsn, schema string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return dsn
-	}
-	q := u.Query()
-	q.Set("options", "-c search_path="+schema)
-	// Encode writes a space as '+', which libpq and pgx both take literally in
-	// a URI; every '+' Encode writes is a space ('+' itself becomes %2B).
-	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
-	return u.String()
-}
+func WithSearchPath(dsn, schema string) string { return harness.WithSearchPath(dsn, schema) }
 
 func dropSchema(t testing.TB, base, schema string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -1,0 +1,128 @@
+package harness
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Usage is the CPU time and memory of a process at one instant, read from
+// /proc.
+type Usage struct {
+	At      time.Time
+	CPU     time.Duration // user + system, since the process started
+	RSS     int64         // resident set, bytes
+	PeakRSS int64         // highest resident set so far (VmHWM), bytes
+}
+
+// Cores is the CPU the process used between prev and u, in cores (1.0 =
+// one core busy all the time).
+func (u Usage) Cores(prev Usage) float64 {
+	wall := u.At.Sub(prev.At)
+	if wall <= 0 {
+		return 0
+	}
+	return float64(u.CPU-prev.CPU) / float64(wall)
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times: 100 on every
+// Linux architecture Go supports.
+const clockTicks = 100
+
+// ReadUsage reads pid's usage. With tree, CPU also counts every live
+// descendant (a Postgres server's backends, say); memory is pid's own,
+// since descendants sharing memory would be counted twice.
+func ReadUsage(pid int, tree bool, now time.Time) (Usage, error) {
+	u := Usage{At: now}
+	cpu, _, err := procCPU(pid)
+	if err != nil {
+		return u, err
+	}
+	u.CPU = cpu
+	if tree {
+		for _, c := range descendants(pid) {
+			if cc, _, err := procCPU(c); err == nil {
+				u.CPU += cc
+			}
+		}
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return u, err
+	}
+	u.RSS = statusKB(string(status), "VmRSS:") * 1024
+	u.PeakRSS = statusKB(string(status), "VmHWM:") * 1024
+	return u, nil
+}
+
+// procCPU is pid's user+system time and its parent's pid.
+func procCPU(pid int) (time.Duration, int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	// The command name (field 2) is in parentheses and may contain spaces
+	// or parentheses: the fields proper start after the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, 0, errors.New("harness: malformed /proc/" + strconv.Itoa(pid) + "/stat")
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is field 3 (state): ppid is field 4, utime 14, stime 15.
+	if len(f) < 13 {
+		return 0, 0, errors.New("harness: short /proc/" + strconv.Itoa(pid) + "/stat")
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	ut, err1 := strconv.ParseUint(f[11], 10, 64)
+	st, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, 0, fmt.Errorf("harness: /proc/%d/stat: %w", pid, err)
+	}
+	return time.Duration(ut+st) * time.Second / clockTicks, ppid, nil
+}
+
+// descendants lists every live process below pid.
+func descendants(pid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if _, ppid, err := procCPU(p); err == nil {
+			children[ppid] = append(children[ppid], p)
+		}
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+func statusKB(status, key string) int64 {
+	for line := range strings.SplitSeq(status, "\n") {
+		if rest, ok := strings.CutPrefix(line, key); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb
+		}
+	}
+	return 0
+}
+
+// Usage reads the process's usage (its own, not its children's).
+func (pr *Process) Usage(now time.Time) (Usage, error) { return ReadUsage(pr.Pid(), false, now) }
