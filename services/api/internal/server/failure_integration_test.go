@@ -582,7 +582,8 @@ func TestIntegrationBackfill(t *testing.T) {
 // actor of the token that made it; ListJobAudit reads them newest first,
 // paged, per tenant.
 func TestIntegrationAuditTrail(t *testing.T) {
-	h := newHarness(t, nil)
+	history := ledgerFake{attempts: []*sundialv1.ExecutionAttempt{{ExecutionId: "e-1", Tenant: "acme", Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED}}}
+	h := newHarness(t, history)
 	ops, plain := as(tokenAcmeOps), as(tokenAcme)
 	job := h.create(tokenAcmeOps, everyMinute("audited"))
 	id := job.GetId()
@@ -664,6 +665,14 @@ func TestIntegrationAuditTrail(t *testing.T) {
 	resp, err := h.client.ListJobAudit(h.ctx, &sundialv1.ListJobAuditRequest{Id: id}, ops)
 	if err != nil || len(resp.GetEntries()) != len(want) {
 		t.Fatalf("purged job's trail: %v %v", resp, err)
+	}
+	// So does its history, for its owner only.
+	hist, err := h.client.ListExecutions(h.ctx, &sundialv1.ListExecutionsRequest{JobId: id}, ops)
+	if err != nil || len(hist.GetAttempts()) != 1 {
+		t.Fatalf("purged job's history: %v %v", hist, err)
+	}
+	if _, err := h.client.ListExecutions(h.ctx, &sundialv1.ListExecutionsRequest{JobId: id}, as(tokenGlobex)); status.Code(err) != codes.NotFound {
+		t.Fatalf("another tenant's purged job's history: %v", err)
 	}
 }
 

@@ -632,9 +632,17 @@ func (s *JobService) ListExecutions(ctx context.Context, req *sundialv1.ListExec
 		return nil, err
 	}
 	// The ledger has no notion of tenants' jobs; Postgres says whose job
-	// this is (deleted jobs keep their history).
+	// this is (deleted jobs keep their history). A purged job's row is gone
+	// but its audit trail stays, and still names its tenant, so its history
+	// stays readable for its owner.
 	if _, err := s.store.Get(ctx, tenant, id); err != nil {
-		return nil, s.statusOf(ctx, "ListExecutions", err)
+		if !errors.Is(err, store.ErrNotFound) {
+			return nil, s.statusOf(ctx, "ListExecutions", err)
+		}
+		trail, aerr := s.store.ListAudit(ctx, tenant, store.AuditQuery{JobID: id, Limit: 1})
+		if aerr != nil || len(trail) == 0 {
+			return nil, s.statusOf(ctx, "ListExecutions", err)
+		}
 	}
 	if s.executions == nil {
 		return nil, errNoLedger
