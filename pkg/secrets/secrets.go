@@ -9,12 +9,15 @@
 // sources just before the request is sent, and never logs it. A missing
 // secret fails the attempt permanently (retrying cannot make it appear).
 //
-// Names are letters, digits, '_', '-' and '.', not starting with '.' or '-'
-// (so a name is always a plain file name). Sources, searched in order:
+// The reference syntax (and its parser) is pkg/jobspec's, which the api
+// validates jobs with: NAME is 1-256 letters, digits, '_', '-' and '.', and
+// every "{{" in a header value opens a reference. Sources, searched in
+// order:
 //
 //   - Dir: one file per secret in a directory, the file name being the
 //     secret's name and its content the value (a trailing newline is
-//     dropped) — the layout of a mounted Kubernetes Secret;
+//     dropped) — the layout of a mounted Kubernetes Secret; names starting
+//     with '.' are never looked up there (no "..", no hidden files);
 //   - Env: environment variables SUNDIAL_SECRET_<NAME>, NAME upper-cased
 //     with '-' and '.' turned into '_'.
 //
@@ -28,49 +31,20 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/jobspec"
 )
 
 // EnvPrefix starts every environment variable the Env source reads.
 const EnvPrefix = "SUNDIAL_SECRET_"
 
-// namePattern is a valid secret name.
-const namePattern = `[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}`
-
-var (
-	nameRE = regexp.MustCompile(`^` + namePattern + `$`)
-	// refRE matches one reference; spaces inside the braces are tolerated.
-	refRE = regexp.MustCompile(`\{\{\s*secret:(` + namePattern + `)\s*\}\}`)
-	// anyRefRE matches anything that looks like a reference, valid or not,
-	// so validation can name a malformed one.
-	anyRefRE = regexp.MustCompile(`\{\{\s*secret:([^}]*)\}\}`)
-)
-
-// ValidName reports whether name is a valid secret name.
-func ValidName(name string) bool { return nameRE.MatchString(name) }
-
-// References lists the secret names s refers to, in order of appearance
-// (with repeats), and an error naming the first malformed reference. The
-// api uses it to validate a job's headers at create time.
-func References(s string) ([]string, error) {
-	var names []string
-	for _, m := range anyRefRE.FindAllStringSubmatch(s, -1) {
-		name := strings.TrimSpace(m[1])
-		if !ValidName(name) {
-			return names, fmt.Errorf("secrets: malformed reference %q: a name is letters, digits, '_', '-' or '.', not starting with '.' or '-'", m[0])
-		}
-		names = append(names, name)
-	}
-	return names, nil
-}
-
-// HasReference reports whether s contains any secret reference.
-func HasReference(s string) bool { return strings.Contains(s, "{{") && anyRefRE.MatchString(s) }
+// HasReference reports whether a header value may hold a reference (and so
+// must go through Expand).
+func HasReference(s string) bool { return strings.Contains(s, "{{") }
 
 // ErrMissing is matched (errors.Is) by every MissingError.
 var ErrMissing = errors.New("secrets: secret not found")
@@ -97,7 +71,7 @@ type Dir string
 
 // Lookup implements Source.
 func (d Dir) Lookup(name string) (string, bool, error) {
-	if !ValidName(name) {
+	if name == "" || strings.HasPrefix(name, ".") || strings.ContainsAny(name, `/\`) {
 		return "", false, nil
 	}
 	b, err := os.ReadFile(filepath.Join(string(d), name))
@@ -217,34 +191,31 @@ func (r *Resolver) Lookup(name string) (string, error) {
 
 // Expand replaces every reference in s by its secret's value. It returns
 // the values it used (so the caller can redact them from anything it logs
-// or stores) and the first lookup error, or an error for a malformed
-// reference. A string without references is returned as it is.
+// or stores) and the first lookup error (a *MissingError when no source has
+// a secret), or an error wrapping jobspec.ErrMalformedSecretRef. A string
+// without references is returned as it is.
 func (r *Resolver) Expand(s string) (string, []string, error) {
 	if !HasReference(s) {
 		return s, nil, nil
 	}
-	if _, err := References(s); err != nil {
-		return "", nil, err
-	}
 	var (
-		used []string
-		err  error
+		used    []string
+		lookErr error
 	)
-	out := refRE.ReplaceAllStringFunc(s, func(m string) string {
+	out, err := jobspec.ExpandSecrets(s, func(name string) (string, bool) {
+		v, err := r.Lookup(name)
 		if err != nil {
-			return ""
-		}
-		name := refRE.FindStringSubmatch(m)[1]
-		v, lerr := r.Lookup(name)
-		if lerr != nil {
-			err = lerr
-			return ""
+			lookErr = err
+			return "", false
 		}
 		used = append(used, v)
-		return v
+		return v, true
 	})
+	if lookErr != nil {
+		return "", nil, lookErr
+	}
 	if err != nil {
-		return "", nil, err
+		return "", nil, fmt.Errorf("secrets: %w", err)
 	}
 	return out, used, nil
 }

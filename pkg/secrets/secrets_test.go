@@ -10,25 +10,23 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/jobspec"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func TestReferences(t *testing.T) {
-	names, err := References("Bearer {{secret:api-token}} and {{ secret:db.pass }} {{secret:api-token}}")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(names) != 3 || names[0] != "api-token" || names[1] != "db.pass" {
-		t.Fatalf("names %v", names)
-	}
-	for _, bad := range []string{"{{secret:}}", "{{secret:../etc/passwd}}", "{{secret:.hidden}}", "{{secret:a b}}"} {
-		if _, err := References(bad); err == nil {
-			t.Errorf("%q accepted", bad)
+// The syntax is jobspec's: exactly {{secret:NAME}}, and every "{{" must
+// open a reference.
+func TestMalformedReferences(t *testing.T) {
+	r := NewResolver(nil, -1, Env{"SUNDIAL_SECRET_A": "value-a"})
+	for _, bad := range []string{"{{secret:}}", "{{secret:a b}}", "{{secret:a", "{{other}}"} {
+		if _, _, err := r.Expand(bad); !errors.Is(err, jobspec.ErrMalformedSecretRef) {
+			t.Errorf("%q: %v", bad, err)
 		}
 	}
-	if HasReference("plain {{value}}") || !HasReference("x{{secret:a}}") {
-		t.Error("HasReference")
+	// Names jobspec accepts but a directory must not serve.
+	if _, ok, err := Dir(t.TempDir()).Lookup(".."); ok || err != nil {
+		t.Errorf("Dir served %q: %v %v", "..", ok, err)
 	}
 }
 
@@ -42,7 +40,7 @@ func TestExpandFromDirThenEnv(t *testing.T) {
 		t.Fatalf("env %v", env)
 	}
 	r := NewResolver(nil, -1, Dir(dir), env)
-	out, used, err := r.Expand("Bearer {{secret:api-token}}; db={{ secret:db.pass }}")
+	out, used, err := r.Expand("Bearer {{secret:api-token}}; db={{secret:db.pass}}")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,24 +92,23 @@ func TestRedact(t *testing.T) {
 	}
 }
 
-func FuzzReferences(f *testing.F) {
-	for _, s := range []string{"", "{{secret:a}}", "{{ secret:a.b-c }}", "{{secret:}}", "{{secret:{{secret:a}}}}", "{{secret:a"} {
+func FuzzExpand(f *testing.F) {
+	for _, s := range []string{"", "{{secret:a}}", "x {{secret:a.b-c}} y", "{{secret:}}", "{{secret:{{secret:a}}}}", "{{secret:a", "plain"} {
 		f.Add(s)
 	}
+	r := NewResolver(nil, -1, Env{"SUNDIAL_SECRET_A": "value-a"})
 	f.Fuzz(func(t *testing.T, s string) {
-		names, err := References(s)
-		for _, n := range names {
-			if !ValidName(n) {
-				t.Fatalf("invalid name %q returned for %q", n, s)
-			}
-		}
+		out, used, err := r.Expand(s)
 		if err != nil {
 			return
 		}
-		r := NewResolver(nil, -1, Env{})
-		_, _, xerr := r.Expand(s)
-		if len(names) == 0 && xerr != nil {
-			t.Fatalf("no references but Expand failed: %v", xerr)
+		if !HasReference(s) && out != s {
+			t.Fatalf("a value without references changed: %q → %q", s, out)
+		}
+		for _, v := range used {
+			if v != "value-a" {
+				t.Fatalf("used %q", v)
+			}
 		}
 	})
 }
