@@ -16,7 +16,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestKeysShareHashTag(t *testing.T) {
 	s := lease.New(nil, lease.WithPrefix("p:"))
 	k := s.Keys("job-1", "exec-1")
-	for _, key := range []string{k.Lease, k.Done, k.Version, k.Fence, k.Running} {
+	for _, key := range []string{k.Lease, k.Done, k.Version, k.Fence, k.Running, k.Buffered, k.Deliveries} {
 		if !strings.HasPrefix(key, "p:{j:job-1}:") {
 			t.Errorf("key %q does not start with the job's hash tag under the prefix", key)
 		}
@@ -33,7 +33,7 @@ func TestKeysShareHashTag(t *testing.T) {
 }
 
 func TestOutcomeString(t *testing.T) {
-	for o, want := range map[lease.Outcome]string{lease.Acquired: "acquired", lease.AlreadyDone: "already_done", lease.Stale: "stale", lease.Held: "held", 9: "outcome(9)"} {
+	for o, want := range map[lease.Outcome]string{lease.Acquired: "acquired", lease.AlreadyDone: "already_done", lease.Stale: "stale", lease.Held: "held", lease.Overlapping: "overlapping", lease.Waiting: "waiting", lease.Poison: "poison", 9: "outcome(9)"} {
 		if o.String() != want {
 			t.Errorf("%d.String() = %q, want %q", int(o), o.String(), want)
 		}

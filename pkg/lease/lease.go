@@ -5,17 +5,30 @@
 //
 //  1. the execution's done marker: an execution that already succeeded, or
 //     whose attempt already finished, is AlreadyDone;
+//
 //  2. the job's current version: a firing staged under an older version
 //     than the one the api published is Stale;
+//
 //  3. the execution's lease: if another holder has it, the result is Held
 //     with the time the lease has left; otherwise the lease is taken (SET
 //     NX PX semantics, and the same holder may take it again, so a call
 //     retried after a lost reply is harmless);
 //
-// and on success bumps the job's fence counter and returns it. The fence is
-// monotonic per job even if Redis loses its data, because it is floored by
-// Redis's clock in microseconds; see DESIGN.md beside this file for the
-// argument and the key layout.
+//  4. the job's overlap policy (SKIP, BUFFER_ONE): when another execution
+//     of the job is running, a new execution is Overlapping (skipped, and
+//     marked done so its redeliveries are dropped too) or, under
+//     BUFFER_ONE, the one execution allowed to wait behind it (Waiting);
+//     a retry of an execution that already started always waits;
+//
+//  5. the delivery count of this attempt: an attempt taken more than
+//     WithMaxDeliveries times (its workers crashed on it) is Poison — the
+//     lease is taken, so the caller can dead-letter it exclusively;
+//
+// and on success bumps the job's fence counter and returns it, and marks
+// the job running (overlap policies only). The fence is monotonic per job
+// even if Redis loses its data, because it is floored by Redis's clock in
+// microseconds; see DESIGN.md beside this file for the argument and the key
+// layout.
 //
 // Every key of one job carries the hash tag {j:<job id>}, so a script that
 // touches several of them runs on one Redis Cluster slot.
@@ -48,6 +61,18 @@ const (
 	Stale
 	// Held: another holder is firing the execution right now.
 	Held
+	// Overlapping: another execution of the job is running and the job's
+	// overlap policy skips this one. The execution is marked done (for the
+	// marker TTL), so every redelivery of it is AlreadyDone.
+	Overlapping
+	// Waiting: another execution of the job is running and this one may
+	// run after it (the BUFFER_ONE slot, or a retry of an execution that
+	// already started). Look again after Result.HeldFor.
+	Waiting
+	// Poison: the lease is taken (Fence is set), but this attempt has been
+	// taken more than the maximum number of times without finishing; the
+	// caller dead-letters it instead of firing.
+	Poison
 )
 
 func (o Outcome) String() string {
@@ -60,6 +85,12 @@ func (o Outcome) String() string {
 		return "stale"
 	case Held:
 		return "held"
+	case Overlapping:
+		return "overlapping"
+	case Waiting:
+		return "waiting"
+	case Poison:
+		return "poison"
 	default:
 		return "outcome(" + strconv.Itoa(int(o)) + ")"
 	}
@@ -73,9 +104,42 @@ type Result struct {
 	Fence int64
 	// CurrentVersion is the job's published version, set when Stale.
 	CurrentVersion int64
-	// HeldFor is how long the other holder's lease has left, set when Held:
-	// a caller that still owns the firing can look again after it.
+	// HeldFor is how long the other holder's lease (Held) or the running
+	// execution's marker (Waiting) has left: a caller that still owns the
+	// firing can look again after it.
 	HeldFor time.Duration
+	// Running is the execution id of the running execution, set when
+	// Overlapping or Waiting.
+	Running string
+	// Deliveries is how many times this attempt has been acquired,
+	// including this time (Acquired, Poison; 0 when the same holder took it
+	// again).
+	Deliveries int64
+}
+
+// Overlap is a job's overlap policy as the lease script enforces it.
+type Overlap int
+
+const (
+	// OverlapAllow: executions of a job may run at the same time; no
+	// running marker is kept.
+	OverlapAllow Overlap = iota
+	// OverlapSkip: a new execution is skipped while another one runs.
+	OverlapSkip
+	// OverlapBufferOne: one new execution may wait behind the running
+	// one; further ones are skipped.
+	OverlapBufferOne
+)
+
+func (o Overlap) String() string {
+	switch o {
+	case OverlapSkip:
+		return "SKIP"
+	case OverlapBufferOne:
+		return "BUFFER_ONE"
+	default:
+		return "ALLOW"
+	}
 }
 
 // Execution names one attempt of one execution.
@@ -87,7 +151,16 @@ type Execution struct {
 	Attempt int32
 	// Version is the job version the firing was staged under.
 	Version int64
+	// Overlap is the job's overlap policy (OverlapAllow when unset).
+	Overlap Overlap
+	// FirstAttempt is the first attempt of the current round (1, or where
+	// a re-drive started); an attempt above it is a retry of an execution
+	// that already started, which the overlap policy never skips. 0 means 1.
+	FirstAttempt int32
 }
+
+// continuing reports whether ex is a retry of an execution that started.
+func (ex Execution) continuing() bool { return ex.Attempt > max(ex.FirstAttempt, 1) }
 
 // ErrLost is returned by Renew when the lease expired and nobody holds it:
 // the caller may no longer assume exclusivity.
@@ -99,9 +172,15 @@ var ErrFenced = errors.New("lease: fenced by another holder")
 
 // Store runs the lease scripts against Redis.
 type Store struct {
-	rdb    redis.Scripter
-	prefix string
+	rdb           redis.Scripter
+	prefix        string
+	maxDeliveries int
+	markerTTL     time.Duration
 }
+
+// DefaultMarkerTTL is how long delivery counters and the done markers of
+// skipped executions live unless WithMarkerTTL says otherwise.
+const DefaultMarkerTTL = 7 * 24 * time.Hour
 
 // Option configures a Store.
 type Option func(*Store)
@@ -110,10 +189,27 @@ type Option func(*Store)
 // can share one Redis without seeing each other's keys.
 func WithPrefix(prefix string) Option { return func(s *Store) { s.prefix = prefix } }
 
+// WithMaxDeliveries makes an attempt acquired more than n times Poison: its
+// workers keep dying on it (a payload that crashes the worker, a target that
+// hangs the process), and firing it again would only take down the next one.
+// 0, the default, never declares poison.
+func WithMaxDeliveries(n int) Option { return func(s *Store) { s.maxDeliveries = max(n, 0) } }
+
+// WithMarkerTTL sets how long delivery counters and the done markers of
+// skipped (Overlapping) executions live; use the worker's done TTL, so a
+// skipped slot's redeliveries are dropped as long as a finished one's.
+func WithMarkerTTL(d time.Duration) Option {
+	return func(s *Store) {
+		if d > 0 {
+			s.markerTTL = d
+		}
+	}
+}
+
 // New returns a Store over rdb: a *redis.Client, *redis.ClusterClient or
 // anything else that can run scripts.
 func New(rdb redis.Scripter, opts ...Option) *Store {
-	s := &Store{rdb: rdb, prefix: DefaultPrefix}
+	s := &Store{rdb: rdb, prefix: DefaultPrefix, markerTTL: DefaultMarkerTTL}
 	for _, o := range opts {
 		o(s)
 	}
@@ -126,24 +222,39 @@ type Keys struct {
 	Done    string // string: "done", or the highest finished attempt
 	Version string // string: the job's published version; no expiry
 	Fence   string // string: the job's last fence token; no expiry
-	Running string // reserved for the overlap policy (a later issue)
+	// Running is the overlap policy's marker: the execution id of the
+	// job's running execution; expires with its lease (or after a retry's
+	// backoff).
+	Running string
+	// Buffered is BUFFER_ONE's slot: the execution id waiting behind the
+	// running one.
+	Buffered string
+	// Deliveries is a hash of attempt → times acquired, per execution.
+	Deliveries string
 }
 
 // Keys returns the keys Store uses for jobID and executionID.
 func (s *Store) Keys(jobID, executionID string) Keys {
 	job := s.prefix + "{j:" + jobID + "}:"
 	return Keys{
-		Lease:   job + "lease:" + executionID,
-		Done:    job + "done:" + executionID,
-		Version: job + "ver",
-		Fence:   job + "fence",
-		Running: job + "run",
+		Lease:      job + "lease:" + executionID,
+		Done:       job + "done:" + executionID,
+		Version:    job + "ver",
+		Fence:      job + "fence",
+		Running:    job + "run",
+		Buffered:   job + "buf",
+		Deliveries: job + "dlv:" + executionID,
 	}
 }
 
-// acquireScript: KEYS lease, done, ver, fence; ARGV holder, ttl ms, version,
-// attempt. Replies {code, fence, extra}: code 0 acquired (extra unused),
-// 1 done, 2 stale (extra = current version), 3 held (extra = PTTL ms).
+// acquireScript: KEYS lease, done, ver, fence, run, buf, dlv; ARGV holder,
+// ttl ms, version, attempt, execution id, overlap (0 allow, 1 skip, 2
+// buffer one), continuing (1: a retry of a started execution), max
+// deliveries (0: no limit), marker ttl ms. Replies {code, fence, extra,
+// running}: code 0 acquired (extra = deliveries), 1 done, 2 stale (extra =
+// current version), 3 held (extra = PTTL ms), 4 overlapping (running = the
+// running execution), 5 waiting (extra = the running marker's PTTL ms), 6
+// poison (extra = deliveries; the lease is taken).
 //
 // Numbers stay below 2^53 (microseconds since 1970 are about 2^51), so Lua's
 // doubles hold them exactly; string.format('%d') writes them without an
@@ -151,63 +262,110 @@ func (s *Store) Keys(jobID, executionID string) Keys {
 var acquireScript = redis.NewScript(`
 local d = redis.call('GET', KEYS[2])
 if d then
-  if d == 'done' then return {1, 0, 0} end
+  if d == 'done' then return {1, 0, 0, ''} end
   local fin = tonumber(d)
-  if fin and fin >= tonumber(ARGV[4]) then return {1, 0, 0} end
+  if fin and fin >= tonumber(ARGV[4]) then return {1, 0, 0, ''} end
 end
 local v = tonumber(ARGV[3])
 local cur = tonumber(redis.call('GET', KEYS[3]) or '0')
-if v < cur then return {2, 0, cur} end
+if v < cur then return {2, 0, cur, ''} end
 if v > cur then redis.call('SET', KEYS[3], ARGV[3]) end
 local h = redis.call('GET', KEYS[1])
-if h and h ~= ARGV[1] then return {3, 0, redis.call('PTTL', KEYS[1])} end
+if h and h ~= ARGV[1] then return {3, 0, redis.call('PTTL', KEYS[1]), ''} end
+local mode = tonumber(ARGV[6])
+if mode > 0 then
+  local r = redis.call('GET', KEYS[5])
+  if r and r ~= ARGV[5] then
+    local left = redis.call('PTTL', KEYS[5])
+    if left < 0 then left = 0 end
+    if ARGV[7] == '1' then return {5, 0, left, r} end
+    if mode == 2 then
+      local b = redis.call('GET', KEYS[6])
+      if (not b) or b == ARGV[5] then
+        redis.call('SET', KEYS[6], ARGV[5], 'PX', left + tonumber(ARGV[2]))
+        return {5, 0, left, r}
+      end
+    end
+    redis.call('SET', KEYS[2], 'done', 'PX', ARGV[9])
+    return {4, 0, 0, r}
+  end
+end
+local n = 0
+if not h then
+  n = redis.call('HINCRBY', KEYS[7], ARGV[4], 1)
+  redis.call('PEXPIRE', KEYS[7], ARGV[9])
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local f = tonumber(redis.call('GET', KEYS[4]) or '0') + 1
 if now > f then f = now end
 redis.call('SET', KEYS[4], string.format('%d', f))
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return {0, f, 0}
+if mode > 0 then
+  redis.call('SET', KEYS[5], ARGV[5], 'PX', ARGV[2])
+  if redis.call('GET', KEYS[6]) == ARGV[5] then redis.call('DEL', KEYS[6]) end
+end
+local maxd = tonumber(ARGV[8])
+if maxd > 0 and n > maxd then return {6, f, n, ''} end
+return {0, f, n, ''}
 `)
 
 // Acquire decides whether holder may fire ex now; see the package comment.
 // holder must be unique per delivery of a firing (not merely per worker), so
 // that two deliveries of one execution to the same worker exclude each other.
-// ttl bounds how long a crashed holder blocks the execution.
+// ttl bounds how long a crashed holder blocks the execution (and, under an
+// overlap policy, the job).
 func (s *Store) Acquire(ctx context.Context, ex Execution, holder string, ttl time.Duration) (Result, error) {
 	if err := check(ex, holder, ttl); err != nil {
 		return Result{}, err
 	}
 	k := s.Keys(ex.JobID, ex.ExecutionID)
-	vals, err := acquireScript.Run(ctx, s.rdb, []string{k.Lease, k.Done, k.Version, k.Fence},
-		holder, ttl.Milliseconds(), ex.Version, ex.Attempt).Int64Slice()
+	continuing := "0"
+	if ex.continuing() {
+		continuing = "1"
+	}
+	vals, err := acquireScript.Run(ctx, s.rdb, []string{k.Lease, k.Done, k.Version, k.Fence, k.Running, k.Buffered, k.Deliveries},
+		holder, ttl.Milliseconds(), ex.Version, ex.Attempt, ex.ExecutionID, int(ex.Overlap), continuing,
+		s.maxDeliveries, s.markerTTL.Milliseconds()).Slice()
 	if err != nil {
 		return Result{}, fmt.Errorf("lease: acquire %s: %w", ex.ExecutionID, err)
 	}
-	if len(vals) != 3 {
+	if len(vals) != 4 {
 		return Result{}, fmt.Errorf("lease: acquire %s: unexpected reply %v", ex.ExecutionID, vals)
 	}
-	switch vals[0] {
+	code, _ := vals[0].(int64)
+	fence, _ := vals[1].(int64)
+	extra, _ := vals[2].(int64)
+	running, _ := vals[3].(string)
+	switch code {
 	case 0:
-		return Result{Outcome: Acquired, Fence: vals[1]}, nil
+		return Result{Outcome: Acquired, Fence: fence, Deliveries: extra}, nil
 	case 1:
 		return Result{Outcome: AlreadyDone}, nil
 	case 2:
-		return Result{Outcome: Stale, CurrentVersion: vals[2]}, nil
+		return Result{Outcome: Stale, CurrentVersion: extra}, nil
 	case 3:
-		held := time.Duration(max(vals[2], 0)) * time.Millisecond
-		return Result{Outcome: Held, HeldFor: held}, nil
+		return Result{Outcome: Held, HeldFor: time.Duration(max(extra, 0)) * time.Millisecond}, nil
+	case 4:
+		return Result{Outcome: Overlapping, Running: running}, nil
+	case 5:
+		return Result{Outcome: Waiting, HeldFor: time.Duration(max(extra, 0)) * time.Millisecond, Running: running}, nil
+	case 6:
+		return Result{Outcome: Poison, Fence: fence, Deliveries: extra}, nil
 	default:
-		return Result{}, fmt.Errorf("lease: acquire %s: unknown code %d", ex.ExecutionID, vals[0])
+		return Result{}, fmt.Errorf("lease: acquire %s: unknown code %d", ex.ExecutionID, code)
 	}
 }
 
-// renewScript: KEYS lease; ARGV holder, ttl ms. 1 renewed, 0 lost, -1 fenced.
+// renewScript: KEYS lease, run; ARGV holder, ttl ms, execution id. 1
+// renewed, 0 lost, -1 fenced. The job's running marker, when it names the
+// execution, lives as long as the lease.
 var renewScript = redis.NewScript(`
 local h = redis.call('GET', KEYS[1])
 if not h then return 0 end
 if h ~= ARGV[1] then return -1 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if redis.call('GET', KEYS[2]) == ARGV[3] then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
 return 1
 `)
 
@@ -219,7 +377,7 @@ func (s *Store) Renew(ctx context.Context, ex Execution, holder string, ttl time
 		return err
 	}
 	k := s.Keys(ex.JobID, ex.ExecutionID)
-	n, err := renewScript.Run(ctx, s.rdb, []string{k.Lease}, holder, ttl.Milliseconds()).Int64()
+	n, err := renewScript.Run(ctx, s.rdb, []string{k.Lease, k.Running}, holder, ttl.Milliseconds(), ex.ExecutionID).Int64()
 	if err != nil {
 		return fmt.Errorf("lease: renew %s: %w", ex.ExecutionID, err)
 	}
@@ -233,9 +391,13 @@ func (s *Store) Renew(ctx context.Context, ex Execution, holder string, ttl time
 	}
 }
 
-// releaseScript: KEYS lease; ARGV holder. 1 when released.
+// releaseScript: KEYS lease, run; ARGV holder, execution id. 1 when
+// released; the running marker goes with the lease.
 var releaseScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  if redis.call('GET', KEYS[2]) == ARGV[2] then redis.call('DEL', KEYS[2]) end
+  return redis.call('DEL', KEYS[1])
+end
 return 0
 `)
 
@@ -247,16 +409,19 @@ func (s *Store) Release(ctx context.Context, ex Execution, holder string) (bool,
 		return false, errors.New("lease: job and execution id are required")
 	}
 	k := s.Keys(ex.JobID, ex.ExecutionID)
-	n, err := releaseScript.Run(ctx, s.rdb, []string{k.Lease}, holder).Int64()
+	n, err := releaseScript.Run(ctx, s.rdb, []string{k.Lease, k.Running}, holder, ex.ExecutionID).Int64()
 	if err != nil {
 		return false, fmt.Errorf("lease: release %s: %w", ex.ExecutionID, err)
 	}
 	return n == 1, nil
 }
 
-// finishScript: KEYS lease, done; ARGV holder, ttl ms, mark ("done" or an
-// attempt number). Writes the done marker (an attempt number only ever
-// raises it, and never overwrites "done"), then releases holder's lease.
+// finishScript: KEYS lease, done, run; ARGV holder, ttl ms, mark ("done"
+// or an attempt number), execution id, keep-running ms. Writes the done
+// marker (an attempt number only ever raises it, and never overwrites
+// "done"), then, if the job's running marker names the execution, keeps it
+// for keep-running ms (a retry is pending) or deletes it, then releases
+// holder's lease.
 var finishScript = redis.NewScript(`
 if ARGV[3] == 'done' then
   redis.call('SET', KEYS[2], 'done', 'PX', ARGV[2])
@@ -266,29 +431,45 @@ else
     redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2])
   end
 end
+if redis.call('GET', KEYS[3]) == ARGV[4] then
+  if tonumber(ARGV[5]) > 0 then redis.call('PEXPIRE', KEYS[3], ARGV[5]) else redis.call('DEL', KEYS[3]) end
+end
 if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
 `)
 
 // MarkDone records that ex succeeded: every later Acquire of the execution,
 // whatever its attempt, is AlreadyDone for ttl (days: longer than any
-// redelivery or retry can arrive). It also releases holder's lease; pass an
-// empty holder to only mark.
+// redelivery or retry can arrive). It also clears the job's running marker
+// and releases holder's lease; pass an empty holder to only mark.
 func (s *Store) MarkDone(ctx context.Context, ex Execution, holder string, ttl time.Duration) error {
-	return s.finish(ctx, ex, holder, ttl, "done")
+	return s.finish(ctx, ex, holder, ttl, "done", 0)
 }
 
-// MarkAttemptDone records that attempt ex.Attempt finished without success,
-// so a redelivery of the same attempt is AlreadyDone while a later attempt
-// (a retry) may still fire. It releases holder's lease too.
+// MarkAttemptDone records that attempt ex.Attempt finished without success
+// and nothing follows it in this round (the execution is dead): a
+// redelivery of the same attempt is AlreadyDone, while a later attempt (a
+// re-drive) may still fire. It clears the job's running marker and releases
+// holder's lease.
 func (s *Store) MarkAttemptDone(ctx context.Context, ex Execution, holder string, ttl time.Duration) error {
 	if ex.Attempt < 1 {
 		return errors.New("lease: attempt must be at least 1")
 	}
-	return s.finish(ctx, ex, holder, ttl, strconv.Itoa(int(ex.Attempt)))
+	return s.finish(ctx, ex, holder, ttl, strconv.Itoa(int(ex.Attempt)), 0)
 }
 
-func (s *Store) finish(ctx context.Context, ex Execution, holder string, ttl time.Duration, mark string) error {
+// MarkRetryPending is MarkAttemptDone for an attempt whose retry is staged:
+// the job's running marker, if it names the execution, is kept for
+// keepRunning (the backoff plus a margin), so under SKIP and BUFFER_ONE the
+// execution still counts as running until its retry takes the marker again.
+func (s *Store) MarkRetryPending(ctx context.Context, ex Execution, holder string, ttl, keepRunning time.Duration) error {
+	if ex.Attempt < 1 {
+		return errors.New("lease: attempt must be at least 1")
+	}
+	return s.finish(ctx, ex, holder, ttl, strconv.Itoa(int(ex.Attempt)), max(keepRunning, time.Millisecond))
+}
+
+func (s *Store) finish(ctx context.Context, ex Execution, holder string, ttl time.Duration, mark string, keep time.Duration) error {
 	if ex.JobID == "" || ex.ExecutionID == "" {
 		return errors.New("lease: job and execution id are required")
 	}
@@ -296,7 +477,8 @@ func (s *Store) finish(ctx context.Context, ex Execution, holder string, ttl tim
 		return errors.New("lease: done marker ttl must be positive")
 	}
 	k := s.Keys(ex.JobID, ex.ExecutionID)
-	if err := finishScript.Run(ctx, s.rdb, []string{k.Lease, k.Done}, holder, ttl.Milliseconds(), mark).Err(); err != nil {
+	if err := finishScript.Run(ctx, s.rdb, []string{k.Lease, k.Done, k.Running}, holder, ttl.Milliseconds(), mark,
+		ex.ExecutionID, keep.Milliseconds()).Err(); err != nil {
 		return fmt.Errorf("lease: mark %s %s: %w", ex.ExecutionID, mark, err)
 	}
 	return nil
