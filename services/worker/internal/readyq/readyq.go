@@ -4,8 +4,10 @@
 //
 // Each priority is a Lane. The default lane is FIFO; per-tenant fairness
 // (one tenant's 100,000 firings due at 00:00 must not delay another's by
-// more than a fair share) is a different Lane — round robin over per-tenant
-// FIFOs — plugged in through WithLane without touching the queue.
+// more than a fair share) is the Fair lane — round robin over per-tenant
+// FIFOs — plugged in with New(WithLane(FairLanes)), which is what the worker
+// runs. Priority stays strict across lanes: fairness applies among tenants
+// within one priority.
 package readyq
 
 import (

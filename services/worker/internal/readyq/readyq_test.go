@@ -163,3 +163,78 @@ func TestWithLaneAndDepthObserver(t *testing.T) {
 		t.Fatalf("depth of critical after pop: %d", depth[crit])
 	}
 }
+
+func titem(tenant string, seq uint64) *work.Item {
+	return &work.Item{Priority: med, Tenant: tenant, Seq: seq}
+}
+
+// One tenant's 100,000 firings due at once do not delay another tenant's
+// firing due at the same instant by more than one turn: it is served second.
+func TestFairLaneServesEachTenantInTurn(t *testing.T) {
+	q := New(WithLane(FairLanes))
+	for i := range 100_000 {
+		q.Push(titem("big", uint64(i)))
+	}
+	q.Push(titem("small", 1_000_000))
+	q.Push(titem("other", 1_000_001))
+	q.Push(titem("other", 1_000_002))
+	var got []string
+	for range 6 {
+		got = append(got, q.TryPop().Tenant)
+	}
+	want := []string{"big", "small", "other", "big", "other", "big"}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("order %v, want %v", got, want)
+		}
+	}
+	// Within a tenant, FIFO; and the lane drains completely.
+	last := uint64(2)
+	for it := q.TryPop(); it != nil; it = q.TryPop() {
+		if it.Tenant != "big" || it.Seq <= last {
+			t.Fatalf("after the others: %s/%d after %d", it.Tenant, it.Seq, last)
+		}
+		last = it.Seq
+	}
+	if last != 99_999 || q.Len() != 0 {
+		t.Fatalf("drained to %d, Len %d", last, q.Len())
+	}
+}
+
+// Fairness does not cross priorities: a CRITICAL firing of the busy tenant
+// still goes before a LOW one of the quiet tenant.
+func TestFairLaneKeepsStrictPriority(t *testing.T) {
+	q := New(WithLane(FairLanes))
+	q.Push(&work.Item{Priority: low, Tenant: "quiet"})
+	for range 10 {
+		q.Push(&work.Item{Priority: crit, Tenant: "busy"})
+	}
+	for i := range 10 {
+		if it := q.TryPop(); it.Priority != crit {
+			t.Fatalf("pop %d: %v before the critical ones", i, it.Priority)
+		}
+	}
+	if it := q.TryPop(); it.Tenant != "quiet" {
+		t.Fatalf("last: %v", it)
+	}
+}
+
+// A tenant's FIFO is dropped when it empties, and a returning tenant joins
+// the back of the ring.
+func TestFairLaneForgetsIdleTenants(t *testing.T) {
+	f := NewFair()
+	f.Push(titem("a", 1))
+	f.Push(titem("b", 2))
+	if f.Pop().Tenant != "a" || f.Tenants() != 1 {
+		t.Fatal("a not served first or not forgotten")
+	}
+	f.Push(titem("a", 3))
+	f.Push(titem("c", 4))
+	var got []string
+	for it := f.Pop(); it != nil; it = f.Pop() {
+		got = append(got, it.Tenant)
+	}
+	if len(got) != 3 || got[0] != "b" || got[1] != "a" || got[2] != "c" || f.Tenants() != 0 || f.Len() != 0 {
+		t.Fatalf("order %v, tenants %d", got, f.Tenants())
+	}
+}
