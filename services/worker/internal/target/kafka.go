@@ -44,16 +44,16 @@ func NewKafka(p Producer, secret []byte, denyPrefix string, allow []string) *Kaf
 func (k *Kafka) Fire(ctx context.Context, req Request) Result {
 	t := req.Firing.GetTarget().GetKafka()
 	if t == nil || t.GetTopic() == "" {
-		return errorf("target: kafka target without topic")
+		return invalidf("target: kafka target without topic")
 	}
 	if err := k.permitted(t.GetTopic()); err != nil {
-		return Result{Err: err}
+		return Failed(ClassKafka, true, err)
 	}
 	timeout := k.DefaultTimeout
 	if d := req.Firing.GetAttemptTimeout(); d != nil && d.AsDuration() > 0 {
 		timeout = d.AsDuration()
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	key := t.GetKey()
 	if key == "" {
@@ -63,8 +63,16 @@ func (k *Kafka) Fire(ctx context.Context, req Request) Result {
 	for _, h := range Headers(k.secret, req) {
 		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: h.Name, Value: []byte(h.Value)})
 	}
-	if err := k.producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return Result{Err: fmt.Errorf("target: produce to %s: %w", t.GetTopic(), err)}
+	if err := k.producer.ProduceSync(pctx, rec).FirstErr(); err != nil {
+		err = fmt.Errorf("target: produce to %s: %w", t.GetTopic(), err)
+		switch {
+		case ctx.Err() != nil:
+			return Failed(ClassCanceled, false, err)
+		case pctx.Err() != nil:
+			return Failed(ClassTimeout, false, err)
+		default:
+			return Failed(ClassKafka, false, err)
+		}
 	}
 	return Result{OK: true}
 }

@@ -8,7 +8,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/firing"
@@ -33,9 +35,43 @@ type Result struct {
 	// HTTPStatus is the response status, 0 when no response arrived.
 	HTTPStatus int
 	// Excerpt is the start of the response body, at most ExcerptLimit bytes
-	// of valid UTF-8.
+	// of valid UTF-8, with secret values redacted.
 	Excerpt string
-	Err     error
+	// Err describes a failure; secret values are redacted from it.
+	Err error
+	// Class classifies a failure (one of the Class constants; empty on
+	// success). It is the dead letter's error_class.
+	Class string
+	// Permanent: retrying cannot help (a 4xx other than 408/429, a refused
+	// address, a missing secret, a malformed target).
+	Permanent bool
+	// RetryAfter is the target's Retry-After (429 and 5xx), valid when
+	// HasRetryAfter.
+	RetryAfter    time.Duration
+	HasRetryAfter bool
+}
+
+// Failure classes: the dead letter's error_class, and the reason a retry
+// was scheduled.
+const (
+	ClassHTTP3xx        = "http_3xx" // a redirect, which is not followed (permanent)
+	ClassHTTP4xx        = "http_4xx" // permanent, except 408
+	ClassHTTP429        = "http_429"
+	ClassHTTP5xx        = "http_5xx"
+	ClassTimeout        = "timeout" // the attempt timeout expired
+	ClassConnection     = "connection"
+	ClassCircuitOpen    = "circuit_open"    // refused by the host's open circuit breaker
+	ClassAddressRefused = "address_refused" // the outbound-address policy (permanent)
+	ClassPoison         = "poison"          // delivered too often without finishing, or undecodable
+	ClassKafka          = "kafka"           // a Kafka target's produce failed (or its topic is refused: permanent)
+	ClassSecret         = "secret"          // a referenced secret is missing (permanent)
+	ClassInvalidTarget  = "invalid_target"  // no target, bad URL, disabled target kind (permanent)
+	ClassCanceled       = "canceled"        // the attempt was cancelled from outside (fenced, shutdown)
+)
+
+// Failed builds a failure result.
+func Failed(class string, permanent bool, err error) Result {
+	return Result{Class: class, Permanent: permanent, Err: err}
 }
 
 // ExcerptLimit bounds the response excerpt kept in the ledger.
@@ -62,11 +98,11 @@ func (r Router) Fire(ctx context.Context, req Request) Result {
 		return r.HTTP.Fire(ctx, req)
 	case *sundialv1.Target_Kafka:
 		if r.Kafka == nil {
-			return Result{Err: errors.New("target: Kafka targets are not enabled on this worker (--allow-kafka-targets)")}
+			return Failed(ClassInvalidTarget, true, errors.New("target: Kafka targets are not enabled on this worker (--allow-kafka-targets)"))
 		}
 		return r.Kafka.Fire(ctx, req)
 	default:
-		return Result{Err: ErrNoTarget}
+		return Failed(ClassInvalidTarget, true, ErrNoTarget)
 	}
 }
 
@@ -92,4 +128,21 @@ func Headers(secret []byte, req Request) []Header {
 	return h
 }
 
-func errorf(format string, args ...any) Result { return Result{Err: fmt.Errorf(format, args...)} }
+func invalidf(format string, args ...any) Result {
+	return Failed(ClassInvalidTarget, true, fmt.Errorf(format, args...))
+}
+
+// Host is the host (and port, if the URL names one) an HTTP firing goes
+// to, lower-cased: the key of per-host rate limits and circuit breakers.
+// Empty for other targets or an unparsable URL.
+func Host(f *sundialv1.Firing) string {
+	h := f.GetTarget().GetHttp()
+	if h == nil {
+		return ""
+	}
+	u, err := url.Parse(h.GetUrl())
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(u.Host)
+}
