@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"flag"
+	"os"
 
 	"github.com/sundialhq/sundial/pkg/daemon"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
@@ -23,7 +24,7 @@ func main() {
 		},
 		cfg.Validate,
 		func(ctx context.Context, env daemon.Env) ([]lifecycle.Service, error) {
-			w, err := app.New(ctx, cfg, app.Deps{}, env.Logger, env.Registry)
+			w, err := app.New(ctx, cfg, app.Deps{Environ: os.Environ()}, env.Logger, env.Registry)
 			if err != nil {
 				return nil, err
 			}

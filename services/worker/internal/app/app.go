@@ -2,7 +2,7 @@
 // in-process integration tests build exactly the same thing.
 //
 // Start order (stop is the reverse): connections, clock estimator, ledger
-// recorder, holder, executor pool, consumer. The consumer stops first: it
+// recorder, notifier, poison forwarder, holder, executor pool, consumer. The consumer stops first: it
 // stops fetching and leaves the group, and its final revoke waits for the
 // executing firings — which need the executors, the recorder, Redis and
 // Cassandra still running.
@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -25,16 +26,21 @@ import (
 	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/pkg/netpolicy"
+	"github.com/sundialhq/sundial/pkg/secrets"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
 	"github.com/sundialhq/sundial/services/worker/internal/clockoffset"
 	"github.com/sundialhq/sundial/services/worker/internal/consumer"
 	"github.com/sundialhq/sundial/services/worker/internal/executor"
 	"github.com/sundialhq/sundial/services/worker/internal/holder"
+	"github.com/sundialhq/sundial/services/worker/internal/hostguard"
 	"github.com/sundialhq/sundial/services/worker/internal/lagexporter"
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
+	"github.com/sundialhq/sundial/services/worker/internal/notify"
 	"github.com/sundialhq/sundial/services/worker/internal/readyq"
 	"github.com/sundialhq/sundial/services/worker/internal/recorder"
+	"github.com/sundialhq/sundial/services/worker/internal/settle"
 	"github.com/sundialhq/sundial/services/worker/internal/target"
 )
 
@@ -51,6 +57,8 @@ type Worker struct {
 	Queue     *readyq.Queue
 	Estimator *clockoffset.Estimator // nil without --postgres-dsn
 	Metrics   *metrics.Metrics
+	// Breakers is the per-host circuit breaker (nil when disabled).
+	Breakers *hostguard.Breakers
 }
 
 // Deps lets tests replace what the worker would otherwise connect to.
@@ -61,6 +69,10 @@ type Deps struct {
 	Clock clock.Clock
 	// KafkaOpts are extra options for the consumer's client.
 	KafkaOpts []kgo.Opt
+	// Environ is the process environment (os.Environ), from which the
+	// SUNDIAL_SECRET_* secrets are taken; main passes it so nothing deeper
+	// reads the environment.
+	Environ []string
 }
 
 // New builds the worker. Nothing runs until its Services are started; the
@@ -111,10 +123,10 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 		w.Services = append(w.Services, w.Estimator)
 	}
 
-	// Redis: leases and fences.
+	// Redis: leases, fences, overlap markers, delivery counts.
 	rdb := redis.NewClient(&redis.Options{Addr: cfg.RedisAddr})
 	cl.add(func() { _ = rdb.Close() })
-	leases := lease.New(rdb, lease.WithPrefix(cfg.RedisKeyPrefix))
+	leases := lease.New(rdb, lease.WithPrefix(cfg.RedisKeyPrefix), lease.WithMaxDeliveries(cfg.MaxDeliveries), lease.WithMarkerTTL(cfg.DoneTTL))
 	w.Checks["redis"] = func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
 
 	// The ledger.
@@ -144,31 +156,68 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 	})
 	w.Services = append(w.Services, rec)
 
-	// Targets.
-	route := target.Router{HTTP: target.NewHTTP(nil, secret)}
+	// The producer: dead letters, and Kafka targets when allowed.
 	topics := firing.Topics{Prefix: cfg.TopicPrefix}
+	prod, err := kgo.NewClient(
+		kgo.SeedBrokers(splitList(cfg.KafkaBrokers)...),
+		kgo.ClientID(cfg.WorkerID+"-producer"),
+		// Every firing is produced the moment it is due: no linger.
+		kgo.ProducerLinger(0),
+		// acks=all with the idempotent producer (franz-go's default):
+		// an acknowledged firing or dead letter survives a broker
+		// failure, and a retried produce is not duplicated.
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		// Job topics are created by their owners; a typo must fail the
+		// attempt, not create a topic.
+		kgo.UnknownTopicRetries(2),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("kafka producer: %w", err)
+	}
+	cl.add(prod.Close)
+	dlq := settle.NewKafkaDLQ(prod, topics.DLQ())
+
+	// Outbound requests on behalf of jobs: the address policy at dial time,
+	// secrets in headers, per-host breakers.
+	policy, err := netpolicy.New(splitList(cfg.AllowTargetAddrs), splitList(cfg.DenyTargetAddrs),
+		netpolicy.OnRefused(func(reason string) { m.RefusedAddresses.WithLabelValues(reason).Inc() }))
+	if err != nil {
+		return nil, err
+	}
+	tr := target.NewTransport(policy)
+	cl.add(tr.CloseIdleConnections)
+	var sources []secrets.Source
+	if cfg.SecretsDir != "" {
+		sources = append(sources, secrets.Dir(cfg.SecretsDir))
+	}
+	sources = append(sources, secrets.EnvFromEnviron(deps.Environ))
+	resolver := secrets.NewResolver(local, 0, sources...)
+	route := target.Router{HTTP: target.NewHTTP(target.NewClient(tr), secret, target.WithSecrets(resolver), target.WithPolicy(policy))}
 	if allow := cfg.AllowKafkaTargets; allow != "" {
-		prod, err := kgo.NewClient(
-			kgo.SeedBrokers(splitList(cfg.KafkaBrokers)...),
-			kgo.ClientID(cfg.WorkerID+"-targets"),
-			// Every firing is produced the moment it is due: no linger.
-			kgo.ProducerLinger(0),
-			// acks=all with the idempotent producer (franz-go's default):
-			// an acknowledged firing survives a broker failure, and a
-			// retried produce is not duplicated.
-			kgo.RequiredAcks(kgo.AllISRAcks()),
-			// Job topics are created by their owners; a typo must fail
-			// the attempt, not create a topic.
-			kgo.UnknownTopicRetries(2),
-		)
-		if err != nil {
-			return nil, fmt.Errorf("kafka target producer: %w", err)
-		}
-		cl.add(prod.Close)
 		route.Kafka = target.NewKafka(prod, secret, cfg.TopicPrefix+".", splitList(allow))
 	}
+	fire := hostguard.NewBreakers(route, hostguard.BreakerConfig{Failures: cfg.BreakerFailures, Cooldown: cfg.BreakerCooldown}, corrected, hostguard.BreakerMetrics{
+		Transition: func(from, to hostguard.State) {
+			if from != hostguard.Closed {
+				m.Breakers.WithLabelValues(from.String()).Dec()
+			}
+			if to != hostguard.Closed {
+				m.Breakers.WithLabelValues(to.String()).Inc()
+			}
+			m.BreakerTransitions.WithLabelValues(to.String()).Inc()
+			logger.Info("circuit breaker state changed", "from", from.String(), "to", to.String())
+		},
+		Rejected: m.BreakerRejections.Inc,
+	})
+	w.Breakers, _ = fire.(*hostguard.Breakers)
 
-	q := readyq.New(readyq.WithDepthObserver(func(p sundialv1.Priority, d int) {
+	nt := notify.New(target.NewClient(tr), secret, policy, corrected, notify.DefaultConfig,
+		notify.Metrics{Result: func(r string) { m.Notifications.WithLabelValues(r).Inc() }}, logger.With("component", "notify"))
+	w.Services = append(w.Services, nt)
+	raw := settle.NewRawForwarder(dlq, local, logger.With("component", "poison"), func(r string) { m.PoisonRecords.WithLabelValues(r).Inc() })
+	w.Services = append(w.Services, raw)
+
+	q := readyq.New(readyq.WithLane(readyq.FairLanes), readyq.WithDepthObserver(func(p sundialv1.Priority, d int) {
 		m.ReadyDepth.WithLabelValues(firing.PriorityName(p)).Set(float64(d))
 	}))
 	w.Queue = q
@@ -179,8 +228,33 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 	w.Services = append(w.Services, h)
 
 	pool := executor.New(executor.Config{
-		Executors: cfg.Executors, WorkerID: cfg.WorkerID, LeaseTTL: cfg.LeaseTTL, DoneTTL: cfg.DoneTTL,
-	}, q, h, leases, route, rec, corrected, m, logger.With("component", "executor"))
+		Executors: cfg.Executors, WorkerID: cfg.WorkerID, LeaseTTL: cfg.LeaseTTL, DoneTTL: cfg.DoneTTL, MaxDeliveries: cfg.MaxDeliveries,
+	}, q, h, leases, fire, rec, corrected, m, logger.With("component", "executor"))
+	pool.SetNotifier(nt)
+	if l := hostguard.NewLimiter(cfg.HostRate, cfg.HostBurst); l != nil {
+		pool.SetLimiter(l)
+	}
+	if cfg.PostgresDSN != "" {
+		pcfg, err := pgxpool.ParseConfig(cfg.PostgresDSN)
+		if err != nil {
+			return nil, fmt.Errorf("postgres-dsn: %w", err)
+		}
+		// Retries, dead letters and completions only: a few connections.
+		pcfg.MaxConns = 4
+		pg, err := pgxpool.NewWithConfig(ctx, pcfg)
+		if err != nil {
+			return nil, fmt.Errorf("postgres pool: %w", err)
+		}
+		cl.add(pg.Close)
+		pool.SetSettler(settle.New(settle.NewPostgres(pg), dlq, corrected, settle.Config{}, settle.Metrics{
+			RetryScheduled: func(pr, class string) { m.RetriesScheduled.WithLabelValues(pr, class).Inc() },
+			DeadLetter:     func(class string) { m.DeadLetters.WithLabelValues(class).Inc() },
+			JobCompleted:   func(o string) { m.JobCompletions.WithLabelValues(o).Inc() },
+			StepError:      func(step string) { m.SettleErrors.WithLabelValues(step).Inc() },
+		}, logger.With("component", "settle")))
+	} else {
+		logger.Warn("no --postgres-dsn: failed attempts are recorded FAILED and neither retried nor dead-lettered")
+	}
 	w.Services = append(w.Services, pool)
 
 	w.Consumer = consumer.New(consumer.Config{
@@ -192,6 +266,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 		DrainTimeout:   cfg.RevokeDrainTimeout,
 		CommitInterval: cfg.CommitInterval,
 		MaxHeld:        cfg.MaxHeld,
+		Poison:         raw.Forward,
 		Opts:           deps.KafkaOpts,
 	}, h, m, logger.With("component", "consumer"))
 	w.Services = append(w.Services, w.Consumer)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/config"
+	"github.com/sundialhq/sundial/pkg/netpolicy"
 )
 
 // Config is every worker setting, loaded once in main from flags and
@@ -40,6 +41,16 @@ type Config struct {
 	CommitInterval     time.Duration
 	MaxHeld            int
 	AllowKafkaTargets  string
+
+	// Failure handling and safety (issue 5).
+	MaxDeliveries    int
+	AllowTargetAddrs string
+	DenyTargetAddrs  string
+	HostRate         float64
+	HostBurst        int
+	BreakerFailures  int
+	BreakerCooldown  time.Duration
+	SecretsDir       string
 }
 
 // Register adds the worker's flags to fs.
@@ -66,6 +77,14 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.CommitInterval, "commit-interval", time.Second, "how often offsets are committed")
 	fs.IntVar(&c.MaxHeld, "max-held", 1_000_000, "pause fetching while this many firings are held")
 	fs.StringVar(&c.AllowKafkaTargets, "allow-kafka-targets", "*", "topic prefixes jobs may produce to, comma-separated; * any, empty none (platform topics are always refused)")
+	fs.IntVar(&c.MaxDeliveries, "max-deliveries", 5, "an attempt taken this many times without finishing (its workers crashed on it) is dead-lettered as poison on the next delivery; 0 never")
+	fs.StringVar(&c.AllowTargetAddrs, "allow-target-addrs", "", "comma-separated CIDRs, IPs or IP:port that targets and callbacks may reach even though the outbound policy refuses them (loopback, link-local, metadata)")
+	fs.StringVar(&c.DenyTargetAddrs, "deny-target-addrs", "", "comma-separated CIDRs or IPs targets and callbacks must not reach, on top of the built-in ones (e.g. private ranges)")
+	fs.Float64Var(&c.HostRate, "host-rate", 0, "requests per second per target host (token bucket); 0 no limit")
+	fs.IntVar(&c.HostBurst, "host-burst", 100, "burst of the per-host rate limit")
+	fs.IntVar(&c.BreakerFailures, "breaker-failures", 20, "consecutive failed attempts (connection, timeout, 5xx) to one host that open its circuit breaker; 0 disables breakers")
+	fs.DurationVar(&c.BreakerCooldown, "breaker-cooldown", 30*time.Second, "how long an open circuit breaker fails attempts fast before letting a probe through")
+	fs.StringVar(&c.SecretsDir, "secrets-dir", "", "directory with one file per secret for {{secret:NAME}} header references (SUNDIAL_SECRET_<NAME> variables are read too)")
 }
 
 // Validate records problems, each naming its flag.
@@ -120,6 +139,32 @@ func (c *Config) Validate(p *config.Problems) {
 	}
 	if c.MaxHeld < 1 {
 		p.Addf("max-held", "must be at least 1")
+	}
+	if c.MaxDeliveries < 0 {
+		p.Addf("max-deliveries", "must not be negative")
+	}
+	if _, err := netpolicy.New(splitList(c.AllowTargetAddrs), nil); err != nil {
+		p.Addf("allow-target-addrs", "%v", err)
+	}
+	if _, err := netpolicy.New(nil, splitList(c.DenyTargetAddrs)); err != nil {
+		p.Addf("deny-target-addrs", "%v", err)
+	}
+	if c.HostRate < 0 {
+		p.Addf("host-rate", "must not be negative")
+	}
+	if c.HostRate > 0 && c.HostBurst < 1 {
+		p.Addf("host-burst", "must be at least 1 with a rate limit")
+	}
+	if c.BreakerFailures < 0 {
+		p.Addf("breaker-failures", "must not be negative")
+	}
+	if c.BreakerFailures > 0 && c.BreakerCooldown <= 0 {
+		p.Addf("breaker-cooldown", "must be positive")
+	}
+	if c.SecretsDir != "" {
+		if st, err := os.Stat(c.SecretsDir); err != nil || !st.IsDir() {
+			p.Addf("secrets-dir", "%q is not a readable directory", c.SecretsDir)
+		}
 	}
 }
 

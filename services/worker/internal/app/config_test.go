@@ -42,6 +42,13 @@ func TestDefaultsNeedOnlyASecret(t *testing.T) {
 	if s, err := c.Secret(); err != nil || string(s) != "s" {
 		t.Fatalf("secret %q, %v", s, err)
 	}
+	if c.MaxDeliveries != 5 || c.HostRate != 0 || c.BreakerFailures != 20 || c.BreakerCooldown.Seconds() != 30 || c.AllowTargetAddrs != "" {
+		t.Fatalf("failure-handling defaults %+v", c)
+	}
+	c, err = load(t, nil, map[string]string{"SUNDIAL_SIGNING_SECRET": "s", "SUNDIAL_ALLOW_TARGET_ADDRS": "127.0.0.1, [::1]:8099"})
+	if err != nil || c.AllowTargetAddrs != "127.0.0.1, [::1]:8099" {
+		t.Fatalf("allowlist from the environment: %q %v", c.AllowTargetAddrs, err)
+	}
 }
 
 func TestValidateNamesTheFlag(t *testing.T) {
@@ -55,6 +62,13 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{[]string{"--kafka-brokers", " , "}, "kafka-brokers"},
 		{[]string{"--signing-secret-file", "/x"}, "signing-secret"},
 		{[]string{"--group", ""}, "group"},
+		{[]string{"--allow-target-addrs", "sink.internal:8099"}, "allow-target-addrs"},
+		{[]string{"--deny-target-addrs", "10.0.0.0/99"}, "deny-target-addrs"},
+		{[]string{"--max-deliveries", "-1"}, "max-deliveries"},
+		{[]string{"--host-rate", "-3"}, "host-rate"},
+		{[]string{"--host-rate", "5", "--host-burst", "0"}, "host-burst"},
+		{[]string{"--breaker-failures", "-1"}, "breaker-failures"},
+		{[]string{"--secrets-dir", "/nonexistent/secrets"}, "secrets-dir"},
 	} {
 		args := append([]string{"--signing-secret", "s"}, tc.args...)
 		if _, err := load(t, args, nil); err == nil || !strings.Contains(err.Error(), tc.flag+":") {

@@ -72,6 +72,12 @@ type Config struct {
 	// MaxHeld pauses fetching while this many firings are held, bounding
 	// memory whatever the backlog.
 	MaxHeld int
+	// Poison, when set, receives each undecodable record (a private copy)
+	// and why it could not be decoded, and must call done once the record
+	// is safely elsewhere (the DLQ topic); only then may the offset be
+	// committed past it. It must not block. Without it the record is
+	// skipped.
+	Poison func(rec *kgo.Record, cause error, done func())
 	// Opts are extra client options (tests).
 	Opts []kgo.Opt
 }

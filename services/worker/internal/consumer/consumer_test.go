@@ -228,6 +228,51 @@ func TestPoisonRecordIsPassed(t *testing.T) {
 	eventually(t, "commit to 2", func() bool { return r.committed(t, 0) == 2 })
 }
 
+// With a Poison hook, the offset passes an undecodable record only once the
+// hook says it is done (on the DLQ topic), and the hook gets its bytes.
+func TestPoisonRecordWaitsForTheHook(t *testing.T) {
+	r := newRig(t, 1)
+	r.produceRaw(t, 0, []byte("not a protobuf \xff\xff\xff"))
+	r.produce(t, 0, 1)
+	type poisoned struct {
+		rec   *kgo.Record
+		cause error
+		done  func()
+	}
+	got := make(chan poisoned, 1)
+	h := newRecHolder()
+	c := New(Config{
+		Brokers: r.addrs, Topics: []string{topic}, Group: "g", ClientID: "a",
+		SessionTimeout: 6 * time.Second, CommitInterval: 20 * time.Millisecond, DrainTimeout: time.Second,
+		Poison: func(rec *kgo.Record, cause error, done func()) { got <- poisoned{rec, cause, done} },
+	}, h, metrics.New(prometheus.NewRegistry()), logger())
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	p := <-got
+	if string(p.rec.Value) != "not a protobuf \xff\xff\xff" || p.rec.Offset != 0 || p.cause == nil {
+		t.Fatalf("hook got %q at %d: %v", p.rec.Value, p.rec.Offset, p.cause)
+	}
+	h.wait(t, 1)
+	claimFinish(t, h, "p0-o0")
+	eventually(t, "first commit", func() bool { return r.committed(t, 0) == 0 })
+	// Watch for five commit intervals: the offset stays at the poison record.
+	window := time.After(100 * time.Millisecond)
+	for watching := true; watching; {
+		if got := r.committed(t, 0); got != 0 {
+			t.Fatalf("committed %d past a poison record not yet on the DLQ", got)
+		}
+		select {
+		case <-window:
+			watching = false
+		default:
+		}
+	}
+	p.done()
+	eventually(t, "commit past both", func() bool { return r.committed(t, 0) == 2 })
+}
+
 // When a second member joins, the partition that moves is revoked from the
 // first: its held firings are abandoned (taken out of the holder), its
 // executing firing is waited for, the commit lands just below the first

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"bytes"
+	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -48,13 +49,22 @@ func (p *partition) add(recs []*kgo.Record) {
 	}
 	for _, r := range recs {
 		f, err := firing.Decode(r.Value)
-		if err != nil || f.GetExecutionId() == "" || f.GetJobId() == "" {
-			// Poison: it can never fire. Let the offset pass it (the DLQ
-			// issue sends it to sundial.dlq instead).
+		if err == nil && (f.GetExecutionId() == "" || f.GetJobId() == "") {
+			err = errors.New("envelope without execution id or job id")
+		}
+		if err != nil {
+			// Poison: it can never fire. It goes to the DLQ topic as it
+			// is, and the offset passes it once it is there.
 			p.c.m.Firings.WithLabelValues("unknown", "poison").Inc()
-			p.c.logger.Error("undecodable firing record, skipping it", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
+			p.c.logger.Error("undecodable firing record, sending it to the dead-letter topic", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
 			m := p.wm.Track(r.Offset, r.LeaderEpoch, nil)
-			p.wm.Finish(m)
+			if hook := p.c.cfg.Poison; hook != nil {
+				cp := *r
+				cp.Key, cp.Value, cp.Headers = bytes.Clone(r.Key), bytes.Clone(r.Value), nil
+				hook(&cp, err, func() { p.wm.Finish(m) })
+			} else {
+				p.wm.Finish(m)
+			}
 			continue
 		}
 		at := f.GetFireTime()

@@ -1,11 +1,31 @@
 // Package executor is the bounded pool that fires due firings: it pops the
 // most urgent one from the ready queue, takes its lease in one Redis call,
-// calls the target, and hands the attempt's records to the recorder.
+// calls the target, settles what follows (a retry staged in the outbox, a
+// dead letter, a completed job), and hands the attempt's records to the
+// recorder.
 //
-// The firing path is timer → ready queue → lease (Redis) → target. Neither
-// Postgres nor the relay is on it, and the ledger is written beside it: the
+// The firing path is timer → ready queue → (host rate limit) → lease
+// (Redis) → target. Neither Postgres nor the relay is on it: Postgres is
+// written after the target answered, and only when the attempt failed or
+// was the job's last slot. The ledger is written beside the path: the
 // RUNNING record is handed to the recorder without waiting, the final one
-// after the target answered.
+// after the attempt settled.
+//
+// After the target answers, in this order, while the lease is still held
+// and renewed:
+//
+//  1. decide (pkg retry): SUCCEEDED, RETRY_SCHEDULED or DEAD;
+//  2. settle (pkg settle): write the retry to the outbox, or the dead
+//     letter to Postgres and the DLQ topic, and complete a last-slot job —
+//     retried until it succeeds; a pool stopping meanwhile leaves the
+//     firing unfinished and its lease released, so it is redelivered;
+//  3. mark (Redis): the done marker (success), or the attempt marker, which
+//     also keeps or clears the overlap policy's running marker;
+//  4. notify the job's callback (asynchronous, best effort);
+//  5. record the final ledger row, whose write finishes the firing.
+//
+// A crash before 3 redelivers the firing and repeats the attempt (1 and 2
+// are idempotent); a crash after 3 drops the redelivery as done.
 package executor
 
 import (
@@ -28,7 +48,10 @@ import (
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
+	"github.com/sundialhq/sundial/services/worker/internal/notify"
 	"github.com/sundialhq/sundial/services/worker/internal/readyq"
+	"github.com/sundialhq/sundial/services/worker/internal/retry"
+	"github.com/sundialhq/sundial/services/worker/internal/settle"
 	"github.com/sundialhq/sundial/services/worker/internal/target"
 	"github.com/sundialhq/sundial/services/worker/internal/work"
 )
@@ -37,8 +60,10 @@ import (
 type Leaser interface {
 	Acquire(ctx context.Context, ex lease.Execution, holder string, ttl time.Duration) (lease.Result, error)
 	Renew(ctx context.Context, ex lease.Execution, holder string, ttl time.Duration) error
+	Release(ctx context.Context, ex lease.Execution, holder string) (bool, error)
 	MarkDone(ctx context.Context, ex lease.Execution, holder string, ttl time.Duration) error
 	MarkAttemptDone(ctx context.Context, ex lease.Execution, holder string, ttl time.Duration) error
+	MarkRetryPending(ctx context.Context, ex lease.Execution, holder string, ttl, keepRunning time.Duration) error
 }
 
 // Recorder is the part of recorder.Recorder the executor uses.
@@ -50,23 +75,20 @@ type Recorder interface {
 // Holder takes items back to try again later.
 type Holder interface{ Add(it *work.Item) }
 
-// Decider turns a finished attempt into its ledger status. The default says
-// SUCCEEDED or FAILED; the retry policy (next issue) replaces it with one
-// that schedules the next attempt (RETRY_SCHEDULED) or dead-letters the
-// execution (DEAD), and it runs before the done markers are written.
-type Decider interface {
-	Decide(ctx context.Context, f *sundialv1.Firing, res target.Result) sundialv1.ExecutionStatus
+// Settler makes an attempt's consequences durable (*settle.Settler).
+type Settler interface {
+	Settle(ctx context.Context, f *sundialv1.Firing, d retry.Decision, res target.Result) (settle.Outcome, error)
 }
 
-// SucceededOrFailed is the default Decider: 2xx (or an acknowledged
-// produce) is SUCCEEDED, anything else FAILED.
-type SucceededOrFailed struct{}
+// Notifier queues completion notifications without blocking
+// (*notify.Notifier).
+type Notifier interface {
+	Notify(callbackURL string, s notify.Summary) bool
+}
 
-func (SucceededOrFailed) Decide(_ context.Context, _ *sundialv1.Firing, res target.Result) sundialv1.ExecutionStatus {
-	if res.OK {
-		return sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED
-	}
-	return sundialv1.ExecutionStatus_EXECUTION_STATUS_FAILED
+// Limiter rate-limits requests per target host (*hostguard.Limiter).
+type Limiter interface {
+	Reserve(host string, now time.Time) time.Duration
 }
 
 // Config tunes the pool.
@@ -84,29 +106,40 @@ type Config struct {
 	RedisTimeout time.Duration
 	// RetryAfter is how long a firing waits when Redis could not be asked.
 	RetryAfter time.Duration
+	// RunningGrace is how long, past a retry's backoff, the job's overlap
+	// marker keeps naming the execution (the retry re-takes it when it
+	// fires; the grace covers its publishing and a late timer).
+	RunningGrace time.Duration
+	// MaxDeliveries is the poison threshold (for the ledger's wording; the
+	// lease store enforces it).
+	MaxDeliveries int
 }
 
 // DefaultConfig values.
-var DefaultConfig = Config{Executors: 128, LeaseTTL: 10 * time.Second, DoneTTL: 7 * 24 * time.Hour, RedisTimeout: 2 * time.Second, RetryAfter: 250 * time.Millisecond}
+var DefaultConfig = Config{Executors: 128, LeaseTTL: 10 * time.Second, DoneTTL: 7 * 24 * time.Hour, RedisTimeout: 2 * time.Second,
+	RetryAfter: 250 * time.Millisecond, RunningGrace: time.Minute}
 
 // Pool is a lifecycle.Service running Config.Executors goroutines.
 type Pool struct {
-	cfg     Config
-	queue   *readyq.Queue
-	holder  Holder
-	leaser  Leaser
-	target  target.Target
-	rec     Recorder
-	decider Decider
-	clk     clock.Clock
-	m       *metrics.Metrics
-	logger  *slog.Logger
+	cfg      Config
+	queue    *readyq.Queue
+	holder   Holder
+	leaser   Leaser
+	target   target.Target
+	rec      Recorder
+	settler  Settler
+	notifier Notifier
+	limiter  Limiter
+	clk      clock.Clock
+	m        *metrics.Metrics
+	logger   *slog.Logger
 
 	seq    atomic.Uint64
 	runner lifecycle.Runner
-	// stopping ends when Stop is called: attempts run on, but a final
-	// record that cannot be handed to the recorder is then given up (the
-	// firing stays unfinished and is redelivered).
+	// stopping ends when Stop is called: attempts run on, but settling
+	// gives up retrying, and a final record that cannot be handed to the
+	// recorder is given up (the firing stays unfinished and is
+	// redelivered).
 	stopping context.Context
 }
 
@@ -127,11 +160,22 @@ func New(cfg Config, q *readyq.Queue, h Holder, l Leaser, t target.Target, rec R
 	if cfg.RetryAfter <= 0 {
 		cfg.RetryAfter = DefaultConfig.RetryAfter
 	}
-	return &Pool{cfg: cfg, queue: q, holder: h, leaser: l, target: t, rec: rec, decider: SucceededOrFailed{}, clk: clk, m: m, logger: logger}
+	if cfg.RunningGrace <= 0 {
+		cfg.RunningGrace = max(DefaultConfig.RunningGrace, 3*cfg.LeaseTTL)
+	}
+	return &Pool{cfg: cfg, queue: q, holder: h, leaser: l, target: t, rec: rec, clk: clk, m: m, logger: logger, stopping: context.Background()}
 }
 
-// SetDecider replaces the default Decider; call before Start.
-func (p *Pool) SetDecider(d Decider) { p.decider = d }
+// SetSettler makes failures retried through the outbox and dead-lettered,
+// and last slots complete their jobs. Without one (no Postgres), a failed
+// attempt is recorded FAILED and nothing follows it. Call before Start.
+func (p *Pool) SetSettler(s Settler) { p.settler = s }
+
+// SetNotifier sends completion notifications to jobs' callback URLs.
+func (p *Pool) SetNotifier(n Notifier) { p.notifier = n }
+
+// SetLimiter rate-limits requests per target host.
+func (p *Pool) SetLimiter(l Limiter) { p.limiter = l }
 
 // Start runs the executors.
 func (p *Pool) Start(context.Context) error {
@@ -169,6 +213,18 @@ func (p *Pool) count(f *sundialv1.Firing, pr sundialv1.Priority, outcome string)
 	p.m.Firings.WithLabelValues(firing.PriorityName(pr), outcome).Inc()
 }
 
+// Overlap maps a job's overlap policy to the lease script's.
+func Overlap(o sundialv1.OverlapPolicy) lease.Overlap {
+	switch o {
+	case sundialv1.OverlapPolicy_OVERLAP_POLICY_SKIP:
+		return lease.OverlapSkip
+	case sundialv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE:
+		return lease.OverlapBufferOne
+	default:
+		return lease.OverlapAllow
+	}
+}
+
 func (p *Pool) process(ctx context.Context, it *work.Item) {
 	if !it.Owner.Claim(it) {
 		return // its partition went elsewhere; the new owner fires it
@@ -184,7 +240,23 @@ func (p *Pool) process(ctx context.Context, it *work.Item) {
 	pr := firing.PriorityName(f.GetPriority())
 	p.m.Lateness.WithLabelValues(pr, "timer").Observe(max(0, time.Duration(it.Ready-it.FireAt).Seconds()))
 
-	ex := lease.Execution{JobID: f.GetJobId(), ExecutionID: f.GetExecutionId(), Attempt: max(f.GetAttempt(), 1), Version: f.GetJobVersion()}
+	// The host's rate limit is checked before the lease: a firing over it
+	// waits in the holder, not in an executor and not under a lease.
+	if p.limiter != nil {
+		if host := target.Host(f); host != "" {
+			if wait := p.limiter.Reserve(host, p.clk.Now()); wait > 0 {
+				p.count(f, 0, "rate_limited")
+				p.m.RateLimited.Inc()
+				p.requeue(it, wait)
+				return
+			}
+		}
+	}
+
+	ex := lease.Execution{
+		JobID: f.GetJobId(), ExecutionID: f.GetExecutionId(), Attempt: max(f.GetAttempt(), 1), Version: f.GetJobVersion(),
+		Overlap: Overlap(f.GetOverlap()), FirstAttempt: f.GetFirstAttempt(),
+	}
 	// Unique per delivery, so a duplicate delivered to this same worker is
 	// excluded too.
 	holder := p.cfg.WorkerID + "/" + strconv.FormatUint(p.seq.Add(1), 36)
@@ -204,11 +276,10 @@ func (p *Pool) process(ctx context.Context, it *work.Item) {
 		it.Owner.Finish(it)
 	case lease.Stale:
 		p.count(f, 0, "stale")
-		now := p.clk.Now()
 		a := p.attemptRecord(f, sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED, 0)
-		a.FinishedTime = timestamppb.New(now)
-		a.Reason = fmt.Sprintf("stale job version %d (current %d)", f.GetJobVersion(), res.CurrentVersion)
-		p.final(ctx, it, a)
+		a.FinishedTime = timestamppb.New(p.clk.Now())
+		a.Reason = fmt.Sprintf("stale job version %d (current %d): the job changed after this firing was staged", f.GetJobVersion(), res.CurrentVersion)
+		p.final(it, a)
 	case lease.Held:
 		// Another delivery is firing it. Keep ours until that lease ends:
 		// if its holder dies, this copy still fires; if it finished, the
@@ -217,6 +288,16 @@ func (p *Pool) process(ctx context.Context, it *work.Item) {
 		p.m.LeaseConflicts.Inc()
 		it.Deliveries++
 		p.requeue(it, res.HeldFor+p.cfg.LeaseTTL/10)
+	case lease.Overlapping:
+		p.overlapSkipped(ctx, it, f, ex, res.Running)
+	case lease.Waiting:
+		// Behind the running execution (BUFFER_ONE, or a retry): look
+		// again when its marker ends.
+		p.count(f, 0, "overlap_waiting")
+		p.m.OverlapWaits.WithLabelValues(ex.Overlap.String()).Inc()
+		p.requeue(it, res.HeldFor+p.cfg.LeaseTTL/10)
+	case lease.Poison:
+		p.poison(ctx, it, f, ex, holder, res)
 	case lease.Acquired:
 		p.attempt(ctx, it, f, ex, holder, res.Fence)
 	}
@@ -228,6 +309,50 @@ func (p *Pool) requeue(it *work.Item, after time.Duration) {
 	}
 	it.FireAt = p.clk.Now().Add(after).UnixNano()
 	p.holder.Add(it)
+}
+
+func (p *Pool) overlapSkipped(ctx context.Context, it *work.Item, f *sundialv1.Firing, ex lease.Execution, running string) {
+	p.count(f, 0, "overlap_skipped")
+	p.m.OverlapSkips.WithLabelValues(ex.Overlap.String()).Inc()
+	a := p.attemptRecord(f, sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED, 0)
+	a.FinishedTime = timestamppb.New(p.clk.Now())
+	if ex.Overlap == lease.OverlapBufferOne {
+		a.Reason = fmt.Sprintf("overlap BUFFER_ONE: execution %s of this job is running and another is already waiting behind it", running)
+	} else {
+		a.Reason = fmt.Sprintf("overlap SKIP: execution %s of this job is still running", running)
+	}
+	if f.GetLastSlot() && p.settler != nil {
+		// The schedule's last slot was skipped: nothing later will
+		// complete the job.
+		d := retry.Decision{Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED, Attempts: 0, Reason: a.Reason}
+		if _, err := p.settler.Settle(p.stopping, f, d, target.Result{}); err != nil {
+			p.logger.Warn("could not complete the job after its skipped last slot; it is redelivered", "err", err, "execution_id", ex.ExecutionID)
+			return
+		}
+	}
+	p.final(it, a)
+}
+
+// poison dead-letters an attempt its workers kept dying on, without firing
+// it again; the lease is held.
+func (p *Pool) poison(ctx context.Context, it *work.Item, f *sundialv1.Firing, ex lease.Execution, holder string, lr lease.Result) {
+	p.count(f, 0, "poison")
+	err := fmt.Errorf("delivered %d times without finishing (max deliveries %d): its workers crashed or hung on it", lr.Deliveries, p.cfg.MaxDeliveries)
+	res := target.Failed(target.ClassPoison, true, err)
+	d := retry.Decision{Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_DEAD, Class: target.ClassPoison, Attempts: retry.AttemptsMade(f),
+		Reason: "poison: " + err.Error() + "; dead-lettered without firing"}
+	now := p.clk.Now()
+	out, ok := p.settle(ctx, it, f, ex, holder, &d, res)
+	if !ok {
+		return
+	}
+	p.markFinished(ctx, ex, holder, d)
+	p.notify(f, d, res, now, out)
+	a := p.attemptRecord(f, d.Status, lr.Fence)
+	a.FinishedTime = timestamppb.New(now)
+	a.Error = err.Error()
+	a.Reason = d.Reason
+	p.final(it, a)
 }
 
 func (p *Pool) attempt(ctx context.Context, it *work.Item, f *sundialv1.Firing, ex lease.Execution, holder string, fence int64) {
@@ -255,43 +380,95 @@ func (p *Pool) attempt(ctx context.Context, it *work.Item, f *sundialv1.Firing, 
 		defer close(renewDone)
 		p.renew(actx, cancel, ex, holder, renewTimer)
 	}()
+	stopRenewing := func() {
+		cancel(nil)
+		<-renewDone
+	}
 	res := p.target.Fire(actx, target.Request{Firing: f, Fence: fence, SentAt: started})
-	fenced := errors.Is(context.Cause(actx), lease.ErrFenced)
-	cancel(nil)
-	<-renewDone
 	finished := p.clk.Now()
 
-	var status sundialv1.ExecutionStatus
-	if fenced {
+	var (
+		d   retry.Decision
+		out settle.Outcome
+	)
+	if errors.Is(context.Cause(actx), lease.ErrFenced) {
 		// Another holder fires with a larger fence; this result is stale.
-		status = sundialv1.ExecutionStatus_EXECUTION_STATUS_FENCED
+		stopRenewing()
+		d = retry.Decision{Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_FENCED, Attempts: retry.AttemptsMade(f),
+			Reason: "lease taken over by another delivery during the attempt; this result is discarded"}
 		if res.Err == nil {
 			res.Err = lease.ErrFenced
 		}
 	} else {
-		status = p.decider.Decide(ctx, f, res)
-		p.markFinished(ctx, ex, holder, status)
+		d = p.decide(f, res, finished)
+		// Settled under the lease, which is still being renewed.
+		var ok bool
+		out, ok = p.settle(ctx, it, f, ex, holder, &d, res)
+		stopRenewing()
+		if !ok {
+			return
+		}
+		p.markFinished(ctx, ex, holder, d)
+		p.notify(f, d, res, finished, out)
 	}
-	p.count(f, 0, outcomeName(status))
+	p.count(f, 0, outcomeName(d.Status))
 
-	a := p.attemptRecord(f, status, fence)
+	a := p.attemptRecord(f, d.Status, fence)
 	a.StartedTime = timestamppb.New(started)
 	a.FinishedTime = timestamppb.New(finished)
 	a.Lateness = durationpb.New(started.Sub(fireAt))
 	a.Duration = durationpb.New(finished.Sub(started))
 	a.HttpStatus = int32(res.HTTPStatus)
 	a.ResponseExcerpt = res.Excerpt
+	a.Reason = d.Reason
 	if res.Err != nil && !res.OK {
 		a.Error = res.Err.Error()
 	}
-	if !res.OK && status == sundialv1.ExecutionStatus_EXECUTION_STATUS_FAILED {
-		p.logger.Info("attempt failed", "execution_id", ex.ExecutionID, "job_id", ex.JobID, "attempt", ex.Attempt, "http_status", res.HTTPStatus, "err", res.Err)
+	if !res.OK && d.Status != sundialv1.ExecutionStatus_EXECUTION_STATUS_FENCED {
+		p.logger.Info("attempt failed", "execution_id", ex.ExecutionID, "job_id", ex.JobID, "attempt", ex.Attempt,
+			"http_status", res.HTTPStatus, "class", d.Class, "status", outcomeName(d.Status), "err", res.Err)
 	}
-	p.final(ctx, it, a)
+	p.final(it, a)
 }
 
-// renew keeps the lease alive while the target call runs; a takeover by
-// another holder cancels the call.
+// decide is retry.Decide, or SUCCEEDED/FAILED when nothing can follow a
+// failure (no Postgres to stage a retry or record a dead letter in).
+func (p *Pool) decide(f *sundialv1.Firing, res target.Result, now time.Time) retry.Decision {
+	d := retry.Decide(f, res, now)
+	if p.settler == nil && d.Status != sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED {
+		return retry.Decision{Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_FAILED, Class: d.Class, Attempts: d.Attempts,
+			Reason: d.Class + "; not retried or dead-lettered: this worker has no Postgres (--postgres-dsn)"}
+	}
+	return d
+}
+
+// settle runs the settler; when it gives up (the pool is stopping and
+// Postgres or Kafka does not answer), the lease is released and the firing
+// left unfinished, so its redelivery makes the attempt again.
+func (p *Pool) settle(ctx context.Context, it *work.Item, f *sundialv1.Firing, ex lease.Execution, holder string, d *retry.Decision, res target.Result) (settle.Outcome, bool) {
+	if p.settler == nil {
+		if d.Status == sundialv1.ExecutionStatus_EXECUTION_STATUS_DEAD {
+			d.Status = sundialv1.ExecutionStatus_EXECUTION_STATUS_FAILED
+			d.Reason += "; not dead-lettered: this worker has no Postgres (--postgres-dsn)"
+		}
+		return settle.Outcome{}, true
+	}
+	out, err := p.settler.Settle(p.stopping, f, *d, res)
+	if err != nil {
+		p.logger.Error("could not settle the attempt while stopping; it will be redelivered and made again", "err", err, "execution_id", ex.ExecutionID, "attempt", ex.Attempt)
+		rctx, cancel := context.WithTimeout(ctx, p.cfg.RedisTimeout)
+		_, _ = p.leaser.Release(rctx, ex, holder)
+		cancel()
+		return out, false
+	}
+	if out.Next != nil {
+		d.Reason = fmt.Sprintf("%s; staged as attempt %d", d.Reason, out.Next.GetAttempt())
+	}
+	return out, true
+}
+
+// renew keeps the lease alive while the target call runs and the attempt
+// settles; a takeover by another holder cancels the call.
 func (p *Pool) renew(ctx context.Context, cancel context.CancelCauseFunc, ex lease.Execution, holder string, t clock.Timer) {
 	defer t.Stop()
 	for {
@@ -317,18 +494,23 @@ func (p *Pool) renew(ctx context.Context, cancel context.CancelCauseFunc, ex lea
 	}
 }
 
-// markFinished writes the done marker (success) or the attempt-finished
-// marker (anything else), which also releases the lease. It retries a
-// little: without the marker a redelivery would fire again.
-func (p *Pool) markFinished(ctx context.Context, ex lease.Execution, holder string, status sundialv1.ExecutionStatus) {
-	mark := p.leaser.MarkAttemptDone
-	if status == sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED {
-		mark = p.leaser.MarkDone
+// markFinished writes the done marker (success), the retry-pending marker
+// (a retry is staged: the overlap marker stays through the backoff) or the
+// attempt marker (anything else), which also releases the lease. It retries
+// a little: without the marker a redelivery would fire again.
+func (p *Pool) markFinished(ctx context.Context, ex lease.Execution, holder string, d retry.Decision) {
+	mark := func(c context.Context) error { return p.leaser.MarkAttemptDone(c, ex, holder, p.cfg.DoneTTL) }
+	switch d.Status {
+	case sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED:
+		mark = func(c context.Context) error { return p.leaser.MarkDone(c, ex, holder, p.cfg.DoneTTL) }
+	case sundialv1.ExecutionStatus_EXECUTION_STATUS_RETRY_SCHEDULED:
+		keep := d.Delay + p.cfg.RunningGrace
+		mark = func(c context.Context) error { return p.leaser.MarkRetryPending(c, ex, holder, p.cfg.DoneTTL, keep) }
 	}
 	backoff := 50 * time.Millisecond
 	for i := 0; ; i++ {
 		mctx, cancel := context.WithTimeout(ctx, p.cfg.RedisTimeout)
-		err := mark(mctx, ex, holder, p.cfg.DoneTTL)
+		err := mark(mctx)
 		cancel()
 		if err == nil {
 			return
@@ -343,7 +525,33 @@ func (p *Pool) markFinished(ctx context.Context, ex lease.Execution, holder stri
 	}
 }
 
-func (p *Pool) final(_ context.Context, it *work.Item, a *sundialv1.ExecutionAttempt) {
+// notify queues the job's completion notification: on success, and on
+// death (its final failure and its entry in the DLQ, one notification).
+func (p *Pool) notify(f *sundialv1.Firing, d retry.Decision, res target.Result, finished time.Time, out settle.Outcome) {
+	if p.notifier == nil || f.GetCallbackUrl() == "" {
+		return
+	}
+	event := ""
+	switch d.Status {
+	case sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED:
+		event = notify.EventSucceeded
+	case sundialv1.ExecutionStatus_EXECUTION_STATUS_DEAD:
+		event = notify.EventDead
+	default:
+		return
+	}
+	s := notify.Summary{
+		Event: event, ExecutionID: f.GetExecutionId(), JobID: f.GetJobId(), Tenant: f.GetTenant(), Status: d.Status.String(),
+		Attempt: max(f.GetAttempt(), 1), Attempts: d.Attempts, ErrorClass: d.Class, HTTPStatus: res.HTTPStatus,
+		Scheduled: f.GetScheduledTime().AsTime(), Finished: finished.UTC(), CatchUp: f.GetCatchUp(), DeadLetter: out.DeadLetter != nil,
+	}
+	if res.Err != nil && !res.OK {
+		s.Error = res.Err.Error()
+	}
+	p.notifier.Notify(f.GetCallbackUrl(), s)
+}
+
+func (p *Pool) final(it *work.Item, a *sundialv1.ExecutionAttempt) {
 	if !p.rec.Final(p.stopping, a, func() { it.Owner.Finish(it) }) {
 		// Stopping: leave the firing unfinished, so its offset is not
 		// committed and it is redelivered (then dropped as done).

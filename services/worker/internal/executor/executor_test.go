@@ -94,6 +94,18 @@ func (l *fakeLeaser) MarkAttemptDone(_ context.Context, ex lease.Execution, _ st
 	l.marks = append(l.marks, "attempt "+ex.ExecutionID)
 	return nil
 }
+func (l *fakeLeaser) MarkRetryPending(_ context.Context, ex lease.Execution, _ string, _, keep time.Duration) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.marks = append(l.marks, "retry "+ex.ExecutionID+" keep "+keep.String())
+	return nil
+}
+func (l *fakeLeaser) Release(_ context.Context, ex lease.Execution, _ string) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.marks = append(l.marks, "release "+ex.ExecutionID)
+	return true, nil
+}
 
 type fakeTarget struct {
 	fire func(ctx context.Context, req target.Request) target.Result

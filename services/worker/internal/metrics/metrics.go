@@ -20,8 +20,9 @@ type Metrics struct {
 	// "timer" when the holder released it, "target" when the attempt
 	// started (after the lease), which is what the target observes.
 	Lateness *prometheus.HistogramVec
-	// Firings by priority and outcome (succeeded, failed, fenced,
-	// duplicate, stale, lease_conflict, lease_error, poison).
+	// Firings by priority and outcome (succeeded, retry_scheduled, dead,
+	// failed, fenced, duplicate, stale, lease_conflict, lease_error,
+	// poison, overlap_skipped, overlap_waiting, rate_limited).
 	Firings *prometheus.CounterVec
 	// LeaseConflicts counts firings whose lease another delivery held.
 	LeaseConflicts prometheus.Counter
@@ -45,6 +46,40 @@ type Metrics struct {
 	ClockRTT prometheus.Gauge
 	// LedgerWrites by result (ok, retry, fenced, invalid, dropped).
 	LedgerWrites *prometheus.CounterVec
+
+	// RetriesScheduled counts next attempts staged in the outbox, by
+	// priority and the failure class that caused them.
+	RetriesScheduled *prometheus.CounterVec
+	// DeadLetters counts executions dead-lettered, by error class.
+	DeadLetters *prometheus.CounterVec
+	// PoisonRecords counts undecodable records on the fire topics, by what
+	// became of them (dlq, dlq_error).
+	PoisonRecords *prometheus.CounterVec
+	// SettleErrors counts failed tries of settling writes, by step (retry,
+	// dead_letter, dlq, complete); each is tried again.
+	SettleErrors *prometheus.CounterVec
+	// JobCompletions counts jobs completed after their last slot, by how
+	// it ended.
+	JobCompletions *prometheus.CounterVec
+	// OverlapSkips counts executions skipped by their job's overlap policy.
+	OverlapSkips *prometheus.CounterVec
+	// OverlapWaits counts firings held back behind a running execution.
+	OverlapWaits *prometheus.CounterVec
+	// RateLimited counts firings held back by their host's rate limit.
+	RateLimited prometheus.Counter
+	// Breakers is the number of hosts whose circuit breaker is in a state
+	// (open, half_open); closed ones are not tracked.
+	Breakers *prometheus.GaugeVec
+	// BreakerTransitions counts breaker state changes by new state.
+	BreakerTransitions *prometheus.CounterVec
+	// BreakerRejections counts attempts failed fast by an open breaker.
+	BreakerRejections prometheus.Counter
+	// RefusedAddresses counts connections refused by the outbound-address
+	// policy, by reason (loopback, link_local, metadata, ...).
+	RefusedAddresses *prometheus.CounterVec
+	// Notifications counts completion notifications by result (ok, retry,
+	// failed, refused, dropped).
+	Notifications *prometheus.CounterVec
 }
 
 // New creates the collectors and registers them with reg.
@@ -87,9 +122,50 @@ func New(reg prometheus.Registerer) *Metrics {
 		LedgerWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sundial_worker_ledger_writes_total", Help: "Ledger writes, by result.",
 		}, []string{"result"}),
+		RetriesScheduled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sundial_worker_retries_scheduled_total", Help: "Next attempts staged in the outbox, by the failure class that caused them.",
+		}, []string{"priority", "class"}),
+		DeadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sundial_worker_dead_letters_total", Help: "Executions dead-lettered, by error class.",
+		}, []string{"class"}),
+		PoisonRecords: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sundial_worker_poison_records_total", Help: "Undecodable records on the fire topics, by what became of them.",
+		}, []string{"result"}),
+		SettleErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sundial_worker_settle_errors_total", Help: "Failed tries of writes that settle an attempt (each is tried again), by step.",
+		}, []string{"step"}),
+		JobCompletions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sundial_worker_job_completions_total", Help: "Jobs completed after their last slot, by how the slot ended.",
+		}, []string{"outcome"}),
+		OverlapSkips: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sundial_worker_overlap_skips_total", Help: "Executions skipped because another execution of the job was running, by overlap policy.",
+		}, []string{"policy"}),
+		OverlapWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sundial_worker_overlap_waits_total", Help: "Firings held back behind a running execution of their job, by overlap policy.",
+		}, []string{"policy"}),
+		RateLimited: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sundial_worker_rate_limited_total", Help: "Firings held back by their target host's rate limit.",
+		}),
+		Breakers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sundial_worker_circuit_breakers", Help: "Target hosts whose circuit breaker is open or half-open.",
+		}, []string{"state"}),
+		BreakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sundial_worker_circuit_breaker_transitions_total", Help: "Circuit breaker state changes, by new state.",
+		}, []string{"to"}),
+		BreakerRejections: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sundial_worker_circuit_breaker_rejections_total", Help: "Attempts failed fast by an open circuit breaker.",
+		}),
+		RefusedAddresses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sundial_worker_refused_addresses_total", Help: "Outbound connections refused by the address policy, by reason.",
+		}, []string{"reason"}),
+		Notifications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sundial_worker_notifications_total", Help: "Completion notifications, by result.",
+		}, []string{"result"}),
 	}
 	reg.MustRegister(m.Lateness, m.Firings, m.LeaseConflicts, m.ReadyDepth, m.Executing, m.Lag, m.Uncommitted,
-		m.Assigned, m.Commits, m.ClockOffset, m.ClockRTT, m.LedgerWrites)
+		m.Assigned, m.Commits, m.ClockOffset, m.ClockRTT, m.LedgerWrites,
+		m.RetriesScheduled, m.DeadLetters, m.PoisonRecords, m.SettleErrors, m.JobCompletions, m.OverlapSkips, m.OverlapWaits,
+		m.RateLimited, m.Breakers, m.BreakerTransitions, m.BreakerRejections, m.RefusedAddresses, m.Notifications)
 	return m
 }
 
