@@ -22,7 +22,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
@@ -31,6 +33,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/pkg/migrations"
 	"github.com/sundialhq/sundial/pkg/signature"
 	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -38,7 +41,7 @@ import (
 	"github.com/sundialhq/sundial/services/worker/internal/app"
 )
 
-var workerBinary string
+var workerBinary, relayBinary string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "sundial-worker-test")
@@ -46,11 +49,17 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	workerBinary = filepath.Join(dir, "sundial-worker")
-	build := exec.Command("go", "build", "-o", workerBinary, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building the worker binary:", err)
-		os.Exit(1)
+	relayBinary = filepath.Join(dir, "sundial-relay")
+	// The relay is the real one: retries go worker → outbox → relay →
+	// Kafka → worker, as in production.
+	for bin, src := range map[string]string{workerBinary: ".", relayBinary: "../relay"} {
+		build := exec.Command("go", "build", "-o", bin, ".")
+		build.Dir = src
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building", bin, err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	if code == 0 {
@@ -70,15 +79,19 @@ func TestMain(m *testing.M) {
 }
 
 // env is one test's isolated slice of the real components: its own topic
-// prefix (the four priority topics), consumer group, Redis key prefix and
-// ledger keyspace, plus an HTTP sink playing the target.
+// prefix (the four priority topics and the DLQ), consumer group, Redis key
+// prefix, ledger keyspace and Postgres schema (migrated: outbox,
+// dead_letters, jobs, job_audit), plus an HTTP sink playing the target.
 type env struct {
 	t        *testing.T
 	topics   firing.Topics
 	group    string
 	redisPfx string
+	rdb      *redis.Client
 	keyspace string
 	ledger   ledger.Session
+	dsn      string
+	pg       *pgxpool.Pool
 	secret   []byte
 	sink     *sink
 	kafka    *kgo.Client
@@ -90,7 +103,9 @@ func newEnv(t *testing.T, partitions int32) *env {
 	e := &env{t: t, secret: []byte("integration-secret-" + uuid.NewString())}
 	e.topics = firing.Topics{Prefix: "test." + testinfra.UniqueName(t, 150)}
 	e.group = testinfra.KafkaGroup(t)
-	_, e.redisPfx = testinfra.Redis(t)
+	e.rdb, e.redisPfx = testinfra.Redis(t)
+	e.dsn = testinfra.PostgresDSN(t)
+	e.pg = testinfra.PostgresPool(t, e.dsn)
 	e.kafka = testinfra.KafkaClient(t, kgo.ProducerLinger(0))
 	e.adm = kadm.NewClient(e.kafka)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -107,6 +122,9 @@ func newEnv(t *testing.T, partitions int32) *env {
 		}
 	})
 	e.waitTopics(ctx, all, partitions)
+	if err := migrations.Up(ctx, e.pg, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+		t.Fatalf("migrations: %v", err)
+	}
 
 	e.keyspace = testinfra.CassandraKeyspace(t)
 	s, err := ledger.Connect(ledger.ConnectConfig{Hosts: testinfra.CassandraHosts(t)})
@@ -161,7 +179,7 @@ func (e *env) config(workerID string) app.Config {
 		RedisKeyPrefix:      e.redisPfx,
 		CassandraHosts:      strings.Join(testinfra.CassandraHosts(e.t), ","),
 		CassandraKeyspace:   e.keyspace,
-		PostgresDSN:         testinfra.PostgresBaseDSN(),
+		PostgresDSN:         e.dsn,
 		ClockSampleInterval: 5 * time.Second,
 		SigningSecret:       string(e.secret),
 		WorkerID:            workerID,
@@ -173,16 +191,28 @@ func (e *env) config(workerID string) app.Config {
 		CommitInterval:      200 * time.Millisecond,
 		MaxHeld:             1_000_000,
 		AllowKafkaTargets:   "test.",
+		// The sink listens on loopback, which the outbound policy refuses
+		// unless allowlisted.
+		AllowTargetAddrs: "127.0.0.1",
+		MaxDeliveries:    5,
+		BreakerFailures:  20,
+		BreakerCooldown:  30 * time.Second,
+		HostBurst:        100,
 	}
 }
 
 // startInProcess runs a worker inside the test process.
 func (e *env) startInProcess(cfg app.Config) *app.Worker {
 	e.t.Helper()
+	return e.startInProcessWith(cfg, app.Deps{})
+}
+
+func (e *env) startInProcessWith(cfg app.Config, deps app.Deps) *app.Worker {
+	e.t.Helper()
 	logger := slog.New(slog.NewTextHandler(testWriter{e.t, cfg.WorkerID}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	w, err := app.New(ctx, cfg, app.Deps{}, logger, prometheus.NewRegistry())
+	w, err := app.New(ctx, cfg, deps, logger, prometheus.NewRegistry())
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -226,13 +256,29 @@ func (e *env) startProcess(cfg app.Config) *proc {
 		"--executors", strconv.Itoa(cfg.Executors), "--lease-ttl", cfg.LeaseTTL.String(),
 		"--session-timeout", cfg.SessionTimeout.String(), "--revoke-drain-timeout", cfg.RevokeDrainTimeout.String(),
 		"--commit-interval", cfg.CommitInterval.String(), "--allow-kafka-targets", cfg.AllowKafkaTargets,
+		"--allow-target-addrs", cfg.AllowTargetAddrs, "--max-deliveries", strconv.Itoa(cfg.MaxDeliveries),
 	}
-	logPath := filepath.Join(e.t.TempDir(), cfg.WorkerID+".log")
+	return e.startBinary(workerBinary, cfg.WorkerID, args)
+}
+
+// startRelay runs the real relay over the env's outbox and topics.
+func (e *env) startRelay() *proc {
+	e.t.Helper()
+	return e.startBinary(relayBinary, "relay", []string{
+		"--admin-addr", "127.0.0.1:0", "--log-format", "text",
+		"--postgres-dsn", e.dsn, "--kafka-brokers", strings.Join(testinfra.KafkaBrokers(e.t), ","),
+		"--topic-prefix", e.topics.Prefix, "--node-id", "relay-" + e.topics.Prefix, "--poll-interval", "500ms",
+	})
+}
+
+func (e *env) startBinary(binary, name string, args []string) *proc {
+	e.t.Helper()
+	logPath := filepath.Join(e.t.TempDir(), name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	cmd := exec.Command(workerBinary, args...)
+	cmd := exec.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
@@ -249,15 +295,15 @@ func (e *env) startProcess(cfg app.Config) *proc {
 		}
 		if e.t.Failed() {
 			b, _ := os.ReadFile(logPath)
-			e.t.Logf("%s log:\n%s", cfg.WorkerID, tail(string(b), 60))
+			e.t.Logf("%s log:\n%s", name, tail(string(b), 60))
 		}
 	})
 	// The admin server logs its bound address; wait for it, then for /readyz.
-	eventually(e.t, 30*time.Second, "worker "+cfg.WorkerID+" admin address", func() bool {
+	eventually(e.t, 30*time.Second, name+" admin address", func() bool {
 		p.admin = adminAddr(logPath)
 		return p.admin != ""
 	})
-	eventually(e.t, 60*time.Second, "worker "+cfg.WorkerID+" ready", func() bool {
+	eventually(e.t, 60*time.Second, name+" ready", func() bool {
 		resp, err := http.Get("http://" + p.admin + "/readyz")
 		if err != nil {
 			return false
@@ -403,6 +449,7 @@ type arrival struct {
 	scheduled          time.Time
 	received           time.Time
 	catchUp            bool
+	auth               string
 }
 
 // sink is the HTTP target: it verifies every request's signature and
@@ -417,10 +464,32 @@ type sink struct {
 	problems []string
 	// hold makes the sink block the named execution until the channel closes.
 	hold map[string]chan struct{}
+	// script answers the nth request of a job (by job id) with script[n];
+	// past the end, and for jobs without one, 200 "ok".
+	script map[string][]reply
+	perJob map[string]int
+	// callbacks are the completion notifications received on /callback.
+	callbacks []callback
+}
+
+// reply is a scripted answer.
+type reply struct {
+	status int
+	header map[string]string
+	// echo answers with the request's Authorization header (a target that
+	// echoes its request, to test redaction).
+	echo bool
+}
+
+// callback is one completion notification as the sink received it.
+type callback struct {
+	header http.Header
+	body   []byte
+	sigErr error
 }
 
 func newSink(t *testing.T, secret []byte) *sink {
-	s := &sink{t: t, secret: secret, hold: map[string]chan struct{}{}}
+	s := &sink{t: t, secret: secret, hold: map[string]chan struct{}{}, script: map[string][]reply{}, perJob: map[string]int{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.srv.Close)
 	return s
@@ -430,6 +499,14 @@ func (s *sink) serve(w http.ResponseWriter, r *http.Request) {
 	received := time.Now()
 	body, _ := io.ReadAll(r.Body)
 	h := r.Header
+	if r.URL.Path == "/callback" {
+		err := signature.Verify(s.secret, h.Get(firing.HeaderSignature), h.Get(firing.HeaderExecutionID), body, received, time.Minute)
+		s.mu.Lock()
+		s.callbacks = append(s.callbacks, callback{header: h.Clone(), body: body, sigErr: err})
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	a := arrival{
 		exec: h.Get(firing.HeaderExecutionID), job: h.Get(firing.HeaderJobID), attempt: h.Get(firing.HeaderAttempt),
 		received: received, catchUp: h.Get(firing.HeaderCatchUp) == "true",
@@ -454,16 +531,56 @@ func (s *sink) serve(w http.ResponseWriter, r *http.Request) {
 	if a.scheduled, err = time.Parse(time.RFC3339Nano, h.Get(firing.HeaderScheduledAt)); err != nil {
 		problems = append(problems, fmt.Sprintf("%s: scheduled-at %q", a.exec, h.Get(firing.HeaderScheduledAt)))
 	}
+	a.auth = h.Get("Authorization")
 	s.mu.Lock()
 	s.arrivals = append(s.arrivals, a)
 	s.problems = append(s.problems, problems...)
 	hold := s.hold[a.exec]
+	rep := reply{status: http.StatusOK}
+	if sc := s.script[a.job]; s.perJob[a.job] < len(sc) {
+		rep = sc[s.perJob[a.job]]
+	}
+	s.perJob[a.job]++
 	s.mu.Unlock()
 	if hold != nil {
 		<-hold
 	}
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write([]byte("ok"))
+	for k, v := range rep.header {
+		w.Header().Set(k, v)
+	}
+	w.WriteHeader(rep.status)
+	if rep.echo {
+		_, _ = w.Write([]byte("unauthorized: " + a.auth))
+		return
+	}
+	if rep.status == http.StatusOK {
+		_, _ = w.Write([]byte("ok"))
+		return
+	}
+	_, _ = w.Write([]byte("status " + strconv.Itoa(rep.status)))
+}
+
+// setScript scripts the answers to job's requests.
+func (s *sink) setScript(job string, replies ...reply) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.script[job] = replies
+}
+
+func (s *sink) ofJob(job string) []arrival {
+	var out []arrival
+	for _, a := range s.snapshot() {
+		if a.job == job {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (s *sink) callbacksSnapshot() []callback {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.callbacks)
 }
 
 func (s *sink) snapshot() []arrival {

@@ -1,0 +1,731 @@
+//go:build integration
+
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sundialhq/sundial/pkg/firing"
+	"github.com/sundialhq/sundial/pkg/lease"
+	"github.com/sundialhq/sundial/pkg/ledger"
+	"github.com/sundialhq/sundial/pkg/testinfra"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+
+	"github.com/sundialhq/sundial/services/worker/internal/app"
+	"github.com/sundialhq/sundial/services/worker/internal/notify"
+	"github.com/sundialhq/sundial/services/worker/internal/settle"
+)
+
+const (
+	stRetry     = sundialv1.ExecutionStatus_EXECUTION_STATUS_RETRY_SCHEDULED
+	stDead      = sundialv1.ExecutionStatus_EXECUTION_STATUS_DEAD
+	stSucceeded = sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED
+	stSkipped   = sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED
+)
+
+func withRetry(f *sundialv1.Firing, maxAttempts int32, b sundialv1.Backoff, initial, maxDelay time.Duration) *sundialv1.Firing {
+	f.FirstAttempt = 1
+	f.Retry = &sundialv1.RetryPolicy{MaxAttempts: maxAttempts, Backoff: b, InitialDelay: durationpb.New(initial), MaxDelay: durationpb.New(maxDelay)}
+	return f
+}
+
+// rows are the ledger rows of an execution, by attempt (the live row of
+// each: the reader lists attempts ascending, highest fence first).
+func (e *env) rows(exec string) map[int32]*sundialv1.ExecutionAttempt {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rows, err := ledger.NewReader(e.ledger, e.keyspace).GetExecution(ctx, exec)
+	if err != nil {
+		return nil
+	}
+	out := map[int32]*sundialv1.ExecutionAttempt{}
+	for _, r := range rows {
+		if _, ok := out[r.GetAttempt()]; !ok {
+			out[r.GetAttempt()] = r
+		}
+	}
+	return out
+}
+
+// waitRow waits for attempt's row of exec to reach status.
+func (e *env) waitRow(exec string, attempt int32, status sundialv1.ExecutionStatus, within time.Duration) *sundialv1.ExecutionAttempt {
+	e.t.Helper()
+	var got *sundialv1.ExecutionAttempt
+	eventually(e.t, within, fmt.Sprintf("ledger row of %s attempt %d %s", exec, attempt, status), func() bool {
+		got = e.rows(exec)[attempt]
+		return got != nil && got.GetStatus() == status
+	})
+	return got
+}
+
+// dlq collects the records on the env's dead-letter topic.
+type dlq struct {
+	mu   sync.Mutex
+	recs []*kgo.Record
+}
+
+func (e *env) watchDLQ() *dlq {
+	e.t.Helper()
+	d := &dlq{}
+	cl := testinfra.KafkaClient(e.t, kgo.ConsumeTopics(e.topics.DLQ()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			fs.EachRecord(func(r *kgo.Record) {
+				d.mu.Lock()
+				d.recs = append(d.recs, r)
+				d.mu.Unlock()
+			})
+		}
+	}()
+	e.t.Cleanup(func() { cancel(); <-done })
+	return d
+}
+
+func header(r *kgo.Record, k string) string {
+	for _, h := range r.Headers {
+		if h.Key == k {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// deadLetter waits for the DLQ record of exec.
+func (d *dlq) deadLetter(t *testing.T, exec string) *sundialv1.DeadLetter {
+	t.Helper()
+	var dl *sundialv1.DeadLetter
+	eventually(t, 60*time.Second, "dead letter of "+exec, func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		for _, r := range d.recs {
+			if header(r, settle.HeaderDLQKind) != settle.KindDeadLetter || header(r, firing.HeaderExecutionID) != exec {
+				continue
+			}
+			x, err := settle.DecodeDeadLetter(r.Value)
+			if err != nil {
+				t.Fatalf("DLQ record of %s: %v", exec, err)
+			}
+			dl = x
+			return true
+		}
+		return false
+	})
+	return dl
+}
+
+func (d *dlq) count(kind string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, r := range d.recs {
+		if header(r, settle.HeaderDLQKind) == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// deadLetterRow reads the dead_letters row of exec.
+func (e *env) deadLetterRow(exec string) (class string, attempts, lastAttempt, redrives int32, ok bool) {
+	err := e.pg.QueryRow(context.Background(),
+		`SELECT error_class, attempts, last_attempt, redrive_count FROM dead_letters WHERE execution_id = $1`, exec).
+		Scan(&class, &attempts, &lastAttempt, &redrives)
+	return class, attempts, lastAttempt, redrives, err == nil
+}
+
+// A failure with attempts left becomes the next attempt in the outbox; the
+// real relay publishes it and the worker fires it at its backoff instant.
+// Retry-After overrides the backoff. The last attempt's failure, and a
+// permanent failure at once, go to the DLQ topic and the dead_letters
+// table, and the ledger says DEAD.
+func TestRetriesGoThroughTheOutbox(t *testing.T) {
+	e := newEnv(t, 2)
+	e.startRelay()
+	d := e.watchDLQ()
+	w := e.startInProcess(e.config("w1"))
+	base := time.Now().Add(3 * time.Second)
+
+	// a: 503 with Retry-After: 1 twice, then 200. The backoff alone would
+	// wait 20 s.
+	a := withRetry(e.firing(uuid.Must(uuid.NewV7()), base, sundialv1.Priority_PRIORITY_HIGH), 3, sundialv1.Backoff_BACKOFF_FIXED, 20*time.Second, time.Minute)
+	busy := reply{status: 503, header: map[string]string{"Retry-After": "1"}}
+	e.sink.setScript(a.GetJobId(), busy, busy)
+	// b: always 500, two attempts 500 ms apart, then dead.
+	b := withRetry(e.firing(uuid.Must(uuid.NewV7()), base, sundialv1.Priority_PRIORITY_LOW), 2, sundialv1.Backoff_BACKOFF_EXPONENTIAL, 500*time.Millisecond, time.Minute)
+	e.sink.setScript(b.GetJobId(), reply{status: 500}, reply{status: 500}, reply{status: 500})
+	// c: 404 is permanent, whatever the budget.
+	c := withRetry(e.firing(uuid.Must(uuid.NewV7()), base, sundialv1.Priority_PRIORITY_MEDIUM), 5, sundialv1.Backoff_BACKOFF_FIXED, time.Second, time.Minute)
+	e.sink.setScript(c.GetJobId(), reply{status: 404})
+	e.produce([]*sundialv1.Firing{a, b, c}, nil)
+
+	// a succeeds on its third attempt.
+	e.waitRow(a.GetExecutionId(), 3, stSucceeded, 90*time.Second)
+	arr := e.sink.ofJob(a.GetJobId())
+	if len(arr) != 3 {
+		t.Fatalf("a: %d requests, want 3", len(arr))
+	}
+	rows := e.rows(a.GetExecutionId())
+	for i, want := range []string{"1", "2", "3"} {
+		if arr[i].attempt != want || arr[i].exec != a.GetExecutionId() {
+			t.Fatalf("a: request %d is attempt %s of %s", i, arr[i].attempt, arr[i].exec)
+		}
+	}
+	for _, n := range []int32{1, 2} {
+		r := rows[n]
+		if r.GetStatus() != stRetry || r.GetHttpStatus() != 503 || r.GetResponseExcerpt() != "status 503" || r.GetError() == "" ||
+			!strings.Contains(r.GetReason(), "Retry-After") {
+			t.Fatalf("a: attempt %d row %v", n, r)
+		}
+		// The next attempt's fire instant is the failure plus Retry-After
+		// (1 s), not the 20 s backoff.
+		next := rows[n+1].GetFireTime().AsTime()
+		if gap := next.Sub(r.GetFinishedTime().AsTime()); gap < 900*time.Millisecond || gap > 1100*time.Millisecond {
+			t.Fatalf("a: attempt %d fire instant %s after attempt %d finished, want 1s", n+1, gap, n)
+		}
+	}
+	t.Logf("a: attempts at +%s, +%s, +%s", arr[0].received.Sub(base).Round(time.Millisecond), arr[1].received.Sub(base).Round(time.Millisecond), arr[2].received.Sub(base).Round(time.Millisecond))
+
+	// b dies after two attempts.
+	dlB := d.deadLetter(t, b.GetExecutionId())
+	if dlB.GetErrorClass() != "http_5xx" || dlB.GetAttempts() != 2 || dlB.GetHttpStatus() != 500 || dlB.GetFiring().GetAttempt() != 2 ||
+		dlB.GetFiring().GetOrigin() != sundialv1.FiringOrigin_FIRING_ORIGIN_RETRY || dlB.GetLastError() == "" || dlB.GetDeadTime() == nil {
+		t.Fatalf("b: dead letter %v", dlB)
+	}
+	if r := e.waitRow(b.GetExecutionId(), 2, stDead, 30*time.Second); !strings.Contains(r.GetReason(), "exhausted (2 of 2)") {
+		t.Fatalf("b: row %v", r)
+	}
+	if n := len(e.sink.ofJob(b.GetJobId())); n != 2 {
+		t.Fatalf("b: %d requests, want 2", n)
+	}
+	if class, attempts, last, _, ok := e.deadLetterRow(b.GetExecutionId()); !ok || class != "http_5xx" || attempts != 2 || last != 2 {
+		t.Fatalf("b: dead_letters row %s %d %d %v", class, attempts, last, ok)
+	}
+
+	// c dies at once.
+	dlC := d.deadLetter(t, c.GetExecutionId())
+	if dlC.GetErrorClass() != "http_4xx" || dlC.GetAttempts() != 1 || dlC.GetHttpStatus() != 404 {
+		t.Fatalf("c: dead letter %v", dlC)
+	}
+	if r := e.waitRow(c.GetExecutionId(), 1, stDead, 30*time.Second); !strings.Contains(r.GetReason(), "permanent") {
+		t.Fatalf("c: row %v", r)
+	}
+	if n := len(e.sink.ofJob(c.GetJobId())); n != 1 {
+		t.Fatalf("c: %d requests, want 1", n)
+	}
+	if v := testutil.ToFloat64(w.Metrics.RetriesScheduled.WithLabelValues("high", "http_5xx")); v != 2 {
+		t.Fatalf("retries scheduled for a: %v", v)
+	}
+	// The relay deletes every staged retry once Kafka has it.
+	eventually(t, 30*time.Second, "an empty outbox", func() bool {
+		var left int
+		return e.pg.QueryRow(context.Background(), `SELECT count(*) FROM outbox`).Scan(&left) == nil && left == 0
+	})
+	e.sink.checkProblems(t)
+}
+
+// The retry survives the worker that scheduled it: kill -9 it right after
+// the failed attempt is recorded, and the other worker fires the retry.
+func TestRetrySurvivesAWorkerKill(t *testing.T) {
+	e := newEnv(t, 4)
+	e.startRelay()
+	procs := map[string]*proc{"proc-a": e.startProcess(e.config("proc-a")), "proc-b": e.startProcess(e.config("proc-b"))}
+	eventually(t, 60*time.Second, "16 partitions split between two workers", func() bool {
+		x, okA := procs["proc-a"].metric("sundial_worker_assigned_partitions")
+		y, okB := procs["proc-b"].metric("sundial_worker_assigned_partitions")
+		return okA && okB && x > 0 && y > 0 && x+y == 16
+	})
+	f := withRetry(e.firing(uuid.Must(uuid.NewV7()), time.Now().Add(2*time.Second), sundialv1.Priority_PRIORITY_HIGH), 2,
+		sundialv1.Backoff_BACKOFF_FIXED, 3*time.Second, time.Minute)
+	e.sink.setScript(f.GetJobId(), reply{status: 503})
+	e.produce([]*sundialv1.Firing{f}, nil)
+	first := e.waitRow(f.GetExecutionId(), 1, stRetry, 60*time.Second)
+	victim := procs[first.GetWorker()]
+	if victim == nil {
+		t.Fatalf("attempt 1 by unknown worker %q", first.GetWorker())
+	}
+	victim.kill(t)
+	t.Logf("killed %s, which failed attempt 1 and staged attempt 2", first.GetWorker())
+	second := e.waitRow(f.GetExecutionId(), 2, stSucceeded, 90*time.Second)
+	if second.GetWorker() == first.GetWorker() {
+		t.Fatalf("attempt 2 by the killed worker %s", second.GetWorker())
+	}
+	arr := e.sink.ofJob(f.GetJobId())
+	if len(arr) != 2 || arr[1].attempt != "2" {
+		t.Fatalf("requests %v", arr)
+	}
+	e.sink.checkProblems(t)
+}
+
+// An execution whose worker keeps dying on it is dead-lettered as poison
+// instead of being fired again; an undecodable record goes to the DLQ
+// topic as it was, and the offset passes it.
+func TestPoisonGoesToTheDLQ(t *testing.T) {
+	e := newEnv(t, 1)
+	d := e.watchDLQ()
+	cfg := e.config("proc-a")
+	cfg.MaxDeliveries = 1
+	cfg.LeaseTTL = 2 * time.Second
+	a := e.startProcess(cfg)
+	f := e.firing(uuid.Must(uuid.NewV7()), time.Now().Add(2*time.Second), sundialv1.Priority_PRIORITY_HIGH)
+	release := make(chan struct{})
+	e.sink.mu.Lock()
+	e.sink.hold[f.GetExecutionId()] = release // the attempt never ends while proc-a lives
+	e.sink.mu.Unlock()
+	defer close(release)
+	e.produce([]*sundialv1.Firing{f}, nil)
+	eventually(t, 60*time.Second, "the attempt at the target", func() bool { return e.sink.distinct() == 1 })
+	a.kill(t) // "the worker crashed on it"
+
+	cfg.WorkerID = "proc-b"
+	b := e.startProcess(cfg) // gets the record again from the last commit
+	dl := d.deadLetter(t, f.GetExecutionId())
+	if dl.GetErrorClass() != "poison" || dl.GetAttempts() != 1 || !strings.Contains(dl.GetLastError(), "delivered 2 times") {
+		t.Fatalf("dead letter %v", dl)
+	}
+	if r := e.waitRow(f.GetExecutionId(), 1, stDead, 30*time.Second); r.GetWorker() != "proc-b" || !strings.Contains(r.GetReason(), "poison") {
+		t.Fatalf("row %v", r)
+	}
+	if n := len(e.sink.snapshot()); n != 1 {
+		t.Fatalf("the poison execution reached the target %d times", n)
+	}
+	if class, _, _, _, ok := e.deadLetterRow(f.GetExecutionId()); !ok || class != "poison" {
+		t.Fatalf("dead_letters row %q %v", class, ok)
+	}
+
+	// Undecodable bytes on a fire topic.
+	topic := e.topics.Fire(sundialv1.Priority_PRIORITY_HIGH)
+	garbage := []byte("\xff\xfe not a firing")
+	res := e.kafka.ProduceSync(context.Background(), &kgo.Record{Topic: topic, Key: []byte("k"), Value: garbage})
+	if err := res.FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	off := res[0].Record.Offset
+	eventually(t, 30*time.Second, "the raw record on the DLQ", func() bool { return d.count(settle.KindRaw) == 1 })
+	d.mu.Lock()
+	for _, r := range d.recs {
+		if header(r, settle.HeaderDLQKind) == settle.KindRaw &&
+			(string(r.Value) != string(garbage) || header(r, settle.HeaderSourceTopic) != topic || header(r, settle.HeaderErrorClass) != "poison") {
+			t.Errorf("raw DLQ record %q headers %v", r.Value, r.Headers)
+		}
+	}
+	d.mu.Unlock()
+	eventually(t, 30*time.Second, "commit past the undecodable record", func() bool { return e.committed(topic, 0) == off+1 })
+	if v, _ := b.metric(`sundial_worker_poison_records_total{result="dlq"}`); v != 1 {
+		t.Errorf("poison records metric %v", v)
+	}
+}
+
+// Overlap policies hold across workers: slots of one job published on
+// different priority topics reach different workers, and still a slot is
+// skipped (SKIP) or one waits (BUFFER_ONE) while the first runs.
+func TestOverlapPolicies(t *testing.T) {
+	e := newEnv(t, 4)
+	w1 := e.startInProcess(e.config("w1"))
+	w2 := e.startInProcess(e.config("w2"))
+	eventually(t, 60*time.Second, "16 partitions split between two workers", func() bool {
+		a, b := testutil.ToFloat64(w1.Metrics.Assigned), testutil.ToFloat64(w2.Metrics.Assigned)
+		return a > 0 && b > 0 && a+b == 16
+	})
+	base := time.Now().Add(3 * time.Second)
+	slots := func(policy sundialv1.OverlapPolicy) []*sundialv1.Firing {
+		job := uuid.Must(uuid.NewV7())
+		var fs []*sundialv1.Firing
+		for i := range 5 {
+			f := e.firing(job, base.Add(time.Duration(i)*2*time.Second), priorities[i%4])
+			f.Overlap = policy
+			fs = append(fs, f)
+		}
+		return fs
+	}
+	skip := slots(sundialv1.OverlapPolicy_OVERLAP_POLICY_SKIP)
+	buffer := slots(sundialv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE)
+	releaseSkip, releaseBuffer := make(chan struct{}), make(chan struct{})
+	e.sink.mu.Lock()
+	e.sink.hold[skip[0].GetExecutionId()] = releaseSkip
+	e.sink.hold[buffer[0].GetExecutionId()] = releaseBuffer
+	e.sink.mu.Unlock()
+	e.produce(append(slices.Clone(skip), buffer...), nil)
+
+	// SKIP: slots 1 and 2 come due while slot 0 runs: skipped, with why.
+	for _, f := range skip[1:3] {
+		r := e.waitRow(f.GetExecutionId(), 1, stSkipped, 60*time.Second)
+		if !strings.Contains(r.GetReason(), "overlap SKIP") || !strings.Contains(r.GetReason(), skip[0].GetExecutionId()) {
+			t.Fatalf("skipped slot reason %q", r.GetReason())
+		}
+	}
+	close(releaseSkip)
+	// BUFFER_ONE: slot 1 waits behind slot 0, slot 2 is skipped.
+	r := e.waitRow(buffer[2].GetExecutionId(), 1, stSkipped, 60*time.Second)
+	if !strings.Contains(r.GetReason(), "overlap BUFFER_ONE") {
+		t.Fatalf("buffer reason %q", r.GetReason())
+	}
+	if got := e.rows(buffer[1].GetExecutionId()); len(got) != 0 {
+		t.Fatalf("the buffered slot ran or was skipped while slot 0 ran: %v", got)
+	}
+	released := time.Now()
+	close(releaseBuffer)
+	e.waitRow(buffer[1].GetExecutionId(), 1, stSucceeded, 30*time.Second)
+	// SKIP's last slot comes well after the first ended, and runs.
+	e.waitRow(skip[4].GetExecutionId(), 1, stSucceeded, 60*time.Second)
+
+	ran := map[string]arrival{}
+	for _, a := range e.sink.snapshot() {
+		ran[a.exec] = a
+	}
+	for _, f := range []*sundialv1.Firing{skip[1], skip[2], buffer[2]} {
+		if _, ok := ran[f.GetExecutionId()]; ok {
+			t.Errorf("skipped slot %s reached the target", f.GetExecutionId())
+		}
+	}
+	if a := ran[buffer[1].GetExecutionId()]; a.received.Before(released) {
+		t.Errorf("the buffered slot ran at %s, before slot 0 ended at %s", a.received, released)
+	}
+	skips := testutil.ToFloat64(w1.Metrics.OverlapSkips.WithLabelValues("SKIP")) + testutil.ToFloat64(w2.Metrics.OverlapSkips.WithLabelValues("SKIP"))
+	if skips < 2 {
+		t.Errorf("overlap skip metric %v", skips)
+	}
+	e.sink.checkProblems(t)
+}
+
+// nopLedger drops records: the fairness test is about the order in which
+// firings reach targets, and 10,000 ledger writes would only slow it.
+type nopLedger struct{}
+
+func (nopLedger) Record(context.Context, *sundialv1.ExecutionAttempt) error { return nil }
+
+// One tenant's 5,000 firings due at the same instant do not delay another
+// tenant's firing due then behind them: it is among the first executed.
+// (With a FIFO ready queue it would be the 5,001st.)
+func TestFairAcrossTenants(t *testing.T) {
+	e := newEnv(t, 1)
+	const n = 5000
+	at := time.Now().Add(30 * time.Second)
+	var fs []*sundialv1.Firing
+	for range n {
+		f := e.firing(uuid.Must(uuid.NewV7()), at, sundialv1.Priority_PRIORITY_MEDIUM)
+		f.Tenant = "big"
+		fs = append(fs, f)
+	}
+	small := e.firing(uuid.Must(uuid.NewV7()), at, sundialv1.Priority_PRIORITY_MEDIUM)
+	small.Tenant = "small"
+	e.produce(fs, nil)
+	e.produce([]*sundialv1.Firing{small}, nil) // last on the partition, last into the holder
+	cfg := e.config("w1")
+	cfg.Executors = 8
+	w := e.startInProcessWith(cfg, app.Deps{Ledger: nopLedger{}})
+	eventually(t, 25*time.Second, "all firings held before their instant", func() bool { return w.Holder.Len() == n+1 })
+	if time.Now().After(at) {
+		t.Fatal("the firings were not all held before they were due; the machine is too slow for this test")
+	}
+	eventually(t, 3*time.Minute, "every firing", func() bool { return e.sink.distinct() == n+1 })
+	pos := -1
+	for i, a := range e.sink.snapshot() {
+		if a.exec == small.GetExecutionId() {
+			pos = i
+		}
+	}
+	t.Logf("tenant small's firing was executed %d of %d", pos+1, n+1)
+	// Up to the executors' worth already popped when it arrived, then its
+	// turn; 100 leaves room for a slow machine.
+	if pos < 0 || pos >= 100 {
+		t.Fatalf("tenant small's firing executed at position %d of %d", pos+1, n+1)
+	}
+}
+
+// A host's rate limit spreads a burst; its circuit breaker opens after
+// consecutive failures, fails the next attempts fast (circuit_open, which
+// the retry policy then handles: here one attempt, so dead), and lets a
+// probe through after the cool-down.
+func TestHostRateLimitAndCircuitBreaker(t *testing.T) {
+	e := newEnv(t, 1)
+	d := e.watchDLQ()
+	down := newSink(t, e.secret) // a second host (another port)
+	cfg := e.config("w1")
+	cfg.HostRate, cfg.HostBurst = 4, 1
+	cfg.BreakerFailures, cfg.BreakerCooldown = 3, 4*time.Second
+	w := e.startInProcess(cfg)
+
+	base := time.Now().Add(3 * time.Second)
+	var burst []*sundialv1.Firing
+	for range 8 {
+		burst = append(burst, e.firing(uuid.Must(uuid.NewV7()), base, sundialv1.Priority_PRIORITY_HIGH))
+	}
+	var failing []*sundialv1.Firing
+	for i := range 6 {
+		f := e.firing(uuid.Must(uuid.NewV7()), base.Add(time.Duration(i)*400*time.Millisecond), sundialv1.Priority_PRIORITY_CRITICAL)
+		f.Target.GetHttp().Url = down.srv.URL + "/down"
+		down.setScript(f.GetJobId(), reply{status: 503})
+		failing = append(failing, f)
+	}
+	// After the cool-down: a probe.
+	probe := e.firing(uuid.Must(uuid.NewV7()), base.Add(2400*time.Millisecond+cfg.BreakerCooldown+time.Second), sundialv1.Priority_PRIORITY_CRITICAL)
+	probe.Target.GetHttp().Url = down.srv.URL + "/down"
+	down.setScript(probe.GetJobId(), reply{status: 503})
+	e.produce(append(append(burst, failing...), probe), nil)
+
+	eventually(t, 60*time.Second, "the burst", func() bool { return e.sink.distinct() == len(burst) })
+	arr := e.sink.snapshot()
+	spread := arr[len(arr)-1].received.Sub(arr[0].received)
+	t.Logf("8 firings due at once to a host limited to 4/s: spread over %s", spread)
+	if spread < 1500*time.Millisecond {
+		t.Fatalf("burst spread over %s, want about 1.75 s at 4/s", spread)
+	}
+
+	// The first three failures reach the host, then the breaker opens.
+	for i, f := range failing {
+		dl := d.deadLetter(t, f.GetExecutionId())
+		want := "http_5xx"
+		if i >= 3 {
+			want = "circuit_open"
+		}
+		if dl.GetErrorClass() != want {
+			t.Errorf("failing[%d]: class %s, want %s (%s)", i, dl.GetErrorClass(), want, dl.GetLastError())
+		}
+	}
+	if n := len(down.snapshot()); n != 3 {
+		t.Fatalf("the failing host got %d requests, want 3", n)
+	}
+	e.waitRow(probe.GetExecutionId(), 1, stDead, 60*time.Second)
+	if got := down.ofJob(probe.GetJobId()); len(got) != 1 {
+		t.Fatalf("the probe did not reach the host after the cool-down")
+	}
+	if v := testutil.ToFloat64(w.Metrics.BreakerTransitions.WithLabelValues("open")); v != 2 {
+		t.Errorf("breaker opened %v times, want 2 (then reopened by the failed probe)", v)
+	}
+	if v := testutil.ToFloat64(w.Metrics.BreakerRejections); v != 3 {
+		t.Errorf("rejections %v", v)
+	}
+	e.sink.checkProblems(t)
+}
+
+// The outbound-address policy refuses loopback addresses that are not
+// allowlisted and metadata addresses, permanently; secret references in
+// headers are resolved from the worker's files and environment, never
+// stored, and redacted from what the target echoes back; a missing secret
+// is a permanent failure.
+func TestOutboundPolicyAndSecrets(t *testing.T) {
+	e := newEnv(t, 1)
+	d := e.watchDLQ()
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		t.Error("a loopback server that is not allowlisted was reached")
+	}))
+	defer other.Close()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "billing-token"), []byte("tok-from-file-4711\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.config("w1")
+	cfg.AllowTargetAddrs = e.sink.srv.Listener.Addr().String() // this port only
+	cfg.SecretsDir = dir
+	w := e.startInProcessWith(cfg, app.Deps{Environ: []string{"SUNDIAL_SECRET_REPORT_KEY=key-from-env-0815"}})
+
+	at := time.Now().Add(3 * time.Second)
+	mk := func(url string, auth string) *sundialv1.Firing {
+		f := e.firing(uuid.Must(uuid.NewV7()), at, sundialv1.Priority_PRIORITY_HIGH)
+		if url != "" {
+			f.Target.GetHttp().Url = url
+		}
+		if auth != "" {
+			f.Target.GetHttp().Headers["Authorization"] = auth
+		}
+		return withRetry(f, 3, sundialv1.Backoff_BACKOFF_FIXED, time.Second, time.Second)
+	}
+	loop := mk(other.URL+"/", "")
+	meta := mk("http://169.254.169.254/latest/meta-data/", "")
+	fromFile := mk("", "Bearer {{secret:billing-token}}")
+	e.sink.setScript(fromFile.GetJobId(), reply{status: 401, echo: true})
+	fromEnv := mk("", "Key {{secret:report-key}}")
+	missing := mk("", "Bearer {{secret:nope}}")
+	e.produce([]*sundialv1.Firing{loop, meta, fromFile, fromEnv, missing}, nil)
+
+	for _, f := range []*sundialv1.Firing{loop, meta} {
+		if dl := d.deadLetter(t, f.GetExecutionId()); dl.GetErrorClass() != "address_refused" || dl.GetAttempts() != 1 {
+			t.Errorf("%s: dead letter %v", f.GetTarget().GetHttp().GetUrl(), dl)
+		}
+	}
+	if v := testutil.ToFloat64(w.Metrics.RefusedAddresses.WithLabelValues("loopback")); v < 1 {
+		t.Errorf("loopback refusals %v", v)
+	}
+	if v := testutil.ToFloat64(w.Metrics.RefusedAddresses.WithLabelValues("metadata")); v < 1 {
+		t.Errorf("metadata refusals %v", v)
+	}
+
+	dl := d.deadLetter(t, fromFile.GetExecutionId())
+	if got := e.sink.ofJob(fromFile.GetJobId()); len(got) != 1 || got[0].auth != "Bearer tok-from-file-4711" {
+		t.Fatalf("the target saw %v", got)
+	}
+	row := e.waitRow(fromFile.GetExecutionId(), 1, stDead, 30*time.Second)
+	stored := row.String() + dl.String()
+	if strings.Contains(stored, "tok-from-file-4711") {
+		t.Fatalf("the secret reached the ledger or the DLQ: %s", stored)
+	}
+	if !strings.Contains(row.GetResponseExcerpt(), "[REDACTED]") || dl.GetFiring().GetTarget().GetHttp().GetHeaders()["Authorization"] != "Bearer {{secret:billing-token}}" {
+		t.Fatalf("excerpt %q, envelope header %q", row.GetResponseExcerpt(), dl.GetFiring().GetTarget().GetHttp().GetHeaders()["Authorization"])
+	}
+	e.waitRow(fromEnv.GetExecutionId(), 1, stSucceeded, 30*time.Second)
+	if got := e.sink.ofJob(fromEnv.GetJobId()); len(got) != 1 || got[0].auth != "Key key-from-env-0815" {
+		t.Fatalf("the target saw %v", got)
+	}
+	if dl := d.deadLetter(t, missing.GetExecutionId()); dl.GetErrorClass() != "secret" || !strings.Contains(dl.GetLastError(), `"nope"`) {
+		t.Fatalf("missing secret: %v", dl)
+	}
+	if got := e.sink.ofJob(missing.GetJobId()); len(got) != 0 {
+		t.Fatalf("a firing with a missing secret reached the target")
+	}
+}
+
+// insertJob writes a jobs row whose schedule has no slot left (a one-off
+// whose slot is staged), as the prefetcher leaves it.
+func (e *env) insertJob(id string, version int64) {
+	e.t.Helper()
+	spec, _ := proto.Marshal(&sundialv1.Job{Id: id, Tenant: "acme", Version: version})
+	if _, err := e.pg.Exec(context.Background(), `
+		INSERT INTO jobs (id, tenant, spec, priority, status, version, partition, next_fire_at)
+		VALUES ($1, 'acme', $2, 3, 'active', $3, 0, NULL)`, id, spec, version); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) jobStatus(id string) string {
+	var s string
+	_ = e.pg.QueryRow(context.Background(), `SELECT status FROM jobs WHERE id = $1`, id).Scan(&s)
+	return s
+}
+
+// One-off jobs complete when their execution succeeds or dies (an audit
+// row by system:worker), the callback URL gets a signed summary on
+// success and on death, and a re-driven execution that dies again updates
+// its dead letter keeping the re-drive count.
+func TestCompletionNotificationsAndDeadLetterUpsert(t *testing.T) {
+	e := newEnv(t, 1)
+	d := e.watchDLQ()
+	w := e.startInProcess(e.config("w1"))
+	at := time.Now().Add(3 * time.Second)
+
+	ok := e.firing(uuid.Must(uuid.NewV7()), at, sundialv1.Priority_PRIORITY_HIGH)
+	ok.LastSlot, ok.CallbackUrl, ok.JobVersion = true, e.sink.srv.URL+"/callback", 2
+	e.insertJob(ok.GetJobId(), 2)
+
+	// A re-driven round (attempt 3, first_attempt 3) of an execution that
+	// died before, re-driven once.
+	dead := withRetry(e.firing(uuid.Must(uuid.NewV7()), at, sundialv1.Priority_PRIORITY_HIGH), 1, sundialv1.Backoff_BACKOFF_FIXED, time.Second, time.Second)
+	dead.Attempt, dead.FirstAttempt, dead.Origin = 3, 3, sundialv1.FiringOrigin_FIRING_ORIGIN_REDRIVE
+	dead.LastSlot, dead.CallbackUrl = true, e.sink.srv.URL+"/callback"
+	e.insertJob(dead.GetJobId(), 1)
+	e.sink.setScript(dead.GetJobId(), reply{status: 410})
+	env, _ := firing.Encode(dead)
+	if _, err := e.pg.Exec(context.Background(), `
+		INSERT INTO dead_letters (execution_id, tenant, job_id, error_class, last_error, http_status, attempts, last_attempt, envelope, dead_at, redrive_count, redriven_at)
+		VALUES ($1, 'acme', $2, 'http_5xx', 'status 500', 500, 2, 2, $3, now() - interval '1 hour', 1, now() - interval '10 minutes')`,
+		dead.GetExecutionId(), dead.GetJobId(), env); err != nil {
+		t.Fatal(err)
+	}
+	// A job whose version moved on is not completed by an old firing.
+	stale := e.firing(uuid.Must(uuid.NewV7()), at, sundialv1.Priority_PRIORITY_HIGH)
+	stale.LastSlot = true
+	e.insertJob(stale.GetJobId(), 5)
+	e.produce([]*sundialv1.Firing{ok, dead, stale}, nil)
+
+	eventually(t, 60*time.Second, "both jobs completed", func() bool {
+		return e.jobStatus(ok.GetJobId()) == "completed" && e.jobStatus(dead.GetJobId()) == "completed"
+	})
+	for _, f := range []*sundialv1.Firing{ok, dead} {
+		var actor, action, detail string
+		if err := e.pg.QueryRow(context.Background(), `SELECT actor, action, detail::text FROM job_audit WHERE job_id = $1`, f.GetJobId()).
+			Scan(&actor, &action, &detail); err != nil || actor != "system:worker" || action != "complete" || !strings.Contains(detail, f.GetExecutionId()) {
+			t.Errorf("audit of %s: %s %s %s %v", f.GetJobId(), actor, action, detail, err)
+		}
+	}
+	e.waitRow(stale.GetExecutionId(), 1, stSucceeded, 30*time.Second)
+	if s := e.jobStatus(stale.GetJobId()); s != "active" {
+		t.Errorf("a job at version 5 completed by a version-1 firing: %s", s)
+	}
+
+	// The dead letter: updated in place, re-drive count kept.
+	dl := d.deadLetter(t, dead.GetExecutionId())
+	if dl.GetRedriveCount() != 1 || dl.GetAttempts() != 1 || dl.GetErrorClass() != "http_4xx" || dl.GetFiring().GetAttempt() != 3 {
+		t.Fatalf("dead letter %v", dl)
+	}
+	if class, attempts, last, redrives, found := e.deadLetterRow(dead.GetExecutionId()); !found || class != "http_4xx" || attempts != 1 || last != 3 || redrives != 1 {
+		t.Fatalf("dead_letters row: %s %d %d %d", class, attempts, last, redrives)
+	}
+
+	// Notifications: one per execution, signed, with the summary.
+	eventually(t, 30*time.Second, "two notifications", func() bool { return len(e.sink.callbacksSnapshot()) == 2 })
+	got := map[string]notify.Summary{}
+	for _, c := range e.sink.callbacksSnapshot() {
+		if c.sigErr != nil {
+			t.Errorf("notification signature: %v", c.sigErr)
+		}
+		var s notify.Summary
+		if err := json.Unmarshal(c.body, &s); err != nil {
+			t.Fatal(err)
+		}
+		if c.header.Get(notify.HeaderEvent) != s.Event {
+			t.Errorf("event header %q, body %q", c.header.Get(notify.HeaderEvent), s.Event)
+		}
+		got[s.ExecutionID] = s
+	}
+	if s := got[ok.GetExecutionId()]; s.Event != "succeeded" || s.JobID != ok.GetJobId() || s.Attempts != 1 || s.Status != "EXECUTION_STATUS_SUCCEEDED" ||
+		!s.Scheduled.Equal(at) || s.Finished.IsZero() {
+		t.Errorf("success notification %+v", s)
+	}
+	if s := got[dead.GetExecutionId()]; s.Event != "dead" || !s.DeadLetter || s.HTTPStatus != 410 || s.ErrorClass != "http_4xx" || s.Attempt != 3 || s.Error == "" {
+		t.Errorf("dead notification %+v", s)
+	}
+	if v := testutil.ToFloat64(w.Metrics.Notifications.WithLabelValues("ok")); v != 2 {
+		t.Errorf("notifications ok %v", v)
+	}
+}
+
+// A change to a job (the api publishes its new version to Redis) takes
+// effect for every firing not yet started: firings already in Kafka and
+// held by the worker, due a second after the change, are skipped.
+func TestVersionChangeSkipsQueuedFirings(t *testing.T) {
+	e := newEnv(t, 1)
+	w := e.startInProcess(e.config("w1"))
+	job := uuid.Must(uuid.NewV7())
+	first := time.Now().Add(6 * time.Second)
+	var fs []*sundialv1.Firing
+	for i := range 5 {
+		fs = append(fs, e.firing(job, first.Add(time.Duration(i)*500*time.Millisecond), sundialv1.Priority_PRIORITY_HIGH))
+	}
+	e.produce(fs, nil)
+	eventually(t, 30*time.Second, "the firings held", func() bool { return w.Holder.Len() == len(fs) })
+	// A second before the first is due, pause the job the way the api
+	// does: bump its version and publish it.
+	eventually(t, 30*time.Second, "a second before the first slot", func() bool { return time.Until(first) <= time.Second })
+	if err := lease.New(e.rdb, lease.WithPrefix(e.redisPfx)).PublishVersion(context.Background(), job.String(), 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fs {
+		r := e.waitRow(f.GetExecutionId(), 1, stSkipped, 30*time.Second)
+		if !strings.Contains(r.GetReason(), "stale job version 1 (current 2)") {
+			t.Fatalf("reason %q", r.GetReason())
+		}
+	}
+	if n := len(e.sink.snapshot()); n != 0 {
+		t.Fatalf("%d firings of the paused job reached the target", n)
+	}
+}
