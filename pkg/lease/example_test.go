@@ -18,7 +18,8 @@ func ExampleStore_Acquire() {
 	store := lease.New(rdb, lease.WithPrefix("sundial:"))
 	ctx := context.Background()
 
-	ex := lease.Execution{JobID: "0193c3f4-…", ExecutionID: "5f1e…", Attempt: 1, Version: 3}
+	ex := lease.Execution{JobID: "0193c3f4-…", ExecutionID: "5f1e…", Attempt: 1, Version: 3,
+		Overlap: lease.OverlapSkip, FirstAttempt: 1}
 	holder := "worker-7/delivery-42" // unique per delivery
 	res, err := store.Acquire(ctx, ex, holder, 10*time.Second)
 	if err != nil {
@@ -31,6 +32,13 @@ func ExampleStore_Acquire() {
 		_ = store.MarkDone(ctx, ex, holder, 7*24*time.Hour)
 	case lease.Held:
 		fmt.Println("another delivery is firing it; look again in", res.HeldFor)
+	case lease.Waiting:
+		fmt.Println("execution", res.Running, "of the job runs; look again in", res.HeldFor)
+	case lease.Overlapping:
+		fmt.Println("skip: execution", res.Running, "of the job is still running")
+	case lease.Poison:
+		fmt.Println("dead-letter it: taken", res.Deliveries, "times without finishing")
+		_ = store.MarkAttemptDone(ctx, ex, holder, 7*24*time.Hour)
 	case lease.AlreadyDone, lease.Stale:
 		fmt.Println("drop:", res.Outcome)
 	}
