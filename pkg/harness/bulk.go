@@ -24,8 +24,9 @@ import (
 // tenant, status active, version 1, creation and update instants from the
 // database clock (read once for the whole load), spec = the encoded job
 // without next_fire_time, next_fire_at = the first slot after that
-// instant, partition = firing.Partition(id), no idempotency key. No NOTIFY
-// is sent: the prefetcher finds the jobs on its next tick.
+// instant, partition = firing.Partition(id), no idempotency key. Only the
+// jobs row is written: no audit row (the api records a "create" entry per
+// job) and no NOTIFY (the prefetcher finds due jobs on its next tick).
 //
 // Rows are copied in transactions of chunk rows (default 100,000); after
 // each, progress (if not nil) gets the number loaded so far. It returns the

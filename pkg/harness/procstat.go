@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -126,3 +127,27 @@ func statusKB(status, key string) int64 {
 
 // Usage reads the process's usage (its own, not its children's).
 func (pr *Process) Usage(now time.Time) (Usage, error) { return ReadUsage(pr.Pid(), false, now) }
+
+// ComponentPid is the pid of a component (postgres, redis, zookeeper,
+// kafka, cassandra) that deploy/local/infra.sh started with its files in
+// infraDir (the repository's .infra unless SUNDIAL_INFRA_DIR says
+// otherwise), or 0 when it is not running there.
+func ComponentPid(infraDir, component string) int {
+	f := filepath.Join(infraDir, component, "pid")
+	if component == "postgres" {
+		f = filepath.Join(infraDir, "postgres", "data", "postmaster.pid")
+	}
+	b, err := os.ReadFile(f)
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		return 0
+	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+		return 0
+	}
+	return pid
+}
