@@ -6,7 +6,7 @@ SHELL := /usr/bin/env bash
 ROOT     := $(abspath .)
 TOOLS    := $(ROOT)/.tools/bin
 export PATH := $(TOOLS):$(PATH)
-MODULES  := pkg proto cmd/schedctl services/api services/prefetcher services/relay services/worker tests/e2e deploy/deploytest
+MODULES  := pkg proto cmd/schedctl services/api services/prefetcher services/relay services/worker tests/e2e deploy/deploytest bench
 SERVICES := api prefetcher relay worker
 INFRA    := $(ROOT)/deploy/local/infra.sh
 PLATFORM := $(ROOT)/deploy/local/platform.sh
@@ -108,7 +108,7 @@ test-e2e: ## End-to-end tests: the four services as processes against the runnin
 	@source <($(INFRA) env) && cd tests/e2e && go test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) $(GOTESTFLAGS) ./...
 
 .PHONY: test
-test: infra-up lint proto-check test-unit test-integration test-e2e ## Everything, against the real components (what CI runs)
+test: infra-up lint proto-check test-unit test-integration test-e2e bench-quick ## Everything, against the real components (what CI runs)
 
 .PHONY: run
 run: infra-up build ## Start the components and the four services (make stop to end them)
@@ -123,6 +123,17 @@ stop: ## Stop the four services started by make run (and Prometheus/Grafana)
 	$(ROOT)/deploy/local/observability.sh down
 	$(PLATFORM) down
 
+BENCH_FLAGS ?=
+
+.PHONY: bench-build
+bench-build: ## Build the benchmark command into bin/sundial-bench
+	@mkdir -p bin
+	cd bench && go build -o $(ROOT)/bin/sundial-bench ./cmd/sundial-bench
+
 .PHONY: bench
-bench: ## Benchmark the platform (not built yet: see docs/benchmarks.md)
-	@echo "make bench: the benchmark harness is not built yet (tracked as its own issue); nothing was measured." >&2; exit 1
+bench: bench-build ## Benchmark the platform, every scenario at full size (~25 min; BENCH_FLAGS='--scenarios steady --append-docs' etc., see docs/benchmarks.md)
+	$(ROOT)/bin/sundial-bench $(BENCH_FLAGS)
+
+.PHONY: bench-quick
+bench-quick: bench-build ## Smoke run of the benchmark (under 3 min): the harness works and no firing is lost; says nothing about speed
+	$(ROOT)/bin/sundial-bench --quick $(BENCH_FLAGS)

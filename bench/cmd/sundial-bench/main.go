@@ -1,0 +1,329 @@
+// Command sundial-bench measures a Sundial deployment on the real
+// components: it starts (or reuses) the infrastructure, builds and starts
+// the four services as processes, registers jobs through the api, and
+// measures the lateness of every firing at an HTTP sink. `make bench` runs
+// it with the defaults; docs/benchmarks.md explains the scenarios, their
+// flags and the figures so far.
+//
+//	sundial-bench [flags]
+//
+// Every scenario prints one Markdown table row; --append-docs also appends
+// the run to docs/benchmarks.md. The exit status is 1 when a firing was
+// lost or reached the sink as two executions, or a scenario could not run.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/harness"
+
+	"github.com/sundialhq/sundial/bench/internal/bench"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+type flags struct {
+	scenarios   string
+	quick       bool
+	durable     string
+	profileDir  string
+	appendDocs  bool
+	docs        string
+	note        string
+	infraUp     bool
+	binDir      string
+	workDir     string
+	window      time.Duration
+	jitter      time.Duration
+	settle      time.Duration
+	executors   int
+	concurrency int
+	cfg         bench.Config
+	maxRates    string
+}
+
+func (f *flags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.scenarios, "scenarios", strings.Join(bench.Scenarios, ","), "comma-separated scenarios to run, in this order: "+strings.Join(bench.Scenarios, ", "))
+	fs.BoolVar(&f.quick, "quick", false, "CI smoke run (under 3 minutes): every scenario at a small size on one shared deployment; asserts nothing about speed, only that nothing was lost")
+	fs.StringVar(&f.durable, "durable", "auto", "on: turn Postgres durable commits on for the run (ALTER SYSTEM fsync, synchronous_commit, full_page_writes; restored after); off: leave the cluster as it is; auto: on, except with --quick")
+	fs.StringVar(&f.profileDir, "profile-dir", "", "capture a CPU profile of every service during each measured window into this folder (services get --pprof)")
+	fs.BoolVar(&f.appendDocs, "append-docs", false, "append the run's tables to --docs")
+	fs.StringVar(&f.docs, "docs", "", "the Markdown file --append-docs appends to (default docs/benchmarks.md of the repository)")
+	fs.StringVar(&f.note, "note", "", "a remark for the run's heading in the docs (e.g. 'preliminary, shared machine')")
+	fs.BoolVar(&f.infraUp, "infra-up", true, "run deploy/local/infra.sh up first (it reuses running components)")
+	fs.StringVar(&f.binDir, "bin-dir", "", "use the service binaries in this folder instead of building them")
+	fs.StringVar(&f.workDir, "work-dir", "", "folder for binaries and process logs (default .run/bench/<time> in the repository)")
+	fs.DurationVar(&f.window, "window", 2*time.Minute, "the prefetcher's staging window (--window)")
+	fs.DurationVar(&f.jitter, "jitter", time.Second, "max_jitter of the rate scenarios' per-second jobs: firings spread uniformly within each second; 0 fires all of a second's jobs at the same instant")
+	fs.DurationVar(&f.settle, "settle", 45*time.Second, "wait between registering a scenario's jobs and its first measured slot, for the window's worth of slots staged at registration to reach the workers")
+	fs.IntVar(&f.executors, "executors", 128, "each worker's --executors")
+	fs.IntVar(&f.concurrency, "register-concurrency", 16, "CreateJob calls in flight while registering")
+
+	c := &f.cfg
+	fs.IntVar(&c.Steady.Rate, "rate", 1000, "steady: firings per second (one job firing every second per unit)")
+	fs.DurationVar(&c.Steady.Duration, "duration", 2*time.Minute, "steady: measured duration")
+	fs.StringVar(&f.maxRates, "max-rates", "1000,1500,2000,3000,4000,6000,8000,10000,12000", "max: the ladder of rates (firings/s), each held for --max-step")
+	fs.DurationVar(&c.Max.Step, "max-step", time.Minute, "max: how long each rate is held")
+	fs.DurationVar(&c.Max.MaxP99, "max-p99", time.Second, "max: the lateness p99 a rate may reach and still count as held")
+	fs.IntVar(&c.Burst.Jobs, "burst-jobs", 100_000, "burst: jobs due at the same instant")
+	fs.IntVar(&c.Burst.Critical, "burst-critical", 10, "burst: CRITICAL jobs due within that second")
+	fs.IntVar(&c.Registered.Jobs, "registered-jobs", 10_000_000, "registered: idle jobs loaded between the two measured phases")
+	fs.IntVar(&c.Registered.Rate, "registered-rate", 1000, "registered: steady firings per second during both phases")
+	fs.DurationVar(&c.Registered.Phase, "registered-phase", time.Minute, "registered: length of each measured phase")
+	fs.IntVar(&c.Registered.Chunk, "registered-chunk", 100_000, "registered: rows per COPY transaction")
+	fs.IntVar(&c.Failover.Rate, "failover-rate", 1000, "failover: firings per second during the kills")
+	fs.DurationVar(&c.Failover.Duration, "failover-duration", 2*time.Minute, "failover: measured duration (kills at 20, 40 and 60 %)")
+}
+
+// applyQuick shrinks every scenario for the CI smoke run, leaving flags the
+// user set alone.
+func (f *flags) applyQuick(set map[string]bool) {
+	c := &f.cfg
+	c.Shared = true
+	def := func(name string, apply func()) {
+		if !set[name] {
+			apply()
+		}
+	}
+	def("settle", func() { f.settle = 2 * time.Second })
+	def("rate", func() { c.Steady.Rate = 100 })
+	def("duration", func() { c.Steady.Duration = 15 * time.Second })
+	def("max-rates", func() { f.maxRates = "100,200" })
+	def("max-step", func() { c.Max.Step = 10 * time.Second })
+	def("burst-jobs", func() { c.Burst.Jobs = 2000 })
+	def("burst-critical", func() { c.Burst.Critical = 5 })
+	def("registered-jobs", func() { c.Registered.Jobs = 20_000 })
+	def("registered-rate", func() { c.Registered.Rate = 100 })
+	def("registered-phase", func() { c.Registered.Phase = 10 * time.Second })
+	def("failover-rate", func() { c.Failover.Rate = 100 })
+	def("failover-duration", func() { c.Failover.Duration = 30 * time.Second })
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sundial-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f flags
+	f.register(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if f.quick {
+		f.applyQuick(set)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if err := f.finish(); err != nil {
+		fmt.Fprintf(stderr, "sundial-bench: %v\n", err)
+		return 2
+	}
+	// The sink and the expected slots of a long run are millions of small
+	// objects: collect less often, so the benchmark's own GC takes less of
+	// the CPU the platform is measured on. Memory is plentiful here.
+	debug.SetGCPercent(400)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := execute(ctx, f, args, log, stdout); err != nil {
+		fmt.Fprintf(stderr, "sundial-bench: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// finish validates the flags and derives what they imply.
+func (f *flags) finish() error {
+	for _, s := range strings.Split(f.scenarios, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if s == "all" {
+			f.cfg.Scenarios = append(f.cfg.Scenarios, bench.Scenarios...)
+			continue
+		}
+		known := false
+		for _, k := range bench.Scenarios {
+			known = known || k == s
+		}
+		if !known {
+			return fmt.Errorf("--scenarios: unknown scenario %q (known: %s)", s, strings.Join(bench.Scenarios, ", "))
+		}
+		f.cfg.Scenarios = append(f.cfg.Scenarios, s)
+	}
+	if len(f.cfg.Scenarios) == 0 {
+		return errors.New("--scenarios: none selected")
+	}
+	f.cfg.Max.Rates = nil
+	for _, s := range strings.Split(f.maxRates, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("--max-rates: %q is not a positive rate", s)
+		}
+		f.cfg.Max.Rates = append(f.cfg.Max.Rates, n)
+	}
+	switch f.durable {
+	case "on", "off":
+	case "auto":
+		f.durable = map[bool]string{true: "off", false: "on"}[f.quick]
+	default:
+		return fmt.Errorf("--durable: want on, off or auto, got %q", f.durable)
+	}
+	c := f.cfg
+	switch {
+	case c.Steady.Rate < 1, c.Registered.Rate < 1, c.Failover.Rate < 1:
+		return errors.New("rates must be at least 1")
+	case c.Steady.Duration < 2*time.Second, c.Registered.Phase < 2*time.Second, c.Max.Step < 2*time.Second, c.Failover.Duration < 10*time.Second:
+		return errors.New("durations too short")
+	case c.Burst.Jobs < 1, c.Burst.Critical < 0, c.Registered.Jobs < 1:
+		return errors.New("burst and registered sizes must be positive")
+	case f.jitter < 0 || f.jitter > time.Minute:
+		return errors.New("--jitter must be between 0 and 1m")
+	}
+	return nil
+}
+
+func execute(ctx context.Context, f flags, args []string, log *slog.Logger, stdout io.Writer) (err error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	root, err := harness.RepoRoot(wd)
+	if err != nil {
+		return err
+	}
+	if f.infraUp {
+		log.Info("starting (or reusing) the infrastructure: deploy/local/infra.sh up")
+		cmd := exec.CommandContext(ctx, filepath.Join(root, "deploy/local/infra.sh"), "up")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("infra.sh up: %w", err)
+		}
+	}
+	in := infraFromScript(ctx, root)
+	workDir := f.workDir
+	if workDir == "" {
+		workDir = filepath.Join(root, ".run", "bench", time.Now().UTC().Format("20060102T150405Z"))
+	}
+	binDir := f.binDir
+	if binDir == "" {
+		binDir = filepath.Join(workDir, "bin")
+		log.Info("building the services", "into", binDir)
+		if err := harness.Build(ctx, root, binDir); err != nil {
+			return err
+		}
+	}
+	if f.durable == "on" {
+		log.Info("turning durable commits on in Postgres for the run (ALTER SYSTEM; restored at the end)")
+		restore, err := bench.MakeDurable(ctx, in.PostgresDSN)
+		if err != nil {
+			return fmt.Errorf("durable settings: %w", err)
+		}
+		defer func() {
+			if rerr := restore(context.WithoutCancel(ctx)); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("restoring the Postgres settings: %w", rerr))
+			}
+		}()
+	}
+	infraDir := os.Getenv("SUNDIAL_INFRA_DIR") // infra.sh's own override
+	if infraDir == "" {
+		infraDir = filepath.Join(root, ".infra")
+	}
+	env := bench.Describe(ctx, infraDir, in)
+	r, err := bench.NewRunner(bench.Options{
+		InfraDir: infraDir, Infra: in, BinDir: binDir, WorkDir: workDir, ProfileDir: f.profileDir,
+		Logger: log, Clock: clock.Real{}, Window: f.window, Jitter: f.jitter,
+		Executors: f.executors, RegisterConcurrency: f.concurrency, Settle: f.settle, Quick: f.quick,
+	})
+	if err != nil {
+		return err
+	}
+	started := time.Now()
+	results, runErr := r.Run(ctx, f.cfg)
+	title := fmt.Sprintf("%s UTC", started.UTC().Format("2006-01-02 15:04"))
+	if f.quick {
+		title += " — quick (smoke run: sizes too small to mean anything about speed)"
+	}
+	if f.note != "" {
+		title += " — " + f.note
+	}
+	shape := fmt.Sprintf("per-second jobs (`* * * * * *`, HTTP target) with max_jitter %s, so each job's firings land at a deterministic uniform offset within each second (rate N = N jobs); burst: one-off jobs at one instant; prefetch window %s; %d executors per worker", f.jitter, f.window, f.executors)
+	if f.jitter == 0 {
+		shape = fmt.Sprintf("per-second jobs (`* * * * * *`, HTTP target) without jitter: all N firings of a second due at the same instant; prefetch window %s; %d executors per worker", f.window, f.executors)
+	}
+	md := bench.Markdown(title, "sundial-bench "+strings.Join(args, " "), env, bench.LoadAvg(), shape, results)
+	fmt.Fprint(stdout, md)
+	if f.appendDocs && len(results) > 0 {
+		docs := f.docs
+		if docs == "" {
+			docs = filepath.Join(root, "docs", "benchmarks.md")
+		}
+		if err := appendFile(docs, "\n"+md); err != nil {
+			return errors.Join(runErr, err)
+		}
+		log.Info("appended to the docs", "file", docs)
+	}
+	if runErr != nil {
+		return runErr
+	}
+	var problems []string
+	for _, res := range results {
+		problems = append(problems, res.Problems...)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%d correctness problems (lost or duplicated firings, bad deliveries):\n%s", len(problems), strings.Join(problems, "\n"))
+	}
+	log.Info("done", "took", time.Since(started).Round(time.Second), "logs", workDir)
+	return nil
+}
+
+// infraFromScript is where the components listen: SUNDIAL_TEST_* when set,
+// else what `infra.sh env` says (it reports the ports each component was
+// started with), else the defaults.
+func infraFromScript(ctx context.Context, root string) harness.Infra {
+	out, err := exec.CommandContext(ctx, filepath.Join(root, "deploy/local/infra.sh"), "env").Output()
+	if err == nil {
+		for line := range strings.SplitSeq(string(out), "\n") {
+			k, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
+			if ok && os.Getenv(k) == "" {
+				_ = os.Setenv(k, strings.Trim(v, `'"`))
+			}
+		}
+	}
+	return harness.InfraFromEnv()
+}
+
+func appendFile(path, s string) error {
+	fh, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := fh.WriteString(s); err != nil {
+		fh.Close()
+		return err
+	}
+	return fh.Close()
+}

@@ -1,0 +1,95 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sundialhq/sundial/pkg/harness"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// BurstConfig is the burst scenario: Jobs one-off jobs due at the same
+// instant, plus Critical CRITICAL ones spread over that second.
+type BurstConfig struct {
+	Jobs     int
+	Critical int
+}
+
+// Burst registers the herd through the api, then waits for the instant.
+// The herd is MEDIUM priority and due at exactly one instant (a top-of-
+// the-minute herd of `0 * * * *` jobs looks like this); the CRITICAL jobs
+// are due at evenly spread instants of the same second, the first one at
+// the herd's instant.
+func (r *Runner) Burst(ctx context.Context, d *deployment, cfg BurstConfig) (Result, error) {
+	res := Result{Scenario: "burst",
+		Header: []string{"jobs", "CRITICAL", "last fired after", "p50", "p99", "CRITICAL p50", "CRITICAL p99", "CRITICAL max", "lost", "dup effects", "raw dups"}}
+	n := cfg.Jobs + cfg.Critical
+	if err := d.calibrate(ctx, n); err != nil {
+		return res, err
+	}
+	at := r.clock.Now().Add(r.lead(n)).Truncate(time.Second)
+	herdJobs, err := d.register(ctx, "burst", cfg.Jobs, func(i int) *sundialv1.Job {
+		return onceJob(fmt.Sprintf("burst-%06d", i), d.sink.URL(), at, sundialv1.Priority_PRIORITY_MEDIUM)
+	})
+	if err != nil {
+		return res, err
+	}
+	critJobs, err := d.register(ctx, "burst-critical", cfg.Critical, func(i int) *sundialv1.Job {
+		return onceJob(fmt.Sprintf("burst-critical-%03d", i), d.sink.URL(), at.Add(time.Duration(i)*time.Second/time.Duration(cfg.Critical)), sundialv1.Priority_PRIORITY_CRITICAL)
+	})
+	if err != nil {
+		return res, err
+	}
+	if err := r.checkLead(at, 2*time.Second); err != nil {
+		return res, err
+	}
+	herd, crit := newRun(herdJobs), newRun(critJobs)
+	all := herd.merge(crit)
+	from, to := at, at.Add(time.Second)
+	want, err := all.slots(from, to)
+	if err != nil {
+		return res, err
+	}
+	r.log.Info("burst: waiting for the instant", "jobs", cfg.Jobs, "critical", cfg.Critical, "at", at.Format(time.TimeOnly))
+	if err := sleepUntil(ctx, r.clock, at.Add(-time.Second)); err != nil {
+		return res, err
+	}
+	held := 0.0
+	for _, w := range d.workers {
+		if m, err := w.Metrics(ctx); err == nil {
+			v, _ := m.Value("sundial_worker_held_firings")
+			held += v
+		}
+	}
+	res.detailf("burst: one second before the instant the workers held %.0f of the %d firings (the rest were not staged and published yet)", held, n)
+	u0 := r.snapUsage(d)
+	wait := r.profiles(ctx, d, "burst", 30*time.Second)
+	actx, cancel := context.WithDeadline(ctx, at.Add(10*time.Minute))
+	defer cancel()
+	if err := d.sink.Await(actx, want, 0); err != nil && ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	u1 := r.snapUsage(d)
+	if err := sleepCtx(ctx, r.clock, 3*time.Second); err != nil { // late duplicates
+		return res, err
+	}
+	files := wait()
+	wantHerd, _ := herd.slots(from, to)
+	wantCrit, _ := crit.slots(from, to)
+	everything := d.analyze(all, want, from, to)
+	hs := harness.Summarize(d.analyze(herd, wantHerd, from, to).Lateness)
+	cs := harness.Summarize(d.analyze(crit, wantCrit, from, to).Lateness)
+	res.Row = []string{fmt.Sprint(cfg.Jobs), fmt.Sprint(cfg.Critical), fmtDur(hs.Max), fmtDur(hs.P50), fmtDur(hs.P99),
+		fmtDur(cs.P50), fmtDur(cs.P99), fmtDur(cs.Max), fmt.Sprint(everything.Missing), fmt.Sprint(everything.DuplicateEffects), fmt.Sprint(everything.RawDuplicates)}
+	if hs.Max > 0 {
+		res.detailf("burst: the herd drained at %.0f firings/s on average (jobs / time until the last fired)", float64(cfg.Jobs)/hs.Max.Seconds())
+	}
+	res.detailf("burst: herd lateness %s; CRITICAL lateness %s", hs, cs)
+	res.detailf("burst: CPU cores / RSS from one second before the instant until the last arrival: %s", usageLine(u0, u1))
+	for _, f := range files {
+		res.detailf("burst: profile %s", f)
+	}
+	res.Problems = problems("burst", everything)
+	return res, nil
+}

@@ -1,0 +1,168 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sundialhq/sundial/pkg/harness"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// topology is how many processes of each scaled service a deployment runs
+// (always one api).
+type topology struct {
+	prefetchers, relays, workers int
+}
+
+// deployment is one Sundial deployment in a namespace of its own, with the
+// sink its jobs fire.
+type deployment struct {
+	r      *Runner
+	name   string
+	ns     *harness.Namespace
+	plat   *harness.Platform
+	sink   *harness.Sink
+	client sundialv1.JobServiceClient
+	pool   *pgxpool.Pool // the namespace's schema
+
+	api         *harness.Process
+	prefetchers []*harness.Process
+	relays      []*harness.Process
+	workers     []*harness.Process
+}
+
+// deploy starts a deployment: namespace, sink, api, relays (they create the
+// topics), prefetchers, workers.
+func (r *Runner) deploy(ctx context.Context, name string, topo topology) (d *deployment, err error) {
+	d = &deployment{r: r, name: name}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, d.close(context.WithoutCancel(ctx)))
+			d = nil
+		}
+	}()
+	if d.ns, err = harness.NewNamespace(ctx, r.opts.Infra, "bench_"+name); err != nil {
+		return d, err
+	}
+	if d.sink, err = harness.NewSink([]byte(r.secret), harness.SinkClock(r.clock)); err != nil {
+		return d, err
+	}
+	d.plat, err = harness.NewPlatform(harness.Config{
+		BinDir:    r.opts.BinDir,
+		Infra:     r.opts.Infra,
+		Namespace: d.ns,
+		LogDir:    filepath.Join(r.opts.WorkDir, "logs", d.ns.Name),
+		Logger:    r.log,
+		Token:     "bench-token",
+		Tenant:    "bench",
+		Secret:    r.secret,
+		Pprof:     r.opts.ProfileDir != "",
+		Env:       r.serviceEnv(d.sink.Addr()),
+	})
+	if err != nil {
+		return d, err
+	}
+	r.log.Info("starting deployment", "name", name, "namespace", d.ns.Name, "logs", filepath.Join(r.opts.WorkDir, "logs", d.ns.Name))
+	if d.api, err = d.plat.StartAPI(ctx, "api"); err != nil {
+		return d, err
+	}
+	for i := range topo.relays {
+		pr, err := d.plat.Start(ctx, "relay-"+strconv.Itoa(i+1), "relay", "--node-id", "relay-"+strconv.Itoa(i+1))
+		if err != nil {
+			return d, err
+		}
+		d.relays = append(d.relays, pr)
+	}
+	for i := range topo.prefetchers {
+		id := "pf-" + strconv.Itoa(i+1)
+		pr, err := d.plat.Start(ctx, "prefetcher-"+strconv.Itoa(i+1), "prefetcher", "--node-id", id, "--window", r.opts.Window.String())
+		if err != nil {
+			return d, err
+		}
+		d.prefetchers = append(d.prefetchers, pr)
+	}
+	for i := range topo.workers {
+		id := "w" + strconv.Itoa(i+1)
+		pr, err := d.plat.Start(ctx, "worker-"+strconv.Itoa(i+1), "worker", "--worker-id", id, "--executors", strconv.Itoa(r.opts.Executors))
+		if err != nil {
+			return d, err
+		}
+		d.workers = append(d.workers, pr)
+	}
+	if d.client, err = d.plat.Client(); err != nil {
+		return d, err
+	}
+	if d.pool, err = pgxpool.New(ctx, d.ns.PostgresDSN); err != nil {
+		return d, err
+	}
+	if err := d.awaitGroup(ctx, topo.workers); err != nil {
+		return d, err
+	}
+	return d, nil
+}
+
+// awaitGroup waits until the workers own every partition between them, so
+// no measurement starts during the group's first rebalance.
+func (d *deployment) awaitGroup(ctx context.Context, workers int) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		total := 0.0
+		for _, w := range d.workers {
+			if m, err := w.Metrics(ctx); err == nil {
+				v, _ := m.Value("sundial_worker_assigned_partitions")
+				total += v
+			}
+		}
+		// four priority topics with the relay's partition count each
+		if total >= float64(4*d.r.topicPartitions) || workers == 0 {
+			return nil
+		}
+		if err := sleepCtx(ctx, d.r.clock, 250*time.Millisecond); err != nil {
+			return fmt.Errorf("bench: workers own %v partitions after 60s: %w", total, err)
+		}
+	}
+}
+
+// services lists the deployment's service processes still running.
+func (d *deployment) services() []*harness.Process {
+	var out []*harness.Process
+	for _, pr := range d.plat.Processes() {
+		if pr.Alive() {
+			out = append(out, pr)
+		}
+	}
+	return out
+}
+
+// close stops everything the deployment started and drops its namespace.
+func (d *deployment) close(ctx context.Context) error {
+	var errs []error
+	if d.pool != nil {
+		d.pool.Close()
+	}
+	if d.plat != nil {
+		if err := d.plat.Stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if d.sink != nil {
+		if err := d.sink.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if d.ns != nil {
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		defer cancel()
+		if err := d.ns.Drop(dctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,93 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Scenarios names every scenario in the order a full run takes them.
+var Scenarios = []string{"steady", "max", "burst", "registered", "failover"}
+
+// Config selects and sizes the scenarios of a run.
+type Config struct {
+	Scenarios  []string
+	Steady     SteadyConfig
+	Max        MaxConfig
+	Burst      BurstConfig
+	Registered RegisteredConfig
+	Failover   FailoverConfig
+	// Shared runs every scenario on one deployment (two of each scaled
+	// service) instead of one deployment per scenario: quicker, for the CI
+	// smoke run, at the cost of scenarios sharing processes.
+	Shared bool
+}
+
+// scenarioTopology is the deployment each scenario runs on when not shared:
+// one process per service, except failover, which needs a standby of each.
+func scenarioTopology(name string) topology {
+	if name == "failover" {
+		return topology{prefetchers: 2, relays: 2, workers: 2}
+	}
+	return topology{prefetchers: 1, relays: 1, workers: 1}
+}
+
+// Run runs the configured scenarios in order and returns their results.
+// A scenario that fails to run (as opposed to measuring badly) ends the run
+// with an error; the results so far are returned with it.
+func (r *Runner) Run(ctx context.Context, cfg Config) ([]Result, error) {
+	var shared *deployment
+	if cfg.Shared {
+		d, err := r.deploy(ctx, "shared", topology{prefetchers: 2, relays: 2, workers: 2})
+		if err != nil {
+			return nil, err
+		}
+		shared = d
+		defer func() {
+			if err := d.close(context.WithoutCancel(ctx)); err != nil {
+				r.log.Warn("deployment not cleaned up", "err", err)
+			}
+		}()
+	}
+	var results []Result
+	for _, name := range cfg.Scenarios {
+		started := r.clock.Now()
+		r.log.Info("scenario starting", "scenario", name)
+		res, err := r.runOne(ctx, name, cfg, shared)
+		if err != nil {
+			return results, fmt.Errorf("bench: scenario %s: %w", name, err)
+		}
+		res.detailf("%s: scenario took %s (deployment start and teardown included)", name, r.clock.Now().Sub(started).Round(time.Second))
+		results = append(results, res)
+		r.log.Info("scenario done", "scenario", name, "took", r.clock.Now().Sub(started).Round(time.Second))
+	}
+	return results, nil
+}
+
+func (r *Runner) runOne(ctx context.Context, name string, cfg Config, shared *deployment) (res Result, err error) {
+	d := shared
+	if d == nil {
+		if d, err = r.deploy(ctx, name, scenarioTopology(name)); err != nil {
+			return res, err
+		}
+		defer func() {
+			if cerr := d.close(context.WithoutCancel(ctx)); cerr != nil {
+				r.log.Warn("deployment not cleaned up", "scenario", name, "err", cerr)
+			}
+		}()
+	}
+	switch name {
+	case "steady":
+		return r.Steady(ctx, d, cfg.Steady)
+	case "max":
+		return r.Max(ctx, d, cfg.Max)
+	case "burst":
+		return r.Burst(ctx, d, cfg.Burst)
+	case "registered":
+		return r.Registered(ctx, d, cfg.Registered)
+	case "failover":
+		return r.Failover(ctx, d, cfg.Failover)
+	}
+	return res, errors.New("unknown scenario " + name)
+}
