@@ -70,6 +70,9 @@ service_env() {
     worker)
       # a development secret for the HMAC signature on target requests
       [ -n "${SUNDIAL_SIGNING_SECRET_FILE:-}" ] || echo "SUNDIAL_SIGNING_SECRET=$DEV_SECRET"
+      # the demo sink listens on loopback, which the outbound-address
+      # policy refuses unless allowlisted
+      echo "SUNDIAL_ALLOW_TARGET_ADDRS=${SUNDIAL_ALLOW_TARGET_ADDRS:-$SINK_ADDR}"
       ;;
   esac
 }

@@ -155,6 +155,9 @@ func (p *platform) env(admin string) []string {
 	set("SUNDIAL_LOG_FORMAT", "text")
 	set("SUNDIAL_LOG_LEVEL", "info")
 	set("SUNDIAL_DRAIN_TIMEOUT", "20s")
+	// The sinks are httptest servers on loopback, which the worker's
+	// outbound-address policy refuses unless allowlisted.
+	set("SUNDIAL_ALLOW_TARGET_ADDRS", "127.0.0.1")
 	return e
 }
 
