@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -28,35 +29,61 @@ import (
 // jobs row is written: no audit row (the api records a "create" entry per
 // job) and no NOTIFY (the prefetcher finds due jobs on its next tick).
 //
-// Rows are copied in transactions of chunk rows (default 100,000); after
-// each, progress (if not nil) gets the number loaded so far. It returns the
-// number loaded, which is less than n only with an error.
-func CopyJobs(ctx context.Context, pool *pgxpool.Pool, tenant string, n, chunk int, job func(i int) *sundialv1.Job, progress func(done int)) (int, error) {
-	if chunk <= 0 {
-		chunk = 100_000
+// job is called from several goroutines at once (see CopyOptions.Streams).
+// It returns the number of jobs loaded, which is less than n only with an
+// error.
+func CopyJobs(ctx context.Context, pool *pgxpool.Pool, tenant string, n int, o CopyOptions, job func(i int) *sundialv1.Job) (int, error) {
+	if o.Chunk <= 0 {
+		o.Chunk = 100_000
+	}
+	if o.Streams <= 0 {
+		o.Streams = 2
 	}
 	var now time.Time
 	if err := pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
 		return 0, fmt.Errorf("harness: read database clock: %w", err)
 	}
 	now = now.UTC()
-	done := 0
-	for done < n {
-		src := &jobRows{tenant: tenant, now: now, from: done, to: min(done+chunk, n), job: job}
+	var (
+		mu   sync.Mutex
+		done int
+	)
+	chunks := (n + o.Chunk - 1) / o.Chunk
+	err := Parallel(ctx, chunks, o.Streams, func(ctx context.Context, c int) error {
+		src := &jobRows{tenant: tenant, now: now, from: c * o.Chunk, to: min((c+1)*o.Chunk, n), job: job}
 		src.i = src.from - 1
 		copied, err := pool.CopyFrom(ctx, pgx.Identifier{"jobs"}, jobRowColumns, src)
 		if err == nil {
 			err = src.err
 		}
 		if err != nil {
-			return done, fmt.Errorf("harness: copy jobs %d..%d: %w", src.from, src.to, err)
+			return fmt.Errorf("harness: copy jobs %d..%d: %w", src.from, src.to, err)
 		}
+		mu.Lock()
+		defer mu.Unlock()
 		done += int(copied)
-		if progress != nil {
-			progress(done)
+		if o.Progress != nil {
+			o.Progress(done)
 		}
-	}
-	return done, nil
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	return done, err
+}
+
+// CopyOptions tune CopyJobs.
+type CopyOptions struct {
+	// Chunk is how many rows one COPY (one transaction) loads; 100,000 by
+	// default.
+	Chunk int
+	// Streams is how many COPYs run at once, each on a connection of its
+	// own; 2 by default, so building rows and Postgres's inserting them use
+	// both cores of a small machine.
+	Streams int
+	// Progress, when set, is called (one call at a time) after each chunk
+	// with the number of rows loaded so far.
+	Progress func(done int)
 }
 
 // jobRowColumns are the columns store.Create inserts.

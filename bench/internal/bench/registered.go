@@ -88,14 +88,15 @@ func (r *Runner) Registered(ctx context.Context, d *deployment, cfg RegisteredCo
 	res.Problems = append(res.Problems, diffs...)
 	step := max(cfg.Jobs/10, 1)
 	next := step
-	loaded, err := harness.CopyJobs(ctx, d.pool, d.plat.Tenant(), cfg.Jobs, cfg.Chunk,
-		func(i int) *sundialv1.Job { return idleJob(i, cfg.Jobs, base, d.sink.URL()) },
-		func(done int) {
+	loaded, err := harness.CopyJobs(ctx, d.pool, d.plat.Tenant(), cfg.Jobs, harness.CopyOptions{
+		Chunk: cfg.Chunk,
+		Progress: func(done int) {
 			if done >= next || done == cfg.Jobs {
 				r.log.Info("registered: idle jobs loaded", "done", done, "of", cfg.Jobs, "elapsed", r.clock.Now().Sub(loadStart).Round(time.Second))
 				next = done + step
 			}
-		})
+		},
+	}, func(i int) *sundialv1.Job { return idleJob(i, cfg.Jobs, base, d.sink.URL()) })
 	if err != nil {
 		return res, fmt.Errorf("loaded %d idle jobs: %w", loaded, err)
 	}
@@ -198,7 +199,7 @@ func (d *deployment) checkEncoding(ctx context.Context, base time.Time) ([]strin
 	if _, err := d.client.CreateJob(ctx, &sundialv1.CreateJobRequest{Job: tmpl("encoding-api")}); err != nil {
 		return nil, err
 	}
-	if _, err := harness.CopyJobs(ctx, d.pool, d.plat.Tenant(), 1, 1, func(int) *sundialv1.Job { return tmpl("encoding-copy") }, nil); err != nil {
+	if _, err := harness.CopyJobs(ctx, d.pool, d.plat.Tenant(), 1, harness.CopyOptions{}, func(int) *sundialv1.Job { return tmpl("encoding-copy") }); err != nil {
 		return nil, err
 	}
 	type row struct {
