@@ -22,6 +22,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/config"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
 	"github.com/sundialhq/sundial/pkg/telemetry"
+	"github.com/sundialhq/sundial/pkg/tracing"
 )
 
 // Common holds the settings every service has.
@@ -31,6 +32,8 @@ type Common struct {
 	LogFormat    string
 	Pprof        bool
 	DrainTimeout time.Duration
+	// Tracing is off unless --otel-exporter names an exporter.
+	Tracing tracing.Config
 }
 
 // Register adds the common flags to fs with their defaults.
@@ -40,6 +43,7 @@ func (c *Common) Register(fs *flag.FlagSet, defaultAdminAddr string) {
 	fs.StringVar(&c.LogFormat, "log-format", "json", "log format: json or text")
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve /debug/pprof on the admin server")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "longest graceful drain on SIGTERM before a hard stop")
+	c.Tracing.Register(fs)
 }
 
 // Validate records problems with the common settings.
@@ -50,6 +54,7 @@ func (c *Common) Validate(p *config.Problems) {
 	if c.DrainTimeout <= 0 {
 		p.Addf("drain-timeout", "must be positive, got %s", c.DrainTimeout)
 	}
+	c.Tracing.Validate(p)
 }
 
 // Env is what Run gives the service's build function.
@@ -57,6 +62,9 @@ type Env struct {
 	Logger   *slog.Logger
 	Registry *prometheus.Registry
 	Admin    *admin.Server
+	// Tracing hands out the service's tracers; its Tracer is nil when
+	// tracing is off.
+	Tracing *tracing.Provider
 }
 
 // Run builds the logger, registry and admin server, asks build for the
@@ -71,17 +79,28 @@ func Run(ctx context.Context, name string, c Common, stderr io.Writer, build fun
 	}
 	reg := telemetry.NewRegistry()
 	adm := admin.New(c.AdminAddr, logger, reg, c.Pprof)
-	env := Env{Logger: logger, Registry: reg, Admin: adm}
+	tp, err := tracing.New(ctx, name, c.Tracing)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	env := Env{Logger: logger, Registry: reg, Admin: adm, Tracing: tp}
+	if tp.Enabled() {
+		logger.Info("tracing on", "exporter", c.Tracing.Exporter, "endpoint", c.Tracing.Endpoint,
+			"sample_ratio", c.Tracing.SampleRatio, "firing_sample_ratio", c.Tracing.FiringSampleRatio)
+	}
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
 	var group lifecycle.Group
+	// First in, last out: spans of the drain itself are flushed too.
+	group.Add(tp)
 	group.Add(adm)
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	comps, err := build(startCtx, env)
 	if err != nil {
+		tp.Stop()
 		return fmt.Errorf("%s: build: %w", name, err)
 	}
 	group.Add(comps...)
@@ -114,6 +133,9 @@ func Main(name string, register func(fs *flag.FlagSet, c *Common), validate func
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(2)
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	c.Tracing.ApplyOTelEnv(set, os.LookupEnv)
 	var p config.Problems
 	c.Validate(&p)
 	validate(&p)

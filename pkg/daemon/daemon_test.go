@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/config"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/pkg/tracing"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -105,11 +108,65 @@ func TestRunFailsOnBuildError(t *testing.T) {
 	}
 }
 
+// TestRunFlushesSpansOnStop: with tracing on, build gets a tracer, and a
+// span ended just before the drain reaches the collector before Run
+// returns.
+func TestRunFlushesSpansOnStop(t *testing.T) {
+	posts := make(chan string, 8)
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		posts <- r.URL.Path
+	}))
+	defer collector.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	c := Common{AdminAddr: "127.0.0.1:0", LogLevel: "info", LogFormat: "json", DrainTimeout: 5 * time.Second,
+		Tracing: tracing.Config{Exporter: tracing.ExporterOTLPHTTP, Endpoint: collector.URL, SampleRatio: 1}}
+	err := Run(ctx, "test", c, &syncBuffer{}, func(_ context.Context, env Env) ([]lifecycle.Service, error) {
+		tr := env.Tracing.Tracer("daemon-test")
+		if tr == nil {
+			return nil, errors.New("tracing on, but no tracer")
+		}
+		_, span := tr.Start(context.Background(), "build")
+		span.End()
+		cancel() // drain at once
+		return nil, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case p := <-posts:
+		if p != "/v1/traces" {
+			t.Fatalf("exporter posted to %s", p)
+		}
+	default:
+		t.Fatal("the span was not flushed before Run returned")
+	}
+}
+
+func TestRunWithTracingOffHasNoTracer(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var tr any = "unset"
+	err := Run(ctx, "test", Common{AdminAddr: "127.0.0.1:0", LogLevel: "info", LogFormat: "json", DrainTimeout: time.Second}, &syncBuffer{},
+		func(_ context.Context, env Env) ([]lifecycle.Service, error) {
+			if t := env.Tracing.Tracer("x"); t != nil {
+				tr = t
+			} else {
+				tr = nil
+			}
+			cancel()
+			return nil, nil
+		})
+	if err != nil || tr != nil {
+		t.Fatalf("err = %v, tracer = %v; want no tracer when tracing is off", err, tr)
+	}
+}
+
 func TestCommonValidate(t *testing.T) {
 	var p config.Problems
-	(&Common{AdminAddr: "", DrainTimeout: 0}).Validate(&p)
+	(&Common{AdminAddr: "", DrainTimeout: 0, Tracing: tracing.Config{Exporter: "zipkin"}}).Validate(&p)
 	err := p.Err()
-	if err == nil || !strings.Contains(err.Error(), "admin-addr") || !strings.Contains(err.Error(), "drain-timeout") {
+	if err == nil || !strings.Contains(err.Error(), "admin-addr") || !strings.Contains(err.Error(), "drain-timeout") || !strings.Contains(err.Error(), "otel-exporter") {
 		t.Fatalf("err = %v", err)
 	}
 }
