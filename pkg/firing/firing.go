@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -110,6 +111,38 @@ func Decode(b []byte) (*sundialv1.Firing, error) {
 		return nil, fmt.Errorf("firing: decode envelope: %w", err)
 	}
 	return f, nil
+}
+
+// traceparentField is the field number of sundial.v1.Firing.traceparent.
+var traceparentField = (&sundialv1.Firing{}).ProtoReflect().Descriptor().Fields().ByName("traceparent").Number()
+
+// Traceparent reads an encoded envelope's W3C trace context without
+// decoding the rest of it: the relay needs nothing else from the envelopes
+// it forwards, and skipping a field costs a length read. "" when there is
+// none or the envelope is malformed; like proto, the last occurrence wins.
+func Traceparent(b []byte) string {
+	var tp []byte
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return ""
+		}
+		b = b[n:]
+		if num == traceparentField && typ == protowire.BytesType {
+			v, m := protowire.ConsumeBytes(b)
+			if m < 0 {
+				return ""
+			}
+			tp, b = v, b[m:]
+			continue
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b)
+		if m < 0 {
+			return ""
+		}
+		b = b[m:]
+	}
+	return string(tp)
 }
 
 // Headers every HTTP target receives.

@@ -113,3 +113,47 @@ func TestJitterIsDeterministicAndBounded(t *testing.T) {
 		t.Fatalf("1000 slots fell in %d of 10 tenths of the second", len(seen))
 	}
 }
+
+func TestTraceparentIsReadWithoutDecoding(t *testing.T) {
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	f := &sundialv1.Firing{ExecutionId: "e", JobId: "j", Attempt: 2, Payload: make([]byte, 4096), Traceparent: tp,
+		Target: &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: "http://x/"}}}}
+	b, err := Encode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Traceparent(b); got != tp {
+		t.Fatalf("Traceparent = %q, want %q", got, tp)
+	}
+	f.Traceparent = ""
+	b, _ = Encode(f)
+	if got := Traceparent(b); got != "" {
+		t.Fatalf("Traceparent of an envelope without one = %q", got)
+	}
+	if got := Traceparent([]byte{0xa2, 0x01, 0x7f}); got != "" {
+		t.Fatalf("Traceparent of a truncated envelope = %q", got)
+	}
+}
+
+// FuzzTraceparent: whatever the bytes, Traceparent agrees with a full
+// decode whenever the bytes decode.
+func FuzzTraceparent(f *testing.F) {
+	for _, e := range []*sundialv1.Firing{
+		{Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+		{ExecutionId: "e", Payload: []byte("payload"), Traceparent: "x"},
+		{},
+	} {
+		b, _ := Encode(e)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got := Traceparent(b)
+		e, err := Decode(b)
+		if err != nil {
+			return
+		}
+		if got != e.GetTraceparent() {
+			t.Fatalf("Traceparent = %q, decode says %q", got, e.GetTraceparent())
+		}
+	})
+}
