@@ -67,6 +67,7 @@ func build(ctx context.Context, env daemon.Env, cfg relay.Config) ([]lifecycle.S
 		Logger:   env.Logger,
 		Clock:    clock.Real{},
 		Registry: env.Registry,
+		Tracer:   env.Tracing.Tracer("github.com/sundialhq/sundial/services/relay"),
 	})
 	return []lifecycle.Service{closer{pool: pool, kc: kc}, r}, nil
 }

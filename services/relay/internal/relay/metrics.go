@@ -62,5 +62,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	reg.MustRegister(m.depthTotal, m.depthDue, m.oldestDue, m.published, m.publishErrors,
 		m.publishLatency, m.claimSize, m.cycleErrors, m.wakeups, m.listening)
+	// Failure-only series exist at zero from the start, so dashboards and
+	// alerts see a flat 0 on a healthy relay rather than no data. Kafka's
+	// own error names (errorReason) join as they happen.
+	for _, reason := range []string{"timeout", "canceled", "other"} {
+		m.publishErrors.WithLabelValues(reason)
+	}
+	for _, stage := range []string{"claim", "delete"} {
+		m.cycleErrors.WithLabelValues(stage)
+	}
 	return m
 }

@@ -9,6 +9,11 @@
 // rows behind, and they are published again: delivery is at least once, and
 // workers drop duplicates by execution id.
 //
+// With a tracer, each record whose envelope carries a trace context is
+// published under a relay.publish span, a child of that context, and the
+// span's context goes on the record as a traceparent header, so the firing's
+// trace continues in the worker (and in any other consumer of the topics).
+//
 // The loop runs again at once while claims come back full, and otherwise
 // sleeps until a NOTIFY on sundial_outbox, the poll interval, or the moment
 // the next staged row comes due, whichever is first.
@@ -25,10 +30,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/pkg/tracing"
 	"github.com/sundialhq/sundial/services/relay/internal/outbox"
 )
 
@@ -69,6 +78,8 @@ type Deps struct {
 	Logger   *slog.Logger
 	Clock    clock.Clock
 	Registry prometheus.Registerer
+	// Tracer traces publishing; nil: tracing off.
+	Tracer trace.Tracer
 }
 
 // Relay is the outbox-to-Kafka loop. It implements lifecycle.Service.
@@ -81,6 +92,7 @@ type Relay struct {
 	logger   *slog.Logger
 	clock    clock.Clock
 	m        *metrics
+	tracer   trace.Tracer
 
 	wake   chan struct{}
 	runner lifecycle.Runner
@@ -106,7 +118,7 @@ func New(cfg Config, d Deps) *Relay {
 	r := &Relay{
 		cfg: cfg, ob: d.Outbox, kc: d.Kafka, listener: d.Listener,
 		topics: firing.Topics{Prefix: cfg.TopicPrefix},
-		logger: d.Logger, clock: d.Clock, m: newMetrics(d.Registry),
+		logger: d.Logger, clock: d.Clock, m: newMetrics(d.Registry), tracer: d.Tracer,
 		wake: make(chan struct{}, 1),
 	}
 	if r.listener != nil && r.listener.Connected == nil {
@@ -242,10 +254,17 @@ func (r *Relay) cycle(ctx context.Context) (n int, next time.Duration, err error
 		recs[i] = &kgo.Record{Topic: r.topics.Fire(row.Priority), Key: []byte(row.JobID), Value: row.Envelope}
 		index[recs[i]] = i
 	}
+	var spans []trace.Span
+	if r.tracer != nil {
+		spans = r.startPublishSpans(dctx, rows, recs)
+	}
 	pctx, pcancel := context.WithTimeout(dctx, r.cfg.PublishTimeout)
 	results := r.kc.ProduceSync(pctx, recs...)
 	pcancel()
 	ackedAt := r.clock.Now()
+	if spans != nil {
+		endPublishSpans(spans, index, results)
+	}
 
 	acked := make([]int, 0, len(rows))
 	ids := make([]int64, 0, len(rows))
@@ -282,6 +301,65 @@ func (r *Relay) cycle(ctx context.Context) (n int, next time.Duration, err error
 	}
 	r.logger.Debug("batch published", "rows", len(rows))
 	return len(rows), next, nil
+}
+
+// SpanPublish is the name of the span under which a record is published.
+const SpanPublish = "relay.publish"
+
+// startPublishSpans starts a publish span for each row whose envelope
+// carries a trace context, as that context's child, and puts the span's
+// context on the record. A row without a (well-formed) context is not
+// traced: a firing's trace begins where it is staged, never here. spans[i] is nil for those.
+func (r *Relay) startPublishSpans(ctx context.Context, rows []outbox.Row, recs []*kgo.Record) []trace.Span {
+	spans := make([]trace.Span, len(rows))
+	for i, row := range rows {
+		parent, ok := tracing.Parse(firing.Traceparent(row.Envelope))
+		if !ok {
+			continue
+		}
+		_, span := r.tracer.Start(trace.ContextWithRemoteSpanContext(ctx, parent), SpanPublish, trace.WithSpanKind(trace.SpanKindProducer))
+		if span.IsRecording() {
+			span.SetAttributes(
+				attribute.String("messaging.system", "kafka"),
+				attribute.String("messaging.operation.type", "send"),
+				attribute.String("messaging.destination.name", recs[i].Topic),
+				attribute.String("messaging.kafka.message.key", row.JobID),
+				tracing.AttrExecutionID.String(row.ExecutionID),
+				tracing.AttrJobID.String(row.JobID),
+				tracing.AttrAttempt.Int(int(row.Attempt)),
+				attribute.Int64("sundial.outbox_row", row.ID),
+			)
+		}
+		recs[i].Headers = append(recs[i].Headers, kgo.RecordHeader{Key: tracing.Header, Value: []byte(tracing.Format(span.SpanContext()))})
+		spans[i] = span
+	}
+	return spans
+}
+
+// endPublishSpans ends each span with its record's fate.
+func endPublishSpans(spans []trace.Span, index map[*kgo.Record]int, results kgo.ProduceResults) {
+	for _, res := range results {
+		i, ok := index[res.Record]
+		if !ok || spans[i] == nil {
+			continue
+		}
+		span := spans[i]
+		if res.Err != nil {
+			span.SetStatus(codes.Error, res.Err.Error())
+		} else if span.IsRecording() {
+			span.SetAttributes(attribute.Int("messaging.destination.partition.id", int(res.Record.Partition)),
+				attribute.Int64("messaging.kafka.offset", res.Record.Offset))
+		}
+		span.End()
+		spans[i] = nil
+	}
+	// A record the client never reported on (cannot happen with
+	// ProduceSync, but a span must not stay open).
+	for _, span := range spans {
+		if span != nil {
+			span.End()
+		}
+	}
 }
 
 func (r *Relay) watchDepth(ctx context.Context) {

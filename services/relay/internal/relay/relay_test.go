@@ -37,6 +37,8 @@ type harness struct {
 	reg     *prometheus.Registry
 	relay   *Relay
 	cfg     Config
+	kc      *kgo.Client
+	logger  *slog.Logger
 }
 
 // newHarness builds a relay over an in-memory outbox and a kfake cluster.
@@ -61,7 +63,7 @@ func newHarness(t *testing.T, clk clock.Clock, tweak func(*Config), kopts ...kfa
 	kc, err := NewProducer(cfg, logger)
 	require.NoError(t, err)
 	t.Cleanup(kc.Close)
-	h := &harness{t: t, cluster: cluster, ob: newMemOutbox(clk), reg: prometheus.NewRegistry(), cfg: cfg}
+	h := &harness{t: t, cluster: cluster, ob: newMemOutbox(clk), reg: prometheus.NewRegistry(), cfg: cfg, kc: kc, logger: logger}
 	h.relay = New(cfg, Deps{Outbox: h.ob, Kafka: kc, Logger: logger, Clock: clk, Registry: h.reg})
 	return h
 }
@@ -75,11 +77,17 @@ func (h *harness) start() {
 
 // stage adds a row of a fresh execution with priority p, due at publishAt.
 func (h *harness) stage(p sundialv1.Priority, publishAt time.Time) outbox.Row {
+	return h.stageTraced(p, publishAt, "")
+}
+
+// stageTraced is stage with a trace context in the envelope.
+func (h *harness) stageTraced(p sundialv1.Priority, publishAt time.Time, traceparent string) outbox.Row {
 	job := uuid.New()
 	sched := publishAt.Add(time.Minute)
 	f := &sundialv1.Firing{
 		ExecutionId: firing.ExecutionID(job, sched).String(), JobId: job.String(), Attempt: 1,
 		Priority: p, ScheduledTime: timestamppb.New(sched), FireTime: timestamppb.New(sched),
+		Traceparent: traceparent,
 	}
 	env, err := firing.Encode(f)
 	require.NoError(h.t, err)
