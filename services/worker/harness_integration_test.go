@@ -183,6 +183,7 @@ func (e *env) config(workerID string) app.Config {
 		ClockSampleInterval: 5 * time.Second,
 		SigningSecret:       string(e.secret),
 		WorkerID:            workerID,
+		MetricsMaxTenants:   100,
 		Executors:           64,
 		LeaseTTL:            3 * time.Second,
 		DoneTTL:             time.Hour,

@@ -24,7 +24,7 @@ func main() {
 		},
 		cfg.Validate,
 		func(ctx context.Context, env daemon.Env) ([]lifecycle.Service, error) {
-			w, err := app.New(ctx, cfg, app.Deps{Environ: os.Environ()}, env.Logger, env.Registry)
+			w, err := app.New(ctx, cfg, app.Deps{Environ: os.Environ(), Tracer: env.Tracing.Tracer("github.com/sundialhq/sundial/services/worker")}, env.Logger, env.Registry)
 			if err != nil {
 				return nil, err
 			}

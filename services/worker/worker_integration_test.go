@@ -431,7 +431,7 @@ func TestLongAttemptKeepsItsLease(t *testing.T) {
 	})
 	close(release)
 	eventually(t, 30*time.Second, "the second copy dropped as done", func() bool {
-		return testutil.ToFloat64(w.Metrics.Firings.WithLabelValues("high", "duplicate")) == 1
+		return testutil.ToFloat64(w.Metrics.Firings.WithLabelValues("high", "duplicate", "acme")) == 1
 	})
 	if n := len(e.sink.snapshot()); n != 1 {
 		t.Fatalf("target called %d times for one execution", n)

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sundialhq/sundial/pkg/admin"
 	"github.com/sundialhq/sundial/pkg/clock"
@@ -73,6 +74,8 @@ type Deps struct {
 	// SUNDIAL_SECRET_* secrets are taken; main passes it so nothing deeper
 	// reads the environment.
 	Environ []string
+	// Tracer traces firings through the worker; nil: tracing off.
+	Tracer trace.Tracer
 }
 
 // New builds the worker. Nothing runs until its Services are started; the
@@ -89,7 +92,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 			cl.Stop()
 		}
 	}()
-	m := metrics.New(reg)
+	m := metrics.New(reg, cfg.MetricsMaxTenants)
 	w = &Worker{Metrics: m, Checks: map[string]Check{}}
 	w.Services = append(w.Services, cl)
 
@@ -231,6 +234,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 		Executors: cfg.Executors, WorkerID: cfg.WorkerID, LeaseTTL: cfg.LeaseTTL, DoneTTL: cfg.DoneTTL, MaxDeliveries: cfg.MaxDeliveries,
 	}, q, h, leases, fire, rec, corrected, m, logger.With("component", "executor"))
 	pool.SetNotifier(nt)
+	pool.SetTracer(deps.Tracer)
 	if l := hostguard.NewLimiter(cfg.HostRate, cfg.HostBurst); l != nil {
 		pool.SetLimiter(l)
 	}
@@ -268,6 +272,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 		MaxHeld:        cfg.MaxHeld,
 		Poison:         raw.Forward,
 		Opts:           deps.KafkaOpts,
+		Tracer:         deps.Tracer,
 	}, h, m, logger.With("component", "consumer"))
 	w.Services = append(w.Services, w.Consumer)
 	w.Checks["kafka"] = w.Consumer.Ping

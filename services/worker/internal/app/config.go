@@ -9,6 +9,8 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/config"
 	"github.com/sundialhq/sundial/pkg/netpolicy"
+
+	"github.com/sundialhq/sundial/services/worker/internal/metrics"
 )
 
 // Config is every worker setting, loaded once in main from flags and
@@ -51,6 +53,9 @@ type Config struct {
 	BreakerFailures  int
 	BreakerCooldown  time.Duration
 	SecretsDir       string
+
+	// MetricsMaxTenants bounds the tenant label of the firing metrics.
+	MetricsMaxTenants int
 }
 
 // Register adds the worker's flags to fs.
@@ -84,6 +89,7 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.IntVar(&c.HostBurst, "host-burst", 100, "burst of the per-host rate limit")
 	fs.IntVar(&c.BreakerFailures, "breaker-failures", 20, "consecutive failed attempts (connection, timeout, 5xx) to one host that open its circuit breaker; 0 disables breakers")
 	fs.DurationVar(&c.BreakerCooldown, "breaker-cooldown", 30*time.Second, "how long an open circuit breaker fails attempts fast before letting a probe through")
+	fs.IntVar(&c.MetricsMaxTenants, "metrics-max-tenants", metrics.DefaultMaxTenants, "tenants labelled by name on sundial_worker_firings_total and sundial_worker_fire_lateness_seconds; firings of any further tenant are labelled tenant=\"other\" (bounds the series count)")
 	fs.StringVar(&c.SecretsDir, "secrets-dir", "", "directory with one file per secret for {{secret:NAME}} header references (SUNDIAL_SECRET_<NAME> variables are read too)")
 }
 
@@ -139,6 +145,9 @@ func (c *Config) Validate(p *config.Problems) {
 	}
 	if c.MaxHeld < 1 {
 		p.Addf("max-held", "must be at least 1")
+	}
+	if c.MetricsMaxTenants < 0 {
+		p.Addf("metrics-max-tenants", "must not be negative")
 	}
 	if c.MaxDeliveries < 0 {
 		p.Addf("max-deliveries", "must not be negative")

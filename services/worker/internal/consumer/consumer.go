@@ -21,6 +21,11 @@
 // A fetch that was returned before a revoke may still be in the poll loop
 // when the revoke runs; records are added under the partition's lock and
 // only while the partition is still assigned, so they are dropped.
+//
+// With a tracer, each arriving firing gets a worker.consume span, the child
+// of the context on its record's traceparent header (the relay's publish
+// span) or else in its envelope, and a worker.hold span under it while it
+// waits; the partition ends them when the firing is finished or abandoned.
 package consumer
 
 import (
@@ -33,6 +38,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sundialhq/sundial/pkg/lifecycle"
 
@@ -80,6 +86,9 @@ type Config struct {
 	Poison func(rec *kgo.Record, cause error, done func())
 	// Opts are extra client options (tests).
 	Opts []kgo.Opt
+	// Tracer traces each firing's stay in the worker (see work.Trace);
+	// nil: tracing off.
+	Tracer trace.Tracer
 }
 
 // Defaults fills zero fields.

@@ -171,7 +171,7 @@ func (r *rig) consumer(t *testing.T, name string, h Holder, drain time.Duration)
 	c := New(Config{
 		Brokers: r.addrs, Topics: []string{topic}, Group: "g", ClientID: name,
 		SessionTimeout: 6 * time.Second, CommitInterval: 20 * time.Millisecond, DrainTimeout: drain,
-	}, h, metrics.New(prometheus.NewRegistry()), logger().With("member", name))
+	}, h, metrics.New(prometheus.NewRegistry(), metrics.DefaultMaxTenants), logger().With("member", name))
 	if err := c.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestPoisonRecordWaitsForTheHook(t *testing.T) {
 		Brokers: r.addrs, Topics: []string{topic}, Group: "g", ClientID: "a",
 		SessionTimeout: 6 * time.Second, CommitInterval: 20 * time.Millisecond, DrainTimeout: time.Second,
 		Poison: func(rec *kgo.Record, cause error, done func()) { got <- poisoned{rec, cause, done} },
-	}, h, metrics.New(prometheus.NewRegistry()), logger())
+	}, h, metrics.New(prometheus.NewRegistry(), metrics.DefaultMaxTenants), logger())
 	if err := c.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

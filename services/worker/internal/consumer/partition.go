@@ -2,15 +2,21 @@ package consumer
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sundialhq/sundial/pkg/firing"
+	"github.com/sundialhq/sundial/pkg/tracing"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
+	"github.com/sundialhq/sundial/services/worker/internal/metrics"
 	"github.com/sundialhq/sundial/services/worker/internal/offsets"
 	"github.com/sundialhq/sundial/services/worker/internal/work"
 )
@@ -55,7 +61,7 @@ func (p *partition) add(recs []*kgo.Record) {
 		if err != nil {
 			// Poison: it can never fire. It goes to the DLQ topic as it
 			// is, and the offset passes it once it is there.
-			p.c.m.Firings.WithLabelValues("unknown", "poison").Inc()
+			p.c.m.Firings.WithLabelValues("unknown", "poison", metrics.TenantUnknown).Inc()
 			p.c.logger.Error("undecodable firing record, sending it to the dead-letter topic", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
 			m := p.wm.Track(r.Offset, r.LeaderEpoch, nil)
 			if hook := p.c.cfg.Poison; hook != nil {
@@ -81,6 +87,9 @@ func (p *partition) add(recs []*kgo.Record) {
 			Owner:     p,
 			HeapIndex: -1,
 			State:     work.Held,
+		}
+		if p.c.cfg.Tracer != nil {
+			it.Trace = p.startTrace(r, f)
 		}
 		it.Token = p.wm.Track(r.Offset, r.LeaderEpoch, it)
 		p.c.holder.Add(it)
@@ -109,6 +118,7 @@ func (p *partition) Finish(it *work.Item) {
 	it.State = work.Finished
 	p.wm.Finish(it.Token.(*offsets.Mark[*work.Item]))
 	p.doneExecuting()
+	it.Trace.End("")
 }
 
 // Requeue implements work.Owner.
@@ -121,6 +131,7 @@ func (p *partition) Requeue(it *work.Item) bool {
 	if p.revoked {
 		it.State = work.Abandoned
 		p.doneExecuting()
+		it.Trace.End(outcomeAbandoned)
 		return false
 	}
 	it.State = work.Held
@@ -159,8 +170,60 @@ func (p *partition) revoke() int {
 	p.mu.Unlock()
 	for _, it := range held {
 		p.c.holder.Remove(it)
+		it.Trace.End(outcomeAbandoned)
 	}
 	return len(held)
+}
+
+// outcomeAbandoned ends the trace of a firing whose partition moved to
+// another worker before it finished here; the next owner traces it again.
+const outcomeAbandoned = "abandoned"
+
+// SpanConsume and SpanHold name the spans of a firing's stay.
+const (
+	SpanConsume = "worker.consume"
+	SpanHold    = "worker.hold"
+)
+
+// startTrace opens the consume and hold spans of an arriving firing. The
+// parent is the record's traceparent header (the relay's publish span),
+// else the envelope's; a firing with neither starts a trace here, sampled
+// at the firing ratio.
+func (p *partition) startTrace(r *kgo.Record, f *sundialv1.Firing) *work.Trace {
+	ctx := context.Background()
+	parent, ok := tracing.Parse(recordTraceparent(r))
+	if !ok {
+		parent, ok = tracing.Parse(f.GetTraceparent())
+	}
+	if ok {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
+	} else {
+		ctx = tracing.ForFirings(ctx)
+	}
+	tr := p.c.cfg.Tracer
+	ctx, consume := tr.Start(ctx, SpanConsume, trace.WithSpanKind(trace.SpanKindConsumer))
+	if consume.IsRecording() {
+		consume.SetAttributes(
+			attribute.String("messaging.system", "kafka"),
+			attribute.String("messaging.operation.type", "process"),
+			attribute.String("messaging.destination.name", r.Topic),
+			attribute.Int("messaging.destination.partition.id", int(r.Partition)),
+			attribute.Int64("messaging.kafka.offset", r.Offset),
+			attribute.String("messaging.consumer.group.name", p.c.cfg.Group),
+		)
+		consume.SetAttributes(tracing.FiringAttributes(f)...)
+	}
+	_, hold := tr.Start(ctx, SpanHold)
+	return &work.Trace{Consume: consume, Hold: hold}
+}
+
+func recordTraceparent(r *kgo.Record) string {
+	for _, h := range r.Headers {
+		if h.Key == tracing.Header {
+			return string(h.Value)
+		}
+	}
+	return ""
 }
 
 func (p *partition) forgetMetrics() {

@@ -26,6 +26,11 @@
 //
 // A crash before 3 redelivers the firing and repeats the attempt (1 and 2
 // are idempotent); a crash after 3 drops the redelivery as done.
+//
+// With a tracer (SetTracer), a traced firing's lease call, target call and
+// settling are spans under its worker.consume span, the target receives
+// the target span's context as its traceparent, and a retry is staged with
+// the consume span's context, so the next attempt continues the trace.
 package executor
 
 import (
@@ -34,10 +39,14 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -45,6 +54,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/pkg/tracing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
@@ -130,6 +140,7 @@ type Pool struct {
 	settler  Settler
 	notifier Notifier
 	limiter  Limiter
+	tracer   trace.Tracer
 	clk      clock.Clock
 	m        *metrics.Metrics
 	logger   *slog.Logger
@@ -177,6 +188,10 @@ func (p *Pool) SetNotifier(n Notifier) { p.notifier = n }
 // SetLimiter rate-limits requests per target host.
 func (p *Pool) SetLimiter(l Limiter) { p.limiter = l }
 
+// SetTracer traces the lease, target and settle steps of traced firings
+// (those the consumer gave a work.Trace). Call before Start.
+func (p *Pool) SetTracer(t trace.Tracer) { p.tracer = t }
+
 // Start runs the executors.
 func (p *Pool) Start(context.Context) error {
 	return p.runner.Run(func(ctx context.Context) error {
@@ -206,11 +221,17 @@ func (p *Pool) Start(context.Context) error {
 // Stop stops popping and waits for attempts in progress.
 func (p *Pool) Stop() { p.runner.Stop() }
 
-func (p *Pool) count(f *sundialv1.Firing, pr sundialv1.Priority, outcome string) {
+// count counts an outcome of the item's firing (f, when decoded, names
+// its priority) and notes it on the firing's trace.
+func (p *Pool) count(it *work.Item, f *sundialv1.Firing, outcome string) {
+	pr, tenant := it.Priority, it.Tenant
 	if f != nil {
-		pr = f.GetPriority()
+		pr, tenant = f.GetPriority(), f.GetTenant()
 	}
-	p.m.Firings.WithLabelValues(firing.PriorityName(pr), outcome).Inc()
+	p.m.Firings.WithLabelValues(firing.PriorityName(pr), outcome, p.m.Tenant(tenant)).Inc()
+	if it.Trace != nil {
+		it.Trace.Consume.SetAttributes(tracing.AttrOutcome.String(outcome))
+	}
 }
 
 // Overlap maps a job's overlap policy to the lease script's.
@@ -229,23 +250,27 @@ func (p *Pool) process(ctx context.Context, it *work.Item) {
 	if !it.Owner.Claim(it) {
 		return // its partition went elsewhere; the new owner fires it
 	}
+	if it.Trace != nil {
+		it.Trace.Hold.End()
+		ctx = trace.ContextWithSpan(ctx, it.Trace.Consume)
+	}
 	f, err := firing.Decode(it.Envelope)
 	if err != nil {
 		// Checked when the record arrived, so only a bug gets here.
 		p.logger.Error("undecodable firing", "err", err)
-		p.count(nil, it.Priority, "poison")
+		p.count(it, nil, "poison")
 		it.Owner.Finish(it)
 		return
 	}
 	pr := firing.PriorityName(f.GetPriority())
-	p.m.Lateness.WithLabelValues(pr, "timer").Observe(max(0, time.Duration(it.Ready-it.FireAt).Seconds()))
+	p.m.Lateness.WithLabelValues(pr, "timer", p.m.Tenant(f.GetTenant())).Observe(max(0, time.Duration(it.Ready-it.FireAt).Seconds()))
 
 	// The host's rate limit is checked before the lease: a firing over it
 	// waits in the holder, not in an executor and not under a lease.
 	if p.limiter != nil {
 		if host := target.Host(f); host != "" {
 			if wait := p.limiter.Reserve(host, p.clk.Now()); wait > 0 {
-				p.count(f, 0, "rate_limited")
+				p.count(it, f, "rate_limited")
 				p.m.RateLimited.Inc()
 				p.requeue(it, wait)
 				return
@@ -261,10 +286,23 @@ func (p *Pool) process(ctx context.Context, it *work.Item) {
 	// excluded too.
 	holder := p.cfg.WorkerID + "/" + strconv.FormatUint(p.seq.Add(1), 36)
 	lctx, cancel := context.WithTimeout(ctx, p.cfg.RedisTimeout)
+	var span trace.Span
+	if p.traced(it) {
+		lctx, span = p.tracer.Start(lctx, SpanLease, trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(attribute.String("db.system", "redis")))
+	}
 	res, err := p.leaser.Acquire(lctx, ex, holder, p.cfg.LeaseTTL)
 	cancel()
+	if span != nil {
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		} else if span.IsRecording() {
+			span.SetAttributes(attribute.String("sundial.lease", res.Outcome.String()), attribute.Int64("sundial.fence_token", res.Fence))
+		}
+		span.End()
+	}
 	if err != nil {
-		p.count(f, 0, "lease_error")
+		p.count(it, f, "lease_error")
 		p.logger.Warn("lease call failed, holding the firing to try again", "err", err, "execution_id", ex.ExecutionID, "retry_in", p.cfg.RetryAfter)
 		p.requeue(it, p.cfg.RetryAfter)
 		return
@@ -272,10 +310,10 @@ func (p *Pool) process(ctx context.Context, it *work.Item) {
 	switch res.Outcome {
 	case lease.AlreadyDone:
 		// A redelivery (relay re-publish, rebalance, crash before commit).
-		p.count(f, 0, "duplicate")
+		p.count(it, f, "duplicate")
 		it.Owner.Finish(it)
 	case lease.Stale:
-		p.count(f, 0, "stale")
+		p.count(it, f, "stale")
 		a := p.attemptRecord(f, sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED, 0)
 		a.FinishedTime = timestamppb.New(p.clk.Now())
 		a.Reason = fmt.Sprintf("stale job version %d (current %d): the job changed after this firing was staged", f.GetJobVersion(), res.CurrentVersion)
@@ -284,7 +322,7 @@ func (p *Pool) process(ctx context.Context, it *work.Item) {
 		// Another delivery is firing it. Keep ours until that lease ends:
 		// if its holder dies, this copy still fires; if it finished, the
 		// next look finds the done marker.
-		p.count(f, 0, "lease_conflict")
+		p.count(it, f, "lease_conflict")
 		p.m.LeaseConflicts.Inc()
 		it.Deliveries++
 		p.requeue(it, res.HeldFor+p.cfg.LeaseTTL/10)
@@ -293,7 +331,7 @@ func (p *Pool) process(ctx context.Context, it *work.Item) {
 	case lease.Waiting:
 		// Behind the running execution (BUFFER_ONE, or a retry): look
 		// again when its marker ends.
-		p.count(f, 0, "overlap_waiting")
+		p.count(it, f, "overlap_waiting")
 		p.m.OverlapWaits.WithLabelValues(ex.Overlap.String()).Inc()
 		p.requeue(it, res.HeldFor+p.cfg.LeaseTTL/10)
 	case lease.Poison:
@@ -308,11 +346,24 @@ func (p *Pool) requeue(it *work.Item, after time.Duration) {
 		return
 	}
 	it.FireAt = p.clk.Now().Add(after).UnixNano()
+	if p.traced(it) {
+		_, it.Trace.Hold = p.tracer.Start(trace.ContextWithSpan(context.Background(), it.Trace.Consume), SpanHold,
+			trace.WithAttributes(attribute.Int("sundial.deliveries", int(it.Deliveries))))
+	}
 	p.holder.Add(it)
 }
 
+// Span names of the executor's steps; SpanHold is the consumer's name
+// for a firing waiting, reused when one waits again.
+const (
+	SpanLease  = "worker.lease"
+	SpanTarget = "worker.target"
+	SpanSettle = "worker.settle"
+	SpanHold   = "worker.hold"
+)
+
 func (p *Pool) overlapSkipped(ctx context.Context, it *work.Item, f *sundialv1.Firing, ex lease.Execution, running string) {
-	p.count(f, 0, "overlap_skipped")
+	p.count(it, f, "overlap_skipped")
 	p.m.OverlapSkips.WithLabelValues(ex.Overlap.String()).Inc()
 	a := p.attemptRecord(f, sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED, 0)
 	a.FinishedTime = timestamppb.New(p.clk.Now())
@@ -325,7 +376,7 @@ func (p *Pool) overlapSkipped(ctx context.Context, it *work.Item, f *sundialv1.F
 		// The schedule's last slot was skipped: nothing later will
 		// complete the job.
 		d := retry.Decision{Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED, Attempts: 0, Reason: a.Reason}
-		if _, err := p.settler.Settle(p.stopping, f, d, target.Result{}); err != nil {
+		if _, err := p.settleTraced(ctx, it, f, d, target.Result{}); err != nil {
 			p.logger.Warn("could not complete the job after its skipped last slot; it is redelivered", "err", err, "execution_id", ex.ExecutionID)
 			return
 		}
@@ -336,7 +387,7 @@ func (p *Pool) overlapSkipped(ctx context.Context, it *work.Item, f *sundialv1.F
 // poison dead-letters an attempt its workers kept dying on, without firing
 // it again; the lease is held.
 func (p *Pool) poison(ctx context.Context, it *work.Item, f *sundialv1.Firing, ex lease.Execution, holder string, lr lease.Result) {
-	p.count(f, 0, "poison")
+	p.count(it, f, "poison")
 	err := fmt.Errorf("delivered %d times without finishing (max deliveries %d): its workers crashed or hung on it", lr.Deliveries, p.cfg.MaxDeliveries)
 	res := target.Failed(target.ClassPoison, true, err)
 	d := retry.Decision{Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_DEAD, Class: target.ClassPoison, Attempts: retry.AttemptsMade(f),
@@ -364,7 +415,7 @@ func (p *Pool) attempt(ctx context.Context, it *work.Item, f *sundialv1.Firing, 
 	if f.GetFireTime() == nil {
 		fireAt = f.GetScheduledTime().AsTime()
 	}
-	p.m.Lateness.WithLabelValues(pr, "target").Observe(max(0, started.Sub(fireAt).Seconds()))
+	p.m.Lateness.WithLabelValues(pr, "target", p.m.Tenant(f.GetTenant())).Observe(max(0, started.Sub(fireAt).Seconds()))
 
 	running := p.attemptRecord(f, sundialv1.ExecutionStatus_EXECUTION_STATUS_RUNNING, fence)
 	running.StartedTime = timestamppb.New(started)
@@ -384,8 +435,21 @@ func (p *Pool) attempt(ctx context.Context, it *work.Item, f *sundialv1.Firing, 
 		cancel(nil)
 		<-renewDone
 	}
-	res := p.target.Fire(actx, target.Request{Firing: f, Fence: fence, SentAt: started})
+	req := target.Request{Firing: f, Fence: fence, SentAt: started}
+	fctx := actx // actx itself is the renewer's
+	var span trace.Span
+	if p.traced(it) {
+		fctx, span = p.tracer.Start(actx, SpanTarget, trace.WithSpanKind(trace.SpanKindClient))
+		req.Traceparent = tracing.Format(span.SpanContext())
+	}
+	res := p.target.Fire(fctx, req)
 	finished := p.clk.Now()
+	if span != nil {
+		endTargetSpan(span, f, res, fence)
+		// A retry or dead letter staged from here carries this attempt's
+		// context: the next attempt continues the trace.
+		f.Traceparent = tracing.Format(it.Trace.Consume.SpanContext())
+	}
 
 	var (
 		d   retry.Decision
@@ -411,7 +475,7 @@ func (p *Pool) attempt(ctx context.Context, it *work.Item, f *sundialv1.Firing, 
 		p.markFinished(ctx, ex, holder, d)
 		p.notify(f, d, res, finished, out)
 	}
-	p.count(f, 0, outcomeName(d.Status))
+	p.count(it, f, outcomeName(d.Status))
 
 	a := p.attemptRecord(f, d.Status, fence)
 	a.StartedTime = timestamppb.New(started)
@@ -453,7 +517,7 @@ func (p *Pool) settle(ctx context.Context, it *work.Item, f *sundialv1.Firing, e
 		}
 		return settle.Outcome{}, true
 	}
-	out, err := p.settler.Settle(p.stopping, f, *d, res)
+	out, err := p.settleTraced(ctx, it, f, *d, res)
 	if err != nil {
 		p.logger.Error("could not settle the attempt while stopping; it will be redelivered and made again", "err", err, "execution_id", ex.ExecutionID, "attempt", ex.Attempt)
 		rctx, cancel := context.WithTimeout(ctx, p.cfg.RedisTimeout)
@@ -465,6 +529,58 @@ func (p *Pool) settle(ctx context.Context, it *work.Item, f *sundialv1.Firing, e
 		d.Reason = fmt.Sprintf("%s; staged as attempt %d", d.Reason, out.Next.GetAttempt())
 	}
 	return out, true
+}
+
+// traced: the firing has a trace and this pool a tracer.
+func (p *Pool) traced(it *work.Item) bool { return it.Trace != nil && p.tracer != nil }
+
+// settleTraced is the settler's Settle under a worker.settle span when
+// the firing is traced.
+func (p *Pool) settleTraced(ctx context.Context, it *work.Item, f *sundialv1.Firing, d retry.Decision, res target.Result) (settle.Outcome, error) {
+	if !p.traced(it) {
+		return p.settler.Settle(p.stopping, f, d, res)
+	}
+	_, span := p.tracer.Start(trace.ContextWithSpan(p.stopping, it.Trace.Consume), SpanSettle,
+		trace.WithAttributes(attribute.String("sundial.decision", outcomeName(d.Status))))
+	defer span.End()
+	out, err := p.settler.Settle(trace.ContextWithSpan(p.stopping, span), f, d, res)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	} else if out.Next != nil && span.IsRecording() {
+		span.SetAttributes(attribute.Int("sundial.next_attempt", int(out.Next.GetAttempt())))
+	}
+	return out, err
+}
+
+// endTargetSpan ends the target call's span with what the target did.
+func endTargetSpan(span trace.Span, f *sundialv1.Firing, res target.Result, fence int64) {
+	if span.IsRecording() {
+		a := []attribute.KeyValue{attribute.Int64("sundial.fence_token", fence)}
+		if h := f.GetTarget().GetHttp(); h != nil {
+			method := strings.ToUpper(h.GetMethod())
+			if method == "" {
+				method = "POST"
+			}
+			a = append(a, attribute.String("http.request.method", method), attribute.String("server.address", target.Host(f)))
+		} else if k := f.GetTarget().GetKafka(); k != nil {
+			a = append(a, attribute.String("messaging.system", "kafka"), attribute.String("messaging.destination.name", k.GetTopic()))
+		}
+		if res.HTTPStatus > 0 {
+			a = append(a, attribute.Int("http.response.status_code", res.HTTPStatus))
+		}
+		if res.Class != "" {
+			a = append(a, attribute.String("error.type", res.Class))
+		}
+		span.SetAttributes(a...)
+		if !res.OK {
+			msg := res.Class
+			if res.Err != nil {
+				msg = res.Err.Error()
+			}
+			span.SetStatus(codes.Error, msg)
+		}
+	}
+	span.End()
 }
 
 // renew keeps the lease alive while the target call runs and the attempt

@@ -171,7 +171,7 @@ func newRig(t *testing.T, executors int, fire func(ctx context.Context, req targ
 	t.Helper()
 	r := &rig{q: readyq.New(), own: newOwner(), leaser: &fakeLeaser{acquire: map[string]lease.Result{}, err: map[string]error{}}, rec: &memRecorder{}}
 	r.held = &heldList{events: r.own.events}
-	r.m = metrics.New(prometheus.NewRegistry())
+	r.m = metrics.New(prometheus.NewRegistry(), metrics.DefaultMaxTenants)
 	clk := clock.NewFake(t0.Add(3 * time.Millisecond))
 	r.pool = New(Config{Executors: executors, WorkerID: "w1", LeaseTTL: time.Minute}, r.q, r.held, r.leaser, fakeTarget{fire}, r.rec, clk, r.m, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	return r
@@ -227,7 +227,7 @@ func TestSucceededAttempt(t *testing.T) {
 	if len(r.leaser.marks) != 1 || r.leaser.marks[0] != "done e1" {
 		t.Fatalf("marks %v", r.leaser.marks)
 	}
-	if n := testutil.ToFloat64(r.m.Firings.WithLabelValues("high", "succeeded")); n != 1 {
+	if n := testutil.ToFloat64(r.m.Firings.WithLabelValues("high", "succeeded", "acme")); n != 1 {
 		t.Fatalf("succeeded count %v", n)
 	}
 }

@@ -116,7 +116,7 @@ func TestRetryScheduled(t *testing.T) {
 	if len(nt.got) != 0 {
 		t.Fatalf("notified %v for a retry", nt.got)
 	}
-	if testutil.ToFloat64(r.m.Firings.WithLabelValues("medium", "retry_scheduled")) != 1 {
+	if testutil.ToFloat64(r.m.Firings.WithLabelValues("medium", "retry_scheduled", "acme")) != 1 {
 		t.Fatal("not counted")
 	}
 }

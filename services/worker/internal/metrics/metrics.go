@@ -3,6 +3,9 @@
 package metrics
 
 import (
+	"sync"
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -16,13 +19,14 @@ var LatenessBuckets = []float64{
 
 // Metrics are the worker's collectors.
 type Metrics struct {
-	// Lateness of a firing against its fire instant, by priority and stage:
-	// "timer" when the holder released it, "target" when the attempt
-	// started (after the lease), which is what the target observes.
+	// Lateness of a firing against its fire instant, by priority, stage and
+	// tenant (see Tenant): "timer" when the holder released it, "target"
+	// when the attempt started (after the lease), which is what the target
+	// observes.
 	Lateness *prometheus.HistogramVec
-	// Firings by priority and outcome (succeeded, retry_scheduled, dead,
+	// Firings by priority, outcome (succeeded, retry_scheduled, dead,
 	// failed, fenced, duplicate, stale, lease_conflict, lease_error,
-	// poison, overlap_skipped, overlap_waiting, rate_limited).
+	// poison, overlap_skipped, overlap_waiting, rate_limited) and tenant.
 	Firings *prometheus.CounterVec
 	// LeaseConflicts counts firings whose lease another delivery held.
 	LeaseConflicts prometheus.Counter
@@ -80,18 +84,35 @@ type Metrics struct {
 	// Notifications counts completion notifications by result (ok, retry,
 	// failed, refused, dropped).
 	Notifications *prometheus.CounterVec
+
+	tenants tenantLabels
 }
 
-// New creates the collectors and registers them with reg.
-func New(reg prometheus.Registerer) *Metrics {
+// DefaultMaxTenants is how many tenants get a label value of their own
+// unless configured otherwise (--metrics-max-tenants).
+const DefaultMaxTenants = 100
+
+// Tenant values that are not a tenant's name.
+const (
+	// TenantOther stands for every tenant past the first maxTenants.
+	TenantOther = "other"
+	// TenantUnknown is the label of a firing whose tenant is not known
+	// (an undecodable record).
+	TenantUnknown = "unknown"
+)
+
+// New creates the collectors and registers them with reg. maxTenants
+// bounds the tenant label: the first maxTenants tenants this worker sees
+// are labelled by name, any later one as "other" (0: all are "other").
+func New(reg prometheus.Registerer, maxTenants int) *Metrics {
 	m := &Metrics{
 		Lateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "sundial_worker_fire_lateness_seconds", Help: "Lateness of firings against their fire instant (database clock), by stage.",
+			Name: "sundial_worker_fire_lateness_seconds", Help: "Lateness of firings against their fire instant (database clock), by stage and tenant.",
 			Buckets: LatenessBuckets,
-		}, []string{"priority", "stage"}),
+		}, []string{"priority", "stage", "tenant"}),
 		Firings: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sundial_worker_firings_total", Help: "Firings handled, by outcome.",
-		}, []string{"priority", "outcome"}),
+			Name: "sundial_worker_firings_total", Help: "Firings handled, by outcome and tenant.",
+		}, []string{"priority", "outcome", "tenant"}),
 		LeaseConflicts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sundial_worker_lease_conflicts_total", Help: "Firings whose lease was held by another delivery.",
 		}),
@@ -166,7 +187,58 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.Assigned, m.Commits, m.ClockOffset, m.ClockRTT, m.LedgerWrites,
 		m.RetriesScheduled, m.DeadLetters, m.PoisonRecords, m.SettleErrors, m.JobCompletions, m.OverlapSkips, m.OverlapWaits,
 		m.RateLimited, m.Breakers, m.BreakerTransitions, m.BreakerRejections, m.RefusedAddresses, m.Notifications)
+	m.tenants.max = max(maxTenants, 0)
+	empty := map[string]struct{}{}
+	m.tenants.seen.Store(&empty)
 	return m
+}
+
+// Tenant is the tenant label value for tenant: its name while fewer than
+// maxTenants distinct tenants have been labelled, else "other". A worker
+// sees the tenants of its partitions, which are configured on the api, so
+// the cap is a guard against a misconfiguration (or a bug) turning the
+// label into one series per job, not a limit to reach in normal use.
+// Lock-free once a tenant has been seen: it runs for every firing.
+func (m *Metrics) Tenant(tenant string) string {
+	if tenant == "" {
+		return TenantUnknown
+	}
+	return m.tenants.label(tenant)
+}
+
+// tenantLabels remembers which tenants have a label of their own. The set
+// is copied on write: it grows at most maxTenants times, and reads (every
+// firing) take no lock.
+type tenantLabels struct {
+	max  int
+	mu   sync.Mutex
+	seen atomic.Pointer[map[string]struct{}]
+}
+
+func (l *tenantLabels) label(t string) string {
+	seen := *l.seen.Load()
+	if _, ok := seen[t]; ok {
+		return t
+	}
+	if len(seen) >= l.max {
+		return TenantOther
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seen = *l.seen.Load()
+	if _, ok := seen[t]; ok {
+		return t
+	}
+	if len(seen) >= l.max {
+		return TenantOther
+	}
+	next := make(map[string]struct{}, len(seen)+1)
+	for k := range seen {
+		next[k] = struct{}{}
+	}
+	next[t] = struct{}{}
+	l.seen.Store(&next)
+	return t
 }
 
 // Held registers a gauge of the firings held for later, read from f.

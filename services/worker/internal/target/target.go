@@ -1,7 +1,8 @@
 // Package target delivers one attempt of a firing to where its job points:
 // an HTTP request (HTTP) or a record on a Kafka topic (Kafka). Both carry
 // the same identity headers, and both are signed, so a target can dedupe by
-// Idempotency-Key, order by Sundial-Fence-Token and trust the sender.
+// Idempotency-Key, order by Sundial-Fence-Token and trust the sender. A
+// traced attempt also carries its W3C traceparent.
 package target
 
 import (
@@ -15,6 +16,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/signature"
+	"github.com/sundialhq/sundial/pkg/tracing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -26,6 +28,9 @@ type Request struct {
 	// SentAt is when the attempt starts (corrected clock); it is the
 	// signature's timestamp.
 	SentAt time.Time
+	// Traceparent is the attempt's W3C trace context, sent as the
+	// traceparent header; empty when the firing is not traced.
+	Traceparent string
 }
 
 // Result is what happened. Exactly one of (HTTPStatus > 0) or Err describes
@@ -123,6 +128,11 @@ func Headers(secret []byte, req Request) []Header {
 	}
 	if f.GetCatchUp() {
 		h = append(h, Header{firing.HeaderCatchUp, "true"})
+	}
+	if req.Traceparent != "" {
+		// Not covered by the signature, which signs the firing: a trace
+		// context is advice a target may ignore.
+		h = append(h, Header{tracing.Header, req.Traceparent})
 	}
 	h = append(h, Header{firing.HeaderSignature, signature.Sign(secret, req.SentAt, f.GetExecutionId(), f.GetPayload())})
 	return h

@@ -5,6 +5,9 @@ package work
 import (
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sundialhq/sundial/pkg/tracing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -40,6 +43,36 @@ type Item struct {
 	// item is in its life, and the owner's bookkeeping handle.
 	State State
 	Token any
+	// Trace is the firing's spans in this worker; nil when tracing is off,
+	// so an untraced item costs one pointer.
+	Trace *Trace
+}
+
+// Trace is a held firing's open spans.
+type Trace struct {
+	// Consume spans the firing's stay in this worker, from its record's
+	// arrival until it is finished or abandoned; the worker's other spans
+	// of the firing are its children.
+	Consume trace.Span
+	// Hold is open while the firing waits to be executed (in the holder
+	// and the ready queue); a firing held again gets a new one.
+	Hold trace.Span
+}
+
+// End ends the open spans, with outcome on the consume span ("" keeps the
+// one set last: the outcome label of sundial_worker_firings_total, or
+// abandoned when the firing's partition moved away). Safe on a nil Trace, and to call more than once.
+func (t *Trace) End(outcome string) {
+	if t == nil {
+		return
+	}
+	if t.Hold != nil {
+		t.Hold.End()
+	}
+	if outcome != "" {
+		t.Consume.SetAttributes(tracing.AttrOutcome.String(outcome))
+	}
+	t.Consume.End()
 }
 
 // State is an item's place in its life; the Owner moves it.
