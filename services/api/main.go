@@ -310,6 +310,7 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 	}
 
 	metrics := server.NewMetrics(env.Registry)
+	tracer := env.Tracing.Tracer("github.com/sundialhq/sundial/services/api")
 	jobs, err := server.NewJobService(server.Config{
 		Store:       st,
 		Executions:  ledgerReader,
@@ -319,6 +320,7 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 		Metrics:     metrics,
 		Quotas:      s.quotas,
 		ReleaseLead: s.ReleaseLead,
+		Tracer:      tracer,
 	})
 	if err != nil {
 		pool.Close()
@@ -330,6 +332,7 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 		Logger:      env.Logger,
 		Metrics:     metrics,
 		ReleaseLead: s.ReleaseLead,
+		Tracer:      tracer,
 	})
 	if err != nil {
 		pool.Close()
@@ -344,6 +347,7 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 		Metrics:         metrics,
 		Logger:          env.Logger,
 		GracefulTimeout: s.GRPCStopTimeout,
+		Tracer:          tracer,
 	})
 	if err != nil {
 		pool.Close()

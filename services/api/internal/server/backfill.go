@@ -11,6 +11,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/jobspec"
+	"github.com/sundialhq/sundial/pkg/tracing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/store"
 )
@@ -76,6 +77,13 @@ func (s *JobService) BackfillJob(ctx context.Context, req *sundialv1.BackfillJob
 	}
 
 	actor := actorOf(ctx, tenant)
+	// Each backfilled firing is a trace of its own (sampled at the firing
+	// ratio), linked to this call: a backfill of thousands of slots is not
+	// one giant trace. A dry run stages nothing and traces nothing.
+	var st *tracing.Stager
+	if !req.GetDryRun() {
+		st = tracing.NewStager(ctx, s.tracer)
+	}
 	res, err := s.store.Stage(ctx, tenant, id, req.GetDryRun(), func(now time.Time, job *sundialv1.Job) (store.StagePlan, error) {
 		if job.GetStatus() == sundialv1.JobStatus_JOB_STATUS_DELETED {
 			return store.StagePlan{}, reject(codes.FailedPrecondition, "job is deleted")
@@ -102,6 +110,7 @@ func (s *JobService) BackfillJob(ctx context.Context, req *sundialv1.BackfillJob
 			fire := s.pacer.fireAt(now, i, rate)
 			f := jobspec.Envelope(job, firing.ExecutionID(jobUUID, slot).String(), slot, fire, 1, sundialv1.FiringOrigin_FIRING_ORIGIN_BACKFILL)
 			f.CatchUp, f.FirstAttempt, f.StagedTime = true, 1, timestamppb.New(now)
+			st.Stage(f)
 			plan.Firings[i] = store.Staged{Firing: f, PublishAt: s.pacer.publishAt(fire)}
 		}
 		if n := stagedBytes(plan.Firings); n > maxStagedBytes {
@@ -120,6 +129,7 @@ func (s *JobService) BackfillJob(ctx context.Context, req *sundialv1.BackfillJob
 		plan.Audit = &store.Audit{Actor: actor, Action: store.ActionBackfill, Detail: detail}
 		return plan, nil
 	})
+	st.End(err)
 	if err != nil {
 		return nil, s.statusOf(ctx, "BackfillJob", err)
 	}

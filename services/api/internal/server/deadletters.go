@@ -12,11 +12,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/jobspec"
+	"github.com/sundialhq/sundial/pkg/tracing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/store"
 )
@@ -36,6 +38,8 @@ type DeadLetterConfig struct {
 	Metrics *Metrics
 	// ReleaseLead: see Config.ReleaseLead.
 	ReleaseLead time.Duration
+	// Tracer: see Config.Tracer.
+	Tracer trace.Tracer
 }
 
 // DeadLetterService implements sundial.v1.DeadLetterService: listing the
@@ -48,6 +52,7 @@ type DeadLetterService struct {
 	logger  *slog.Logger
 	metrics *Metrics
 	pacer   pacer
+	tracer  trace.Tracer
 }
 
 // NewDeadLetterService checks cfg and returns the service.
@@ -55,7 +60,7 @@ func NewDeadLetterService(cfg DeadLetterConfig) (*DeadLetterService, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("server: DeadLetterConfig.Store is required")
 	}
-	s := &DeadLetterService{store: cfg.Store, logger: cfg.Logger, metrics: cfg.Metrics, pacer: pacer{lead: cfg.ReleaseLead}}
+	s := &DeadLetterService{store: cfg.Store, logger: cfg.Logger, metrics: cfg.Metrics, pacer: pacer{lead: cfg.ReleaseLead}, tracer: cfg.Tracer}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -284,6 +289,12 @@ func (s *DeadLetterService) RedriveDeadLetters(ctx context.Context, req *sundial
 	}
 
 	sel := store.RedriveSelection{ExecutionIDs: ids, Filter: f, Limit: limit}
+	// Like a backfill: each re-driven firing is a trace of its own, linked
+	// to this call.
+	var st *tracing.Stager
+	if !req.GetDryRun() {
+		st = tracing.NewStager(ctx, s.tracer)
+	}
 	res, err := s.store.Redrive(ctx, tenant, actorOf(ctx, tenant), sel, req.GetDryRun(), func(now time.Time, cands []store.RedriveCandidate) (store.RedrivePlan, error) {
 		plan := store.RedrivePlan{
 			Firings:     make([]store.Staged, 0, len(cands)),
@@ -307,6 +318,7 @@ func (s *DeadLetterService) RedriveDeadLetters(ctx context.Context, req *sundial
 			fire := s.pacer.fireAt(now, i, rate)
 			nf := jobspec.Envelope(job, d.ExecutionID, scheduled, fire, attempt, sundialv1.FiringOrigin_FIRING_ORIGIN_REDRIVE)
 			nf.CatchUp, nf.FirstAttempt, nf.StagedTime = catchUp, attempt, timestamppb.New(now)
+			st.Stage(nf)
 			plan.Firings = append(plan.Firings, store.Staged{Firing: nf, PublishAt: s.pacer.publishAt(fire)})
 		}
 		if n := stagedBytes(plan.Firings); n > maxStagedBytes {
@@ -315,6 +327,7 @@ func (s *DeadLetterService) RedriveDeadLetters(ctx context.Context, req *sundial
 		}
 		return plan, nil
 	})
+	st.End(err)
 	if err != nil {
 		return nil, statusOf(ctx, s.logger, s.metrics, "RedriveDeadLetters", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -36,6 +37,8 @@ type GRPCConfig struct {
 	// GracefulTimeout bounds how long Stop waits for in-flight calls
 	// before cutting them off; 15 s by default.
 	GracefulTimeout time.Duration
+	// Tracer makes every Sundial call a server span; nil: tracing off.
+	Tracer trace.Tracer
 }
 
 // GRPC is the api's gRPC server as a lifecycle.Service. Stop marks every
@@ -70,9 +73,14 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	if cfg.GracefulTimeout <= 0 {
 		cfg.GracefulTimeout = 15 * time.Second
 	}
+	// Metrics outermost (after the trace, when there is one), so refused
+	// calls are counted too.
+	unary := []grpc.UnaryServerInterceptor{cfg.Metrics.UnaryServerInterceptor(), cfg.Tokens.UnaryServerInterceptor()}
+	if cfg.Tracer != nil {
+		unary = append([]grpc.UnaryServerInterceptor{traceUnary(cfg.Tracer)}, append(unary, tenantOnSpan())...)
+	}
 	srv := grpc.NewServer(
-		// Metrics outermost, so refused calls are counted too.
-		grpc.ChainUnaryInterceptor(cfg.Metrics.UnaryServerInterceptor(), cfg.Tokens.UnaryServerInterceptor()),
+		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(cfg.Metrics.StreamServerInterceptor(), cfg.Tokens.StreamServerInterceptor()),
 		// Jobs carry at most a 256 KiB payload; leave room for the rest.
 		grpc.MaxRecvMsgSize(1<<20),

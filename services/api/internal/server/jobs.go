@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -31,6 +32,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/jobspec"
 	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/schedule"
+	"github.com/sundialhq/sundial/pkg/tracing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/quota"
 	"github.com/sundialhq/sundial/services/api/internal/store"
@@ -85,6 +87,9 @@ type Config struct {
 	// backfill's or a re-drive's) becomes publishable; DefaultReleaseLead
 	// by default.
 	ReleaseLead time.Duration
+	// Tracer gives every firing the api stages its trace context (see
+	// pkg/tracing); nil: tracing off.
+	Tracer trace.Tracer
 }
 
 // JobService implements sundial.v1.JobService.
@@ -101,6 +106,7 @@ type JobService struct {
 	publishTimeout time.Duration
 	quotas         *quota.Quotas
 	pacer          pacer
+	tracer         trace.Tracer
 }
 
 // NewJobService checks cfg and returns the service.
@@ -122,6 +128,7 @@ func NewJobService(cfg Config) (*JobService, error) {
 		publishTimeout: cfg.PublishTimeout,
 		quotas:         cfg.Quotas,
 		pacer:          pacer{lead: cfg.ReleaseLead},
+		tracer:         cfg.Tracer,
 	}
 	if s.clock == nil {
 		s.clock = clock.Real{}
@@ -544,6 +551,8 @@ func (s *JobService) TriggerJob(ctx context.Context, req *sundialv1.TriggerJobRe
 		return nil, err
 	}
 	actor := actorOf(ctx, tenant)
+	// The one firing a trigger stages continues the call's trace.
+	st := tracing.NewStager(ctx, s.tracer, tracing.AsChild())
 	res, err := s.store.Stage(ctx, tenant, id, false, func(now time.Time, job *sundialv1.Job) (store.StagePlan, error) {
 		if job.GetStatus() == sundialv1.JobStatus_JOB_STATUS_DELETED {
 			return store.StagePlan{}, reject(codes.FailedPrecondition, "job is deleted")
@@ -552,11 +561,13 @@ func (s *JobService) TriggerJob(ctx context.Context, req *sundialv1.TriggerJobRe
 		f := jobspec.Envelope(job, execID.String(), now, now, 1, sundialv1.FiringOrigin_FIRING_ORIGIN_TRIGGER)
 		f.FirstAttempt = 1
 		f.StagedTime = timestamppb.New(now)
+		st.Stage(f)
 		return store.StagePlan{
 			Firings: []store.Staged{{Firing: f}},
 			Audit:   &store.Audit{Actor: actor, Action: store.ActionTrigger, Detail: map[string]any{"execution_id": f.GetExecutionId()}},
 		}, nil
 	})
+	st.End(err)
 	if err != nil {
 		return nil, s.statusOf(ctx, "TriggerJob", err)
 	}

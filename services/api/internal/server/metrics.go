@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
+
+	"github.com/sundialhq/sundial/services/api/internal/quota"
 )
 
 // Metrics are the api's Prometheus series.
@@ -79,6 +81,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sundial_api_redrives_total",
 			Help: "RedriveDeadLetters calls that succeeded, by mode (dry_run or staged).",
 		}, []string{"mode"}),
+	}
+	// Failure-only series exist at zero from the start, so dashboards and
+	// alerts see 0 on a healthy api rather than no data.
+	for _, q := range []string{quota.MaxJobs, quota.MinInterval, quota.CreateRate} {
+		m.quotaRejections.WithLabelValues(q)
 	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.latency, m.versionPublishFailures, m.droppedFirings, m.idempotentReplays, m.triggers,
