@@ -19,12 +19,10 @@ func everySecond(n int) []jobPlan {
 // leader returns the prefetcher whose metrics say it leads, or nil.
 func leader(t *testing.T, ps ...*proc) *proc {
 	for _, pr := range ps {
-		select {
-		case <-pr.done:
+		if !pr.Alive() {
 			continue
-		default:
 		}
-		if v, ok := metric(t, pr.admin, "sundial_prefetcher_leader"); ok && v == 1 {
+		if v, ok := metric(t, pr, "sundial_prefetcher_leader"); ok && v == 1 {
 			return pr
 		}
 	}
@@ -65,7 +63,7 @@ func TestPrefetcherLeaderKilled(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	takeover := time.Since(killed)
-	t.Logf("standby %s leads %s after the kill -9 (target: within 5s)", standby.name, takeover.Round(time.Millisecond))
+	t.Logf("standby %s leads %s after the kill -9 (target: within 5s)", standby.Name, takeover.Round(time.Millisecond))
 
 	awaitDeliveries(t, s, want, end.Add(60*time.Second))
 	checkDeliveries(t, s, want, false, true)

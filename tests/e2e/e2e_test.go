@@ -5,11 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,18 +14,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/pkg/jobspec"
+	"github.com/sundialhq/sundial/pkg/harness"
 	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
-
-// expected is one slot a test expects a target to receive.
-type expected struct {
-	jobID     string
-	scheduled time.Time
-	via       string
-	priority  sundialv1.Priority
-}
 
 var priorities = []sundialv1.Priority{
 	sundialv1.Priority_PRIORITY_CRITICAL,
@@ -72,69 +61,34 @@ func (jp jobPlan) proto(s *sink, kafkaTopic string, start, end time.Time) *sundi
 // register creates the jobs over gRPC (a few at a time) and returns the
 // slots each will fire, computed with the same engine from what the api
 // returned.
-func (p *platform) register(t *testing.T, plans []jobPlan, s *sink, kafkaTopic string, start, end time.Time) (map[string]expected, map[string]*sundialv1.Job) {
+func (p *platform) register(t *testing.T, plans []jobPlan, s *sink, kafkaTopic string, start, end time.Time) (harness.Expected, map[string]*sundialv1.Job) {
 	t.Helper()
 	ctx := ctxT(t, 2*time.Minute)
-	cl := p.client()
-	var mu sync.Mutex
-	want := map[string]expected{}
-	jobs := map[string]*sundialv1.Job{}
-	sem := make(chan struct{}, 8)
-	var wg sync.WaitGroup
-	errs := make(chan error, len(plans))
-	for i, jp := range plans {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			resp, err := cl.CreateJob(ctx, &sundialv1.CreateJobRequest{
-				Job: jp.proto(s, kafkaTopic, start, end), IdempotencyKey: fmt.Sprintf("e2e-%d", i),
-			})
-			if err != nil {
-				errs <- fmt.Errorf("create %s: %w", jp.name, err)
-				return
-			}
-			job := resp.GetJob()
-			sched, err := jobspec.Schedule(job, job.GetCreateTime().AsTime())
-			if err != nil {
-				errs <- fmt.Errorf("schedule of %s: %w", jp.name, err)
-				return
-			}
-			jobID := uuid.MustParse(job.GetId())
-			via := "http"
-			if jp.kafka {
-				via = "kafka"
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			jobs[job.GetId()] = job
-			for slot := job.GetNextFireTime().AsTime(); !slot.IsZero() && !slot.After(end); slot = sched.Next(slot) {
-				want[firing.ExecutionID(jobID, slot).String()] = expected{jobID: job.GetId(), scheduled: slot, via: via, priority: jp.priority}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	created, err := harness.CreateJobs(ctx, p.client(), len(plans), 8, func(i int) *sundialv1.CreateJobRequest {
+		return &sundialv1.CreateJobRequest{Job: plans[i].proto(s, kafkaTopic, start, end), IdempotencyKey: fmt.Sprintf("e2e-%d", i)}
+	})
+	if err != nil {
 		t.Fatal(err)
+	}
+	want := harness.Expected{}
+	jobs := map[string]*sundialv1.Job{}
+	for _, job := range created {
+		jobs[job.GetId()] = job
+		if _, err := want.AddJob(job, time.Time{}, end); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return want, jobs
 }
 
 // awaitDeliveries waits until every expected slot arrived, then for a quiet
 // period in which late duplicates would show.
-func awaitDeliveries(t *testing.T, s *sink, want map[string]expected, deadline time.Time) {
+func awaitDeliveries(t *testing.T, s *sink, want harness.Expected, deadline time.Time) {
 	t.Helper()
-	for {
-		missing := s.has(want)
-		if missing == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d expected firings never arrived", missing, len(want))
-		}
-		time.Sleep(200 * time.Millisecond)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	if err := s.Await(ctx, want, 0); err != nil {
+		t.Fatal(err)
 	}
 	time.Sleep(3 * time.Second) // a window for duplicates to surface, not synchronisation
 }
@@ -145,57 +99,44 @@ func awaitDeliveries(t *testing.T, s *sink, want map[string]expected, deadline t
 // in slot order (no crash delayed a backlog that then fired at once), fences
 // must also increase in slot order. It returns the number of raw duplicate
 // deliveries.
-func checkDeliveries(t *testing.T, s *sink, want map[string]expected, allowDuplicates, inSlotOrder bool) int {
+func checkDeliveries(t *testing.T, s *sink, want harness.Expected, allowDuplicates, inSlotOrder bool) int {
 	t.Helper()
-	got, total := s.snapshot()
-	dups := 0
-	perJob := map[string][]delivery{}
-	for id, ds := range got {
-		w, ok := want[id]
-		if !ok {
-			t.Errorf("unexpected execution %s arrived (%d times, job %s, slot %s)", id, len(ds), ds[0].jobID, ds[0].scheduled)
-			continue
-		}
-		if len(ds) > 1 {
-			dups += len(ds) - 1
-			if !allowDuplicates {
-				t.Errorf("execution %s (job %s slot %s) arrived %d times", id, w.jobID, w.scheduled, len(ds))
-			}
-		}
-		for _, d := range ds {
-			if d.sigErr != nil {
-				t.Errorf("execution %s: signature: %v", id, d.sigErr)
-			}
-			if d.via != w.via {
-				t.Errorf("execution %s arrived over %s, want %s", id, d.via, w.via)
-			}
-			if d.jobID != w.jobID || !d.scheduled.Equal(w.scheduled) {
-				t.Errorf("execution %s headers say job %s slot %s, want job %s slot %s", id, d.jobID, d.scheduled, w.jobID, w.scheduled)
-			}
-		}
-		perJob[w.jobID] = append(perJob[w.jobID], ds...)
+	a := harness.Analyze(want, s.Deliveries(), nil)
+	for _, p := range a.Problems {
+		t.Error(p)
 	}
-	for jobID, ds := range perJob {
-		fences := map[int64]string{}
-		for _, d := range ds {
-			if other, ok := fences[d.fence]; ok {
-				t.Errorf("job %s: fence %d given to both %s and %s", jobID, d.fence, other, d.execID)
-			}
-			fences[d.fence] = d.execID
-		}
-		if !inSlotOrder {
-			continue
-		}
-		sort.Slice(ds, func(i, j int) bool { return ds[i].scheduled.Before(ds[j].scheduled) })
-		for i := 1; i < len(ds); i++ {
-			if ds[i].fence <= ds[i-1].fence {
-				t.Errorf("job %s: fence %d at slot %s is not above fence %d at slot %s",
-					jobID, ds[i].fence, ds[i].scheduled, ds[i-1].fence, ds[i-1].scheduled)
+	switch {
+	case a.Missing > 0:
+		t.Errorf("%d of %d expected executions never arrived", a.Missing, a.Expected)
+	case a.Unexpected > 0, a.Invalid > 0, a.Mismatched > 0, a.FenceReuse > 0, a.DuplicateEffects > 0:
+		t.Errorf("%d unexpected deliveries, %d with a bad identity or signature, %d with other headers or channel than expected, %d reused fences, %d slots arrived as two executions",
+			a.Unexpected, a.Invalid, a.Mismatched, a.FenceReuse, a.DuplicateEffects)
+	}
+	if a.RawDuplicates > 0 && !allowDuplicates {
+		for id, ds := range s.ByExecution() {
+			if len(ds) > 1 {
+				t.Errorf("execution %s (job %s slot %s) arrived %d times", id, ds[0].JobID, ds[0].Scheduled, len(ds))
 			}
 		}
 	}
-	t.Logf("deliveries: %d expected, %d distinct arrived, %d raw deliveries, %d raw duplicates", len(want), len(got), total, dups)
-	return dups
+	if inSlotOrder {
+		perJob := map[uuid.UUID][]harness.Delivery{}
+		for _, d := range s.Deliveries() {
+			perJob[d.JobID] = append(perJob[d.JobID], d)
+		}
+		for jobID, ds := range perJob {
+			sort.Slice(ds, func(i, j int) bool { return ds[i].Scheduled.Before(ds[j].Scheduled) })
+			for i := 1; i < len(ds); i++ {
+				if ds[i].Fence <= ds[i-1].Fence {
+					t.Errorf("job %s: fence %d at slot %s is not above fence %d at slot %s",
+						jobID, ds[i].Fence, ds[i].Scheduled, ds[i-1].Fence, ds[i-1].Scheduled)
+				}
+			}
+		}
+	}
+	distinct, total := s.Counts()
+	t.Logf("deliveries: %d expected, %d distinct arrived, %d raw deliveries, %d raw duplicates", len(want), distinct, total, a.RawDuplicates)
+	return a.RawDuplicates
 }
 
 // checkLedger waits until ListExecutions shows, for every job, a SUCCEEDED
@@ -287,9 +228,9 @@ func TestFiringPipelineEndToEnd(t *testing.T) {
 
 	s := newSink(t, p.secret)
 	kafkaTopic := testinfra.KafkaTopic(t, 2)
-	kctx, stopKafka := context.WithCancel(context.Background())
-	waitKafka := s.readKafka(t, kctx, kafkaTopic)
-	defer func() { stopKafka(); waitKafka() }()
+	if err := s.ReadKafka(testinfra.KafkaBrokers(t), kafkaTopic); err != nil {
+		t.Fatal(err)
+	}
 
 	start := time.Now().Add(6 * time.Second).Truncate(time.Second)
 	end := start.Add(20 * time.Second)
@@ -302,7 +243,9 @@ func TestFiringPipelineEndToEnd(t *testing.T) {
 	t.Logf("lateness at the target (received − scheduled), HTTP: %s", lateness(got, func(d delivery) bool { return d.via == "http" }))
 	t.Logf("lateness at the target, Kafka target: %s", lateness(got, func(d delivery) bool { return d.via == "kafka" }))
 	for _, pr := range priorities {
-		t.Logf("lateness %s: %s", firing.PriorityName(pr), lateness(got, func(d delivery) bool { return want[d.execID].priority == pr && d.via == "http" }))
+		t.Logf("lateness %s: %s", firing.PriorityName(pr), lateness(got, func(d delivery) bool {
+			return want[uuid.MustParse(d.execID)].Priority == pr && d.via == "http"
+		}))
 	}
 	checkLedger(t, p, s, jobs)
 
@@ -313,22 +256,11 @@ func TestFiringPipelineEndToEnd(t *testing.T) {
 }
 
 // metric reads one unlabelled gauge or counter from a service's /metrics.
-func metric(t *testing.T, admin, name string) (float64, bool) {
+func metric(t *testing.T, pr *proc, name string) (float64, bool) {
 	t.Helper()
-	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get("http://" + admin + "/metrics")
+	m, err := pr.Metrics(ctxT(t, 5*time.Second))
 	if err != nil {
 		return 0, false
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, name+" ") {
-			var v float64
-			if _, err := fmt.Sscanf(strings.TrimPrefix(line, name+" "), "%g", &v); err == nil {
-				return v, true
-			}
-		}
-	}
-	return 0, false
+	return m.Value(name)
 }
