@@ -188,6 +188,9 @@ up{svc="b"} 1
 	if d.Count != 90 || d.Counts[0] != 0 || d.Counts[1] != 80 {
 		t.Fatalf("Sub = %+v", d)
 	}
+	if sum := (Histogram{}).Add(h).Add(h); sum.Count != 200 || sum.Counts[1] != 180 || sum.Sum != 1 {
+		t.Fatalf("Add = %+v", sum)
+	}
 }
 
 func TestReadUsage(t *testing.T) {

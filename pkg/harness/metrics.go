@@ -180,3 +180,22 @@ func (h Histogram) Quantile(q float64) float64 {
 
 // Seconds is a float number of seconds as a Duration.
 func Seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// Add is the histogram of both h's and o's observations (the same series
+// scraped from two processes). Either may be the zero Histogram; with
+// different bounds, h is returned unchanged.
+func (h Histogram) Add(o Histogram) Histogram {
+	switch {
+	case len(h.Bounds) == 0:
+		return o
+	case len(o.Bounds) == 0:
+		return h
+	case len(h.Bounds) != len(o.Bounds):
+		return h
+	}
+	out := Histogram{Count: h.Count + o.Count, Sum: h.Sum + o.Sum, Bounds: h.Bounds}
+	for i := range h.Counts {
+		out.Counts = append(out.Counts, h.Counts[i]+o.Counts[i])
+	}
+	return out
+}

@@ -44,7 +44,7 @@ func (r *Runner) Burst(ctx context.Context, d *deployment, cfg BurstConfig) (Res
 	if err := r.checkLead(at, 2*time.Second); err != nil {
 		return res, err
 	}
-	herd, crit := newRun(herdJobs), newRun(critJobs)
+	herd, crit := newJobSet(herdJobs), newJobSet(critJobs)
 	all := herd.merge(crit)
 	from, to := at, at.Add(time.Second)
 	want, err := all.slots(from, to)

@@ -45,7 +45,7 @@ func (r *Runner) Max(ctx context.Context, d *deployment, cfg MaxConfig) (Result,
 	stepStart := func(k int) time.Time { return first.Add(time.Duration(k) * cfg.Step) }
 	stepEnd := func(k int) time.Time { return stepStart(k).Add(cfg.Step - time.Second) }
 	last := stepEnd(len(cfg.Rates) - 1)
-	run := newRun(nil)
+	run := newJobSet(nil)
 	prev := 0
 	for k, rate := range cfg.Rates {
 		inc, err := d.registerRate(ctx, fmt.Sprintf("max%d", rate), rate-prev, stepStart(k), last.Add(r.tail()))

@@ -110,15 +110,19 @@ func (r *Runner) Registered(ctx context.Context, d *deployment, cfg RegisteredCo
 	res.detailf("registered: %d idle jobs copied in %s (%.0f rows/s), VACUUM ANALYZE %s; jobs table with indexes: %s",
 		loaded, copied.Sub(loadStart).Round(time.Second), float64(loaded)/max(copied.Sub(loadStart).Seconds(), 1e-3),
 		loadEnd.Sub(copied).Round(time.Second), size)
+	// Loading competes with the steady load for the machine, which may
+	// fall behind; the second phase starts once it has caught up.
+	caughtUp, err := d.catchUp(ctx, run, loadStart.Truncate(time.Second), 10*time.Minute)
+	if err != nil {
+		return res, err
+	}
+	res.detailf("registered: the steady load had caught up %s after the load ended", caughtUp.Sub(loadEnd).Round(time.Second))
 	if during, err := run.slots(loadStart.Truncate(time.Second), loadEnd); err == nil {
-		if err := d.await(ctx, during, r.clock.Now().Add(30*time.Second), 0); err != nil {
-			return res, err
-		}
 		a := d.analyze(run, during, loadStart.Truncate(time.Second), loadEnd)
 		res.detailf("registered: lateness of the steady load while the idle jobs were being copied: %s", harness.Summarize(a.Lateness))
 	}
 
-	afterStart := r.clock.Now().Add(10 * time.Second).Truncate(time.Second)
+	afterStart := r.clock.Now().Add(15 * time.Second).Truncate(time.Second)
 	after, err := r.phase(ctx, d, run, afterStart, cfg.Phase, "registered-after")
 	if err != nil {
 		return res, err
@@ -149,7 +153,7 @@ type phaseResult struct {
 
 // phase measures the slots of run in [start, start+length): lateness, the
 // leader's prefetch passes and CPU.
-func (r *Runner) phase(ctx context.Context, d *deployment, run *rateRun, start time.Time, length time.Duration, name string) (phaseResult, error) {
+func (r *Runner) phase(ctx context.Context, d *deployment, run *jobSet, start time.Time, length time.Duration, name string) (phaseResult, error) {
 	var pr phaseResult
 	if err := sleepUntil(ctx, r.clock, start); err != nil {
 		return pr, err
@@ -255,4 +259,26 @@ func (d *deployment) checkEncoding(ctx context.Context, base time.Time) ([]strin
 		diffs = append(diffs, fmt.Sprintf("row encoding: spec differs:\n  api:  %v\n  COPY: %v", specs[0], specs[1]))
 	}
 	return diffs, nil
+}
+
+// catchUp waits until every slot of run from from until two seconds ago
+// has arrived, checking again until a check finds nothing behind, and
+// returns when that was. It gives up after limit.
+func (d *deployment) catchUp(ctx context.Context, run *jobSet, from time.Time, limit time.Duration) (time.Time, error) {
+	deadline := d.r.clock.Now().Add(limit)
+	for {
+		upTo := d.r.clock.Now().Add(-2 * time.Second)
+		want, err := run.slots(from, upTo)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if err := d.await(ctx, want, deadline, 0); err != nil {
+			return time.Time{}, err
+		}
+		now := d.r.clock.Now()
+		if now.Sub(upTo) < 3*time.Second || now.After(deadline) {
+			return now, nil
+		}
+		from = upTo
+	}
 }
