@@ -57,7 +57,7 @@ const rate = "$__rate_interval"
 // Dashboards returns the dashboards' JSON by file name.
 func Dashboards() map[string][]byte {
 	out := map[string][]byte{}
-	for _, d := range []dashboard{overview(), servicesDashboard()} {
+	for _, d := range []dashboard{overview(), servicesDashboard(), tenantsDashboard()} {
 		b, err := json.MarshalIndent(d.model(), "", "  ")
 		if err != nil {
 			panic(err)
@@ -136,11 +136,11 @@ func overview() dashboard {
 					}},
 			}},
 			{Title: "Coordination", Panels: []panel{
-				{Title: "Prefetcher leader", Unit: "short", Width: 8,
-					Description: "1 for the prefetcher that leads the election. Exactly one should, at every instant.",
+				{Title: "Prefetcher leaders per election", Unit: "short", Width: 8,
+					Description: "Prefetchers leading each election (the election path). Exactly one should, at every instant; the instance lines say which.",
 					Targets: []target{
-						{`sum(sundial_prefetcher_leader)`, "leaders"},
-						{`max by (instance) (sundial_prefetcher_leader)`, "{{instance}}"},
+						{`sum by (election) (sundial_prefetcher_leader)`, "leaders {{election}}"},
+						{`max by (election, instance) (sundial_prefetcher_leader) > 0`, "{{instance}}"},
 					}},
 				{Title: "Prefetch lag", Unit: "s", Width: 8,
 					Description: "How long the oldest claimed job had been due for staging; above the window (2m) slots were staged after their instant.",
@@ -177,7 +177,7 @@ func servicesDashboard() dashboard {
 		UID:   "sundial-services",
 		Title: "Sundial / Services",
 		Description: "Per-process detail of the four services: api requests, prefetcher passes, relay claims, " +
-			"worker partitions and commits. (No per-tenant or per-job labels are exported: see docs/operations.md.)",
+			"worker partitions and commits. Per-tenant views: Sundial / Tenants.",
 		Tags: []string{"sundial"},
 		Vars: []variable{
 			{Name: "instance", Label: "Instance", Query: "label_values(process_start_time_seconds, instance)", Multi: true},
@@ -270,6 +270,59 @@ func servicesDashboard() dashboard {
 					Targets: []target{{fmt.Sprintf(`sum by (instance) (rate(process_cpu_seconds_total{instance=~"$instance"}[%s]))`, rate), "{{instance}}"}}},
 				{Title: "Goroutines", Unit: "short",
 					Targets: []target{{`max by (instance) (go_goroutines{instance=~"$instance"})`, "{{instance}}"}}},
+			}},
+		},
+	}
+}
+
+// tenantsDashboard is the per-tenant view, from the worker's tenant label
+// (bounded by --metrics-max-tenants; tenants past the cap are "other").
+// Per-job history is the ledger's (schedctl history), not Prometheus's:
+// one series per job would be unbounded.
+func tenantsDashboard() dashboard {
+	const attempted = `outcome=~"succeeded|failed|retry_scheduled|dead"`
+	const failed = `outcome=~"failed|retry_scheduled|dead"`
+	return dashboard{
+		UID:   "sundial-tenants",
+		Title: "Sundial / Tenants",
+		Description: "Firings, failures and lateness per tenant: which tenant's jobs fail or fire late, and how much of the " +
+			"platform each uses. Tenants past the worker's --metrics-max-tenants are counted as \"other\". Runbooks: docs/operations.md.",
+		Tags: []string{"sundial"},
+		Vars: []variable{
+			{Name: "tenant", Label: "Tenant", Query: "label_values(sundial_worker_firings_total, tenant)", Multi: true},
+			{Name: "priority", Label: "Priority", Query: "label_values(sundial_worker_firings_total, priority)", Multi: true},
+		},
+		Rows: []row{
+			{Title: "Across tenants", Panels: []panel{
+				{Title: "Attempts/s by tenant", Unit: "ops", Stack: true,
+					Description: "Attempts that reached their target (whatever it answered), by tenant: each tenant's share of the platform.",
+					Targets:     []target{{fmt.Sprintf(`sum by (tenant) (rate(sundial_worker_firings_total{%s, tenant=~"$tenant", priority=~"$priority"}[%s]))`, attempted, rate), "{{tenant}}"}}},
+				{Title: "Failed attempts by tenant", Unit: "percentunit",
+					Description: "Share of each tenant's attempts that failed (retried, dead or not retried). A tenant alone here has a failing target; all tenants together point at the platform or the network.",
+					Targets: []target{{fmt.Sprintf(`sum by (tenant) (rate(sundial_worker_firings_total{%s, tenant=~"$tenant", priority=~"$priority"}[%s])) / sum by (tenant) (rate(sundial_worker_firings_total{%s, tenant=~"$tenant", priority=~"$priority"}[%s]))`,
+						failed, rate, attempted, rate), "{{tenant}}"}}},
+				{Title: "Lateness p99 by tenant", Unit: "s",
+					Description: "Attempt start minus fire instant, p99 per tenant. One tenant late alone: its firings wait behind each other (host rate limits, overlap) or its target is slow to accept connections.",
+					Targets:     []target{{fmt.Sprintf(`histogram_quantile(0.99, sum by (le, tenant) (rate(sundial_worker_fire_lateness_seconds_bucket{stage="target", tenant=~"$tenant", priority=~"$priority"}[%s])))`, rate), "{{tenant}}"}}},
+				{Title: "Dead-lettered/s by tenant", Unit: "ops",
+					Description: "Executions sent to the DLQ (attempts exhausted, or poison), by tenant. schedctl dlq list --tenant names them.",
+					Targets:     []target{{fmt.Sprintf(`sum by (tenant) (rate(sundial_worker_firings_total{outcome=~"dead|poison", tenant=~"$tenant", priority=~"$priority"}[%s]))`, rate), "{{tenant}}"}}},
+			}},
+			{Title: "Selected tenants", Panels: []panel{
+				{Title: "Firings/s by outcome", Unit: "ops", Stack: true,
+					Description: "Every firing of the selected tenants a worker finished handling, by outcome (see Sundial / Overview for what each means).",
+					Targets:     []target{{fmt.Sprintf(`sum by (outcome) (rate(sundial_worker_firings_total{tenant=~"$tenant", priority=~"$priority"}[%s]))`, rate), "{{outcome}}"}}},
+				{Title: "Lateness at the target", Kind: "heatmap", Unit: "s",
+					Description: "Attempt start (after the lease) minus fire instant, for the selected tenants.",
+					Targets:     []target{{fmt.Sprintf(`sum by (le) (increase(sundial_worker_fire_lateness_seconds_bucket{stage="target", tenant=~"$tenant", priority=~"$priority"}[%s]))`, rate), "{{le}}"}}},
+				{Title: "Lateness p50 / p99 by priority", Unit: "s",
+					Targets: []target{
+						{fmt.Sprintf(`histogram_quantile(0.5, sum by (le, priority) (rate(sundial_worker_fire_lateness_seconds_bucket{stage="target", tenant=~"$tenant", priority=~"$priority"}[%s])))`, rate), "p50 {{priority}}"},
+						{fmt.Sprintf(`histogram_quantile(0.99, sum by (le, priority) (rate(sundial_worker_fire_lateness_seconds_bucket{stage="target", tenant=~"$tenant", priority=~"$priority"}[%s])))`, rate), "p99 {{priority}}"},
+					}},
+				{Title: "Held back or dropped/s", Unit: "ops", Stack: true,
+					Description: "Firings of the selected tenants that did not reach the target this time: rate_limited and overlap_waiting wait and try again; overlap_skipped, stale, duplicate and fenced were dropped on purpose.",
+					Targets:     []target{{fmt.Sprintf(`sum by (outcome) (rate(sundial_worker_firings_total{outcome=~"rate_limited|overlap_waiting|overlap_skipped|stale|duplicate|fenced|lease_conflict", tenant=~"$tenant", priority=~"$priority"}[%s]))`, rate), "{{outcome}}"}}},
 			}},
 		},
 	}
