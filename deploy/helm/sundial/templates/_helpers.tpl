@@ -96,6 +96,9 @@ PGPASSWORD, which comes from the Secret, so the DSN can live in a ConfigMap.
 {{- if and .Values.tls.postgres.enabled (eq .Values.postgres.sslmode "disable") -}}
 {{- fail "tls.postgres.enabled with postgres.sslmode=disable: set sslmode to verify-full (or verify-ca, require)" -}}
 {{- end -}}
+{{- if not (has .Values.tracing.exporter (list "none" "otlp-grpc" "otlp-http" "stdout")) -}}
+{{- fail (printf "tracing.exporter: %q is not one of none, otlp-grpc, otlp-http, stdout" .Values.tracing.exporter) -}}
+{{- end -}}
 {{- if not (has .Values.autoscaling.mode (list "keda" "hpa" "none")) -}}
 {{- fail (printf "autoscaling.mode: %q is not one of keda, hpa, none" .Values.autoscaling.mode) -}}
 {{- end -}}
@@ -134,6 +137,16 @@ Called with (dict "ctx" $ "component" c "settings" (dict flag value)).
   "log-format" $ctx.Values.global.logFormat
   "drain-timeout" (printf "%vs" $svc.drainTimeoutSeconds)
 -}}
+{{- with $ctx.Values.tracing -}}
+{{- if ne .exporter "none" -}}
+{{- $_ := set $all "otel-exporter" .exporter -}}
+{{- $_ := set $all "otel-sample-ratio" .sampleRatio -}}
+{{- $_ := set $all "otel-firing-sample-ratio" .firingSampleRatio -}}
+{{- if .endpoint -}}
+{{- $_ := set $all "otel-endpoint" .endpoint -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- range $k, $v := .settings -}}
 {{- $_ := set $all $k $v -}}
 {{- end -}}
@@ -287,6 +300,20 @@ spec:
                   fieldPath: metadata.name
             {{- end }}
             {{- with (include "sundial.secretEnv" . | trim) }}{{ . | nindent 12 }}{{ end }}
+            {{- if ne $ctx.Values.tracing.exporter "none" }}
+            # Spans name the pod they came from (OTEL_RESOURCE_ATTRIBUTES is
+            # read by the OpenTelemetry SDK).
+            - name: K8S_POD_NAME
+              valueFrom:
+                fieldRef:
+                  fieldPath: metadata.name
+            - name: K8S_NAMESPACE_NAME
+              valueFrom:
+                fieldRef:
+                  fieldPath: metadata.namespace
+            - name: OTEL_RESOURCE_ATTRIBUTES
+              value: {{ printf "k8s.pod.name=$(K8S_POD_NAME),k8s.namespace.name=$(K8S_NAMESPACE_NAME),service.version=%s" (default $ctx.Chart.AppVersion $ctx.Values.image.tag) | quote }}
+            {{- end }}
             {{- with $svc.extraEnv }}
             {{- toYaml . | nindent 12 }}
             {{- end }}
