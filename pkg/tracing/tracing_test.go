@@ -334,3 +334,24 @@ func TestProviderOTLPHTTPPostsToTheTracesPath(t *testing.T) {
 		t.Fatal("Stop did not flush the span to the collector")
 	}
 }
+
+// BenchmarkStage is the prefetcher's (and the api's) cost per staged firing
+// with tracing on: a span started for each, sampled out or in.
+func BenchmarkStage(b *testing.B) {
+	for _, ratio := range []float64{0, 1} {
+		b.Run(map[float64]string{0: "unsampled", 1: "sampled"}[ratio], func(b *testing.B) {
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(NewSampler(1, ratio)), sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+			defer func() { _ = tp.Shutdown(context.Background()) }()
+			tr := tp.Tracer("bench")
+			ctx, batch := tr.Start(context.Background(), "prefetch.batch")
+			defer batch.End()
+			f := firing("e-1")
+			b.ReportAllocs()
+			for b.Loop() {
+				st := NewStager(ctx, tr)
+				st.Stage(f)
+				st.End(nil)
+			}
+		})
+	}
+}
