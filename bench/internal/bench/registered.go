@@ -135,8 +135,8 @@ func (r *Runner) Registered(ctx context.Context, d *deployment, cfg RegisteredCo
 		arrow(before.tickMean, after.tickMean), arrow(before.tickP99, after.tickP99),
 		arrow(before.lat.P50, after.lat.P50), arrow(before.lat.P99, after.lat.P99), arrow(before.lat.P999, after.lat.P999),
 		fmt.Sprint(before.lost + after.lost)}
-	res.detailf("registered: before: %d/s, lateness %s, %d prefetch passes; CPU: %s", cfg.Rate, before.lat, before.ticks, before.usage)
-	res.detailf("registered: after: %d/s, lateness %s, %d prefetch passes; CPU: %s", cfg.Rate, after.lat, after.ticks, after.usage)
+	res.detailf("registered: before: %d/s, lateness %s, %d prefetch passes; jobs table at the end: %s; CPU: %s", cfg.Rate, before.lat, before.ticks, before.table, before.usage)
+	res.detailf("registered: after: %d/s, lateness %s, %d prefetch passes; jobs table at the end: %s; CPU: %s", cfg.Rate, after.lat, after.ticks, after.table, after.usage)
 	res.Problems = append(res.Problems, append(before.problems, after.problems...)...)
 	return res, nil
 }
@@ -147,6 +147,7 @@ type phaseResult struct {
 	tickMean, tickP99 time.Duration
 	ticks             uint64
 	usage             string
+	table             string
 	lost              int
 	problems          []string
 }
@@ -184,6 +185,7 @@ func (r *Runner) phase(ctx context.Context, d *deployment, run *jobSet, start ti
 	pr.lat = harness.Summarize(a.Lateness)
 	pr.tickMean, pr.tickP99, pr.ticks = harness.Seconds(h.Mean()), harness.Seconds(h.Quantile(0.99)), h.Count
 	pr.usage = usageLine(u0, u1)
+	pr.table = d.jobsTableStats(ctx)
 	pr.lost = a.Missing
 	pr.problems = problems(name, a)
 	return pr, nil
@@ -281,4 +283,22 @@ func (d *deployment) catchUp(ctx context.Context, run *jobSet, from time.Time, l
 		}
 		from = upTo
 	}
+}
+
+// jobsTableStats is what Postgres says of the jobs table: live and dead
+// row versions (every prefetch pass leaves one dead version per claimed
+// job) and when autovacuum last cleaned it.
+func (d *deployment) jobsTableStats(ctx context.Context) string {
+	var live, dead, vacuums int64
+	var last *time.Time
+	err := d.pool.QueryRow(ctx, `SELECT n_live_tup, n_dead_tup, autovacuum_count, last_autovacuum
+		  FROM pg_stat_user_tables WHERE schemaname = current_schema() AND relname = 'jobs'`).Scan(&live, &dead, &vacuums, &last)
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	ago := "never"
+	if last != nil {
+		ago = d.r.clock.Now().Sub(*last).Round(time.Second).String() + " ago"
+	}
+	return fmt.Sprintf("%d live and %d dead row versions, autovacuumed %d times, last %s", live, dead, vacuums, ago)
 }
