@@ -118,8 +118,9 @@ func (i Infra) CassandraCluster() *gocql.ClusterConfig {
 	c.ProtoVersion = 4
 	c.Consistency = gocql.One
 	c.ConnectTimeout = 10 * time.Second
-	c.Timeout = 60 * time.Second
+	c.Timeout = 30 * time.Second
 	c.NumConns = 1
+	// One local node: do not wait for schema agreement among peers that do not exist.
 	c.MaxWaitSchemaAgreement = 30 * time.Second
 	return c
 }
@@ -173,7 +174,13 @@ func (n *Namespace) dropKafka(ctx context.Context) error {
 func (n *Namespace) dropRedis(ctx context.Context) error {
 	rdb := redis.NewClient(&redis.Options{Addr: n.infra.RedisAddr})
 	defer func() { _ = rdb.Close() }()
-	iter := rdb.Scan(ctx, 0, n.RedisPrefix+"*", 1000).Iterator()
+	return DeleteRedisPrefix(ctx, rdb, n.RedisPrefix)
+}
+
+// DeleteRedisPrefix unlinks every key that starts with prefix, scanning in
+// batches of 1,000.
+func DeleteRedisPrefix(ctx context.Context, rdb *redis.Client, prefix string) error {
+	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
 	var batch []string
 	var errs []error
 	flush := func() {
@@ -195,7 +202,7 @@ func (n *Namespace) dropRedis(ctx context.Context) error {
 	}
 	flush()
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("harness: redis keys %s* left behind: %w", n.RedisPrefix, err)
+		return fmt.Errorf("harness: redis keys %s* left behind: %w", prefix, err)
 	}
 	return nil
 }
@@ -214,7 +221,7 @@ func (n *Namespace) dropZooKeeper() error {
 		}
 	}()
 	defer func() { conn.Close(); <-drained }()
-	if err := deleteTree(conn, n.ElectionPath); err != nil {
+	if err := DeleteZNodeTree(conn, n.ElectionPath); err != nil {
 		return fmt.Errorf("harness: election %s left behind: %w", n.ElectionPath, err)
 	}
 	return nil
@@ -224,9 +231,9 @@ type discardZKLog struct{}
 
 func (discardZKLog) Printf(string, ...any) {}
 
-// deleteTree deletes p and everything below it, children first. Nodes that
-// vanish meanwhile (ephemerals of closing sessions) are fine.
-func deleteTree(conn *zk.Conn, p string) error {
+// DeleteZNodeTree deletes znode p and everything below it, children first.
+// Nodes that vanish meanwhile (ephemerals of closing sessions) are fine.
+func DeleteZNodeTree(conn *zk.Conn, p string) error {
 	children, _, err := conn.Children(p)
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil
@@ -235,7 +242,7 @@ func deleteTree(conn *zk.Conn, p string) error {
 		return err
 	}
 	for _, c := range children {
-		if err := deleteTree(conn, path.Join(p, c)); err != nil {
+		if err := DeleteZNodeTree(conn, path.Join(p, c)); err != nil {
 			return err
 		}
 	}
@@ -244,7 +251,7 @@ func deleteTree(conn *zk.Conn, p string) error {
 	case errors.Is(err, zk.ErrNoNode):
 		return nil
 	case errors.Is(err, zk.ErrNotEmpty): // a child was created meanwhile
-		return deleteTree(conn, p)
+		return DeleteZNodeTree(conn, p)
 	}
 	return err
 }

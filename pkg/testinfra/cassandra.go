@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
+
+	"github.com/sundialhq/sundial/pkg/harness"
 )
 
 // CassandraHosts is the test Cassandra's contact points (SUNDIAL_TEST_CASSANDRA_HOSTS,
@@ -23,15 +25,7 @@ func CassandraHosts(t testing.TB) []string {
 // Set Keyspace on it and call CreateSession for sessions of your own.
 func CassandraCluster(t testing.TB) *gocql.ClusterConfig {
 	t.Helper()
-	c := gocql.NewCluster(CassandraHosts(t)...)
-	c.ProtoVersion = 4
-	c.Consistency = gocql.One
-	c.ConnectTimeout = 10 * time.Second
-	c.Timeout = 30 * time.Second
-	c.NumConns = 1
-	// One local node: do not wait for schema agreement among peers that do not exist.
-	c.MaxWaitSchemaAgreement = 30 * time.Second
-	return c
+	return harness.Infra{CassandraHosts: CassandraHosts(t)}.CassandraCluster()
 }
 
 // CassandraSession opens a session on cluster and closes it when the test ends.

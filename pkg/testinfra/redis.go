@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sundialhq/sundial/pkg/harness"
 )
 
 // RedisAddr is the test Redis's host:port (SUNDIAL_TEST_REDIS_ADDR or the
@@ -42,24 +44,7 @@ func Redis(t testing.TB) (*redis.Client, string) {
 func deleteRedisPrefix(t testing.TB, rdb *redis.Client, prefix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	iter := rdb.Scan(ctx, 0, prefix+"*", 500).Iterator()
-	var batch []string
-	flush := func() {
-		if len(batch) > 0 {
-			if err := rdb.Unlink(ctx, batch...).Err(); err != nil {
-				t.Logf("testinfra: redis keys %s* left behind: %v", prefix, err)
-			}
-			batch = batch[:0]
-		}
+	if err := harness.DeleteRedisPrefix(ctx, rdb, prefix); err != nil {
+		t.Logf("testinfra: %v", err)
 	}
-	for iter.Next(ctx) {
-		batch = append(batch, iter.Val())
-		if len(batch) == 500 {
-			flush()
-		}
-	}
-	if err := iter.Err(); err != nil {
-		t.Logf("testinfra: redis keys %s* left behind: scan: %v", prefix, err)
-	}
-	flush()
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/sundialhq/sundial/pkg/harness"
 )
 
 // ZooKeeperRoot is the znode under which every test's root lives.
@@ -88,36 +90,11 @@ func ZooKeeper(t testing.TB) (*zk.Conn, string) {
 	}
 	// Registered after ZooKeeperConnect's cleanup, so it runs before the close.
 	t.Cleanup(func() {
-		if err := deleteTree(conn, root); err != nil {
+		if err := harness.DeleteZNodeTree(conn, root); err != nil {
 			t.Logf("testinfra: zookeeper subtree %s left behind: %v", root, err)
 		}
 	})
 	return conn, root
-}
-
-// deleteTree deletes p and everything below it, children first. Nodes that
-// vanish meanwhile (ephemerals of closing sessions) are fine.
-func deleteTree(conn *zk.Conn, p string) error {
-	children, _, err := conn.Children(p)
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	for _, c := range children {
-		if err := deleteTree(conn, path.Join(p, c)); err != nil {
-			return err
-		}
-	}
-	err = conn.Delete(p, -1)
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil
-	}
-	if errors.Is(err, zk.ErrNotEmpty) { // a child was created meanwhile
-		return deleteTree(conn, p)
-	}
-	return err
 }
 
 // testLogger sends the ZooKeeper client's log to t.Logf until stop, after
