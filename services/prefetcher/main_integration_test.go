@@ -141,7 +141,8 @@ func TestKillDashNineLeaderStandbyTakesOver(t *testing.T) {
 		return pb.metric(t, `sundial_prefetcher_election_state{state="following"}`) == "1"
 	}, 30*time.Second, 20*time.Millisecond, "proc-b never lined up as standby")
 	first := leaderRow(t, pool, election)
-	require.Equal(t, "1", pa.metric(t, "sundial_prefetcher_leader"))
+	// The leader gauge names its election.
+	require.Equal(t, "1", pa.metric(t, `sundial_prefetcher_leader{election="`+election+`"}`))
 
 	// Let the leader run a few passes, then kill it without warning.
 	require.Eventually(t, func() bool { return leaderRow(t, pool, election).updated.After(first.updated.Add(2 * time.Second)) }, 30*time.Second, 20*time.Millisecond)
