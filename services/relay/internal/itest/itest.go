@@ -72,7 +72,7 @@ func TopicPrefix(t testing.TB) string {
 		defer cl.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if _, err := kadm.NewClient(cl).DeleteTopics(ctx, firing.Topics{Prefix: prefix}.FireAll()...); err != nil {
+		if _, err := kadm.NewClient(cl).DeleteTopics(ctx, append(firing.Topics{Prefix: prefix}.FireAll(), firing.Topics{Prefix: prefix}.DLQ())...); err != nil {
 			t.Logf("topics of %s left behind: %v", prefix, err)
 		}
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -103,6 +104,28 @@ func TestIntegrationPublishesToRightTopicWithKeyAndDeletes(t *testing.T) {
 	}
 	require.Empty(t, byExec)
 	require.Equal(t, float64(10), testutil.ToFloat64(r.m.published.WithLabelValues("low")))
+}
+
+// The relay creates every topic the platform needs, the dead-letter topic
+// included (workers only produce to it).
+func TestIntegrationCreatesFiringAndDeadLetterTopics(t *testing.T) {
+	dsn, _ := itest.Postgres(t)
+	prefix := itest.TopicPrefix(t)
+	realRelay(t, dsn, prefix, itest.Brokers(t), nil)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(itest.Brokers(t)...))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tp := firing.Topics{Prefix: prefix}
+	want := append(tp.FireAll(), tp.DLQ())
+	details, err := kadm.NewClient(cl).ListTopics(ctx, want...)
+	require.NoError(t, err)
+	for _, topic := range want {
+		d, ok := details[topic]
+		require.True(t, ok && d.Err == nil, "topic %s missing: %+v", topic, d)
+		require.NotEmpty(t, d.Partitions, "topic %s has no partitions", topic)
+	}
 }
 
 // Two relays over one outbox: SKIP LOCKED gives them disjoint batches, so

@@ -133,10 +133,14 @@ func New(cfg Config, d Deps) *Relay {
 	return r
 }
 
-// Start makes sure the four firing topics exist (creating missing ones),
-// then starts the loop. ctx bounds only the topic check.
+// Start makes sure the four firing topics and the dead-letter topic exist
+// (creating missing ones), then starts the loop. ctx bounds only the topic
+// check. The relay creates the DLQ topic too because workers only produce
+// to it: with broker auto-creation off, as production clusters usually
+// have it, a missing DLQ topic would make every dead-lettering time out.
 func (r *Relay) Start(ctx context.Context) error {
-	if err := EnsureTopics(ctx, r.kc, r.clock, r.logger, r.cfg.TopicPartitions, r.cfg.TopicReplication, r.topics.FireAll()); err != nil {
+	topics := append(r.topics.FireAll(), r.topics.DLQ())
+	if err := EnsureTopics(ctx, r.kc, r.clock, r.logger, r.cfg.TopicPartitions, r.cfg.TopicReplication, topics); err != nil {
 		return err
 	}
 	return r.runner.Run(r.loop)
