@@ -164,11 +164,43 @@ func (n *Namespace) dropKafka(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("harness: topics %s.* left behind: %w", n.TopicPrefix, err))
 		}
 	}
-	// A group that never formed (no worker ran) is not an error.
-	if _, err := adm.DeleteGroup(ctx, n.Group); err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+	if err := n.dropGroup(ctx, adm); err != nil {
 		errs = append(errs, fmt.Errorf("harness: group %s left behind: %w", n.Group, err))
 	}
 	return errors.Join(errs...)
+}
+
+// dropGroup deletes the namespace's consumer group if the cluster lists it. A
+// group that never formed (no worker ran) is not an error; on a fresh broker
+// there is not even a coordinator to ask (the offsets topic does not exist
+// yet), so the listing, which needs none, decides. A listed group's
+// coordinator may still be loading or moving: those answers are retried for
+// a short while.
+func (n *Namespace) dropGroup(ctx context.Context, adm *kadm.Client) error {
+	listed, err := adm.ListGroups(ctx)
+	if err != nil {
+		return err
+	}
+	if _, ok := listed[n.Group]; !ok {
+		return nil
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, err := adm.DeleteGroup(ctx, n.Group)
+		switch {
+		case err == nil, errors.Is(err, kerr.GroupIDNotFound):
+			return nil
+		case (errors.Is(err, kerr.CoordinatorNotAvailable) || errors.Is(err, kerr.CoordinatorLoadInProgress) ||
+			errors.Is(err, kerr.NotCoordinator) || errors.Is(err, kerr.NonEmptyGroup)) && time.Now().Before(deadline):
+		default:
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 func (n *Namespace) dropRedis(ctx context.Context) error {
