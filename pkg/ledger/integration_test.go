@@ -169,9 +169,14 @@ func TestFencing(t *testing.T) {
 			t.Fatalf("record fence %d %s: err = %v, want %v", st.fence, st.status, err, st.want)
 		}
 	}
-	// Without the check the stale write is still harmless, just unreported.
+	// Without the check the stale write is still harmless, just unreported:
+	// from a writer built without it, and from RecordHeld (a caller wrongly
+	// claiming its fence is current cannot overwrite the newer row).
 	stale := attempt(job, sched, 1, 150, failed)
 	if err := ledger.NewWriter(s, ks, ledger.WithoutFenceCheck()).Record(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.RecordHeld(ctx, attempt(job, sched, 1, 100, failed)); err != nil {
 		t.Fatal(err)
 	}
 

@@ -69,6 +69,21 @@ func NewWriter(s Session, keyspace string, opts ...WriterOption) *Writer {
 // same values), so a caller may retry any error except ErrFenced and
 // ErrInvalidAttempt.
 func (w *Writer) Record(ctx context.Context, a *sundialv1.ExecutionAttempt) error {
+	return w.record(ctx, a, w.checkFence)
+}
+
+// RecordHeld is Record without the fence check, for a caller that knows its
+// fence was current when the attempt ended: it held the lease throughout
+// (every renewal succeeded) and wrote its done marker under that fence.
+// The check is a read that costs Cassandra more than the write itself, and
+// for such a record it cannot find a higher fence. Fencing still holds
+// whatever the caller claims: the fence is part of the key, so a record
+// never overwrites one written under another fence.
+func (w *Writer) RecordHeld(ctx context.Context, a *sundialv1.ExecutionAttempt) error {
+	return w.record(ctx, a, false)
+}
+
+func (w *Writer) record(ctx context.Context, a *sundialv1.ExecutionAttempt, checkFence bool) error {
 	r, err := rowFrom(a)
 	if err != nil {
 		return err
@@ -83,7 +98,7 @@ func (w *Writer) Record(ctx context.Context, a *sundialv1.ExecutionAttempt) erro
 		err      error
 	}
 	var checked chan check
-	if w.checkFence {
+	if checkFence {
 		checked = make(chan check, 1)
 		go func() {
 			var c check

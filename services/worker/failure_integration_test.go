@@ -412,7 +412,8 @@ func TestOverlapPolicies(t *testing.T) {
 // firings reach targets, and 10,000 ledger writes would only slow it.
 type nopLedger struct{}
 
-func (nopLedger) Record(context.Context, *sundialv1.ExecutionAttempt) error { return nil }
+func (nopLedger) Record(context.Context, *sundialv1.ExecutionAttempt) error     { return nil }
+func (nopLedger) RecordHeld(context.Context, *sundialv1.ExecutionAttempt) error { return nil }
 
 // One tenant's 5,000 firings due at the same instant do not delay another
 // tenant's firing due then behind them: it is among the first executed.

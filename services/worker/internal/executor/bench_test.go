@@ -44,7 +44,7 @@ func (nopLeaser) MarkDone(context.Context, lease.Execution, string, time.Duratio
 type nopRecorder struct{}
 
 func (nopRecorder) Running(*sundialv1.ExecutionAttempt) {}
-func (nopRecorder) Final(_ context.Context, _ *sundialv1.ExecutionAttempt, done func()) bool {
+func (nopRecorder) Final(_ context.Context, _ *sundialv1.ExecutionAttempt, _ bool, done func()) bool {
 	done()
 	return true
 }

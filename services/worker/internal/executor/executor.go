@@ -79,7 +79,9 @@ type Leaser interface {
 // Recorder is the part of recorder.Recorder the executor uses.
 type Recorder interface {
 	Running(a *sundialv1.ExecutionAttempt)
-	Final(ctx context.Context, a *sundialv1.ExecutionAttempt, done func()) bool
+	// Final hands in an attempt's outcome; held says the attempt kept its
+	// lease to the end (its record needs no fence check).
+	Final(ctx context.Context, a *sundialv1.ExecutionAttempt, held bool, done func()) bool
 }
 
 // Holder takes items back to try again later.
@@ -317,7 +319,7 @@ func (p *Pool) process(ctx context.Context, it *work.Item) {
 		a := p.attemptRecord(f, sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED, 0)
 		a.FinishedTime = timestamppb.New(p.clk.Now())
 		a.Reason = fmt.Sprintf("stale job version %d (current %d): the job changed after this firing was staged", f.GetJobVersion(), res.CurrentVersion)
-		p.final(it, a)
+		p.final(it, a, false)
 	case lease.Held:
 		// Another delivery is firing it. Keep ours until that lease ends:
 		// if its holder dies, this copy still fires; if it finished, the
@@ -381,7 +383,7 @@ func (p *Pool) overlapSkipped(ctx context.Context, it *work.Item, f *sundialv1.F
 			return
 		}
 	}
-	p.final(it, a)
+	p.final(it, a, false)
 }
 
 // poison dead-letters an attempt its workers kept dying on, without firing
@@ -403,7 +405,7 @@ func (p *Pool) poison(ctx context.Context, it *work.Item, f *sundialv1.Firing, e
 	a.FinishedTime = timestamppb.New(now)
 	a.Error = err.Error()
 	a.Reason = d.Reason
-	p.final(it, a)
+	p.final(it, a, false)
 }
 
 func (p *Pool) attempt(ctx context.Context, it *work.Item, f *sundialv1.Firing, ex lease.Execution, holder string, fence int64) {
@@ -427,9 +429,11 @@ func (p *Pool) attempt(ctx context.Context, it *work.Item, f *sundialv1.Firing, 
 	// Armed before the call starts, so the first renewal is due LeaseTTL/3
 	// after the attempt began whatever the scheduling.
 	renewTimer := p.clk.NewTimer(p.cfg.LeaseTTL / 3)
+	// renewFailed is written by the renewer and read after renewDone.
+	renewFailed := false
 	go func() {
 		defer close(renewDone)
-		p.renew(actx, cancel, ex, holder, renewTimer)
+		renewFailed = p.renew(actx, cancel, ex, holder, renewTimer)
 	}()
 	stopRenewing := func() {
 		cancel(nil)
@@ -454,6 +458,10 @@ func (p *Pool) attempt(ctx context.Context, it *work.Item, f *sundialv1.Firing, 
 	var (
 		d   retry.Decision
 		out settle.Outcome
+		// held: the lease was ours to the end (every renewal and the
+		// marker written under our fence), so the record's fence is
+		// current and the ledger need not check it.
+		held bool
 	)
 	if errors.Is(context.Cause(actx), lease.ErrFenced) {
 		// Another holder fires with a larger fence; this result is stale.
@@ -472,7 +480,7 @@ func (p *Pool) attempt(ctx context.Context, it *work.Item, f *sundialv1.Firing, 
 		if !ok {
 			return
 		}
-		p.markFinished(ctx, ex, holder, d)
+		held = p.markFinished(ctx, ex, holder, d) && !renewFailed
 		p.notify(f, d, res, finished, out)
 	}
 	p.count(it, f, outcomeName(d.Status))
@@ -492,7 +500,7 @@ func (p *Pool) attempt(ctx context.Context, it *work.Item, f *sundialv1.Firing, 
 		p.logger.Info("attempt failed", "execution_id", ex.ExecutionID, "job_id", ex.JobID, "attempt", ex.Attempt,
 			"http_status", res.HTTPStatus, "class", d.Class, "status", outcomeName(d.Status), "err", res.Err)
 	}
-	p.final(it, a)
+	p.final(it, a, held)
 }
 
 // decide is retry.Decide, or SUCCEEDED/FAILED when nothing can follow a
@@ -584,13 +592,14 @@ func endTargetSpan(span trace.Span, f *sundialv1.Firing, res target.Result, fenc
 }
 
 // renew keeps the lease alive while the target call runs and the attempt
-// settles; a takeover by another holder cancels the call.
-func (p *Pool) renew(ctx context.Context, cancel context.CancelCauseFunc, ex lease.Execution, holder string, t clock.Timer) {
+// settles; a takeover by another holder cancels the call. It reports
+// whether any renewal failed (the lease may have lapsed).
+func (p *Pool) renew(ctx context.Context, cancel context.CancelCauseFunc, ex lease.Execution, holder string, t clock.Timer) (failed bool) {
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return failed
 		case <-t.C():
 		}
 		rctx, c := context.WithTimeout(ctx, p.cfg.RedisTimeout)
@@ -600,11 +609,12 @@ func (p *Pool) renew(ctx context.Context, cancel context.CancelCauseFunc, ex lea
 		case errors.Is(err, lease.ErrFenced):
 			p.logger.Warn("lease taken over during the attempt; abandoning it", "execution_id", ex.ExecutionID)
 			cancel(lease.ErrFenced)
-			return
+			return true
 		case err != nil && ctx.Err() == nil:
 			// Expired or Redis unreachable: nobody else holds it (or we
 			// cannot tell); finishing is better than abandoning.
 			p.logger.Warn("lease renewal failed", "err", err, "execution_id", ex.ExecutionID)
+			failed = true
 		}
 		t.Reset(p.cfg.LeaseTTL / 3)
 	}
@@ -613,8 +623,9 @@ func (p *Pool) renew(ctx context.Context, cancel context.CancelCauseFunc, ex lea
 // markFinished writes the done marker (success), the retry-pending marker
 // (a retry is staged: the overlap marker stays through the backoff) or the
 // attempt marker (anything else), which also releases the lease. It retries
-// a little: without the marker a redelivery would fire again.
-func (p *Pool) markFinished(ctx context.Context, ex lease.Execution, holder string, d retry.Decision) {
+// a little: without the marker a redelivery would fire again. It reports
+// whether the marker was written (under this holder's fence).
+func (p *Pool) markFinished(ctx context.Context, ex lease.Execution, holder string, d retry.Decision) bool {
 	mark := func(c context.Context) error { return p.leaser.MarkAttemptDone(c, ex, holder, p.cfg.DoneTTL) }
 	switch d.Status {
 	case sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED:
@@ -629,11 +640,11 @@ func (p *Pool) markFinished(ctx context.Context, ex lease.Execution, holder stri
 		err := mark(mctx)
 		cancel()
 		if err == nil {
-			return
+			return true
 		}
 		if i == 3 {
 			p.logger.Error("could not write the done marker; a redelivery would fire again", "err", err, "execution_id", ex.ExecutionID)
-			return
+			return false
 		}
 		t := p.clk.NewTimer(backoff)
 		<-t.C()
@@ -667,8 +678,8 @@ func (p *Pool) notify(f *sundialv1.Firing, d retry.Decision, res target.Result, 
 	p.notifier.Notify(f.GetCallbackUrl(), s)
 }
 
-func (p *Pool) final(it *work.Item, a *sundialv1.ExecutionAttempt) {
-	if !p.rec.Final(p.stopping, a, func() { it.Owner.Finish(it) }) {
+func (p *Pool) final(it *work.Item, a *sundialv1.ExecutionAttempt, held bool) {
+	if !p.rec.Final(p.stopping, a, held, func() { it.Owner.Finish(it) }) {
 		// Stopping: leave the firing unfinished, so its offset is not
 		// committed and it is redelivered (then dropped as done).
 		p.logger.Warn("recorder stopped before the attempt was recorded", "execution_id", a.GetExecutionId())

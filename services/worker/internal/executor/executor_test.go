@@ -63,6 +63,7 @@ type fakeLeaser struct {
 	acquire  map[string]lease.Result
 	err      map[string]error
 	renewErr error
+	renews   int
 	marks    []string
 }
 
@@ -80,6 +81,7 @@ func (l *fakeLeaser) Acquire(_ context.Context, ex lease.Execution, _ string, _ 
 func (l *fakeLeaser) Renew(context.Context, lease.Execution, string, time.Duration) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.renews++
 	return l.renewErr
 }
 func (l *fakeLeaser) MarkDone(_ context.Context, ex lease.Execution, _ string, _ time.Duration) error {
@@ -119,6 +121,8 @@ type memRecorder struct {
 	mu      sync.Mutex
 	running []*sundialv1.ExecutionAttempt
 	final   []*sundialv1.ExecutionAttempt
+	// held: what Final was told, by execution.
+	held map[string]bool
 }
 
 func (r *memRecorder) Running(a *sundialv1.ExecutionAttempt) {
@@ -126,9 +130,13 @@ func (r *memRecorder) Running(a *sundialv1.ExecutionAttempt) {
 	defer r.mu.Unlock()
 	r.running = append(r.running, a)
 }
-func (r *memRecorder) Final(_ context.Context, a *sundialv1.ExecutionAttempt, done func()) bool {
+func (r *memRecorder) Final(_ context.Context, a *sundialv1.ExecutionAttempt, held bool, done func()) bool {
 	r.mu.Lock()
 	r.final = append(r.final, a)
+	if r.held == nil {
+		r.held = map[string]bool{}
+	}
+	r.held[a.GetExecutionId()] = held
 	r.mu.Unlock()
 	done()
 	return true
@@ -224,6 +232,9 @@ func TestSucceededAttempt(t *testing.T) {
 	if len(r.rec.running) != 1 || r.rec.running[0].GetStatus() != sundialv1.ExecutionStatus_EXECUTION_STATUS_RUNNING {
 		t.Fatalf("running records %v", r.rec.running)
 	}
+	if !r.rec.held["e1"] {
+		t.Fatal("an attempt that kept its lease and wrote its marker was not recorded as held")
+	}
 	if len(r.leaser.marks) != 1 || r.leaser.marks[0] != "done e1" {
 		t.Fatalf("marks %v", r.leaser.marks)
 	}
@@ -309,6 +320,51 @@ func TestFencedDuringAttempt(t *testing.T) {
 	}
 	if len(r.leaser.marks) != 0 {
 		t.Fatalf("marks %v written by a fenced attempt", r.leaser.marks)
+	}
+	if r.rec.held["e1"] {
+		t.Fatal("a fenced attempt's record was handed in as held (it must be fence-checked)")
+	}
+}
+
+// A renewal that fails without naming another holder (Redis unreachable)
+// lets the attempt finish, but its record is not handed in as held: the
+// lease may have lapsed and been taken, so the ledger checks its fence.
+func TestRenewalFailureIsNotHeld(t *testing.T) {
+	started := make(chan struct{})
+	release := make(chan struct{})
+	r := newRig(t, 1, func(ctx context.Context, req target.Request) target.Result {
+		close(started)
+		<-release
+		return ok(ctx, req)
+	})
+	r.leaser.renewErr = errors.New("dial tcp: connection refused")
+	clk := r.pool.clk.(*clock.Fake)
+	r.start(t)
+	r.push(t, "e1", 0)
+	<-started
+	clk.Advance(20 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r.leaser.mu.Lock()
+		n := r.leaser.renews
+		r.leaser.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no renewal attempted")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	<-r.own.events
+	if a := r.rec.finalOf("e1"); a.GetStatus() != sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED {
+		t.Fatalf("final %v", a)
+	}
+	r.rec.mu.Lock()
+	defer r.rec.mu.Unlock()
+	if r.rec.held["e1"] {
+		t.Fatal("an attempt whose renewal failed was recorded as held")
 	}
 }
 

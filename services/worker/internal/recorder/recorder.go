@@ -8,6 +8,17 @@
 // Records of one execution go through one shard, so they are written in
 // the order they were handed in (RUNNING before the outcome). Shards write
 // concurrently with each other.
+//
+// Two things keep the ledger's cost per firing down:
+//   - A record handed in as held (the attempt kept its lease to the end) is
+//     written without the ledger's fence-check read, which costs Cassandra
+//     more than the write itself.
+//   - A RUNNING record still queued when its attempt's outcome arrives is
+//     not written: both are the same ledger row (same execution, attempt
+//     and fence), and the outcome overwrites every field RUNNING sets, so
+//     the row ends the same with one write instead of two. This happens
+//     only when the ledger is behind; otherwise RUNNING is written at once
+//     and shows the attempt in flight.
 package recorder
 
 import (
@@ -16,6 +27,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/ledger"
@@ -24,7 +36,12 @@ import (
 
 // Ledger is the part of ledger.Writer the worker needs.
 type Ledger interface {
+	// Record writes a record, reporting ledger.ErrFenced when the attempt
+	// is already recorded under a higher fence.
 	Record(ctx context.Context, a *sundialv1.ExecutionAttempt) error
+	// RecordHeld writes a record whose fence is known to be current,
+	// without the check.
+	RecordHeld(ctx context.Context, a *sundialv1.ExecutionAttempt) error
 }
 
 // Config tunes the recorder.
@@ -41,17 +58,36 @@ type Config struct {
 }
 
 // DefaultConfig suits one worker.
-var DefaultConfig = Config{Shards: 8, QueueSize: 4096, WriteTimeout: 10 * time.Second, DrainTimeout: 10 * time.Second}
+var DefaultConfig = Config{Shards: 16, QueueSize: 4096, WriteTimeout: 10 * time.Second, DrainTimeout: 10 * time.Second}
 
 // Metrics observes the recorder; nil fields are skipped.
 type Metrics struct {
-	// Written counts writes by result: ok, retry, fenced, invalid, dropped.
+	// Written counts writes by result: ok, retry, fenced, invalid,
+	// dropped, superseded (a queued RUNNING record its outcome replaced).
 	Written func(result string)
 }
 
 type job struct {
 	a    *sundialv1.ExecutionAttempt
 	done func()
+	// held: written without the fence check (Ledger.RecordHeld).
+	held bool
+	// running: a RUNNING record (no done; may be superseded).
+	running bool
+	// superseded is set on a queued RUNNING record when its attempt's
+	// outcome is handed in; the shard then skips it.
+	superseded atomic.Bool
+}
+
+// attemptKey names one ledger row: an attempt under one fence.
+type attemptKey struct {
+	execution string
+	attempt   int32
+	fence     int64
+}
+
+func keyOf(a *sundialv1.ExecutionAttempt) attemptKey {
+	return attemptKey{a.GetExecutionId(), a.GetAttempt(), a.GetFenceToken()}
 }
 
 // Recorder is a lifecycle.Service.
@@ -61,7 +97,11 @@ type Recorder struct {
 	logger  *slog.Logger
 	metrics Metrics
 
-	shards []chan job
+	shards []chan *job
+	// queued holds the RUNNING records handed in and not yet taken by
+	// their shard, so an outcome can supersede its RUNNING record.
+	queuedMu sync.Mutex
+	queued   map[attemptKey]*job
 	// hard ends in-progress retries when the drain time is up.
 	hard       context.Context
 	cancelHard context.CancelFunc
@@ -89,11 +129,11 @@ func New(l Ledger, cfg Config, logger *slog.Logger, m Metrics) *Recorder {
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = DefaultConfig.DrainTimeout
 	}
-	r := &Recorder{ledger: l, cfg: cfg, logger: logger, metrics: m, quit: make(chan struct{})}
+	r := &Recorder{ledger: l, cfg: cfg, logger: logger, metrics: m, quit: make(chan struct{}), queued: map[attemptKey]*job{}}
 	r.hard, r.cancelHard = context.WithCancel(context.Background())
-	r.shards = make([]chan job, cfg.Shards)
+	r.shards = make([]chan *job, cfg.Shards)
 	for i := range r.shards {
-		r.shards[i] = make(chan job, cfg.QueueSize)
+		r.shards[i] = make(chan *job, cfg.QueueSize)
 	}
 	return r
 }
@@ -145,39 +185,55 @@ func (r *Recorder) Stop() {
 	})
 }
 
-func (r *Recorder) shard(executionID string) chan job {
+func (r *Recorder) shard(executionID string) chan *job {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(executionID))
 	return r.shards[h.Sum32()%uint32(len(r.shards))]
 }
 
-// Running hands in a RUNNING record. It never blocks: when the shard is
-// full the record is dropped (and counted); the final record still comes.
+// Running hands in the RUNNING record of an attempt that has just taken
+// its lease (so it is written without the fence check). It never blocks:
+// when the shard is full the record is dropped (and counted); the final
+// record still comes.
 func (r *Recorder) Running(a *sundialv1.ExecutionAttempt) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.closed {
 		return
 	}
+	j := &job{a: a, held: true, running: true}
+	k := keyOf(a)
+	r.queuedMu.Lock()
+	r.queued[k] = j
+	r.queuedMu.Unlock()
 	select {
-	case r.shard(a.GetExecutionId()) <- job{a: a}:
+	case r.shard(a.GetExecutionId()) <- j:
 	default:
+		r.dequeued(k, j)
 		r.count("dropped")
 	}
 }
 
 // Final hands in a final record; done is called once it is written (or
-// permanently refused). It blocks while the shard is full — a ledger that
-// cannot keep up slows the worker rather than losing history. It reports
-// false when the recorder is stopped (done is not called).
-func (r *Recorder) Final(ctx context.Context, a *sundialv1.ExecutionAttempt, done func()) bool {
+// permanently refused). held says the attempt kept its lease to the end,
+// so the record skips the fence check. A RUNNING record of the same
+// attempt still waiting in the queue is superseded (not written). Final
+// blocks while the shard is full — a ledger that cannot keep up slows the
+// worker rather than losing history. It reports false when the recorder
+// is stopped (done is not called).
+func (r *Recorder) Final(ctx context.Context, a *sundialv1.ExecutionAttempt, held bool, done func()) bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.closed {
 		return false
 	}
+	r.queuedMu.Lock()
+	if running, ok := r.queued[keyOf(a)]; ok {
+		running.superseded.Store(true)
+	}
+	r.queuedMu.Unlock()
 	select {
-	case r.shard(a.GetExecutionId()) <- job{a: a, done: done}:
+	case r.shard(a.GetExecutionId()) <- &job{a: a, done: done, held: held}:
 		return true
 	case <-ctx.Done():
 		return false
@@ -186,10 +242,26 @@ func (r *Recorder) Final(ctx context.Context, a *sundialv1.ExecutionAttempt, don
 	}
 }
 
-func (r *Recorder) run(ch chan job) {
+// dequeued forgets a RUNNING record taken off (or never put on) its queue.
+func (r *Recorder) dequeued(k attemptKey, j *job) {
+	r.queuedMu.Lock()
+	if r.queued[k] == j {
+		delete(r.queued, k)
+	}
+	r.queuedMu.Unlock()
+}
+
+func (r *Recorder) run(ch chan *job) {
 	defer r.wg.Done()
 	for j := range ch {
-		if r.write(j.a) && j.done != nil {
+		if j.running {
+			r.dequeued(keyOf(j.a), j)
+			if j.superseded.Load() {
+				r.count("superseded")
+				continue
+			}
+		}
+		if r.write(j) && j.done != nil {
 			j.done()
 		}
 	}
@@ -197,7 +269,8 @@ func (r *Recorder) run(ch chan job) {
 
 // write retries transient failures until the hard stop, and reports whether
 // the record is settled (written, or refused for good).
-func (r *Recorder) write(a *sundialv1.ExecutionAttempt) bool {
+func (r *Recorder) write(j *job) bool {
+	a := j.a
 	backoff := 50 * time.Millisecond
 	for {
 		if r.hard.Err() != nil {
@@ -205,7 +278,12 @@ func (r *Recorder) write(a *sundialv1.ExecutionAttempt) bool {
 			return false
 		}
 		ctx, cancel := context.WithTimeout(r.hard, r.cfg.WriteTimeout)
-		err := r.ledger.Record(ctx, a)
+		var err error
+		if j.held {
+			err = r.ledger.RecordHeld(ctx, a)
+		} else {
+			err = r.ledger.Record(ctx, a)
+		}
 		cancel()
 		switch {
 		case err == nil:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 
@@ -23,9 +24,27 @@ type memLedger struct {
 	// failures: how many times to fail before succeeding, per execution.
 	failures map[string]int
 	err      error
+	// held[i] says rows[i] came through RecordHeld.
+	held []bool
+	// gate, when set, holds every write until a value is received, after
+	// announcing it on entered.
+	gate    chan struct{}
+	entered chan string
 }
 
-func (l *memLedger) Record(_ context.Context, a *sundialv1.ExecutionAttempt) error {
+func (l *memLedger) Record(ctx context.Context, a *sundialv1.ExecutionAttempt) error {
+	return l.record(ctx, a, false)
+}
+
+func (l *memLedger) RecordHeld(ctx context.Context, a *sundialv1.ExecutionAttempt) error {
+	return l.record(ctx, a, true)
+}
+
+func (l *memLedger) record(_ context.Context, a *sundialv1.ExecutionAttempt, held bool) error {
+	if l.gate != nil {
+		l.entered <- a.GetExecutionId()
+		<-l.gate
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.failures[a.GetExecutionId()] > 0 {
@@ -36,6 +55,7 @@ func (l *memLedger) Record(_ context.Context, a *sundialv1.ExecutionAttempt) err
 		return l.err
 	}
 	l.rows = append(l.rows, a)
+	l.held = append(l.held, held)
 	return nil
 }
 
@@ -58,7 +78,7 @@ func TestOrderPerExecutionAndRetry(t *testing.T) {
 		exec := fmt.Sprintf("e%d", i)
 		r.Running(row(exec, sundialv1.ExecutionStatus_EXECUTION_STATUS_RUNNING))
 		wg.Add(1)
-		if !r.Final(context.Background(), row(exec, sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED), wg.Done) {
+		if !r.Final(context.Background(), row(exec, sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED), false, wg.Done) {
 			t.Fatal("Final refused")
 		}
 	}
@@ -72,7 +92,14 @@ func TestOrderPerExecutionAndRetry(t *testing.T) {
 		}
 		seen[a.GetExecutionId()] = a.GetStatus()
 	}
-	if len(seen) != 20 || results["retry"] != 2 || results["ok"] != 40 {
+	for exec, st := range seen {
+		if st != sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED {
+			t.Fatalf("%s ends %v", exec, st)
+		}
+	}
+	// Each RUNNING record is written, or superseded by its outcome when
+	// that arrived while it was still queued.
+	if len(seen) != 20 || results["retry"] != 2 || results["ok"] < 20 || results["ok"]+results["superseded"] != 40 {
 		t.Fatalf("seen %d executions, results %v", len(seen), results)
 	}
 }
@@ -85,7 +112,7 @@ func TestPermanentErrorsSettle(t *testing.T) {
 			t.Fatal(err)
 		}
 		done := make(chan struct{})
-		r.Final(context.Background(), row("e", sundialv1.ExecutionStatus_EXECUTION_STATUS_FAILED), func() { close(done) })
+		r.Final(context.Background(), row("e", sundialv1.ExecutionStatus_EXECUTION_STATUS_FAILED), false, func() { close(done) })
 		<-done
 		r.Stop()
 	}
@@ -100,12 +127,12 @@ func TestStopAbandonsAfterDrainTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	called := false
-	r.Final(context.Background(), row("e", sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED), func() { called = true })
+	r.Final(context.Background(), row("e", sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED), false, func() { called = true })
 	r.Stop()
 	if called {
 		t.Fatal("done called for a record never written")
 	}
-	if r.Final(context.Background(), row("e2", sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED), func() {}) {
+	if r.Final(context.Background(), row("e2", sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED), false, func() {}) {
 		t.Fatal("Final accepted after Stop")
 	}
 	r.Running(row("e3", sundialv1.ExecutionStatus_EXECUTION_STATUS_RUNNING)) // no panic on a closed recorder
@@ -127,4 +154,67 @@ func TestRunningNeverBlocks(t *testing.T) {
 		t.Fatalf("dropped %d, want 1", dropped)
 	}
 	r.Stop()
+}
+
+// A RUNNING record still queued when its outcome arrives is not written
+// (the outcome writes the same row); one already taken by its shard is.
+// Held records skip the fence check, others do not.
+func TestOutcomeSupersedesQueuedRunning(t *testing.T) {
+	l := &memLedger{gate: make(chan struct{}), entered: make(chan string)}
+	results := map[string]int{}
+	var mu sync.Mutex
+	r := New(l, Config{Shards: 1}, quiet(), Metrics{Written: func(s string) { mu.Lock(); results[s]++; mu.Unlock() }})
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop()
+	// "a" RUNNING is taken by the shard, which then waits at the gate;
+	// "b" RUNNING queues behind it, and b's outcome arrives before the
+	// gate opens.
+	r.Running(row("a", sundialv1.ExecutionStatus_EXECUTION_STATUS_RUNNING))
+	if e := <-l.entered; e != "a" {
+		t.Fatalf("first write %q", e)
+	}
+	r.Running(row("b", sundialv1.ExecutionStatus_EXECUTION_STATUS_RUNNING))
+	var wg sync.WaitGroup
+	wg.Add(2)
+	// A RUNNING of another fence of "b" is a different row: not superseded.
+	other := row("b", sundialv1.ExecutionStatus_EXECUTION_STATUS_RUNNING)
+	other.FenceToken = 7
+	r.Running(other)
+	if !r.Final(context.Background(), row("b", sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED), true, wg.Done) ||
+		!r.Final(context.Background(), row("a", sundialv1.ExecutionStatus_EXECUTION_STATUS_FAILED), false, wg.Done) {
+		t.Fatal("Final refused")
+	}
+	l.gate <- struct{}{} // a's RUNNING
+	for range 3 {
+		<-l.entered
+		l.gate <- struct{}{}
+	}
+	wg.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var got []string
+	for i, a := range l.rows {
+		got = append(got, fmt.Sprintf("%s/%d %s held=%v", a.GetExecutionId(), a.GetFenceToken(), a.GetStatus(), l.held[i]))
+	}
+	want := []string{
+		"a/0 EXECUTION_STATUS_RUNNING held=true",
+		"b/7 EXECUTION_STATUS_RUNNING held=true",
+		"b/0 EXECUTION_STATUS_SUCCEEDED held=true",
+		"a/0 EXECUTION_STATUS_FAILED held=false",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("written:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if results["superseded"] != 1 || results["ok"] != 4 {
+		t.Fatalf("results %v, want 1 superseded and 4 ok", results)
+	}
+	r.queuedMu.Lock()
+	defer r.queuedMu.Unlock()
+	if len(r.queued) != 0 {
+		t.Fatalf("%d RUNNING records still tracked after their shard took them", len(r.queued))
+	}
 }
