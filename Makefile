@@ -80,7 +80,9 @@ infra-up: ## Install (if missing) and start Postgres, Redis, ZooKeeper, Kafka, C
 	$(INFRA) up
 
 .PHONY: infra-down
-infra-down: ## Stop exactly the infrastructure processes infra-up started
+infra-down: ## Stop what make run started on top of the components (if anything), then exactly the processes infra-up started
+	$(ROOT)/deploy/local/observability.sh down
+	$(PLATFORM) down
 	$(INFRA) down
 
 .PHONY: infra-status
