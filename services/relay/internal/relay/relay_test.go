@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -332,4 +335,79 @@ func TestSilentBrokerReleasesClaimWithinPublishTimeout(t *testing.T) {
 	require.Zero(t, h.ob.deletedCount())
 	silent.Store(false)
 	require.Eventually(t, func() bool { return h.ob.len() == 0 }, time.Minute, 10*time.Millisecond)
+}
+
+// The producer is idempotent with acks=all, and that is what makes a
+// retried produce safe: here the broker appends the batch but answers that
+// it fell short of its in-sync replicas (NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+// the client cannot know the record landed), the client sends the batch
+// again, and the broker recognises the copy by its producer id and
+// sequence. One record lands and the row is deleted. Without idempotence
+// the retry would append a second copy.
+func TestIdempotentProducerLandsARetriedBatchOnce(t *testing.T) {
+	h := newHarness(t, clock.Real{}, nil)
+	type produce struct {
+		acks int16
+		pids []int64
+	}
+	var (
+		mu       sync.Mutex
+		produces []produce
+	)
+	// Watch every produce request without answering it.
+	h.cluster.ControlKey(int16(kmsg.Produce), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		h.cluster.KeepControl()
+		req := kreq.(*kmsg.ProduceRequest)
+		p := produce{acks: req.Acks}
+		for _, tp := range req.Topics {
+			for _, pp := range tp.Partitions {
+				var b kmsg.RecordBatch
+				if err := b.ReadFrom(pp.Records); err != nil {
+					t.Errorf("produce request with an unreadable batch: %v", err)
+					continue
+				}
+				p.pids = append(p.pids, b.ProducerID)
+			}
+		}
+		mu.Lock()
+		produces = append(produces, p)
+		mu.Unlock()
+		return nil, nil, false
+	})
+	lost := h.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotEnoughReplicasAfterAppend})
+	h.start()
+	row := h.stage(sundialv1.Priority_PRIORITY_HIGH, time.Now())
+	h.relay.Wake()
+	require.Eventually(t, func() bool { return h.ob.len() == 0 }, waitFor, 5*time.Millisecond)
+	require.Equal(t, 1, lost.Hits(), "the first append's answer was not the fault's")
+
+	// Exactly one record in the topic: the end offsets add up to one.
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	topics := firing.Topics{Prefix: h.cfg.TopicPrefix}.FireAll()
+	ends, err := kadm.NewClient(h.kc).ListEndOffsets(ctx, topics...)
+	require.NoError(t, err)
+	var total int64
+	ends.Each(func(o kadm.ListedOffset) {
+		require.NoError(t, o.Err)
+		total += o.Offset
+	})
+	require.Equal(t, int64(1), total, "records in the firing topics")
+	rec := h.consume(1)[0]
+	f, err := firing.Decode(rec.Value)
+	require.NoError(t, err)
+	require.Equal(t, row.ExecutionID, f.GetExecutionId())
+	require.Equal(t, 1, h.ob.deletedCount())
+
+	mu.Lock()
+	got := slices.Clone(produces)
+	mu.Unlock()
+	require.GreaterOrEqual(t, len(got), 2, "the batch was not sent again")
+	for _, p := range got {
+		require.Equal(t, int16(-1), p.acks, "a produce without acks=all")
+		for _, pid := range p.pids {
+			require.Equal(t, got[0].pids[0], pid, "a batch outside the one idempotent producer id")
+		}
+	}
+	require.GreaterOrEqual(t, got[0].pids[0], int64(0), "batches carry no producer id: the producer is not idempotent")
 }
