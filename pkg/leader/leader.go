@@ -83,9 +83,23 @@ type Config struct {
 	// goroutine or the trust guard (a step-down is announced at once, even
 	// while the loop is blocked in a ZooKeeper call); it must not block.
 	OnTransition func(from, to State, epoch int64)
-	// Dialer, if set, replaces net.DialTimeout for ZooKeeper connections.
-	// It exists so tests can partition a candidate from ZooKeeper.
+	// Dialer, if set, replaces net.DialTimeout for ZooKeeper connections:
+	// a TLS dialer (see pkg/connsec), or a test's that partitions a
+	// candidate from ZooKeeper.
 	Dialer zk.Dialer
+	// Credentials are added to the session (AddAuth) before the elector's
+	// first request, so nodes whose ACLs admit only them — an election path
+	// an operator locked down — can be used. The client itself sends them
+	// again on every reconnection, a new session's included (go-zookeeper
+	// v1.0.4 conn.go: loop calls resendZkAuth after each authenticate).
+	Credentials []Credential
+}
+
+// Credential is one AddAuth: a scheme ("digest") and its payload
+// ("user:password" for digest). Payload is secret; it is never logged.
+type Credential struct {
+	Scheme  string
+	Payload []byte
 }
 
 func (c *Config) setDefaults() {
@@ -117,6 +131,11 @@ func (c *Config) Validate() error {
 	}
 	if c.NodeID == "" {
 		errs = append(errs, errors.New("node id: must not be empty"))
+	}
+	for i, cr := range c.Credentials {
+		if cr.Scheme == "" || len(cr.Payload) == 0 {
+			errs = append(errs, fmt.Errorf("credentials[%d]: scheme and payload are required", i))
+		}
 	}
 	if c.SessionTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("session timeout: must be positive, got %s", c.SessionTimeout))
@@ -153,6 +172,7 @@ type Elector struct {
 	pathReady    bool
 	orphanRisk   bool  // a create failed ambiguously: a node of ours may exist unknown
 	orphanSessID int64 // ...in this session
+	authAdded    bool  // Credentials are on the client, which replays them itself
 
 	// Shared between the loop, the guard and the client's callback.
 	mu           sync.Mutex
@@ -551,6 +571,13 @@ func (e *Elector) campaign() event {
 	if e.conn.State() != zk.StateHasSession {
 		return evFailed
 	}
+	if !e.authAdded {
+		if err := e.addAuth(); err != nil {
+			e.log.Warn("adding zookeeper credentials failed", "err", err)
+			return evFailed
+		}
+		e.authAdded = true
+	}
 	if e.node == "" {
 		if err := e.createNode(e.conn.SessionID()); err != nil {
 			e.log.Warn("creating candidate node failed", "err", err)
@@ -592,6 +619,22 @@ func (e *Elector) campaign() event {
 		e.log.Debug("following", "predecessor", pred)
 		return evStandby
 	}
+}
+
+// addAuth hands the credentials to the client. It is done once, in the
+// first campaign rather than in Start: AddAuth waits for a session, and
+// Start does not; and the loop issues no request before a campaign, so
+// nothing reaches the server unauthenticated.
+func (e *Elector) addAuth() error {
+	for _, c := range e.cfg.Credentials {
+		if err := e.conn.AddAuth(c.Scheme, c.Payload); err != nil {
+			// The error is the client's (connection closed...), never the
+			// payload; a retry may add one credential twice, which the
+			// server treats as one.
+			return fmt.Errorf("add %s credentials: %w", c.Scheme, err)
+		}
+	}
+	return nil
 }
 
 func (e *Elector) createNode(sid int64) error {

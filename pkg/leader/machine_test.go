@@ -143,6 +143,9 @@ func TestConfigValidate(t *testing.T) {
 	_, err = New(Config{Servers: []string{"x:1"}, Path: "/a", NodeID: "n", SessionTimeout: 4 * time.Second, SafetyMargin: time.Second, HeartbeatInterval: 3 * time.Second})
 	require.ErrorContains(t, err, "heartbeat interval")
 
+	_, err = New(Config{Servers: []string{"x:1"}, Path: "/a", NodeID: "n", Credentials: []Credential{{Scheme: "digest"}}})
+	require.ErrorContains(t, err, "credentials[0]: scheme and payload are required")
+
 	e, err := New(Config{Servers: []string{"x:1"}, Path: "/sundial/elections/p", NodeID: "n"})
 	require.NoError(t, err)
 	require.Equal(t, 4*time.Second, e.cfg.SessionTimeout)

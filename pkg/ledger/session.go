@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"time"
@@ -74,6 +75,14 @@ type ConnectConfig struct {
 	Timeout time.Duration
 	// ConnectTimeout bounds dialing each host; 5 s by default.
 	ConnectTimeout time.Duration
+	// TLS, when set, wraps every connection. Host names are verified unless
+	// TLS.InsecureSkipVerify: against TLS.ServerName, or else against the
+	// address dialed — an IP for every node found through the ring, so the
+	// nodes' certificates need IP SANs unless ServerName is set.
+	TLS *tls.Config
+	// Authenticator answers the server's authentication challenge
+	// (gocql.PasswordAuthenticator or one of the same shape); nil: none.
+	Authenticator gocql.Authenticator
 }
 
 // Connect opens a gocql session with the settings the ledger expects and
@@ -108,6 +117,13 @@ func Connect(cfg ConnectConfig) (Session, error) {
 		fallback = gocql.DCAwareRoundRobinPolicy(cfg.LocalDC)
 	}
 	c.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(fallback)
+	if cfg.TLS != nil {
+		// With a Config given, gocql verifies host names unless the Config
+		// itself skips verification (EnableHostVerification only ever turns
+		// verification on).
+		c.SslOpts = &gocql.SslOptions{Config: cfg.TLS}
+	}
+	c.Authenticator = cfg.Authenticator
 	// Retries live in the Retrying decorator, where they are counted and
 	// bounded by the caller's context; the driver's own policy stays off so
 	// the two do not multiply.

@@ -1,0 +1,105 @@
+package connsec
+
+import (
+	"context"
+	"flag"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/sundialhq/sundial/pkg/config"
+)
+
+// SASL mechanisms the Kafka client can use.
+const (
+	SASLPlain       = "PLAIN"
+	SASLScramSHA256 = "SCRAM-SHA-256"
+	SASLScramSHA512 = "SCRAM-SHA-512"
+)
+
+// Kafka is how the services authenticate to the brokers (SASL) and whether
+// they use TLS.
+type Kafka struct {
+	// SASLMechanism is empty (no SASL), PLAIN, SCRAM-SHA-256 or
+	// SCRAM-SHA-512, in any case.
+	SASLMechanism string
+	SASLUsername  string
+	SASLPassword  Password
+	TLS           TLS
+}
+
+// Register adds the --kafka-* security flags to fs.
+func (k *Kafka) Register(fs *flag.FlagSet) {
+	fs.StringVar(&k.SASLMechanism, "kafka-sasl-mechanism", k.SASLMechanism, "SASL mechanism towards the brokers: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: no SASL)")
+	fs.StringVar(&k.SASLUsername, "kafka-sasl-username", k.SASLUsername, "SASL user")
+	k.SASLPassword.register(fs, "kafka-sasl-password", "SASL password")
+	k.TLS.register(fs, "kafka", "the Kafka brokers")
+}
+
+// Validate records problems, each naming its flag.
+func (k *Kafka) Validate(p *config.Problems) {
+	switch mech := k.mechanism(); mech {
+	case "":
+		if k.SASLUsername != "" || !k.SASLPassword.IsZero() {
+			p.Addf("kafka-sasl-mechanism", "required with a SASL user or password: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+		}
+	case SASLPlain, SASLScramSHA256, SASLScramSHA512:
+		if k.SASLUsername == "" {
+			p.Addf("kafka-sasl-username", "required with --kafka-sasl-mechanism=%s", mech)
+		}
+		if k.SASLPassword.IsZero() {
+			p.Addf("kafka-sasl-password", "required with --kafka-sasl-mechanism=%s (or --kafka-sasl-password-file)", mech)
+		}
+	default:
+		p.Addf("kafka-sasl-mechanism", "%q is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512", k.SASLMechanism)
+	}
+	k.SASLPassword.validate(p, "kafka-sasl-password")
+	k.TLS.validate(p, "kafka")
+}
+
+func (k *Kafka) mechanism() string { return strings.ToUpper(strings.TrimSpace(k.SASLMechanism)) }
+
+// Opts are the client options for k: none when k is the zero value. Every
+// Kafka client of a service takes them (producers, consumers, admin).
+func (k *Kafka) Opts() ([]kgo.Opt, error) {
+	var opts []kgo.Opt
+	tc, err := k.TLS.Config()
+	if err != nil {
+		return nil, err
+	}
+	if tc != nil {
+		// franz-go clones the config per broker and fills in ServerName
+		// from the broker's host when it is empty.
+		opts = append(opts, kgo.DialTLSConfig(tc))
+	}
+	if m := k.saslMechanism(); m != nil {
+		opts = append(opts, kgo.SASL(m))
+	}
+	return opts, nil
+}
+
+// saslMechanism is the mechanism, asking for the password each time a
+// connection authenticates (and re-authenticates, KIP-368), so a rotated
+// password file is picked up; nil without SASL.
+func (k *Kafka) saslMechanism() sasl.Mechanism {
+	user, pw := k.SASLUsername, k.SASLPassword
+	scramAuth := func(context.Context) (scram.Auth, error) {
+		s, err := pw.Read()
+		return scram.Auth{User: user, Pass: s}, err
+	}
+	switch k.mechanism() {
+	case SASLPlain:
+		return plain.Plain(func(context.Context) (plain.Auth, error) {
+			s, err := pw.Read()
+			return plain.Auth{User: user, Pass: s}, err
+		})
+	case SASLScramSHA256:
+		return scram.Sha256(scramAuth)
+	case SASLScramSHA512:
+		return scram.Sha512(scramAuth)
+	}
+	return nil
+}

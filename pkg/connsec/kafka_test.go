@@ -1,0 +1,73 @@
+package connsec_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sundialhq/sundial/pkg/connsec"
+)
+
+// The local Kafka (deploy/local/infra.sh) listens in plaintext without SASL,
+// so the client's SASL and TLS are checked against kfake, which speaks both
+// protocols for real: a TLS listener and the SASL handshake and
+// authenticate requests, SCRAM included.
+func TestKafkaSASLOverTLSWithKfake(t *testing.T) {
+	ca := newTestCA(t, "kafka")
+	server := ca.server("broker")
+	const topic = "sundial.fire.high"
+	for _, mech := range []string{connsec.SASLPlain, connsec.SASLScramSHA256, connsec.SASLScramSHA512} {
+		t.Run(mech, func(t *testing.T) {
+			cluster, err := kfake.NewCluster(
+				kfake.NumBrokers(1),
+				kfake.SeedTopics(1, topic),
+				kfake.TLS(&tls.Config{Certificates: []tls.Certificate{server.Pair}}),
+				kfake.EnableSASL(),
+				kfake.Superuser(mech, "sundial", "right-password"),
+			)
+			require.NoError(t, err)
+			defer cluster.Close()
+
+			client := func(k connsec.Kafka) *kgo.Client {
+				opts, err := k.Opts()
+				require.NoError(t, err)
+				cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(cluster.ListenAddrs()...))...)
+				require.NoError(t, err)
+				t.Cleanup(cl.Close)
+				return cl
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			secure := func(password string) connsec.Kafka {
+				return connsec.Kafka{
+					SASLMechanism: mech, SASLUsername: "sundial",
+					SASLPassword: connsec.Password{Value: connsec.NewSecret(password)},
+					TLS:          connsec.TLS{Enabled: true, CAFile: ca.CAFile},
+				}
+			}
+
+			require.NoError(t, client(secure("right-password")).ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("firing")}).FirstErr())
+
+			// A produce would retry until its context ends; Ping reports
+			// the connection's own failure. A real broker answers
+			// SASL_AUTHENTICATION_FAILED; kfake drops the connection.
+			err = client(secure("wrong-password")).Ping(ctx)
+			require.Error(t, err)
+			if !errors.Is(err, kerr.SaslAuthenticationFailed) {
+				require.ErrorIs(t, err, io.EOF)
+			}
+
+			plaintext := secure("right-password")
+			plaintext.TLS = connsec.TLS{}
+			require.Error(t, client(plaintext).Ping(ctx), "the listener speaks only TLS")
+		})
+	}
+}
