@@ -7,7 +7,13 @@
 //
 // Records of one execution go through one shard, so they are written in
 // the order they were handed in (RUNNING before the outcome). Shards write
-// concurrently with each other.
+// concurrently with each other, and each shard keeps up to InFlight writes
+// in flight at once: it takes what is queued (up to InFlight records, never
+// two of the same execution) and writes them together, so a shard's
+// throughput is InFlight records per ledger round trip rather than one. A
+// record of an execution already in the group waits for the next group,
+// which starts only once the whole group is written, so the per-execution
+// order holds.
 //
 // Two things keep the ledger's cost per firing down:
 //   - A record handed in as held (the attempt kept its lease to the end) is
@@ -46,8 +52,11 @@ type Ledger interface {
 
 // Config tunes the recorder.
 type Config struct {
-	// Shards is the number of concurrent writers.
+	// Shards is the number of queues records are spread over by execution.
 	Shards int
+	// InFlight is how many records one shard writes at once. Shards ×
+	// InFlight bounds the worker's concurrent ledger writes.
+	InFlight int
 	// QueueSize per shard. A full queue drops RUNNING records (the outcome
 	// follows) and blocks final records (backpressure rather than loss).
 	QueueSize int
@@ -58,7 +67,7 @@ type Config struct {
 }
 
 // DefaultConfig suits one worker.
-var DefaultConfig = Config{Shards: 16, QueueSize: 4096, WriteTimeout: 10 * time.Second, DrainTimeout: 10 * time.Second}
+var DefaultConfig = Config{Shards: 16, InFlight: 8, QueueSize: 4096, WriteTimeout: 10 * time.Second, DrainTimeout: 10 * time.Second}
 
 // Metrics observes the recorder; nil fields are skipped.
 type Metrics struct {
@@ -119,6 +128,9 @@ type Recorder struct {
 func New(l Ledger, cfg Config, logger *slog.Logger, m Metrics) *Recorder {
 	if cfg.Shards <= 0 {
 		cfg.Shards = DefaultConfig.Shards
+	}
+	if cfg.InFlight <= 0 {
+		cfg.InFlight = DefaultConfig.InFlight
 	}
 	if cfg.QueueSize <= 0 {
 		cfg.QueueSize = DefaultConfig.QueueSize
@@ -253,18 +265,91 @@ func (r *Recorder) dequeued(k attemptKey, j *job) {
 
 func (r *Recorder) run(ch chan *job) {
 	defer r.wg.Done()
-	for j := range ch {
-		if j.running {
-			r.dequeued(keyOf(j.a), j)
-			if j.superseded.Load() {
-				r.count("superseded")
+	group := make([]*job, 0, r.cfg.InFlight)
+	// next is a record taken off the queue that belongs to an execution
+	// already in the group: it starts the next group.
+	var next *job
+	for {
+		group = group[:0]
+		if next != nil {
+			group, next = append(group, next), nil
+		} else {
+			j, ok := <-ch
+			if !ok {
+				return
+			}
+			if j = r.take(j); j == nil {
 				continue
 			}
+			group = append(group, j)
 		}
+	fill:
+		for len(group) < r.cfg.InFlight {
+			select {
+			case j, ok := <-ch:
+				if !ok {
+					break fill
+				}
+				if j = r.take(j); j == nil {
+					continue
+				}
+				if sameExecution(group, j) {
+					next = j
+					break fill
+				}
+				group = append(group, j)
+			default:
+				break fill
+			}
+		}
+		r.writeGroup(group)
+	}
+}
+
+// take returns the job to write, or nil for a RUNNING record its outcome
+// has superseded.
+func (r *Recorder) take(j *job) *job {
+	if j.running {
+		r.dequeued(keyOf(j.a), j)
+		if j.superseded.Load() {
+			r.count("superseded")
+			return nil
+		}
+	}
+	return j
+}
+
+func sameExecution(group []*job, j *job) bool {
+	for _, g := range group {
+		if g.a.GetExecutionId() == j.a.GetExecutionId() {
+			return true
+		}
+	}
+	return false
+}
+
+// writeGroup writes the group's records concurrently and returns once all
+// are settled (or abandoned at the hard stop).
+func (r *Recorder) writeGroup(group []*job) {
+	one := func(j *job) {
 		if r.write(j) && j.done != nil {
 			j.done()
 		}
 	}
+	if len(group) == 1 {
+		one(group[0])
+		return
+	}
+	var wg sync.WaitGroup
+	for _, j := range group[1:] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			one(j)
+		}()
+	}
+	one(group[0])
+	wg.Wait()
 }
 
 // write retries transient failures until the hard stop, and reports whether

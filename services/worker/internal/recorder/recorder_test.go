@@ -163,7 +163,8 @@ func TestOutcomeSupersedesQueuedRunning(t *testing.T) {
 	l := &memLedger{gate: make(chan struct{}), entered: make(chan string)}
 	results := map[string]int{}
 	var mu sync.Mutex
-	r := New(l, Config{Shards: 1}, quiet(), Metrics{Written: func(s string) { mu.Lock(); results[s]++; mu.Unlock() }})
+	// One write at a time, so the order of the writes is the test's.
+	r := New(l, Config{Shards: 1, InFlight: 1}, quiet(), Metrics{Written: func(s string) { mu.Lock(); results[s]++; mu.Unlock() }})
 	if err := r.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -216,5 +217,68 @@ func TestOutcomeSupersedesQueuedRunning(t *testing.T) {
 	defer r.queuedMu.Unlock()
 	if len(r.queued) != 0 {
 		t.Fatalf("%d RUNNING records still tracked after their shard took them", len(r.queued))
+	}
+}
+
+// A shard writes up to InFlight records at once, but never two of one
+// execution: the second waits until the group it would have joined is
+// written.
+func TestShardWritesInFlightButOneExecutionAtATime(t *testing.T) {
+	l := &memLedger{gate: make(chan struct{}), entered: make(chan string, 8)}
+	r := New(l, Config{Shards: 1, InFlight: 3}, quiet(), Metrics{})
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop()
+	// Hold the shard on a first write while the rest queue up behind it.
+	var wg sync.WaitGroup
+	final := func(exec string, attempt int32) {
+		a := row(exec, sundialv1.ExecutionStatus_EXECUTION_STATUS_FAILED)
+		a.Attempt = attempt
+		wg.Add(1)
+		if !r.Final(context.Background(), a, true, wg.Done) {
+			t.Fatal("Final refused")
+		}
+	}
+	final("first", 1)
+	if e := <-l.entered; e != "first" {
+		t.Fatalf("first write %q", e)
+	}
+	final("x", 1)
+	final("y", 1)
+	final("x", 2) // same execution as the group's "x": next group
+	final("z", 1)
+	l.gate <- struct{}{} // "first"
+	// The next group is x/1 and y/1, written together: both enter the
+	// ledger before either is let go.
+	got := map[string]bool{<-l.entered: true, <-l.entered: true}
+	if !got["x"] || !got["y"] {
+		t.Fatalf("second group %v, want x and y in flight together", got)
+	}
+	select {
+	case e := <-l.entered:
+		t.Fatalf("%q written while x/1 is in flight; x/2 must wait for its group", e)
+	default:
+	}
+	l.gate <- struct{}{}
+	l.gate <- struct{}{}
+	// Then x/2 with z.
+	got = map[string]bool{<-l.entered: true, <-l.entered: true}
+	if !got["x"] || !got["z"] {
+		t.Fatalf("third group %v, want x and z", got)
+	}
+	l.gate <- struct{}{}
+	l.gate <- struct{}{}
+	wg.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var order []int32
+	for _, a := range l.rows {
+		if a.GetExecutionId() == "x" {
+			order = append(order, a.GetAttempt())
+		}
+	}
+	if fmt.Sprint(order) != "[1 2]" {
+		t.Fatalf("x's attempts written in order %v", order)
 	}
 }
