@@ -177,9 +177,19 @@ func TestIntegrationNotifyWakesTheRelay(t *testing.T) {
 	// The listener connects, then wakes the loop once; wait for it to be
 	// subscribed so the NOTIFY below cannot be missed.
 	require.Eventually(t, func() bool { return testutil.ToFloat64(r.m.listening) == 1 }, time.Minute, 10*time.Millisecond)
+	// That first wake is spent once the loop has idled after it; from then
+	// on each wake counted is a NOTIFY's. (Counting before it is spent
+	// raced: the loop's first cycle could claim the rows staged below while
+	// the connect wake still sat in the channel, and the outbox emptied
+	// with no wake counted yet.)
+	notifies := func() float64 { return testutil.ToFloat64(r.m.wakeups.WithLabelValues("notify")) }
+	require.Eventually(t, func() bool { return notifies() >= 1 }, time.Minute, 10*time.Millisecond)
 	itest.Stage(t, pool, 5, 0, true)
 	emptyWithin(t, pool, time.Minute)
-	require.GreaterOrEqual(t, testutil.ToFloat64(r.m.wakeups.WithLabelValues("notify")), float64(1))
+	// Whether the rows' NOTIFY woke the idle loop or arrived while a cycle
+	// was already claiming them, the loop takes its wake: without the
+	// NOTIFY nothing but an hour-long poll could wake it.
+	require.Eventually(t, func() bool { return notifies() >= 2 }, time.Minute, 10*time.Millisecond)
 	require.Zero(t, testutil.ToFloat64(r.m.wakeups.WithLabelValues("poll")))
 }
 
@@ -245,4 +255,60 @@ func TestIntegrationProduceErrorsLeaveRowsInPostgres(t *testing.T) {
 
 func errorsSeen(r *Relay) float64 {
 	return testutil.ToFloat64(r.m.publishErrors.WithLabelValues(kerr.InvalidRecord.Message))
+}
+
+// On the real broker the relay publishes as one idempotent producer: a
+// broker keeps producer state (id, last sequence) per partition only for
+// idempotent producers, so every partition the relay wrote to lists one
+// producer, the same everywhere, whose last sequence counts that
+// partition's records (sequences start at zero).
+func TestIntegrationRelayProducesIdempotently(t *testing.T) {
+	dsn, pool := itest.Postgres(t)
+	prefix := itest.TopicPrefix(t)
+	realRelay(t, dsn, prefix, itest.Brokers(t), nil)
+	itest.Stage(t, pool, 24, 0, true)
+	emptyWithin(t, pool, time.Minute)
+	type tp struct {
+		topic     string
+		partition int32
+	}
+	records := map[tp]int32{}
+	for _, rec := range itest.ReadAll(t, prefix) {
+		records[tp{rec.Topic, rec.Partition}]++
+	}
+	require.NotEmpty(t, records)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(itest.Brokers(t)...))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var topics kadm.TopicsSet
+	for _, topic := range (firing.Topics{Prefix: prefix}).FireAll() {
+		topics.Add(topic)
+	}
+	described, err := kadm.NewClient(cl).DescribeProducers(ctx, topics)
+	require.NoError(t, err)
+	producerID := int64(-1)
+	seen := 0
+	described.EachPartition(func(p kadm.DescribedProducersPartition) {
+		require.NoError(t, p.Err, "%s/%d", p.Topic, p.Partition)
+		n := records[tp{p.Topic, p.Partition}]
+		if n == 0 {
+			require.Empty(t, p.ActiveProducers, "%s/%d has producers but no records", p.Topic, p.Partition)
+			return
+		}
+		seen++
+		require.Len(t, p.ActiveProducers, 1, "%s/%d: producers %v", p.Topic, p.Partition, p.ActiveProducers)
+		for _, pr := range p.ActiveProducers {
+			require.GreaterOrEqual(t, pr.ProducerID, int64(0))
+			if producerID < 0 {
+				producerID = pr.ProducerID
+			}
+			require.Equal(t, producerID, pr.ProducerID, "%s/%d written by another producer", p.Topic, p.Partition)
+			require.Equal(t, n-1, pr.LastSequence, "%s/%d: last sequence for %d records", p.Topic, p.Partition, n)
+		}
+	})
+	require.Equal(t, len(records), seen, "partitions with records that the broker described")
+	t.Logf("%d partitions written by idempotent producer %d", seen, producerID)
 }
