@@ -13,6 +13,7 @@ import (
 
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -127,7 +128,11 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 	}
 
 	// Redis: leases, fences, overlap markers, delivery counts.
-	rdb := redis.NewClient(&redis.Options{Addr: cfg.RedisAddr})
+	ropts := &redis.Options{Addr: cfg.RedisAddr}
+	if err := cfg.RedisSecurity.Apply(ropts); err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	rdb := redis.NewClient(ropts)
 	cl.add(func() { _ = rdb.Close() })
 	leases := lease.New(rdb, lease.WithPrefix(cfg.RedisKeyPrefix), lease.WithMaxDeliveries(cfg.MaxDeliveries), lease.WithMarkerTTL(cfg.DoneTTL))
 	w.Checks["redis"] = func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
@@ -135,7 +140,11 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 	// The ledger.
 	led := deps.Ledger
 	if led == nil {
-		s, err := ledger.Connect(ledger.ConnectConfig{Hosts: splitList(cfg.CassandraHosts)})
+		ccfg := ledger.ConnectConfig{Hosts: splitList(cfg.CassandraHosts)}
+		if err := cfg.CassandraSecurity.Apply(&ccfg); err != nil {
+			return nil, fmt.Errorf("cassandra: %w", err)
+		}
+		s, err := ledger.Connect(ccfg)
 		if err != nil {
 			return nil, err
 		}
@@ -161,7 +170,14 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 
 	// The producer: dead letters, and Kafka targets when allowed.
 	topics := firing.Topics{Prefix: cfg.TopicPrefix}
-	prod, err := kgo.NewClient(
+	// TLS and SASL, for every Kafka client: the producer, the consumer and
+	// the lag exporter. Clipped so each append copies.
+	kafkaSec, err := cfg.KafkaSecurity.Opts()
+	if err != nil {
+		return nil, fmt.Errorf("kafka: %w", err)
+	}
+	kafkaSec = slices.Clip(kafkaSec)
+	prod, err := kgo.NewClient(append(kafkaSec,
 		kgo.SeedBrokers(splitList(cfg.KafkaBrokers)...),
 		kgo.ClientID(cfg.WorkerID+"-producer"),
 		// Every firing is produced the moment it is due: no linger.
@@ -173,7 +189,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 		// Job topics are created by their owners; a typo must fail the
 		// attempt, not create a topic.
 		kgo.UnknownTopicRetries(2),
-	)
+	)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka producer: %w", err)
 	}
@@ -271,7 +287,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 		CommitInterval: cfg.CommitInterval,
 		MaxHeld:        cfg.MaxHeld,
 		Poison:         raw.Forward,
-		Opts:           deps.KafkaOpts,
+		Opts:           append(kafkaSec, deps.KafkaOpts...),
 		Tracer:         deps.Tracer,
 	}, h, m, logger.With("component", "consumer"))
 	w.Services = append(w.Services, w.Consumer)
@@ -279,7 +295,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 
 	// The group's lag from Kafka's offsets, for dashboards and autoscalers.
 	lag, err := lagexporter.Dial(lagexporter.Config{Group: cfg.Group, Topics: topics.FireAll()},
-		splitList(cfg.KafkaBrokers), cfg.WorkerID+"-lag", logger.With("component", "lagexporter"), reg)
+		splitList(cfg.KafkaBrokers), cfg.WorkerID+"-lag", logger.With("component", "lagexporter"), reg, kafkaSec...)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/config"
+	"github.com/sundialhq/sundial/pkg/connsec"
 	"github.com/sundialhq/sundial/pkg/netpolicy"
 
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
@@ -56,6 +57,12 @@ type Config struct {
 
 	// MetricsMaxTenants bounds the tenant label of the firing metrics.
 	MetricsMaxTenants int
+
+	// TLS and credentials towards the components (--redis-*, --kafka-*,
+	// --cassandra-*; see pkg/connsec). Off by default.
+	RedisSecurity     connsec.Redis
+	KafkaSecurity     connsec.Kafka
+	CassandraSecurity connsec.Cassandra
 }
 
 // Register adds the worker's flags to fs.
@@ -91,6 +98,9 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.BreakerCooldown, "breaker-cooldown", 30*time.Second, "how long an open circuit breaker fails attempts fast before letting a probe through")
 	fs.IntVar(&c.MetricsMaxTenants, "metrics-max-tenants", metrics.DefaultMaxTenants, "tenants labelled by name on sundial_worker_firings_total and sundial_worker_fire_lateness_seconds; firings of any further tenant are labelled tenant=\"other\" (bounds the series count)")
 	fs.StringVar(&c.SecretsDir, "secrets-dir", "", "directory with one file per secret for {{secret:NAME}} header references (SUNDIAL_SECRET_<NAME> variables are read too)")
+	c.RedisSecurity.Register(fs)
+	c.KafkaSecurity.Register(fs)
+	c.CassandraSecurity.Register(fs)
 }
 
 // Validate records problems, each naming its flag.
@@ -175,6 +185,9 @@ func (c *Config) Validate(p *config.Problems) {
 			p.Addf("secrets-dir", "%q is not a readable directory", c.SecretsDir)
 		}
 	}
+	c.RedisSecurity.Validate(p)
+	c.KafkaSecurity.Validate(p)
+	c.CassandraSecurity.Validate(p)
 }
 
 // Secret returns the signing secret from the flag or the file.

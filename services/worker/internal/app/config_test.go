@@ -42,6 +42,9 @@ func TestDefaultsNeedOnlyASecret(t *testing.T) {
 	if s, err := c.Secret(); err != nil || string(s) != "s" {
 		t.Fatalf("secret %q, %v", s, err)
 	}
+	if c.RedisSecurity.TLS.Enabled || c.KafkaSecurity.SASLMechanism != "" || c.CassandraSecurity.Username != "" {
+		t.Fatalf("the components are reached in plaintext without credentials unless told: %+v", c)
+	}
 	if c.MaxDeliveries != 5 || c.HostRate != 0 || c.BreakerFailures != 20 || c.BreakerCooldown.Seconds() != 30 || c.AllowTargetAddrs != "" {
 		t.Fatalf("failure-handling defaults %+v", c)
 	}
@@ -69,6 +72,11 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{[]string{"--host-rate", "5", "--host-burst", "0"}, "host-burst"},
 		{[]string{"--breaker-failures", "-1"}, "breaker-failures"},
 		{[]string{"--secrets-dir", "/nonexistent/secrets"}, "secrets-dir"},
+		// The components' TLS and credentials (pkg/connsec) are validated
+		// with the rest.
+		{[]string{"--redis-username", "app"}, "redis-password"},
+		{[]string{"--kafka-sasl-mechanism", "PLAIN"}, "kafka-sasl-username"},
+		{[]string{"--cassandra-tls-ca-file", "/x"}, "cassandra-tls-ca-file"},
 	} {
 		args := append([]string{"--signing-secret", "s"}, tc.args...)
 		if _, err := load(t, args, nil); err == nil || !strings.Contains(err.Error(), tc.flag+":") {

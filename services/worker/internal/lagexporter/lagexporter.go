@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -83,9 +84,10 @@ type Exporter struct {
 
 // Dial connects its own Kafka client to brokers (the lag reads stay off
 // the consumer's connections and never wait behind a fetch) and returns an
-// exporter that closes it on Stop.
-func Dial(cfg Config, brokers []string, clientID string, logger *slog.Logger, reg prometheus.Registerer) (*Exporter, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ClientID(clientID))
+// exporter that closes it on Stop. opts are the client's TLS and SASL
+// options, the same as the consumer's.
+func Dial(cfg Config, brokers []string, clientID string, logger *slog.Logger, reg prometheus.Registerer, opts ...kgo.Opt) (*Exporter, error) {
+	cl, err := kgo.NewClient(slices.Concat(opts, []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ClientID(clientID)})...)
 	if err != nil {
 		return nil, fmt.Errorf("lag exporter kafka client: %w", err)
 	}
