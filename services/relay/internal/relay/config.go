@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/config"
+	"github.com/sundialhq/sundial/pkg/connsec"
 )
 
 // Config is the relay's settings, loaded once in main.
@@ -24,6 +25,9 @@ type Config struct {
 	DepthInterval    time.Duration
 	Listen           bool
 	NodeID           string
+	// KafkaSecurity is TLS and SASL towards the brokers (--kafka-tls*,
+	// --kafka-sasl-*; see pkg/connsec). Off by default.
+	KafkaSecurity connsec.Kafka
 }
 
 // Defaults returns the settings a single-node development stack runs with.
@@ -57,6 +61,7 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.DepthInterval, "depth-interval", c.DepthInterval, "how often to count the outbox for the depth metrics")
 	fs.BoolVar(&c.Listen, "listen", c.Listen, "wake on LISTEN sundial_outbox; disable behind a transaction-pooling proxy (polling only)")
 	fs.StringVar(&c.NodeID, "node-id", c.NodeID, "this relay's name in logs, the Kafka client id and pg_stat_activity")
+	c.KafkaSecurity.Register(fs)
 }
 
 // Brokers splits KafkaBrokers.
@@ -102,4 +107,5 @@ func (c *Config) Validate(p *config.Problems) {
 	if c.NodeID == "" {
 		p.Addf("node-id", "must not be empty")
 	}
+	c.KafkaSecurity.Validate(p)
 }

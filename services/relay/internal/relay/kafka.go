@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -17,6 +18,11 @@ import (
 // NewProducer returns the Kafka client the relay publishes with. Every
 // setting is here for a reason the relay's guarantees depend on.
 func NewProducer(cfg Config, logger *slog.Logger, extra ...kgo.Opt) (*kgo.Client, error) {
+	// TLS and SASL as configured (none by default).
+	sec, err := cfg.KafkaSecurity.Opts()
+	if err != nil {
+		return nil, fmt.Errorf("relay: kafka: %w", err)
+	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers()...),
 		// Names the relay in broker logs and quotas.
@@ -66,7 +72,7 @@ func NewProducer(cfg Config, logger *slog.Logger, extra ...kgo.Opt) (*kgo.Client
 
 		kgo.WithLogger(slogAdapter{logger}),
 	}
-	cl, err := kgo.NewClient(append(opts, extra...)...)
+	cl, err := kgo.NewClient(slices.Concat(sec, opts, extra)...)
 	if err != nil {
 		return nil, fmt.Errorf("relay: kafka client: %w", err)
 	}

@@ -1,0 +1,39 @@
+package relay
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/config"
+	"github.com/sundialhq/sundial/pkg/connsec"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// The relay publishes to brokers that require SASL when its flags say so:
+// the producer (topic creation included) authenticates with the password
+// file's content.
+func TestPublishesThroughSASL(t *testing.T) {
+	pw := filepath.Join(t.TempDir(), "kafka-password")
+	require.NoError(t, os.WriteFile(pw, []byte("relay-password\n"), 0o600))
+	h := newHarness(t, clock.Real{}, func(c *Config) {
+		c.KafkaSecurity = connsec.Kafka{SASLMechanism: connsec.SASLScramSHA512, SASLUsername: "relay", SASLPassword: connsec.Password{File: pw}}
+	}, kfake.EnableSASL(), kfake.Superuser(connsec.SASLScramSHA512, "relay", "relay-password"))
+	h.start()
+	h.stage(sundialv1.Priority_PRIORITY_HIGH, time.Now())
+	h.relay.Wake()
+	require.Eventually(t, func() bool { return h.ob.len() == 0 && h.ob.deletedCount() == 1 }, waitFor, 10*time.Millisecond)
+}
+
+func TestKafkaSecurityFlagsAreValidated(t *testing.T) {
+	c := Defaults()
+	c.KafkaSecurity.SASLMechanism = "GSSAPI"
+	var p config.Problems
+	c.Validate(&p)
+	require.ErrorContains(t, p.Err(), "kafka-sasl-mechanism:")
+}
