@@ -24,6 +24,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/auth"
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/config"
+	"github.com/sundialhq/sundial/pkg/connsec"
 	"github.com/sundialhq/sundial/pkg/daemon"
 	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/ledger"
@@ -54,6 +55,10 @@ type settings struct {
 	QuotasFile        string
 	QuotaDefaults     quota.Limits
 	ReleaseLead       time.Duration
+	// TLS and credentials towards Redis and Cassandra (--redis-*,
+	// --cassandra-*; see pkg/connsec). Off by default.
+	RedisSecurity     connsec.Redis
+	CassandraSecurity connsec.Cassandra
 
 	fs     *flag.FlagSet // to tell flags given from defaults
 	tokens *auth.Tokens  // loaded by validate
@@ -78,6 +83,8 @@ func (s *settings) register(fs *flag.FlagSet) {
 	fs.DurationVar(&s.QuotaDefaults.MinInterval, "quota-min-interval", d.MinInterval, "default per-tenant minimum gap between two slots of a schedule (0: no minimum)")
 	fs.IntVar(&s.QuotaDefaults.CreatesPerMinute, "quota-create-rate-per-minute", d.CreatesPerMinute, "default per-tenant limit of job creations in any sliding minute (0: no limit)")
 	fs.DurationVar(&s.ReleaseLead, "release-lead", server.DefaultReleaseLead, "how long before its paced fire instant a backfilled or re-driven firing is published")
+	s.RedisSecurity.Register(fs)
+	s.CassandraSecurity.Register(fs)
 	s.fs = fs
 }
 
@@ -113,6 +120,8 @@ func (s *settings) validate(p *config.Problems) {
 	if s.ReleaseLead < 0 {
 		p.Addf("release-lead", "must not be negative, got %s", s.ReleaseLead)
 	}
+	s.RedisSecurity.Validate(p)
+	s.CassandraSecurity.Validate(p)
 	s.validateQuotas(p)
 	all := map[string]string{}
 	if s.TokensFile != "" {
@@ -215,11 +224,21 @@ func migrateMain(args []string, stderr io.Writer) int {
 	cassHosts := fs.String("cassandra-hosts", "127.0.0.1:9042", "comma-separated Cassandra contact points of the execution ledger")
 	cassKeyspace := fs.String("cassandra-keyspace", "sundial", "Cassandra keyspace of the execution ledger")
 	cassRepl := fs.String("cassandra-replication", ledger.DefaultReplication, "replication map of the ledger keyspace when it is created")
+	var cassSec connsec.Cassandra
+	cassSec.Register(fs)
 	if err := config.Load(fs, args, os.LookupEnv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		fmt.Fprintf(stderr, "sundial-api migrate: %v\n", err)
+		return 2
+	}
+	var problems config.Problems
+	if *withLedger {
+		cassSec.Validate(&problems)
+	}
+	if err := problems.Err(); err != nil {
+		fmt.Fprintf(stderr, "sundial-api migrate: invalid configuration:\n%v\n", err)
 		return 2
 	}
 	logger, err := telemetry.NewLogger(stderr, *logFormat, *logLevel, "api")
@@ -246,7 +265,7 @@ func migrateMain(args []string, stderr io.Writer) int {
 	}
 	logger.Info("schema is up to date", "version", v)
 	if *withLedger {
-		if err := migrateLedger(ctx, splitList(*cassHosts), *cassKeyspace, *cassRepl); err != nil {
+		if err := migrateLedger(ctx, splitList(*cassHosts), cassSec, *cassKeyspace, *cassRepl); err != nil {
 			fmt.Fprintf(stderr, "sundial-api migrate: %v\n", err)
 			return 1
 		}
@@ -256,8 +275,12 @@ func migrateMain(args []string, stderr io.Writer) int {
 }
 
 // migrateLedger creates the ledger's keyspace and tables if missing.
-func migrateLedger(ctx context.Context, hosts []string, keyspace, replication string) error {
-	sess, err := ledger.Connect(ledger.ConnectConfig{Hosts: hosts, Timeout: 30 * time.Second})
+func migrateLedger(ctx context.Context, hosts []string, sec connsec.Cassandra, keyspace, replication string) error {
+	cc := ledger.ConnectConfig{Hosts: hosts, Timeout: 30 * time.Second}
+	if err := sec.Apply(&cc); err != nil {
+		return fmt.Errorf("cassandra: %w", err)
+	}
+	sess, err := ledger.Connect(cc)
 	if err != nil {
 		return err
 	}
@@ -285,7 +308,7 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 		// The api is the one writer of the ledger's schema: concurrent
 		// CREATE TABLE from many workers can leave a multi-node cluster
 		// disagreeing about a table's id.
-		if err := migrateLedger(ctx, splitList(s.CassandraHosts), s.CassandraKeyspace, s.CassandraRepl); err != nil {
+		if err := migrateLedger(ctx, splitList(s.CassandraHosts), s.CassandraSecurity, s.CassandraKeyspace, s.CassandraRepl); err != nil {
 			pool.Close()
 			return nil, err
 		}
@@ -294,13 +317,25 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 	st := store.New(pool)
 	env.Admin.AddCheck("postgres", st.Ping)
 
-	rdb := redis.NewClient(&redis.Options{Addr: s.RedisAddr})
+	ropts := &redis.Options{Addr: s.RedisAddr}
+	if err := s.RedisSecurity.Apply(ropts); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	rdb := redis.NewClient(ropts)
 	closeRedis := closer(func() { _ = rdb.Close() })
 	versions := lease.New(rdb, lease.WithPrefix(s.RedisKeyPrefix))
 
+	var ledgerSession ledger.ConnectConfig
+	if err := s.CassandraSecurity.Apply(&ledgerSession); err != nil {
+		pool.Close()
+		_ = rdb.Close()
+		return nil, fmt.Errorf("cassandra: %w", err)
+	}
 	ledgerReader, err := history.NewLazy(history.Config{
 		Hosts:    splitList(s.CassandraHosts),
 		Keyspace: s.CassandraKeyspace,
+		Session:  ledgerSession,
 		Registry: env.Registry,
 	})
 	if err != nil {

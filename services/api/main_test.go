@@ -72,3 +72,28 @@ func TestQuotaSettings(t *testing.T) {
 		t.Fatalf("built-in defaults: %+v %v", s.quotas.Defaults(), err)
 	}
 }
+
+// The Redis and Cassandra TLS and credentials are validated with the other
+// settings, and so are the migrate subcommand's Cassandra ones (it exits 2
+// before connecting to anything).
+func TestComponentSecuritySettings(t *testing.T) {
+	var s settings
+	fs := flag.NewFlagSet("api", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	s.register(fs)
+	if err := config.Load(fs, []string{"--tokens", "t=acme", "--redis-username", "api", "--cassandra-tls-ca-file", "/ca.crt"}, func(string) (string, bool) { return "", false }); err != nil {
+		t.Fatal(err)
+	}
+	var p config.Problems
+	s.validate(&p)
+	for _, want := range []string{"redis-password:", "cassandra-tls-ca-file:"} {
+		if err := p.Err(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want one naming %s", err, want)
+		}
+	}
+
+	var stderr strings.Builder
+	if code := migrateMain([]string{"--cassandra-username", "api"}, &stderr); code != 2 || !strings.Contains(stderr.String(), "cassandra-password:") {
+		t.Fatalf("migrate exited %d: %s", code, stderr.String())
+	}
+}

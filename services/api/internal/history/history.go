@@ -26,6 +26,9 @@ var ErrUnavailable = errors.New("history: ledger unavailable")
 type Config struct {
 	Hosts    []string
 	Keyspace string
+	// Session is every other connection setting (TLS, the authenticator,
+	// timeouts), used for each attempt with Hosts as its hosts.
+	Session  ledger.ConnectConfig
 	Registry prometheus.Registerer
 	Clock    clock.Clock
 	// RetryEvery spaces reconnection attempts; 5 s by default.
@@ -98,7 +101,9 @@ func (l *Lazy) get() (*ledger.Reader, error) {
 	l.lastTry = now
 	l.mu.Unlock()
 
-	s, err := l.cfg.Connect(ledger.ConnectConfig{Hosts: l.cfg.Hosts})
+	cc := l.cfg.Session
+	cc.Hosts = l.cfg.Hosts
+	s, err := l.cfg.Connect(cc)
 
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/connsec"
 	"github.com/sundialhq/sundial/pkg/ledger"
 )
 
@@ -75,5 +76,32 @@ func TestNewLazyChecksConfig(t *testing.T) {
 	}
 	if _, err := NewLazy(Config{Hosts: []string{"h"}, Keyspace: "bad-name!"}); err == nil {
 		t.Fatal("accepted a bad keyspace")
+	}
+}
+
+// The TLS and credentials of --cassandra-* reach every connection attempt.
+func TestLazyConnectsWithTheSessionSettings(t *testing.T) {
+	sec := connsec.Cassandra{
+		Username: "api", Password: connsec.Password{Value: connsec.NewSecret("pw")},
+		TLS: connsec.TLS{Enabled: true, ServerName: "cassandra.internal"},
+	}
+	session := ledger.ConnectConfig{Hosts: []string{"ignored"}}
+	if err := sec.Apply(&session); err != nil {
+		t.Fatal(err)
+	}
+	var got ledger.ConnectConfig
+	l, err := NewLazy(Config{
+		Hosts: []string{"cass-0:9042"}, Keyspace: "sundial", Session: session,
+		Connect: func(cc ledger.ConnectConfig) (ledger.Session, error) {
+			got = cc
+			return nil, errors.New("refused")
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = l.get()
+	if len(got.Hosts) != 1 || got.Hosts[0] != "cass-0:9042" || got.TLS != session.TLS || got.Authenticator == nil {
+		t.Fatalf("connected with %+v", got)
 	}
 }
