@@ -15,6 +15,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/config"
+	"github.com/sundialhq/sundial/pkg/connsec"
 	"github.com/sundialhq/sundial/pkg/daemon"
 	"github.com/sundialhq/sundial/pkg/leader"
 	"github.com/sundialhq/sundial/pkg/ledger"
@@ -34,6 +35,10 @@ type settings struct {
 	prefetch.Config
 	Drain     ledgerdrain.Config
 	Retention retention.Config
+	// TLS and credentials towards ZooKeeper and Cassandra (--zk-*,
+	// --cassandra-*; see pkg/connsec). Off by default.
+	ZKSecurity        connsec.ZooKeeper
+	CassandraSecurity connsec.Cassandra
 }
 
 func (s *settings) register(fs *flag.FlagSet) {
@@ -58,6 +63,8 @@ func (s *settings) register(fs *flag.FlagSet) {
 	fs.DurationVar(&s.Retention.Retention, "retention", 7*24*time.Hour, "completed and deleted jobs are purged this long after they completed or were deleted")
 	fs.DurationVar(&s.Retention.Interval, "retention-interval", time.Minute, "interval between retention sweeps (leader only)")
 	fs.IntVar(&s.Retention.BatchSize, "retention-batch-size", 100, "jobs purged per transaction")
+	s.ZKSecurity.Register(fs)
+	s.CassandraSecurity.Register(fs)
 }
 
 func (s *settings) validate(p *config.Problems) {
@@ -78,6 +85,8 @@ func (s *settings) validate(p *config.Problems) {
 	if err := ledger.ValidKeyspace(s.CassandraKeyspace); err != nil {
 		p.Addf("cassandra-keyspace", "%v", err)
 	}
+	s.ZKSecurity.Validate(p)
+	s.CassandraSecurity.Validate(p)
 	for _, err := range []error{s.Config.Validate(), s.Drain.Validate(), s.Retention.Validate()} {
 		if err == nil {
 			continue
@@ -134,7 +143,7 @@ func build(ctx context.Context, env daemon.Env, s settings) ([]lifecycle.Service
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	metrics := prefetch.NewMetrics(env.Registry, s.Election)
-	elector, err := leader.New(leader.Config{
+	lcfg := leader.Config{
 		Servers:        s.zkServers(),
 		Path:           s.Election,
 		NodeID:         s.NodeID,
@@ -142,7 +151,12 @@ func build(ctx context.Context, env daemon.Env, s settings) ([]lifecycle.Service
 		Logger:         env.Logger,
 		Clock:          clk,
 		OnTransition:   metrics.ObserveElection,
-	})
+	}
+	if err := s.ZKSecurity.Apply(&lcfg); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("zookeeper: %w", err)
+	}
+	elector, err := leader.New(lcfg)
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -159,11 +173,16 @@ func build(ctx context.Context, env daemon.Env, s settings) ([]lifecycle.Service
 		pool.Close()
 		return nil, err
 	}
-	hosts, keyspace, reg := splitList(s.CassandraHosts), s.CassandraKeyspace, env.Registry
+	keyspace, reg := s.CassandraKeyspace, env.Registry
+	cc := ledger.ConnectConfig{Hosts: splitList(s.CassandraHosts)}
+	if err := s.CassandraSecurity.Apply(&cc); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("cassandra: %w", err)
+	}
 	dial := func(context.Context) (ledgerdrain.Ledger, func(), error) {
 		// The api creates the ledger's keyspace and tables; until it has,
 		// writes fail and the rows wait in ledger_pending.
-		sess, err := ledger.Connect(ledger.ConnectConfig{Hosts: hosts})
+		sess, err := ledger.Connect(cc)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -42,3 +42,10 @@ func TestBadSettingsAreNamed(t *testing.T) {
 		require.ErrorContains(t, err, f+":")
 	}
 }
+
+func TestComponentSecuritySettingsAreNamed(t *testing.T) {
+	err := parse(t, "--zk-username", "sundial", "--zk-tls-cert-file", "/tls.crt", "--cassandra-username", "sundial")
+	for _, f := range []string{"zk-password", "zk-tls-cert-file", "cassandra-password"} {
+		require.ErrorContains(t, err, f+":")
+	}
+}
