@@ -95,18 +95,36 @@ func TestChartSetsOnlyRealFlags(t *testing.T) {
 					}
 				}
 			}
-			// The migration Job runs `sundial-api migrate`, whose flags are
-			// its own.
-			for _, job := range byKind(objs, "Job") {
-				flags := serviceFlags(t, "api", "migrate")
-				for _, c := range list(dig(job, "spec", "template", "spec", "containers")) {
-					for _, e := range list(dig(c, "env")) {
-						if f, ok := envFlag(str(dig(e, "name"))); ok && !flags[f] {
-							t.Errorf("migrate Job: sets %s, but sundial-api migrate has no --%s", str(dig(e, "name")), f)
-						}
-					}
+			checkJobFlags(t, objs)
+		})
+	}
+	// The tls values migrate on start; the hook Job with Cassandra's TLS
+	// and credentials is rendered here.
+	t.Run("tls with the migration Job", func(t *testing.T) {
+		objs, err := render(t, valuesFiles(t)["tls"], "migrate.enabled=true")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(byKind(objs, "Job")) != 1 {
+			t.Fatal("no migration Job rendered")
+		}
+		checkJobFlags(t, objs)
+		checkInvariants(t, "tls", objs)
+	})
+}
+
+// checkJobFlags: the migration Job runs `sundial-api migrate`, whose flags
+// are its own.
+func checkJobFlags(t *testing.T, objs []object) {
+	t.Helper()
+	for _, job := range byKind(objs, "Job") {
+		flags := serviceFlags(t, "api", "migrate")
+		for _, c := range list(dig(job, "spec", "template", "spec", "containers")) {
+			for _, e := range list(dig(c, "env")) {
+				if f, ok := envFlag(str(dig(e, "name"))); ok && !flags[f] {
+					t.Errorf("migrate Job: sets %s, but sundial-api migrate has no --%s", str(dig(e, "name")), f)
 				}
 			}
-		})
+		}
 	}
 }

@@ -271,6 +271,7 @@ func checkInvariants(t *testing.T, name string, objs []object) {
 		}
 		data, _ := dig(cm, "data").(map[string]any)
 		checkDeployment(t, svc, dep, data)
+		checkFilesAreMounted(t, svc, dig(dep, "spec", "template", "spec"), data)
 
 		pdb := find(objs, "PodDisruptionBudget", "-"+svc)
 		if pdb == nil {
@@ -300,6 +301,9 @@ func checkInvariants(t *testing.T, name string, objs []object) {
 				t.Errorf("%s: %d replicas; a standby (prefetcher) or a second active relay needs at least 2", svc, n)
 			}
 		}
+	}
+	for _, job := range byKind(objs, "Job") {
+		checkFilesAreMounted(t, "Job "+job.name(), dig(job, "spec", "template", "spec"), nil)
 	}
 	checkAutoscaling(t, name, objs)
 }
@@ -333,8 +337,11 @@ func checkConfigMapHasNoSecrets(t *testing.T, cm object, secretValues []string) 
 	for k, v := range mapOf(dig(cm, "data")) {
 		s := str(v)
 		lk := strings.ToLower(k)
+		// A *_FILE setting names a file (a mounted Secret): its value is
+		// a path, which must be one the chart mounts, not a secret.
+		isPath := strings.HasSuffix(k, "_FILE") && strings.HasPrefix(s, secretMountRoot)
 		for _, word := range []string{"token", "secret", "password"} {
-			if strings.Contains(lk, word) {
+			if strings.Contains(lk, word) && !isPath {
 				t.Errorf("ConfigMap %s holds %s: secret settings belong in a Secret", cm.name(), k)
 			}
 		}
@@ -363,6 +370,72 @@ func dsnHasPassword(dsn string) bool {
 	}
 	userinfo, _, found := strings.Cut(rest, "@")
 	return found && strings.Contains(userinfo, ":")
+}
+
+// secretMountRoot is where the chart mounts Secrets as files: TLS material
+// under tls/<component>/, passwords under credentials/<component>/.
+const secretMountRoot = "/etc/sundial/"
+
+// checkFilesAreMounted: every file under secretMountRoot that a container
+// is told to read (a SUNDIAL_* setting of its ConfigMap or a literal env
+// entry) lies under one of its volume mounts, and is a key of the Secret
+// mounted there when the volume lists its items. A path to nowhere would
+// only show when the pod fails to start.
+func checkFilesAreMounted(t *testing.T, who string, podSpec any, settings map[string]any) {
+	t.Helper()
+	for _, p := range unmountedFiles(podSpec, settings) {
+		t.Errorf("%s: %s", who, p)
+	}
+}
+
+func unmountedFiles(podSpec any, settings map[string]any) []string {
+	var problems []string
+	volumes := map[string]any{}
+	for _, v := range list(dig(podSpec, "volumes")) {
+		volumes[str(dig(v, "name"))] = v
+	}
+	for _, c := range list(dig(podSpec, "containers")) {
+		all := map[string]string{}
+		for k, v := range settings {
+			all[k] = str(v)
+		}
+		for _, e := range list(dig(c, "env")) {
+			if v := dig(e, "value"); v != nil {
+				all[str(dig(e, "name"))] = str(v)
+			}
+		}
+		for name, path := range all {
+			if !strings.HasPrefix(path, secretMountRoot) || !strings.HasPrefix(name, "SUNDIAL_") {
+				continue
+			}
+			mounted := false
+			for _, m := range list(dig(c, "volumeMounts")) {
+				dir := strings.TrimSuffix(str(dig(m, "mountPath")), "/") + "/"
+				rel, ok := strings.CutPrefix(path, dir)
+				if !ok {
+					continue
+				}
+				mounted = true
+				vol := volumes[str(dig(m, "name"))]
+				if dig(vol, "secret") == nil {
+					problems = append(problems, fmt.Sprintf("%s=%s is under %s, which is not a Secret volume", name, path, dir))
+				}
+				if items := list(dig(vol, "secret", "items")); len(items) > 0 {
+					found := false
+					for _, it := range items {
+						found = found || str(dig(it, "path")) == rel
+					}
+					if !found {
+						problems = append(problems, fmt.Sprintf("%s=%s, but the Secret volume at %s holds no %s", name, path, dir, rel))
+					}
+				}
+			}
+			if !mounted {
+				problems = append(problems, fmt.Sprintf("%s=%s, but nothing is mounted there", name, path))
+			}
+		}
+	}
+	return problems
 }
 
 func selects(selector any, labels map[string]any) bool {
@@ -516,12 +589,19 @@ const lagMetric = "sundial_worker_group_lag_records"
 func TestChartRefusesWhatItCannotDo(t *testing.T) {
 	def := valuesFiles(t)["default"]
 	cases := map[string][]string{
-		"kafka TLS (no such service setting)":  {"tls.kafka.enabled=true"},
-		"postgres TLS without a Secret":        {"tls.postgres.enabled=true", "postgres.sslmode=verify-full"},
-		"postgres TLS with sslmode=disable":    {"tls.postgres.enabled=true", "tls.postgres.existingSecret=x"},
-		"an unknown autoscaling mode":          {"autoscaling.mode=vpa"},
-		"a secret passed as a flag":            {"worker.flags.signing-secret=oops"},
-		"no api tokens and no existing Secret": {"secrets.create.apiTokens="},
+		"a client certificate without a Secret":                     {"tls.redis.enabled=true", "tls.redis.clientCert=true"},
+		"a Redis user without a Secret":                             {"redis.auth.username=sundial"},
+		"a Cassandra Secret without a user":                         {"cassandra.auth.existingSecret=cass"},
+		"a ZooKeeper user without a Secret":                         {"zookeeper.auth.username=sundial"},
+		"an unknown SASL mechanism":                                 {"kafka.sasl.mechanism=GSSAPI", "kafka.sasl.username=u", "kafka.sasl.existingSecret=k"},
+		"a SASL mechanism without a Secret":                         {"kafka.sasl.mechanism=PLAIN", "kafka.sasl.username=u"},
+		"a SASL user without a mechanism":                           {"kafka.sasl.username=u", "kafka.sasl.existingSecret=k"},
+		"KEDA against SASL brokers without a TriggerAuthentication": {"autoscaling.mode=keda", "kafka.sasl.mechanism=PLAIN", "kafka.sasl.username=u", "kafka.sasl.existingSecret=k"},
+		"postgres TLS without a Secret":                             {"tls.postgres.enabled=true", "postgres.sslmode=verify-full"},
+		"postgres TLS with sslmode=disable":                         {"tls.postgres.enabled=true", "tls.postgres.existingSecret=x"},
+		"an unknown autoscaling mode":                               {"autoscaling.mode=vpa"},
+		"a secret passed as a flag":                                 {"worker.flags.signing-secret=oops"},
+		"no api tokens and no existing Secret":                      {"secrets.create.apiTokens="},
 	}
 	for name, set := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -550,6 +630,16 @@ func TestChartRefusesWhatItCannotDo(t *testing.T) {
 	}
 	if !dsnHasPassword("postgres://u:p@h/db") || dsnHasPassword("postgres://u@h/db?sslmode=disable") {
 		t.Error("dsnHasPassword is wrong")
+	}
+	// And a file setting pointing where nothing is mounted.
+	objs, err = render(t, def, "api.flags.redis-tls-ca-file=/etc/sundial/tls/redis/ca.crt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := find(objs, "Deployment", "-api")
+	data, _ := dig(find(objs, "ConfigMap", "-api"), "data").(map[string]any)
+	if len(unmountedFiles(dig(api, "spec", "template", "spec"), data)) == 0 {
+		t.Error("a file setting with nothing mounted at its path went unnoticed")
 	}
 }
 

@@ -86,9 +86,34 @@ PGPASSWORD, which comes from the Secret, so the DSN can live in a ConfigMap.
 {{/* Fail on settings the services cannot honour. */}}
 {{- define "sundial.validate" -}}
 {{- range $c := list "redis" "zookeeper" "kafka" "cassandra" -}}
-{{- if (index $.Values.tls $c).enabled -}}
-{{- fail (printf "tls.%s.enabled: the Sundial services have no TLS settings for %s yet; only tls.postgres is supported" $c $c) -}}
+{{- $tls := index $.Values.tls $c -}}
+{{- if and $tls.enabled $tls.clientCert (not $tls.existingSecret) -}}
+{{- fail (printf "tls.%s.existingSecret: name the Secret holding tls.crt and tls.key (and ca.crt) for tls.%s.clientCert" $c $c) -}}
 {{- end -}}
+{{- end -}}
+{{- range $c := list "redis" "zookeeper" "cassandra" -}}
+{{- $a := (index $.Values $c).auth -}}
+{{- if and $a.username (not $a.existingSecret) -}}
+{{- fail (printf "%s.auth.existingSecret: name the Secret holding %s.auth.username's password" $c $c) -}}
+{{- end -}}
+{{- if and $a.existingSecret (not $a.username) (ne $c "redis") -}}
+{{- fail (printf "%s.auth.username: required with %s.auth.existingSecret" $c $c) -}}
+{{- end -}}
+{{- end -}}
+{{- with .Values.kafka.sasl -}}
+{{- if .mechanism -}}
+{{- if not (has .mechanism (list "PLAIN" "SCRAM-SHA-256" "SCRAM-SHA-512")) -}}
+{{- fail (printf "kafka.sasl.mechanism: %q is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512" .mechanism) -}}
+{{- end -}}
+{{- if not (and .username .existingSecret) -}}
+{{- fail "kafka.sasl: a mechanism needs username and existingSecret (the Secret holding the password)" -}}
+{{- end -}}
+{{- else if or .username .existingSecret -}}
+{{- fail "kafka.sasl.mechanism: set PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 with a SASL username and Secret" -}}
+{{- end -}}
+{{- end -}}
+{{- if and (eq .Values.autoscaling.mode "keda") (or .Values.kafka.sasl.mechanism .Values.tls.kafka.enabled) (not .Values.autoscaling.keda.authenticationRef) -}}
+{{- fail "autoscaling.keda.authenticationRef: KEDA reads the workers' lag from the brokers itself, and these need SASL or TLS; name a TriggerAuthentication" -}}
 {{- end -}}
 {{- if and .Values.tls.postgres.enabled (not .Values.tls.postgres.existingSecret) -}}
 {{- fail "tls.postgres.existingSecret: name the Secret holding ca.crt (and tls.crt/tls.key with clientCert)" -}}
@@ -206,21 +231,119 @@ annotations:
   {{- with $svc.podAnnotations }}{{ toYaml . | nindent 2 }}{{ end }}
 {{- end -}}
 
-{{/* Volumes and mounts for TLS material. */}}
-{{- define "sundial.tlsVolumes" -}}
-{{- if .Values.tls.postgres.enabled }}
+{{/*
+The components each service (and the migration Job) talks to, besides
+Postgres, which they all do.
+*/}}
+{{- define "sundial.components" -}}
+{{- $uses := dict
+  "api" (list "redis" "cassandra")
+  "migrate" (list "cassandra")
+  "prefetcher" (list "zookeeper" "cassandra")
+  "relay" (list "kafka")
+  "worker" (list "redis" "kafka" "cassandra")
+-}}
+{{- join " " (index $uses .) -}}
+{{- end -}}
+
+{{/*
+Sets, in .settings, the TLS and credential flags (pkg/connsec) of every
+component .component uses: file paths and names only, never a secret.
+Called with (dict "ctx" $ "component" c "settings" dict).
+*/}}
+{{- define "sundial.connSettings" -}}
+{{- $ctx := .ctx -}}
+{{- $s := .settings -}}
+{{- $prefix := dict "redis" "redis" "zookeeper" "zk" "kafka" "kafka" "cassandra" "cassandra" -}}
+{{- range $c := splitList " " (include "sundial.components" .component) -}}
+{{- $p := index $prefix $c -}}
+{{- $tls := index $ctx.Values.tls $c -}}
+{{- if $tls.enabled -}}
+{{- $_ := set $s (printf "%s-tls" $p) true -}}
+{{- if $tls.existingSecret -}}
+{{- $_ := set $s (printf "%s-tls-ca-file" $p) (printf "/etc/sundial/tls/%s/ca.crt" $c) -}}
+{{- end -}}
+{{- if $tls.clientCert -}}
+{{- $_ := set $s (printf "%s-tls-cert-file" $p) (printf "/etc/sundial/tls/%s/tls.crt" $c) -}}
+{{- $_ := set $s (printf "%s-tls-key-file" $p) (printf "/etc/sundial/tls/%s/tls.key" $c) -}}
+{{- end -}}
+{{- if $tls.serverName -}}
+{{- $_ := set $s (printf "%s-tls-server-name" $p) $tls.serverName -}}
+{{- end -}}
+{{- end -}}
+{{- $a := (index $ctx.Values $c).auth -}}
+{{- $cred := $p -}}
+{{- if eq $c "kafka" -}}
+{{- $a = $ctx.Values.kafka.sasl -}}
+{{- $cred = "kafka-sasl" -}}
+{{- if $a.mechanism -}}
+{{- $_ := set $s "kafka-sasl-mechanism" $a.mechanism -}}
+{{- end -}}
+{{- end -}}
+{{- if $a.username -}}
+{{- $_ := set $s (printf "%s-username" $cred) $a.username -}}
+{{- end -}}
+{{- if $a.existingSecret -}}
+{{- $_ := set $s (printf "%s-password-file" $cred) (printf "/etc/sundial/credentials/%s/password" $c) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Volumes and mounts for the Secrets a service reads as files: TLS material
+at /etc/sundial/tls/<component>/ and passwords at
+/etc/sundial/credentials/<component>/password, only for the components it
+uses. Called with (dict "ctx" $ "component" c).
+*/}}
+{{- define "sundial.secretVolumes" -}}
+{{- $ctx := .ctx -}}
+{{- if $ctx.Values.tls.postgres.enabled }}
 - name: tls-postgres
   secret:
-    secretName: {{ .Values.tls.postgres.existingSecret }}
+    secretName: {{ $ctx.Values.tls.postgres.existingSecret }}
     defaultMode: 0440
+{{- end }}
+{{- range $c := splitList " " (include "sundial.components" .component) }}
+{{- $tls := index $ctx.Values.tls $c }}
+{{- if and $tls.enabled $tls.existingSecret }}
+- name: tls-{{ $c }}
+  secret:
+    secretName: {{ $tls.existingSecret }}
+    defaultMode: 0440
+{{- end }}
+{{- $a := ternary $ctx.Values.kafka.sasl (index $ctx.Values $c).auth (eq $c "kafka") }}
+{{- if $a.existingSecret }}
+- name: credentials-{{ $c }}
+  secret:
+    secretName: {{ $a.existingSecret }}
+    defaultMode: 0440
+    items:
+      - key: {{ $a.passwordKey }}
+        path: password
+{{- end }}
 {{- end }}
 {{- end -}}
 
-{{- define "sundial.tlsMounts" -}}
-{{- if .Values.tls.postgres.enabled }}
+{{- define "sundial.secretMounts" -}}
+{{- $ctx := .ctx -}}
+{{- if $ctx.Values.tls.postgres.enabled }}
 - name: tls-postgres
   mountPath: /etc/sundial/tls/postgres
   readOnly: true
+{{- end }}
+{{- range $c := splitList " " (include "sundial.components" .component) }}
+{{- $tls := index $ctx.Values.tls $c }}
+{{- if and $tls.enabled $tls.existingSecret }}
+- name: tls-{{ $c }}
+  mountPath: /etc/sundial/tls/{{ $c }}
+  readOnly: true
+{{- end }}
+{{- $a := ternary $ctx.Values.kafka.sasl (index $ctx.Values $c).auth (eq $c "kafka") }}
+{{- if $a.existingSecret }}
+- name: credentials-{{ $c }}
+  mountPath: /etc/sundial/credentials/{{ $c }}
+  readOnly: true
+{{- end }}
 {{- end }}
 {{- end -}}
 
@@ -348,11 +471,11 @@ spec:
           volumeMounts:
             - name: tmp
               mountPath: /tmp
-            {{- with (include "sundial.tlsMounts" $ctx | trim) }}{{ . | nindent 12 }}{{ end }}
+            {{- with (include "sundial.secretMounts" . | trim) }}{{ . | nindent 12 }}{{ end }}
       volumes:
         - name: tmp
           emptyDir: {}
-        {{- with (include "sundial.tlsVolumes" $ctx | trim) }}{{ . | nindent 8 }}{{ end }}
+        {{- with (include "sundial.secretVolumes" . | trim) }}{{ . | nindent 8 }}{{ end }}
       {{- with (merge (dict) $svc.nodeSelector $ctx.Values.global.nodeSelector) }}
       nodeSelector:
         {{- toYaml . | nindent 8 }}

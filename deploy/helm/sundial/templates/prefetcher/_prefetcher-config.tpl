@@ -13,5 +13,6 @@
 {{- if not $v.postgres.dsnSecret.name -}}
 {{- $_ := set $s "postgres-dsn" (include "sundial.postgresDSN" .) -}}
 {{- end -}}
+{{- $_ := include "sundial.connSettings" (dict "ctx" . "component" "prefetcher" "settings" $s) -}}
 {{- include "sundial.configData" (dict "ctx" . "component" "prefetcher" "settings" $s) -}}
 {{- end -}}
