@@ -9,6 +9,8 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,17 +21,23 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/jobspec"
+	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
 // startAPI builds and runs the real api binary on a fresh schema, Redis
-// prefix and ledger keyspace, and returns its gRPC address and a database
-// connection for checks. The token "cli-token" is tenant acme, named cli.
-func startAPI(t *testing.T) (string, *pgx.Conn) {
+// prefix and ledger keyspace, and returns its gRPC address, a database
+// connection for checks and the ledger keyspace (its tables created by the
+// api). The token "cli-token" is tenant acme, named cli.
+func startAPI(t *testing.T) (addr string, conn *pgx.Conn, keyspace string) {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "sundial-api")
 	build := exec.Command("go", "build", "-o", bin, ".")
@@ -48,12 +56,13 @@ func startAPI(t *testing.T) (string, *pgx.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
+	addr = ln.Addr().String()
 	_ = ln.Close()
+	keyspace = testinfra.CassandraKeyspace(t)
 	var stderr bytes.Buffer
 	cmd := exec.Command(bin, "--grpc-addr", addr, "--admin-addr", "127.0.0.1:0", "--postgres-dsn", dsn,
 		"--tokens", "cli-token=acme:cli", "--redis-key-prefix", prefix, "--log-format", "text",
-		"--cassandra-hosts", strings.Join(testinfra.CassandraHosts(t), ","), "--cassandra-keyspace", testinfra.CassandraKeyspace(t))
+		"--cassandra-hosts", strings.Join(testinfra.CassandraHosts(t), ","), "--cassandra-keyspace", keyspace)
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -79,7 +88,7 @@ func startAPI(t *testing.T) (string, *pgx.Conn) {
 	for {
 		h, err := healthpb.NewHealthClient(gc).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
 		if err == nil && h.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			return addr, conn
+			return addr, conn, keyspace
 		}
 		select {
 		case err := <-exited:
@@ -91,13 +100,11 @@ func startAPI(t *testing.T) (string, *pgx.Conn) {
 	}
 }
 
-// The new subcommands against the real api and database: create with a
-// secret header, backfill (dry run and staged), re-drive a dead letter,
-// and read the audit trail.
-func TestIntegrationCommandsAgainstTheAPI(t *testing.T) {
-	addr, conn := startAPI(t)
-	ctx := context.Background()
-	do := func(args ...string) (string, string) {
+// schedctlAt runs remote subcommands in-process against the api at addr
+// as tenant acme; a non-zero exit fails the test. It returns stdout and
+// stderr.
+func schedctlAt(t *testing.T, addr string) func(args ...string) (string, string) {
+	return func(args ...string) (string, string) {
 		t.Helper()
 		var stdout, stderrBuf bytes.Buffer
 		cio := cmdIO{Stdout: &stdout, Stderr: &stderrBuf, Now: time.Now, Getenv: func(k string) string {
@@ -108,13 +115,22 @@ func TestIntegrationCommandsAgainstTheAPI(t *testing.T) {
 		if !ok || !known {
 			t.Fatalf("no command %q", args)
 		}
-		code := runRemote(ctx, cio, cmd, rest)
+		code := runRemote(context.Background(), cio, cmd, rest)
 		out, stderr := stdout.String(), stderrBuf.String()
 		if code != 0 {
 			t.Fatalf("schedctl %s: exit %d\n%s%s", strings.Join(args, " "), code, out, stderr)
 		}
 		return out, stderr
 	}
+}
+
+// The new subcommands against the real api and database: create with a
+// secret header, backfill (dry run and staged), re-drive a dead letter,
+// and read the audit trail.
+func TestIntegrationCommandsAgainstTheAPI(t *testing.T) {
+	addr, conn, _ := startAPI(t)
+	ctx := context.Background()
+	do := schedctlAt(t, addr)
 	var dbNow time.Time
 	if err := conn.QueryRow(ctx, `SELECT now()`).Scan(&dbNow); err != nil {
 		t.Fatal(err)
@@ -195,5 +211,270 @@ func TestIntegrationCommandsAgainstTheAPI(t *testing.T) {
 	}
 	if strings.Contains(out, "billing_key") {
 		t.Fatalf("the audit trail shows a header value:\n%s", out)
+	}
+}
+
+// fields reads printJob's "Field  value" lines (names have single spaces,
+// columns are at least two apart).
+func fields(t *testing.T, out string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	for line := range strings.SplitSeq(strings.TrimRight(out, "\n"), "\n") {
+		k, v, ok := strings.Cut(line, "  ")
+		if !ok {
+			t.Fatalf("not a field line: %q in\n%s", line, out)
+		}
+		m[k] = strings.TrimSpace(v)
+	}
+	return m
+}
+
+// cells splits a table's lines into cells (no cell holds two spaces in a
+// row, and none is empty: empty values print as "-").
+func cells(out string) [][]string {
+	var rows [][]string
+	for line := range strings.SplitSeq(strings.TrimRight(out, "\n"), "\n") {
+		rows = append(rows, regexp.MustCompile(`\s{2,}`).Split(strings.TrimSpace(line), -1))
+	}
+	return rows
+}
+
+// decode reads -o json output: the protobuf JSON mapping.
+func decode(t *testing.T, out string, m proto.Message) {
+	t.Helper()
+	if err := protojson.Unmarshal([]byte(out), m); err != nil {
+		t.Fatalf("not %T JSON: %v\n%s", m, err, out)
+	}
+}
+
+// get, pause, resume, delete, history and server-preview against the real
+// api, its database and its ledger, each in both output formats.
+func TestIntegrationJobCommandsAgainstTheAPI(t *testing.T) {
+	addr, conn, keyspace := startAPI(t)
+	ctx := context.Background()
+	do := schedctlAt(t, addr)
+	dbNow := func() time.Time {
+		t.Helper()
+		var now time.Time
+		if err := conn.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+			t.Fatal(err)
+		}
+		return now
+	}
+	stored := func(id string) (status string, version int64) {
+		t.Helper()
+		if err := conn.QueryRow(ctx, `SELECT status, version FROM jobs WHERE id = $1`, id).Scan(&status, &version); err != nil {
+			t.Fatal(err)
+		}
+		return status, version
+	}
+	onFiveMinutes := func(ts *timestamppb.Timestamp) bool {
+		return ts != nil && ts.AsTime().Equal(ts.AsTime().Truncate(5*time.Minute))
+	}
+
+	out, _ := do("create", "--name", "nightly", "--cron", "*/5 * * * *", "--url", "http://127.0.0.1:9/hook",
+		"--label", "team=ops", "--max-attempts", "3", "-o", "json")
+	var created sundialv1.Job
+	decode(t, out, &created)
+	id := created.GetId()
+
+	// get: the table and the JSON.
+	out, _ = do("get", id)
+	f := fields(t, out)
+	for k, v := range map[string]string{
+		"ID": id, "Name": "nightly", "Status": "active (version 1)", "Schedule": "*/5 * * * *",
+		"Target": "POST http://127.0.0.1:9/hook", "Labels": "team=ops", "Next fire": instant(created.GetNextFireTime()),
+	} {
+		if f[k] != v {
+			t.Errorf("get: %s is %q, want %q", k, f[k], v)
+		}
+	}
+	if !strings.HasPrefix(f["Retry"], "3 attempt(s)") || !onFiveMinutes(created.GetNextFireTime()) {
+		t.Errorf("get: retry %q, next fire %v\n%s", f["Retry"], created.GetNextFireTime(), out)
+	}
+	out, _ = do("get", id, "-o", "json")
+	var got sundialv1.Job
+	decode(t, out, &got)
+	if got.GetId() != id || got.GetName() != "nightly" || got.GetStatus() != sundialv1.JobStatus_JOB_STATUS_ACTIVE || got.GetVersion() != 1 ||
+		got.GetLabels()["team"] != "ops" || got.GetSchedule().GetCron() != "*/5 * * * *" || !got.GetNextFireTime().AsTime().Equal(created.GetNextFireTime().AsTime()) {
+		t.Errorf("get -o json:\n%s", out)
+	}
+
+	// pause, and pause again: a paused job stays as it is.
+	out, _ = do("pause", id)
+	if want := "job " + id + " paused: status paused, version 2, next fire -\n"; out != want {
+		t.Errorf("pause printed %q, want %q", out, want)
+	}
+	out, _ = do("pause", id, "-o", "json")
+	decode(t, out, &got)
+	if got.GetStatus() != sundialv1.JobStatus_JOB_STATUS_PAUSED || got.GetVersion() != 2 || got.GetNextFireTime() != nil {
+		t.Errorf("pause -o json of a paused job:\n%s", out)
+	}
+	if s, v := stored(id); s != "paused" || v != 2 {
+		t.Errorf("after pause the jobs row is %s version %d", s, v)
+	}
+
+	// resume fires from now on (no catch-up); resuming an active job
+	// changes nothing.
+	before := dbNow()
+	out, _ = do("resume", id, "-o", "json")
+	decode(t, out, &got)
+	next := got.GetNextFireTime()
+	if got.GetStatus() != sundialv1.JobStatus_JOB_STATUS_ACTIVE || got.GetVersion() != 3 || !onFiveMinutes(next) ||
+		!next.AsTime().After(before) || next.AsTime().After(before.Add(5*time.Minute)) {
+		t.Errorf("resume -o json (database clock %s before it):\n%s", before, out)
+	}
+	out, _ = do("resume", id)
+	if want := "job " + id + " resumed: status active, version 3, next fire " + instant(next) + "\n"; out != want {
+		t.Errorf("resume printed %q, want %q", out, want)
+	}
+	if s, v := stored(id); s != "active" || v != 3 {
+		t.Errorf("after resume the jobs row is %s version %d", s, v)
+	}
+
+	// history of a job that has not fired: a header, no rows; empty JSON.
+	const header = "SCHEDULED EXECUTION ATTEMPT STATUS LATENESS DURATION HTTP WORKER DETAIL"
+	out, stderr := do("history", id)
+	if rows := cells(out); len(rows) != 1 || strings.Join(rows[0], " ") != header || stderr != "" {
+		t.Errorf("history of a job without executions:\n%s%s", out, stderr)
+	}
+	out, _ = do("history", id, "-o", "json")
+	var list sundialv1.ListExecutionsResponse
+	decode(t, out, &list)
+	if strings.TrimSpace(out) != "{}" || len(list.GetAttempts()) != 0 {
+		t.Errorf("history -o json of a job without executions: %q", out)
+	}
+
+	// Three attempts of two executions, recorded in the api's ledger the
+	// way a worker records them.
+	jobUUID := uuid.MustParse(id)
+	slot1 := dbNow().Add(-10 * time.Minute).Truncate(time.Minute)
+	slot2 := slot1.Add(5 * time.Minute)
+	exec1, exec2 := firing.ExecutionID(jobUUID, slot1).String(), firing.ExecutionID(jobUUID, slot2).String()
+	attempt := func(exec string, slot time.Time, n int32, st sundialv1.ExecutionStatus, fire time.Time) *sundialv1.ExecutionAttempt {
+		return &sundialv1.ExecutionAttempt{ExecutionId: exec, JobId: id, Tenant: "acme", Attempt: n, Status: st,
+			ScheduledTime: timestamppb.New(slot), FireTime: timestamppb.New(fire), FenceToken: 7, Worker: "w1", JobVersion: 1}
+	}
+	failed := attempt(exec1, slot1, 1, sundialv1.ExecutionStatus_EXECUTION_STATUS_RETRY_SCHEDULED, slot1)
+	failed.StartedTime, failed.FinishedTime = timestamppb.New(slot1.Add(3*time.Millisecond)), timestamppb.New(slot1.Add(83*time.Millisecond))
+	failed.Lateness, failed.Duration = durationpb.New(3*time.Millisecond), durationpb.New(80*time.Millisecond)
+	failed.HttpStatus, failed.Error, failed.ResponseExcerpt = 503, "status 503", "busy"
+	failed.Reason = "http_5xx; attempt 2 of 3"
+	retried := attempt(exec1, slot1, 2, sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED, slot1.Add(time.Second))
+	retried.StartedTime, retried.FinishedTime = timestamppb.New(slot1.Add(time.Second+2*time.Millisecond)), timestamppb.New(slot1.Add(time.Second+122*time.Millisecond))
+	retried.Lateness, retried.Duration, retried.HttpStatus = durationpb.New(2*time.Millisecond), durationpb.New(120*time.Millisecond), 200
+	skipped := attempt(exec2, slot2, 1, sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED, slot2)
+	skipped.Reason = "stale job version 1 (current 2)"
+	w := ledger.NewWriter(ledger.Wrap(testinfra.CassandraSession(t, testinfra.CassandraCluster(t))), keyspace)
+	for _, a := range []*sundialv1.ExecutionAttempt{failed, retried, skipped} {
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := w.Record(rctx, a)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// history: newest slot first, an execution's attempts newest first.
+	wantRows := [][]string{
+		{instant(skipped.GetScheduledTime()), exec2, "1", "SKIPPED", "-", "-", "-", "w1", "stale job version 1 (current 2)"},
+		{instant(retried.GetScheduledTime()), exec1, "2", "SUCCEEDED", "2ms", "120ms", "200", "w1", "-"},
+		{instant(failed.GetScheduledTime()), exec1, "1", "RETRY_SCHEDULED", "3ms", "80ms", "503", "w1", "status 503"},
+	}
+	out, _ = do("history", id)
+	rows := cells(out)
+	if len(rows) != 4 || strings.Join(rows[0], " ") != header {
+		t.Fatalf("history:\n%s", out)
+	}
+	for i, want := range wantRows {
+		if !slices.Equal(rows[i+1], want) {
+			t.Errorf("history row %d: %q, want %q", i+1, rows[i+1], want)
+		}
+	}
+	out, _ = do("history", id, "-o", "json")
+	decode(t, out, &list)
+	if len(list.GetAttempts()) != 3 || list.GetNextPageToken() != "" {
+		t.Fatalf("history -o json:\n%s", out)
+	}
+	for i, want := range []*sundialv1.ExecutionAttempt{skipped, retried, failed} {
+		a := list.GetAttempts()[i]
+		if a.GetExecutionId() != want.GetExecutionId() || a.GetAttempt() != want.GetAttempt() || a.GetStatus() != want.GetStatus() ||
+			a.GetHttpStatus() != want.GetHttpStatus() || a.GetError() != want.GetError() || a.GetReason() != want.GetReason() ||
+			a.GetResponseExcerpt() != want.GetResponseExcerpt() || a.GetFenceToken() != 7 || a.GetWorker() != "w1" ||
+			!a.GetScheduledTime().AsTime().Equal(want.GetScheduledTime().AsTime()) || a.GetDuration().AsDuration() != want.GetDuration().AsDuration() {
+			t.Errorf("history -o json attempt %d: %v, want %v", i, a, want)
+		}
+	}
+
+	// Paging: two rows, then the rest from the printed token.
+	out, stderr = do("history", id, "--page-size", "2")
+	token, ok := strings.CutPrefix(strings.TrimSpace(stderr), "more: --page-token ")
+	if rows := cells(out); len(rows) != 3 || !slices.Equal(rows[2], wantRows[1]) || !ok || token == "" {
+		t.Fatalf("history --page-size 2:\n%s%s", out, stderr)
+	}
+	out, stderr = do("history", id, "--page-size", "2", "--page-token", token)
+	if rows := cells(out); len(rows) != 2 || !slices.Equal(rows[1], wantRows[2]) || stderr != "" {
+		t.Errorf("history's second page:\n%s%s", out, stderr)
+	}
+
+	// history --execution: one execution's attempts, oldest first.
+	out, _ = do("history", "--execution", exec1)
+	if rows := cells(out); len(rows) != 3 || !slices.Equal(rows[1], wantRows[2]) || !slices.Equal(rows[2], wantRows[1]) {
+		t.Errorf("history --execution:\n%s", out)
+	}
+	out, _ = do("history", "--execution", exec1, "-o", "json")
+	var one sundialv1.GetExecutionResponse
+	decode(t, out, &one)
+	if as := one.GetAttempts(); len(as) != 2 || as[0].GetAttempt() != 1 || as[0].GetHttpStatus() != 503 ||
+		as[1].GetAttempt() != 2 || as[1].GetStatus() != sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED {
+		t.Errorf("history --execution -o json:\n%s", out)
+	}
+
+	// delete is soft: the job reads as deleted, deleting again changes
+	// nothing, and its history stays.
+	out, _ = do("delete", id)
+	if want := "job " + id + " deleted: status deleted, version 4, next fire -\n"; out != want {
+		t.Errorf("delete printed %q, want %q", out, want)
+	}
+	out, _ = do("delete", id, "-o", "json")
+	decode(t, out, &got)
+	if got.GetStatus() != sundialv1.JobStatus_JOB_STATUS_DELETED || got.GetVersion() != 4 || got.GetNextFireTime() != nil {
+		t.Errorf("delete -o json of a deleted job:\n%s", out)
+	}
+	out, _ = do("get", id)
+	if f := fields(t, out); f["Status"] != "deleted (version 4)" || f["Next fire"] != "-" {
+		t.Errorf("get after delete:\n%s", out)
+	}
+	if s, v := stored(id); s != "deleted" || v != 4 {
+		t.Errorf("after delete the jobs row is %s version %d", s, v)
+	}
+	out, _ = do("history", id)
+	if rows := cells(out); len(rows) != 4 {
+		t.Errorf("history after delete:\n%s", out)
+	}
+
+	// server-preview: the server's instants across London's spring-forward,
+	// the same as the offline preview's.
+	wantTimes := []string{"2026-03-28T09:00:00Z", "2026-03-29T08:00:00Z", "2026-03-30T08:00:00Z"}
+	args := []string{"--cron", "0 9 * * *", "--timezone", "Europe/London", "--from", "2026-03-27T12:00:00Z", "-n", "3"}
+	out, _ = do(append([]string{"server-preview"}, args...)...)
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) != 4 || lines[0] == "" || lines[1] != "2026-03-28T09:00:00Z  Sat 2026-03-28 09:00:00 GMT" ||
+		lines[2] != "2026-03-29T08:00:00Z  Sun 2026-03-29 09:00:00 BST" || lines[3] != "2026-03-30T08:00:00Z  Mon 2026-03-30 09:00:00 BST" {
+		t.Errorf("server-preview:\n%s", out)
+	}
+	out, _ = do(append([]string{"server-preview", "-o", "json"}, args...)...)
+	var preview sundialv1.PreviewScheduleResponse
+	decode(t, out, &preview)
+	var times []string
+	for _, ts := range preview.GetTimes() {
+		times = append(times, instant(ts))
+	}
+	if !slices.Equal(times, wantTimes) || preview.GetDescription() != lines[0] {
+		t.Errorf("server-preview -o json:\n%s", out)
+	}
+	code, offline, stderr := cli(t, time.Now(), "preview", "--cron", "0 9 * * *", "--tz", "Europe/London", "--from", "2026-03-27T12:00:00Z", "--count", "3")
+	if code != 0 || offline != strings.Join(wantTimes, "\n")+"\n" {
+		t.Errorf("offline preview: exit %d\n%s%s", code, offline, stderr)
 	}
 }
