@@ -523,8 +523,8 @@ func TestHostRateLimitAndCircuitBreaker(t *testing.T) {
 // The outbound-address policy refuses loopback addresses that are not
 // allowlisted and metadata addresses, permanently; secret references in
 // headers are resolved from the worker's files and environment, never
-// stored, and redacted from what the target echoes back; a missing secret
-// is a permanent failure.
+// stored or logged, and redacted from what the target echoes back; a
+// missing secret is a permanent failure.
 func TestOutboundPolicyAndSecrets(t *testing.T) {
 	e := newEnv(t, 1)
 	d := e.watchDLQ()
@@ -593,6 +593,18 @@ func TestOutboundPolicyAndSecrets(t *testing.T) {
 	}
 	if got := e.sink.ofJob(missing.GetJobId()); len(got) != 0 {
 		t.Fatalf("a firing with a missing secret reached the target")
+	}
+
+	// Nor does a secret reach the worker's log: the failed attempt whose
+	// target echoed its token is logged, the token is not.
+	logs := e.logs.String()
+	if !strings.Contains(logs, "attempt failed") || !strings.Contains(logs, fromFile.GetExecutionId()) {
+		t.Fatalf("the worker logged nothing about the echoed attempt; the check below would prove nothing:\n%s", logs)
+	}
+	for _, v := range []string{"tok-from-file-4711", "key-from-env-0815"} {
+		if strings.Contains(logs, v) {
+			t.Fatalf("the worker logged the value of a secret (%s):\n%s", v, logs)
+		}
 	}
 }
 

@@ -96,11 +96,14 @@ type env struct {
 	sink     *sink
 	kafka    *kgo.Client
 	adm      *kadm.Client
+	// logs has everything the env's in-process workers logged, for tests
+	// that check what a worker must never log.
+	logs *logBuffer
 }
 
 func newEnv(t *testing.T, partitions int32) *env {
 	t.Helper()
-	e := &env{t: t, secret: []byte("integration-secret-" + uuid.NewString())}
+	e := &env{t: t, secret: []byte("integration-secret-" + uuid.NewString()), logs: &logBuffer{}}
 	e.topics = firing.Topics{Prefix: "test." + testinfra.UniqueName(t, 150)}
 	e.group = testinfra.KafkaGroup(t)
 	e.rdb, e.redisPfx = testinfra.Redis(t)
@@ -210,7 +213,7 @@ func (e *env) startInProcess(cfg app.Config) *app.Worker {
 
 func (e *env) startInProcessWith(cfg app.Config, deps app.Deps) *app.Worker {
 	e.t.Helper()
-	logger := slog.New(slog.NewTextHandler(testWriter{e.t, cfg.WorkerID}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	logger := slog.New(slog.NewTextHandler(testWriter{e.t, cfg.WorkerID, e.logs}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	w, err := app.New(ctx, cfg, deps, logger, prometheus.NewRegistry())
@@ -229,11 +232,31 @@ func (e *env) startInProcessWith(cfg app.Config, deps app.Deps) *app.Worker {
 type testWriter struct {
 	t    *testing.T
 	name string
+	copy *logBuffer
 }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(w.name + ": " + strings.TrimRight(string(p), "\n"))
+	_, _ = w.copy.Write(p)
 	return len(p), nil
+}
+
+// logBuffer collects log output written from many goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // proc is a worker running as its own process.
