@@ -6,11 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +32,7 @@ import (
 
 	"github.com/sundialhq/sundial/services/worker/internal/app"
 	"github.com/sundialhq/sundial/services/worker/internal/notify"
+	"github.com/sundialhq/sundial/services/worker/internal/retry"
 	"github.com/sundialhq/sundial/services/worker/internal/settle"
 )
 
@@ -237,6 +240,270 @@ func TestRetriesGoThroughTheOutbox(t *testing.T) {
 		t.Fatalf("retries scheduled for a: %v", v)
 	}
 	// The relay deletes every staged retry once Kafka has it.
+	eventually(t, 30*time.Second, "an empty outbox", func() bool {
+		var left int
+		return e.pg.QueryRow(context.Background(), `SELECT count(*) FROM outbox`).Scan(&left) == nil && left == 0
+	})
+	e.sink.checkProblems(t)
+}
+
+// refusedAddr is a loopback address nothing listens on: a port the
+// kernel handed out and that was closed at once.
+func refusedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// jitteredJob returns a job whose slot at at draws jitter in the lower half
+// for its first retries: each backoff is at most three quarters of the
+// exponential delay, so a staged instant that ignored the jitter (the full
+// delay) cannot pass for a jittered one.
+func jitteredJob(t *testing.T, at time.Time, initial, maxDelay time.Duration, retries int) uuid.UUID {
+	t.Helper()
+	for range 1000 {
+		job := uuid.Must(uuid.NewV7())
+		exec := firing.ExecutionID(job, at).String()
+		low := true
+		for k := range retries {
+			d := min(initial<<k, maxDelay)
+			low = low && retry.Backoff(sundialv1.Backoff_BACKOFF_EXPONENTIAL_WITH_JITTER, initial, maxDelay, k, exec, int32(k+1)) <= d*3/4
+		}
+		if low {
+			return job
+		}
+	}
+	t.Fatal("no execution draws jitter in the lower half; is the jitter applied at all?")
+	return uuid.Nil
+}
+
+// Which outcomes retry, each through the real pipeline (worker → outbox →
+// relay → Kafka → worker): an attempt that outlives its timeout and a
+// refused connection are retried; 429 waits its Retry-After instead of the
+// backoff; 408 is retried; another 4xx (422) dies at once whatever the
+// budget. EXPONENTIAL_WITH_JITTER stages each retry at a point of [d/2, d]
+// of the exponential delay d. The ledger row of every attempt says what
+// happened and when the next one fires.
+func TestWhichOutcomesRetry(t *testing.T) {
+	e := newEnv(t, 2)
+	e.startRelay()
+	d := e.watchDLQ()
+	w := e.startInProcess(e.config("w1"))
+	base := time.Now().Add(3 * time.Second)
+	const (
+		jitterInitial = 600 * time.Millisecond
+		jitterMax     = 10 * time.Second
+	)
+	jitterJob := jitteredJob(t, base, jitterInitial, jitterMax, 2)
+	jitterExec := firing.ExecutionID(jitterJob, base).String()
+
+	// want is one attempt's ledger row.
+	type want struct {
+		status sundialv1.ExecutionStatus
+		http   int32
+		reason string // the reason starts with it
+		err    string // the error contains it
+	}
+	fixed := func(d time.Duration) func(int32) time.Duration { return func(int32) time.Duration { return d } }
+	cases := []struct {
+		name        string
+		job         uuid.UUID // zero: a fresh one
+		url         string    // "": the sink
+		timeout     time.Duration
+		maxAttempts int32
+		backoff     sundialv1.Backoff
+		initial     time.Duration
+		maxDelay    time.Duration
+		replies     []reply
+		attempts    []want
+		// delay is the wait staged after attempt n failed: the next
+		// attempt's fire instant minus n's finish.
+		delay func(n int32) time.Duration
+		// check looks further at the rows by attempt.
+		check    func(t *testing.T, rows map[int32]*sundialv1.ExecutionAttempt)
+		dead     string // the dead letter's class; "": none
+		requests int    // at the sink
+	}{
+		{
+			name: "timeout", timeout: 300 * time.Millisecond,
+			maxAttempts: 2, backoff: sundialv1.Backoff_BACKOFF_FIXED, initial: 500 * time.Millisecond, maxDelay: time.Minute,
+			replies: []reply{{hang: true}},
+			attempts: []want{
+				{status: stRetry, reason: "timeout;", err: "deadline exceeded"},
+				{status: stSucceeded, http: 200},
+			},
+			delay: fixed(500 * time.Millisecond),
+			check: func(t *testing.T, rows map[int32]*sundialv1.ExecutionAttempt) {
+				// Cut at the job's attempt timeout, not the worker's 30 s default.
+				if d := rows[1].GetDuration().AsDuration(); d < 300*time.Millisecond || d > 2*time.Second {
+					t.Errorf("attempt 1 lasted %s, want its 300ms timeout", d)
+				}
+			},
+			requests: 2,
+		},
+		{
+			name: "connection refused", url: "http://" + refusedAddr(t) + "/hook",
+			maxAttempts: 2, backoff: sundialv1.Backoff_BACKOFF_FIXED, initial: 300 * time.Millisecond, maxDelay: time.Minute,
+			attempts: []want{
+				{status: stRetry, reason: "connection;", err: "connection refused"},
+				{status: stDead, reason: "connection; attempts exhausted (2 of 2)", err: "connection refused"},
+			},
+			delay: fixed(300 * time.Millisecond),
+			dead:  "connection",
+		},
+		{
+			// The backoff alone would wait 20 s.
+			name:        "429 with Retry-After",
+			maxAttempts: 2, backoff: sundialv1.Backoff_BACKOFF_FIXED, initial: 20 * time.Second, maxDelay: time.Minute,
+			replies: []reply{{status: 429, header: map[string]string{"Retry-After": "1"}}},
+			attempts: []want{
+				{status: stRetry, http: 429, reason: "http_429;", err: "status 429"},
+				{status: stSucceeded, http: 200},
+			},
+			delay: fixed(time.Second),
+			check: func(t *testing.T, rows map[int32]*sundialv1.ExecutionAttempt) {
+				if !strings.Contains(rows[1].GetReason(), "from Retry-After") || rows[1].GetResponseExcerpt() != "status 429" {
+					t.Errorf("attempt 1: reason %q, excerpt %q", rows[1].GetReason(), rows[1].GetResponseExcerpt())
+				}
+			},
+			requests: 2,
+		},
+		{
+			name:        "408",
+			maxAttempts: 3, backoff: sundialv1.Backoff_BACKOFF_FIXED, initial: 300 * time.Millisecond, maxDelay: time.Minute,
+			replies: []reply{{status: 408}},
+			attempts: []want{
+				{status: stRetry, http: 408, reason: "http_4xx;", err: "status 408"},
+				{status: stSucceeded, http: 200},
+			},
+			delay:    fixed(300 * time.Millisecond),
+			requests: 2,
+		},
+		{
+			name:        "422 is permanent",
+			maxAttempts: 5, backoff: sundialv1.Backoff_BACKOFF_FIXED, initial: 300 * time.Millisecond, maxDelay: time.Minute,
+			replies:  []reply{{status: 422}},
+			attempts: []want{{status: stDead, http: 422, reason: "http_4xx is permanent", err: "status 422"}},
+			dead:     "http_4xx",
+			requests: 1,
+		},
+		{
+			name: "exponential with jitter", job: jitterJob,
+			maxAttempts: 3, backoff: sundialv1.Backoff_BACKOFF_EXPONENTIAL_WITH_JITTER, initial: jitterInitial, maxDelay: jitterMax,
+			replies: []reply{{status: 500}, {status: 500}},
+			attempts: []want{
+				{status: stRetry, http: 500, reason: "http_5xx;", err: "status 500"},
+				{status: stRetry, http: 500, reason: "http_5xx;", err: "status 500"},
+				{status: stSucceeded, http: 200},
+			},
+			delay: func(n int32) time.Duration {
+				return retry.Backoff(sundialv1.Backoff_BACKOFF_EXPONENTIAL_WITH_JITTER, jitterInitial, jitterMax, int(n-1), jitterExec, n)
+			},
+			check: func(t *testing.T, rows map[int32]*sundialv1.ExecutionAttempt) {
+				// Each wait lies in [d/2, d] of the exponential delay d,
+				// which doubles from the initial one (give or take the
+				// ledger's millisecond).
+				for n := int32(1); n <= 2; n++ {
+					gap := rows[n+1].GetFireTime().AsTime().Sub(rows[n].GetFinishedTime().AsTime())
+					if full := jitterInitial << (n - 1); gap < full/2-2*time.Millisecond || gap > full+2*time.Millisecond {
+						t.Errorf("attempt %d fires %s after attempt %d, outside [%s, %s]", n+1, gap, n, full/2, full)
+					}
+				}
+			},
+			requests: 3,
+		},
+	}
+
+	fs := make([]*sundialv1.Firing, len(cases))
+	for i, c := range cases {
+		job := c.job
+		if job == uuid.Nil {
+			job = uuid.Must(uuid.NewV7())
+		}
+		f := withRetry(e.firing(job, base, sundialv1.Priority_PRIORITY_HIGH), c.maxAttempts, c.backoff, c.initial, c.maxDelay)
+		if c.url != "" {
+			f.Target.GetHttp().Url = c.url
+		}
+		if c.timeout > 0 {
+			f.AttemptTimeout = durationpb.New(c.timeout)
+		}
+		e.sink.setScript(f.GetJobId(), c.replies...)
+		fs[i] = f
+	}
+	if fs[len(fs)-1].GetExecutionId() != jitterExec {
+		t.Fatal("the jitter case is not the job jitteredJob chose")
+	}
+	e.produce(fs, nil)
+
+	for i, c := range cases {
+		f := fs[i]
+		last := c.attempts[len(c.attempts)-1]
+		// Wait for the execution to end, however it ends, then compare.
+		eventually(t, 60*time.Second, "the end of "+c.name, func() bool {
+			for _, r := range e.rows(f.GetExecutionId()) {
+				if r.GetStatus() == stSucceeded || r.GetStatus() == stDead {
+					return true
+				}
+			}
+			return false
+		})
+		t.Run(c.name, func(t *testing.T) {
+			rows := e.rows(f.GetExecutionId())
+			if len(rows) != len(c.attempts) {
+				t.Fatalf("%d attempts in the ledger, want %d: %v", len(rows), len(c.attempts), rows)
+			}
+			for j, a := range c.attempts {
+				n := int32(j + 1)
+				r := rows[n]
+				if r.GetStatus() != a.status || r.GetHttpStatus() != a.http || !strings.HasPrefix(r.GetReason(), a.reason) ||
+					!strings.Contains(r.GetError(), a.err) {
+					t.Errorf("attempt %d: %s http %d reason %q error %q; want %s http %d reason %q… error …%q…",
+						n, r.GetStatus(), r.GetHttpStatus(), r.GetReason(), r.GetError(), a.status, a.http, a.reason, a.err)
+				}
+				if a.status != stRetry {
+					continue
+				}
+				next := rows[n+1].GetFireTime().AsTime()
+				gap := next.Sub(r.GetFinishedTime().AsTime())
+				// Both instants are stored to the millisecond.
+				if want := c.delay(n); gap < want-10*time.Millisecond || gap > want+10*time.Millisecond {
+					t.Errorf("attempt %d fires %s after attempt %d finished, want %s", n+1, gap, n, want)
+				}
+			}
+			if c.check != nil {
+				c.check(t, rows)
+			}
+			arr := e.sink.ofJob(f.GetJobId())
+			if len(arr) != c.requests {
+				t.Fatalf("%d requests at the target, want %d", len(arr), c.requests)
+			}
+			for j, a := range arr {
+				// Each attempt reached the target at its fire instant, not
+				// before (the first one's is the slot).
+				fire := rows[int32(j+1)].GetFireTime().AsTime()
+				if a.attempt != strconv.Itoa(j+1) || a.received.Before(fire.Add(-5*time.Millisecond)) {
+					t.Errorf("request %d: attempt %s at %s, fire instant %s", j, a.attempt, a.received, fire)
+				}
+			}
+			if c.dead == "" {
+				return
+			}
+			dl := d.deadLetter(t, f.GetExecutionId())
+			if dl.GetErrorClass() != c.dead || dl.GetAttempts() != int32(len(c.attempts)) || dl.GetHttpStatus() != last.http {
+				t.Errorf("dead letter %v", dl)
+			}
+		})
+	}
+	for class, want := range map[string]float64{"timeout": 1, "connection": 1, "http_429": 1, "http_4xx": 1, "http_5xx": 2} {
+		if v := testutil.ToFloat64(w.Metrics.RetriesScheduled.WithLabelValues("high", class)); v != want {
+			t.Errorf("retries scheduled for class %s: %v, want %v", class, v, want)
+		}
+	}
 	eventually(t, 30*time.Second, "an empty outbox", func() bool {
 		var left int
 		return e.pg.QueryRow(context.Background(), `SELECT count(*) FROM outbox`).Scan(&left) == nil && left == 0

@@ -503,6 +503,9 @@ type reply struct {
 	// echo answers with the request's Authorization header (a target that
 	// echoes its request, to test redaction).
 	echo bool
+	// hang never answers: the request waits until the worker gives up on
+	// it (a target slower than the attempt timeout).
+	hang bool
 }
 
 // callback is one completion notification as the sink received it.
@@ -568,6 +571,10 @@ func (s *sink) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	if hold != nil {
 		<-hold
+	}
+	if rep.hang {
+		<-r.Context().Done()
+		return
 	}
 	for k, v := range rep.header {
 		w.Header().Set(k, v)
