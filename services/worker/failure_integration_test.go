@@ -1009,3 +1009,62 @@ func TestVersionChangeSkipsQueuedFirings(t *testing.T) {
 		t.Fatalf("%d firings of the paused job reached the target", n)
 	}
 }
+
+// An attempt already at its target when the job changes (paused or
+// updated: either way the api publishes a new version) finishes, and its
+// outcome is recorded; the slots of the old version that come due while it
+// runs, and after, are skipped.
+func TestInFlightAttemptFinishesAcrossAVersionChange(t *testing.T) {
+	e := newEnv(t, 1)
+	e.startInProcess(e.config("w1"))
+	job := uuid.Must(uuid.NewV7())
+	first := time.Now().Add(3 * time.Second)
+	var fs []*sundialv1.Firing
+	for i := range 4 {
+		fs = append(fs, e.firing(job, first.Add(time.Duration(i)*time.Second), sundialv1.Priority_PRIORITY_HIGH))
+	}
+	inFlight := fs[0].GetExecutionId()
+	release := make(chan struct{})
+	e.sink.mu.Lock()
+	e.sink.hold[inFlight] = release
+	e.sink.mu.Unlock()
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	e.produce(fs, nil)
+
+	eventually(t, 30*time.Second, "slot 0 at the target", func() bool { return len(e.sink.ofJob(job.String())) == 1 })
+	paused := time.Now()
+	if err := lease.New(e.rdb, lease.WithPrefix(e.redisPfx)).PublishVersion(context.Background(), job.String(), 2); err != nil {
+		t.Fatal(err)
+	}
+	if time.Now().After(fs[1].GetScheduledTime().AsTime()) {
+		t.Fatal("slot 1 came due before the version was published; the machine is too slow for this test")
+	}
+	// Slots 1 and 2 come due while slot 0 is still at its target.
+	for _, f := range fs[1:3] {
+		r := e.waitRow(f.GetExecutionId(), 1, stSkipped, 30*time.Second)
+		if !strings.Contains(r.GetReason(), "stale job version 1 (current 2)") {
+			t.Fatalf("reason %q", r.GetReason())
+		}
+	}
+	// Slot 0 is still running: its target has not answered.
+	e.waitRow(inFlight, 1, sundialv1.ExecutionStatus_EXECUTION_STATUS_RUNNING, 10*time.Second)
+	close(release)
+	released = true
+	r := e.waitRow(inFlight, 1, stSucceeded, 30*time.Second)
+	if r.GetHttpStatus() != 200 || r.GetJobVersion() != 1 || !r.GetStartedTime().AsTime().Before(paused) || !r.GetFinishedTime().AsTime().After(paused) {
+		t.Fatalf("slot 0's row %v; the pause was at %s", r, paused)
+	}
+	// Slot 3 came due after the attempt finished: skipped too.
+	if r := e.waitRow(fs[3].GetExecutionId(), 1, stSkipped, 30*time.Second); !strings.Contains(r.GetReason(), "stale job version 1 (current 2)") {
+		t.Fatalf("slot 3 reason %q", r.GetReason())
+	}
+	if n := len(e.sink.ofJob(job.String())); n != 1 {
+		t.Fatalf("%d requests at the target, want slot 0's only", n)
+	}
+	e.sink.checkProblems(t)
+}
