@@ -78,6 +78,12 @@
 // survived: the elector keeps the node, verifies it once reconnected, and
 // leads again if it is still lowest.
 //
+// Credentials (Config.Credentials, e.g. a digest user for an election path
+// whose ACL admits only it) are added once, in the first campaign, before
+// any other request; the client replays them itself after every
+// reconnection, a new session's included, so the elector never adds them
+// again.
+//
 // # Terms and epochs
 //
 // A Term carries Epoch, the czxid of the winning candidate node, and a
