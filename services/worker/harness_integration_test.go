@@ -39,6 +39,7 @@ import (
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
 	"github.com/sundialhq/sundial/services/worker/internal/app"
+	"github.com/sundialhq/sundial/services/worker/internal/recorder"
 )
 
 var workerBinary, relayBinary string
@@ -190,6 +191,7 @@ func (e *env) config(workerID string) app.Config {
 		Executors:           64,
 		LeaseTTL:            3 * time.Second,
 		DoneTTL:             time.Hour,
+		LedgerRunningDelay:  recorder.DefaultConfig.RunningDelay,
 		SessionTimeout:      6 * time.Second,
 		RevokeDrainTimeout:  10 * time.Second,
 		CommitInterval:      200 * time.Millisecond,

@@ -163,7 +163,9 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 			return it.Close()
 		}
 	}
-	rec := recorder.New(led, recorder.DefaultConfig, logger.With("component", "recorder"), recorder.Metrics{
+	recCfg := recorder.DefaultConfig
+	recCfg.RunningDelay = cfg.LedgerRunningDelay
+	rec := recorder.New(led, recCfg, logger.With("component", "recorder"), recorder.Metrics{
 		Written: func(r string) { m.LedgerWrites.WithLabelValues(r).Inc() },
 	})
 	w.Services = append(w.Services, rec)

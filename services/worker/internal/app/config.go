@@ -12,6 +12,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/netpolicy"
 
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
+	"github.com/sundialhq/sundial/services/worker/internal/recorder"
 )
 
 // Config is every worker setting, loaded once in main from flags and
@@ -35,10 +36,13 @@ type Config struct {
 	SigningSecret     string
 	SigningSecretFile string
 
-	WorkerID           string
-	Executors          int
-	LeaseTTL           time.Duration
-	DoneTTL            time.Duration
+	WorkerID  string
+	Executors int
+	LeaseTTL  time.Duration
+	DoneTTL   time.Duration
+	// LedgerRunningDelay: an attempt still running after it is recorded as
+	// RUNNING; a shorter one by its outcome alone (one ledger write).
+	LedgerRunningDelay time.Duration
 	SessionTimeout     time.Duration
 	RevokeDrainTimeout time.Duration
 	CommitInterval     time.Duration
@@ -83,6 +87,8 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.WorkerID, "worker-id", defaultWorkerID(), "this worker's name in leases, ledger rows and the consumer group")
 	fs.IntVar(&c.Executors, "executors", 128, "attempts in flight at most (executor pool size)")
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", 10*time.Second, "execution lease lifetime; a crashed worker blocks an execution this long, long attempts renew every third of it")
+	fs.DurationVar(&c.LedgerRunningDelay, "ledger-running-delay", recorder.DefaultConfig.RunningDelay,
+		"record an attempt as RUNNING in the ledger once it has run this long (0: at once); a shorter attempt is recorded by its outcome alone, one write instead of two")
 	fs.DurationVar(&c.DoneTTL, "done-ttl", 7*24*time.Hour, "how long a done marker rejects redeliveries of a finished execution")
 	fs.DurationVar(&c.SessionTimeout, "session-timeout", 6*time.Second, "Kafka group session timeout: how soon a dead worker's partitions move")
 	fs.DurationVar(&c.RevokeDrainTimeout, "revoke-drain-timeout", 20*time.Second, "how long a rebalance (and shutdown) waits for executing firings of revoked partitions; keep it below --drain-timeout")
@@ -137,6 +143,9 @@ func (c *Config) Validate(p *config.Problems) {
 	}
 	if c.LeaseTTL < 100*time.Millisecond {
 		p.Addf("lease-ttl", "must be at least 100ms, got %s", c.LeaseTTL)
+	}
+	if c.LedgerRunningDelay < 0 {
+		p.Addf("ledger-running-delay", "must not be negative, got %s", c.LedgerRunningDelay)
 	}
 	if c.DoneTTL < time.Minute {
 		p.Addf("done-ttl", "must be at least a minute, got %s", c.DoneTTL)

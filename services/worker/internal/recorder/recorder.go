@@ -19,12 +19,15 @@
 //   - A record handed in as held (the attempt kept its lease to the end) is
 //     written without the ledger's fence-check read, which costs Cassandra
 //     more than the write itself.
-//   - A RUNNING record still queued when its attempt's outcome arrives is
-//     not written: both are the same ledger row (same execution, attempt
-//     and fence), and the outcome overwrites every field RUNNING sets, so
-//     the row ends the same with one write instead of two. This happens
-//     only when the ledger is behind; otherwise RUNNING is written at once
-//     and shows the attempt in flight.
+//   - A RUNNING record is held back for RunningDelay and not written at
+//     all when its attempt's outcome arrives first (or while it is still
+//     queued): both are the same ledger row (same execution, attempt and
+//     fence), and the outcome overwrites every field RUNNING sets, so the
+//     row ends the same with one write instead of two. Most attempts take
+//     milliseconds, so most firings cost the ledger one write; an attempt
+//     still running after the delay shows in the history as RUNNING. What
+//     is given up: an attempt whose worker dies within the delay leaves no
+//     row of its own (its redelivery's attempt is recorded).
 package recorder
 
 import (
@@ -64,10 +67,14 @@ type Config struct {
 	WriteTimeout time.Duration
 	// DrainTimeout bounds how long Stop keeps writing queued records.
 	DrainTimeout time.Duration
+	// RunningDelay holds a RUNNING record back this long, so an attempt
+	// that ends sooner is recorded by its outcome alone. Zero writes
+	// RUNNING at once.
+	RunningDelay time.Duration
 }
 
 // DefaultConfig suits one worker.
-var DefaultConfig = Config{Shards: 16, InFlight: 8, QueueSize: 4096, WriteTimeout: 10 * time.Second, DrainTimeout: 10 * time.Second}
+var DefaultConfig = Config{Shards: 16, InFlight: 8, QueueSize: 4096, WriteTimeout: 10 * time.Second, DrainTimeout: 10 * time.Second, RunningDelay: time.Second}
 
 // Metrics observes the recorder; nil fields are skipped.
 type Metrics struct {
@@ -86,6 +93,9 @@ type job struct {
 	// superseded is set on a queued RUNNING record when its attempt's
 	// outcome is handed in; the shard then skips it.
 	superseded atomic.Bool
+	// delay holds a RUNNING record back (Config.RunningDelay); set and
+	// stopped under queuedMu.
+	delay *time.Timer
 }
 
 // attemptKey names one ledger row: an attempt under one fence.
@@ -176,6 +186,13 @@ func (r *Recorder) Stop() {
 		for _, ch := range r.shards {
 			close(ch)
 		}
+		r.queuedMu.Lock()
+		for k, j := range r.queued {
+			if j.delay != nil && j.delay.Stop() {
+				delete(r.queued, k)
+			}
+		}
+		r.queuedMu.Unlock()
 		started := r.started
 		r.mu.Unlock()
 		if !started {
@@ -204,9 +221,10 @@ func (r *Recorder) shard(executionID string) chan *job {
 }
 
 // Running hands in the RUNNING record of an attempt that has just taken
-// its lease (so it is written without the fence check). It never blocks:
-// when the shard is full the record is dropped (and counted); the final
-// record still comes.
+// its lease (so it is written without the fence check), to be queued after
+// RunningDelay unless the outcome comes first. It never blocks: when the
+// shard is full the record is dropped (and counted); the final record
+// still comes.
 func (r *Recorder) Running(a *sundialv1.ExecutionAttempt) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -217,9 +235,31 @@ func (r *Recorder) Running(a *sundialv1.ExecutionAttempt) {
 	k := keyOf(a)
 	r.queuedMu.Lock()
 	r.queued[k] = j
+	if r.cfg.RunningDelay > 0 {
+		j.delay = time.AfterFunc(r.cfg.RunningDelay, func() { r.delayed(k, j) })
+		r.queuedMu.Unlock()
+		return
+	}
 	r.queuedMu.Unlock()
+	r.enqueueRunning(k, j)
+}
+
+// delayed queues a held-back RUNNING record whose attempt is still going.
+func (r *Recorder) delayed(k attemptKey, j *job) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.closed || j.superseded.Load() {
+		r.dequeued(k, j)
+		return
+	}
+	r.enqueueRunning(k, j)
+}
+
+// enqueueRunning queues j without waiting; the caller holds r.mu (read)
+// and has seen the recorder open.
+func (r *Recorder) enqueueRunning(k attemptKey, j *job) {
 	select {
-	case r.shard(a.GetExecutionId()) <- j:
+	case r.shard(j.a.GetExecutionId()) <- j:
 	default:
 		r.dequeued(k, j)
 		r.count("dropped")
@@ -239,9 +279,15 @@ func (r *Recorder) Final(ctx context.Context, a *sundialv1.ExecutionAttempt, hel
 	if r.closed {
 		return false
 	}
+	k := keyOf(a)
 	r.queuedMu.Lock()
-	if running, ok := r.queued[keyOf(a)]; ok {
+	if running, ok := r.queued[k]; ok {
 		running.superseded.Store(true)
+		if running.delay != nil && running.delay.Stop() {
+			// Still held back: it never reaches a queue.
+			delete(r.queued, k)
+			r.count("superseded")
+		}
 	}
 	r.queuedMu.Unlock()
 	select {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -281,4 +282,74 @@ func TestShardWritesInFlightButOneExecutionAtATime(t *testing.T) {
 	if fmt.Sprint(order) != "[1 2]" {
 		t.Fatalf("x's attempts written in order %v", order)
 	}
+}
+
+// A RUNNING record is held back for RunningDelay: an attempt whose outcome
+// comes sooner is recorded by the outcome alone, one still running after
+// the delay shows as RUNNING first, and a recorder stopped meanwhile
+// writes neither.
+func TestRunningDelay(t *testing.T) {
+	rows := func(l *memLedger) []string {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		var out []string
+		for _, a := range l.rows {
+			out = append(out, a.GetExecutionId()+" "+a.GetStatus().String())
+		}
+		return out
+	}
+	t.Run("outcome first", func(t *testing.T) {
+		l := &memLedger{}
+		results := map[string]int{}
+		var mu sync.Mutex
+		r := New(l, Config{Shards: 1, RunningDelay: time.Hour}, quiet(), Metrics{Written: func(s string) { mu.Lock(); results[s]++; mu.Unlock() }})
+		if err := r.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		r.Running(row("fast", sundialv1.ExecutionStatus_EXECUTION_STATUS_RUNNING))
+		done := make(chan struct{})
+		r.Final(context.Background(), row("fast", sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED), true, func() { close(done) })
+		<-done
+		r.Stop()
+		if got := fmt.Sprint(rows(l)); got != "[fast EXECUTION_STATUS_SUCCEEDED]" {
+			t.Fatalf("written %s, want the outcome alone", got)
+		}
+		if results["superseded"] != 1 || len(r.queued) != 0 {
+			t.Fatalf("results %v, %d RUNNING records still tracked", results, len(r.queued))
+		}
+	})
+	t.Run("still running after the delay", func(t *testing.T) {
+		l := &memLedger{}
+		r := New(l, Config{Shards: 1, RunningDelay: time.Millisecond}, quiet(), Metrics{})
+		if err := r.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		r.Running(row("slow", sundialv1.ExecutionStatus_EXECUTION_STATUS_RUNNING))
+		deadline := time.Now().Add(10 * time.Second)
+		for len(rows(l)) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("RUNNING never written after its delay")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		done := make(chan struct{})
+		r.Final(context.Background(), row("slow", sundialv1.ExecutionStatus_EXECUTION_STATUS_FAILED), true, func() { close(done) })
+		<-done
+		r.Stop()
+		if got := fmt.Sprint(rows(l)); got != "[slow EXECUTION_STATUS_RUNNING slow EXECUTION_STATUS_FAILED]" {
+			t.Fatalf("written %s", got)
+		}
+	})
+	t.Run("stopped while held back", func(t *testing.T) {
+		l := &memLedger{}
+		r := New(l, Config{Shards: 1, RunningDelay: time.Hour}, quiet(), Metrics{})
+		if err := r.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		r.Running(row("cut", sundialv1.ExecutionStatus_EXECUTION_STATUS_RUNNING))
+		r.Stop()
+		if got := rows(l); len(got) != 0 || len(r.queued) != 0 {
+			t.Fatalf("written %v, %d still tracked", got, len(r.queued))
+		}
+	})
 }
