@@ -54,6 +54,7 @@ type flags struct {
 	jitter      time.Duration
 	settle      time.Duration
 	executors   int
+	workerArgs  string
 	concurrency int
 	cfg         bench.Config
 	maxRates    string
@@ -74,6 +75,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.jitter, "jitter", time.Second, "max_jitter of the rate scenarios' per-second jobs: firings spread uniformly within each second; 0 fires all of a second's jobs at the same instant")
 	fs.DurationVar(&f.settle, "settle", 45*time.Second, "wait between registering a scenario's jobs and its first measured slot, for the window's worth of slots staged at registration to reach the workers")
 	fs.IntVar(&f.executors, "executors", 128, "each worker's --executors")
+	fs.StringVar(&f.workerArgs, "worker-args", "", "more flags for every worker, space-separated (e.g. '--ledger-running-delay=0'); printed with the run's load shape")
 	fs.IntVar(&f.concurrency, "register-concurrency", 16, "CreateJob calls in flight while registering")
 
 	c := &f.cfg
@@ -256,7 +258,7 @@ func execute(ctx context.Context, f flags, args []string, log *slog.Logger, stdo
 	r, err := bench.NewRunner(bench.Options{
 		InfraDir: infraDir, Infra: in, BinDir: binDir, WorkDir: workDir, ProfileDir: f.profileDir,
 		Logger: log, Clock: clock.Real{}, Window: f.window, Jitter: f.jitter,
-		Executors: f.executors, RegisterConcurrency: f.concurrency, Settle: f.settle, Quick: f.quick,
+		Executors: f.executors, WorkerArgs: strings.Fields(f.workerArgs), RegisterConcurrency: f.concurrency, Settle: f.settle, Quick: f.quick,
 	})
 	if err != nil {
 		return err
@@ -273,6 +275,9 @@ func execute(ctx context.Context, f flags, args []string, log *slog.Logger, stdo
 	shape := fmt.Sprintf("per-second jobs (`* * * * * *`, HTTP target) with max_jitter %s, so each job's firings land at a deterministic uniform offset within each second (rate N = N jobs); burst: one-off jobs at one instant; prefetch window %s; %d executors per worker", f.jitter, f.window, f.executors)
 	if f.jitter == 0 {
 		shape = fmt.Sprintf("per-second jobs (`* * * * * *`, HTTP target) without jitter: all N firings of a second due at the same instant; prefetch window %s; %d executors per worker", f.window, f.executors)
+	}
+	if f.workerArgs != "" {
+		shape += "; workers also run with `" + f.workerArgs + "`"
 	}
 	md := bench.Markdown(title, "sundial-bench "+strings.Join(args, " "), env, bench.LoadAvg(), shape, results)
 	fmt.Fprint(stdout, md)

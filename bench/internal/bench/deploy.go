@@ -89,7 +89,8 @@ func (r *Runner) deploy(ctx context.Context, name string, topo topology) (d *dep
 	}
 	for i := range topo.workers {
 		id := "w" + strconv.Itoa(i+1)
-		pr, err := d.plat.Start(ctx, "worker-"+strconv.Itoa(i+1), "worker", "--worker-id", id, "--executors", strconv.Itoa(r.opts.Executors))
+		args := append([]string{"--worker-id", id, "--executors", strconv.Itoa(r.opts.Executors)}, r.opts.WorkerArgs...)
+		pr, err := d.plat.Start(ctx, "worker-"+strconv.Itoa(i+1), "worker", args...)
 		if err != nil {
 			return d, err
 		}

@@ -42,6 +42,9 @@ type Options struct {
 	Jitter time.Duration
 	// Executors is each worker's --executors.
 	Executors int
+	// WorkerArgs are more flags for every worker, after the bench's own
+	// (so a later one wins), for comparing worker settings run to run.
+	WorkerArgs []string
 	// RegisterConcurrency is how many CreateJob calls are in flight.
 	RegisterConcurrency int
 	// Settle is the wait between registering jobs and their first
