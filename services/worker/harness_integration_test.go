@@ -184,6 +184,7 @@ func (e *env) config(workerID string) app.Config {
 		CassandraHosts:      strings.Join(testinfra.CassandraHosts(e.t), ","),
 		CassandraKeyspace:   e.keyspace,
 		PostgresDSN:         e.dsn,
+		PostgresMaxConns:    16,
 		ClockSampleInterval: 5 * time.Second,
 		SigningSecret:       string(e.secret),
 		WorkerID:            workerID,

@@ -165,6 +165,9 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 	}
 	recCfg := recorder.DefaultConfig
 	recCfg.RunningDelay = cfg.LedgerRunningDelay
+	if cfg.LedgerInFlight > 0 {
+		recCfg.InFlight = cfg.LedgerInFlight
+	}
 	rec := recorder.New(led, recCfg, logger.With("component", "recorder"), recorder.Metrics{
 		Written: func(r string) { m.LedgerWrites.WithLabelValues(r).Inc() },
 	})
@@ -261,8 +264,12 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 		if err != nil {
 			return nil, fmt.Errorf("postgres-dsn: %w", err)
 		}
-		// Retries, dead letters and completions only: a few connections.
-		pcfg.MaxConns = 4
+		// Retries, dead letters and completions: each is a short
+		// transaction an executor waits for, so a herd of one-off jobs
+		// needs enough connections for Postgres to group their commits.
+		if cfg.PostgresMaxConns > 0 {
+			pcfg.MaxConns = int32(cfg.PostgresMaxConns)
+		}
 		pg, err := pgxpool.NewWithConfig(ctx, pcfg)
 		if err != nil {
 			return nil, fmt.Errorf("postgres pool: %w", err)

@@ -29,7 +29,10 @@ type Config struct {
 	CassandraKeyspace string
 	LedgerMigrate     bool
 
-	PostgresDSN         string
+	PostgresDSN string
+	// PostgresMaxConns bounds the settling pool (retries, dead letters,
+	// completions).
+	PostgresMaxConns    int
 	ClockOffset         time.Duration
 	ClockSampleInterval time.Duration
 
@@ -43,6 +46,8 @@ type Config struct {
 	// LedgerRunningDelay: an attempt still running after it is recorded as
 	// RUNNING; a shorter one by its outcome alone (one ledger write).
 	LedgerRunningDelay time.Duration
+	// LedgerInFlight: ledger writes each recorder shard keeps in flight.
+	LedgerInFlight     int
 	SessionTimeout     time.Duration
 	RevokeDrainTimeout time.Duration
 	CommitInterval     time.Duration
@@ -79,7 +84,10 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.CassandraHosts, "cassandra-hosts", "127.0.0.1:9042", "comma-separated Cassandra contact points for the ledger")
 	fs.StringVar(&c.CassandraKeyspace, "cassandra-keyspace", "sundial", "ledger keyspace")
 	fs.BoolVar(&c.LedgerMigrate, "ledger-migrate", false, "create the ledger keyspace and tables at start (normally the api does)")
-	fs.StringVar(&c.PostgresDSN, "postgres-dsn", "postgres://sundial:sundial@127.0.0.1:5432/sundial?sslmode=disable", "Postgres, read only for its clock (empty: fire by the local clock)")
+	fs.StringVar(&c.PostgresDSN, "postgres-dsn", "postgres://sundial:sundial@127.0.0.1:5432/sundial?sslmode=disable",
+		"Postgres: its clock, and where attempts settle (retries and dead letters staged, one-off and last-slot jobs completed); empty: fire by the local clock, record failures FAILED without retrying")
+	fs.IntVar(&c.PostgresMaxConns, "postgres-max-conns", 16,
+		"connections for settling attempts; a herd of one-off jobs completes one transaction per firing, so this bounds how fast it drains")
 	fs.DurationVar(&c.ClockOffset, "clock-offset", 0, "for tests: shift this worker's own clock by this much, as if it were skewed")
 	fs.DurationVar(&c.ClockSampleInterval, "clock-sample-interval", 30*time.Second, "how often the offset from the database clock is re-estimated")
 	fs.StringVar(&c.SigningSecret, "signing-secret", "", "HMAC secret signing target requests (or --signing-secret-file)")
@@ -89,6 +97,8 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", 10*time.Second, "execution lease lifetime; a crashed worker blocks an execution this long, long attempts renew every third of it")
 	fs.DurationVar(&c.LedgerRunningDelay, "ledger-running-delay", recorder.DefaultConfig.RunningDelay,
 		"record an attempt as RUNNING in the ledger once it has run this long (0: at once); a shorter attempt is recorded by its outcome alone, one write instead of two")
+	fs.IntVar(&c.LedgerInFlight, "ledger-in-flight", recorder.DefaultConfig.InFlight,
+		fmt.Sprintf("ledger writes each of the recorder's %d shards keeps in flight at once", recorder.DefaultConfig.Shards))
 	fs.DurationVar(&c.DoneTTL, "done-ttl", 7*24*time.Hour, "how long a done marker rejects redeliveries of a finished execution")
 	fs.DurationVar(&c.SessionTimeout, "session-timeout", 6*time.Second, "Kafka group session timeout: how soon a dead worker's partitions move")
 	fs.DurationVar(&c.RevokeDrainTimeout, "revoke-drain-timeout", 20*time.Second, "how long a rebalance (and shutdown) waits for executing firings of revoked partitions; keep it below --drain-timeout")
@@ -143,6 +153,12 @@ func (c *Config) Validate(p *config.Problems) {
 	}
 	if c.LeaseTTL < 100*time.Millisecond {
 		p.Addf("lease-ttl", "must be at least 100ms, got %s", c.LeaseTTL)
+	}
+	if c.PostgresMaxConns < 1 {
+		p.Addf("postgres-max-conns", "must be at least 1, got %d", c.PostgresMaxConns)
+	}
+	if c.LedgerInFlight < 0 {
+		p.Addf("ledger-in-flight", "must not be negative, got %d", c.LedgerInFlight)
 	}
 	if c.LedgerRunningDelay < 0 {
 		p.Addf("ledger-running-delay", "must not be negative, got %s", c.LedgerRunningDelay)
