@@ -93,7 +93,11 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 			cl.Stop()
 		}
 	}()
-	m := metrics.New(reg, cfg.MetricsMaxTenants)
+	watched, err := cfg.WatchedJobs()
+	if err != nil {
+		return nil, fmt.Errorf("metrics-job-ids: %w", err)
+	}
+	m := metrics.New(reg, cfg.MetricsMaxTenants, watched...)
 	w = &Worker{Metrics: m, Checks: map[string]Check{}}
 	w.Services = append(w.Services, cl)
 

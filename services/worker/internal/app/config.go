@@ -4,8 +4,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/sundialhq/sundial/pkg/config"
 	"github.com/sundialhq/sundial/pkg/connsec"
@@ -66,6 +69,9 @@ type Config struct {
 
 	// MetricsMaxTenants bounds the tenant label of the firing metrics.
 	MetricsMaxTenants int
+	// MetricsJobIDs are the watched jobs, comma-separated: each gets
+	// per-job firing and lateness series (see WatchedJobs).
+	MetricsJobIDs string
 
 	// TLS and credentials towards the components (--redis-*, --kafka-*,
 	// --cassandra-*; see pkg/connsec). Off by default.
@@ -113,6 +119,7 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.IntVar(&c.BreakerFailures, "breaker-failures", 20, "consecutive failed attempts (connection, timeout, 5xx) to one host that open its circuit breaker; 0 disables breakers")
 	fs.DurationVar(&c.BreakerCooldown, "breaker-cooldown", 30*time.Second, "how long an open circuit breaker fails attempts fast before letting a probe through")
 	fs.IntVar(&c.MetricsMaxTenants, "metrics-max-tenants", metrics.DefaultMaxTenants, "tenants labelled by name on sundial_worker_firings_total and sundial_worker_fire_lateness_seconds; firings of any further tenant are labelled tenant=\"other\" (bounds the series count)")
+	fs.StringVar(&c.MetricsJobIDs, "metrics-job-ids", "", "comma-separated job ids (UUIDs) to watch: their firings are also counted on sundial_worker_job_firings_total and sundial_worker_job_lateness_seconds, labelled by job_id (about 36 series per job); other jobs add none")
 	fs.StringVar(&c.SecretsDir, "secrets-dir", "", "directory with one file per secret for {{secret:NAME}} header references (SUNDIAL_SECRET_<NAME> variables are read too)")
 	c.RedisSecurity.Register(fs)
 	c.KafkaSecurity.Register(fs)
@@ -184,6 +191,9 @@ func (c *Config) Validate(p *config.Problems) {
 	if c.MetricsMaxTenants < 0 {
 		p.Addf("metrics-max-tenants", "must not be negative")
 	}
+	if _, err := c.WatchedJobs(); err != nil {
+		p.Addf("metrics-job-ids", "%v", err)
+	}
 	if c.MaxDeliveries < 0 {
 		p.Addf("max-deliveries", "must not be negative")
 	}
@@ -229,6 +239,23 @@ func (c *Config) Secret() ([]byte, error) {
 		return nil, fmt.Errorf("signing-secret-file: %s is empty", c.SigningSecretFile)
 	}
 	return []byte(s), nil
+}
+
+// WatchedJobs returns the job ids of --metrics-job-ids in the canonical
+// form firings carry (lower case, hyphenated), without duplicates, so a
+// watched job's label matches whichever way the operator wrote its id.
+func (c *Config) WatchedJobs() ([]string, error) {
+	var out []string
+	for _, id := range splitList(c.MetricsJobIDs) {
+		u, err := uuid.Parse(id)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a job id (a UUID)", id)
+		}
+		if s := u.String(); !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
 }
 
 func splitList(s string) []string {

@@ -72,6 +72,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{[]string{"--host-rate", "5", "--host-burst", "0"}, "host-burst"},
 		{[]string{"--breaker-failures", "-1"}, "breaker-failures"},
 		{[]string{"--secrets-dir", "/nonexistent/secrets"}, "secrets-dir"},
+		{[]string{"--metrics-job-ids", "0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6b,nightly-report"}, "metrics-job-ids"},
 		// The components' TLS and credentials (pkg/connsec) are validated
 		// with the rest.
 		{[]string{"--redis-username", "app"}, "redis-password"},
@@ -82,6 +83,29 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		if _, err := load(t, args, nil); err == nil || !strings.Contains(err.Error(), tc.flag+":") {
 			t.Errorf("%v: error %v, want one naming %s", tc.args, err, tc.flag)
 		}
+	}
+}
+
+// The watched jobs are none by default; given, they come back in the form
+// firings carry job ids, once each, however the operator wrote them.
+func TestWatchedJobs(t *testing.T) {
+	c, err := load(t, []string{"--signing-secret", "s"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := c.WatchedJobs(); err != nil || len(ids) != 0 {
+		t.Fatalf("default watched jobs %v, %v", ids, err)
+	}
+	c, err = load(t, nil, map[string]string{
+		"SUNDIAL_SIGNING_SECRET":  "s",
+		"SUNDIAL_METRICS_JOB_IDS": " 0192A3B4-C5D6-7E8F-9A0B-1C2D3E4F5A6B, 0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6b,,{0192a3b4-c5d6-7e8f-9a0b-000000000000}",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := c.WatchedJobs()
+	if err != nil || strings.Join(ids, ",") != "0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6b,0192a3b4-c5d6-7e8f-9a0b-000000000000" {
+		t.Fatalf("watched jobs %v, %v", ids, err)
 	}
 }
 

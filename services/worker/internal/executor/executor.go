@@ -224,11 +224,15 @@ func (p *Pool) Start(context.Context) error {
 func (p *Pool) Stop() { p.runner.Stop() }
 
 // count counts an outcome of the item's firing (f, when decoded, names
-// its priority) and notes it on the firing's trace.
+// its priority, and its job when that is watched) and notes it on the
+// firing's trace.
 func (p *Pool) count(it *work.Item, f *sundialv1.Firing, outcome string) {
 	pr, tenant := it.Priority, it.Tenant
 	if f != nil {
 		pr, tenant = f.GetPriority(), f.GetTenant()
+		if j := p.m.Job(f.GetJobId()); j != nil {
+			j.Fired(outcome)
+		}
 	}
 	p.m.Firings.WithLabelValues(firing.PriorityName(pr), outcome, p.m.Tenant(tenant)).Inc()
 	if it.Trace != nil {
@@ -417,7 +421,11 @@ func (p *Pool) attempt(ctx context.Context, it *work.Item, f *sundialv1.Firing, 
 	if f.GetFireTime() == nil {
 		fireAt = f.GetScheduledTime().AsTime()
 	}
-	p.m.Lateness.WithLabelValues(pr, "target", p.m.Tenant(f.GetTenant())).Observe(max(0, started.Sub(fireAt).Seconds()))
+	late := max(0, started.Sub(fireAt).Seconds())
+	p.m.Lateness.WithLabelValues(pr, "target", p.m.Tenant(f.GetTenant())).Observe(late)
+	if j := p.m.Job(f.GetJobId()); j != nil {
+		j.Lateness.Observe(late)
+	}
 
 	running := p.attemptRecord(f, sundialv1.ExecutionStatus_EXECUTION_STATUS_RUNNING, fence)
 	running.StartedTime = timestamppb.New(started)

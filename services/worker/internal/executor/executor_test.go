@@ -177,9 +177,15 @@ type rig struct {
 
 func newRig(t *testing.T, executors int, fire func(ctx context.Context, req target.Request) target.Result) *rig {
 	t.Helper()
+	return newWatchingRig(t, executors, fire)
+}
+
+// newWatchingRig is newRig with per-job series for the watched jobs.
+func newWatchingRig(t *testing.T, executors int, fire func(ctx context.Context, req target.Request) target.Result, watched ...string) *rig {
+	t.Helper()
 	r := &rig{q: readyq.New(), own: newOwner(), leaser: &fakeLeaser{acquire: map[string]lease.Result{}, err: map[string]error{}}, rec: &memRecorder{}}
 	r.held = &heldList{events: r.own.events}
-	r.m = metrics.New(prometheus.NewRegistry(), metrics.DefaultMaxTenants)
+	r.m = metrics.New(prometheus.NewRegistry(), metrics.DefaultMaxTenants, watched...)
 	clk := clock.NewFake(t0.Add(3 * time.Millisecond))
 	r.pool = New(Config{Executors: executors, WorkerID: "w1", LeaseTTL: time.Minute}, r.q, r.held, r.leaser, fakeTarget{fire}, r.rec, clk, r.m, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	return r
@@ -195,8 +201,13 @@ func (r *rig) start(t *testing.T) {
 
 func (r *rig) push(t *testing.T, exec string, p sundialv1.Priority) {
 	t.Helper()
+	r.pushJob(t, exec, "job", p)
+}
+
+func (r *rig) pushJob(t *testing.T, exec, job string, p sundialv1.Priority) {
+	t.Helper()
 	b, err := firing.Encode(&sundialv1.Firing{
-		ExecutionId: exec, JobId: "job", Tenant: "acme", Attempt: 1, JobVersion: 4, Priority: p,
+		ExecutionId: exec, JobId: job, Tenant: "acme", Attempt: 1, JobVersion: 4, Priority: p,
 		ScheduledTime: timestamppb.New(t0), FireTime: timestamppb.New(t0), CatchUp: true,
 		Target: &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: "http://x"}}},
 	})
@@ -398,4 +409,74 @@ func TestPriorityOrderThroughThePool(t *testing.T) {
 			t.Fatalf("order %v, want %v", order, want)
 		}
 	}
+}
+
+// A watched job's firings and lateness get series labelled by its id,
+// every outcome at zero from the start; an unwatched job's get none.
+func TestPerJobSeriesForWatchedJobsOnly(t *testing.T) {
+	const watched, unwatched = "0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6b", "0192a3b4-c5d6-7e8f-9a0b-000000000000"
+	r := newWatchingRig(t, 1, ok, watched)
+	if n, got := testutil.CollectAndCount(r.m.JobFirings), jobSeries(t, r.m.JobFirings); n != len(metrics.Outcomes) || len(got) != 1 || got[watched] != 0 {
+		t.Fatalf("before any firing: %d series %v, want the %d outcomes of %s at zero", n, got, len(metrics.Outcomes), watched)
+	}
+	if n := testutil.CollectAndCount(r.m.JobLateness); n != 1 {
+		t.Fatalf("before any firing: %d lateness series, want the watched job's", n)
+	}
+	r.leaser.acquire["dup"] = lease.Result{Outcome: lease.AlreadyDone}
+	r.start(t)
+	for _, f := range []struct{ exec, job string }{{"e1", watched}, {"dup", watched}, {"e2", unwatched}} {
+		r.pushJob(t, f.exec, f.job, sundialv1.Priority_PRIORITY_HIGH)
+		if ev := <-r.own.events; ev != "finish "+f.exec {
+			t.Fatalf("event %q", ev)
+		}
+	}
+	firings := jobSeries(t, r.m.JobFirings)
+	if n := testutil.CollectAndCount(r.m.JobFirings); n != len(metrics.Outcomes) || len(firings) != 1 || firings[watched] != 2 {
+		t.Fatalf("%d job firing series %v: want only %s's, 2 firings", n, firings, watched)
+	}
+	for outcome, want := range map[string]float64{"succeeded": 1, "duplicate": 1, "dead": 0} {
+		if got := testutil.ToFloat64(r.m.JobFirings.WithLabelValues(watched, outcome)); got != want {
+			t.Errorf("%s firings of the watched job = %v, want %v", outcome, got, want)
+		}
+	}
+	// Lateness at the target: the attempt only (a duplicate never starts),
+	// 3 ms after its fire instant.
+	lateness := jobSeries(t, r.m.JobLateness)
+	if len(lateness) != 1 || lateness[watched] != 1 {
+		t.Fatalf("job lateness series %v: want one observation, of %s", lateness, watched)
+	}
+	// The platform-wide series still count every job.
+	if n := testutil.ToFloat64(r.m.Firings.WithLabelValues("high", "succeeded", "acme")); n != 2 {
+		t.Fatalf("succeeded firings across jobs = %v", n)
+	}
+}
+
+// jobSeries gathers c and sums its samples (counter values, histogram
+// observation counts) by job_id; a series at zero still appears.
+func jobSeries(t *testing.T, c prometheus.Collector) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var job string
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "job_id" {
+					job = l.GetValue()
+				}
+			}
+			switch {
+			case m.GetHistogram() != nil:
+				out[job] += float64(m.GetHistogram().GetSampleCount())
+			default:
+				out[job] += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return out
 }

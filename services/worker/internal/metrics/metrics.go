@@ -85,7 +85,17 @@ type Metrics struct {
 	// failed, refused, dropped).
 	Notifications *prometheus.CounterVec
 
+	// JobFirings and JobLateness are the per-job view: firings by outcome
+	// and lateness at the target, labelled by job_id, for the watched jobs
+	// only (--metrics-job-ids). Use Job, not these vectors, on the hot
+	// path.
+	JobFirings  *prometheus.CounterVec
+	JobLateness *prometheus.HistogramVec
+
 	tenants tenantLabels
+	// jobs holds the watched jobs' series by job id. Written in New only,
+	// so every firing reads it without a lock.
+	jobs map[string]*JobSeries
 }
 
 // DefaultMaxTenants is how many tenants get a label value of their own
@@ -101,10 +111,19 @@ const (
 	TenantUnknown = "unknown"
 )
 
+// Outcomes are the outcome label values of the firing metrics. A watched
+// job's firing series are created at zero for each of them.
+var Outcomes = []string{
+	"succeeded", "retry_scheduled", "dead", "failed", "fenced", "duplicate", "stale",
+	"lease_conflict", "lease_error", "poison", "overlap_skipped", "overlap_waiting", "rate_limited",
+}
+
 // New creates the collectors and registers them with reg. maxTenants
 // bounds the tenant label: the first maxTenants tenants this worker sees
 // are labelled by name, any later one as "other" (0: all are "other").
-func New(reg prometheus.Registerer, maxTenants int) *Metrics {
+// watchedJobs are the job ids (canonical UUIDs, as firings carry them)
+// that get per-job series; every other job adds none.
+func New(reg prometheus.Registerer, maxTenants int, watchedJobs ...string) *Metrics {
 	m := &Metrics{
 		Lateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "sundial_worker_fire_lateness_seconds", Help: "Lateness of firings against their fire instant (database clock), by stage and tenant.",
@@ -182,15 +201,69 @@ func New(reg prometheus.Registerer, maxTenants int) *Metrics {
 		Notifications: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sundial_worker_notifications_total", Help: "Completion notifications, by result.",
 		}, []string{"result"}),
+		JobFirings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sundial_worker_job_firings_total", Help: "Firings of the watched jobs (--metrics-job-ids) handled, by job and outcome.",
+		}, []string{"job_id", "outcome"}),
+		JobLateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "sundial_worker_job_lateness_seconds", Help: "Lateness at the target of the watched jobs' attempts (--metrics-job-ids), by job.",
+			Buckets: LatenessBuckets,
+		}, []string{"job_id"}),
 	}
 	reg.MustRegister(m.Lateness, m.Firings, m.LeaseConflicts, m.ReadyDepth, m.Executing, m.Lag, m.Uncommitted,
 		m.Assigned, m.Commits, m.ClockOffset, m.ClockRTT, m.LedgerWrites,
 		m.RetriesScheduled, m.DeadLetters, m.PoisonRecords, m.SettleErrors, m.JobCompletions, m.OverlapSkips, m.OverlapWaits,
-		m.RateLimited, m.Breakers, m.BreakerTransitions, m.BreakerRejections, m.RefusedAddresses, m.Notifications)
+		m.RateLimited, m.Breakers, m.BreakerTransitions, m.BreakerRejections, m.RefusedAddresses, m.Notifications,
+		m.JobFirings, m.JobLateness)
 	m.tenants.max = max(maxTenants, 0)
 	empty := map[string]struct{}{}
 	m.tenants.seen.Store(&empty)
+	m.jobs = make(map[string]*JobSeries, len(watchedJobs))
+	for _, id := range watchedJobs {
+		if _, ok := m.jobs[id]; ok || id == "" {
+			continue
+		}
+		// Every series of a watched job exists from the start, at zero,
+		// so its dashboard shows 0 rather than "no data" before it fires
+		// (or while it never fails).
+		j := &JobSeries{id: id, vec: m.JobFirings, Lateness: m.JobLateness.WithLabelValues(id),
+			firings: make(map[string]prometheus.Counter, len(Outcomes))}
+		for _, o := range Outcomes {
+			j.firings[o] = m.JobFirings.WithLabelValues(id, o)
+		}
+		m.jobs[id] = j
+	}
 	return m
+}
+
+// Job returns the series of job id if it is watched, else nil. It runs for
+// every firing: one lookup in a map that does not change, no allocation.
+func (m *Metrics) Job(id string) *JobSeries {
+	if len(m.jobs) == 0 {
+		return nil
+	}
+	return m.jobs[id]
+}
+
+// JobSeries are one watched job's series, bound to its job_id once so a
+// firing of it costs a map lookup, not a label hash.
+type JobSeries struct {
+	// Lateness observes the attempt's start minus its fire instant (the
+	// target stage of sundial_worker_fire_lateness_seconds).
+	Lateness prometheus.Observer
+
+	id      string
+	vec     *prometheus.CounterVec
+	firings map[string]prometheus.Counter
+}
+
+// Fired counts one firing of the job with outcome.
+func (j *JobSeries) Fired(outcome string) {
+	if c, ok := j.firings[outcome]; ok {
+		c.Inc()
+		return
+	}
+	// An outcome missing from Outcomes: still counted, only slower.
+	j.vec.WithLabelValues(j.id, outcome).Inc()
 }
 
 // Tenant is the tenant label value for tenant: its name while fewer than

@@ -69,3 +69,70 @@ func BenchmarkTenantSeen(b *testing.B) {
 		m.Tenant("acme")
 	}
 }
+
+// Only the watched jobs have per-job series, created at zero by New (every
+// outcome and the lateness histogram), so a dashboard shows 0 for a
+// watched job that has not fired rather than no data.
+func TestJobSeriesOnlyForWatchedJobs(t *testing.T) {
+	const a, b = "0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6b", "0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6c"
+	m := New(prometheus.NewRegistry(), DefaultMaxTenants, a, b, a, "")
+	if n := testutil.CollectAndCount(m.JobFirings); n != 2*len(Outcomes) {
+		t.Fatalf("%d job firing series at start, want %d (every outcome of both jobs)", n, 2*len(Outcomes))
+	}
+	if n := testutil.CollectAndCount(m.JobLateness); n != 2 {
+		t.Fatalf("%d job lateness series at start, want 2", n)
+	}
+	if m.Job("some-other-job") != nil || m.Job("") != nil {
+		t.Fatal("an unwatched job has series")
+	}
+	m.Job(a).Fired("succeeded")
+	m.Job(a).Fired("an_outcome_not_listed")
+	m.Job(a).Lateness.Observe(0.002)
+	if v := testutil.ToFloat64(m.JobFirings.WithLabelValues(a, "succeeded")); v != 1 {
+		t.Fatalf("succeeded firings of a = %v", v)
+	}
+	if v := testutil.ToFloat64(m.JobFirings.WithLabelValues(a, "an_outcome_not_listed")); v != 1 {
+		t.Fatalf("an unlisted outcome was not counted: %v", v)
+	}
+	if v := testutil.ToFloat64(m.JobFirings.WithLabelValues(b, "succeeded")); v != 0 {
+		t.Fatalf("succeeded firings of b = %v", v)
+	}
+
+	none := New(prometheus.NewRegistry(), DefaultMaxTenants)
+	if none.Job(a) != nil || testutil.CollectAndCount(none.JobFirings) != 0 || testutil.CollectAndCount(none.JobLateness) != 0 {
+		t.Fatal("without watched jobs there are per-job series")
+	}
+}
+
+// The per-job view costs every firing a map lookup and nothing else: no
+// allocation for an unwatched job, nor for counting a watched one.
+func TestJobLookupDoesNotAllocate(t *testing.T) {
+	const watched = "0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6b"
+	m := New(prometheus.NewRegistry(), DefaultMaxTenants, watched)
+	other := "0192a3b4-c5d6-7e8f-9a0b-000000000000"
+	if n := testing.AllocsPerRun(100, func() {
+		if j := m.Job(other); j != nil {
+			j.Fired("succeeded")
+		}
+	}); n != 0 {
+		t.Fatalf("an unwatched job's firing allocates %v times", n)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		j := m.Job(watched)
+		j.Fired("succeeded")
+		j.Lateness.Observe(0.003)
+	}); n != 0 {
+		t.Fatalf("a watched job's firing allocates %v times", n)
+	}
+}
+
+func BenchmarkJobUnwatched(b *testing.B) {
+	m := New(prometheus.NewRegistry(), DefaultMaxTenants, "0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6b")
+	id := "0192a3b4-c5d6-7e8f-9a0b-000000000000"
+	b.ReportAllocs()
+	for b.Loop() {
+		if j := m.Job(id); j != nil {
+			j.Fired("succeeded")
+		}
+	}
+}
