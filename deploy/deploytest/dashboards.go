@@ -57,7 +57,7 @@ const rate = "$__rate_interval"
 // Dashboards returns the dashboards' JSON by file name.
 func Dashboards() map[string][]byte {
 	out := map[string][]byte{}
-	for _, d := range []dashboard{overview(), servicesDashboard(), tenantsDashboard()} {
+	for _, d := range []dashboard{overview(), servicesDashboard(), tenantsDashboard(), jobDashboard()} {
 		b, err := json.MarshalIndent(d.model(), "", "  ")
 		if err != nil {
 			panic(err)
@@ -177,7 +177,7 @@ func servicesDashboard() dashboard {
 		UID:   "sundial-services",
 		Title: "Sundial / Services",
 		Description: "Per-process detail of the four services: api requests, prefetcher passes, relay claims, " +
-			"worker partitions and commits. Per-tenant views: Sundial / Tenants.",
+			"worker partitions and commits. Per-tenant views: Sundial / Tenants; watched jobs: Sundial / Job.",
 		Tags: []string{"sundial"},
 		Vars: []variable{
 			{Name: "instance", Label: "Instance", Query: "label_values(process_start_time_seconds, instance)", Multi: true},
@@ -278,7 +278,8 @@ func servicesDashboard() dashboard {
 // tenantsDashboard is the per-tenant view, from the worker's tenant label
 // (bounded by --metrics-max-tenants; tenants past the cap are "other").
 // Per-job history is the ledger's (schedctl history), not Prometheus's:
-// one series per job would be unbounded.
+// one series per job would be unbounded; only the jobs the workers watch
+// have series of their own (jobDashboard).
 func tenantsDashboard() dashboard {
 	const attempted = `outcome=~"succeeded|failed|retry_scheduled|dead"`
 	const failed = `outcome=~"failed|retry_scheduled|dead"`
@@ -323,6 +324,46 @@ func tenantsDashboard() dashboard {
 				{Title: "Held back or dropped/s", Unit: "ops", Stack: true,
 					Description: "Firings of the selected tenants that did not reach the target this time: rate_limited and overlap_waiting wait and try again; overlap_skipped, stale, duplicate and fenced were dropped on purpose.",
 					Targets:     []target{{fmt.Sprintf(`sum by (outcome) (rate(sundial_worker_firings_total{outcome=~"rate_limited|overlap_waiting|overlap_skipped|stale|duplicate|fenced|lease_conflict", tenant=~"$tenant", priority=~"$priority"}[%s]))`, rate), "{{outcome}}"}}},
+			}},
+		},
+	}
+}
+
+// jobDashboard is the per-job view of the watched jobs: the workers'
+// --metrics-job-ids, which alone get the job_id label, so the variable
+// lists only them. Jobs nobody watches have their history in the ledger.
+func jobDashboard() dashboard {
+	const attempted = `outcome=~"succeeded|failed|retry_scheduled|dead"`
+	const failed = `outcome=~"failed|retry_scheduled|dead"`
+	return dashboard{
+		UID:   "sundial-job",
+		Title: "Sundial / Job",
+		Description: "Firings, failures and lateness of one job. Only the jobs the workers watch (--metrics-job-ids) appear; " +
+			"any job's executions are in its history (schedctl history). Runbooks: docs/operations.md.",
+		Tags: []string{"sundial"},
+		Vars: []variable{
+			{Name: "job_id", Label: "Job", Query: "label_values(sundial_worker_job_firings_total, job_id)"},
+		},
+		Rows: []row{
+			{Title: "Firing", Panels: []panel{
+				{Title: "Firings/s by outcome", Unit: "ops", Stack: true,
+					Description: "Every firing of the job a worker finished handling, by outcome (see Sundial / Overview for what each means). A job's firings/s is about its schedule's rate; retries and redeliveries add to it.",
+					Targets:     []target{{fmt.Sprintf(`sum by (outcome) (rate(sundial_worker_job_firings_total{job_id=~"$job_id"}[%s]))`, rate), "{{outcome}}"}}},
+				{Title: "Failed attempts", Unit: "percentunit",
+					Description: "Share of the job's attempts that failed (retried, dead or not retried). Which attempts failed and why: schedctl history.",
+					Targets: []target{{fmt.Sprintf(`sum by (job_id) (rate(sundial_worker_job_firings_total{%s, job_id=~"$job_id"}[%s])) / sum by (job_id) (rate(sundial_worker_job_firings_total{%s, job_id=~"$job_id"}[%s]))`,
+						failed, rate, attempted, rate), "{{job_id}}"}}},
+			}},
+			{Title: "Lateness", Panels: []panel{
+				{Title: "Lateness at the target", Kind: "heatmap", Unit: "s",
+					Description: "Attempt start (after the lease) minus fire instant, by the database clock, for the job's attempts.",
+					Targets:     []target{{fmt.Sprintf(`sum by (le) (increase(sundial_worker_job_lateness_seconds_bucket{job_id=~"$job_id"}[%s]))`, rate), "{{le}}"}}},
+				{Title: "Lateness p50 / p99", Unit: "s",
+					Description: "Quantiles of the same histogram. A job firing once a minute gives few samples per interval: read p99 over a longer range.",
+					Targets: []target{
+						{fmt.Sprintf(`histogram_quantile(0.5, sum by (le) (rate(sundial_worker_job_lateness_seconds_bucket{job_id=~"$job_id"}[%s])))`, rate), "p50"},
+						{fmt.Sprintf(`histogram_quantile(0.99, sum by (le) (rate(sundial_worker_job_lateness_seconds_bucket{job_id=~"$job_id"}[%s])))`, rate), "p99"},
+					}},
 			}},
 		},
 	}

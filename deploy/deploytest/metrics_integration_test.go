@@ -66,6 +66,10 @@ func TestQueriedMetricsAreExported(t *testing.T) {
 			args = []string{"--grpc-addr", grpcAddr, "--tokens", "deploytest-token=deploytest"}
 		case "relay":
 			args = []string{"--topic-partitions", "2"}
+		case "worker":
+			// The per-job series exist only for watched jobs, created at
+			// zero on start, so any id makes the worker export them.
+			args = []string{"--metrics-job-ids", watchedJob}
 		}
 		admins[s] = startService(t, bins[s], s, env, args...)
 	}
@@ -108,6 +112,9 @@ func TestQueriedMetricsAreExported(t *testing.T) {
 	}
 	t.Logf("all %d queried metrics are exported; the sink got %d requests", len(queried), hits.Load())
 }
+
+// watchedJob is the job id the test's worker watches (--metrics-job-ids).
+const watchedJob = "0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6b"
 
 // isExported: a series name is exported as itself (counter, gauge) or as
 // part of a histogram family (_bucket, _sum, _count).

@@ -13,6 +13,9 @@
   "cassandra-hosts" $v.cassandra.hosts
   "cassandra-keyspace" $v.cassandra.keyspace
 -}}
+{{- with $v.worker.metricsJobIds -}}
+{{- $_ := set $s "metrics-job-ids" (join "," .) -}}
+{{- end -}}
 {{- if not $v.postgres.dsnSecret.name -}}
 {{- $_ := set $s "postgres-dsn" (include "sundial.postgresDSN" .) -}}
 {{- end -}}
