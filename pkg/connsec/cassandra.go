@@ -26,12 +26,7 @@ func (c *Cassandra) Register(fs *flag.FlagSet) {
 
 // Validate records problems, each naming its flag.
 func (c *Cassandra) Validate(p *config.Problems) {
-	switch {
-	case c.Username != "" && c.Password.IsZero():
-		p.Addf("cassandra-password", "required with --cassandra-username (or --cassandra-password-file)")
-	case c.Username == "" && !c.Password.IsZero():
-		p.Addf("cassandra-username", "required with a Cassandra password")
-	}
+	validateUser(p, "cassandra", "Cassandra", c.Username, c.Password, false)
 	c.Password.validate(p, "cassandra-password")
 	c.TLS.validate(p, "cassandra")
 }

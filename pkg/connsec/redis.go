@@ -27,9 +27,8 @@ func (r *Redis) Register(fs *flag.FlagSet) {
 
 // Validate records problems, each naming its flag.
 func (r *Redis) Validate(p *config.Problems) {
-	if r.Username != "" && r.Password.IsZero() {
-		p.Addf("redis-password", "required with --redis-username (or --redis-password-file)")
-	}
+	// A password alone is Redis's default user (AUTH password).
+	validateUser(p, "redis", "Redis", r.Username, r.Password, true)
 	r.Password.validate(p, "redis-password")
 	r.TLS.validate(p, "redis")
 }

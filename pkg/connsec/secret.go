@@ -81,6 +81,19 @@ func (p Password) validate(pr *config.Problems, name string) {
 	}
 }
 
+// validateUser records a username given without a password and, unless
+// the component accepts a password alone, a password without a username;
+// prefix starts both flags' names (--<prefix>-username, --<prefix>-password)
+// and what names the component in the message.
+func validateUser(p *config.Problems, prefix, what, username string, pw Password, passwordAlone bool) {
+	switch {
+	case username != "" && pw.IsZero():
+		p.Addf(prefix+"-password", "required with --%s-username (or --%s-password-file)", prefix, prefix)
+	case username == "" && !pw.IsZero() && !passwordAlone:
+		p.Addf(prefix+"-username", "required with a %s password", what)
+	}
+}
+
 // errEmptyPassword is returned for a password file that holds nothing.
 var errEmptyPassword = errors.New("is empty")
 

@@ -31,12 +31,8 @@ func (z *ZooKeeper) Register(fs *flag.FlagSet) {
 
 // Validate records problems, each naming its flag.
 func (z *ZooKeeper) Validate(p *config.Problems) {
-	switch {
-	case z.Username != "" && z.Password.IsZero():
-		p.Addf("zk-password", "required with --zk-username (or --zk-password-file)")
-	case z.Username == "" && !z.Password.IsZero():
-		p.Addf("zk-username", "required with a ZooKeeper password")
-	case strings.Contains(z.Username, ":"):
+	validateUser(p, "zk", "ZooKeeper", z.Username, z.Password, false)
+	if strings.Contains(z.Username, ":") {
 		// digest splits "user:password" at the first colon.
 		p.Addf("zk-username", "must not contain ':'")
 	}
