@@ -247,67 +247,84 @@ func (s *Store) Keys(jobID, executionID string) Keys {
 	}
 }
 
-// acquireScript: KEYS lease, done, ver, fence, run, buf, dlv; ARGV holder,
-// ttl ms, version, attempt, execution id, overlap (0 allow, 1 skip, 2
-// buffer one), continuing (1: a retry of a started execution), max
-// deliveries (0: no limit), marker ttl ms. Replies {code, fence, extra,
-// running}: code 0 acquired (extra = deliveries), 1 done, 2 stale (extra =
-// current version), 3 held (extra = PTTL ms), 4 overlapping (running = the
-// running execution), 5 waiting (extra = the running marker's PTTL ms), 6
-// poison (extra = deliveries; the lease is taken).
+// acquireScript decides a batch of executions in one round trip. For entry
+// i (from 0), KEYS[7i+1..7i+7] are lease, done, ver, fence, run, buf, dlv
+// and ARGV[2+7i+1..2+7i+7] are holder, ttl ms, version, attempt, execution
+// id, overlap (0 allow, 1 skip, 2 buffer one), continuing (1: a retry of a
+// started execution); ARGV[1] is max deliveries (0: no limit) and ARGV[2]
+// the marker ttl ms. The reply has four values per entry, {code, fence,
+// extra, running}: code 0 acquired (extra = deliveries), 1 done, 2 stale
+// (extra = current version), 3 held (extra = PTTL ms), 4 overlapping
+// (running = the running execution), 5 waiting (extra = the running
+// marker's PTTL ms), 6 poison (extra = deliveries; the lease is taken).
+//
+// Entries are decided in order, so two entries of one job see each other's
+// effects (the second gets the larger fence, or is Overlapping behind the
+// first) exactly as two calls one after the other would.
 //
 // Numbers stay below 2^53 (microseconds since 1970 are about 2^51), so Lua's
 // doubles hold them exactly; string.format('%d') writes them without an
 // exponent.
 var acquireScript = redis.NewScript(`
-local d = redis.call('GET', KEYS[2])
-if d then
-  if d == 'done' then return {1, 0, 0, ''} end
-  local fin = tonumber(d)
-  if fin and fin >= tonumber(ARGV[4]) then return {1, 0, 0, ''} end
-end
-local v = tonumber(ARGV[3])
-local cur = tonumber(redis.call('GET', KEYS[3]) or '0')
-if v < cur then return {2, 0, cur, ''} end
-if v > cur then redis.call('SET', KEYS[3], ARGV[3]) end
-local h = redis.call('GET', KEYS[1])
-if h and h ~= ARGV[1] then return {3, 0, redis.call('PTTL', KEYS[1]), ''} end
-local mode = tonumber(ARGV[6])
-if mode > 0 then
-  local r = redis.call('GET', KEYS[5])
-  if r and r ~= ARGV[5] then
-    local left = redis.call('PTTL', KEYS[5])
-    if left < 0 then left = 0 end
-    if ARGV[7] == '1' then return {5, 0, left, r} end
-    if mode == 2 then
-      local b = redis.call('GET', KEYS[6])
-      if (not b) or b == ARGV[5] then
-        redis.call('SET', KEYS[6], ARGV[5], 'PX', left + tonumber(ARGV[2]))
-        return {5, 0, left, r}
-      end
-    end
-    redis.call('SET', KEYS[2], 'done', 'PX', ARGV[9])
-    return {4, 0, 0, r}
-  end
-end
-local n = 0
-if not h then
-  n = redis.call('HINCRBY', KEYS[7], ARGV[4], 1)
-  redis.call('PEXPIRE', KEYS[7], ARGV[9])
-end
+local maxd = tonumber(ARGV[1])
+local marker = ARGV[2]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local f = tonumber(redis.call('GET', KEYS[4]) or '0') + 1
-if now > f then f = now end
-redis.call('SET', KEYS[4], string.format('%d', f))
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-if mode > 0 then
-  redis.call('SET', KEYS[5], ARGV[5], 'PX', ARGV[2])
-  if redis.call('GET', KEYS[6]) == ARGV[5] then redis.call('DEL', KEYS[6]) end
+local out = {}
+local function decide(K, A)
+  local d = redis.call('GET', K[2])
+  if d then
+    if d == 'done' then return {1, 0, 0, ''} end
+    local fin = tonumber(d)
+    if fin and fin >= tonumber(A[4]) then return {1, 0, 0, ''} end
+  end
+  local v = tonumber(A[3])
+  local cur = tonumber(redis.call('GET', K[3]) or '0')
+  if v < cur then return {2, 0, cur, ''} end
+  if v > cur then redis.call('SET', K[3], A[3]) end
+  local h = redis.call('GET', K[1])
+  if h and h ~= A[1] then return {3, 0, redis.call('PTTL', K[1]), ''} end
+  local mode = tonumber(A[6])
+  if mode > 0 then
+    local r = redis.call('GET', K[5])
+    if r and r ~= A[5] then
+      local left = redis.call('PTTL', K[5])
+      if left < 0 then left = 0 end
+      if A[7] == '1' then return {5, 0, left, r} end
+      if mode == 2 then
+        local b = redis.call('GET', K[6])
+        if (not b) or b == A[5] then
+          redis.call('SET', K[6], A[5], 'PX', left + tonumber(A[2]))
+          return {5, 0, left, r}
+        end
+      end
+      redis.call('SET', K[2], 'done', 'PX', marker)
+      return {4, 0, 0, r}
+    end
+  end
+  local n = 0
+  if not h then
+    n = redis.call('HINCRBY', K[7], A[4], 1)
+    redis.call('PEXPIRE', K[7], marker)
+  end
+  local f = tonumber(redis.call('GET', K[4]) or '0') + 1
+  if now > f then f = now end
+  redis.call('SET', K[4], string.format('%d', f))
+  redis.call('SET', K[1], A[1], 'PX', A[2])
+  if mode > 0 then
+    redis.call('SET', K[5], A[5], 'PX', A[2])
+    if redis.call('GET', K[6]) == A[5] then redis.call('DEL', K[6]) end
+  end
+  if maxd > 0 and n > maxd then return {6, f, n, ''} end
+  return {0, f, n, ''}
 end
-local maxd = tonumber(ARGV[8])
-if maxd > 0 and n > maxd then return {6, f, n, ''} end
-return {0, f, n, ''}
+for i = 0, #KEYS / 7 - 1 do
+  local K = {KEYS[7*i+1], KEYS[7*i+2], KEYS[7*i+3], KEYS[7*i+4], KEYS[7*i+5], KEYS[7*i+6], KEYS[7*i+7]}
+  local A = {ARGV[2+7*i+1], ARGV[2+7*i+2], ARGV[2+7*i+3], ARGV[2+7*i+4], ARGV[2+7*i+5], ARGV[2+7*i+6], ARGV[2+7*i+7]}
+  local r = decide(K, A)
+  for j = 1, 4 do out[#out + 1] = r[j] end
+end
+return out
 `)
 
 // Acquire decides whether holder may fire ex now; see the package comment.
@@ -316,23 +333,67 @@ return {0, f, n, ''}
 // ttl bounds how long a crashed holder blocks the execution (and, under an
 // overlap policy, the job).
 func (s *Store) Acquire(ctx context.Context, ex Execution, holder string, ttl time.Duration) (Result, error) {
-	if err := check(ex, holder, ttl); err != nil {
+	res, err := s.AcquireMany(ctx, []Acquisition{{Execution: ex, Holder: holder, TTL: ttl}})
+	if err != nil {
 		return Result{}, err
 	}
-	k := s.Keys(ex.JobID, ex.ExecutionID)
-	continuing := "0"
-	if ex.continuing() {
-		continuing = "1"
+	return res[0], nil
+}
+
+// Acquisition is one entry of AcquireMany: Acquire's three arguments.
+type Acquisition struct {
+	Execution Execution
+	Holder    string
+	TTL       time.Duration
+}
+
+// AcquireMany decides a batch of acquisitions in one Redis round trip, as
+// if Acquire were called for each in order (results in the same order). It
+// is how the worker takes the leases of the firings due in the next moment
+// ahead of their instant: one call for hundreds of firings instead of one
+// each. An invalid entry fails the whole call before anything is sent.
+//
+// Every key of one entry shares its job's hash tag, but a batch spans jobs:
+// on Redis Cluster, call it with the entries of one slot at a time.
+func (s *Store) AcquireMany(ctx context.Context, batch []Acquisition) ([]Result, error) {
+	if len(batch) == 0 {
+		return nil, nil
 	}
-	vals, err := acquireScript.Run(ctx, s.rdb, []string{k.Lease, k.Done, k.Version, k.Fence, k.Running, k.Buffered, k.Deliveries},
-		holder, ttl.Milliseconds(), ex.Version, ex.Attempt, ex.ExecutionID, int(ex.Overlap), continuing,
-		s.maxDeliveries, s.markerTTL.Milliseconds()).Slice()
+	keys := make([]string, 0, 7*len(batch))
+	args := make([]any, 0, 2+7*len(batch))
+	args = append(args, s.maxDeliveries, s.markerTTL.Milliseconds())
+	for _, a := range batch {
+		ex := a.Execution
+		if err := check(ex, a.Holder, a.TTL); err != nil {
+			return nil, err
+		}
+		k := s.Keys(ex.JobID, ex.ExecutionID)
+		continuing := "0"
+		if ex.continuing() {
+			continuing = "1"
+		}
+		keys = append(keys, k.Lease, k.Done, k.Version, k.Fence, k.Running, k.Buffered, k.Deliveries)
+		args = append(args, a.Holder, a.TTL.Milliseconds(), ex.Version, ex.Attempt, ex.ExecutionID, int(ex.Overlap), continuing)
+	}
+	vals, err := acquireScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {
-		return Result{}, fmt.Errorf("lease: acquire %s: %w", ex.ExecutionID, err)
+		return nil, fmt.Errorf("lease: acquire %s (%d in the batch): %w", batch[0].Execution.ExecutionID, len(batch), err)
 	}
-	if len(vals) != 4 {
-		return Result{}, fmt.Errorf("lease: acquire %s: unexpected reply %v", ex.ExecutionID, vals)
+	if len(vals) != 4*len(batch) {
+		return nil, fmt.Errorf("lease: acquire %d executions: unexpected reply of %d values", len(batch), len(vals))
 	}
+	out := make([]Result, len(batch))
+	for i := range batch {
+		r, err := acquireResult(vals[4*i : 4*i+4])
+		if err != nil {
+			return nil, fmt.Errorf("lease: acquire %s: %w", batch[i].Execution.ExecutionID, err)
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+func acquireResult(vals []any) (Result, error) {
 	code, _ := vals[0].(int64)
 	fence, _ := vals[1].(int64)
 	extra, _ := vals[2].(int64)
@@ -353,7 +414,7 @@ func (s *Store) Acquire(ctx context.Context, ex Execution, holder string, ttl ti
 	case 6:
 		return Result{Outcome: Poison, Fence: fence, Deliveries: extra}, nil
 	default:
-		return Result{}, fmt.Errorf("lease: acquire %s: unknown code %d", ex.ExecutionID, code)
+		return Result{}, fmt.Errorf("unknown code %d", code)
 	}
 }
 
@@ -416,25 +477,30 @@ func (s *Store) Release(ctx context.Context, ex Execution, holder string) (bool,
 	return n == 1, nil
 }
 
-// finishScript: KEYS lease, done, run; ARGV holder, ttl ms, mark ("done"
-// or an attempt number), execution id, keep-running ms. Writes the done
-// marker (an attempt number only ever raises it, and never overwrites
-// "done"), then, if the job's running marker names the execution, keeps it
-// for keep-running ms (a retry is pending) or deletes it, then releases
-// holder's lease.
+// finishScript finishes a batch of attempts in one round trip. For entry i
+// (from 0), KEYS[3i+1..3i+3] are lease, done, run and ARGV[5i+1..5i+5] are
+// holder, ttl ms, mark ("done" or an attempt number), execution id,
+// keep-running ms. Each entry writes the done marker (an attempt number
+// only ever raises it, and never overwrites "done"), then, if the job's
+// running marker names the execution, keeps it for keep-running ms (a retry
+// is pending) or deletes it, then releases holder's lease.
 var finishScript = redis.NewScript(`
-if ARGV[3] == 'done' then
-  redis.call('SET', KEYS[2], 'done', 'PX', ARGV[2])
-else
-  local d = redis.call('GET', KEYS[2])
-  if d ~= 'done' and (not d or tonumber(d) == nil or tonumber(d) < tonumber(ARGV[3])) then
-    redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2])
+for i = 0, #KEYS / 3 - 1 do
+  local lease, done, run = KEYS[3*i+1], KEYS[3*i+2], KEYS[3*i+3]
+  local holder, ttl, mark, ex, keep = ARGV[5*i+1], ARGV[5*i+2], ARGV[5*i+3], ARGV[5*i+4], ARGV[5*i+5]
+  if mark == 'done' then
+    redis.call('SET', done, 'done', 'PX', ttl)
+  else
+    local d = redis.call('GET', done)
+    if d ~= 'done' and (not d or tonumber(d) == nil or tonumber(d) < tonumber(mark)) then
+      redis.call('SET', done, mark, 'PX', ttl)
+    end
   end
+  if redis.call('GET', run) == ex then
+    if tonumber(keep) > 0 then redis.call('PEXPIRE', run, keep) else redis.call('DEL', run) end
+  end
+  if holder ~= '' and redis.call('GET', lease) == holder then redis.call('DEL', lease) end
 end
-if redis.call('GET', KEYS[3]) == ARGV[4] then
-  if tonumber(ARGV[5]) > 0 then redis.call('PEXPIRE', KEYS[3], ARGV[5]) else redis.call('DEL', KEYS[3]) end
-end
-if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
 `)
 
@@ -443,7 +509,7 @@ return 1
 // redelivery or retry can arrive). It also clears the job's running marker
 // and releases holder's lease; pass an empty holder to only mark.
 func (s *Store) MarkDone(ctx context.Context, ex Execution, holder string, ttl time.Duration) error {
-	return s.finish(ctx, ex, holder, ttl, "done", 0)
+	return s.FinishMany(ctx, []Finish{{Execution: ex, Holder: holder, TTL: ttl, Mark: FinishDone}})
 }
 
 // MarkAttemptDone records that attempt ex.Attempt finished without success
@@ -452,10 +518,7 @@ func (s *Store) MarkDone(ctx context.Context, ex Execution, holder string, ttl t
 // re-drive) may still fire. It clears the job's running marker and releases
 // holder's lease.
 func (s *Store) MarkAttemptDone(ctx context.Context, ex Execution, holder string, ttl time.Duration) error {
-	if ex.Attempt < 1 {
-		return errors.New("lease: attempt must be at least 1")
-	}
-	return s.finish(ctx, ex, holder, ttl, strconv.Itoa(int(ex.Attempt)), 0)
+	return s.FinishMany(ctx, []Finish{{Execution: ex, Holder: holder, TTL: ttl, Mark: FinishAttempt}})
 }
 
 // MarkRetryPending is MarkAttemptDone for an attempt whose retry is staged:
@@ -463,23 +526,76 @@ func (s *Store) MarkAttemptDone(ctx context.Context, ex Execution, holder string
 // keepRunning (the backoff plus a margin), so under SKIP and BUFFER_ONE the
 // execution still counts as running until its retry takes the marker again.
 func (s *Store) MarkRetryPending(ctx context.Context, ex Execution, holder string, ttl, keepRunning time.Duration) error {
-	if ex.Attempt < 1 {
-		return errors.New("lease: attempt must be at least 1")
-	}
-	return s.finish(ctx, ex, holder, ttl, strconv.Itoa(int(ex.Attempt)), max(keepRunning, time.Millisecond))
+	return s.FinishMany(ctx, []Finish{{Execution: ex, Holder: holder, TTL: ttl, Mark: FinishRetryPending, KeepRunning: keepRunning}})
 }
 
-func (s *Store) finish(ctx context.Context, ex Execution, holder string, ttl time.Duration, mark string, keep time.Duration) error {
-	if ex.JobID == "" || ex.ExecutionID == "" {
-		return errors.New("lease: job and execution id are required")
+// FinishMark says which marker a Finish writes.
+type FinishMark int
+
+const (
+	// FinishDone is MarkDone's: the execution succeeded.
+	FinishDone FinishMark = iota
+	// FinishAttempt is MarkAttemptDone's: this attempt ended, nothing
+	// follows it.
+	FinishAttempt
+	// FinishRetryPending is MarkRetryPending's: this attempt ended and its
+	// retry is staged; the running marker is kept for KeepRunning.
+	FinishRetryPending
+)
+
+// Finish is one entry of FinishMany.
+type Finish struct {
+	Execution Execution
+	// Holder's lease is released; empty only marks.
+	Holder string
+	// TTL is the done marker's.
+	TTL  time.Duration
+	Mark FinishMark
+	// KeepRunning is how long the running marker is kept
+	// (FinishRetryPending only).
+	KeepRunning time.Duration
+}
+
+// FinishMany writes the markers of a batch of finished attempts and
+// releases their leases in one Redis round trip, as MarkDone,
+// MarkAttemptDone and MarkRetryPending would one by one. The worker settles
+// the attempts that ended in the same moment with one call. An invalid
+// entry fails the whole call before anything is sent. On Redis Cluster,
+// call it with the entries of one slot at a time.
+func (s *Store) FinishMany(ctx context.Context, batch []Finish) error {
+	if len(batch) == 0 {
+		return nil
 	}
-	if ttl <= 0 {
-		return errors.New("lease: done marker ttl must be positive")
+	keys := make([]string, 0, 3*len(batch))
+	args := make([]any, 0, 5*len(batch))
+	for _, f := range batch {
+		ex := f.Execution
+		if ex.JobID == "" || ex.ExecutionID == "" {
+			return errors.New("lease: job and execution id are required")
+		}
+		if f.TTL <= 0 {
+			return errors.New("lease: done marker ttl must be positive")
+		}
+		mark, keep := "done", time.Duration(0)
+		switch f.Mark {
+		case FinishDone:
+		case FinishAttempt, FinishRetryPending:
+			if ex.Attempt < 1 {
+				return errors.New("lease: attempt must be at least 1")
+			}
+			mark = strconv.Itoa(int(ex.Attempt))
+			if f.Mark == FinishRetryPending {
+				keep = max(f.KeepRunning, time.Millisecond)
+			}
+		default:
+			return fmt.Errorf("lease: unknown finish mark %d", f.Mark)
+		}
+		k := s.Keys(ex.JobID, ex.ExecutionID)
+		keys = append(keys, k.Lease, k.Done, k.Running)
+		args = append(args, f.Holder, f.TTL.Milliseconds(), mark, ex.ExecutionID, keep.Milliseconds())
 	}
-	k := s.Keys(ex.JobID, ex.ExecutionID)
-	if err := finishScript.Run(ctx, s.rdb, []string{k.Lease, k.Done, k.Running}, holder, ttl.Milliseconds(), mark,
-		ex.ExecutionID, keep.Milliseconds()).Err(); err != nil {
-		return fmt.Errorf("lease: mark %s %s: %w", ex.ExecutionID, mark, err)
+	if err := finishScript.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
+		return fmt.Errorf("lease: mark %s (%d in the batch): %w", batch[0].Execution.ExecutionID, len(batch), err)
 	}
 	return nil
 }
