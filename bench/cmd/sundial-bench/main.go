@@ -24,6 +24,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -81,6 +82,8 @@ func (f *flags) register(fs *flag.FlagSet) {
 	c := &f.cfg
 	fs.IntVar(&c.Steady.Rate, "rate", 1000, "steady: firings per second (one job firing every second per unit)")
 	fs.DurationVar(&c.Steady.Duration, "duration", 2*time.Minute, "steady: measured duration")
+	fs.IntVar(&c.Herd.Rate, "herd-rate", 1000, "herd: firings per second, all due at the whole second (steady's load with --jitter 0)")
+	fs.DurationVar(&c.Herd.Duration, "herd-duration", 2*time.Minute, "herd: measured duration")
 	fs.StringVar(&f.maxRates, "max-rates", "1000,1500,2000,3000,4000,6000,8000,10000,12000", "max: the ladder of rates (firings/s), each held for --max-step")
 	fs.DurationVar(&c.Max.Step, "max-step", time.Minute, "max: how long each rate is held")
 	fs.DurationVar(&c.Max.MaxP99, "max-p99", time.Second, "max: the lateness p99 a rate may reach and still count as held")
@@ -104,7 +107,14 @@ func (f *flags) applyQuick(set map[string]bool) {
 			apply()
 		}
 	}
+	// The herd is left out of the smoke run (it would only repeat steady's
+	// checks at one instant a second); --scenarios herd adds it.
+	def("scenarios", func() {
+		f.scenarios = strings.Join(slices.DeleteFunc(slices.Clone(bench.Scenarios), func(s string) bool { return s == "herd" }), ",")
+	})
 	def("settle", func() { f.settle = 2 * time.Second })
+	def("herd-rate", func() { c.Herd.Rate = 100 })
+	def("herd-duration", func() { c.Herd.Duration = 15 * time.Second })
 	def("rate", func() { c.Steady.Rate = 100 })
 	def("duration", func() { c.Steady.Duration = 15 * time.Second })
 	def("max-rates", func() { f.maxRates = "100,200" })
@@ -196,9 +206,9 @@ func (f *flags) finish() error {
 	}
 	c := f.cfg
 	switch {
-	case c.Steady.Rate < 1, c.Registered.Rate < 1, c.Failover.Rate < 1:
+	case c.Steady.Rate < 1, c.Herd.Rate < 1, c.Registered.Rate < 1, c.Failover.Rate < 1:
 		return errors.New("rates must be at least 1")
-	case c.Steady.Duration < 2*time.Second, c.Registered.Phase < 2*time.Second, c.Max.Step < 2*time.Second, c.Failover.Duration < 10*time.Second:
+	case c.Steady.Duration < 2*time.Second, c.Herd.Duration < 2*time.Second, c.Registered.Phase < 2*time.Second, c.Max.Step < 2*time.Second, c.Failover.Duration < 10*time.Second:
 		return errors.New("durations too short")
 	case c.Burst.Jobs < 1, c.Burst.Critical < 0, c.Registered.Jobs < 1:
 		return errors.New("burst and registered sizes must be positive")
@@ -272,7 +282,7 @@ func execute(ctx context.Context, f flags, args []string, log *slog.Logger, stdo
 	if f.note != "" {
 		title += " — " + f.note
 	}
-	shape := fmt.Sprintf("per-second jobs (`* * * * * *`, HTTP target) with max_jitter %s, so each job's firings land at a deterministic uniform offset within each second (rate N = N jobs); burst: one-off jobs at one instant; prefetch window %s; %d executors per worker", f.jitter, f.window, f.executors)
+	shape := fmt.Sprintf("per-second jobs (`* * * * * *`, HTTP target) with max_jitter %s, so each job's firings land at a deterministic uniform offset within each second (rate N = N jobs); herd: the same jobs without jitter, all N firings of a second due at the whole second; burst: one-off jobs at one instant; prefetch window %s; %d executors per worker", f.jitter, f.window, f.executors)
 	if f.jitter == 0 {
 		shape = fmt.Sprintf("per-second jobs (`* * * * * *`, HTTP target) without jitter: all N firings of a second due at the same instant; prefetch window %s; %d executors per worker", f.window, f.executors)
 	}

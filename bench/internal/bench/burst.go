@@ -23,7 +23,7 @@ type BurstConfig struct {
 // the herd's instant.
 func (r *Runner) Burst(ctx context.Context, d *deployment, cfg BurstConfig) (Result, error) {
 	res := Result{Scenario: "burst",
-		Header: []string{"jobs", "CRITICAL", "last fired after", "p50", "p99", "CRITICAL p50", "CRITICAL p99", "CRITICAL max", "lost", "dup effects", "raw dups"}}
+		Header: []string{"jobs", "CRITICAL", "CPU per firing: machine (per process, ms)", "last fired after", "p50", "p99", "CRITICAL p50", "CRITICAL p99", "CRITICAL max", "lost", "dup effects", "raw dups"}}
 	n := cfg.Jobs + cfg.Critical
 	if err := d.calibrate(ctx, n); err != nil {
 		return res, err
@@ -80,7 +80,10 @@ func (r *Runner) Burst(ctx context.Context, d *deployment, cfg BurstConfig) (Res
 	everything := d.analyze(all, want, from, to)
 	hs := harness.Summarize(d.analyze(herd, wantHerd, from, to).Lateness)
 	cs := harness.Summarize(d.analyze(crit, wantCrit, from, to).Lateness)
-	res.Row = []string{fmt.Sprint(cfg.Jobs), fmt.Sprint(cfg.Critical), fmtDur(hs.Max), fmtDur(hs.P50), fmtDur(hs.P99),
+	// The window runs from a second before the instant until the last
+	// arrival: its CPU over the firings in it.
+	cpu := CPUPerFiring(u0, u1, float64(n)/max(u1.window(u0).Seconds(), 1e-3))
+	res.Row = []string{fmt.Sprint(cfg.Jobs), fmt.Sprint(cfg.Critical), cpu, fmtDur(hs.Max), fmtDur(hs.P50), fmtDur(hs.P99),
 		fmtDur(cs.P50), fmtDur(cs.P99), fmtDur(cs.Max), fmt.Sprint(everything.Missing), fmt.Sprint(everything.DuplicateEffects), fmt.Sprint(everything.RawDuplicates)}
 	if hs.Max > 0 {
 		res.detailf("burst: the herd drained at %.0f firings/s on average (jobs / time until the last fired)", float64(cfg.Jobs)/hs.Max.Seconds())

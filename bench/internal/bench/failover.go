@@ -30,7 +30,7 @@ type kill struct {
 // slot reached the sink as two executions.
 func (r *Runner) Failover(ctx context.Context, d *deployment, cfg FailoverConfig) (Result, error) {
 	res := Result{Scenario: "failover",
-		Header: []string{"rate/s", "duration", "firings", "lost", "dup effects", "raw dups", "p99 before kills",
+		Header: []string{"rate/s", "duration", "CPU per firing: machine (per process, ms)", "firings", "lost", "dup effects", "raw dups", "p99 before kills",
 			"prefetcher leader kill: p99 / max", "relay kill: p99 / max", "worker kill: p99 / max", "leader takeover"}}
 	if len(d.prefetchers) < 2 || len(d.relays) < 2 || len(d.workers) < 2 {
 		return res, fmt.Errorf("failover needs two prefetchers, relays and workers")
@@ -48,6 +48,10 @@ func (r *Runner) Failover(ctx context.Context, d *deployment, cfg FailoverConfig
 		return res, err
 	}
 	at := func(frac float64) time.Time { return start.Add(time.Duration(frac * float64(cfg.Duration))) }
+	if err := sleepUntil(ctx, r.clock, start); err != nil {
+		return res, err
+	}
+	u0 := r.snapUsage(d)
 	var kills []kill
 	takeover := "–"
 
@@ -93,6 +97,11 @@ func (r *Runner) Failover(ctx context.Context, d *deployment, cfg FailoverConfig
 		r.log.Info("failover: killed with SIGKILL", "process", k.what, "at", k.at.Format(time.TimeOnly+".000"), "note", k.note)
 	}
 
+	if err := sleepUntil(ctx, r.clock, end.Add(time.Second+r.opts.Jitter)); err != nil {
+		return res, err
+	}
+	// The processes killed are left out: they are gone by now.
+	cpu := CPUPerFiring(u0, r.snapUsage(d), float64(cfg.Rate))
 	want, err := run.slots(start, end)
 	if err != nil {
 		return res, err
@@ -103,7 +112,7 @@ func (r *Runner) Failover(ctx context.Context, d *deployment, cfg FailoverConfig
 	all := d.analyze(run, want, start, end)
 	base := d.analyzeSubset(run, want, func(s harness.Slot) bool { return s.FireAt.Before(kills[0].at) }, start, end)
 	bs := harness.Summarize(base.Lateness)
-	res.Row = []string{fmt.Sprint(cfg.Rate), cfg.Duration.String(), fmt.Sprint(all.Expected), fmt.Sprint(all.Missing),
+	res.Row = []string{fmt.Sprint(cfg.Rate), cfg.Duration.String(), cpu, fmt.Sprint(all.Expected), fmt.Sprint(all.Missing),
 		fmt.Sprint(all.DuplicateEffects), fmt.Sprint(all.RawDuplicates), fmtDur(bs.P99)}
 	for i, k := range kills {
 		// A kill's window ends at the next kill, so each effect is

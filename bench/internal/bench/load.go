@@ -18,8 +18,8 @@ import (
 var payload = []byte(`{"source":"sundial-bench","kind":"tick"}`)
 
 // rateJob fires every second from start through end (both whole seconds),
-// each firing spread by the runner's jitter, at the sink.
-func (r *Runner) rateJob(name, url string, start, end time.Time, prio sundialv1.Priority) *sundialv1.Job {
+// each firing spread by jitter (0: at the whole second), at the sink.
+func rateJob(name, url string, start, end time.Time, prio sundialv1.Priority, jitter time.Duration) *sundialv1.Job {
 	j := &sundialv1.Job{
 		Name:     name,
 		Priority: prio,
@@ -32,8 +32,8 @@ func (r *Runner) rateJob(name, url string, start, end time.Time, prio sundialv1.
 		},
 		Target: &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: url}}},
 	}
-	if r.opts.Jitter > 0 {
-		j.MaxJitter = durationpb.New(r.opts.Jitter)
+	if jitter > 0 {
+		j.MaxJitter = durationpb.New(jitter)
 	}
 	return j
 }

@@ -28,7 +28,7 @@ type MaxConfig struct {
 // carries into the next, as it would in production.
 func (r *Runner) Max(ctx context.Context, d *deployment, cfg MaxConfig) (Result, error) {
 	res := Result{Scenario: "max",
-		Header: []string{"ladder (firings/s)", "step", "highest rate held", "its p99", "first rate not held", "its p99", "behind at its end", "busiest process at that rate"}}
+		Header: []string{"ladder (firings/s)", "step", "highest rate held", "its p99", "CPU per firing there: machine (per process, ms)", "first rate not held", "its p99", "behind at its end", "busiest process at that rate"}}
 	if cfg.Grace <= 0 {
 		cfg.Grace = 5 * time.Second
 	}
@@ -62,7 +62,7 @@ func (r *Runner) Max(ctx context.Context, d *deployment, cfg MaxConfig) (Result,
 	for _, rate := range cfg.Rates {
 		ladder = append(ladder, fmt.Sprint(rate))
 	}
-	held, heldP99 := 0, time.Duration(0)
+	held, heldP99, heldCPU := 0, time.Duration(0), "–"
 	failed, failedP99, behind, busiest := "–", "–", "–", "–"
 	// evaluate judges step k once its grace has passed; the next step is
 	// running by then.
@@ -81,13 +81,15 @@ func (r *Runner) Max(ctx context.Context, d *deployment, cfg MaxConfig) (Result,
 		a := d.analyze(run, want, stepStart(k), stepEnd(k))
 		s := harness.Summarize(a.Lateness)
 		ok := a.Missing == 0 && s.P99 <= cfg.MaxP99
-		res.detailf("max: %d/s for %s: %d of %d arrived within %s of the step's end, lateness %s; %s; CPU: %s; sampled: %s",
-			rate, cfg.Step, a.Arrived, a.Expected, cfg.Grace, s, map[bool]string{true: "held", false: "NOT held"}[ok], usageLine(m.u0, m.u1), m.sampled)
+		res.detailf("max: %d/s for %s: %d of %d arrived within %s of the step's end, lateness %s; %s; CPU: %s; per firing %s; sampled: %s",
+			rate, cfg.Step, a.Arrived, a.Expected, cfg.Grace, s, map[bool]string{true: "held", false: "NOT held"}[ok], usageLine(m.u0, m.u1),
+			CPUPerFiring(m.u0, m.u1, float64(rate)), m.sampled)
 		for _, f := range m.files {
 			res.detailf("max: profile %s", f)
 		}
 		if ok {
 			held, heldP99 = rate, s.P99
+			heldCPU = CPUPerFiring(m.u0, m.u1, float64(rate))
 			return true
 		}
 		failed, failedP99 = fmt.Sprint(rate), fmtDur(s.P99)
@@ -143,7 +145,7 @@ func (r *Runner) Max(ctx context.Context, d *deployment, cfg MaxConfig) (Result,
 	if held > 0 {
 		heldP99Cell = fmtDur(heldP99)
 	}
-	res.Row = []string{strings.Join(ladder, ", "), cfg.Step.String(), heldCell, heldP99Cell, failed, failedP99, behind, busiest}
+	res.Row = []string{strings.Join(ladder, ", "), cfg.Step.String(), heldCell, heldP99Cell, heldCPU, failed, failedP99, behind, busiest}
 	if allHeld {
 		// Every step held: check nothing was lost over the whole ladder.
 		want, err := run.slots(stepStart(0), last)
@@ -164,6 +166,9 @@ func (r *Runner) Max(ctx context.Context, d *deployment, cfg MaxConfig) (Result,
 func busiestProcess(a, b usageSnap) string {
 	best, bestCores := "", -1.0
 	for n := range b {
+		if n == machineKey {
+			continue
+		}
 		if c, ok := cpuOf(a, b, n); ok && c > bestCores {
 			best, bestCores = n, c
 		}

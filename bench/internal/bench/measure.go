@@ -24,10 +24,13 @@ func (r *Runner) infraPid(component string) int {
 	return harness.ComponentPid(r.opts.InfraDir, component)
 }
 
-// usageSnap is the CPU and memory of every process that matters at one
+// UsageSnap is the CPU and memory of every process that matters at one
 // instant: the deployment's services, the five components (Postgres with
-// its backends) and the benchmark itself (the sink and the load).
-type usageSnap map[string]harness.Usage
+// its backends), the benchmark itself (the sink and the load) and the
+// whole machine ("machine", from /proc/stat).
+type UsageSnap map[string]harness.Usage
+
+type usageSnap = UsageSnap
 
 // usageOrder lists the names of a snapshot in report order.
 func usageOrder(s usageSnap) []string {
@@ -70,7 +73,26 @@ func (r *Runner) snapUsage(d *deployment) usageSnap {
 	if u, err := harness.ReadUsage(os.Getpid(), false, now); err == nil {
 		s["bench"] = u
 	}
+	if u, err := ReadMachineUsage(now); err == nil {
+		s[machineKey] = u
+	}
 	return s
+}
+
+// window is the time between two snapshots (by the machine's reading,
+// else any process's).
+func (s UsageSnap) window(prev UsageSnap) time.Duration {
+	if u, ok := s[machineKey]; ok {
+		if p, ok := prev[machineKey]; ok {
+			return u.At.Sub(p.At)
+		}
+	}
+	for n, u := range s {
+		if p, ok := prev[n]; ok {
+			return u.At.Sub(p.At)
+		}
+	}
+	return 0
 }
 
 // cpuOf is the cores a process used between a and b.

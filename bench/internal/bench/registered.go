@@ -55,7 +55,7 @@ func idleJob(i, n int, base time.Time, url string) *sundialv1.Job {
 // the jobs in place, not how they got there.
 func (r *Runner) Registered(ctx context.Context, d *deployment, cfg RegisteredConfig) (Result, error) {
 	res := Result{Scenario: "registered",
-		Header: []string{"idle jobs", "loaded by", "load time", "tick mean before → after", "tick p99 before → after",
+		Header: []string{"idle jobs", "CPU per firing before → after: machine (ms)", "loaded by", "load time", "tick mean before → after", "tick p99 before → after",
 			"p50 before → after", "p99 before → after", "p99.9 before → after", "lost"}}
 	if len(d.prefetchers) == 0 {
 		return res, fmt.Errorf("no prefetcher")
@@ -131,12 +131,12 @@ func (r *Runner) Registered(ctx context.Context, d *deployment, cfg RegisteredCo
 		return res, fmt.Errorf("delete the steady jobs: %w", err)
 	}
 	arrow := func(a, b time.Duration) string { return fmtDur(a) + " → " + fmtDur(b) }
-	res.Row = []string{fmt.Sprint(loaded), "COPY (api row encoding)", loadEnd.Sub(loadStart).Round(time.Second).String(),
+	res.Row = []string{fmt.Sprint(loaded), fmt.Sprintf("%s → %s", before.cpuMachine, after.cpuMachine), "COPY (api row encoding)", loadEnd.Sub(loadStart).Round(time.Second).String(),
 		arrow(before.tickMean, after.tickMean), arrow(before.tickP99, after.tickP99),
 		arrow(before.lat.P50, after.lat.P50), arrow(before.lat.P99, after.lat.P99), arrow(before.lat.P999, after.lat.P999),
 		fmt.Sprint(before.lost + after.lost)}
-	res.detailf("registered: before: %d/s, lateness %s, %d prefetch passes; jobs table at the end: %s; CPU: %s", cfg.Rate, before.lat, before.ticks, before.table, before.usage)
-	res.detailf("registered: after: %d/s, lateness %s, %d prefetch passes; jobs table at the end: %s; CPU: %s", cfg.Rate, after.lat, after.ticks, after.table, after.usage)
+	res.detailf("registered: before: %d/s, lateness %s, %d prefetch passes; jobs table at the end: %s; CPU: %s; per firing %s", cfg.Rate, before.lat, before.ticks, before.table, before.usage, before.cpu)
+	res.detailf("registered: after: %d/s, lateness %s, %d prefetch passes; jobs table at the end: %s; CPU: %s; per firing %s", cfg.Rate, after.lat, after.ticks, after.table, after.usage, after.cpu)
 	res.Problems = append(res.Problems, append(before.problems, after.problems...)...)
 	return res, nil
 }
@@ -147,6 +147,8 @@ type phaseResult struct {
 	tickMean, tickP99 time.Duration
 	ticks             uint64
 	usage             string
+	cpu               string // CPU per firing, machine and per process
+	cpuMachine        string // the machine's alone
 	table             string
 	lost              int
 	problems          []string
@@ -185,6 +187,12 @@ func (r *Runner) phase(ctx context.Context, d *deployment, run *jobSet, start ti
 	pr.lat = harness.Summarize(a.Lateness)
 	pr.tickMean, pr.tickP99, pr.ticks = harness.Seconds(h.Mean()), harness.Seconds(h.Quantile(0.99)), h.Count
 	pr.usage = usageLine(u0, u1)
+	rate := float64(run.perSecond())
+	pr.cpu = CPUPerFiring(u0, u1, rate)
+	pr.cpuMachine = "–"
+	if c, ok := cpuOf(u0, u1, machineKey); ok {
+		pr.cpuMachine = fmt.Sprintf("%.2f", MsPerFiring(c, rate))
+	}
 	pr.table = d.jobsTableStats(ctx)
 	pr.lost = a.Missing
 	pr.problems = problems(name, a)

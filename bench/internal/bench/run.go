@@ -8,12 +8,13 @@ import (
 )
 
 // Scenarios names every scenario in the order a full run takes them.
-var Scenarios = []string{"steady", "max", "burst", "registered", "failover"}
+var Scenarios = []string{"steady", "herd", "max", "burst", "registered", "failover"}
 
 // Config selects and sizes the scenarios of a run.
 type Config struct {
 	Scenarios  []string
 	Steady     SteadyConfig
+	Herd       SteadyConfig // the herd: Steady's load without jitter
 	Max        MaxConfig
 	Burst      BurstConfig
 	Registered RegisteredConfig
@@ -80,6 +81,8 @@ func (r *Runner) runOne(ctx context.Context, name string, cfg Config, shared *de
 	switch name {
 	case "steady":
 		return r.Steady(ctx, d, cfg.Steady)
+	case "herd":
+		return r.Herd(ctx, d, cfg.Herd)
 	case "max":
 		return r.Max(ctx, d, cfg.Max)
 	case "burst":

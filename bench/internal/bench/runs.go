@@ -20,6 +20,25 @@ type Result struct {
 	Row      []string
 	Details  []string
 	Problems []string
+	// Figures are the rate scenarios' (steady, herd) measurements as
+	// numbers, for callers that tabulate them their own way (the peers
+	// comparison); nil for the other scenarios.
+	Figures *Figures
+}
+
+// Figures are what a rate scenario measured.
+type Figures struct {
+	Rate     int
+	Window   time.Duration // the measured window (from its first slot to its end)
+	Lateness harness.Summary
+	Expected int // firings due in the window
+	Lost     int // of those, never arrived
+	// DuplicateEffects are slots that arrived as two executions; RawDuplicates
+	// second deliveries of one execution (allowed: at least once).
+	DuplicateEffects, RawDuplicates int
+	// Cores each process used over the window, by name ("machine": the
+	// whole machine, from /proc/stat).
+	Cores map[string]float64
 }
 
 func (res *Result) detailf(format string, args ...any) {
@@ -41,6 +60,10 @@ func (run *jobSet) merge(o *jobSet) *jobSet {
 	return newJobSet(append(append([]*sundialv1.Job(nil), run.jobs...), o.jobs...))
 }
 
+// perSecond is how many firings the run's jobs make each second (each of
+// them fires every second).
+func (run *jobSet) perSecond() int { return len(run.jobs) }
+
 // slots is every slot the run's jobs fire from from through to.
 func (run *jobSet) slots(from, to time.Time) (harness.Expected, error) {
 	want := harness.Expected{}
@@ -53,10 +76,16 @@ func (run *jobSet) slots(from, to time.Time) (harness.Expected, error) {
 }
 
 // registerRate registers rate jobs firing every second from start through
-// end.
+// end, spread by the runner's jitter.
 func (d *deployment) registerRate(ctx context.Context, label string, rate int, start, end time.Time) (*jobSet, error) {
+	return d.registerRateJitter(ctx, label, rate, start, end, d.r.opts.Jitter)
+}
+
+// registerRateJitter is registerRate with a jitter of its own (0: the herd,
+// every job's firing of a second due at the whole second).
+func (d *deployment) registerRateJitter(ctx context.Context, label string, rate int, start, end time.Time, jitter time.Duration) (*jobSet, error) {
 	jobs, err := d.register(ctx, label, rate, func(i int) *sundialv1.Job {
-		return d.r.rateJob(fmt.Sprintf("%s-%06d", label, i), d.sink.URL(), start, end, sundialv1.Priority_PRIORITY_MEDIUM)
+		return rateJob(fmt.Sprintf("%s-%06d", label, i), d.sink.URL(), start, end, sundialv1.Priority_PRIORITY_MEDIUM, jitter)
 	})
 	if err != nil {
 		return nil, err

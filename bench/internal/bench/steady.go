@@ -15,34 +15,47 @@ type SteadyConfig struct {
 	Duration time.Duration
 }
 
-// Steady fires cfg.Rate jobs every second for cfg.Duration and reports the
-// lateness at the sink and what each process spent.
+// Steady fires cfg.Rate jobs every second for cfg.Duration, each firing at
+// its own jittered offset within the second (Options.Jitter), and reports
+// the lateness at the sink and what each process spent per firing.
 func (r *Runner) Steady(ctx context.Context, d *deployment, cfg SteadyConfig) (Result, error) {
-	res := Result{Scenario: "steady",
-		Header: []string{"rate/s", "duration", "firings", "lost", "dup effects", "raw dups", "p50", "p99", "p99.9", "max",
+	return r.rate(ctx, d, "steady", cfg, r.opts.Jitter)
+}
+
+// Herd is Steady without jitter: all cfg.Rate firings of each second are
+// due at the whole second, a herd of cfg.Rate every second.
+func (r *Runner) Herd(ctx context.Context, d *deployment, cfg SteadyConfig) (Result, error) {
+	return r.rate(ctx, d, "herd", cfg, 0)
+}
+
+// rate is the steady and herd scenarios: cfg.Rate jobs firing every second,
+// spread by jitter.
+func (r *Runner) rate(ctx context.Context, d *deployment, name string, cfg SteadyConfig, jitter time.Duration) (Result, error) {
+	res := Result{Scenario: name,
+		Header: []string{"rate/s", "duration", "CPU per firing: machine (per process, ms)", "firings", "lost", "dup effects", "raw dups", "p50", "p99", "p99.9", "max",
 			"api cores/RSS", "prefetcher", "relay", "worker"}}
 	start := r.clock.Now().Add(r.lead(cfg.Rate)).Truncate(time.Second)
 	end := start.Add(cfg.Duration - time.Second)
 	// The jobs go on for a window past the measurement, so the prefetcher
 	// and relay keep staging and publishing throughout it, as in a steady
 	// state that never ends.
-	run, err := d.registerRate(ctx, "steady", cfg.Rate, start, end.Add(r.tail()))
+	run, err := d.registerRateJitter(ctx, name, cfg.Rate, start, end.Add(r.tail()), jitter)
 	if err != nil {
 		return res, err
 	}
 	if err := r.checkLead(start, 2*time.Second); err != nil {
 		return res, err
 	}
-	r.log.Info("steady: waiting for the first slot", "rate", cfg.Rate, "first", start.Format(time.TimeOnly), "last", end.Format(time.TimeOnly))
+	r.log.Info("waiting for the first slot", "scenario", name, "rate", cfg.Rate, "first", start.Format(time.TimeOnly), "last", end.Format(time.TimeOnly))
 	if err := sleepUntil(ctx, r.clock, start); err != nil {
 		return res, err
 	}
-	res.detailf("steady: at the first slot: %s", d.pipelineState(ctx))
+	res.detailf("%s: at the first slot: %s", name, d.pipelineState(ctx))
 	u0 := r.snapUsage(d)
 	timer0 := d.workerLateness(ctx, "timer")
-	wait := r.profiles(ctx, d, "steady", cfg.Duration)
+	wait := r.profiles(ctx, d, name, cfg.Duration)
 	gauges := r.sampleGauges(ctx, d)
-	if err := sleepUntil(ctx, r.clock, end.Add(time.Second+r.opts.Jitter)); err != nil {
+	if err := sleepUntil(ctx, r.clock, end.Add(time.Second+jitter)); err != nil {
 		return res, err
 	}
 	u1 := r.snapUsage(d)
@@ -59,20 +72,23 @@ func (r *Runner) Steady(ctx context.Context, d *deployment, cfg SteadyConfig) (R
 	}
 	a := d.analyze(run, want, start, end)
 	s := harness.Summarize(a.Lateness)
+	res.Figures = &Figures{Rate: cfg.Rate, Window: u1.window(u0), Lateness: s, Expected: a.Expected, Lost: a.Missing,
+		DuplicateEffects: a.DuplicateEffects, RawDuplicates: a.RawDuplicates, Cores: Cores(u0, u1)}
 	res.Row = append([]string{
-		fmt.Sprint(cfg.Rate), cfg.Duration.String(), fmt.Sprint(a.Expected), fmt.Sprint(a.Missing),
+		fmt.Sprint(cfg.Rate), cfg.Duration.String(), CPUPerFiring(u0, u1, float64(cfg.Rate)),
+		fmt.Sprint(a.Expected), fmt.Sprint(a.Missing),
 		fmt.Sprint(a.DuplicateEffects), fmt.Sprint(a.RawDuplicates),
 		fmtDur(s.P50), fmtDur(s.P99), fmtDur(s.P999), fmtDur(s.Max),
 	}, serviceUsageCells(u0, u1)...)
-	res.detailf("steady: lateness at the sink %s; early arrivals %d", s, a.Early)
-	res.detailf("steady: worker timer-stage lateness (holder release − fire instant, from its histogram) p50 %s p99 %s",
+	res.detailf("%s: lateness at the sink %s; early arrivals %d", name, s, a.Early)
+	res.detailf("%s: worker timer-stage lateness (holder release − fire instant, from its histogram) p50 %s p99 %s", name,
 		fmtDur(harness.Seconds(timer.Quantile(0.5))), fmtDur(harness.Seconds(timer.Quantile(0.99))))
-	res.detailf("steady: CPU cores / RSS over the measured window: %s", usageLine(u0, u1))
-	res.detailf("steady: sampled every second: %s", sampled)
+	res.detailf("%s: CPU cores / RSS over the measured window: %s", name, usageLine(u0, u1))
+	res.detailf("%s: sampled every second: %s", name, sampled)
 	for _, f := range files {
-		res.detailf("steady: profile %s", f)
+		res.detailf("%s: profile %s", name, f)
 	}
-	res.Problems = problems("steady", a)
+	res.Problems = problems(name, a)
 	return res, nil
 }
 

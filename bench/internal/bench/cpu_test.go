@@ -1,0 +1,73 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sundialhq/sundial/pkg/harness"
+)
+
+func TestParseProcStatCountsBusyNotIdle(t *testing.T) {
+	// user nice system idle iowait irq softirq steal guest guest_nice
+	stat := "cpu  1000 50 300 9000 400 20 30 100 700 0\ncpu0 500 25 150 4500 200 10 15 50 350 0\n"
+	got, err := ParseProcStat(stat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1000+50+300+20+30+100 ticks = 1500 ticks = 15 s; idle, iowait and
+	// guest (already inside user) are not busy.
+	if want := 15 * time.Second; got != want {
+		t.Fatalf("busy = %s, want %s", got, want)
+	}
+}
+
+func TestParseProcStatRejectsOtherInput(t *testing.T) {
+	for _, in := range []string{"", "cpu0 1 2 3 4 5 6 7\n", "cpu 1 2 x 4 5 6 7 8\n", "intr 1 2 3"} {
+		if _, err := ParseProcStat(in); err == nil {
+			t.Errorf("ParseProcStat(%q): no error", in)
+		}
+	}
+}
+
+func snap(at time.Time, cpu map[string]time.Duration) UsageSnap {
+	s := UsageSnap{}
+	for n, c := range cpu {
+		s[n] = harness.Usage{At: at, CPU: c}
+	}
+	return s
+}
+
+func TestCPUPerFiringIsCoresOverRate(t *testing.T) {
+	t0 := time.Date(2026, 11, 24, 4, 0, 0, 0, time.UTC)
+	a := snap(t0, map[string]time.Duration{"machine": 0, "worker-1": 0, "postgres": 0, "bench": 0, "gone": 0})
+	// Over 10 s at 1,000 firings/s: the machine 15.5 CPU-seconds (1.55
+	// cores), the worker 4.8 s, Postgres 1 s, the benchmark 10 ms (0.001
+	// ms per firing: below what is shown); "gone" died in between.
+	b := snap(t0.Add(10*time.Second), map[string]time.Duration{
+		"machine": 15500 * time.Millisecond, "worker-1": 4800 * time.Millisecond, "postgres": time.Second, "bench": 10 * time.Millisecond, "new": time.Second})
+	got := CPUPerFiring(a, b, 1000)
+	if want := "1.55 ms (worker-1 0.48, postgres 0.10)"; got != want {
+		t.Fatalf("CPUPerFiring = %q, want %q", got, want)
+	}
+	if got := CPUPerFiring(a, b, 0); got != "–" {
+		t.Errorf("at rate 0: %q, want –", got)
+	}
+	if got := b.window(a); got != 10*time.Second {
+		t.Errorf("window = %s", got)
+	}
+	delete(b, "machine")
+	if got := CPUPerFiring(a, b, 1000); !strings.HasPrefix(got, "machine ?") {
+		t.Errorf("without the machine's reading: %q", got)
+	}
+}
+
+func TestMsPerFiring(t *testing.T) {
+	for _, c := range []struct{ cores, rate, want float64 }{
+		{1.5, 1000, 1.5}, {2, 8000, 0.25}, {0.5, 5000, 0.1}, {1, 0, 0},
+	} {
+		if got := MsPerFiring(c.cores, c.rate); got < c.want-1e-12 || got > c.want+1e-12 {
+			t.Errorf("MsPerFiring(%v, %v) = %v, want %v", c.cores, c.rate, got, c.want)
+		}
+	}
+}
