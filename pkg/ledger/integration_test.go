@@ -241,7 +241,7 @@ func TestUnleasedRecordHiddenBehindLeased(t *testing.T) {
 	}
 }
 
-func TestListByJobPagesNewestFirstAcrossMonths(t *testing.T) {
+func TestListByJobPagesNewestFirstAcrossDays(t *testing.T) {
 	s, ks := testLedger(t)
 	ctx := ctxFor(t)
 	w := ledger.NewWriter(s, ks)
@@ -258,7 +258,8 @@ func TestListByJobPagesNewestFirstAcrossMonths(t *testing.T) {
 		time.Date(2026, 2, 14, 9, 0, 0, 0, time.UTC),
 		// January is empty: the walk must step over it.
 		time.Date(2025, 12, 31, 23, 59, 59, 0, time.UTC),
-		time.Date(2025, 12, 20, 0, 0, 0, 0, time.UTC),
+		// The last day of the lookback (now - 90 days is December 31st).
+		time.Date(2025, 12, 31, 0, 0, 0, 0, time.UTC),
 	}
 	var want []string // newest first; attempt 2 before attempt 1 of a slot
 	for _, sl := range slots {
@@ -274,9 +275,10 @@ func TestListByJobPagesNewestFirstAcrossMonths(t *testing.T) {
 			}
 		}
 	}
-	// Beyond the lookback (November) and another job's rows: never listed.
+	// Beyond the lookback (December 30th) and another job's rows: never
+	// listed.
 	for _, a := range []*sundialv1.ExecutionAttempt{
-		attempt(job, time.Date(2025, 11, 30, 0, 0, 0, 0, time.UTC), 1, 1, failed),
+		attempt(job, time.Date(2025, 12, 30, 23, 0, 0, 0, time.UTC), 1, 1, failed),
 		attempt(other, slots[1], 1, 1, failed),
 	} {
 		if err := w.Record(ctx, a); err != nil {
@@ -333,9 +335,8 @@ func TestRowsExpire(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, q := range []ledger.Statement{
-		{CQL: "SELECT TTL(status) FROM " + ks + ".executions_by_id WHERE execution_id = ?", Values: []any{a.ExecutionId}},
-		{CQL: "SELECT TTL(status) FROM " + ks + ".executions_by_job WHERE job_id = ? AND month = ?",
-			Values: []any{a.JobId, sched.Year()*100 + int(sched.Month())}},
+		{CQL: "SELECT TTL(status) FROM " + ks + ".attempts_by_bucket WHERE job_id = ? AND execution_id = ? ALLOW FILTERING", Values: []any{a.JobId, a.ExecutionId}},
+		{CQL: "SELECT TTL(job_id) FROM " + ks + ".execution_index WHERE execution_id = ? ALLOW FILTERING", Values: []any{a.ExecutionId}},
 	} {
 		it := s.Iter(ctx, q)
 		var ttl int
@@ -362,7 +363,7 @@ func TestRowsExpire(t *testing.T) {
 			t.Errorf("table options: ttl %d, compaction %v", ttl, comp)
 		}
 	}
-	if err := it.Close(); err != nil || n != 2 {
+	if err := it.Close(); err != nil || n != 4 { // two of each layout
 		t.Fatalf("%d tables, err %v", n, err)
 	}
 }

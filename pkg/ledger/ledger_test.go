@@ -35,23 +35,44 @@ func TestMonthBuckets(t *testing.T) {
 	}
 }
 
+func TestDayBucketsAndPartitionKey(t *testing.T) {
+	at := time.Date(2026, 3, 1, 0, 30, 0, 0, time.FixedZone("x", 3600)) // 2026-02-28 23:30 UTC
+	if d := dayOf(at); d != 20260228 || d.prev() != 20260227 || day(20260301).prev() != 20260228 || day(20260101).prev() != 20251231 {
+		t.Fatalf("dayOf(%s) = %d", at, d)
+	}
+	if !day(20240229).valid() || day(20250229).valid() || day(202402).valid() {
+		t.Fatal("day validity")
+	}
+	// The partition key is stable (FNV-1a) and differs by day.
+	a := &sundialv1.ExecutionAttempt{JobId: "job-a", ScheduledTime: timestamppb.New(at)}
+	b := &sundialv1.ExecutionAttempt{JobId: "job-a", ScheduledTime: timestamppb.New(at.Add(time.Hour))}
+	if PartitionKey(a) != 20260228*Buckets+uint64(bucketOf("job-a")) || PartitionKey(a) == PartitionKey(b) {
+		t.Fatalf("PartitionKey: %d, %d", PartitionKey(a), PartitionKey(b))
+	}
+	if bucketOf("job-a") != bucketOf("job-a") || bucketOf("") < 0 {
+		t.Fatal("bucketOf")
+	}
+}
+
 func TestCursorRoundTripAndBinding(t *testing.T) {
-	c := cursor{Job: jobHash("job-a"), Month: 202603, Stop: 202512,
+	c := cursor{Job: jobHash("job-a"), Part: 20260302, Stop: 20251201, Start: 20260302,
 		Last: &cursorKey{ScheduledMs: 1234, ExecutionID: "e", Attempt: 2, Fence: 7, LiveFence: 9}}
 	tok := c.encode()
 	got, err := decodeCursor(tok, "job-a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Month != c.Month || got.Stop != c.Stop || *got.Last != *c.Last {
+	if got.Part != c.Part || got.Stop != c.Stop || got.Start != c.Start || *got.Last != *c.Last {
 		t.Fatalf("round trip: got %+v, want %+v", got, c)
 	}
 	for name, tok := range map[string]string{
 		"other job": tok,
 		"not b64":   "!!!",
 		"not json":  "bm90IGpzb24",
-		"bad range": cursor{Job: jobHash("job-b"), Month: 202512, Stop: 202603}.encode(),
-		"bad month": cursor{Job: jobHash("job-b"), Month: 202613, Stop: 202603}.encode(),
+		"bad range":        cursor{Job: jobHash("job-b"), Part: 20251201, Stop: 20260301}.encode(),
+		"bad day":          cursor{Job: jobHash("job-b"), Part: 20260231, Stop: 20260201}.encode(),
+		"month as day":     cursor{Job: jobHash("job-b"), Part: 202603, Stop: 202512}.encode(),
+		"bad legacy month": cursor{Job: jobHash("job-b"), Legacy: true, Part: 202613, Stop: 202603}.encode(),
 	} {
 		if _, err := decodeCursor(tok, "job-b"); !errors.Is(err, ErrInvalidPageToken) {
 			t.Errorf("%s: err = %v, want ErrInvalidPageToken", name, err)

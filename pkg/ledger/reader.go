@@ -1,12 +1,14 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/clock"
@@ -19,12 +21,12 @@ const (
 	MaxPageSize     = 1000
 )
 
-// DefaultLookback is how far back ListByJob walks month buckets: the TTL,
+// DefaultLookback is how far back ListByJob walks day buckets: the TTL,
 // since older rows have expired anyway.
 const DefaultLookback = TTL
 
 // lookahead starts ListByJob a day in the future, so slots recorded ahead of
-// time near a month's end (the prefetcher's window) are in the first bucket.
+// time (the prefetcher's window) are in the first bucket.
 const lookahead = 24 * time.Hour
 
 var (
@@ -44,20 +46,27 @@ type Reader struct {
 	keyspace string
 	clock    clock.Clock
 	lookback time.Duration
+	legacy   bool
 
-	selectByJob, selectByJobAfter, selectByID string
+	selectDay, selectDayAfter, selectIndex, selectExecution string
+	selectByJob, selectByJobAfter, selectByID                  string
 }
 
 // ReaderOption configures a Reader.
 type ReaderOption func(*Reader)
 
-// WithClock sets the clock that decides which month ListByJob starts from.
+// WithClock sets the clock that decides which day ListByJob starts from.
 func WithClock(c clock.Clock) ReaderOption { return func(r *Reader) { r.clock = c } }
 
-// WithLookback bounds how far back ListByJob walks month buckets (default
+// WithLookback bounds how far back ListByJob walks day buckets (default
 // DefaultLookback, the TTL). Rows of slots scheduled before now-lookback —
 // possible only for backfills of old slots — are listed by GetExecution only.
 func WithLookback(d time.Duration) ReaderOption { return func(r *Reader) { r.lookback = d } }
+
+// WithoutLegacy stops the Reader from falling back to the first layout's
+// tables (executions_by_job, executions_by_id). Their rows expire TTL after
+// the upgrade; from then on the fallback only costs queries.
+func WithoutLegacy() ReaderOption { return func(r *Reader) { r.legacy = false } }
 
 // NewReader returns a Reader over s reading keyspace. It panics on an
 // invalid keyspace name.
@@ -65,15 +74,23 @@ func NewReader(s Session, keyspace string, opts ...ReaderOption) *Reader {
 	if err := ValidKeyspace(keyspace); err != nil {
 		panic(err)
 	}
-	r := &Reader{s: s, keyspace: keyspace, clock: clock.Real{}, lookback: DefaultLookback}
+	r := &Reader{s: s, keyspace: keyspace, clock: clock.Real{}, lookback: DefaultLookback, legacy: true}
 	for _, o := range opts {
 		o(r)
 	}
+	r.selectDay = fmt.Sprintf("SELECT %s FROM %s.%s WHERE bucket = ? AND day = ? AND job_id = ? LIMIT ?",
+		readColumns, keyspace, TableAttempts)
+	r.selectDayAfter = fmt.Sprintf("SELECT %s FROM %s.%s WHERE bucket = ? AND day = ? AND job_id = ?"+
+		" AND (scheduled_at, execution_id, attempt, fence) < (?, ?, ?, ?) LIMIT ?", readColumns, keyspace, TableAttempts)
+	r.selectIndex = fmt.Sprintf("SELECT job_id, scheduled_at FROM %s.%s WHERE bucket = ? AND day IN ? AND execution_id = ?",
+		keyspace, TableIndex)
+	r.selectExecution = fmt.Sprintf("SELECT %s FROM %s.%s WHERE bucket = ? AND day = ? AND job_id = ? AND scheduled_at = ? AND execution_id = ?",
+		readColumns, keyspace, TableAttempts)
 	r.selectByJob = fmt.Sprintf("SELECT %s FROM %s.%s WHERE job_id = ? AND month = ? LIMIT ?",
-		columns, keyspace, TableByJob)
+		readColumns, keyspace, TableByJob)
 	r.selectByJobAfter = fmt.Sprintf("SELECT %s FROM %s.%s WHERE job_id = ? AND month = ?"+
-		" AND (scheduled_at, execution_id, attempt, fence) < (?, ?, ?, ?) LIMIT ?", columns, keyspace, TableByJob)
-	r.selectByID = fmt.Sprintf("SELECT %s FROM %s.%s WHERE execution_id = ?", columns, keyspace, TableByID)
+		" AND (scheduled_at, execution_id, attempt, fence) < (?, ?, ?, ?) LIMIT ?", readColumns, keyspace, TableByJob)
+	r.selectByID = fmt.Sprintf("SELECT %s FROM %s.%s WHERE execution_id = ?", readColumns, keyspace, TableByID)
 	return r
 }
 
@@ -81,11 +98,66 @@ func NewReader(s Session, keyspace string, opts ...ReaderOption) *Reader {
 // When an attempt was recorded under several fences, the highest fence's
 // row comes first and the others are reported as FENCED (see DESIGN.md).
 // ErrNotFound when there is no row.
+//
+// It costs two queries: the index (one multi-partition read over the
+// execution id's bucket on every day an entry can still live), then the
+// execution's slice of its partition; a third, on the legacy table, when
+// the execution is not in the new layout.
 func (r *Reader) GetExecution(ctx context.Context, executionID string) ([]*sundialv1.ExecutionAttempt, error) {
 	if executionID == "" {
 		return nil, fmt.Errorf("%w: execution id is empty", ErrInvalidArgument)
 	}
-	it := r.s.Iter(ctx, Statement{CQL: r.selectByID, Values: []any{executionID}, Idempotent: true})
+	out, err := r.getExecution(ctx, executionID)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: get execution %s: %w", executionID, err)
+	}
+	if len(out) == 0 && r.legacy {
+		out, err = r.scanExecution(r.s.Iter(ctx, Statement{CQL: r.selectByID, Values: []any{executionID}, Idempotent: true}))
+		if err != nil {
+			return nil, fmt.Errorf("ledger: get execution %s (legacy): %w", executionID, err)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, executionID)
+	}
+	return out, nil
+}
+
+func (r *Reader) getExecution(ctx context.Context, executionID string) ([]*sundialv1.ExecutionAttempt, error) {
+	// Entries are dated by the day they were written and live TTL, so the
+	// days from TTL ago (plus one, for clock skew) to tomorrow hold all.
+	now := r.clock.Now()
+	var days []int
+	for d, stop := dayOf(now.Add(lookahead)), dayOf(now.Add(-TTL-lookahead)); d >= stop; d = d.prev() {
+		days = append(days, int(d))
+	}
+	it := r.s.Iter(ctx, Statement{CQL: r.selectIndex, Values: []any{bucketOf(executionID), days, executionID}, Idempotent: true})
+	var (
+		jobID string
+		sched time.Time
+	)
+	found := it.Scan(&jobID, &sched)
+	for it.Scan(new(string), new(time.Time)) { // one per write day; all name the same slot
+	}
+	if err := it.Close(); err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, nil
+	}
+	out, err := r.scanExecution(r.s.Iter(ctx, Statement{CQL: r.selectExecution, Idempotent: true,
+		Values: []any{bucketOf(jobID), int(dayOf(sched)), jobID, sched, executionID}}))
+	if err != nil {
+		return nil, err
+	}
+	// The new layout clusters attempts newest first; callers get the
+	// oldest first (each attempt's rows stay highest fence first).
+	slices.SortStableFunc(out, func(a, b *sundialv1.ExecutionAttempt) int { return cmp.Compare(a.GetAttempt(), b.GetAttempt()) })
+	return out, nil
+}
+
+// scanExecution presents one execution's rows, attempt by attempt.
+func (r *Reader) scanExecution(it Iter) ([]*sundialv1.ExecutionAttempt, error) {
 	var (
 		out  []*sundialv1.ExecutionAttempt
 		prev *groupKey
@@ -97,21 +169,17 @@ func (r *Reader) GetExecution(ctx context.Context, executionID string) ([]*sundi
 		}
 		prev = sr.group(prev)
 	}
-	if err := it.Close(); err != nil {
-		return nil, fmt.Errorf("ledger: get execution %s: %w", executionID, err)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, executionID)
-	}
-	return out, nil
+	return out, it.Close()
 }
 
 // ListByJob returns a job's attempts newest slot first (within a slot, the
 // latest attempt first), pageSize at a time (<= 0 means DefaultPageSize;
-// capped at MaxPageSize). It walks the job's month buckets from this month
-// back to the lookback bound; nextPageToken is empty when nothing is left.
+// capped at MaxPageSize). It walks the job's day buckets from tomorrow back
+// to the lookback bound — each day one query, one slice of one partition —
+// then, unless WithoutLegacy, the legacy table's month buckets (rows
+// written before the upgrade). nextPageToken is empty when nothing is left.
 // A page may hold fewer rows than asked, and the last page may be empty,
-// when the remaining months hold no rows.
+// when the remaining buckets hold no rows.
 func (r *Reader) ListByJob(ctx context.Context, jobID string, pageSize int, pageToken string) ([]*sundialv1.ExecutionAttempt, string, error) {
 	if jobID == "" {
 		return nil, "", fmt.Errorf("%w: job id is empty", ErrInvalidArgument)
@@ -123,7 +191,8 @@ func (r *Reader) ListByJob(ctx context.Context, jobID string, pageSize int, page
 	var cur cursor
 	if pageToken == "" {
 		now := r.clock.Now()
-		cur = cursor{Job: jobHash(jobID), Month: monthOf(now.Add(lookahead)), Stop: monthOf(now.Add(-r.lookback))}
+		first := int(dayOf(now.Add(lookahead)))
+		cur = cursor{Job: jobHash(jobID), Part: first, Start: first, Stop: int(dayOf(now.Add(-r.lookback)))}
 	} else {
 		var err error
 		if cur, err = decodeCursor(pageToken, jobID); err != nil {
@@ -133,10 +202,10 @@ func (r *Reader) ListByJob(ctx context.Context, jobID string, pageSize int, page
 	var out []*sundialv1.ExecutionAttempt
 	for len(out) < pageSize {
 		// Ask for one row more than the page still needs: if it comes back
-		// unconsumed, the month has more and the token resumes after the
+		// unconsumed, the bucket has more and the token resumes after the
 		// last row taken.
 		want := pageSize - len(out) + 1
-		got, full, err := r.readMonth(ctx, jobID, &cur, want, func(a *sundialv1.ExecutionAttempt) bool {
+		got, full, err := r.readPart(ctx, jobID, &cur, want, func(a *sundialv1.ExecutionAttempt) bool {
 			if len(out) == pageSize {
 				return false
 			}
@@ -149,29 +218,50 @@ func (r *Reader) ListByJob(ctx context.Context, jobID string, pageSize int, page
 			return nil, "", err
 		}
 		if full {
-			break // the page filled with rows left in this month
+			break // the page filled with rows left in this bucket
 		}
-		if got < want { // this month is exhausted
-			if cur.Month <= cur.Stop {
+		if got < want { // this bucket is exhausted
+			switch {
+			case cur.Part > cur.Stop && cur.Legacy:
+				cur.Part = int(month(cur.Part).prev())
+			case cur.Part > cur.Stop:
+				cur.Part = int(day(cur.Part).prev())
+			case !cur.Legacy && r.legacy:
+				// The new layout is done; the legacy months cover the same
+				// span, holding what was written before the upgrade.
+				cur.Legacy = true
+				cur.Part = int(monthOf(day(cur.Start).time()))
+				cur.Stop = int(monthOf(day(cur.Stop).time()))
+			default:
 				return out, "", nil
 			}
-			cur.Month, cur.Last = cur.Month.prev(), nil
+			cur.Last = nil
 		}
 	}
 	return out, cur.encode(), nil
 }
 
-// readMonth reads up to limit rows of cur's month after cur.Last, offering
+// readPart reads up to limit rows of cur's bucket after cur.Last, offering
 // each row to take (nil for a row that is hidden) and advancing cur past each
 // row taken. It stops when take refuses a row (full = true) and returns how
 // many rows the query returned.
-func (r *Reader) readMonth(ctx context.Context, jobID string, cur *cursor, limit int, take func(*sundialv1.ExecutionAttempt) bool) (got int, full bool, err error) {
-	st := Statement{CQL: r.selectByJob, Values: []any{jobID, int(cur.Month), limit}, Idempotent: true}
-	if k := cur.Last; k != nil {
-		st = Statement{CQL: r.selectByJobAfter, Idempotent: true, Values: []any{
-			jobID, int(cur.Month), time.UnixMilli(k.ScheduledMs), k.ExecutionID, k.Attempt, k.Fence, limit,
+func (r *Reader) readPart(ctx context.Context, jobID string, cur *cursor, limit int, take func(*sundialv1.ExecutionAttempt) bool) (got int, full bool, err error) {
+	var st Statement
+	switch k := cur.Last; {
+	case cur.Legacy && k == nil:
+		st = Statement{CQL: r.selectByJob, Values: []any{jobID, cur.Part, limit}}
+	case cur.Legacy:
+		st = Statement{CQL: r.selectByJobAfter, Values: []any{
+			jobID, cur.Part, time.UnixMilli(k.ScheduledMs), k.ExecutionID, k.Attempt, k.Fence, limit,
+		}}
+	case k == nil:
+		st = Statement{CQL: r.selectDay, Values: []any{bucketOf(jobID), cur.Part, jobID, limit}}
+	default:
+		st = Statement{CQL: r.selectDayAfter, Values: []any{
+			bucketOf(jobID), cur.Part, jobID, time.UnixMilli(k.ScheduledMs), k.ExecutionID, k.Attempt, k.Fence, limit,
 		}}
 	}
+	st.Idempotent = true
 	it := r.s.Iter(ctx, st)
 	var sr scanRow
 	for it.Scan(sr.dest()...) {
@@ -190,7 +280,7 @@ func (r *Reader) readMonth(ctx context.Context, jobID string, cur *cursor, limit
 		}
 	}
 	if err := it.Close(); err != nil {
-		return 0, false, fmt.Errorf("ledger: list job %s month %d: %w", jobID, cur.Month, err)
+		return 0, false, fmt.Errorf("ledger: list job %s bucket %d: %w", jobID, cur.Part, err)
 	}
 	return got, full, nil
 }
@@ -230,15 +320,19 @@ func present(s *scanRow, prev *groupKey) *sundialv1.ExecutionAttempt {
 	return a
 }
 
-// cursor is ListByJob's position: the month bucket being read, the last
-// month to read, and the key of the last row returned in this month. It
-// travels as an opaque token (base64 of JSON), bound to its job by a hash.
+// cursor is ListByJob's position: the bucket being read (a day of the new
+// layout, or a month of the legacy table once Legacy is set), the last one
+// to read, the first day read (where the legacy walk starts), and the key of
+// the last row returned in this bucket. It travels as an opaque token
+// (base64 of JSON), bound to its job by a hash.
 type cursor struct {
-	V     int        `json:"v"`
-	Job   uint64     `json:"j"`
-	Month month      `json:"m"`
-	Stop  month      `json:"s"`
-	Last  *cursorKey `json:"k,omitempty"`
+	V      int        `json:"v"`
+	Job    uint64     `json:"j"`
+	Part   int        `json:"p"`
+	Stop   int        `json:"s"`
+	Start  int        `json:"b,omitempty"`
+	Legacy bool       `json:"o,omitempty"`
+	Last   *cursorKey `json:"k,omitempty"`
 }
 
 type cursorKey struct {
@@ -251,7 +345,7 @@ type cursorKey struct {
 	LiveFence int64 `json:"l"`
 }
 
-const cursorVersion = 1
+const cursorVersion = 2
 
 func (c *cursor) group() *groupKey {
 	if c.Last == nil {
@@ -280,8 +374,10 @@ func decodeCursor(token, jobID string) (cursor, error) {
 		return cursor{}, fmt.Errorf("%w: version %d", ErrInvalidPageToken, c.V)
 	case c.Job != jobHash(jobID):
 		return cursor{}, fmt.Errorf("%w: issued for another job", ErrInvalidPageToken)
-	case !c.Month.valid() || !c.Stop.valid() || c.Month < c.Stop:
-		return cursor{}, fmt.Errorf("%w: bad month range", ErrInvalidPageToken)
+	case c.Legacy && (!month(c.Part).valid() || !month(c.Stop).valid()),
+		!c.Legacy && (!day(c.Part).valid() || !day(c.Stop).valid() || (c.Start != 0 && !day(c.Start).valid())),
+		c.Part < c.Stop:
+		return cursor{}, fmt.Errorf("%w: bad bucket range", ErrInvalidPageToken)
 	}
 	return c, nil
 }

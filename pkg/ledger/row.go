@@ -3,6 +3,7 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"time"
 	"unicode/utf8"
 
@@ -28,6 +29,51 @@ type month int
 func monthOf(t time.Time) month {
 	t = t.UTC()
 	return month(t.Year()*100 + int(t.Month()))
+}
+
+// day is the new layout's time bucket: yyyymmdd of an instant in UTC.
+type day int
+
+func dayOf(t time.Time) day {
+	t = t.UTC()
+	return day(t.Year()*10000 + int(t.Month())*100 + t.Day())
+}
+
+func (d day) time() time.Time {
+	return time.Date(int(d)/10000, time.Month(int(d)/100%100), int(d)%100, 0, 0, 0, 0, time.UTC)
+}
+
+func (d day) prev() day { return dayOf(d.time().AddDate(0, 0, -1)) }
+
+func (d day) valid() bool {
+	return d/10000 >= 1970 && d.time().Format("20060102") == fmt.Sprintf("%08d", int(d))
+}
+
+// Buckets is B, the number of partitions a day of the ledger is spread
+// over: a record's partition is (bucketOf(job_id), day of its slot), and an
+// index entry's is (bucketOf(execution_id), day it was written). Changing B
+// moves every key, so it is a constant of the layout (see DESIGN.md for the
+// measurement that chose it).
+const Buckets = 64
+
+// bucketOf is a stable hash of id mod Buckets (FNV-1a, the same in every
+// process and release).
+func bucketOf(id string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	return int(h.Sum32() % Buckets)
+}
+
+// PartitionKey names the ledger partition a record goes to: records with
+// the same key are written together in one single-partition batch. Callers
+// that collect records (the worker's recorder) group by it so their groups
+// map onto few partitions.
+func PartitionKey(a *sundialv1.ExecutionAttempt) uint64 {
+	d := 0
+	if ts := a.GetScheduledTime(); ts != nil {
+		d = int(dayOf(ts.AsTime()))
+	}
+	return uint64(d)*Buckets + uint64(bucketOf(a.GetJobId()))
 }
 
 func (m month) prev() month {
@@ -69,6 +115,8 @@ func statusRank(s sundialv1.ExecutionStatus) int64 {
 type row struct {
 	jobID       string
 	month       month
+	bucket      int
+	day         day
 	scheduled   time.Time
 	executionID string
 	attempt     int32
@@ -110,6 +158,8 @@ func rowFrom(a *sundialv1.ExecutionAttempt) (row, error) {
 	return row{
 		jobID:       a.GetJobId(),
 		month:       monthOf(sched),
+		bucket:      bucketOf(a.GetJobId()),
+		day:         dayOf(sched),
 		scheduled:   sched,
 		executionID: a.GetExecutionId(),
 		attempt:     a.GetAttempt(),
@@ -146,12 +196,24 @@ func (r row) writeTimestamp(status sundialv1.ExecutionStatus) int64 {
 	return anchor.UnixMicro() + statusRank(status)
 }
 
-// values binds the row in column order. Unset fields are sent as "unset",
-// not null: a null is a tombstone, and an attempt written twice (RUNNING,
-// then its outcome) would otherwise bury its earlier fields under them.
+// values binds the row in the legacy tables' column order (columns).
 func (r row) values() []any {
+	return append([]any{r.jobID, int(r.month)}, r.tail()...)
+}
+
+// attemptValues binds the row in TableAttempts' column order
+// (attemptColumns), then the write timestamp.
+func (r row) attemptValues(ts int64) []any {
+	return append(append([]any{r.bucket, int(r.day), r.jobID}, r.tail()...), ts)
+}
+
+// tail binds the columns after job_id (and month) in column order. Unset
+// fields are sent as "unset", not null: a null is a tombstone, and an
+// attempt written twice (RUNNING, then its outcome) would otherwise bury
+// its earlier fields under them.
+func (r row) tail() []any {
 	return []any{
-		r.jobID, int(r.month), r.scheduled, r.executionID, r.attempt, r.fence,
+		r.scheduled, r.executionID, r.attempt, r.fence,
 		unsetIfZero(r.tenant), r.status,
 		unsetIfNil(r.fire), unsetIfNil(r.started), unsetIfNil(r.finished),
 		unsetIfNil(r.latenessNs), unsetIfNil(r.durationNs),
@@ -165,7 +227,6 @@ func (r row) values() []any {
 // the driver report null as nil.
 type scanRow struct {
 	jobID       string
-	month       int
 	scheduled   time.Time
 	executionID string
 	attempt     int32
@@ -188,7 +249,7 @@ type scanRow struct {
 
 func (s *scanRow) dest() []any {
 	return []any{
-		&s.jobID, &s.month, &s.scheduled, &s.executionID, &s.attempt, &s.fence,
+		&s.jobID, &s.scheduled, &s.executionID, &s.attempt, &s.fence,
 		&s.tenant, &s.status, &s.fire, &s.started, &s.finished, &s.latenessNs, &s.durationNs,
 		&s.worker, &s.httpStatus, &s.errText, &s.excerpt, &s.catchUp, &s.jobVersion, &s.reason,
 	}

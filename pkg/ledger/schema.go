@@ -10,6 +10,21 @@ import (
 
 // Table names inside the ledger's keyspace.
 const (
+	// TableAttempts holds every record, many jobs per partition: partition
+	// (bucket of job_id, day of the slot), clustered by job then newest
+	// slot first, so a herd of records due together is a few
+	// single-partition batches and one job's day is one slice.
+	TableAttempts = "attempts_by_bucket"
+	// TableIndex maps an execution id to its job and slot (so to its
+	// TableAttempts partition); partition (bucket of execution_id, day of
+	// the write), so it is written grouped too.
+	TableIndex = "execution_index"
+
+	// TableByJob and TableByID are the first layout (one record per
+	// partition, a logged batch per record). Migrate still creates them
+	// and the Reader still reads them, for rows written before the
+	// upgrade, until their TTL; nothing writes them unless a Writer is
+	// built WithLegacyLayout (kept for measurement).
 	TableByJob = "executions_by_job"
 	TableByID  = "executions_by_id"
 )
@@ -22,15 +37,30 @@ const TTL = 90 * 24 * time.Hour
 // node. Production passes NetworkTopologyStrategy with three copies per DC.
 const DefaultReplication = "{'class': 'SimpleStrategy', 'replication_factor': 1}"
 
-// columns are written and read in this order by both tables; the two tables
-// hold the same row, keyed differently.
-const columns = "job_id, month, scheduled_at, execution_id, attempt, fence, tenant, status, " +
+// tailColumns follow the partition key in every record table, in this order.
+const tailColumns = "scheduled_at, execution_id, attempt, fence, tenant, status, " +
 	"fire_at, started_at, finished_at, lateness_ns, duration_ns, worker, http_status, " +
 	"error, response_excerpt, catch_up, job_version, reason"
 
+// columns are the legacy tables' columns in write order.
+const columns = "job_id, month, " + tailColumns
+
+// attemptColumns are TableAttempts' columns in write order.
+const attemptColumns = "bucket, day, job_id, " + tailColumns
+
+// readColumns are what every read selects, from either layout.
+const readColumns = "job_id, " + tailColumns
+
 const columnDefs = `
     job_id            text,
-    month             int,        -- bucket: yyyymm of scheduled_at in UTC
+    month             int,        -- bucket: yyyymm of scheduled_at in UTC` + tailDefs
+
+const attemptDefs = `
+    bucket            int,        -- FNV-1a of job_id mod Buckets
+    day               int,        -- yyyymmdd of scheduled_at in UTC
+    job_id            text,` + tailDefs
+
+const tailDefs = `
     scheduled_at      timestamp,  -- the slot
     execution_id      text,
     attempt           int,
@@ -92,6 +122,27 @@ func schema(keyspace, replication string) []string {
     PRIMARY KEY ((execution_id), attempt, fence)
 ) WITH CLUSTERING ORDER BY (attempt ASC, fence DESC)`+tableOptions,
 			keyspace, TableByID, columnDefs, ttl),
+		// The grouped layout. Within a partition: one job's rows together,
+		// newest slot first, an attempt's rows highest fence first, so a
+		// job's page is one slice and the page cursor one tuple comparison
+		// after the job_id equality.
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (%s
+    PRIMARY KEY ((bucket, day), job_id, scheduled_at, execution_id, attempt, fence)
+) WITH CLUSTERING ORDER BY (job_id ASC, scheduled_at DESC, execution_id DESC, attempt DESC, fence DESC)`+tableOptions,
+			keyspace, TableAttempts, attemptDefs, ttl),
+		// execution id -> (job, slot). Partitioned by the day of the write,
+		// not of the slot: every entry is younger than the TTL, so a lookup
+		// reads a bounded set of days even for a backfill of old slots.
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (
+    bucket        int,        -- FNV-1a of execution_id mod Buckets
+    day           int,        -- yyyymmdd of the write in UTC
+    execution_id  text,
+    job_id        text,
+    scheduled_at  timestamp,
+    PRIMARY KEY ((bucket, day), execution_id)
+) WITH compaction = {'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': 'DAYS', 'compaction_window_size': 3}
+  AND default_time_to_live = %d AND gc_grace_seconds = 86400`,
+			keyspace, TableIndex, ttl),
 	}
 }
 
