@@ -66,9 +66,9 @@ func TestCursorRoundTripAndBinding(t *testing.T) {
 		t.Fatalf("round trip: got %+v, want %+v", got, c)
 	}
 	for name, tok := range map[string]string{
-		"other job": tok,
-		"not b64":   "!!!",
-		"not json":  "bm90IGpzb24",
+		"other job":        tok,
+		"not b64":          "!!!",
+		"not json":         "bm90IGpzb24",
 		"bad range":        cursor{Job: jobHash("job-b"), Part: 20251201, Stop: 20260301}.encode(),
 		"bad day":          cursor{Job: jobHash("job-b"), Part: 20260231, Stop: 20260201}.encode(),
 		"month as day":     cursor{Job: jobHash("job-b"), Part: 202603, Stop: 202512}.encode(),

@@ -49,7 +49,7 @@ type Reader struct {
 	legacy   bool
 
 	selectDay, selectDayAfter, selectIndex, selectExecution string
-	selectByJob, selectByJobAfter, selectByID                  string
+	selectByJob, selectByJobAfter, selectByID               string
 }
 
 // ReaderOption configures a Reader.

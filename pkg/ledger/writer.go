@@ -200,7 +200,9 @@ func (w *Writer) RecordMany(ctx context.Context, recs []Rec) []error {
 		return uint64(b)<<32 | uint64(now), Statement{CQL: w.insertIndex, Values: []any{
 			b, int(now), r.executionID, r.jobID, r.scheduled, r.writeTimestamp(recs[i].Attempt.GetStatus()),
 		}}
-	}, func(i int, err error) { fail(i, fmt.Errorf("ledger: index execution %s: %w", rows[i].executionID, err)) })
+	}, func(i int, err error) {
+		fail(i, fmt.Errorf("ledger: index execution %s: %w", rows[i].executionID, err))
+	})
 
 	w.writeGroups(ctx, indexed, func(i int) (uint64, Statement) {
 		r := rows[i]
