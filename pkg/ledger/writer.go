@@ -37,6 +37,7 @@ type Writer struct {
 	keyspace   string
 	clock      clock.Clock
 	legacy     bool
+	noIndex    bool
 	logged     bool
 	checkFence bool
 
@@ -63,6 +64,10 @@ func WithUnloggedBatch() WriterOption { return func(w *Writer) { w.logged = fals
 // writing. Fencing itself still holds (the fence is part of the key), only
 // ErrFenced is no longer reported.
 func WithoutFenceCheck() WriterOption { return func(w *Writer) { w.checkFence = false } }
+
+// WithoutIndex skips the execution index entries. For measurement only:
+// GetExecution cannot find what such a Writer records.
+func WithoutIndex() WriterOption { return func(w *Writer) { w.noIndex = true } }
 
 // WithWriterClock sets the clock that dates index entries (the day
 // partition of TableIndex); the real clock by default.
@@ -194,15 +199,18 @@ func (w *Writer) RecordMany(ctx context.Context, recs []Rec) []error {
 	}
 
 	now := dayOf(w.clock.Now())
-	indexed := w.writeGroups(ctx, valid, func(i int) (uint64, Statement) {
-		r := rows[i]
-		b := bucketOf(r.executionID)
-		return uint64(b)<<32 | uint64(now), Statement{CQL: w.insertIndex, Values: []any{
-			b, int(now), r.executionID, r.jobID, r.scheduled, r.writeTimestamp(recs[i].Attempt.GetStatus()),
-		}}
-	}, func(i int, err error) {
-		fail(i, fmt.Errorf("ledger: index execution %s: %w", rows[i].executionID, err))
-	})
+	indexed := valid
+	if !w.noIndex {
+		indexed = w.writeGroups(ctx, valid, func(i int) (uint64, Statement) {
+			r := rows[i]
+			b := bucketOf(r.executionID)
+			return uint64(b)<<32 | uint64(now), Statement{CQL: w.insertIndex, Values: []any{
+				b, int(now), r.executionID, r.jobID, r.scheduled, r.writeTimestamp(recs[i].Attempt.GetStatus()),
+			}}
+		}, func(i int, err error) {
+			fail(i, fmt.Errorf("ledger: index execution %s: %w", rows[i].executionID, err))
+		})
+	}
 
 	w.writeGroups(ctx, indexed, func(i int) (uint64, Statement) {
 		r := rows[i]

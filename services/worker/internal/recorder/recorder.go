@@ -5,6 +5,20 @@
 // offset be committed) — so a crash before the history is written
 // redelivers the firing instead of losing the record silently.
 //
+// Grouped writes. When the ledger writes groups (GroupLedger:
+// *ledger.Writer's RecordMany), records are sharded by their ledger
+// partition (ledger.PartitionKey: the job's bucket and the slot's day), and
+// each shard collects what arrives within Linger of its first record (up
+// to GroupSize) and writes it with one RecordMany, which puts each
+// partition's records in one single-partition batch: a herd of firings due
+// together costs Cassandra a few mutations instead of one per record. A
+// group's failed records are retried (everything the ledger writes is
+// idempotent) while the shard takes nothing new, so a slow or absent
+// Cassandra fills the bounded queues and blocks Final: back-pressure, and
+// nothing is settled (its Kafka offset committed) before it is written.
+// The rest of this comment describes the per-record path, used for a
+// Ledger without RecordMany.
+//
 // Records of one execution go through one shard, so they are written in
 // the order they were handed in (RUNNING before the outcome). Shards write
 // concurrently with each other, and each shard keeps up to InFlight writes
@@ -33,15 +47,25 @@ package recorder
 import (
 	"context"
 	"errors"
-	"hash/fnv"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/ledger"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
+
+// GroupLedger is a Ledger that writes many records at once
+// (*ledger.Writer): a ledger that implements it gets the recorder's records
+// in groups (see Config.Linger and Config.GroupSize).
+type GroupLedger interface {
+	Ledger
+	// RecordMany writes recs, grouped by partition; nil when all are
+	// written, else one error per record (see ledger.Writer.RecordMany).
+	RecordMany(ctx context.Context, recs []ledger.Rec) []error
+}
 
 // Ledger is the part of ledger.Writer the worker needs.
 type Ledger interface {
@@ -71,10 +95,22 @@ type Config struct {
 	// that ends sooner is recorded by its outcome alone. Zero writes
 	// RUNNING at once.
 	RunningDelay time.Duration
+	// Linger is how long a shard of a GroupLedger waits after its first
+	// queued record for more before writing them as one group (zero:
+	// DefaultConfig's). A group is written sooner when it reaches
+	// GroupSize; while a group is being written the next one queues.
+	Linger time.Duration
+	// GroupSize caps the records of one group (one RecordMany call).
+	GroupSize int
+	// Clock times Linger and retry backoff; the real clock when nil.
+	Clock clock.Clock
 }
 
 // DefaultConfig suits one worker.
-var DefaultConfig = Config{Shards: 16, InFlight: 8, QueueSize: 4096, WriteTimeout: 10 * time.Second, DrainTimeout: 10 * time.Second, RunningDelay: time.Second}
+var DefaultConfig = Config{
+	Shards: 16, InFlight: 8, QueueSize: 4096, WriteTimeout: 10 * time.Second, DrainTimeout: 10 * time.Second,
+	RunningDelay: time.Second, Linger: 5 * time.Millisecond, GroupSize: 1000,
+}
 
 // Metrics observes the recorder; nil fields are skipped.
 type Metrics struct {
@@ -151,6 +187,15 @@ func New(l Ledger, cfg Config, logger *slog.Logger, m Metrics) *Recorder {
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = DefaultConfig.DrainTimeout
 	}
+	if cfg.Linger <= 0 {
+		cfg.Linger = DefaultConfig.Linger
+	}
+	if cfg.GroupSize <= 0 {
+		cfg.GroupSize = DefaultConfig.GroupSize
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
 	r := &Recorder{ledger: l, cfg: cfg, logger: logger, metrics: m, quit: make(chan struct{}), queued: map[attemptKey]*job{}}
 	r.hard, r.cancelHard = context.WithCancel(context.Background())
 	r.shards = make([]chan *job, cfg.Shards)
@@ -168,9 +213,14 @@ func (r *Recorder) Start(context.Context) error {
 		return errors.New("recorder: already started or stopped")
 	}
 	r.started = true
+	gl, grouped := r.ledger.(GroupLedger)
 	for _, ch := range r.shards {
 		r.wg.Add(1)
-		go r.run(ch)
+		if grouped {
+			go r.runGrouped(ch, gl)
+		} else {
+			go r.run(ch)
+		}
 	}
 	return nil
 }
@@ -214,10 +264,12 @@ func (r *Recorder) Stop() {
 	})
 }
 
-func (r *Recorder) shard(executionID string) chan *job {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(executionID))
-	return r.shards[h.Sum32()%uint32(len(r.shards))]
+// shard is where a record queues: by its ledger partition (job bucket and
+// slot day), so one shard's group maps onto few partitions — few batches —
+// and every record of an execution (same job, same slot) goes through the
+// same shard.
+func (r *Recorder) shard(a *sundialv1.ExecutionAttempt) chan *job {
+	return r.shards[ledger.PartitionKey(a)%uint64(len(r.shards))]
 }
 
 // Running hands in the RUNNING record of an attempt that has just taken
@@ -259,7 +311,7 @@ func (r *Recorder) delayed(k attemptKey, j *job) {
 // and has seen the recorder open.
 func (r *Recorder) enqueueRunning(k attemptKey, j *job) {
 	select {
-	case r.shard(j.a.GetExecutionId()) <- j:
+	case r.shard(j.a) <- j:
 	default:
 		r.dequeued(k, j)
 		r.count("dropped")
@@ -291,7 +343,7 @@ func (r *Recorder) Final(ctx context.Context, a *sundialv1.ExecutionAttempt, hel
 	}
 	r.queuedMu.Unlock()
 	select {
-	case r.shard(a.GetExecutionId()) <- &job{a: a, done: done, held: held}:
+	case r.shard(a) <- &job{a: a, done: done, held: held}:
 		return true
 	case <-ctx.Done():
 		return false
@@ -350,6 +402,114 @@ func (r *Recorder) run(ch chan *job) {
 		}
 		r.writeGroup(group)
 	}
+}
+
+// runGrouped is a shard's loop over a GroupLedger: it waits for a record,
+// collects more for up to Linger (or until GroupSize), and writes them with
+// one RecordMany, retrying the failed ones until they are written. Records
+// of one execution may share a group: the ledger orders an attempt's
+// records by their write timestamps (status rank), not by arrival.
+func (r *Recorder) runGrouped(ch chan *job, gl GroupLedger) {
+	defer r.wg.Done()
+	for {
+		j, ok := <-ch
+		if !ok {
+			return
+		}
+		if j = r.take(j); j == nil {
+			continue
+		}
+		group := []*job{j}
+		t := r.cfg.Clock.NewTimer(r.cfg.Linger)
+	fill:
+		for len(group) < r.cfg.GroupSize {
+			select {
+			case j, ok := <-ch:
+				if !ok {
+					break fill
+				}
+				if j = r.take(j); j != nil {
+					group = append(group, j)
+				}
+			case <-t.C():
+				break fill
+			}
+		}
+		t.Stop()
+		r.writeMany(gl, group)
+	}
+}
+
+// writeMany writes a group, retrying the records that failed with a capped
+// backoff until they are written or the hard stop abandons them (their
+// firings stay unsettled and are redelivered). While it retries, the shard
+// takes nothing new: its queue fills, RUNNING records are dropped and Final
+// blocks — back-pressure on the executor instead of unbounded memory.
+func (r *Recorder) writeMany(gl GroupLedger, group []*job) {
+	backoff := 50 * time.Millisecond
+	for len(group) > 0 {
+		if r.hard.Err() != nil {
+			for range group {
+				r.count("dropped")
+			}
+			return
+		}
+		recs := make([]ledger.Rec, len(group))
+		for i, j := range group {
+			recs[i] = ledger.Rec{Attempt: j.a, Held: j.held}
+		}
+		ctx, cancel := context.WithTimeout(r.hard, r.cfg.WriteTimeout)
+		errs := gl.RecordMany(ctx, recs)
+		cancel()
+		var retry []*job
+		var lastErr error
+		for i, j := range group {
+			var err error
+			if errs != nil {
+				err = errs[i]
+			}
+			if r.settled(j, err) {
+				if j.done != nil {
+					j.done()
+				}
+				continue
+			}
+			retry, lastErr = append(retry, j), err
+		}
+		if len(retry) == 0 {
+			return
+		}
+		for range retry {
+			r.count("retry")
+		}
+		r.logger.Warn("recorder: ledger write failed, retrying", "err", lastErr, "records", len(retry), "backoff", backoff)
+		t := r.cfg.Clock.NewTimer(backoff)
+		select {
+		case <-t.C():
+		case <-r.hard.Done():
+			t.Stop()
+		}
+		backoff = min(2*backoff, 5*time.Second)
+		group = retry
+	}
+}
+
+// settled counts a write's result and reports whether the record is done
+// with (written, or refused for good) rather than to be retried.
+func (r *Recorder) settled(j *job, err error) bool {
+	switch {
+	case err == nil:
+		r.count("ok")
+	case errors.Is(err, ledger.ErrFenced):
+		// Stored under its own fence; readers show it as FENCED.
+		r.count("fenced")
+	case errors.Is(err, ledger.ErrInvalidAttempt):
+		r.count("invalid")
+		r.logger.Error("recorder: ledger refused a record", "err", err, "execution_id", j.a.GetExecutionId())
+	default:
+		return false
+	}
+	return true
 }
 
 // take returns the job to write, or nil for a RUNNING record its outcome

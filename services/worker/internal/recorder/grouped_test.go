@@ -1,0 +1,173 @@
+package recorder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/ledger"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// groupLedger is a memLedger that also writes groups, recording each
+// RecordMany call's size. While down is set every group fails whole.
+type groupLedger struct {
+	memLedger
+	down   atomic.Bool
+	calls  chan int
+	failed atomic.Int64
+}
+
+func (l *groupLedger) RecordMany(ctx context.Context, recs []ledger.Rec) []error {
+	if l.calls != nil {
+		l.calls <- len(recs)
+	}
+	errs := make([]error, len(recs))
+	if l.down.Load() {
+		l.failed.Add(1)
+		for i := range errs {
+			errs[i] = errors.New("cassandra: unavailable")
+		}
+		return errs
+	}
+	for i, rc := range recs {
+		if rc.Attempt.GetExecutionId() == "bad" {
+			errs[i] = fmt.Errorf("%w: test", ledger.ErrInvalidAttempt)
+			continue
+		}
+		errs[i] = l.record(ctx, rc.Attempt, rc.Held)
+	}
+	return errs
+}
+
+func slotted(exec, job string, st sundialv1.ExecutionStatus) *sundialv1.ExecutionAttempt {
+	a := row(exec, st)
+	a.JobId = job
+	a.ScheduledTime = timestamppb.New(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
+	return a
+}
+
+// A shard of a GroupLedger writes what arrived within Linger as one
+// RecordMany, or sooner once GroupSize records are queued.
+func TestGroupedLingerAndSize(t *testing.T) {
+	fc := clock.NewFake(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
+	l := &groupLedger{calls: make(chan int, 10)}
+	r := New(l, Config{Shards: 1, Linger: 5 * time.Millisecond, GroupSize: 4, Clock: fc}, quiet(), Metrics{})
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop()
+	var done sync.WaitGroup
+	final := func(exec string) {
+		done.Add(1)
+		if !r.Final(context.Background(), slotted(exec, "job-"+exec, sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED), true, done.Done) {
+			t.Fatal("Final refused")
+		}
+	}
+	// Four records fill a group: written without the clock moving.
+	for i := range 4 {
+		final(fmt.Sprint("a", i))
+	}
+	if n := <-l.calls; n != 4 {
+		t.Fatalf("first group of %d records, want 4", n)
+	}
+	done.Wait()
+	// Two records wait for the linger.
+	final("b0")
+	final("b1")
+	select {
+	case n := <-l.calls:
+		t.Fatalf("group of %d written before the linger", n)
+	default:
+	}
+	for len(l.calls) == 0 {
+		fc.Advance(time.Millisecond) // the shard's timer may not exist yet
+		if fc.Now().After(time.Date(2026, 3, 1, 9, 0, 10, 0, time.UTC)) {
+			t.Fatal("linger never ended")
+		}
+	}
+	if n := <-l.calls; n != 2 {
+		t.Fatalf("lingered group of %d records, want 2", n)
+	}
+	done.Wait()
+}
+
+// Under load with the ledger down, nothing is lost: the shards retry,
+// their queues fill, Final blocks (back-pressure), and once the ledger is
+// back every final record is written and settled exactly once. A record the
+// ledger refuses as invalid is settled without retry.
+func TestGroupedNothingLostWhileLedgerDown(t *testing.T) {
+	l := &groupLedger{}
+	l.down.Store(true)
+	var results sync.Map
+	r := New(l, Config{Shards: 4, QueueSize: 16, GroupSize: 50, Linger: time.Millisecond}, quiet(), Metrics{Written: func(s string) {
+		v, _ := results.LoadOrStore(s, new(atomic.Int64))
+		v.(*atomic.Int64).Add(1)
+	}})
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	const producers, each = 8, 250
+	var settled [producers * each]atomic.Int32
+	var wg sync.WaitGroup
+	var blocked atomic.Bool
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				n := p*each + i
+				a := slotted(fmt.Sprint("e", n), fmt.Sprint("job", n%300), sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED)
+				// The queues hold 4×16 records: Final must block.
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+				ok := r.Final(ctx, a, true, func() { settled[n].Add(1) })
+				cancel()
+				if !ok {
+					blocked.Store(true)
+					if !r.Final(context.Background(), a, true, func() { settled[n].Add(1) }) {
+						t.Error("Final refused by a running recorder")
+						return
+					}
+				}
+			}
+		}()
+	}
+	// Let the failures pile up before the ledger comes back.
+	for l.failed.Load() < 8 || !blocked.Load() {
+		runtimeGosched()
+	}
+	l.down.Store(false)
+	r.Final(context.Background(), slotted("bad", "job-x", sundialv1.ExecutionStatus_EXECUTION_STATUS_FAILED), true, func() {})
+	wg.Wait()
+	r.Stop()
+	for n := range settled {
+		if c := settled[n].Load(); c != 1 {
+			t.Fatalf("record %d settled %d times", n, c)
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.rows) != producers*each {
+		t.Fatalf("%d rows written, want %d", len(l.rows), producers*each)
+	}
+	get := func(s string) int64 {
+		v, ok := results.Load(s)
+		if !ok {
+			return 0
+		}
+		return v.(*atomic.Int64).Load()
+	}
+	if get("ok") != producers*each || get("invalid") != 1 || get("retry") == 0 {
+		t.Fatalf("results ok=%d invalid=%d retry=%d", get("ok"), get("invalid"), get("retry"))
+	}
+}
+
+func runtimeGosched() { runtime.Gosched() }
