@@ -25,9 +25,15 @@ const (
 // since older rows have expired anyway.
 const DefaultLookback = TTL
 
-// lookahead starts ListByJob a day in the future, so slots recorded ahead of
-// time (the prefetcher's window) are in the first bucket.
-const lookahead = 24 * time.Hour
+// lookahead starts ListByJob's walk at the day of now+lookahead, so slots
+// recorded ahead of time (the prefetcher's window, seconds to minutes) near
+// midnight are in the first bucket read, while for the other 23 hours the
+// walk starts today and a page of recent history is one query.
+const lookahead = time.Hour
+
+// indexSkew widens GetExecution's index read by a day either side of the
+// TTL span, for writers whose clocks disagree about the date.
+const indexSkew = 24 * time.Hour
 
 var (
 	// ErrNotFound is returned by GetExecution when the ledger holds no row
@@ -128,7 +134,7 @@ func (r *Reader) getExecution(ctx context.Context, executionID string) ([]*sundi
 	// days from TTL ago (plus one, for clock skew) to tomorrow hold all.
 	now := r.clock.Now()
 	var days []int
-	for d, stop := dayOf(now.Add(lookahead)), dayOf(now.Add(-TTL-lookahead)); d >= stop; d = d.prev() {
+	for d, stop := dayOf(now.Add(indexSkew)), dayOf(now.Add(-TTL-indexSkew)); d >= stop; d = d.prev() {
 		days = append(days, int(d))
 	}
 	it := r.s.Iter(ctx, Statement{CQL: r.selectIndex, Values: []any{bucketOf(executionID), days, executionID}, Idempotent: true})
