@@ -136,6 +136,12 @@ bench-build: ## Build the benchmark command into bin/sundial-bench
 bench: bench-build ## Benchmark the platform, every scenario at full size (~25 min; BENCH_FLAGS='--scenarios steady --append-docs' etc., see docs/benchmarks.md)
 	$(ROOT)/bin/sundial-bench $(BENCH_FLAGS)
 
+PEERS_FLAGS ?=
+
+.PHONY: bench-peers
+bench-peers: bench-build ## River, asynq, Sundial and a bare HTTP client (the floor) side by side at 1,000/3,000/5,000 firings/s, herd and jittered (~45 min; PEERS_FLAGS='--rates 1000 --systems floor,river' etc.)
+	$(ROOT)/bin/sundial-bench peers $(PEERS_FLAGS)
+
 .PHONY: bench-quick
 bench-quick: bench-build ## Smoke run of the benchmark (under 3 min): the harness works and no firing is lost; says nothing about speed
 	$(ROOT)/bin/sundial-bench --quick $(BENCH_FLAGS)

@@ -6,6 +6,7 @@
 // flags and the figures so far.
 //
 //	sundial-bench [flags]
+//	sundial-bench peers [flags]   # River, asynq, Sundial and the floor side by side
 //
 // Every scenario prints one Markdown table row; --append-docs also appends
 // the run to docs/benchmarks.md. The exit status is 1 when a firing was
@@ -129,6 +130,9 @@ func (f *flags) applyQuick(set map[string]bool) {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "peers" {
+		return runPeers(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("sundial-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var f flags

@@ -15,7 +15,10 @@ import (
 // machineKey is the usageSnap entry for the whole machine: every CPU's
 // busy time from /proc/stat, whoever spent it (the processes measured, the
 // other components, anything else running).
-const machineKey = "machine"
+const machineKey = MachineKey
+
+// MachineKey names the whole machine in a UsageSnap and in Cores.
+const MachineKey = "machine"
 
 // ReadMachineUsage is the busy CPU time of the whole machine since boot,
 // summed over its CPUs, from /proc/stat. Usage.Cores between two readings
@@ -68,6 +71,12 @@ func MsPerFiring(cores, rate float64) float64 {
 // first, then every process that spent at least 0.005 ms, most first, e.g.
 // "1.55 ms (cassandra 0.65, worker-1 0.48, bench 0.15)".
 func CPUPerFiring(a, b UsageSnap, rate float64) string {
+	return CPUPerFiringOf(Cores(a, b), rate)
+}
+
+// CPUPerFiringOf is CPUPerFiring from the cores each process used
+// (machineKey: the whole machine).
+func CPUPerFiringOf(cores map[string]float64, rate float64) string {
 	if rate <= 0 {
 		return "–"
 	}
@@ -76,14 +85,12 @@ func CPUPerFiring(a, b UsageSnap, rate float64) string {
 		ms   float64
 	}
 	var parts []part
-	for n := range b {
+	for n, c := range cores {
 		if n == machineKey {
 			continue
 		}
-		if c, ok := cpuOf(a, b, n); ok {
-			if ms := MsPerFiring(c, rate); ms >= 0.005 {
-				parts = append(parts, part{n, ms})
-			}
+		if ms := MsPerFiring(c, rate); ms >= 0.005 {
+			parts = append(parts, part{n, ms})
 		}
 	}
 	sort.Slice(parts, func(i, j int) bool {
@@ -97,7 +104,7 @@ func CPUPerFiring(a, b UsageSnap, rate float64) string {
 		procs = append(procs, fmt.Sprintf("%s %.2f", p.name, p.ms))
 	}
 	head := "machine ?"
-	if c, ok := cpuOf(a, b, machineKey); ok {
+	if c, ok := cores[machineKey]; ok {
 		head = fmt.Sprintf("%.2f ms", MsPerFiring(c, rate))
 	}
 	if len(procs) == 0 {

@@ -33,6 +33,7 @@ type Figures struct {
 	Lateness harness.Summary
 	Expected int // firings due in the window
 	Lost     int // of those, never arrived
+	Early    int // arrived before their fire instant
 	// DuplicateEffects are slots that arrived as two executions; RawDuplicates
 	// second deliveries of one execution (allowed: at least once).
 	DuplicateEffects, RawDuplicates int

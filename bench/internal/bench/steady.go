@@ -72,7 +72,7 @@ func (r *Runner) rate(ctx context.Context, d *deployment, name string, cfg Stead
 	}
 	a := d.analyze(run, want, start, end)
 	s := harness.Summarize(a.Lateness)
-	res.Figures = &Figures{Rate: cfg.Rate, Window: u1.window(u0), Lateness: s, Expected: a.Expected, Lost: a.Missing,
+	res.Figures = &Figures{Rate: cfg.Rate, Window: u1.window(u0), Lateness: s, Expected: a.Expected, Lost: a.Missing, Early: a.Early,
 		DuplicateEffects: a.DuplicateEffects, RawDuplicates: a.RawDuplicates, Cores: Cores(u0, u1)}
 	res.Row = append([]string{
 		fmt.Sprint(cfg.Rate), cfg.Duration.String(), CPUPerFiring(u0, u1, float64(cfg.Rate)),
