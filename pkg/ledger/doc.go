@@ -1,8 +1,10 @@
 // Package ledger is Sundial's execution history in Cassandra: one row per
 // attempt of every execution, kept 90 days, queryable by job (newest slot
-// first, across month buckets) and by execution id.
+// first, across day buckets shared by many jobs) and by execution id.
 //
-// Workers write with Writer.Record at each transition of an attempt; the api
+// Workers write with Writer.Record at each transition of an attempt, or
+// many records at once with Writer.RecordMany (one single-partition batch
+// per partition, the worker's recorder groups by PartitionKey); the api
 // reads with Reader.ListByJob and Reader.GetExecution. Migrate creates the
 // keyspace and tables idempotently. DESIGN.md explains the data model, why
 // the fence token is part of each row's key, the write timestamps, the

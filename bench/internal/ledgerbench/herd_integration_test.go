@@ -25,13 +25,15 @@ import (
 //
 //   - legacy: the first layout, one logged two-table batch per record,
 //     64 records in flight (the recorder's 16 shards × 4);
+//
 //   - grouped: ledger.Writer.RecordMany over the whole herd split into
 //     `group`-record calls (what the recorder hands it), `callers` calls
 //     in flight; held records (no fence read) unless +check;
+//
 //   - grouped-noindex: the same without the execution index, to price it.
 //
-//	source <(deploy/local/infra.sh env)
-//	cd bench && go test -tags integration -run '^$' -bench Herd -benchtime 20000x ./internal/ledgerbench
+//     source <(deploy/local/infra.sh env)
+//     cd bench && go test -tags integration -run '^$' -bench Herd -benchtime 20000x ./internal/ledgerbench
 func BenchmarkHerd(b *testing.B) {
 	ks := testinfra.CassandraKeyspace(b)
 	s, err := ledger.Connect(ledger.ConnectConfig{Hosts: testinfra.CassandraHosts(b), Timeout: 30 * time.Second})
