@@ -253,7 +253,7 @@ func TestTracingFollowsAFiringEndToEnd(t *testing.T) {
 	ds := deliveries()
 	for _, c := range []check{
 		{"scheduled", ds[scheduledExec][:2], "sundial-prefetcher " + tracing.SpanStage,
-			map[string]int{tracing.SpanStage: 1, "relay.publish": 2, "worker.consume": 2, "worker.target": 2, "worker.lease": 2, "worker.settle": 1}},
+			map[string]int{tracing.SpanStage: 1, "relay.publish": 2, "worker.consume": 2, "worker.target": 2, "worker.settle": 1}},
 		{"triggered", ds[trig.GetExecutionId()][:1], "sundial-api " + tracing.SpanStage,
 			map[string]int{"sundial.v1.JobService/TriggerJob": 1, tracing.SpanStage: 1, "relay.publish": 1, "worker.consume": 1, "worker.target": 1}},
 	} {

@@ -2,7 +2,8 @@
 // in-process integration tests build exactly the same thing.
 //
 // Start order (stop is the reverse): connections, clock estimator, ledger
-// recorder, notifier, poison forwarder, holder, executor pool, consumer. The consumer stops first: it
+// recorder, notifier, poison forwarder, fire holder, prepare holder,
+// prepare stage, executor pool (with its settlers), consumer. The consumer stops first: it
 // stops fetching and leaves the group, and its final revoke waits for the
 // executing firings — which need the executors, the recorder, Redis and
 // Cassandra still running.
@@ -40,10 +41,12 @@ import (
 	"github.com/sundialhq/sundial/services/worker/internal/lagexporter"
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
 	"github.com/sundialhq/sundial/services/worker/internal/notify"
+	"github.com/sundialhq/sundial/services/worker/internal/prepare"
 	"github.com/sundialhq/sundial/services/worker/internal/readyq"
 	"github.com/sundialhq/sundial/services/worker/internal/recorder"
 	"github.com/sundialhq/sundial/services/worker/internal/settle"
 	"github.com/sundialhq/sundial/services/worker/internal/target"
+	"github.com/sundialhq/sundial/services/worker/internal/work"
 )
 
 // Check is a readiness check.
@@ -54,8 +57,10 @@ type Worker struct {
 	Services []lifecycle.Service
 	Checks   map[string]Check
 
-	Consumer  *consumer.Consumer
-	Holder    *holder.Holder
+	Consumer *consumer.Consumer
+	// Holder is where the consumer puts arriving firings: the prepare
+	// holder, with the fire holder counted in its Len.
+	Holder    *stages
 	Queue     *readyq.Queue
 	Estimator *clockoffset.Estimator // nil without --postgres-dsn
 	Metrics   *metrics.Metrics
@@ -245,23 +250,32 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 	raw := settle.NewRawForwarder(dlq, local, logger.With("component", "poison"), func(r string) { m.PoisonRecords.WithLabelValues(r).Inc() })
 	w.Services = append(w.Services, raw)
 
+	// The three stages: prepare (the prepare holder releases each firing
+	// --prepare-lead before its instant; the stage leases it, many per
+	// Redis call), fire (the fire holder releases it at its instant into
+	// the ready queue; an executor sends the request) and settle (the
+	// executors' settlers write markers and records in groups).
 	q := readyq.New(readyq.WithLane(readyq.FairLanes), readyq.WithDepthObserver(func(p sundialv1.Priority, d int) {
 		m.ReadyDepth.WithLabelValues(firing.PriorityName(p)).Set(float64(d))
 	}))
 	w.Queue = q
-	h := holder.New(corrected, q.Push)
-	wake = h.Wake
-	w.Holder = h
-	metrics.Held(reg, h.Len)
-	w.Services = append(w.Services, h)
+	fireHolder := holder.New(corrected, q.Push)
+	var prep *prepare.Stage
+	prepHolder := holder.New(corrected, func(it *work.Item) { prep.Add(it) }, holder.WithLead(func(it *work.Item) time.Duration { return prep.Lead(it) }))
+	prep = prepare.New(prepare.Config{
+		Lead: cfg.PrepareLead, Batch: cfg.PrepareBatch, WorkerID: cfg.WorkerID, LeaseTTL: cfg.LeaseTTL,
+	}, leases, prepare.Routes{Fire: fireHolder.Add, Now: q.Push, Again: prepHolder.Add}, corrected, m, logger.With("component", "prepare"))
+	wake = func() { prepHolder.Wake(); fireHolder.Wake() }
+	w.Holder = &stages{prepare: prepHolder, fire: fireHolder}
+	metrics.Held(reg, w.Holder.Len)
+	w.Services = append(w.Services, fireHolder, prepHolder, prep)
 
-	pool := executor.New(executor.Config{
-		Executors: cfg.Executors, WorkerID: cfg.WorkerID, LeaseTTL: cfg.LeaseTTL, DoneTTL: cfg.DoneTTL, MaxDeliveries: cfg.MaxDeliveries,
-	}, q, h, leases, fire, rec, corrected, m, logger.With("component", "executor"))
-	pool.SetNotifier(nt)
-	pool.SetTracer(deps.Tracer)
+	pd := executor.Deps{
+		Queue: q, Holder: fireHolder, Prepare: prep, Leaser: leases, Target: fire, Recorder: rec, Notifier: nt,
+		Tracer: deps.Tracer, Clock: corrected, Metrics: m, Logger: logger.With("component", "executor"),
+	}
 	if l := hostguard.NewLimiter(cfg.HostRate, cfg.HostBurst); l != nil {
-		pool.SetLimiter(l)
+		pd.Limiter = l
 	}
 	if cfg.PostgresDSN != "" {
 		pcfg, err := pgxpool.ParseConfig(cfg.PostgresDSN)
@@ -269,7 +283,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 			return nil, fmt.Errorf("postgres-dsn: %w", err)
 		}
 		// Retries, dead letters and completions: each is a short
-		// transaction an executor waits for, so a herd of one-off jobs
+		// transaction a settler waits for, so a herd of one-off jobs
 		// needs enough connections for Postgres to group their commits.
 		if cfg.PostgresMaxConns > 0 {
 			pcfg.MaxConns = int32(cfg.PostgresMaxConns)
@@ -279,15 +293,19 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 			return nil, fmt.Errorf("postgres pool: %w", err)
 		}
 		cl.add(pg.Close)
-		pool.SetSettler(settle.New(settle.NewPostgres(pg), dlq, corrected, settle.Config{}, settle.Metrics{
+		pd.Settler = settle.New(settle.NewPostgres(pg), dlq, corrected, settle.Config{}, settle.Metrics{
 			RetryScheduled: func(pr, class string) { m.RetriesScheduled.WithLabelValues(pr, class).Inc() },
 			DeadLetter:     func(class string) { m.DeadLetters.WithLabelValues(class).Inc() },
 			JobCompleted:   func(o string) { m.JobCompletions.WithLabelValues(o).Inc() },
 			StepError:      func(step string) { m.SettleErrors.WithLabelValues(step).Inc() },
-		}, logger.With("component", "settle")))
+		}, logger.With("component", "settle"))
 	} else {
 		logger.Warn("no --postgres-dsn: failed attempts are recorded FAILED and neither retried nor dead-lettered")
 	}
+	pool := executor.New(executor.Config{
+		Executors: cfg.Executors, SettleBatch: cfg.SettleBatch, WorkerID: cfg.WorkerID, LeaseTTL: cfg.LeaseTTL, DoneTTL: cfg.DoneTTL,
+		MaxDeliveries: cfg.MaxDeliveries,
+	}, pd)
 	w.Services = append(w.Services, pool)
 
 	w.Consumer = consumer.New(consumer.Config{
@@ -302,7 +320,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 		Poison:         raw.Forward,
 		Opts:           append(kafkaSec, deps.KafkaOpts...),
 		Tracer:         deps.Tracer,
-	}, h, m, logger.With("component", "consumer"))
+	}, w.Holder, m, logger.With("component", "consumer"))
 	w.Services = append(w.Services, w.Consumer)
 	w.Checks["kafka"] = w.Consumer.Ping
 
@@ -328,3 +346,13 @@ func (c *closer) Stop() {
 	}
 	c.fns = nil
 }
+
+// stages is the consumer's view of the two holders: arriving firings go to
+// the prepare holder, and a revoke takes back those not yet prepared (a
+// prepared one is claimed, so the revoke waits for it to fire instead).
+// Len counts both, for the consumer's --max-held.
+type stages struct{ prepare, fire *holder.Holder }
+
+func (s *stages) Add(it *work.Item)         { s.prepare.Add(it) }
+func (s *stages) Remove(it *work.Item) bool { return s.prepare.Remove(it) }
+func (s *stages) Len() int                  { return s.prepare.Len() + s.fire.Len() }

@@ -14,7 +14,9 @@ import (
 	"github.com/sundialhq/sundial/pkg/connsec"
 	"github.com/sundialhq/sundial/pkg/netpolicy"
 
+	"github.com/sundialhq/sundial/services/worker/internal/executor"
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
+	"github.com/sundialhq/sundial/services/worker/internal/prepare"
 	"github.com/sundialhq/sundial/services/worker/internal/recorder"
 )
 
@@ -45,6 +47,12 @@ type Config struct {
 	WorkerID  string
 	Executors int
 	LeaseTTL  time.Duration
+	// PrepareLead: how long before its instant a firing is leased;
+	// PrepareBatch: firings per lease call; SettleBatch: attempts per
+	// marker call.
+	PrepareLead  time.Duration
+	PrepareBatch int
+	SettleBatch  int
 	DoneTTL   time.Duration
 	// LedgerRunningDelay: an attempt still running after it is recorded as
 	// RUNNING; a shorter one by its outcome alone (one ledger write).
@@ -101,6 +109,10 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.WorkerID, "worker-id", defaultWorkerID(), "this worker's name in leases, ledger rows and the consumer group")
 	fs.IntVar(&c.Executors, "executors", 128, "attempts in flight at most (executor pool size)")
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", 10*time.Second, "execution lease lifetime; a crashed worker blocks an execution this long, long attempts renew every third of it")
+	fs.DurationVar(&c.PrepareLead, "prepare-lead", prepare.DefaultConfig.Lead,
+		"lease firings this long before their instant, many per Redis call (0: at the instant); a Redis outage shorter than this does not delay firings already leased, and a job change committed within it may not stop a firing")
+	fs.IntVar(&c.PrepareBatch, "prepare-batch", prepare.DefaultConfig.Batch, "firings leased by one Redis call at most")
+	fs.IntVar(&c.SettleBatch, "settle-batch", executor.DefaultConfig.SettleBatch, "finished attempts whose markers one Redis call writes at most")
 	fs.DurationVar(&c.LedgerRunningDelay, "ledger-running-delay", recorder.DefaultConfig.RunningDelay,
 		"record an attempt as RUNNING in the ledger once it has run this long (0: at once); a shorter attempt is recorded by its outcome alone, one write instead of two")
 	fs.IntVar(&c.LedgerInFlight, "ledger-in-flight", recorder.DefaultConfig.InFlight,
@@ -157,6 +169,15 @@ func (c *Config) Validate(p *config.Problems) {
 	}
 	if c.Executors < 1 {
 		p.Addf("executors", "must be at least 1, got %d", c.Executors)
+	}
+	if c.PrepareLead < 0 || c.PrepareLead > 10*time.Minute {
+		p.Addf("prepare-lead", "must be between 0 and 10m, got %s", c.PrepareLead)
+	}
+	if c.PrepareBatch < 1 || c.PrepareBatch > 4096 {
+		p.Addf("prepare-batch", "must be between 1 and 4096, got %d", c.PrepareBatch)
+	}
+	if c.SettleBatch < 1 || c.SettleBatch > 4096 {
+		p.Addf("settle-batch", "must be between 1 and 4096, got %d", c.SettleBatch)
 	}
 	if c.LeaseTTL < 100*time.Millisecond {
 		p.Addf("lease-ttl", "must be at least 100ms, got %s", c.LeaseTTL)

@@ -81,6 +81,7 @@ func (p *partition) add(recs []*kgo.Record) {
 			FireAt:   at.AsTime().UnixNano(),
 			Priority: firing.Normalize(f.GetPriority()),
 			Tenant:   f.GetTenant(),
+			Overlap:  f.GetOverlap() == sundialv1.OverlapPolicy_OVERLAP_POLICY_SKIP || f.GetOverlap() == sundialv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE,
 			// A private copy: the record's value aliases its whole fetch
 			// batch, which must not stay alive for one held firing.
 			Envelope:  bytes.Clone(r.Value),

@@ -20,6 +20,7 @@ import (
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
+	"github.com/sundialhq/sundial/services/worker/internal/prepare"
 	"github.com/sundialhq/sundial/services/worker/internal/readyq"
 	"github.com/sundialhq/sundial/services/worker/internal/target"
 	"github.com/sundialhq/sundial/services/worker/internal/work"
@@ -35,10 +36,14 @@ func (nopOwner) Requeue(*work.Item) bool { return true }
 // nopLeaser grants every lease and writes every marker at once.
 type nopLeaser struct{ Leaser }
 
-func (nopLeaser) Acquire(context.Context, lease.Execution, string, time.Duration) (lease.Result, error) {
-	return lease.Result{Outcome: lease.Acquired, Fence: 1}, nil
+func (nopLeaser) AcquireMany(_ context.Context, batch []lease.Acquisition) ([]lease.Result, error) {
+	out := make([]lease.Result, len(batch))
+	for i := range out {
+		out[i] = lease.Result{Outcome: lease.Acquired, Fence: 1}
+	}
+	return out, nil
 }
-func (nopLeaser) MarkDone(context.Context, lease.Execution, string, time.Duration) error { return nil }
+func (nopLeaser) FinishMany(context.Context, []lease.Finish) error { return nil }
 
 // nopRecorder finishes every final record at once.
 type nopRecorder struct{}
@@ -63,10 +68,11 @@ func benchEnvelope(b *testing.B, tp string) []byte {
 	return v
 }
 
-// BenchmarkProcess is one firing through an executor with everything
-// around it instant: decode, lateness, lease, the attempt (its renewal
-// timer and goroutine), the done marker and the final record. What is
-// left is the executor's own cost per firing.
+// BenchmarkProcess is one firing through the three stages with everything
+// around them instant: prepare (decode, a lease call of one), fire
+// (lateness, the attempt with its renewal timer and goroutine) and settle
+// (the marker call and the final record). What is left is the worker's own
+// cost per firing.
 //
 // off is tracing off (the default): what every firing pays. unsampled and
 // sampled trace the firing (its consume and hold spans are opened in the
@@ -83,15 +89,19 @@ func BenchmarkProcess(b *testing.B) {
 		b.Run(mode.name, func(b *testing.B) {
 			m := metrics.New(prometheus.NewRegistry(), metrics.DefaultMaxTenants)
 			fire := fakeTarget{func(context.Context, target.Request) target.Result { return target.Result{OK: true, HTTPStatus: 204} }}
-			p := New(Config{Executors: 1, WorkerID: "w1", LeaseTTL: time.Minute}, readyq.New(), nil, nopLeaser{}, fire, nopRecorder{},
-				clock.Real{}, m, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+			var prepared *work.Item
+			stage := prepare.New(prepare.Config{WorkerID: "w1", LeaseTTL: time.Minute}, nopLeaser{},
+				prepare.Routes{Fire: func(it *work.Item) { prepared = it }}, clock.Real{}, m, logger)
+			d := Deps{Queue: readyq.New(), Leaser: nopLeaser{}, Prepare: stage, Target: fire, Recorder: nopRecorder{}, Clock: clock.Real{}, Metrics: m, Logger: logger}
 			var tr trace.Tracer
 			if mode.traced {
 				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(tracing.NewSampler(1, 1)), sdktrace.WithBatcher(tracetest.NewNoopExporter()))
 				defer func() { _ = tp.Shutdown(context.Background()) }()
 				tr = tp.Tracer("bench")
-				p.SetTracer(tr)
+				d.Tracer = tr
 			}
+			p := New(Config{Executors: 1, WorkerID: "w1", LeaseTTL: time.Minute}, d)
 			env := benchEnvelope(b, mode.tp)
 			ctx := context.Background()
 			b.ReportAllocs()
@@ -103,7 +113,9 @@ func BenchmarkProcess(b *testing.B) {
 					_, hold := tr.Start(cctx, SpanHold)
 					it.Trace = &work.Trace{Consume: consume, Hold: hold}
 				}
-				p.process(ctx, it)
+				stage.Prepare(ctx, []*work.Item{it})
+				p.process(ctx, prepared)
+				p.settleBatch([]*attempt{<-p.settled})
 				it.Trace.End("")
 			}
 		})

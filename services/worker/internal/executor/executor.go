@@ -1,36 +1,42 @@
-// Package executor is the bounded pool that fires due firings: it pops the
-// most urgent one from the ready queue, takes its lease in one Redis call,
-// calls the target, settles what follows (a retry staged in the outbox, a
-// dead letter, a completed job), and hands the attempt's records to the
-// recorder.
+// Package executor is the worker's fire and settle stages: a bounded pool
+// of executors pops the most urgent due firing from the ready queue — its
+// lease and fence already taken ahead of the instant by the prepare stage —
+// and sends only the request; a small pool of settlers then records what
+// followed, several attempts at a time.
 //
-// The firing path is timer → ready queue → (host rate limit) → lease
-// (Redis) → target. Neither Postgres nor the relay is on it: Postgres is
-// written after the target answered, and only when the attempt failed or
-// was the job's last slot. The ledger is written beside the path: the
-// RUNNING record is handed to the recorder without waiting, the final one
-// after the attempt settled.
+// The firing path at the instant is fire holder → ready queue → (host rate
+// limit) → target. Neither Redis, Postgres nor the ledger is on it: the
+// lease was taken before (package prepare), and everything else happens
+// after the target answered, off the executor that called it.
 //
-// After the target answers, in this order, while the lease is still held
-// and renewed:
+// After the target answers, the executor hands the attempt to the settle
+// stage and pops the next firing. A settler takes every attempt waiting
+// (up to SettleBatch) and, while each lease is still held and renewed:
 //
-//  1. decide (pkg retry): SUCCEEDED, RETRY_SCHEDULED or DEAD;
-//  2. settle (pkg settle): write the retry to the outbox, or the dead
-//     letter to Postgres and the DLQ topic, and complete a last-slot job —
-//     retried until it succeeds; a pool stopping meanwhile leaves the
-//     firing unfinished and its lease released, so it is redelivered;
-//  3. mark (Redis): the done marker (success), or the attempt marker, which
-//     also keeps or clears the overlap policy's running marker;
-//  4. notify the job's callback (asynchronous, best effort);
-//  5. record the final ledger row, whose write finishes the firing.
+//  1. decides (pkg retry): SUCCEEDED, RETRY_SCHEDULED or DEAD;
+//  2. settles (pkg settle): writes a retry to the outbox, or the dead
+//     letter to Postgres and the DLQ topic, and completes a last-slot job —
+//     only for the attempts that need it, retried until it succeeds; a pool
+//     stopping meanwhile leaves the firing unfinished and its lease
+//     released, so it is redelivered;
+//  3. marks (Redis, one call for the whole group): the done marker
+//     (success) or the attempt marker, which also keeps or clears the
+//     overlap policy's running marker and releases the lease;
+//  4. notifies the job's callback (asynchronous, best effort);
+//  5. hands the final ledger record to the recorder, whose write finishes
+//     the firing.
 //
 // A crash before 3 redelivers the firing and repeats the attempt (1 and 2
 // are idempotent); a crash after 3 drops the redelivery as done.
 //
-// With a tracer (SetTracer), a traced firing's lease call, target call and
-// settling are spans under its worker.consume span, the target receives
-// the target span's context as its traceparent, and a retry is staged with
-// the consume span's context, so the next attempt continues the trace.
+// Firings the prepare stage could not lease to fire (stale, overlapping,
+// poison) come through the ready queue too, and an executor records their
+// skip or dead-letters them.
+//
+// With a tracer, a traced firing's target call and settling are spans
+// under its worker.consume span, the target receives the target span's
+// context as its traceparent, and a retry is staged with the consume
+// span's context, so the next attempt continues the trace.
 package executor
 
 import (
@@ -38,10 +44,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -59,6 +63,7 @@ import (
 
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
 	"github.com/sundialhq/sundial/services/worker/internal/notify"
+	"github.com/sundialhq/sundial/services/worker/internal/prepare"
 	"github.com/sundialhq/sundial/services/worker/internal/readyq"
 	"github.com/sundialhq/sundial/services/worker/internal/retry"
 	"github.com/sundialhq/sundial/services/worker/internal/settle"
@@ -66,14 +71,11 @@ import (
 	"github.com/sundialhq/sundial/services/worker/internal/work"
 )
 
-// Leaser is the part of lease.Store the executor uses.
+// Leaser is the part of lease.Store the fire and settle stages use.
 type Leaser interface {
-	Acquire(ctx context.Context, ex lease.Execution, holder string, ttl time.Duration) (lease.Result, error)
 	Renew(ctx context.Context, ex lease.Execution, holder string, ttl time.Duration) error
 	Release(ctx context.Context, ex lease.Execution, holder string) (bool, error)
-	MarkDone(ctx context.Context, ex lease.Execution, holder string, ttl time.Duration) error
-	MarkAttemptDone(ctx context.Context, ex lease.Execution, holder string, ttl time.Duration) error
-	MarkRetryPending(ctx context.Context, ex lease.Execution, holder string, ttl, keepRunning time.Duration) error
+	FinishMany(ctx context.Context, batch []lease.Finish) error
 }
 
 // Recorder is the part of recorder.Recorder the executor uses.
@@ -84,8 +86,13 @@ type Recorder interface {
 	Final(ctx context.Context, a *sundialv1.ExecutionAttempt, held bool, done func()) bool
 }
 
-// Holder takes items back to try again later.
+// Holder holds a leased firing until it may fire (the fire holder).
 type Holder interface{ Add(it *work.Item) }
+
+// Preparer takes a firing back to lease it again later (*prepare.Stage).
+type Preparer interface {
+	Again(it *work.Item, after time.Duration)
+}
 
 // Settler makes an attempt's consequences durable (*settle.Settler).
 type Settler interface {
@@ -107,10 +114,16 @@ type Limiter interface {
 type Config struct {
 	// Executors bounds concurrent attempts.
 	Executors int
-	// WorkerID names this worker in leases and ledger records.
+	// Settlers is how many groups of finished attempts are settled at once.
+	Settlers int
+	// SettleBatch bounds the attempts one settler takes (one marker call).
+	SettleBatch int
+	// WorkerID names this worker in ledger records.
 	WorkerID string
 	// LeaseTTL is how long a crashed worker blocks an execution; long
-	// attempts renew every LeaseTTL/3.
+	// attempts renew every LeaseTTL/3, and a firing that waited in the
+	// ready queue until less than half of it was left renews before its
+	// request.
 	LeaseTTL time.Duration
 	// DoneTTL is how long a done marker rejects redeliveries.
 	DoneTTL time.Duration
@@ -128,14 +141,43 @@ type Config struct {
 }
 
 // DefaultConfig values.
-var DefaultConfig = Config{Executors: 128, LeaseTTL: 10 * time.Second, DoneTTL: 7 * 24 * time.Hour, RedisTimeout: 2 * time.Second,
-	RetryAfter: 250 * time.Millisecond, RunningGrace: time.Minute}
+var DefaultConfig = Config{Executors: 128, Settlers: 8, SettleBatch: 256, LeaseTTL: 10 * time.Second, DoneTTL: 7 * 24 * time.Hour,
+	RedisTimeout: 2 * time.Second, RetryAfter: 250 * time.Millisecond, RunningGrace: time.Minute}
 
-// Pool is a lifecycle.Service running Config.Executors goroutines.
+// Deps are what the pool works with. Queue, Holder, Prepare, Leaser,
+// Target, Recorder, Clock, Metrics and Logger are required.
+type Deps struct {
+	Queue   *readyq.Queue
+	Holder  Holder
+	Prepare Preparer
+	Leaser  Leaser
+	Target  target.Target
+	// Recorder takes the ledger records.
+	Recorder Recorder
+	// Settler retries failures through the outbox, dead-letters, and
+	// completes last-slot jobs. Without one (no Postgres), a failed attempt
+	// is recorded FAILED and nothing follows it.
+	Settler Settler
+	// Notifier sends completion notifications to jobs' callback URLs.
+	Notifier Notifier
+	// Limiter rate-limits requests per target host.
+	Limiter Limiter
+	// Tracer traces the target and settle steps of traced firings (those
+	// the consumer gave a work.Trace).
+	Tracer trace.Tracer
+	// Clock is the corrected clock.
+	Clock   clock.Clock
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
+}
+
+// Pool is a lifecycle.Service running Config.Executors executors and
+// Config.Settlers settlers.
 type Pool struct {
 	cfg      Config
 	queue    *readyq.Queue
 	holder   Holder
+	prepare  Preparer
 	leaser   Leaser
 	target   target.Target
 	rec      Recorder
@@ -147,8 +189,11 @@ type Pool struct {
 	m        *metrics.Metrics
 	logger   *slog.Logger
 
-	seq    atomic.Uint64
-	runner lifecycle.Runner
+	// settled carries attempts from the executors to the settlers; its
+	// bound is the back-pressure that keeps settling from falling behind
+	// without limit.
+	settled chan *attempt
+	runner  lifecycle.Runner
 	// stopping ends when Stop is called: attempts run on, but settling
 	// gives up retrying, and a final record that cannot be handed to the
 	// recorder is given up (the firing stays unfinished and is
@@ -156,48 +201,50 @@ type Pool struct {
 	stopping context.Context
 }
 
-// New returns a pool. clk is the corrected clock.
-func New(cfg Config, q *readyq.Queue, h Holder, l Leaser, t target.Target, rec Recorder, clk clock.Clock, m *metrics.Metrics, logger *slog.Logger) *Pool {
+// New returns a pool.
+func New(cfg Config, d Deps) *Pool {
+	def := DefaultConfig
 	if cfg.Executors <= 0 {
-		cfg.Executors = DefaultConfig.Executors
+		cfg.Executors = def.Executors
+	}
+	if cfg.Settlers <= 0 {
+		cfg.Settlers = def.Settlers
+	}
+	if cfg.SettleBatch <= 0 {
+		cfg.SettleBatch = def.SettleBatch
 	}
 	if cfg.LeaseTTL <= 0 {
-		cfg.LeaseTTL = DefaultConfig.LeaseTTL
+		cfg.LeaseTTL = def.LeaseTTL
 	}
 	if cfg.DoneTTL <= 0 {
-		cfg.DoneTTL = DefaultConfig.DoneTTL
+		cfg.DoneTTL = def.DoneTTL
 	}
 	if cfg.RedisTimeout <= 0 {
-		cfg.RedisTimeout = DefaultConfig.RedisTimeout
+		cfg.RedisTimeout = def.RedisTimeout
 	}
 	if cfg.RetryAfter <= 0 {
-		cfg.RetryAfter = DefaultConfig.RetryAfter
+		cfg.RetryAfter = def.RetryAfter
 	}
 	if cfg.RunningGrace <= 0 {
-		cfg.RunningGrace = max(DefaultConfig.RunningGrace, 3*cfg.LeaseTTL)
+		cfg.RunningGrace = max(def.RunningGrace, 3*cfg.LeaseTTL)
 	}
-	return &Pool{cfg: cfg, queue: q, holder: h, leaser: l, target: t, rec: rec, clk: clk, m: m, logger: logger, stopping: context.Background()}
+	return &Pool{cfg: cfg, queue: d.Queue, holder: d.Holder, prepare: d.Prepare, leaser: d.Leaser, target: d.Target, rec: d.Recorder,
+		settler: d.Settler, notifier: d.Notifier, limiter: d.Limiter, tracer: d.Tracer, clk: d.Clock, m: d.Metrics, logger: d.Logger,
+		stopping: context.Background(), settled: make(chan *attempt, 2*cfg.Executors)}
 }
 
-// SetSettler makes failures retried through the outbox and dead-lettered,
-// and last slots complete their jobs. Without one (no Postgres), a failed
-// attempt is recorded FAILED and nothing follows it. Call before Start.
-func (p *Pool) SetSettler(s Settler) { p.settler = s }
-
-// SetNotifier sends completion notifications to jobs' callback URLs.
-func (p *Pool) SetNotifier(n Notifier) { p.notifier = n }
-
-// SetLimiter rate-limits requests per target host.
-func (p *Pool) SetLimiter(l Limiter) { p.limiter = l }
-
-// SetTracer traces the lease, target and settle steps of traced firings
-// (those the consumer gave a work.Trace). Call before Start.
-func (p *Pool) SetTracer(t trace.Tracer) { p.tracer = t }
-
-// Start runs the executors.
+// Start runs the executors and the settlers.
 func (p *Pool) Start(context.Context) error {
 	return p.runner.Run(func(ctx context.Context) error {
 		p.stopping = ctx
+		var settlers sync.WaitGroup
+		for range p.cfg.Settlers {
+			settlers.Add(1)
+			go func() {
+				defer settlers.Done()
+				p.settleLoop()
+			}()
+		}
 		var wg sync.WaitGroup
 		for range p.cfg.Executors {
 			wg.Add(1)
@@ -216,153 +263,120 @@ func (p *Pool) Start(context.Context) error {
 			}()
 		}
 		wg.Wait()
+		// Every attempt the executors made is settled before Stop
+		// returns.
+		close(p.settled)
+		settlers.Wait()
 		return nil
 	})
 }
 
-// Stop stops popping and waits for attempts in progress.
+// Stop stops popping and waits for attempts in progress and their
+// settling.
 func (p *Pool) Stop() { p.runner.Stop() }
 
-// count counts an outcome of the item's firing (f, when decoded, names
-// its priority, and its job when that is watched) and notes it on the
-// firing's trace.
+// count counts an outcome of f and notes it on the item's trace.
 func (p *Pool) count(it *work.Item, f *sundialv1.Firing, outcome string) {
-	pr, tenant := it.Priority, it.Tenant
-	if f != nil {
-		pr, tenant = f.GetPriority(), f.GetTenant()
-		if j := p.m.Job(f.GetJobId()); j != nil {
-			j.Fired(outcome)
-		}
+	if j := p.m.Job(f.GetJobId()); j != nil {
+		j.Fired(outcome)
 	}
-	p.m.Firings.WithLabelValues(firing.PriorityName(pr), outcome, p.m.Tenant(tenant)).Inc()
+	p.m.Firings.WithLabelValues(firing.PriorityName(f.GetPriority()), outcome, p.m.Tenant(f.GetTenant())).Inc()
 	if it.Trace != nil {
 		it.Trace.Consume.SetAttributes(tracing.AttrOutcome.String(outcome))
 	}
 }
 
-// Overlap maps a job's overlap policy to the lease script's.
-func Overlap(o sundialv1.OverlapPolicy) lease.Overlap {
-	switch o {
-	case sundialv1.OverlapPolicy_OVERLAP_POLICY_SKIP:
-		return lease.OverlapSkip
-	case sundialv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE:
-		return lease.OverlapBufferOne
-	default:
-		return lease.OverlapAllow
-	}
-}
-
 func (p *Pool) process(ctx context.Context, it *work.Item) {
-	if !it.Owner.Claim(it) {
-		return // its partition went elsewhere; the new owner fires it
-	}
+	f := it.Firing
 	if it.Trace != nil {
 		it.Trace.Hold.End()
 		ctx = trace.ContextWithSpan(ctx, it.Trace.Consume)
 	}
-	f, err := firing.Decode(it.Envelope)
-	if err != nil {
-		// Checked when the record arrived, so only a bug gets here.
-		p.logger.Error("undecodable firing", "err", err)
-		p.count(it, nil, "poison")
-		it.Owner.Finish(it)
-		return
-	}
-	pr := firing.PriorityName(f.GetPriority())
-	p.m.Lateness.WithLabelValues(pr, "timer", p.m.Tenant(f.GetTenant())).Observe(max(0, time.Duration(it.Ready-it.FireAt).Seconds()))
-
-	// The host's rate limit is checked before the lease: a firing over it
-	// waits in the holder, not in an executor and not under a lease.
-	if p.limiter != nil {
-		if host := target.Host(f); host != "" {
-			if wait := p.limiter.Reserve(host, p.clk.Now()); wait > 0 {
-				p.count(it, f, "rate_limited")
-				p.m.RateLimited.Inc()
-				p.requeue(it, wait)
-				return
-			}
-		}
-	}
-
-	ex := lease.Execution{
-		JobID: f.GetJobId(), ExecutionID: f.GetExecutionId(), Attempt: max(f.GetAttempt(), 1), Version: f.GetJobVersion(),
-		Overlap: Overlap(f.GetOverlap()), FirstAttempt: f.GetFirstAttempt(),
-	}
-	// Unique per delivery, so a duplicate delivered to this same worker is
-	// excluded too.
-	holder := p.cfg.WorkerID + "/" + strconv.FormatUint(p.seq.Add(1), 36)
-	lctx, cancel := context.WithTimeout(ctx, p.cfg.RedisTimeout)
-	var span trace.Span
-	if p.traced(it) {
-		lctx, span = p.tracer.Start(lctx, SpanLease, trace.WithSpanKind(trace.SpanKindClient),
-			trace.WithAttributes(attribute.String("db.system", "redis")))
-	}
-	res, err := p.leaser.Acquire(lctx, ex, holder, p.cfg.LeaseTTL)
-	cancel()
-	if span != nil {
-		if err != nil {
-			span.SetStatus(codes.Error, err.Error())
-		} else if span.IsRecording() {
-			span.SetAttributes(attribute.String("sundial.lease", res.Outcome.String()), attribute.Int64("sundial.fence_token", res.Fence))
-		}
-		span.End()
-	}
-	if err != nil {
-		p.count(it, f, "lease_error")
-		p.logger.Warn("lease call failed, holding the firing to try again", "err", err, "execution_id", ex.ExecutionID, "retry_in", p.cfg.RetryAfter)
-		p.requeue(it, p.cfg.RetryAfter)
-		return
-	}
-	switch res.Outcome {
-	case lease.AlreadyDone:
-		// A redelivery (relay re-publish, rebalance, crash before commit).
-		p.count(it, f, "duplicate")
-		it.Owner.Finish(it)
+	p.m.Lateness.WithLabelValues(firing.PriorityName(f.GetPriority()), "timer", p.m.Tenant(f.GetTenant())).Observe(max(0, time.Duration(it.Ready-it.FireAt).Seconds()))
+	ex := prepare.Execution(f)
+	switch it.Lease.Outcome {
 	case lease.Stale:
 		p.count(it, f, "stale")
 		a := p.attemptRecord(f, sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED, 0)
 		a.FinishedTime = timestamppb.New(p.clk.Now())
-		a.Reason = fmt.Sprintf("stale job version %d (current %d): the job changed after this firing was staged", f.GetJobVersion(), res.CurrentVersion)
+		a.Reason = fmt.Sprintf("stale job version %d (current %d): the job changed after this firing was staged", f.GetJobVersion(), it.Lease.CurrentVersion)
 		p.final(it, a, false)
-	case lease.Held:
-		// Another delivery is firing it. Keep ours until that lease ends:
-		// if its holder dies, this copy still fires; if it finished, the
-		// next look finds the done marker.
-		p.count(it, f, "lease_conflict")
-		p.m.LeaseConflicts.Inc()
-		it.Deliveries++
-		p.requeue(it, res.HeldFor+p.cfg.LeaseTTL/10)
 	case lease.Overlapping:
-		p.overlapSkipped(ctx, it, f, ex, res.Running)
-	case lease.Waiting:
-		// Behind the running execution (BUFFER_ONE, or a retry): look
-		// again when its marker ends.
-		p.count(it, f, "overlap_waiting")
-		p.m.OverlapWaits.WithLabelValues(ex.Overlap.String()).Inc()
-		p.requeue(it, res.HeldFor+p.cfg.LeaseTTL/10)
+		p.overlapSkipped(ctx, it, f, ex, it.Lease.Running)
 	case lease.Poison:
-		p.poison(ctx, it, f, ex, holder, res)
+		p.poison(ctx, it, f, ex)
 	case lease.Acquired:
-		p.attempt(ctx, it, f, ex, holder, res.Fence)
+		// The host's rate limit is checked at the instant: a firing over
+		// it waits in the fire holder, not in an executor; it keeps its
+		// lease, which is renewed below if the wait ate into it.
+		if p.limiter != nil {
+			if host := target.Host(f); host != "" {
+				if wait := p.limiter.Reserve(host, p.clk.Now()); wait > 0 {
+					p.count(it, f, "rate_limited")
+					p.m.RateLimited.Inc()
+					it.NotBefore = p.clk.Now().Add(wait).UnixNano()
+					p.hold(it)
+					p.holder.Add(it)
+					return
+				}
+			}
+		}
+		if !p.leaseLeft(ctx, it, ex) {
+			return
+		}
+		p.attempt(ctx, it, f, ex)
+	default:
+		// The prepare stage routes nothing else here.
+		p.logger.Error("firing reached an executor without a lease decision", "execution_id", f.GetExecutionId(), "outcome", it.Lease.Outcome.String())
+		p.prepare.Again(it, p.cfg.RetryAfter)
 	}
 }
 
-func (p *Pool) requeue(it *work.Item, after time.Duration) {
-	if !it.Owner.Requeue(it) {
-		return
+// leaseLeft makes sure the lease taken ahead still has at least half its
+// TTL to run before the request goes out (it has, unless the firing waited
+// in the ready queue under overload or behind a rate limit), renewing it
+// when not. A lease lost meanwhile sends the firing back to be leased
+// again; it reports whether the attempt may go ahead.
+func (p *Pool) leaseLeft(ctx context.Context, it *work.Item, ex lease.Execution) bool {
+	now := p.clk.Now()
+	if time.Duration(it.LeaseUntil-now.UnixNano()) >= p.cfg.LeaseTTL/2 {
+		return true
 	}
-	it.FireAt = p.clk.Now().Add(after).UnixNano()
+	rctx, cancel := context.WithTimeout(ctx, p.cfg.RedisTimeout)
+	err := p.leaser.Renew(rctx, ex, it.LeaseHolder, p.cfg.LeaseTTL)
+	cancel()
+	switch {
+	case err == nil:
+		it.LeaseUntil = now.Add(p.cfg.LeaseTTL).UnixNano()
+		return true
+	case errors.Is(err, lease.ErrFenced):
+		// Another delivery took it: it fires; ours looks again when that
+		// lease ends (and then finds the done marker).
+		p.count(it, it.Firing, "lease_conflict")
+		p.m.LeaseConflicts.Inc()
+		p.prepare.Again(it, p.cfg.LeaseTTL/10)
+	case errors.Is(err, lease.ErrLost):
+		p.prepare.Again(it, 0)
+	default:
+		p.count(it, it.Firing, "lease_error")
+		p.logger.Warn("lease renewal before the request failed, holding the firing to try again", "err", err, "execution_id", ex.ExecutionID, "retry_in", p.cfg.RetryAfter)
+		p.prepare.Again(it, p.cfg.RetryAfter)
+	}
+	return false
+}
+
+// hold reopens the hold span of a traced firing that waits again.
+func (p *Pool) hold(it *work.Item) {
 	if p.traced(it) {
 		_, it.Trace.Hold = p.tracer.Start(trace.ContextWithSpan(context.Background(), it.Trace.Consume), SpanHold,
 			trace.WithAttributes(attribute.Int("sundial.deliveries", int(it.Deliveries))))
 	}
-	p.holder.Add(it)
 }
 
 // Span names of the executor's steps; SpanHold is the consumer's name
-// for a firing waiting, reused when one waits again.
+// for a firing waiting, reused when one waits again. The lease, taken ahead
+// for a batch, is an event (prepare.EventLease), not a span.
 const (
-	SpanLease  = "worker.lease"
 	SpanTarget = "worker.target"
 	SpanSettle = "worker.settle"
 	SpanHold   = "worker.hold"
@@ -392,18 +406,19 @@ func (p *Pool) overlapSkipped(ctx context.Context, it *work.Item, f *sundialv1.F
 
 // poison dead-letters an attempt its workers kept dying on, without firing
 // it again; the lease is held.
-func (p *Pool) poison(ctx context.Context, it *work.Item, f *sundialv1.Firing, ex lease.Execution, holder string, lr lease.Result) {
+func (p *Pool) poison(ctx context.Context, it *work.Item, f *sundialv1.Firing, ex lease.Execution) {
 	p.count(it, f, "poison")
+	lr := it.Lease
 	err := fmt.Errorf("delivered %d times without finishing (max deliveries %d): its workers crashed or hung on it", lr.Deliveries, p.cfg.MaxDeliveries)
 	res := target.Failed(target.ClassPoison, true, err)
 	d := retry.Decision{Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_DEAD, Class: target.ClassPoison, Attempts: retry.AttemptsMade(f),
 		Reason: "poison: " + err.Error() + "; dead-lettered without firing"}
 	now := p.clk.Now()
-	out, ok := p.settle(ctx, it, f, ex, holder, &d, res)
+	out, ok := p.settle(ctx, it, f, ex, it.LeaseHolder, &d, res)
 	if !ok {
 		return
 	}
-	p.markFinished(ctx, ex, holder, d)
+	p.finishMarks(ctx, []lease.Finish{p.mark(ex, it.LeaseHolder, d)})
 	p.notify(f, d, res, now, out)
 	a := p.attemptRecord(f, d.Status, lr.Fence)
 	a.FinishedTime = timestamppb.New(now)
@@ -412,9 +427,33 @@ func (p *Pool) poison(ctx context.Context, it *work.Item, f *sundialv1.Firing, e
 	p.final(it, a, false)
 }
 
-func (p *Pool) attempt(ctx context.Context, it *work.Item, f *sundialv1.Firing, ex lease.Execution, holder string, fence int64) {
+// attempt is one request to the target, made by an executor; what follows
+// it is the settle stage's.
+type attempt struct {
+	it                *work.Item
+	f                 *sundialv1.Firing
+	ex                lease.Execution
+	started, finished time.Time
+	fireAt            time.Time
+	res               target.Result
+	// fenced: a renewal found another holder; the result is stale.
+	fenced bool
+	// stopRenewing ends the lease's renewal and reports whether any
+	// renewal failed.
+	stopRenewing func() (failed bool)
+
+	// Set while settling.
+	d   retry.Decision
+	out settle.Outcome
+	// dropped: settling gave up (stopping); the lease is released and the
+	// firing left unfinished, so it is redelivered.
+	dropped bool
+}
+
+func (p *Pool) attempt(ctx context.Context, it *work.Item, f *sundialv1.Firing, ex lease.Execution) {
 	p.m.Executing.Inc()
 	defer p.m.Executing.Dec()
+	fence := it.Lease.Fence
 	pr := firing.PriorityName(f.GetPriority())
 	started := p.clk.Now()
 	fireAt := f.GetFireTime().AsTime()
@@ -441,12 +480,8 @@ func (p *Pool) attempt(ctx context.Context, it *work.Item, f *sundialv1.Firing, 
 	renewFailed := false
 	go func() {
 		defer close(renewDone)
-		renewFailed = p.renew(actx, cancel, ex, holder, renewTimer)
+		renewFailed = p.renew(actx, cancel, ex, it.LeaseHolder, renewTimer)
 	}()
-	stopRenewing := func() {
-		cancel(nil)
-		<-renewDone
-	}
 	req := target.Request{Firing: f, Fence: fence, SentAt: started}
 	fctx := actx // actx itself is the renewer's
 	var span trace.Span
@@ -462,42 +497,98 @@ func (p *Pool) attempt(ctx context.Context, it *work.Item, f *sundialv1.Firing, 
 		// context: the next attempt continues the trace.
 		f.Traceparent = tracing.Format(it.Trace.Consume.SpanContext())
 	}
+	// The renewer keeps the lease until the settle stage has written the
+	// attempt's marker.
+	p.settled <- &attempt{
+		it: it, f: f, ex: ex, started: started, finished: finished, fireAt: fireAt, res: res,
+		fenced: errors.Is(context.Cause(actx), lease.ErrFenced),
+		stopRenewing: func() bool {
+			cancel(nil)
+			<-renewDone
+			return renewFailed
+		},
+	}
+}
 
-	var (
-		d   retry.Decision
-		out settle.Outcome
-		// held: the lease was ours to the end (every renewal and the
-		// marker written under our fence), so the record's fence is
-		// current and the ledger need not check it.
-		held bool
-	)
-	if errors.Is(context.Cause(actx), lease.ErrFenced) {
-		// Another holder fires with a larger fence; this result is stale.
-		stopRenewing()
-		d = retry.Decision{Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_FENCED, Attempts: retry.AttemptsMade(f),
-			Reason: "lease taken over by another delivery during the attempt; this result is discarded"}
-		if res.Err == nil {
-			res.Err = lease.ErrFenced
+// settleLoop is one settler: it takes the attempts waiting, up to
+// SettleBatch, and settles them together until the executors are gone.
+func (p *Pool) settleLoop() {
+	batch := make([]*attempt, 0, p.cfg.SettleBatch)
+	for a := range p.settled {
+		batch = append(batch[:0], a)
+	more:
+		for len(batch) < p.cfg.SettleBatch {
+			select {
+			case a, ok := <-p.settled:
+				if !ok {
+					break more
+				}
+				batch = append(batch, a)
+			default:
+				break more
+			}
 		}
-	} else {
-		d = p.decide(f, res, finished)
+		p.settleBatch(batch)
+		clear(batch)
+	}
+}
+
+// settleBatch settles attempts that ended about together: each one's
+// decision and Postgres consequences, then every marker in one Redis
+// call, then the records.
+func (p *Pool) settleBatch(batch []*attempt) {
+	ctx := context.WithoutCancel(p.stopping)
+	marks := make([]lease.Finish, 0, len(batch))
+	for _, a := range batch {
+		if a.fenced {
+			// Another holder fires with a larger fence; this result is
+			// stale, and the new holder writes its own marker.
+			a.stopRenewing()
+			a.d = retry.Decision{Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_FENCED, Attempts: retry.AttemptsMade(a.f),
+				Reason: "lease taken over by another delivery during the attempt; this result is discarded"}
+			if a.res.Err == nil {
+				a.res.Err = lease.ErrFenced
+			}
+			continue
+		}
+		ctx := ctx
+		if a.it.Trace != nil {
+			ctx = trace.ContextWithSpan(ctx, a.it.Trace.Consume)
+		}
+		a.d = p.decide(a.f, a.res, a.finished)
 		// Settled under the lease, which is still being renewed.
 		var ok bool
-		out, ok = p.settle(ctx, it, f, ex, holder, &d, res)
-		stopRenewing()
+		a.out, ok = p.settle(ctx, a.it, a.f, a.ex, a.it.LeaseHolder, &a.d, a.res)
 		if !ok {
-			return
+			a.dropped = true
+			a.stopRenewing()
+			continue
 		}
-		held = p.markFinished(ctx, ex, holder, d) && !renewFailed
-		p.notify(f, d, res, finished, out)
+		marks = append(marks, p.mark(a.ex, a.it.LeaseHolder, a.d))
 	}
-	p.count(it, f, outcomeName(d.Status))
+	marked := p.finishMarks(ctx, marks)
+	for _, a := range batch {
+		if a.dropped {
+			continue
+		}
+		held := false
+		if !a.fenced {
+			held = marked && !a.stopRenewing()
+			p.notify(a.f, a.d, a.res, a.finished, a.out)
+		}
+		p.record(a, held)
+	}
+}
 
-	a := p.attemptRecord(f, d.Status, fence)
-	a.StartedTime = timestamppb.New(started)
-	a.FinishedTime = timestamppb.New(finished)
-	a.Lateness = durationpb.New(started.Sub(fireAt))
-	a.Duration = durationpb.New(finished.Sub(started))
+// record counts an attempt's outcome and hands its final record in.
+func (p *Pool) record(at *attempt, held bool) {
+	f, d, res := at.f, at.d, at.res
+	p.count(at.it, f, outcomeName(d.Status))
+	a := p.attemptRecord(f, d.Status, at.it.Lease.Fence)
+	a.StartedTime = timestamppb.New(at.started)
+	a.FinishedTime = timestamppb.New(at.finished)
+	a.Lateness = durationpb.New(at.started.Sub(at.fireAt))
+	a.Duration = durationpb.New(at.finished.Sub(at.started))
 	a.HttpStatus = int32(res.HTTPStatus)
 	a.ResponseExcerpt = res.Excerpt
 	a.Reason = d.Reason
@@ -505,10 +596,10 @@ func (p *Pool) attempt(ctx context.Context, it *work.Item, f *sundialv1.Firing, 
 		a.Error = res.Err.Error()
 	}
 	if !res.OK && d.Status != sundialv1.ExecutionStatus_EXECUTION_STATUS_FENCED {
-		p.logger.Info("attempt failed", "execution_id", ex.ExecutionID, "job_id", ex.JobID, "attempt", ex.Attempt,
+		p.logger.Info("attempt failed", "execution_id", at.ex.ExecutionID, "job_id", at.ex.JobID, "attempt", at.ex.Attempt,
 			"http_status", res.HTTPStatus, "class", d.Class, "status", outcomeName(d.Status), "err", res.Err)
 	}
-	p.final(it, a, held)
+	p.final(at.it, a, held)
 }
 
 // decide is retry.Decide, or SUCCEEDED/FAILED when nothing can follow a
@@ -628,30 +719,39 @@ func (p *Pool) renew(ctx context.Context, cancel context.CancelCauseFunc, ex lea
 	}
 }
 
-// markFinished writes the done marker (success), the retry-pending marker
-// (a retry is staged: the overlap marker stays through the backoff) or the
-// attempt marker (anything else), which also releases the lease. It retries
-// a little: without the marker a redelivery would fire again. It reports
-// whether the marker was written (under this holder's fence).
-func (p *Pool) markFinished(ctx context.Context, ex lease.Execution, holder string, d retry.Decision) bool {
-	mark := func(c context.Context) error { return p.leaser.MarkAttemptDone(c, ex, holder, p.cfg.DoneTTL) }
+// mark is the marker an attempt's decision writes: the done marker
+// (success), the retry-pending marker (a retry is staged: the overlap
+// marker stays through the backoff) or the attempt marker (anything else);
+// each also releases the lease.
+func (p *Pool) mark(ex lease.Execution, holder string, d retry.Decision) lease.Finish {
+	f := lease.Finish{Execution: ex, Holder: holder, TTL: p.cfg.DoneTTL, Mark: lease.FinishAttempt}
 	switch d.Status {
 	case sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED:
-		mark = func(c context.Context) error { return p.leaser.MarkDone(c, ex, holder, p.cfg.DoneTTL) }
+		f.Mark = lease.FinishDone
 	case sundialv1.ExecutionStatus_EXECUTION_STATUS_RETRY_SCHEDULED:
-		keep := d.Delay + p.cfg.RunningGrace
-		mark = func(c context.Context) error { return p.leaser.MarkRetryPending(c, ex, holder, p.cfg.DoneTTL, keep) }
+		f.Mark, f.KeepRunning = lease.FinishRetryPending, d.Delay+p.cfg.RunningGrace
 	}
+	return f
+}
+
+// finishMarks writes the markers in one call, retrying a little: without
+// its marker a redelivery would fire again. It reports whether they were
+// written (under these holders' fences).
+func (p *Pool) finishMarks(ctx context.Context, marks []lease.Finish) bool {
+	if len(marks) == 0 {
+		return true
+	}
+	p.m.SettleBatch.Observe(float64(len(marks)))
 	backoff := 50 * time.Millisecond
 	for i := 0; ; i++ {
 		mctx, cancel := context.WithTimeout(ctx, p.cfg.RedisTimeout)
-		err := mark(mctx)
+		err := p.leaser.FinishMany(mctx, marks)
 		cancel()
 		if err == nil {
 			return true
 		}
 		if i == 3 {
-			p.logger.Error("could not write the done marker; a redelivery would fire again", "err", err, "execution_id", ex.ExecutionID)
+			p.logger.Error("could not write the done markers; a redelivery would fire again", "err", err, "attempts", len(marks), "execution_id", marks[0].Execution.ExecutionID)
 			return false
 		}
 		t := p.clk.NewTimer(backoff)

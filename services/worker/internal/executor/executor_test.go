@@ -20,6 +20,7 @@ import (
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
+	"github.com/sundialhq/sundial/services/worker/internal/prepare"
 	"github.com/sundialhq/sundial/services/worker/internal/readyq"
 	"github.com/sundialhq/sundial/services/worker/internal/target"
 	"github.com/sundialhq/sundial/services/worker/internal/work"
@@ -55,10 +56,9 @@ func (o *owner) Requeue(it *work.Item) bool {
 	return true
 }
 
-// fakeLeaser answers Acquire from a script by execution id and records the
-// markers written.
+// fakeLeaser answers the prepare stage's lease calls from a script by
+// execution id and records the markers written.
 type fakeLeaser struct {
-	Leaser
 	mu       sync.Mutex
 	acquire  map[string]lease.Result
 	err      map[string]error
@@ -67,16 +67,20 @@ type fakeLeaser struct {
 	marks    []string
 }
 
-func (l *fakeLeaser) Acquire(_ context.Context, ex lease.Execution, _ string, _ time.Duration) (lease.Result, error) {
+func (l *fakeLeaser) AcquireMany(_ context.Context, batch []lease.Acquisition) ([]lease.Result, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.err[ex.ExecutionID]; err != nil {
-		return lease.Result{}, err
+	out := make([]lease.Result, len(batch))
+	for i, a := range batch {
+		if err := l.err[a.Execution.ExecutionID]; err != nil {
+			return nil, err
+		}
+		out[i] = lease.Result{Outcome: lease.Acquired, Fence: 99}
+		if r, ok := l.acquire[a.Execution.ExecutionID]; ok {
+			out[i] = r
+		}
 	}
-	if r, ok := l.acquire[ex.ExecutionID]; ok {
-		return r, nil
-	}
-	return lease.Result{Outcome: lease.Acquired, Fence: 99}, nil
+	return out, nil
 }
 func (l *fakeLeaser) Renew(context.Context, lease.Execution, string, time.Duration) error {
 	l.mu.Lock()
@@ -84,22 +88,19 @@ func (l *fakeLeaser) Renew(context.Context, lease.Execution, string, time.Durati
 	l.renews++
 	return l.renewErr
 }
-func (l *fakeLeaser) MarkDone(_ context.Context, ex lease.Execution, _ string, _ time.Duration) error {
+func (l *fakeLeaser) FinishMany(_ context.Context, batch []lease.Finish) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.marks = append(l.marks, "done "+ex.ExecutionID)
-	return nil
-}
-func (l *fakeLeaser) MarkAttemptDone(_ context.Context, ex lease.Execution, _ string, _ time.Duration) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.marks = append(l.marks, "attempt "+ex.ExecutionID)
-	return nil
-}
-func (l *fakeLeaser) MarkRetryPending(_ context.Context, ex lease.Execution, _ string, _, keep time.Duration) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.marks = append(l.marks, "retry "+ex.ExecutionID+" keep "+keep.String())
+	for _, f := range batch {
+		switch f.Mark {
+		case lease.FinishDone:
+			l.marks = append(l.marks, "done "+f.Execution.ExecutionID)
+		case lease.FinishAttempt:
+			l.marks = append(l.marks, "attempt "+f.Execution.ExecutionID)
+		case lease.FinishRetryPending:
+			l.marks = append(l.marks, "retry "+f.Execution.ExecutionID+" keep "+f.KeepRunning.String())
+		}
+	}
 	return nil
 }
 func (l *fakeLeaser) Release(_ context.Context, ex lease.Execution, _ string) (bool, error) {
@@ -167,6 +168,10 @@ func (h *heldList) Add(it *work.Item) {
 
 type rig struct {
 	pool   *Pool
+	deps   Deps
+	cfg    Config
+	stage  *prepare.Stage
+	clk    *clock.Fake
 	q      *readyq.Queue
 	own    *owner
 	leaser *fakeLeaser
@@ -180,24 +185,35 @@ func newRig(t *testing.T, executors int, fire func(ctx context.Context, req targ
 	return newWatchingRig(t, executors, fire)
 }
 
-// newWatchingRig is newRig with per-job series for the watched jobs.
+// newWatchingRig is newRig with per-job series for the watched jobs. The
+// pool is built by start, so a test can set more of r.deps first.
 func newWatchingRig(t *testing.T, executors int, fire func(ctx context.Context, req target.Request) target.Result, watched ...string) *rig {
 	t.Helper()
 	r := &rig{q: readyq.New(), own: newOwner(), leaser: &fakeLeaser{acquire: map[string]lease.Result{}, err: map[string]error{}}, rec: &memRecorder{}}
 	r.held = &heldList{events: r.own.events}
 	r.m = metrics.New(prometheus.NewRegistry(), metrics.DefaultMaxTenants, watched...)
-	clk := clock.NewFake(t0.Add(3 * time.Millisecond))
-	r.pool = New(Config{Executors: executors, WorkerID: "w1", LeaseTTL: time.Minute}, r.q, r.held, r.leaser, fakeTarget{fire}, r.rec, clk, r.m, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	r.clk = clock.NewFake(t0.Add(3 * time.Millisecond))
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	r.stage = prepare.New(prepare.Config{WorkerID: "w1", LeaseTTL: time.Minute}, r.leaser,
+		prepare.Routes{Fire: r.q.Push, Now: r.q.Push, Again: r.held.Add}, r.clk, r.m, logger)
+	r.cfg = Config{Executors: executors, WorkerID: "w1", LeaseTTL: time.Minute}
+	r.deps = Deps{Queue: r.q, Holder: r.held, Prepare: r.stage, Leaser: r.leaser, Target: fakeTarget{fire}, Recorder: r.rec,
+		Clock: r.clk, Metrics: r.m, Logger: logger}
 	return r
 }
 
 func (r *rig) start(t *testing.T) {
 	t.Helper()
+	r.pool = New(r.cfg, r.deps)
 	if err := r.pool.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.pool.Stop)
 }
+
+// enqueue runs it through the prepare stage, which leases it (from the
+// fake's script) and hands it to the ready queue.
+func (r *rig) enqueue(it *work.Item) { r.stage.Prepare(context.Background(), []*work.Item{it}) }
 
 func (r *rig) push(t *testing.T, exec string, p sundialv1.Priority) {
 	t.Helper()
@@ -214,7 +230,7 @@ func (r *rig) pushJob(t *testing.T, exec, job string, p sundialv1.Priority) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.q.Push(&work.Item{FireAt: t0.UnixNano(), Ready: t0.UnixNano(), Priority: firing.Normalize(p), Envelope: b, Owner: r.own, HeapIndex: -1})
+	r.enqueue(&work.Item{FireAt: t0.UnixNano(), Ready: t0.UnixNano(), Priority: firing.Normalize(p), Envelope: b, Owner: r.own, HeapIndex: -1})
 }
 
 func ok(context.Context, target.Request) target.Result {
@@ -300,8 +316,8 @@ func TestSkips(t *testing.T) {
 	}
 	// Held: looked at again after the other lease ends (+ a margin).
 	for _, it := range r.held.items {
-		if id(it) == "held" && it.FireAt != t0.Add(3*time.Millisecond+2*time.Second+6*time.Second).UnixNano() {
-			t.Fatalf("held firing re-held until %v", time.Unix(0, it.FireAt))
+		if id(it) == "held" && it.NotBefore != t0.Add(3*time.Millisecond+2*time.Second+6*time.Second).UnixNano() {
+			t.Fatalf("held firing re-held until %v", time.Unix(0, it.NotBefore))
 		}
 	}
 	if testutil.ToFloat64(r.m.LeaseConflicts) != 1 {
@@ -319,7 +335,7 @@ func TestFencedDuringAttempt(t *testing.T) {
 		return target.Result{Err: ctx.Err()}
 	})
 	r.leaser.renewErr = lease.ErrFenced
-	clk := r.pool.clk.(*clock.Fake)
+	clk := r.clk
 	r.start(t)
 	r.push(t, "e1", 0)
 	<-started
@@ -349,7 +365,7 @@ func TestRenewalFailureIsNotHeld(t *testing.T) {
 		return ok(ctx, req)
 	})
 	r.leaser.renewErr = errors.New("dial tcp: connection refused")
-	clk := r.pool.clk.(*clock.Fake)
+	clk := r.clk
 	r.start(t)
 	r.push(t, "e1", 0)
 	<-started

@@ -74,7 +74,7 @@ func (r *rig) pushFiring(t *testing.T, f *sundialv1.Firing) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.q.Push(&work.Item{FireAt: t0.UnixNano(), Ready: t0.UnixNano(), Priority: firing.Normalize(f.GetPriority()), Tenant: f.GetTenant(), Envelope: b, Owner: r.own, HeapIndex: -1})
+	r.enqueue(&work.Item{FireAt: t0.UnixNano(), Ready: t0.UnixNano(), Priority: firing.Normalize(f.GetPriority()), Tenant: f.GetTenant(), Envelope: b, Owner: r.own, HeapIndex: -1})
 }
 
 func policyFiring(exec string, maxAttempts int32) *sundialv1.Firing {
@@ -96,8 +96,8 @@ func fail503(context.Context, target.Request) target.Result {
 func TestRetryScheduled(t *testing.T) {
 	r := newRig(t, 1, fail503)
 	st, nt := &memSettler{}, &memNotifier{}
-	r.pool.SetSettler(st)
-	r.pool.SetNotifier(nt)
+	r.deps.Settler = st
+	r.deps.Notifier = nt
 	r.start(t)
 	r.pushFiring(t, policyFiring("e1", 3))
 	<-r.own.events
@@ -125,8 +125,8 @@ func TestRetryScheduled(t *testing.T) {
 func TestLastAttemptDies(t *testing.T) {
 	r := newRig(t, 1, fail503)
 	st, nt := &memSettler{}, &memNotifier{}
-	r.pool.SetSettler(st)
-	r.pool.SetNotifier(nt)
+	r.deps.Settler = st
+	r.deps.Notifier = nt
 	r.start(t)
 	f := policyFiring("e1", 2)
 	f.Attempt = 2
@@ -148,8 +148,8 @@ func TestLastAttemptDies(t *testing.T) {
 func TestSuccessNotifies(t *testing.T) {
 	r := newRig(t, 1, ok)
 	nt := &memNotifier{}
-	r.pool.SetSettler(&memSettler{})
-	r.pool.SetNotifier(nt)
+	r.deps.Settler = &memSettler{}
+	r.deps.Notifier = nt
 	r.start(t)
 	r.pushFiring(t, policyFiring("e1", 1))
 	<-r.own.events
@@ -170,7 +170,7 @@ func TestUnsettledAttemptIsLeftForRedelivery(t *testing.T) {
 		fired <- struct{}{}
 		return fail503(ctx, req)
 	})
-	r.pool.SetSettler(&memSettler{err: errors.New("postgres down; stopping")})
+	r.deps.Settler = &memSettler{err: errors.New("postgres down; stopping")}
 	r.start(t)
 	r.pushFiring(t, policyFiring("e1", 3))
 	<-fired
@@ -190,7 +190,7 @@ func TestOverlapAndPoisonOutcomes(t *testing.T) {
 	calls := 0
 	r := newRig(t, 1, func(ctx context.Context, req target.Request) target.Result { calls++; return ok(ctx, req) })
 	st := &memSettler{}
-	r.pool.SetSettler(st)
+	r.deps.Settler = st
 	r.leaser.acquire["skipped"] = lease.Result{Outcome: lease.Overlapping, Running: "other"}
 	r.leaser.acquire["waiting"] = lease.Result{Outcome: lease.Waiting, Running: "other", HeldFor: 4 * time.Second}
 	r.leaser.acquire["poison"] = lease.Result{Outcome: lease.Poison, Fence: 7, Deliveries: 6}
@@ -211,7 +211,7 @@ func TestOverlapAndPoisonOutcomes(t *testing.T) {
 		t.Fatal("a waiting firing was recorded")
 	}
 	r.held.mu.Lock()
-	if len(r.held.items) != 1 || time.Duration(r.held.items[0].FireAt-t0.UnixNano()) != 3*time.Millisecond+4*time.Second+6*time.Second {
+	if len(r.held.items) != 1 || time.Duration(r.held.items[0].NotBefore-t0.UnixNano()) != 3*time.Millisecond+4*time.Second+6*time.Second {
 		t.Fatalf("waiting firing held until %v", r.held.items)
 	}
 	r.held.mu.Unlock()
@@ -227,11 +227,11 @@ func TestOverlapAndPoisonOutcomes(t *testing.T) {
 	}
 }
 
-// A firing over its host's rate limit waits in the holder before any
-// lease is taken.
-func TestRateLimitedBeforeTheLease(t *testing.T) {
+// A firing over its host's rate limit waits in the fire holder, keeping
+// the lease taken ahead, and no marker is written.
+func TestRateLimitedWaitsInTheFireHolder(t *testing.T) {
 	r := newRig(t, 1, ok)
-	r.pool.SetLimiter(fixedLimiter{wait: map[string]time.Duration{"x.example": 300 * time.Millisecond}})
+	r.deps.Limiter = fixedLimiter{wait: map[string]time.Duration{"x.example": 300 * time.Millisecond}}
 	r.start(t)
 	r.pushFiring(t, policyFiring("e1", 1))
 	ev := <-r.own.events
@@ -240,8 +240,8 @@ func TestRateLimitedBeforeTheLease(t *testing.T) {
 	}
 	r.held.mu.Lock()
 	defer r.held.mu.Unlock()
-	if time.Duration(r.held.items[0].FireAt-t0.UnixNano()) != 303*time.Millisecond {
-		t.Fatalf("held until %v", time.Unix(0, r.held.items[0].FireAt))
+	if time.Duration(r.held.items[0].NotBefore-t0.UnixNano()) != 303*time.Millisecond || r.held.items[0].Lease.Fence != 99 {
+		t.Fatalf("held until %v with fence %d", time.Unix(0, r.held.items[0].NotBefore), r.held.items[0].Lease.Fence)
 	}
 	if len(r.leaser.marks) != 0 || testutil.ToFloat64(r.m.RateLimited) != 1 {
 		t.Fatal("lease touched or not counted")

@@ -1,7 +1,7 @@
 // Package holder keeps firings in memory until their fire instant and then
 // hands them to the ready queue.
 //
-// It is one min-heap ordered by (fire instant, arrival) and one timer set
+// It is one min-heap ordered by (release instant, arrival) and one timer set
 // for the earliest entry, not a timer per firing: 100,000 held firings cost
 // 100,000 heap slots (8 bytes each) plus the items themselves, and one
 // goroutine. The clock is the worker's corrected clock (local time plus the
@@ -33,6 +33,7 @@ type Holder struct {
 	wake chan struct{}
 
 	onWait func()
+	lead   func(*work.Item) time.Duration
 	runner lifecycle.Runner
 }
 
@@ -42,6 +43,10 @@ type Option func(*Holder)
 // WithWaitHook calls f each time the loop is about to wait (a test signal:
 // with a fake clock, advance only after the holder has armed its timer).
 func WithWaitHook(f func()) Option { return func(h *Holder) { h.onWait = f } }
+
+// WithLead releases each item lead(it) before its fire instant instead of
+// at it: the prepare stage's holder, which leases firings ahead.
+func WithLead(lead func(*work.Item) time.Duration) Option { return func(h *Holder) { h.lead = lead } }
 
 // New returns a holder that reads time from clk (the corrected clock) and
 // passes due items to sink, which must not block.
@@ -53,9 +58,15 @@ func New(clk clock.Clock, sink func(*work.Item), opts ...Option) *Holder {
 	return h
 }
 
-// Add holds it until it.FireAt. Items added with equal FireAt fire in the
-// order they were added.
+// Add holds it until it.FireAt (less the lead, if any; never before
+// it.NotBefore). Items due at the same instant are released in the order
+// they were added.
 func (h *Holder) Add(it *work.Item) {
+	it.Due = it.FireAt
+	if h.lead != nil {
+		it.Due -= int64(h.lead(it))
+	}
+	it.Due = max(it.Due, it.NotBefore)
 	h.mu.Lock()
 	h.seq++
 	it.Seq = h.seq
@@ -110,11 +121,11 @@ func (h *Holder) loop(ctx context.Context) error {
 		now := h.clk.Now().UnixNano()
 		wait := time.Duration(-1)
 		h.mu.Lock()
-		for len(h.h) > 0 && h.h[0].FireAt <= now {
+		for len(h.h) > 0 && h.h[0].Due <= now {
 			due = append(due, heap.Pop(&h.h).(*work.Item))
 		}
 		if len(h.h) > 0 {
-			wait = time.Duration(h.h[0].FireAt - now)
+			wait = time.Duration(h.h[0].Due - now)
 		}
 		h.mu.Unlock()
 		for i, it := range due {
@@ -143,8 +154,8 @@ type itemHeap []*work.Item
 
 func (h itemHeap) Len() int { return len(h) }
 func (h itemHeap) Less(i, j int) bool {
-	if h[i].FireAt != h[j].FireAt {
-		return h[i].FireAt < h[j].FireAt
+	if h[i].Due != h[j].Due {
+		return h[i].Due < h[j].Due
 	}
 	return h[i].Seq < h[j].Seq
 }

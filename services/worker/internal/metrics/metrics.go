@@ -9,6 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// BatchBuckets are the buckets of the batch sizes (1 to the default 256).
+var BatchBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512}
+
 // LatenessBuckets run from 0.5 ms to 60 s: the target is a p50 of 2 ms and
 // a p99 of 10 ms, so the low end needs sub-millisecond resolution, and the
 // high end shows an outage's backlog.
@@ -30,6 +33,13 @@ type Metrics struct {
 	Firings *prometheus.CounterVec
 	// LeaseConflicts counts firings whose lease another delivery held.
 	LeaseConflicts prometheus.Counter
+	// PrepareBatch observes the firings of each lease call of the prepare
+	// stage, PrepareCall its duration.
+	PrepareBatch prometheus.Histogram
+	PrepareCall  prometheus.Histogram
+	// SettleBatch observes the attempts of each marker call of the settle
+	// stage.
+	SettleBatch prometheus.Histogram
 	// ReadyDepth is the ready queue's depth by priority.
 	ReadyDepth *prometheus.GaugeVec
 	// Executing is the number of attempts in progress.
@@ -135,6 +145,18 @@ func New(reg prometheus.Registerer, maxTenants int, watchedJobs ...string) *Metr
 		LeaseConflicts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sundial_worker_lease_conflicts_total", Help: "Firings whose lease was held by another delivery.",
 		}),
+		PrepareBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "sundial_worker_prepare_batch_firings", Help: "Firings leased ahead of their instant by one Redis call.",
+			Buckets: BatchBuckets,
+		}),
+		PrepareCall: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "sundial_worker_prepare_call_seconds", Help: "Duration of the prepare stage's lease calls.",
+			Buckets: LatenessBuckets,
+		}),
+		SettleBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "sundial_worker_settle_batch_attempts", Help: "Finished attempts whose markers one Redis call wrote.",
+			Buckets: BatchBuckets,
+		}),
 		ReadyDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sundial_worker_ready_queue_depth", Help: "Due firings waiting for an executor.",
 		}, []string{"priority"}),
@@ -209,7 +231,7 @@ func New(reg prometheus.Registerer, maxTenants int, watchedJobs ...string) *Metr
 			Buckets: LatenessBuckets,
 		}, []string{"job_id"}),
 	}
-	reg.MustRegister(m.Lateness, m.Firings, m.LeaseConflicts, m.ReadyDepth, m.Executing, m.Lag, m.Uncommitted,
+	reg.MustRegister(m.Lateness, m.Firings, m.LeaseConflicts, m.PrepareBatch, m.PrepareCall, m.SettleBatch, m.ReadyDepth, m.Executing, m.Lag, m.Uncommitted,
 		m.Assigned, m.Commits, m.ClockOffset, m.ClockRTT, m.LedgerWrites,
 		m.RetriesScheduled, m.DeadLetters, m.PoisonRecords, m.SettleErrors, m.JobCompletions, m.OverlapSkips, m.OverlapWaits,
 		m.RateLimited, m.Breakers, m.BreakerTransitions, m.BreakerRejections, m.RefusedAddresses, m.Notifications,

@@ -1,5 +1,7 @@
 // Package work is the unit the worker's stages pass along: one held firing,
-// from the Kafka record it came from to the executor that fires it.
+// from the Kafka record it came from through prepare (decoded, leased ahead
+// of its instant), fire (the request, at the instant) and settle (markers,
+// ledger, retries, after it).
 package work
 
 import (
@@ -7,6 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/tracing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
@@ -22,6 +25,9 @@ type Item struct {
 	Priority sundialv1.Priority
 	// Tenant keys per-tenant fairness in the ready queue.
 	Tenant string
+	// Overlap: the job has an overlap policy (SKIP, BUFFER_ONE), so its
+	// lease is taken at the instant, not ahead of it.
+	Overlap bool
 	// Envelope is the encoded sundial.v1.Firing (a private copy, not a
 	// slice of the fetch buffer, so finished records free their batch).
 	Envelope []byte
@@ -46,6 +52,28 @@ type Item struct {
 	// Trace is the firing's spans in this worker; nil when tracing is off,
 	// so an untraced item costs one pointer.
 	Trace *Trace
+
+	// Due is when the holder the item is in releases it: its prepare
+	// instant in the prepare holder, FireAt (or later, when it waits
+	// again) in the fire holder. The holders set and read it.
+	Due int64
+	// NotBefore holds the item back after a failed try (another delivery
+	// holds the lease, Redis did not answer): no holder releases it
+	// earlier, whatever its instant.
+	NotBefore int64
+
+	// Set by the prepare stage, read by the fire and settle stages.
+	//
+	// Firing is the decoded envelope, kept from prepare on (only for the
+	// few seconds before the instant, so held firings stay small).
+	Firing *sundialv1.Firing
+	// Lease is what the lease script decided for this delivery.
+	Lease lease.Result
+	// LeaseHolder names this delivery in Redis.
+	LeaseHolder string
+	// LeaseUntil is when the lease ends unless renewed (corrected clock,
+	// Unix ns; measured from before the call, so it errs early).
+	LeaseUntil int64
 }
 
 // Trace is a held firing's open spans.

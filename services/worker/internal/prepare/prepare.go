@@ -1,0 +1,322 @@
+// Package prepare is the worker's first stage: it takes the firings due in
+// the next moment, decodes them and takes their leases and fence tokens
+// ahead of their instant, many in one Redis call, so that at the instant
+// the fire stage only sends the request.
+//
+// A firing reaches the stage from the prepare holder Lead before its fire
+// instant (at once when that has passed: a late arrival, a retry, a
+// catch-up). The stage claims it from its partition (from then on a revoke
+// waits for it rather than abandoning it: its lease is ours), decodes it,
+// and puts it in a batch. Every batch — up to Batch firings, whatever
+// arrived together — is one lease.AcquireMany call, with each lease's TTL
+// reaching LeaseTTL past the firing's instant, so a lease taken ahead lasts
+// as long as one taken at the instant would. Then, by what the script
+// decided:
+//
+//   - Acquired: to the fire holder, which releases it at its instant;
+//   - AlreadyDone (a redelivery): finished here, nothing else to do;
+//   - Held by another delivery, or Waiting behind a running execution: held
+//     again until that lease or marker ends;
+//   - Stale, Overlapping, Poison: straight to the ready queue, where an
+//     executor records the skip or dead-letters the poison;
+//   - the call failed (Redis unreachable): the whole batch is held again
+//     for RetryAfter.
+//
+// Why ahead: a herd of a thousand cron jobs due at the same second used to
+// queue at the instant on a thousand lease round trips (and the Redis
+// client's connection pool); now the thousand leases are four script calls
+// made a second or two before, and a Redis outage shorter than Lead no
+// longer delays the firings already leased.
+//
+// Jobs with an overlap policy (SKIP, BUFFER_ONE) are leased at their
+// instant (a lead of zero), because whether another execution is still
+// running can only be decided then. A change to a job (update, pause,
+// delete) committed less than Lead before a firing's instant may not stop
+// that firing: it was leased under the version current then.
+package prepare
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/firing"
+	"github.com/sundialhq/sundial/pkg/lease"
+	"github.com/sundialhq/sundial/pkg/lifecycle"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+
+	"github.com/sundialhq/sundial/services/worker/internal/metrics"
+	"github.com/sundialhq/sundial/services/worker/internal/work"
+)
+
+// Leaser is the part of lease.Store the stage uses.
+type Leaser interface {
+	AcquireMany(ctx context.Context, batch []lease.Acquisition) ([]lease.Result, error)
+}
+
+// Config tunes the stage.
+type Config struct {
+	// Lead is how long before its instant a firing is prepared.
+	Lead time.Duration
+	// Batch bounds the firings of one lease call (one Redis script: other
+	// clients wait while it runs, so it stays well under a millisecond).
+	Batch int
+	// WorkerID prefixes each delivery's lease holder.
+	WorkerID string
+	// LeaseTTL is how long a lease lasts past the firing's instant.
+	LeaseTTL time.Duration
+	// RedisTimeout bounds one lease call.
+	RedisTimeout time.Duration
+	// RetryAfter is how long a batch waits when Redis could not be asked.
+	RetryAfter time.Duration
+}
+
+// DefaultConfig values.
+var DefaultConfig = Config{Lead: 2 * time.Second, Batch: 256, LeaseTTL: 10 * time.Second, RedisTimeout: 2 * time.Second, RetryAfter: 250 * time.Millisecond}
+
+// EventLease is the event a traced firing's consume span gets when its
+// lease call answered.
+const EventLease = "worker.lease"
+
+// Routes are where prepared firings go.
+type Routes struct {
+	// Fire holds a leased firing until its instant (the fire holder).
+	Fire func(*work.Item)
+	// Now hands a firing an executor must deal with at once (a skip to
+	// record, a poison to dead-letter) to the ready queue.
+	Now func(*work.Item)
+	// Again holds a firing to be prepared later (the prepare holder); the
+	// item's NotBefore says when.
+	Again func(*work.Item)
+}
+
+// Stage is a lifecycle.Service: one goroutine takes the due firings in
+// batches.
+type Stage struct {
+	cfg    Config
+	leaser Leaser
+	routes Routes
+	clk    clock.Clock
+	m      *metrics.Metrics
+	logger *slog.Logger
+
+	mu   sync.Mutex
+	due  []*work.Item
+	wake chan struct{}
+
+	seq    atomic.Uint64
+	runner lifecycle.Runner
+}
+
+// New returns a stage; clk is the worker's corrected clock.
+func New(cfg Config, l Leaser, routes Routes, clk clock.Clock, m *metrics.Metrics, logger *slog.Logger) *Stage {
+	d := DefaultConfig
+	if cfg.Lead < 0 {
+		cfg.Lead = 0
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = d.Batch
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = d.LeaseTTL
+	}
+	if cfg.RedisTimeout <= 0 {
+		cfg.RedisTimeout = d.RedisTimeout
+	}
+	if cfg.RetryAfter <= 0 {
+		cfg.RetryAfter = d.RetryAfter
+	}
+	return &Stage{cfg: cfg, leaser: l, routes: routes, clk: clk, m: m, logger: logger, wake: make(chan struct{}, 1)}
+}
+
+// Lead is how long before its instant it should be prepared: Config.Lead,
+// or nothing for a job whose overlap policy is decided at the instant. It
+// is the prepare holder's lead (holder.WithLead).
+func (s *Stage) Lead(it *work.Item) time.Duration {
+	if it.Overlap {
+		return 0
+	}
+	return s.cfg.Lead
+}
+
+// Add takes a firing whose prepare instant has come. It never blocks (the
+// prepare holder's sink).
+func (s *Stage) Add(it *work.Item) {
+	s.mu.Lock()
+	s.due = append(s.due, it)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs the stage.
+func (s *Stage) Start(context.Context) error {
+	return s.runner.Run(func(ctx context.Context) error {
+		var batch []*work.Item
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-s.wake:
+			}
+			for {
+				s.mu.Lock()
+				n := min(len(s.due), s.cfg.Batch)
+				batch = append(batch[:0], s.due[:n]...)
+				rest := copy(s.due, s.due[n:])
+				clear(s.due[rest:])
+				s.due = s.due[:rest]
+				s.mu.Unlock()
+				if n == 0 {
+					break
+				}
+				s.prepare(ctx, batch)
+				clear(batch)
+			}
+		}
+	})
+}
+
+// Stop ends the stage; firings it has not taken stay where they are (their
+// partition's revoke or the worker's exit deals with them).
+func (s *Stage) Stop() { s.runner.Stop() }
+
+// Prepare runs one batch now, on the caller's goroutine (tests; Start's
+// loop calls it for every batch).
+func (s *Stage) Prepare(ctx context.Context, batch []*work.Item) { s.prepare(ctx, batch) }
+
+func (s *Stage) prepare(ctx context.Context, batch []*work.Item) {
+	acq := make([]lease.Acquisition, 0, len(batch))
+	items := make([]*work.Item, 0, len(batch))
+	now := s.clk.Now()
+	for _, it := range batch {
+		if !it.Owner.Claim(it) {
+			continue // its partition went elsewhere; the new owner fires it
+		}
+		f := it.Firing
+		if f == nil {
+			var err error
+			if f, err = firing.Decode(it.Envelope); err != nil {
+				// Checked when the record arrived, so only a bug gets here.
+				s.logger.Error("undecodable firing", "err", err)
+				s.m.Firings.WithLabelValues(firing.PriorityName(it.Priority), "poison", s.m.Tenant(it.Tenant)).Inc()
+				it.Owner.Finish(it)
+				continue
+			}
+			it.Firing = f
+		}
+		// Unique per delivery, so a duplicate delivered to this same
+		// worker is excluded too.
+		it.LeaseHolder = s.cfg.WorkerID + "/" + strconv.FormatUint(s.seq.Add(1), 36)
+		ttl := max(time.Duration(it.FireAt-now.UnixNano()), 0) + s.cfg.LeaseTTL
+		it.LeaseUntil = now.Add(ttl).UnixNano()
+		acq = append(acq, lease.Acquisition{Execution: Execution(f), Holder: it.LeaseHolder, TTL: ttl})
+		items = append(items, it)
+	}
+	if len(items) == 0 {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
+	started := s.clk.Now()
+	res, err := s.leaser.AcquireMany(cctx, acq)
+	cancel()
+	s.m.PrepareBatch.Observe(float64(len(items)))
+	s.m.PrepareCall.Observe(s.clk.Now().Sub(started).Seconds())
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			s.logger.Warn("lease call failed, holding the batch to try again", "err", err, "firings", len(items), "retry_in", s.cfg.RetryAfter)
+		}
+		for _, it := range items {
+			s.count(it, "lease_error")
+			s.again(it, s.cfg.RetryAfter)
+		}
+		return
+	}
+	for i, it := range items {
+		it.Lease = res[i]
+		if it.Trace != nil && it.Trace.Consume.IsRecording() {
+			// One call leased the whole batch, so the lease is an event
+			// on each firing's consume span rather than a span of its
+			// own.
+			it.Trace.Consume.AddEvent(EventLease, trace.WithAttributes(attribute.String("sundial.lease", res[i].Outcome.String()),
+				attribute.Int64("sundial.fence_token", res[i].Fence), attribute.Int("sundial.lease_batch", len(items))))
+		}
+		switch res[i].Outcome {
+		case lease.Acquired:
+			s.routes.Fire(it)
+		case lease.AlreadyDone:
+			// A redelivery (relay re-publish, rebalance, crash before
+			// commit).
+			s.count(it, "duplicate")
+			it.Owner.Finish(it)
+		case lease.Held:
+			// Another delivery is firing it. Keep ours until that lease
+			// ends: if its holder dies, this copy still fires; if it
+			// finished, the next look finds the done marker.
+			s.count(it, "lease_conflict")
+			s.m.LeaseConflicts.Inc()
+			it.Deliveries++
+			s.again(it, res[i].HeldFor+s.cfg.LeaseTTL/10)
+		case lease.Waiting:
+			// Behind the running execution (BUFFER_ONE, or a retry): look
+			// again when its marker ends.
+			s.count(it, "overlap_waiting")
+			s.m.OverlapWaits.WithLabelValues(Overlap(it.Firing.GetOverlap()).String()).Inc()
+			s.again(it, res[i].HeldFor+s.cfg.LeaseTTL/10)
+		default: // Stale, Overlapping, Poison: an executor records them.
+			s.routes.Now(it)
+		}
+	}
+}
+
+// Again gives a claimed firing back to its partition and holds it to be
+// prepared after a while; the fire stage calls it too (a lease lost before
+// the instant).
+func (s *Stage) Again(it *work.Item, after time.Duration) { s.again(it, after) }
+
+func (s *Stage) again(it *work.Item, after time.Duration) {
+	if !it.Owner.Requeue(it) {
+		return
+	}
+	it.LeaseHolder, it.Lease, it.LeaseUntil = "", lease.Result{}, 0
+	it.NotBefore = s.clk.Now().Add(after).UnixNano()
+	s.routes.Again(it)
+}
+
+func (s *Stage) count(it *work.Item, outcome string) {
+	f := it.Firing
+	s.m.Firings.WithLabelValues(firing.PriorityName(f.GetPriority()), outcome, s.m.Tenant(f.GetTenant())).Inc()
+	if j := s.m.Job(f.GetJobId()); j != nil {
+		j.Fired(outcome)
+	}
+}
+
+// Execution is the lease script's view of a firing.
+func Execution(f *sundialv1.Firing) lease.Execution {
+	return lease.Execution{
+		JobID: f.GetJobId(), ExecutionID: f.GetExecutionId(), Attempt: max(f.GetAttempt(), 1), Version: f.GetJobVersion(),
+		Overlap: Overlap(f.GetOverlap()), FirstAttempt: f.GetFirstAttempt(),
+	}
+}
+
+// Overlap maps a job's overlap policy to the lease script's.
+func Overlap(o sundialv1.OverlapPolicy) lease.Overlap {
+	switch o {
+	case sundialv1.OverlapPolicy_OVERLAP_POLICY_SKIP:
+		return lease.OverlapSkip
+	case sundialv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE:
+		return lease.OverlapBufferOne
+	default:
+		return lease.OverlapAllow
+	}
+}

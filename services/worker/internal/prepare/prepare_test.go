@@ -1,0 +1,212 @@
+package prepare
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/firing"
+	"github.com/sundialhq/sundial/pkg/lease"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+
+	"github.com/sundialhq/sundial/services/worker/internal/metrics"
+	"github.com/sundialhq/sundial/services/worker/internal/work"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+// owner claims what is not in refuse and records the transitions.
+type owner struct {
+	mu       sync.Mutex
+	refuse   map[string]bool
+	finished []string
+	requeued []string
+}
+
+func (o *owner) Claim(it *work.Item) bool { return !o.refuse[exec(it)] }
+func (o *owner) Finish(it *work.Item) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.finished = append(o.finished, exec(it))
+}
+func (o *owner) Requeue(it *work.Item) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.requeued = append(o.requeued, exec(it))
+	return true
+}
+
+func exec(it *work.Item) string { f, _ := firing.Decode(it.Envelope); return f.GetExecutionId() }
+
+// leaser records each call's batch and answers from a script.
+type leaser struct {
+	mu     sync.Mutex
+	calls  [][]lease.Acquisition
+	answer map[string]lease.Result
+	err    error
+}
+
+func (l *leaser) AcquireMany(_ context.Context, batch []lease.Acquisition) ([]lease.Result, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, batch)
+	if l.err != nil {
+		return nil, l.err
+	}
+	out := make([]lease.Result, len(batch))
+	for i, a := range batch {
+		out[i] = lease.Result{Outcome: lease.Acquired, Fence: int64(100 + i)}
+		if r, ok := l.answer[a.Execution.ExecutionID]; ok {
+			out[i] = r
+		}
+	}
+	return out, nil
+}
+
+type routes struct {
+	mu               sync.Mutex
+	fire, now, again []*work.Item
+	fired            chan struct{}
+}
+
+func newStage(t *testing.T, cfg Config, l Leaser, clk clock.Clock) (*Stage, *routes) {
+	t.Helper()
+	r := &routes{fired: make(chan struct{}, 1024)}
+	add := func(dst *[]*work.Item, signal bool) func(*work.Item) {
+		return func(it *work.Item) {
+			r.mu.Lock()
+			*dst = append(*dst, it)
+			r.mu.Unlock()
+			if signal {
+				r.fired <- struct{}{}
+			}
+		}
+	}
+	m := metrics.New(prometheus.NewRegistry(), metrics.DefaultMaxTenants)
+	cfg.WorkerID = "w1"
+	s := New(cfg, l, Routes{Fire: add(&r.fire, true), Now: add(&r.now, false), Again: add(&r.again, false)}, clk, m,
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return s, r
+}
+
+func item(t *testing.T, o work.Owner, id string, fireAt time.Time, overlap sundialv1.OverlapPolicy) *work.Item {
+	t.Helper()
+	b, err := firing.Encode(&sundialv1.Firing{ExecutionId: id, JobId: "job-" + id, Tenant: "acme", Attempt: 1, JobVersion: 3,
+		ScheduledTime: timestamppb.New(fireAt), FireTime: timestamppb.New(fireAt), Overlap: overlap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &work.Item{FireAt: fireAt.UnixNano(), Envelope: b, Owner: o, HeapIndex: -1,
+		Overlap: overlap != sundialv1.OverlapPolicy_OVERLAP_POLICY_UNSPECIFIED && overlap != sundialv1.OverlapPolicy_OVERLAP_POLICY_ALLOW}
+}
+
+// One batch is one lease call; each outcome goes its own way, and a lease
+// taken ahead lasts the lease TTL past the firing's instant.
+func TestOneCallPerBatchAndEachOutcomeRouted(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l := &leaser{answer: map[string]lease.Result{
+		"dup":   {Outcome: lease.AlreadyDone},
+		"held":  {Outcome: lease.Held, HeldFor: 3 * time.Second},
+		"stale": {Outcome: lease.Stale, CurrentVersion: 4},
+	}}
+	s, r := newStage(t, Config{LeaseTTL: 10 * time.Second}, l, clk)
+	o := &owner{refuse: map[string]bool{"gone": true}}
+	at := t0.Add(2 * time.Second)
+	var batch []*work.Item
+	for _, id := range []string{"a", "b", "dup", "held", "stale", "gone"} {
+		batch = append(batch, item(t, o, id, at, 0))
+	}
+	s.Prepare(context.Background(), batch)
+
+	if len(l.calls) != 1 || len(l.calls[0]) != 5 {
+		t.Fatalf("lease calls %d of %v, want one call for the five claimed firings", len(l.calls), len(l.calls[0]))
+	}
+	for _, a := range l.calls[0] {
+		if a.TTL != 12*time.Second {
+			t.Fatalf("%s: TTL %s, want the 2s to its instant + the 10s lease TTL", a.Execution.ExecutionID, a.TTL)
+		}
+		if a.Execution.Version != 3 || a.Execution.Attempt != 1 || a.Holder == "" {
+			t.Fatalf("acquisition %+v", a)
+		}
+	}
+	if l.calls[0][0].Holder == l.calls[0][1].Holder {
+		t.Fatal("two deliveries share a lease holder")
+	}
+	if len(r.fire) != 2 || exec(r.fire[0]) != "a" || r.fire[0].Lease.Fence != 100 || r.fire[0].Firing.GetExecutionId() != "a" ||
+		r.fire[0].LeaseUntil != t0.Add(12*time.Second).UnixNano() {
+		t.Fatalf("to the fire holder: %v", r.fire)
+	}
+	if len(r.now) != 1 || exec(r.now[0]) != "stale" || r.now[0].Lease.CurrentVersion != 4 {
+		t.Fatalf("to an executor now: %v", r.now)
+	}
+	if len(r.again) != 1 || exec(r.again[0]) != "held" || r.again[0].NotBefore != t0.Add(3*time.Second+time.Second).UnixNano() ||
+		r.again[0].LeaseHolder != "" {
+		t.Fatalf("held again: %v", r.again)
+	}
+	if len(o.finished) != 1 || o.finished[0] != "dup" || len(o.requeued) != 1 || o.requeued[0] != "held" {
+		t.Fatalf("finished %v requeued %v", o.finished, o.requeued)
+	}
+}
+
+// Redis down: the whole batch waits RetryAfter and is prepared again.
+func TestFailedCallHoldsTheBatchAgain(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l := &leaser{err: errors.New("dial tcp 127.0.0.1:6379: connection refused")}
+	s, r := newStage(t, Config{RetryAfter: 300 * time.Millisecond}, l, clk)
+	o := &owner{}
+	s.Prepare(context.Background(), []*work.Item{item(t, o, "a", t0, 0), item(t, o, "b", t0, 0)})
+	if len(r.fire) != 0 || len(r.again) != 2 || r.again[1].NotBefore != t0.Add(300*time.Millisecond).UnixNano() {
+		t.Fatalf("fire %v again %v", r.fire, r.again)
+	}
+}
+
+// Jobs with an overlap policy are prepared at their instant; the others
+// the lead ahead.
+func TestLeadSkipsOverlapJobs(t *testing.T) {
+	s, _ := newStage(t, Config{Lead: 3 * time.Second}, &leaser{}, clock.NewFake(t0))
+	o := &owner{}
+	if d := s.Lead(item(t, o, "a", t0, sundialv1.OverlapPolicy_OVERLAP_POLICY_ALLOW)); d != 3*time.Second {
+		t.Fatalf("allow: lead %s", d)
+	}
+	if d := s.Lead(item(t, o, "b", t0, sundialv1.OverlapPolicy_OVERLAP_POLICY_SKIP)); d != 0 {
+		t.Fatalf("skip: lead %s", d)
+	}
+}
+
+// Started, the stage takes whatever was added in batches of at most Batch.
+func TestStartedStageBatches(t *testing.T) {
+	l := &leaser{}
+	s, r := newStage(t, Config{Batch: 4}, l, clock.NewFake(t0))
+	o := &owner{}
+	for _, id := range []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10"} {
+		s.Add(item(t, o, id, t0, 0))
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	for range 10 {
+		<-r.fired
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.calls {
+		if len(c) > 4 {
+			t.Fatalf("a call of %d firings, want at most 4", len(c))
+		}
+	}
+	if len(l.calls) < 3 {
+		t.Fatalf("%d calls for 10 firings in batches of 4", len(l.calls))
+	}
+}
