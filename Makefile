@@ -139,7 +139,7 @@ bench: bench-build ## Benchmark the platform, every scenario at full size (~25 m
 PEERS_FLAGS ?=
 
 .PHONY: bench-peers
-bench-peers: bench-build ## River, asynq, Sundial and a bare HTTP client (the floor) side by side at 1,000/3,000/5,000 firings/s, herd and jittered (~45 min; PEERS_FLAGS='--rates 1000 --systems floor,river' etc.)
+bench-peers: bench-build ## River, asynq, Sundial and a bare HTTP client (the floor) side by side at 1,000/3,000/5,000 firings/s, herd and jittered (~40 min; PEERS_FLAGS='--rates 1000 --systems floor,river' etc.)
 	$(ROOT)/bin/sundial-bench peers $(PEERS_FLAGS)
 
 .PHONY: bench-quick
