@@ -39,6 +39,8 @@ import (
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
 	"github.com/sundialhq/sundial/services/worker/internal/app"
+	"github.com/sundialhq/sundial/services/worker/internal/executor"
+	"github.com/sundialhq/sundial/services/worker/internal/prepare"
 	"github.com/sundialhq/sundial/services/worker/internal/recorder"
 )
 
@@ -191,6 +193,9 @@ func (e *env) config(workerID string) app.Config {
 		MetricsMaxTenants:   100,
 		Executors:           64,
 		LeaseTTL:            3 * time.Second,
+		PrepareLead:         prepare.DefaultConfig.Lead,
+		PrepareBatch:        prepare.DefaultConfig.Batch,
+		SettleBatch:         executor.DefaultConfig.SettleBatch,
 		DoneTTL:             time.Hour,
 		LedgerRunningDelay:  recorder.DefaultConfig.RunningDelay,
 		SessionTimeout:      6 * time.Second,

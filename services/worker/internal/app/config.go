@@ -53,7 +53,7 @@ type Config struct {
 	PrepareLead  time.Duration
 	PrepareBatch int
 	SettleBatch  int
-	DoneTTL   time.Duration
+	DoneTTL      time.Duration
 	// LedgerRunningDelay: an attempt still running after it is recorded as
 	// RUNNING; a shorter one by its outcome alone (one ledger write).
 	LedgerRunningDelay time.Duration
