@@ -48,6 +48,7 @@ func (s *settings) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.Election, "election-path", "/sundial/elections/prefetcher", "ZooKeeper path of the election (also its leader_epochs key)")
 	fs.StringVar(&s.NodeID, "node-id", defaultNodeID(), "this candidate's name in ZooKeeper, leader_epochs and logs")
 	fs.DurationVar(&s.Window, "window", 2*time.Minute, "stage slots due up to this far ahead of the database clock")
+	fs.DurationVar(&s.Chunk, "chunk", 30*time.Second, "a job due within the window gets its slots staged this far beyond it too, so a frequent job is claimed about once per chunk instead of every tick (0: up to the window only)")
 	fs.DurationVar(&s.Tick, "tick", time.Second, "interval between prefetch passes (new terms and job notifications wake it sooner)")
 	fs.IntVar(&s.BatchSize, "batch-size", 500, "jobs claimed per transaction")
 	fs.DurationVar(&s.MisfireThreshold, "misfire-threshold", 5*time.Second, "a slot counts as missed (misfire policy applies) only when older than this")
@@ -138,7 +139,17 @@ func main() {
 // pool.
 func build(ctx context.Context, env daemon.Env, s settings) ([]lifecycle.Service, error) {
 	clk := clock.Real{}
-	pool, err := pgxpool.New(ctx, s.PostgresDSN)
+	pcfg, err := pgxpool.ParseConfig(s.PostgresDSN)
+	if err != nil {
+		return nil, fmt.Errorf("postgres-dsn: %w", err)
+	}
+	// Named like the relay's sessions, so pg_stat_activity (and a CPU
+	// profile of the backends) tells the prefetcher's apart; a DSN that
+	// names one wins.
+	if _, ok := pcfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		pcfg.ConnConfig.RuntimeParams["application_name"] = "sundial-prefetcher/" + s.NodeID
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
@@ -197,7 +208,7 @@ func build(ctx context.Context, env daemon.Env, s settings) ([]lifecycle.Service
 	env.Admin.AddCheck("postgres", store.Ping)
 	env.Admin.AddCheck("zookeeper", elector.Check)
 	env.Logger.Info("prefetcher configured", "node_id", s.NodeID, "election", s.Election,
-		"window", s.Window, "tick", s.Tick, "batch_size", s.BatchSize, "zk_session_timeout", s.ZKSessionTimeout,
+		"window", s.Window, "chunk", s.Chunk, "tick", s.Tick, "batch_size", s.BatchSize, "zk_session_timeout", s.ZKSessionTimeout,
 		"catch_up_rate", s.CatchUpRate, "retention", s.Retention.Retention)
 	return []lifecycle.Service{poolCloser{pool}, elector, listener, drainer, loop}, nil
 }

@@ -25,6 +25,10 @@ import (
 	"github.com/sundialhq/sundial/services/prefetcher/internal/pgtest"
 )
 
+// The process stages a 2 s window plus a 2 s chunk: a recovery pass
+// stages the on-time slots of both.
+const testWindow, testChunk = 2 * time.Second, 2 * time.Second
+
 // misfireJob is a per-second job under test with what its policy should do.
 type misfireJob struct {
 	id    uuid.UUID
@@ -51,7 +55,7 @@ func (j misfireJob) expect(last, now time.Time) (catchUp []time.Time, skipped ma
 		skipped[m] = j.why
 	}
 	catchUp = append(catchUp, inGrace[cut:]...)
-	for ; !s.After(now.Add(2 * time.Second)); s = s.Add(time.Second) {
+	for ; !s.After(now.Add(testWindow + testChunk)); s = s.Add(time.Second) {
 		onTime = append(onTime, s)
 	}
 	return catchUp, skipped, onTime
@@ -123,7 +127,7 @@ func TestStoppedPrefetcherCatchesUpByPolicyAndRecordsEverySkippedSlot(t *testing
 		mk(sundialv1.MisfireAction_MISFIRE_ACTION_RUN_ALL, time.Hour, 3, 3, "1h", "misfire: policy RUN_ALL replays only the 3 most recent missed slots"),
 	}
 	args := []string{
-		"--window", "2s", "--tick", "200ms", "--misfire-threshold", "1s", "--catch-up-rate", "2",
+		"--window", testWindow.String(), "--chunk", testChunk.String(), "--tick", "200ms", "--misfire-threshold", "1s", "--catch-up-rate", "2",
 		"--cassandra-hosts", strings.Join(testinfra.CassandraHosts(t), ","), "--cassandra-keyspace", ks,
 		"--ledger-drain-interval", "100ms",
 	}

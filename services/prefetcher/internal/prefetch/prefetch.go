@@ -43,8 +43,11 @@ type Config struct {
 	Election string
 	// NodeID identifies this process in leader_epochs and logs.
 	NodeID string
-	// Window: slots due up to now()+Window are staged.
+	// Window: jobs with a slot due up to now()+Window are claimed.
 	Window time.Duration
+	// Chunk: a claimed job's slots are staged up to now()+Window+Chunk, so
+	// a frequent job is claimed once per chunk, not on every tick.
+	Chunk time.Duration
 	// Tick between passes; wake-ups (new jobs, a new term) come sooner.
 	Tick time.Duration
 	// BatchSize is the number of jobs per transaction.
@@ -72,6 +75,9 @@ func (c Config) Validate() error {
 	}
 	if c.Window <= 0 {
 		errs = append(errs, fmt.Errorf("window: must be positive, got %s", c.Window))
+	}
+	if c.Chunk < 0 || c.Chunk > 24*time.Hour {
+		errs = append(errs, fmt.Errorf("chunk: must be in [0, 24h], got %s", c.Chunk))
 	}
 	if c.Tick <= 0 || c.Tick >= c.Window {
 		errs = append(errs, fmt.Errorf("tick: must be positive and shorter than the window (%s), got %s", c.Window, c.Tick))
@@ -178,7 +184,7 @@ func (s *Service) lead(ctx context.Context, term leader.Term) {
 	// the outbox).
 	opts := stage.Options{
 		Election: s.cfg.Election, Epoch: term.Epoch, Leader: s.cfg.NodeID,
-		Window: s.cfg.Window, Limit: s.cfg.BatchSize,
+		Window: s.cfg.Window, Chunk: s.cfg.Chunk, Limit: s.cfg.BatchSize,
 		MisfireThreshold: s.cfg.MisfireThreshold, MaxSlotsPerJob: s.cfg.MaxSlotsPerJob,
 		MaxSkipRecords: s.cfg.MaxSkipRecords, CatchUpRate: s.cfg.CatchUpRate,
 	}

@@ -22,7 +22,11 @@
 //	──────────────────┼──────────────────────┼─────────┼────────────┤
 //	              now-grace          now-threshold      now      now+window
 //
-// next_fire_at becomes the first slot after the window, or none.
+// With a Chunk, on-time slots are staged beyond the window, up to
+// now+window+chunk: a frequent job is then claimed once per chunk and
+// writes all of that chunk's slots in one go.
+//
+// next_fire_at becomes the first slot after what was staged, or none.
 //
 // Every slot not staged is accounted for in the plan, so the ledger can say
 // why it did not run: the most recent MaxSkipRecords skipped slots one by
@@ -103,6 +107,11 @@ type Input struct {
 	Now time.Time
 	// Window is how far ahead of Now slots are staged.
 	Window time.Duration
+	// Chunk stages on-time slots beyond the window, up to Now+Window+Chunk,
+	// so a job due within the window gets every slot of the next Chunk in
+	// the same pass and is claimed again only about Chunk later, not on
+	// every tick. Zero stages up to the window only.
+	Chunk time.Duration
 	// MisfireThreshold: a slot is missed only when older than Now minus
 	// this.
 	MisfireThreshold time.Duration
@@ -274,7 +283,7 @@ func Compute(in Input) Plan {
 	if maxWalk <= 0 {
 		maxWalk = DefaultMaxSkipWalk
 	}
-	windowEnd := in.Now.Add(in.Window)
+	stageEnd := in.Now.Add(in.Window + max(in.Chunk, 0))
 	graceCut := in.Now.Add(-in.Policy.Grace)
 	lateCut := in.Now.Add(-in.MisfireThreshold)
 	sk := skips{max: max(in.MaxSkipRecords, 0)}
@@ -336,7 +345,7 @@ func Compute(in Input) Plan {
 		p.Slots = append(p.Slots, Slot{At: ring[(head+i)%len(ring)], CatchUp: true})
 	}
 
-	for !s.IsZero() && !s.After(windowEnd) && len(p.Slots) < maxSlots {
+	for !s.IsZero() && !s.After(stageEnd) && len(p.Slots) < maxSlots {
 		p.Slots = append(p.Slots, Slot{At: s})
 		s = in.Schedule.Next(s)
 	}

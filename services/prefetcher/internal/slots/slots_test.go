@@ -57,6 +57,63 @@ func TestSecondCronStages120SlotsPerWindow(t *testing.T) {
 	require.Equal(t, []time.Time{p.Next}, ats(later))
 }
 
+// With a chunk, one pass stages the window plus the chunk, and the job is
+// due for its next claim only a chunk later: a per-second job over five
+// minutes is claimed 10 times, not 300, and gets every slot exactly once.
+func TestChunkStagesBeyondTheWindowAndDefersTheNextClaim(t *testing.T) {
+	const window, chunk = 2 * time.Minute, 30 * time.Second
+	first := now.Truncate(time.Second).Add(time.Second)
+	in := Input{Schedule: everySecond(t), NextFireAt: first, Now: now, Window: window, Chunk: chunk, MisfireThreshold: 5 * time.Second, Policy: runOnce()}
+	p := Compute(in)
+	require.Len(t, p.Slots, 150)
+	require.Equal(t, first.Add(150*time.Second), p.Next, "next_fire_at is the first slot after window+chunk")
+
+	// Tick every second for five minutes, claiming as the prefetcher does
+	// (next_fire_at within the window).
+	seen := map[time.Time]int{}
+	for _, s := range p.Slots {
+		seen[s.At]++
+	}
+	claims, next := 1, p.Next
+	for tick := 1; tick <= 300; tick++ {
+		at := now.Add(time.Duration(tick) * time.Second)
+		if next.After(at.Add(window)) {
+			continue
+		}
+		claims++
+		in.NextFireAt, in.Now = next, at
+		q := Compute(in)
+		require.Len(t, q.Slots, 31, "each later claim stages a chunk plus the tick it waited for")
+		for _, s := range q.Slots {
+			require.False(t, s.CatchUp)
+			seen[s.At]++
+		}
+		next = q.Next
+	}
+	require.Equal(t, 10, claims)
+	for at := first; at.Before(next); at = at.Add(time.Second) {
+		require.Equal(t, 1, seen[at], "slot %s", at)
+	}
+	require.Len(t, seen, int(next.Sub(first)/time.Second))
+}
+
+// A chunk does not change the misfire handling: the catch-up slot comes
+// first, then the on-time slots (the late one included) up to
+// window+chunk.
+func TestChunkAfterAnOutageKeepsTheMisfirePolicy(t *testing.T) {
+	top := now.Truncate(time.Minute) // 12:00, 0.4 s ago: late, not missed
+	p := Compute(Input{Schedule: everyMinute(t), NextFireAt: top.Add(-10 * time.Minute), Now: now, Window: 2 * time.Minute, Chunk: 3 * time.Minute,
+		MisfireThreshold: 5 * time.Second, Policy: runOnce(), MaxSkipRecords: 100})
+	require.Equal(t, Slot{At: top.Add(-time.Minute), CatchUp: true}, p.Slots[0], "RUN_ONCE replays the most recent missed slot")
+	var want []time.Time
+	for m := range 6 {
+		want = append(want, top.Add(time.Duration(m)*time.Minute))
+	}
+	require.Equal(t, want, ats(p)[1:])
+	require.Len(t, p.Skipped, 9)
+	require.Equal(t, top.Add(6*time.Minute), p.Next)
+}
+
 func TestRoundedNextFireAtStillFindsItsSlot(t *testing.T) {
 	slot := now.Add(10*time.Second + 700) // nanoseconds Postgres cannot keep
 	s := schedule.Once(slot, schedule.Options{})

@@ -30,6 +30,12 @@
 // left with no slot and none staged. Catch-up firings are paced: each gets
 // the next release instant of a cursor the caller carries from batch to
 // batch, and is published a window before it.
+//
+// A claimed job's slots are staged in a chunk: every on-time slot up to
+// now()+Window+Chunk, so a per-second job is claimed, and its jobs row
+// updated, once per chunk rather than once per slot. A row is never
+// published more than a window before it fires: those beyond the window
+// wait in the outbox.
 package stage
 
 import (
@@ -73,8 +79,16 @@ type Options struct {
 	Epoch int64
 	// Leader identifies the caller (node id), recorded with the epoch.
 	Leader string
-	// Window: stage slots up to now()+Window.
+	// Window: claim jobs with a slot due up to now()+Window, and publish
+	// no firing earlier than Window before it fires.
 	Window time.Duration
+	// Chunk: a claimed job's on-time slots are staged up to
+	// now()+Window+Chunk, so a frequent job is claimed (and its jobs row
+	// updated) about once per Chunk instead of on every pass. Slots beyond
+	// the window wait in the outbox (publish_at a window before the slot,
+	// rounded down to the second), where pause, update and delete still
+	// drop them. Zero stages up to the window only.
+	Chunk time.Duration
 	// Limit is the number of jobs claimed per transaction.
 	Limit int
 	// MisfireThreshold: slots older than now() minus this are misfires.
@@ -451,6 +465,7 @@ func (s *Store) plan(j claimed, now time.Time, o Options) (jobPlan, error) {
 		NextFireAt:       j.next,
 		Now:              now,
 		Window:           o.Window,
+		Chunk:            o.Chunk,
 		MisfireThreshold: o.MisfireThreshold,
 		Policy:           policy,
 		MaxSlots:         o.MaxSlotsPerJob,
@@ -459,21 +474,22 @@ func (s *Store) plan(j claimed, now time.Time, o Options) (jobPlan, error) {
 	return jobPlan{Plan: p, job: job, policy: policy}, nil
 }
 
-// add appends the outbox row of one slot. A paced catch-up firing fires at
-// its release instant instead of slot+jitter, and is published a window
-// before it (not at once), so a long release schedule waits in Postgres,
-// where pause, update and delete still drop it, rather than in workers'
-// memory.
+// add appends the outbox row of one slot. A slot inside the window is
+// published at once. One a chunk stages beyond the window is published
+// when the window reaches it (slot - window, rounded down to the second):
+// when a pass without chunks would have staged and published it. A paced
+// catch-up firing fires at its release instant instead of slot+jitter and
+// is published a window before that. Either way a long schedule waits in
+// Postgres, where pause, update and delete still drop it, rather than in
+// Kafka and workers' memory.
 func (r *rows) add(j claimed, sl slots.Slot, job *sundialv1.Job, staged *timestamppb.Timestamp, last bool, pace *pacer, now time.Time, window time.Duration, st *tracing.Stager) error {
 	exec := firing.ExecutionID(j.id, sl.At)
 	fire := sl.At.Add(slots.Jitter(j.id, sl.At, job.GetMaxJitter().AsDuration()))
-	publish := now
+	publish := publishAt(now, sl.At, window, publishGrain)
 	if sl.CatchUp {
 		if t, ok := pace.next(); ok {
 			fire = t
-			if p := t.Add(-window); p.After(now) {
-				publish = p
-			}
+			publish = publishAt(now, t, window, 0)
 		}
 	}
 	env := jobspec.Envelope(job, exec.String(), sl.At, fire, 1, sundialv1.FiringOrigin_FIRING_ORIGIN_SCHEDULE)
@@ -496,6 +512,24 @@ func (r *rows) add(j claimed, sl slots.Slot, job *sundialv1.Job, staged *timesta
 	r.catchUp = append(r.catchUp, sl.CatchUp)
 	r.envelope = append(r.envelope, b)
 	return nil
+}
+
+// publishGrain rounds the publish_at of rows staged beyond the window down
+// to the second, so they come due in groups (one relay claim per second)
+// rather than one by one at their jittered instants (one claim each).
+const publishGrain = time.Second
+
+// publishAt is when a row for instant at may be published: window before
+// it, rounded down to grain (none when zero), and never before now.
+func publishAt(now, at time.Time, window, grain time.Duration) time.Time {
+	p := at.Add(-window)
+	if grain > 0 {
+		p = p.Truncate(grain)
+	}
+	if p.After(now) {
+		return p
+	}
+	return now
 }
 
 // appendSkips adds the ledger rows of a plan's skipped slots: one per

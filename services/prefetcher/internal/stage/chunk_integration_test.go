@@ -1,0 +1,177 @@
+//go:build integration
+
+package stage
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sundialhq/sundial/pkg/firing"
+	"github.com/sundialhq/sundial/services/prefetcher/internal/pgtest"
+)
+
+const testChunk = 30 * time.Second
+
+func chunkOpts(epoch int64) Options {
+	o := opts(epoch)
+	o.Chunk = testChunk
+	return o
+}
+
+// later returns o as a pass `by` later sees it. The database clock cannot
+// be moved, but a pass at now()+by claims and stages exactly what a pass at
+// now() with a window `by` longer does (both compare next_fire_at with, and
+// stage up to, the same instants); only publish_at, which no assertion
+// below reads after the first pass, differs.
+func later(o Options, by time.Duration) Options {
+	o.Window += by
+	return o
+}
+
+// A per-second job is claimed (and its jobs row updated) once per chunk,
+// not once per tick: over five simulated minutes of one-second ticks it is
+// claimed about ten times instead of 300, and every slot is staged exactly
+// once, with its jitter, contiguous; a slot beyond the window is published
+// when the window reaches it, as it would have been without chunks.
+func TestPerSecondJobIsClaimedOncePerChunk(t *testing.T) {
+	st, pool := newStore(t)
+	ctx := context.Background()
+	job := cronJob("* * * * * *")
+	job.MaxJitter = durationpb.New(time.Second)
+	id := pgtest.InsertJob(t, pool, job, `date_trunc('second', now()) + interval '1 second'`)
+
+	first, err := st.StageBatch(ctx, chunkOpts(1))
+	require.NoError(t, err)
+	require.Equal(t, 1, first.Claimed)
+	window := chunkOpts(1).Window
+	rows := outbox(t, pool, id)
+	inChunk := 0
+	for _, r := range rows {
+		if r.scheduled.After(first.Now) && !r.scheduled.After(first.Now.Add(window+testChunk)) {
+			inChunk++
+		}
+	}
+	// (now, now+window+chunk] holds exactly 150 whole seconds.
+	require.Equal(t, 150, inChunk)
+	beyond := 0
+	for _, r := range rows {
+		want := r.scheduled.Add(-window).Truncate(time.Second)
+		if !want.After(first.Now) {
+			want = first.Now
+		} else {
+			beyond++
+		}
+		require.True(t, want.Equal(r.publish), "slot %s fires %s: publish_at %s, want %s", r.scheduled, r.fire, r.publish, want)
+		require.False(t, r.publish.Before(r.scheduled.Add(-window-time.Second)), "published when the window reaches the slot, as without chunks")
+	}
+	require.Equal(t, 30, beyond, "the chunk's slots beyond the window wait in the outbox")
+	var waiting int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE job_id = $1 AND publish_at > now()`, id).Scan(&waiting))
+	require.Equal(t, beyond, waiting, "the relay does not see them yet")
+
+	claims := first.Claimed
+	for tick := 1; tick <= 300; tick++ {
+		res, err := st.StageBatch(ctx, later(chunkOpts(1), time.Duration(tick)*time.Second))
+		require.NoError(t, err)
+		require.Zero(t, res.Duplicates)
+		if res.Claimed > 0 {
+			require.InDelta(t, 31, res.Staged, 1, "a later claim stages a chunk plus the tick it waited for")
+		}
+		claims += res.Claimed
+	}
+	// Claimed at 0 s and about every 31 s after (a chunk plus the tick it
+	// waits): 10 claims; a tick of real time passing meanwhile may add one.
+	require.GreaterOrEqual(t, claims, 10)
+	require.LessOrEqual(t, claims, 11)
+
+	rows = outbox(t, pool, id)
+	next := *nextFireAt(t, pool, id)
+	require.Equal(t, int(next.Sub(rows[0].scheduled)/time.Second), len(rows), "every slot up to next_fire_at, none twice")
+	seen := map[uuid.UUID]bool{}
+	for i, r := range rows {
+		require.False(t, seen[r.exec], "execution %s staged twice", r.exec)
+		seen[r.exec] = true
+		require.Equal(t, firing.ExecutionID(id, r.scheduled), r.exec)
+		j := r.fire.Sub(r.scheduled)
+		require.True(t, j >= 0 && j < time.Second, "jitter %s", j)
+		if i > 0 {
+			require.Equal(t, time.Second, r.scheduled.Sub(rows[i-1].scheduled), "no gap, no repeat")
+		}
+	}
+}
+
+// A stale leader's chunk is fenced like any other write: after a newer
+// epoch has written, the old leader's pass (when the job's next chunk is
+// due) writes no row and does not move next_fire_at, and the new leader
+// then stages that chunk once.
+func TestStaleLeadersChunkIsFenced(t *testing.T) {
+	st, pool := newStore(t)
+	ctx := context.Background()
+	id := pgtest.InsertJob(t, pool, cronJob("* * * * * *"), `date_trunc('second', now()) + interval '1 second'`)
+
+	_, err := st.StageBatch(ctx, chunkOpts(7))
+	require.NoError(t, err)
+	staged := len(outbox(t, pool, id))
+	next := nextFireAt(t, pool, id)
+
+	// A newer leader writes (nothing of this job is due yet).
+	res, err := st.StageBatch(ctx, chunkOpts(8))
+	require.NoError(t, err)
+	require.Zero(t, res.Claimed)
+
+	// 40 s later the next chunk is due; the deposed leader tries first.
+	_, err = st.StageBatch(ctx, later(chunkOpts(7), 40*time.Second))
+	require.ErrorIs(t, err, ErrFenced)
+	require.Len(t, outbox(t, pool, id), staged)
+	require.Equal(t, next, nextFireAt(t, pool, id))
+
+	res, err = st.StageBatch(ctx, later(chunkOpts(8), 40*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Claimed)
+	require.Zero(t, res.Duplicates)
+	require.Greater(t, res.Staged, 30)
+	seen := map[uuid.UUID]bool{}
+	for _, r := range outbox(t, pool, id) {
+		require.False(t, seen[r.exec], "execution %s staged twice", r.exec)
+		seen[r.exec] = true
+	}
+	require.Len(t, seen, staged+res.Staged)
+}
+
+// Restaging a chunk (a leader whose commit was lost, then its successor)
+// writes the same rows: same execution ids, same jittered fire instants.
+func TestRestagedChunkIsIdempotent(t *testing.T) {
+	st, pool := newStore(t)
+	ctx := context.Background()
+	job := cronJob("* * * * * *")
+	job.MaxJitter = durationpb.New(time.Second)
+	id := pgtest.InsertJob(t, pool, job, `date_trunc('second', now()) + interval '1 second'`)
+	start := *nextFireAt(t, pool, id)
+	_, err := st.StageBatch(ctx, chunkOpts(1))
+	require.NoError(t, err)
+	first := map[uuid.UUID]time.Time{}
+	for _, r := range outbox(t, pool, id) {
+		first[r.exec] = r.fire
+	}
+
+	// The successor finds next_fire_at where it was (as if the first
+	// transaction's advance were lost) and restages the chunk over the
+	// rows still in the outbox: all duplicates, nothing new.
+	_, err = pool.Exec(ctx, `UPDATE jobs SET next_fire_at = $2 WHERE id = $1`, id, start)
+	require.NoError(t, err)
+	res, err := st.StageBatch(ctx, chunkOpts(2))
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Claimed)
+	require.LessOrEqual(t, res.Staged, 1, "at most the slot a clock tick since brought into the chunk")
+	require.Equal(t, len(first), res.Duplicates)
+	for _, r := range outbox(t, pool, id) {
+		if f, ok := first[r.exec]; ok {
+			require.True(t, f.Equal(r.fire), "slot %s", r.scheduled)
+		}
+	}
+}
