@@ -174,8 +174,9 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 	}
 	recCfg := recorder.DefaultConfig
 	recCfg.RunningDelay = cfg.LedgerRunningDelay
-	if cfg.LedgerInFlight > 0 {
-		recCfg.InFlight = cfg.LedgerInFlight
+	recCfg.Linger = cfg.LedgerLinger
+	if cfg.LedgerGroupSize > 0 {
+		recCfg.GroupSize = cfg.LedgerGroupSize
 	}
 	rec := recorder.New(led, recCfg, logger.With("component", "recorder"), recorder.Metrics{
 		Written: func(r string) { m.LedgerWrites.WithLabelValues(r).Inc() },

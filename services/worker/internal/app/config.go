@@ -57,8 +57,10 @@ type Config struct {
 	// LedgerRunningDelay: an attempt still running after it is recorded as
 	// RUNNING; a shorter one by its outcome alone (one ledger write).
 	LedgerRunningDelay time.Duration
-	// LedgerInFlight: ledger writes each recorder shard keeps in flight.
-	LedgerInFlight     int
+	// LedgerLinger: how long the recorder gathers records into a group
+	// before writing it; LedgerGroupSize caps a group.
+	LedgerLinger    time.Duration
+	LedgerGroupSize int
 	SessionTimeout     time.Duration
 	RevokeDrainTimeout time.Duration
 	CommitInterval     time.Duration
@@ -115,8 +117,9 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.IntVar(&c.SettleBatch, "settle-batch", executor.DefaultConfig.SettleBatch, "finished attempts whose markers one Redis call writes at most")
 	fs.DurationVar(&c.LedgerRunningDelay, "ledger-running-delay", recorder.DefaultConfig.RunningDelay,
 		"record an attempt as RUNNING in the ledger once it has run this long (0: at once); a shorter attempt is recorded by its outcome alone, one write instead of two")
-	fs.IntVar(&c.LedgerInFlight, "ledger-in-flight", recorder.DefaultConfig.InFlight,
-		fmt.Sprintf("ledger writes each of the recorder's %d shards keeps in flight at once", recorder.DefaultConfig.Shards))
+	fs.DurationVar(&c.LedgerLinger, "ledger-linger", recorder.DefaultConfig.Linger,
+		"gather ledger records this long before writing them as one group (many records per Cassandra batch); an attempt shows in history about this much later")
+	fs.IntVar(&c.LedgerGroupSize, "ledger-group-size", recorder.DefaultConfig.GroupSize, "ledger records written by one group at most")
 	fs.DurationVar(&c.DoneTTL, "done-ttl", 7*24*time.Hour, "how long a done marker rejects redeliveries of a finished execution")
 	fs.DurationVar(&c.SessionTimeout, "session-timeout", 6*time.Second, "Kafka group session timeout: how soon a dead worker's partitions move")
 	fs.DurationVar(&c.RevokeDrainTimeout, "revoke-drain-timeout", 20*time.Second, "how long a rebalance (and shutdown) waits for executing firings of revoked partitions; keep it below --drain-timeout")
@@ -185,8 +188,11 @@ func (c *Config) Validate(p *config.Problems) {
 	if c.PostgresMaxConns < 1 {
 		p.Addf("postgres-max-conns", "must be at least 1, got %d", c.PostgresMaxConns)
 	}
-	if c.LedgerInFlight < 0 {
-		p.Addf("ledger-in-flight", "must not be negative, got %d", c.LedgerInFlight)
+	if c.LedgerLinger < 0 || c.LedgerLinger > 10*time.Second {
+		p.Addf("ledger-linger", "must be between 0 and 10s, got %s", c.LedgerLinger)
+	}
+	if c.LedgerGroupSize < 1 {
+		p.Addf("ledger-group-size", "must be at least 1, got %d", c.LedgerGroupSize)
 	}
 	if c.LedgerRunningDelay < 0 {
 		p.Addf("ledger-running-delay", "must not be negative, got %s", c.LedgerRunningDelay)

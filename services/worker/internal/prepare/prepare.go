@@ -80,7 +80,7 @@ type Config struct {
 }
 
 // DefaultConfig values.
-var DefaultConfig = Config{Lead: 2 * time.Second, Batch: 256, LeaseTTL: 10 * time.Second, RedisTimeout: 2 * time.Second, RetryAfter: 250 * time.Millisecond}
+var DefaultConfig = Config{Lead: 1500 * time.Millisecond, Batch: 256, LeaseTTL: 10 * time.Second, RedisTimeout: 2 * time.Second, RetryAfter: 250 * time.Millisecond}
 
 // EventLease is the event a traced firing's consume span gets when its
 // lease call answered.
