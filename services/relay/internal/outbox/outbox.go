@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -49,9 +50,12 @@ func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 // The claim takes due rows oldest first through the (publish_at, id) index
 // and skips rows another relay holds. now() is the transaction's start,
 // clock_timestamp() the moment of the scan: the row's wait is measured to
-// the latter.
+// the latter. The row's ctid lets Complete delete it without a descent of
+// the primary key's index per row: the claim's lock keeps every other
+// writer off the row until the transaction ends, so its ctid cannot change
+// in between.
 const claimSQL = `
-SELECT id, execution_id::text, attempt, job_id::text, priority, envelope,
+SELECT ctid, id, execution_id::text, attempt, job_id::text, priority, envelope,
        extract(epoch FROM clock_timestamp() - greatest(publish_at, created_at))::float8
   FROM outbox
  WHERE publish_at <= now()
@@ -68,6 +72,7 @@ const nextDueSQL = `SELECT extract(epoch FROM min(publish_at) - now())::float8 F
 type Claim struct {
 	tx      pgx.Tx
 	rows    []Row
+	tids    map[int64]pgtype.TID // claimed row id → its ctid
 	next    time.Duration
 	hasNext bool
 	done    bool
@@ -88,13 +93,15 @@ func (s *Store) Claim(ctx context.Context, limit int) (*Claim, error) {
 		return nil, fmt.Errorf("outbox: claim: %w", err)
 	}
 	var out []Row
+	tids := make(map[int64]pgtype.TID, limit)
 	for rows.Next() {
 		var (
 			r      Row
+			tid    pgtype.TID
 			prio   int16
 			waited float64
 		)
-		if err := rows.Scan(&r.ID, &r.ExecutionID, &r.Attempt, &r.JobID, &prio, &r.Envelope, &waited); err != nil {
+		if err := rows.Scan(&tid, &r.ID, &r.ExecutionID, &r.Attempt, &r.JobID, &prio, &r.Envelope, &waited); err != nil {
 			rows.Close()
 			_ = tx.Rollback(context.WithoutCancel(ctx))
 			return nil, fmt.Errorf("outbox: claim scan: %w", err)
@@ -102,12 +109,13 @@ func (s *Store) Claim(ctx context.Context, limit int) (*Claim, error) {
 		r.Priority = sundialv1.Priority(prio)
 		r.Waited = time.Duration(max(waited, 0) * float64(time.Second))
 		out = append(out, r)
+		tids[r.ID] = tid
 	}
 	if err := rows.Err(); err != nil {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("outbox: claim: %w", err)
 	}
-	c := &Claim{tx: tx, rows: out}
+	c := &Claim{tx: tx, rows: out, tids: tids}
 	if len(out) < limit {
 		var secs *float64
 		if err := tx.QueryRow(ctx, nextDueSQL).Scan(&secs); err != nil {
@@ -131,14 +139,30 @@ func (c *Claim) NextDue() (wait time.Duration, ok bool) { return c.next, c.hasNe
 
 // Complete deletes the rows with the given ids — only ones Kafka
 // acknowledged — and commits, releasing the locks on the rest, which stay
-// for the next claim.
+// for the next claim. The rows are found by the ctids the claim read (a
+// TID scan); should an id not be one of the claim's, all are deleted by
+// id instead.
 func (c *Claim) Complete(ctx context.Context, ids []int64) error {
 	if c.done {
 		return errors.New("outbox: claim already finished")
 	}
 	c.done = true
 	if len(ids) > 0 {
-		if _, err := c.tx.Exec(ctx, `DELETE FROM outbox WHERE id = ANY($1)`, ids); err != nil {
+		sql, arg := `DELETE FROM outbox WHERE ctid = ANY($1::tid[])`, any(nil)
+		tids := make([]pgtype.TID, 0, len(ids))
+		for _, id := range ids {
+			t, ok := c.tids[id]
+			if !ok {
+				break
+			}
+			tids = append(tids, t)
+		}
+		if len(tids) == len(ids) {
+			arg = tids
+		} else {
+			sql, arg = `DELETE FROM outbox WHERE id = ANY($1)`, ids
+		}
+		if _, err := c.tx.Exec(ctx, sql, arg); err != nil {
 			_ = c.tx.Rollback(context.WithoutCancel(ctx))
 			return fmt.Errorf("outbox: delete %d published rows: %w", len(ids), err)
 		}
@@ -169,9 +193,10 @@ type Depth struct {
 	OldestDue time.Duration
 }
 
-// Depth counts the table. It reads every live row, which is cheap while
-// relays keep up (the table holds at most one prefetch window) and is only
-// run every few seconds.
+// Depth counts the table. It reads every row (a sequential scan of the
+// heap, dead rows included), which is run only every few seconds; the table
+// holds what is due plus the prefetcher's chunk (slots staged beyond its
+// window, not yet publishable).
 func (s *Store) Depth(ctx context.Context) (Depth, error) {
 	var (
 		d      Depth

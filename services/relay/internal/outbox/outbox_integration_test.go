@@ -6,6 +6,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,6 +64,64 @@ func TestClaimsAreDisjointAndOnlyCompletedRowsGo(t *testing.T) {
 	require.Equal(t, int64(11), d.Total)
 	require.Equal(t, int64(8), d.Due)
 	require.Greater(t, d.OldestDue, time.Duration(0))
+}
+
+// Complete deletes exactly the acknowledged rows of the claim, found by
+// the ctids the claim read, even while other transactions delete and
+// insert around them; the delete is a TID scan, not a primary-key descent
+// per row. An id the claim does not hold still goes (by id).
+func TestCompleteDeletesTheClaimedRowsByCtid(t *testing.T) {
+	_, pool := itest.Postgres(t)
+	ctx := context.Background()
+	s := outbox.NewStore(pool)
+	itest.Stage(t, pool, 20, 0, false)
+
+	a, err := s.Claim(ctx, 10)
+	require.NoError(t, err)
+	// Another claimer takes and deletes the other ten meanwhile, and new
+	// rows arrive (they may reuse freed space, never a locked row's).
+	b, err := s.Claim(ctx, 10)
+	require.NoError(t, err)
+	require.NoError(t, b.Complete(ctx, ids(b.Rows())))
+	fresh := itest.Stage(t, pool, 5, 0, false)
+	acked := ids(a.Rows())[1:8]
+	require.NoError(t, a.Complete(ctx, acked))
+
+	left := map[int64]bool{}
+	r, err := pool.Query(ctx, `SELECT id FROM outbox`)
+	require.NoError(t, err)
+	for r.Next() {
+		var id int64
+		require.NoError(t, r.Scan(&id))
+		left[id] = true
+	}
+	require.NoError(t, r.Err())
+	require.Len(t, left, 3+len(fresh), "a's three unacknowledged rows and the new ones")
+	for _, id := range acked {
+		require.False(t, left[id], "row %d acknowledged but still there", id)
+	}
+	require.True(t, left[a.Rows()[0].ID])
+	require.True(t, left[a.Rows()[9].ID])
+
+	rows, err := pool.Query(ctx, `EXPLAIN DELETE FROM outbox WHERE ctid = ANY($1::tid[])`, []string{"(0,1)", "(0,2)"})
+	require.NoError(t, err)
+	var lines []string
+	for rows.Next() {
+		var l string
+		require.NoError(t, rows.Scan(&l))
+		lines = append(lines, l)
+	}
+	require.NoError(t, rows.Err())
+	require.Contains(t, strings.Join(lines, "\n"), "Tid Scan")
+
+	// An id outside the claim: the delete falls back to ids.
+	c, err := s.Claim(ctx, 1)
+	require.NoError(t, err)
+	var other int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT max(id) FROM outbox`).Scan(&other))
+	require.NotEqual(t, other, c.Rows()[0].ID)
+	require.NoError(t, c.Complete(ctx, []int64{c.Rows()[0].ID, other}))
+	require.Equal(t, 3+len(fresh)-2, itest.Count(t, pool))
 }
 
 // The listener reconnects after its connection is killed and wakes again.
