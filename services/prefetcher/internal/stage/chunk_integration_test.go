@@ -175,3 +175,17 @@ func TestRestagedChunkIsIdempotent(t *testing.T) {
 		}
 	}
 }
+
+// Migration 00005 dropped jobs_due: no query used it (the claim goes
+// through jobs_active_next_fire, see TestClaimUsesTheDueIndex), yet every
+// advance of next_fire_at wrote an entry into it.
+func TestJobsDueIndexIsGone(t *testing.T) {
+	_, pool := newStore(t)
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_indexes
+		WHERE schemaname = current_schema() AND tablename = 'jobs' AND indexname = 'jobs_due'`).Scan(&n))
+	require.Zero(t, n)
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_indexes
+		WHERE schemaname = current_schema() AND tablename = 'jobs' AND indexname = 'jobs_active_next_fire'`).Scan(&n))
+	require.Equal(t, 1, n)
+}
