@@ -36,9 +36,9 @@ func TestDefaultsAreValid(t *testing.T) {
 }
 
 func TestBadSettingsAreNamed(t *testing.T) {
-	err := parse(t, "--catch-up-rate", "-1", "--retention", "0s", "--ledger-drain-batch-size", "0",
+	err := parse(t, "--catch-up-rate", "-1", "--chunk", "-1s", "--retention", "0s", "--ledger-drain-batch-size", "0",
 		"--skip-records-per-job", "-5", "--cassandra-hosts", " , ", "--cassandra-keyspace", "bad-name")
-	for _, f := range []string{"catch-up-rate", "retention", "ledger-drain-batch-size", "skip-records-per-job", "cassandra-hosts", "cassandra-keyspace"} {
+	for _, f := range []string{"catch-up-rate", "chunk", "retention", "ledger-drain-batch-size", "skip-records-per-job", "cassandra-hosts", "cassandra-keyspace"} {
 		require.ErrorContains(t, err, f+":")
 	}
 }

@@ -50,11 +50,18 @@ func (s *scriptStager) StageBatch(ctx context.Context, o stage.Options) (stage.R
 
 func newLoop(t *testing.T, st *scriptStager) (*Service, termChan, *clock.Fake, *Metrics, chan struct{}) {
 	t.Helper()
+	return newLoopWith(t, st, func(*Config) {})
+}
+
+// newLoopWith is newLoop with the config adjusted before the loop starts.
+func newLoopWith(t *testing.T, st *scriptStager, adjust func(*Config)) (*Service, termChan, *clock.Fake, *Metrics, chan struct{}) {
+	t.Helper()
 	terms := make(termChan, 1)
 	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	m := NewMetrics(prometheus.NewRegistry(), "/test-election")
 	wake := make(chan struct{}, 1)
 	cfg := Config{Election: "/e", NodeID: "n1", Window: 2 * time.Minute, Tick: time.Second, BatchSize: 2, MaxSlotsPerJob: 100}
+	adjust(&cfg)
 	s, err := New(cfg, terms, st, wake, slog.New(slog.NewTextHandler(io.Discard, nil)), clk, m)
 	require.NoError(t, err)
 	require.NoError(t, s.Start(context.Background()))
@@ -288,6 +295,22 @@ func TestConfigValidateCatchUpAndSkipRecords(t *testing.T) {
 	err := bad.Validate()
 	require.ErrorContains(t, err, "catch-up-rate:")
 	require.ErrorContains(t, err, "skip-records-per-job:")
+}
+
+// The chunk reaches the stager with every pass's options; a negative one
+// is refused by its flag's name.
+func TestChunkIsPassedToEveryBatch(t *testing.T) {
+	cfg := Config{Election: "/e", NodeID: "n1", Window: 2 * time.Minute, Tick: time.Second, BatchSize: 2, MaxSlotsPerJob: 100, Chunk: -time.Second}
+	require.ErrorContains(t, cfg.Validate(), "chunk:")
+
+	st := &scriptStager{calls: make(chan stage.Options, 10), script: []stageReply{{res: stage.Result{Claimed: 1, Staged: 31}}}}
+	_, terms, _, _, _ := newLoopWith(t, st, func(c *Config) { c.Chunk = 30 * time.Second })
+	ctx, end := context.WithCancelCause(context.Background())
+	defer end(nil)
+	terms <- leader.Term{Epoch: 1, Ctx: ctx}
+	o := call(t, st)
+	require.Equal(t, 30*time.Second, o.Chunk)
+	require.Equal(t, 2*time.Minute, o.Window)
 }
 
 // The leader gauge is labelled with its election, so a dashboard counts
