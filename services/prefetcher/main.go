@@ -39,6 +39,8 @@ type settings struct {
 	// --cassandra-*; see pkg/connsec). Off by default.
 	ZKSecurity        connsec.ZooKeeper
 	CassandraSecurity connsec.Cassandra
+	// chunk is --chunk as given; validate resolves it into Config.Chunk.
+	chunk chunkFlag
 }
 
 func (s *settings) register(fs *flag.FlagSet) {
@@ -48,7 +50,8 @@ func (s *settings) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.Election, "election-path", "/sundial/elections/prefetcher", "ZooKeeper path of the election (also its leader_epochs key)")
 	fs.StringVar(&s.NodeID, "node-id", defaultNodeID(), "this candidate's name in ZooKeeper, leader_epochs and logs")
 	fs.DurationVar(&s.Window, "window", 2*time.Minute, "stage slots due up to this far ahead of the database clock")
-	fs.DurationVar(&s.Chunk, "chunk", 30*time.Second, "a job due within the window gets its slots staged this far beyond it too, so a frequent job is claimed about once per chunk instead of every tick (0: up to the window only)")
+	s.chunk = chunkFlag{auto: true}
+	fs.Var(&s.chunk, "chunk", "a job due within the window gets its slots staged this far beyond it too, so a frequent job is claimed about once per chunk instead of every tick; auto: a quarter of the window, at most 30s (0: up to the window only)")
 	fs.DurationVar(&s.Tick, "tick", time.Second, "interval between prefetch passes (new terms and job notifications wake it sooner)")
 	fs.IntVar(&s.BatchSize, "batch-size", 500, "jobs claimed per transaction")
 	fs.DurationVar(&s.MisfireThreshold, "misfire-threshold", 5*time.Second, "a slot counts as missed (misfire policy applies) only when older than this")
@@ -68,7 +71,48 @@ func (s *settings) register(fs *flag.FlagSet) {
 	s.CassandraSecurity.Register(fs)
 }
 
+// maxAutoChunk bounds --chunk=auto: 30 s already cuts a per-second job's
+// claims 31-fold, and more would only grow the outbox.
+const maxAutoChunk = 30 * time.Second
+
+// chunkFlag is --chunk: a duration, or auto (resolved against --window
+// once every flag is read).
+type chunkFlag struct {
+	d    time.Duration
+	auto bool
+}
+
+func (c *chunkFlag) String() string {
+	if c.auto {
+		return "auto"
+	}
+	return c.d.String()
+}
+
+func (c *chunkFlag) Set(v string) error {
+	if v == "auto" {
+		c.auto = true
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return err
+	}
+	c.d, c.auto = d, false
+	return nil
+}
+
+// chunkFor is the chunk --chunk asks for with this window.
+func (c chunkFlag) chunkFor(window time.Duration) time.Duration {
+	if c.auto {
+		return min(maxAutoChunk, window/4)
+	}
+	return c.d
+}
+
 func (s *settings) validate(p *config.Problems) {
+	// Every flag is read by now: resolve --chunk against --window.
+	s.Chunk = s.chunk.chunkFor(s.Window)
 	if s.PostgresDSN == "" {
 		p.Addf("postgres-dsn", "must not be empty")
 	} else if _, err := pgxpool.ParseConfig(s.PostgresDSN); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -33,6 +34,30 @@ func parse(t *testing.T, args ...string) error {
 
 func TestDefaultsAreValid(t *testing.T) {
 	require.NoError(t, parse(t))
+}
+
+// --chunk=auto (the default) is a quarter of the window, at most 30 s; an
+// explicit duration, 0 included, is taken as is.
+func TestChunkDefaultFollowsTheWindow(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, 30 * time.Second},
+		{[]string{"--window", "2s", "--tick", "200ms"}, 500 * time.Millisecond},
+		{[]string{"--window", "10m"}, 30 * time.Second},
+		{[]string{"--chunk", "2m"}, 2 * time.Minute},
+		{[]string{"--chunk", "0s"}, 0},
+		{[]string{"--chunk", "auto", "--window", "1m"}, 15 * time.Second},
+	} {
+		var s settings
+		fs := flag.NewFlagSet("prefetcher", flag.ContinueOnError)
+		s.register(fs)
+		require.NoError(t, config.Load(fs, c.args, func(string) (string, bool) { return "", false }))
+		var p config.Problems
+		s.validate(&p)
+		require.Equal(t, c.want, s.Chunk, "%v", c.args)
+	}
 }
 
 func TestBadSettingsAreNamed(t *testing.T) {
