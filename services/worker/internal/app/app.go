@@ -267,7 +267,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 		Lead: cfg.PrepareLead, Batch: cfg.PrepareBatch, WorkerID: cfg.WorkerID, LeaseTTL: cfg.LeaseTTL,
 	}, leases, prepare.Routes{Fire: fireHolder.Add, Now: q.Push, Again: prepHolder.Add}, corrected, m, logger.With("component", "prepare"))
 	wake = func() { prepHolder.Wake(); fireHolder.Wake() }
-	w.Holder = &stages{prepare: prepHolder, fire: fireHolder}
+	w.Holder = &stages{prepare: prepHolder, fire: fireHolder, ready: q}
 	metrics.Held(reg, w.Holder.Len)
 	w.Services = append(w.Services, fireHolder, prepHolder, prep)
 
@@ -318,6 +318,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 		DrainTimeout:   cfg.RevokeDrainTimeout,
 		CommitInterval: cfg.CommitInterval,
 		MaxHeld:        cfg.MaxHeld,
+		Unpaused:       []string{topics.Fire(sundialv1.Priority_PRIORITY_CRITICAL)},
 		Poison:         raw.Forward,
 		Opts:           append(kafkaSec, deps.KafkaOpts...),
 		Tracer:         deps.Tracer,
@@ -348,12 +349,17 @@ func (c *closer) Stop() {
 	c.fns = nil
 }
 
-// stages is the consumer's view of the two holders: arriving firings go to
-// the prepare holder, and a revoke takes back those not yet prepared (a
+// stages is the consumer's view of the worker's stages: arriving firings go
+// to the prepare holder, and a revoke takes back those not yet prepared (a
 // prepared one is claimed, so the revoke waits for it to fire instead).
-// Len counts both, for the consumer's --max-held.
-type stages struct{ prepare, fire *holder.Holder }
+// Len counts every firing waiting in memory — both holders and the ready
+// queue — so --max-held bounds the worker's memory under overload too: a
+// backlog that cannot be fired fast enough stays in Kafka.
+type stages struct {
+	prepare, fire *holder.Holder
+	ready         *readyq.Queue
+}
 
 func (s *stages) Add(it *work.Item)         { s.prepare.Add(it) }
 func (s *stages) Remove(it *work.Item) bool { return s.prepare.Remove(it) }
-func (s *stages) Len() int                  { return s.prepare.Len() + s.fire.Len() }
+func (s *stages) Len() int                  { return s.prepare.Len() + s.fire.Len() + s.ready.Len() }

@@ -33,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -78,6 +79,10 @@ type Config struct {
 	// MaxHeld pauses fetching while this many firings are held, bounding
 	// memory whatever the backlog.
 	MaxHeld int
+	// Unpaused are topics fetched even while MaxHeld pauses the others:
+	// the CRITICAL topic, so an overloaded worker still takes in the
+	// firings that must not wait behind the backlog (few by nature).
+	Unpaused []string
 	// Poison, when set, receives each undecodable record (a private copy)
 	// and why it could not be decoded, and must call done once the record
 	// is safely elsewhere (the DLQ topic); only then may the offset be
@@ -227,13 +232,26 @@ func (c *Consumer) Assigned() map[string][]int32 {
 
 func (c *Consumer) pollLoop(ctx context.Context) error {
 	paused := false
+	var pausable []string
+	for _, t := range c.cfg.Topics {
+		if !slices.Contains(c.cfg.Unpaused, t) {
+			pausable = append(pausable, t)
+		}
+	}
 	for {
-		fetches := c.cl.PollRecords(ctx, 1000)
+		pctx, cancel := ctx, context.CancelFunc(func() {})
+		if paused {
+			// Only the unpaused topics can return records: poll them
+			// briefly, so the held count is looked at again soon.
+			pctx, cancel = context.WithTimeout(ctx, 100*time.Millisecond)
+		}
+		fetches := c.cl.PollRecords(pctx, 1000)
+		cancel()
 		if fetches.IsClientClosed() || ctx.Err() != nil {
 			return nil
 		}
 		fetches.EachError(func(topic string, partition int32, err error) {
-			if !errors.Is(err, context.Canceled) {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 				c.logger.Warn("fetch error", "topic", topic, "partition", partition, "err", err)
 			}
 		})
@@ -254,22 +272,11 @@ func (c *Consumer) pollLoop(ctx context.Context) error {
 		// Backpressure: stop fetching while too much is held.
 		if n := c.holder.Len(); n >= c.cfg.MaxHeld && !paused {
 			c.logger.Warn("holding too many firings, pausing fetches", "held", n, "max_held", c.cfg.MaxHeld)
-			c.cl.PauseFetchTopics(c.cfg.Topics...)
+			c.cl.PauseFetchTopics(pausable...)
 			paused = true
 		} else if paused && n < c.cfg.MaxHeld*9/10 {
-			c.cl.ResumeFetchTopics(c.cfg.Topics...)
+			c.cl.ResumeFetchTopics(pausable...)
 			paused = false
-		}
-		if paused {
-			// PollRecords returns nothing new while paused: look again
-			// after a while rather than spin.
-			t := time.NewTimer(100 * time.Millisecond)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil
-			case <-t.C:
-			}
 		}
 	}
 }

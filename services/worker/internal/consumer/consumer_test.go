@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -365,4 +366,90 @@ func TestStopCommitsAndBoundsDrain(t *testing.T) {
 	if stuck.Owner.Requeue(stuck) {
 		t.Fatal("requeue accepted on a revoked partition")
 	}
+}
+
+// Over --max-held the consumer stops fetching every topic but the unpaused
+// (CRITICAL) one, so memory stays bounded while CRITICAL firings still
+// come in; when the held firings drain, fetching resumes.
+func TestOverMaxHeldOnlyCriticalIsFetched(t *testing.T) {
+	const crit = "crit"
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic, crit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	produce := func(tp, prefix string, n int) {
+		for i := range n {
+			rec := &kgo.Record{Topic: tp, Value: envelope(t, fmt.Sprintf("%s-%d", prefix, i))}
+			if err := prod.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	const total, maxHeld = 600, 100
+	produce(topic, "bulk", total)
+
+	h := newRecHolder()
+	h.added = make(chan *work.Item, 2*total)
+	cons := New(Config{
+		Brokers: c.ListenAddrs(), Topics: []string{topic, crit}, Unpaused: []string{crit}, Group: "g", ClientID: "w",
+		SessionTimeout: 6 * time.Second, CommitInterval: 20 * time.Millisecond, MaxHeld: maxHeld,
+		// Small fetches, so one fetch cannot carry the whole backlog past
+		// the limit.
+		Opts: []kgo.Opt{kgo.FetchMaxPartitionBytes(8 << 10), kgo.FetchMaxBytes(8 << 10), kgo.FetchMaxWait(100 * time.Millisecond)},
+	}, h, metrics.New(prometheus.NewRegistry(), metrics.DefaultMaxTenants), logger())
+	if err := cons.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Stop()
+	eventually(t, "the limit reached", func() bool { return h.Len() >= maxHeld })
+
+	produce(crit, "crit", 5)
+	eventually(t, "the CRITICAL firings fetched while paused", func() bool {
+		for i := range 5 {
+			if h.get(fmt.Sprintf("crit-%d", i)) == nil {
+				return false
+			}
+		}
+		return true
+	})
+	bulk := func() int {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		n := 0
+		for id := range h.items {
+			if strings.HasPrefix(id, "bulk-") {
+				n++
+			}
+		}
+		return n
+	}
+	if n := bulk(); n >= total {
+		t.Fatalf("all %d bulk firings fetched with max held %d", n, maxHeld)
+	}
+	// The executors catch up: memory frees and the rest is fetched.
+	seen := map[string]bool{}
+	eventually(t, "every bulk firing after draining", func() bool {
+		h.mu.Lock()
+		for id, it := range h.items {
+			if it.Owner.Claim(it) {
+				it.Owner.Finish(it)
+			}
+			seen[id] = true
+			delete(h.items, id)
+		}
+		h.mu.Unlock()
+		n := 0
+		for id := range seen {
+			if strings.HasPrefix(id, "bulk-") {
+				n++
+			}
+		}
+		return n == total
+	})
 }
