@@ -59,8 +59,8 @@ type Config struct {
 	LedgerRunningDelay time.Duration
 	// LedgerLinger: how long the recorder gathers records into a group
 	// before writing it; LedgerGroupSize caps a group.
-	LedgerLinger    time.Duration
-	LedgerGroupSize int
+	LedgerLinger       time.Duration
+	LedgerGroupSize    int
 	SessionTimeout     time.Duration
 	RevokeDrainTimeout time.Duration
 	CommitInterval     time.Duration
