@@ -94,9 +94,10 @@ type Preparer interface {
 	Again(it *work.Item, after time.Duration)
 }
 
-// Settler makes an attempt's consequences durable (*settle.Settler).
+// Settler makes attempts' consequences durable, a group at a time
+// (*settle.Settler).
 type Settler interface {
-	Settle(ctx context.Context, f *sundialv1.Firing, d retry.Decision, res target.Result) (settle.Outcome, error)
+	SettleMany(ctx context.Context, as []settle.Attempt) []settle.Settled
 }
 
 // Notifier queues completion notifications without blocking
@@ -396,9 +397,8 @@ func (p *Pool) overlapSkipped(ctx context.Context, it *work.Item, f *sundialv1.F
 		// The schedule's last slot was skipped: nothing later will
 		// complete the job.
 		d := retry.Decision{Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED, Attempts: 0, Reason: a.Reason}
-		if _, err := p.settleTraced(ctx, it, f, d, target.Result{}); err != nil {
-			p.logger.Warn("could not complete the job after its skipped last slot; it is redelivered", "err", err, "execution_id", ex.ExecutionID)
-			return
+		if _, ok := p.settle(ctx, it, f, ex, it.LeaseHolder, &d, target.Result{}); !ok {
+			return // redelivered; the skip is decided again (the marker says done)
 		}
 	}
 	p.final(it, a, false)
@@ -538,7 +538,7 @@ func (p *Pool) settleLoop() {
 // call, then the records.
 func (p *Pool) settleBatch(batch []*attempt) {
 	ctx := context.WithoutCancel(p.stopping)
-	marks := make([]lease.Finish, 0, len(batch))
+	group := make([]settling, 0, len(batch))
 	for _, a := range batch {
 		if a.fenced {
 			// Another holder fires with a larger fence; this result is
@@ -551,20 +551,24 @@ func (p *Pool) settleBatch(batch []*attempt) {
 			}
 			continue
 		}
-		ctx := ctx
-		if a.it.Trace != nil {
-			ctx = trace.ContextWithSpan(ctx, a.it.Trace.Consume)
-		}
 		a.d = p.decide(a.f, a.res, a.finished)
-		// Settled under the lease, which is still being renewed.
-		var ok bool
-		a.out, ok = p.settle(ctx, a.it, a.f, a.ex, a.it.LeaseHolder, &a.d, a.res)
-		if !ok {
-			a.dropped = true
-			a.stopRenewing()
+		group = append(group, settling{it: a.it, f: a.f, ex: a.ex, holder: a.it.LeaseHolder, d: &a.d, res: a.res, out: &a.out})
+	}
+	// Settled under the leases, which are still being renewed.
+	settled := p.settleGroup(ctx, group)
+	marks := make([]lease.Finish, 0, len(group))
+	k := 0
+	for _, a := range batch {
+		if a.fenced {
 			continue
 		}
-		marks = append(marks, p.mark(a.ex, a.it.LeaseHolder, a.d))
+		if !settled[k] {
+			a.dropped = true
+			a.stopRenewing()
+		} else {
+			marks = append(marks, p.mark(a.ex, a.it.LeaseHolder, a.d))
+		}
+		k++
 	}
 	marked := p.finishMarks(ctx, marks)
 	for _, a := range batch {
@@ -613,51 +617,79 @@ func (p *Pool) decide(f *sundialv1.Firing, res target.Result, now time.Time) ret
 	return d
 }
 
-// settle runs the settler; when it gives up (the pool is stopping and
-// Postgres or Kafka does not answer), the lease is released and the firing
-// left unfinished, so its redelivery makes the attempt again.
+// settling is one attempt's part in a settler call.
+type settling struct {
+	it     *work.Item
+	f      *sundialv1.Firing
+	ex     lease.Execution
+	holder string
+	d      *retry.Decision
+	res    target.Result
+	out    *settle.Outcome
+}
+
+// settle runs the settler for one firing; see settleGroup.
 func (p *Pool) settle(ctx context.Context, it *work.Item, f *sundialv1.Firing, ex lease.Execution, holder string, d *retry.Decision, res target.Result) (settle.Outcome, bool) {
+	var out settle.Outcome
+	ok := p.settleGroup(ctx, []settling{{it: it, f: f, ex: ex, holder: holder, d: d, res: res, out: &out}})
+	return out, ok[0]
+}
+
+// settleGroup runs the settler over attempts that ended about together
+// (one statement completes all their jobs). For an attempt it gives up on
+// (the pool is stopping and Postgres or Kafka does not answer), the lease
+// is released and the firing left unfinished, so its redelivery makes the
+// attempt again; it reports, in order, which were settled.
+func (p *Pool) settleGroup(ctx context.Context, group []settling) []bool {
+	ok := make([]bool, len(group))
 	if p.settler == nil {
-		if d.Status == sundialv1.ExecutionStatus_EXECUTION_STATUS_DEAD {
-			d.Status = sundialv1.ExecutionStatus_EXECUTION_STATUS_FAILED
-			d.Reason += "; not dead-lettered: this worker has no Postgres (--postgres-dsn)"
+		for i, g := range group {
+			if g.d.Status == sundialv1.ExecutionStatus_EXECUTION_STATUS_DEAD {
+				g.d.Status = sundialv1.ExecutionStatus_EXECUTION_STATUS_FAILED
+				g.d.Reason += "; not dead-lettered: this worker has no Postgres (--postgres-dsn)"
+			}
+			ok[i] = true
 		}
-		return settle.Outcome{}, true
+		return ok
 	}
-	out, err := p.settleTraced(ctx, it, f, *d, res)
-	if err != nil {
-		p.logger.Error("could not settle the attempt while stopping; it will be redelivered and made again", "err", err, "execution_id", ex.ExecutionID, "attempt", ex.Attempt)
-		rctx, cancel := context.WithTimeout(ctx, p.cfg.RedisTimeout)
-		_, _ = p.leaser.Release(rctx, ex, holder)
-		cancel()
-		return out, false
+	as := make([]settle.Attempt, len(group))
+	spans := make([]trace.Span, len(group))
+	for i, g := range group {
+		as[i] = settle.Attempt{Firing: g.f, Decision: *g.d, Result: g.res}
+		if p.traced(g.it) {
+			_, spans[i] = p.tracer.Start(trace.ContextWithSpan(p.stopping, g.it.Trace.Consume), SpanSettle,
+				trace.WithAttributes(attribute.String("sundial.decision", outcomeName(g.d.Status))))
+		}
 	}
-	if out.Next != nil {
-		d.Reason = fmt.Sprintf("%s; staged as attempt %d", d.Reason, out.Next.GetAttempt())
+	res := p.settler.SettleMany(p.stopping, as)
+	for i, g := range group {
+		r := res[i]
+		if span := spans[i]; span != nil {
+			if r.Err != nil {
+				span.SetStatus(codes.Error, r.Err.Error())
+			} else if r.Outcome.Next != nil && span.IsRecording() {
+				span.SetAttributes(attribute.Int("sundial.next_attempt", int(r.Outcome.Next.GetAttempt())))
+			}
+			span.End()
+		}
+		*g.out = r.Outcome
+		if r.Err != nil {
+			p.logger.Error("could not settle the attempt while stopping; it will be redelivered and made again", "err", r.Err, "execution_id", g.ex.ExecutionID, "attempt", g.ex.Attempt)
+			rctx, cancel := context.WithTimeout(ctx, p.cfg.RedisTimeout)
+			_, _ = p.leaser.Release(rctx, g.ex, g.holder)
+			cancel()
+			continue
+		}
+		if r.Outcome.Next != nil {
+			g.d.Reason = fmt.Sprintf("%s; staged as attempt %d", g.d.Reason, r.Outcome.Next.GetAttempt())
+		}
+		ok[i] = true
 	}
-	return out, true
+	return ok
 }
 
 // traced: the firing has a trace and this pool a tracer.
 func (p *Pool) traced(it *work.Item) bool { return it.Trace != nil && p.tracer != nil }
-
-// settleTraced is the settler's Settle under a worker.settle span when
-// the firing is traced.
-func (p *Pool) settleTraced(ctx context.Context, it *work.Item, f *sundialv1.Firing, d retry.Decision, res target.Result) (settle.Outcome, error) {
-	if !p.traced(it) {
-		return p.settler.Settle(p.stopping, f, d, res)
-	}
-	_, span := p.tracer.Start(trace.ContextWithSpan(p.stopping, it.Trace.Consume), SpanSettle,
-		trace.WithAttributes(attribute.String("sundial.decision", outcomeName(d.Status))))
-	defer span.End()
-	out, err := p.settler.Settle(trace.ContextWithSpan(p.stopping, span), f, d, res)
-	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
-	} else if out.Next != nil && span.IsRecording() {
-		span.SetAttributes(attribute.Int("sundial.next_attempt", int(out.Next.GetAttempt())))
-	}
-	return out, err
-}
 
 // endTargetSpan ends the target call's span with what the target did.
 func endTargetSpan(span trace.Span, f *sundialv1.Firing, res target.Result, fence int64) {

@@ -30,6 +30,19 @@ type memSettler struct {
 	err       error
 }
 
+func (s *memSettler) SettleMany(ctx context.Context, as []settle.Attempt) []settle.Settled {
+	return settleEach(ctx, as, s.Settle)
+}
+
+// settleEach is SettleMany over a one-at-a-time settle.
+func settleEach(ctx context.Context, as []settle.Attempt, one func(context.Context, *sundialv1.Firing, retry.Decision, target.Result) (settle.Outcome, error)) []settle.Settled {
+	out := make([]settle.Settled, len(as))
+	for i, a := range as {
+		out[i].Outcome, out[i].Err = one(ctx, a.Firing, a.Decision, a.Result)
+	}
+	return out
+}
+
 func (s *memSettler) Settle(_ context.Context, f *sundialv1.Firing, d retry.Decision, _ target.Result) (settle.Outcome, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

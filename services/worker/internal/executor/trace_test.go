@@ -43,6 +43,10 @@ type captureSettler struct {
 	out []settle.Outcome
 }
 
+func (s *captureSettler) SettleMany(ctx context.Context, as []settle.Attempt) []settle.Settled {
+	return settleEach(ctx, as, s.Settle)
+}
+
 func (s *captureSettler) Settle(ctx context.Context, f *sundialv1.Firing, d retry.Decision, res target.Result) (settle.Outcome, error) {
 	out, err := s.memSettler.Settle(ctx, f, d, res)
 	s.mu.Lock()

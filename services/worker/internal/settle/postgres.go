@@ -87,35 +87,53 @@ func (p *Postgres) UpsertDeadLetter(ctx context.Context, dl *sundialv1.DeadLette
 	return n, *at, nil
 }
 
-// completeJobSQL is the issue's completion, guarded so it happens once and
-// only to the version that staged the last slot; the audit row is written
-// only when the update did something.
-const completeJobSQL = `
-WITH done AS (
-  UPDATE jobs SET status = 'completed', updated_at = now()
-  WHERE id = $1 AND status = 'active' AND version = $2 AND next_fire_at IS NULL
-  RETURNING id, tenant, version)
+// completeJobsSQL completes a group of jobs in one statement, each guarded
+// so it happens once and only to the version that staged the last slot;
+// an audit row is written for each job the update changed.
+const completeJobsSQL = `
+WITH input AS (
+  SELECT i.id::uuid AS id, i.version, i.execution_id, i.outcome, i.last_slot
+  FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[]) AS i(id, version, execution_id, outcome, last_slot)),
+done AS (
+  UPDATE jobs j SET status = 'completed', updated_at = now()
+  FROM input i
+  WHERE j.id = i.id AND j.status = 'active' AND j.version = i.version AND j.next_fire_at IS NULL
+  RETURNING j.id, j.tenant, j.version, i.execution_id, i.outcome, i.last_slot)
 INSERT INTO job_audit (job_id, tenant, actor, action, version, detail)
 SELECT id, tenant, 'system:worker', 'complete', version,
-       jsonb_build_object('execution_id', $3::text, 'outcome', $4::text, 'last_slot', $5::text)
+       jsonb_build_object('execution_id', execution_id, 'outcome', outcome, 'last_slot', last_slot)
 FROM done
-RETURNING id`
+RETURNING job_id::text`
 
-// CompleteJob implements Store.
-func (p *Postgres) CompleteJob(ctx context.Context, f *sundialv1.Firing, outcome string) (bool, error) {
-	jobID := f.GetJobId()
-	rows, err := p.pool.Query(ctx, completeJobSQL, jobID, f.GetJobVersion(), f.GetExecutionId(), outcome,
-		f.GetScheduledTime().AsTime().UTC().Format(time.RFC3339Nano))
-	if err != nil {
-		return false, fmt.Errorf("settle: complete job %s: %w", jobID, err)
+// CompleteJobs implements Store.
+func (p *Postgres) CompleteJobs(ctx context.Context, cs []Completion) ([]bool, error) {
+	n := len(cs)
+	ids, versions, execs, outcomes, slots := make([]string, n), make([]int64, n), make([]string, n), make([]string, n), make([]string, n)
+	for i, c := range cs {
+		f := c.Firing
+		ids[i], versions[i], execs[i], outcomes[i] = f.GetJobId(), f.GetJobVersion(), f.GetExecutionId(), c.Outcome
+		slots[i] = f.GetScheduledTime().AsTime().UTC().Format(time.RFC3339Nano)
 	}
-	n := 0
+	rows, err := p.pool.Query(ctx, completeJobsSQL, ids, versions, execs, outcomes, slots)
+	if err != nil {
+		return nil, fmt.Errorf("settle: complete %d jobs (first %s): %w", n, ids[0], err)
+	}
+	completed := map[string]bool{}
 	for rows.Next() {
-		n++
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("settle: complete %d jobs (first %s): %w", n, ids[0], err)
+		}
+		completed[id] = true
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return false, fmt.Errorf("settle: complete job %s: %w", jobID, err)
+		return nil, fmt.Errorf("settle: complete %d jobs (first %s): %w", n, ids[0], err)
 	}
-	return n > 0, nil
+	out := make([]bool, n)
+	for i, id := range ids {
+		out[i] = completed[id]
+	}
+	return out, nil
 }

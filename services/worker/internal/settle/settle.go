@@ -43,10 +43,17 @@ type Store interface {
 	// a re-driven execution that dies again updates it, keeping its
 	// re-drive count) and returns the row's re-drive count and time.
 	UpsertDeadLetter(ctx context.Context, dl *sundialv1.DeadLetter, envelope []byte) (redrives int32, redriven time.Time, err error)
-	// CompleteJob marks the job of f (the schedule's last slot) completed
-	// and appends its audit row, if the job is still active at f's version
-	// with no slot left; it reports whether it did.
-	CompleteJob(ctx context.Context, f *sundialv1.Firing, outcome string) (bool, error)
+	// CompleteJobs marks the job of each completion's firing (the
+	// schedule's last slot) completed and appends its audit row, if the job
+	// is still active at the firing's version with no slot left — all in
+	// one statement; it reports, in order, which it completed.
+	CompleteJobs(ctx context.Context, cs []Completion) ([]bool, error)
+}
+
+// Completion is a job to complete after its last slot ended with Outcome.
+type Completion struct {
+	Firing  *sundialv1.Firing
+	Outcome string
 }
 
 // Publisher sends dead letters to the DLQ topic.
@@ -109,6 +116,71 @@ type Outcome struct {
 // until they succeed or ctx ends, and then the error is returned: the
 // caller must not mark the attempt finished.
 func (s *Settler) Settle(ctx context.Context, f *sundialv1.Firing, d retry.Decision, res target.Result) (Outcome, error) {
+	r := s.SettleMany(ctx, []Attempt{{Firing: f, Decision: d, Result: res}})
+	return r[0].Outcome, r[0].Err
+}
+
+// Attempt is one finished attempt to settle.
+type Attempt struct {
+	Firing   *sundialv1.Firing
+	Decision retry.Decision
+	Result   target.Result
+}
+
+// Settled is what settling one Attempt wrote, or why it could not.
+type Settled struct {
+	Outcome Outcome
+	Err     error
+}
+
+// SettleMany settles attempts that ended about together, as Settle would
+// one by one, except that the jobs their last slots complete are completed
+// with one statement: a herd of one-off jobs costs one write per group, not
+// one per firing. Results are in the order of as.
+func (s *Settler) SettleMany(ctx context.Context, as []Attempt) []Settled {
+	out := make([]Settled, len(as))
+	var (
+		cs  []Completion
+		idx []int
+	)
+	for i, a := range as {
+		out[i].Outcome, out[i].Err = s.settleOwn(ctx, a.Firing, a.Decision, a.Result)
+		if out[i].Err != nil {
+			continue
+		}
+		if outcome := completionOutcome(a.Decision.Status); a.Firing.GetLastSlot() && outcome != "" {
+			cs = append(cs, Completion{Firing: a.Firing, Outcome: outcome})
+			idx = append(idx, i)
+		}
+	}
+	if len(cs) == 0 {
+		return out
+	}
+	var done []bool
+	err := s.try(ctx, "complete", func(c context.Context) error {
+		var err error
+		done, err = s.store.CompleteJobs(c, cs)
+		return err
+	})
+	for k, i := range idx {
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		if out[i].Outcome.Completed = done[k]; done[k] {
+			if s.m.JobCompleted != nil {
+				s.m.JobCompleted(cs[k].Outcome)
+			}
+			f := cs[k].Firing
+			s.logger.Info("job completed after its last slot", "job_id", f.GetJobId(), "execution_id", f.GetExecutionId(), "outcome", cs[k].Outcome)
+		}
+	}
+	return out
+}
+
+// settleOwn writes what is the attempt's alone: its retry, or its dead
+// letter.
+func (s *Settler) settleOwn(ctx context.Context, f *sundialv1.Firing, d retry.Decision, res target.Result) (Outcome, error) {
 	var out Outcome
 	switch d.Status {
 	case sundialv1.ExecutionStatus_EXECUTION_STATUS_RETRY_SCHEDULED:
@@ -152,21 +224,6 @@ func (s *Settler) Settle(ctx context.Context, f *sundialv1.Firing, d retry.Decis
 		out.DeadLetter = dl
 		if s.m.DeadLetter != nil {
 			s.m.DeadLetter(dl.GetErrorClass())
-		}
-	}
-	if outcome := completionOutcome(d.Status); f.GetLastSlot() && outcome != "" {
-		if err := s.try(ctx, "complete", func(c context.Context) error {
-			done, err := s.store.CompleteJob(c, f, outcome)
-			out.Completed = done
-			return err
-		}); err != nil {
-			return out, err
-		}
-		if out.Completed {
-			if s.m.JobCompleted != nil {
-				s.m.JobCompleted(outcome)
-			}
-			s.logger.Info("job completed after its last slot", "job_id", f.GetJobId(), "execution_id", f.GetExecutionId(), "outcome", outcome)
 		}
 	}
 	return out, nil

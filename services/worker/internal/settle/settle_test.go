@@ -32,6 +32,8 @@ type memStore struct {
 	completed []string
 	failN     int
 	calls     map[string]int
+	// groups counts CompleteJobs statements.
+	groups int
 }
 
 func (m *memStore) fail(step string) error {
@@ -67,15 +69,19 @@ func (m *memStore) UpsertDeadLetter(_ context.Context, dl *sundialv1.DeadLetter,
 	return 2, t0.Add(-time.Hour), nil
 }
 
-func (m *memStore) CompleteJob(_ context.Context, f *sundialv1.Firing, outcome string) (bool, error) {
-	jobID := f.GetJobId()
+func (m *memStore) CompleteJobs(_ context.Context, cs []Completion) ([]bool, error) {
 	if err := m.fail("complete"); err != nil {
-		return false, err
+		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.completed = append(m.completed, jobID+" "+outcome)
-	return true, nil
+	m.groups++
+	out := make([]bool, len(cs))
+	for i, c := range cs {
+		m.completed = append(m.completed, c.Firing.GetJobId()+" "+c.Outcome)
+		out[i] = true
+	}
+	return out, nil
 }
 
 type memPub struct{ got []*sundialv1.DeadLetter }
@@ -188,5 +194,30 @@ func TestSettleRetriesWrites(t *testing.T) {
 	cancel()
 	if _, err := newSettler(st2, nil, clock.NewFake(t0)).Settle(ctx, fire(), d, target.Result{}); err == nil || st2.calls["retry"] != 1 {
 		t.Fatalf("stopping: err %v after %d calls, want an error after one", err, st2.calls["retry"])
+	}
+}
+
+// A group of last slots completes its jobs with one statement; an attempt
+// whose own write failed is not completed, the others are.
+func TestSettleManyCompletesInOneStatement(t *testing.T) {
+	st := &memStore{}
+	s := New(st, nil, clock.NewFake(t0), Config{}, Metrics{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var as []Attempt
+	for _, id := range []string{"j1", "j2", "j3"} {
+		as = append(as, Attempt{
+			Firing:   &sundialv1.Firing{ExecutionId: "e-" + id, JobId: id, Attempt: 1, LastSlot: true, ScheduledTime: timestamppb.New(t0)},
+			Decision: retry.Decision{Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED},
+		})
+	}
+	// Not a last slot: nothing to complete.
+	as = append(as, Attempt{Firing: &sundialv1.Firing{ExecutionId: "e-j4", JobId: "j4", Attempt: 1}, Decision: retry.Decision{Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED}})
+	out := s.SettleMany(context.Background(), as)
+	if st.groups != 1 || len(st.completed) != 3 {
+		t.Fatalf("%d statements completing %v, want one for the three last slots", st.groups, st.completed)
+	}
+	for i, o := range out {
+		if o.Err != nil || o.Outcome.Completed != (i < 3) {
+			t.Fatalf("attempt %d: %+v", i, o)
+		}
 	}
 }
