@@ -150,3 +150,40 @@ func TestAcquireManyRejectsABadEntryWhole(t *testing.T) {
 		t.Error("the good entry's lease was taken although the batch failed")
 	}
 }
+
+// A raised version is announced on the versions channel, once; publishing
+// an older one announces nothing.
+func TestPublishVersionAnnouncesRaises(t *testing.T) {
+	s, rdb, _ := newStore(t)
+	ctx := context.Background()
+	sub := rdb.Subscribe(ctx, s.VersionsChannel())
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil { // the subscription's confirmation
+		t.Fatal(err)
+	}
+	for _, v := range []int64{3, 2, 3, 4} {
+		if err := s.PublishVersion(ctx, "job-v", v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []int64
+	for range 2 {
+		m, err := sub.ReceiveMessage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, v, ok := lease.Version(m.Payload)
+		if !ok || id != "job-v" {
+			t.Fatalf("message %q", m.Payload)
+		}
+		got = append(got, v)
+	}
+	if len(got) != 2 || got[0] != 3 || got[1] != 4 {
+		t.Fatalf("announced %v, want [3 4]", got)
+	}
+	select {
+	case m := <-sub.Channel():
+		t.Fatalf("unexpected announcement %q", m.Payload)
+	case <-time.After(100 * time.Millisecond):
+	}
+}

@@ -39,3 +39,17 @@ func TestOutcomeString(t *testing.T) {
 		}
 	}
 }
+
+func TestVersionMessage(t *testing.T) {
+	for _, c := range []struct {
+		msg string
+		id  string
+		v   int64
+		ok  bool
+	}{{"0192 7", "0192", 7, true}, {"0192", "", 0, false}, {" 7", "", 0, false}, {"0192 x", "", 0, false}} {
+		id, v, ok := lease.Version(c.msg)
+		if id != c.id || v != c.v || ok != c.ok {
+			t.Errorf("Version(%q) = %q, %d, %v; want %q, %d, %v", c.msg, id, v, ok, c.id, c.v, c.ok)
+		}
+	}
+}

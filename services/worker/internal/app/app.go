@@ -46,6 +46,7 @@ import (
 	"github.com/sundialhq/sundial/services/worker/internal/recorder"
 	"github.com/sundialhq/sundial/services/worker/internal/settle"
 	"github.com/sundialhq/sundial/services/worker/internal/target"
+	"github.com/sundialhq/sundial/services/worker/internal/versions"
 	"github.com/sundialhq/sundial/services/worker/internal/work"
 )
 
@@ -271,9 +272,13 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 	metrics.Held(reg, w.Holder.Len)
 	w.Services = append(w.Services, fireHolder, prepHolder, prep)
 
+	// Changes announced after a firing was leased ahead reach it at its
+	// instant.
+	watch := versions.New(rdb, leases.VersionsChannel(), local, logger.With("component", "versions"))
+	w.Services = append(w.Services, watch)
 	pd := executor.Deps{
 		Queue: q, Holder: fireHolder, Prepare: prep, Leaser: leases, Target: fire, Recorder: rec, Notifier: nt,
-		Tracer: deps.Tracer, Clock: corrected, Metrics: m, Logger: logger.With("component", "executor"),
+		Versions: watch, Tracer: deps.Tracer, Clock: corrected, Metrics: m, Logger: logger.With("component", "executor"),
 	}
 	if l := hostguard.NewLimiter(cfg.HostRate, cfg.HostBurst); l != nil {
 		pd.Limiter = l

@@ -106,6 +106,12 @@ type Notifier interface {
 	Notify(callbackURL string, s notify.Summary) bool
 }
 
+// Versions knows the job versions announced since a firing was leased
+// (*versions.Watch).
+type Versions interface {
+	Newer(jobID string, version int64) (int64, bool)
+}
+
 // Limiter rate-limits requests per target host (*hostguard.Limiter).
 type Limiter interface {
 	Reserve(host string, now time.Time) time.Duration
@@ -163,6 +169,9 @@ type Deps struct {
 	Notifier Notifier
 	// Limiter rate-limits requests per target host.
 	Limiter Limiter
+	// Versions, when set, skips a firing whose job changed after its lease
+	// was taken ahead of the instant.
+	Versions Versions
 	// Tracer traces the target and settle steps of traced firings (those
 	// the consumer gave a work.Trace).
 	Tracer trace.Tracer
@@ -185,6 +194,7 @@ type Pool struct {
 	settler  Settler
 	notifier Notifier
 	limiter  Limiter
+	versions Versions
 	tracer   trace.Tracer
 	clk      clock.Clock
 	m        *metrics.Metrics
@@ -230,7 +240,7 @@ func New(cfg Config, d Deps) *Pool {
 		cfg.RunningGrace = max(def.RunningGrace, 3*cfg.LeaseTTL)
 	}
 	return &Pool{cfg: cfg, queue: d.Queue, holder: d.Holder, prepare: d.Prepare, leaser: d.Leaser, target: d.Target, rec: d.Recorder,
-		settler: d.Settler, notifier: d.Notifier, limiter: d.Limiter, tracer: d.Tracer, clk: d.Clock, m: d.Metrics, logger: d.Logger,
+		settler: d.Settler, notifier: d.Notifier, limiter: d.Limiter, versions: d.Versions, tracer: d.Tracer, clk: d.Clock, m: d.Metrics, logger: d.Logger,
 		stopping: context.Background(), settled: make(chan *attempt, 2*cfg.Executors)}
 }
 
@@ -297,16 +307,24 @@ func (p *Pool) process(ctx context.Context, it *work.Item) {
 	ex := prepare.Execution(f)
 	switch it.Lease.Outcome {
 	case lease.Stale:
-		p.count(it, f, "stale")
-		a := p.attemptRecord(f, sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED, 0)
-		a.FinishedTime = timestamppb.New(p.clk.Now())
-		a.Reason = fmt.Sprintf("stale job version %d (current %d): the job changed after this firing was staged", f.GetJobVersion(), it.Lease.CurrentVersion)
-		p.final(it, a, false)
+		p.stale(it, f, it.Lease.CurrentVersion, "staged")
 	case lease.Overlapping:
 		p.overlapSkipped(ctx, it, f, ex, it.Lease.Running)
 	case lease.Poison:
 		p.poison(ctx, it, f, ex)
 	case lease.Acquired:
+		if p.versions != nil {
+			if v, newer := p.versions.Newer(f.GetJobId(), f.GetJobVersion()); newer {
+				// Changed (paused, updated, deleted) after the lease was
+				// taken ahead: give the lease back and skip, as the lease
+				// script would have.
+				rctx, cancel := context.WithTimeout(ctx, p.cfg.RedisTimeout)
+				_, _ = p.leaser.Release(rctx, ex, it.LeaseHolder)
+				cancel()
+				p.stale(it, f, v, "leased")
+				return
+			}
+		}
 		// The host's rate limit is checked at the instant: a firing over
 		// it waits in the fire holder, not in an executor; it keeps its
 		// lease, which is renewed below if the wait ate into it.
@@ -331,6 +349,16 @@ func (p *Pool) process(ctx context.Context, it *work.Item) {
 		p.logger.Error("firing reached an executor without a lease decision", "execution_id", f.GetExecutionId(), "outcome", it.Lease.Outcome.String())
 		p.prepare.Again(it, p.cfg.RetryAfter)
 	}
+}
+
+// stale records a firing of a job version older than current: SKIPPED,
+// nothing fired.
+func (p *Pool) stale(it *work.Item, f *sundialv1.Firing, current int64, when string) {
+	p.count(it, f, "stale")
+	a := p.attemptRecord(f, sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED, 0)
+	a.FinishedTime = timestamppb.New(p.clk.Now())
+	a.Reason = fmt.Sprintf("stale job version %d (current %d): the job changed after this firing was %s", f.GetJobVersion(), current, when)
+	p.final(it, a, false)
 }
 
 // leaseLeft makes sure the lease taken ahead still has at least half its

@@ -260,3 +260,35 @@ func TestRateLimitedWaitsInTheFireHolder(t *testing.T) {
 		t.Fatal("lease touched or not counted")
 	}
 }
+
+type fixedVersions map[string]int64
+
+func (v fixedVersions) Newer(job string, version int64) (int64, bool) {
+	cur, ok := v[job]
+	return cur, ok && cur > version
+}
+
+// A job changed after its firing was leased ahead: at the instant the
+// firing is skipped, its lease given back, and the target never called.
+func TestChangedAfterTheLeaseIsSkipped(t *testing.T) {
+	calls := 0
+	r := newRig(t, 1, func(ctx context.Context, req target.Request) target.Result { calls++; return ok(ctx, req) })
+	r.deps.Versions = fixedVersions{"job": 5}
+	r.start(t)
+	r.push(t, "e1", 0) // version 4
+	if ev := <-r.own.events; ev != "finish e1" {
+		t.Fatalf("event %q", ev)
+	}
+	if calls != 0 {
+		t.Fatal("the target was called for a firing of a changed job")
+	}
+	a := r.rec.finalOf("e1")
+	if a.GetStatus() != sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED || !strings.Contains(a.GetReason(), "stale job version 4 (current 5)") {
+		t.Fatalf("record %v", a)
+	}
+	r.leaser.mu.Lock()
+	defer r.leaser.mu.Unlock()
+	if len(r.leaser.marks) != 1 || r.leaser.marks[0] != "release e1" {
+		t.Fatalf("marks %v, want the lease released", r.leaser.marks)
+	}
+}
