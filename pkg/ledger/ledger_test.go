@@ -49,8 +49,12 @@ func TestDayBucketsAndPartitionKey(t *testing.T) {
 	if PartitionKey(a) != 20260228*Buckets+uint64(bucketOf("job-a")) || PartitionKey(a) == PartitionKey(b) {
 		t.Fatalf("PartitionKey: %d, %d", PartitionKey(a), PartitionKey(b))
 	}
-	if bucketOf("job-a") != bucketOf("job-a") || bucketOf("") < 0 {
-		t.Fatal("bucketOf")
+	// The bucket is part of the stored layout: a job's rows must stay in
+	// the bucket they were written to across releases.
+	for id, want := range map[string]int{"job-a": 38, "0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6b": 21, "": 5} {
+		if got := bucketOf(id); got != want {
+			t.Fatalf("bucketOf(%q) = %d, want %d (FNV-1a mod %d)", id, got, want, Buckets)
+		}
 	}
 }
 
