@@ -223,23 +223,10 @@ func (f *flags) finish() error {
 }
 
 func execute(ctx context.Context, f flags, args []string, log *slog.Logger, stdout io.Writer) (err error) {
-	wd, err := os.Getwd()
+	root, in, err := components(ctx, f.infraUp, log)
 	if err != nil {
 		return err
 	}
-	root, err := harness.RepoRoot(wd)
-	if err != nil {
-		return err
-	}
-	if f.infraUp {
-		log.Info("starting (or reusing) the infrastructure: deploy/local/infra.sh up")
-		cmd := exec.CommandContext(ctx, filepath.Join(root, "deploy/local/infra.sh"), "up")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("infra.sh up: %w", err)
-		}
-	}
-	in := infraFromScript(ctx, root)
 	workDir := f.workDir
 	if workDir == "" {
 		workDir = filepath.Join(root, ".run", "bench", time.Now().UTC().Format("20060102T150405Z"))
@@ -322,6 +309,27 @@ func execute(ctx context.Context, f flags, args []string, log *slog.Logger, stdo
 // infraFromScript is where the components listen: SUNDIAL_TEST_* when set,
 // else what `infra.sh env` says (it reports the ports each component was
 // started with), else the defaults.
+// components finds the repository, starts (or reuses) the components when
+// up says so, and reads their addresses.
+func components(ctx context.Context, up bool, log *slog.Logger) (root string, in harness.Infra, err error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", in, err
+	}
+	if root, err = harness.RepoRoot(wd); err != nil {
+		return "", in, err
+	}
+	if up {
+		log.Info("starting (or reusing) the infrastructure: deploy/local/infra.sh up")
+		cmd := exec.CommandContext(ctx, filepath.Join(root, "deploy/local/infra.sh"), "up")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return "", in, fmt.Errorf("infra.sh up: %w", err)
+		}
+	}
+	return root, infraFromScript(ctx, root), nil
+}
+
 func infraFromScript(ctx context.Context, root string) harness.Infra {
 	out, err := exec.CommandContext(ctx, filepath.Join(root, "deploy/local/infra.sh"), "env").Output()
 	if err == nil {

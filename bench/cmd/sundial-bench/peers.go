@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
@@ -134,23 +133,10 @@ func runPeers(args []string, stdout, stderr io.Writer) int {
 }
 
 func executePeers(ctx context.Context, f peersFlags, args []string, log *slog.Logger, stdout io.Writer) (err error) {
-	wd, err := os.Getwd()
+	root, in, err := components(ctx, f.infraUp, log)
 	if err != nil {
 		return err
 	}
-	root, err := harness.RepoRoot(wd)
-	if err != nil {
-		return err
-	}
-	if f.infraUp {
-		log.Info("starting (or reusing) the infrastructure: deploy/local/infra.sh up")
-		cmd := exec.CommandContext(ctx, filepath.Join(root, "deploy/local/infra.sh"), "up")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("infra.sh up: %w", err)
-		}
-	}
-	in := infraFromScript(ctx, root)
 	infraDir := os.Getenv("SUNDIAL_INFRA_DIR")
 	if infraDir == "" {
 		infraDir = filepath.Join(root, ".infra")

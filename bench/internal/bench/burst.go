@@ -83,8 +83,8 @@ func (r *Runner) Burst(ctx context.Context, d *deployment, cfg BurstConfig) (Res
 	// The window runs from a second before the instant until the last
 	// arrival: its CPU over the firings in it.
 	cpu := CPUPerFiring(u0, u1, float64(n)/max(u1.window(u0).Seconds(), 1e-3))
-	res.Row = []string{fmt.Sprint(cfg.Jobs), fmt.Sprint(cfg.Critical), cpu, fmtDur(hs.Max), fmtDur(hs.P50), fmtDur(hs.P99),
-		fmtDur(cs.P50), fmtDur(cs.P99), fmtDur(cs.Max), fmt.Sprint(everything.Missing), fmt.Sprint(everything.DuplicateEffects), fmt.Sprint(everything.RawDuplicates)}
+	res.Row = []string{fmt.Sprint(cfg.Jobs), fmt.Sprint(cfg.Critical), cpu, FormatLatency(hs.Max), FormatLatency(hs.P50), FormatLatency(hs.P99),
+		FormatLatency(cs.P50), FormatLatency(cs.P99), FormatLatency(cs.Max), fmt.Sprint(everything.Missing), fmt.Sprint(everything.DuplicateEffects), fmt.Sprint(everything.RawDuplicates)}
 	if hs.Max > 0 {
 		res.detailf("burst: the herd drained at %.0f firings/s on average (jobs / time until the last fired)", float64(cfg.Jobs)/hs.Max.Seconds())
 	}

@@ -70,7 +70,7 @@ func (r *Runner) Failover(ctx context.Context, d *deployment, cfg FailoverConfig
 	for deadline := k.at.Add(30 * time.Second); r.clock.Now().Before(deadline); {
 		if leaderOf(ctx, d.prefetchers) != nil {
 			took := r.clock.Now().Sub(k.at)
-			takeover = fmtDur(took)
+			takeover = FormatLatency(took)
 			k.note = "standby leads after " + took.Round(time.Millisecond).String()
 			break
 		}
@@ -113,7 +113,7 @@ func (r *Runner) Failover(ctx context.Context, d *deployment, cfg FailoverConfig
 	base := d.analyzeSubset(run, want, func(s harness.Slot) bool { return s.FireAt.Before(kills[0].at) }, start, end)
 	bs := harness.Summarize(base.Lateness)
 	res.Row = []string{fmt.Sprint(cfg.Rate), cfg.Duration.String(), cpu, fmt.Sprint(all.Expected), fmt.Sprint(all.Missing),
-		fmt.Sprint(all.DuplicateEffects), fmt.Sprint(all.RawDuplicates), fmtDur(bs.P99)}
+		fmt.Sprint(all.DuplicateEffects), fmt.Sprint(all.RawDuplicates), FormatLatency(bs.P99)}
 	for i, k := range kills {
 		// A kill's window ends at the next kill, so each effect is
 		// attributed to one cause.
@@ -123,7 +123,7 @@ func (r *Runner) Failover(ctx context.Context, d *deployment, cfg FailoverConfig
 		}
 		w := d.analyzeSubset(run, want, func(s harness.Slot) bool { return !s.FireAt.Before(k.at) && s.FireAt.Before(until) }, start, end)
 		ws := harness.Summarize(w.Lateness)
-		res.Row = append(res.Row, fmtDur(ws.P99)+" / "+fmtDur(ws.Max))
+		res.Row = append(res.Row, FormatLatency(ws.P99)+" / "+FormatLatency(ws.Max))
 		res.detailf("failover: %s killed at %s%s; firings due in the %s after: %s", k.what, k.at.Format(time.TimeOnly+".000"),
 			map[bool]string{true: " (" + k.note + ")", false: ""}[k.note != ""], until.Sub(k.at).Round(time.Second), ws)
 	}

@@ -92,7 +92,7 @@ func (r *Runner) Max(ctx context.Context, d *deployment, cfg MaxConfig) (Result,
 			heldCPU = CPUPerFiring(m.u0, m.u1, float64(rate))
 			return true
 		}
-		failed, failedP99 = fmt.Sprint(rate), fmtDur(s.P99)
+		failed, failedP99 = fmt.Sprint(rate), FormatLatency(s.P99)
 		behind = fmt.Sprintf("%d of %d", a.Missing, a.Expected)
 		busiest = busiestProcess(m.u0, m.u1)
 		return false
@@ -143,7 +143,7 @@ func (r *Runner) Max(ctx context.Context, d *deployment, cfg MaxConfig) (Result,
 	}
 	heldP99Cell := "–"
 	if held > 0 {
-		heldP99Cell = fmtDur(heldP99)
+		heldP99Cell = FormatLatency(heldP99)
 	}
 	res.Row = []string{strings.Join(ladder, ", "), cfg.Step.String(), heldCell, heldP99Cell, heldCPU, failed, failedP99, behind, busiest}
 	if allHeld {

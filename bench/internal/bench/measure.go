@@ -252,8 +252,9 @@ func leaderOf(ctx context.Context, ps []*harness.Process) *harness.Process {
 	return nil
 }
 
-// fmtDur renders a latency for a table: ms with up to 3 significant digits.
-func fmtDur(d time.Duration) string {
+// FormatLatency renders a latency for a table: ms with up to 3 significant
+// digits.
+func FormatLatency(d time.Duration) string {
 	ms := float64(d) / float64(time.Millisecond)
 	switch {
 	case ms >= 10000:

@@ -130,7 +130,7 @@ func (r *Runner) Registered(ctx context.Context, d *deployment, cfg RegisteredCo
 	if err := d.deleteJobs(ctx, run.jobs); err != nil {
 		return res, fmt.Errorf("delete the steady jobs: %w", err)
 	}
-	arrow := func(a, b time.Duration) string { return fmtDur(a) + " → " + fmtDur(b) }
+	arrow := func(a, b time.Duration) string { return FormatLatency(a) + " → " + FormatLatency(b) }
 	res.Row = []string{fmt.Sprint(loaded), fmt.Sprintf("%s → %s", before.cpuMachine, after.cpuMachine), "COPY (api row encoding)", loadEnd.Sub(loadStart).Round(time.Second).String(),
 		arrow(before.tickMean, after.tickMean), arrow(before.tickP99, after.tickP99),
 		arrow(before.lat.P50, after.lat.P50), arrow(before.lat.P99, after.lat.P99), arrow(before.lat.P999, after.lat.P999),

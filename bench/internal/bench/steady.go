@@ -78,11 +78,11 @@ func (r *Runner) rate(ctx context.Context, d *deployment, name string, cfg Stead
 		fmt.Sprint(cfg.Rate), cfg.Duration.String(), CPUPerFiring(u0, u1, float64(cfg.Rate)),
 		fmt.Sprint(a.Expected), fmt.Sprint(a.Missing),
 		fmt.Sprint(a.DuplicateEffects), fmt.Sprint(a.RawDuplicates),
-		fmtDur(s.P50), fmtDur(s.P99), fmtDur(s.P999), fmtDur(s.Max),
+		FormatLatency(s.P50), FormatLatency(s.P99), FormatLatency(s.P999), FormatLatency(s.Max),
 	}, serviceUsageCells(u0, u1)...)
 	res.detailf("%s: lateness at the sink %s; early arrivals %d", name, s, a.Early)
 	res.detailf("%s: worker timer-stage lateness (holder release − fire instant, from its histogram) p50 %s p99 %s", name,
-		fmtDur(harness.Seconds(timer.Quantile(0.5))), fmtDur(harness.Seconds(timer.Quantile(0.99))))
+		FormatLatency(harness.Seconds(timer.Quantile(0.5))), FormatLatency(harness.Seconds(timer.Quantile(0.99))))
 	res.detailf("%s: CPU cores / RSS over the measured window: %s", name, usageLine(u0, u1))
 	res.detailf("%s: sampled every second: %s", name, sampled)
 	for _, f := range files {

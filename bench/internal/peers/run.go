@@ -246,7 +246,7 @@ func Markdown(rows []Row) string {
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %s | %s | %s | %s | %d | %d | %d | %s |\n",
-			r.System, r.Shape, r.Rate, r.CPU(), r.Expected, fmtDur(r.Lateness.P50), fmtDur(r.Lateness.P99), fmtDur(r.Lateness.P999), fmtDur(r.Lateness.Max),
+			r.System, r.Shape, r.Rate, r.CPU(), r.Expected, bench.FormatLatency(r.Lateness.P50), bench.FormatLatency(r.Lateness.P99), bench.FormatLatency(r.Lateness.P999), bench.FormatLatency(r.Lateness.Max),
 			r.Lost, r.Duplicates, r.Early, map[bool]string{true: "yes", false: "NO"}[r.Held])
 	}
 	b.WriteString("\n")
@@ -263,19 +263,4 @@ func Markdown(rows []Row) string {
 		}
 	}
 	return b.String()
-}
-
-// fmtDur renders a latency: ms with up to 3 significant digits.
-func fmtDur(d time.Duration) string {
-	ms := float64(d) / float64(time.Millisecond)
-	switch {
-	case ms >= 10000:
-		return fmt.Sprintf("%.1f s", ms/1000)
-	case ms >= 100:
-		return fmt.Sprintf("%.0f ms", ms)
-	case ms >= 10:
-		return fmt.Sprintf("%.1f ms", ms)
-	default:
-		return fmt.Sprintf("%.2f ms", ms)
-	}
 }
