@@ -110,9 +110,9 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.SigningSecretFile, "signing-secret-file", "", "file holding the signing secret")
 	fs.StringVar(&c.WorkerID, "worker-id", defaultWorkerID(), "this worker's name in leases, ledger rows and the consumer group")
 	fs.IntVar(&c.Executors, "executors", 128, "attempts in flight at most (executor pool size)")
-	fs.DurationVar(&c.LeaseTTL, "lease-ttl", 10*time.Second, "execution lease lifetime; a crashed worker blocks an execution this long, long attempts renew every third of it")
+	fs.DurationVar(&c.LeaseTTL, "lease-ttl", 5*time.Second, "execution lease lifetime past the instant; a crashed worker blocks an execution this long (keep it near --session-timeout: a dead worker's firings leased ahead are free when its partitions move), long attempts renew every third of it")
 	fs.DurationVar(&c.PrepareLead, "prepare-lead", prepare.DefaultConfig.Lead,
-		"lease firings this long before their instant, many per Redis call (0: at the instant); a Redis outage shorter than this does not delay firings already leased, and a job change committed within it may not stop a firing")
+		"lease firings this long before their instant, many per Redis call (0: at the instant); a Redis outage shorter than this does not delay firings already leased")
 	fs.IntVar(&c.PrepareBatch, "prepare-batch", prepare.DefaultConfig.Batch, "firings leased by one Redis call at most")
 	fs.IntVar(&c.SettleBatch, "settle-batch", executor.DefaultConfig.SettleBatch, "finished attempts whose markers one Redis call writes at most")
 	fs.DurationVar(&c.LedgerRunningDelay, "ledger-running-delay", recorder.DefaultConfig.RunningDelay,

@@ -148,7 +148,7 @@ type Config struct {
 }
 
 // DefaultConfig values.
-var DefaultConfig = Config{Executors: 128, Settlers: 8, SettleBatch: 256, LeaseTTL: 10 * time.Second, DoneTTL: 7 * 24 * time.Hour,
+var DefaultConfig = Config{Executors: 128, Settlers: 8, SettleBatch: 256, LeaseTTL: 5 * time.Second, DoneTTL: 7 * 24 * time.Hour,
 	RedisTimeout: 2 * time.Second, RetryAfter: 250 * time.Millisecond, RunningGrace: time.Minute}
 
 // Deps are what the pool works with. Queue, Holder, Prepare, Leaser,

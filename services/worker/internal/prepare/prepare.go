@@ -31,8 +31,8 @@
 // Jobs with an overlap policy (SKIP, BUFFER_ONE) are leased at their
 // instant (a lead of zero), because whether another execution is still
 // running can only be decided then. A change to a job (update, pause,
-// delete) committed less than Lead before a firing's instant may not stop
-// that firing: it was leased under the version current then.
+// delete) committed after a firing was leased reaches it at its instant
+// through the api's version announcements (package versions).
 package prepare
 
 import (
@@ -80,7 +80,7 @@ type Config struct {
 }
 
 // DefaultConfig values.
-var DefaultConfig = Config{Lead: 1500 * time.Millisecond, Batch: 256, LeaseTTL: 10 * time.Second, RedisTimeout: 2 * time.Second, RetryAfter: 250 * time.Millisecond}
+var DefaultConfig = Config{Lead: 1500 * time.Millisecond, Batch: 256, LeaseTTL: 5 * time.Second, RedisTimeout: 2 * time.Second, RetryAfter: 250 * time.Millisecond}
 
 // EventLease is the event a traced firing's consume span gets when its
 // lease call answered.
