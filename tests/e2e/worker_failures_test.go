@@ -113,14 +113,20 @@ func TestPauseAndRetryAcrossTheProcesses(t *testing.T) {
 		}
 	}
 	mu.Unlock()
+	// The history shows the attempt once the worker's recorder has written
+	// its group (--ledger-linger, 250 ms, after the attempt settled).
 	statuses := map[int32]sundialv1.ExecutionStatus{}
-	resp, err := cl.ListExecutions(ctx, &sundialv1.ListExecutionsRequest{JobId: onceID, PageSize: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range resp.GetAttempts() {
-		statuses[a.GetAttempt()] = a.GetStatus()
-	}
+	waitFor("both attempts of the one-off in its history", func() bool {
+		resp, err := cl.ListExecutions(ctx, &sundialv1.ListExecutionsRequest{JobId: onceID, PageSize: 100})
+		if err != nil {
+			return false
+		}
+		clear(statuses)
+		for _, a := range resp.GetAttempts() {
+			statuses[a.GetAttempt()] = a.GetStatus()
+		}
+		return len(statuses) == 2 && statuses[2] != sundialv1.ExecutionStatus_EXECUTION_STATUS_RUNNING
+	})
 	if statuses[1] != sundialv1.ExecutionStatus_EXECUTION_STATUS_RETRY_SCHEDULED || statuses[2] != sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED {
 		t.Errorf("one-off ledger: %v", statuses)
 	}
