@@ -485,11 +485,12 @@ func (s *Store) plan(j claimed, now time.Time, o Options) (jobPlan, error) {
 func (r *rows) add(j claimed, sl slots.Slot, job *sundialv1.Job, staged *timestamppb.Timestamp, last bool, pace *pacer, now time.Time, window time.Duration, st *tracing.Stager) error {
 	exec := firing.ExecutionID(j.id, sl.At)
 	fire := sl.At.Add(slots.Jitter(j.id, sl.At, job.GetMaxJitter().AsDuration()))
-	publish := publishAt(now, sl.At, window, publishGrain)
+	publish := publishAt(sl.At, window, publishGrain)
 	if sl.CatchUp {
 		if t, ok := pace.next(); ok {
 			fire = t
-			publish = publishAt(now, t, window, 0)
+			// Paced: never before now, so the release rate holds.
+			publish = atLeast(now, publishAt(t, window, 0))
 		}
 	}
 	env := jobspec.Envelope(job, exec.String(), sl.At, fire, 1, sundialv1.FiringOrigin_FIRING_ORIGIN_SCHEDULE)
@@ -520,16 +521,25 @@ func (r *rows) add(j claimed, sl slots.Slot, job *sundialv1.Job, staged *timesta
 const publishGrain = time.Second
 
 // publishAt is when a row for instant at may be published: window before
-// it, rounded down to grain (none when zero), and never before now.
-func publishAt(now, at time.Time, window, grain time.Duration) time.Time {
+// it, rounded down to grain (none when zero). For a slot already inside
+// the window that is in the past, so the row is due at once; and since the
+// relay claims due rows in publish_at order, the rows a pass stages at
+// once (a new job's whole window, thousands of jobs registered together)
+// reach Kafka in the order of their slots, not job by job. A worker that
+// holds only part of them (--max-held) then holds the earliest.
+func publishAt(at time.Time, window, grain time.Duration) time.Time {
 	p := at.Add(-window)
 	if grain > 0 {
 		p = p.Truncate(grain)
 	}
-	if p.After(now) {
-		return p
+	return p
+}
+
+func atLeast(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
 	}
-	return now
+	return b
 }
 
 // appendSkips adds the ledger rows of a plan's skipped slots: one per
