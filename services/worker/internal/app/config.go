@@ -53,6 +53,7 @@ type Config struct {
 	PrepareLead  time.Duration
 	PrepareBatch int
 	SettleBatch  int
+	SettleLinger time.Duration
 	DoneTTL      time.Duration
 	// LedgerRunningDelay: an attempt still running after it is recorded as
 	// RUNNING; a shorter one by its outcome alone (one ledger write).
@@ -115,6 +116,8 @@ func (c *Config) Register(fs *flag.FlagSet) {
 		"lease firings this long before their instant, many per Redis call (0: at the instant); a Redis outage shorter than this does not delay firings already leased")
 	fs.IntVar(&c.PrepareBatch, "prepare-batch", prepare.DefaultConfig.Batch, "firings leased by one Redis call at most")
 	fs.IntVar(&c.SettleBatch, "settle-batch", executor.DefaultConfig.SettleBatch, "finished attempts whose markers one Redis call writes at most")
+	fs.DurationVar(&c.SettleLinger, "settle-linger", executor.DefaultConfig.SettleLinger,
+		"wait this long after an attempt ends for others to settle with it (one marker call for all); their leases are held meanwhile")
 	fs.DurationVar(&c.LedgerRunningDelay, "ledger-running-delay", recorder.DefaultConfig.RunningDelay,
 		"record an attempt as RUNNING in the ledger once it has run this long (0: at once); a shorter attempt is recorded by its outcome alone, one write instead of two")
 	fs.DurationVar(&c.LedgerLinger, "ledger-linger", recorder.DefaultConfig.Linger,
@@ -178,6 +181,9 @@ func (c *Config) Validate(p *config.Problems) {
 	}
 	if c.PrepareBatch < 1 || c.PrepareBatch > 4096 {
 		p.Addf("prepare-batch", "must be between 1 and 4096, got %d", c.PrepareBatch)
+	}
+	if c.SettleLinger < 0 || c.SettleLinger > time.Second {
+		p.Addf("settle-linger", "must be between 0 and 1s, got %s", c.SettleLinger)
 	}
 	if c.SettleBatch < 1 || c.SettleBatch > 4096 {
 		p.Addf("settle-batch", "must be between 1 and 4096, got %d", c.SettleBatch)

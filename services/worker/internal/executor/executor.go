@@ -125,6 +125,10 @@ type Config struct {
 	Settlers int
 	// SettleBatch bounds the attempts one settler takes (one marker call).
 	SettleBatch int
+	// SettleLinger is how long a settler waits after its first attempt for
+	// more, so attempts that end spread out (jittered jobs) still share a
+	// marker call; their leases are held meanwhile.
+	SettleLinger time.Duration
 	// WorkerID names this worker in ledger records.
 	WorkerID string
 	// LeaseTTL is how long a crashed worker blocks an execution; long
@@ -148,7 +152,7 @@ type Config struct {
 }
 
 // DefaultConfig values.
-var DefaultConfig = Config{Executors: 128, Settlers: 8, SettleBatch: 256, LeaseTTL: 5 * time.Second, DoneTTL: 7 * 24 * time.Hour,
+var DefaultConfig = Config{Executors: 128, Settlers: 8, SettleBatch: 256, SettleLinger: 20 * time.Millisecond, LeaseTTL: 5 * time.Second, DoneTTL: 7 * 24 * time.Hour,
 	RedisTimeout: 2 * time.Second, RetryAfter: 250 * time.Millisecond, RunningGrace: time.Minute}
 
 // Deps are what the pool works with. Queue, Holder, Prepare, Leaser,
@@ -204,7 +208,9 @@ type Pool struct {
 	// bound is the back-pressure that keeps settling from falling behind
 	// without limit.
 	settled chan *attempt
-	runner  lifecycle.Runner
+	// gathering is held by the settler whose turn it is to gather.
+	gathering sync.Mutex
+	runner    lifecycle.Runner
 	// stopping ends when Stop is called: attempts run on, but settling
 	// gives up retrying, and a final record that cannot be handed to the
 	// recorder is given up (the firing stays unfinished and is
@@ -224,6 +230,8 @@ func New(cfg Config, d Deps) *Pool {
 	if cfg.SettleBatch <= 0 {
 		cfg.SettleBatch = def.SettleBatch
 	}
+	// A zero SettleLinger settles what waits at once.
+	cfg.SettleLinger = max(cfg.SettleLinger, 0)
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = def.LeaseTTL
 	}
@@ -538,27 +546,63 @@ func (p *Pool) attempt(ctx context.Context, it *work.Item, f *sundialv1.Firing, 
 	}
 }
 
-// settleLoop is one settler: it takes the attempts waiting, up to
-// SettleBatch, and settles them together until the executors are gone.
+// settleLoop is one settler. Settlers take turns gathering: one waits for
+// an attempt, then up to SettleLinger for more (up to SettleBatch), and
+// hands the turn on before settling what it gathered — so while one
+// settler waits on Postgres or Redis, the next is already gathering, and
+// attempts that end spread out still share a marker call.
 func (p *Pool) settleLoop() {
 	batch := make([]*attempt, 0, p.cfg.SettleBatch)
-	for a := range p.settled {
-		batch = append(batch[:0], a)
-	more:
-		for len(batch) < p.cfg.SettleBatch {
-			select {
-			case a, ok := <-p.settled:
-				if !ok {
-					break more
-				}
-				batch = append(batch, a)
-			default:
-				break more
-			}
+	for {
+		p.gathering.Lock()
+		batch = p.gather(batch[:0])
+		p.gathering.Unlock()
+		if len(batch) == 0 {
+			return // the executors are gone and everything is settled
 		}
 		p.settleBatch(batch)
 		clear(batch)
 	}
+}
+
+// gather appends the next group of finished attempts to batch; none when
+// the executors are gone and nothing is left.
+func (p *Pool) gather(batch []*attempt) []*attempt {
+	a, ok := <-p.settled
+	if !ok {
+		return batch
+	}
+	batch = append(batch, a)
+	var linger <-chan time.Time // nil without a linger: take only what waits
+	if p.cfg.SettleLinger > 0 {
+		t := p.clk.NewTimer(p.cfg.SettleLinger)
+		defer t.Stop()
+		linger = t.C()
+	}
+	for len(batch) < p.cfg.SettleBatch {
+		if linger == nil {
+			select {
+			case a, ok := <-p.settled:
+				if !ok {
+					return batch
+				}
+				batch = append(batch, a)
+				continue
+			default:
+				return batch
+			}
+		}
+		select {
+		case a, ok := <-p.settled:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, a)
+		case <-linger:
+			return batch
+		}
+	}
+	return batch
 }
 
 // settleBatch settles attempts that ended about together: each one's

@@ -65,6 +65,8 @@ type fakeLeaser struct {
 	renewErr error
 	renews   int
 	marks    []string
+	// finishCalls counts FinishMany calls.
+	finishCalls int
 }
 
 func (l *fakeLeaser) AcquireMany(_ context.Context, batch []lease.Acquisition) ([]lease.Result, error) {
@@ -91,6 +93,7 @@ func (l *fakeLeaser) Renew(context.Context, lease.Execution, string, time.Durati
 func (l *fakeLeaser) FinishMany(_ context.Context, batch []lease.Finish) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.finishCalls++
 	for _, f := range batch {
 		switch f.Mark {
 		case lease.FinishDone:
@@ -495,4 +498,28 @@ func jobSeries(t *testing.T, c prometheus.Collector) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// Attempts that end within the settle linger share one marker call, even
+// with several settlers idle: one gathers at a time.
+func TestAttemptsEndingTogetherShareAMarkerCall(t *testing.T) {
+	release := make(chan struct{})
+	r := newRig(t, 3, func(ctx context.Context, req target.Request) target.Result {
+		<-release
+		return ok(ctx, req)
+	})
+	r.cfg.Settlers, r.cfg.SettleBatch, r.cfg.SettleLinger = 4, 3, time.Hour
+	r.start(t)
+	for _, e := range []string{"e1", "e2", "e3"} {
+		r.push(t, e, 0)
+	}
+	close(release)
+	for range 3 {
+		<-r.own.events
+	}
+	r.leaser.mu.Lock()
+	defer r.leaser.mu.Unlock()
+	if r.leaser.finishCalls != 1 || len(r.leaser.marks) != 3 {
+		t.Fatalf("%d marker calls for %v, want one for the three", r.leaser.finishCalls, r.leaser.marks)
+	}
 }

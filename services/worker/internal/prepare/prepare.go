@@ -66,6 +66,9 @@ type Leaser interface {
 type Config struct {
 	// Lead is how long before its instant a firing is prepared.
 	Lead time.Duration
+	// Grain groups prepare instants: the firings due within one grain are
+	// prepared together (see Lead).
+	Grain time.Duration
 	// Batch bounds the firings of one lease call (one Redis script: other
 	// clients wait while it runs, so it stays well under a millisecond).
 	Batch int
@@ -80,7 +83,7 @@ type Config struct {
 }
 
 // DefaultConfig values.
-var DefaultConfig = Config{Lead: 1500 * time.Millisecond, Batch: 256, LeaseTTL: 5 * time.Second, RedisTimeout: 2 * time.Second, RetryAfter: 250 * time.Millisecond}
+var DefaultConfig = Config{Lead: 1500 * time.Millisecond, Grain: 100 * time.Millisecond, Batch: 256, LeaseTTL: 5 * time.Second, RedisTimeout: 2 * time.Second, RetryAfter: 250 * time.Millisecond}
 
 // EventLease is the event a traced firing's consume span gets when its
 // lease call answered.
@@ -139,12 +142,20 @@ func New(cfg Config, l Leaser, routes Routes, clk clock.Clock, m *metrics.Metric
 
 // Lead is how long before its instant it should be prepared: Config.Lead,
 // or nothing for a job whose overlap policy is decided at the instant. It
-// is the prepare holder's lead (holder.WithLead).
+// is the prepare holder's lead (holder.WithLead). The prepare instant is
+// rounded down to Config.Grain, so firings spread over time (jittered
+// jobs) are still leased in batches: all those whose prepare instants fall
+// in one grain go in one call, each prepared between Lead and Lead+Grain
+// ahead.
 func (s *Stage) Lead(it *work.Item) time.Duration {
 	if it.Overlap {
 		return 0
 	}
-	return s.cfg.Lead
+	at := it.FireAt - int64(s.cfg.Lead)
+	if g := int64(s.cfg.Grain); g > 0 {
+		at -= ((at % g) + g) % g
+	}
+	return time.Duration(it.FireAt - at)
 }
 
 // Add takes a firing whose prepare instant has come. It never blocks (the

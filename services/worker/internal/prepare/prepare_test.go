@@ -179,6 +179,15 @@ func TestLeadSkipsOverlapJobs(t *testing.T) {
 	if d := s.Lead(item(t, o, "a", t0, sundialv1.OverlapPolicy_OVERLAP_POLICY_ALLOW)); d != 3*time.Second {
 		t.Fatalf("allow: lead %s", d)
 	}
+	// With a grain, prepare instants are rounded down to it: firings due
+	// 10 ms and 90 ms into a grain are prepared together.
+	g, _ := newStage(t, Config{Lead: 3 * time.Second, Grain: 100 * time.Millisecond}, &leaser{}, clock.NewFake(t0))
+	for _, off := range []time.Duration{10 * time.Millisecond, 90 * time.Millisecond} {
+		it := item(t, o, "j", t0.Add(off), 0)
+		if at := time.Unix(0, it.FireAt).Add(-g.Lead(it)); !at.Equal(t0.Add(-3 * time.Second)) {
+			t.Fatalf("due %s after t0: prepared at %s, want %s", off, at, t0.Add(-3*time.Second))
+		}
+	}
 	if d := s.Lead(item(t, o, "b", t0, sundialv1.OverlapPolicy_OVERLAP_POLICY_SKIP)); d != 0 {
 		t.Fatalf("skip: lead %s", d)
 	}

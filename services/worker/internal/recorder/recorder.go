@@ -109,7 +109,7 @@ type Config struct {
 // DefaultConfig suits one worker.
 var DefaultConfig = Config{
 	Shards: 16, InFlight: 8, QueueSize: 4096, WriteTimeout: 10 * time.Second, DrainTimeout: 10 * time.Second,
-	RunningDelay: time.Second, Linger: 250 * time.Millisecond, GroupSize: 1000,
+	RunningDelay: time.Second, Linger: 600 * time.Millisecond, GroupSize: 1000,
 }
 
 // Metrics observes the recorder; nil fields are skipped.
