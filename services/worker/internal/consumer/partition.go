@@ -13,11 +13,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sundialhq/sundial/pkg/firing"
+	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/tracing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
 	"github.com/sundialhq/sundial/services/worker/internal/offsets"
+	"github.com/sundialhq/sundial/services/worker/internal/prepare"
 	"github.com/sundialhq/sundial/services/worker/internal/work"
 )
 
@@ -81,7 +83,7 @@ func (p *partition) add(recs []*kgo.Record) {
 			FireAt:   at.AsTime().UnixNano(),
 			Priority: firing.Normalize(f.GetPriority()),
 			Tenant:   f.GetTenant(),
-			Overlap:  f.GetOverlap() == sundialv1.OverlapPolicy_OVERLAP_POLICY_SKIP || f.GetOverlap() == sundialv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE,
+			Overlap:  prepare.Overlap(f.GetOverlap()) != lease.OverlapAllow,
 			// A private copy: the record's value aliases its whole fetch
 			// batch, which must not stay alive for one held firing.
 			Envelope:  bytes.Clone(r.Value),
