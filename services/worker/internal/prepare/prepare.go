@@ -54,6 +54,7 @@ import (
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
+	"github.com/sundialhq/sundial/services/worker/internal/readyq"
 	"github.com/sundialhq/sundial/services/worker/internal/work"
 )
 
@@ -111,8 +112,12 @@ type Stage struct {
 	m      *metrics.Metrics
 	logger *slog.Logger
 
+	// due holds the firings whose prepare instant has come, one queue per
+	// priority (readyq.Rank): a batch takes CRITICAL ones first, so a
+	// burst of 100,000 MEDIUM firings being leased does not hold back a
+	// CRITICAL one due at the same instant.
 	mu   sync.Mutex
-	due  []*work.Item
+	due  [4][]*work.Item
 	wake chan struct{}
 
 	seq    atomic.Uint64
@@ -161,8 +166,9 @@ func (s *Stage) Lead(it *work.Item) time.Duration {
 // Add takes a firing whose prepare instant has come. It never blocks (the
 // prepare holder's sink).
 func (s *Stage) Add(it *work.Item) {
+	r := readyq.Rank(it.Priority)
 	s.mu.Lock()
-	s.due = append(s.due, it)
+	s.due[r] = append(s.due[r], it)
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -181,14 +187,8 @@ func (s *Stage) Start(context.Context) error {
 			case <-s.wake:
 			}
 			for {
-				s.mu.Lock()
-				n := min(len(s.due), s.cfg.Batch)
-				batch = append(batch[:0], s.due[:n]...)
-				rest := copy(s.due, s.due[n:])
-				clear(s.due[rest:])
-				s.due = s.due[:rest]
-				s.mu.Unlock()
-				if n == 0 {
+				batch = s.take(batch[:0])
+				if len(batch) == 0 {
 					break
 				}
 				s.prepare(ctx, batch)
@@ -196,6 +196,25 @@ func (s *Stage) Start(context.Context) error {
 			}
 		}
 	})
+}
+
+// take appends up to Batch due firings to batch, the most urgent priority
+// first, first come first within a priority.
+func (s *Stage) take(batch []*work.Item) []*work.Item {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for r := range s.due {
+		q := s.due[r]
+		n := min(len(q), s.cfg.Batch-len(batch))
+		batch = append(batch, q[:n]...)
+		rest := copy(q, q[n:])
+		clear(q[rest:])
+		s.due[r] = q[:rest]
+		if len(batch) == s.cfg.Batch {
+			break
+		}
+	}
+	return batch
 }
 
 // Stop ends the stage; firings it has not taken stay where they are (their

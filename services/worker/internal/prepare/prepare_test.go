@@ -3,6 +3,7 @@ package prepare
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -217,5 +218,35 @@ func TestStartedStageBatches(t *testing.T) {
 	}
 	if len(l.calls) < 3 {
 		t.Fatalf("%d calls for 10 firings in batches of 4", len(l.calls))
+	}
+}
+
+// A CRITICAL firing added behind a burst of MEDIUM ones is leased in the
+// first batch.
+func TestCriticalIsPreparedFirst(t *testing.T) {
+	s, _ := newStage(t, Config{Batch: 4}, &leaser{}, clock.NewFake(t0))
+	o := &owner{}
+	for i := range 10 {
+		it := item(t, o, fmt.Sprint("m", i), t0, 0)
+		it.Priority = sundialv1.Priority_PRIORITY_MEDIUM
+		s.Add(it)
+	}
+	crit := item(t, o, "crit", t0, 0)
+	crit.Priority = sundialv1.Priority_PRIORITY_CRITICAL
+	s.Add(crit)
+	first := s.take(nil)
+	if len(first) != 4 || exec(first[0]) != "crit" || exec(first[1]) != "m0" || exec(first[3]) != "m2" {
+		var ids []string
+		for _, it := range first {
+			ids = append(ids, exec(it))
+		}
+		t.Fatalf("first batch %v, want crit then m0, m1, m2", ids)
+	}
+	n := len(first)
+	for b := s.take(nil); len(b) > 0; b = s.take(nil) {
+		n += len(b)
+	}
+	if n != 11 {
+		t.Fatalf("%d firings taken, want 11", n)
 	}
 }

@@ -35,7 +35,9 @@ var priorities = [...]sundialv1.Priority{
 	sundialv1.Priority_PRIORITY_LOW,
 }
 
-func laneIndex(p sundialv1.Priority) int {
+// Rank is p's place in the order firings are served, 0 (CRITICAL) first;
+// unspecified counts as MEDIUM. The prepare stage leases in the same order.
+func Rank(p sundialv1.Priority) int {
 	switch p {
 	case sundialv1.Priority_PRIORITY_CRITICAL:
 		return 0
@@ -94,7 +96,7 @@ func New(opts ...Option) *Queue {
 
 // Push adds a ready item.
 func (q *Queue) Push(it *work.Item) {
-	i := laneIndex(it.Priority)
+	i := Rank(it.Priority)
 	q.mu.Lock()
 	q.lanes[i].Push(it)
 	q.n++

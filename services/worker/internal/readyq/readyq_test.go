@@ -65,7 +65,7 @@ func TestFIFOWithinPriority(t *testing.T) {
 	if len(order) != 4 || order[0] != crit || order[1] != high || order[2] != med || order[3] != low {
 		t.Fatalf("served priorities in order %v, want each drained before the next", order)
 	}
-	if unspecified := laneIndex(sundialv1.Priority_PRIORITY_UNSPECIFIED); unspecified != laneIndex(med) {
+	if unspecified := Rank(sundialv1.Priority_PRIORITY_UNSPECIFIED); unspecified != Rank(med) {
 		t.Fatal("unspecified priority must be served as medium")
 	}
 }
