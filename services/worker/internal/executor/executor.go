@@ -10,8 +10,10 @@
 // after the target answered, off the executor that called it.
 //
 // After the target answers, the executor hands the attempt to the settle
-// stage and pops the next firing. A settler takes every attempt waiting
-// (up to SettleBatch) and, while each lease is still held and renewed:
+// stage and pops the next firing. Settlers take turns gathering the
+// attempts that end within SettleLinger (up to SettleBatch); each settles
+// its group while the others gather, and, while each lease is still held
+// and renewed:
 //
 //  1. decides (pkg retry): SUCCEEDED, RETRY_SCHEDULED or DEAD;
 //  2. settles (pkg settle): writes a retry to the outbox, or the dead
