@@ -71,7 +71,7 @@ func (r *Runner) Burst(ctx context.Context, d *deployment, cfg BurstConfig) (Res
 		return res, ctx.Err()
 	}
 	u1 := r.snapUsage(d)
-	if err := sleepCtx(ctx, r.clock, 3*time.Second); err != nil { // late duplicates
+	if err := Sleep(ctx, r.clock, 3*time.Second); err != nil { // late duplicates
 		return res, err
 	}
 	files := wait()

@@ -125,7 +125,7 @@ func (d *deployment) awaitGroup(ctx context.Context, workers int) error {
 		if total >= float64(4*d.r.topicPartitions) || workers == 0 {
 			return nil
 		}
-		if err := sleepCtx(ctx, d.r.clock, 250*time.Millisecond); err != nil {
+		if err := Sleep(ctx, d.r.clock, 250*time.Millisecond); err != nil {
 			return fmt.Errorf("bench: workers own %v partitions after 60s: %w", total, err)
 		}
 	}

@@ -74,7 +74,7 @@ func (r *Runner) Failover(ctx context.Context, d *deployment, cfg FailoverConfig
 			k.note = "standby leads after " + took.Round(time.Millisecond).String()
 			break
 		}
-		if err := sleepCtx(ctx, r.clock, 50*time.Millisecond); err != nil {
+		if err := Sleep(ctx, r.clock, 50*time.Millisecond); err != nil {
 			return res, err
 		}
 	}

@@ -182,7 +182,7 @@ func (r *Runner) profiles(ctx context.Context, d *deployment, scenario string, d
 		// shows what a process spends, not what its firings wait for.
 		go func() {
 			defer wg.Done()
-			if sleepCtx(ctx, r.clock, dur/2) != nil {
+			if Sleep(ctx, r.clock, dur/2) != nil {
 				return
 			}
 			path := filepath.Join(r.opts.ProfileDir, scenario+"-"+pr.Name+".goroutines.txt")
@@ -339,7 +339,7 @@ func (r *Runner) sampleGauges(ctx context.Context, d *deployment) (stop func() s
 				gs[i].max = max(gs[i].max, v)
 				gs[i].n++
 			}
-			if sleepCtx(sctx, r.clock, time.Second) != nil {
+			if Sleep(sctx, r.clock, time.Second) != nil {
 				return
 			}
 		}

@@ -158,8 +158,8 @@ func (r *Runner) noteRegistration(n int, took time.Duration) {
 	r.mu.Unlock()
 }
 
-// sleepCtx waits d on c, or until ctx ends.
-func sleepCtx(ctx context.Context, c clock.Clock, d time.Duration) error {
+// Sleep waits d on c, or until ctx ends.
+func Sleep(ctx context.Context, c clock.Clock, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
@@ -175,5 +175,5 @@ func sleepCtx(ctx context.Context, c clock.Clock, d time.Duration) error {
 
 // sleepUntil waits until instant t on c, or until ctx ends.
 func sleepUntil(ctx context.Context, c clock.Clock, t time.Time) error {
-	return sleepCtx(ctx, c, t.Sub(c.Now()))
+	return Sleep(ctx, c, t.Sub(c.Now()))
 }

@@ -224,18 +224,7 @@ func snapUsage(cfg Config) bench.UsageSnap {
 
 // sleepUntil waits until t on c, or until ctx ends.
 func sleepUntil(ctx context.Context, c clock.Clock, t time.Time) error {
-	d := t.Sub(c.Now())
-	if d <= 0 {
-		return ctx.Err()
-	}
-	tm := c.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-tm.C():
-		return nil
-	}
+	return bench.Sleep(ctx, c, t.Sub(c.Now()))
 }
 
 // Markdown renders the rows as one table, with each system's settings and
