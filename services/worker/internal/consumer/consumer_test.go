@@ -435,15 +435,19 @@ func TestOverMaxHeldOnlyCriticalIsFetched(t *testing.T) {
 	// The executors catch up: memory frees and the rest is fetched.
 	seen := map[string]bool{}
 	eventually(t, "every bulk firing after draining", func() bool {
+		// Taken out under the holder's lock, claimed after it: the
+		// partition calls Add with its own lock held, so claiming under
+		// the holder's lock would take the two in the opposite order.
 		h.mu.Lock()
-		for id, it := range h.items {
+		taken := h.items
+		h.items = map[string]*work.Item{}
+		h.mu.Unlock()
+		for id, it := range taken {
 			if it.Owner.Claim(it) {
 				it.Owner.Finish(it)
 			}
 			seen[id] = true
-			delete(h.items, id)
 		}
-		h.mu.Unlock()
 		n := 0
 		for id := range seen {
 			if strings.HasPrefix(id, "bulk-") {
