@@ -15,6 +15,9 @@ PLATFORM := $(ROOT)/deploy/local/platform.sh
 BUF_VERSION            := v1.75.0
 PROTOC_GEN_GO_VERSION  := v1.36.12
 PROTOC_GEN_GRPC_VERSION:= v1.6.2
+# protoc-gen-grpc-gateway and protoc-gen-openapiv2: the api's HTTP/JSON API
+# and its OpenAPI document (docs/http-api.md).
+GRPC_GATEWAY_VERSION   := v2.30.0
 STATICCHECK_VERSION    := v0.8.2
 # helm is a Go program, built from the module proxy like the others.
 # Prometheus and promtool come from Debian's package instead (see
@@ -36,13 +39,17 @@ $(TOOLS)/protoc-gen-go:
 	GOBIN=$(TOOLS) go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 $(TOOLS)/protoc-gen-go-grpc:
 	GOBIN=$(TOOLS) go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GRPC_VERSION)
+$(TOOLS)/protoc-gen-grpc-gateway:
+	GOBIN=$(TOOLS) go install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway@$(GRPC_GATEWAY_VERSION)
+$(TOOLS)/protoc-gen-openapiv2:
+	GOBIN=$(TOOLS) go install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2@$(GRPC_GATEWAY_VERSION)
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 $(TOOLS)/helm:
 	GOBIN=$(TOOLS) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
 .PHONY: tools
-tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/staticcheck deploy-tools ## Install pinned dev tools into .tools/bin
+tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-grpc-gateway $(TOOLS)/protoc-gen-openapiv2 $(TOOLS)/staticcheck deploy-tools ## Install pinned dev tools into .tools/bin
 
 .PHONY: helm prometheus deploy-tools
 helm: $(TOOLS)/helm ## Install helm into .tools/bin (built from the Go module proxy)
@@ -57,7 +64,7 @@ build: ## Build the four services and schedctl into bin/
 	cd cmd/schedctl && go build -o $(ROOT)/bin/schedctl .
 
 .PHONY: proto
-proto: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc ## Lint the protos and regenerate the Go code
+proto: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-grpc-gateway $(TOOLS)/protoc-gen-openapiv2 ## Lint the protos and regenerate the Go code
 	cd proto && buf lint && buf generate
 
 .PHONY: proto-check
@@ -109,8 +116,14 @@ test-integration: ## Integration tests against the running infrastructure (make 
 test-e2e: ## End-to-end tests: the four services as processes against the running infrastructure
 	@source <($(INFRA) env) && cd tests/e2e && go test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) $(GOTESTFLAGS) ./...
 
+.PHONY: test-browser
+test-browser: ## The api's web console in headless Chromium (Debian's package, installed if missing) against the running infrastructure; screenshots in .run/console
+	$(ROOT)/deploy/local/chromium.sh install
+	@source <($(INFRA) env) && cd services/api && SUNDIAL_CHROMIUM="$$($(ROOT)/deploy/local/chromium.sh path)" SUNDIAL_SCREENSHOTS=$(ROOT)/.run/console \
+	  go test -tags integration -count=1 -timeout 5m $(GOTESTFLAGS) -run 'TestBrowser' ./internal/console/
+
 .PHONY: test
-test: infra-up lint proto-check test-unit test-integration test-e2e bench-quick ## Everything, against the real components (what CI runs)
+test: infra-up lint proto-check test-unit test-integration test-browser test-e2e bench-quick ## Everything, against the real components (what CI runs)
 
 .PHONY: run
 run: infra-up build ## Start the components and the four services (make stop to end them)
