@@ -21,6 +21,15 @@ import (
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
+// MaxRequestBytes is the largest request message the server reads. Jobs
+// carry at most jobspec.MaxPayloadBytes (256 KiB) of payload, but the limit
+// sits well above it so that an oversized payload reaches validation and
+// is refused as InvalidArgument naming `payload`, like any other bad field;
+// with the limit near the payload's, a 10 MB payload got the transport's
+// ResourceExhausted ("received message larger than max") instead. Only a
+// request above this (garbage, or an attack on memory) gets that answer.
+const MaxRequestBytes = 16 << 20
+
 // GRPCConfig configures the api's gRPC server.
 type GRPCConfig struct {
 	// Addr is host:port to listen on; port 0 picks one (see Addr).
@@ -82,8 +91,7 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	srv := grpc.NewServer(
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(cfg.Metrics.StreamServerInterceptor(), cfg.Tokens.StreamServerInterceptor()),
-		// Jobs carry at most a 256 KiB payload; leave room for the rest.
-		grpc.MaxRecvMsgSize(1<<20),
+		grpc.MaxRecvMsgSize(MaxRequestBytes),
 		// Close connections idle for long, so a client behind a NAT or a
 		// load balancer re-resolves instead of holding a dead path.
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 5 * time.Minute}),
