@@ -309,7 +309,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 		logger.Warn("no --postgres-dsn: failed attempts are recorded FAILED and neither retried nor dead-lettered")
 	}
 	pool := executor.New(executor.Config{
-		Executors: cfg.Executors, SettleBatch: cfg.SettleBatch, SettleLinger: cfg.SettleLinger, WorkerID: cfg.WorkerID, LeaseTTL: cfg.LeaseTTL, DoneTTL: cfg.DoneTTL,
+		Executors: cfg.Executors, CriticalExecutors: cfg.CriticalExecutors, SettleBatch: cfg.SettleBatch, SettleLinger: cfg.SettleLinger, WorkerID: cfg.WorkerID, LeaseTTL: cfg.LeaseTTL, DoneTTL: cfg.DoneTTL,
 		MaxDeliveries: cfg.MaxDeliveries,
 	}, pd)
 	w.Services = append(w.Services, pool)

@@ -46,6 +46,9 @@ type Config struct {
 
 	WorkerID  string
 	Executors int
+	// CriticalExecutors are executors on top of Executors that take only
+	// CRITICAL firings.
+	CriticalExecutors int
 	LeaseTTL  time.Duration
 	// PrepareLead: how long before its instant a firing is leased;
 	// PrepareBatch: firings per lease call; SettleBatch: attempts per
@@ -111,6 +114,7 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.SigningSecretFile, "signing-secret-file", "", "file holding the signing secret")
 	fs.StringVar(&c.WorkerID, "worker-id", defaultWorkerID(), "this worker's name in leases, ledger rows and the consumer group")
 	fs.IntVar(&c.Executors, "executors", 128, "attempts in flight at most (executor pool size)")
+	fs.IntVar(&c.CriticalExecutors, "critical-executors", 4, "executors on top of --executors reserved for CRITICAL firings, so one finds an executor free however busy the rest are")
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", 5*time.Second, "execution lease lifetime past the instant; a crashed worker blocks an execution this long (keep it near --session-timeout: a dead worker's firings leased ahead are free when its partitions move), long attempts renew every third of it")
 	fs.DurationVar(&c.PrepareLead, "prepare-lead", prepare.DefaultConfig.Lead,
 		"lease firings this long before their instant, many per Redis call (0: at the instant); a Redis outage shorter than this does not delay firings already leased")
@@ -175,6 +179,9 @@ func (c *Config) Validate(p *config.Problems) {
 	}
 	if c.Executors < 1 {
 		p.Addf("executors", "must be at least 1, got %d", c.Executors)
+	}
+	if c.CriticalExecutors < 0 {
+		p.Addf("critical-executors", "must not be negative, got %d", c.CriticalExecutors)
 	}
 	if c.PrepareLead < 0 || c.PrepareLead > 10*time.Minute {
 		p.Addf("prepare-lead", "must be between 0 and 10m, got %s", c.PrepareLead)

@@ -123,6 +123,10 @@ type Limiter interface {
 type Config struct {
 	// Executors bounds concurrent attempts.
 	Executors int
+	// CriticalExecutors are executors on top of Executors that take only
+	// CRITICAL firings: in a herd that occupies every other executor, a
+	// CRITICAL firing still starts at its instant.
+	CriticalExecutors int
 	// Settlers is how many groups of finished attempts are settled at once.
 	Settlers int
 	// SettleBatch bounds the attempts one settler takes (one marker call).
@@ -251,7 +255,7 @@ func New(cfg Config, d Deps) *Pool {
 	}
 	return &Pool{cfg: cfg, queue: d.Queue, holder: d.Holder, prepare: d.Prepare, leaser: d.Leaser, target: d.Target, rec: d.Recorder,
 		settler: d.Settler, notifier: d.Notifier, limiter: d.Limiter, versions: d.Versions, tracer: d.Tracer, clk: d.Clock, m: d.Metrics, logger: d.Logger,
-		stopping: context.Background(), settled: make(chan *attempt, 2*cfg.Executors)}
+		stopping: context.Background(), settled: make(chan *attempt, 2*(cfg.Executors+cfg.CriticalExecutors))}
 }
 
 // Start runs the executors and the settlers.
@@ -267,21 +271,26 @@ func (p *Pool) Start(context.Context) error {
 			}()
 		}
 		var wg sync.WaitGroup
+		execute := func(pop func(context.Context) *work.Item) {
+			defer wg.Done()
+			for {
+				it := pop(ctx)
+				if it == nil {
+					return
+				}
+				// An attempt that started finishes even while the pool
+				// stops: the consumer already waited for it before
+				// giving up its partition.
+				p.process(context.WithoutCancel(ctx), it)
+			}
+		}
 		for range p.cfg.Executors {
 			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					it := p.queue.Pop(ctx)
-					if it == nil {
-						return
-					}
-					// An attempt that started finishes even while the
-					// pool stops: the consumer already waited for it
-					// before giving up its partition.
-					p.process(context.WithoutCancel(ctx), it)
-				}
-			}()
+			go execute(p.queue.Pop)
+		}
+		for range p.cfg.CriticalExecutors {
+			wg.Add(1)
+			go execute(p.queue.PopCritical)
 		}
 		wg.Wait()
 		// Every attempt the executors made is settled before Stop

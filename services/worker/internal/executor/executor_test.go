@@ -430,6 +430,47 @@ func TestPriorityOrderThroughThePool(t *testing.T) {
 	}
 }
 
+// With every executor inside a request that hangs, a CRITICAL firing still
+// fires at once on an executor reserved for CRITICAL; a HIGH one waits.
+func TestCriticalFiresWhileEveryExecutorIsBusy(t *testing.T) {
+	block := make(chan struct{})
+	entered := make(chan string, 10)
+	r := newRig(t, 2, func(ctx context.Context, req target.Request) target.Result {
+		entered <- req.Firing.GetExecutionId()
+		if req.Firing.GetPriority() != sundialv1.Priority_PRIORITY_CRITICAL {
+			<-block
+		}
+		return ok(ctx, req)
+	})
+	r.cfg.CriticalExecutors = 1
+	r.start(t)
+	defer close(block)
+	r.push(t, "busy1", sundialv1.Priority_PRIORITY_LOW)
+	r.push(t, "busy2", sundialv1.Priority_PRIORITY_MEDIUM)
+	got := map[string]bool{<-entered: true, <-entered: true}
+	if !got["busy1"] || !got["busy2"] {
+		t.Fatalf("the two executors took %v", got)
+	}
+	r.push(t, "high", sundialv1.Priority_PRIORITY_HIGH)
+	r.push(t, "crit", sundialv1.Priority_PRIORITY_CRITICAL)
+	select {
+	case id := <-entered:
+		if id != "crit" {
+			t.Fatalf("fired %s while every executor was busy, want crit", id)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the CRITICAL firing did not fire while every executor was busy")
+	}
+	if ev := <-r.own.events; ev != "finish crit" {
+		t.Fatalf("event %q, want crit finished", ev)
+	}
+	select {
+	case id := <-entered:
+		t.Fatalf("%s fired on the executor reserved for CRITICAL", id)
+	default:
+	}
+}
+
 // A watched job's firings and lateness get series labelled by its id,
 // every outcome at zero from the start; an unwatched job's get none.
 func TestPerJobSeriesForWatchedJobsOnly(t *testing.T) {

@@ -1,7 +1,8 @@
 // Package holder keeps firings in memory until their fire instant and then
 // hands them to the ready queue.
 //
-// It is one min-heap ordered by (release instant, arrival) and one timer set
+// It is one min-heap ordered by (release instant, priority, arrival) and one
+// timer set
 // for the earliest entry, not a timer per firing: 100,000 held firings cost
 // 100,000 heap slots (8 bytes each) plus the items themselves, and one
 // goroutine. The clock is the worker's corrected clock (local time plus the
@@ -19,6 +20,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
 
+	"github.com/sundialhq/sundial/services/worker/internal/readyq"
 	"github.com/sundialhq/sundial/services/worker/internal/work"
 )
 
@@ -116,24 +118,33 @@ func (h *Holder) loop(ctx context.Context) error {
 	timer := h.clk.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
-	var due []*work.Item
+	due := make([]*work.Item, 0, releaseChunk)
 	for {
 		now := h.clk.Now().UnixNano()
 		wait := time.Duration(-1)
-		h.mu.Lock()
-		for len(h.h) > 0 && h.h[0].Due <= now {
-			due = append(due, heap.Pop(&h.h).(*work.Item))
+		// Release in chunks: a herd of 100,000 due together reaches the
+		// sink a chunk at a time, most urgent priority first, instead of
+		// after the whole herd has left the heap.
+		for {
+			h.mu.Lock()
+			for len(due) < releaseChunk && len(h.h) > 0 && h.h[0].Due <= now {
+				due = append(due, heap.Pop(&h.h).(*work.Item))
+			}
+			more := len(due) == releaseChunk
+			if !more && len(h.h) > 0 {
+				wait = time.Duration(h.h[0].Due - now)
+			}
+			h.mu.Unlock()
+			for i, it := range due {
+				it.Ready = now
+				h.sink(it)
+				due[i] = nil
+			}
+			due = due[:0]
+			if !more {
+				break
+			}
 		}
-		if len(h.h) > 0 {
-			wait = time.Duration(h.h[0].Due - now)
-		}
-		h.mu.Unlock()
-		for i, it := range due {
-			it.Ready = now
-			h.sink(it)
-			due[i] = nil
-		}
-		due = due[:0]
 		if wait >= 0 {
 			timer.Reset(wait)
 		}
@@ -150,12 +161,18 @@ func (h *Holder) loop(ctx context.Context) error {
 	}
 }
 
+// releaseChunk is how many due items leave the heap per lock hold.
+const releaseChunk = 256
+
 type itemHeap []*work.Item
 
 func (h itemHeap) Len() int { return len(h) }
 func (h itemHeap) Less(i, j int) bool {
 	if h[i].Due != h[j].Due {
 		return h[i].Due < h[j].Due
+	}
+	if ri, rj := readyq.Rank(h[i].Priority), readyq.Rank(h[j].Priority); ri != rj {
+		return ri < rj
 	}
 	return h[i].Seq < h[j].Seq
 }

@@ -2,12 +2,14 @@ package holder
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/sundialhq/sundial/pkg/clock"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
 	"github.com/sundialhq/sundial/services/worker/internal/work"
 )
@@ -183,4 +185,43 @@ func TestHeapShrinksAfterBurst(t *testing.T) {
 	if c > 2048 {
 		t.Fatalf("heap capacity %d after draining", c)
 	}
+}
+
+// A herd due at one instant leaves the heap in chunks, the most urgent
+// priority first, whatever order it arrived in.
+func TestSameInstantMostUrgentFirst(t *testing.T) {
+	fake := clock.NewFake(t0)
+	r := newRig(t, fake, fake)
+	const herd = 3*releaseChunk + 7
+	for i := range herd {
+		it := at(time.Second, fmt.Sprintf("m%d", i))
+		if i%100 == 99 {
+			it.Priority = sundialv1.Priority_PRIORITY_LOW
+		}
+		r.h.Add(it)
+	}
+	crit := at(time.Second, "critical")
+	crit.Priority = sundialv1.Priority_PRIORITY_CRITICAL
+	r.h.Add(crit)
+	high := at(time.Second, "high")
+	high.Priority = sundialv1.Priority_PRIORITY_HIGH
+	r.h.Add(high)
+	fake.Set(t0.Add(time.Second))
+	got := r.take(herd + 2)
+	if got[0] != "critical" || got[1] != "high" {
+		t.Fatalf("first released %v, want [critical high ...]", got[:2])
+	}
+	for i, name := range got[2 : herd+2-herd/100] {
+		if want := fmt.Sprintf("m%d", i+i/99); name != want {
+			t.Fatalf("release %d: %s, want %s (MEDIUM in arrival order)", i+2, name, want)
+		}
+	}
+	for _, name := range got[herd+2-herd/100:] {
+		var n int
+		if _, err := fmt.Sscanf(name, "m%d", &n); err != nil || n%100 != 99 {
+			t.Fatalf("last releases are %s, want the LOW ones", name)
+		}
+	}
+	r.settle()
+	r.none(t, "after the herd")
 }

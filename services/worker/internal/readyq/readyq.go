@@ -59,6 +59,8 @@ type Queue struct {
 	// wake has one token per waiting-worthy event; Pop waits on it when the
 	// queue is empty. Buffered 1: a Push while nobody waits leaves a token.
 	wake chan struct{}
+	// urgent is wake for the CRITICAL lane alone (PopCritical).
+	urgent chan struct{}
 	// OnDepth, when set, is told the depth of a priority after each change
 	// (metrics).
 	onDepth func(p sundialv1.Priority, depth int)
@@ -84,7 +86,7 @@ func WithDepthObserver(f func(p sundialv1.Priority, depth int)) Option {
 
 // New returns an empty queue.
 func New(opts ...Option) *Queue {
-	q := &Queue{wake: make(chan struct{}, 1)}
+	q := &Queue{wake: make(chan struct{}, 1), urgent: make(chan struct{}, 1)}
 	for i := range q.lanes {
 		q.lanes[i] = &FIFO{}
 	}
@@ -105,8 +107,16 @@ func (q *Queue) Push(it *work.Item) {
 	if q.onDepth != nil {
 		q.onDepth(priorities[i], depth)
 	}
+	if i == 0 {
+		notify(q.urgent)
+	}
+	notify(q.wake)
+}
+
+// notify leaves a token in c unless one is there.
+func notify(c chan struct{}) {
 	select {
-	case q.wake <- struct{}{}:
+	case c <- struct{}{}:
 	default:
 	}
 }
@@ -122,10 +132,10 @@ func (q *Queue) TryPop() *work.Item {
 			if more {
 				// Pass the wake token on, so another idle executor
 				// picks up the rest.
-				select {
-				case q.wake <- struct{}{}:
-				default:
-				}
+				notify(q.wake)
+			}
+			if i == 0 && depth > 0 {
+				notify(q.urgent)
 			}
 			if q.onDepth != nil {
 				q.onDepth(priorities[i], depth)
@@ -145,6 +155,41 @@ func (q *Queue) Pop(ctx context.Context) *work.Item {
 		}
 		select {
 		case <-q.wake:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// PopCritical blocks until a CRITICAL item is ready or ctx ends (nil). It
+// is what the executors reserved for CRITICAL firings run: however many
+// lower-priority requests occupy the others, a CRITICAL firing finds one of
+// them waiting.
+func (q *Queue) PopCritical(ctx context.Context) *work.Item {
+	for {
+		q.mu.Lock()
+		l := q.lanes[0]
+		it := l.Pop()
+		var depth, n int
+		if it != nil {
+			q.n--
+			depth, n = l.Len(), q.n
+		}
+		q.mu.Unlock()
+		if it != nil {
+			if depth > 0 {
+				notify(q.urgent)
+			}
+			if n > 0 {
+				notify(q.wake)
+			}
+			if q.onDepth != nil {
+				q.onDepth(priorities[0], depth)
+			}
+			return it
+		}
+		select {
+		case <-q.urgent:
 		case <-ctx.Done():
 			return nil
 		}

@@ -238,3 +238,33 @@ func TestFairLaneForgetsIdleTenants(t *testing.T) {
 		t.Fatalf("order %v, tenants %d", got, f.Tenants())
 	}
 }
+
+// PopCritical takes only CRITICAL items, waits for one while others are
+// ready, and wakes when one is pushed.
+func TestPopCriticalTakesOnlyCritical(t *testing.T) {
+	q := New()
+	q.Push(item(high, 1))
+	q.Push(item(crit, 2))
+	if it := q.PopCritical(context.Background()); it == nil || it.Seq != 2 {
+		t.Fatalf("PopCritical = %v, want the CRITICAL item", it)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan *work.Item)
+	go func() { got <- q.PopCritical(ctx) }()
+	q.Push(item(low, 3))
+	q.Push(item(crit, 4))
+	if it := <-got; it == nil || it.Seq != 4 {
+		t.Fatalf("PopCritical = %v, want the CRITICAL item pushed while it waited", it)
+	}
+	go func() { got <- q.PopCritical(ctx) }()
+	cancel()
+	if it := <-got; it != nil {
+		t.Fatalf("PopCritical = seq %d with no CRITICAL item ready, want nil at cancel", it.Seq)
+	}
+	if q.Len() != 2 {
+		t.Fatalf("Len %d, want the HIGH and LOW items left", q.Len())
+	}
+	if it := q.TryPop(); it == nil || it.Seq != 1 {
+		t.Fatalf("TryPop = %v, want HIGH", it)
+	}
+}
