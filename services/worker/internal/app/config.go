@@ -49,7 +49,7 @@ type Config struct {
 	// CriticalExecutors are executors on top of Executors that take only
 	// CRITICAL firings.
 	CriticalExecutors int
-	LeaseTTL  time.Duration
+	LeaseTTL          time.Duration
 	// PrepareLead: how long before its instant a firing is leased;
 	// PrepareBatch: firings per lease call; SettleBatch: attempts per
 	// marker call.
