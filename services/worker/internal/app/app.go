@@ -321,6 +321,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 		ClientID:       cfg.WorkerID,
 		SessionTimeout: cfg.SessionTimeout,
 		DrainTimeout:   cfg.RevokeDrainTimeout,
+		Clock:          corrected,
 		CommitInterval: cfg.CommitInterval,
 		MaxHeld:        cfg.MaxHeld,
 		Unpaused:       []string{topics.Fire(sundialv1.Priority_PRIORITY_CRITICAL)},

@@ -9,14 +9,26 @@
 // partition is an Owner of its items (see work.Owner) and a rebalance is
 // handled in the callbacks:
 //
-//   - revoked: stop holding the partition's firings that have not started
-//     (they are abandoned; the partition's next owner gets them again from
-//     the committed offset), wait — bounded — for the ones executing to
-//     finish, commit the partition's watermark, and only then return, which
-//     lets the rebalance proceed;
-//   - lost (the session expired): abandon the held firings and return at
-//     once; commits would fail, and the executing ones finish under their
-//     leases.
+//   - revoked (another member takes the partition, promptly): keep the
+//     held firings due within RevokeKeep (the next owner could not fetch
+//     and lease them in time) and abandon the rest (the next owner gets
+//     them again from the committed offset), wait — bounded — for the ones
+//     executing to finish, commit the partition's watermark, and only then
+//     return, which lets the rebalance proceed;
+//   - lost (the session ended: the broker is down or unreachable, or this
+//     member was too slow): keep every held firing and return at once
+//     (commits would fail). Nobody may get the partition for as long as
+//     the outage lasts, and the firings held here are the ones due in it.
+//
+// Keeping a firing after its partition moved is safe because the group is
+// not what makes a firing fire once: its lease is. A kept firing and the
+// next owner's copy of it race for one lease in Redis; the loser finds the
+// lease held, waits for it to end and then finds the done marker. So a
+// Kafka outage costs the held firings nothing, and a rebalance costs the
+// firings about to fire nothing. A partition given back to this worker
+// while it still has kept firings is attached again, skipping the records
+// it already holds; a detached partition is forgotten once its firings are
+// over. Its offsets are committed by whoever owns it.
 //
 // A fetch that was returned before a revoke may still be in the poll loop
 // when the revoke runs; records are added under the partition's lock and
@@ -35,12 +47,14 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
 
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
@@ -74,6 +88,12 @@ type Config struct {
 	RebalanceTimeout time.Duration
 	// DrainTimeout bounds how long a revoke waits for executing firings.
 	DrainTimeout time.Duration
+	// RevokeKeep: a revoke keeps the held firings due within this long
+	// (the next owner would fetch and lease them late) and abandons the
+	// rest to the next owner. A lost session keeps them all.
+	RevokeKeep time.Duration
+	// Clock is the corrected clock firings are due by (RevokeKeep).
+	Clock clock.Clock
 	// CommitInterval between periodic commits.
 	CommitInterval time.Duration
 	// MaxHeld pauses fetching while this many firings are held, bounding
@@ -119,6 +139,12 @@ func (c *Config) Defaults() {
 	if c.CommitInterval <= 0 {
 		c.CommitInterval = time.Second
 	}
+	if c.RevokeKeep <= 0 {
+		c.RevokeKeep = 10 * time.Second
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
 	if c.MaxHeld <= 0 {
 		c.MaxHeld = 1_000_000
 	}
@@ -140,6 +166,12 @@ type Consumer struct {
 
 	mu    sync.Mutex
 	parts map[tp]*partition
+	// kept are the detached partitions whose kept firings are not over;
+	// one given back to this worker is attached again.
+	kept map[tp]*partition
+	// closing: Stop is leaving the group; nothing is kept (the holders
+	// stop next, and the next owner fires everything from the commit).
+	closing atomic.Bool
 
 	// commitMu serializes the periodic commit with a revoke's commit, so
 	// a periodic commit of a revoked partition never lands after it.
@@ -153,7 +185,7 @@ type Consumer struct {
 // New returns a consumer feeding h.
 func New(cfg Config, h Holder, m *metrics.Metrics, logger *slog.Logger) *Consumer {
 	cfg.Defaults()
-	return &Consumer{cfg: cfg, holder: h, m: m, logger: logger, parts: map[tp]*partition{}}
+	return &Consumer{cfg: cfg, holder: h, m: m, logger: logger, parts: map[tp]*partition{}, kept: map[tp]*partition{}}
 }
 
 // Start joins the group and starts polling and committing.
@@ -203,6 +235,7 @@ func (c *Consumer) Start(ctx context.Context) error {
 // before the client closes.
 func (c *Consumer) Stop() {
 	c.once.Do(func() {
+		c.closing.Store(true)
 		c.poll.Stop()
 		c.commit.Stop()
 		if c.cl != nil {
@@ -295,6 +328,11 @@ func (c *Consumer) commitLoop(ctx context.Context) error {
 		for _, p := range c.parts {
 			parts = append(parts, p)
 		}
+		for k, p := range c.kept {
+			if p.over() {
+				delete(c.kept, k)
+			}
+		}
 		c.mu.Unlock()
 		c.commitParts(ctx, parts)
 	}
@@ -354,9 +392,18 @@ func (c *Consumer) assigned(_ context.Context, _ *kgo.Client, assigned map[strin
 	for topic, ps := range assigned {
 		for _, id := range ps {
 			k := tp{topic, id}
-			if c.parts[k] == nil {
-				c.parts[k] = newPartition(c, topic, id)
+			if c.parts[k] != nil {
+				continue
 			}
+			if p := c.kept[k]; p != nil {
+				delete(c.kept, k)
+				if p.reattach() {
+					c.parts[k] = p
+					c.logger.Info("partition given back while its firings were kept; resuming it", "topic", topic, "partition", id)
+					continue
+				}
+			}
+			c.parts[k] = newPartition(c, topic, id)
 		}
 	}
 	c.m.Assigned.Set(float64(len(c.parts)))
@@ -368,10 +415,16 @@ func (c *Consumer) revoked(ctx context.Context, _ *kgo.Client, revoked map[strin
 	if len(parts) == 0 {
 		return
 	}
-	abandoned := 0
+	// Firings due soon are kept: the next owner starts fetching only once
+	// this returns, and would lease them late.
+	horizon := c.cfg.Clock.Now().Add(c.cfg.RevokeKeep).UnixNano()
+	keep := func(it *work.Item) bool { return !c.closing.Load() && it.FireAt <= horizon }
+	kept, abandoned := 0, 0
 	for _, p := range parts {
-		abandoned += p.revoke()
+		k, a := p.detach(keep)
+		kept, abandoned = kept+k, abandoned+a
 	}
+	c.remember(parts)
 	// Wait for the executing ones, bounded: past the bound their offsets
 	// stay uncommitted and the next owner drops them as done. The client's
 	// context may already be ending when Close revokes; the drain and the
@@ -395,18 +448,37 @@ func (c *Consumer) revoked(ctx context.Context, _ *kgo.Client, revoked map[strin
 	for _, p := range parts {
 		p.forgetMetrics()
 	}
-	c.logger.Info("partitions revoked", "revoked", revoked, "abandoned_held", abandoned, "drained", drained)
+	c.logger.Info("partitions revoked", "revoked", revoked, "kept_held", kept, "abandoned_held", abandoned, "drained", drained)
 }
 
+// lost: the session ended without a revoke (the broker is down or cannot
+// be reached, or it expired this member). Every held firing is kept: during
+// a Kafka outage nobody else can fetch them, and they fire on time here
+// under their leases; if another member has the partition meanwhile, the
+// lease lets one copy fire. Offsets are committed by the partition's owner
+// once the broker answers again (this worker, if it is given the partition
+// back).
 func (c *Consumer) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 	parts := c.take(lost)
-	abandoned := 0
+	keep := func(*work.Item) bool { return !c.closing.Load() }
+	kept, abandoned := 0, 0
 	for _, p := range parts {
-		abandoned += p.revoke()
+		k, a := p.detach(keep)
+		kept, abandoned = kept+k, abandoned+a
 		p.forgetMetrics()
 	}
+	c.remember(parts)
 	if len(parts) > 0 {
-		c.logger.Warn("partitions lost", "lost", lost, "abandoned_held", abandoned)
+		c.logger.Warn("partitions lost; held firings are kept and fire under their leases", "lost", lost, "kept_held", kept, "abandoned_held", abandoned)
+	}
+}
+
+// remember keeps detached partitions that may be given back.
+func (c *Consumer) remember(parts []*partition) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range parts {
+		c.kept[tp{p.topic, p.id}] = p
 	}
 }
 

@@ -2,12 +2,14 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -83,9 +86,15 @@ func (h *recHolder) wait(t *testing.T, n int) {
 
 const topic = "fire"
 
+// envelope is a firing due in an hour: beyond what a revoke keeps.
 func envelope(t *testing.T, id string) []byte {
 	t.Helper()
-	b, err := firing.Encode(&sundialv1.Firing{ExecutionId: id, JobId: "job", Attempt: 1, FireTime: timestamppb.Now(), Priority: sundialv1.Priority_PRIORITY_HIGH})
+	return envelopeAt(t, id, time.Now().Add(time.Hour))
+}
+
+func envelopeAt(t *testing.T, id string, at time.Time) []byte {
+	t.Helper()
+	b, err := firing.Encode(&sundialv1.Firing{ExecutionId: id, JobId: "job", Attempt: 1, FireTime: timestamppb.New(at), Priority: sundialv1.Priority_PRIORITY_HIGH})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,4 +465,108 @@ func TestOverMaxHeldOnlyCriticalIsFetched(t *testing.T) {
 		}
 		return n == total
 	})
+}
+
+// A broker outage ends the session (lost): the held firings stay held and
+// claimable — their leases decide who fires, not the group — and when the
+// broker is back and the group gives the partition back, the records
+// already held are not held a second time, and commits go on from where
+// the firings finished.
+func TestLostSessionKeepsHeldFiringsAndResumes(t *testing.T) {
+	r := newRig(t, 1)
+	for i := range 3 {
+		r.produceRaw(t, 0, envelopeAt(t, fmt.Sprintf("p0-o%d", i), time.Now().Add(time.Hour)))
+	}
+	h := newRecHolder()
+	c := r.consumer(t, "a", h, time.Second)
+	defer c.Stop()
+	h.wait(t, 3)
+	claimFinish(t, h, "p0-o0")
+	eventually(t, "commit at 1", func() bool { return r.committed(t, 0) == 1 })
+
+	// The broker stops answering: every request closes its connection.
+	var down atomic.Bool
+	down.Store(true)
+	r.cluster.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		r.cluster.KeepControl()
+		if down.Load() {
+			return nil, errors.New("broker down"), true
+		}
+		return nil, nil, false
+	})
+	eventually(t, "the session lost", func() bool { return len(c.Assigned()) == 0 })
+	for _, id := range []string{"p0-o1", "p0-o2"} {
+		if h.wasRemoved(id) {
+			t.Fatalf("%s was taken out of the holder when the session was lost", id)
+		}
+	}
+	// Held firings go on during the outage.
+	claimFinish(t, h, "p0-o1")
+
+	down.Store(false)
+	eventually(t, "the partition given back", func() bool { return len(c.Assigned()) == 1 })
+	r.produceRaw(t, 0, envelopeAt(t, "p0-o3", time.Now().Add(time.Hour)))
+	it := <-h.added
+	if f, _ := firing.Decode(it.Envelope); f.GetExecutionId() != "p0-o3" {
+		t.Fatalf("after the outage the holder got %s again; only the new record was due", f.GetExecutionId())
+	}
+	eventually(t, "commit past the firing finished during the outage", func() bool { return r.committed(t, 0) == 2 })
+	claimFinish(t, h, "p0-o2")
+	claimFinish(t, h, "p0-o3")
+	eventually(t, "commit at the end", func() bool { return r.committed(t, 0) == 4 })
+	select {
+	case it := <-h.added:
+		f, _ := firing.Decode(it.Envelope)
+		t.Fatalf("holder got %s twice", f.GetExecutionId())
+	default:
+	}
+}
+
+// A revoke keeps the firings due within RevokeKeep (the next owner could
+// not fetch and lease them in time; whichever copy takes the lease fires)
+// and abandons the later ones to the next owner.
+func TestRevokeKeepsFiringsDueSoon(t *testing.T) {
+	r := newRig(t, 2)
+	for p := range int32(2) {
+		r.produceRaw(t, p, envelopeAt(t, fmt.Sprintf("p%d-soon", p), time.Now().Add(2*time.Second)))
+		r.produceRaw(t, p, envelopeAt(t, fmt.Sprintf("p%d-later", p), time.Now().Add(time.Hour)))
+	}
+	ha := newRecHolder()
+	a := r.consumer(t, "a", ha, time.Second)
+	defer a.Stop()
+	ha.wait(t, 4)
+
+	hb := newRecHolder()
+	b := r.consumer(t, "b", hb, time.Second)
+	defer b.Stop()
+	var moved int32 = -1
+	eventually(t, "a partition revoked from a", func() bool {
+		for _, p := range []int32{0, 1} {
+			if ha.wasRemoved(fmt.Sprintf("p%d-later", p)) {
+				moved = p
+				return true
+			}
+		}
+		return false
+	})
+	soon := fmt.Sprintf("p%d-soon", moved)
+	if ha.wasRemoved(soon) {
+		t.Fatal("the firing due in 2 s was abandoned by the revoke")
+	}
+	// The next owner gets both again; the one due soon is now held twice,
+	// and its lease will let one copy fire.
+	hb.wait(t, 2)
+	if hb.get(soon) == nil {
+		t.Fatal("the next owner did not get the firing due soon")
+	}
+	kept := ha.get(soon)
+	if !kept.Owner.Claim(kept) {
+		t.Fatal("the kept firing cannot be claimed")
+	}
+	kept.Owner.Finish(kept)
+	// The kept firing finishing here does not commit the partition a no
+	// longer owns.
+	if got := r.committed(t, moved); got != 0 {
+		t.Fatalf("committed %d for a partition a gave up", got)
+	}
 }

@@ -25,6 +25,13 @@ import (
 
 // partition owns the items one assigned partition delivered. Its lock
 // guards every item's State; the watermark has its own.
+//
+// A partition taken away (revoked or lost) is detached: no record is added
+// to it any more and its watermark is no longer committed, but the firings
+// it kept go on — held, prepared, fired and finished here — because the
+// lease, not the group, decides who fires (see Consumer.lost). If the group
+// gives the partition back to this worker before they are over, it is
+// attached again and records it already has are skipped.
 type partition struct {
 	c     *Consumer
 	topic string
@@ -34,12 +41,22 @@ type partition struct {
 	wm        offsets.Watermark[*work.Item]
 	committed atomic.Int64
 
-	mu        sync.Mutex
-	revoked   bool
+	mu       sync.Mutex
+	detached bool
+	// abandoned: a detach gave up some held firings (a revoke, for those
+	// due beyond Config.RevokeKeep): their records must come again from
+	// Kafka, so the partition cannot be attached again.
+	abandoned bool
+	// skipBelow: records below this offset are already tracked (the
+	// partition was attached again and its fetch restarted at the
+	// committed offset).
+	skipBelow int64
 	executing int
-	// drained is closed once the partition is revoked and nothing of it
-	// is executing.
-	drained chan struct{}
+	// drained is closed once the partition is detached and nothing of it
+	// is executing (the first time; later claims of kept firings do not
+	// reopen it).
+	drained     chan struct{}
+	drainedShut bool
 }
 
 func newPartition(c *Consumer, topic string, id int32) *partition {
@@ -52,10 +69,13 @@ func newPartition(c *Consumer, topic string, id int32) *partition {
 func (p *partition) add(recs []*kgo.Record) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.revoked {
+	if p.detached {
 		return
 	}
 	for _, r := range recs {
+		if r.Offset < p.skipBelow {
+			continue // held since before the partition was taken away
+		}
 		f, err := firing.Decode(r.Value)
 		if err == nil && (f.GetExecutionId() == "" || f.GetJobId() == "") {
 			err = errors.New("envelope without execution id or job id")
@@ -99,11 +119,12 @@ func (p *partition) add(recs []*kgo.Record) {
 	}
 }
 
-// Claim implements work.Owner.
+// Claim implements work.Owner. A kept firing of a detached partition may
+// still be claimed: its lease decides whether it fires.
 func (p *partition) Claim(it *work.Item) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.revoked || it.State != work.Held {
+	if it.State != work.Held {
 		return false
 	}
 	it.State = work.Executing
@@ -131,51 +152,99 @@ func (p *partition) Requeue(it *work.Item) bool {
 	if it.State != work.Executing {
 		return false
 	}
-	if p.revoked {
+	if p.detached && p.c.closing.Load() {
+		// Leaving the group: the next owner fires it from the commit.
 		it.State = work.Abandoned
 		p.doneExecuting()
 		it.Trace.End(outcomeAbandoned)
 		return false
 	}
+	// Kept even when the partition is detached: its lease decides.
 	it.State = work.Held
 	p.executing--
+	p.shutDrained()
 	return true
 }
 
 func (p *partition) doneExecuting() {
 	p.executing--
-	if p.revoked && p.executing == 0 {
+	p.shutDrained()
+}
+
+func (p *partition) shutDrained() {
+	if p.detached && p.executing == 0 && !p.drainedShut {
+		p.drainedShut = true
 		close(p.drained)
 	}
 }
 
-// revoke stops the partition: nothing more is added, held items are
-// abandoned and taken out of the holder (ready-queue copies are skipped by
-// Claim). It returns how many were abandoned; p.drained closes once the
-// executing ones are over.
-func (p *partition) revoke() int {
+// detach stops the partition: nothing more is added or committed. Each
+// held firing for which keep says so stays held here (its lease decides
+// whether it fires); the others are abandoned and taken out of the holder
+// (ready-queue copies are skipped by Claim). It returns how many were kept
+// and abandoned; p.drained closes once the executing ones are over.
+func (p *partition) detach(keep func(*work.Item) bool) (kept, abandoned int) {
 	var held []*work.Item
 	p.mu.Lock()
-	if p.revoked {
+	if p.detached {
 		p.mu.Unlock()
-		return 0
+		return 0, 0
 	}
-	p.revoked = true
+	p.detached = true
 	p.wm.Pending(func(m *offsets.Mark[*work.Item]) {
 		if it := m.Value; it != nil && it.State == work.Held {
+			if keep(it) {
+				kept++
+				return
+			}
 			it.State = work.Abandoned
 			held = append(held, it)
 		}
 	})
-	if p.executing == 0 {
-		close(p.drained)
-	}
+	p.abandoned = p.abandoned || len(held) > 0
+	p.shutDrained()
 	p.mu.Unlock()
 	for _, it := range held {
 		p.c.holder.Remove(it)
 		it.Trace.End(outcomeAbandoned)
 	}
-	return len(held)
+	return kept, len(held)
+}
+
+// reattach makes a detached partition this worker was given back its own
+// again, if it abandoned nothing: its fetch restarts at the committed
+// offset, and the records it still tracks (kept, or finished behind an
+// unfinished one) are skipped rather than held twice.
+func (p *partition) reattach() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.detached || p.abandoned {
+		return false
+	}
+	next, ok := p.wm.Next()
+	if !ok {
+		return false
+	}
+	p.detached, p.drainedShut, p.drained = false, false, make(chan struct{})
+	p.skipBelow = next
+	p.committed.Store(-1)
+	return true
+}
+
+// over: detached, and none of its firings is still held or executing here.
+func (p *partition) over() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.detached {
+		return false
+	}
+	live := false
+	p.wm.Pending(func(m *offsets.Mark[*work.Item]) {
+		if it := m.Value; it != nil && (it.State == work.Held || it.State == work.Executing) {
+			live = true
+		}
+	})
+	return !live
 }
 
 // outcomeAbandoned ends the trace of a firing whose partition moved to

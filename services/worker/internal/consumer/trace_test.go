@@ -14,6 +14,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/tracing/tracingtest"
 
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
+	"github.com/sundialhq/sundial/services/worker/internal/work"
 )
 
 func tracedPartition(t *testing.T, tr trace.Tracer) (*partition, *lastHolder) {
@@ -82,7 +83,7 @@ func TestArrivalWithoutContextAndAbandon(t *testing.T) {
 	rec = tracingtest.New(t, 1, 1)
 	p, _ = tracedPartition(t, rec.Tracer())
 	p.add([]*kgo.Record{benchRecord(t, envelopeTP)})
-	if n := p.revoke(); n != 1 {
+	if _, n := p.detach(func(*work.Item) bool { return false }); n != 1 {
 		t.Fatalf("revoke abandoned %d", n)
 	}
 	consume := rec.Named(SpanConsume)

@@ -117,3 +117,12 @@ func (w *Watermark[T]) Len() int {
 	defer w.mu.Unlock()
 	return len(w.marks)
 }
+
+// Next is one past the highest offset ever tracked; ok is false when
+// nothing was. Every record below it was tracked (a partition's records
+// arrive in order), so a consumer resuming the partition can skip them.
+func (w *Watermark[T]) Next() (offset int64, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.next, w.seen
+}
