@@ -35,6 +35,7 @@ import (
 	"github.com/sundialhq/sundial/services/api/internal/quota"
 	"github.com/sundialhq/sundial/services/api/internal/server"
 	"github.com/sundialhq/sundial/services/api/internal/store"
+	"github.com/sundialhq/sundial/services/api/internal/topiccheck"
 )
 
 const defaultPostgresDSN = "postgres://sundial:sundial@127.0.0.1:5432/sundial?sslmode=disable"
@@ -59,6 +60,11 @@ type settings struct {
 	// --cassandra-*; see pkg/connsec). Off by default.
 	RedisSecurity     connsec.Redis
 	CassandraSecurity connsec.Cassandra
+	// KafkaBrokers, when set, is the cluster Kafka targets produce to: a
+	// job naming a topic missing there is refused (InvalidArgument on
+	// target.kafka.topic) rather than dead-lettering every firing.
+	KafkaBrokers  string
+	KafkaSecurity connsec.Kafka
 
 	fs     *flag.FlagSet // to tell flags given from defaults
 	tokens *auth.Tokens  // loaded by validate
@@ -83,8 +89,10 @@ func (s *settings) register(fs *flag.FlagSet) {
 	fs.DurationVar(&s.QuotaDefaults.MinInterval, "quota-min-interval", d.MinInterval, "default per-tenant minimum gap between two slots of a schedule (0: no minimum)")
 	fs.IntVar(&s.QuotaDefaults.CreatesPerMinute, "quota-create-rate-per-minute", d.CreatesPerMinute, "default per-tenant limit of job creations in any sliding minute (0: no limit)")
 	fs.DurationVar(&s.ReleaseLead, "release-lead", server.DefaultReleaseLead, "how long before its paced fire instant a backfilled or re-driven firing is published")
+	fs.StringVar(&s.KafkaBrokers, "kafka-brokers", "", "comma-separated brokers of the cluster Kafka targets produce to; when set, a job whose target topic does not exist there is refused (empty: no check)")
 	s.RedisSecurity.Register(fs)
 	s.CassandraSecurity.Register(fs)
+	s.KafkaSecurity.Register(fs)
 	s.fs = fs
 }
 
@@ -122,6 +130,7 @@ func (s *settings) validate(p *config.Problems) {
 	}
 	s.RedisSecurity.Validate(p)
 	s.CassandraSecurity.Validate(p)
+	s.KafkaSecurity.Validate(p)
 	s.validateQuotas(p)
 	all := map[string]string{}
 	if s.TokensFile != "" {
@@ -346,6 +355,22 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 
 	metrics := server.NewMetrics(env.Registry)
 	tracer := env.Tracing.Tracer("github.com/sundialhq/sundial/services/api")
+	var topics server.TopicChecker
+	closeTopics := closer(func() {})
+	if brokers := splitList(s.KafkaBrokers); len(brokers) > 0 {
+		kopts, err := s.KafkaSecurity.Opts()
+		if err == nil {
+			var tc *topiccheck.Checker
+			if tc, err = topiccheck.New(brokers, kopts...); err == nil {
+				topics, closeTopics = tc, closer(tc.Close)
+			}
+		}
+		if err != nil {
+			pool.Close()
+			_ = rdb.Close()
+			return nil, fmt.Errorf("kafka: %w", err)
+		}
+	}
 	jobs, err := server.NewJobService(server.Config{
 		Store:       st,
 		Executions:  ledgerReader,
@@ -356,10 +381,12 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 		Quotas:      s.quotas,
 		ReleaseLead: s.ReleaseLead,
 		Tracer:      tracer,
+		Topics:      topics,
 	})
 	if err != nil {
 		pool.Close()
 		_ = rdb.Close()
+		closeTopics()
 		return nil, err
 	}
 	deadLetters, err := server.NewDeadLetterService(server.DeadLetterConfig{
@@ -372,6 +399,7 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 	if err != nil {
 		pool.Close()
 		_ = rdb.Close()
+		closeTopics()
 		return nil, err
 	}
 	grpcSrv, err := server.NewGRPC(server.GRPCConfig{
@@ -387,6 +415,7 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 	if err != nil {
 		pool.Close()
 		_ = rdb.Close()
+		closeTopics()
 		return nil, err
 	}
 	env.Logger.Info("tenants configured", "tenants", s.tokens.Tenants())
@@ -395,7 +424,7 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 		"create_rate_per_minute", d.CreatesPerMinute, "tenant_overrides", s.quotas.Overridden())
 	// Started in order, stopped in reverse: the server stops before the
 	// stores it uses close.
-	return []lifecycle.Service{closePool, closeRedis, ledgerReader, grpcSrv}, nil
+	return []lifecycle.Service{closePool, closeRedis, closeTopics, ledgerReader, grpcSrv}, nil
 }
 
 // closer is a lifecycle.Service whose Stop releases a client.

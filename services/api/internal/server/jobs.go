@@ -90,7 +90,19 @@ type Config struct {
 	// Tracer gives every firing the api stages its trace context (see
 	// pkg/tracing); nil: tracing off.
 	Tracer trace.Tracer
+	// Topics refuses Kafka targets whose topic does not exist (see
+	// checkTopic); nil checks nothing.
+	Topics TopicChecker
 }
+
+// TopicChecker says whether a Kafka topic exists on the cluster the
+// workers produce job records to.
+type TopicChecker interface {
+	TopicExists(ctx context.Context, topic string) (bool, error)
+}
+
+// topicCheckTimeout bounds the Kafka metadata call of a create or update.
+const topicCheckTimeout = 3 * time.Second
 
 // JobService implements sundial.v1.JobService.
 type JobService struct {
@@ -107,6 +119,7 @@ type JobService struct {
 	quotas         *quota.Quotas
 	pacer          pacer
 	tracer         trace.Tracer
+	topics         TopicChecker
 }
 
 // NewJobService checks cfg and returns the service.
@@ -129,6 +142,7 @@ func NewJobService(cfg Config) (*JobService, error) {
 		quotas:         cfg.Quotas,
 		pacer:          pacer{lead: cfg.ReleaseLead},
 		tracer:         cfg.Tracer,
+		topics:         cfg.Topics,
 	}
 	if s.clock == nil {
 		s.clock = clock.Real{}
@@ -149,6 +163,30 @@ func NewJobService(cfg Config) (*JobService, error) {
 		s.pacer.lead = DefaultReleaseLead
 	}
 	return s, nil
+}
+
+// checkTopic refuses a Kafka target whose topic the cluster says does not
+// exist: workers never create job topics (a typo must not become one), so
+// every firing of such a job would be dead-lettered with
+// UNKNOWN_TOPIC_OR_PARTITION. A cluster that cannot be asked refuses
+// nothing — the api keeps accepting jobs through a Kafka outage — and a
+// topic deleted after the check still dead-letters (docs/semantics.md).
+func (s *JobService) checkTopic(ctx context.Context, job *sundialv1.Job) error {
+	topic := job.GetTarget().GetKafka().GetTopic()
+	if s.topics == nil || topic == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, topicCheckTimeout)
+	defer cancel()
+	exists, err := s.topics.TopicExists(ctx, topic)
+	if err != nil {
+		s.logger.Warn("kafka target topic not checked", "topic", topic, "err", err)
+		return nil
+	}
+	if !exists {
+		return invalidf("target.kafka.topic", "topic %q does not exist on the Kafka cluster; create it first (firings to a missing topic are dead-lettered)", topic)
+	}
+	return nil
 }
 
 // actorOf is who the audit trail says made the call's changes. Without the
@@ -227,6 +265,9 @@ func (s *JobService) CreateJob(ctx context.Context, req *sundialv1.CreateJobRequ
 	job := outputOnlyCleared(req.GetJob())
 	if err := jobspec.Validate(job); err != nil {
 		return nil, fromSpec(err)
+	}
+	if err := s.checkTopic(ctx, job); err != nil {
+		return nil, err
 	}
 	jobspec.Normalize(job)
 	id, err := s.newID()
@@ -354,6 +395,12 @@ func (s *JobService) UpdateJob(ctx context.Context, req *sundialv1.UpdateJobRequ
 	paths, err := resolveMask(src, req.GetUpdateMask())
 	if err != nil {
 		return nil, err
+	}
+	if slices.ContainsFunc(paths, func(p string) bool { return p == "target" || strings.HasPrefix(p, "target.") }) {
+		// Before the transaction: no Kafka round trip while it holds the row.
+		if err := s.checkTopic(ctx, src); err != nil {
+			return nil, err
+		}
 	}
 	change := store.Change{
 		Audit: store.Audit{Actor: actorOf(ctx, tenant), Action: store.ActionUpdate, Detail: map[string]any{"paths": paths}},
