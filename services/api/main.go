@@ -32,6 +32,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/migrations"
 	"github.com/sundialhq/sundial/pkg/telemetry"
 	"github.com/sundialhq/sundial/services/api/internal/history"
+	"github.com/sundialhq/sundial/services/api/internal/httpapi"
 	"github.com/sundialhq/sundial/services/api/internal/quota"
 	"github.com/sundialhq/sundial/services/api/internal/server"
 	"github.com/sundialhq/sundial/services/api/internal/store"
@@ -43,6 +44,7 @@ const defaultPostgresDSN = "postgres://sundial:sundial@127.0.0.1:5432/sundial?ss
 // settings are the api's own flags, next to daemon.Common.
 type settings struct {
 	GRPCAddr          string
+	HTTPAddr          string
 	PostgresDSN       string
 	RedisAddr         string
 	RedisKeyPrefix    string
@@ -73,6 +75,7 @@ type settings struct {
 
 func (s *settings) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.GRPCAddr, "grpc-addr", "127.0.0.1:9090", "address the gRPC JobService listens on")
+	fs.StringVar(&s.HTTPAddr, "http-addr", "127.0.0.1:8080", "address the HTTP/JSON API (/v1/) and the web console (/) listen on; empty: no HTTP listener")
 	fs.StringVar(&s.PostgresDSN, "postgres-dsn", defaultPostgresDSN, "Postgres connection string (its search_path picks the schema)")
 	fs.StringVar(&s.RedisAddr, "redis-addr", "127.0.0.1:6379", "Redis address, where job versions are published for workers")
 	fs.StringVar(&s.RedisKeyPrefix, "redis-key-prefix", lease.DefaultPrefix, "prefix of every Redis key (must match the workers')")
@@ -424,7 +427,30 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 		"create_rate_per_minute", d.CreatesPerMinute, "tenant_overrides", s.quotas.Overridden())
 	// Started in order, stopped in reverse: the server stops before the
 	// stores it uses close.
-	return []lifecycle.Service{closePool, closeRedis, closeTopics, ledgerReader, grpcSrv}, nil
+	services := []lifecycle.Service{closePool, closeRedis, closeTopics, ledgerReader, grpcSrv}
+	if s.HTTPAddr != "" {
+		// The HTTP/JSON API and console: a client of the gRPC server, so
+		// started after it and stopped before it.
+		conn, err := httpapi.Dial(grpcSrv.Addr)
+		if err != nil {
+			pool.Close()
+			_ = rdb.Close()
+			return nil, err
+		}
+		httpSrv, err := httpapi.New(httpapi.Config{
+			Addr:        s.HTTPAddr,
+			Conn:        conn,
+			Logger:      env.Logger,
+			StopTimeout: s.GRPCStopTimeout,
+		})
+		if err != nil {
+			pool.Close()
+			_ = rdb.Close()
+			return nil, err
+		}
+		services = append(services, httpSrv)
+	}
+	return services, nil
 }
 
 // closer is a lifecycle.Service whose Stop releases a client.

@@ -1,0 +1,124 @@
+// Package apitest runs the api's real gRPC and HTTP servers over real
+// Postgres, Redis and (optionally) Cassandra for the tests of the packages
+// that sit on top of the gRPC server: the HTTP/JSON gateway, the Go client
+// and the console. Each API gets a fresh Postgres schema and Redis key
+// prefix of its own (pkg/testinfra), so tests can run side by side against
+// the shared components.
+package apitest
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/sundialhq/sundial/pkg/auth"
+	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/lease"
+	"github.com/sundialhq/sundial/pkg/ledger"
+	"github.com/sundialhq/sundial/pkg/migrations"
+	"github.com/sundialhq/sundial/pkg/testinfra"
+	"github.com/sundialhq/sundial/services/api/internal/httpapi"
+	"github.com/sundialhq/sundial/services/api/internal/server"
+	"github.com/sundialhq/sundial/services/api/internal/store"
+)
+
+// Tokens of the two tenants every API knows.
+const (
+	TokenAcme   = "tok-acme"
+	TokenGlobex = "tok-globex"
+)
+
+// Options vary what Start builds.
+type Options struct {
+	// Ledger, when true, reads history from a fresh Cassandra keyspace
+	// (Writer records into it).
+	Ledger bool
+	// Console builds the console on the loopback connection; nil: none.
+	Console func(conn *grpc.ClientConn, tokens *auth.Tokens) (http.Handler, error)
+}
+
+// API is a running api.
+type API struct {
+	// GRPCAddr and HTTPAddr are the bound addresses.
+	GRPCAddr, HTTPAddr string
+	Store              *store.Store
+	// Writer records ledger rows when Options.Ledger was set.
+	Writer *ledger.Writer
+}
+
+// Start runs the api for the test; everything stops when it ends.
+func Start(t testing.TB, o Options) *API {
+	t.Helper()
+	ctx := context.Background()
+	pool := testinfra.Postgres(t)
+	if err := migrations.Up(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	rdb, prefix := testinfra.Redis(t)
+	st := store.New(pool)
+	api := &API{Store: st}
+	cfg := server.Config{
+		Store:    st,
+		Versions: lease.New(rdb, lease.WithPrefix(prefix)),
+		Clock:    clock.Real{},
+	}
+	if o.Ledger {
+		keyspace := testinfra.CassandraKeyspace(t)
+		session, err := ledger.Connect(ledger.ConnectConfig{Hosts: testinfra.CassandraHosts(t), Timeout: 30 * time.Second})
+		if err != nil {
+			t.Fatalf("cassandra: %v", err)
+		}
+		t.Cleanup(session.Close)
+		mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		if err := ledger.Migrate(mctx, session, keyspace, ""); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Executions = ledger.NewReader(session, keyspace)
+		api.Writer = ledger.NewWriter(session, keyspace)
+	}
+	jobs, err := server.NewJobService(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlq, err := server.NewDeadLetterService(server.DeadLetterConfig{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := auth.NewTokens(map[string]string{TokenAcme: "acme:ops", TokenGlobex: "globex"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grpcSrv, err := server.NewGRPC(server.GRPCConfig{Addr: "127.0.0.1:0", Tokens: tokens, Jobs: jobs, DeadLetters: dlq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := grpcSrv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(grpcSrv.Stop)
+	conn, err := httpapi.Dial(grpcSrv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var console http.Handler
+	if o.Console != nil {
+		if console, err = o.Console(conn, tokens); err != nil {
+			t.Fatal(err)
+		}
+	}
+	httpSrv, err := httpapi.New(httpapi.Config{Addr: "127.0.0.1:0", Conn: conn, Console: console, StopTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := httpSrv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(httpSrv.Stop)
+	api.GRPCAddr, api.HTTPAddr = grpcSrv.Addr(), httpSrv.Addr()
+	return api
+}
