@@ -75,7 +75,7 @@ type settings struct {
 
 func (s *settings) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.GRPCAddr, "grpc-addr", "127.0.0.1:9090", "address the gRPC JobService listens on")
-	fs.StringVar(&s.HTTPAddr, "http-addr", "127.0.0.1:8080", "address the HTTP/JSON API (/v1/) and the web console (/) listen on; empty: no HTTP listener")
+	fs.StringVar(&s.HTTPAddr, "http-addr", "", "address the HTTP/JSON API (/v1/) and the web console (/) listen on, e.g. 127.0.0.1:8080; empty (the default): no HTTP listener")
 	fs.StringVar(&s.PostgresDSN, "postgres-dsn", defaultPostgresDSN, "Postgres connection string (its search_path picks the schema)")
 	fs.StringVar(&s.RedisAddr, "redis-addr", "127.0.0.1:6379", "Redis address, where job versions are published for workers")
 	fs.StringVar(&s.RedisKeyPrefix, "redis-key-prefix", lease.DefaultPrefix, "prefix of every Redis key (must match the workers')")

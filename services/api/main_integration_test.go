@@ -5,7 +5,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,14 +135,14 @@ func freePort(t *testing.T) string {
 func TestServeBinary(t *testing.T) {
 	bin := buildBinary(t)
 	dsn, conn, schema := freshSchema(t)
-	grpcAddr, adminAddr := freePort(t), freePort(t)
+	grpcAddr, adminAddr, httpAddr := freePort(t), freePort(t), freePort(t)
 	quotas := filepath.Join(t.TempDir(), "quotas.yaml")
 	if err := os.WriteFile(quotas, []byte("tenants:\n  acme: {max_jobs: 1}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var stderr bytes.Buffer
 	cmd := exec.Command(bin,
-		"--grpc-addr", grpcAddr, "--admin-addr", adminAddr, "--postgres-dsn", dsn,
+		"--grpc-addr", grpcAddr, "--admin-addr", adminAddr, "--http-addr", httpAddr, "--postgres-dsn", dsn,
 		"--tokens", "bin-token=acme", "--log-format", "text", "--quotas-file", quotas,
 		"--cassandra-hosts", strings.Join(testinfra.CassandraHosts(t), ","), "--cassandra-keyspace", testinfra.CassandraKeyspace(t))
 	_, prefix := testinfra.Redis(t)
@@ -202,6 +204,21 @@ func TestServeBinary(t *testing.T) {
 	dl, err := sundialv1.NewDeadLetterServiceClient(gc).ListDeadLetters(ctx, &sundialv1.ListDeadLettersRequest{}, token)
 	if err != nil || len(dl.GetDeadLetters()) != 0 {
 		t.Fatalf("DeadLetterService through the binary: %v %v", dl, err)
+	}
+	// --http-addr: the same job over HTTP/JSON, with the same token.
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+httpAddr+"/v1/jobs/"+resp.GetJob().GetId(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer bin-token")
+	hr, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("HTTP API through the binary: %v", err)
+	}
+	body, _ := io.ReadAll(hr.Body)
+	_ = hr.Body.Close()
+	if hr.StatusCode != 200 || !strings.Contains(string(body), resp.GetJob().GetId()) {
+		t.Fatalf("GET /v1/jobs/ID through the binary: %d %s", hr.StatusCode, body)
 	}
 	if h, err := healthpb.NewHealthClient(gc).Check(ctx, &healthpb.HealthCheckRequest{Service: sundialv1.DeadLetterService_ServiceDesc.ServiceName}); err != nil ||
 		h.GetStatus() != healthpb.HealthCheckResponse_SERVING {
