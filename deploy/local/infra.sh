@@ -9,6 +9,8 @@
 #   infra.sh env         export lines for tests and services (source <(infra.sh env))
 #   infra.sh logs C [-f] the log of component C (postgres, redis, zookeeper, kafka, cassandra)
 #   infra.sh cli C [..]  a client on component C: psql, redis-cli, zkCli, broker API versions, nodetool
+#   infra.sh kafka-topics list | create T [PARTITIONS] | describe T | read T [MAX]
+#                        Kafka topics: a job's Kafka target topic must exist before the job is created
 #   infra.sh reset       down, then delete the data (keeps downloaded jars)
 #
 # Everything it makes (jars, data, logs, pid files) lives under .infra/ at the
@@ -190,11 +192,13 @@ ensure_packages() {
   id postgres >/dev/null 2>&1 || die "the postgres user is missing; reinstall postgresql-common"
 }
 
-# fetch C: resolve the component's runtime jars into .infra/C/lib, once per pom.xml content.
+# fetch C [SUB]: resolve the component's runtime jars into .infra/C/lib (with SUB, those of
+# deploy/local/C/SUB/pom.xml into .infra/C/SUB-lib), once per pom.xml content.
 fetch() {
-  local c=$1 pom=$SRC/$1/pom.xml lib=$INFRA/$1/lib want
+  local c=$1 sub=${2:-}
+  local pom=$SRC/$c/${sub:+$sub/}pom.xml lib=$INFRA/$c/${sub:+$sub-}lib want
   want=$(sha256sum "$pom" | cut -d' ' -f1)
-  if [ -d "$lib" ] && [ "$(cat "$INFRA/$c/lib.sha256" 2>/dev/null)" = "$want" ]; then return 0; fi
+  if [ -d "$lib" ] && [ "$(cat "$lib.sha256" 2>/dev/null)" = "$want" ]; then return 0; fi
   log "$c: resolving jars from Maven Central (cached in ~/.m2)"
   rm -rf "$lib.tmp"
   if ! JAVA_HOME=$JAVA_HOME_17 mvn -B -q --no-transfer-progress -f "$pom" \
@@ -203,7 +207,7 @@ fetch() {
     tail -n 30 "$INFRA/$c/logs/mvn.log" >&2
     die "$c: mvn could not resolve $pom (full output in $INFRA/$c/logs/mvn.log)"
   fi
-  rm -rf "$lib" && mv "$lib.tmp" "$lib" && echo "$want" >"$INFRA/$c/lib.sha256"
+  rm -rf "$lib" && mv "$lib.tmp" "$lib" && echo "$want" >"$lib.sha256"
 }
 
 # render SRC DST KEY=VALUE...: copy a config template, filling in @@KEY@@.
@@ -556,6 +560,38 @@ cmd_cli() {
   esac
 }
 
+# kafka-topics SUB [ARGS]: Kafka's own topic and console-consumer tools on the running
+# broker, from a classpath of their own (fetched on first use).
+cmd_kafka_topics() {
+  local sub=${1:-} d=$INFRA/kafka bs
+  shift || true
+  JAVA=$(find_java17) || die "no OpenJDK 17 (run infra.sh up first)"
+  JAVA_HOME_17=$(dirname "$(dirname "$(readlink -f "$JAVA")")")
+  mkdir -p "$d/logs" "$d/conf"
+  fetch kafka tools
+  bs=$HOST:$(port kafka port)
+  local run=("$JAVA" -Xmx256m -Dlog4j.configuration="file:$d/conf/log4j-cli.properties" -cp "$d/tools-lib/*")
+  printf 'log4j.rootLogger=WARN, stderr\nlog4j.appender.stderr=org.apache.log4j.ConsoleAppender\nlog4j.appender.stderr.Target=System.err\nlog4j.appender.stderr.layout=org.apache.log4j.PatternLayout\nlog4j.appender.stderr.layout.ConversionPattern=%%-5p %%m%%n\n' >"$d/conf/log4j-cli.properties"
+  case $sub in
+    list) exec "${run[@]}" org.apache.kafka.tools.TopicCommand --bootstrap-server "$bs" --list "$@" ;;
+    create)
+      [ -n "${1:-}" ] || die "usage: infra.sh kafka-topics create TOPIC [PARTITIONS]"
+      exec "${run[@]}" org.apache.kafka.tools.TopicCommand --bootstrap-server "$bs" --create --if-not-exists \
+        --topic "$1" --partitions "${2:-1}" --replication-factor 1 ;;
+    describe)
+      [ -n "${1:-}" ] || die "usage: infra.sh kafka-topics describe TOPIC"
+      exec "${run[@]}" org.apache.kafka.tools.TopicCommand --bootstrap-server "$bs" --describe --topic "$1" ;;
+    read) # every record from the start: time, key, headers (Sundial's identity headers), value
+      [ -n "${1:-}" ] || die "usage: infra.sh kafka-topics read TOPIC [MAX]"
+      local max=()
+      [ -z "${2:-}" ] || max=(--max-messages "$2")
+      exec "${run[@]}" org.apache.kafka.tools.consumer.ConsoleConsumer --bootstrap-server "$bs" --topic "$1" \
+        --from-beginning --timeout-ms 10000 "${max[@]}" --property print.timestamp=true \
+        --property print.key=true --property print.headers=true ;;
+    *) die "usage: infra.sh kafka-topics list | create TOPIC [PARTITIONS] | describe TOPIC | read TOPIC [MAX]" ;;
+  esac
+}
+
 cmd_reset() {
   cmd_down
   local c
@@ -570,6 +606,7 @@ case ${1:-} in
   env) cmd_env ;;
   logs) shift; cmd_logs "$@" ;;
   cli) shift; cmd_cli "$@" ;;
+  kafka-topics) shift; cmd_kafka_topics "$@" ;;
   reset) cmd_reset ;;
   *) sed -n '3,/^# See docs/p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
