@@ -5,6 +5,7 @@
 #
 #   infra.sh up          install what is missing, start what is not running, wait until each answers
 #   infra.sh down        stop exactly the processes `up` started, wait until they are gone
+#   infra.sh stop C      stop component C only; infra.sh start C starts it again on the ports it had
 #   infra.sh status      one line per component: up/starting/down, address, pid
 #   infra.sh env         export lines for tests and services (source <(infra.sh env))
 #   infra.sh logs C [-f] the log of component C (postgres, redis, zookeeper, kafka, cassandra)
@@ -497,6 +498,54 @@ cmd_down() {
   log "all components down"
 }
 
+# restore_ports C: a component started again keeps the ports it last ran on,
+# whatever this shell's SUNDIAL_*_PORT say (its clients still point there).
+restore_ports() {
+  local f=$INFRA/$1/ports k v var
+  [ -f "$f" ] || return 0
+  while IFS='=' read -r k v; do
+    case $1:$k in
+      postgres:port) var=SUNDIAL_PG_PORT ;;
+      redis:port) var=SUNDIAL_REDIS_PORT ;;
+      zookeeper:port) var=SUNDIAL_ZK_PORT ;;
+      kafka:port) var=SUNDIAL_KAFKA_PORT ;;
+      kafka:controller) var=SUNDIAL_KAFKA_CONTROLLER_PORT ;;
+      cassandra:port) var=SUNDIAL_CASSANDRA_PORT ;;
+      cassandra:storage) var=SUNDIAL_CASSANDRA_STORAGE_PORT ;;
+      cassandra:jmx) var=SUNDIAL_CASSANDRA_JMX_PORT ;;
+      *) continue ;;
+    esac
+    if [ -n "$v" ]; then export "$var=$v"; fi
+  done <"$f"
+}
+
+one_component() { # name: die unless it is one of COMPONENTS
+  local c
+  for c in "${COMPONENTS[@]}"; do [ "$c" = "${1:-}" ] && return 0; done
+  die "usage: infra.sh $2 <postgres|redis|zookeeper|kafka|cassandra>"
+}
+
+# stop C / start C: one component down and up again (fault drills: make chaos).
+cmd_stop() {
+  one_component "${1:-}" stop
+  [ -d "$INFRA" ] || return 0
+  take_lock
+  stop_one "$1"
+}
+
+cmd_start() {
+  one_component "${1:-}" start
+  local c=$1 t0=$SECONDS
+  mkdir -p "$INFRA/$c/logs"
+  take_lock
+  ensure_packages
+  restore_ports "$c"
+  if is_running "$c"; then log "$c: already running (pid $(pid_of "$c")), left alone"; else "start_$c"; fi
+  wait_ready "$c"
+  if [ "$c" = postgres ]; then after_ready_postgres; fi
+  log "$c: ready on $HOST:$(port "$c" port) after $((SECONDS - t0))s"
+}
+
 cmd_status() {
   local c pid state rc=0
   for c in "${COMPONENTS[@]}"; do
@@ -602,6 +651,8 @@ cmd_reset() {
 case ${1:-} in
   up) cmd_up ;;
   down) cmd_down ;;
+  stop) shift; cmd_stop "$@" ;;
+  start) shift; cmd_start "$@" ;;
   status) cmd_status ;;
   env) cmd_env ;;
   logs) shift; cmd_logs "$@" ;;
