@@ -261,3 +261,33 @@ func TestJobRowIsWhatTheAPIStores(t *testing.T) {
 		t.Fatal("a job without target (or a past one-off) was accepted")
 	}
 }
+
+// A hanging sink records each request on arrival and answers only when the
+// hang ends, or not at all to a client that gives up first.
+func TestSinkHang(t *testing.T) {
+	secret := []byte("s3cret")
+	s, err := NewSink(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	job := uuid.Must(uuid.NewV7())
+	slot := time.Now().Truncate(time.Second).UTC()
+	s.Hang(time.Now().Add(time.Hour))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL(), strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(firing.HeaderExecutionID, firing.ExecutionID(job, slot).String())
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("a hanging sink answered %s", resp.Status)
+	}
+	if _, raw := s.Counts(); raw != 1 {
+		t.Fatalf("the hung request was not recorded: %d deliveries", raw)
+	}
+	s.Hang(time.Time{})
+	post(t, s, secret, firing.ExecutionID(job, slot.Add(time.Second)), job, slot.Add(time.Second), 1, "")
+}

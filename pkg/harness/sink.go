@@ -69,9 +69,10 @@ type Sink struct {
 	serveMu sync.Mutex
 	serve   error
 
-	mu     sync.Mutex
-	all    []Delivery
-	counts map[uuid.UUID]uint32
+	mu        sync.Mutex
+	all       []Delivery
+	counts    map[uuid.UUID]uint32
+	hangUntil time.Time // see Hang
 }
 
 // SinkOption configures NewSink.
@@ -147,7 +148,31 @@ func (s *Sink) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		d.Err = errors.Join(d.Err, fmt.Errorf("read body: %w", err))
 	}
 	s.add(d)
+	s.mu.Lock()
+	until := s.hangUntil
+	s.mu.Unlock()
+	if wait := until.Sub(received); wait > 0 {
+		t := s.clock.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C():
+		case <-r.Context().Done():
+			return // the client gave up (its attempt timed out)
+		case <-s.ctx.Done():
+			return
+		}
+	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// Hang makes the sink a target that accepts requests and does not answer:
+// every HTTP request arriving before until is recorded as usual, then its
+// answer is held until until (or until the client gives up). A zero until
+// ends it.
+func (s *Sink) Hang(until time.Time) {
+	s.mu.Lock()
+	s.hangUntil = until
+	s.mu.Unlock()
 }
 
 func (s *Sink) parse(via Via, received time.Time, get func(string) string, body []byte) Delivery {
