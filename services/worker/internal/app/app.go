@@ -14,6 +14,7 @@ import (
 
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"time"
 
@@ -83,6 +84,9 @@ type Deps struct {
 	Environ []string
 	// Tracer traces firings through the worker; nil: tracing off.
 	Tracer trace.Tracer
+	// RedisDialer replaces how connections to Redis are made (tests cut
+	// a worker off from Redis with it).
+	RedisDialer func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // New builds the worker. Nothing runs until its Services are started; the
@@ -138,7 +142,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 	}
 
 	// Redis: leases, fences, overlap markers, delivery counts.
-	ropts := &redis.Options{Addr: cfg.RedisAddr}
+	ropts := &redis.Options{Addr: cfg.RedisAddr, Dialer: deps.RedisDialer}
 	if err := cfg.RedisSecurity.Apply(ropts); err != nil {
 		return nil, fmt.Errorf("redis: %w", err)
 	}
@@ -322,6 +326,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 		SessionTimeout: cfg.SessionTimeout,
 		DrainTimeout:   cfg.RevokeDrainTimeout,
 		Clock:          corrected,
+		CatchUpRate:    cfg.CatchUpRate,
 		CommitInterval: cfg.CommitInterval,
 		MaxHeld:        cfg.MaxHeld,
 		Unpaused:       []string{topics.Fire(sundialv1.Priority_PRIORITY_CRITICAL)},

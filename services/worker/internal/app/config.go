@@ -3,6 +3,7 @@ package app
 import (
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -68,8 +69,11 @@ type Config struct {
 	SessionTimeout     time.Duration
 	RevokeDrainTimeout time.Duration
 	CommitInterval     time.Duration
-	MaxHeld            int
-	AllowKafkaTargets  string
+	// CatchUpRate paces catch-up firings that arrive after their
+	// instants (per second; the prefetcher's --catch-up-rate).
+	CatchUpRate       float64
+	MaxHeld           int
+	AllowKafkaTargets string
 
 	// Failure handling and safety (issue 5).
 	MaxDeliveries    int
@@ -131,6 +135,7 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.SessionTimeout, "session-timeout", 6*time.Second, "Kafka group session timeout: how soon a dead worker's partitions move")
 	fs.DurationVar(&c.RevokeDrainTimeout, "revoke-drain-timeout", 20*time.Second, "how long a rebalance (and shutdown) waits for executing firings of revoked partitions; keep it below --drain-timeout")
 	fs.DurationVar(&c.CommitInterval, "commit-interval", time.Second, "how often offsets are committed")
+	fs.Float64Var(&c.CatchUpRate, "catch-up-rate", 100, "release catch-up firings that arrive after their instants at most this many per second, keeping the prefetcher's spacing (set it to the prefetcher's --catch-up-rate; 0: not paced)")
 	fs.IntVar(&c.MaxHeld, "max-held", 300_000, "pause fetching (every priority but CRITICAL) while this many firings wait in memory (held, prepared or ready); about 2.5 KB of memory each")
 	fs.StringVar(&c.AllowKafkaTargets, "allow-kafka-targets", "*", "topic prefixes jobs may produce to, comma-separated; * any, empty none (platform topics are always refused)")
 	fs.IntVar(&c.MaxDeliveries, "max-deliveries", 5, "an attempt taken this many times without finishing (its workers crashed on it) is dead-lettered as poison on the next delivery; 0 never")
@@ -218,6 +223,9 @@ func (c *Config) Validate(p *config.Problems) {
 	}
 	if c.RevokeDrainTimeout <= 0 {
 		p.Addf("revoke-drain-timeout", "must be positive")
+	}
+	if math.IsNaN(c.CatchUpRate) || c.CatchUpRate < 0 || c.CatchUpRate > 1_000_000 {
+		p.Addf("catch-up-rate", "must be in [0, 1000000] firings per second, got %v", c.CatchUpRate)
 	}
 	if c.CommitInterval <= 0 {
 		p.Addf("commit-interval", "must be positive")

@@ -92,8 +92,12 @@ type Config struct {
 	// (the next owner would fetch and lease them late) and abandons the
 	// rest to the next owner. A lost session keeps them all.
 	RevokeKeep time.Duration
-	// Clock is the corrected clock firings are due by (RevokeKeep).
+	// Clock is the corrected clock firings are due by (RevokeKeep,
+	// CatchUpRate).
 	Clock clock.Clock
+	// CatchUpRate paces catch-up firings (per second) that arrive
+	// after their instants; see pacer. 0: not paced.
+	CatchUpRate float64
 	// CommitInterval between periodic commits.
 	CommitInterval time.Duration
 	// MaxHeld pauses fetching while this many firings are held, bounding
@@ -177,6 +181,8 @@ type Consumer struct {
 	// a periodic commit of a revoked partition never lands after it.
 	commitMu sync.Mutex
 
+	pace *pacer
+
 	poll   lifecycle.Runner
 	commit lifecycle.Runner
 	once   sync.Once
@@ -185,7 +191,7 @@ type Consumer struct {
 // New returns a consumer feeding h.
 func New(cfg Config, h Holder, m *metrics.Metrics, logger *slog.Logger) *Consumer {
 	cfg.Defaults()
-	return &Consumer{cfg: cfg, holder: h, m: m, logger: logger, parts: map[tp]*partition{}, kept: map[tp]*partition{}}
+	return &Consumer{cfg: cfg, holder: h, m: m, logger: logger, parts: map[tp]*partition{}, kept: map[tp]*partition{}, pace: newPacer(cfg.CatchUpRate)}
 }
 
 // Start joins the group and starts polling and committing.

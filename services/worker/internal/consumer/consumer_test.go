@@ -570,3 +570,42 @@ func TestRevokeKeepsFiringsDueSoon(t *testing.T) {
 		t.Fatalf("committed %d for a partition a gave up", got)
 	}
 }
+
+// Catch-ups that reach the worker after their instants (the relay and the
+// fetch took longer than the prefetcher's spacing) are held back so they
+// leave at the catch-up rate; an ordinary firing is not.
+func TestLateCatchUpsArePacedOnArrival(t *testing.T) {
+	r := newRig(t, 1)
+	due := time.Now().Add(-2 * time.Second)
+	for i := range 30 {
+		b, err := firing.Encode(&sundialv1.Firing{ExecutionId: fmt.Sprintf("c%d", i), JobId: "job", Attempt: 1, CatchUp: true,
+			FireTime: timestamppb.New(due.Add(time.Duration(i) * 10 * time.Millisecond)), Priority: sundialv1.Priority_PRIORITY_HIGH})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.produceRaw(t, 0, b)
+	}
+	r.produceRaw(t, 0, envelopeAt(t, "ordinary", due))
+	h := newRecHolder()
+	c := New(Config{Brokers: r.addrs, Topics: []string{topic}, Group: "g", ClientID: "a", CatchUpRate: 100},
+		h, metrics.New(prometheus.NewRegistry(), metrics.DefaultMaxTenants), logger())
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	h.wait(t, 31)
+	prev := int64(0)
+	for i := range 30 {
+		it := h.get(fmt.Sprintf("c%d", i))
+		if it.NotBefore <= it.FireAt {
+			t.Fatalf("late catch-up c%d not held back", i)
+		}
+		if i > 0 && it.NotBefore-prev < int64(10*time.Millisecond) {
+			t.Fatalf("c%d released %s after c%d, under 1/rate", i, time.Duration(it.NotBefore-prev), i-1)
+		}
+		prev = it.NotBefore
+	}
+	if it := h.get("ordinary"); it.NotBefore != 0 {
+		t.Fatal("an ordinary firing was paced")
+	}
+}

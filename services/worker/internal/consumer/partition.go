@@ -111,6 +111,13 @@ func (p *partition) add(recs []*kgo.Record) {
 			HeapIndex: -1,
 			State:     work.Held,
 		}
+		if f.GetCatchUp() {
+			// Released at the catch-up rate, however late they arrive;
+			// the fire instant (and the lateness measured from it) stays.
+			if at := p.c.pace.release(it.FireAt, p.c.cfg.Clock.Now().UnixNano()); at > it.FireAt {
+				it.NotBefore = at
+			}
+		}
 		if p.c.cfg.Tracer != nil {
 			it.Trace = p.startTrace(r, f)
 		}
