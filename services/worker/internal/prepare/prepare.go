@@ -81,6 +81,11 @@ type Config struct {
 	RedisTimeout time.Duration
 	// RetryAfter is how long a batch waits when Redis could not be asked.
 	RetryAfter time.Duration
+	// Unmarked, when set, reports whether an execution finished on this
+	// worker but its marker still waits for Redis (settle.Marks.Pending):
+	// a copy of it is not leased until the marker is written, since the
+	// lease script would find no marker and let the copy fire again.
+	Unmarked func(executionID string) bool
 }
 
 // DefaultConfig values.
@@ -244,6 +249,10 @@ func (s *Stage) prepare(ctx context.Context, batch []*work.Item) {
 				continue
 			}
 			it.Firing = f
+		}
+		if s.cfg.Unmarked != nil && s.cfg.Unmarked(f.GetExecutionId()) {
+			s.again(it, s.cfg.RetryAfter)
+			continue
 		}
 		// Unique per delivery, so a duplicate delivered to this same
 		// worker is excluded too.

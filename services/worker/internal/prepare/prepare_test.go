@@ -250,3 +250,22 @@ func TestCriticalIsPreparedFirst(t *testing.T) {
 		t.Fatalf("%d firings taken, want 11", n)
 	}
 }
+
+// A copy of an execution whose marker still waits for Redis (it finished
+// here during an outage) is not leased: the lease script would find no
+// marker and let it fire again. It is held to be looked at again.
+func TestCopyOfAnUnmarkedExecutionIsNotLeased(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l := &leaser{}
+	unmarked := map[string]bool{"fired-in-outage": true}
+	s, r := newStage(t, Config{Unmarked: func(id string) bool { return unmarked[id] }}, l, clk)
+	o := &owner{}
+	at := t0.Add(2 * time.Second)
+	s.Prepare(context.Background(), []*work.Item{item(t, o, "fired-in-outage", at, 0), item(t, o, "other", at, 0)})
+	if len(l.calls) != 1 || len(l.calls[0]) != 1 || l.calls[0][0].Execution.ExecutionID != "other" {
+		t.Fatalf("lease calls %v, want one for the other firing only", l.calls)
+	}
+	if len(r.again) != 1 || exec(r.again[0]) != "fired-in-outage" || r.again[0].NotBefore <= clk.Now().UnixNano() {
+		t.Fatalf("held again: %v", r.again)
+	}
+}
