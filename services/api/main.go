@@ -31,6 +31,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/lifecycle"
 	"github.com/sundialhq/sundial/pkg/migrations"
 	"github.com/sundialhq/sundial/pkg/telemetry"
+	"github.com/sundialhq/sundial/services/api/internal/console"
 	"github.com/sundialhq/sundial/services/api/internal/history"
 	"github.com/sundialhq/sundial/services/api/internal/httpapi"
 	"github.com/sundialhq/sundial/services/api/internal/quota"
@@ -45,6 +46,10 @@ const defaultPostgresDSN = "postgres://sundial:sundial@127.0.0.1:5432/sundial?ss
 type settings struct {
 	GRPCAddr          string
 	HTTPAddr          string
+	// ConsoleKeyFile holds the key sealing console sessions; ConsoleSecure
+	// marks the cookie Secure behind a TLS-terminating proxy.
+	ConsoleKeyFile string
+	ConsoleSecure  bool
 	PostgresDSN       string
 	RedisAddr         string
 	RedisKeyPrefix    string
@@ -76,6 +81,8 @@ type settings struct {
 func (s *settings) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.GRPCAddr, "grpc-addr", "127.0.0.1:9090", "address the gRPC JobService listens on")
 	fs.StringVar(&s.HTTPAddr, "http-addr", "", "address the HTTP/JSON API (/v1/) and the web console (/) listen on, e.g. 127.0.0.1:8080; empty (the default): no HTTP listener")
+	fs.StringVar(&s.ConsoleKeyFile, "console-session-key-file", "", "file of at least 32 bytes sealing the console's session cookies; replicas behind one load balancer need the same (empty: a random key, sessions end on restart)")
+	fs.BoolVar(&s.ConsoleSecure, "console-secure-cookies", false, "mark the console's session cookie Secure even on plain HTTP (TLS terminated in front of the api); always set over TLS")
 	fs.StringVar(&s.PostgresDSN, "postgres-dsn", defaultPostgresDSN, "Postgres connection string (its search_path picks the schema)")
 	fs.StringVar(&s.RedisAddr, "redis-addr", "127.0.0.1:6379", "Redis address, where job versions are published for workers")
 	fs.StringVar(&s.RedisKeyPrefix, "redis-key-prefix", lease.DefaultPrefix, "prefix of every Redis key (must match the workers')")
@@ -437,9 +444,28 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 			_ = rdb.Close()
 			return nil, err
 		}
+		var key []byte
+		if s.ConsoleKeyFile != "" {
+			if key, err = os.ReadFile(s.ConsoleKeyFile); err != nil {
+				pool.Close()
+				_ = rdb.Close()
+				return nil, fmt.Errorf("console-session-key-file: %w", err)
+			}
+		} else {
+			env.Logger.Warn("console sessions use a random key: they end when this process does and do not span replicas (set --console-session-key-file)")
+		}
+		con, err := console.New(console.Config{Conn: conn, Tokens: s.tokens, SessionKey: key, SecureCookies: s.ConsoleSecure,
+			Logger: env.Logger, Clock: clock.Real{}})
+		if err != nil {
+			_ = conn.Close()
+			pool.Close()
+			_ = rdb.Close()
+			return nil, err
+		}
 		httpSrv, err := httpapi.New(httpapi.Config{
 			Addr:        s.HTTPAddr,
 			Conn:        conn,
+			Console:     con,
 			Logger:      env.Logger,
 			StopTimeout: s.GRPCStopTimeout,
 		})

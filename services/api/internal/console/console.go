@@ -1,0 +1,287 @@
+// Package console is Sundial's web console: server-rendered HTML pages
+// (html/template, a stylesheet, no JavaScript needed, nothing fetched from
+// the internet) served by the api under its HTTP listener.
+//
+// The console holds no data and no authority of its own. A user signs in
+// with a bearer token; the token is sealed into an HttpOnly, SameSite=Strict
+// session cookie (session.go), and every page makes its calls to the api's
+// own gRPC server over the loopback connection with that token, so the
+// gRPC interceptors decide the tenant exactly as for any other client: a
+// job of another tenant is NotFound whatever URL is typed. Every action is
+// a POST carrying the session's CSRF token, refused with 403 without it,
+// and every change goes through a confirmation page first. Templates
+// escape everything they print, and a strict Content-Security-Policy
+// forbids inline script, so a job named <script>…</script> is text.
+//
+// Pages: / (overview), /jobs (filters, keyset paging), /jobs/new (create
+// form with the api's field errors beside their fields), /jobs/{id} (spec,
+// next 20 instants, history, audit, actions), /dead-letters (filter,
+// select, re-drive with a dry run first).
+package console
+
+import (
+	"context"
+	"crypto/rand"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/sundialhq/sundial/pkg/auth"
+	"github.com/sundialhq/sundial/pkg/clock"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+//go:embed templates/*.html static/*
+var assets embed.FS
+
+const cookieName = "sundial_session"
+
+// Config configures the console.
+type Config struct {
+	// Conn is the loopback connection to the api's gRPC server.
+	Conn grpc.ClientConnInterface
+	// Tokens lets sign-in refuse an unknown token at once (the gRPC
+	// interceptor checks it again on every call).
+	Tokens *auth.Tokens
+	// SessionKey seals session cookies and derives CSRF tokens; at least
+	// 32 bytes. Replicas behind one load balancer need the same key. Nil:
+	// a random key, so sessions end when the process does.
+	SessionKey []byte
+	// SessionTTL is how long a sign-in lasts; 12 h by default.
+	SessionTTL time.Duration
+	// SecureCookies marks the session cookie Secure even when the request
+	// came in over plain HTTP (TLS terminated by a proxy in front).
+	SecureCookies bool
+	Logger        *slog.Logger
+	Clock         clock.Clock
+}
+
+// Console is the console's http.Handler.
+type Console struct {
+	cfg      Config
+	jobs     sundialv1.JobServiceClient
+	dlq      sundialv1.DeadLetterServiceClient
+	sessions *sessions
+	pages    map[string]*template.Template
+	mux      *http.ServeMux
+}
+
+// New builds the console.
+func New(cfg Config) (*Console, error) {
+	if cfg.Conn == nil || cfg.Tokens == nil {
+		return nil, errors.New("console: Conn and Tokens are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = 12 * time.Hour
+	}
+	if cfg.SessionKey == nil {
+		cfg.SessionKey = make([]byte, 32)
+		if _, err := rand.Read(cfg.SessionKey); err != nil {
+			return nil, err
+		}
+	}
+	s, err := newSessions(cfg.SessionKey, cfg.SessionTTL)
+	if err != nil {
+		return nil, err
+	}
+	c := &Console{
+		cfg: cfg, sessions: s,
+		jobs: sundialv1.NewJobServiceClient(cfg.Conn), dlq: sundialv1.NewDeadLetterServiceClient(cfg.Conn),
+		pages: map[string]*template.Template{},
+	}
+	for _, p := range []string{"login", "overview", "jobs", "job", "new", "confirm", "deadletters", "error"} {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+p+".html")
+		if err != nil {
+			return nil, fmt.Errorf("console: template %s: %w", p, err)
+		}
+		c.pages[p] = t
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /static/", http.FileServerFS(assets))
+	mux.HandleFunc("GET /login", c.loginPage)
+	mux.HandleFunc("POST /login", c.login)
+	mux.HandleFunc("POST /logout", c.signedIn(c.logout))
+	mux.HandleFunc("GET /{$}", c.signedIn(c.overview))
+	mux.HandleFunc("GET /jobs", c.signedIn(c.jobList))
+	mux.HandleFunc("GET /jobs/new", c.signedIn(c.newJobPage))
+	mux.HandleFunc("POST /jobs/new", c.signedIn(c.createJob))
+	mux.HandleFunc("GET /jobs/{id}", c.signedIn(c.jobPage))
+	mux.HandleFunc("GET /jobs/{id}/confirm", c.signedIn(c.confirmJobAction))
+	mux.HandleFunc("POST /jobs/{id}/{action}", c.signedIn(c.jobAction))
+	mux.HandleFunc("GET /dead-letters", c.signedIn(c.deadLetters))
+	mux.HandleFunc("POST /dead-letters/redrive", c.signedIn(c.redrive))
+	c.mux = mux
+	return c, nil
+}
+
+// ServeHTTP sets the headers every answer carries, then routes.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	// Nothing but our own stylesheet; no script at all, no framing, forms
+	// post only to us.
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "same-origin")
+	if !strings.HasPrefix(r.URL.Path, "/static/") {
+		// Pages hold tenant data: never kept by a shared cache or the
+		// back button after sign-out.
+		h.Set("Cache-Control", "no-store")
+	}
+	c.mux.ServeHTTP(w, r)
+}
+
+// session is a signed-in request's view: its token (for calls) and CSRF
+// token (for forms).
+type session struct {
+	token  string
+	cookie string
+	CSRF   string
+	Tenant string
+	Actor  string
+}
+
+// call is ctx carrying the session's bearer token to the gRPC server.
+func (s *session) call(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+s.token)
+}
+
+type handler func(w http.ResponseWriter, r *http.Request, s *session)
+
+// signedIn runs h for a request with a valid session, and checks the CSRF
+// token of every POST before h sees it; anything else goes to /login.
+func (c *Console) signedIn(h handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ck, err := r.Cookie(cookieName)
+		var token string
+		ok := err == nil
+		if ok {
+			token, ok = c.sessions.open(ck.Value, c.cfg.Clock.Now())
+		}
+		var tenant, actor string
+		if ok {
+			tenant, actor, ok = c.cfg.Tokens.ResolveActor(token)
+		}
+		if !ok {
+			if r.Method == http.MethodPost {
+				http.Error(w, "your session has ended: sign in again", http.StatusForbidden)
+				return
+			}
+			http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			return
+		}
+		s := &session{token: token, cookie: ck.Value, CSRF: c.sessions.csrf(ck.Value), Tenant: tenant, Actor: actor}
+		if r.Method == http.MethodPost {
+			r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+			if !c.sessions.checkCSRF(ck.Value, r.PostFormValue("csrf")) {
+				c.cfg.Logger.WarnContext(r.Context(), "console: refused a POST without a valid CSRF token", "path", r.URL.Path, "tenant", tenant)
+				c.render(w, http.StatusForbidden, "error", s, map[string]any{"Title": "Refused", "Message": "This action is missing its CSRF token. Reload the page and try again."})
+				return
+			}
+		}
+		h(w, r, s)
+	}
+}
+
+func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
+	c.render(w, http.StatusOK, "login", nil, map[string]any{"Next": safeNext(r.URL.Query().Get("next"))})
+}
+
+// login exchanges a token for a session cookie. A cross-site form cannot
+// sign a victim in to the attacker's tenant: the Origin header, which
+// browsers send on every POST, must be ours.
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	if o := r.Header.Get("Origin"); o != "" {
+		if u, err := url.Parse(o); err != nil || u.Host != r.Host {
+			http.Error(w, "cross-origin sign-in refused", http.StatusForbidden)
+			return
+		}
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	token := strings.TrimSpace(r.PostFormValue("token"))
+	next := safeNext(r.PostFormValue("next"))
+	if _, _, ok := c.cfg.Tokens.ResolveActor(token); !ok {
+		c.render(w, http.StatusUnauthorized, "login", nil, map[string]any{"Next": next, "Error": "That token is not known to this api."})
+		return
+	}
+	value, err := c.sessions.seal(token, c.cfg.Clock.Now())
+	if err != nil {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: cookieName, Value: value, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
+		Secure: r.TLS != nil || c.cfg.SecureCookies, MaxAge: int(c.cfg.SessionTTL.Seconds()),
+	})
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ *session) {
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// safeNext keeps a post-sign-in redirect on this site.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+		return "/"
+	}
+	return next
+}
+
+// render executes a page into a buffer first, so a template error is a
+// 500 rather than half a page.
+func (c *Console) render(w http.ResponseWriter, code int, page string, s *session, data map[string]any) {
+	if data == nil {
+		data = map[string]any{}
+	}
+	data["Session"] = s
+	data["Page"] = page
+	var b strings.Builder
+	if err := c.pages[page].Execute(&b, data); err != nil {
+		c.cfg.Logger.Error("console: template failed", "page", page, "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(b.String()))
+}
+
+// fail renders an api error: NotFound as 404 (another tenant's job looks
+// exactly like a missing one), Unauthenticated by ending the session.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, err error) {
+	st := status.Convert(err)
+	code := http.StatusBadGateway
+	switch st.Code() {
+	case codes.NotFound:
+		code = http.StatusNotFound
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange:
+		code = http.StatusBadRequest
+	case codes.ResourceExhausted:
+		code = http.StatusTooManyRequests
+	case codes.Unauthenticated:
+		http.Redirect(w, r, "/login", http.StatusSeeOther)
+		return
+	case codes.Unavailable:
+		code = http.StatusServiceUnavailable
+	}
+	c.render(w, code, "error", s, map[string]any{"Title": http.StatusText(code), "Message": st.Message()})
+}

@@ -1,0 +1,181 @@
+//go:build integration
+
+package console_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	"github.com/sundialhq/sundial/pkg/auth"
+	"github.com/sundialhq/sundial/services/api/internal/apitest"
+	"github.com/sundialhq/sundial/services/api/internal/console"
+)
+
+func startConsole(t *testing.T, ledger bool) *apitest.API {
+	return apitest.Start(t, apitest.Options{Ledger: ledger, Console: func(conn *grpc.ClientConn, tokens *auth.Tokens) (http.Handler, error) {
+		return console.New(console.Config{Conn: conn, Tokens: tokens})
+	}})
+}
+
+// browser is a cookie-keeping HTTP client that does not follow redirects,
+// so tests see each answer.
+type browser struct {
+	t    *testing.T
+	base string
+	c    *http.Client
+}
+
+func newBrowser(t *testing.T, api *apitest.API) *browser {
+	jar, _ := cookiejar.New(nil)
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &browser{t: t, base: "http://" + api.HTTPAddr, c: &http.Client{Jar: jar, Transport: tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+func (b *browser) do(method, path string, form url.Values) (int, string, http.Header) {
+	b.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, b.base+path, body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", b.base)
+	}
+	resp, err := b.c.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(raw), resp.Header
+}
+
+func (b *browser) signIn(token string) {
+	b.t.Helper()
+	code, _, h := b.do("POST", "/login", url.Values{"token": {token}, "next": {"/jobs"}})
+	if code != http.StatusSeeOther || h.Get("Location") != "/jobs" {
+		b.t.Fatalf("sign-in: %d %v", code, h)
+	}
+}
+
+// csrf reads the CSRF token the page's forms carry.
+func csrf(t *testing.T, page string) string {
+	t.Helper()
+	const marker = `name="csrf" value="`
+	i := strings.Index(page, marker)
+	if i < 0 {
+		t.Fatalf("no CSRF field in %s", page)
+	}
+	rest := page[i+len(marker):]
+	return rest[:strings.IndexByte(rest, '"')]
+}
+
+func TestIntegrationConsoleSessionsCSRFTenancyEscaping(t *testing.T) {
+	api := startConsole(t, false)
+	acme := newBrowser(t, api)
+
+	// Not signed in: pages redirect to sign-in, actions are refused.
+	if code, _, h := acme.do("GET", "/jobs", nil); code != http.StatusSeeOther || !strings.HasPrefix(h.Get("Location"), "/login") {
+		t.Fatalf("anonymous /jobs: %d %v", code, h)
+	}
+	if code, body, _ := acme.do("POST", "/login", url.Values{"token": {"wrong"}}); code != http.StatusUnauthorized || !strings.Contains(body, "not known") {
+		t.Fatalf("bad token: %d", code)
+	}
+	// A sign-in posted from another site is refused (login CSRF).
+	req, _ := http.NewRequest("POST", acme.base+"/login", strings.NewReader("token="+apitest.TokenAcme))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "https://evil.example")
+	resp, err := acme.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("cross-origin sign-in: %d", resp.StatusCode)
+	}
+
+	code, _, h := acme.do("POST", "/login", url.Values{"token": {apitest.TokenAcme}})
+	ck := h.Get("Set-Cookie")
+	if code != http.StatusSeeOther || !strings.Contains(ck, "HttpOnly") || !strings.Contains(ck, "SameSite=Strict") || strings.Contains(ck, apitest.TokenAcme) {
+		t.Fatalf("session cookie: %d %q", code, ck)
+	}
+
+	_, page, h := acme.do("GET", "/jobs/new", nil)
+	if !strings.Contains(h.Get("Content-Security-Policy"), "default-src 'none'") {
+		t.Fatalf("CSP: %v", h)
+	}
+	token := csrf(t, page)
+	form := url.Values{"csrf": {token}, "name": {"<script>alert(1)</script>"}, "cron": {"*/5 * * * *"}, "timezone": {"UTC"},
+		"url": {"http://127.0.0.1:9/hook"}, "method": {"POST"}, "priority": {"high"}, "labels": {"team=billing"}}
+	code, _, h = acme.do("POST", "/jobs/new", form)
+	if code != http.StatusSeeOther || !strings.HasPrefix(h.Get("Location"), "/jobs/") {
+		t.Fatalf("create: %d %v", code, h)
+	}
+	jobPath := strings.SplitN(h.Get("Location"), "?", 2)[0]
+
+	_, list, _ := acme.do("GET", "/jobs?labels=team%3Dbilling", nil)
+	if strings.Contains(list, "<script>alert(1)</script>") || !strings.Contains(list, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Fatalf("the name is not escaped in the list:\n%s", list)
+	}
+
+	// An action without the CSRF token, or with another session's, is
+	// refused and changes nothing.
+	if code, _, _ := acme.do("POST", jobPath+"/pause", url.Values{"confirm": {"yes"}}); code != http.StatusForbidden {
+		t.Fatalf("pause without CSRF: %d", code)
+	}
+	other := newBrowser(t, api)
+	other.signIn(apitest.TokenAcme)
+	_, otherPage, _ := other.do("GET", "/jobs/new", nil)
+	if code, _, _ := acme.do("POST", jobPath+"/pause", url.Values{"csrf": {csrf(t, otherPage)}}); code != http.StatusForbidden {
+		t.Fatalf("pause with another session's CSRF token: %d", code)
+	}
+	if _, job, _ := acme.do("GET", jobPath, nil); !strings.Contains(job, `id="job-status">active`) {
+		t.Fatalf("job changed by a refused action:\n%s", job)
+	}
+	if code, _, _ := acme.do("POST", jobPath+"/pause", url.Values{"csrf": {token}}); code != http.StatusSeeOther {
+		t.Fatalf("pause with CSRF: %d", code)
+	}
+	if _, job, _ := acme.do("GET", jobPath, nil); !strings.Contains(job, `id="job-status">paused`) {
+		t.Fatal("pause did not happen")
+	}
+
+	// Another tenant gets 404 for acme's job, by URL or by action.
+	globex := newBrowser(t, api)
+	globex.signIn(apitest.TokenGlobex)
+	if code, body, _ := globex.do("GET", jobPath, nil); code != http.StatusNotFound || strings.Contains(body, "alert(1)") {
+		t.Fatalf("globex opens acme's job: %d", code)
+	}
+	_, gpage, _ := globex.do("GET", "/jobs/new", nil)
+	if code, _, _ := globex.do("POST", jobPath+"/resume", url.Values{"csrf": {csrf(t, gpage)}}); code != http.StatusNotFound {
+		t.Fatalf("globex resumes acme's job: %d", code)
+	}
+
+	// Field errors come back beside their fields, with the values kept.
+	code, body, _ := acme.do("POST", "/jobs/new", url.Values{"csrf": {token}, "name": {"bad"}, "cron": {"0 0 32 * *"}, "url": {"/hook"}, "timezone": {"Mars/Olympus"}})
+	if code != http.StatusBadRequest || !strings.Contains(body, `id="cron-error">schedule.cron: day-of-month: 32`) ||
+		!strings.Contains(body, `id="url-error">target.http.url`) || !strings.Contains(body, `id="timezone-error">schedule.timezone`) ||
+		!strings.Contains(body, `value="0 0 32 * *"`) {
+		t.Fatalf("field errors: %d\n%s", code, body)
+	}
+
+	// Signing out ends the session.
+	_, page, _ = acme.do("GET", "/jobs", nil)
+	if code, _, _ := acme.do("POST", "/logout", url.Values{"csrf": {csrf(t, page)}}); code != http.StatusSeeOther {
+		t.Fatalf("logout: %d", code)
+	}
+	if code, _, _ := acme.do("GET", "/jobs", nil); code != http.StatusSeeOther {
+		t.Fatalf("after sign-out: %d", code)
+	}
+}

@@ -1,0 +1,439 @@
+package console
+
+import (
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/pkg/client"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+var funcs = template.FuncMap{
+	"ts": func(t *timestamppb.Timestamp) string {
+		if t == nil || (t.GetSeconds() == 0 && t.GetNanos() == 0) {
+			return "–"
+		}
+		return t.AsTime().UTC().Format("2006-01-02 15:04:05Z")
+	},
+	"dur": func(d *durationpb.Duration) string {
+		if d == nil {
+			return "–"
+		}
+		return d.AsDuration().Round(time.Millisecond).String()
+	},
+	// enum prints JOB_STATUS_ACTIVE as "active".
+	"enum": func(v fmt.Stringer) string {
+		s := v.String()
+		for _, p := range []string{"JOB_STATUS_", "PRIORITY_", "EXECUTION_STATUS_", "OVERLAP_POLICY_", "MISFIRE_POLICY_"} {
+			s = strings.TrimPrefix(s, p)
+		}
+		return strings.ToLower(s)
+	},
+	"schedule": describeSchedule,
+	"methods":  func() []string { return []string{"POST", "GET", "PUT", "PATCH", "DELETE"} },
+	"target":   describeTarget,
+	"labels": func(m map[string]string) string {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, 0, len(keys))
+		for _, k := range keys {
+			parts = append(parts, k+"="+m[k])
+		}
+		return strings.Join(parts, ", ")
+	},
+}
+
+func describeSchedule(s *sundialv1.Schedule) string {
+	var out string
+	switch {
+	case s.GetCron() != "":
+		out = s.GetCron()
+	case s.GetOnce() != nil:
+		out = "once at " + s.GetOnce().AsTime().UTC().Format(time.RFC3339)
+	case s.GetInterval() != nil:
+		out = "every " + s.GetInterval().AsDuration().String()
+	}
+	if tz := s.GetTimezone(); tz != "" {
+		out += " (" + tz + ")"
+	}
+	return out
+}
+
+func describeTarget(t *sundialv1.Target) string {
+	if h := t.GetHttp(); h != nil {
+		return h.GetMethod() + " " + h.GetUrl()
+	}
+	if k := t.GetKafka(); k != nil {
+		return "kafka " + k.GetTopic()
+	}
+	return "–"
+}
+
+// overview: what the api can answer for one tenant without scanning its
+// jobs: the dead letters of the last hour and day, and the newest ones.
+// Rates and lateness are the workers' metrics (Grafana), not the api's.
+func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
+	ctx := s.call(r.Context())
+	now := c.cfg.Clock.Now()
+	count := func(since time.Duration) (string, error) {
+		resp, err := c.dlq.ListDeadLetters(ctx, &sundialv1.ListDeadLettersRequest{PageSize: 1000,
+			Filter: &sundialv1.DeadLetterFilter{Since: timestamppb.New(now.Add(-since))}})
+		if err != nil {
+			return "", err
+		}
+		n := strconv.Itoa(len(resp.GetDeadLetters()))
+		if resp.GetNextPageToken() != "" {
+			n += "+"
+		}
+		return n, nil
+	}
+	hour, err := count(time.Hour)
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	day, err := count(24 * time.Hour)
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	recent, err := c.dlq.ListDeadLetters(ctx, &sundialv1.ListDeadLettersRequest{PageSize: 10})
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	paused, err := c.jobs.ListJobs(ctx, &sundialv1.ListJobsRequest{PageSize: 10, Status: sundialv1.JobStatus_JOB_STATUS_PAUSED})
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	c.render(w, http.StatusOK, "overview", s, map[string]any{
+		"DeadHour": hour, "DeadDay": day, "Recent": recent.GetDeadLetters(),
+		"Paused": paused.GetJobs(), "MorePaused": paused.GetNextPageToken() != "",
+	})
+}
+
+var statuses = []string{"active", "paused", "completed", "deleted"}
+
+// jobList: filters by status and labels, keyset paging by the api's page
+// token (creation order), so page 10,000 costs what page 1 does.
+func (c *Console) jobList(w http.ResponseWriter, r *http.Request, s *session) {
+	q := r.URL.Query()
+	req := &sundialv1.ListJobsRequest{PageSize: 50, PageToken: q.Get("page")}
+	if st := q.Get("status"); st != "" {
+		v, ok := sundialv1.JobStatus_value["JOB_STATUS_"+strings.ToUpper(st)]
+		if !ok {
+			c.render(w, http.StatusBadRequest, "error", s, map[string]any{"Title": "Bad filter", "Message": "unknown status " + st})
+			return
+		}
+		req.Status = sundialv1.JobStatus(v)
+	}
+	labelText := strings.TrimSpace(q.Get("labels"))
+	if labelText != "" {
+		labels, err := parseLabels(labelText)
+		if err != nil {
+			c.render(w, http.StatusBadRequest, "error", s, map[string]any{"Title": "Bad filter", "Message": err.Error()})
+			return
+		}
+		req.Labels = labels
+	}
+	resp, err := c.jobs.ListJobs(s.call(r.Context()), req)
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	var next string
+	if t := resp.GetNextPageToken(); t != "" {
+		nq := url.Values{"page": {t}}
+		if v := q.Get("status"); v != "" {
+			nq.Set("status", v)
+		}
+		if labelText != "" {
+			nq.Set("labels", labelText)
+		}
+		next = "/jobs?" + nq.Encode()
+	}
+	c.render(w, http.StatusOK, "jobs", s, map[string]any{
+		"Jobs": resp.GetJobs(), "Next": next, "Status": q.Get("status"), "Labels": labelText, "Statuses": statuses,
+		"FirstPage": req.PageToken == "",
+	})
+}
+
+// parseLabels reads "team=billing, env=prod" (commas or new lines).
+func parseLabels(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, part := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == '\n' }) {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(part, "=")
+		if !ok {
+			return nil, fmt.Errorf("label %q: write key=value", part)
+		}
+		out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return out, nil
+}
+
+// jobPage: the spec, the next 20 instants as the engine computes them,
+// the ledger's history and the audit trail.
+func (c *Console) jobPage(w http.ResponseWriter, r *http.Request, s *session) {
+	ctx := s.call(r.Context())
+	id := r.PathValue("id")
+	got, err := c.jobs.GetJob(ctx, &sundialv1.GetJobRequest{Id: id})
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	job := got.GetJob()
+	data := map[string]any{"Job": job, "Done": r.URL.Query().Get("done")}
+	spec, _ := protojson.MarshalOptions{Multiline: true, Indent: "  ", UseProtoNames: true}.Marshal(job)
+	data["Spec"] = string(spec)
+	if job.GetStatus() == sundialv1.JobStatus_JOB_STATUS_ACTIVE || job.GetStatus() == sundialv1.JobStatus_JOB_STATUS_PAUSED {
+		from := job.GetNextFireTime()
+		if from == nil {
+			from = timestamppb.New(c.cfg.Clock.Now())
+		} else {
+			// Preview lists instants strictly after from: start just
+			// before the next fire time so it is the first.
+			from = timestamppb.New(from.AsTime().Add(-time.Nanosecond))
+		}
+		sched := job.GetSchedule()
+		if sched.GetInterval() != nil && sched.GetStartTime() == nil {
+			// An interval is anchored at the job's creation.
+			sched = anchoredSchedule(sched, job.GetCreateTime())
+		}
+		if prev, err := c.jobs.PreviewSchedule(ctx, &sundialv1.PreviewScheduleRequest{Schedule: sched, From: from, Count: 20}); err == nil {
+			data["Next"] = prev.GetTimes()
+			data["Description"] = prev.GetDescription()
+		} else {
+			data["NextError"] = status.Convert(err).Message()
+		}
+	}
+	hist, err := c.jobs.ListExecutions(ctx, &sundialv1.ListExecutionsRequest{JobId: id, PageSize: 50, PageToken: r.URL.Query().Get("history")})
+	switch {
+	case err == nil:
+		data["History"] = hist.GetAttempts()
+		if t := hist.GetNextPageToken(); t != "" {
+			data["HistoryNext"] = "/jobs/" + url.PathEscape(id) + "?history=" + url.QueryEscape(t)
+		}
+	default:
+		data["HistoryError"] = status.Convert(err).Message()
+	}
+	if audit, err := c.jobs.ListJobAudit(ctx, &sundialv1.ListJobAuditRequest{Id: id, PageSize: 20}); err == nil {
+		data["Audit"] = audit.GetEntries()
+	}
+	c.render(w, http.StatusOK, "job", s, data)
+}
+
+func anchoredSchedule(s *sundialv1.Schedule, start *timestamppb.Timestamp) *sundialv1.Schedule {
+	out := &sundialv1.Schedule{Spec: s.GetSpec(), Timezone: s.GetTimezone(), StartTime: start, EndTime: s.GetEndTime(), DstGap: s.GetDstGap(), DstRepeat: s.GetDstRepeat()}
+	return out
+}
+
+// actions a job page offers, each confirmed first.
+var actions = map[string]string{
+	"pause":   "Pause this job? It stops firing until resumed; firings not yet started are dropped.",
+	"resume":  "Resume this job? It fires from now on; slots missed while paused are not caught up.",
+	"trigger": "Fire this job once, now, outside its schedule?",
+	"delete":  "Delete this job? It stops firing for good; its history stays readable.",
+}
+
+func (c *Console) confirmJobAction(w http.ResponseWriter, r *http.Request, s *session) {
+	action := r.URL.Query().Get("action")
+	question, ok := actions[action]
+	if !ok {
+		c.render(w, http.StatusNotFound, "error", s, map[string]any{"Title": "Not found", "Message": "no such action"})
+		return
+	}
+	got, err := c.jobs.GetJob(s.call(r.Context()), &sundialv1.GetJobRequest{Id: r.PathValue("id")})
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	c.render(w, http.StatusOK, "confirm", s, map[string]any{
+		"Job": got.GetJob(), "Action": action, "Question": question,
+		"Post": "/jobs/" + url.PathEscape(got.GetJob().GetId()) + "/" + action,
+		"Back": "/jobs/" + url.PathEscape(got.GetJob().GetId()),
+	})
+}
+
+func (c *Console) jobAction(w http.ResponseWriter, r *http.Request, s *session) {
+	ctx, id := s.call(r.Context()), r.PathValue("id")
+	var err error
+	notice := ""
+	switch r.PathValue("action") {
+	case "pause":
+		_, err = c.jobs.PauseJob(ctx, &sundialv1.PauseJobRequest{Id: id})
+		notice = "paused"
+	case "resume":
+		_, err = c.jobs.ResumeJob(ctx, &sundialv1.ResumeJobRequest{Id: id})
+		notice = "resumed"
+	case "delete":
+		_, err = c.jobs.DeleteJob(ctx, &sundialv1.DeleteJobRequest{Id: id})
+		notice = "deleted"
+	case "trigger":
+		var resp *sundialv1.TriggerJobResponse
+		resp, err = c.jobs.TriggerJob(ctx, &sundialv1.TriggerJobRequest{Id: id})
+		notice = "triggered: execution " + resp.GetExecutionId()
+	default:
+		c.render(w, http.StatusNotFound, "error", s, map[string]any{"Title": "Not found", "Message": "no such action"})
+		return
+	}
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	http.Redirect(w, r, "/jobs/"+url.PathEscape(id)+"?done="+url.QueryEscape(notice), http.StatusSeeOther)
+}
+
+// form is the create form's values, echoed back with the api's field
+// errors beside their fields.
+type form struct {
+	Name, Cron, Timezone, URL, Method, Payload, Priority, Labels, IdempotencyKey string
+	Errors                                                                       map[string]string
+	Other                                                                        []string
+}
+
+// fieldOf maps the api's field path to the form field that shows it.
+func fieldOf(path string) string {
+	switch {
+	case path == "name":
+		return "Name"
+	case path == "schedule.timezone":
+		return "Timezone"
+	case path == "schedule" || strings.HasPrefix(path, "schedule."):
+		return "Cron"
+	case path == "target.http.method":
+		return "Method"
+	case path == "target" || strings.HasPrefix(path, "target."):
+		return "URL"
+	case path == "payload":
+		return "Payload"
+	case path == "priority":
+		return "Priority"
+	case strings.HasPrefix(path, "labels"):
+		return "Labels"
+	case path == "idempotency_key":
+		return "IdempotencyKey"
+	}
+	return ""
+}
+
+var priorities = []string{"critical", "high", "medium", "low"}
+
+func (c *Console) newJobPage(w http.ResponseWriter, r *http.Request, s *session) {
+	c.render(w, http.StatusOK, "new", s, map[string]any{"Form": form{Timezone: "UTC", Method: "POST", Priority: "medium"}, "Priorities": priorities})
+}
+
+func (c *Console) createJob(w http.ResponseWriter, r *http.Request, s *session) {
+	f := form{
+		Name: r.PostFormValue("name"), Cron: strings.TrimSpace(r.PostFormValue("cron")), Timezone: strings.TrimSpace(r.PostFormValue("timezone")),
+		URL: strings.TrimSpace(r.PostFormValue("url")), Method: r.PostFormValue("method"), Payload: r.PostFormValue("payload"),
+		Priority: r.PostFormValue("priority"), Labels: r.PostFormValue("labels"), IdempotencyKey: strings.TrimSpace(r.PostFormValue("idempotency_key")),
+		Errors: map[string]string{},
+	}
+	job := &sundialv1.Job{
+		Name:     f.Name,
+		Schedule: &sundialv1.Schedule{Spec: &sundialv1.Schedule_Cron{Cron: f.Cron}, Timezone: f.Timezone},
+		Target:   &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: f.URL, Method: f.Method}}},
+		Payload:  []byte(f.Payload),
+	}
+	if p := strings.ToLower(f.Priority); slices.Contains(priorities, p) {
+		job.Priority = sundialv1.Priority(sundialv1.Priority_value["PRIORITY_"+strings.ToUpper(p)])
+	}
+	if labels, err := parseLabels(f.Labels); err != nil {
+		f.Errors["Labels"] = err.Error()
+	} else {
+		job.Labels = labels
+	}
+	if len(f.Errors) == 0 {
+		resp, err := c.jobs.CreateJob(s.call(r.Context()), &sundialv1.CreateJobRequest{Job: job, IdempotencyKey: f.IdempotencyKey})
+		if err == nil {
+			http.Redirect(w, r, "/jobs/"+url.PathEscape(resp.GetJob().GetId())+"?done=created", http.StatusSeeOther)
+			return
+		}
+		vs := client.FieldViolations(err)
+		if vs == nil {
+			if status.Code(err) != codes.ResourceExhausted {
+				c.fail(w, r, s, err)
+				return
+			}
+			f.Other = append(f.Other, status.Convert(err).Message())
+		}
+		for _, v := range vs {
+			if field := fieldOf(v.Field); field != "" {
+				if f.Errors[field] != "" {
+					f.Errors[field] += "; "
+				}
+				f.Errors[field] += v.Field + ": " + v.Description
+			} else {
+				f.Other = append(f.Other, v.Field+": "+v.Description)
+			}
+		}
+	}
+	c.render(w, http.StatusBadRequest, "new", s, map[string]any{"Form": f, "Priorities": priorities})
+}
+
+// deadLetters: newest first, filtered by job and error class, each
+// selectable for a re-drive.
+func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request, s *session) {
+	q := r.URL.Query()
+	filter := &sundialv1.DeadLetterFilter{JobId: strings.TrimSpace(q.Get("job")), ErrorClass: strings.TrimSpace(q.Get("class")), IncludeRedriven: q.Get("redriven") == "on"}
+	resp, err := c.dlq.ListDeadLetters(s.call(r.Context()), &sundialv1.ListDeadLettersRequest{Filter: filter, PageSize: 100, PageToken: q.Get("page")})
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	var next string
+	if t := resp.GetNextPageToken(); t != "" {
+		nq := url.Values{}
+		for k, v := range q {
+			nq[k] = v
+		}
+		nq.Set("page", t)
+		next = "/dead-letters?" + nq.Encode()
+	}
+	c.render(w, http.StatusOK, "deadletters", s, map[string]any{"DeadLetters": resp.GetDeadLetters(), "Filter": filter, "Next": next})
+}
+
+// redrive is a dry run unless the form confirms one: the first press shows
+// what would be re-driven, the second does it.
+func (c *Console) redrive(w http.ResponseWriter, r *http.Request, s *session) {
+	ids := r.PostForm["id"]
+	if len(ids) == 0 {
+		c.render(w, http.StatusBadRequest, "error", s, map[string]any{"Title": "Nothing selected", "Message": "Select the dead letters to re-drive."})
+		return
+	}
+	confirmed := r.PostFormValue("confirm") == "yes"
+	resp, err := c.dlq.RedriveDeadLetters(s.call(r.Context()), &sundialv1.RedriveDeadLettersRequest{ExecutionIds: ids, DryRun: !confirmed})
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	if !confirmed {
+		c.render(w, http.StatusOK, "confirm", s, map[string]any{
+			"Action": "re-drive", "Question": fmt.Sprintf("Re-drive %d dead letter(s)? Each gets a fresh round of attempts under its job's current definition.", resp.GetCount()),
+			"Post": "/dead-letters/redrive", "Back": "/dead-letters", "IDs": resp.GetExecutionIds(),
+		})
+		return
+	}
+	http.Redirect(w, r, "/dead-letters?done="+strconv.Itoa(int(resp.GetCount())), http.StatusSeeOther)
+}
