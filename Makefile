@@ -123,7 +123,7 @@ test-browser: ## The api's web console in headless Chromium (Debian's package, i
 	  go test -tags integration -count=1 -timeout 5m $(GOTESTFLAGS) -run 'TestBrowser' ./internal/console/
 
 .PHONY: test
-test: infra-up lint proto-check test-unit test-integration test-browser test-e2e bench-quick ## Everything, against the real components (what CI runs)
+test: infra-up lint proto-check test-unit test-integration test-browser test-e2e bench-quick chaos-quick ## Everything, against the real components (what CI runs)
 
 .PHONY: run
 run: infra-up build ## Start the components and the four services (make stop to end them)
@@ -158,3 +158,13 @@ bench-peers: bench-build ## River, asynq, Sundial and a bare HTTP client (the fl
 .PHONY: bench-quick
 bench-quick: bench-build ## Smoke run of the benchmark (under 3 min): the harness works and no firing is lost; says nothing about speed
 	$(ROOT)/bin/sundial-bench --quick $(BENCH_FLAGS)
+
+CHAOS_FLAGS ?=
+
+.PHONY: chaos
+chaos: bench-build ## The fault matrix under load: kill -9 of each service, stop/restart of each component, a hanging target, a skewed clock (~25 min; restarts the components, so give it an instance of its own: docs/reliability.md)
+	$(ROOT)/bin/sundial-bench chaos $(CHAOS_FLAGS)
+
+.PHONY: chaos-quick
+chaos-quick: bench-build ## The fault matrix's make test subset (under 2 min): kill -9 a worker and the prefetcher leader, Redis losing its keys; fails on a lost or doubled firing; stops no component
+	$(ROOT)/bin/sundial-bench chaos --quick $(CHAOS_FLAGS)

@@ -7,6 +7,7 @@
 //
 //	sundial-bench [flags]
 //	sundial-bench peers [flags]   # River, asynq, Sundial and the floor side by side
+//	sundial-bench chaos [flags]   # the fault matrix under load (docs/reliability.md)
 //
 // Every scenario prints one Markdown table row; --append-docs also appends
 // the run to docs/benchmarks.md. The exit status is 1 when a firing was
@@ -132,6 +133,9 @@ func (f *flags) applyQuick(set map[string]bool) {
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "peers" {
 		return runPeers(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "chaos" {
+		return runChaos(args[1:], stdout, stderr)
 	}
 	fs := flag.NewFlagSet("sundial-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -14,10 +15,13 @@ import (
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
-// topology is how many processes of each scaled service a deployment runs
-// (always one api).
+// topology is how many processes of each service a deployment runs (apis:
+// 0 is one).
 type topology struct {
-	prefetchers, relays, workers int
+	apis, prefetchers, relays, workers int
+	// extraTargets are more target addresses the workers may reach besides
+	// the sink (the chaos matrix's hanging target).
+	extraTargets []string
 }
 
 // deployment is one Sundial deployment in a namespace of its own, with the
@@ -31,7 +35,7 @@ type deployment struct {
 	client sundialv1.JobServiceClient
 	pool   *pgxpool.Pool // the namespace's schema
 
-	api         *harness.Process
+	apis        []*harness.Process // the client talks to the last one started
 	prefetchers []*harness.Process
 	relays      []*harness.Process
 	workers     []*harness.Process
@@ -63,14 +67,22 @@ func (r *Runner) deploy(ctx context.Context, name string, topo topology) (d *dep
 		Tenant:    "bench",
 		Secret:    r.secret,
 		Pprof:     r.opts.ProfileDir != "",
-		Env:       r.serviceEnv(d.sink.Addr()),
+		Env:       r.serviceEnv(strings.Join(append([]string{d.sink.Addr()}, topo.extraTargets...), ",")),
 	})
 	if err != nil {
 		return d, err
 	}
 	r.log.Info("starting deployment", "name", name, "namespace", d.ns.Name, "logs", filepath.Join(r.opts.WorkDir, "logs", d.ns.Name))
-	if d.api, err = d.plat.StartAPI(ctx, "api"); err != nil {
-		return d, err
+	for i := range max(topo.apis, 1) {
+		name := "api"
+		if i > 0 {
+			name += "-" + strconv.Itoa(i+1)
+		}
+		pr, err := d.plat.StartAPI(ctx, name)
+		if err != nil {
+			return d, err
+		}
+		d.apis = append(d.apis, pr)
 	}
 	for i := range topo.relays {
 		pr, err := d.plat.Start(ctx, "relay-"+strconv.Itoa(i+1), "relay", "--node-id", "relay-"+strconv.Itoa(i+1))

@@ -106,11 +106,11 @@ func NewRunner(opts Options) (*Runner, error) {
 
 // serviceEnv is the environment every service of a deployment gets beyond
 // the namespace: settings a service without the flag ignores.
-func (r *Runner) serviceEnv(sinkAddr string) []string {
+func (r *Runner) serviceEnv(sinkAddrs string) []string {
 	return []string{
 		// The worker refuses loopback targets unless allowlisted; the sink
 		// is one.
-		"SUNDIAL_ALLOW_TARGET_ADDRS=" + sinkAddr,
+		"SUNDIAL_ALLOW_TARGET_ADDRS=" + sinkAddrs,
 		// The api's per-tenant quotas would refuse a benchmark's job count
 		// and creation rate; 0 is no limit.
 		"SUNDIAL_QUOTA_MAX_JOBS=0",

@@ -18,6 +18,7 @@ type Result struct {
 	Scenario string
 	Header   []string
 	Row      []string
+	Rows     [][]string // a scenario of several rows (chaos) has them here instead
 	Details  []string
 	Problems []string
 	// Figures are the rate scenarios' (steady, herd) measurements as

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/harness"
+
+	"github.com/sundialhq/sundial/bench/internal/bench"
+)
+
+// chaosFlags are the flags of `sundial-bench chaos`.
+type chaosFlags struct {
+	rows       string
+	quick      bool
+	infraUp    bool
+	binDir     string
+	workDir    string
+	window     time.Duration
+	settle     time.Duration
+	executors  int
+	workerArgs string
+	cfg        bench.ChaosConfig
+}
+
+func (f *chaosFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.rows, "rows", strings.Join(bench.ChaosRows, ","), "comma-separated faults, in this order: "+strings.Join(bench.ChaosRows, ", "))
+	fs.BoolVar(&f.quick, "quick", false, "the subset make test runs (under 3 minutes): "+strings.Join(bench.ChaosQuickRows, ", ")+" at 100 firings/s; no component is stopped")
+	fs.BoolVar(&f.infraUp, "infra-up", true, "run deploy/local/infra.sh up first (it reuses running components)")
+	fs.StringVar(&f.binDir, "bin-dir", "", "use the service binaries in this folder instead of building them")
+	fs.StringVar(&f.workDir, "work-dir", "", "folder for binaries and process logs (default .run/bench/chaos-<time> in the repository)")
+	fs.DurationVar(&f.window, "window", 2*time.Minute, "the prefetcher's staging window (--window)")
+	fs.DurationVar(&f.settle, "settle", 10*time.Second, "wait between registering the jobs and their first slot")
+	fs.IntVar(&f.executors, "executors", 128, "each worker's --executors")
+	fs.StringVar(&f.workerArgs, "worker-args", "", "more flags for every worker, space-separated")
+	c := &f.cfg
+	fs.IntVar(&c.Rate, "rate", 200, "firings per second of the load (jobs firing every second, jittered within the second)")
+	fs.IntVar(&c.HangJobs, "hang-jobs", 10, "jobs firing every second at the second target, the one target-hang hangs")
+	fs.DurationVar(&c.Baseline, "baseline", 20*time.Second, "load alone before the first fault: the lateness every fault is compared with")
+	fs.DurationVar(&c.Outage, "outage", 10*time.Second, "how long Redis and Kafka stay stopped")
+	fs.DurationVar(&c.LongOutage, "long-outage", 60*time.Second, "how long Postgres and ZooKeeper stay stopped")
+	fs.DurationVar(&c.CassandraOutage, "cassandra-outage", 5*time.Minute, "how long Cassandra stays stopped")
+	fs.DurationVar(&c.Hang, "hang", 20*time.Second, "how long the second target hangs")
+	fs.DurationVar(&c.Recover, "recover", 15*time.Second, "least time after a fault ends before the next")
+	fs.DurationVar(&c.RecoverMax, "recover-max", 3*time.Minute, "most time waited for firings to be on time again before the next fault")
+	fs.DurationVar(&c.SkewWorker, "skew", 2*time.Second, "clock offset of the worker worker-clock-ahead adds")
+}
+
+// applyQuick shrinks the matrix for make test, leaving flags the user set
+// alone.
+func (f *chaosFlags) applyQuick(set map[string]bool) {
+	def := func(name string, apply func()) {
+		if !set[name] {
+			apply()
+		}
+	}
+	def("rows", func() { f.rows = strings.Join(bench.ChaosQuickRows, ",") })
+	def("rate", func() { f.cfg.Rate = 100 })
+	def("hang-jobs", func() { f.cfg.HangJobs = 5 })
+	def("baseline", func() { f.cfg.Baseline = 10 * time.Second })
+	def("recover", func() { f.cfg.Recover = 10 * time.Second })
+	def("recover-max", func() { f.cfg.RecoverMax = 30 * time.Second })
+	def("settle", func() { f.settle = 5 * time.Second })
+}
+
+func (f *chaosFlags) finish() error {
+	for _, s := range splitList(f.rows) {
+		if !slices.Contains(bench.ChaosRows, s) {
+			return fmt.Errorf("--rows: unknown fault %q (known: %s)", s, strings.Join(bench.ChaosRows, ", "))
+		}
+		f.cfg.Rows = append(f.cfg.Rows, s)
+	}
+	c := f.cfg
+	switch {
+	case len(c.Rows) == 0:
+		return errors.New("--rows: none selected")
+	case c.Rate < 1 || c.HangJobs < 1:
+		return errors.New("--rate and --hang-jobs must be at least 1")
+	case c.Baseline < 5*time.Second:
+		return errors.New("--baseline: at least 5s")
+	case c.Outage <= 0 || c.LongOutage <= 0 || c.CassandraOutage <= 0 || c.Hang <= 0:
+		return errors.New("outages and --hang must be positive")
+	case c.Recover < 0 || c.RecoverMax < c.Recover:
+		return errors.New("--recover must be between 0 and --recover-max")
+	}
+	return nil
+}
+
+func runChaos(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sundial-bench chaos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f chaosFlags
+	f.register(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if f.quick {
+		f.applyQuick(set)
+	}
+	if err := f.finish(); err != nil {
+		fmt.Fprintf(stderr, "sundial-bench chaos: %v\n", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	debug.SetGCPercent(400)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := executeChaos(ctx, f, args, log, stdout); err != nil {
+		fmt.Fprintf(stderr, "sundial-bench chaos: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func executeChaos(ctx context.Context, f chaosFlags, args []string, log *slog.Logger, stdout io.Writer) error {
+	root, in, err := components(ctx, f.infraUp, log)
+	if err != nil {
+		return err
+	}
+	infraDir := os.Getenv("SUNDIAL_INFRA_DIR") // infra.sh's own override, passed on to it
+	if infraDir == "" {
+		infraDir = filepath.Join(root, ".infra")
+	}
+	workDir := f.workDir
+	if workDir == "" {
+		workDir = filepath.Join(root, ".run", "bench", "chaos-"+time.Now().UTC().Format("20060102T150405Z"))
+	}
+	binDir := f.binDir
+	if binDir == "" {
+		binDir = filepath.Join(workDir, "bin")
+		log.Info("building the services", "into", binDir)
+		if err := harness.Build(ctx, root, binDir); err != nil {
+			return err
+		}
+	}
+	cfg := f.cfg
+	script := filepath.Join(root, "deploy/local/infra.sh")
+	cfg.Infra = func(ctx context.Context, args ...string) error {
+		cmd := exec.CommandContext(ctx, script, args...)
+		out, err := cmd.CombinedOutput()
+		log.Info("infra.sh "+strings.Join(args, " "), "output", strings.TrimSpace(string(out)))
+		if err != nil {
+			return fmt.Errorf("infra.sh %s: %w\n%s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	r, err := bench.NewRunner(bench.Options{
+		InfraDir: infraDir, Infra: in, BinDir: binDir, WorkDir: workDir, Logger: log, Clock: clock.Real{},
+		Window: f.window, Jitter: time.Second, Executors: f.executors, WorkerArgs: strings.Fields(f.workerArgs),
+		Settle: f.settle, Quick: f.quick,
+	})
+	if err != nil {
+		return err
+	}
+	env := bench.Describe(ctx, infraDir, in)
+	started := time.Now()
+	res, runErr := r.Chaos(ctx, cfg)
+	var b strings.Builder
+	title := started.UTC().Format("2006-01-02 15:04") + " UTC"
+	if f.quick {
+		title += " — quick (the make test subset)"
+	}
+	fmt.Fprintf(&b, "### %s\n\n", title)
+	fmt.Fprintf(&b, "- Command: `sundial-bench chaos %s`\n", strings.Join(args, " "))
+	fmt.Fprintf(&b, "- Machine: %s\n", env.Machine)
+	fmt.Fprintf(&b, "- Load average (1/5/15 min) at the start: %s; at the end: %s\n", env.LoadStart, bench.LoadAvg())
+	fmt.Fprintf(&b, "- Versions: %s; Sundial at %s\n", env.Versions, gitDescribe(ctx, root))
+	fmt.Fprintf(&b, "- Durability: %s\n", env.Durability)
+	fmt.Fprintf(&b, "- Load: %d jobs firing every second at the sink and %d at a second target, each firing jittered within its second (max_jitter 1 s); two of every service; prefetch window %s; %d executors per worker\n\n",
+		cfg.Rate, cfg.HangJobs, f.window, f.executors)
+	b.WriteString(bench.ChaosMarkdown(res))
+	fmt.Fprint(stdout, b.String())
+	if runErr != nil {
+		return runErr
+	}
+	if len(res.Problems) > 0 {
+		return fmt.Errorf("%d correctness problems (lost or duplicated firings, bad deliveries):\n%s", len(res.Problems), strings.Join(res.Problems, "\n"))
+	}
+	log.Info("done", "took", time.Since(started).Round(time.Second), "logs", workDir)
+	return nil
+}
+
+// gitDescribe is the checkout's commit (and whether it has local changes).
+func gitDescribe(ctx context.Context, root string) string {
+	out, err := exec.CommandContext(ctx, "git", "-C", root, "describe", "--always", "--dirty").Output()
+	if err != nil {
+		return "unknown commit"
+	}
+	return strings.TrimSpace(string(out))
+}

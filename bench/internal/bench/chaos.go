@@ -1,0 +1,568 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sundialhq/sundial/pkg/harness"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// ChaosConfig is the fault matrix: open-loop load (Rate jobs firing every
+// second at the sink, HangJobs more at a second target that can hang) on a
+// deployment with two of every service, and one fault at a time, each
+// ended and recovered from before the next.
+type ChaosConfig struct {
+	Rows     []string // fault names, in order (ChaosRows)
+	Rate     int
+	HangJobs int
+	// Baseline is how long the load runs before the first fault; its
+	// lateness is what each fault's is compared with.
+	Baseline time.Duration
+	// Outage is how long Redis and Kafka stay down; LongOutage Postgres
+	// and ZooKeeper; CassandraOutage Cassandra. Hang is how long the second
+	// target hangs.
+	Outage, LongOutage, CassandraOutage, Hang time.Duration
+	// Recover is the least time after a fault ends before the next starts;
+	// the next also waits until the last seconds' firings are on time again
+	// (at most RecoverMax).
+	Recover, RecoverMax time.Duration
+	// SkewWorker is the clock offset of the worker the clock row adds.
+	SkewWorker time.Duration
+	// Infra runs deploy/local/infra.sh with args (stop C, start C).
+	Infra func(ctx context.Context, args ...string) error
+}
+
+// ChaosRows names every fault in the order a full matrix takes them: the
+// process kills first, then the component outages, the longest last.
+var ChaosRows = []string{
+	"kill-relay", "kill-api", "kill-prefetcher-leader", "kill-worker",
+	"redis-flush", "redis-restart", "kafka-restart", "target-hang", "worker-clock-ahead",
+	"postgres-stop", "zookeeper-stop", "cassandra-stop",
+}
+
+// ChaosQuickRows is the subset `make test` runs. None of them stops a
+// component, so it is safe beside other tests on shared components.
+var ChaosQuickRows = []string{"kill-worker", "kill-prefetcher-leader", "redis-flush"}
+
+// fault is one row of the matrix.
+type fault struct {
+	name     string
+	what     string // the fault as the table names it
+	expected string // what the design says should happen
+	// inject applies the fault and ends it: processes killed are replaced,
+	// components stopped are started again. It returns once they are back,
+	// with a note on what it saw (e.g. how long a component was down).
+	inject func(ctx context.Context) (note string, err error)
+}
+
+func (c *chaos) faults() map[string]fault {
+	cfg := c.cfg
+	return map[string]fault{
+		"kill-relay": {what: "kill -9 a relay (another running)",
+			expected: "none: the other relay claims the outbox, and firings are published up to the window ahead",
+			inject:   func(ctx context.Context) (string, error) { return c.killAndReplace(ctx, "relay") }},
+		"kill-api": {what: "kill -9 an api (another running)",
+			expected: "none: firings never pass through the api; the other api keeps serving",
+			inject:   c.killAPI},
+		"kill-prefetcher-leader": {what: "kill -9 the prefetcher leader (standby running)",
+			expected: "none: 2 min of firings are staged; the standby leads within the ZooKeeper session timeout",
+			inject:   c.killLeader},
+		"kill-worker": {what: "kill -9 a worker (another running)",
+			expected: "the dead worker's held firings are late by failure detection + rebalance (issue 12 target: ≤ 2 s)",
+			inject:   func(ctx context.Context) (string, error) { return c.killAndReplace(ctx, "worker") }},
+		"redis-flush": {what: "Redis loses its data (the deployment's keys deleted, no downtime)",
+			expected: "no duplicate effect: fences stay monotonic (floored by the clock), done markers are only an optimisation",
+			inject:   c.flushRedis},
+		"redis-restart": {what: fmt.Sprintf("Redis stopped for %s and started again (empty: no persistence)", cfg.Outage),
+			expected: "firings leased before the outage fire on time; the others wait for Redis (issue 12 target: 0 for leased ones)",
+			inject:   func(ctx context.Context) (string, error) { return c.outage(ctx, "redis", cfg.Outage) }},
+		"kafka-restart": {what: fmt.Sprintf("Kafka broker stopped for %s and started again", cfg.Outage),
+			expected: "firings already held by workers fire on time (issue 12 target: 0 added); publishing waits for the broker",
+			inject:   func(ctx context.Context) (string, error) { return c.outage(ctx, "kafka", cfg.Outage) }},
+		"target-hang": {what: fmt.Sprintf("a second target hangs for %s (%d jobs, attempt timeout 10 s)", cfg.Hang, cfg.HangJobs),
+			expected: "the hung target's attempts hold executors until their timeout; the other target's firings stay on time",
+			inject:   c.hangTarget},
+		"worker-clock-ahead": {what: fmt.Sprintf("a worker whose clock is %s ahead joins", cfg.SkewWorker),
+			expected: "none early or late: the worker measures its offset from Postgres and fires by database time",
+			inject:   c.skewedWorker},
+		"postgres-stop": {what: fmt.Sprintf("Postgres stopped for %s and started again", cfg.LongOutage),
+			expected: "none: the window (2 min) was staged and published before; staging resumes after",
+			inject:   func(ctx context.Context) (string, error) { return c.outage(ctx, "postgres", cfg.LongOutage) }},
+		"zookeeper-stop": {what: fmt.Sprintf("ZooKeeper stopped for %s (sessions expire) and started again", cfg.LongOutage),
+			expected: "none: leaders step down, staged firings keep flowing; staging resumes when a leader is elected again",
+			inject:   func(ctx context.Context) (string, error) { return c.outage(ctx, "zookeeper", cfg.LongOutage) }},
+		"cassandra-stop": {what: fmt.Sprintf("Cassandra stopped for %s and started again", cfg.CassandraOutage),
+			expected: "none: ledger writes wait in bounded writers (spilling rather than losing) and land after",
+			inject:   func(ctx context.Context) (string, error) { return c.outage(ctx, "cassandra", cfg.CassandraOutage) }},
+	}
+}
+
+// chaos is one run of the matrix.
+type chaos struct {
+	r    *Runner
+	cfg  ChaosConfig
+	d    *deployment
+	hung *harness.Sink
+	jobs *jobSet
+	// hungIDs are the jobs whose target is hung.
+	hungIDs map[uuid.UUID]bool
+	// spawned counts replacement processes, for their names.
+	spawned int
+	// start and end bound the measured slots (end is far until the matrix
+	// is over).
+	start, end time.Time
+	// threshold is the lateness above which a firing counts as late: the
+	// baseline's p99 plus a quarter second.
+	threshold time.Duration
+}
+
+// chaosRow is what one fault did, in time.
+type chaosRow struct {
+	f                  fault
+	start, over, ended time.Time // fault applied, fault ended (all back), row ended
+	note               string
+}
+
+// Chaos runs the fault matrix and returns one table row per fault.
+func (r *Runner) Chaos(ctx context.Context, cfg ChaosConfig) (res Result, err error) {
+	res = Result{Scenario: "chaos", Header: []string{"fault", "expected", "firings", "delivered", "lost", "dup effects", "raw dups",
+		"added lateness p99 / max", "time to recover", "seen"}}
+	if cfg.Infra == nil {
+		return res, errors.New("chaos: no infra.sh runner")
+	}
+	c := &chaos{r: r, cfg: cfg}
+	known := c.faults()
+	for _, name := range cfg.Rows {
+		if _, ok := known[name]; !ok {
+			return res, fmt.Errorf("chaos: unknown fault %q (known: %s)", name, strings.Join(ChaosRows, ", "))
+		}
+	}
+	if c.hung, err = harness.NewSink([]byte(r.secret), harness.SinkClock(r.clock)); err != nil {
+		return res, err
+	}
+	defer func() { err = errors.Join(err, c.hung.Close()) }()
+	if c.d, err = r.deploy(ctx, "chaos", topology{apis: 2, prefetchers: 2, relays: 2, workers: 2, extraTargets: []string{c.hung.Addr()}}); err != nil {
+		return res, err
+	}
+	defer func() {
+		if cerr := c.d.close(context.WithoutCancel(ctx)); cerr != nil {
+			r.log.Warn("deployment not cleaned up", "err", cerr)
+		}
+	}()
+
+	start := r.clock.Now().Add(r.lead(cfg.Rate + cfg.HangJobs)).Truncate(time.Second)
+	// The jobs go on until they are deleted at the end: a matrix's length
+	// depends on how long each fault takes to recover from.
+	far := start.Add(6 * time.Hour)
+	main, err := c.d.registerRate(ctx, "chaos", cfg.Rate, start, far)
+	if err != nil {
+		return res, err
+	}
+	hung, err := c.d.register(ctx, "chaos-hang", cfg.HangJobs, func(i int) *sundialv1.Job {
+		j := rateJob(fmt.Sprintf("chaos-hang-%04d", i), c.hung.URL(), start, far, sundialv1.Priority_PRIORITY_MEDIUM, r.opts.Jitter)
+		j.AttemptTimeout = durationpb.New(10 * time.Second)
+		return j
+	})
+	if err != nil {
+		return res, err
+	}
+	c.jobs = main.merge(newJobSet(hung))
+	c.start, c.end = start, far
+	c.hungIDs = jobIDs(hung)
+	if err := r.checkLead(start, 2*time.Second); err != nil {
+		return res, err
+	}
+	r.log.Info("chaos: load registered", "jobs", len(c.jobs.jobs), "first", start.Format(time.TimeOnly))
+
+	// The baseline: the load alone.
+	if err := sleepUntil(ctx, r.clock, start.Add(cfg.Baseline+r.opts.Jitter+2*time.Second)); err != nil {
+		return res, err
+	}
+	base, err := c.window(start, start.Add(cfg.Baseline))
+	if err != nil {
+		return res, err
+	}
+	bs := harness.Summarize(base.Lateness)
+	c.threshold = bs.P99 + 250*time.Millisecond
+	res.detailf("chaos: baseline (%s of load before the first fault): %s; a firing later than %s counts as late", cfg.Baseline, bs, FormatLatency(c.threshold))
+
+	var rows []chaosRow
+	for _, name := range cfg.Rows {
+		f := known[name]
+		f.name = name
+		row := chaosRow{f: f, start: r.clock.Now()}
+		r.log.Info("chaos: fault", "fault", name)
+		note, err := f.inject(ctx)
+		if err != nil {
+			return res, fmt.Errorf("chaos: %s: %w", name, err)
+		}
+		row.over, row.note = r.clock.Now(), note
+		if err := c.settle(ctx, row.over); err != nil {
+			return res, err
+		}
+		row.ended = r.clock.Now()
+		r.log.Info("chaos: fault over", "fault", name, "note", note, "row_took", row.ended.Sub(row.start).Round(time.Second))
+		rows = append(rows, row)
+	}
+	end := r.clock.Now().Truncate(time.Second)
+	c.end = end
+
+	want, err := c.jobs.slots(start, end)
+	if err != nil {
+		return res, err
+	}
+	if err := c.await(ctx, want, end.Add(3*time.Minute), 5*time.Second); err != nil {
+		return res, err
+	}
+	if err := c.d.deleteJobs(ctx, c.jobs.jobs); err != nil {
+		r.log.Warn("chaos: jobs not deleted", "err", err)
+	}
+	deliveries := c.deliveries()
+	for _, row := range rows {
+		a := c.analyze(want, deliveries, row.start, row.ended)
+		late, recovered := c.recovery(a, want, deliveries, row)
+		res.Rows = append(res.Rows, []string{row.f.what, row.f.expected, fmt.Sprint(a.Expected), fmt.Sprint(a.Arrived), fmt.Sprint(a.Missing),
+			fmt.Sprint(a.DuplicateEffects), fmt.Sprint(a.RawDuplicates), late, recovered, row.note})
+		res.detailf("chaos: %s: fault at %s, over at %s (%s), row ended at %s; firings due in the row: %s; early %d",
+			row.f.name, row.start.Format(time.TimeOnly+".000"), row.over.Format(time.TimeOnly+".000"), row.over.Sub(row.start).Round(100*time.Millisecond),
+			row.ended.Format(time.TimeOnly), harness.Summarize(a.Lateness), a.Early)
+		res.Problems = append(res.Problems, problems("chaos "+row.f.name, a)...)
+	}
+	all := c.analyze(want, deliveries, start, end)
+	res.detailf("chaos: all %d firings from %s to %s: %s; lost %d, duplicate effects %d, raw duplicates %d",
+		all.Expected, start.Format(time.TimeOnly), end.Format(time.TimeOnly), harness.Summarize(all.Lateness), all.Missing, all.DuplicateEffects, all.RawDuplicates)
+	res.Problems = append(res.Problems, problems("chaos (whole run)", all)...)
+	return res, nil
+}
+
+// await waits (until deadline) for every slot of want at its target, then
+// quiet more for late duplicates; slots still missing then are left to the
+// analysis to count.
+func (c *chaos) await(ctx context.Context, want harness.Expected, deadline time.Time, quiet time.Duration) error {
+	mainWant := want.Filter(func(s harness.Slot) bool { return !c.hungIDs[s.JobID] })
+	hungWant := want.Filter(func(s harness.Slot) bool { return c.hungIDs[s.JobID] })
+	for {
+		missing := c.d.sink.Missing(mainWant) + c.hung.Missing(hungWant)
+		if missing == 0 {
+			break
+		}
+		if c.r.clock.Now().After(deadline) {
+			c.r.log.Warn("chaos: firings still missing at the deadline", "missing", missing)
+			return nil
+		}
+		if err := Sleep(ctx, c.r.clock, time.Second); err != nil {
+			return err
+		}
+	}
+	return Sleep(ctx, c.r.clock, quiet)
+}
+
+// deliveries is everything both targets received, in arrival order per
+// target (Analyze needs no global order but for raw duplicates, which are
+// per execution and so per target).
+func (c *chaos) deliveries() []harness.Delivery {
+	return append(c.d.sink.Deliveries(), c.hung.Deliveries()...)
+}
+
+// analyze is the firings due (by fire instant) in [from, to).
+func (c *chaos) analyze(want harness.Expected, got []harness.Delivery, from, to time.Time) harness.Analysis {
+	sub := want.Filter(func(s harness.Slot) bool { return !s.FireAt.Before(from) && s.FireAt.Before(to) })
+	return harness.Analyze(sub, got, func(dl harness.Delivery) bool {
+		if !c.jobs.ids[dl.JobID] || dl.Scheduled.Before(c.start) || !dl.Scheduled.Before(c.end) {
+			return true // another run's, or before or after the matrix
+		}
+		_, other := want[dl.ExecutionID]
+		return other // a slot of the matrix outside this stretch
+	})
+}
+
+// window analyses the firings due in [from, to) as they are now.
+func (c *chaos) window(from, to time.Time) (harness.Analysis, error) {
+	want, err := c.jobs.slots(from.Add(-2*time.Second), to)
+	if err != nil {
+		return harness.Analysis{}, err
+	}
+	return c.analyze(want, c.deliveries(), from, to), nil
+}
+
+// settle waits Recover after a fault ended, then until the firings due in
+// the last five seconds arrived and none later than the threshold (at most
+// RecoverMax), so the next fault starts on a healthy platform.
+func (c *chaos) settle(ctx context.Context, over time.Time) error {
+	if err := sleepUntil(ctx, c.r.clock, over.Add(c.cfg.Recover)); err != nil {
+		return err
+	}
+	deadline := over.Add(c.cfg.RecoverMax)
+	for {
+		now := c.r.clock.Now()
+		to := now.Add(-time.Second - c.r.opts.Jitter)
+		a, err := c.window(to.Add(-5*time.Second), to)
+		if err != nil {
+			return err
+		}
+		if a.Missing == 0 && (len(a.Lateness) == 0 || a.Lateness[len(a.Lateness)-1] <= c.threshold) {
+			return nil
+		}
+		if now.After(deadline) {
+			c.r.log.Warn("chaos: not on time again before the next fault", "missing", a.Missing, "late_max", harness.Summarize(a.Lateness).Max)
+			return nil
+		}
+		if err := Sleep(ctx, c.r.clock, time.Second); err != nil {
+			return err
+		}
+	}
+}
+
+// recovery is a row's added lateness (p99 / max) and its time to recover:
+// from the fault until the last firing due in the row that was late
+// arrived. A row with a lost firing never recovered.
+func (c *chaos) recovery(a harness.Analysis, want harness.Expected, got []harness.Delivery, row chaosRow) (late, recovered string) {
+	// Added lateness is lateness beyond the threshold (baseline p99 +
+	// 250 ms), so the load's own spread is not counted as the fault's.
+	var added []time.Duration
+	for _, l := range a.Lateness {
+		added = append(added, max(l-c.threshold, 0))
+	}
+	s := harness.Summarize(added)
+	late = "0 / 0"
+	if s.Max > 0 {
+		late = FormatLatency(s.P99) + " / " + FormatLatency(s.Max)
+	}
+	if a.Missing > 0 {
+		return late, "never (lost firings)"
+	}
+	first := map[uuid.UUID]time.Time{}
+	for _, d := range got {
+		if _, seen := first[d.ExecutionID]; !seen {
+			first[d.ExecutionID] = d.Received
+		}
+	}
+	var last time.Time
+	for id, sl := range want {
+		if sl.FireAt.Before(row.start) || !sl.FireAt.Before(row.ended) {
+			continue
+		}
+		if at, ok := first[id]; ok && at.Sub(sl.FireAt) > c.threshold && at.After(last) {
+			last = at
+		}
+	}
+	if last.IsZero() {
+		return late, "– (none late)"
+	}
+	return late, FormatLatency(last.Sub(row.start))
+}
+
+// killAndReplace kills (SIGKILL) the first running process of service and
+// starts a replacement, as a supervisor would.
+func (c *chaos) killAndReplace(ctx context.Context, service string) (string, error) {
+	d := c.d
+	ps := map[string]*[]*harness.Process{"relay": &d.relays, "worker": &d.workers}[service]
+	victim := firstAlive(*ps)
+	if victim == nil {
+		return "", fmt.Errorf("no %s running", service)
+	}
+	if err := victim.Kill(); err != nil {
+		return "", err
+	}
+	killed := c.r.clock.Now()
+	pr, err := c.replace(ctx, service, nil)
+	if err != nil {
+		return "", err
+	}
+	*ps = append(*ps, pr)
+	if service == "worker" {
+		if err := d.awaitGroup(ctx, 1); err != nil {
+			return "", err
+		}
+	}
+	return fmt.Sprintf("%s killed; replacement ready after %s", victim.Name, c.r.clock.Now().Sub(killed).Round(100*time.Millisecond)), nil
+}
+
+// replace starts a new process of service with the deployment's usual
+// arguments plus extra.
+func (c *chaos) replace(ctx context.Context, service string, extra []string) (*harness.Process, error) {
+	c.spawned++
+	name := fmt.Sprintf("%s-r%d", service, c.spawned)
+	var args []string
+	switch service {
+	case "relay":
+		args = []string{"--node-id", name}
+	case "prefetcher":
+		args = []string{"--node-id", name, "--window", c.r.opts.Window.String()}
+	case "worker":
+		args = append([]string{"--worker-id", name, "--executors", strconv.Itoa(c.r.opts.Executors)}, c.r.opts.WorkerArgs...)
+	case "api":
+		return c.d.plat.StartAPI(ctx, name)
+	}
+	return c.d.plat.Start(ctx, name, service, append(args, extra...)...)
+}
+
+func firstAlive(ps []*harness.Process) *harness.Process {
+	for _, p := range ps {
+		if p.Alive() {
+			return p
+		}
+	}
+	return nil
+}
+
+// killAPI kills the api the client does not use, checks the other keeps
+// answering for a few seconds, and starts a replacement.
+func (c *chaos) killAPI(ctx context.Context) (string, error) {
+	d := c.d
+	var victim *harness.Process
+	for _, p := range d.apis[:len(d.apis)-1] {
+		if p.Alive() {
+			victim = p
+			break
+		}
+	}
+	if victim == nil {
+		return "", errors.New("no second api running")
+	}
+	if err := victim.Kill(); err != nil {
+		return "", err
+	}
+	calls, failed := 0, 0
+	for until := c.r.clock.Now().Add(5 * time.Second); c.r.clock.Now().Before(until); calls++ {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := d.client.GetJob(cctx, &sundialv1.GetJobRequest{Id: c.jobs.jobs[calls%len(c.jobs.jobs)].GetId()})
+		cancel()
+		if err != nil {
+			failed++
+		}
+		if err := Sleep(ctx, c.r.clock, 100*time.Millisecond); err != nil {
+			return "", err
+		}
+	}
+	pr, err := c.replace(ctx, "api", nil)
+	if err != nil {
+		return "", err
+	}
+	d.apis = append([]*harness.Process{pr}, d.apis...) // the client still talks to the last
+	return fmt.Sprintf("%s killed; the other api answered %d of %d GetJob calls in the next 5 s", victim.Name, calls-failed, calls), nil
+}
+
+// killLeader kills the prefetcher leader, measures the standby's takeover,
+// and starts a replacement standby.
+func (c *chaos) killLeader(ctx context.Context) (string, error) {
+	d := c.d
+	old := leaderOf(ctx, d.prefetchers)
+	if old == nil {
+		return "", errors.New("no prefetcher leads")
+	}
+	if err := old.Kill(); err != nil {
+		return "", err
+	}
+	killed := c.r.clock.Now()
+	took := "no standby led within 30 s"
+	for deadline := killed.Add(30 * time.Second); c.r.clock.Now().Before(deadline); {
+		if leaderOf(ctx, d.prefetchers) != nil {
+			took = "standby led after " + FormatLatency(c.r.clock.Now().Sub(killed))
+			break
+		}
+		if err := Sleep(ctx, c.r.clock, 50*time.Millisecond); err != nil {
+			return "", err
+		}
+	}
+	pr, err := c.replace(ctx, "prefetcher", nil)
+	if err != nil {
+		return "", err
+	}
+	d.prefetchers = append(d.prefetchers, pr)
+	return took, nil
+}
+
+// flushRedis deletes every key of the deployment.
+func (c *chaos) flushRedis(ctx context.Context) (string, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: c.r.opts.Infra.RedisAddr})
+	defer func() { _ = rdb.Close() }()
+	n, err := rdb.DBSize(ctx).Result()
+	if err != nil {
+		return "", err
+	}
+	if err := harness.DeleteRedisPrefix(ctx, rdb, c.d.ns.RedisPrefix); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("keys under %s deleted (%d keys in the instance before)", c.d.ns.RedisPrefix, n), nil
+}
+
+// outage stops component, waits for, and starts it again; the note is how
+// long it was down (a JVM's start-up included).
+func (c *chaos) outage(ctx context.Context, component string, down time.Duration) (string, error) {
+	t0 := c.r.clock.Now()
+	if err := c.cfg.Infra(ctx, "stop", component); err != nil {
+		return "", err
+	}
+	stopped := c.r.clock.Now()
+	if err := Sleep(ctx, c.r.clock, down); err != nil {
+		return "", err
+	}
+	if err := c.cfg.Infra(context.WithoutCancel(ctx), "start", component); err != nil {
+		return "", err
+	}
+	back := c.r.clock.Now()
+	return fmt.Sprintf("down %s (stop took %s)", back.Sub(stopped).Round(100*time.Millisecond), stopped.Sub(t0).Round(100*time.Millisecond)), nil
+}
+
+// hangTarget makes the second target hang.
+func (c *chaos) hangTarget(ctx context.Context) (string, error) {
+	until := c.r.clock.Now().Add(c.cfg.Hang)
+	c.hung.Hang(until)
+	defer c.hung.Hang(time.Time{})
+	return fmt.Sprintf("%d jobs' target hung", c.cfg.HangJobs), sleepUntil(ctx, c.r.clock, until)
+}
+
+// skewedWorker adds a worker whose clock is SkewWorker ahead, lets it fire
+// for a while, and stops it gracefully.
+func (c *chaos) skewedWorker(ctx context.Context) (string, error) {
+	pr, err := c.replace(ctx, "worker", []string{"--clock-offset", c.cfg.SkewWorker.String()})
+	if err != nil {
+		return "", err
+	}
+	c.d.workers = append(c.d.workers, pr)
+	owned := 0.0
+	if err := Sleep(ctx, c.r.clock, 30*time.Second); err != nil {
+		return "", err
+	}
+	if m, err := pr.Metrics(ctx); err == nil {
+		owned, _ = m.Value("sundial_worker_assigned_partitions")
+	}
+	offset := "unknown"
+	if m, err := pr.Metrics(ctx); err == nil {
+		if v, ok := m.Value("sundial_worker_clock_offset_seconds"); ok {
+			offset = FormatLatency(harness.Seconds(v))
+		}
+	}
+	if err := pr.Stop(c.r.opts.Window); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s owned %.0f partitions for 30 s, measured offset %s, then stopped gracefully", pr.Name, owned, offset), nil
+}
+
+// ChaosMarkdown renders a matrix as a table with its details.
+func ChaosMarkdown(res Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| %s |\n|%s\n", strings.Join(res.Header, " | "), strings.Repeat("---|", len(res.Header)))
+	for _, row := range res.Rows {
+		fmt.Fprintf(&b, "| %s |\n", strings.Join(slices.Clone(row), " | "))
+	}
+	b.WriteString("\n")
+	for _, d := range res.Details {
+		fmt.Fprintf(&b, "- %s\n", d)
+	}
+	for _, p := range res.Problems {
+		fmt.Fprintf(&b, "- PROBLEM: %s\n", p)
+	}
+	return b.String()
+}
