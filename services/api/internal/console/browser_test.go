@@ -1,0 +1,278 @@
+//go:build integration
+
+package console_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/pkg/firing"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/services/api/internal/apitest"
+
+	"github.com/google/uuid"
+)
+
+// TestBrowserConsole drives the console in headless Chromium (Debian's
+// package, deploy/local/chromium.sh) against the api on real Postgres,
+// Redis and Cassandra: sign in, a refused and then an accepted create,
+// the job in the list and its history, pause and resume through their
+// confirmations, a hostile job name rendered as text, an action stripped
+// of its CSRF token refused, and another tenant kept out of the job by
+// URL. Every page is saved as a PNG in $SUNDIAL_SCREENSHOTS (make
+// test-browser: .run/console). It runs when SUNDIAL_CHROMIUM names the
+// browser, as make test-browser sets it.
+func TestBrowserConsole(t *testing.T) {
+	bin := os.Getenv("SUNDIAL_CHROMIUM")
+	if bin == "" {
+		t.Skip("SUNDIAL_CHROMIUM is not set: run make test-browser")
+	}
+	shots := os.Getenv("SUNDIAL_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	api := startConsole(t, true)
+	base := "http://" + api.HTTPAddr
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin),
+		chromedp.Flag("headless", "new"),
+		chromedp.NoSandbox, // as root in CI
+		chromedp.WindowSize(1280, 900),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancelBrowser := chromedp.NewContext(allocCtx)
+	defer cancelBrowser()
+	// The first call starts the browser and must not carry a timeout
+	// (it would end the browser); each step below has its own.
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+
+	// Any JavaScript dialog (an injected alert) fails the test.
+	var dialogs atomic.Int32
+	if err := chromedp.Listen(ctx, func(ev any) {
+		if _, ok := ev.(*page.EventJavascriptDialogOpening); ok {
+			dialogs.Add(1)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	shot := func(name string) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			png, err := chromedp.FullScreenshot(100)(ctx, tg)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644)
+		})
+	}
+	step := func(name string) context.Context {
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		t.Cleanup(cancel)
+		return sctx
+	}
+	run := func(name string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(step(name), actions...); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	text := func(name, sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(step(name), chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return strings.TrimSpace(s)
+	}
+	eval := func(name, expr string) int {
+		t.Helper()
+		n, err := chromedp.Run(step(name), chromedp.Evaluate[int](expr))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return n
+	}
+	type css = chromedp.CSS
+
+	run("sign in",
+		chromedp.Navigate(base+"/jobs"),
+		chromedp.WaitVisible(css("#token")),
+		shot("01-sign-in"),
+		chromedp.SendKeys(css("#token"), apitest.TokenAcme),
+		chromedp.Click(css("#signin")),
+		chromedp.WaitVisible(css("#jobs")),
+	)
+
+	run("create with errors",
+		chromedp.Navigate(base+"/jobs/new"),
+		chromedp.WaitVisible(css("#create")),
+		chromedp.SendKeys(css("#name"), "nightly-report"),
+		chromedp.SendKeys(css("#cron"), "0 9 * * MON-FRY"),
+		chromedp.SendKeys(css("#url"), "reports.example/run"),
+		chromedp.Click(css("#create")),
+		chromedp.WaitVisible(css("#cron-error")),
+		shot("02-create-field-errors"),
+	)
+	if e := text("cron error", "#cron-error"); !strings.HasPrefix(e, "schedule.cron:") {
+		t.Fatalf("cron error beside the field: %q", e)
+	}
+	if e := text("url error", "#url-error"); !strings.HasPrefix(e, "target.http.url:") {
+		t.Fatalf("url error beside the field: %q", e)
+	}
+
+	run("create",
+		chromedp.SetValue(css("#cron"), "*/5 * * * *"),
+		chromedp.SetValue(css("#url"), "https://reports.example/run"),
+		chromedp.SetValue(css("#labels"), "team=billing"),
+		chromedp.Click(css("#create")),
+		chromedp.WaitVisible(css("#notice")),
+	)
+	jobURL, err := chromedp.Run(step("location"), chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := text("job status", "#job-status"); got != "active" {
+		t.Fatalf("new job status %q", got)
+	}
+	jobID := strings.TrimPrefix(strings.SplitN(jobURL, "?", 2)[0], base+"/jobs/")
+
+	// A worker's record of an attempt, as the ledger holds it, shows in
+	// the job's history.
+	slot := time.Now().UTC().Truncate(5 * time.Minute)
+	execID := firing.ExecutionID(uuid.MustParse(jobID), slot).String()
+	if err := api.Writer.Record(step("record"), &sundialv1.ExecutionAttempt{
+		ExecutionId: execID, JobId: jobID, Tenant: "acme", Attempt: 1, FenceToken: 7,
+		Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED, ScheduledTime: timestamppb.New(slot),
+		FireTime: timestamppb.New(slot), StartedTime: timestamppb.New(slot), FinishedTime: timestamppb.New(slot.Add(84 * time.Millisecond)),
+		Lateness: durationpb.New(1200 * time.Microsecond), Duration: durationpb.New(84 * time.Millisecond),
+		HttpStatus: 200, JobVersion: 1, Worker: "worker-1",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	run("job page",
+		chromedp.Navigate(jobURL),
+		chromedp.WaitVisible(css("#instants")),
+		shot("03-job"),
+	)
+	if h := text("history", "#history tbody"); !strings.Contains(h, execID) || !strings.Contains(h, "succeeded") {
+		t.Fatalf("history shows %q", h)
+	}
+	if n := eval("instants", `document.querySelectorAll('#instants li').length`); n != 20 {
+		t.Fatalf("%d next instants, want 20", n)
+	}
+
+	run("list",
+		chromedp.Navigate(base+"/jobs?labels=team%3Dbilling"),
+		chromedp.WaitVisible(css("#jobs")),
+		shot("04-jobs"),
+	)
+	if l := text("list", "#jobs tbody"); !strings.Contains(l, "nightly-report") {
+		t.Fatalf("the list shows %q", l)
+	}
+
+	for _, st := range []struct{ button, want string }{{"#pause", "paused"}, {"#resume", "active"}} {
+		run(st.button,
+			chromedp.Navigate(jobURL),
+			chromedp.WaitVisible(css(st.button)),
+			chromedp.Click(css(st.button)),
+			chromedp.WaitVisible(css("#confirm")),
+		)
+		if st.button == "#pause" {
+			run("confirm shot", shot("05-confirm-pause"))
+		}
+		run(st.button+" confirmed",
+			chromedp.Click(css("#confirm")),
+			chromedp.WaitVisible(css("#notice")),
+		)
+		if got := text("status", "#job-status"); got != st.want {
+			t.Fatalf("after %s: status %q, want %q", st.button, got, st.want)
+		}
+	}
+
+	// An action whose form lost its CSRF token is refused, and the job
+	// stays as it was.
+	run("csrf",
+		chromedp.Navigate(base+"/jobs/"+jobID+"/confirm?action=pause"),
+		chromedp.WaitVisible(css("#confirm")),
+	)
+	// (The sign-out form in the header has one too; strip the action's.)
+	if n := eval("strip csrf", `(() => { const f = document.querySelectorAll('main input[name=csrf]'); f.forEach(e => e.remove()); return f.length })()`); n != 1 {
+		t.Fatalf("removed %d CSRF fields", n)
+	}
+	run("csrf submit",
+		chromedp.Click(css("#confirm")),
+		chromedp.WaitVisible(css(".error")),
+		shot("06-csrf-refused"),
+	)
+	if e := text("csrf error", ".error"); !strings.Contains(e, "CSRF") {
+		t.Fatalf("without CSRF: %q", e)
+	}
+	if got, err := api.Store.Get(step("get"), "acme", jobID); err != nil || got.GetStatus() != sundialv1.JobStatus_JOB_STATUS_ACTIVE {
+		t.Fatalf("after a refused pause: %v %v", got.GetStatus(), err)
+	}
+
+	// A hostile name is text: no dialog, the heading shows it verbatim.
+	const hostile = "<script>alert(1)</script>"
+	run("hostile name",
+		chromedp.Navigate(base+"/jobs/new"),
+		chromedp.WaitVisible(css("#create")),
+		chromedp.SendKeys(css("#name"), hostile),
+		chromedp.SendKeys(css("#cron"), "@hourly"),
+		chromedp.SendKeys(css("#url"), "https://reports.example/x"),
+		chromedp.Click(css("#create")),
+		chromedp.WaitVisible(css("#notice")),
+		shot("07-hostile-name"),
+	)
+	if got := text("hostile heading", "#job-name"); got != hostile {
+		t.Fatalf("heading %q", got)
+	}
+	run("list with hostile name", chromedp.Navigate(base+"/jobs"), chromedp.WaitVisible(css("#jobs")))
+	if n := eval("count scripts", `document.querySelectorAll('script').length`); n != 0 || dialogs.Load() != 0 {
+		t.Fatalf("%d script elements, %d dialogs", n, dialogs.Load())
+	}
+
+	run("overview and dead letters",
+		chromedp.Navigate(base+"/"), chromedp.WaitVisible(css("#dead-hour")), shot("08-overview"),
+		chromedp.Navigate(base+"/dead-letters"), chromedp.WaitVisible(css("#dead-letters")), shot("10-dead-letters"),
+	)
+
+	// Tenant B, signed in, types tenant A's job URL: not found.
+	run("sign in as globex",
+		chromedp.Click(css(".who button")),
+		chromedp.WaitVisible(css("#token")),
+		chromedp.SendKeys(css("#token"), apitest.TokenGlobex),
+		chromedp.Click(css("#signin")),
+		chromedp.WaitVisible(css("#dead-hour")), // the overview
+		chromedp.Navigate(jobURL),
+		chromedp.WaitVisible(css(".error")),
+		shot("09-other-tenant"),
+	)
+	title, err := chromedp.Run(step("title"), chromedp.Title())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := text("other tenant page", "main"); !strings.HasPrefix(title, "Not Found") || strings.Contains(body, "nightly-report") {
+		t.Fatalf("globex sees %q: %q", title, body)
+	}
+	if tenant := text("tenant", "#tenant"); !strings.Contains(tenant, "globex") {
+		t.Fatalf("signed in as %q", tenant)
+	}
+}
