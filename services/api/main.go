@@ -44,12 +44,12 @@ const defaultPostgresDSN = "postgres://sundial:sundial@127.0.0.1:5432/sundial?ss
 
 // settings are the api's own flags, next to daemon.Common.
 type settings struct {
-	GRPCAddr          string
-	HTTPAddr          string
+	GRPCAddr string
+	HTTPAddr string
 	// ConsoleKeyFile holds the key sealing console sessions; ConsoleSecure
 	// marks the cookie Secure behind a TLS-terminating proxy.
-	ConsoleKeyFile string
-	ConsoleSecure  bool
+	ConsoleKeyFile    string
+	ConsoleSecure     bool
 	PostgresDSN       string
 	RedisAddr         string
 	RedisKeyPrefix    string
