@@ -177,6 +177,7 @@ type Store struct {
 	prefix        string
 	maxDeliveries int
 	markerTTL     time.Duration
+	liveness      bool
 }
 
 // DefaultMarkerTTL is how long delivery counters and the done markers of
@@ -206,6 +207,39 @@ func WithMarkerTTL(d time.Duration) Option {
 		}
 	}
 }
+
+// WithLiveness ties each lease to its holder's liveness: a lease whose
+// holder's worker no longer refreshes its liveness key (Alive) is free, so a
+// dead worker's leases taken ahead do not hold its firings back until they
+// expire. The lease holder must be "<worker id>/<anything>", the worker id
+// the one its worker passes to Alive. The fence still only grows: the new
+// holder gets a larger one, and the dead holder's late renewal is fenced.
+//
+// The liveness key is not among a script's declared keys (it belongs to a
+// worker, not a job), so this needs a standalone Redis or a single-slot
+// deployment; on Redis Cluster, leave it off.
+func WithLiveness() Option { return func(s *Store) { s.liveness = true } }
+
+// LivenessKey is the key Alive refreshes for worker.
+func (s *Store) LivenessKey(worker string) string { return s.prefix + "live:" + worker }
+
+// Alive refreshes worker's liveness key for ttl: while it exists, the
+// worker's leases are its own (see WithLiveness). A worker calls it several
+// times per ttl; a worker that cannot (dead, or cut off from Redis for
+// longer than ttl) loses every lease another delivery asks for.
+func (s *Store) Alive(ctx context.Context, worker string, ttl time.Duration) error {
+	if worker == "" || strings.Contains(worker, "/") || ttl <= 0 {
+		return fmt.Errorf("lease: alive: worker %q must be non-empty without '/' and ttl %s positive", worker, ttl)
+	}
+	if err := aliveScript.Run(ctx, s.rdb, []string{s.LivenessKey(worker)}, ttl.Milliseconds()).Err(); err != nil {
+		return fmt.Errorf("lease: alive %s: %w", worker, err)
+	}
+	return nil
+}
+
+// aliveScript: KEYS liveness key; ARGV ttl ms. A script, so Alive needs no
+// more of the client than the lease calls do.
+var aliveScript = redis.NewScript(`redis.call('SET', KEYS[1], '1', 'PX', ARGV[1]) return 1`)
 
 // New returns a Store over rdb: a *redis.Client, *redis.ClusterClient or
 // anything else that can run scripts.
@@ -250,10 +284,13 @@ func (s *Store) Keys(jobID, executionID string) Keys {
 
 // acquireScript decides a batch of executions in one round trip. For entry
 // i (from 0), KEYS[7i+1..7i+7] are lease, done, ver, fence, run, buf, dlv
-// and ARGV[2+7i+1..2+7i+7] are holder, ttl ms, version, attempt, execution
+// and ARGV[3+7i+1..3+7i+7] are holder, ttl ms, version, attempt, execution
 // id, overlap (0 allow, 1 skip, 2 buffer one), continuing (1: a retry of a
-// started execution); ARGV[1] is max deliveries (0: no limit) and ARGV[2]
-// the marker ttl ms. The reply has four values per entry, {code, fence,
+// started execution); ARGV[1] is max deliveries (0: no limit), ARGV[2]
+// the marker ttl ms and ARGV[3] the liveness key prefix (empty: leases
+// are not tied to their holders' liveness; see WithLiveness). A lease held
+// by another holder whose worker's liveness key is gone is taken over as
+// if it had expired. The reply has four values per entry, {code, fence,
 // extra, running}: code 0 acquired (extra = deliveries), 1 done, 2 stale
 // (extra = current version), 3 held (extra = PTTL ms), 4 overlapping
 // (running = the running execution), 5 waiting (extra = the running
@@ -269,6 +306,7 @@ func (s *Store) Keys(jobID, executionID string) Keys {
 var acquireScript = redis.NewScript(`
 local maxd = tonumber(ARGV[1])
 local marker = ARGV[2]
+local live = ARGV[3]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local out = {}
@@ -284,7 +322,12 @@ local function decide(K, A)
   if v < cur then return {2, 0, cur, ''} end
   if v > cur then redis.call('SET', K[3], A[3]) end
   local h = redis.call('GET', K[1])
-  if h and h ~= A[1] then return {3, 0, redis.call('PTTL', K[1]), ''} end
+  if h and h ~= A[1] then
+    local w = nil
+    if live ~= '' then w = string.match(h, '^(.+)/[^/]*$') end
+    if not w or redis.call('EXISTS', live .. w) == 1 then return {3, 0, redis.call('PTTL', K[1]), ''} end
+    h = nil
+  end
   local mode = tonumber(A[6])
   if mode > 0 then
     local r = redis.call('GET', K[5])
@@ -321,7 +364,7 @@ local function decide(K, A)
 end
 for i = 0, #KEYS / 7 - 1 do
   local K = {KEYS[7*i+1], KEYS[7*i+2], KEYS[7*i+3], KEYS[7*i+4], KEYS[7*i+5], KEYS[7*i+6], KEYS[7*i+7]}
-  local A = {ARGV[2+7*i+1], ARGV[2+7*i+2], ARGV[2+7*i+3], ARGV[2+7*i+4], ARGV[2+7*i+5], ARGV[2+7*i+6], ARGV[2+7*i+7]}
+  local A = {ARGV[3+7*i+1], ARGV[3+7*i+2], ARGV[3+7*i+3], ARGV[3+7*i+4], ARGV[3+7*i+5], ARGV[3+7*i+6], ARGV[3+7*i+7]}
   local r = decide(K, A)
   for j = 1, 4 do out[#out + 1] = r[j] end
 end
@@ -361,8 +404,12 @@ func (s *Store) AcquireMany(ctx context.Context, batch []Acquisition) ([]Result,
 		return nil, nil
 	}
 	keys := make([]string, 0, 7*len(batch))
-	args := make([]any, 0, 2+7*len(batch))
-	args = append(args, s.maxDeliveries, s.markerTTL.Milliseconds())
+	args := make([]any, 0, 3+7*len(batch))
+	live := ""
+	if s.liveness {
+		live = s.prefix + "live:"
+	}
+	args = append(args, s.maxDeliveries, s.markerTTL.Milliseconds(), live)
 	for _, a := range batch {
 		ex := a.Execution
 		if err := check(ex, a.Holder, a.TTL); err != nil {

@@ -198,7 +198,8 @@ func (e *env) config(workerID string) app.Config {
 		SettleBatch:         executor.DefaultConfig.SettleBatch,
 		DoneTTL:             time.Hour,
 		LedgerRunningDelay:  recorder.DefaultConfig.RunningDelay,
-		SessionTimeout:      6 * time.Second,
+		SessionTimeout:      sessionTimeout(e.t),
+		LivenessTTL:         1500 * time.Millisecond,
 		RevokeDrainTimeout:  10 * time.Second,
 		CommitInterval:      200 * time.Millisecond,
 		MaxHeld:             1_000_000,
@@ -211,6 +212,20 @@ func (e *env) config(workerID string) app.Config {
 		BreakerCooldown:  30 * time.Second,
 		HostBurst:        100,
 	}
+}
+
+// sessionTimeout is the workers' Kafka session timeout: 6 s, or
+// SUNDIAL_TEST_SESSION_TIMEOUT where the broker allows shorter sessions
+// (group.min.session.timeout.ms; deploy/local/kafka allows 1 s).
+func sessionTimeout(t *testing.T) time.Duration {
+	if v := os.Getenv("SUNDIAL_TEST_SESSION_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("SUNDIAL_TEST_SESSION_TIMEOUT: %v", err)
+		}
+		return d
+	}
+	return 6 * time.Second
 }
 
 // startInProcess runs a worker inside the test process.
@@ -287,6 +302,7 @@ func (e *env) startProcess(cfg app.Config) *proc {
 		"--signing-secret", cfg.SigningSecret, "--worker-id", cfg.WorkerID,
 		"--executors", strconv.Itoa(cfg.Executors), "--lease-ttl", cfg.LeaseTTL.String(),
 		"--session-timeout", cfg.SessionTimeout.String(), "--revoke-drain-timeout", cfg.RevokeDrainTimeout.String(),
+		"--liveness-ttl", cfg.LivenessTTL.String(),
 		"--commit-interval", cfg.CommitInterval.String(), "--allow-kafka-targets", cfg.AllowKafkaTargets,
 		"--allow-target-addrs", cfg.AllowTargetAddrs, "--max-deliveries", strconv.Itoa(cfg.MaxDeliveries),
 	}

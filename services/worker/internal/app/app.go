@@ -148,7 +148,15 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 	}
 	rdb := redis.NewClient(ropts)
 	cl.add(func() { _ = rdb.Close() })
-	leases := lease.New(rdb, lease.WithPrefix(cfg.RedisKeyPrefix), lease.WithMaxDeliveries(cfg.MaxDeliveries), lease.WithMarkerTTL(cfg.DoneTTL))
+	lopts := []lease.Option{lease.WithPrefix(cfg.RedisKeyPrefix), lease.WithMaxDeliveries(cfg.MaxDeliveries), lease.WithMarkerTTL(cfg.DoneTTL)}
+	if cfg.LivenessTTL > 0 {
+		lopts = append(lopts, lease.WithLiveness())
+	}
+	leases := lease.New(rdb, lopts...)
+	if cfg.LivenessTTL > 0 {
+		// Before any lease is taken, stopped after the last is let go.
+		w.Services = append(w.Services, &liveness{store: leases, worker: cfg.WorkerID, ttl: cfg.LivenessTTL, clk: local, logger: logger.With("component", "liveness")})
+	}
 	w.Checks["redis"] = func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
 
 	// The ledger.

@@ -64,9 +64,12 @@ type Config struct {
 	LedgerRunningDelay time.Duration
 	// LedgerLinger: how long the recorder gathers records into a group
 	// before writing it; LedgerGroupSize caps a group.
-	LedgerLinger       time.Duration
-	LedgerGroupSize    int
-	SessionTimeout     time.Duration
+	LedgerLinger    time.Duration
+	LedgerGroupSize int
+	SessionTimeout  time.Duration
+	// LivenessTTL: how long after its last refresh this worker's leases
+	// stay its own (lease.WithLiveness); 0 ties leases to their TTL only.
+	LivenessTTL        time.Duration
 	RevokeDrainTimeout time.Duration
 	CommitInterval     time.Duration
 	// CatchUpRate paces catch-up firings that arrive after their
@@ -133,6 +136,7 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.IntVar(&c.LedgerGroupSize, "ledger-group-size", recorder.DefaultConfig.GroupSize, "ledger records written by one group at most")
 	fs.DurationVar(&c.DoneTTL, "done-ttl", 7*24*time.Hour, "how long a done marker rejects redeliveries of a finished execution")
 	fs.DurationVar(&c.SessionTimeout, "session-timeout", 6*time.Second, "Kafka group session timeout: how soon a dead worker's partitions move")
+	fs.DurationVar(&c.LivenessTTL, "liveness-ttl", 1500*time.Millisecond, "this worker's liveness key in Redis lives this long, refreshed every quarter of it; another worker takes the leases of a worker whose key is gone (a killed worker's firings are free within it); 0: leases end only with their TTL (Redis Cluster)")
 	fs.DurationVar(&c.RevokeDrainTimeout, "revoke-drain-timeout", 20*time.Second, "how long a rebalance (and shutdown) waits for executing firings of revoked partitions; keep it below --drain-timeout")
 	fs.DurationVar(&c.CommitInterval, "commit-interval", time.Second, "how often offsets are committed")
 	fs.Float64Var(&c.CatchUpRate, "catch-up-rate", 100, "release catch-up firings that arrive after their instants at most this many per second, keeping the prefetcher's spacing (set it to the prefetcher's --catch-up-rate; 0: not paced)")
@@ -223,6 +227,12 @@ func (c *Config) Validate(p *config.Problems) {
 	}
 	if c.RevokeDrainTimeout <= 0 {
 		p.Addf("revoke-drain-timeout", "must be positive")
+	}
+	if c.LivenessTTL != 0 && c.LivenessTTL < 400*time.Millisecond {
+		p.Addf("liveness-ttl", "must be 0 or at least 400ms, got %s", c.LivenessTTL)
+	}
+	if strings.Contains(c.WorkerID, "/") {
+		p.Addf("worker-id", "must not contain '/' (it prefixes lease holders), got %q", c.WorkerID)
 	}
 	if math.IsNaN(c.CatchUpRate) || c.CatchUpRate < 0 || c.CatchUpRate > 1_000_000 {
 		p.Addf("catch-up-rate", "must be in [0, 1000000] firings per second, got %v", c.CatchUpRate)
