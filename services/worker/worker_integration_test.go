@@ -5,8 +5,10 @@ package main_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -365,6 +367,15 @@ func TestKillWorkerMidBatch(t *testing.T) {
 	if v, ok := b.metric("sundial_worker_lease_conflicts_total"); ok {
 		t.Logf("proc-b lease conflicts: %v", v)
 	}
+	// When proc-b learnt of the kill: its rebalance lines.
+	if logs, err := os.ReadFile(b.log); err == nil {
+		for _, l := range strings.Split(string(logs), "\n") {
+			if strings.Contains(l, "msg=\"partitions") || strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
+				t.Logf("proc-b: %.160s", l)
+			}
+		}
+	}
+	t.Logf("killed at %s", killedAt.UTC().Format("15:04:05.000"))
 }
 
 // A worker process holding 100,000 firings due in an hour stays under

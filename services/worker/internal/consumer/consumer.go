@@ -218,6 +218,12 @@ func (c *Consumer) Start(ctx context.Context) error {
 		// Envelopes are small; a smaller fetch ceiling bounds the memory
 		// of buffered fetches next to the held firings.
 		kgo.FetchMaxBytes(16 << 20),
+		// Partitions assigned in a rebalance are fetched from with the
+		// next fetch request, once the one in flight returns: at the
+		// default 5 s long poll, a quiet worker given a dead worker's
+		// partitions fetched them 5 s late. Half a second bounds that for
+		// two small requests a second per broker.
+		kgo.FetchMaxWait(500 * time.Millisecond),
 	}
 	opts = append(opts, c.cfg.Opts...)
 	cl, err := kgo.NewClient(opts...)
