@@ -13,14 +13,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
 
 	"github.com/sundialhq/sundial/pkg/auth"
 	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/firing"
+	"github.com/sundialhq/sundial/pkg/jobspec"
 	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/migrations"
 	"github.com/sundialhq/sundial/pkg/testinfra"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/httpapi"
 	"github.com/sundialhq/sundial/services/api/internal/server"
 	"github.com/sundialhq/sundial/services/api/internal/store"
@@ -46,6 +51,8 @@ type API struct {
 	// GRPCAddr and HTTPAddr are the bound addresses.
 	GRPCAddr, HTTPAddr string
 	Store              *store.Store
+	// Pool is the API's Postgres schema, for rows other services write.
+	Pool *pgxpool.Pool
 	// Writer records ledger rows when Options.Ledger was set.
 	Writer *ledger.Writer
 }
@@ -60,7 +67,7 @@ func Start(t testing.TB, o Options) *API {
 	}
 	rdb, prefix := testinfra.Redis(t)
 	st := store.New(pool)
-	api := &API{Store: st}
+	api := &API{Store: st, Pool: pool}
 	cfg := server.Config{
 		Store:    st,
 		Versions: lease.New(rdb, lease.WithPrefix(prefix)),
@@ -121,4 +128,26 @@ func Start(t testing.TB, o Options) *API {
 	t.Cleanup(httpSrv.Stop)
 	api.GRPCAddr, api.HTTPAddr = grpcSrv.Addr(), httpSrv.Addr()
 	return api
+}
+
+// DeadLetter writes a dead_letters row as a worker does when the last
+// attempt of the job's slot dies with an HTTP 503, and returns its
+// execution id.
+func (a *API) DeadLetter(t testing.TB, job *sundialv1.Job, slot time.Time, class string) string {
+	t.Helper()
+	execID := firing.ExecutionID(uuid.MustParse(job.GetId()), slot).String()
+	f := jobspec.Envelope(job, execID, slot, slot, 1, sundialv1.FiringOrigin_FIRING_ORIGIN_SCHEDULE)
+	f.FirstAttempt = 1
+	env, err := firing.Encode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.Pool.Exec(context.Background(), `
+		INSERT INTO dead_letters (execution_id, tenant, job_id, error_class, last_error, http_status, attempts, last_attempt, envelope, dead_at)
+		VALUES ($1, $2, $3, $4, 'HTTP 503 from target', 503, 1, 1, $5, now())`,
+		execID, job.GetTenant(), job.GetId(), class, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return execID
 }

@@ -249,10 +249,38 @@ func TestBrowserConsole(t *testing.T) {
 		t.Fatalf("%d script elements, %d dialogs", n, dialogs.Load())
 	}
 
+	// A dead letter of the job: on the overview, then re-driven from the
+	// list after its dry run.
+	job, err := api.Store.Get(step("get"), "acme", jobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := api.DeadLetter(t, job, slot.Add(-5*time.Minute), "http_5xx")
 	run("overview and dead letters",
 		chromedp.Navigate(base+"/"), chromedp.WaitVisible(css("#dead-hour")), shot("08-overview"),
-		chromedp.Navigate(base+"/dead-letters"), chromedp.WaitVisible(css("#dead-letters")), shot("10-dead-letters"),
 	)
+	if n := text("dead last hour", "#dead-hour"); n != "1" {
+		t.Fatalf("overview counts %q dead letters in the last hour", n)
+	}
+	run("re-drive",
+		chromedp.Navigate(base+"/dead-letters?class=http_5xx"), chromedp.WaitVisible(css("#dead-letters")),
+		chromedp.Click(css(`input[value="`+dead+`"]`)),
+		shot("10-dead-letters"),
+		chromedp.Click(css("#redrive")),
+		chromedp.WaitVisible(css("#confirm")),
+		shot("11-redrive-dry-run"),
+	)
+	if q := text("dry run", "main form p"); !strings.Contains(q, "Re-drive 1 dead letter") {
+		t.Fatalf("dry run says %q", q)
+	}
+	run("re-drive confirmed", chromedp.Click(css("#confirm")), chromedp.WaitVisible(css("#dead-letters")))
+	if l := text("after re-drive", "#dead-letters tbody"); strings.Contains(l, dead) {
+		t.Fatalf("the re-driven dead letter is still listed: %q", l)
+	}
+	var outbox int
+	if err := api.Pool.QueryRow(step("outbox"), `SELECT count(*) FROM outbox WHERE execution_id = $1 AND attempt = 2`, dead).Scan(&outbox); err != nil || outbox != 1 {
+		t.Fatalf("re-drive staged %d outbox rows: %v", outbox, err)
+	}
 
 	// Tenant B, signed in, types tenant A's job URL: not found.
 	run("sign in as globex",
