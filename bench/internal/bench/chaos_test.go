@@ -1,0 +1,98 @@
+package bench
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sundialhq/sundial/pkg/firing"
+	"github.com/sundialhq/sundial/pkg/harness"
+)
+
+// chaosFixture is one job firing every second from t0 for n seconds, and a
+// chaos run that knows it.
+func chaosFixture(t0 time.Time, n int) (*chaos, harness.Expected, uuid.UUID) {
+	job := uuid.Must(uuid.NewV7())
+	want := harness.Expected{}
+	for i := range n {
+		at := t0.Add(time.Duration(i) * time.Second)
+		want[firing.ExecutionID(job, at)] = harness.Slot{JobID: job, Scheduled: at, FireAt: at, Via: harness.ViaHTTP}
+	}
+	c := &chaos{jobs: &jobSet{ids: map[uuid.UUID]bool{job: true}}, start: t0, end: t0.Add(time.Duration(n) * time.Second),
+		threshold: 300 * time.Millisecond}
+	return c, want, job
+}
+
+func deliver(job uuid.UUID, at time.Time, late time.Duration) harness.Delivery {
+	return harness.Delivery{Via: harness.ViaHTTP, ExecutionID: firing.ExecutionID(job, at), JobID: job, Scheduled: at, Received: at.Add(late),
+		Fence: at.Unix()}
+}
+
+func TestChaosRowRecovery(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	c, want, job := chaosFixture(t0, 10)
+	var got []harness.Delivery
+	for i := range 10 {
+		late := 10 * time.Millisecond
+		switch i {
+		case 3:
+			late = 2 * time.Second // the fault's worst
+		case 5:
+			late = time.Second // the last late one: arrives at t0+6s
+		}
+		got = append(got, deliver(job, t0.Add(time.Duration(i)*time.Second), late))
+	}
+	row := chaosRow{start: t0.Add(2 * time.Second), ended: t0.Add(10 * time.Second)}
+	a := c.analyze(want, got, row.start, row.ended)
+	if a.Expected != 8 || a.Missing != 0 {
+		t.Fatalf("the row's window: %+v", a)
+	}
+	late, recovered := c.recovery(a, want, got, row)
+	// added lateness is beyond the 300 ms threshold: 2 s → 1.7 s (the max),
+	// 1 s → 700 ms (the p99 of 8, nearest rank below)
+	if late != "700 ms / 1700 ms" {
+		t.Errorf("added lateness = %q", late)
+	}
+	if recovered != "4000 ms" {
+		t.Errorf("time to recover = %q, want the last late arrival (t0+6s) minus the fault (t0+2s)", recovered)
+	}
+
+	// Nothing late: no recovery to speak of.
+	_, recovered = c.recovery(c.analyze(want, got, t0.Add(7*time.Second), row.ended), want, got,
+		chaosRow{start: t0.Add(7 * time.Second), ended: row.ended})
+	if recovered != "– (none late)" {
+		t.Errorf("a calm row recovered in %q", recovered)
+	}
+
+	// A lost firing: never recovered, and the analysis says lost.
+	lossy := append([]harness.Delivery(nil), got[:4]...)
+	lossy = append(lossy, got[5:]...)
+	a = c.analyze(want, lossy, row.start, row.ended)
+	if _, recovered := c.recovery(a, want, lossy, row); a.Missing != 1 || recovered != "never (lost firings)" {
+		t.Errorf("lost firing: missing %d, recovered %q", a.Missing, recovered)
+	}
+}
+
+// Deliveries of the matrix's jobs for slots outside the matrix (the jobs
+// keep firing until they are deleted) are not unexpected; a slot inside it
+// that nobody expected is.
+func TestChaosAnalyzeIgnoresSlotsOutsideTheMatrix(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	c, want, job := chaosFixture(t0, 5)
+	var got []harness.Delivery
+	for i := range 7 { // two seconds past the matrix's end
+		got = append(got, deliver(job, t0.Add(time.Duration(i)*time.Second), 0))
+	}
+	a := c.analyze(want, got, t0, c.end)
+	if !a.Clean() || a.Unexpected != 0 || a.Expected != 5 {
+		t.Fatalf("after the end: %+v", a)
+	}
+	odd := got[2]
+	odd.ExecutionID = uuid.Must(uuid.NewV7()) // the same slot under another id
+	odd.Fence = -1
+	a = c.analyze(want, append(got, odd), t0, c.end)
+	if a.Unexpected != 1 || a.DuplicateEffects != 1 || a.Clean() {
+		t.Fatalf("a second execution of a slot: %+v", a)
+	}
+}
