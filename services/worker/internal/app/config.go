@@ -135,7 +135,7 @@ func (c *Config) Register(fs *flag.FlagSet) {
 		"gather ledger records this long before writing them as one group (many records per Cassandra batch); an attempt shows in history about this much later")
 	fs.IntVar(&c.LedgerGroupSize, "ledger-group-size", recorder.DefaultConfig.GroupSize, "ledger records written by one group at most")
 	fs.DurationVar(&c.DoneTTL, "done-ttl", 7*24*time.Hour, "how long a done marker rejects redeliveries of a finished execution")
-	fs.DurationVar(&c.SessionTimeout, "session-timeout", 6*time.Second, "Kafka group session timeout: how soon a dead worker's partitions move")
+	fs.DurationVar(&c.SessionTimeout, "session-timeout", 2*time.Second, "Kafka group session timeout: how soon a dead worker's partitions move (raised to the brokers' group.min.session.timeout.ms, which is 6s unless lowered)")
 	fs.DurationVar(&c.LivenessTTL, "liveness-ttl", 1500*time.Millisecond, "this worker's liveness key in Redis lives this long, refreshed every quarter of it; another worker takes the leases of a worker whose key is gone (a killed worker's firings are free within it); 0: leases end only with their TTL (Redis Cluster)")
 	fs.DurationVar(&c.RevokeDrainTimeout, "revoke-drain-timeout", 20*time.Second, "how long a rebalance (and shutdown) waits for executing firings of revoked partitions; keep it below --drain-timeout")
 	fs.DurationVar(&c.CommitInterval, "commit-interval", time.Second, "how often offsets are committed")

@@ -36,7 +36,7 @@ func TestDefaultsNeedOnlyASecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Group != "sundial-workers" || c.SessionTimeout.Seconds() != 6 || c.TopicPrefix != "sundial" || c.RedisKeyPrefix != "sundial:" {
+	if c.Group != "sundial-workers" || c.SessionTimeout.Seconds() != 2 || c.TopicPrefix != "sundial" || c.RedisKeyPrefix != "sundial:" {
 		t.Fatalf("defaults %+v", c)
 	}
 	if s, err := c.Secret(); err != nil || string(s) != "s" {

@@ -46,10 +46,12 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.opentelemetry.io/otel/trace"
@@ -196,6 +198,8 @@ func New(cfg Config, h Holder, m *metrics.Metrics, logger *slog.Logger) *Consume
 
 // Start joins the group and starts polling and committing.
 func (c *Consumer) Start(ctx context.Context) error {
+	c.cfg.SessionTimeout = c.sessionTimeout(ctx)
+	c.cfg.HeartbeatInterval = min(c.cfg.HeartbeatInterval, c.cfg.SessionTimeout/3)
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(c.cfg.Brokers...),
 		kgo.ClientID(c.cfg.ClientID),
@@ -240,6 +244,51 @@ func (c *Consumer) Start(ctx context.Context) error {
 		return err
 	}
 	return c.commit.Run(c.commitLoop)
+}
+
+// sessionTimeout is the configured session timeout, raised to the
+// brokers' group.min.session.timeout.ms when that is higher: a broker
+// refuses to let a member join with a shorter one, and a worker that
+// cannot join fires nothing. Kafka's own floor is 6 s; deploy/local/kafka
+// lowers it to 1 s. If the brokers' setting cannot be read (no
+// DescribeConfigs permission), the configured value is used as it is.
+func (c *Consumer) sessionTimeout(ctx context.Context) time.Duration {
+	want := c.cfg.SessionTimeout
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.cfg.Brokers...), kgo.ClientID(c.cfg.ClientID)}, c.cfg.Opts...)...)
+	if err != nil {
+		return want
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	meta, err := adm.BrokerMetadata(cctx)
+	if err != nil {
+		c.logger.Warn("could not read the brokers' minimum session timeout; using --session-timeout as it is", "err", err)
+		return want
+	}
+	rcs, err := adm.DescribeBrokerConfigs(cctx, meta.Brokers.NodeIDs()...)
+	if err != nil {
+		c.logger.Warn("could not read the brokers' minimum session timeout; using --session-timeout as it is", "err", err)
+		return want
+	}
+	floor := time.Duration(0)
+	for _, rc := range rcs {
+		for _, cfg := range rc.Configs {
+			if cfg.Key != "group.min.session.timeout.ms" || cfg.Value == nil {
+				continue
+			}
+			if ms, err := strconv.ParseInt(*cfg.Value, 10, 64); err == nil {
+				floor = max(floor, time.Duration(ms)*time.Millisecond)
+			}
+		}
+	}
+	if floor > want {
+		c.logger.Warn("the brokers refuse sessions as short as --session-timeout; using their minimum (lower group.min.session.timeout.ms on the brokers for faster failover)",
+			"session_timeout", want, "broker_min", floor)
+		return floor
+	}
+	return want
 }
 
 // Stop stops polling, then leaves the group: leaving revokes every

@@ -609,3 +609,30 @@ func TestLateCatchUpsArePacedOnArrival(t *testing.T) {
 		t.Fatal("an ordinary firing was paced")
 	}
 }
+
+// A session timeout below the brokers' group.min.session.timeout.ms would
+// never let the worker join: the consumer raises it to the brokers'
+// minimum and joins; one the brokers allow is kept.
+func TestSessionTimeoutRaisedToTheBrokersMinimum(t *testing.T) {
+	for _, tc := range []struct {
+		brokerMin string
+		want      time.Duration
+	}{{"6000", 6 * time.Second}, {"1000", 1500 * time.Millisecond}} {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic), kfake.BrokerConfigs(map[string]string{"group.min.session.timeout.ms": tc.brokerMin}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := newRecHolder()
+		cons := New(Config{Brokers: c.ListenAddrs(), Topics: []string{topic}, Group: "g", ClientID: "a", SessionTimeout: 1500 * time.Millisecond},
+			h, metrics.New(prometheus.NewRegistry(), metrics.DefaultMaxTenants), logger())
+		if err := cons.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if cons.cfg.SessionTimeout != tc.want {
+			t.Errorf("broker minimum %s ms: session timeout %s, want %s", tc.brokerMin, cons.cfg.SessionTimeout, tc.want)
+		}
+		eventually(t, "joined", func() bool { return len(cons.Assigned()) == 1 })
+		cons.Stop()
+		c.Close()
+	}
+}
