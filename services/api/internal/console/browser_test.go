@@ -207,6 +207,23 @@ func TestBrowserConsole(t *testing.T) {
 		}
 	}
 
+	// Backfill: the dry run lists the slots, the confirmation stages them.
+	run("backfill dry run",
+		chromedp.Navigate(base+"/jobs/"+jobID+"/backfill"), chromedp.WaitVisible(css("#dry-run")),
+		chromedp.SetValue(css("#from"), slot.Add(-time.Hour).Format(time.RFC3339)),
+		chromedp.SetValue(css("#to"), slot.Add(-time.Second).Format(time.RFC3339)),
+		chromedp.Click(css("#dry-run")),
+		chromedp.WaitVisible(css("#backfill-preview")),
+		shot("13-backfill-dry-run"),
+	)
+	if p := text("backfill preview", "#backfill-preview"); !strings.HasPrefix(p, "Dry run: 12 slot(s)") {
+		t.Fatalf("backfill dry run says %q", p)
+	}
+	run("backfill", chromedp.Click(css("#confirm")), chromedp.WaitVisible(css("#notice")))
+	if n := text("backfill notice", "#notice"); !strings.Contains(n, "12 firing(s) staged") {
+		t.Fatalf("after the backfill: %q", n)
+	}
+
 	// An action whose form lost its CSRF token is refused, and the job
 	// stays as it was.
 	run("csrf",
@@ -261,6 +278,13 @@ func TestBrowserConsole(t *testing.T) {
 	)
 	if n := text("dead last hour", "#dead-hour"); n != "1" {
 		t.Fatalf("overview counts %q dead letters in the last hour", n)
+	}
+	run("dead letter",
+		chromedp.Navigate(base+"/dead-letters/"+dead), chromedp.WaitVisible(css("#payload")),
+		shot("12-dead-letter"),
+	)
+	if e := text("dead letter error", "#last-error"); e != "HTTP 503 from target" {
+		t.Fatalf("dead letter page shows %q", e)
 	}
 	run("re-drive",
 		chromedp.Navigate(base+"/dead-letters?class=http_5xx"), chromedp.WaitVisible(css("#dead-letters")),

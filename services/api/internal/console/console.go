@@ -106,7 +106,7 @@ func New(cfg Config) (*Console, error) {
 		jobs: sundialv1.NewJobServiceClient(cfg.Conn), dlq: sundialv1.NewDeadLetterServiceClient(cfg.Conn),
 		pages: map[string]*template.Template{},
 	}
-	for _, p := range []string{"login", "overview", "jobs", "job", "new", "confirm", "deadletters", "error"} {
+	for _, p := range []string{"login", "overview", "jobs", "job", "new", "confirm", "deadletters", "deadletter", "execution", "backfill", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+p+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: template %s: %w", p, err)
@@ -125,7 +125,11 @@ func New(cfg Config) (*Console, error) {
 	mux.HandleFunc("GET /jobs/{id}", c.signedIn(c.jobPage))
 	mux.HandleFunc("GET /jobs/{id}/confirm", c.signedIn(c.confirmJobAction))
 	mux.HandleFunc("POST /jobs/{id}/{action}", c.signedIn(c.jobAction))
+	mux.HandleFunc("GET /jobs/{id}/backfill", c.signedIn(c.backfillPage))
+	mux.HandleFunc("POST /jobs/{id}/backfill", c.signedIn(c.backfill))
+	mux.HandleFunc("GET /executions/{id}", c.signedIn(c.execution))
 	mux.HandleFunc("GET /dead-letters", c.signedIn(c.deadLetters))
+	mux.HandleFunc("GET /dead-letters/{id}", c.signedIn(c.deadLetter))
 	mux.HandleFunc("POST /dead-letters/redrive", c.signedIn(c.redrive))
 	c.mux = mux
 	return c, nil

@@ -1,0 +1,131 @@
+package console
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/pkg/client"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// payloadText shows a payload as text when it is UTF-8, else as base64
+// (and says which).
+func payloadText(b []byte) (string, string) {
+	if len(b) == 0 {
+		return "", "empty"
+	}
+	if utf8.Valid(b) {
+		return string(b), fmt.Sprintf("%d bytes, text", len(b))
+	}
+	return base64.StdEncoding.EncodeToString(b), fmt.Sprintf("%d bytes, base64", len(b))
+}
+
+// deadLetter: one dead letter with the record it would re-drive: target,
+// headers (secret references as written, never values), payload.
+func (c *Console) deadLetter(w http.ResponseWriter, r *http.Request, s *session) {
+	resp, err := c.dlq.GetDeadLetter(s.call(r.Context()), &sundialv1.GetDeadLetterRequest{ExecutionId: r.PathValue("id")})
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	d := resp.GetDeadLetter()
+	payload, kind := payloadText(d.GetFiring().GetPayload())
+	c.render(w, http.StatusOK, "deadletter", s, map[string]any{"D": d, "Payload": payload, "PayloadKind": kind})
+}
+
+// execution: every attempt of one execution, with its full error and
+// response excerpt.
+func (c *Console) execution(w http.ResponseWriter, r *http.Request, s *session) {
+	resp, err := c.jobs.GetExecution(s.call(r.Context()), &sundialv1.GetExecutionRequest{ExecutionId: r.PathValue("id")})
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	c.render(w, http.StatusOK, "execution", s, map[string]any{"ID": r.PathValue("id"), "Attempts": resp.GetAttempts()})
+}
+
+// backfillForm is the backfill form's values.
+type backfillForm struct {
+	From, To, Rate string
+	Errors         map[string]string
+	Other          []string
+}
+
+func (c *Console) backfillPage(w http.ResponseWriter, r *http.Request, s *session) {
+	got, err := c.jobs.GetJob(s.call(r.Context()), &sundialv1.GetJobRequest{Id: r.PathValue("id")})
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	now := c.cfg.Clock.Now().UTC().Truncate(time.Minute)
+	c.render(w, http.StatusOK, "backfill", s, map[string]any{"Job": got.GetJob(),
+		"Form": backfillForm{From: now.Add(-24 * time.Hour).Format(time.RFC3339), To: now.Format(time.RFC3339), Rate: "10"}})
+}
+
+// backfill is a dry run first: the answer lists the slots and asks for a
+// confirmation, which repeats the request for real.
+func (c *Console) backfill(w http.ResponseWriter, r *http.Request, s *session) {
+	ctx, id := s.call(r.Context()), r.PathValue("id")
+	got, err := c.jobs.GetJob(ctx, &sundialv1.GetJobRequest{Id: id})
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	f := backfillForm{From: strings.TrimSpace(r.PostFormValue("from")), To: strings.TrimSpace(r.PostFormValue("to")),
+		Rate: strings.TrimSpace(r.PostFormValue("rate")), Errors: map[string]string{}}
+	req := &sundialv1.BackfillJobRequest{Id: id, DryRun: r.PostFormValue("confirm") != "yes"}
+	if t, err := time.Parse(time.RFC3339, f.From); err != nil {
+		f.Errors["From"] = "an RFC 3339 instant, such as 2026-11-20T00:00:00Z"
+	} else {
+		req.StartTime = timestamppb.New(t)
+	}
+	if t, err := time.Parse(time.RFC3339, f.To); err != nil {
+		f.Errors["To"] = "an RFC 3339 instant, such as 2026-11-21T00:00:00Z"
+	} else {
+		req.EndTime = timestamppb.New(t)
+	}
+	if f.Rate != "" {
+		if v, err := strconv.ParseFloat(f.Rate, 64); err != nil {
+			f.Errors["Rate"] = "firings per second, a number"
+		} else {
+			req.RatePerSecond = v
+		}
+	}
+	if len(f.Errors) == 0 {
+		resp, err := c.jobs.BackfillJob(ctx, req)
+		switch {
+		case err == nil && req.DryRun:
+			c.render(w, http.StatusOK, "backfill", s, map[string]any{"Job": got.GetJob(), "Form": f, "Preview": resp})
+			return
+		case err == nil:
+			http.Redirect(w, r, "/jobs/"+url.PathEscape(id)+"?done="+url.QueryEscape(fmt.Sprintf("backfilled: %d firing(s) staged", resp.GetCount())), http.StatusSeeOther)
+			return
+		}
+		vs := client.FieldViolations(err)
+		if vs == nil {
+			f.Other = append(f.Other, status.Convert(err).Message())
+		}
+		for _, v := range vs {
+			switch v.Field {
+			case "start_time":
+				f.Errors["From"] = v.Description
+			case "end_time":
+				f.Errors["To"] = v.Description
+			case "rate_per_second":
+				f.Errors["Rate"] = v.Description
+			default:
+				f.Other = append(f.Other, v.Field+": "+v.Description)
+			}
+		}
+	}
+	c.render(w, http.StatusBadRequest, "backfill", s, map[string]any{"Job": got.GetJob(), "Form": f})
+}
