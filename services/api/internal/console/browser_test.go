@@ -121,6 +121,19 @@ func TestBrowserConsole(t *testing.T) {
 		chromedp.WaitVisible(css("#jobs")),
 	)
 
+	// The live preview answers as the cron is typed.
+	run("live preview",
+		chromedp.Navigate(base+"/jobs/new"),
+		chromedp.WaitVisible(css("#create")),
+		chromedp.SetValue(css("#timezone"), "Europe/Paris"),
+		chromedp.SendKeys(css("#cron"), "0 9 * * MON-FRI"),
+		chromedp.WaitVisible(css("#preview li:nth-child(6)")),
+		shot("02a-live-preview"),
+	)
+	if p := text("preview", "#preview"); !strings.Contains(p, "08:00:00Z") {
+		t.Fatalf("preview of 09:00 Paris shows %q", p)
+	}
+
 	run("create with errors",
 		chromedp.Navigate(base+"/jobs/new"),
 		chromedp.WaitVisible(css("#create")),

@@ -2,6 +2,7 @@ package console
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -128,4 +129,27 @@ func (c *Console) backfill(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 	}
 	c.render(w, http.StatusBadRequest, "backfill", s, map[string]any{"Job": got.GetJob(), "Form": f})
+}
+
+// preview answers the create form's live preview: the next five instants
+// of a cron in a time zone, or the api's complaint about it, as JSON.
+func (c *Console) preview(w http.ResponseWriter, r *http.Request, s *session) {
+	q := r.URL.Query()
+	out := struct {
+		Times       []string `json:"times"`
+		Description string   `json:"description,omitempty"`
+		Error       string   `json:"error,omitempty"`
+	}{Times: []string{}}
+	resp, err := c.jobs.PreviewSchedule(s.call(r.Context()), &sundialv1.PreviewScheduleRequest{Count: 5,
+		Schedule: &sundialv1.Schedule{Spec: &sundialv1.Schedule_Cron{Cron: q.Get("cron")}, Timezone: strings.TrimSpace(q.Get("timezone"))}})
+	if err != nil {
+		out.Error = status.Convert(err).Message()
+	} else {
+		out.Description = resp.GetDescription()
+		for _, t := range resp.GetTimes() {
+			out.Times = append(out.Times, t.AsTime().UTC().Format("2006-01-02 15:04:05Z"))
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
 }
