@@ -220,6 +220,20 @@ func TestBrowserConsole(t *testing.T) {
 		}
 	}
 
+	// Edit: only the changed field is sent.
+	run("edit",
+		chromedp.Navigate(base+"/jobs/"+jobID+"/edit"), chromedp.WaitVisible(css("#save")),
+		chromedp.SetValue(css("#name"), "nightly-report-eu"),
+		chromedp.Click(css("#save")),
+		chromedp.WaitVisible(css("#notice")),
+	)
+	if n := text("edit notice", "#notice"); n != "Job updated: name." {
+		t.Fatalf("after the edit: %q", n)
+	}
+	if got := text("edited name", "#job-name"); got != "nightly-report-eu" {
+		t.Fatalf("edited name %q", got)
+	}
+
 	// Backfill: the dry run lists the slots, the confirmation stages them.
 	run("backfill dry run",
 		chromedp.Navigate(base+"/jobs/"+jobID+"/backfill"), chromedp.WaitVisible(css("#dry-run")),

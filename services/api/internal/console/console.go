@@ -125,6 +125,8 @@ func New(cfg Config) (*Console, error) {
 	mux.HandleFunc("GET /preview", c.signedIn(c.preview))
 	mux.HandleFunc("GET /jobs/{id}", c.signedIn(c.jobPage))
 	mux.HandleFunc("GET /jobs/{id}/confirm", c.signedIn(c.confirmJobAction))
+	mux.HandleFunc("GET /jobs/{id}/edit", c.signedIn(c.editJobPage))
+	mux.HandleFunc("POST /jobs/{id}/edit", c.signedIn(c.editJob))
 	mux.HandleFunc("POST /jobs/{id}/{action}", c.signedIn(c.jobAction))
 	mux.HandleFunc("GET /jobs/{id}/backfill", c.signedIn(c.backfillPage))
 	mux.HandleFunc("POST /jobs/{id}/backfill", c.signedIn(c.backfill))

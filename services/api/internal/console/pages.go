@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/client"
@@ -34,29 +35,34 @@ var funcs = template.FuncMap{
 		}
 		return d.AsDuration().Round(time.Millisecond).String()
 	},
-	// enum prints JOB_STATUS_ACTIVE as "active".
-	"enum": func(v fmt.Stringer) string {
-		s := v.String()
-		for _, p := range []string{"JOB_STATUS_", "PRIORITY_", "EXECUTION_STATUS_", "OVERLAP_POLICY_", "MISFIRE_POLICY_"} {
-			s = strings.TrimPrefix(s, p)
-		}
-		return strings.ToLower(s)
-	},
+	"enum":     enumName,
 	"schedule": describeSchedule,
 	"methods":  func() []string { return []string{"POST", "GET", "PUT", "PATCH", "DELETE"} },
 	"target":   describeTarget,
-	"labels": func(m map[string]string) string {
-		keys := make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		parts := make([]string, 0, len(keys))
-		for _, k := range keys {
-			parts = append(parts, k+"="+m[k])
-		}
-		return strings.Join(parts, ", ")
-	},
+	"labels":   labelText,
+}
+
+// enumName prints JOB_STATUS_ACTIVE as "active".
+func enumName(v fmt.Stringer) string {
+	s := v.String()
+	for _, p := range []string{"JOB_STATUS_", "PRIORITY_", "EXECUTION_STATUS_", "OVERLAP_POLICY_", "MISFIRE_POLICY_"} {
+		s = strings.TrimPrefix(s, p)
+	}
+	return strings.ToLower(s)
+}
+
+// labelText prints labels as "k=v, k=v", sorted by key.
+func labelText(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, k+"="+m[k])
+	}
+	return strings.Join(parts, ", ")
 }
 
 func describeSchedule(s *sundialv1.Schedule) string {
@@ -343,7 +349,9 @@ func (c *Console) newJobPage(w http.ResponseWriter, r *http.Request, s *session)
 	c.render(w, http.StatusOK, "new", s, map[string]any{"Form": form{Timezone: "UTC", Method: "POST", Priority: "medium"}, "Priorities": priorities})
 }
 
-func (c *Console) createJob(w http.ResponseWriter, r *http.Request, s *session) {
+// readForm reads the create/edit form into its values and the job they
+// describe.
+func readForm(r *http.Request) (form, *sundialv1.Job) {
 	f := form{
 		Name: r.PostFormValue("name"), Cron: strings.TrimSpace(r.PostFormValue("cron")), Timezone: strings.TrimSpace(r.PostFormValue("timezone")),
 		URL: strings.TrimSpace(r.PostFormValue("url")), Method: r.PostFormValue("method"), Payload: r.PostFormValue("payload"),
@@ -364,32 +372,126 @@ func (c *Console) createJob(w http.ResponseWriter, r *http.Request, s *session) 
 	} else {
 		job.Labels = labels
 	}
+	return f, job
+}
+
+// refused puts the api's answer to a create or update beside the form's
+// fields; false when the error is not about the input.
+func (f *form) refused(err error) bool {
+	vs := client.FieldViolations(err)
+	if vs == nil {
+		if status.Code(err) != codes.ResourceExhausted && status.Code(err) != codes.FailedPrecondition {
+			return false
+		}
+		f.Other = append(f.Other, status.Convert(err).Message())
+	}
+	for _, v := range vs {
+		if field := fieldOf(v.Field); field != "" {
+			if f.Errors[field] != "" {
+				f.Errors[field] += "; "
+			}
+			f.Errors[field] += v.Field + ": " + v.Description
+		} else {
+			f.Other = append(f.Other, v.Field+": "+v.Description)
+		}
+	}
+	return true
+}
+
+func (c *Console) createJob(w http.ResponseWriter, r *http.Request, s *session) {
+	f, job := readForm(r)
 	if len(f.Errors) == 0 {
 		resp, err := c.jobs.CreateJob(s.call(r.Context()), &sundialv1.CreateJobRequest{Job: job, IdempotencyKey: f.IdempotencyKey})
 		if err == nil {
 			http.Redirect(w, r, "/jobs/"+url.PathEscape(resp.GetJob().GetId())+"?done=created", http.StatusSeeOther)
 			return
 		}
-		vs := client.FieldViolations(err)
-		if vs == nil {
-			if status.Code(err) != codes.ResourceExhausted {
-				c.fail(w, r, s, err)
-				return
-			}
-			f.Other = append(f.Other, status.Convert(err).Message())
-		}
-		for _, v := range vs {
-			if field := fieldOf(v.Field); field != "" {
-				if f.Errors[field] != "" {
-					f.Errors[field] += "; "
-				}
-				f.Errors[field] += v.Field + ": " + v.Description
-			} else {
-				f.Other = append(f.Other, v.Field+": "+v.Description)
-			}
+		if !f.refused(err) {
+			c.fail(w, r, s, err)
+			return
 		}
 	}
 	c.render(w, http.StatusBadRequest, "new", s, map[string]any{"Form": f, "Priorities": priorities})
+}
+
+// editable says why a job cannot be edited in the form (it covers HTTP
+// targets and cron schedules), or "".
+func editable(job *sundialv1.Job) string {
+	switch {
+	case job.GetStatus() == sundialv1.JobStatus_JOB_STATUS_DELETED:
+		return "a deleted job cannot be edited"
+	case job.GetTarget().GetHttp() == nil || job.GetSchedule().GetCron() == "":
+		return "the form edits cron jobs with webhook targets; change this one with schedctl update or PATCH /v1/jobs/{id}"
+	}
+	return ""
+}
+
+func formOf(job *sundialv1.Job) form {
+	return form{Name: job.GetName(), Cron: job.GetSchedule().GetCron(), Timezone: job.GetSchedule().GetTimezone(),
+		URL: job.GetTarget().GetHttp().GetUrl(), Method: job.GetTarget().GetHttp().GetMethod(), Payload: string(job.GetPayload()),
+		Priority: enumName(job.GetPriority()), Labels: labelText(job.GetLabels())}
+}
+
+func (c *Console) editJobPage(w http.ResponseWriter, r *http.Request, s *session) {
+	got, err := c.jobs.GetJob(s.call(r.Context()), &sundialv1.GetJobRequest{Id: r.PathValue("id")})
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	if why := editable(got.GetJob()); why != "" {
+		c.render(w, http.StatusBadRequest, "error", s, map[string]any{"Title": "Not editable here", "Message": why})
+		return
+	}
+	c.render(w, http.StatusOK, "new", s, map[string]any{"Form": formOf(got.GetJob()), "Priorities": priorities, "Edit": got.GetJob()})
+}
+
+// editJob sends only the fields the form changed, so an untouched
+// schedule is not a schedule change (no min_interval check, no re-staging
+// for it).
+func (c *Console) editJob(w http.ResponseWriter, r *http.Request, s *session) {
+	ctx := s.call(r.Context())
+	got, err := c.jobs.GetJob(ctx, &sundialv1.GetJobRequest{Id: r.PathValue("id")})
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	cur := got.GetJob()
+	if why := editable(cur); why != "" {
+		c.render(w, http.StatusBadRequest, "error", s, map[string]any{"Title": "Not editable here", "Message": why})
+		return
+	}
+	f, job := readForm(r)
+	job.Id = cur.GetId()
+	was := formOf(cur)
+	var paths []string
+	for _, d := range []struct {
+		path      string
+		now, then string
+	}{
+		{"name", f.Name, was.Name}, {"schedule.cron", f.Cron, was.Cron}, {"schedule.timezone", f.Timezone, was.Timezone},
+		{"target.http.url", f.URL, was.URL}, {"target.http.method", f.Method, was.Method}, {"payload", f.Payload, was.Payload},
+		{"priority", strings.ToLower(f.Priority), was.Priority}, {"labels", f.Labels, was.Labels},
+	} {
+		if d.now != d.then {
+			paths = append(paths, d.path)
+		}
+	}
+	if len(f.Errors) == 0 {
+		if len(paths) == 0 {
+			http.Redirect(w, r, "/jobs/"+url.PathEscape(cur.GetId())+"?done="+url.QueryEscape("unchanged"), http.StatusSeeOther)
+			return
+		}
+		_, err := c.jobs.UpdateJob(ctx, &sundialv1.UpdateJobRequest{Job: job, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}})
+		if err == nil {
+			http.Redirect(w, r, "/jobs/"+url.PathEscape(cur.GetId())+"?done="+url.QueryEscape("updated: "+strings.Join(paths, ", ")), http.StatusSeeOther)
+			return
+		}
+		if !f.refused(err) {
+			c.fail(w, r, s, err)
+			return
+		}
+	}
+	c.render(w, http.StatusBadRequest, "new", s, map[string]any{"Form": f, "Priorities": priorities, "Edit": cur})
 }
 
 // deadLetters: newest first, filtered by job and error class, each
