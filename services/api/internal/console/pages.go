@@ -227,7 +227,7 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request, s *session) {
 			sched = anchoredSchedule(sched, job.GetCreateTime())
 		}
 		if prev, err := c.jobs.PreviewSchedule(ctx, &sundialv1.PreviewScheduleRequest{Schedule: sched, From: from, Count: 20}); err == nil {
-			data["Next"] = prev.GetTimes()
+			data["Next"] = localInstants(prev.GetTimes(), job.GetSchedule())
 			data["Description"] = prev.GetDescription()
 		} else {
 			data["NextError"] = status.Convert(err).Message()
@@ -252,6 +252,42 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request, s *session) {
 func anchoredSchedule(s *sundialv1.Schedule, start *timestamppb.Timestamp) *sundialv1.Schedule {
 	out := &sundialv1.Schedule{Spec: s.GetSpec(), Timezone: s.GetTimezone(), StartTime: start, EndTime: s.GetEndTime(), DstGap: s.GetDstGap(), DstRepeat: s.GetDstRepeat()}
 	return out
+}
+
+// instant is one upcoming slot as UTC and as the job's wall clock, with a
+// note where the zone's offset changes from the slot before (a DST
+// transition, which the schedule's gap and repeat policies decide).
+type instant struct {
+	UTC, Local, Note string
+}
+
+func localInstants(times []*timestamppb.Timestamp, sched *sundialv1.Schedule) []instant {
+	loc, err := time.LoadLocation(sched.GetTimezone())
+	if err != nil || sched.GetTimezone() == "" {
+		loc = time.UTC
+	}
+	out := make([]instant, 0, len(times))
+	prevOffset, first := 0, true
+	for _, ts := range times {
+		t := ts.AsTime().In(loc)
+		in := instant{UTC: ts.AsTime().UTC().Format("2006-01-02 15:04:05Z"), Local: t.Format("Mon 2006-01-02 15:04:05 MST")}
+		_, off := t.Zone()
+		if !first && off != prevOffset {
+			in.Note = fmt.Sprintf("offset %s → %s (DST gap policy %s, repeat policy %s)", offsetText(prevOffset), offsetText(off),
+				strings.TrimPrefix(sched.GetDstGap().String(), "DST_GAP_POLICY_"), strings.TrimPrefix(sched.GetDstRepeat().String(), "DST_REPEAT_POLICY_"))
+		}
+		prevOffset, first = off, false
+		out = append(out, in)
+	}
+	return out
+}
+
+func offsetText(sec int) string {
+	sign := "+"
+	if sec < 0 {
+		sign, sec = "-", -sec
+	}
+	return fmt.Sprintf("%s%02d:%02d", sign, sec/3600, sec%3600/60)
 }
 
 // actions a job page offers, each confirmed first.

@@ -60,3 +60,4 @@ func TestSafeNext(t *testing.T) {
 		}
 	}
 }
+

@@ -1,0 +1,28 @@
+package console
+
+import (
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// The next instants carry the job's wall clock and a note where the
+// offset changes: 2026-03-08 is the US spring-forward.
+func TestLocalInstantsNoteDST(t *testing.T) {
+	ts := func(s string) *timestamppb.Timestamp {
+		v, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return timestamppb.New(v)
+	}
+	got := localInstants([]*timestamppb.Timestamp{ts("2026-03-07T07:30:00Z"), ts("2026-03-08T07:00:00Z"), ts("2026-03-09T06:30:00Z")},
+		&sundialv1.Schedule{Timezone: "America/New_York", DstGap: sundialv1.DstGapPolicy_DST_GAP_POLICY_SHIFT, DstRepeat: sundialv1.DstRepeatPolicy_DST_REPEAT_POLICY_FIRST})
+	if got[0].Local != "Sat 2026-03-07 02:30:00 EST" || got[1].Local != "Sun 2026-03-08 03:00:00 EDT" || got[0].Note != "" || got[2].Note != "" ||
+		got[1].Note != "offset -05:00 → -04:00 (DST gap policy SHIFT, repeat policy FIRST)" {
+		t.Fatalf("%+v", got)
+	}
+}
