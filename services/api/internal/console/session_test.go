@@ -60,4 +60,3 @@ func TestSafeNext(t *testing.T) {
 		}
 	}
 }
-
