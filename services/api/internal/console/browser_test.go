@@ -200,6 +200,10 @@ func TestBrowserConsole(t *testing.T) {
 	if l := text("list", "#jobs tbody"); !strings.Contains(l, "nightly-report") {
 		t.Fatalf("the list shows %q", l)
 	}
+	run("bulk count", chromedp.Click(css("#filter-pause")), chromedp.WaitVisible(css("#bulk-jobs")), shot("04a-bulk-confirm"))
+	if q := text("bulk question", "main form p"); !strings.Contains(q, "labels team=billing) matches: 1 job(s)?") {
+		t.Fatalf("bulk confirmation asks %q", q)
+	}
 
 	for _, st := range []struct{ button, want string }{{"#pause", "paused"}, {"#resume", "active"}} {
 		run(st.button,

@@ -121,6 +121,7 @@ func New(cfg Config) (*Console, error) {
 	mux.HandleFunc("GET /{$}", c.signedIn(c.overview))
 	mux.HandleFunc("GET /jobs", c.signedIn(c.jobList))
 	mux.HandleFunc("GET /jobs/new", c.signedIn(c.newJobPage))
+	mux.HandleFunc("POST /jobs/bulk", c.signedIn(c.bulk))
 	mux.HandleFunc("POST /jobs/new", c.signedIn(c.createJob))
 	mux.HandleFunc("GET /preview", c.signedIn(c.preview))
 	mux.HandleFunc("GET /jobs/{id}", c.signedIn(c.jobPage))

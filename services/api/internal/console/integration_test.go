@@ -3,6 +3,7 @@
 package console_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sundialhq/sundial/pkg/auth"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/apitest"
 	"github.com/sundialhq/sundial/services/api/internal/console"
 )
@@ -177,5 +179,64 @@ func TestIntegrationConsoleSessionsCSRFTenancyEscaping(t *testing.T) {
 	}
 	if code, _, _ := acme.do("GET", "/jobs", nil); code != http.StatusSeeOther {
 		t.Fatalf("after sign-out: %d", code)
+	}
+}
+
+// Bulk actions: the filter's matches (all pages) or a selection, counted
+// and confirmed first, and only the tenant's own jobs.
+func TestIntegrationConsoleBulk(t *testing.T) {
+	api := startConsole(t, false)
+	acme := newBrowser(t, api)
+	acme.signIn(apitest.TokenAcme)
+	_, page, _ := acme.do("GET", "/jobs/new", nil)
+	token := csrf(t, page)
+	ids := map[string]string{}
+	for _, j := range []struct{ name, labels string }{{"a", "team=billing"}, {"b", "team=billing"}, {"c", "team=ops"}} {
+		code, _, h := acme.do("POST", "/jobs/new", url.Values{"csrf": {token}, "name": {j.name}, "cron": {"@hourly"},
+			"url": {"http://127.0.0.1:9/hook"}, "labels": {j.labels}})
+		if code != http.StatusSeeOther {
+			t.Fatalf("create %s: %d", j.name, code)
+		}
+		ids[j.name] = strings.TrimPrefix(strings.SplitN(h.Get("Location"), "?", 2)[0], "/jobs/")
+	}
+	statusOf := func(name string) sundialv1.JobStatus {
+		j, err := api.Store.Get(context.Background(), "acme", ids[name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j.GetStatus()
+	}
+
+	filter := url.Values{"csrf": {token}, "scope": {"filter"}, "labels": {"team=billing"}, "action": {"pause"}}
+	code, body, _ := acme.do("POST", "/jobs/bulk", filter)
+	if code != http.StatusOK || !strings.Contains(body, "Pause every job the filter (all but deleted, labels team=billing) matches: 2 job(s)?") {
+		t.Fatalf("bulk count: %d\n%s", code, body)
+	}
+	if statusOf("a") != sundialv1.JobStatus_JOB_STATUS_ACTIVE {
+		t.Fatal("the count changed a job")
+	}
+	filter.Set("confirm", "yes")
+	if code, _, h := acme.do("POST", "/jobs/bulk", filter); code != http.StatusSeeOther || !strings.Contains(h.Get("Location"), "paused%3A+2+job") {
+		t.Fatalf("bulk pause: %d %v", code, h)
+	}
+	if statusOf("a") != sundialv1.JobStatus_JOB_STATUS_PAUSED || statusOf("b") != sundialv1.JobStatus_JOB_STATUS_PAUSED || statusOf("c") != sundialv1.JobStatus_JOB_STATUS_ACTIVE {
+		t.Fatalf("after the bulk pause: %v %v %v", statusOf("a"), statusOf("b"), statusOf("c"))
+	}
+	if code, _, _ := acme.do("POST", "/jobs/bulk", url.Values{"scope": {"filter"}, "action": {"delete"}, "confirm": {"yes"}}); code != http.StatusForbidden {
+		t.Fatalf("bulk delete without CSRF: %d", code)
+	}
+
+	sel := url.Values{"csrf": {token}, "action": {"resume"}, "id": {ids["a"]}, "confirm": {"yes"}}
+	if code, _, _ := acme.do("POST", "/jobs/bulk", sel); code != http.StatusSeeOther || statusOf("a") != sundialv1.JobStatus_JOB_STATUS_ACTIVE || statusOf("b") != sundialv1.JobStatus_JOB_STATUS_PAUSED {
+		t.Fatalf("selection resume: %d", code)
+	}
+
+	// Another tenant's selection of acme's job is not found; nothing changes.
+	globex := newBrowser(t, api)
+	globex.signIn(apitest.TokenGlobex)
+	_, gpage, _ := globex.do("GET", "/jobs", nil)
+	if code, _, _ := globex.do("POST", "/jobs/bulk", url.Values{"csrf": {csrf(t, gpage)}, "action": {"delete"}, "id": {ids["c"]}, "confirm": {"yes"}}); code != http.StatusNotFound ||
+		statusOf("c") != sundialv1.JobStatus_JOB_STATUS_ACTIVE {
+		t.Fatalf("globex bulk-deletes acme's job: %d", code)
 	}
 }

@@ -177,7 +177,7 @@ func (c *Console) jobList(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	c.render(w, http.StatusOK, "jobs", s, map[string]any{
 		"Jobs": resp.GetJobs(), "Next": next, "Status": q.Get("status"), "Labels": labelText, "Statuses": statuses,
-		"FirstPage": req.PageToken == "",
+		"FirstPage": req.PageToken == "", "Done": q.Get("done"),
 	})
 }
 
