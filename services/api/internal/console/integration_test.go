@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -238,5 +239,55 @@ func TestIntegrationConsoleBulk(t *testing.T) {
 	if code, _, _ := globex.do("POST", "/jobs/bulk", url.Values{"csrf": {csrf(t, gpage)}, "action": {"delete"}, "id": {ids["c"]}, "confirm": {"yes"}}); code != http.StatusNotFound ||
 		statusOf("c") != sundialv1.JobStatus_JOB_STATUS_ACTIVE {
 		t.Fatalf("globex bulk-deletes acme's job: %d", code)
+	}
+}
+
+// Dead letters: groups, and a re-drive of everything a filter matches,
+// dry run first, at the chosen rate.
+func TestIntegrationConsoleRedriveByFilter(t *testing.T) {
+	api := startConsole(t, false)
+	acme := newBrowser(t, api)
+	acme.signIn(apitest.TokenAcme)
+	_, page, _ := acme.do("GET", "/jobs/new", nil)
+	token := csrf(t, page)
+	code, _, h := acme.do("POST", "/jobs/new", url.Values{"csrf": {token}, "name": {"flaky"}, "cron": {"@hourly"}, "url": {"http://hooks.example:8443/run"}})
+	if code != http.StatusSeeOther {
+		t.Fatalf("create: %d", code)
+	}
+	job, err := api.Store.Get(context.Background(), "acme", strings.TrimPrefix(strings.SplitN(h.Get("Location"), "?", 2)[0], "/jobs/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := time.Now().UTC().Truncate(time.Hour)
+	api.DeadLetter(t, job, base.Add(-3*time.Hour), "http_5xx")
+	api.DeadLetter(t, job, base.Add(-2*time.Hour), "http_5xx")
+	api.DeadLetter(t, job, base.Add(-1*time.Hour), "timeout")
+
+	_, list, _ := acme.do("GET", "/dead-letters", nil)
+	for _, want := range []string{`<a href="/dead-letters?class=http_5xx">http_5xx</a></td><td>2</td>`, `<td>hooks.example:8443</td><td>3</td>`} {
+		if !strings.Contains(list, want) {
+			t.Fatalf("groups lack %s:\n%s", want, list)
+		}
+	}
+	form := url.Values{"csrf": {token}, "scope": {"filter"}, "class": {"http_5xx"}, "rate": {"2"}}
+	if code, body, _ := acme.do("POST", "/dead-letters/redrive", form); code != http.StatusOK || !strings.Contains(body, "Re-drive 2 dead letter(s)") {
+		t.Fatalf("dry run: %d\n%s", code, body)
+	}
+	var staged int
+	count := func() int {
+		if err := api.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE attempt = 2`).Scan(&staged); err != nil {
+			t.Fatal(err)
+		}
+		return staged
+	}
+	if count() != 0 {
+		t.Fatal("the dry run staged firings")
+	}
+	form.Set("confirm", "yes")
+	if code, _, h := acme.do("POST", "/dead-letters/redrive", form); code != http.StatusSeeOther || !strings.Contains(h.Get("Location"), "re-driven%3A+2") {
+		t.Fatalf("re-drive: %d %v", code, h)
+	}
+	if count() != 2 {
+		t.Fatalf("%d firings staged, want 2", staged)
 	}
 }

@@ -37,9 +37,17 @@ var funcs = template.FuncMap{
 	},
 	"enum":     enumName,
 	"schedule": describeSchedule,
-	"methods":  func() []string { return []string{"POST", "GET", "PUT", "PATCH", "DELETE"} },
-	"target":   describeTarget,
-	"labels":   labelText,
+	// dict pairs keys with values, for a template's fixed tables.
+	"dict": func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	},
+	"methods": func() []string { return []string{"POST", "GET", "PUT", "PATCH", "DELETE"} },
+	"target":  describeTarget,
+	"labels":  labelText,
 }
 
 // enumName prints JOB_STATUS_ACTIVE as "active".
@@ -534,8 +542,9 @@ func (c *Console) editJob(w http.ResponseWriter, r *http.Request, s *session) {
 // selectable for a re-drive.
 func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
+	ctx := s.call(r.Context())
 	filter := &sundialv1.DeadLetterFilter{JobId: strings.TrimSpace(q.Get("job")), ErrorClass: strings.TrimSpace(q.Get("class")), IncludeRedriven: q.Get("redriven") == "on"}
-	resp, err := c.dlq.ListDeadLetters(s.call(r.Context()), &sundialv1.ListDeadLettersRequest{Filter: filter, PageSize: 100, PageToken: q.Get("page")})
+	resp, err := c.dlq.ListDeadLetters(ctx, &sundialv1.ListDeadLettersRequest{Filter: filter, PageSize: 100, PageToken: q.Get("page")})
 	if err != nil {
 		c.fail(w, r, s, err)
 		return
@@ -549,29 +558,115 @@ func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request, s *session
 		nq.Set("page", t)
 		next = "/dead-letters?" + nq.Encode()
 	}
-	c.render(w, http.StatusOK, "deadletters", s, map[string]any{"DeadLetters": resp.GetDeadLetters(), "Filter": filter, "Next": next})
+	data := map[string]any{"DeadLetters": resp.GetDeadLetters(), "Filter": filter, "Next": next, "Done": q.Get("done")}
+	if q.Get("page") == "" && len(resp.GetDeadLetters()) > 0 {
+		// Groups over the newest 1,000 the filter matches: what is failing,
+		// where, and for which jobs, at a glance.
+		sample, err := c.dlq.ListDeadLetters(ctx, &sundialv1.ListDeadLettersRequest{Filter: filter, PageSize: 1000})
+		if err == nil {
+			data["Groups"] = groupDeadLetters(sample.GetDeadLetters())
+			data["Sampled"] = len(sample.GetDeadLetters())
+			data["SampleCapped"] = sample.GetNextPageToken() != ""
+		}
+	}
+	c.render(w, http.StatusOK, "deadletters", s, data)
+}
+
+// group is one value of a grouping and how many dead letters have it.
+type group struct {
+	Key, Link string
+	Count     int
+}
+
+// groupDeadLetters counts dead letters by error class, target host and
+// job, largest first.
+func groupDeadLetters(dls []*sundialv1.DeadLetter) map[string][]group {
+	count := func(key func(*sundialv1.DeadLetter) (string, string)) []group {
+		m := map[string]*group{}
+		for _, d := range dls {
+			k, link := key(d)
+			if m[k] == nil {
+				m[k] = &group{Key: k, Link: link}
+			}
+			m[k].Count++
+		}
+		out := make([]group, 0, len(m))
+		for _, g := range m {
+			out = append(out, *g)
+		}
+		sort.Slice(out, func(i, j int) bool {
+			if out[i].Count != out[j].Count {
+				return out[i].Count > out[j].Count
+			}
+			return out[i].Key < out[j].Key
+		})
+		if len(out) > 10 {
+			out = out[:10]
+		}
+		return out
+	}
+	return map[string][]group{
+		"Class": count(func(d *sundialv1.DeadLetter) (string, string) {
+			return d.GetErrorClass(), "/dead-letters?class=" + url.QueryEscape(d.GetErrorClass())
+		}),
+		"Host": count(func(d *sundialv1.DeadLetter) (string, string) {
+			t := d.GetFiring().GetTarget()
+			if k := t.GetKafka(); k != nil {
+				return "kafka " + k.GetTopic(), ""
+			}
+			if u, err := url.Parse(t.GetHttp().GetUrl()); err == nil && u.Host != "" {
+				return u.Host, ""
+			}
+			return "–", ""
+		}),
+		"Job": count(func(d *sundialv1.DeadLetter) (string, string) {
+			return d.GetFiring().GetJobId(), "/dead-letters?job=" + url.QueryEscape(d.GetFiring().GetJobId())
+		}),
+	}
 }
 
 // redrive is a dry run unless the form confirms one: the first press shows
-// what would be re-driven, the second does it.
+// what would be re-driven, the second does it. It takes the selected
+// execution ids, or (scope=filter) every dead letter the list's filter
+// matches that was not re-driven yet, up to 1,000, at a chosen rate.
 func (c *Console) redrive(w http.ResponseWriter, r *http.Request, s *session) {
-	ids := r.PostForm["id"]
-	if len(ids) == 0 {
-		c.render(w, http.StatusBadRequest, "error", s, map[string]any{"Title": "Nothing selected", "Message": "Select the dead letters to re-drive."})
-		return
+	req := &sundialv1.RedriveDeadLettersRequest{DryRun: r.PostFormValue("confirm") != "yes", Limit: 1000}
+	hidden := [][2]string{}
+	if r.PostFormValue("scope") == "filter" {
+		req.Filter = &sundialv1.DeadLetterFilter{JobId: strings.TrimSpace(r.PostFormValue("job")), ErrorClass: strings.TrimSpace(r.PostFormValue("class"))}
+		hidden = append(hidden, [2]string{"scope", "filter"}, [2]string{"job", req.Filter.JobId}, [2]string{"class", req.Filter.ErrorClass})
+	} else {
+		req.ExecutionIds = r.PostForm["id"]
+		if len(req.ExecutionIds) == 0 {
+			c.render(w, http.StatusBadRequest, "error", s, map[string]any{"Title": "Nothing selected", "Message": "Select the dead letters to re-drive."})
+			return
+		}
 	}
-	confirmed := r.PostFormValue("confirm") == "yes"
-	resp, err := c.dlq.RedriveDeadLetters(s.call(r.Context()), &sundialv1.RedriveDeadLettersRequest{ExecutionIds: ids, DryRun: !confirmed})
+	if rate := strings.TrimSpace(r.PostFormValue("rate")); rate != "" {
+		v, err := strconv.ParseFloat(rate, 64)
+		if err != nil || v <= 0 {
+			c.render(w, http.StatusBadRequest, "error", s, map[string]any{"Title": "Bad rate", "Message": "the rate is firings per second, a positive number"})
+			return
+		}
+		req.RatePerSecond = v
+		hidden = append(hidden, [2]string{"rate", rate})
+	}
+	resp, err := c.dlq.RedriveDeadLetters(s.call(r.Context()), req)
 	if err != nil {
 		c.fail(w, r, s, err)
 		return
 	}
-	if !confirmed {
+	if req.DryRun {
+		ids := resp.GetExecutionIds()
+		if req.Filter != nil && len(ids) > 20 {
+			ids = ids[:20] // the confirmation re-applies the filter, not this list
+		}
 		c.render(w, http.StatusOK, "confirm", s, map[string]any{
-			"Action": "re-drive", "Question": fmt.Sprintf("Re-drive %d dead letter(s)? Each gets a fresh round of attempts under its job's current definition.", resp.GetCount()),
-			"Post": "/dead-letters/redrive", "Back": "/dead-letters", "IDs": resp.GetExecutionIds(),
+			"Action": "re-drive", "Question": fmt.Sprintf("Re-drive %d dead letter(s), the last released at %s? Each gets a fresh round of attempts under its job's current definition.",
+				resp.GetCount(), resp.GetLastReleaseTime().AsTime().UTC().Format(time.RFC3339)),
+			"Post": "/dead-letters/redrive", "Back": "/dead-letters", "IDs": ids, "Hidden": hidden, "ByFilter": req.Filter != nil,
 		})
 		return
 	}
-	http.Redirect(w, r, "/dead-letters?done="+strconv.Itoa(int(resp.GetCount())), http.StatusSeeOther)
+	http.Redirect(w, r, "/dead-letters?done="+url.QueryEscape(fmt.Sprintf("re-driven: %d dead letter(s)", resp.GetCount())), http.StatusSeeOther)
 }
