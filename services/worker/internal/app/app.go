@@ -275,9 +275,10 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 	w.Queue = q
 	fireHolder := holder.New(corrected, q.Push)
 	var prep *prepare.Stage
-	prepHolder := holder.New(corrected, func(it *work.Item) { prep.Add(it) }, holder.WithLead(func(it *work.Item) time.Duration { return prep.Lead(it) }))
+	prepHolder := holder.New(corrected, func(it *work.Item) { prep.Add(it) }, holder.WithLead(func(it *work.Item) time.Duration { return prep.Lead(it) }),
+		holder.WithBatchSink(func(items []*work.Item) { prep.AddMany(items) }))
 	prep = prepare.New(prepare.Config{
-		Lead: cfg.PrepareLead, Batch: cfg.PrepareBatch, WorkerID: cfg.WorkerID, LeaseTTL: cfg.LeaseTTL,
+		Lead: cfg.PrepareLead, Grain: cfg.PrepareGrain, Batch: cfg.PrepareBatch, WorkerID: cfg.WorkerID, LeaseTTL: cfg.LeaseTTL,
 	}, leases, prepare.Routes{Fire: fireHolder.Add, Now: q.Push, Again: prepHolder.Add}, corrected, m, logger.With("component", "prepare"))
 	wake = func() { prepHolder.Wake(); fireHolder.Wake() }
 	w.Holder = &stages{prepare: prepHolder, fire: fireHolder, ready: q}

@@ -52,9 +52,11 @@ type Config struct {
 	CriticalExecutors int
 	LeaseTTL          time.Duration
 	// PrepareLead: how long before its instant a firing is leased;
-	// PrepareBatch: firings per lease call; SettleBatch: attempts per
-	// marker call.
+	// PrepareGrain: prepare instants are rounded down to it, so spread
+	// firings share lease calls; PrepareBatch: firings per lease call;
+	// SettleBatch: attempts per marker call.
 	PrepareLead  time.Duration
+	PrepareGrain time.Duration
 	PrepareBatch int
 	SettleBatch  int
 	SettleLinger time.Duration
@@ -125,6 +127,8 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", 5*time.Second, "execution lease lifetime past the instant; a crashed worker blocks an execution this long (keep it near --session-timeout: a dead worker's firings leased ahead are free when its partitions move), long attempts renew every third of it")
 	fs.DurationVar(&c.PrepareLead, "prepare-lead", prepare.DefaultConfig.Lead,
 		"lease firings this long before their instant, many per Redis call (0: at the instant); a Redis outage shorter than this does not delay firings already leased")
+	fs.DurationVar(&c.PrepareGrain, "prepare-grain", prepare.DefaultConfig.Grain,
+		"round each firing's prepare instant down to a multiple of this, so firings spread over time are leased together (each between --prepare-lead and --prepare-lead plus this ahead; 0: one by one)")
 	fs.IntVar(&c.PrepareBatch, "prepare-batch", prepare.DefaultConfig.Batch, "firings leased by one Redis call at most")
 	fs.IntVar(&c.SettleBatch, "settle-batch", executor.DefaultConfig.SettleBatch, "finished attempts whose markers one Redis call writes at most")
 	fs.DurationVar(&c.SettleLinger, "settle-linger", executor.DefaultConfig.SettleLinger,
@@ -194,6 +198,9 @@ func (c *Config) Validate(p *config.Problems) {
 	}
 	if c.PrepareLead < 0 || c.PrepareLead > 10*time.Minute {
 		p.Addf("prepare-lead", "must be between 0 and 10m, got %s", c.PrepareLead)
+	}
+	if c.PrepareGrain < 0 || c.PrepareGrain > time.Second {
+		p.Addf("prepare-grain", "must be between 0 and 1s, got %s", c.PrepareGrain)
 	}
 	if c.PrepareBatch < 1 || c.PrepareBatch > 4096 {
 		p.Addf("prepare-batch", "must be between 1 and 4096, got %d", c.PrepareBatch)

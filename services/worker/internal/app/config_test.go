@@ -10,6 +10,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sundialhq/sundial/pkg/config"
+
+	"github.com/sundialhq/sundial/services/worker/internal/prepare"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -39,6 +41,9 @@ func TestDefaultsNeedOnlyASecret(t *testing.T) {
 	if c.Group != "sundial-workers" || c.SessionTimeout.Seconds() != 2 || c.TopicPrefix != "sundial" || c.RedisKeyPrefix != "sundial:" {
 		t.Fatalf("defaults %+v", c)
 	}
+	if c.PrepareGrain != prepare.DefaultConfig.Grain || c.PrepareGrain <= 0 || c.CriticalExecutors <= 0 {
+		t.Fatalf("spread firings must share lease calls and CRITICAL have executors of its own by default: grain %s, critical executors %d", c.PrepareGrain, c.CriticalExecutors)
+	}
 	if s, err := c.Secret(); err != nil || string(s) != "s" {
 		t.Fatalf("secret %q, %v", s, err)
 	}
@@ -60,6 +65,8 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		flag string
 	}{
 		{[]string{"--executors", "0"}, "executors"},
+		{[]string{"--critical-executors", "-1"}, "critical-executors"},
+		{[]string{"--prepare-grain", "2s"}, "prepare-grain"},
 		{[]string{"--lease-ttl", "1ms"}, "lease-ttl"},
 		{[]string{"--session-timeout", "10ms"}, "session-timeout"},
 		{[]string{"--kafka-brokers", " , "}, "kafka-brokers"},

@@ -34,8 +34,9 @@ type Holder struct {
 	seq  uint64
 	wake chan struct{}
 
-	onWait func()
-	lead   func(*work.Item) time.Duration
+	onWait   func()
+	lead     func(*work.Item) time.Duration
+	sinkMany func([]*work.Item)
 	runner lifecycle.Runner
 }
 
@@ -49,6 +50,13 @@ func WithWaitHook(f func()) Option { return func(h *Holder) { h.onWait = f } }
 // WithLead releases each item lead(it) before its fire instant instead of
 // at it: the prepare stage's holder, which leases firings ahead.
 func WithLead(lead func(*work.Item) time.Duration) Option { return func(h *Holder) { h.lead = lead } }
+
+// WithBatchSink hands what is due to sinkMany a chunk at a time instead of
+// to the sink one item at a time (the prepare stage, which leases a chunk
+// in one call). sinkMany must not block or keep the slice.
+func WithBatchSink(sinkMany func([]*work.Item)) Option {
+	return func(h *Holder) { h.sinkMany = sinkMany }
+}
 
 // New returns a holder that reads time from clk (the corrected clock) and
 // passes due items to sink, which must not block.
@@ -135,11 +143,17 @@ func (h *Holder) loop(ctx context.Context) error {
 				wait = time.Duration(h.h[0].Due - now)
 			}
 			h.mu.Unlock()
-			for i, it := range due {
+			for _, it := range due {
 				it.Ready = now
-				h.sink(it)
-				due[i] = nil
 			}
+			if h.sinkMany != nil {
+				h.sinkMany(due)
+			} else {
+				for _, it := range due {
+					h.sink(it)
+				}
+			}
+			clear(due)
 			due = due[:0]
 			if !more {
 				break

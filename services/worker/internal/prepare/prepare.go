@@ -168,12 +168,20 @@ func (s *Stage) Lead(it *work.Item) time.Duration {
 	return time.Duration(it.FireAt - at)
 }
 
-// Add takes a firing whose prepare instant has come. It never blocks (the
-// prepare holder's sink).
-func (s *Stage) Add(it *work.Item) {
-	r := readyq.Rank(it.Priority)
+// Add takes a firing whose prepare instant has come. It never blocks.
+func (s *Stage) Add(it *work.Item) { s.AddMany([]*work.Item{it}) }
+
+// AddMany takes firings whose prepare instant has come, all before the
+// stage looks, so they share lease calls (the prepare holder's sink: the
+// firings of one grain arrive together, and handed over one by one the
+// stage would wake on the first and lease it alone). It never blocks and
+// keeps nothing of items but its elements.
+func (s *Stage) AddMany(items []*work.Item) {
 	s.mu.Lock()
-	s.due[r] = append(s.due[r], it)
+	for _, it := range items {
+		r := readyq.Rank(it.Priority)
+		s.due[r] = append(s.due[r], it)
+	}
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:

@@ -19,6 +19,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/lease"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
+	"github.com/sundialhq/sundial/services/worker/internal/holder"
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
 	"github.com/sundialhq/sundial/services/worker/internal/work"
 )
@@ -267,5 +268,44 @@ func TestCopyOfAnUnmarkedExecutionIsNotLeased(t *testing.T) {
 	}
 	if len(r.again) != 1 || exec(r.again[0]) != "fired-in-outage" || r.again[0].NotBefore <= clk.Now().UnixNano() {
 		t.Fatalf("held again: %v", r.again)
+	}
+}
+
+// The firings of one grain, released together by the prepare holder, share
+// lease calls: the holder hands the stage a chunk at a time, so the stage
+// does not wake on the first firing and lease it alone.
+func TestHeldGrainIsLeasedInFullBatches(t *testing.T) {
+	const n = 600
+	clk := clock.NewFake(t0)
+	l := &leaser{}
+	s, r := newStage(t, Config{Batch: 256, Lead: 1500 * time.Millisecond, Grain: 100 * time.Millisecond}, l, clk)
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	armed := make(chan struct{}, 100)
+	h := holder.New(clk, s.Add, holder.WithLead(s.Lead), holder.WithBatchSink(s.AddMany), holder.WithWaitHook(func() { armed <- struct{}{} }))
+	if err := h.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop()
+	<-armed
+	o := &owner{}
+	for i := range n {
+		// Spread over one grain: 10 s + 0..99 ms.
+		h.Add(item(t, o, fmt.Sprint(i), t0.Add(10*time.Second+time.Duration(i%100)*time.Millisecond), 0))
+	}
+	clk.Set(t0.Add(8600 * time.Millisecond)) // the grain's prepare instant
+	for range n {
+		<-r.fired
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.calls) > 3 {
+		sizes := make([]int, len(l.calls))
+		for i, c := range l.calls {
+			sizes[i] = len(c)
+		}
+		t.Fatalf("%d lease calls %v for %d firings of one grain, want 3 (256+256+88)", len(l.calls), sizes, n)
 	}
 }
