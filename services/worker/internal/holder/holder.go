@@ -37,7 +37,7 @@ type Holder struct {
 	onWait   func()
 	lead     func(*work.Item) time.Duration
 	sinkMany func([]*work.Item)
-	runner lifecycle.Runner
+	runner   lifecycle.Runner
 }
 
 // Option configures a Holder.
