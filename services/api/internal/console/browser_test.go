@@ -91,6 +91,8 @@ func TestBrowserConsole(t *testing.T) {
 	run := func(name string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(step(name), actions...); err != nil {
+			// What the browser showed when the step failed.
+			_ = chromedp.Do(step("failure"), shot("failed-"+strings.ReplaceAll(name, " ", "-")))
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
@@ -140,6 +142,7 @@ func TestBrowserConsole(t *testing.T) {
 		chromedp.SendKeys(css("#name"), "nightly-report"),
 		chromedp.SendKeys(css("#cron"), "0 9 * * MON-FRY"),
 		chromedp.SendKeys(css("#url"), "reports.example/run"),
+		chromedp.WaitVisible(css("#preview li.field-error")),
 		chromedp.Click(css("#create")),
 		chromedp.WaitVisible(css("#cron-error")),
 		shot("02-create-field-errors"),
@@ -285,6 +288,7 @@ func TestBrowserConsole(t *testing.T) {
 		chromedp.SendKeys(css("#name"), hostile),
 		chromedp.SendKeys(css("#cron"), "@hourly"),
 		chromedp.SendKeys(css("#url"), "https://reports.example/x"),
+		chromedp.WaitVisible(css("#preview li:nth-child(6)")),
 		chromedp.Click(css("#create")),
 		chromedp.WaitVisible(css("#notice")),
 		shot("07-hostile-name"),
