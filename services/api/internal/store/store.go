@@ -358,8 +358,11 @@ type ListQuery struct {
 	Limit int
 }
 
-// List returns up to q.Limit jobs of tenant matching q, ids above q.After.
-func (s *Store) List(ctx context.Context, tenant string, q ListQuery) ([]*sundialv1.Job, error) {
+// listSQL is List's query. It orders by jobs.id, qualified: a bare "id"
+// in ORDER BY names the output column, which is id::text, and sorting by
+// that cannot use the (tenant, id) index — every page became a scan and
+// sort of the tenant's jobs (80 ms at 200,000 jobs, seconds at millions).
+func listSQL(tenant string, q ListQuery) (string, []any) {
 	sql := `SELECT ` + jobColumns + ` FROM jobs WHERE tenant = $1`
 	args := []any{tenant}
 	if q.Status == sundialv1.JobStatus_JOB_STATUS_UNSPECIFIED {
@@ -374,10 +377,16 @@ func (s *Store) List(ctx context.Context, tenant string, q ListQuery) ([]*sundia
 	}
 	if q.After != "" {
 		args = append(args, q.After)
-		sql += fmt.Sprintf(` AND id > $%d`, len(args))
+		sql += fmt.Sprintf(` AND jobs.id > $%d`, len(args))
 	}
 	args = append(args, q.Limit)
-	sql += fmt.Sprintf(` ORDER BY id LIMIT $%d`, len(args))
+	sql += fmt.Sprintf(` ORDER BY jobs.id LIMIT $%d`, len(args))
+	return sql, args
+}
+
+// List returns up to q.Limit jobs of tenant matching q, ids above q.After.
+func (s *Store) List(ctx context.Context, tenant string, q ListQuery) ([]*sundialv1.Job, error) {
+	sql, args := listSQL(tenant, q)
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list jobs: %w", err)
