@@ -140,6 +140,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 	c.render(w, http.StatusOK, "overview", s, map[string]any{
 		"DeadHour": hour, "DeadDay": day, "Recent": recent.GetDeadLetters(),
 		"Paused": paused.GetJobs(), "MorePaused": paused.GetNextPageToken() != "",
+		"Now": now.UTC().Format("2006-01-02 15:04:05Z"),
 	})
 }
 
