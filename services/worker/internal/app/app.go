@@ -188,6 +188,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 	recCfg := recorder.DefaultConfig
 	recCfg.RunningDelay = cfg.LedgerRunningDelay
 	recCfg.Linger = cfg.LedgerLinger
+	recCfg.Quiet = cfg.LedgerQuiet
 	if cfg.LedgerGroupSize > 0 {
 		recCfg.GroupSize = cfg.LedgerGroupSize
 	}

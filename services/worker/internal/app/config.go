@@ -65,8 +65,10 @@ type Config struct {
 	// RUNNING; a shorter one by its outcome alone (one ledger write).
 	LedgerRunningDelay time.Duration
 	// LedgerLinger: how long the recorder gathers records into a group
-	// before writing it; LedgerGroupSize caps a group.
+	// before writing it; LedgerQuiet ends a group sooner when no record
+	// came for that long; LedgerGroupSize caps a group.
 	LedgerLinger    time.Duration
+	LedgerQuiet     time.Duration
 	LedgerGroupSize int
 	SessionTimeout  time.Duration
 	// LivenessTTL: how long after its last refresh this worker's leases
@@ -136,7 +138,9 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.LedgerRunningDelay, "ledger-running-delay", recorder.DefaultConfig.RunningDelay,
 		"record an attempt as RUNNING in the ledger once it has run this long (0: at once); a shorter attempt is recorded by its outcome alone, one write instead of two")
 	fs.DurationVar(&c.LedgerLinger, "ledger-linger", recorder.DefaultConfig.Linger,
-		"gather ledger records this long before writing them as one group (many records per Cassandra batch); an attempt shows in history about this much later")
+		"gather ledger records at most this long before writing them as one group (many records per Cassandra batch); an attempt shows in history at most about this much later")
+	fs.DurationVar(&c.LedgerQuiet, "ledger-quiet", recorder.DefaultConfig.Quiet,
+		"write a gathered group sooner once no record has come for this long (a herd's records are written just after it; a steady stream fills groups for the whole --ledger-linger)")
 	fs.IntVar(&c.LedgerGroupSize, "ledger-group-size", recorder.DefaultConfig.GroupSize, "ledger records written by one group at most")
 	fs.DurationVar(&c.DoneTTL, "done-ttl", 7*24*time.Hour, "how long a done marker rejects redeliveries of a finished execution")
 	fs.DurationVar(&c.SessionTimeout, "session-timeout", 2*time.Second, "Kafka group session timeout: how soon a dead worker's partitions move (raised to the brokers' group.min.session.timeout.ms, which is 6s unless lowered)")
@@ -219,6 +223,9 @@ func (c *Config) Validate(p *config.Problems) {
 	}
 	if c.LedgerLinger < 0 || c.LedgerLinger > 10*time.Second {
 		p.Addf("ledger-linger", "must be between 0 and 10s, got %s", c.LedgerLinger)
+	}
+	if c.LedgerQuiet < 0 || c.LedgerQuiet > 10*time.Second {
+		p.Addf("ledger-quiet", "must be between 0 and 10s, got %s", c.LedgerQuiet)
 	}
 	if c.LedgerGroupSize < 1 {
 		p.Addf("ledger-group-size", "must be at least 1, got %d", c.LedgerGroupSize)

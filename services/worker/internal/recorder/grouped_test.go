@@ -176,3 +176,52 @@ func TestGroupedNothingLostWhileLedgerDown(t *testing.T) {
 }
 
 func runtimeGosched() { runtime.Gosched() }
+
+// A steady stream keeps a group open for the whole Linger; once records
+// stop coming for Quiet, the group is written at once (a herd's records
+// just after the herd, not at the next one's instant).
+func TestGroupedQuietEndsAGroupEarly(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	fc := clock.NewFake(t0)
+	l := &groupLedger{calls: make(chan int, 10)}
+	r := New(l, Config{Shards: 1, Linger: 2 * time.Second, Quiet: 100 * time.Millisecond, GroupSize: 1000, Clock: fc}, quiet(), Metrics{})
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop()
+	var done sync.WaitGroup
+	// taken waits until the shard has taken everything queued (and, a
+	// moment later, re-armed its timers).
+	taken := func() {
+		for len(r.shards[0]) > 0 {
+			runtime.Gosched()
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	const n = 30
+	for i := range n {
+		done.Add(1)
+		if !r.Final(context.Background(), slotted(fmt.Sprint("s", i), "job", sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED), true, done.Done) {
+			t.Fatal("Final refused")
+		}
+		taken()
+		fc.Advance(40 * time.Millisecond) // 1.2 s in all: less than Linger, never Quiet
+		select {
+		case got := <-l.calls:
+			t.Fatalf("a group of %d written %s into a steady stream", got, fc.Now().Sub(t0))
+		default:
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(l.calls) == 0 {
+		fc.Advance(10 * time.Millisecond)
+		taken()
+		if time.Now().After(deadline) {
+			t.Fatal("the group was never written")
+		}
+	}
+	if got, at := <-l.calls, fc.Now().Sub(t0); got != n || at >= 2*time.Second {
+		t.Fatalf("group of %d written at %s, want all %d once the stream went quiet (before the 2 s linger)", got, at, n)
+	}
+	done.Wait()
+}
