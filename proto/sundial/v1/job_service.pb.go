@@ -217,7 +217,11 @@ type ListJobsRequest struct {
 	// Only jobs with this status; unspecified lists all but deleted.
 	Status JobStatus `protobuf:"varint,3,opt,name=status,proto3,enum=sundial.v1.JobStatus" json:"status,omitempty"`
 	// Only jobs carrying every one of these labels.
-	Labels        map[string]string `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels map[string]string `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Only jobs whose name contains this text, ignoring case (at most 256
+	// characters). Pages scan the tenant's jobs in id order until they fill,
+	// so a rare match costs more than a common one.
+	NameContains  string `protobuf:"bytes,5,opt,name=name_contains,json=nameContains,proto3" json:"name_contains,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -278,6 +282,13 @@ func (x *ListJobsRequest) GetLabels() map[string]string {
 		return x.Labels
 	}
 	return nil
+}
+
+func (x *ListJobsRequest) GetNameContains() string {
+	if x != nil {
+		return x.NameContains
+	}
+	return ""
 }
 
 type ListJobsResponse struct {
@@ -1492,13 +1503,14 @@ const file_sundial_v1_job_service_proto_rawDesc = "" +
 	"\rGetJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"3\n" +
 	"\x0eGetJobResponse\x12!\n" +
-	"\x03job\x18\x01 \x01(\v2\x0f.sundial.v1.JobR\x03job\"\xf8\x01\n" +
+	"\x03job\x18\x01 \x01(\v2\x0f.sundial.v1.JobR\x03job\"\x9d\x02\n" +
 	"\x0fListJobsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\x12-\n" +
 	"\x06status\x18\x03 \x01(\x0e2\x15.sundial.v1.JobStatusR\x06status\x12?\n" +
-	"\x06labels\x18\x04 \x03(\v2'.sundial.v1.ListJobsRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\x04 \x03(\v2'.sundial.v1.ListJobsRequest.LabelsEntryR\x06labels\x12#\n" +
+	"\rname_contains\x18\x05 \x01(\tR\fnameContains\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"_\n" +
