@@ -234,6 +234,8 @@ func (c *Client) TriggerJob(ctx context.Context, id string) (*sundialv1.TriggerJ
 type ListFilter struct {
 	Status sundialv1.JobStatus
 	Labels map[string]string
+	// NameContains keeps jobs whose name contains it, ignoring case.
+	NameContains string
 	// PageSize is how many jobs each call fetches (default 100).
 	PageSize int32
 }
@@ -244,7 +246,7 @@ func (c *Client) Jobs(ctx context.Context, f ListFilter) iter.Seq2[*sundialv1.Jo
 	return func(yield func(*sundialv1.Job, error) bool) {
 		token := ""
 		for {
-			req := &sundialv1.ListJobsRequest{Status: f.Status, Labels: f.Labels, PageSize: f.PageSize, PageToken: token}
+			req := &sundialv1.ListJobsRequest{Status: f.Status, Labels: f.Labels, NameContains: f.NameContains, PageSize: f.PageSize, PageToken: token}
 			resp, err := call(ctx, c, true, func(ctx context.Context) (*sundialv1.ListJobsResponse, error) { return c.jobs.ListJobs(ctx, req) })
 			if err != nil {
 				yield(nil, err)

@@ -32,11 +32,11 @@ func (c *Console) bulk(w http.ResponseWriter, r *http.Request, s *session) {
 		c.render(w, http.StatusBadRequest, "error", s, map[string]any{"Title": "Bad request", "Message": "no such bulk action"})
 		return
 	}
-	statusText, labelText := r.PostFormValue("status"), strings.TrimSpace(r.PostFormValue("labels"))
+	statusText, labelText, nameText := r.PostFormValue("status"), strings.TrimSpace(r.PostFormValue("labels")), strings.TrimSpace(r.PostFormValue("name"))
 	byFilter := r.PostFormValue("scope") == "filter"
 	var jobs []*sundialv1.Job
 	if byFilter {
-		req := &sundialv1.ListJobsRequest{PageSize: maxBulk}
+		req := &sundialv1.ListJobsRequest{PageSize: maxBulk, NameContains: nameText}
 		if statusText != "" {
 			v, ok := sundialv1.JobStatus_value["JOB_STATUS_"+strings.ToUpper(statusText)]
 			if !ok {
@@ -90,12 +90,12 @@ func (c *Console) bulk(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 		what := "the selected"
 		if byFilter {
-			what = "every job the filter (" + filterText(statusText, labelText) + ") matches:"
+			what = "every job the filter (" + filterText(statusText, labelText, nameText) + ") matches:"
 		}
 		c.render(w, http.StatusOK, "confirm", s, map[string]any{
 			"Action": strings.ToLower(verb), "Question": fmt.Sprintf("%s %s %d job(s)?", verb, what, len(jobs)),
 			"Post": "/jobs/bulk", "Back": "/jobs", "Jobs": shown, "More": len(jobs) - len(shown),
-			"Hidden": bulkHidden(action, byFilter, statusText, labelText, jobs),
+			"Hidden": bulkHidden(action, byFilter, statusText, labelText, nameText, jobs),
 		})
 		return
 	}
@@ -132,10 +132,13 @@ func (c *Console) bulk(w http.ResponseWriter, r *http.Request, s *session) {
 	if labelText != "" {
 		q.Set("labels", labelText)
 	}
+	if nameText != "" {
+		q.Set("name", nameText)
+	}
 	http.Redirect(w, r, "/jobs?"+q.Encode(), http.StatusSeeOther)
 }
 
-func filterText(statusText, labelText string) string {
+func filterText(statusText, labelText, nameText string) string {
 	parts := []string{}
 	if statusText != "" {
 		parts = append(parts, "status "+statusText)
@@ -145,14 +148,17 @@ func filterText(statusText, labelText string) string {
 	if labelText != "" {
 		parts = append(parts, "labels "+labelText)
 	}
+	if nameText != "" {
+		parts = append(parts, "name containing "+nameText)
+	}
 	return strings.Join(parts, ", ")
 }
 
 // bulkHidden is what the confirmation form posts back.
-func bulkHidden(action string, byFilter bool, statusText, labelText string, jobs []*sundialv1.Job) [][2]string {
+func bulkHidden(action string, byFilter bool, statusText, labelText, nameText string, jobs []*sundialv1.Job) [][2]string {
 	h := [][2]string{{"action", action}}
 	if byFilter {
-		return append(h, [2]string{"scope", "filter"}, [2]string{"status", statusText}, [2]string{"labels", labelText})
+		return append(h, [2]string{"scope", "filter"}, [2]string{"status", statusText}, [2]string{"labels", labelText}, [2]string{"name", nameText})
 	}
 	for _, j := range jobs {
 		h = append(h, [2]string{"id", j.GetId()})

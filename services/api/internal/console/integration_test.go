@@ -208,6 +208,9 @@ func TestIntegrationConsoleBulk(t *testing.T) {
 		return j.GetStatus()
 	}
 
+	if _, list, _ := acme.do("GET", "/jobs?name=B", nil); !strings.Contains(list, ">b</a>") || strings.Contains(list, ">a</a>") {
+		t.Fatalf("name search lists:\n%s", list)
+	}
 	filter := url.Values{"csrf": {token}, "scope": {"filter"}, "labels": {"team=billing"}, "action": {"pause"}}
 	code, body, _ := acme.do("POST", "/jobs/bulk", filter)
 	if code != http.StatusOK || !strings.Contains(body, "Pause every job the filter (all but deleted, labels team=billing) matches: 2 job(s)?") {

@@ -159,6 +159,7 @@ func (c *Console) jobList(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 		req.Status = sundialv1.JobStatus(v)
 	}
+	req.NameContains = strings.TrimSpace(q.Get("name"))
 	labelText := strings.TrimSpace(q.Get("labels"))
 	if labelText != "" {
 		labels, err := parseLabels(labelText)
@@ -182,10 +183,13 @@ func (c *Console) jobList(w http.ResponseWriter, r *http.Request, s *session) {
 		if labelText != "" {
 			nq.Set("labels", labelText)
 		}
+		if req.NameContains != "" {
+			nq.Set("name", req.NameContains)
+		}
 		next = "/jobs?" + nq.Encode()
 	}
 	c.render(w, http.StatusOK, "jobs", s, map[string]any{
-		"Jobs": resp.GetJobs(), "Next": next, "Status": q.Get("status"), "Labels": labelText, "Statuses": statuses,
+		"Jobs": resp.GetJobs(), "Next": next, "Status": q.Get("status"), "Labels": labelText, "Name": req.NameContains, "Statuses": statuses,
 		"FirstPage": req.PageToken == "", "Done": q.Get("done"),
 	})
 }

@@ -89,6 +89,15 @@ func TestIntegrationHTTPJobLifecycle(t *testing.T) {
 	if code, got, _ := call(t, api, "GET", "/v1/jobs?labels[team]=payments", apitest.TokenAcme, ""); code != 200 || got["jobs"] != nil {
 		t.Fatalf("list by another label: %d %v", code, got)
 	}
+	if code, got, _ := call(t, api, "GET", "/v1/jobs?name_contains=NIGHT", apitest.TokenAcme, ""); code != 200 || len(got["jobs"].([]any)) != 1 {
+		t.Fatalf("name search: %d %v", code, got)
+	}
+	if code, got, _ := call(t, api, "GET", "/v1/jobs?name_contains=daily", apitest.TokenAcme, ""); code != 200 || got["jobs"] != nil {
+		t.Fatalf("name search without a match: %d %v", code, got)
+	}
+	if code, got, _ := call(t, api, "GET", "/v1/jobs?name_contains="+strings.Repeat("x", 257), apitest.TokenAcme, ""); code != 400 || !strings.Contains(got["message"].(string), "name_contains") {
+		t.Fatalf("a 257-character name search: %d %v", code, got)
+	}
 	if code, got, _ := call(t, api, "GET", "/v1/jobs", apitest.TokenGlobex, ""); code != 200 || got["jobs"] != nil {
 		t.Fatalf("globex lists: %d %v", code, got)
 	}

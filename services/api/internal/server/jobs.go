@@ -353,11 +353,14 @@ func (s *JobService) ListJobs(ctx context.Context, req *sundialv1.ListJobsReques
 			vs = append(vs, jerr.Violations...)
 		}
 	}
+	if n := utf8.RuneCountInString(req.GetNameContains()); n > 256 {
+		vs = append(vs, jobspec.FieldViolation{Field: "name_contains", Description: fmt.Sprintf("at most 256 characters, got %d", n)})
+	}
 	if len(vs) > 0 {
 		return nil, invalid(vs...)
 	}
-	filter := listFilterDigest(req.GetStatus(), req.GetLabels())
-	q := store.ListQuery{Status: req.GetStatus(), Labels: req.GetLabels(), Limit: size + 1}
+	filter := listFilterDigest(req.GetStatus(), req.GetLabels(), req.GetNameContains())
+	q := store.ListQuery{Status: req.GetStatus(), Labels: req.GetLabels(), NameContains: req.GetNameContains(), Limit: size + 1}
 	if tok := req.GetPageToken(); tok != "" {
 		c, err := decodeCursor(tok, filter)
 		if err != nil {

@@ -40,7 +40,7 @@ type listCursor struct {
 	Filter string `json:"f"`
 }
 
-func listFilterDigest(status sundialv1.JobStatus, labels map[string]string) string {
+func listFilterDigest(status sundialv1.JobStatus, labels map[string]string, nameContains string) string {
 	h := sha256.New()
 	var b [4]byte
 	binary.BigEndian.PutUint32(b[:], uint32(status))
@@ -58,6 +58,11 @@ func listFilterDigest(status sundialv1.JobStatus, labels map[string]string) stri
 		binary.BigEndian.PutUint32(b[:], uint32(len(labels[k])))
 		h.Write(b[:])
 		h.Write([]byte(labels[k]))
+	}
+	if nameContains != "" {
+		// Only when set, so tokens issued before name search stay valid.
+		h.Write([]byte{0xff})
+		h.Write([]byte(nameContains))
 	}
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }

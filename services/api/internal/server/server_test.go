@@ -219,7 +219,7 @@ func TestListJobsRefusesBadInput(t *testing.T) {
 		"status":      {&sundialv1.ListJobsRequest{Status: 17}, "status"},
 		"labels":      {&sundialv1.ListJobsRequest{Labels: map[string]string{"bad key": "v"}}, `labels["bad key"]`},
 		"token":       {&sundialv1.ListJobsRequest{PageToken: "garbage!"}, "page_token"},
-		"token other": {&sundialv1.ListJobsRequest{PageToken: encodeCursor(listCursor{After: someID, Filter: listFilterDigest(0, map[string]string{"a": "b"})})}, "page_token"},
+		"token other": {&sundialv1.ListJobsRequest{PageToken: encodeCursor(listCursor{After: someID, Filter: listFilterDigest(0, map[string]string{"a": "b"}, "")})}, "page_token"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := s.ListJobs(tenantCtx, tc.req)
@@ -388,8 +388,11 @@ func TestMaskApplication(t *testing.T) {
 }
 
 func TestCursorRoundTrip(t *testing.T) {
-	f := listFilterDigest(sundialv1.JobStatus_JOB_STATUS_ACTIVE, map[string]string{"a": "bc"})
-	if f == listFilterDigest(sundialv1.JobStatus_JOB_STATUS_ACTIVE, map[string]string{"ab": "c"}) {
+	f := listFilterDigest(sundialv1.JobStatus_JOB_STATUS_ACTIVE, map[string]string{"a": "bc"}, "")
+	if f == listFilterDigest(sundialv1.JobStatus_JOB_STATUS_ACTIVE, map[string]string{"a": "bc"}, "b") {
+		t.Fatal("a name search must not reuse another filter's page tokens")
+	}
+	if f == listFilterDigest(sundialv1.JobStatus_JOB_STATUS_ACTIVE, map[string]string{"ab": "c"}, "") {
 		t.Fatal("different label filters share a digest")
 	}
 	tok := encodeCursor(listCursor{After: someID, Filter: f})
@@ -397,7 +400,7 @@ func TestCursorRoundTrip(t *testing.T) {
 	if err != nil || c.After != someID {
 		t.Fatalf("decode = %v, %v", c, err)
 	}
-	if _, err := decodeCursor(tok, listFilterDigest(0, nil)); err == nil {
+	if _, err := decodeCursor(tok, listFilterDigest(0, nil, "")); err == nil {
 		t.Fatal("token accepted for other filters")
 	}
 }

@@ -38,6 +38,7 @@ func TestIntegrationListUsesTheTenantIDIndex(t *testing.T) {
 		{Limit: 101},
 		{Limit: 101, After: "80000000-0000-4000-8000-000000000000"},
 		{Limit: 101, Status: sundialv1.JobStatus_JOB_STATUS_ACTIVE},
+		{Limit: 101, NameContains: "J1"},
 	} {
 		sql, args := listSQL("acme", q)
 		rows, err := pool.Query(ctx, "EXPLAIN "+sql, args...)

@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -352,6 +353,8 @@ type ListQuery struct {
 	Status sundialv1.JobStatus
 	// Labels keeps jobs carrying every one of these labels.
 	Labels map[string]string
+	// NameContains keeps jobs whose name contains it, ignoring case.
+	NameContains string
 	// After is the last id of the previous page, "" for the first.
 	After string
 	// Limit is the most jobs to return.
@@ -374,6 +377,12 @@ func listSQL(tenant string, q ListQuery) (string, []any) {
 	if len(q.Labels) > 0 {
 		args = append(args, q.Labels)
 		sql += fmt.Sprintf(` AND labels @> $%d`, len(args))
+	}
+	if q.NameContains != "" {
+		// strpos, not LIKE: the text is matched as written, % and _
+		// included.
+		args = append(args, strings.ToLower(q.NameContains))
+		sql += fmt.Sprintf(` AND strpos(lower(name), $%d) > 0`, len(args))
 	}
 	if q.After != "" {
 		args = append(args, q.After)
