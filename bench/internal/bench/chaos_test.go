@@ -20,7 +20,7 @@ func chaosFixture(t0 time.Time, n int) (*chaos, harness.Expected, uuid.UUID) {
 		want[firing.ExecutionID(job, at)] = harness.Slot{JobID: job, Scheduled: at, FireAt: at, Via: harness.ViaHTTP}
 	}
 	c := &chaos{jobs: &jobSet{ids: map[uuid.UUID]bool{job: true}}, start: t0, end: t0.Add(time.Duration(n) * time.Second),
-		threshold: 300 * time.Millisecond}
+		baseP99: 10 * time.Millisecond, threshold: 300 * time.Millisecond}
 	return c, want, job
 }
 
@@ -49,9 +49,9 @@ func TestChaosRowRecovery(t *testing.T) {
 		t.Fatalf("the row's window: %+v", a)
 	}
 	late, recovered := c.recovery(a, want, got, row)
-	// added lateness is beyond the 300 ms threshold: 2 s → 1.7 s (the max),
-	// 1 s → 700 ms (the p99 of 8, nearest rank below)
-	if late != "700 ms / 1700 ms" {
+	// added lateness is beyond the baseline p99 (10 ms): 2 s → 1990 ms (the max),
+	// 1 s → 990 ms (the p99 of 8, nearest rank below)
+	if late != "990 ms / 1990 ms" {
 		t.Errorf("added lateness = %q", late)
 	}
 	if recovered != "4000 ms" {
