@@ -126,8 +126,12 @@ test-browser: ## The api's web console in headless Chromium (Debian's package, i
 test: infra-up lint proto-check test-unit test-integration test-browser test-e2e bench-quick chaos-quick ## Everything, against the real components (what CI runs)
 
 .PHONY: run
-run: infra-up build ## Start the components and the four services (make stop to end them)
-	$(PLATFORM) up
+# Replicas for make run (WORKERS=2 etc.); unset keeps what the last run used.
+RUN_REPLICAS = $(if $(APIS),SUNDIAL_PLATFORM_APIS=$(APIS)) $(if $(PREFETCHERS),SUNDIAL_PLATFORM_PREFETCHERS=$(PREFETCHERS)) \
+	$(if $(RELAYS),SUNDIAL_PLATFORM_RELAYS=$(RELAYS)) $(if $(WORKERS),SUNDIAL_PLATFORM_WORKERS=$(WORKERS))
+
+run: infra-up build ## Start the components and the services (make stop to end them); WORKERS=2 PREFETCHERS=2 RELAYS=2 APIS=2 run replicas, remembered with the rest of the configuration in .run/platform.env
+	$(RUN_REPLICAS) $(PLATFORM) up
 
 .PHONY: run-observability
 run-observability: run ## make run, plus Prometheus on 127.0.0.1:9091 (Grafana on :3000 where installed)

@@ -4,10 +4,24 @@
 # by `make build`) as background processes against the local infrastructure
 # (deploy/local/infra.sh). Pid files and logs go to .run/ at the repository root.
 #
-#   platform.sh up       start what is not running; wait for each /healthz and /readyz
-#   platform.sh down     SIGTERM each service, wait for its drain (SIGKILL after a timeout)
-#   platform.sh status   one line per service: up/unready/down, admin address, pid
-#   platform.sh logs S   the log of service S (-f to follow; S may also be sink)
+#   platform.sh up           start what is not running; wait for each /healthz and /readyz
+#   platform.sh down         SIGTERM each instance, wait for its drain (SIGKILL after a timeout)
+#   platform.sh restart I..  stop and start instances (worker-2) or every instance of a service (worker)
+#   platform.sh status       one line per instance: up/unready/down, admin address, pid
+#   platform.sh config       the settings remembered in .run/platform.env
+#   platform.sh logs I       the log of instance I (-f to follow; I may also be sink)
+#
+# Replicas: SUNDIAL_PLATFORM_{APIS,PREFETCHERS,RELAYS,WORKERS} (default 1 each;
+# `make run WORKERS=2 PREFETCHERS=2 RELAYS=2` sets them) run that many of a
+# service: the first is named like the service (worker, admin 127.0.0.1:8084),
+# the next worker-2, worker-3 (admin port +100 each: 8184, 8284); api-N serves
+# gRPC on 9090+N-1.
+#
+# `up` remembers its configuration in .run/platform.env: the replica counts
+# and every SUNDIAL_* setting it ran with (tokens, target allowlist, signing
+# secret, log level...). A later up or restart loads it first, so a service
+# restarted after a kill keeps them; a variable set in the caller's
+# environment still wins and is remembered in turn. Delete the file to forget.
 #
 # After the services, `up` starts a demo target (bin/schedctl sink on
 # 127.0.0.1:8099, printing every request to .run/sink.log) and registers a
@@ -22,6 +36,34 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 RUN=${SUNDIAL_RUN_DIR:-$ROOT/.run}
 BIN=${SUNDIAL_BIN_DIR:-$ROOT/bin}
 SERVICES=(api prefetcher relay worker)
+ENV_FILE=$RUN/platform.env
+
+log() { printf '[platform] %s\n' "$*" >&2; }
+die() { printf '[platform] error: %s\n' "$*" >&2; exit 1; }
+
+# load_config: the remembered settings, for every variable the caller did not set.
+load_config() {
+  [ -f "$ENV_FILE" ] || return 0
+  local line k
+  while IFS= read -r line; do
+    [[ $line == SUNDIAL_*=* ]] || continue
+    k=${line%%=*}
+    if [ -z "${!k+x}" ]; then export "${line?}"; fi
+  done <"$ENV_FILE"
+}
+
+# save_config: every SUNDIAL_* setting in force now, except where the
+# components listen (infra.sh's business) and this script's own folders.
+save_config() {
+  local tmp=$ENV_FILE.tmp
+  (
+    umask 077 # it may hold tokens and the signing secret
+    env | grep '^SUNDIAL_' | grep -Ev '^SUNDIAL_(TEST_[A-Z_]*|INFRA_DIR|RUN_DIR|BIN_DIR|PG_PORT|REDIS_PORT|ZK_PORT|KAFKA_PORT|KAFKA_CONTROLLER_PORT|CASSANDRA_PORT|CASSANDRA_STORAGE_PORT|CASSANDRA_JMX_PORT)=' | sort >"$tmp"
+  )
+  mv "$tmp" "$ENV_FILE"
+}
+
+load_config
 READY_TIMEOUT=${SUNDIAL_PLATFORM_READY_TIMEOUT:-90}
 # A service drains for up to its --drain-timeout (30 s by default) on SIGTERM.
 STOP_TIMEOUT=${SUNDIAL_PLATFORM_STOP_TIMEOUT:-40}
@@ -30,19 +72,57 @@ SINK_ADDR=${SUNDIAL_DEMO_SINK_ADDR:-127.0.0.1:8099}
 DEV_TOKEN=${SUNDIAL_DEV_TOKEN:-dev-token}
 DEV_SECRET=${SUNDIAL_SIGNING_SECRET:-sundial-dev-signing-secret}
 
-log() { printf '[platform] %s\n' "$*" >&2; }
-die() { printf '[platform] error: %s\n' "$*" >&2; exit 1; }
-
-admin_addr() {
+count_of() { # service -> how many instances run
+  local n
   case $1 in
-    api) echo 127.0.0.1:8081 ;;
-    prefetcher) echo 127.0.0.1:8082 ;;
-    relay) echo 127.0.0.1:8083 ;;
-    worker) echo 127.0.0.1:8084 ;;
+    api) n=${SUNDIAL_PLATFORM_APIS:-1} ;;
+    prefetcher) n=${SUNDIAL_PLATFORM_PREFETCHERS:-1} ;;
+    relay) n=${SUNDIAL_PLATFORM_RELAYS:-1} ;;
+    worker) n=${SUNDIAL_PLATFORM_WORKERS:-1} ;;
   esac
+  [[ $n =~ ^[1-9][0-9]?$ ]] || die "the number of ${1}s must be 1 to 99, got '$n'"
+  echo "$n"
 }
 
-# service_env S: the settings service S starts with, as SUNDIAL_<FLAG>=value.
+instances_of() { # service -> its instance names: worker worker-2 ...
+  local i n
+  n=$(count_of "$1")
+  echo "$1"
+  for ((i = 2; i <= n; i++)); do echo "$1-$i"; done
+}
+
+all_instances() { local s; for s in "${SERVICES[@]}"; do instances_of "$s"; done; }
+
+# running_instances: every instance with a pid file, counted or not (after a
+# scale-down, `down` still stops the extra ones).
+running_instances() {
+  local f i
+  for f in "$RUN"/*.pid; do
+    [ -e "$f" ] || continue
+    i=$(basename "$f" .pid)
+    [ "$i" = sink ] || echo "$i"
+  done
+}
+
+service_of() { echo "${1%-[0-9]*}"; } # worker-2 -> worker
+index_of() { if [[ $1 == *-[0-9]* ]]; then echo "${1##*-}"; else echo 1; fi; }
+
+admin_addr() { # instance
+  local base
+  case $(service_of "$1") in
+    api) base=8081 ;;
+    prefetcher) base=8082 ;;
+    relay) base=8083 ;;
+    worker) base=8084 ;;
+  esac
+  echo "127.0.0.1:$((base + 100 * ($(index_of "$1") - 1)))"
+}
+
+grpc_addr() { # api instance
+  if [ "$1" = api ]; then echo "${SUNDIAL_GRPC_ADDR:-127.0.0.1:9090}"; else echo "127.0.0.1:$((9089 + $(index_of "$1")))"; fi
+}
+
+# service_env I: the settings instance I starts with, as SUNDIAL_<FLAG>=value.
 # pkg/config fills every flag not given on the command line from SUNDIAL_<FLAG>
 # (upper case, '-' as '_'), and a service without that flag ignores the
 # variable, so wiring a new flag is one line here. A variable already set in
@@ -59,9 +139,9 @@ service_env() {
   echo "SUNDIAL_LOG_FORMAT=${SUNDIAL_LOG_FORMAT:-text}"
   # per service
   echo "SUNDIAL_ADMIN_ADDR=$(admin_addr "$1")"
-  case $1 in
+  case $(service_of "$1") in
     api)
-      echo "SUNDIAL_GRPC_ADDR=${SUNDIAL_GRPC_ADDR:-127.0.0.1:9090}"
+      echo "SUNDIAL_GRPC_ADDR=$(grpc_addr "$1")"
       # a development tenant, so `make run` serves requests out of the box
       echo "SUNDIAL_TOKENS=${SUNDIAL_TOKENS:-$DEV_TOKEN=dev}"
       ;;
@@ -80,7 +160,7 @@ service_env() {
 pid_of() { [ -s "$RUN/$1.pid" ] && tr -dc '0-9' <"$RUN/$1.pid"; return 0; }
 
 binary_of() { # the executable behind a name: the sink is schedctl's
-  if [ "$1" = sink ]; then echo "$BIN/schedctl"; else echo "$BIN/sundial-$1"; fi
+  if [ "$1" = sink ]; then echo "$BIN/schedctl"; else echo "$BIN/sundial-$(service_of "$1")"; fi
 }
 
 is_running() { # the pid file names a live process running this checkout's binary
@@ -93,9 +173,10 @@ is_running() { # the pid file names a live process running this checkout's binar
 
 http_ok() { curl -fsS -m 2 -o /dev/null "http://$1" 2>/dev/null; }
 
-start_one() {
+start_one() { # instance
   local s=$1 env_args=()
-  local bin=$BIN/sundial-$s
+  local bin
+  bin=$(binary_of "$s")
   [ -x "$bin" ] || die "$bin is missing: run 'make build' first"
   mapfile -t env_args < <(service_env "$s")
   rm -f "$RUN/$s.pid"
@@ -125,18 +206,19 @@ wait_ready() { # service: /healthz (alive) then /readyz (dependencies answer)
   done
 }
 
-cmd_up() {
-  command -v curl >/dev/null || die "curl is missing (apt-get install curl)"
+take_lock() {
   mkdir -p "$RUN"
   exec 9>"$RUN/.lock"
-  flock -w 300 9 || die "another platform.sh up/down holds $RUN/.lock"
-  "$ROOT/deploy/local/infra.sh" status >/dev/null ||
-    log "warning: not every infrastructure component is up (make infra-up); services may not become ready"
+  flock -w 300 9 || die "another platform.sh command holds $RUN/.lock"
+}
+
+# start_instances I...: start those not running (the apis first: the first
+# applies the Postgres migrations the others rely on), then wait for each.
+start_instances() {
+  local s t0=$SECONDS
   # shellcheck source=/dev/null
   source <("$ROOT/deploy/local/infra.sh" env)
-  local s t0=$SECONDS
-  # api first: it applies the Postgres migrations the others rely on.
-  for s in "${SERVICES[@]}"; do
+  for s in "$@"; do
     if is_running "$s"; then
       log "$s: already running (pid $(pid_of "$s")), left alone"
     else
@@ -145,12 +227,48 @@ cmd_up() {
     fi
     if [ "$s" = api ]; then wait_ready api; log "api: ready on $(admin_addr api)"; fi
   done
-  for s in "${SERVICES[@]:1}"; do
+  for s in "$@"; do
+    [ "$s" = api ] && continue
     wait_ready "$s"
     log "$s: ready on $(admin_addr "$s")"
   done
-  log "all services up in $((SECONDS - t0))s"
+  log "up in $((SECONDS - t0))s: $*"
+}
+
+cmd_up() {
+  command -v curl >/dev/null || die "curl is missing (apt-get install curl)"
+  take_lock
+  "$ROOT/deploy/local/infra.sh" status >/dev/null ||
+    log "warning: not every infrastructure component is up (make infra-up); services may not become ready"
+  local s
+  for s in "${SERVICES[@]}"; do count_of "$s" >/dev/null; done
+  save_config
+  local want
+  mapfile -t want < <(all_instances)
+  start_instances "${want[@]}"
+  # instances beyond the counts (a scale-down since the last up) are stopped
+  for s in $(running_instances); do
+    if ! printf '%s\n' "${want[@]}" | grep -qx "$s"; then stop_one "$s"; fi
+  done
   [ "$DEMO" = 0 ] || demo_up
+}
+
+# restart I...: instances by name (worker-2), or every instance of a service
+# (worker), stopped and started again with the remembered configuration.
+cmd_restart() {
+  [ $# -gt 0 ] || die "usage: platform.sh restart <api|prefetcher|relay|worker|instance such as worker-2>..."
+  command -v curl >/dev/null || die "curl is missing (apt-get install curl)"
+  take_lock
+  local a s targets=()
+  for a in "$@"; do
+    case $(service_of "$a") in
+      api | prefetcher | relay | worker) ;;
+      *) die "unknown service or instance '$a'" ;;
+    esac
+    if [ "$a" = "$(service_of "$a")" ]; then mapfile -t -O "${#targets[@]}" targets < <(instances_of "$a"); else targets+=("$a"); fi
+  done
+  for s in "${targets[@]}"; do stop_one "$s"; done
+  start_instances "${targets[@]}"
 }
 
 # demo_up starts the demo sink and registers the demo job (once: the
@@ -172,7 +290,7 @@ demo_up() {
     done
     log "sink: listening on http://$SINK_ADDR/ (log $RUN/sink.log)"
   fi
-  out=$("$sctl" create --addr "${SUNDIAL_GRPC_ADDR:-127.0.0.1:9090}" --token "$DEV_TOKEN" \
+  out=$("$sctl" create --addr "$(grpc_addr api)" --token "$DEV_TOKEN" \
     --name demo-every-second --cron '* * * * * *' --url "http://$SINK_ADDR/demo" \
     --payload '{"hello":"sundial"}' --label demo=true --idempotency-key demo-every-second -o json) ||
     die "registering the demo job failed"
@@ -201,20 +319,29 @@ stop_one() {
 
 cmd_down() {
   [ -d "$RUN" ] || { log "nothing to stop"; return 0; }
-  exec 9>"$RUN/.lock"
-  flock -w 300 9 || die "another platform.sh up/down holds $RUN/.lock"
-  local s
-  for s in "${SERVICES[@]}" sink; do stop_one "$s" & done
+  take_lock
+  local s all
+  mapfile -t all < <({ all_instances; running_instances; } | sort -u)
+  for s in "${all[@]}" sink; do stop_one "$s" & done
   wait
-  for s in "${SERVICES[@]}"; do
+  for s in "${all[@]}"; do
     if is_running "$s"; then die "$s is still running (pid $(pid_of "$s"))"; fi
   done
-  log "all services down"
+  log "all services down (configuration kept in $ENV_FILE)"
+}
+
+cmd_config() {
+  if [ -f "$ENV_FILE" ]; then
+    # secrets are shown by name only
+    sed -E 's/^((SUNDIAL_[A-Z_]*(TOKENS|SECRET|PASSWORD)[A-Z_]*)=).*/\1<set>/' "$ENV_FILE"
+  else
+    log "nothing remembered yet ($ENV_FILE is written by up)"
+  fi
 }
 
 cmd_status() {
   local s state pid addr rc=0
-  for s in "${SERVICES[@]}"; do
+  for s in $({ all_instances; running_instances; } | sort -u); do
     addr=$(admin_addr "$s")
     pid=$(pid_of "$s")
     if is_running "$s"; then
@@ -222,24 +349,26 @@ cmd_status() {
     else
       state=down pid=- rc=1
     fi
-    printf '%-11s %-8s admin http://%-16s pid %s\n' "$s" "$state" "$addr" "${pid:--}"
+    printf '%-13s %-8s admin http://%-16s pid %s\n' "$s" "$state" "$addr" "${pid:--}"
   done
   if is_running sink; then
-    printf '%-11s %-8s http://%-22s pid %s\n' sink up "$SINK_ADDR" "$(pid_of sink)"
+    printf '%-13s %-8s http://%-22s pid %s\n' sink up "$SINK_ADDR" "$(pid_of sink)"
   fi
   return $rc
 }
 
 cmd_logs() {
   local s=${1:-}
-  [ -f "$RUN/$s.log" ] || die "usage: platform.sh logs <api|prefetcher|relay|worker|sink> [-f] (no log at $RUN/$s.log)"
+  [ -f "$RUN/$s.log" ] || die "usage: platform.sh logs <api|prefetcher|relay|worker|instance such as worker-2|sink> [-f] (no log at $RUN/$s.log)"
   if [ "${2:-}" = -f ]; then tail -n 100 -F "$RUN/$s.log"; else tail -n 200 "$RUN/$s.log"; fi
 }
 
 case ${1:-} in
   up) cmd_up ;;
   down) cmd_down ;;
+  restart) shift; cmd_restart "$@" ;;
   status) cmd_status ;;
+  config) cmd_config ;;
   logs) shift; cmd_logs "$@" ;;
   *) sed -n '3,/^# See docs/p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
