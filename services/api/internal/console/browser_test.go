@@ -183,8 +183,21 @@ func TestBrowserConsole(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// Earlier slots, so the lateness chart has a line to draw.
+	for k, late := range []time.Duration{3 * time.Millisecond, 9 * time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond} {
+		s := slot.Add(-time.Duration(k+1) * 5 * time.Minute)
+		if err := api.Writer.Record(step("record"), &sundialv1.ExecutionAttempt{
+			ExecutionId: firing.ExecutionID(uuid.MustParse(jobID), s).String(), JobId: jobID, Tenant: "acme", Attempt: 1, FenceToken: int64(k + 1),
+			Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED, ScheduledTime: timestamppb.New(s),
+			FireTime: timestamppb.New(s), StartedTime: timestamppb.New(s.Add(late)), FinishedTime: timestamppb.New(s.Add(late + 50*time.Millisecond)),
+			Lateness: durationpb.New(late), Duration: durationpb.New(50 * time.Millisecond), HttpStatus: 200, JobVersion: 1, Worker: "worker-1",
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	run("job page",
 		chromedp.Navigate(jobURL),
+		chromedp.WaitVisible(css("#lateness")),
 		chromedp.WaitVisible(css("#instants")),
 		shot("03-job"),
 	)

@@ -250,6 +250,7 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request, s *session) {
 	switch {
 	case err == nil:
 		data["History"] = hist.GetAttempts()
+		data["Lateness"] = latenessChart(hist.GetAttempts())
 		if t := hist.GetNextPageToken(); t != "" {
 			data["HistoryNext"] = "/jobs/" + url.PathEscape(id) + "?history=" + url.QueryEscape(t)
 		}
@@ -301,6 +302,41 @@ func offsetText(sec int) string {
 		sign, sec = "-", -sec
 	}
 	return fmt.Sprintf("%s%02d:%02d", sign, sec/3600, sec%3600/60)
+}
+
+// chart is a lateness-over-time line drawn as SVG on the server: no
+// script, nothing fetched.
+type chart struct {
+	Points     string // polyline points in a 600×120 box
+	Max, Label string
+	N          int
+}
+
+// latenessChart plots the lateness of the attempts that started (newest
+// first in, oldest first on the chart); nil when fewer than two did.
+func latenessChart(attempts []*sundialv1.ExecutionAttempt) *chart {
+	var ds []time.Duration
+	for i := len(attempts) - 1; i >= 0; i-- {
+		if l := attempts[i].GetLateness(); l != nil && attempts[i].GetStartedTime() != nil {
+			ds = append(ds, l.AsDuration())
+		}
+	}
+	if len(ds) < 2 {
+		return nil
+	}
+	maxD := slices.Max(ds)
+	if maxD <= 0 {
+		maxD = time.Millisecond
+	}
+	var pts []string
+	for i, d := range ds {
+		x := float64(i) * 600 / float64(len(ds)-1)
+		y := 120 - float64(max(d, 0))*120/float64(maxD)
+		pts = append(pts, strconv.FormatFloat(x, 'f', 1, 64)+","+strconv.FormatFloat(y, 'f', 1, 64))
+	}
+	m := maxD.Round(100 * time.Microsecond).String()
+	return &chart{Points: strings.Join(pts, " "), Max: m, N: len(ds),
+		Label: fmt.Sprintf("Lateness of the last %d attempts, oldest to newest; the highest is %s", len(ds), m)}
 }
 
 // actions a job page offers, each confirmed first.

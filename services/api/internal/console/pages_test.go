@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -24,5 +25,19 @@ func TestLocalInstantsNoteDST(t *testing.T) {
 	if got[0].Local != "Sat 2026-03-07 02:30:00 EST" || got[1].Local != "Sun 2026-03-08 03:00:00 EDT" || got[0].Note != "" || got[2].Note != "" ||
 		got[1].Note != "offset -05:00 → -04:00 (DST gap policy SHIFT, repeat policy FIRST)" {
 		t.Fatalf("%+v", got)
+	}
+}
+
+func TestLatenessChart(t *testing.T) {
+	at := func(l time.Duration) *sundialv1.ExecutionAttempt {
+		return &sundialv1.ExecutionAttempt{Lateness: durationpb.New(l), StartedTime: timestamppb.Now()}
+	}
+	// Newest first, as the ledger lists them.
+	c := latenessChart([]*sundialv1.ExecutionAttempt{at(2 * time.Millisecond), {Reason: "skipped: paused"}, at(4 * time.Millisecond), at(0)})
+	if c == nil || c.N != 3 || c.Points != "0.0,120.0 300.0,0.0 600.0,60.0" || c.Max != "4ms" {
+		t.Fatalf("%+v", c)
+	}
+	if latenessChart([]*sundialv1.ExecutionAttempt{at(time.Millisecond)}) != nil {
+		t.Fatal("one point is no chart")
 	}
 }
