@@ -158,6 +158,11 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 		w.Services = append(w.Services, &liveness{store: leases, worker: cfg.WorkerID, ttl: cfg.LivenessTTL, clk: local, logger: logger.With("component", "liveness")})
 	}
 	w.Checks["redis"] = func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
+	// Markers Redis could not take wait here and are written when it
+	// answers; started before the executors, stopped after them.
+	marks := settle.NewMarks(leases, settle.MarksConfig{}, local, logger.With("component", "marks"))
+	marks.Deferred = func(n int) { m.SettleErrors.WithLabelValues("marker").Add(float64(n)) }
+	w.Services = append(w.Services, marks)
 
 	// The ledger.
 	led := deps.Ledger
@@ -279,7 +284,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 	prepHolder := holder.New(corrected, func(it *work.Item) { prep.Add(it) }, holder.WithLead(func(it *work.Item) time.Duration { return prep.Lead(it) }),
 		holder.WithBatchSink(func(items []*work.Item) { prep.AddMany(items) }))
 	prep = prepare.New(prepare.Config{
-		Lead: cfg.PrepareLead, Grain: cfg.PrepareGrain, Batch: cfg.PrepareBatch, WorkerID: cfg.WorkerID, LeaseTTL: cfg.LeaseTTL,
+		Lead: cfg.PrepareLead, Grain: cfg.PrepareGrain, Batch: cfg.PrepareBatch, WorkerID: cfg.WorkerID, LeaseTTL: cfg.LeaseTTL, Unmarked: marks.Pending,
 	}, leases, prepare.Routes{Fire: fireHolder.Add, Now: q.Push, Again: prepHolder.Add}, corrected, m, logger.With("component", "prepare"))
 	wake = func() { prepHolder.Wake(); fireHolder.Wake() }
 	w.Holder = &stages{prepare: prepHolder, fire: fireHolder, ready: q}
@@ -292,7 +297,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 	w.Services = append(w.Services, watch)
 	pd := executor.Deps{
 		Queue: q, Holder: fireHolder, Prepare: prep, Leaser: leases, Target: fire, Recorder: rec, Notifier: nt,
-		Versions: watch, Tracer: deps.Tracer, Clock: corrected, Metrics: m, Logger: logger.With("component", "executor"),
+		Versions: watch, Marks: marks, Tracer: deps.Tracer, Clock: corrected, Metrics: m, Logger: logger.With("component", "executor"),
 	}
 	if l := hostguard.NewLimiter(cfg.HostRate, cfg.HostBurst); l != nil {
 		pd.Limiter = l

@@ -108,6 +108,13 @@ type Notifier interface {
 	Notify(callbackURL string, s notify.Summary) bool
 }
 
+// Marker writes a group's markers, keeping them to write later when Redis
+// does not answer (*settle.Marks): it reports whether they were written now,
+// and otherwise calls written once they are.
+type Marker interface {
+	Write(ctx context.Context, marks []lease.Finish, written func()) bool
+}
+
 // Versions knows the job versions announced since a firing was leased
 // (*versions.Watch).
 type Versions interface {
@@ -182,6 +189,10 @@ type Deps struct {
 	// Versions, when set, skips a firing whose job changed after its lease
 	// was taken ahead of the instant.
 	Versions Versions
+	// Marks, when set, takes the markers Redis did not take, so settling
+	// goes on through a Redis outage and no marker is lost; without it a
+	// marker is given up after a few tries.
+	Marks Marker
 	// Tracer traces the target and settle steps of traced firings (those
 	// the consumer gave a work.Trace).
 	Tracer trace.Tracer
@@ -205,6 +216,7 @@ type Pool struct {
 	notifier Notifier
 	limiter  Limiter
 	versions Versions
+	marks    Marker
 	tracer   trace.Tracer
 	clk      clock.Clock
 	m        *metrics.Metrics
@@ -254,7 +266,7 @@ func New(cfg Config, d Deps) *Pool {
 		cfg.RunningGrace = max(def.RunningGrace, 3*cfg.LeaseTTL)
 	}
 	return &Pool{cfg: cfg, queue: d.Queue, holder: d.Holder, prepare: d.Prepare, leaser: d.Leaser, target: d.Target, rec: d.Recorder,
-		settler: d.Settler, notifier: d.Notifier, limiter: d.Limiter, versions: d.Versions, tracer: d.Tracer, clk: d.Clock, m: d.Metrics, logger: d.Logger,
+		settler: d.Settler, notifier: d.Notifier, limiter: d.Limiter, versions: d.Versions, marks: d.Marks, tracer: d.Tracer, clk: d.Clock, m: d.Metrics, logger: d.Logger,
 		stopping: context.Background(), settled: make(chan *attempt, 2*(cfg.Executors+cfg.CriticalExecutors))}
 }
 
@@ -405,6 +417,14 @@ func (p *Pool) leaseLeft(ctx context.Context, it *work.Item, ex lease.Execution)
 		p.prepare.Again(it, p.cfg.LeaseTTL/10)
 	case errors.Is(err, lease.ErrLost):
 		p.prepare.Again(it, 0)
+	case it.LeaseUntil > now.UnixNano():
+		// Redis did not answer, but the lease taken ahead still runs, so
+		// no other delivery can hold it now: the firing goes out on time
+		// under it (a Redis outage must not delay what was leased before
+		// it), as an attempt whose renewals fail goes on.
+		p.logger.Warn("lease renewal before the request failed; firing under the lease taken ahead", "err", err, "execution_id", ex.ExecutionID,
+			"lease_left", time.Duration(it.LeaseUntil-now.UnixNano()))
+		return true
 	default:
 		p.count(it, it.Firing, "lease_error")
 		p.logger.Warn("lease renewal before the request failed, holding the firing to try again", "err", err, "execution_id", ex.ExecutionID, "retry_in", p.cfg.RetryAfter)
@@ -653,22 +673,73 @@ func (p *Pool) settleBatch(batch []*attempt) {
 		}
 		k++
 	}
-	marked := p.finishMarks(ctx, marks)
+	// Markers Redis did not take wait in p.marks; until they are written
+	// the group's firings are recorded but not finished (offsets stay
+	// uncommitted, so a crash redelivers them).
+	var wait *markWait
+	marked := false
+	if p.marks != nil {
+		wait = &markWait{}
+		marked = p.marks.Write(ctx, marks, wait.written)
+		if marked {
+			wait = nil
+		}
+	} else {
+		marked = p.finishMarks(ctx, marks)
+	}
 	for _, a := range batch {
 		if a.dropped {
 			continue
 		}
 		held := false
 		if !a.fenced {
-			held = marked && !a.stopRenewing()
+			// Always stopped: a renewer left running when the markers
+			// were not written would renew the lease for ever.
+			renewFailed := a.stopRenewing()
+			held = marked && !renewFailed
 			p.notify(a.f, a.d, a.res, a.finished, a.out)
 		}
-		p.record(a, held)
+		p.record(a, held, wait)
 	}
 }
 
-// record counts an attempt's outcome and hands its final record in.
-func (p *Pool) record(at *attempt, held bool) {
+// markWait finishes firings once both their record is written and their
+// group's markers are (the markers waited for Redis).
+type markWait struct {
+	mu      sync.Mutex
+	done    bool
+	pending []func()
+}
+
+// written: the markers are in Redis; run the finishes that waited.
+func (w *markWait) written() {
+	w.mu.Lock()
+	w.done = true
+	fs := w.pending
+	w.pending = nil
+	w.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+}
+
+// then runs f now if the markers are written, else once they are.
+func (w *markWait) then(f func()) func() {
+	return func() {
+		w.mu.Lock()
+		if !w.done {
+			w.pending = append(w.pending, f)
+			w.mu.Unlock()
+			return
+		}
+		w.mu.Unlock()
+		f()
+	}
+}
+
+// record counts an attempt's outcome and hands its final record in; with
+// wait, the firing finishes only once its group's markers are written too.
+func (p *Pool) record(at *attempt, held bool, wait *markWait) {
 	f, d, res := at.f, at.d, at.res
 	p.count(at.it, f, outcomeName(d.Status))
 	a := p.attemptRecord(f, d.Status, at.it.Lease.Fence)
@@ -686,7 +757,7 @@ func (p *Pool) record(at *attempt, held bool) {
 		p.logger.Info("attempt failed", "execution_id", at.ex.ExecutionID, "job_id", at.ex.JobID, "attempt", at.ex.Attempt,
 			"http_status", res.HTTPStatus, "class", d.Class, "status", outcomeName(d.Status), "err", res.Err)
 	}
-	p.final(at.it, a, held)
+	p.finalAfter(at.it, a, held, wait)
 }
 
 // decide is retry.Decide, or SUCCEEDED/FAILED when nothing can follow a
@@ -902,7 +973,17 @@ func (p *Pool) notify(f *sundialv1.Firing, d retry.Decision, res target.Result, 
 }
 
 func (p *Pool) final(it *work.Item, a *sundialv1.ExecutionAttempt, held bool) {
-	if !p.rec.Final(p.stopping, a, held, func() { it.Owner.Finish(it) }) {
+	p.finalAfter(it, a, held, nil)
+}
+
+// finalAfter is final whose firing finishes only once wait's markers are
+// written too (nil: at once).
+func (p *Pool) finalAfter(it *work.Item, a *sundialv1.ExecutionAttempt, held bool, wait *markWait) {
+	finish := func() { it.Owner.Finish(it) }
+	if wait != nil {
+		finish = wait.then(finish)
+	}
+	if !p.rec.Final(p.stopping, a, held, finish) {
 		// Stopping: leave the firing unfinished, so its offset is not
 		// committed and it is redelivered (then dropped as done).
 		p.logger.Warn("recorder stopped before the attempt was recorded", "execution_id", a.GetExecutionId())

@@ -564,3 +564,117 @@ func TestAttemptsEndingTogetherShareAMarkerCall(t *testing.T) {
 		t.Fatalf("%d marker calls for %v, want one for the three", r.leaser.finishCalls, r.leaser.marks)
 	}
 }
+
+// outageMarks is settle.Marks with Redis down: nothing is written until the
+// test says Redis is back.
+type outageMarks struct {
+	mu      sync.Mutex
+	waiting [][]lease.Finish
+	written []func()
+}
+
+func (m *outageMarks) Write(_ context.Context, marks []lease.Finish, written func()) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.waiting = append(m.waiting, marks)
+	m.written = append(m.written, written)
+	return false
+}
+
+func (m *outageMarks) back() {
+	m.mu.Lock()
+	fs := m.written
+	m.written = nil
+	m.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+}
+
+// signalRecorder tells the test each final record handed in.
+type signalRecorder struct {
+	*memRecorder
+	recorded chan string
+}
+
+func (s signalRecorder) Final(ctx context.Context, a *sundialv1.ExecutionAttempt, held bool, done func()) bool {
+	ok := s.memRecorder.Final(ctx, a, held, done)
+	s.recorded <- a.GetExecutionId()
+	return ok
+}
+
+// With Redis down after the leases were taken, attempts go on: each is
+// recorded, its markers wait, and its firing finishes (its offset may be
+// committed past) only once they are written.
+func TestMarkersWaitingForRedisHoldTheFiringUnfinished(t *testing.T) {
+	r := newRig(t, 2, ok)
+	marks := &outageMarks{}
+	r.deps.Marks = marks
+	rec := signalRecorder{r.rec, make(chan string, 2)}
+	r.deps.Recorder = rec
+	r.start(t)
+	r.push(t, "e1", sundialv1.Priority_PRIORITY_HIGH)
+	r.push(t, "e2", sundialv1.Priority_PRIORITY_HIGH)
+	<-rec.recorded
+	<-rec.recorded
+	select {
+	case ev := <-r.own.events:
+		t.Fatalf("%s before the markers were written", ev)
+	default:
+	}
+	r.rec.mu.Lock()
+	held := r.rec.held["e1"]
+	r.rec.mu.Unlock()
+	if held {
+		t.Fatal("recorded as held (marker written under the lease) while the marker waits")
+	}
+	marks.mu.Lock()
+	n := 0
+	for _, g := range marks.waiting {
+		n += len(g)
+	}
+	marks.mu.Unlock()
+	if n != 2 || len(r.leaser.marks) != 0 {
+		t.Fatalf("%d markers waiting, %v written, want 2 waiting", n, r.leaser.marks)
+	}
+	marks.back()
+	got := map[string]bool{<-r.own.events: true, <-r.own.events: true}
+	if !got["finish e1"] || !got["finish e2"] {
+		t.Fatalf("after the markers were written: %v", got)
+	}
+}
+
+// A firing that waited in the ready queue until less than half its lease
+// was left renews before its request; when Redis does not answer, the
+// lease taken ahead still runs, so it fires on time under it rather than
+// waiting for Redis.
+func TestRenewalRedisErrorFiresUnderTheLeaseLeft(t *testing.T) {
+	fired := make(chan string, 1)
+	r := newRig(t, 1, func(ctx context.Context, req target.Request) target.Result {
+		fired <- req.Firing.GetExecutionId()
+		return ok(ctx, req)
+	})
+	r.leaser.renewErr = errors.New("redis: connection refused")
+	r.start(t)
+	f := &sundialv1.Firing{ExecutionId: "e1", JobId: "job", Tenant: "acme", Attempt: 1, JobVersion: 4, Priority: sundialv1.Priority_PRIORITY_HIGH,
+		ScheduledTime: timestamppb.New(t0), FireTime: timestamppb.New(t0),
+		Target: &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: "http://x"}}}}
+	b, err := firing.Encode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 10 s of a one-minute lease left: under half, so it renews first.
+	r.q.Push(&work.Item{FireAt: t0.UnixNano(), Ready: t0.UnixNano(), Priority: f.GetPriority(), Envelope: b, Owner: r.own, HeapIndex: -1,
+		Firing: f, Lease: lease.Result{Outcome: lease.Acquired, Fence: 7}, LeaseHolder: "w1/1", LeaseUntil: r.clk.Now().Add(10 * time.Second).UnixNano()})
+	select {
+	case got := <-fired:
+		if got != "e1" {
+			t.Fatalf("fired %s", got)
+		}
+	case ev := <-r.own.events:
+		t.Fatalf("%s instead of firing under the lease left", ev)
+	}
+	if ev := <-r.own.events; ev != "finish e1" {
+		t.Fatalf("event %q", ev)
+	}
+}
