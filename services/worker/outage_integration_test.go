@@ -356,8 +356,9 @@ func TestLateCatchUpsArriveAtTheCatchUpRate(t *testing.T) {
 	}
 	t.Logf("300 catch-ups due from 2 s before they were published, 10 ms apart: the busiest second had %d (from %s), all in %s",
 		most, from.Format(time.StampMilli), arr[len(arr)-1].received.Sub(arr[0].received).Round(time.Millisecond))
-	// One over: a window can hold both ends of 100 intervals of 10 ms.
-	if most > 101 {
+	// A few over: a window can hold both ends of 100 intervals of 10 ms,
+	// and the target's receive times jitter by a few milliseconds.
+	if most > 105 {
 		t.Errorf("%d catch-ups reached the target within one second, rate 100/s", most)
 	}
 }
