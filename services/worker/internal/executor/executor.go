@@ -229,6 +229,8 @@ type Pool struct {
 	// gathering is held by the settler whose turn it is to gather.
 	gathering sync.Mutex
 	runner    lifecycle.Runner
+	// renewals keeps the leases of attempts in flight alive.
+	renewals *renewals
 	// stopping ends when Stop is called: attempts run on, but settling
 	// gives up retrying, and a final record that cannot be handed to the
 	// recorder is given up (the firing stays unfinished and is
@@ -265,15 +267,29 @@ func New(cfg Config, d Deps) *Pool {
 	if cfg.RunningGrace <= 0 {
 		cfg.RunningGrace = max(def.RunningGrace, 3*cfg.LeaseTTL)
 	}
-	return &Pool{cfg: cfg, queue: d.Queue, holder: d.Holder, prepare: d.Prepare, leaser: d.Leaser, target: d.Target, rec: d.Recorder,
+	p := &Pool{cfg: cfg, queue: d.Queue, holder: d.Holder, prepare: d.Prepare, leaser: d.Leaser, target: d.Target, rec: d.Recorder,
 		settler: d.Settler, notifier: d.Notifier, limiter: d.Limiter, versions: d.Versions, marks: d.Marks, tracer: d.Tracer, clk: d.Clock, m: d.Metrics, logger: d.Logger,
 		stopping: context.Background(), settled: make(chan *attempt, 2*(cfg.Executors+cfg.CriticalExecutors))}
+	p.renewals = newRenewals(p)
+	return p
 }
 
 // Start runs the executors and the settlers.
 func (p *Pool) Start(context.Context) error {
 	return p.runner.Run(func(ctx context.Context) error {
 		p.stopping = ctx
+		// Attempts run on after Stop until settled: their leases are
+		// renewed until the settlers are done.
+		rctx, stopRenewals := context.WithCancel(context.WithoutCancel(ctx))
+		renewing := make(chan struct{})
+		go func() {
+			defer close(renewing)
+			p.renewals.run(rctx)
+		}()
+		defer func() {
+			stopRenewals()
+			<-renewing
+		}()
 		var settlers sync.WaitGroup
 		for range p.cfg.Settlers {
 			settlers.Add(1)
@@ -539,16 +555,9 @@ func (p *Pool) attempt(ctx context.Context, it *work.Item, f *sundialv1.Firing, 
 	p.rec.Running(running)
 
 	actx, cancel := context.WithCancelCause(ctx)
-	renewDone := make(chan struct{})
-	// Armed before the call starts, so the first renewal is due LeaseTTL/3
-	// after the attempt began whatever the scheduling.
-	renewTimer := p.clk.NewTimer(p.cfg.LeaseTTL / 3)
-	// renewFailed is written by the renewer and read after renewDone.
-	renewFailed := false
-	go func() {
-		defer close(renewDone)
-		renewFailed = p.renew(actx, cancel, ex, it.LeaseHolder, renewTimer)
-	}()
+	// Registered before the call starts, so the first renewal is due
+	// LeaseTTL/3 after the attempt began whatever the scheduling.
+	rn := p.renewals.add(ex, it.LeaseHolder, started, cancel)
 	req := target.Request{Firing: f, Fence: fence, SentAt: started}
 	fctx := actx // actx itself is the renewer's
 	var span trace.Span
@@ -570,9 +579,9 @@ func (p *Pool) attempt(ctx context.Context, it *work.Item, f *sundialv1.Firing, 
 		it: it, f: f, ex: ex, started: started, finished: finished, fireAt: fireAt, res: res,
 		fenced: errors.Is(context.Cause(actx), lease.ErrFenced),
 		stopRenewing: func() bool {
+			failed := p.renewals.stop(rn)
 			cancel(nil)
-			<-renewDone
-			return renewFailed
+			return failed
 		},
 	}
 }
@@ -874,35 +883,6 @@ func endTargetSpan(span trace.Span, f *sundialv1.Firing, res target.Result, fenc
 		}
 	}
 	span.End()
-}
-
-// renew keeps the lease alive while the target call runs and the attempt
-// settles; a takeover by another holder cancels the call. It reports
-// whether any renewal failed (the lease may have lapsed).
-func (p *Pool) renew(ctx context.Context, cancel context.CancelCauseFunc, ex lease.Execution, holder string, t clock.Timer) (failed bool) {
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return failed
-		case <-t.C():
-		}
-		rctx, c := context.WithTimeout(ctx, p.cfg.RedisTimeout)
-		err := p.leaser.Renew(rctx, ex, holder, p.cfg.LeaseTTL)
-		c()
-		switch {
-		case errors.Is(err, lease.ErrFenced):
-			p.logger.Warn("lease taken over during the attempt; abandoning it", "execution_id", ex.ExecutionID)
-			cancel(lease.ErrFenced)
-			return true
-		case err != nil && ctx.Err() == nil:
-			// Expired or Redis unreachable: nobody else holds it (or we
-			// cannot tell); finishing is better than abandoning.
-			p.logger.Warn("lease renewal failed", "err", err, "execution_id", ex.ExecutionID)
-			failed = true
-		}
-		t.Reset(p.cfg.LeaseTTL / 3)
-	}
 }
 
 // mark is the marker an attempt's decision writes: the done marker

@@ -678,3 +678,50 @@ func TestRenewalRedisErrorFiresUnderTheLeaseLeft(t *testing.T) {
 		t.Fatalf("event %q", ev)
 	}
 }
+
+// A long attempt's lease is renewed every third of the TTL while it runs
+// and settles; once settled it is renewed no more.
+func TestLongAttemptIsRenewedUntilSettled(t *testing.T) {
+	started := make(chan struct{})
+	release := make(chan struct{})
+	r := newRig(t, 1, func(ctx context.Context, req target.Request) target.Result {
+		close(started)
+		<-release
+		return ok(ctx, req)
+	})
+	r.start(t)
+	r.push(t, "e1", 0)
+	<-started
+	renews := func() int {
+		r.leaser.mu.Lock()
+		defer r.leaser.mu.Unlock()
+		return r.leaser.renews
+	}
+	// The TTL is a minute: renewals are due 20 s apart, looked for every
+	// 10 s.
+	for want := 1; want <= 3; want++ {
+		deadline := time.Now().Add(10 * time.Second)
+		for renews() < want {
+			r.clk.Advance(10 * time.Second)
+			time.Sleep(time.Millisecond)
+			if time.Now().After(deadline) {
+				t.Fatalf("%d renewals, want %d", renews(), want)
+			}
+		}
+	}
+	close(release)
+	if ev := <-r.own.events; ev != "finish e1" {
+		t.Fatalf("event %q", ev)
+	}
+	n := renews()
+	for range 5 {
+		r.clk.Advance(20 * time.Second)
+		time.Sleep(time.Millisecond)
+	}
+	if got := renews(); got != n {
+		t.Fatalf("%d renewals after the attempt settled", got-n)
+	}
+	if a := r.rec.finalOf("e1"); a.GetStatus() != sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED {
+		t.Fatalf("final %v", a)
+	}
+}
