@@ -166,6 +166,10 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 
 	// The ledger.
 	led := deps.Ledger
+	// recorded tells the prepare stage whether an attempt a dead delivery
+	// leased and never marked is in the ledger already (so not to fire it
+	// again); only with the real ledger.
+	var recorded func(ctx context.Context, f *sundialv1.Firing) (sundialv1.ExecutionStatus, bool)
 	if led == nil {
 		ccfg := ledger.ConnectConfig{Hosts: splitList(cfg.CassandraHosts)}
 		if err := cfg.CassandraSecurity.Apply(&ccfg); err != nil {
@@ -183,6 +187,24 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 			}
 		}
 		led = ledger.NewWriter(s, cfg.CassandraKeyspace)
+		reader := ledger.NewReader(s, cfg.CassandraKeyspace)
+		recorded = func(ctx context.Context, f *sundialv1.Firing) (sundialv1.ExecutionStatus, bool) {
+			rows, err := reader.GetExecution(ctx, f.GetExecutionId())
+			if err != nil {
+				return 0, false
+			}
+			for _, r := range rows {
+				if r.GetAttempt() != max(f.GetAttempt(), 1) {
+					continue
+				}
+				switch st := r.GetStatus(); st {
+				case sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED, sundialv1.ExecutionStatus_EXECUTION_STATUS_RETRY_SCHEDULED,
+					sundialv1.ExecutionStatus_EXECUTION_STATUS_DEAD, sundialv1.ExecutionStatus_EXECUTION_STATUS_FAILED:
+					return st, true
+				}
+			}
+			return 0, false
+		}
 		w.Checks["cassandra"] = func(ctx context.Context) error {
 			it := s.Iter(ctx, ledger.Statement{CQL: "SELECT release_version FROM system.local", Idempotent: true})
 			var v string
@@ -285,6 +307,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 		holder.WithBatchSink(func(items []*work.Item) { prep.AddMany(items) }))
 	prep = prepare.New(prepare.Config{
 		Lead: cfg.PrepareLead, Grain: cfg.PrepareGrain, Batch: cfg.PrepareBatch, WorkerID: cfg.WorkerID, LeaseTTL: cfg.LeaseTTL, Unmarked: marks.Pending,
+		Recorded: recorded, DoneTTL: cfg.DoneTTL,
 	}, leases, prepare.Routes{Fire: fireHolder.Add, Now: q.Push, Again: prepHolder.Add}, corrected, m, logger.With("component", "prepare"))
 	wake = func() { prepHolder.Wake(); fireHolder.Wake() }
 	w.Holder = &stages{prepare: prepHolder, fire: fireHolder, ready: q}

@@ -61,6 +61,9 @@ import (
 // Leaser is the part of lease.Store the stage uses.
 type Leaser interface {
 	AcquireMany(ctx context.Context, batch []lease.Acquisition) ([]lease.Result, error)
+	// FinishMany writes the marker of an attempt found already recorded
+	// (see Config.Recorded).
+	FinishMany(ctx context.Context, batch []lease.Finish) error
 }
 
 // Config tunes the stage.
@@ -86,6 +89,17 @@ type Config struct {
 	// a copy of it is not leased until the marker is written, since the
 	// lease script would find no marker and let the copy fire again.
 	Unmarked func(executionID string) bool
+	// Recorded, when set, is asked about a firing whose lease an earlier
+	// delivery took without ever writing its marker (the lease script's
+	// delivery count is above 1): that delivery died before firing, or
+	// after firing and before its marker was written — in a Redis outage
+	// the marker can wait for seconds. It reports the outcome the ledger
+	// holds for this attempt, if any: a recorded outcome is marked and the
+	// firing dropped, not fired again. Jobs with an overlap policy are not
+	// asked (their running marker must follow the execution's own).
+	Recorded func(ctx context.Context, f *sundialv1.Firing) (sundialv1.ExecutionStatus, bool)
+	// DoneTTL is how long a marker written for a recorded attempt lives.
+	DoneTTL time.Duration
 }
 
 // DefaultConfig values.
@@ -146,6 +160,9 @@ func New(cfg Config, l Leaser, routes Routes, clk clock.Clock, m *metrics.Metric
 	}
 	if cfg.RetryAfter <= 0 {
 		cfg.RetryAfter = d.RetryAfter
+	}
+	if cfg.DoneTTL <= 0 {
+		cfg.DoneTTL = 7 * 24 * time.Hour
 	}
 	return &Stage{cfg: cfg, leaser: l, routes: routes, clk: clk, m: m, logger: logger, wake: make(chan struct{}, 1)}
 }
@@ -289,6 +306,7 @@ func (s *Stage) prepare(ctx context.Context, batch []*work.Item) {
 		}
 		return
 	}
+	var suspects []*work.Item
 	for i, it := range items {
 		it.Lease = res[i]
 		if it.Trace != nil && it.Trace.Consume.IsRecording() {
@@ -300,6 +318,10 @@ func (s *Stage) prepare(ctx context.Context, batch []*work.Item) {
 		}
 		switch res[i].Outcome {
 		case lease.Acquired:
+			if s.cfg.Recorded != nil && res[i].Deliveries > 1 && !it.Overlap {
+				suspects = append(suspects, it)
+				continue
+			}
 			s.routes.Fire(it)
 		case lease.AlreadyDone:
 			// A redelivery (relay re-publish, rebalance, crash before
@@ -323,6 +345,57 @@ func (s *Stage) prepare(ctx context.Context, batch []*work.Item) {
 		default: // Stale, Overlapping, Poison: an executor records them.
 			s.routes.Now(it)
 		}
+	}
+	if len(suspects) > 0 {
+		s.verify(ctx, suspects)
+	}
+}
+
+// verify asks the ledger about firings an earlier delivery leased and never
+// marked, a few at a time; those it recorded are marked and dropped, the
+// others fire. A ledger that does not answer in time lets them fire (at
+// least once: the target dedupes by Idempotency-Key).
+func (s *Stage) verify(ctx context.Context, items []*work.Item) {
+	status := make([]sundialv1.ExecutionStatus, len(items))
+	found := make([]bool, len(items))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i, it := range items {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			cctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
+			defer cancel()
+			status[i], found[i] = s.cfg.Recorded(cctx, it.Firing)
+		}()
+	}
+	wg.Wait()
+	var marks []lease.Finish
+	for i, it := range items {
+		if !found[i] {
+			s.routes.Fire(it)
+			continue
+		}
+		f := it.Firing
+		s.logger.Warn("a delivery before this one fired the attempt and died before its marker was written; the ledger has its outcome, so it is not fired again",
+			"execution_id", f.GetExecutionId(), "attempt", max(f.GetAttempt(), 1), "recorded", status[i].String())
+		mark := lease.FinishAttempt
+		if status[i] == sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED {
+			mark = lease.FinishDone
+		}
+		marks = append(marks, lease.Finish{Execution: Execution(f), Holder: it.LeaseHolder, TTL: s.cfg.DoneTTL, Mark: mark})
+		s.count(it, "duplicate")
+		it.Owner.Finish(it)
+	}
+	if len(marks) > 0 {
+		cctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
+		// Without the marker the next copy asks the ledger again.
+		if err := s.leaser.FinishMany(cctx, marks); err != nil {
+			s.logger.Warn("could not mark attempts found recorded", "err", err, "attempts", len(marks))
+		}
+		cancel()
 	}
 }
 

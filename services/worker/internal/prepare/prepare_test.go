@@ -53,10 +53,11 @@ func exec(it *work.Item) string { f, _ := firing.Decode(it.Envelope); return f.G
 
 // leaser records each call's batch and answers from a script.
 type leaser struct {
-	mu     sync.Mutex
-	calls  [][]lease.Acquisition
-	answer map[string]lease.Result
-	err    error
+	mu       sync.Mutex
+	calls    [][]lease.Acquisition
+	answer   map[string]lease.Result
+	err      error
+	finished []lease.Finish
 }
 
 func (l *leaser) AcquireMany(_ context.Context, batch []lease.Acquisition) ([]lease.Result, error) {
@@ -74,6 +75,13 @@ func (l *leaser) AcquireMany(_ context.Context, batch []lease.Acquisition) ([]le
 		}
 	}
 	return out, nil
+}
+
+func (l *leaser) FinishMany(_ context.Context, batch []lease.Finish) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.finished = append(l.finished, batch...)
+	return nil
 }
 
 type routes struct {
@@ -307,5 +315,48 @@ func TestHeldGrainIsLeasedInFullBatches(t *testing.T) {
 			sizes[i] = len(c)
 		}
 		t.Fatalf("%d lease calls %v for %d firings of one grain, want 3 (256+256+88)", len(l.calls), sizes, n)
+	}
+}
+
+// A firing whose lease an earlier delivery took and never marked (it died
+// before its marker was written) is not fired again when the ledger holds
+// its outcome: it is marked done and dropped. One the ledger does not know
+// fires; a first delivery is not looked up at all.
+func TestAttemptRecordedByADeadDeliveryIsNotFiredAgain(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l := &leaser{answer: map[string]lease.Result{
+		"fired-then-died":  {Outcome: lease.Acquired, Fence: 5, Deliveries: 2},
+		"died-before-fire": {Outcome: lease.Acquired, Fence: 6, Deliveries: 2},
+		"first":            {Outcome: lease.Acquired, Fence: 7, Deliveries: 1},
+	}}
+	var asked []string
+	var mu sync.Mutex
+	recorded := func(_ context.Context, f *sundialv1.Firing) (sundialv1.ExecutionStatus, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, f.GetExecutionId())
+		return sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED, f.GetExecutionId() == "fired-then-died"
+	}
+	s, r := newStage(t, Config{Recorded: recorded}, l, clk)
+	o := &owner{}
+	at := t0.Add(time.Second)
+	s.Prepare(context.Background(), []*work.Item{item(t, o, "fired-then-died", at, 0), item(t, o, "died-before-fire", at, 0), item(t, o, "first", at, 0)})
+	fired := map[string]bool{}
+	for _, it := range r.fire {
+		fired[exec(it)] = true
+	}
+	if fired["fired-then-died"] || !fired["died-before-fire"] || !fired["first"] || len(r.fire) != 2 {
+		t.Fatalf("fired %v: want the unrecorded and the first delivery only", fired)
+	}
+	if len(o.finished) != 1 || o.finished[0] != "fired-then-died" {
+		t.Fatalf("finished %v", o.finished)
+	}
+	if len(l.finished) != 1 || l.finished[0].Execution.ExecutionID != "fired-then-died" || l.finished[0].Mark != lease.FinishDone {
+		t.Fatalf("markers %v, want done for the recorded attempt", l.finished)
+	}
+	for _, id := range asked {
+		if id == "first" {
+			t.Fatal("the ledger was asked about a first delivery")
+		}
 	}
 }
