@@ -5,6 +5,7 @@ package main_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sundialhq/sundial/pkg/ledger"
+	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
 	"github.com/sundialhq/sundial/services/worker/internal/app"
@@ -55,6 +57,13 @@ func (c *cutter) dial(ctx context.Context, network, addr string) (net.Conn, erro
 	}
 	c.conns[conn] = struct{}{}
 	return conn, nil
+}
+
+// track closes conn too when the cutter cuts.
+func (c *cutter) track(conn net.Conn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.conns[conn] = struct{}{}
 }
 
 func (c *cutter) set(cut bool) {
@@ -399,4 +408,77 @@ func sumOutcome(w *app.Worker, outcome string) float64 {
 		n += testutil.ToFloat64(w.Metrics.Firings.WithLabelValues(p, outcome, "acme"))
 	}
 	return n
+}
+
+// proxy forwards TCP connections to addr until cut: then it closes them
+// all and refuses new ones — a worker process cut off from one component.
+type proxy struct {
+	ln   net.Listener
+	addr string
+	c    *cutter
+	wg   sync.WaitGroup
+}
+
+func newProxy(t *testing.T, addr string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, addr: addr, c: newCutter()}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := p.c.dial(context.Background(), "tcp", addr)
+			if err != nil {
+				_ = in.Close()
+				continue
+			}
+			p.c.track(in)
+			p.wg.Add(2)
+			go func() { defer p.wg.Done(); _, _ = io.Copy(out, in); _ = out.Close() }()
+			go func() { defer p.wg.Done(); _, _ = io.Copy(in, out); _ = in.Close() }()
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close(); p.c.set(true); p.wg.Wait() })
+	return p
+}
+
+// A worker fires the firings it leased before Redis went away from it, and
+// is killed while their markers wait: the worker that takes its partitions
+// finds their leases taken by a delivery that never marked them, finds
+// their outcomes in the ledger, and does not fire them again.
+func TestWorkerKilledWhileItsMarkersWaitDoesNotRefire(t *testing.T) {
+	e := newEnv(t, 2)
+	px := newProxy(t, testinfra.RedisAddr(t))
+	cfgA := e.config("proc-a")
+	cfgA.RedisAddr = px.ln.Addr().String()
+	a := e.startProcess(cfgA)
+	eventually(t, 60*time.Second, "proc-a assigned", func() bool {
+		v, ok := a.metric("sundial_worker_assigned_partitions")
+		return ok && v == 8
+	})
+	cutAt := time.Now().Add(3 * time.Second).Truncate(100 * time.Millisecond)
+	// Leased before the cut (due within the lead after it), fired during it.
+	fs := e.outageLoad(10, cutAt.Add(200*time.Millisecond), time.Second)
+	e.produce(fs, nil)
+	at(time.Until(cutAt))
+	px.c.set(true)
+	eventually(t, 30*time.Second, "the leased firings fired", func() bool { return e.sink.distinct() == len(fs) })
+	// Their records reach the ledger while the markers wait.
+	e.checkOneRecordEach(fs)
+	a.kill(t)
+	t.Log("proc-a killed with its markers unwritten")
+
+	b := e.startInProcess(e.config("w-b"))
+	eventually(t, 60*time.Second, "w-b owns the partitions", func() bool { return testutil.ToFloat64(b.Metrics.Assigned) == 8 })
+	eventually(t, 60*time.Second, "w-b handled every copy", func() bool { return sumOutcome(b, "duplicate") >= float64(len(fs)) || len(e.sink.snapshot()) > len(fs) })
+	arr := e.sink.snapshot()
+	e.sink.checkProblems(t)
+	checkExactlyOnce(t, fs, arr)
 }
