@@ -245,3 +245,39 @@ func TestConcurrentDrainersSplitTheRows(t *testing.T) {
 	}
 	requireInLedger(t, e, rows)
 }
+
+// counting embeds the real ledger and counts the calls of each kind.
+type counting struct {
+	GroupLedger
+	mu          sync.Mutex
+	one, groups int
+}
+
+func (c *counting) Record(ctx context.Context, a *sundialv1.ExecutionAttempt) error {
+	c.mu.Lock()
+	c.one++
+	c.mu.Unlock()
+	return c.GroupLedger.Record(ctx, a)
+}
+
+func (c *counting) RecordMany(ctx context.Context, recs []ledger.Rec) []error {
+	c.mu.Lock()
+	c.groups++
+	c.mu.Unlock()
+	return c.GroupLedger.RecordMany(ctx, recs)
+}
+
+// A ledger that writes groups gets a batch of pending rows in one call (a
+// deleted job's thousands of staged firings cost a few Cassandra batches,
+// not a write and a fence read each).
+func TestGroupLedgerTakesABatchInOneCall(t *testing.T) {
+	e := setup(t)
+	rows := e.insert(t, 25)
+	c := &counting{GroupLedger: e.writer}
+	d, _ := e.drainer(t, c, 100)
+	require.NoError(t, d.round(context.Background()))
+	require.Zero(t, e.pending(t))
+	requireInLedger(t, e, rows)
+	require.Equal(t, 1, c.groups, "one RecordMany for the batch")
+	require.Zero(t, c.one, "no record written one by one")
+}
