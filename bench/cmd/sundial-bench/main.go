@@ -91,6 +91,8 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Max.MaxP99, "max-p99", time.Second, "max: the lateness p99 a rate may reach and still count as held")
 	fs.IntVar(&c.Burst.Jobs, "burst-jobs", 100_000, "burst: jobs due at the same instant")
 	fs.IntVar(&c.Burst.Critical, "burst-critical", 10, "burst: CRITICAL jobs due within that second")
+	fs.IntVar(&c.Cancel.Rate, "cancel-rate", 1000, "cancel: per-second jobs firing, then deleted while their next two minutes are staged")
+	fs.DurationVar(&c.Cancel.Window, "cancel-window", 30*time.Second, "cancel: how long firing and then discarding are each measured")
 	fs.IntVar(&c.Registered.Jobs, "registered-jobs", 10_000_000, "registered: idle jobs loaded between the two measured phases")
 	fs.IntVar(&c.Registered.Rate, "registered-rate", 1000, "registered: steady firings per second during both phases")
 	fs.DurationVar(&c.Registered.Phase, "registered-phase", time.Minute, "registered: length of each measured phase")
@@ -123,6 +125,8 @@ func (f *flags) applyQuick(set map[string]bool) {
 	def("max-step", func() { c.Max.Step = 10 * time.Second })
 	def("burst-jobs", func() { c.Burst.Jobs = 2000 })
 	def("burst-critical", func() { c.Burst.Critical = 5 })
+	def("cancel-rate", func() { c.Cancel.Rate = 100 })
+	def("cancel-window", func() { c.Cancel.Window = 10 * time.Second })
 	def("registered-jobs", func() { c.Registered.Jobs = 20_000 })
 	def("registered-rate", func() { c.Registered.Rate = 100 })
 	def("registered-phase", func() { c.Registered.Phase = 10 * time.Second })
@@ -214,9 +218,9 @@ func (f *flags) finish() error {
 	}
 	c := f.cfg
 	switch {
-	case c.Steady.Rate < 1, c.Herd.Rate < 1, c.Registered.Rate < 1, c.Failover.Rate < 1:
+	case c.Steady.Rate < 1, c.Herd.Rate < 1, c.Registered.Rate < 1, c.Failover.Rate < 1, c.Cancel.Rate < 1:
 		return errors.New("rates must be at least 1")
-	case c.Steady.Duration < 2*time.Second, c.Herd.Duration < 2*time.Second, c.Registered.Phase < 2*time.Second, c.Max.Step < 2*time.Second, c.Failover.Duration < 10*time.Second:
+	case c.Steady.Duration < 2*time.Second, c.Herd.Duration < 2*time.Second, c.Registered.Phase < 2*time.Second, c.Max.Step < 2*time.Second, c.Failover.Duration < 10*time.Second, c.Cancel.Window < 2*time.Second:
 		return errors.New("durations too short")
 	case c.Burst.Jobs < 1, c.Burst.Critical < 0, c.Registered.Jobs < 1:
 		return errors.New("burst and registered sizes must be positive")

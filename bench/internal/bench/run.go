@@ -8,7 +8,7 @@ import (
 )
 
 // Scenarios names every scenario in the order a full run takes them.
-var Scenarios = []string{"steady", "herd", "max", "burst", "registered", "failover"}
+var Scenarios = []string{"steady", "herd", "max", "burst", "cancel", "registered", "failover"}
 
 // Config selects and sizes the scenarios of a run.
 type Config struct {
@@ -17,6 +17,7 @@ type Config struct {
 	Herd       SteadyConfig // the herd: Steady's load without jitter
 	Max        MaxConfig
 	Burst      BurstConfig
+	Cancel     CancelConfig
 	Registered RegisteredConfig
 	Failover   FailoverConfig
 	// Shared runs every scenario on one deployment (two of each scaled
@@ -87,6 +88,8 @@ func (r *Runner) runOne(ctx context.Context, name string, cfg Config, shared *de
 		return r.Max(ctx, d, cfg.Max)
 	case "burst":
 		return r.Burst(ctx, d, cfg.Burst)
+	case "cancel":
+		return r.Cancel(ctx, d, cfg.Cancel)
 	case "registered":
 		return r.Registered(ctx, d, cfg.Registered)
 	case "failover":
