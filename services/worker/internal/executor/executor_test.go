@@ -307,6 +307,12 @@ func TestSkips(t *testing.T) {
 	if a := r.rec.finalOf("stale"); a.GetStatus() != sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED || a.GetReason() == "" {
 		t.Fatalf("stale record %v", a)
 	}
+	r.rec.mu.Lock()
+	staleHeld := r.rec.held["stale"]
+	r.rec.mu.Unlock()
+	if !staleHeld {
+		t.Fatal("a stale skip was handed in for a fence check (a read per skipped firing)")
+	}
 	if r.rec.finalOf("done") != nil || r.rec.finalOf("held") != nil {
 		t.Fatal("duplicate or held firings must record nothing")
 	}
