@@ -12,6 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/ledgerpending"
 	"github.com/sundialhq/sundial/pkg/migrations"
@@ -127,4 +129,46 @@ func TestConcurrentClaimsAreDisjoint(t *testing.T) {
 		require.False(t, seen[p.ID])
 		seen[p.ID] = true
 	}
+}
+
+// A spilled record comes back from Claim whole — fence, HTTP status,
+// timings, worker — beside the rows Insert wrote, which stay as they were;
+// a record without a slot is refused and nothing is written.
+func TestSpilledRecordsComeBackWhole(t *testing.T) {
+	pool := migrated(t)
+	ctx := context.Background()
+	slot := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	fired := &sundialv1.ExecutionAttempt{
+		ExecutionId: uuid.NewString(), JobId: uuid.NewString(), Tenant: "acme", Attempt: 2, FenceToken: 1774000000123456,
+		Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED, ScheduledTime: timestamppb.New(slot),
+		FireTime: timestamppb.New(slot.Add(300 * time.Millisecond)), StartedTime: timestamppb.New(slot.Add(301 * time.Millisecond)),
+		FinishedTime: timestamppb.New(slot.Add(340 * time.Millisecond)), HttpStatus: 204, Worker: "w1", ResponseExcerpt: "ok", JobVersion: 3,
+	}
+	bad := proto.Clone(fired).(*sundialv1.ExecutionAttempt)
+	bad.ScheduledTime = nil
+	err := ledgerpending.Spill(ctx, pool, []*sundialv1.ExecutionAttempt{fired, bad})
+	require.ErrorIs(t, err, ledgerpending.ErrInvalidRow)
+	require.Contains(t, err.Error(), "scheduled_time")
+	n, _, err := ledgerpending.Backlog(ctx, pool)
+	require.NoError(t, err)
+	require.Zero(t, n, "a refused spill writes nothing")
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, ledgerpending.Insert(ctx, tx, []ledgerpending.Row{skipped(slot, "paused")}))
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, ledgerpending.Spill(ctx, pool, []*sundialv1.ExecutionAttempt{fired}))
+
+	tx, err = pool.Begin(ctx)
+	require.NoError(t, err)
+	got, err := ledgerpending.Claim(ctx, tx, 10)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	require.Len(t, got, 2)
+	require.Nil(t, got[0].Record)
+	require.Equal(t, "paused", got[0].ExecutionAttempt().GetReason())
+	require.Zero(t, got[0].ExecutionAttempt().GetFenceToken())
+	require.True(t, proto.Equal(fired, got[1].ExecutionAttempt()), "spilled %v, claimed %v", fired, got[1].ExecutionAttempt())
+	require.Equal(t, fired.GetExecutionId(), got[1].ExecutionID)
+	require.Equal(t, sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED, got[1].Status)
 }

@@ -8,6 +8,11 @@
 // (Insert), and the prefetcher's drainer copies it into the Cassandra ledger
 // and deletes it afterwards (Claim, then ledger.Writer.Record).
 //
+// It is also where a worker spills the records Cassandra does not take
+// (Spill): while the ledger is down its records would otherwise fill the
+// worker's bounded queues and then hold up firing. A spilled row carries
+// the whole record, and the same drainer writes it when Cassandra is back.
+//
 // The drain is at least once: a crash between the Cassandra write and the
 // delete writes the same ledger row again, which the ledger absorbs (same
 // key, same write timestamp, same values).
@@ -23,6 +28,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -108,17 +115,85 @@ func Insert(ctx context.Context, tx pgx.Tx, rows []Row) error {
 	return nil
 }
 
+const spillSQL = `
+INSERT INTO ledger_pending (execution_id, job_id, tenant, attempt, status,
+                            scheduled_at, fire_at, catch_up, job_version, reason, record)
+SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::integer[], $5::smallint[],
+                     $6::timestamptz[], $7::timestamptz[], $8::boolean[], $9::bigint[], $10::text[], $11::bytea[])`
+
+// Execer is what Spill needs: a pool, a connection or a transaction.
+type Execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// Spill parks whole ledger records that the ledger could not take (a
+// worker's, while Cassandra is down) in one statement; the drainer writes
+// them to the ledger when it answers, exactly as they were. It writes
+// nothing and returns an error wrapping ErrInvalidRow if any record lacks
+// an execution id, a job id, a status or a slot.
+func Spill(ctx context.Context, q Execer, as []*sundialv1.ExecutionAttempt) error {
+	n := len(as)
+	if n == 0 {
+		return nil
+	}
+	exec, job, tenant, reason := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	attempt, status := make([]int32, n), make([]int16, n)
+	sched, fire := make([]time.Time, n), make([]time.Time, n)
+	catchUp, version, record := make([]bool, n), make([]int64, n), make([][]byte, n)
+	for i, a := range as {
+		if _, err := uuid.Parse(a.GetExecutionId()); err != nil {
+			return fmt.Errorf("%w: record %d: execution_id %q is not a UUID", ErrInvalidRow, i, a.GetExecutionId())
+		}
+		if _, err := uuid.Parse(a.GetJobId()); err != nil {
+			return fmt.Errorf("%w: record %d: job_id %q is not a UUID", ErrInvalidRow, i, a.GetJobId())
+		}
+		if a.GetStatus() == sundialv1.ExecutionStatus_EXECUTION_STATUS_UNSPECIFIED {
+			return fmt.Errorf("%w: record %d: status is required", ErrInvalidRow, i)
+		}
+		if a.GetScheduledTime() == nil {
+			return fmt.Errorf("%w: record %d: scheduled_time is required", ErrInvalidRow, i)
+		}
+		b, err := proto.Marshal(a)
+		if err != nil {
+			return fmt.Errorf("ledgerpending: spill record %d: %w", i, err)
+		}
+		exec[i], job[i], tenant[i], reason[i] = a.GetExecutionId(), a.GetJobId(), a.GetTenant(), a.GetReason()
+		attempt[i], status[i] = max(a.GetAttempt(), 1), int16(a.GetStatus())
+		sched[i], fire[i] = a.GetScheduledTime().AsTime(), a.GetScheduledTime().AsTime()
+		if a.GetFireTime() != nil {
+			fire[i] = a.GetFireTime().AsTime()
+		}
+		catchUp[i], version[i], record[i] = a.GetCatchUp(), a.GetJobVersion(), b
+	}
+	if _, err := q.Exec(ctx, spillSQL, exec, job, tenant, attempt, status, sched, fire, catchUp, version, reason, record); err != nil {
+		return fmt.Errorf("ledgerpending: spill %d records: %w", n, err)
+	}
+	return nil
+}
+
 // Pending is a row as stored, with its table id and the database instant it
 // was written at.
 type Pending struct {
 	ID int64
 	Row
 	CreatedAt time.Time
+	// Record is the whole ledger record of a spilled row (Spill); nil for
+	// rows written by Insert.
+	Record []byte
 }
 
-// ExecutionAttempt is the ledger record of the row: fence 0, the row's
-// status, slot, fire instant, catch-up flag, job version and reason.
+// ExecutionAttempt is the ledger record of the row: a spilled row's record
+// as it was spilled; otherwise fence 0, the row's status, slot, fire
+// instant, catch-up flag, job version and reason.
 func (p Pending) ExecutionAttempt() *sundialv1.ExecutionAttempt {
+	if len(p.Record) > 0 {
+		var a sundialv1.ExecutionAttempt
+		if err := proto.Unmarshal(p.Record, &a); err == nil {
+			return &a
+		}
+		// Not decodable (cannot happen for what Spill wrote): the
+		// columns still say what the slot became.
+	}
 	return &sundialv1.ExecutionAttempt{
 		ExecutionId:   p.ExecutionID,
 		JobId:         p.JobID,
@@ -141,7 +216,7 @@ const claimSQL = `
 DELETE FROM ledger_pending
  WHERE id IN (SELECT id FROM ledger_pending ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
 RETURNING id, execution_id::text, job_id::text, tenant, attempt, status,
-          scheduled_at, fire_at, catch_up, job_version, reason, created_at`
+          scheduled_at, fire_at, catch_up, job_version, reason, created_at, record`
 
 // Claim deletes up to limit of the oldest pending rows inside tx and returns
 // them, oldest first. Commit tx only once every returned row is in the
@@ -155,7 +230,7 @@ func Claim(ctx context.Context, tx pgx.Tx, limit int) ([]Pending, error) {
 		var p Pending
 		var status int16
 		err := row.Scan(&p.ID, &p.ExecutionID, &p.JobID, &p.Tenant, &p.Attempt, &status,
-			&p.ScheduledAt, &p.FireAt, &p.CatchUp, &p.JobVersion, &p.Reason, &p.CreatedAt)
+			&p.ScheduledAt, &p.FireAt, &p.CatchUp, &p.JobVersion, &p.Reason, &p.CreatedAt, &p.Record)
 		p.Status = sundialv1.ExecutionStatus(status)
 		p.ScheduledAt, p.FireAt, p.CreatedAt = p.ScheduledAt.UTC(), p.FireAt.UTC(), p.CreatedAt.UTC()
 		return p, err

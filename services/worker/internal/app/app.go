@@ -29,6 +29,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/ledger"
+	"github.com/sundialhq/sundial/pkg/ledgerpending"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
 	"github.com/sundialhq/sundial/pkg/netpolicy"
 	"github.com/sundialhq/sundial/pkg/secrets"
@@ -219,6 +220,15 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 	if cfg.LedgerGroupSize > 0 {
 		recCfg.GroupSize = cfg.LedgerGroupSize
 	}
+	// With Postgres, records Cassandra keeps refusing go to ledger_pending
+	// (the pool is made below, before anything starts).
+	var spillTo *pgxpool.Pool
+	if cfg.PostgresDSN != "" {
+		recCfg.SpillAfter = cfg.LedgerSpillAfter
+		recCfg.Spill = func(ctx context.Context, as []*sundialv1.ExecutionAttempt) error {
+			return ledgerpending.Spill(ctx, spillTo, as)
+		}
+	}
 	rec := recorder.New(led, recCfg, logger.With("component", "recorder"), recorder.Metrics{
 		Written: func(r string) { m.LedgerWrites.WithLabelValues(r).Inc() },
 	})
@@ -341,6 +351,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 			return nil, fmt.Errorf("postgres pool: %w", err)
 		}
 		cl.add(pg.Close)
+		spillTo = pg
 		pd.Settler = settle.New(settle.NewPostgres(pg), dlq, corrected, settle.Config{}, settle.Metrics{
 			RetryScheduled: func(pr, class string) { m.RetriesScheduled.WithLabelValues(pr, class).Inc() },
 			DeadLetter:     func(class string) { m.DeadLetters.WithLabelValues(class).Inc() },

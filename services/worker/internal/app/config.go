@@ -67,10 +67,13 @@ type Config struct {
 	// LedgerLinger: how long the recorder gathers records into a group
 	// before writing it; LedgerQuiet ends a group sooner when no record
 	// came for that long; LedgerGroupSize caps a group.
-	LedgerLinger    time.Duration
-	LedgerQuiet     time.Duration
-	LedgerGroupSize int
-	SessionTimeout  time.Duration
+	LedgerLinger time.Duration
+	LedgerQuiet  time.Duration
+	// LedgerSpillAfter: how long the ledger may keep refusing a group of
+	// records before they are spilled to Postgres.
+	LedgerSpillAfter time.Duration
+	LedgerGroupSize  int
+	SessionTimeout   time.Duration
 	// LivenessTTL: how long after its last refresh this worker's leases
 	// stay its own (lease.WithLiveness); 0 ties leases to their TTL only.
 	LivenessTTL        time.Duration
@@ -141,6 +144,8 @@ func (c *Config) Register(fs *flag.FlagSet) {
 		"gather ledger records at most this long before writing them as one group (many records per Cassandra batch); an attempt shows in history at most about this much later")
 	fs.DurationVar(&c.LedgerQuiet, "ledger-quiet", recorder.DefaultConfig.Quiet,
 		"write a gathered group sooner once no record has come for this long (a herd's records are written just after it; a steady stream fills groups for the whole --ledger-linger)")
+	fs.DurationVar(&c.LedgerSpillAfter, "ledger-spill-after", recorder.DefaultConfig.SpillAfter,
+		"records Cassandra keeps refusing this long are parked in Postgres (ledger_pending) and written by the prefetcher's drainer once it answers, so a ledger outage holds up no firing (needs --postgres-dsn)")
 	fs.IntVar(&c.LedgerGroupSize, "ledger-group-size", recorder.DefaultConfig.GroupSize, "ledger records written by one group at most")
 	fs.DurationVar(&c.DoneTTL, "done-ttl", 7*24*time.Hour, "how long a done marker rejects redeliveries of a finished execution")
 	fs.DurationVar(&c.SessionTimeout, "session-timeout", 2*time.Second, "Kafka group session timeout: how soon a dead worker's partitions move (raised to the brokers' group.min.session.timeout.ms, which is 6s unless lowered)")
@@ -223,6 +228,9 @@ func (c *Config) Validate(p *config.Problems) {
 	}
 	if c.LedgerLinger < 0 || c.LedgerLinger > 10*time.Second {
 		p.Addf("ledger-linger", "must be between 0 and 10s, got %s", c.LedgerLinger)
+	}
+	if c.LedgerSpillAfter <= 0 || c.LedgerSpillAfter > 10*time.Minute {
+		p.Addf("ledger-spill-after", "must be more than 0 and at most 10m, got %s", c.LedgerSpillAfter)
 	}
 	if c.LedgerQuiet < 0 || c.LedgerQuiet > 10*time.Second {
 		p.Addf("ledger-quiet", "must be between 0 and 10s, got %s", c.LedgerQuiet)

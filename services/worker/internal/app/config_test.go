@@ -67,6 +67,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{[]string{"--executors", "0"}, "executors"},
 		{[]string{"--critical-executors", "-1"}, "critical-executors"},
 		{[]string{"--prepare-grain", "2s"}, "prepare-grain"},
+		{[]string{"--ledger-spill-after", "0s"}, "ledger-spill-after"},
 		{[]string{"--lease-ttl", "1ms"}, "lease-ttl"},
 		{[]string{"--session-timeout", "10ms"}, "session-timeout"},
 		{[]string{"--kafka-brokers", " , "}, "kafka-brokers"},

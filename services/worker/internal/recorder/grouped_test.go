@@ -225,3 +225,127 @@ func TestGroupedQuietEndsAGroupEarly(t *testing.T) {
 	}
 	done.Wait()
 }
+
+// While the ledger keeps failing, a group is retried for SpillAfter and
+// then spilled whole; the spilled records count as written (their firings
+// finish) and nothing is written to the ledger twice or lost.
+func TestGroupedSpillsAfterFailingForSpillAfter(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	fc := clock.NewFake(t0)
+	l := &groupLedger{}
+	l.down.Store(true)
+	var mu sync.Mutex
+	var spilled []string
+	var spilledAt time.Time
+	r := New(l, Config{Shards: 1, Linger: time.Millisecond, GroupSize: 10, Clock: fc, SpillAfter: 5 * time.Second,
+		Spill: func(_ context.Context, as []*sundialv1.ExecutionAttempt) error {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, a := range as {
+				spilled = append(spilled, a.GetExecutionId())
+			}
+			spilledAt = fc.Now()
+			return nil
+		}}, quiet(), Metrics{})
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop()
+	var done sync.WaitGroup
+	for i := range 3 {
+		done.Add(1)
+		if !r.Final(context.Background(), slotted(fmt.Sprint("x", i), "job", sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED), true, done.Done) {
+			t.Fatal("Final refused")
+		}
+	}
+	finished := make(chan struct{})
+	go func() { done.Wait(); close(finished) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for waiting := true; waiting; {
+		select {
+		case <-finished:
+			waiting = false
+		default:
+			fc.Advance(100 * time.Millisecond)
+			time.Sleep(time.Millisecond)
+			if time.Now().After(deadline) {
+				t.Fatal("the records were never spilled")
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(spilled) != 3 {
+		t.Fatalf("spilled %v, want the 3 records once", spilled)
+	}
+	if l.failed.Load() < 2 || spilledAt.Sub(t0) < 5*time.Second {
+		t.Fatalf("spilled at %s after %d failed writes, want only after 5 s of failing", spilledAt.Sub(t0), l.failed.Load())
+	}
+	l.mu.Lock()
+	n := len(l.memLedger.rows)
+	l.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d records written to the ledger that was down", n)
+	}
+}
+
+// Once a group has been spilled, the next group that fails is spilled at
+// its first failure (the ledger is down: waiting SpillAfter per group
+// would fill the queues); a write that succeeds ends that.
+func TestGroupedSpillsAtOnceWhileTheLedgerStaysDown(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	fc := clock.NewFake(t0)
+	l := &groupLedger{}
+	l.down.Store(true)
+	spills := make(chan time.Time, 10)
+	r := New(l, Config{Shards: 1, Linger: time.Millisecond, GroupSize: 10, Clock: fc, SpillAfter: 5 * time.Second,
+		Spill: func(context.Context, []*sundialv1.ExecutionAttempt) error { spills <- fc.Now(); return nil }}, quiet(), Metrics{})
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop()
+	final := func(exec string) {
+		if !r.Final(context.Background(), slotted(exec, "job", sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED), true, func() {}) {
+			t.Fatal("Final refused")
+		}
+	}
+	await := func() time.Time {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			select {
+			case at := <-spills:
+				return at
+			default:
+			}
+			fc.Advance(100 * time.Millisecond)
+			time.Sleep(time.Millisecond)
+			if time.Now().After(deadline) {
+				t.Fatal("never spilled")
+			}
+		}
+	}
+	final("a")
+	first := await()
+	if first.Sub(t0) < 5*time.Second {
+		t.Fatalf("first spill after %s of failing, want 5 s", first.Sub(t0))
+	}
+	final("b")
+	// The second group: one failed write, then spilled, with the clock
+	// still (Final hands it over at once; the shard's linger is 1 ms).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case at := <-spills:
+			if at.Sub(first) > time.Second {
+				t.Fatalf("second spill %s after the first, want at its first failure", at.Sub(first))
+			}
+			return
+		default:
+		}
+		fc.Advance(time.Millisecond)
+		time.Sleep(time.Millisecond)
+		if time.Now().After(deadline) {
+			t.Fatal("the second group was never spilled")
+		}
+	}
+}

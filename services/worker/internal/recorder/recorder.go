@@ -114,12 +114,21 @@ type Config struct {
 	GroupSize int
 	// Clock times Linger and retry backoff; the real clock when nil.
 	Clock clock.Clock
+	// Spill, when set, parks records a GroupLedger has failed to take for
+	// SpillAfter (ledger_pending in Postgres, drained into the ledger by
+	// the prefetcher once Cassandra answers), so an outage of the ledger
+	// fills neither the queues nor, through them, the executors. A
+	// spilled record counts as written.
+	Spill func(ctx context.Context, as []*sundialv1.ExecutionAttempt) error
+	// SpillAfter is how long a group keeps failing before it is spilled
+	// (zero: DefaultConfig's).
+	SpillAfter time.Duration
 }
 
 // DefaultConfig suits one worker.
 var DefaultConfig = Config{
 	InFlight: 8, QueueSize: 65536, WriteTimeout: 10 * time.Second, DrainTimeout: 10 * time.Second,
-	RunningDelay: time.Second, Linger: 2 * time.Second, Quiet: 100 * time.Millisecond, GroupSize: 1000,
+	RunningDelay: time.Second, Linger: 2 * time.Second, Quiet: 100 * time.Millisecond, GroupSize: 1000, SpillAfter: 5 * time.Second,
 }
 
 // DefaultShards and DefaultGroupShards are the shard counts when
@@ -184,10 +193,12 @@ type Recorder struct {
 	cancelHard context.CancelFunc
 	// quit is closed first thing in Stop, so a Final blocked on a full
 	// shard gives up before Stop takes the lock.
-	quit     chan struct{}
-	mu       sync.RWMutex
-	closed   bool
-	started  bool
+	quit    chan struct{}
+	mu      sync.RWMutex
+	closed  bool
+	started bool
+	// spilling: a group was spilled and no write has succeeded since.
+	spilling atomic.Bool
 	wg       sync.WaitGroup
 	stopOnce sync.Once
 }
@@ -223,6 +234,9 @@ func New(l Ledger, cfg Config, logger *slog.Logger, m Metrics) *Recorder {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
+	}
+	if cfg.SpillAfter <= 0 {
+		cfg.SpillAfter = DefaultConfig.SpillAfter
 	}
 	r := &Recorder{ledger: l, cfg: cfg, logger: logger, metrics: m, quit: make(chan struct{}), queued: map[attemptKey]*job{}}
 	r.hard, r.cancelHard = context.WithCancel(context.Background())
@@ -490,6 +504,7 @@ func (r *Recorder) runGrouped(ch chan *job, gl GroupLedger) {
 // blocks — back-pressure on the executor instead of unbounded memory.
 func (r *Recorder) writeMany(gl GroupLedger, group []*job) {
 	backoff := 50 * time.Millisecond
+	var failingSince time.Time
 	for len(group) > 0 {
 		if r.hard.Err() != nil {
 			for range group {
@@ -506,6 +521,9 @@ func (r *Recorder) writeMany(gl GroupLedger, group []*job) {
 		cancel()
 		var retry []*job
 		var lastErr error
+		if errs == nil {
+			r.spilling.Store(false)
+		}
 		for i, j := range group {
 			var err error
 			if errs != nil {
@@ -522,6 +540,18 @@ func (r *Recorder) writeMany(gl GroupLedger, group []*job) {
 		if len(retry) == 0 {
 			return
 		}
+		now := r.cfg.Clock.Now()
+		if failingSince.IsZero() {
+			failingSince = now
+		}
+		// Once a group has been spilled, the ledger is taken to be down
+		// until a write succeeds: later groups are spilled at their first
+		// failure instead of each waiting SpillAfter, which would let the
+		// queues fill at any rate above GroupSize per SpillAfter.
+		if r.cfg.Spill != nil && (r.spilling.Load() || now.Sub(failingSince) >= r.cfg.SpillAfter) && r.spill(retry, lastErr) {
+			r.spilling.Store(true)
+			return
+		}
 		for range retry {
 			r.count("retry")
 		}
@@ -535,6 +565,30 @@ func (r *Recorder) writeMany(gl GroupLedger, group []*job) {
 		backoff = min(2*backoff, 5*time.Second)
 		group = retry
 	}
+}
+
+// spill parks records the ledger has kept refusing; it reports whether they
+// are parked (and so done with).
+func (r *Recorder) spill(group []*job, cause error) bool {
+	as := make([]*sundialv1.ExecutionAttempt, len(group))
+	for i, j := range group {
+		as[i] = j.a
+	}
+	ctx, cancel := context.WithTimeout(r.hard, r.cfg.WriteTimeout)
+	err := r.cfg.Spill(ctx, as)
+	cancel()
+	if err != nil {
+		r.logger.Warn("recorder: the ledger is failing and spilling failed too; retrying both", "ledger_err", cause, "spill_err", err, "records", len(group))
+		return false
+	}
+	r.logger.Warn("recorder: the ledger kept failing; records spilled to Postgres for the drainer", "ledger_err", cause, "records", len(group), "after", r.cfg.SpillAfter)
+	for _, j := range group {
+		r.count("spilled")
+		if j.done != nil {
+			j.done()
+		}
+	}
+	return true
 }
 
 // settled counts a write's result and reports whether the record is done
