@@ -118,6 +118,10 @@ admin_addr() { # instance
   echo "127.0.0.1:$((base + 100 * ($(index_of "$1") - 1)))"
 }
 
+http_addr() { # api instance: the HTTP/JSON API and the web console
+  if [ "$1" = api ]; then echo "${SUNDIAL_HTTP_ADDR:-127.0.0.1:8080}"; else echo "127.0.0.1:$((8080 + 100 * ($(index_of "$1") - 1)))"; fi
+}
+
 grpc_addr() { # api instance
   if [ "$1" = api ]; then echo "${SUNDIAL_GRPC_ADDR:-127.0.0.1:9090}"; else echo "127.0.0.1:$((9089 + $(index_of "$1")))"; fi
 }
@@ -142,6 +146,7 @@ service_env() {
   case $(service_of "$1") in
     api)
       echo "SUNDIAL_GRPC_ADDR=$(grpc_addr "$1")"
+      echo "SUNDIAL_HTTP_ADDR=$(http_addr "$1")"
       # a development tenant, so `make run` serves requests out of the box
       echo "SUNDIAL_TOKENS=${SUNDIAL_TOKENS:-$DEV_TOKEN=dev}"
       ;;
@@ -298,6 +303,7 @@ demo_up() {
   log "demo job $id fires http://$SINK_ADDR/demo every second"
   log "  watch it:   tail -f $RUN/sink.log"
   log "  history:    bin/schedctl history --token $DEV_TOKEN $id"
+  log "  console:    http://$(http_addr api)/ (sign in with the token $DEV_TOKEN)"
 }
 
 stop_one() {
