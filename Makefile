@@ -122,8 +122,12 @@ test-browser: ## The api's web console in headless Chromium (Debian's package, i
 	@source <($(INFRA) env) && cd services/api && SUNDIAL_CHROMIUM="$$($(ROOT)/deploy/local/chromium.sh path)" SUNDIAL_SCREENSHOTS=$(ROOT)/.run/console \
 	  go test -tags integration -count=1 -timeout 5m $(GOTESTFLAGS) -run 'TestBrowser' ./internal/console/
 
+.PHONY: test-restarts
+test-restarts: ## The worker's outage tests that stop and start Redis and the Kafka broker (the components must be this run's own: make test runs them last)
+	@source <($(INFRA) env) && cd services/worker && SUNDIAL_TEST_RESTART_INFRA=1 go test -tags integration -count=1 -timeout 10m $(GOTESTFLAGS) -run 'Restart' .
+
 .PHONY: test
-test: infra-up lint proto-check test-unit test-integration test-browser test-e2e bench-quick chaos-quick ## Everything, against the real components (what CI runs)
+test: infra-up lint proto-check test-unit test-integration test-browser test-e2e bench-quick chaos-quick test-restarts ## Everything, against the real components (what CI runs)
 
 .PHONY: run
 # Replicas for make run (WORKERS=2 etc.); unset keeps what the last run used.
