@@ -378,6 +378,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 		CatchUpRate:    cfg.CatchUpRate,
 		CommitInterval: cfg.CommitInterval,
 		MaxHeld:        cfg.MaxHeld,
+		FetchAhead:     cfg.FetchAhead,
 		Unpaused:       []string{topics.Fire(sundialv1.Priority_PRIORITY_CRITICAL)},
 		Poison:         raw.Forward,
 		Opts:           append(kafkaSec, deps.KafkaOpts...),

@@ -83,6 +83,7 @@ type Config struct {
 	// instants (per second; the prefetcher's --catch-up-rate).
 	CatchUpRate       float64
 	MaxHeld           int
+	FetchAhead        time.Duration
 	AllowKafkaTargets string
 
 	// Failure handling and safety (issue 5).
@@ -153,7 +154,8 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.RevokeDrainTimeout, "revoke-drain-timeout", 20*time.Second, "how long a rebalance (and shutdown) waits for executing firings of revoked partitions; keep it below --drain-timeout")
 	fs.DurationVar(&c.CommitInterval, "commit-interval", time.Second, "how often offsets are committed")
 	fs.Float64Var(&c.CatchUpRate, "catch-up-rate", 100, "release catch-up firings that arrive after their instants at most this many per second, keeping the prefetcher's spacing (set it to the prefetcher's --catch-up-rate; 0: not paced)")
-	fs.IntVar(&c.MaxHeld, "max-held", 300_000, "pause fetching (every priority but CRITICAL) while this many firings wait in memory (held, prepared or ready); about 2.5 KB of memory each")
+	fs.IntVar(&c.MaxHeld, "max-held", 300_000, "while this many firings wait in memory (held, prepared or ready), only the partitions furthest behind go on fetching (CRITICAL always does); about 1.3 KB of memory each")
+	fs.DurationVar(&c.FetchAhead, "fetch-ahead", time.Minute, "pause fetching a partition once its fetched firings reach this far past now (0: the whole staging window); Kafka keeps the rest, and a Kafka outage shorter than this delays nothing held")
 	fs.StringVar(&c.AllowKafkaTargets, "allow-kafka-targets", "*", "topic prefixes jobs may produce to, comma-separated; * any, empty none (platform topics are always refused)")
 	fs.IntVar(&c.MaxDeliveries, "max-deliveries", 5, "an attempt taken this many times without finishing (its workers crashed on it) is dead-lettered as poison on the next delivery; 0 never")
 	fs.StringVar(&c.AllowTargetAddrs, "allow-target-addrs", "", "comma-separated CIDRs, IPs or IP:port that targets and callbacks may reach even though the outbound policy refuses them (loopback, link-local, metadata)")
@@ -264,6 +266,9 @@ func (c *Config) Validate(p *config.Problems) {
 	}
 	if c.ClockSampleInterval < time.Second {
 		p.Addf("clock-sample-interval", "must be at least 1s")
+	}
+	if c.FetchAhead < 0 {
+		p.Addf("fetch-ahead", "must not be negative, got %s", c.FetchAhead)
 	}
 	if c.MaxHeld < 1 {
 		p.Addf("max-held", "must be at least 1")

@@ -636,3 +636,62 @@ func TestSessionTimeoutRaisedToTheBrokersMinimum(t *testing.T) {
 		c.Close()
 	}
 }
+
+// Each partition stops fetching once its firings reach FetchAhead past
+// now, whatever the other partitions do: a partition far ahead does not
+// fill the worker while another's firings due sooner wait in Kafka.
+func TestFetchAheadPausesEachPartitionAtTheHorizon(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	produce := func(part int32, prefix string, n int, at func(i int) time.Time) {
+		for i := range n {
+			rec := &kgo.Record{Topic: topic, Partition: part, Value: envelopeAt(t, fmt.Sprintf("%s-%d", prefix, i), at(i))}
+			if err := prod.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	now := time.Now()
+	// Partition 0: a firing every 10 s from now on, 300 of them (50 min).
+	produce(0, "far", 300, func(i int) time.Time { return now.Add(time.Duration(i) * 10 * time.Second) })
+	// Partition 1: 300 firings due within the next minute.
+	produce(1, "near", 300, func(i int) time.Time { return now.Add(time.Duration(i) * 200 * time.Millisecond) })
+
+	h := newRecHolder()
+	h.added = make(chan *work.Item, 1000)
+	cons := New(Config{
+		Brokers: c.ListenAddrs(), Topics: []string{topic}, Group: "g", ClientID: "w",
+		SessionTimeout: 6 * time.Second, CommitInterval: 20 * time.Millisecond, FetchAhead: 2 * time.Minute,
+		Opts: []kgo.Opt{kgo.FetchMaxPartitionBytes(4 << 10), kgo.FetchMaxBytes(8 << 10), kgo.FetchMaxWait(100 * time.Millisecond)},
+	}, h, metrics.New(prometheus.NewRegistry(), metrics.DefaultMaxTenants), logger())
+	if err := cons.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Stop()
+	count := func(prefix string) int {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		n := 0
+		for id := range h.items {
+			if strings.HasPrefix(id, prefix) {
+				n++
+			}
+		}
+		return n
+	}
+	eventually(t, "every near firing fetched", func() bool { return count("near-") == 300 })
+	time.Sleep(300 * time.Millisecond) // a few more fetches, had the far partition not been paused
+	// Firings 0..12 are within two minutes; a fetch may carry some past
+	// the horizon before the pause takes effect, never the whole backlog.
+	if n := count("far-"); n < 13 || n >= 300 {
+		t.Fatalf("%d far firings fetched, want those within the horizon and not the 50-minute backlog", n)
+	}
+}

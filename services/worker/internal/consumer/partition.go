@@ -40,6 +40,9 @@ type partition struct {
 
 	wm        offsets.Watermark[*work.Item]
 	committed atomic.Int64
+	// ahead is the latest fire instant fetched (Unix ns): how far ahead
+	// the partition has fetched (Consumer.pace).
+	ahead atomic.Int64
 
 	mu       sync.Mutex
 	detached bool
@@ -122,6 +125,9 @@ func (p *partition) add(recs []*kgo.Record) {
 			it.Trace = p.startTrace(r, f)
 		}
 		it.Token = p.wm.Track(r.Offset, r.LeaderEpoch, it)
+		if it.FireAt > p.ahead.Load() {
+			p.ahead.Store(it.FireAt)
+		}
 		p.c.holder.Add(it)
 	}
 }
