@@ -152,18 +152,36 @@ func call[T any](ctx context.Context, c *Client, retry bool, op func(ctx context
 	var last error
 	res, err := backoff.Retry(ctx, func() (T, error) {
 		res, err := op(ctx)
-		last = err
+		if err != nil && !(expired(ctx) && status.Code(err) == codes.DeadlineExceeded) {
+			// A call cut short by our own deadline says nothing new
+			// about the api; keep what it answered before.
+			last = err
+		}
 		if err != nil && status.Code(err) != codes.Unavailable {
 			return res, backoff.Permanent(err)
 		}
 		return res, err
 	}, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(c.o.maxElapsed))
-	if err != nil && last != nil && ctx.Err() != nil {
-		// The context ended while waiting to retry: say what the api
-		// last answered, not only that time ran out.
-		return res, fmt.Errorf("%w (last error: %w)", err, last)
+	if err != nil && last != nil && expired(ctx) {
+		// The context ended while waiting to retry or during a call:
+		// say that time ran out and what the api last answered.
+		cause := ctx.Err()
+		if cause == nil {
+			cause = context.DeadlineExceeded
+		}
+		return res, fmt.Errorf("%w (last error: %w)", cause, last)
 	}
 	return res, err
+}
+
+// expired reports whether ctx has ended or its deadline has passed; gRPC
+// can end a call at the deadline a moment before ctx's own timer fires.
+func expired(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // CreateJob registers job. idempotencyKey makes a repeated create (a
