@@ -29,6 +29,9 @@ type Analysis struct {
 	// Lateness is received − fire instant of each expected slot's first
 	// delivery, sorted.
 	Lateness []time.Duration
+	// Timeline is each first delivery's fire instant and lateness, in
+	// arrival order, to see when in a run the late ones were due.
+	Timeline []Late
 	// Problems describes the first few deliveries behind the counts above.
 	Problems []string
 }
@@ -110,11 +113,38 @@ func Analyze(want Expected, got []Delivery, ignore func(Delivery) bool) Analysis
 			a.Early++
 		}
 		a.Lateness = append(a.Lateness, late)
+		a.Timeline = append(a.Timeline, Late{FireAt: w.FireAt, Lateness: late})
 	}
 	a.Arrived = len(first)
 	a.Missing = a.Expected - a.Arrived
 	slices.Sort(a.Lateness)
 	return a
+}
+
+// Late is one first delivery's fire instant and lateness.
+type Late struct {
+	FireAt   time.Time
+	Lateness time.Duration
+}
+
+// ByPeriod summarizes the lateness of the firings due in each period from
+// start on (the last period takes what is left).
+func ByPeriod(timeline []Late, start time.Time, period time.Duration, periods int) []Summary {
+	if periods <= 0 || period <= 0 {
+		return nil
+	}
+	buckets := make([][]time.Duration, periods)
+	for _, l := range timeline {
+		k := int(l.FireAt.Sub(start) / period)
+		k = max(0, min(k, periods-1))
+		buckets[k] = append(buckets[k], l.Lateness)
+	}
+	out := make([]Summary, periods)
+	for k, b := range buckets {
+		slices.Sort(b)
+		out[k] = Summarize(b)
+	}
+	return out
 }
 
 // Summary is a latency distribution's usual points.

@@ -84,6 +84,13 @@ func (r *Runner) Max(ctx context.Context, d *deployment, cfg MaxConfig) (Result,
 		res.detailf("max: %d/s for %s: %d of %d arrived within %s of the step's end, lateness %s; %s; CPU: %s; per firing %s; sampled: %s",
 			rate, cfg.Step, a.Arrived, a.Expected, cfg.Grace, s, map[bool]string{true: "held", false: "NOT held"}[ok], usageLine(m.u0, m.u1),
 			CPUPerFiring(m.u0, m.u1, float64(rate)), m.sampled)
+		if periods := int(cfg.Step / time.Minute); periods > 1 {
+			var by []string
+			for _, p := range harness.ByPeriod(a.Timeline, stepStart(k), time.Minute, periods) {
+				by = append(by, fmt.Sprintf("%s/%s", FormatLatency(p.P99), FormatLatency(p.Max)))
+			}
+			res.detailf("max: %d/s, lateness p99/max of the firings due in each minute of the step: %s", rate, strings.Join(by, ", "))
+		}
 		for _, f := range m.files {
 			res.detailf("max: profile %s", f)
 		}
