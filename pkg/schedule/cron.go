@@ -30,13 +30,55 @@ type cron struct {
 	dowNth         uint64 // bit d*8+n: d#n, the n-th weekday d of the month
 
 	// Set from Options by setOptions.
+	zoned
+	opts Options // as given, for Describe
+	b    bounds
+}
+
+// wallSet is a set of wall-clock readings, in wall seconds (see Next). A
+// cron expression is one; a recurrence rule is another. zoned turns any of
+// them into instants with the DST policies.
+type wallSet interface {
+	// nextWall returns the least member w with lo <= w < hi.
+	nextWall(lo, hi int64) (int64, bool)
+}
+
+// zoned is how a set of wall readings meets a zone's real timeline: the
+// zone, whether it ever changes offset, and the DST policies in force.
+type zoned struct {
 	loc      *time.Location
 	fixed    bool // loc never changes offset, so no zone lookups are needed
 	fixedOff int64
 	gapShift bool         // fire at the end of a gap for matching wall times inside it
 	repeat   RepeatPolicy // which occurrences of a repeated wall time fire
-	opts     Options      // as given, for Describe
-	b        bounds
+}
+
+// newZoned sets up loc with the policies; hourly says the set has readings
+// in every hour of the day, which follows real elapsed time whatever the
+// policies (see setOptions).
+func newZoned(loc *time.Location, gap GapPolicy, repeat RepeatPolicy, hourly bool) zoned {
+	z := zoned{loc: loc, gapShift: !hourly && gap == GapShift, repeat: repeat}
+	if hourly {
+		z.repeat = RepeatBoth
+	}
+	// A zone with no transitions at all (UTC, Etc/GMT+5, time.FixedZone)
+	// reports unbounded zone bounds; it needs no lookups in Next.
+	probe := time.Unix(0, 0).In(loc)
+	if s, e := probe.ZoneBounds(); s.IsZero() && e.IsZero() {
+		_, off := probe.Zone()
+		z.fixed, z.fixedOff = true, int64(off)
+	}
+	return z
+}
+
+// next returns the first instant (Unix second) at or after u and before
+// limit at which a member of ws fires.
+func (z *zoned) next(ws wallSet, u, limit int64) (int64, bool) {
+	if z.fixed {
+		w, ok := ws.nextWall(u+z.fixedOff, limit+z.fixedOff)
+		return w - z.fixedOff, ok
+	}
+	return z.nextZoned(ws, u, limit)
 }
 
 const (
@@ -55,26 +97,13 @@ const (
 
 func (c *cron) setOptions(opts Options) {
 	c.opts = opts
-	c.loc = location(opts)
 	c.b = newBounds(opts)
 	// A schedule that matches every hour of the day follows real elapsed
 	// time through transitions, whatever its policy: nonexistent wall times
 	// simply do not happen and repeated ones happen twice. This is what
 	// cronie does for jobs that run hourly or more often, and it keeps
 	// "*/5 * * * *" firing every five real minutes through the night.
-	hourly := c.hour == allHours
-	c.gapShift = !hourly && opts.Gap == GapShift
-	c.repeat = opts.Repeat
-	if hourly {
-		c.repeat = RepeatBoth
-	}
-	// A zone with no transitions at all (UTC, Etc/GMT+5, time.FixedZone)
-	// reports unbounded zone bounds; it needs no lookups in Next.
-	probe := time.Unix(0, 0).In(c.loc)
-	if s, e := probe.ZoneBounds(); s.IsZero() && e.IsZero() {
-		_, off := probe.Zone()
-		c.fixed, c.fixedOff = true, int64(off)
-	}
+	c.zoned = newZoned(location(opts), opts.Gap, opts.Repeat, c.hour == allHours)
 }
 
 // firesEver reports whether any date matches the day and month fields.
@@ -118,15 +147,7 @@ func (c *cron) Next(after time.Time) time.Time {
 	if u >= limit {
 		return time.Time{}
 	}
-	var t int64
-	var ok bool
-	if c.fixed {
-		var w int64
-		w, ok = c.nextWall(u+c.fixedOff, limit+c.fixedOff)
-		t = w - c.fixedOff
-	} else {
-		t, ok = c.nextZoned(u, limit)
-	}
+	t, ok := c.next(c, u, limit)
 	if !ok {
 		return time.Time{}
 	}
@@ -136,8 +157,8 @@ func (c *cron) Next(after time.Time) time.Time {
 // zoneAt returns the UTC offset in effect at Unix second sec and the bounds
 // [start, end) of the zone period holding it, with math.MinInt64 and
 // math.MaxInt64 standing for "unbounded".
-func (c *cron) zoneAt(sec int64) (off, start, end int64) {
-	t := time.Unix(sec, 0).In(c.loc)
+func (z *zoned) zoneAt(sec int64) (off, start, end int64) {
+	t := time.Unix(sec, 0).In(z.loc)
 	_, o := t.Zone()
 	s, e := t.ZoneBounds()
 	start, end = math.MinInt64, math.MaxInt64
@@ -154,7 +175,7 @@ func (c *cron) zoneAt(sec int64) (off, start, end int64) {
 		// reports an end before the instant (golang/go#81583). Trusting
 		// that would loop forever or misplace a transition, so rebuild
 		// the bounds from offsets alone.
-		start, end = c.probeBounds(sec, int64(o))
+		start, end = z.probeBounds(sec, int64(o))
 	}
 	return int64(o), start, end
 }
@@ -165,14 +186,14 @@ func (c *cron) zoneAt(sec int64) (off, start, end int64) {
 // offset change changes nothing). It samples the offset every probeStep and
 // bisects to the second where it changes; no zone changes its offset twice
 // within an hour.
-func (c *cron) probeBounds(sec, off int64) (start, end int64) {
+func (z *zoned) probeBounds(sec, off int64) (start, end int64) {
 	const probeStep, probeReach = 3600, 48 * 3600
 	start, end = sec-probeReach, sec+probeReach
 	for x := sec; x < sec+probeReach; x += probeStep {
-		if c.offsetAt(x+probeStep) != off {
+		if z.offsetAt(x+probeStep) != off {
 			lo, hi := x, x+probeStep // offset is off at lo, not at hi
 			for hi-lo > 1 {
-				if mid := lo + (hi-lo)/2; c.offsetAt(mid) == off {
+				if mid := lo + (hi-lo)/2; z.offsetAt(mid) == off {
 					lo = mid
 				} else {
 					hi = mid
@@ -183,10 +204,10 @@ func (c *cron) probeBounds(sec, off int64) (start, end int64) {
 		}
 	}
 	for x := sec; x > sec-probeReach; x -= probeStep {
-		if c.offsetAt(x-probeStep) != off {
+		if z.offsetAt(x-probeStep) != off {
 			lo, hi := x-probeStep, x // offset is off at hi, not at lo
 			for hi-lo > 1 {
-				if mid := lo + (hi-lo)/2; c.offsetAt(mid) == off {
+				if mid := lo + (hi-lo)/2; z.offsetAt(mid) == off {
 					hi = mid
 				} else {
 					lo = mid
@@ -199,8 +220,8 @@ func (c *cron) probeBounds(sec, off int64) (start, end int64) {
 	return start, end
 }
 
-func (c *cron) offsetAt(sec int64) int64 {
-	_, o := time.Unix(sec, 0).In(c.loc).Zone()
+func (z *zoned) offsetAt(sec int64) int64 {
+	_, o := time.Unix(sec, 0).In(z.loc).Zone()
 	return int64(o)
 }
 
@@ -210,9 +231,9 @@ func (c *cron) offsetAt(sec int64) int64 {
 // periods at each new year and probeBounds cuts periods short, and a repeat
 // split by such a boundary must still be seen whole. Beyond maxShift no
 // change matters, and (off, start) is returned.
-func (c *cron) changeBefore(start, off int64) (int64, int64) {
+func (z *zoned) changeBefore(start, off int64) (int64, int64) {
 	for s := start; s != math.MinInt64 && start-s < maxShift; {
-		o, ps, _ := c.zoneAt(s - 1)
+		o, ps, _ := z.zoneAt(s - 1)
 		if o != off {
 			return o, s
 		}
@@ -223,9 +244,9 @@ func (c *cron) changeBefore(start, off int64) (int64, int64) {
 
 // changeAfter is changeBefore's mirror: the offset after the first offset
 // change at or after end, and its instant.
-func (c *cron) changeAfter(end, off int64) (int64, int64) {
+func (z *zoned) changeAfter(end, off int64) (int64, int64) {
 	for e := end; e != math.MaxInt64 && e-end < maxShift; {
-		o, _, ne := c.zoneAt(e)
+		o, _, ne := z.zoneAt(e)
 		if o != off {
 			return o, e
 		}
@@ -236,9 +257,9 @@ func (c *cron) changeAfter(end, off int64) (int64, int64) {
 
 // nextZoned finds the first firing at or after Unix second u and before
 // limit, walking the zone one period at a time.
-func (c *cron) nextZoned(u, limit int64) (int64, bool) {
+func (z *zoned) nextZoned(ws wallSet, u, limit int64) (int64, bool) {
 	for u < limit {
-		off, start, end := c.zoneAt(u)
+		off, start, end := z.zoneAt(u)
 
 		// The gap before this period: wall times in
 		// [start+prevOff, start+off) never occurred. Under SHIFT a match
@@ -246,9 +267,9 @@ func (c *cron) nextZoned(u, limit int64) (int64, bool) {
 		// firing can coincide with a real wall time at that instant that
 		// matches too (e.g. "0 2,3 * * *" on a 02:00->03:00 night); a
 		// schedule fires at most once per instant, so that is one firing.
-		if u == start && c.gapShift {
-			if prevOff := c.offsetAt(start - 1); prevOff < off {
-				if _, ok := c.nextWall(start+prevOff, start+off); ok {
+		if u == start && z.gapShift {
+			if prevOff := z.offsetAt(start - 1); prevOff < off {
+				if _, ok := ws.nextWall(start+prevOff, start+off); ok {
 					return start, true
 				}
 			}
@@ -260,7 +281,7 @@ func (c *cron) nextZoned(u, limit int64) (int64, bool) {
 			hi = end + off
 		}
 		for {
-			w, ok := c.nextWall(lo, hi)
+			w, ok := ws.nextWall(lo, hi)
 			if !ok || w-off >= limit {
 				break
 			}
@@ -268,8 +289,8 @@ func (c *cron) nextZoned(u, limit int64) (int64, bool) {
 			// A wall time early in a period that follows a fall-back also
 			// occurred in the previous period (walls below start+prevOff).
 			// FIRST fired it there, so skip ahead past the repeat.
-			if c.repeat == RepeatFirst && start != math.MinInt64 && inst-start < maxShift {
-				if prevOff, at := c.changeBefore(start, off); prevOff > off && w < at+prevOff {
+			if z.repeat == RepeatFirst && start != math.MinInt64 && inst-start < maxShift {
+				if prevOff, at := z.changeBefore(start, off); prevOff > off && w < at+prevOff {
 					lo = at + prevOff
 					continue
 				}
@@ -278,8 +299,8 @@ func (c *cron) nextZoned(u, limit int64) (int64, bool) {
 			// occur again in the next period (walls at or above
 			// end+nextOff). LAST fires it there; nothing later in this
 			// period can fire either, so move on.
-			if c.repeat == RepeatLast && end != math.MaxInt64 && end-inst <= maxShift {
-				if nextOff, at := c.changeAfter(end, off); nextOff < off && w >= at+nextOff {
+			if z.repeat == RepeatLast && end != math.MaxInt64 && end-inst <= maxShift {
+				if nextOff, at := z.changeAfter(end, off); nextOff < off && w >= at+nextOff {
 					break
 				}
 			}
