@@ -1,0 +1,45 @@
+package outbox_test
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sundialhq/sundial/pkg/outbox"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// A stager writes its rows and wakes the relay in the transaction that
+// decided them: the rows and the notification commit together or not at
+// all.
+func ExampleInsert() {
+	ctx := context.Background()
+	var pool *pgxpool.Pool // the caller's pool
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	slot := time.Date(2030, 6, 1, 9, 0, 0, 0, time.UTC)
+	var envelope []byte // firing.Encode of the sundial.v1.Firing
+	inserted, err := outbox.Insert(ctx, tx, []outbox.Row{{
+		ExecutionID: uuid.MustParse("0190f0c2-7a1b-7c3d-8e4f-5a6b7c8d9e0f"),
+		Attempt:     1,
+		JobID:       uuid.MustParse("0190f0c2-7a1b-7c3d-8e4f-5a6b7c8d9e10"),
+		JobVersion:  7,
+		Priority:    sundialv1.Priority_PRIORITY_MEDIUM,
+		ScheduledAt: slot,
+		FireAt:      slot.Add(1200 * time.Millisecond),
+		PublishAt:   slot.Add(-2 * time.Minute), // a window before the slot
+		Envelope:    envelope,
+	}})
+	if err != nil || !inserted[0] {
+		return // an error, or this attempt was already staged
+	}
+	if err := outbox.Notify(ctx, tx, "1"); err != nil {
+		return
+	}
+	_ = tx.Commit(ctx)
+}
