@@ -29,6 +29,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/migrations"
+	"github.com/sundialhq/sundial/pkg/outbox"
 	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/quota"
@@ -529,7 +530,7 @@ func TestIntegrationTrigger(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer listener.Close(context.Background())
-	if _, err := listener.Exec(h.ctx, "LISTEN "+store.OutboxChannel); err != nil {
+	if _, err := listener.Exec(h.ctx, "LISTEN "+outbox.Channel); err != nil {
 		t.Fatal(err)
 	}
 
@@ -540,7 +541,7 @@ func TestIntegrationTrigger(t *testing.T) {
 	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
 	defer cancel()
 	n, err := listener.WaitForNotification(ctx)
-	if err != nil || n.Channel != store.OutboxChannel {
+	if err != nil || n.Channel != outbox.Channel {
 		t.Fatalf("no notification: %v %v", n, err)
 	}
 

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sundialhq/sundial/pkg/firing"
+	"github.com/sundialhq/sundial/pkg/outbox"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -89,7 +89,7 @@ func (s *Store) Stage(ctx context.Context, tenant, id string, dryRun bool, fn St
 // notifyRelay wakes the relay at commit; the relay also polls, so a lost
 // notification only costs latency.
 func notifyRelay(ctx context.Context, tx pgx.Tx, payload string) error {
-	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, OutboxChannel, payload); err != nil {
+	if err := outbox.Notify(ctx, tx, payload); err != nil {
 		return fmt.Errorf("store: notify relay: %w", err)
 	}
 	return nil
@@ -99,71 +99,34 @@ func notifyRelay(ctx context.Context, tx pgx.Tx, payload string) error {
 // up to 100,000 rows, each carrying an envelope.
 const outboxChunk = 500
 
-const insertOutboxSQL = `
-INSERT INTO outbox (execution_id, attempt, job_id, job_version, priority,
-                    scheduled_at, fire_at, publish_at, catch_up, envelope)
-SELECT * FROM unnest($1::uuid[], $2::integer[], $3::uuid[], $4::bigint[], $5::smallint[],
-                     $6::timestamptz[], $7::timestamptz[], $8::timestamptz[], $9::boolean[], $10::bytea[])
-ON CONFLICT (execution_id, attempt) DO NOTHING
-RETURNING execution_id::text, attempt`
-
 // insertOutbox writes the firings in chunks and returns those that were new
 // (an execution attempt already staged is left as it is), in input order.
+// A firing is published at its PublishAt, never before now.
 func insertOutbox(ctx context.Context, tx pgx.Tx, now time.Time, staged []Staged) ([]*sundialv1.Firing, error) {
-	type key struct {
-		exec    string
-		attempt int32
-	}
 	var out []*sundialv1.Firing
 	for start := 0; start < len(staged); start += outboxChunk {
 		chunk := staged[start:min(start+outboxChunk, len(staged))]
-		n := len(chunk)
-		var (
-			exec, job        = make([]uuid.UUID, n), make([]uuid.UUID, n)
-			attempt          = make([]int32, n)
-			version          = make([]int64, n)
-			prio             = make([]int16, n)
-			sched, fire, pub = make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
-			catchUp          = make([]bool, n)
-			env              = make([][]byte, n)
-		)
+		rows := make([]outbox.Row, len(chunk))
 		for i, st := range chunk {
-			f := st.Firing
-			var err error
-			if exec[i], err = uuid.Parse(f.GetExecutionId()); err != nil {
-				return nil, fmt.Errorf("store: firing execution id: %w", err)
-			}
-			if job[i], err = uuid.Parse(f.GetJobId()); err != nil {
-				return nil, fmt.Errorf("store: firing job id: %w", err)
-			}
-			if env[i], err = firing.Encode(f); err != nil {
+			env, err := firing.Encode(st.Firing)
+			if err != nil {
 				return nil, fmt.Errorf("store: encode firing: %w", err)
 			}
-			attempt[i], version[i], prio[i] = f.GetAttempt(), f.GetJobVersion(), int16(f.GetPriority())
-			sched[i], fire[i], catchUp[i] = f.GetScheduledTime().AsTime(), f.GetFireTime().AsTime(), f.GetCatchUp()
-			pub[i] = st.PublishAt
-			if pub[i].IsZero() || pub[i].Before(now) {
-				pub[i] = now
+			if rows[i], err = outbox.FromFiring(st.Firing, env); err != nil {
+				return nil, fmt.Errorf("store: %w", err)
+			}
+			rows[i].PublishAt = st.PublishAt
+			if rows[i].PublishAt.IsZero() || rows[i].PublishAt.Before(now) {
+				rows[i].PublishAt = now
 			}
 		}
-		rows, err := tx.Query(ctx, insertOutboxSQL, exec, attempt, job, version, prio, sched, fire, pub, catchUp, env)
+		inserted, err := outbox.Insert(ctx, tx, rows)
 		if err != nil {
 			return nil, fmt.Errorf("store: insert outbox rows: %w", err)
 		}
-		keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (key, error) {
-			var k key
-			return k, r.Scan(&k.exec, &k.attempt)
-		})
-		if err != nil {
-			return nil, fmt.Errorf("store: insert outbox rows: %w", err)
-		}
-		fresh := make(map[key]bool, len(keys))
-		for _, k := range keys {
-			fresh[k] = true
-		}
-		for i, st := range chunk {
-			if fresh[key{exec[i].String(), attempt[i]}] {
-				out = append(out, st.Firing)
+		for i, ok := range inserted {
+			if ok {
+				out = append(out, chunk[i].Firing)
 			}
 		}
 	}

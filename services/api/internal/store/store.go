@@ -32,11 +32,9 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/ledgerpending"
+	"github.com/sundialhq/sundial/pkg/outbox"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
-
-// OutboxChannel is the LISTEN/NOTIFY channel the relay wakes on.
-const OutboxChannel = "sundial_outbox"
 
 // JobsChannel is the channel the prefetcher wakes on when a job may have
 // become due sooner than its next tick (created, updated, resumed). It is
@@ -517,19 +515,17 @@ func (s *Store) Mutate(ctx context.Context, tenant, id string, change Change, fn
 // records each as a SKIPPED attempt in ledger_pending, so the job's history
 // says why the slot never ran.
 func dropUnpublished(ctx context.Context, tx pgx.Tx, tenant, jobID, reason string) (int64, error) {
-	rows, err := tx.Query(ctx, `
-		DELETE FROM outbox WHERE job_id = $1
-		RETURNING execution_id::text, attempt, job_version, scheduled_at, fire_at, catch_up`, jobID)
+	dropped, err := outbox.DeleteJob(ctx, tx, jobID)
 	if err != nil {
 		return 0, fmt.Errorf("store: drop unpublished firings: %w", err)
 	}
-	skipped, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ledgerpending.Row, error) {
-		lr := ledgerpending.Row{JobID: jobID, Tenant: tenant, Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED, Reason: reason}
-		err := r.Scan(&lr.ExecutionID, &lr.Attempt, &lr.JobVersion, &lr.ScheduledAt, &lr.FireAt, &lr.CatchUp)
-		return lr, err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("store: drop unpublished firings: %w", err)
+	skipped := make([]ledgerpending.Row, len(dropped))
+	for i, d := range dropped {
+		skipped[i] = ledgerpending.Row{
+			ExecutionID: d.ExecutionID, JobID: jobID, Tenant: tenant, Attempt: d.Attempt,
+			Status:      sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED,
+			ScheduledAt: d.ScheduledAt, FireAt: d.FireAt, CatchUp: d.CatchUp, JobVersion: d.JobVersion, Reason: reason,
+		}
 	}
 	if err := ledgerpending.Insert(ctx, tx, skipped); err != nil {
 		return 0, fmt.Errorf("store: record dropped firings: %w", err)

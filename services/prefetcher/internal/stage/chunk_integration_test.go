@@ -49,7 +49,7 @@ func TestPerSecondJobIsClaimedOncePerChunk(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, first.Claimed)
 	window := chunkOpts(1).Window
-	rows := outbox(t, pool, id)
+	rows := stagedRows(t, pool, id)
 	inChunk := 0
 	for _, r := range rows {
 		if r.scheduled.After(first.Now) && !r.scheduled.After(first.Now.Add(window+testChunk)) {
@@ -89,7 +89,7 @@ func TestPerSecondJobIsClaimedOncePerChunk(t *testing.T) {
 	require.GreaterOrEqual(t, claims, 10)
 	require.LessOrEqual(t, claims, 11)
 
-	rows = outbox(t, pool, id)
+	rows = stagedRows(t, pool, id)
 	next := *nextFireAt(t, pool, id)
 	require.Equal(t, int(next.Sub(rows[0].scheduled)/time.Second), len(rows), "every slot up to next_fire_at, none twice")
 	seen := map[uuid.UUID]bool{}
@@ -116,7 +116,7 @@ func TestStaleLeadersChunkIsFenced(t *testing.T) {
 
 	_, err := st.StageBatch(ctx, chunkOpts(7))
 	require.NoError(t, err)
-	staged := len(outbox(t, pool, id))
+	staged := len(stagedRows(t, pool, id))
 	next := nextFireAt(t, pool, id)
 
 	// A newer leader writes (nothing of this job is due yet).
@@ -127,7 +127,7 @@ func TestStaleLeadersChunkIsFenced(t *testing.T) {
 	// 40 s later the next chunk is due; the deposed leader tries first.
 	_, err = st.StageBatch(ctx, later(chunkOpts(7), 40*time.Second))
 	require.ErrorIs(t, err, ErrFenced)
-	require.Len(t, outbox(t, pool, id), staged)
+	require.Len(t, stagedRows(t, pool, id), staged)
 	require.Equal(t, next, nextFireAt(t, pool, id))
 
 	res, err = st.StageBatch(ctx, later(chunkOpts(8), 40*time.Second))
@@ -136,7 +136,7 @@ func TestStaleLeadersChunkIsFenced(t *testing.T) {
 	require.Zero(t, res.Duplicates)
 	require.Greater(t, res.Staged, 30)
 	seen := map[uuid.UUID]bool{}
-	for _, r := range outbox(t, pool, id) {
+	for _, r := range stagedRows(t, pool, id) {
 		require.False(t, seen[r.exec], "execution %s staged twice", r.exec)
 		seen[r.exec] = true
 	}
@@ -155,7 +155,7 @@ func TestRestagedChunkIsIdempotent(t *testing.T) {
 	_, err := st.StageBatch(ctx, chunkOpts(1))
 	require.NoError(t, err)
 	first := map[uuid.UUID]time.Time{}
-	for _, r := range outbox(t, pool, id) {
+	for _, r := range stagedRows(t, pool, id) {
 		first[r.exec] = r.fire
 	}
 
@@ -169,7 +169,7 @@ func TestRestagedChunkIsIdempotent(t *testing.T) {
 	require.Equal(t, 1, res.Claimed)
 	require.LessOrEqual(t, res.Staged, 1, "at most the slot a clock tick since brought into the chunk")
 	require.Equal(t, len(first), res.Duplicates)
-	for _, r := range outbox(t, pool, id) {
+	for _, r := range stagedRows(t, pool, id) {
 		if f, ok := first[r.exec]; ok {
 			require.True(t, f.Equal(r.fire), "slot %s", r.scheduled)
 		}

@@ -40,7 +40,6 @@ package stage
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -57,8 +56,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/firing"
+	"github.com/sundialhq/sundial/pkg/jobcompletion"
 	"github.com/sundialhq/sundial/pkg/jobspec"
 	"github.com/sundialhq/sundial/pkg/ledgerpending"
+	"github.com/sundialhq/sundial/pkg/outbox"
 	"github.com/sundialhq/sundial/pkg/tracing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/slots"
@@ -67,9 +68,6 @@ import (
 // ErrFenced means a leader with a newer epoch has written: this leader is
 // deposed and its transaction wrote nothing.
 var ErrFenced = errors.New("stage: fenced by a newer leader epoch")
-
-// OutboxChannel is the NOTIFY channel the relay listens on.
-const OutboxChannel = "sundial_outbox"
 
 // Options of a batch.
 type Options struct {
@@ -186,32 +184,6 @@ SELECT id, tenant, spec, version, next_fire_at, created_at
  LIMIT $2
    FOR UPDATE SKIP LOCKED`
 
-// insertSQL writes a whole batch in one statement from parallel arrays.
-// ON CONFLICT makes restaging a slot (same execution id, attempt 1) a no-op.
-const insertSQL = `
-INSERT INTO outbox (execution_id, attempt, job_id, job_version, priority,
-                    scheduled_at, fire_at, publish_at, catch_up, envelope)
-SELECT e, 1, j, v, p, s, f, pub, c, env
-  FROM unnest($1::uuid[], $2::uuid[], $3::bigint[], $4::smallint[],
-              $5::timestamptz[], $6::timestamptz[], $7::timestamptz[], $8::boolean[], $9::bytea[])
-       AS t(e, j, v, p, s, f, pub, c, env)
-ON CONFLICT (execution_id, attempt) DO NOTHING
-RETURNING catch_up`
-
-// completeSQL completes jobs whose remaining slots were all skipped (no
-// firing is left to complete them) and writes their audit rows. The
-// version is not bumped: completion is not a change to the job's
-// definition, and firings of earlier slots still in flight must not turn
-// stale.
-const completeSQL = `
-WITH done AS (
-  UPDATE jobs SET status = 'completed', next_fire_at = NULL, updated_at = now()
-   WHERE id = ANY($1::uuid[]) AND status = 'active'
-  RETURNING id, tenant, version)
-INSERT INTO job_audit (job_id, tenant, actor, action, version, detail)
-SELECT d.id, d.tenant, $3, 'complete', d.version, u.detail
-  FROM done d JOIN unnest($1::uuid[], $2::jsonb[]) AS u(id, detail) ON u.id = d.id`
-
 // Actor is the audit trail's name for the prefetcher.
 const Actor = "system:prefetcher"
 
@@ -230,15 +202,9 @@ type claimed struct {
 	created time.Time
 }
 
-// rows accumulates the outbox rows of a batch as parallel arrays.
-type rows struct {
-	exec, job       []uuid.UUID
-	version         []int64
-	priority        []int16
-	sched, fir, pub []time.Time
-	catchUp         []bool
-	envelope        [][]byte
-}
+// rows accumulates the outbox rows of a batch; they are written in one
+// statement (outbox.Insert).
+type rows []outbox.Row
 
 // pacer hands out catch-up release instants: one every interval from the
 // cursor on, never before now. The interval is whole microseconds, the
@@ -315,8 +281,7 @@ func (s *Store) StageBatch(ctx context.Context, o Options) (res Result, err erro
 
 	var out rows
 	var pending []ledgerpending.Row
-	var done []uuid.UUID
-	var doneDetail [][]byte
+	var done []jobcompletion.Job
 	pace := newPacer(res.Now, o.CatchUpCursor, o.CatchUpRate)
 	ids := make([]uuid.UUID, 0, len(jobs))
 	nexts := make([]pgtype.Timestamptz, 0, len(jobs))
@@ -356,31 +321,29 @@ func (s *Store) StageBatch(ctx context.Context, o Options) (res Result, err erro
 		}
 		lasts = append(lasts, last)
 		if plan.Exhausted() {
-			d, err := completionDetail(plan)
-			if err != nil {
-				return res, err
-			}
-			done, doneDetail = append(done, j.id), append(doneDetail, d)
+			// The advance below clears next_fire_at first, in this
+			// transaction, under the claim's lock.
+			done = append(done, jobcompletion.Job{ID: j.id, Version: j.version, Detail: completionDetail(plan)})
 		}
 	}
 	res.CatchUpCursor = pace.cursor
 
-	if len(out.exec) > 0 {
-		r, err := tx.Query(ctx, insertSQL, out.exec, out.job, out.version, out.priority, out.sched, out.fir, out.pub, out.catchUp, out.envelope)
+	if len(out) > 0 {
+		// ON CONFLICT makes restaging a slot (same execution id, attempt
+		// 1) a no-op.
+		inserted, err := outbox.Insert(ctx, tx, out)
 		if err != nil {
 			return res, fmt.Errorf("stage: insert outbox: %w", err)
 		}
-		inserted, err := pgx.CollectRows(r, pgx.RowTo[bool])
-		if err != nil {
-			return res, fmt.Errorf("stage: insert outbox: %w", err)
-		}
-		res.Staged = len(inserted)
-		for _, c := range inserted {
-			if c {
-				res.CatchUp++
+		for i, ok := range inserted {
+			if ok {
+				res.Staged++
+				if out[i].CatchUp {
+					res.CatchUp++
+				}
 			}
 		}
-		res.Duplicates = len(out.exec) - res.Staged
+		res.Duplicates = len(out) - res.Staged
 	}
 	if _, err := tx.Exec(ctx, advanceSQL, ids, nexts, lasts); err != nil {
 		return res, fmt.Errorf("stage: advance jobs: %w", err)
@@ -391,14 +354,18 @@ func (s *Store) StageBatch(ctx context.Context, o Options) (res Result, err erro
 	}
 	res.Recorded = len(pending)
 	if len(done) > 0 {
-		tag, err := tx.Exec(ctx, completeSQL, done, doneDetail, Actor)
+		completed, err := jobcompletion.Complete(ctx, tx, Actor, done)
 		if err != nil {
 			return res, fmt.Errorf("stage: complete jobs: %w", err)
 		}
-		res.Completed = int(tag.RowsAffected())
+		for _, ok := range completed {
+			if ok {
+				res.Completed++
+			}
+		}
 	}
 	if res.Staged > 0 {
-		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, OutboxChannel, fmt.Sprint(res.Staged)); err != nil {
+		if err := outbox.Notify(ctx, tx, fmt.Sprint(res.Staged)); err != nil {
 			return res, fmt.Errorf("stage: notify: %w", err)
 		}
 	}
@@ -503,15 +470,11 @@ func (r *rows) add(j claimed, sl slots.Slot, job *sundialv1.Job, staged *timesta
 	if err != nil {
 		return fmt.Errorf("stage: encode envelope of job %s: %w", j.id, err)
 	}
-	r.exec = append(r.exec, exec)
-	r.job = append(r.job, j.id)
-	r.version = append(r.version, j.version)
-	r.priority = append(r.priority, int16(firing.Normalize(env.GetPriority())))
-	r.sched = append(r.sched, sl.At)
-	r.fir = append(r.fir, fire)
-	r.pub = append(r.pub, publish)
-	r.catchUp = append(r.catchUp, sl.CatchUp)
-	r.envelope = append(r.envelope, b)
+	*r = append(*r, outbox.Row{
+		ExecutionID: exec, Attempt: 1, JobID: j.id, JobVersion: j.version,
+		Priority:    firing.Normalize(env.GetPriority()),
+		ScheduledAt: sl.At, FireAt: fire, PublishAt: publish, CatchUp: sl.CatchUp, Envelope: b,
+	})
 	return nil
 }
 
@@ -563,7 +526,7 @@ func appendSkips(out []ledgerpending.Row, j claimed, p jobPlan) []ledgerpending.
 }
 
 // completionDetail is the audit detail of a job the prefetcher completes.
-func completionDetail(p jobPlan) ([]byte, error) {
+func completionDetail(p jobPlan) map[string]any {
 	d := map[string]any{"reason": "no slot left"}
 	if n := len(p.Skipped); n > 0 {
 		d["reason"] = "no slot left: the last slots were skipped (misfire)"
@@ -572,11 +535,7 @@ func completionDetail(p jobPlan) ([]byte, error) {
 		d["reason"] = "no slot left: the last slots were skipped (misfire)"
 		d["last_slot"] = p.Summary.Last.UTC().Format(time.RFC3339Nano)
 	}
-	b, err := json.Marshal(d)
-	if err != nil {
-		return nil, fmt.Errorf("stage: completion detail: %w", err)
-	}
-	return b, nil
+	return d
 }
 
 func latest(ss []slots.Slot) time.Time {

@@ -72,7 +72,7 @@ type outboxRow struct {
 	envelope  []byte
 }
 
-func outbox(t *testing.T, pool *pgxpool.Pool, job uuid.UUID) []outboxRow {
+func stagedRows(t *testing.T, pool *pgxpool.Pool, job uuid.UUID) []outboxRow {
 	t.Helper()
 	r, err := pool.Query(context.Background(), `SELECT execution_id, job_id, scheduled_at, fire_at, publish_at, catch_up, envelope
 		FROM outbox WHERE job_id = $1 ORDER BY scheduled_at`, job)
@@ -110,7 +110,7 @@ func TestSecondCronStagesEachSlotExactlyOnce(t *testing.T) {
 	first, err := st.StageBatch(ctx, opts(1))
 	require.NoError(t, err)
 	require.Equal(t, 1, first.Claimed)
-	rows := outbox(t, pool, id)
+	rows := stagedRows(t, pool, id)
 	require.Len(t, rows, first.Staged)
 	inWindow := 0
 	for _, r := range rows {
@@ -128,7 +128,7 @@ func TestSecondCronStagesEachSlotExactlyOnce(t *testing.T) {
 		require.Zero(t, last.Duplicates)
 	}
 
-	rows = outbox(t, pool, id)
+	rows = stagedRows(t, pool, id)
 	seen := map[uuid.UUID]bool{}
 	for i, r := range rows {
 		require.False(t, seen[r.exec], "execution %s staged twice", r.exec)
@@ -175,7 +175,7 @@ func TestOneOffStagesOnceThenNextFireAtIsNull(t *testing.T) {
 	res, err = st.StageBatch(ctx, opts(1))
 	require.NoError(t, err)
 	require.Zero(t, res.Claimed)
-	require.Len(t, outbox(t, pool, id), 1)
+	require.Len(t, stagedRows(t, pool, id), 1)
 }
 
 // A deposed leader's transaction fails its epoch check and writes nothing,
@@ -187,7 +187,7 @@ func TestDeposedLeaderIsFencedAndWritesNothing(t *testing.T) {
 
 	_, err := st.StageBatch(ctx, opts(7))
 	require.NoError(t, err)
-	before := len(outbox(t, pool, a))
+	before := len(stagedRows(t, pool, a))
 	nextA := nextFireAt(t, pool, a)
 
 	// A job becomes due that only the stale leader could stage.
@@ -196,8 +196,8 @@ func TestDeposedLeaderIsFencedAndWritesNothing(t *testing.T) {
 
 	_, err = st.StageBatch(ctx, opts(6))
 	require.ErrorIs(t, err, ErrFenced)
-	require.Len(t, outbox(t, pool, a), before)
-	require.Empty(t, outbox(t, pool, b))
+	require.Len(t, stagedRows(t, pool, a), before)
+	require.Empty(t, stagedRows(t, pool, b))
 	require.Equal(t, nextA, nextFireAt(t, pool, a))
 	require.Equal(t, nextB, nextFireAt(t, pool, b))
 	var epoch int64
@@ -255,7 +255,7 @@ func TestConcurrentLeadersSerialiseOnTheEpochRow(t *testing.T) {
 	require.ErrorIs(t, err, ErrFenced)
 
 	seen := map[uuid.UUID]bool{}
-	for _, r := range outbox(t, pool, id) {
+	for _, r := range stagedRows(t, pool, id) {
 		require.False(t, seen[r.exec])
 		seen[r.exec] = true
 	}
@@ -377,7 +377,7 @@ func TestMisfirePoliciesAfterAnOutage(t *testing.T) {
 		require.True(t, staged.Equal(first), "job %d: every slot from next_fire_at on is staged or recorded", i)
 
 		var gotCatch, gotOn []time.Time
-		for _, r := range outbox(t, pool, j.id) {
+		for _, r := range stagedRows(t, pool, j.id) {
 			env, err := firing.Decode(r.envelope)
 			require.NoError(t, err)
 			require.Equal(t, r.catchUp, env.GetCatchUp(), "row and envelope agree")
@@ -467,7 +467,7 @@ func TestSkippedSlotsOfALongOutageAreCappedWithASummary(t *testing.T) {
 
 func outboxCatchUps(t *testing.T, pool *pgxpool.Pool, job uuid.UUID) []outboxRow {
 	var out []outboxRow
-	for _, r := range outbox(t, pool, job) {
+	for _, r := range stagedRows(t, pool, job) {
 		if r.catchUp {
 			out = append(out, r)
 		}
@@ -552,7 +552,7 @@ func TestJitterIsTheSameAcrossLeadersAndPasses(t *testing.T) {
 	_, err := st.StageBatch(ctx, opts(1))
 	require.NoError(t, err)
 	first := map[uuid.UUID]time.Time{}
-	for _, r := range outbox(t, pool, id) {
+	for _, r := range stagedRows(t, pool, id) {
 		j := r.fire.Sub(r.scheduled)
 		require.GreaterOrEqual(t, j, time.Duration(0))
 		require.Less(t, j, time.Minute)
@@ -569,7 +569,7 @@ func TestJitterIsTheSameAcrossLeadersAndPasses(t *testing.T) {
 	other := New(pool, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	_, err = other.StageBatch(ctx, opts(2))
 	require.NoError(t, err)
-	again := outbox(t, pool, id)
+	again := stagedRows(t, pool, id)
 	require.Len(t, again, len(first))
 	for _, r := range again {
 		require.True(t, first[r.exec].Equal(r.fire), "slot %s: fire %s, first staged %s", r.scheduled, r.fire, first[r.exec])
@@ -589,7 +589,7 @@ func TestLastSlotIsMarked(t *testing.T) {
 	id := pgtest.InsertJob(t, pool, job, `date_trunc('second', now()) + interval '1 second'`)
 	_, err := st.StageBatch(ctx, opts(1))
 	require.NoError(t, err)
-	rows := outbox(t, pool, id)
+	rows := stagedRows(t, pool, id)
 	require.GreaterOrEqual(t, len(rows), 5)
 	for i, r := range rows {
 		env, err := firing.Decode(r.envelope)
@@ -609,7 +609,7 @@ func TestLastSlotIsMarked(t *testing.T) {
 	}, `$1`, at)
 	_, err = st.StageBatch(ctx, opts(1))
 	require.NoError(t, err)
-	rows = outbox(t, pool, once)
+	rows = stagedRows(t, pool, once)
 	require.Len(t, rows, 1)
 	env, err := firing.Decode(rows[0].envelope)
 	require.NoError(t, err)
@@ -645,7 +645,7 @@ func TestJobWhoseLastSlotsWereSkippedIsCompleted(t *testing.T) {
 	require.Equal(t, "completed", status)
 	require.True(t, updated.Equal(res.Now))
 	require.Nil(t, nextFireAt(t, pool, id))
-	require.Empty(t, outbox(t, pool, id))
+	require.Empty(t, stagedRows(t, pool, id))
 	skipped := pendingRows(t, pool, id)
 	require.NotEmpty(t, skipped)
 	var actor, action string
@@ -659,7 +659,7 @@ func TestJobWhoseLastSlotsWereSkippedIsCompleted(t *testing.T) {
 
 	require.NoError(t, pool.QueryRow(ctx, `SELECT status FROM jobs WHERE id = $1`, id2).Scan(&status))
 	require.Equal(t, "active", status)
-	rows := outbox(t, pool, id2)
+	rows := stagedRows(t, pool, id2)
 	require.Len(t, rows, 1)
 	env, err := firing.Decode(rows[0].envelope)
 	require.NoError(t, err)
@@ -702,7 +702,7 @@ func TestResumedJobIsNotAMisfire(t *testing.T) {
 	for _, id := range []uuid.UUID{ahead, justPassed} {
 		require.Empty(t, pendingRows(t, pool, id))
 		require.Empty(t, outboxCatchUps(t, pool, id))
-		require.NotEmpty(t, outbox(t, pool, id))
+		require.NotEmpty(t, stagedRows(t, pool, id))
 	}
 }
 
@@ -714,7 +714,7 @@ func TestJitterStaysWithinMaxJitter(t *testing.T) {
 	_, err := st.StageBatch(context.Background(), opts(1))
 	require.NoError(t, err)
 	distinct := map[time.Duration]bool{}
-	for _, r := range outbox(t, pool, id) {
+	for _, r := range stagedRows(t, pool, id) {
 		j := r.fire.Sub(r.scheduled)
 		require.GreaterOrEqual(t, j, time.Duration(0))
 		require.Less(t, j, 30*time.Second)
@@ -812,7 +812,7 @@ func TestStagedFiringsCarryTheirTraceContext(t *testing.T) {
 				fired[tracing.Format(s.SpanContext())] = true
 				require.Equal(t, batches[0].SpanContext().SpanID(), s.Links()[0].SpanContext.SpanID())
 			}
-			rows := outbox(t, pool, id)
+			rows := stagedRows(t, pool, id)
 			require.Len(t, rows, res.Staged)
 			for _, r := range rows {
 				f, err := firing.Decode(r.envelope)

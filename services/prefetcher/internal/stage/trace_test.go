@@ -45,22 +45,22 @@ func TestAddPutsTheFiringSpanInTheEnvelope(t *testing.T) {
 		spans[s.SpanContext().TraceID().String()] = s
 	}
 	require.Len(t, spans, 3, "one trace per firing")
-	for i, b := range out.envelope {
-		f, err := firing.Decode(b)
+	for i, r := range out {
+		f, err := firing.Decode(r.Envelope)
 		require.NoError(t, err)
 		sc, ok := tracing.Parse(f.GetTraceparent())
 		require.True(t, ok, "envelope %d traceparent %q", i, f.GetTraceparent())
 		s := spans[sc.TraceID().String()]
 		require.NotNil(t, s, "envelope %d names a trace no firing span started", i)
 		require.Equal(t, s.SpanContext().SpanID(), sc.SpanID())
-		require.Equal(t, out.exec[i].String(), tracingtest.Attr(s, tracing.AttrExecutionID))
+		require.Equal(t, r.ExecutionID.String(), tracingtest.Attr(s, tracing.AttrExecutionID))
 		require.Len(t, s.Links(), 1)
 		require.Equal(t, batch.SpanContext().SpanID(), s.Links()[0].SpanContext.SpanID())
 	}
 
 	var plain rows
 	require.NoError(t, plain.add(j, slots.Slot{At: now.Add(time.Second)}, job, timestamppb.New(now), false, &pace, now, 2*time.Minute, nil))
-	f, err := firing.Decode(plain.envelope[0])
+	f, err := firing.Decode(plain[0].Envelope)
 	require.NoError(t, err)
 	require.Empty(t, f.GetTraceparent(), "tracing off wrote a traceparent")
 }

@@ -27,6 +27,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/migrations"
+	"github.com/sundialhq/sundial/pkg/outbox"
 	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
@@ -98,7 +99,16 @@ func Stage(t testing.TB, pool *pgxpool.Pool, n int, delay time.Duration, notify 
 		sundialv1.Priority_PRIORITY_CRITICAL, sundialv1.Priority_PRIORITY_HIGH,
 		sundialv1.Priority_PRIORITY_MEDIUM, sundialv1.Priority_PRIORITY_LOW,
 	}
-	batch := &pgx.Batch{}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var dbNow time.Time
+	if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&dbNow); err != nil {
+		t.Fatal(err)
+	}
+	rows := make([]outbox.Row, 0, n)
 	out := make([]Staged, 0, n)
 	now := time.Now().UTC()
 	for i := range n {
@@ -113,20 +123,21 @@ func Stage(t testing.TB, pool *pgxpool.Pool, n int, delay time.Duration, notify 
 		if err != nil {
 			t.Fatal(err)
 		}
-		batch.Queue(`INSERT INTO outbox (execution_id, attempt, job_id, job_version, priority, scheduled_at, fire_at, publish_at, envelope)
-VALUES ($1, 1, $2, 1, $3, $4, $4, now() + $5::interval, $6)`, f.ExecutionId, f.JobId, int16(f.Priority), sched, delay.String(), envelope)
+		row, err := outbox.FromFiring(f, envelope)
+		if err != nil {
+			t.Fatal(err)
+		}
+		row.PublishAt = dbNow.Add(delay)
+		rows = append(rows, row)
 		out = append(out, Staged{ExecutionID: f.ExecutionId, JobID: f.JobId, Priority: f.Priority, Envelope: envelope})
 	}
+	if _, err := outbox.Insert(ctx, tx, rows); err != nil {
+		t.Fatal(err)
+	}
 	if notify {
-		batch.Queue(`SELECT pg_notify('sundial_outbox', '')`)
-	}
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		_ = tx.Rollback(ctx)
-		t.Fatal(err)
+		if err := outbox.Notify(ctx, tx, ""); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)

@@ -8,11 +8,12 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sundialhq/sundial/pkg/clock"
+	pgoutbox "github.com/sundialhq/sundial/pkg/outbox"
 )
 
 // Listener holds one dedicated connection (LISTEN needs a session of its
 // own: a pooled connection would hand the subscription to whoever borrows it
-// next) and calls wake on every notification on Channel. When the connection
+// next) and calls wake on every notification on the outbox's channel. When the connection
 // drops it reconnects with capped backoff, and wakes once after each
 // (re)connect because notifications sent while it was away are lost.
 type Listener struct {
@@ -59,7 +60,7 @@ func (l *Listener) session(ctx context.Context, wake func(), healthy func()) err
 		defer cancel()
 		_ = conn.Close(cctx)
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{Channel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{pgoutbox.Channel}.Sanitize()); err != nil {
 		return err
 	}
 	healthy()

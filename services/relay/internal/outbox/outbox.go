@@ -1,6 +1,8 @@
 // Package outbox is the relay's view of the Postgres outbox table: claim a
 // batch of due rows under row locks, delete the ones Kafka acknowledged,
 // watch the table's depth, and listen for the NOTIFY that says rows arrived.
+// The table and the channel are named by pkg/outbox, the one writer of the
+// rows.
 //
 // A claim is a transaction holding FOR UPDATE SKIP LOCKED locks on its rows,
 // so several relays claim disjoint batches at once without coordinating; the
@@ -18,11 +20,9 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	pgoutbox "github.com/sundialhq/sundial/pkg/outbox"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
-
-// Channel is the LISTEN/NOTIFY channel inserts into the outbox notify.
-const Channel = "sundial_outbox"
 
 // Row is one claimed outbox row: what to publish and where.
 type Row struct {
@@ -57,7 +57,7 @@ func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 const claimSQL = `
 SELECT ctid, id, execution_id::text, attempt, job_id::text, priority, envelope,
        extract(epoch FROM clock_timestamp() - greatest(publish_at, created_at))::float8
-  FROM outbox
+  FROM ` + pgoutbox.Table + `
  WHERE publish_at <= now()
  ORDER BY publish_at, id
  LIMIT $1
@@ -65,7 +65,7 @@ SELECT ctid, id, execution_id::text, attempt, job_id::text, priority, envelope,
 
 // nextDueSQL runs in the claim's transaction, so now() is the claim's own
 // instant: a row is either claimed or counted here, never neither.
-const nextDueSQL = `SELECT extract(epoch FROM min(publish_at) - now())::float8 FROM outbox WHERE publish_at > now()`
+const nextDueSQL = `SELECT extract(epoch FROM min(publish_at) - now())::float8 FROM ` + pgoutbox.Table + ` WHERE publish_at > now()`
 
 // Claim is an open transaction holding row locks on its rows. Finish it with
 // Complete or Release; until then no other relay sees those rows.
@@ -148,7 +148,7 @@ func (c *Claim) Complete(ctx context.Context, ids []int64) error {
 	}
 	c.done = true
 	if len(ids) > 0 {
-		sql, arg := `DELETE FROM outbox WHERE ctid = ANY($1::tid[])`, any(nil)
+		sql, arg := `DELETE FROM `+pgoutbox.Table+` WHERE ctid = ANY($1::tid[])`, any(nil)
 		tids := make([]pgtype.TID, 0, len(ids))
 		for _, id := range ids {
 			t, ok := c.tids[id]
@@ -160,7 +160,7 @@ func (c *Claim) Complete(ctx context.Context, ids []int64) error {
 		if len(tids) == len(ids) {
 			arg = tids
 		} else {
-			sql, arg = `DELETE FROM outbox WHERE id = ANY($1)`, ids
+			sql, arg = `DELETE FROM `+pgoutbox.Table+` WHERE id = ANY($1)`, ids
 		}
 		if _, err := c.tx.Exec(ctx, sql, arg); err != nil {
 			_ = c.tx.Rollback(context.WithoutCancel(ctx))
@@ -206,7 +206,7 @@ func (s *Store) Depth(ctx context.Context) (Depth, error) {
 SELECT count(*),
        count(*) FILTER (WHERE publish_at <= now()),
        coalesce(extract(epoch FROM now() - min(publish_at) FILTER (WHERE publish_at <= now())), 0)::float8
-  FROM outbox`).Scan(&d.Total, &d.Due, &oldest)
+  FROM `+pgoutbox.Table).Scan(&d.Total, &d.Due, &oldest)
 	if err != nil {
 		return Depth{}, fmt.Errorf("outbox: depth: %w", err)
 	}

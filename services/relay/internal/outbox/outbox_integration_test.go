@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sundialhq/sundial/pkg/clock"
+	pgoutbox "github.com/sundialhq/sundial/pkg/outbox"
 	"github.com/sundialhq/sundial/services/relay/internal/itest"
 	"github.com/sundialhq/sundial/services/relay/internal/outbox"
 )
@@ -146,8 +147,7 @@ func TestListenerSurvivesConnectionLoss(t *testing.T) {
 		}
 	}
 	next("connect") // every (re)connect wakes once
-	_, err = pool.Exec(context.Background(), "SELECT pg_notify('sundial_outbox', '')")
-	require.NoError(t, err)
+	require.NoError(t, pgoutbox.Notify(context.Background(), pool, ""))
 	next("notify")
 
 	_, err = pool.Exec(context.Background(),
@@ -155,7 +155,6 @@ func TestListenerSurvivesConnectionLoss(t *testing.T) {
 		cfg.ConnConfig.RuntimeParams["application_name"])
 	require.NoError(t, err)
 	next("reconnect")
-	_, err = pool.Exec(context.Background(), "SELECT pg_notify('sundial_outbox', '')")
-	require.NoError(t, err)
+	require.NoError(t, pgoutbox.Notify(context.Background(), pool, ""))
 	next("notify after reconnect")
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/config"
 	"github.com/sundialhq/sundial/pkg/connsec"
+	pgoutbox "github.com/sundialhq/sundial/pkg/outbox"
 )
 
 // Config is the relay's settings, loaded once in main.
@@ -59,7 +60,7 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.PollInterval, "poll-interval", c.PollInterval, "longest wait between outbox polls when no NOTIFY arrives")
 	fs.DurationVar(&c.PublishTimeout, "publish-timeout", c.PublishTimeout, "longest wait for Kafka to acknowledge a batch; unacknowledged rows stay for the next claim")
 	fs.DurationVar(&c.DepthInterval, "depth-interval", c.DepthInterval, "how often to count the outbox for the depth metrics")
-	fs.BoolVar(&c.Listen, "listen", c.Listen, "wake on LISTEN sundial_outbox; disable behind a transaction-pooling proxy (polling only)")
+	fs.BoolVar(&c.Listen, "listen", c.Listen, "wake on LISTEN "+pgoutbox.Channel+"; disable behind a transaction-pooling proxy (polling only)")
 	fs.StringVar(&c.NodeID, "node-id", c.NodeID, "this relay's name in logs, the Kafka client id and pg_stat_activity")
 	c.KafkaSecurity.Register(fs)
 }

@@ -6,14 +6,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sundialhq/sundial/pkg/jobcompletion"
+	"github.com/sundialhq/sundial/pkg/outbox"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
-
-// OutboxChannel is the relay's wake-up channel.
-const OutboxChannel = "sundial_outbox"
 
 // Postgres is the Store over the platform's database.
 type Postgres struct{ pool *pgxpool.Pool }
@@ -23,27 +23,15 @@ func NewPostgres(pool *pgxpool.Pool) *Postgres { return &Postgres{pool: pool} }
 
 // One statement each, so each is atomic on its own and one round trip.
 
-// insertRetrySQL stages the row for publishing now (the database clock);
-// the notification is sent only if a row was inserted, at commit.
-const insertRetrySQL = `
-WITH ins AS (
-  INSERT INTO outbox (execution_id, attempt, job_id, job_version, priority, scheduled_at, fire_at,
-                      publish_at, catch_up, envelope)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, now(), $8, $9)
-  ON CONFLICT (execution_id, attempt) DO NOTHING
-  RETURNING job_id)
-SELECT pg_notify('` + OutboxChannel + `', job_id::text) FROM ins`
-
-// InsertRetry implements Store.
+// InsertRetry implements Store: the row is due for publishing now (the
+// database clock, PublishAt left zero), and the relay is woken only if it
+// was new.
 func (p *Postgres) InsertRetry(ctx context.Context, next *sundialv1.Firing, envelope []byte) error {
-	rows, err := p.pool.Query(ctx, insertRetrySQL,
-		next.GetExecutionId(), next.GetAttempt(), next.GetJobId(), next.GetJobVersion(), int16(next.GetPriority()),
-		next.GetScheduledTime().AsTime(), next.GetFireTime().AsTime(), next.GetCatchUp(), envelope)
-	if err != nil {
-		return fmt.Errorf("settle: stage retry of %s: %w", next.GetExecutionId(), err)
+	row, err := outbox.FromFiring(next, envelope)
+	if err == nil {
+		_, err = outbox.InsertNotify(ctx, p.pool, row)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err != nil {
 		return fmt.Errorf("settle: stage retry of %s: %w", next.GetExecutionId(), err)
 	}
 	return nil
@@ -87,53 +75,26 @@ func (p *Postgres) UpsertDeadLetter(ctx context.Context, dl *sundialv1.DeadLette
 	return n, *at, nil
 }
 
-// completeJobsSQL completes a group of jobs in one statement, each guarded
-// so it happens once and only to the version that staged the last slot;
-// an audit row is written for each job the update changed.
-const completeJobsSQL = `
-WITH input AS (
-  SELECT i.id::uuid AS id, i.version, i.execution_id, i.outcome, i.last_slot
-  FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[]) AS i(id, version, execution_id, outcome, last_slot)),
-done AS (
-  UPDATE jobs j SET status = 'completed', updated_at = now()
-  FROM input i
-  WHERE j.id = i.id AND j.status = 'active' AND j.version = i.version AND j.next_fire_at IS NULL
-  RETURNING j.id, j.tenant, j.version, i.execution_id, i.outcome, i.last_slot)
-INSERT INTO job_audit (job_id, tenant, actor, action, version, detail)
-SELECT id, tenant, 'system:worker', 'complete', version,
-       jsonb_build_object('execution_id', execution_id, 'outcome', outcome, 'last_slot', last_slot)
-FROM done
-RETURNING job_id::text`
+// Actor is the audit trail's name for the worker.
+const Actor = "system:worker"
 
 // CompleteJobs implements Store.
 func (p *Postgres) CompleteJobs(ctx context.Context, cs []Completion) ([]bool, error) {
-	n := len(cs)
-	ids, versions, execs, outcomes, slots := make([]string, n), make([]int64, n), make([]string, n), make([]string, n), make([]string, n)
+	jobs := make([]jobcompletion.Job, len(cs))
 	for i, c := range cs {
 		f := c.Firing
-		ids[i], versions[i], execs[i], outcomes[i] = f.GetJobId(), f.GetJobVersion(), f.GetExecutionId(), c.Outcome
-		slots[i] = f.GetScheduledTime().AsTime().UTC().Format(time.RFC3339Nano)
-	}
-	rows, err := p.pool.Query(ctx, completeJobsSQL, ids, versions, execs, outcomes, slots)
-	if err != nil {
-		return nil, fmt.Errorf("settle: complete %d jobs (first %s): %w", n, ids[0], err)
-	}
-	completed := map[string]bool{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("settle: complete %d jobs (first %s): %w", n, ids[0], err)
+		id, err := uuid.Parse(f.GetJobId())
+		if err != nil {
+			return nil, fmt.Errorf("settle: complete job %q: %w", f.GetJobId(), err)
 		}
-		completed[id] = true
+		jobs[i] = jobcompletion.Job{ID: id, Version: f.GetJobVersion(), Detail: map[string]any{
+			"execution_id": f.GetExecutionId(), "outcome": c.Outcome,
+			"last_slot": f.GetScheduledTime().AsTime().UTC().Format(time.RFC3339Nano),
+		}}
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("settle: complete %d jobs (first %s): %w", n, ids[0], err)
+	done, err := jobcompletion.Complete(ctx, p.pool, Actor, jobs)
+	if err != nil {
+		return nil, fmt.Errorf("settle: %w", err)
 	}
-	out := make([]bool, n)
-	for i, id := range ids {
-		out[i] = completed[id]
-	}
-	return out, nil
+	return done, nil
 }
