@@ -1,0 +1,238 @@
+// Package importgraph_test keeps the rooms of the workspace apart and the
+// picture of them true. It reads the import graph of every package in the
+// workspace (go list over each module of go.work, test files and the
+// integration and e2e tags included) and fails when
+//
+//   - a service imports a package of another service (services/<a> →
+//     services/<b>: services talk through Postgres, Kafka, Redis and gRPC,
+//     never through each other's code);
+//   - pkg/ imports anything of the workspace but pkg/ and proto/ (in
+//     particular services/ or cmd/: shared code knows no binary);
+//   - proto/ imports anything of the workspace but proto/;
+//
+// and when docs/architecture/README.md does not name a service, a package
+// directly under pkg/, or a command under cmd/.
+package importgraph_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// module is the import path every module of the workspace sits under.
+const module = "github.com/sundialhq/sundial/"
+
+// room is where a package of the workspace lives: "service:<name>", "pkg",
+// "proto", "cmd:<name>", or the first path element for the rest (bench,
+// tests, deploy). Packages outside the workspace are in no room ("").
+func room(path string) string {
+	rel, ok := strings.CutPrefix(path, module)
+	if !ok {
+		return ""
+	}
+	parts := strings.Split(rel, "/")
+	switch parts[0] {
+	case "services", "cmd":
+		if len(parts) > 1 {
+			return strings.TrimSuffix(parts[0], "s") + ":" + parts[1]
+		}
+	}
+	return parts[0]
+}
+
+// violation says why from may not import to, or "" when it may.
+func violation(from, to string) string {
+	rf, rt := room(from), room(to)
+	if rt == "" || rf == rt {
+		return ""
+	}
+	switch {
+	case strings.HasPrefix(rf, "service:") && strings.HasPrefix(rt, "service:"):
+		return "a service imports no other service's packages (they meet through Postgres, Kafka, Redis and gRPC)"
+	case rf == "pkg" && rt != "proto":
+		return "pkg/ imports only pkg/ and proto/ from the workspace (never services/ or cmd/)"
+	case rf == "proto":
+		return "proto/ imports nothing else from the workspace"
+	}
+	return ""
+}
+
+func TestViolationRules(t *testing.T) {
+	for _, c := range []struct {
+		from, to string
+		bad      bool
+	}{
+		{"services/api/internal/store", "services/api/internal/server", false},
+		{"services/api/internal/store", "pkg/outbox", false},
+		{"services/api", "proto/sundial/v1", false},
+		{"services/api/internal/store", "services/worker/internal/settle", true},
+		{"services/relay", "services/prefetcher/internal/stage", true},
+		{"pkg/outbox", "proto/sundial/v1", false},
+		{"pkg/outbox", "pkg/firing", false},
+		{"pkg/outbox", "services/relay/internal/outbox", true},
+		{"pkg/harness", "cmd/schedctl", true},
+		{"pkg/harness", "bench/internal/scenario", true},
+		{"proto/sundial/v1", "pkg/firing", true},
+		{"cmd/schedctl", "pkg/client", false},
+		{"bench/cmd/bench", "pkg/harness", false},
+	} {
+		from, to := module+c.from, module+c.to
+		if got := violation(from, to) != ""; got != c.bad {
+			t.Errorf("%s → %s: violation %v, want %v", c.from, c.to, got, c.bad)
+		}
+	}
+	if v := violation(module+"pkg/outbox", "github.com/jackc/pgx/v5"); v != "" {
+		t.Errorf("a third-party import is no violation: %s", v)
+	}
+}
+
+// workspace is the folder holding go.work, found upward from the test's
+// working directory.
+func workspace(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.work above the test's directory")
+		}
+		dir = parent
+	}
+}
+
+func goCmd(t *testing.T, root string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command("go", args...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOWORK="+filepath.Join(root, "go.work"), "GOFLAGS=")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, stderr.Bytes())
+	}
+	return out
+}
+
+type listed struct {
+	ImportPath string
+	Imports    []string
+	Error      *struct{ Err string }
+}
+
+// graph lists every package of the workspace's modules with its imports,
+// test variants and tagged files included. Test variants ("p [p.test]"),
+// external test packages ("p_test [p.test]") and test mains ("p.test") are
+// folded into p.
+func graph(t *testing.T, root string) map[string][]string {
+	t.Helper()
+	var patterns []string
+	sc := bufio.NewScanner(bytes.NewReader(goCmd(t, root, "list", "-m", "-f", "{{.Dir}}")))
+	for sc.Scan() {
+		if dir := strings.TrimSpace(sc.Text()); dir != "" {
+			patterns = append(patterns, dir+"/...")
+		}
+	}
+	if len(patterns) < 2 {
+		t.Fatalf("go list -m found the modules %v; want every module of go.work", patterns)
+	}
+	out := goCmd(t, root, append([]string{"list", "-e", "-test", "-tags", "integration,e2e",
+		"-json=ImportPath,Imports,Error"}, patterns...)...)
+	g := map[string][]string{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p listed
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("decode go list output: %v", err)
+		}
+		if p.Error != nil {
+			t.Errorf("%s: %s", p.ImportPath, p.Error.Err)
+		}
+		path := base(p.ImportPath)
+		for _, imp := range p.Imports {
+			g[path] = append(g[path], base(imp))
+		}
+		if _, ok := g[path]; !ok {
+			g[path] = nil
+		}
+	}
+	return g
+}
+
+func base(path string) string {
+	path, _, _ = strings.Cut(path, " ")
+	return strings.TrimSuffix(strings.TrimSuffix(path, ".test"), "_test")
+}
+
+func TestImportGraphKeepsTheRoomsApart(t *testing.T) {
+	g := graph(t, workspace(t))
+	var ours int
+	for from, imports := range g {
+		if room(from) == "" {
+			continue
+		}
+		ours++
+		for _, to := range imports {
+			if why := violation(from, to); why != "" {
+				t.Errorf("%s imports %s: %s", strings.TrimPrefix(from, module), strings.TrimPrefix(to, module), why)
+			}
+		}
+	}
+	// A graph that lost most of the workspace would pass vacuously.
+	for _, want := range []string{"services/api", "services/prefetcher", "services/relay", "services/worker", "pkg/outbox", "proto/sundial/v1", "cmd/schedctl"} {
+		if _, ok := g[module+want]; !ok {
+			t.Errorf("go list did not list %s", want)
+		}
+	}
+	if ours < 50 {
+		t.Errorf("go list listed %d packages of the workspace; expected every one", ours)
+	}
+}
+
+// The architecture picture names every room: each service, each package
+// directly under pkg/ and each command under cmd/.
+func TestArchitecturePictureNamesEveryRoom(t *testing.T) {
+	root := workspace(t)
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "architecture", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rooms []string
+	for from := range graph(t, root) {
+		rel, ok := strings.CutPrefix(from, module)
+		if !ok {
+			continue
+		}
+		parts := strings.Split(rel, "/")
+		if len(parts) >= 2 && (parts[0] == "services" || parts[0] == "pkg" || parts[0] == "cmd") {
+			rooms = append(rooms, parts[0]+"/"+parts[1])
+		}
+	}
+	slices.Sort(rooms)
+	rooms = slices.Compact(rooms)
+	for _, r := range rooms {
+		if !bytes.Contains(doc, []byte(r)) {
+			t.Errorf("docs/architecture/README.md does not name %s: add it to the picture of the rooms", r)
+		}
+	}
+	if len(rooms) < 10 {
+		t.Fatalf("found the rooms %v; expected every service and package", rooms)
+	}
+}
