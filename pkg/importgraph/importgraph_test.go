@@ -95,24 +95,15 @@ func TestViolationRules(t *testing.T) {
 	}
 }
 
-// workspace is the folder holding go.work, found upward from the test's
-// working directory.
+// workspace is the folder holding the go.work the go command uses here.
 func workspace(t *testing.T) string {
 	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
+	out, err := exec.Command("go", "env", "GOWORK").Output()
+	work := strings.TrimSpace(string(out))
+	if err != nil || work == "" || work == "off" {
+		t.Fatalf("go env GOWORK = %q (%v): the test reads the workspace of go.work", work, err)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.work above the test's directory")
-		}
-		dir = parent
-	}
+	return filepath.Dir(work)
 }
 
 func goCmd(t *testing.T, root string, args ...string) []byte {

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/sundialhq/sundial/pkg/outbox"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -16,12 +16,7 @@ import (
 // all.
 func ExampleInsert() {
 	ctx := context.Background()
-	var pool *pgxpool.Pool // the caller's pool
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		return
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
+	var tx pgx.Tx // the caller's transaction
 	slot := time.Date(2030, 6, 1, 9, 0, 0, 0, time.UTC)
 	var envelope []byte // firing.Encode of the sundial.v1.Firing
 	inserted, err := outbox.Insert(ctx, tx, []outbox.Row{{
@@ -38,8 +33,5 @@ func ExampleInsert() {
 	if err != nil || !inserted[0] {
 		return // an error, or this attempt was already staged
 	}
-	if err := outbox.Notify(ctx, tx, "1"); err != nil {
-		return
-	}
-	_ = tx.Commit(ctx)
+	_ = outbox.Notify(ctx, tx, "1") // delivered when tx commits
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/jobspec"
 	"github.com/sundialhq/sundial/pkg/lease"
+	"github.com/sundialhq/sundial/pkg/outbox"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/quota"
 	"github.com/sundialhq/sundial/services/api/internal/store"
@@ -398,9 +399,7 @@ func TestIntegrationChangesRecordDroppedFirings(t *testing.T) {
 			slot := base.Add(time.Duration(next) * time.Minute)
 			f := &sundialv1.Firing{ExecutionId: firing.ExecutionID(uuid.MustParse(id), slot).String(), JobId: id, Attempt: 1}
 			env, _ := firing.Encode(f)
-			_, err := h.pool.Exec(h.ctx, `INSERT INTO outbox (execution_id, attempt, job_id, job_version, priority, scheduled_at, fire_at, publish_at, envelope)
-				VALUES ($1, 1, $2, $3, 3, $4, $4, $4, $5)`, f.GetExecutionId(), id, version, slot, env)
-			if err != nil {
+			if _, err := outbox.Insert(h.ctx, h.pool, []outbox.Row{fakeRow(f, version, slot, env)}); err != nil {
 				t.Fatal(err)
 			}
 		}

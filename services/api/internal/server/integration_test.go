@@ -178,11 +178,18 @@ func (h *harness) stageFake(job *sundialv1.Job, n int) {
 		slot := time.Now().Add(time.Duration(i+1) * time.Minute).Truncate(time.Second)
 		f := &sundialv1.Firing{ExecutionId: firing.ExecutionID(id, slot).String(), JobId: job.GetId(), Attempt: 1}
 		env, _ := firing.Encode(f)
-		_, err := h.pool.Exec(h.ctx, `INSERT INTO outbox (execution_id, attempt, job_id, job_version, priority, scheduled_at, fire_at, publish_at, envelope)
-			VALUES ($1, 1, $2, $3, 3, $4, $4, $4, $5)`, f.GetExecutionId(), job.GetId(), job.GetVersion(), slot, env)
-		if err != nil {
+		if _, err := outbox.Insert(h.ctx, h.pool, []outbox.Row{fakeRow(f, job.GetVersion(), slot, env)}); err != nil {
 			h.t.Fatal(err)
 		}
+	}
+}
+
+// fakeRow is the outbox row of f as the tests stage it: at its slot,
+// MEDIUM priority, published from the slot on.
+func fakeRow(f *sundialv1.Firing, version int64, slot time.Time, env []byte) outbox.Row {
+	return outbox.Row{
+		ExecutionID: uuid.MustParse(f.GetExecutionId()), Attempt: 1, JobID: uuid.MustParse(f.GetJobId()), JobVersion: version,
+		Priority: sundialv1.Priority_PRIORITY_MEDIUM, ScheduledAt: slot, FireAt: slot, PublishAt: slot, Envelope: env,
 	}
 }
 
