@@ -23,6 +23,11 @@ STATICCHECK_VERSION    := v0.8.2
 # Prometheus and promtool come from Debian's package instead (see
 # deploy/local/observability.sh for why `go install` cannot build them).
 HELM_VERSION           := v3.22.0
+# python-dateutil, the independent oracle of the recurrence-rule tests
+# (pkg/schedule/rrule_dateutil_test.go), from PyPI into a virtualenv under
+# .tools: CI machines have python3 but not necessarily dateutil.
+DATEUTIL_VERSION       := 2.9.0.post0
+DATEUTIL               := $(ROOT)/.tools/dateutil
 
 GOTESTFLAGS ?=
 UNIT_TIMEOUT ?= 10m
@@ -108,9 +113,18 @@ deploy-generate: deploy-tools ## Regenerate dashboards, the chart's copies of da
 test-unit: deploy-tools ## Unit tests (no infrastructure), with the race detector
 	@for m in $(MODULES); do (cd $$m && go test -race -count=1 -timeout $(UNIT_TIMEOUT) $(GOTESTFLAGS) ./...) || exit 1; done
 
+$(DATEUTIL)/bin/python:
+	rm -rf $(DATEUTIL).tmp
+	python3 -m venv $(DATEUTIL).tmp
+	$(DATEUTIL).tmp/bin/python -m pip install --quiet python-dateutil==$(DATEUTIL_VERSION)
+	mv $(DATEUTIL).tmp $(DATEUTIL)
+
+.PHONY: dateutil
+dateutil: $(DATEUTIL)/bin/python ## Install python-dateutil (the RRULE oracle) into a virtualenv under .tools
+
 .PHONY: test-integration
-test-integration: ## Integration tests against the running infrastructure (make infra-up first)
-	@source <($(INFRA) env) && for m in $(MODULES); do (cd $$m && go test -tags integration -count=1 -p 2 -timeout $(INTEGRATION_TIMEOUT) $(GOTESTFLAGS) ./...) || exit 1; done
+test-integration: dateutil ## Integration tests against the running infrastructure (make infra-up first)
+	@export SUNDIAL_DATEUTIL_PYTHON=$(DATEUTIL)/bin/python && source <($(INFRA) env) && for m in $(MODULES); do (cd $$m && go test -tags integration -count=1 -p 2 -timeout $(INTEGRATION_TIMEOUT) $(GOTESTFLAGS) ./...) || exit 1; done
 
 .PHONY: test-e2e
 test-e2e: ## End-to-end tests: the four services as processes against the running infrastructure

@@ -375,15 +375,21 @@ func (c *cron) nextWall(lo, hi int64) (int64, bool) {
 // nextTimeOfDay returns the first matching time of day, in seconds since
 // midnight, at or after h:mi:s, or false if none remains today.
 func (c *cron) nextTimeOfDay(h, mi, s int) (int, bool) {
+	return nextTimeOfDay(c.hour, c.minute, c.second, h, mi, s)
+}
+
+// nextTimeOfDay is the first time of day in the sets of hours, minutes and
+// seconds at or after h:mi:s.
+func nextTimeOfDay(hour uint32, minute, second uint64, h, mi, s int) (int, bool) {
 	for {
-		hh := nextSet32(c.hour, h)
+		hh := nextSet32(hour, h)
 		if hh > 23 {
 			return 0, false
 		}
 		if hh != h {
 			h, mi, s = hh, 0, 0
 		}
-		mm := nextSet64(c.minute, mi)
+		mm := nextSet64(minute, mi)
 		if mm > 59 {
 			h, mi, s = h+1, 0, 0
 			continue
@@ -391,7 +397,7 @@ func (c *cron) nextTimeOfDay(h, mi, s int) (int, bool) {
 		if mm != mi {
 			mi, s = mm, 0
 		}
-		ss := nextSet64(c.second, s)
+		ss := nextSet64(second, s)
 		if ss > 59 {
 			mi, s = mi+1, 0
 			if mi > 59 {

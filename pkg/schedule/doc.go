@@ -32,7 +32,11 @@
 // zero, so a job's firings do not depend on when it was registered or on
 // when a scheduler process started.
 //
-// Once and Every build the other two kinds of schedule directly.
+// Once and Every build the other two kinds of schedule directly, and
+// ParseRRule reads RFC 5545 recurrence rules (RRULE with EXDATE and RDATE),
+// evaluated in the same zone with the same DST policies as cron. FREQ=SECONDLY
+// and MINUTELY are refused: cron and intervals say those more plainly, and
+// keeping a rule's periods at an hour or longer bounds the cost of Next.
 //
 // # Time zones and daylight saving
 //

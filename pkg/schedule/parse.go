@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"errors"
 	"fmt"
 	"math/bits"
 	"strconv"
@@ -19,7 +20,16 @@ type ParseError struct {
 	// Reason is a complete phrase that names the token, such as
 	// "32 is out of range 1-31".
 	Reason string
+
+	err error // what errors.Is sees through Unwrap, e.g. ErrNeverFires
 }
+
+// ErrNeverFires is what a ParseError of a recurrence rule that has no
+// firing at all (from its DTSTART, within its bounds) wraps.
+var ErrNeverFires = errors.New("schedule: never fires")
+
+// Unwrap returns ErrNeverFires for a rule that never fires, else nil.
+func (e *ParseError) Unwrap() error { return e.err }
 
 // Error returns "field: reason", for example
 // "day-of-month: 32 is out of range 1-31".
