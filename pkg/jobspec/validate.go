@@ -328,8 +328,8 @@ func validateHeaders(c collector, headers map[string]string) {
 		case reservedHeaders[lower] || strings.HasPrefix(lower, "sundial-"):
 			c.add(f, "is set by Sundial and cannot be overridden")
 		}
-		if strings.ContainsAny(value, "\r\n\x00") {
-			c.add(f, "value must not contain CR, LF or NUL")
+		if !validHeaderValue(value) {
+			c.add(f, "value must not contain CR, LF, NUL or other control characters (tab is allowed)")
 		}
 		if _, err := scanSecretRefs(value); err != nil {
 			// The message says where, never what: header values are
@@ -340,6 +340,19 @@ func validateHeaders(c collector, headers map[string]string) {
 	if total > MaxHeaderBytes {
 		c.add("target.http.headers", "are %d bytes together, at most %d allowed", total, MaxHeaderBytes)
 	}
+}
+
+// validHeaderValue reports whether net/http will send v as a header value:
+// no control character but horizontal tab (RFC 9110 field-value). CR, LF
+// and NUL would split or end the header; the others make the worker's
+// request fail at every attempt, long after the job was accepted.
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; (b < ' ' && b != '\t') || b == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // isToken reports whether s is an RFC 9110 token (a valid header name).
