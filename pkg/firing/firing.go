@@ -163,10 +163,13 @@ const (
 // neighbouring slots of one job spread independently. The firing's fire
 // instant is scheduled + Jitter.
 func Jitter(jobID uuid.UUID, scheduled time.Time, maxJitter time.Duration) time.Duration {
-	ms := uint64(maxJitter / time.Millisecond)
-	if ms == 0 {
+	if maxJitter < time.Millisecond {
+		// Below a millisecond there is no offset to give; and a negative
+		// maximum (never valid, but a stored job is not re-validated) must
+		// not turn into a huge unsigned modulus and a negative offset.
 		return 0
 	}
+	ms := uint64(maxJitter / time.Millisecond)
 	id := ExecutionID(jobID, scheduled)
 	return time.Duration(binary.BigEndian.Uint64(id[8:16])%ms) * time.Millisecond
 }
