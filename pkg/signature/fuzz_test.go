@@ -1,0 +1,74 @@
+package signature
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// FuzzVerifyErrors feeds Verify any header value, as a target's verifier gets it
+// from the network: it never panics, and it either accepts or answers one of
+// its three errors. A header that verifies must carry the timestamp it
+// was checked against.
+func FuzzVerifyErrors(f *testing.F) {
+	secret := []byte("fuzz-secret")
+	now := time.Unix(1777626000, 0)
+	good := Sign(secret, now, "exec-1", []byte("body"))
+	for _, h := range []string{
+		good,
+		good + ",v1=" + "00",
+		"t=1777626000",
+		"v1=" + good[len("t=1777626000,v1="):],
+		"t=x,v1=ab",
+		"t=1777626000,v0=abc," + good[len("t=1777626000,"):],
+		" t=1777626000 , v1=" + good[len("t=1777626000,v1="):],
+		"t=-9223372036854775808,v1=" + good[len("t=1777626000,v1="):],
+		"",
+		",,,",
+		"t=1777626000,v1=zz",
+	} {
+		f.Add(h, "exec-1", []byte("body"), int64(5))
+	}
+	f.Fuzz(func(t *testing.T, header, execID string, body []byte, tolSec int64) {
+		tol := time.Duration(tolSec%86400) * time.Second
+		err := Verify(secret, header, execID, body, now, tol)
+		if err == nil {
+			unix, _, perr := parse(header)
+			if perr != nil {
+				t.Fatalf("Verify accepted a header parse refuses: %v", perr)
+			}
+			if tol > 0 && (unix < now.Unix()-int64(tol/time.Second) || unix > now.Unix()+int64(tol/time.Second)) {
+				t.Fatalf("Verify accepted t=%d outside %s of %d", unix, tol, now.Unix())
+			}
+			return
+		}
+		if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrExpired) && !errors.Is(err, ErrMismatch) {
+			t.Fatalf("Verify: %v is none of its errors", err)
+		}
+	})
+}
+
+// FuzzSignVerify checks the round trip: what Sign produces verifies for the
+// same secret, execution id and body, and fails for a different secret,
+// a different body or a different execution id.
+func FuzzSignVerify(f *testing.F) {
+	f.Add([]byte("secret"), int64(1777626000), "0192d7a0-0000-7000-8000-000000000001", []byte(`{"a":1}`))
+	f.Add([]byte{}, int64(0), "", []byte{})
+	f.Add([]byte("k"), int64(-62135596800), "e", []byte{0xff, 0x00})
+	f.Fuzz(func(t *testing.T, secret []byte, unix int64, execID string, body []byte) {
+		ts := time.Unix(unix, 0)
+		h := Sign(secret, ts, execID, body)
+		if err := Verify(secret, h, execID, body, ts, time.Minute); err != nil {
+			t.Fatalf("Verify(Sign(x)) = %v", err)
+		}
+		if err := Verify(append([]byte("x"), secret...), h, execID, body, ts, 0); !errors.Is(err, ErrMismatch) {
+			t.Fatalf("another secret: %v", err)
+		}
+		if err := Verify(secret, h, execID, append([]byte("x"), body...), ts, 0); !errors.Is(err, ErrMismatch) {
+			t.Fatalf("another body: %v", err)
+		}
+		if err := Verify(secret, h, execID+"x", body, ts, 0); !errors.Is(err, ErrMismatch) {
+			t.Fatalf("another execution id: %v", err)
+		}
+	})
+}
