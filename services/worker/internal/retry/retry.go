@@ -132,7 +132,10 @@ func Backoff(kind sundialv1.Backoff, initial, maxDelay time.Duration, k int, exe
 	}
 	d := initial
 	for range k {
-		if d >= maxDelay {
+		if d > maxDelay/2 {
+			// Doubling again would pass the max (or, for a max near
+			// the largest duration, overflow into a negative delay).
+			d = maxDelay
 			break
 		}
 		d *= 2
