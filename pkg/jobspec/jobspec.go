@@ -78,8 +78,11 @@ func Normalize(job *sundialv1.Job) {
 		if s.DstRepeat == sundialv1.DstRepeatPolicy_DST_REPEAT_POLICY_UNSPECIFIED {
 			s.DstRepeat = DefaultDstRepeat
 		}
-		if c, ok := s.Spec.(*sundialv1.Schedule_Cron); ok {
-			c.Cron = strings.TrimSpace(c.Cron)
+		switch spec := s.Spec.(type) {
+		case *sundialv1.Schedule_Cron:
+			spec.Cron = strings.TrimSpace(spec.Cron)
+		case *sundialv1.Schedule_Rrule:
+			spec.Rrule = strings.TrimSpace(spec.Rrule)
 		}
 	}
 	if h := job.GetTarget().GetHttp(); h != nil {
@@ -148,12 +151,19 @@ func FromProto(s *sundialv1.Schedule, created time.Time) (schedule.Schedule, err
 			return nil, fmt.Errorf("jobspec: schedule.interval: %w", err)
 		}
 		return sch, nil
+	case *sundialv1.Schedule_Rrule:
+		sch, err := schedule.ParseRRule(spec.Rrule, anchorFor(s, created), opts)
+		if err != nil {
+			return nil, &Error{Violations: []FieldViolation{{Field: "schedule.rrule", Description: rruleProblem(err)}}}
+		}
+		return sch, nil
 	default:
-		return nil, errors.New("jobspec: schedule: set one of cron, once or interval")
+		return nil, errors.New("jobspec: schedule: set one of cron, once, interval or rrule")
 	}
 }
 
-// anchorFor is where an interval schedule counts from: its start_time, or
+// anchorFor is where an interval schedule counts from, and a recurrence
+// rule's DTSTART: the schedule's start_time, or
 // the job's creation truncated to the second (slots are whole seconds
 // apart, and a creation instant's microseconds would otherwise leak into
 // every slot and execution id).

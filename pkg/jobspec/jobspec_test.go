@@ -118,7 +118,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		desc   string // substring of the description
 	}{
 		{"no schedule", func(j *sundialv1.Job) { j.Schedule = nil }, "schedule", "is required"},
-		{"empty schedule", func(j *sundialv1.Job) { j.Schedule.Spec = nil }, "schedule", "one of cron, once or interval"},
+		{"empty schedule", func(j *sundialv1.Job) { j.Schedule.Spec = nil }, "schedule", "one of cron, once, interval or rrule"},
 		{"empty cron", func(j *sundialv1.Job) { j.Schedule.Spec = &sundialv1.Schedule_Cron{Cron: "  "} }, "schedule.cron", "must not be empty"},
 		{"cron day out of range", func(j *sundialv1.Job) { j.Schedule.Spec = &sundialv1.Schedule_Cron{Cron: "0 0 32 * *"} }, "schedule.cron", "32"},
 		{"cron garbage", func(j *sundialv1.Job) { j.Schedule.Spec = &sundialv1.Schedule_Cron{Cron: "every tuesday"} }, "schedule.cron", ""},

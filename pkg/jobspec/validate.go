@@ -91,7 +91,7 @@ func Validate(job *sundialv1.Job) error {
 	validateName(c, job.GetName())
 	validateLabels(c, "labels", job.GetLabels())
 	if job.GetSchedule() == nil {
-		c.add("schedule", "is required: set one of cron, once or interval")
+		c.add("schedule", "is required: set one of cron, once, interval or rrule")
 	} else {
 		validateSchedule(c, "schedule", job.GetSchedule())
 	}
@@ -126,7 +126,7 @@ func Validate(job *sundialv1.Job) error {
 func ValidateSchedule(s *sundialv1.Schedule) error {
 	c := collector{vs: new([]FieldViolation)}
 	if s == nil {
-		c.add("schedule", "is required: set one of cron, once or interval")
+		c.add("schedule", "is required: set one of cron, once, interval or rrule")
 		return c.err()
 	}
 	validateSchedule(c, "schedule", s)
@@ -202,7 +202,7 @@ func validateSchedule(c collector, field string, s *sundialv1.Schedule) {
 	opts := schedule.Options{Location: loc, Gap: gapPolicy(s.GetDstGap()), Repeat: repeatPolicy(s.GetDstRepeat()), Start: start, End: end}
 	switch spec := s.GetSpec().(type) {
 	case nil:
-		c.add(field, "set one of cron, once or interval")
+		c.add(field, "set one of cron, once, interval or rrule")
 	case *sundialv1.Schedule_Cron:
 		expr := strings.TrimSpace(spec.Cron)
 		if expr == "" {
@@ -231,7 +231,35 @@ func validateSchedule(c collector, field string, s *sundialv1.Schedule) {
 		if _, err := schedule.Every(spec.Interval.AsDuration(), anchorFor(s, time.Unix(0, 0)), opts); err != nil {
 			c.add(field+".interval", "%v", err)
 		}
+	case *sundialv1.Schedule_Rrule:
+		text := strings.TrimSpace(spec.Rrule)
+		if text == "" {
+			c.add(field+".rrule", "must not be empty")
+			return
+		}
+		if tzErr != nil {
+			opts.Location = time.UTC
+		}
+		// DTSTART is start_time or the creation time, which is not known
+		// yet: without start_time, check the rule from the epoch but leave
+		// "never fires" to the caller that knows the creation time
+		// (whether a rule with INTERVAL ever meets a leap day depends on
+		// the year it starts).
+		_, err := schedule.ParseRRule(text, anchorFor(s, time.Unix(0, 0)), opts)
+		if err != nil && (s.GetStartTime() != nil || !errors.Is(err, schedule.ErrNeverFires)) {
+			c.add(field+".rrule", "%s", rruleProblem(err))
+		}
 	}
+}
+
+// rruleProblem is the engine's description of a bad recurrence rule, e.g.
+// "BYSETPOS needs another BY rule".
+func rruleProblem(err error) string {
+	var pe *schedule.ParseError
+	if errors.As(err, &pe) {
+		return pe.Reason
+	}
+	return err.Error()
 }
 
 // cronProblem is the engine's description of a bad expression without

@@ -607,8 +607,9 @@ type Schedule struct {
 	//	*Schedule_Cron
 	//	*Schedule_Once
 	//	*Schedule_Interval
+	//	*Schedule_Rrule
 	Spec isSchedule_Spec `protobuf_oneof:"spec"`
-	// IANA zone the cron expression is evaluated in; default UTC.
+	// IANA zone the cron expression or rrule is evaluated in; default UTC.
 	Timezone string `protobuf:"bytes,4,opt,name=timezone,proto3" json:"timezone,omitempty"`
 	// Optional bounds: no slot before start_time or after end_time.
 	StartTime     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
@@ -683,6 +684,15 @@ func (x *Schedule) GetInterval() *durationpb.Duration {
 	return nil
 }
 
+func (x *Schedule) GetRrule() string {
+	if x != nil {
+		if x, ok := x.Spec.(*Schedule_Rrule); ok {
+			return x.Rrule
+		}
+	}
+	return ""
+}
+
 func (x *Schedule) GetTimezone() string {
 	if x != nil {
 		return x.Timezone
@@ -737,11 +747,23 @@ type Schedule_Interval struct {
 	Interval *durationpb.Duration `protobuf:"bytes,3,opt,name=interval,proto3,oneof"`
 }
 
+type Schedule_Rrule struct {
+	// An RFC 5545 recurrence: an RRULE line (the "RRULE:" prefix is
+	// optional), then optional EXDATE and RDATE lines, separated by
+	// newlines or spaces, e.g. "FREQ=MONTHLY;BYDAY=2TU;BYHOUR=9;BYMINUTE=0".
+	// DTSTART is start_time, or the job's creation time when start_time is
+	// unset. Evaluated in timezone with the DST policies, like cron; see
+	// docs/schedules.md.
+	Rrule string `protobuf:"bytes,9,opt,name=rrule,proto3,oneof"`
+}
+
 func (*Schedule_Cron) isSchedule_Spec() {}
 
 func (*Schedule_Once) isSchedule_Spec() {}
 
 func (*Schedule_Interval) isSchedule_Spec() {}
+
+func (*Schedule_Rrule) isSchedule_Spec() {}
 
 // Where a firing goes.
 type Target struct {
@@ -1105,11 +1127,12 @@ const file_sundial_v1_job_proto_rawDesc = "" +
 	"\fcallback_url\x18\x13 \x01(\tR\vcallbackUrl\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x90\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa8\x03\n" +
 	"\bSchedule\x12\x14\n" +
 	"\x04cron\x18\x01 \x01(\tH\x00R\x04cron\x120\n" +
 	"\x04once\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\x04once\x127\n" +
-	"\binterval\x18\x03 \x01(\v2\x19.google.protobuf.DurationH\x00R\binterval\x12\x1a\n" +
+	"\binterval\x18\x03 \x01(\v2\x19.google.protobuf.DurationH\x00R\binterval\x12\x16\n" +
+	"\x05rrule\x18\t \x01(\tH\x00R\x05rrule\x12\x1a\n" +
 	"\btimezone\x18\x04 \x01(\tR\btimezone\x129\n" +
 	"\n" +
 	"start_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
@@ -1258,6 +1281,7 @@ func file_sundial_v1_job_proto_init() {
 		(*Schedule_Cron)(nil),
 		(*Schedule_Once)(nil),
 		(*Schedule_Interval)(nil),
+		(*Schedule_Rrule)(nil),
 	}
 	file_sundial_v1_job_proto_msgTypes[2].OneofWrappers = []any{
 		(*Target_Http)(nil),

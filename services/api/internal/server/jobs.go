@@ -239,12 +239,28 @@ func noInstantAfter(now time.Time) error {
 
 // firstAfter is the job's first slot strictly after now; zero when none.
 func firstAfter(job *sundialv1.Job, created, now time.Time) (time.Time, error) {
-	sch, err := jobspec.Schedule(job, created)
+	sch, err := buildSchedule(job, created)
 	if err != nil {
-		// Validate accepted the job, so this is a bug, not bad input.
-		return time.Time{}, fmt.Errorf("server: build schedule: %w", err)
+		return time.Time{}, err
 	}
 	return sch.Next(now), nil
+}
+
+// buildSchedule is jobspec.Schedule inside a store transaction. Validate
+// accepted the job, so an error is a bug, except for a recurrence rule
+// without start_time: its DTSTART is the creation time, known only now, and
+// a rule that never fires from it is the caller's mistake (InvalidArgument,
+// and the transaction writes nothing).
+func buildSchedule(job *sundialv1.Job, created time.Time) (schedule.Schedule, error) {
+	sch, err := jobspec.Schedule(job, created)
+	var jerr *jobspec.Error
+	if errors.As(err, &jerr) {
+		return nil, rejectErr(fromSpec(err))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("server: build schedule: %w", err)
+	}
+	return sch, nil
 }
 
 // CreateJob validates, fills defaults and stores a job, computing its first
@@ -291,9 +307,9 @@ func (s *JobService) CreateJob(ctx context.Context, req *sundialv1.CreateJobRequ
 		if err := limits.CheckCreate(tenant, usage.Jobs, usage.CreatedRecently); err != nil {
 			return nil, err
 		}
-		sch, err := jobspec.Schedule(job, now)
+		sch, err := buildSchedule(job, now)
 		if err != nil {
-			return nil, fmt.Errorf("server: build schedule: %w", err)
+			return nil, err
 		}
 		next := sch.Next(now)
 		if next.IsZero() {
@@ -424,9 +440,9 @@ func (s *JobService) UpdateJob(ctx context.Context, req *sundialv1.UpdateJobRequ
 		jobspec.Normalize(next)
 		scheduleChanged := touchesSchedule(paths)
 		if scheduleChanged {
-			sch, err := jobspec.Schedule(next, cur.GetCreateTime().AsTime())
+			sch, err := buildSchedule(next, cur.GetCreateTime().AsTime())
 			if err != nil {
-				return nil, fmt.Errorf("server: build schedule: %w", err)
+				return nil, err
 			}
 			if err := limits.CheckInterval(tenant, sch, now); err != nil {
 				return nil, err
@@ -667,6 +683,10 @@ func (s *JobService) PreviewSchedule(ctx context.Context, req *sundialv1.Preview
 	}
 	sch, err := jobspec.FromProto(req.GetSchedule(), from)
 	if err != nil {
+		var jerr *jobspec.Error
+		if errors.As(err, &jerr) {
+			return nil, fromSpec(err)
+		}
 		return nil, invalidf("schedule", "%v", err)
 	}
 	resp := &sundialv1.PreviewScheduleResponse{Description: sch.Describe()}
