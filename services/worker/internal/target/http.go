@@ -47,13 +47,26 @@ func WithSecrets(s Secrets) HTTPOption { return func(h *HTTP) { h.secrets = s } 
 // (see NewTransport).
 func WithPolicy(p *netpolicy.Policy) HTTPOption { return func(h *HTTP) { h.policy = p } }
 
+// TransportOption configures NewTransport.
+type TransportOption func(*net.Dialer)
+
+// WithResolver resolves target host names with r instead of the system's
+// resolver. The policy still judges the address each name resolves to when
+// it is dialled, so whatever r answers — including a different address on
+// every lookup, as a DNS rebinding attack does — is checked; tests use it to
+// play such a resolver.
+func WithResolver(r *net.Resolver) TransportOption { return func(d *net.Dialer) { d.Resolver = r } }
+
 // NewTransport is the transport for requests on behalf of jobs (targets and
 // completion callbacks): tuned for many concurrent requests to few hosts,
 // every connection checked by policy (nil: no check) when it is dialled. It
 // uses no proxy: a proxy would make the dial-time check judge the proxy's
 // address instead of the target's.
-func NewTransport(policy *netpolicy.Policy) *http.Transport {
+func NewTransport(policy *netpolicy.Policy, opts ...TransportOption) *http.Transport {
 	base := net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	for _, o := range opts {
+		o(&base)
+	}
 	dial := base.DialContext
 	if policy != nil {
 		dial = policy.Dialer(base).DialContext
