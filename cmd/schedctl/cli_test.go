@@ -56,6 +56,13 @@ func TestPreview(t *testing.T) {
 			lines("2026-03-07T12:10:00Z", "2026-03-07T13:40:00Z")},
 		{"single dash flags work too", []string{"-cron", "0 9 * * MON", "-count", "1"},
 			lines("2026-03-09T09:00:00Z")},
+		{"rrule: the second Tuesday of every month at 09:00",
+			[]string{"--rrule", "FREQ=MONTHLY;BYDAY=2TU;BYHOUR=9;BYMINUTE=0;BYSECOND=0", "--tz", "America/New_York", "--count", "3"},
+			lines("2026-03-10T13:00:00Z", "2026-04-14T13:00:00Z", "2026-05-12T13:00:00Z")},
+		{"rrule: DTSTART is --start, which gives the time of day",
+			[]string{"--rrule", "RRULE:FREQ=WEEKLY;INTERVAL=2;BYDAY=MO,TH EXDATE:20260312T083000", "--tz", "Europe/London",
+				"--start", "2026-03-02T08:30:00Z", "--count", "3"},
+			lines("2026-03-16T08:30:00Z", "2026-03-19T08:30:00Z", "2026-03-30T07:30:00Z")},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,7 +96,9 @@ func TestPreviewUsageErrors(t *testing.T) {
 		{[]string{"--cron", "61 * * * *"}, "minute: 61 is out of range 0-59"},
 		{[]string{"--cron", "* * *"}, `expression: "* * *" has 3 fields`},
 		{[]string{"--cron", "@every 1.5s"}, "whole number of seconds"},
-		{[]string{}, "--cron is required"},
+		{[]string{}, "--cron or --rrule is required"},
+		{[]string{"--cron", "@daily", "--rrule", "FREQ=DAILY"}, "give only one of --cron and --rrule"},
+		{[]string{"--rrule", "FREQ=MONTHLY;BYSETPOS=1"}, "schedctl preview: rrule: BYSETPOS needs another BY rule"},
 		{[]string{"--cron", "0", "9", "*", "*", "*"}, "quote the expression"},
 		{[]string{"--cron", "@daily", "--tz", "Mars/Olympus_Mons"}, `--tz: unknown time zone "Mars/Olympus_Mons"`},
 		{[]string{"--cron", "@daily", "--from", "yesterday"}, `--from: "yesterday" is not an RFC 3339 instant`},

@@ -48,14 +48,14 @@ type jobFlags struct {
 	fs   *flag.FlagSet
 	file string
 
-	name, cron, once, every, timezone, start, end, dstGap, dstRepeat string
-	url, method, kafkaTopic, kafkaKey                                string
-	payload, payloadFile                                             string
-	priority, backoff, misfire, overlap                              string
-	maxAttempts, maxCatchUp                                          int
-	initialDelay, maxDelay, attemptTimeout, misfireGrace, maxJitter  time.Duration
-	callbackURL                                                      string
-	labels, headers, secretHeaders                                   kvFlag
+	name, cron, once, every, rrule, timezone, start, end, dstGap, dstRepeat string
+	url, method, kafkaTopic, kafkaKey                                       string
+	payload, payloadFile                                                    string
+	priority, backoff, misfire, overlap                                     string
+	maxAttempts, maxCatchUp                                                 int
+	initialDelay, maxDelay, attemptTimeout, misfireGrace, maxJitter         time.Duration
+	callbackURL                                                             string
+	labels, headers, secretHeaders                                          kvFlag
 }
 
 func (f *jobFlags) register(fs *flag.FlagSet) {
@@ -67,8 +67,9 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.cron, "cron", "", `cron expression, e.g. "0 9 * * MON-FRI" or "@hourly"`)
 	fs.StringVar(&f.once, "once", "", "fire once at this RFC 3339 instant")
 	fs.StringVar(&f.every, "every", "", "fire at this fixed interval, e.g. 90s")
-	fs.StringVar(&f.timezone, "timezone", "", "IANA zone the cron is evaluated in (default UTC)")
-	fs.StringVar(&f.start, "start", "", "no slot before this RFC 3339 instant (anchors --every)")
+	fs.StringVar(&f.rrule, "rrule", "", `RFC 5545 recurrence rule, e.g. "FREQ=MONTHLY;BYDAY=2TU;BYHOUR=9;BYMINUTE=0;BYSECOND=0", optionally followed by EXDATE:... and RDATE:... (space- or newline-separated); DTSTART is --start, or the creation time`)
+	fs.StringVar(&f.timezone, "timezone", "", "IANA zone the cron or rrule is evaluated in (default UTC)")
+	fs.StringVar(&f.start, "start", "", "no slot before this RFC 3339 instant (anchors --every; DTSTART of --rrule)")
 	fs.StringVar(&f.end, "end", "", "no slot after this RFC 3339 instant")
 	fs.StringVar(&f.dstGap, "dst-gap", "", "spring-forward policy: SHIFT or SKIP")
 	fs.StringVar(&f.dstRepeat, "dst-repeat", "", "fall-back policy: FIRST, LAST or BOTH")
@@ -104,7 +105,7 @@ func (f *jobFlags) set() map[string]bool {
 // flagPaths maps each job flag to the field path it sets.
 var flagPaths = map[string]string{
 	"name": "name", "label": "labels",
-	"cron": "schedule.cron", "once": "schedule.once", "every": "schedule.interval",
+	"cron": "schedule.cron", "once": "schedule.once", "every": "schedule.interval", "rrule": "schedule.rrule",
 	"timezone": "schedule.timezone", "start": "schedule.start_time", "end": "schedule.end_time",
 	"dst-gap": "schedule.dst_gap", "dst-repeat": "schedule.dst_repeat",
 	"url": "target.http.url", "method": "target.http.method", "header": "target.http.headers", "secret-header": "target.http.headers",
@@ -194,13 +195,13 @@ func (f *jobFlags) apply(job *sundialv1.Job, given map[string]bool) error {
 		return job.Misfire
 	}
 	n := 0
-	for _, k := range []string{"cron", "once", "every"} {
+	for _, k := range []string{"cron", "once", "every", "rrule"} {
 		if given[k] {
 			n++
 		}
 	}
 	if n > 1 {
-		return usagef("give only one of --cron, --once and --every")
+		return usagef("give only one of --cron, --once, --every and --rrule")
 	}
 	if given["url"] && given["kafka-topic"] {
 		return usagef("give only one of --url and --kafka-topic")
@@ -241,6 +242,9 @@ func (f *jobFlags) apply(job *sundialv1.Job, given map[string]bool) error {
 			return usagef("--every: want a duration such as 90s or 5m, got %q", f.every)
 		}
 		sched().Spec = &sundialv1.Schedule_Interval{Interval: durationpb.New(d)}
+	}
+	if given["rrule"] {
+		sched().Spec = &sundialv1.Schedule_Rrule{Rrule: f.rrule}
 	}
 	if given["timezone"] {
 		sched().Timezone = f.timezone

@@ -24,21 +24,22 @@ func runPreview(_ context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("schedctl preview", flag.ContinueOnError)
 	fs.SetOutput(e.io.Stderr)
 	var (
-		expr, tz, from, start, end string
-		count                      int
-		gap                        schedule.GapPolicy
-		repeat                     schedule.RepeatPolicy
+		expr, rule, tz, from, start, end string
+		count                            int
+		gap                              schedule.GapPolicy
+		repeat                           schedule.RepeatPolicy
 	)
 	fs.StringVar(&expr, "cron", "", "schedule expression: 5 or 6 cron fields, or a macro such as @daily or \"@every 90m\" (quote it)")
+	fs.StringVar(&rule, "rrule", "", `RFC 5545 recurrence rule instead of --cron, e.g. "FREQ=WEEKLY;INTERVAL=2;BYDAY=MO,TH" (quote it); DTSTART is --start, else --from`)
 	fs.StringVar(&tz, "tz", "UTC", "IANA time zone the expression's wall clock is in")
 	fs.StringVar(&from, "from", "", "print firings strictly after this RFC 3339 instant (default now)")
 	fs.IntVar(&count, "count", 10, "how many firings to print")
 	fs.TextVar(&gap, "dst-gap", schedule.GapShift, "wall times skipped by a spring-forward: SHIFT (fire at the end of the gap) or SKIP")
 	fs.TextVar(&repeat, "dst-repeat", schedule.RepeatFirst, "wall times repeated by a fall-back: FIRST, LAST or BOTH")
-	fs.StringVar(&start, "start", "", "optional RFC 3339 bound: no firing before it (also anchors @every)")
+	fs.StringVar(&start, "start", "", "optional RFC 3339 bound: no firing before it (also anchors @every and is the DTSTART of --rrule)")
 	fs.StringVar(&end, "end", "", "optional RFC 3339 bound: no firing after it (inclusive)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: schedctl preview --cron EXPR [--tz ZONE] [--from RFC3339] [--count N] [--dst-gap SHIFT|SKIP] [--dst-repeat FIRST|LAST|BOTH]")
+		fmt.Fprintln(fs.Output(), "usage: schedctl preview --cron EXPR|--rrule RULE [--tz ZONE] [--from RFC3339] [--count N] [--dst-gap SHIFT|SKIP] [--dst-repeat FIRST|LAST|BOTH]")
 		fmt.Fprintln(fs.Output())
 		fmt.Fprintln(fs.Output(), "Print the schedule's next firings, one RFC 3339 UTC instant per line, computed offline.")
 		fmt.Fprintln(fs.Output())
@@ -60,8 +61,11 @@ func runPreview(_ context.Context, e *env, args []string) int {
 		// The usual cause is an unquoted expression: --cron 0 9 * * *.
 		return fail("unexpected arguments %q; quote the expression, as in --cron '0 9 * * *'", strings.Join(fs.Args(), " "))
 	}
-	if expr == "" {
-		return fail("--cron is required")
+	switch {
+	case expr == "" && rule == "":
+		return fail("--cron or --rrule is required")
+	case expr != "" && rule != "":
+		return fail("give only one of --cron and --rrule")
 	}
 	if count < 1 {
 		return fail("--count must be at least 1, got %d", count)
@@ -91,7 +95,18 @@ func runPreview(_ context.Context, e *env, args []string) int {
 			*in.dst = t
 		}
 	}
-	s, err := schedule.Parse(expr, opts)
+	var s schedule.Schedule
+	if rule != "" {
+		// As the api does: DTSTART is the start bound, or else the
+		// instant the job would be created at, here --from.
+		dtstart := opts.Start
+		if dtstart.IsZero() {
+			dtstart = after
+		}
+		s, err = schedule.ParseRRule(rule, dtstart, opts)
+	} else {
+		s, err = schedule.Parse(expr, opts)
+	}
 	if err != nil {
 		return fail("%v", err)
 	}

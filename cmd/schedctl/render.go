@@ -66,6 +66,10 @@ func scheduleText(s *sundialv1.Schedule) string {
 		b.WriteString("once at " + instant(spec.Once))
 	case *sundialv1.Schedule_Interval:
 		b.WriteString("every " + dur(spec.Interval))
+	case *sundialv1.Schedule_Rrule:
+		// One line in a table: the rule's lines joined by spaces, which
+		// the api reads back the same.
+		b.WriteString(strings.Join(strings.Fields(spec.Rrule), " "))
 	default:
 		return "-"
 	}
@@ -123,7 +127,7 @@ func (r *remote) printJob(j *sundialv1.Job) error {
 	if s := j.GetSchedule(); s.GetStartTime() != nil || s.GetEndTime() != nil {
 		row("Bounds", instant(s.GetStartTime())+" .. "+instant(s.GetEndTime()))
 	}
-	if s := j.GetSchedule(); s.GetCron() != "" {
+	if s := j.GetSchedule(); s.GetCron() != "" || s.GetRrule() != "" {
 		row("DST", fmt.Sprintf("gap %s, repeat %s",
 			enumWord(s.GetDstGap().String(), "DST_GAP_POLICY_"), enumWord(s.GetDstRepeat().String(), "DST_REPEAT_POLICY_")))
 	}

@@ -82,6 +82,8 @@ func describeSchedule(s *sundialv1.Schedule) string {
 		out = "once at " + s.GetOnce().AsTime().UTC().Format(time.RFC3339)
 	case s.GetInterval() != nil:
 		out = "every " + s.GetInterval().AsDuration().String()
+	case s.GetRrule() != "":
+		out = strings.Join(strings.Fields(s.GetRrule()), " ")
 	}
 	if tz := s.GetTimezone(); tz != "" {
 		out += " (" + tz + ")"
