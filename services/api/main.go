@@ -35,6 +35,7 @@ import (
 	"github.com/sundialhq/sundial/services/api/internal/history"
 	"github.com/sundialhq/sundial/services/api/internal/httpapi"
 	"github.com/sundialhq/sundial/services/api/internal/quota"
+	"github.com/sundialhq/sundial/services/api/internal/ratelimit"
 	"github.com/sundialhq/sundial/services/api/internal/server"
 	"github.com/sundialhq/sundial/services/api/internal/store"
 	"github.com/sundialhq/sundial/services/api/internal/topiccheck"
@@ -62,6 +63,7 @@ type settings struct {
 	GRPCStopTimeout   time.Duration
 	QuotasFile        string
 	QuotaDefaults     quota.Limits
+	RateLimit         ratelimit.Config
 	ReleaseLead       time.Duration
 	// TLS and credentials towards Redis and Cassandra (--redis-*,
 	// --cassandra-*; see pkg/connsec). Off by default.
@@ -98,6 +100,8 @@ func (s *settings) register(fs *flag.FlagSet) {
 	fs.IntVar(&s.QuotaDefaults.MaxJobs, "quota-max-jobs", d.MaxJobs, "default per-tenant limit of jobs not deleted (0: no limit)")
 	fs.DurationVar(&s.QuotaDefaults.MinInterval, "quota-min-interval", d.MinInterval, "default per-tenant minimum gap between two slots of a schedule (0: no minimum)")
 	fs.IntVar(&s.QuotaDefaults.CreatesPerMinute, "quota-create-rate-per-minute", d.CreatesPerMinute, "default per-tenant limit of job creations in any sliding minute (0: no limit)")
+	fs.Float64Var(&s.RateLimit.PerSecond, "rate-limit", ratelimit.DefaultPerSecond, "calls per second each bearer token may make, sustained; more are refused with ResourceExhausted and a retry delay (0: no limit; per api replica)")
+	fs.IntVar(&s.RateLimit.Burst, "rate-limit-burst", ratelimit.DefaultBurst, "calls a token may make at once after being idle (the size of its bucket; at least 1 with --rate-limit)")
 	fs.DurationVar(&s.ReleaseLead, "release-lead", server.DefaultReleaseLead, "how long before its paced fire instant a backfilled or re-driven firing is published")
 	fs.StringVar(&s.KafkaBrokers, "kafka-brokers", "", "comma-separated brokers of the cluster Kafka targets produce to; when set, a job whose target topic does not exist there is refused (empty: no check)")
 	s.RedisSecurity.Register(fs)
@@ -142,6 +146,9 @@ func (s *settings) validate(p *config.Problems) {
 	s.CassandraSecurity.Validate(p)
 	s.KafkaSecurity.Validate(p)
 	s.validateQuotas(p)
+	if err := s.RateLimit.Validate(); err != nil {
+		p.Addf("rate-limit", "%v", err)
+	}
 	all := map[string]string{}
 	if s.TokensFile != "" {
 		m, err := auth.LoadTokensFile(s.TokensFile)
@@ -421,6 +428,7 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 		Logger:          env.Logger,
 		GracefulTimeout: s.GRPCStopTimeout,
 		Tracer:          tracer,
+		RateLimit:       s.RateLimit,
 	})
 	if err != nil {
 		pool.Close()

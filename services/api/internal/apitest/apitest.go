@@ -27,6 +27,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/httpapi"
+	"github.com/sundialhq/sundial/services/api/internal/ratelimit"
 	"github.com/sundialhq/sundial/services/api/internal/server"
 	"github.com/sundialhq/sundial/services/api/internal/store"
 )
@@ -44,6 +45,10 @@ type Options struct {
 	Ledger bool
 	// Console builds the console on the loopback connection; nil: none.
 	Console func(conn *grpc.ClientConn, tokens *auth.Tokens) (http.Handler, error)
+	// RateLimit limits each token's calls; the zero value (the default)
+	// is no limit. RateClock times it (nil: the real clock).
+	RateLimit ratelimit.Config
+	RateClock clock.Clock
 }
 
 // API is a running api.
@@ -100,7 +105,8 @@ func Start(t testing.TB, o Options) *API {
 	if err != nil {
 		t.Fatal(err)
 	}
-	grpcSrv, err := server.NewGRPC(server.GRPCConfig{Addr: "127.0.0.1:0", Tokens: tokens, Jobs: jobs, DeadLetters: dlq})
+	grpcSrv, err := server.NewGRPC(server.GRPCConfig{Addr: "127.0.0.1:0", Tokens: tokens, Jobs: jobs, DeadLetters: dlq,
+		RateLimit: o.RateLimit, Clock: o.RateClock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -45,6 +46,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/lifecycle"
 	"github.com/sundialhq/sundial/proto/openapi"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/services/api/internal/ratelimit"
 )
 
 // MaxBodyBytes bounds a request body. A job's payload is at most 256 KiB,
@@ -165,8 +167,13 @@ func incomingHeader(key string) (string, bool) {
 
 // writeError is grpc-gateway's error answer (the google.rpc.Status as JSON:
 // code, message, details) plus a WWW-Authenticate challenge on 401, as
-// RFC 6750 asks of bearer-token APIs.
+// RFC 6750 asks of bearer-token APIs, and a Retry-After (whole seconds,
+// rounded up) on an answer carrying google.rpc.RetryInfo, such as the rate
+// limit's 429, for HTTP clients that read the header rather than the body.
 func writeError(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
+	if d, ok := ratelimit.RetryDelay(err); ok {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(max((d+time.Second-1)/time.Second, 1)), 10))
+	}
 	if status.Code(err) == codes.Unauthenticated {
 		// The default handler puts the status message in the header;
 		// replace it with a challenge just before the status goes out.

@@ -17,8 +17,10 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/sundialhq/sundial/pkg/auth"
+	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/services/api/internal/ratelimit"
 )
 
 // MaxRequestBytes is the largest request message the server reads. Jobs
@@ -29,6 +31,10 @@ import (
 // ResourceExhausted ("received message larger than max") instead. Only a
 // request above this (garbage, or an attack on memory) gets that answer.
 const MaxRequestBytes = 16 << 20
+
+// QuotaRequestRate is the quota label of calls refused by the per-token
+// request rate limit (RateLimit).
+const QuotaRequestRate = "request_rate"
 
 // GRPCConfig configures the api's gRPC server.
 type GRPCConfig struct {
@@ -48,6 +54,11 @@ type GRPCConfig struct {
 	GracefulTimeout time.Duration
 	// Tracer makes every Sundial call a server span; nil: tracing off.
 	Tracer trace.Tracer
+	// RateLimit bounds each token's calls (services/api/internal/ratelimit);
+	// the zero value is no limit.
+	RateLimit ratelimit.Config
+	// Clock times the rate limit; nil: the real clock.
+	Clock clock.Clock
 }
 
 // GRPC is the api's gRPC server as a lifecycle.Service. Stop marks every
@@ -83,14 +94,29 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 		cfg.GracefulTimeout = 15 * time.Second
 	}
 	// Metrics outermost (after the trace, when there is one), so refused
-	// calls are counted too.
+	// calls are counted too. The rate limit charges the caller the tokens
+	// resolved, so it comes after them.
 	unary := []grpc.UnaryServerInterceptor{cfg.Metrics.UnaryServerInterceptor(), cfg.Tokens.UnaryServerInterceptor()}
+	stream := []grpc.StreamServerInterceptor{cfg.Metrics.StreamServerInterceptor(), cfg.Tokens.StreamServerInterceptor()}
+	if cfg.RateLimit.Enabled() {
+		if cfg.Clock == nil {
+			cfg.Clock = clock.Real{}
+		}
+		lim, err := ratelimit.New(cfg.RateLimit, cfg.Clock, ratelimit.OnLimited(func(string) {
+			cfg.Metrics.quotaRejections.WithLabelValues(QuotaRequestRate).Inc()
+		}))
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		unary = append(unary, lim.UnaryServerInterceptor())
+		stream = append(stream, lim.StreamServerInterceptor())
+	}
 	if cfg.Tracer != nil {
 		unary = append([]grpc.UnaryServerInterceptor{traceUnary(cfg.Tracer)}, append(unary, tenantOnSpan())...)
 	}
 	srv := grpc.NewServer(
 		grpc.ChainUnaryInterceptor(unary...),
-		grpc.ChainStreamInterceptor(cfg.Metrics.StreamServerInterceptor(), cfg.Tokens.StreamServerInterceptor()),
+		grpc.ChainStreamInterceptor(stream...),
 		grpc.MaxRecvMsgSize(MaxRequestBytes),
 		// Close connections idle for long, so a client behind a NAT or a
 		// load balancer re-resolves instead of holding a dead path.

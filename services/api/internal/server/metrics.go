@@ -59,7 +59,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		quotaRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sundial_api_quota_rejections_total",
-			Help: "Requests refused with ResourceExhausted, by quota (max_jobs, min_interval, create_rate).",
+			Help: "Requests refused with ResourceExhausted, by quota (max_jobs, min_interval, create_rate, and request_rate: the per-token call rate limit).",
 		}, []string{"quota"}),
 		backfills: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sundial_api_backfills_total",
@@ -84,7 +84,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	// Failure-only series exist at zero from the start, so dashboards and
 	// alerts see 0 on a healthy api rather than no data.
-	for _, q := range []string{quota.MaxJobs, quota.MinInterval, quota.CreateRate} {
+	for _, q := range []string{quota.MaxJobs, quota.MinInterval, quota.CreateRate, QuotaRequestRate} {
 		m.quotaRejections.WithLabelValues(q)
 	}
 	if reg != nil {

@@ -180,11 +180,12 @@ func TestQuotaRejectionsStartAtZero(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	NewMetrics(reg)
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP sundial_api_quota_rejections_total Requests refused with ResourceExhausted, by quota (max_jobs, min_interval, create_rate).
+# HELP sundial_api_quota_rejections_total Requests refused with ResourceExhausted, by quota (max_jobs, min_interval, create_rate, and request_rate: the per-token call rate limit).
 # TYPE sundial_api_quota_rejections_total counter
 sundial_api_quota_rejections_total{quota="create_rate"} 0
 sundial_api_quota_rejections_total{quota="max_jobs"} 0
 sundial_api_quota_rejections_total{quota="min_interval"} 0
+sundial_api_quota_rejections_total{quota="request_rate"} 0
 `), "sundial_api_quota_rejections_total"); err != nil {
 		t.Fatal(err)
 	}
