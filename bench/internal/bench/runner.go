@@ -115,6 +115,9 @@ func (r *Runner) serviceEnv(sinkAddrs string) []string {
 		// and creation rate; 0 is no limit.
 		"SUNDIAL_QUOTA_MAX_JOBS=0",
 		"SUNDIAL_QUOTA_CREATE_RATE_PER_MINUTE=0",
+		// So would the per-token request rate limit: registration runs
+		// CreateJob calls as fast as the api answers them.
+		"SUNDIAL_RATE_LIMIT=0",
 		// Topics the relay creates.
 		fmt.Sprintf("SUNDIAL_TOPIC_PARTITIONS=%d", r.topicPartitions),
 	}
