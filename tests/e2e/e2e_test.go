@@ -30,6 +30,7 @@ var priorities = []sundialv1.Priority{
 type jobPlan struct {
 	name     string
 	cron     string
+	rrule    string // in Asia/Kolkata, DTSTART the run's start
 	once     time.Time
 	priority sundialv1.Priority
 	kafka    bool
@@ -43,11 +44,17 @@ func (jp jobPlan) proto(s *sink, kafkaTopic string, start, end time.Time) *sundi
 		Payload:  []byte(`{"job":"` + jp.name + `"}`),
 		Schedule: &sundialv1.Schedule{Timezone: "UTC"},
 	}
-	if jp.cron != "" {
+	switch {
+	case jp.cron != "":
 		job.Schedule.Spec = &sundialv1.Schedule_Cron{Cron: jp.cron}
 		job.Schedule.StartTime = timestamppb.New(start)
 		job.Schedule.EndTime = timestamppb.New(end)
-	} else {
+	case jp.rrule != "":
+		job.Schedule.Spec = &sundialv1.Schedule_Rrule{Rrule: jp.rrule}
+		job.Schedule.Timezone = "Asia/Kolkata"
+		job.Schedule.StartTime = timestamppb.New(start)
+		job.Schedule.EndTime = timestamppb.New(end)
+	default:
 		job.Schedule.Spec = &sundialv1.Schedule_Once{Once: timestamppb.New(jp.once)}
 	}
 	if jp.kafka {
@@ -198,8 +205,22 @@ func checkLedger(t *testing.T, p *platform, s *sink, jobs map[string]*sundialv1.
 	}
 }
 
+// everyThreeSecondsRule is an RRULE firing every three seconds: an hourly
+// rule at every minute and every third second. (Rules are at least
+// HOURLY; BY lists make them finer.)
+var everyThreeSecondsRule = func() string {
+	var mins, secs []string
+	for i := range 60 {
+		mins = append(mins, fmt.Sprint(i))
+		if i%3 == 0 {
+			secs = append(secs, fmt.Sprint(i))
+		}
+	}
+	return "FREQ=HOURLY;BYMINUTE=" + strings.Join(mins, ",") + ";BYSECOND=" + strings.Join(secs, ",")
+}()
+
 // mixedPlans is the e2e job mix: second-level crons at every priority over
-// HTTP, a few over Kafka, and one-offs.
+// HTTP, a few over Kafka, RRULE jobs, and one-offs.
 func mixedPlans(start time.Time, n int) []jobPlan {
 	var plans []jobPlan
 	for i := range n {
@@ -210,6 +231,8 @@ func mixedPlans(start time.Time, n int) []jobPlan {
 		case i%10 == 8: // Kafka target
 			jp.cron = "*/2 * * * * *"
 			jp.kafka = true
+		case i%10 == 7: // an RFC 5545 rule: every 3 s, as "*/3 * * * * *"
+			jp.rrule = everyThreeSecondsRule
 		case i%10 >= 5:
 			jp.cron = "*/3 * * * * *"
 		default:
@@ -236,6 +259,16 @@ func TestFiringPipelineEndToEnd(t *testing.T) {
 	end := start.Add(20 * time.Second)
 	want, jobs := p.register(t, mixedPlans(start, 200), s, kafkaTopic, start, end)
 	t.Logf("registered %d jobs, %d slots expected between %s and %s", len(jobs), len(want), start.Format(time.TimeOnly), end.Format(time.TimeOnly))
+	rruleSlots := 0
+	for _, sl := range want {
+		if jobs[sl.JobID.String()].GetSchedule().GetRrule() != "" {
+			rruleSlots++
+		}
+	}
+	if rruleSlots == 0 {
+		t.Fatal("no RRULE job has a slot in the run")
+	}
+	t.Logf("%d of the slots are RRULE jobs'", rruleSlots)
 
 	awaitDeliveries(t, s, want, end.Add(60*time.Second))
 	checkDeliveries(t, s, want, false, true)
