@@ -75,6 +75,7 @@ import (
 
 // Leaser is the part of lease.Store the fire and settle stages use.
 type Leaser interface {
+	AcquireMany(ctx context.Context, batch []lease.Acquisition) ([]lease.Result, error)
 	Renew(ctx context.Context, ex lease.Execution, holder string, ttl time.Duration) error
 	Release(ctx context.Context, ex lease.Execution, holder string) (bool, error)
 	FinishMany(ctx context.Context, batch []lease.Finish) error
@@ -422,6 +423,11 @@ func (p *Pool) leaseLeft(ctx context.Context, it *work.Item, ex lease.Execution)
 	if time.Duration(it.LeaseUntil-now.UnixNano()) >= p.cfg.LeaseTTL/2 {
 		return true
 	}
+	if it.LeaseUntil <= now.UnixNano() {
+		// Run out by our clock (it waited longer than the lease): a
+		// renewal would only say so.
+		return p.leaseAgain(ctx, it, ex)
+	}
 	rctx, cancel := context.WithTimeout(ctx, p.cfg.RedisTimeout)
 	err := p.leaser.Renew(rctx, ex, it.LeaseHolder, p.cfg.LeaseTTL)
 	cancel()
@@ -436,7 +442,7 @@ func (p *Pool) leaseLeft(ctx context.Context, it *work.Item, ex lease.Execution)
 		p.m.LeaseConflicts.Inc()
 		p.prepare.Again(it, p.cfg.LeaseTTL/10)
 	case errors.Is(err, lease.ErrLost):
-		p.prepare.Again(it, 0)
+		return p.leaseAgain(ctx, it, ex)
 	case it.LeaseUntil > now.UnixNano():
 		// Redis did not answer, but the lease taken ahead still runs, so
 		// no other delivery can hold it now: the firing goes out on time
@@ -451,6 +457,49 @@ func (p *Pool) leaseLeft(ctx context.Context, it *work.Item, ex lease.Execution)
 		p.prepare.Again(it, p.cfg.RetryAfter)
 	}
 	return false
+}
+
+// leaseAgain takes the lease of a firing whose lease ran out while it
+// waited in the ready queue (a herd bigger than the executors drain within
+// --lease-ttl of its instant), in one call and at once: sent back through
+// the prepare stage it would join the back of the queue and could run out
+// again. It reports whether the attempt may go ahead; when another
+// delivery leased the attempt meanwhile, or the lease is not ours to
+// take, the prepare stage decides (verifying with the ledger what that
+// delivery did).
+func (p *Pool) leaseAgain(ctx context.Context, it *work.Item, ex lease.Execution) bool {
+	// The same holder: a lease of ours that has not quite run out in
+	// Redis is simply taken again (not counted as another delivery).
+	holder := it.LeaseHolder
+	rctx, cancel := context.WithTimeout(ctx, p.cfg.RedisTimeout)
+	res, err := p.leaser.AcquireMany(rctx, []lease.Acquisition{{Execution: ex, Holder: holder, TTL: p.cfg.LeaseTTL}})
+	cancel()
+	if err != nil {
+		p.count(it, it.Firing, "lease_error")
+		p.prepare.Again(it, p.cfg.RetryAfter)
+		return false
+	}
+	r := res[0]
+	if r.Outcome != lease.Acquired {
+		p.prepare.Again(it, 0)
+		return false
+	}
+	if r.Deliveries > 0 {
+		it.Acquired++
+	}
+	it.Lease = r
+	it.LeaseUntil = p.clk.Now().Add(p.cfg.LeaseTTL).UnixNano()
+	if r.Deliveries > int64(it.Acquired) {
+		// Someone else leased it after ours ran out; give ours back and
+		// let the prepare stage find out whether that one fired.
+		rctx, cancel := context.WithTimeout(ctx, p.cfg.RedisTimeout)
+		_, _ = p.leaser.Release(rctx, ex, holder)
+		cancel()
+		p.prepare.Again(it, 0)
+		return false
+	}
+	p.count(it, it.Firing, "lease_again")
+	return true
 }
 
 // hold reopens the hold span of a traced firing that waits again.

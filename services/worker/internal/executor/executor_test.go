@@ -685,6 +685,68 @@ func TestRenewalRedisErrorFiresUnderTheLeaseLeft(t *testing.T) {
 	}
 }
 
+// leasedItem is a firing of execution exec leased ahead by this worker
+// (holder w1/1, fence 7, one acquisition) whose lease runs until until.
+func leasedItem(t *testing.T, r *rig, exec string, until time.Time) *work.Item {
+	t.Helper()
+	f := &sundialv1.Firing{ExecutionId: exec, JobId: "job", Tenant: "acme", Attempt: 1, JobVersion: 4, Priority: sundialv1.Priority_PRIORITY_HIGH,
+		ScheduledTime: timestamppb.New(t0), FireTime: timestamppb.New(t0),
+		Target: &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: "http://x"}}}}
+	b, err := firing.Encode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &work.Item{FireAt: t0.UnixNano(), Ready: t0.UnixNano(), Priority: f.GetPriority(), Envelope: b, Owner: r.own, HeapIndex: -1,
+		Firing: f, Lease: lease.Result{Outcome: lease.Acquired, Fence: 7, Deliveries: 1}, LeaseHolder: "w1/1", Acquired: 1, LeaseUntil: until.UnixNano()}
+}
+
+// A firing whose lease ran out while it waited in the ready queue (a herd
+// the executors drain slower than the lease lasts) takes it again at once,
+// under the same holder and a new fence, and fires: no renewal that can
+// only fail, no trip back through the prepare stage to the back of the
+// queue.
+func TestLeaseRunOutInTheQueueIsTakenAgainAndFires(t *testing.T) {
+	var got target.Request
+	r := newRig(t, 1, func(ctx context.Context, req target.Request) target.Result { got = req; return ok(ctx, req) })
+	r.leaser.acquire["e1"] = lease.Result{Outcome: lease.Acquired, Fence: 12, Deliveries: 2}
+	r.start(t)
+	r.q.Push(leasedItem(t, r, "e1", r.clk.Now().Add(-time.Second)))
+	if ev := <-r.own.events; ev != "finish e1" {
+		t.Fatalf("event %q, want the firing to go ahead", ev)
+	}
+	r.leaser.mu.Lock()
+	renews := r.leaser.renews
+	r.leaser.mu.Unlock()
+	if got.Fence != 12 || renews != 0 {
+		t.Fatalf("fired under fence %d after %d renewals, want the new fence 12 and none", got.Fence, renews)
+	}
+	if a := r.rec.finalOf("e1"); a.GetFenceToken() != 12 {
+		t.Fatalf("recorded under fence %d", a.GetFenceToken())
+	}
+}
+
+// When another delivery leased the attempt after ours ran out (the lease
+// has been taken more often than by us), it may have fired: the firing
+// gives the new lease back and goes through the prepare stage, which asks
+// the ledger.
+func TestLeaseTakenByAnotherMeanwhileGoesBackToPrepare(t *testing.T) {
+	r := newRig(t, 1, func(ctx context.Context, req target.Request) target.Result {
+		t.Errorf("fired %s", req.Firing.GetExecutionId())
+		return ok(ctx, req)
+	})
+	r.leaser.acquire["e1"] = lease.Result{Outcome: lease.Acquired, Fence: 12, Deliveries: 3}
+	r.start(t)
+	r.q.Push(leasedItem(t, r, "e1", r.clk.Now().Add(-time.Second)))
+	if ev := <-r.own.events; ev != "held e1" {
+		t.Fatalf("event %q, want it back in the prepare stage", ev)
+	}
+	r.leaser.mu.Lock()
+	defer r.leaser.mu.Unlock()
+	if len(r.leaser.marks) != 1 || r.leaser.marks[0] != "release e1" {
+		t.Fatalf("leaser calls %v, want the new lease released", r.leaser.marks)
+	}
+}
+
 // A long attempt's lease is renewed every third of the TTL while it runs
 // and settles; once settled it is renewed no more.
 func TestLongAttemptIsRenewedUntilSettled(t *testing.T) {

@@ -318,7 +318,13 @@ func (s *Stage) prepare(ctx context.Context, batch []*work.Item) {
 		}
 		switch res[i].Outcome {
 		case lease.Acquired:
-			if s.cfg.Recorded != nil && res[i].Deliveries > 1 && !it.Overlap {
+			if res[i].Deliveries > 0 {
+				it.Acquired++
+			}
+			// Our own earlier leases of this item (one that ran out
+			// while it waited) fired nothing; another delivery's may
+			// have.
+			if s.cfg.Recorded != nil && res[i].Deliveries > int64(it.Acquired) && !it.Overlap {
 				suspects = append(suspects, it)
 				continue
 			}

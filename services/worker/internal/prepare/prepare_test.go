@@ -360,3 +360,38 @@ func TestAttemptRecordedByADeadDeliveryIsNotFiredAgain(t *testing.T) {
 		}
 	}
 }
+
+// A firing this worker leased before, whose lease ran out while it waited
+// here, is leased again without asking the ledger: the deliveries counted
+// are its own, and it fired nothing. Counted once more than its own, it
+// is asked about.
+func TestOwnEarlierLeaseIsNotADeadDelivery(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l := &leaser{answer: map[string]lease.Result{
+		"ours-ran-out":    {Outcome: lease.Acquired, Fence: 5, Deliveries: 2},
+		"another-took-it": {Outcome: lease.Acquired, Fence: 6, Deliveries: 3},
+	}}
+	var asked []string
+	var mu sync.Mutex
+	recorded := func(_ context.Context, f *sundialv1.Firing) (sundialv1.ExecutionStatus, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, f.GetExecutionId())
+		return 0, false
+	}
+	s, r := newStage(t, Config{Recorded: recorded}, l, clk)
+	o := &owner{}
+	at := t0.Add(time.Second)
+	ours, other := item(t, o, "ours-ran-out", at, 0), item(t, o, "another-took-it", at, 0)
+	ours.Acquired, other.Acquired = 1, 1
+	s.Prepare(context.Background(), []*work.Item{ours, other})
+	if len(r.fire) != 2 {
+		t.Fatalf("fired %d, want both (the ledger knows neither)", len(r.fire))
+	}
+	if len(asked) != 1 || asked[0] != "another-took-it" {
+		t.Fatalf("the ledger was asked about %v, want only the one another delivery leased", asked)
+	}
+	if ours.Acquired != 2 || other.Acquired != 2 {
+		t.Fatalf("own acquisitions %d and %d, want 2", ours.Acquired, other.Acquired)
+	}
+}

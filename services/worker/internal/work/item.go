@@ -45,6 +45,10 @@ type Item struct {
 	// Deliveries counts how often this worker tried and had to hold it
 	// again (another holder had the lease).
 	Deliveries int32
+	// Acquired counts the leases this worker took for the item's attempt
+	// (the lease's delivery count includes them): a count above it means
+	// another delivery leased the attempt too.
+	Acquired int32
 	// State and Token belong to the Owner (guarded by its lock): where the
 	// item is in its life, and the owner's bookkeeping handle.
 	State State
