@@ -148,7 +148,10 @@ func (i instrumented) ExecBatch(ctx context.Context, b Batch) error {
 }
 
 func (i instrumented) Iter(ctx context.Context, st Statement) Iter {
-	return &timedIter{Iter: i.Session.Iter(ctx, st), start: time.Now(), done: i.observe}
+	// The query runs inside Iter (gocql executes it there): time it from
+	// before the call to Close, or reads would show only their paging.
+	start := time.Now()
+	return &timedIter{Iter: i.Session.Iter(ctx, st), start: start, done: i.observe}
 }
 
 type timedIter struct {
