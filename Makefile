@@ -116,7 +116,7 @@ test-unit: deploy-tools ## Unit tests (no infrastructure), with the race detecto
 # Every fuzz target of what a request or a record reaches (docs/security.md),
 # as dir:Target. A failure leaves its input in the package's
 # testdata/fuzz/<Target>/: fix the code and commit the input with the fix.
-FUZZ_TARGETS := pkg/schedule:FuzzParse pkg/schedule:FuzzNext pkg/schedule:FuzzEvery \
+FUZZ_TARGETS := pkg/schedule:FuzzParse pkg/schedule:FuzzNext pkg/schedule:FuzzEvery pkg/schedule:FuzzParseRRule \
 	pkg/jobspec:FuzzValidate pkg/jobspec:FuzzHeader pkg/jobspec:FuzzSecretReferences pkg/secrets:FuzzExpand \
 	pkg/firing:FuzzDecode pkg/firing:FuzzEnvelope pkg/firing:FuzzTraceparent \
 	pkg/signature:FuzzVerify pkg/signature:FuzzVerifyErrors pkg/signature:FuzzSignVerify pkg/netpolicy:FuzzCheckURLHost \
