@@ -136,8 +136,8 @@ func newResolver(loc *time.Location, from, to time.Time) *resolver {
 
 func (r *resolver) wallKey(t int64) int64 { return wallOf(time.Unix(t, 0).In(r.loc)).key() }
 
-// fires returns the instants at which reading k fires.
-func (r *resolver) fires(k int64, hourly bool, gap GapPolicy, rep RepeatPolicy) []int64 {
+// shown returns the instants whose wall reading is k, in order.
+func (r *resolver) shown(k int64) []int64 {
 	var shown []int64
 	for _, o := range r.offsets {
 		if t := k - o; r.wallKey(t) == k {
@@ -145,7 +145,12 @@ func (r *resolver) fires(k int64, hourly bool, gap GapPolicy, rep RepeatPolicy) 
 		}
 	}
 	slices.Sort(shown)
-	shown = slices.Compact(shown)
+	return slices.Compact(shown)
+}
+
+// fires returns the instants at which reading k fires.
+func (r *resolver) fires(k int64, hourly bool, gap GapPolicy, rep RepeatPolicy) []int64 {
+	shown := r.shown(k)
 	if len(shown) > 0 {
 		switch {
 		case hourly || rep == RepeatBoth:
@@ -274,6 +279,13 @@ func genRule(r *rand.Rand, loc *time.Location, at time.Time) (rule string, start
 		parts = append(parts, "BYMINUTE="+pick([]int{0, 15, 30, 45, r.IntN(60)}, 1+r.IntN(3)))
 		byCount++
 	}
+	if r.IntN(4) == 0 {
+		parts = append(parts, "BYSECOND="+pick([]int{0, 1, 30, 59, r.IntN(60)}, 1+r.IntN(3)))
+		byCount++
+	} else if r.IntN(4) == 0 {
+		// DTSTART's second is the default.
+		start = start.Add(time.Duration(r.IntN(60)) * time.Second)
+	}
 	if byCount > 0 && r.IntN(4) == 0 {
 		parts = append(parts, "BYSETPOS="+pick([]int{1, 2, 3, -1, -2, 5, -7}, 1+r.IntN(2)))
 	}
@@ -377,7 +389,7 @@ func TestRRuleAgainstDateutil(t *testing.T) {
 	}
 	runDateutil(t, cases)
 
-	failures, readings := 0, 0
+	failures, readings, inGap, repeated := 0, 0, 0, 0
 	for _, c := range cases {
 		res := resolvers[c.zone]
 		got := c.results.Readings
@@ -390,6 +402,13 @@ func TestRRuleAgainstDateutil(t *testing.T) {
 		var want []int64
 		for _, x := range got {
 			k, _ := time.Parse(isoWall, x)
+			switch len(res.shown(k.Unix())) {
+			case 0:
+				inGap++
+			case 1:
+			default:
+				repeated++
+			}
 			for _, inst := range res.fires(k.Unix(), c.hourly, c.gap, c.rep) {
 				if inst <= cut {
 					want = append(want, inst)
@@ -424,5 +443,9 @@ func TestRRuleAgainstDateutil(t *testing.T) {
 			t.Fatal("too many differences")
 		}
 	}
-	t.Logf("%d rules in %d zones (%d generated rules never fire and were refused), %d readings compared", len(cases), len(oracleZones), refused, readings)
+	t.Logf("%d rules in %d zones (%d generated rules never fire and were refused), %d readings compared, %d in a DST gap, %d repeated",
+		len(cases), len(oracleZones), refused, readings, inGap, repeated)
+	if inGap == 0 || repeated == 0 {
+		t.Fatal("no reading fell in a DST gap or repeat: the generator misses the transitions")
+	}
 }
