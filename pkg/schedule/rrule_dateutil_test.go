@@ -311,6 +311,42 @@ func genRule(r *rand.Rand, loc *time.Location, at time.Time) (rule string, start
 	return strings.Join(parts, ";"), start, hot
 }
 
+// genDSTRule builds a rule that surely meets the transition `at`: readings
+// every day (or week, on the transition's weekday) in the hours around it,
+// from a DTSTART a few days before.
+func genDSTRule(r *rand.Rand, loc *time.Location, at time.Time) (string, time.Time) {
+	local := at.In(loc)
+	hours := map[int]bool{}
+	for _, d := range []time.Duration{-time.Hour, 0, time.Hour} {
+		hours[local.Add(d).Hour()] = true
+		hours[local.Add(d).Add(-90*time.Minute).Hour()] = true
+	}
+	var hs []string
+	for h := range 24 {
+		if hours[h] {
+			hs = append(hs, fmt.Sprint(h))
+		}
+	}
+	var rule string
+	switch r.IntN(4) {
+	case 0:
+		rule = "FREQ=WEEKLY;BYDAY=" + rfcDays[int(local.Weekday())]
+	case 1:
+		rule = fmt.Sprintf("FREQ=HOURLY;INTERVAL=%d", 1+r.IntN(3))
+	default:
+		rule = "FREQ=DAILY"
+	}
+	if !strings.HasPrefix(rule, "FREQ=HOURLY") || r.IntN(2) == 0 {
+		rule += ";BYHOUR=" + strings.Join(hs, ",")
+	}
+	rule += ";BYMINUTE=" + []string{"0,30", "15,45", "0,10,20,30,40,50", "5"}[r.IntN(4)]
+	if r.IntN(3) == 0 {
+		rule += fmt.Sprintf(";COUNT=%d", 5+r.IntN(40))
+	}
+	start := local.Add(-time.Duration(1+r.IntN(72)) * time.Hour).Truncate(time.Hour)
+	return rule, start
+}
+
 func TestRRuleAgainstDateutil(t *testing.T) {
 	r := oracleRand(t)
 	perZone := oracleCount(24, 8)
@@ -329,6 +365,9 @@ func TestRRuleAgainstDateutil(t *testing.T) {
 		for range perZone {
 			at := tr[r.IntN(len(tr))]
 			text, start, _ := genRule(r, loc, at)
+			if r.IntN(3) == 0 {
+				text, start = genDSTRule(r, loc, at)
+			}
 			c := &oracleCase{ID: len(cases), Rule: text, zone: z, loc: loc, start: start,
 				gap: GapPolicy(r.IntN(2)), rep: RepeatPolicy(r.IntN(3)), Limit: 250}
 			c.Dtstart = start.Format(isoWall)
