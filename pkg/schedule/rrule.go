@@ -588,7 +588,10 @@ func (r *rrule) Next(after time.Time) time.Time {
 	if r.untilInst != math.MaxInt64 && r.untilInst+1 < ruleLimit {
 		ruleLimit = r.untilInst + 1
 	}
-	for from := u; from < ruleLimit; {
+	// No reading precedes DTSTART's, so no firing of the rule is earlier
+	// than DTSTART by more than a zone's offset can move it: start the
+	// zone walk there rather than period by period from long before.
+	for from := max(u, r.start.Unix()-2*secPerDay); from < ruleLimit; {
 		t, ok := r.next(ruleSet{r}, from, ruleLimit)
 		if !ok {
 			break
