@@ -57,6 +57,7 @@ func (s *settings) register(fs *flag.FlagSet) {
 	fs.DurationVar(&s.MisfireThreshold, "misfire-threshold", 5*time.Second, "a slot counts as missed (misfire policy applies) only when older than this")
 	fs.IntVar(&s.MaxSlotsPerJob, "max-slots-per-job", 10000, "most slots of one job staged per transaction (the rest follow next pass)")
 	fs.IntVar(&s.MaxSkipRecords, "skip-records-per-job", 100, "skipped slots of one job recorded in the ledger one by one per pass (the most recent); older ones share one summary row")
+	fs.DurationVar(&s.FillStep, "fill-step", 10*time.Second, "a window far behind (many jobs registered at once, a leader back after an outage) is filled this far at a time across every due job, earliest slots first, instead of one job's whole window after another (0: job by job)")
 	fs.Float64Var(&s.CatchUpRate, "catch-up-rate", 100, "platform-wide release rate of catch-up firings after an outage, per second (0: release at once)")
 	fs.StringVar(&s.CassandraHosts, "cassandra-hosts", "127.0.0.1:9042", "comma-separated Cassandra contact points of the execution ledger (skipped-slot rows are drained into it)")
 	fs.StringVar(&s.CassandraKeyspace, "cassandra-keyspace", "sundial", "Cassandra keyspace of the execution ledger")
@@ -253,7 +254,7 @@ func build(ctx context.Context, env daemon.Env, s settings) ([]lifecycle.Service
 	env.Admin.AddCheck("zookeeper", elector.Check)
 	env.Logger.Info("prefetcher configured", "node_id", s.NodeID, "election", s.Election,
 		"window", s.Window, "chunk", s.Chunk, "tick", s.Tick, "batch_size", s.BatchSize, "zk_session_timeout", s.ZKSessionTimeout,
-		"catch_up_rate", s.CatchUpRate, "retention", s.Retention.Retention)
+		"catch_up_rate", s.CatchUpRate, "fill_step", s.FillStep, "retention", s.Retention.Retention)
 	return []lifecycle.Service{poolCloser{pool}, elector, listener, drainer, loop}, nil
 }
 

@@ -62,8 +62,8 @@ func TestChunkDefaultFollowsTheWindow(t *testing.T) {
 
 func TestBadSettingsAreNamed(t *testing.T) {
 	err := parse(t, "--catch-up-rate", "-1", "--chunk", "-1s", "--retention", "0s", "--ledger-drain-batch-size", "0",
-		"--skip-records-per-job", "-5", "--cassandra-hosts", " , ", "--cassandra-keyspace", "bad-name")
-	for _, f := range []string{"catch-up-rate", "chunk", "retention", "ledger-drain-batch-size", "skip-records-per-job", "cassandra-hosts", "cassandra-keyspace"} {
+		"--skip-records-per-job", "-5", "--cassandra-hosts", " , ", "--cassandra-keyspace", "bad-name", "--fill-step", "-1s")
+	for _, f := range []string{"catch-up-rate", "fill-step", "chunk", "retention", "ledger-drain-batch-size", "skip-records-per-job", "cassandra-hosts", "cassandra-keyspace"} {
 		require.ErrorContains(t, err, f+":")
 	}
 }

@@ -62,6 +62,9 @@ type Config struct {
 	// CatchUpRate is the platform-wide release rate of catch-up firings,
 	// per second; zero releases them at once.
 	CatchUpRate float64
+	// FillStep fills a window far behind in the order its slots come due,
+	// this far at a time (stage.Options.Step); zero: job by job.
+	FillStep time.Duration
 }
 
 // Validate reports every problem, named by the flag that sets it.
@@ -93,6 +96,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxSkipRecords < 0 || c.MaxSkipRecords > 100_000 {
 		errs = append(errs, fmt.Errorf("skip-records-per-job: must be in [0, 100000], got %d", c.MaxSkipRecords))
+	}
+	if c.FillStep < 0 || c.FillStep > c.Window {
+		errs = append(errs, fmt.Errorf("fill-step: must be in [0, the window (%s)], got %s", c.Window, c.FillStep))
 	}
 	if math.IsNaN(c.CatchUpRate) || c.CatchUpRate < 0 || c.CatchUpRate > 1_000_000 {
 		errs = append(errs, fmt.Errorf("catch-up-rate: must be in [0, 1000000] firings per second, got %v", c.CatchUpRate))
@@ -186,7 +192,7 @@ func (s *Service) lead(ctx context.Context, term leader.Term) {
 		Election: s.cfg.Election, Epoch: term.Epoch, Leader: s.cfg.NodeID,
 		Window: s.cfg.Window, Chunk: s.cfg.Chunk, Limit: s.cfg.BatchSize,
 		MisfireThreshold: s.cfg.MisfireThreshold, MaxSlotsPerJob: s.cfg.MaxSlotsPerJob,
-		MaxSkipRecords: s.cfg.MaxSkipRecords, CatchUpRate: s.cfg.CatchUpRate,
+		MaxSkipRecords: s.cfg.MaxSkipRecords, CatchUpRate: s.cfg.CatchUpRate, Step: s.cfg.FillStep,
 	}
 	timer := s.clk.NewTimer(0) // a new leader stages at once
 	defer timer.Stop()
@@ -243,7 +249,7 @@ func (s *Service) pass(ctx context.Context, opts *stage.Options) error {
 		if res.Completed > 0 {
 			s.log.Info("completed jobs whose last slots were skipped", "jobs", res.Completed)
 		}
-		if res.Claimed < opts.Limit {
+		if res.Claimed < opts.Limit && !res.Stepped {
 			return nil
 		}
 	}

@@ -215,3 +215,52 @@ func TestAPassIsPublishedInSlotOrder(t *testing.T) {
 	require.NoError(t, r.Err())
 	require.Greater(t, n, 3*120, "three jobs' windows")
 }
+
+// A window far behind — jobs registered together, each with two minutes
+// to stage — is filled Step at a time across the jobs, earliest slots
+// first: the first batch of a small Limit stages every claimed job's next
+// ten seconds only and says so (Stepped), the next batch claims the jobs
+// now earliest, and once the window is full nothing is left behind or
+// staged twice.
+func TestAWindowFarBehindIsFilledAStepAtATime(t *testing.T) {
+	st, pool := newStore(t)
+	ctx := context.Background()
+	var ids []uuid.UUID
+	for range 4 {
+		ids = append(ids, pgtest.InsertJob(t, pool, cronJob("* * * * * *"), `date_trunc('second', now()) + interval '1 second'`))
+	}
+	o := chunkOpts(1)
+	o.Step, o.Limit = 10*time.Second, 2
+	first, err := st.StageBatch(ctx, o)
+	require.NoError(t, err)
+	require.True(t, first.Stepped)
+	require.Equal(t, 2, first.Claimed)
+	require.InDelta(t, 2*11, first.Staged, 2, "two jobs, the ten seconds past their first slot")
+	second, err := st.StageBatch(ctx, o)
+	require.NoError(t, err)
+	require.True(t, second.Stepped)
+	staged := map[uuid.UUID]int{}
+	for _, id := range ids {
+		staged[id] = len(stagedRows(t, pool, id))
+	}
+	for _, id := range ids {
+		require.InDelta(t, 11, staged[id], 1, "after two batches each of the four jobs has its first step, none more: %v", staged)
+	}
+	batches := 2
+	for {
+		res, err := st.StageBatch(ctx, o)
+		require.NoError(t, err)
+		require.Zero(t, res.Duplicates)
+		batches++
+		if !res.Stepped && res.Claimed < o.Limit {
+			break
+		}
+		require.Less(t, batches, 200, "the fill ends")
+	}
+	for _, id := range ids {
+		rows := stagedRows(t, pool, id)
+		next := *nextFireAt(t, pool, id)
+		require.Equal(t, int(next.Sub(rows[0].scheduled)/time.Second), len(rows), "every slot up to next_fire_at, none twice")
+		require.True(t, next.After(first.Now.Add(o.Window)), "the whole window is staged")
+	}
+}

@@ -97,6 +97,15 @@ type Options struct {
 	// in the ledger one by one (the most recent); older ones share one
 	// summary row.
 	MaxSkipRecords int
+	// Step fills a window that is far behind in the order its slots come
+	// due: when the earliest claimed job's next slot is more than
+	// Chunk+Step before the window's end (thousands of jobs registered
+	// together, a leader back after an outage), each claimed job is staged
+	// only up to Step past that slot (at least now()+Step), and the next
+	// batch claims the jobs now earliest. Staged job by job instead, the
+	// last job's first slot would wait behind every other job's whole
+	// window. Zero stages each job's whole window at once.
+	Step time.Duration
 	// CatchUpRate paces the release of catch-up firings: the i-th gets
 	// fire_at = max(CatchUpCursor, now()) + i/CatchUpRate. Zero fires them
 	// at their (past) slot, all at once.
@@ -131,6 +140,9 @@ type Result struct {
 	// firing of this batch (pass it to the next batch); the input cursor
 	// or now() when none was paced.
 	CatchUpCursor time.Time
+	// Stepped: the batch staged only up to Options.Step past its earliest
+	// slot; the jobs it advanced are due again at once.
+	Stepped bool
 	// Unschedulable jobs whose spec or schedule could not be evaluated;
 	// their next_fire_at was cleared so they stop being claimed.
 	Unschedulable int
@@ -278,6 +290,15 @@ func (s *Store) StageBatch(ctx context.Context, o Options) (res Result, err erro
 		return res, tx.Commit(ctx)
 	}
 	res.Lag = windowEnd.Sub(jobs[0].next)
+	po := o
+	if o.Step > 0 && res.Lag > o.Chunk+o.Step {
+		end := jobs[0].next
+		if end.Before(res.Now) {
+			end = res.Now
+		}
+		end = end.Add(o.Step)
+		po.Window, po.Chunk, res.Stepped = end.Sub(res.Now), 0, true
+	}
 
 	var out rows
 	var pending []ledgerpending.Row
@@ -288,7 +309,7 @@ func (s *Store) StageBatch(ctx context.Context, o Options) (res Result, err erro
 	lasts := make([]pgtype.Timestamptz, 0, len(jobs))
 	staged := timestamppb.New(res.Now)
 	for _, j := range jobs {
-		plan, err := s.plan(j, res.Now, o)
+		plan, err := s.plan(j, res.Now, po)
 		if err != nil {
 			// A job we cannot evaluate would be claimed first on every
 			// tick forever; clear its next_fire_at (the api recomputes it
