@@ -2,6 +2,7 @@ package signature
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -55,9 +56,18 @@ func FuzzSignVerify(f *testing.F) {
 	f.Add([]byte("secret"), int64(1777626000), "0192d7a0-0000-7000-8000-000000000001", []byte(`{"a":1}`))
 	f.Add([]byte{}, int64(0), "", []byte{})
 	f.Add([]byte("k"), int64(-62135596800), "e", []byte{0xff, 0x00})
+	f.Add([]byte("k"), int64(1777626000), "0192d7a0-0000-7000-8000-000000000001.{\"amount\": 1", []byte(`5}`))
 	f.Fuzz(func(t *testing.T, secret []byte, unix int64, execID string, body []byte) {
 		ts := time.Unix(unix, 0)
 		h := Sign(secret, ts, execID, body)
+		if strings.Contains(execID, ".") {
+			// No execution id has one; it would blur where the id ends
+			// and the body starts.
+			if err := Verify(secret, h, execID, body, ts, time.Minute); !errors.Is(err, ErrMalformed) {
+				t.Fatalf("an execution id with '.': %v", err)
+			}
+			return
+		}
 		if err := Verify(secret, h, execID, body, ts, time.Minute); err != nil {
 			t.Fatalf("Verify(Sign(x)) = %v", err)
 		}
@@ -71,4 +81,21 @@ func FuzzSignVerify(f *testing.F) {
 			t.Fatalf("another execution id: %v", err)
 		}
 	})
+}
+
+// A captured request cannot pass for another execution with a shorter body
+// by moving the body's start into the execution id at a '.': the MAC input
+// "<t>.<id>.<x>.<rest>" is the same either way, so Verify refuses an
+// execution id with a '.' (no execution id has one).
+func TestVerifyRefusesBodySplicedIntoExecutionID(t *testing.T) {
+	secret := []byte("s3cret")
+	now := time.Unix(1777626000, 0)
+	id := "0192d7a0-0000-7000-8000-000000000001"
+	h := Sign(secret, now, id, []byte(`{"amount": 1.5}`))
+	if err := Verify(secret, h, id+`.{"amount": 1`, []byte(`5}`), now, time.Minute); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("spliced execution id and body: %v, want ErrMalformed", err)
+	}
+	if err := Verify(secret, h, id, []byte(`{"amount": 1.5}`), now, time.Minute); err != nil {
+		t.Fatalf("the genuine request: %v", err)
+	}
 }

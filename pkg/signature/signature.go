@@ -12,6 +12,12 @@
 // "<unix seconds>.<execution id>.<body>". The "v1" name leaves room for a
 // second scheme (or a second secret during a rotation): Verify accepts the
 // header when any v1 value matches.
+//
+// The '.' separators keep the three parts apart only because neither a
+// decimal timestamp nor an execution id (a UUID) contains one; Verify
+// refuses an execution id that does, since "<t>.<id>.<x>.<rest>" would
+// otherwise let a captured request pass as execution "<id>.<x>" with the
+// shorter body "<rest>".
 package signature
 
 import (
@@ -49,6 +55,9 @@ func Sign(secret []byte, ts time.Time, executionID string, body []byte) string {
 // must lie within tolerance of now in either direction (clocks differ);
 // a tolerance of zero or less disables that check.
 func Verify(secret []byte, header, executionID string, body []byte, now time.Time, tolerance time.Duration) error {
+	if strings.IndexByte(executionID, '.') >= 0 {
+		return fmt.Errorf("%w: execution id contains '.'", ErrMalformed)
+	}
 	unix, sigs, err := parse(header)
 	if err != nil {
 		return err
