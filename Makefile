@@ -121,7 +121,8 @@ FUZZ_TARGETS := pkg/schedule:FuzzParse pkg/schedule:FuzzNext pkg/schedule:FuzzEv
 	pkg/firing:FuzzDecode pkg/firing:FuzzEnvelope pkg/firing:FuzzTraceparent \
 	pkg/signature:FuzzVerify pkg/signature:FuzzVerifyErrors pkg/signature:FuzzSignVerify pkg/netpolicy:FuzzCheckURLHost \
 	services/worker/internal/retry:FuzzDecide services/worker/internal/retry:FuzzBackoff \
-	services/worker/internal/settle:FuzzDeadLetterRecord services/worker/internal/target:FuzzHeaders
+	services/worker/internal/settle:FuzzDeadLetterRecord services/worker/internal/target:FuzzHeaders \
+	services/api/internal/server:FuzzDeadLetterToProto
 FUZZTIME ?= 2s
 
 .PHONY: fuzz-quick
