@@ -307,9 +307,12 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 	// Redis call), fire (the fire holder releases it at its instant into
 	// the ready queue; an executor sends the request) and settle (the
 	// executors' settlers write markers and records in groups).
+	// The admission rule: the less urgent priorities may occupy only part
+	// of the executors, so a HIGH or CRITICAL firing never waits for slow
+	// LOW or MEDIUM requests to end.
 	q := readyq.New(readyq.WithLane(readyq.FairLanes), readyq.WithDepthObserver(func(p sundialv1.Priority, d int) {
 		m.ReadyDepth.WithLabelValues(firing.PriorityName(p)).Set(float64(d))
-	}))
+	}), readyq.WithLimits(readyq.LimitsOf(cfg.Executors, cfg.HighExecutorsPercent, cfg.MediumExecutorsPercent, cfg.LowExecutorsPercent)))
 	w.Queue = q
 	fireHolder := holder.New(corrected, q.Push)
 	var prep *prepare.Stage

@@ -50,7 +50,14 @@ type Config struct {
 	// CriticalExecutors are executors on top of Executors that take only
 	// CRITICAL firings.
 	CriticalExecutors int
-	LeaseTTL          time.Duration
+	// HighExecutorsPercent, MediumExecutorsPercent and LowExecutorsPercent
+	// cap the share of Executors a priority may occupy together with the
+	// less urgent ones (readyq.Limits): the rest is kept for the more
+	// urgent.
+	HighExecutorsPercent   int
+	MediumExecutorsPercent int
+	LowExecutorsPercent    int
+	LeaseTTL               time.Duration
 	// PrepareLead: how long before its instant a firing is leased;
 	// PrepareGrain: prepare instants are rounded down to it, so spread
 	// firings share lease calls; PrepareBatch: firings per lease call;
@@ -130,6 +137,12 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.WorkerID, "worker-id", defaultWorkerID(), "this worker's name in leases, ledger rows and the consumer group")
 	fs.IntVar(&c.Executors, "executors", 128, "attempts in flight at most (executor pool size)")
 	fs.IntVar(&c.CriticalExecutors, "critical-executors", 4, "executors on top of --executors reserved for CRITICAL firings, so one finds an executor free however busy the rest are")
+	fs.IntVar(&c.HighExecutorsPercent, "high-executors-percent", 90,
+		"HIGH, MEDIUM and LOW attempts together occupy at most this percentage of --executors; the rest is kept for CRITICAL (on top of --critical-executors)")
+	fs.IntVar(&c.MediumExecutorsPercent, "medium-executors-percent", 80,
+		"MEDIUM and LOW attempts together occupy at most this percentage of --executors, so slow MEDIUM and LOW targets never hold up a HIGH or CRITICAL firing")
+	fs.IntVar(&c.LowExecutorsPercent, "low-executors-percent", 50,
+		"LOW attempts occupy at most this percentage of --executors; LOW firings past it wait in the ready queue")
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", 5*time.Second, "execution lease lifetime past the instant; a crashed worker blocks an execution this long (keep it near --session-timeout: a dead worker's firings leased ahead are free when its partitions move), long attempts renew every third of it")
 	fs.DurationVar(&c.PrepareLead, "prepare-lead", prepare.DefaultConfig.Lead,
 		"lease firings this long before their instant, many per Redis call (0: at the instant); a Redis outage shorter than this does not delay firings already leased")
@@ -206,6 +219,22 @@ func (c *Config) Validate(p *config.Problems) {
 	}
 	if c.CriticalExecutors < 0 {
 		p.Addf("critical-executors", "must not be negative, got %d", c.CriticalExecutors)
+	}
+	for _, share := range []struct {
+		flag string
+		pct  int
+	}{{"high-executors-percent", c.HighExecutorsPercent}, {"medium-executors-percent", c.MediumExecutorsPercent}, {"low-executors-percent", c.LowExecutorsPercent}} {
+		if share.pct < 1 || share.pct > 100 {
+			p.Addf(share.flag, "must be between 1 and 100, got %d", share.pct)
+		}
+	}
+	// Each cap counts its priority with the less urgent ones, so a larger
+	// share below a smaller one would promise executors it cannot give.
+	if c.MediumExecutorsPercent > c.HighExecutorsPercent {
+		p.Addf("medium-executors-percent", "must not exceed --high-executors-percent (%d), got %d", c.HighExecutorsPercent, c.MediumExecutorsPercent)
+	}
+	if c.LowExecutorsPercent > c.MediumExecutorsPercent {
+		p.Addf("low-executors-percent", "must not exceed --medium-executors-percent (%d), got %d", c.MediumExecutorsPercent, c.LowExecutorsPercent)
 	}
 	if c.PrepareLead < 0 || c.PrepareLead > 10*time.Minute {
 		p.Addf("prepare-lead", "must be between 0 and 10m, got %s", c.PrepareLead)

@@ -44,6 +44,10 @@ func TestDefaultsNeedOnlyASecret(t *testing.T) {
 	if c.PrepareGrain != prepare.DefaultConfig.Grain || c.PrepareGrain <= 0 || c.CriticalExecutors <= 0 {
 		t.Fatalf("spread firings must share lease calls and CRITICAL have executors of its own by default: grain %s, critical executors %d", c.PrepareGrain, c.CriticalExecutors)
 	}
+	if c.LowExecutorsPercent >= c.MediumExecutorsPercent || c.MediumExecutorsPercent >= c.HighExecutorsPercent || c.HighExecutorsPercent >= 100 {
+		t.Fatalf("by default each priority must keep executors the less urgent cannot take: LOW %d%%, MEDIUM %d%%, HIGH %d%%",
+			c.LowExecutorsPercent, c.MediumExecutorsPercent, c.HighExecutorsPercent)
+	}
 	if s, err := c.Secret(); err != nil || string(s) != "s" {
 		t.Fatalf("secret %q, %v", s, err)
 	}
@@ -66,6 +70,10 @@ func TestValidateNamesTheFlag(t *testing.T) {
 	}{
 		{[]string{"--executors", "0"}, "executors"},
 		{[]string{"--critical-executors", "-1"}, "critical-executors"},
+		{[]string{"--low-executors-percent", "0"}, "low-executors-percent"},
+		{[]string{"--high-executors-percent", "101"}, "high-executors-percent"},
+		{[]string{"--medium-executors-percent", "95"}, "medium-executors-percent"},
+		{[]string{"--low-executors-percent", "85"}, "low-executors-percent"},
 		{[]string{"--prepare-grain", "2s"}, "prepare-grain"},
 		{[]string{"--ledger-spill-after", "0s"}, "ledger-spill-after"},
 		{[]string{"--lease-ttl", "1ms"}, "lease-ttl"},

@@ -133,7 +133,9 @@ type Config struct {
 	Executors int
 	// CriticalExecutors are executors on top of Executors that take only
 	// CRITICAL firings: in a herd that occupies every other executor, a
-	// CRITICAL firing still starts at its instant.
+	// CRITICAL firing still starts at its instant. How many of the
+	// Executors the less urgent priorities may occupy is the Queue's
+	// admission rule (readyq.WithLimits), set where the queue is built.
 	CriticalExecutors int
 	// Settlers is how many groups of finished attempts are settled at once.
 	Settlers int
@@ -307,10 +309,16 @@ func (p *Pool) Start(context.Context) error {
 				if it == nil {
 					return
 				}
+				// Taken before process: a firing held again changes
+				// hands, and its priority's count must fall by one.
+				pr := it.Priority
 				// An attempt that started finishes even while the pool
 				// stops: the consumer already waited for it before
 				// giving up its partition.
 				p.process(context.WithoutCancel(ctx), it)
+				// The executor is free: a firing its priority's cap
+				// held back may start (readyq.Limits).
+				p.queue.Done(pr)
 			}
 		}
 		for range p.cfg.Executors {

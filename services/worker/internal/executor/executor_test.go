@@ -3,8 +3,10 @@ package executor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -192,7 +194,14 @@ func newRig(t *testing.T, executors int, fire func(ctx context.Context, req targ
 // pool is built by start, so a test can set more of r.deps first.
 func newWatchingRig(t *testing.T, executors int, fire func(ctx context.Context, req target.Request) target.Result, watched ...string) *rig {
 	t.Helper()
-	r := &rig{q: readyq.New(), own: newOwner(), leaser: &fakeLeaser{acquire: map[string]lease.Result{}, err: map[string]error{}}, rec: &memRecorder{}}
+	return newQueueRig(t, readyq.New(), executors, fire, watched...)
+}
+
+// newQueueRig is newWatchingRig with the ready queue q (its admission
+// limits).
+func newQueueRig(t *testing.T, q *readyq.Queue, executors int, fire func(ctx context.Context, req target.Request) target.Result, watched ...string) *rig {
+	t.Helper()
+	r := &rig{q: q, own: newOwner(), leaser: &fakeLeaser{acquire: map[string]lease.Result{}, err: map[string]error{}}, rec: &memRecorder{}}
 	r.held = &heldList{events: r.own.events}
 	r.m = metrics.New(prometheus.NewRegistry(), metrics.DefaultMaxTenants, watched...)
 	r.clk = clock.NewFake(t0.Add(3 * time.Millisecond))
@@ -474,6 +483,78 @@ func TestCriticalFiresWhileEveryExecutorIsBusy(t *testing.T) {
 	case id := <-entered:
 		t.Fatalf("%s fired on the executor reserved for CRITICAL", id)
 	default:
+	}
+}
+
+// Slow LOW attempts occupy every executor LOW may use (half the pool);
+// the LOW firings behind them wait in the queue, and a HIGH and then a
+// CRITICAL firing start at once on the executors LOW may not take —
+// without any executor reserved for CRITICAL alone. Each executor freed
+// by a LOW attempt goes to the next LOW firing.
+func TestHighAndCriticalStartWhileSlowLowFillsItsShare(t *testing.T) {
+	const executors = 4
+	block := make(chan struct{})
+	entered := make(chan string, 20)
+	fire := func(ctx context.Context, req target.Request) target.Result {
+		entered <- req.Firing.GetExecutionId()
+		if req.Firing.GetPriority() == sundialv1.Priority_PRIORITY_LOW {
+			<-block // a target that answers in 10 s, as far as the pool can tell
+		}
+		return ok(ctx, req)
+	}
+	// --executors 4 with the default shares: LOW 2, MEDIUM and LOW 3,
+	// HIGH and below 3; CRITICAL all 4.
+	q := readyq.New(readyq.WithLimits(readyq.LimitsOf(executors, 90, 80, 50)))
+	r := newQueueRig(t, q, executors, fire)
+	r.start(t)
+	released := false
+	defer func() {
+		if !released {
+			close(block)
+		}
+	}()
+	for i := range 6 {
+		r.push(t, fmt.Sprintf("low%d", i), sundialv1.Priority_PRIORITY_LOW)
+	}
+	lows := map[string]bool{<-entered: true, <-entered: true}
+	if !lows["low0"] || !lows["low1"] {
+		t.Fatalf("the first two executors took %v, want low0 and low1", lows)
+	}
+	waitFor := func(want string) {
+		t.Helper()
+		select {
+		case id := <-entered:
+			if id != want {
+				t.Fatalf("%s started, want %s (LOW holds every executor it may use)", id, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s did not start while LOW attempts held their share of the pool", want)
+		}
+	}
+	r.push(t, "high", sundialv1.Priority_PRIORITY_HIGH)
+	waitFor("high")
+	r.push(t, "crit", sundialv1.Priority_PRIORITY_CRITICAL)
+	waitFor("crit")
+	for _, want := range []string{"finish high", "finish crit"} {
+		if ev := <-r.own.events; ev != "finish high" && ev != "finish crit" {
+			t.Fatalf("event %q, want %s", ev, want)
+		}
+	}
+	if n, left := r.q.Running(sundialv1.Priority_PRIORITY_LOW), r.q.Len(); n != 2 || left != 4 {
+		t.Fatalf("%d LOW attempts running and %d firings queued, want 2 and the other 4 LOW waiting for their share", n, left)
+	}
+	// The slow target answers: the queued LOW firings take the executors
+	// LOW's finished attempts free, and all six are done.
+	close(block)
+	released = true
+	finished := 0
+	for finished < 6 {
+		if ev := <-r.own.events; strings.HasPrefix(ev, "finish low") {
+			finished++
+		}
+	}
+	if n := r.q.Len(); n != 0 {
+		t.Fatalf("%d firings left in the queue", n)
 	}
 }
 

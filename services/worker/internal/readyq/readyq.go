@@ -8,6 +8,16 @@
 // FIFOs — plugged in with New(WithLane(FairLanes)), which is what the worker
 // runs. Priority stays strict across lanes: fairness applies among tenants
 // within one priority.
+//
+// Strict priority decides which firing an idle executor takes; it cannot
+// help a HIGH firing that becomes due while slow LOW attempts occupy every
+// executor. Limits (WithLimits) are the admission rule for that: the
+// executors the less urgent priorities may occupy are capped, nested from
+// the bottom — LOW at most Limits.Low, MEDIUM and LOW together at most
+// Limits.Medium, HIGH, MEDIUM and LOW together at most Limits.High — so
+// the rest of the pool is always left to the more urgent ones. A firing
+// whose priority is at its cap waits in the queue; Pop hands out only what
+// may start, and the executor reports the end of each attempt with Done.
 package readyq
 
 import (
@@ -64,6 +74,47 @@ type Queue struct {
 	// OnDepth, when set, is told the depth of a priority after each change
 	// (metrics).
 	onDepth func(p sundialv1.Priority, depth int)
+	// limit[r] caps the items of rank r and less urgent ones popped by Pop
+	// and not yet Done (limit[0] is unused: CRITICAL may take every
+	// executor); running[r] counts those of rank r.
+	limit   [len(priorities)]int
+	running [len(priorities)]int
+}
+
+// Limits caps, out of a pool of executors, how many the less urgent
+// priorities may occupy, counting each priority with those below it, so a
+// LOW backlog cannot take the executors a HIGH or CRITICAL firing will
+// need. Zero is no cap. Limits need not be ordered, but a cap larger than
+// the one above it (Low > Medium) is bounded by that one anyway.
+type Limits struct {
+	// High: HIGH, MEDIUM and LOW attempts together (what is left is
+	// CRITICAL's alone).
+	High int
+	// Medium: MEDIUM and LOW attempts together.
+	Medium int
+	// Low: LOW attempts.
+	Low int
+}
+
+// LimitsOf turns percentages of a pool of executors into Limits, each
+// rounded down but at least 1, so no priority is ever shut out of a small
+// pool; a percentage of 0 is no cap.
+func LimitsOf(executors, highPct, mediumPct, lowPct int) Limits {
+	of := func(pct int) int {
+		if pct <= 0 {
+			return 0
+		}
+		return max(1, executors*pct/100)
+	}
+	return Limits{High: of(highPct), Medium: of(mediumPct), Low: of(lowPct)}
+}
+
+// WithLimits caps the executors the less urgent priorities occupy (see
+// Limits); executors popping with Pop must call Done after each item.
+func WithLimits(l Limits) Option {
+	return func(q *Queue) {
+		q.limit[1], q.limit[2], q.limit[3] = l.High, l.Medium, l.Low
+	}
 }
 
 // Option configures a Queue.
@@ -121,11 +172,37 @@ func notify(c chan struct{}) {
 	}
 }
 
-// TryPop returns the most urgent ready item, or nil.
+// admits reports whether an item of rank i may start now: for i and every
+// more urgent rank r but CRITICAL, the attempts of rank r and below stay
+// within r's cap. Called with q.mu held.
+func (q *Queue) admits(i int) bool {
+	below := 0
+	for r := len(priorities) - 1; r >= 1; r-- {
+		below += q.running[r]
+		if r <= i && q.limit[r] > 0 && below >= q.limit[r] {
+			return false
+		}
+	}
+	return true
+}
+
+// TryPop returns the most urgent ready item that may start (see Limits),
+// or nil. The caller must call Done once the item's attempt is over.
+//
+// When the most urgent lane with items is at its cap, nothing is returned:
+// every less urgent lane is under the same cap (caps nest), so strict
+// priority is kept.
 func (q *Queue) TryPop() *work.Item {
 	q.mu.Lock()
 	for i, l := range q.lanes {
+		if l.Len() == 0 {
+			continue
+		}
+		if !q.admits(i) {
+			break
+		}
 		if it := l.Pop(); it != nil {
+			q.running[i]++
 			q.n--
 			depth, more := l.Len(), q.n > 0
 			q.mu.Unlock()
@@ -147,7 +224,31 @@ func (q *Queue) TryPop() *work.Item {
 	return nil
 }
 
-// Pop blocks until an item is ready (the most urgent one) or ctx ends (nil).
+// Done reports that the attempt of an item of priority p, taken with Pop or
+// TryPop, is over: its executor is free for the priorities capped by
+// Limits.
+func (q *Queue) Done(p sundialv1.Priority) {
+	i := Rank(p)
+	q.mu.Lock()
+	q.running[i]--
+	more := q.n > 0
+	q.mu.Unlock()
+	if more && i > 0 {
+		// A firing held back by its cap may start now.
+		notify(q.wake)
+	}
+}
+
+// Running is the number of items of priority p taken with Pop or TryPop
+// and not yet Done.
+func (q *Queue) Running(p sundialv1.Priority) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.running[Rank(p)]
+}
+
+// Pop blocks until an item may start (the most urgent one, see TryPop) or
+// ctx ends (nil).
 func (q *Queue) Pop(ctx context.Context) *work.Item {
 	for {
 		if it := q.TryPop(); it != nil {
@@ -164,7 +265,8 @@ func (q *Queue) Pop(ctx context.Context) *work.Item {
 // PopCritical blocks until a CRITICAL item is ready or ctx ends (nil). It
 // is what the executors reserved for CRITICAL firings run: however many
 // lower-priority requests occupy the others, a CRITICAL firing finds one of
-// them waiting.
+// them waiting. CRITICAL items count against no cap; Done them like the
+// others.
 func (q *Queue) PopCritical(ctx context.Context) *work.Item {
 	for {
 		q.mu.Lock()
@@ -172,6 +274,7 @@ func (q *Queue) PopCritical(ctx context.Context) *work.Item {
 		it := l.Pop()
 		var depth, n int
 		if it != nil {
+			q.running[0]++
 			q.n--
 			depth, n = l.Len(), q.n
 		}

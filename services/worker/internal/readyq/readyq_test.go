@@ -268,3 +268,100 @@ func TestPopCriticalTakesOnlyCritical(t *testing.T) {
 		t.Fatalf("TryPop = %v, want HIGH", it)
 	}
 }
+
+// LimitsOf rounds each share of the pool down, but never to nothing.
+func TestLimitsOf(t *testing.T) {
+	if got, want := LimitsOf(128, 90, 80, 50), (Limits{High: 115, Medium: 102, Low: 64}); got != want {
+		t.Fatalf("LimitsOf(128) = %+v, want %+v", got, want)
+	}
+	if got, want := LimitsOf(1, 90, 80, 50), (Limits{High: 1, Medium: 1, Low: 1}); got != want {
+		t.Fatalf("LimitsOf(1) = %+v, want %+v: every priority keeps an executor", got, want)
+	}
+	if got := LimitsOf(128, 0, 0, 0); got != (Limits{}) {
+		t.Fatalf("LimitsOf(0 %%) = %+v, want no caps", got)
+	}
+}
+
+// With the caps reached by LOW and MEDIUM attempts in progress, the queue
+// holds the LOW and MEDIUM firings back and hands out HIGH and CRITICAL
+// ones; the caps count each priority with those below it, and an attempt's
+// Done lets the next capped firing start.
+func TestLimitsKeepExecutorsForTheUrgent(t *testing.T) {
+	q := New(WithLimits(Limits{High: 6, Medium: 4, Low: 2}))
+	for i := range 10 {
+		q.Push(item(low, uint64(i)))
+	}
+	for range 2 {
+		if it := q.TryPop(); it == nil || it.Priority != low {
+			t.Fatalf("TryPop = %v, want LOW under its cap", it)
+		}
+	}
+	if it := q.TryPop(); it != nil {
+		t.Fatalf("TryPop = %v with LOW at its cap of 2, want nothing", it)
+	}
+	// MEDIUM counts LOW's two: two more fit under its cap of 4.
+	for i := range 5 {
+		q.Push(item(med, uint64(100+i)))
+	}
+	for range 2 {
+		if it := q.TryPop(); it == nil || it.Priority != med {
+			t.Fatalf("TryPop = %v, want MEDIUM under its cap", it)
+		}
+	}
+	if it := q.TryPop(); it != nil {
+		t.Fatalf("TryPop = %v with MEDIUM and LOW at their cap of 4, want nothing", it)
+	}
+	// Two executors are HIGH's; then only CRITICAL starts.
+	for i := range 3 {
+		q.Push(item(high, uint64(200+i)))
+	}
+	q.Push(item(crit, 300))
+	want := []sundialv1.Priority{crit, high, high}
+	for i, p := range want {
+		if it := q.TryPop(); it == nil || it.Priority != p {
+			t.Fatalf("pop %d = %v, want %v", i, it, p)
+		}
+	}
+	if it := q.TryPop(); it != nil {
+		t.Fatalf("TryPop = %v with HIGH and below at their cap of 6, want nothing", it)
+	}
+	if q.Running(low) != 2 || q.Running(med) != 2 || q.Running(high) != 2 || q.Running(crit) != 1 {
+		t.Fatalf("running LOW %d MEDIUM %d HIGH %d CRITICAL %d, want 2 2 2 1", q.Running(low), q.Running(med), q.Running(high), q.Running(crit))
+	}
+	q.Push(item(crit, 301))
+	if it := q.TryPop(); it == nil || it.Priority != crit {
+		t.Fatalf("TryPop = %v, want CRITICAL: it has no cap", it)
+	}
+	// A LOW attempt ends: the executor goes to the queued HIGH firing
+	// (strict priority), not to LOW.
+	q.Done(low)
+	if it := q.TryPop(); it == nil || it.Priority != high {
+		t.Fatalf("TryPop = %v, want the HIGH firing waiting", it)
+	}
+	q.Done(high)
+	q.Done(high)
+	// HIGH's queue is empty; MEDIUM and LOW hold 3 of their 4.
+	if it := q.TryPop(); it == nil || it.Priority != med {
+		t.Fatalf("TryPop = %v, want MEDIUM with a slot under its cap", it)
+	}
+	if it := q.TryPop(); it != nil {
+		t.Fatalf("TryPop = %v with MEDIUM and LOW at their cap again, want nothing", it)
+	}
+}
+
+// An executor waiting in Pop while every queued firing is at its cap is
+// woken when an attempt is Done.
+func TestPopWaitsForTheCapAndWakesOnDone(t *testing.T) {
+	q := New(WithLimits(Limits{High: 2, Medium: 2, Low: 1}))
+	q.Push(item(low, 1))
+	q.Push(item(low, 2))
+	if it := q.Pop(context.Background()); it == nil || it.Seq != 1 {
+		t.Fatalf("Pop = %v, want the first LOW", it)
+	}
+	got := make(chan *work.Item)
+	go func() { got <- q.Pop(context.Background()) }()
+	q.Done(low)
+	if it := <-got; it == nil || it.Seq != 2 {
+		t.Fatalf("Pop = %v, want the second LOW once the first was done", it)
+	}
+}
