@@ -111,11 +111,10 @@ func schedctlAt(t *testing.T, addr string) func(args ...string) (string, string)
 			return map[string]string{"SUNDIAL_ADDR": addr, "SUNDIAL_TOKEN": "cli-token"}[k]
 		}}
 		c, rest, ok := resolve(args)
-		cmd, known := lookupRemote(c.name)
-		if !ok || !known {
+		if !ok || !c.run.remote() {
 			t.Fatalf("no command %q", args)
 		}
-		code := runRemote(context.Background(), cio, cmd, rest)
+		code := c.invoke(context.Background(), &env{io: cio, now: cio.now}, rest)
 		out, stderr := stdout.String(), stderrBuf.String()
 		if code != 0 {
 			t.Fatalf("schedctl %s: exit %d\n%s%s", strings.Join(args, " "), code, out, stderr)

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -11,6 +10,26 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/schedule"
 )
+
+// previewOpts are preview's flags.
+type previewOpts struct {
+	expr, rule, tz, from, start, end string
+	count                            int
+	gap                              schedule.GapPolicy
+	repeat                           schedule.RepeatPolicy
+}
+
+func (o *previewOpts) register(fs *flag.FlagSet, _ *env) {
+	fs.StringVar(&o.expr, "cron", "", "schedule expression: 5 or 6 cron fields, or a macro such as @daily or \"@every 90m\" (quote it)")
+	fs.StringVar(&o.rule, "rrule", "", `RFC 5545 recurrence rule instead of --cron, e.g. "FREQ=WEEKLY;INTERVAL=2;BYDAY=MO,TH" (quote it); DTSTART is --start, else --from`)
+	fs.StringVar(&o.tz, "tz", "UTC", "IANA time zone the expression's wall clock is in")
+	fs.StringVar(&o.from, "from", "", "print firings strictly after this RFC 3339 instant (default now)")
+	fs.IntVar(&o.count, "count", 10, "how many firings to print")
+	fs.TextVar(&o.gap, "dst-gap", schedule.GapShift, "wall times skipped by a spring-forward: SHIFT (fire at the end of the gap) or SKIP")
+	fs.TextVar(&o.repeat, "dst-repeat", schedule.RepeatFirst, "wall times repeated by a fall-back: FIRST, LAST or BOTH")
+	fs.StringVar(&o.start, "start", "", "optional RFC 3339 bound: no firing before it (also anchors @every and is the DTSTART of --rrule)")
+	fs.StringVar(&o.end, "end", "", "optional RFC 3339 bound: no firing after it (inclusive)")
+}
 
 // runPreview implements
 //
@@ -20,66 +39,34 @@ import (
 // printing the next N firings strictly after --from, one RFC 3339 UTC
 // instant per line. It needs no server: it runs the engine the prefetcher
 // runs, so what it prints is what Sundial will fire.
-func runPreview(_ context.Context, e *env, args []string) int {
-	fs := flag.NewFlagSet("schedctl preview", flag.ContinueOnError)
-	fs.SetOutput(e.io.Stderr)
-	var (
-		expr, rule, tz, from, start, end string
-		count                            int
-		gap                              schedule.GapPolicy
-		repeat                           schedule.RepeatPolicy
-	)
-	fs.StringVar(&expr, "cron", "", "schedule expression: 5 or 6 cron fields, or a macro such as @daily or \"@every 90m\" (quote it)")
-	fs.StringVar(&rule, "rrule", "", `RFC 5545 recurrence rule instead of --cron, e.g. "FREQ=WEEKLY;INTERVAL=2;BYDAY=MO,TH" (quote it); DTSTART is --start, else --from`)
-	fs.StringVar(&tz, "tz", "UTC", "IANA time zone the expression's wall clock is in")
-	fs.StringVar(&from, "from", "", "print firings strictly after this RFC 3339 instant (default now)")
-	fs.IntVar(&count, "count", 10, "how many firings to print")
-	fs.TextVar(&gap, "dst-gap", schedule.GapShift, "wall times skipped by a spring-forward: SHIFT (fire at the end of the gap) or SKIP")
-	fs.TextVar(&repeat, "dst-repeat", schedule.RepeatFirst, "wall times repeated by a fall-back: FIRST, LAST or BOTH")
-	fs.StringVar(&start, "start", "", "optional RFC 3339 bound: no firing before it (also anchors @every and is the DTSTART of --rrule)")
-	fs.StringVar(&end, "end", "", "optional RFC 3339 bound: no firing after it (inclusive)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: schedctl preview --cron EXPR|--rrule RULE [--tz ZONE] [--from RFC3339] [--count N] [--dst-gap SHIFT|SKIP] [--dst-repeat FIRST|LAST|BOTH]")
-		fmt.Fprintln(fs.Output())
-		fmt.Fprintln(fs.Output(), "Print the schedule's next firings, one RFC 3339 UTC instant per line, computed offline.")
-		fmt.Fprintln(fs.Output())
-		fmt.Fprintln(fs.Output(), "flags:")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2 // the flag package has printed the problem and the usage
-	}
-
+func runPreview(_ context.Context, e *env, o *previewOpts, args []string) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(e.io.Stderr, "schedctl preview: "+format+"\n", a...)
 		return 2
 	}
-	if fs.NArg() > 0 {
+	if len(args) > 0 {
 		// The usual cause is an unquoted expression: --cron 0 9 * * *.
-		return fail("unexpected arguments %q; quote the expression, as in --cron '0 9 * * *'", strings.Join(fs.Args(), " "))
+		return fail("unexpected arguments %q; quote the expression, as in --cron '0 9 * * *'", strings.Join(args, " "))
 	}
 	switch {
-	case expr == "" && rule == "":
+	case o.expr == "" && o.rule == "":
 		return fail("--cron or --rrule is required")
-	case expr != "" && rule != "":
+	case o.expr != "" && o.rule != "":
 		return fail("give only one of --cron and --rrule")
 	}
-	if count < 1 {
-		return fail("--count must be at least 1, got %d", count)
+	if o.count < 1 {
+		return fail("--count must be at least 1, got %d", o.count)
 	}
-	loc, err := time.LoadLocation(tz)
+	loc, err := time.LoadLocation(o.tz)
 	if err != nil {
-		return fail("--tz: unknown time zone %q (want an IANA name such as Europe/London)", tz)
+		return fail("--tz: unknown time zone %q (want an IANA name such as Europe/London)", o.tz)
 	}
-	opts := schedule.Options{Location: loc, Gap: gap, Repeat: repeat}
+	opts := schedule.Options{Location: loc, Gap: o.gap, Repeat: o.repeat}
 	instants := []struct {
 		flag string
 		val  string
 		dst  *time.Time
-	}{{"--from", from, nil}, {"--start", start, &opts.Start}, {"--end", end, &opts.End}}
+	}{{"--from", o.from, nil}, {"--start", o.start, &opts.Start}, {"--end", o.end, &opts.End}}
 	after := e.now()
 	for _, in := range instants {
 		if in.val == "" {
@@ -96,16 +83,16 @@ func runPreview(_ context.Context, e *env, args []string) int {
 		}
 	}
 	var s schedule.Schedule
-	if rule != "" {
+	if o.rule != "" {
 		// As the api does: DTSTART is the start bound, or else the
 		// instant the job would be created at, here --from.
 		dtstart := opts.Start
 		if dtstart.IsZero() {
 			dtstart = after
 		}
-		s, err = schedule.ParseRRule(rule, dtstart, opts)
+		s, err = schedule.ParseRRule(o.rule, dtstart, opts)
 	} else {
-		s, err = schedule.Parse(expr, opts)
+		s, err = schedule.Parse(o.expr, opts)
 	}
 	if err != nil {
 		return fail("%v", err)
@@ -113,7 +100,7 @@ func runPreview(_ context.Context, e *env, args []string) int {
 
 	w := bufio.NewWriter(e.io.Stdout)
 	n := 0
-	for t := range schedule.Preview(s, after, count) {
+	for t := range schedule.Preview(s, after, o.count) {
 		w.WriteString(t.UTC().Format(time.RFC3339Nano))
 		w.WriteByte('\n')
 		n++
@@ -122,7 +109,7 @@ func runPreview(_ context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.io.Stderr, "schedctl preview: %v\n", err)
 		return 1
 	}
-	if n < count {
+	if n < o.count {
 		// Not an error (an End bound is meant to end things), but say so,
 		// on stderr where it does not disturb the list.
 		fmt.Fprintf(e.io.Stderr, "schedctl preview: the schedule has no more firings after the %d shown\n", n)

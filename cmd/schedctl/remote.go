@@ -1,8 +1,7 @@
 package main
 
 // The gRPC subcommands of schedctl: they talk to a running api. Each is a
-// remoteCommand in remoteCommands; the command table in main dispatches to
-// them through runRemote.
+// remoteCmd row of the command table (commands.go), run through runRemote.
 
 import (
 	"context"
@@ -11,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -42,32 +40,6 @@ func (c cmdIO) now() time.Time {
 		return c.Now()
 	}
 	return time.Now()
-}
-
-// remoteCommand is one subcommand that calls the api.
-type remoteCommand struct {
-	Name    string
-	Args    string // positional arguments, for usage
-	Summary string
-	// Flags registers the command's own flags; the connection and output
-	// flags are added for every command.
-	Flags func(fs *flag.FlagSet) any
-	Run   func(ctx context.Context, c *remote, opts any, args []string) error
-}
-
-// remoteCommands lists the gRPC subcommands in help order.
-var remoteCommands []remoteCommand
-
-func registerRemote(c remoteCommand) { remoteCommands = append(remoteCommands, c) }
-
-// lookupRemote finds a gRPC subcommand by name.
-func lookupRemote(name string) (remoteCommand, bool) {
-	for _, c := range remoteCommands {
-		if c.Name == name {
-			return c, true
-		}
-	}
-	return remoteCommand{}, false
 }
 
 // remote is a connected client plus the output settings of one invocation.
@@ -109,35 +81,17 @@ func (u usageError) Is(t error) bool {
 
 func usagef(format string, args ...any) error { return usageError{msg: fmt.Sprintf(format, args...)} }
 
-// runRemote runs one gRPC subcommand with its arguments (after the command
-// name) and returns the exit status: 0 success, 1 the call failed, 2 bad
-// usage.
-func runRemote(ctx context.Context, cio cmdIO, cmd remoteCommand, args []string) int {
-	fs := flag.NewFlagSet("schedctl "+cmd.Name, flag.ContinueOnError)
-	fs.SetOutput(cio.Stderr)
-	var cf connFlags
-	cf.register(fs, cio)
-	var opts any
-	if cmd.Flags != nil {
-		opts = cmd.Flags(fs)
-	}
-	fs.Usage = func() {
-		fmt.Fprintf(cio.Stderr, "usage: schedctl %s [flags] %s\n\n%s\n\nflags:\n", cmd.Name, cmd.Args, cmd.Summary)
-		fs.PrintDefaults()
-	}
-	positional, err := parseInterspersed(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
+// runRemote runs one gRPC subcommand once fs has parsed its arguments:
+// it checks the connection flags cf, connects and calls run, and returns the
+// exit status: 0 success, 1 the call failed, 2 bad usage.
+func runRemote(ctx context.Context, cio cmdIO, fs *flag.FlagSet, cf *connFlags, run func(context.Context, *remote) error) int {
+	name := fs.Name() // "schedctl create"
 	if cf.output != "table" && cf.output != "json" {
-		fmt.Fprintf(cio.Stderr, "schedctl %s: -o must be table or json, got %q\n", cmd.Name, cf.output)
+		fmt.Fprintf(cio.Stderr, "%s: -o must be table or json, got %q\n", name, cf.output)
 		return 2
 	}
 	if cf.token == "" {
-		fmt.Fprintf(cio.Stderr, "schedctl %s: no token: pass --token or set SUNDIAL_TOKEN\n", cmd.Name)
+		fmt.Fprintf(cio.Stderr, "%s: no token: pass --token or set SUNDIAL_TOKEN\n", name)
 		return 2
 	}
 	conn, err := grpc.NewClient(cf.addr,
@@ -147,19 +101,19 @@ func runRemote(ctx context.Context, cio cmdIO, cmd remoteCommand, args []string)
 		// gRPC's default 4 MiB.
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
 	if err != nil {
-		fmt.Fprintf(cio.Stderr, "schedctl %s: %v\n", cmd.Name, err)
+		fmt.Fprintf(cio.Stderr, "%s: %v\n", name, err)
 		return 2
 	}
 	defer conn.Close()
 	r := &remote{io: cio, client: sundialv1.NewJobServiceClient(conn), dlq: sundialv1.NewDeadLetterServiceClient(conn),
 		output: cf.output, timeout: cf.timeout}
-	if err := cmd.Run(ctx, r, opts, positional); err != nil {
+	if err := run(ctx, r); err != nil {
 		if errors.Is(err, errUsage) {
-			fmt.Fprintf(cio.Stderr, "schedctl %s: %v\n", cmd.Name, err)
+			fmt.Fprintf(cio.Stderr, "%s: %v\n", name, err)
 			fs.Usage()
 			return 2
 		}
-		printCallError(cio.Stderr, cmd.Name, err)
+		printCallError(cio.Stderr, name, err)
 		return 1
 	}
 	return 0
@@ -191,11 +145,12 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// printCallError says what the api answered, one line per field problem.
+// printCallError says what the api answered, one line per field problem,
+// after the command's name ("schedctl create").
 func printCallError(w io.Writer, name string, err error) {
 	st, ok := status.FromError(err)
 	if !ok {
-		fmt.Fprintf(w, "schedctl %s: %v\n", name, err)
+		fmt.Fprintf(w, "%s: %v\n", name, err)
 		return
 	}
 	var fields []*errdetails.BadRequest_FieldViolation
@@ -205,25 +160,11 @@ func printCallError(w io.Writer, name string, err error) {
 		}
 	}
 	if len(fields) == 0 {
-		fmt.Fprintf(w, "schedctl %s: %s: %s\n", name, st.Code(), st.Message())
+		fmt.Fprintf(w, "%s: %s: %s\n", name, st.Code(), st.Message())
 		return
 	}
-	fmt.Fprintf(w, "schedctl %s: %s:\n", name, st.Code())
+	fmt.Fprintf(w, "%s: %s:\n", name, st.Code())
 	for _, f := range fields {
 		fmt.Fprintf(w, "  %s: %s\n", f.GetField(), f.GetDescription())
 	}
-}
-
-// remoteUsage lists the gRPC subcommands, for the top-level help.
-func remoteUsage(w io.Writer) {
-	for _, c := range remoteCommands {
-		fmt.Fprintf(w, "  %-15s %s\n", c.Name, firstLine(c.Summary))
-	}
-}
-
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
 }

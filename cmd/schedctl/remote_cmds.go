@@ -14,73 +14,6 @@ import (
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
-func init() {
-	registerRemote(remoteCommand{
-		Name: "create", Args: "",
-		Summary: "Register a job from flags and/or a job file (-f job.yaml|job.json).",
-		Flags: func(fs *flag.FlagSet) any {
-			o := &createOpts{}
-			o.job.register(fs)
-			fs.StringVar(&o.key, "idempotency-key", "", "retrying with the same key returns the job the first call created")
-			return o
-		},
-		Run: runCreate,
-	})
-	registerRemote(remoteCommand{Name: "get", Args: "JOB_ID", Summary: "Show one job.", Run: runGet})
-	registerRemote(remoteCommand{
-		Name: "list", Args: "",
-		Summary: "List your jobs, oldest first.",
-		Flags: func(fs *flag.FlagSet) any {
-			o := &listOpts{labels: kvFlag{}}
-			fs.StringVar(&o.status, "status", "", "only jobs with this status: active, paused, deleted, completed (default all but deleted)")
-			fs.Var(o.labels, "label", "only jobs with this label key=value (repeatable; all must match)")
-			fs.IntVar(&o.pageSize, "page-size", 100, "jobs per page (at most 1000)")
-			fs.StringVar(&o.pageToken, "page-token", "", "continue from a previous page")
-			fs.BoolVar(&o.all, "all", false, "follow every page")
-			return o
-		},
-		Run: runList,
-	})
-	registerRemote(remoteCommand{
-		Name: "update", Args: "JOB_ID",
-		Summary: "Change a job: only the fields given as flags (or set in -f) change.\nBumps the version; firings not yet started follow the new definition.",
-		Flags: func(fs *flag.FlagSet) any {
-			o := &updateOpts{}
-			o.job.register(fs)
-			return o
-		},
-		Run: runUpdate,
-	})
-	registerRemote(remoteCommand{Name: "pause", Args: "JOB_ID", Summary: "Stop a job firing until resumed.", Run: simple("paused", pauseCall)})
-	registerRemote(remoteCommand{Name: "resume", Args: "JOB_ID", Summary: "Fire a paused job again, from now on (no catch-up).", Run: simple("resumed", resumeCall)})
-	registerRemote(remoteCommand{Name: "delete", Args: "JOB_ID", Summary: "Delete a job (it stops firing; its history stays).", Run: simple("deleted", deleteCall)})
-	registerRemote(remoteCommand{Name: "trigger", Args: "JOB_ID", Summary: "Fire a job once, now, outside its schedule.", Run: runTrigger})
-	registerRemote(remoteCommand{
-		Name: "history", Args: "JOB_ID | --execution EXECUTION_ID",
-		Summary: "Show a job's executions, newest first (one row per attempt), or every attempt of one execution.",
-		Flags: func(fs *flag.FlagSet) any {
-			o := &historyOpts{}
-			fs.StringVar(&o.execution, "execution", "", "show every attempt of this execution instead")
-			fs.IntVar(&o.pageSize, "page-size", 50, "attempts per page (at most 1000)")
-			fs.StringVar(&o.pageToken, "page-token", "", "continue from a previous page")
-			return o
-		},
-		Run: runHistory,
-	})
-	registerRemote(remoteCommand{
-		Name: "server-preview", Args: "",
-		Summary: "Ask the api for a schedule's next instants (what the server will compute).",
-		Flags: func(fs *flag.FlagSet) any {
-			o := &previewOpts{}
-			o.job.register(fs)
-			fs.IntVar(&o.count, "n", 10, "how many instants")
-			fs.StringVar(&o.from, "from", "", "RFC 3339 instant to start after (default now)")
-			return o
-		},
-		Run: runServerPreview,
-	})
-}
-
 func oneID(args []string, what string) (string, error) {
 	if len(args) != 1 {
 		return "", usagef("want exactly one %s, got %d arguments", what, len(args))
@@ -93,8 +26,12 @@ type createOpts struct {
 	key string
 }
 
-func runCreate(ctx context.Context, r *remote, opts any, args []string) error {
-	o := opts.(*createOpts)
+func (o *createOpts) register(fs *flag.FlagSet) {
+	o.job.register(fs)
+	fs.StringVar(&o.key, "idempotency-key", "", "retrying with the same key returns the job the first call created")
+}
+
+func runCreate(ctx context.Context, r *remote, o *createOpts, args []string) error {
 	if len(args) != 0 {
 		return usagef("unexpected arguments %q", args)
 	}
@@ -111,7 +48,7 @@ func runCreate(ctx context.Context, r *remote, opts any, args []string) error {
 	return r.printJob(resp.GetJob())
 }
 
-func runGet(ctx context.Context, r *remote, _ any, args []string) error {
+func runGet(ctx context.Context, r *remote, _ *noOpts, args []string) error {
 	id, err := oneID(args, "JOB_ID")
 	if err != nil {
 		return err
@@ -133,8 +70,16 @@ type listOpts struct {
 	all       bool
 }
 
-func runList(ctx context.Context, r *remote, opts any, args []string) error {
-	o := opts.(*listOpts)
+func (o *listOpts) register(fs *flag.FlagSet) {
+	o.labels = kvFlag{}
+	fs.StringVar(&o.status, "status", "", "only jobs with this status: active, paused, deleted, completed (default all but deleted)")
+	fs.Var(o.labels, "label", "only jobs with this label key=value (repeatable; all must match)")
+	fs.IntVar(&o.pageSize, "page-size", 100, "jobs per page (at most 1000)")
+	fs.StringVar(&o.pageToken, "page-token", "", "continue from a previous page")
+	fs.BoolVar(&o.all, "all", false, "follow every page")
+}
+
+func runList(ctx context.Context, r *remote, o *listOpts, args []string) error {
 	if len(args) != 0 {
 		return usagef("unexpected arguments %q", args)
 	}
@@ -167,8 +112,9 @@ func runList(ctx context.Context, r *remote, opts any, args []string) error {
 
 type updateOpts struct{ job jobFlags }
 
-func runUpdate(ctx context.Context, r *remote, opts any, args []string) error {
-	o := opts.(*updateOpts)
+func (o *updateOpts) register(fs *flag.FlagSet) { o.job.register(fs) }
+
+func runUpdate(ctx context.Context, r *remote, o *updateOpts, args []string) error {
 	id, err := oneID(args, "JOB_ID")
 	if err != nil {
 		return err
@@ -232,8 +178,8 @@ func deleteCall(ctx context.Context, r *remote, id string) (*sundialv1.Job, erro
 
 // simple is a subcommand that takes a job id, calls once and reports the
 // job's new state in one line.
-func simple(verb string, call jobCall) func(context.Context, *remote, any, []string) error {
-	return func(ctx context.Context, r *remote, _ any, args []string) error {
+func simple(verb string, call jobCall) func(context.Context, *remote, *noOpts, []string) error {
+	return func(ctx context.Context, r *remote, _ *noOpts, args []string) error {
 		id, err := oneID(args, "JOB_ID")
 		if err != nil {
 			return err
@@ -253,7 +199,7 @@ func simple(verb string, call jobCall) func(context.Context, *remote, any, []str
 	}
 }
 
-func runTrigger(ctx context.Context, r *remote, _ any, args []string) error {
+func runTrigger(ctx context.Context, r *remote, _ *noOpts, args []string) error {
 	id, err := oneID(args, "JOB_ID")
 	if err != nil {
 		return err
@@ -277,8 +223,13 @@ type historyOpts struct {
 	pageToken string
 }
 
-func runHistory(ctx context.Context, r *remote, opts any, args []string) error {
-	o := opts.(*historyOpts)
+func (o *historyOpts) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.execution, "execution", "", "show every attempt of this execution instead")
+	fs.IntVar(&o.pageSize, "page-size", 50, "attempts per page (at most 1000)")
+	fs.StringVar(&o.pageToken, "page-token", "", "continue from a previous page")
+}
+
+func runHistory(ctx context.Context, r *remote, o *historyOpts, args []string) error {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
 	if o.execution != "" {
@@ -308,14 +259,19 @@ func runHistory(ctx context.Context, r *remote, opts any, args []string) error {
 	return r.printAttempts(resp.GetAttempts(), resp.GetNextPageToken())
 }
 
-type previewOpts struct {
+type serverPreviewOpts struct {
 	job   jobFlags
 	count int
 	from  string
 }
 
-func runServerPreview(ctx context.Context, r *remote, opts any, args []string) error {
-	o := opts.(*previewOpts)
+func (o *serverPreviewOpts) register(fs *flag.FlagSet) {
+	o.job.register(fs)
+	fs.IntVar(&o.count, "n", 10, "how many instants")
+	fs.StringVar(&o.from, "from", "", "RFC 3339 instant to start after (default now)")
+}
+
+func runServerPreview(ctx context.Context, r *remote, o *serverPreviewOpts, args []string) error {
 	if len(args) != 0 {
 		return usagef("unexpected arguments %q", args)
 	}

@@ -1,7 +1,7 @@
 package main
 
 // The failure and lifecycle subcommands: dead letters (dlq list, show,
-// redrive), backfill and the audit trail.
+// redrive), backfill and the audit trail. Their rows are in commands.go.
 
 import (
 	"context"
@@ -15,64 +15,6 @@ import (
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
-
-func init() {
-	registerRemote(remoteCommand{
-		Name: "backfill", Args: "JOB_ID --from T --to T",
-		Summary: "Fire a job once for every slot of its schedule in a past range, paced (--dry-run lists the slots).",
-		Flags: func(fs *flag.FlagSet) any {
-			o := &backfillOpts{}
-			fs.StringVar(&o.from, "from", "", "first instant of the range: RFC 3339, or a duration meaning that long ago (e.g. 6h)")
-			fs.StringVar(&o.to, "to", "", "last instant of the range (inclusive), not in the future: RFC 3339 or a duration ago")
-			fs.BoolVar(&o.dryRun, "dry-run", false, "list the slots; stage nothing")
-			fs.Float64Var(&o.rate, "rate", 0, "firings per second (default 10)")
-			fs.IntVar(&o.maxSlots, "max-slots", 0, "refuse a range with more slots than this (default 10000, at most 100000)")
-			return o
-		},
-		Run: runBackfill,
-	})
-	registerRemote(remoteCommand{
-		Name: "audit", Args: "JOB_ID",
-		Summary: "Show a job's audit trail, newest first: who changed what, when.",
-		Flags: func(fs *flag.FlagSet) any {
-			o := &auditOpts{}
-			fs.IntVar(&o.pageSize, "page-size", 100, "entries per page (at most 1000)")
-			fs.StringVar(&o.pageToken, "page-token", "", "continue from a previous page")
-			fs.BoolVar(&o.all, "all", false, "follow every page")
-			return o
-		},
-		Run: runAudit,
-	})
-	registerRemote(remoteCommand{
-		Name: "dlq list", Args: "",
-		Summary: "List dead letters (executions that exhausted their attempts), newest first.",
-		Flags: func(fs *flag.FlagSet) any {
-			o := &dlqListOpts{}
-			o.filter.register(fs, true)
-			fs.IntVar(&o.pageSize, "page-size", 100, "dead letters per page (at most 1000)")
-			fs.StringVar(&o.pageToken, "page-token", "", "continue from a previous page")
-			fs.BoolVar(&o.all, "all", false, "follow every page")
-			return o
-		},
-		Run: runDLQList,
-	})
-	registerRemote(remoteCommand{Name: "dlq show", Args: "EXECUTION_ID", Summary: "Show one dead letter: its last error and the firing that died.", Run: runDLQShow})
-	registerRemote(remoteCommand{
-		Name: "dlq redrive", Args: "[EXECUTION_ID...]",
-		Summary: "Re-drive dead letters: each keeps its execution id and gets a fresh round of attempts.\n" +
-			"Give execution ids, or filter flags, or --all for every dead letter not yet re-driven.",
-		Flags: func(fs *flag.FlagSet) any {
-			o := &dlqRedriveOpts{}
-			o.filter.register(fs, false)
-			fs.BoolVar(&o.all, "all", false, "select every dead letter not yet re-driven (with no filter flags or ids)")
-			fs.BoolVar(&o.dryRun, "dry-run", false, "list what would be re-driven; change nothing")
-			fs.Float64Var(&o.rate, "rate", 0, "re-driven firings per second (default 10)")
-			fs.IntVar(&o.limit, "limit", 0, "re-drive at most this many, oldest first (default 1000, at most 100000)")
-			return o
-		},
-		Run: runDLQRedrive,
-	})
-}
 
 // parseInstant reads an RFC 3339 instant, or a duration meaning that long
 // before now ("24h", "90m").
@@ -138,8 +80,15 @@ type backfillOpts struct {
 	maxSlots int
 }
 
-func runBackfill(ctx context.Context, r *remote, opts any, args []string) error {
-	o := opts.(*backfillOpts)
+func (o *backfillOpts) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.from, "from", "", "first instant of the range: RFC 3339, or a duration meaning that long ago (e.g. 6h)")
+	fs.StringVar(&o.to, "to", "", "last instant of the range (inclusive), not in the future: RFC 3339 or a duration ago")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "list the slots; stage nothing")
+	fs.Float64Var(&o.rate, "rate", 0, "firings per second (default 10)")
+	fs.IntVar(&o.maxSlots, "max-slots", 0, "refuse a range with more slots than this (default 10000, at most 100000)")
+}
+
+func runBackfill(ctx context.Context, r *remote, o *backfillOpts, args []string) error {
 	id, err := oneID(args, "JOB_ID")
 	if err != nil {
 		return err
@@ -192,8 +141,13 @@ type auditOpts struct {
 	all       bool
 }
 
-func runAudit(ctx context.Context, r *remote, opts any, args []string) error {
-	o := opts.(*auditOpts)
+func (o *auditOpts) register(fs *flag.FlagSet) {
+	fs.IntVar(&o.pageSize, "page-size", 100, "entries per page (at most 1000)")
+	fs.StringVar(&o.pageToken, "page-token", "", "continue from a previous page")
+	fs.BoolVar(&o.all, "all", false, "follow every page")
+}
+
+func runAudit(ctx context.Context, r *remote, o *auditOpts, args []string) error {
 	id, err := oneID(args, "JOB_ID")
 	if err != nil {
 		return err
@@ -239,8 +193,14 @@ type dlqListOpts struct {
 	all       bool
 }
 
-func runDLQList(ctx context.Context, r *remote, opts any, args []string) error {
-	o := opts.(*dlqListOpts)
+func (o *dlqListOpts) register(fs *flag.FlagSet) {
+	o.filter.register(fs, true)
+	fs.IntVar(&o.pageSize, "page-size", 100, "dead letters per page (at most 1000)")
+	fs.StringVar(&o.pageToken, "page-token", "", "continue from a previous page")
+	fs.BoolVar(&o.all, "all", false, "follow every page")
+}
+
+func runDLQList(ctx context.Context, r *remote, o *dlqListOpts, args []string) error {
 	if len(args) != 0 {
 		return usagef("unexpected arguments %q", args)
 	}
@@ -292,7 +252,7 @@ func runDLQList(ctx context.Context, r *remote, opts any, args []string) error {
 	return nil
 }
 
-func runDLQShow(ctx context.Context, r *remote, _ any, args []string) error {
+func runDLQShow(ctx context.Context, r *remote, _ *noOpts, args []string) error {
 	id, err := oneID(args, "EXECUTION_ID")
 	if err != nil {
 		return err
@@ -344,8 +304,15 @@ type dlqRedriveOpts struct {
 	limit  int
 }
 
-func runDLQRedrive(ctx context.Context, r *remote, opts any, args []string) error {
-	o := opts.(*dlqRedriveOpts)
+func (o *dlqRedriveOpts) register(fs *flag.FlagSet) {
+	o.filter.register(fs, false)
+	fs.BoolVar(&o.all, "all", false, "select every dead letter not yet re-driven (with no filter flags or ids)")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "list what would be re-driven; change nothing")
+	fs.Float64Var(&o.rate, "rate", 0, "re-driven firings per second (default 10)")
+	fs.IntVar(&o.limit, "limit", 0, "re-drive at most this many, oldest first (default 1000, at most 100000)")
+}
+
+func runDLQRedrive(ctx context.Context, r *remote, o *dlqRedriveOpts, args []string) error {
 	filter, err := o.filter.build(r.io.now())
 	if err != nil {
 		return err

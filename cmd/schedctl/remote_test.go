@@ -101,20 +101,20 @@ func startFake(t *testing.T) (*fakeAPI, string) {
 
 // run runs a gRPC subcommand as the CLI would, with SUNDIAL_ADDR and
 // SUNDIAL_TOKEN in its environment.
-func run(t *testing.T, addr string, env map[string]string, args ...string) (int, string, string) {
+func run(t *testing.T, addr string, vars map[string]string, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	cio := cmdIO{Stdout: &stdout, Stderr: &stderr, Getenv: func(k string) string {
-		if v, ok := env[k]; ok {
+		if v, ok := vars[k]; ok {
 			return v
 		}
 		return map[string]string{"SUNDIAL_ADDR": addr, "SUNDIAL_TOKEN": "tok"}[k]
 	}, Now: func() time.Time { return fakeNow }}
-	cmd, ok := lookupRemote(args[0])
-	if !ok {
-		t.Fatalf("no command %q", args[0])
+	cmd, ok := lookup(args[0])
+	if !ok || !cmd.run.remote() {
+		t.Fatalf("no gRPC command %q", args[0])
 	}
-	code := runRemote(context.Background(), cio, cmd, args[1:])
+	code := cmd.invoke(context.Background(), &env{io: cio, now: cio.now}, args[1:])
 	return code, stdout.String(), stderr.String()
 }
 

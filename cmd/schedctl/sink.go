@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,6 +14,14 @@ import (
 	"github.com/sundialhq/sundial/pkg/signature"
 )
 
+// sinkOpts are sink's flags.
+type sinkOpts struct{ addr, secret string }
+
+func (o *sinkOpts) register(fs *flag.FlagSet, e *env) {
+	fs.StringVar(&o.addr, "addr", "127.0.0.1:8099", "address to listen on")
+	fs.StringVar(&o.secret, "signing-secret", e.io.Getenv("SUNDIAL_SIGNING_SECRET"), "the workers' signing secret, to verify signatures (env SUNDIAL_SIGNING_SECRET)")
+}
+
 // runSink implements
 //
 //	schedctl sink [--addr HOST:PORT] [--signing-secret S]
@@ -23,23 +30,13 @@ import (
 // request and prints one line per request with the execution id, the slot,
 // the lateness at arrival and whether the signature verifies. `make run`
 // starts one and points its demo job at it.
-func runSink(ctx context.Context, e *env, args []string) int {
-	fs := flag.NewFlagSet("schedctl sink", flag.ContinueOnError)
-	fs.SetOutput(e.io.Stderr)
-	addr := fs.String("addr", "127.0.0.1:8099", "address to listen on")
-	secret := fs.String("signing-secret", e.io.Getenv("SUNDIAL_SIGNING_SECRET"), "the workers' signing secret, to verify signatures (env SUNDIAL_SIGNING_SECRET)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	ln, err := net.Listen("tcp", *addr)
+func runSink(ctx context.Context, e *env, o *sinkOpts, _ []string) int {
+	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		fmt.Fprintf(e.io.Stderr, "schedctl sink: %v\n", err)
 		return 1
 	}
-	s := &sink{out: e.io.Stdout, secret: []byte(*secret), now: e.now}
+	s := &sink{out: e.io.Stdout, secret: []byte(o.secret), now: e.now}
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second}
 	fmt.Fprintf(e.io.Stderr, "schedctl sink: listening on http://%s/\n", ln.Addr())
 	errc := make(chan error, 1)

@@ -1,0 +1,290 @@
+package main
+
+// The command table. Every schedctl command is one row of commands(): its
+// name, its synopsis and summary, and a runner holding its flags and its run
+// function, typed by the command's own options struct. The top-level help,
+// and each command's -h are generated from these rows, so neither can name
+// a command or a flag the binary does not have.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// command is one row of the table.
+type command struct {
+	name    string // one word, or a group and a word ("dlq list")
+	usage   string // the synopsis after the name
+	summary string // the first line is the listing's; -h and docs/cli.md show it whole
+	run     runner
+}
+
+// runner is a command's flags and run function. localCmd and remoteCmd
+// implement it for every options type, which is what keeps a run function
+// typed: it receives the struct its own flags were parsed into.
+type runner interface {
+	// bind registers the command's flags on fs and returns the function
+	// that runs the command on its positional arguments once fs has parsed.
+	bind(fs *flag.FlagSet, e *env) func(ctx context.Context, args []string) int
+	// remote reports whether the command calls the api: it then takes the
+	// connection flags, and its flags may also follow its arguments.
+	remote() bool
+}
+
+// noOpts is the options of a command without flags of its own.
+type noOpts struct{}
+
+// localCmd is a command that needs no server. It returns its exit status
+// itself, since each has its own failure modes (a listener, a bad
+// expression).
+type localCmd[O any] struct {
+	flags func(o *O, fs *flag.FlagSet, e *env)
+	run   func(ctx context.Context, e *env, o *O, args []string) int
+}
+
+func (c localCmd[O]) bind(fs *flag.FlagSet, e *env) func(context.Context, []string) int {
+	o := new(O)
+	if c.flags != nil {
+		c.flags(o, fs, e)
+	}
+	return func(ctx context.Context, args []string) int { return c.run(ctx, e, o, args) }
+}
+
+func (localCmd[O]) remote() bool { return false }
+
+// remoteCmd is a command that calls the api. Its run function gets a
+// connected client and returns an error; runRemote turns that into the exit
+// status and the message, the same way for every command.
+type remoteCmd[O any] struct {
+	flags func(o *O, fs *flag.FlagSet)
+	run   func(ctx context.Context, r *remote, o *O, args []string) error
+}
+
+func (c remoteCmd[O]) bind(fs *flag.FlagSet, e *env) func(context.Context, []string) int {
+	cf := &connFlags{}
+	cf.register(fs, e.io)
+	o := new(O)
+	if c.flags != nil {
+		c.flags(o, fs)
+	}
+	return func(ctx context.Context, args []string) int {
+		return runRemote(ctx, e.io, fs, cf, func(ctx context.Context, r *remote) error { return c.run(ctx, r, o, args) })
+	}
+}
+
+func (remoteCmd[O]) remote() bool { return true }
+
+// commands returns the table in help order: the offline commands first,
+// then the gRPC ones.
+func commands() []command {
+	return []command{
+		{name: "preview", usage: "--cron EXPR|--rrule RULE [--tz ZONE] [--from RFC3339] [--count N] [--dst-gap SHIFT|SKIP] [--dst-repeat FIRST|LAST|BOTH]",
+			summary: "Print a schedule's next instants, computed offline (no server).\n" +
+				"One RFC 3339 UTC instant per line, from the engine the prefetcher runs.",
+			run: localCmd[previewOpts]{flags: (*previewOpts).register, run: runPreview}},
+		{name: "sink", usage: "[--addr HOST:PORT] [--signing-secret S]",
+			summary: "Run a local HTTP target that prints every firing it receives (for trying Sundial out).",
+			run:     localCmd[sinkOpts]{flags: (*sinkOpts).register, run: runSink}},
+
+		{name: "create", usage: "[flags]",
+			summary: "Register a job from flags and/or a job file (-f job.yaml|job.json).",
+			run:     remoteCmd[createOpts]{flags: (*createOpts).register, run: runCreate}},
+		{name: "get", usage: "[flags] JOB_ID", summary: "Show one job.",
+			run: remoteCmd[noOpts]{run: runGet}},
+		{name: "list", usage: "[flags]", summary: "List your jobs, oldest first.",
+			run: remoteCmd[listOpts]{flags: (*listOpts).register, run: runList}},
+		{name: "update", usage: "[flags] JOB_ID",
+			summary: "Change a job: only the fields given as flags (or set in -f) change.\n" +
+				"Bumps the version; firings not yet started follow the new definition.",
+			run: remoteCmd[updateOpts]{flags: (*updateOpts).register, run: runUpdate}},
+		{name: "pause", usage: "[flags] JOB_ID", summary: "Stop a job firing until resumed.",
+			run: remoteCmd[noOpts]{run: simple("paused", pauseCall)}},
+		{name: "resume", usage: "[flags] JOB_ID", summary: "Fire a paused job again, from now on (no catch-up).",
+			run: remoteCmd[noOpts]{run: simple("resumed", resumeCall)}},
+		{name: "delete", usage: "[flags] JOB_ID", summary: "Delete a job (it stops firing; its history stays).",
+			run: remoteCmd[noOpts]{run: simple("deleted", deleteCall)}},
+		{name: "trigger", usage: "[flags] JOB_ID", summary: "Fire a job once, now, outside its schedule.",
+			run: remoteCmd[noOpts]{run: runTrigger}},
+		{name: "history", usage: "[flags] JOB_ID | --execution EXECUTION_ID",
+			summary: "Show a job's executions, newest first (one row per attempt), or every attempt of one execution.",
+			run:     remoteCmd[historyOpts]{flags: (*historyOpts).register, run: runHistory}},
+		{name: "server-preview", usage: "[flags]",
+			summary: "Ask the api for a schedule's next instants (what the server will compute).",
+			run:     remoteCmd[serverPreviewOpts]{flags: (*serverPreviewOpts).register, run: runServerPreview}},
+		{name: "backfill", usage: "[flags] JOB_ID --from T --to T",
+			summary: "Fire a job once for every slot of its schedule in a past range, paced (--dry-run lists the slots).",
+			run:     remoteCmd[backfillOpts]{flags: (*backfillOpts).register, run: runBackfill}},
+		{name: "audit", usage: "[flags] JOB_ID",
+			summary: "Show a job's audit trail, newest first: who changed what, when.",
+			run:     remoteCmd[auditOpts]{flags: (*auditOpts).register, run: runAudit}},
+		{name: "dlq list", usage: "[flags]",
+			summary: "List dead letters (executions that exhausted their attempts), newest first.",
+			run:     remoteCmd[dlqListOpts]{flags: (*dlqListOpts).register, run: runDLQList}},
+		{name: "dlq show", usage: "[flags] EXECUTION_ID",
+			summary: "Show one dead letter: its last error and the firing that died.",
+			run:     remoteCmd[noOpts]{run: runDLQShow}},
+		{name: "dlq redrive", usage: "[flags] [EXECUTION_ID...]",
+			summary: "Re-drive dead letters: each keeps its execution id and gets a fresh round of attempts.\n" +
+				"Give execution ids, or filter flags, or --all for every dead letter not yet re-driven.",
+			run: remoteCmd[dlqRedriveOpts]{flags: (*dlqRedriveOpts).register, run: runDLQRedrive}},
+	}
+}
+
+// flagSet returns c's flags, registered on a fresh set whose -h prints c's
+// usage, and c's run function bound to them.
+func (c command) flagSet(e *env) (*flag.FlagSet, func(context.Context, []string) int) {
+	fs := flag.NewFlagSet("schedctl "+c.name, flag.ContinueOnError)
+	fs.SetOutput(e.io.Stderr)
+	run := c.run.bind(fs, e)
+	fs.Usage = func() { c.printUsage(fs) }
+	return fs, run
+}
+
+// invoke runs c with its arguments (those after its name) and returns the
+// exit status.
+func (c command) invoke(ctx context.Context, e *env, args []string) int {
+	fs, run := c.flagSet(e)
+	var (
+		positional []string
+		err        error
+	)
+	if c.run.remote() {
+		positional, err = parseInterspersed(fs, args)
+	} else {
+		// The offline commands stop at the first argument, so a stray
+		// word (an unquoted cron expression) is reported with all that
+		// follows it.
+		err = fs.Parse(args)
+		positional = fs.Args()
+	}
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2 // the flag package has printed the problem and the usage
+	}
+	return run(ctx, positional)
+}
+
+func (c command) printUsage(fs *flag.FlagSet) {
+	w := fs.Output()
+	fmt.Fprintf(w, "usage: schedctl %s %s\n\n%s\n", c.name, c.usage, c.summary)
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
+		fmt.Fprint(w, "\nflags:\n")
+		fs.PrintDefaults()
+	}
+}
+
+func lookup(name string) (command, bool) {
+	for _, c := range commands() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+// isGroup reports whether name is the first word of two-word commands
+// ("dlq" of "dlq list").
+func isGroup(name string) bool {
+	for _, c := range commands() {
+		if strings.HasPrefix(c.name, name+" ") {
+			return true
+		}
+	}
+	return false
+}
+
+// resolve finds the command args start with, one word or a group and its
+// subcommand, and returns it with the remaining arguments.
+func resolve(args []string) (command, []string, bool) {
+	if len(args) == 0 {
+		return command{}, nil, false
+	}
+	name, rest := args[0], args[1:]
+	if isGroup(name) && len(rest) > 0 {
+		name, rest = name+" "+rest[0], rest[1:]
+	}
+	c, ok := lookup(name)
+	return c, rest, ok
+}
+
+// groupUsage lists a group's subcommands.
+func groupUsage(w io.Writer, group string) {
+	fmt.Fprintf(w, "usage: schedctl %s SUBCOMMAND [flags] [args]\n\nsubcommands:\n", group)
+	for _, c := range commands() {
+		if strings.HasPrefix(c.name, group+" ") {
+			fmt.Fprintf(w, "  %-15s %s\n", c.name, firstLine(c.summary))
+		}
+	}
+}
+
+func isHelp(arg string) bool {
+	return arg == "help" || arg == "-h" || arg == "-help" || arg == "--help"
+}
+
+func (e *env) run(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		usage(e.io.Stderr)
+		return 2
+	}
+	if isHelp(args[0]) {
+		// "schedctl help preview" is "schedctl preview -h".
+		if len(args) > 1 {
+			if c, _, ok := resolve(args[1:]); ok {
+				return c.invoke(ctx, e, []string{"-h"})
+			}
+			if isGroup(args[1]) {
+				groupUsage(e.io.Stdout, args[1])
+				return 0
+			}
+			fmt.Fprintf(e.io.Stderr, "schedctl: unknown command %q\n\n", strings.Join(args[1:], " "))
+			usage(e.io.Stderr)
+			return 2
+		}
+		usage(e.io.Stdout)
+		return 0
+	}
+	c, rest, ok := resolve(args)
+	if !ok {
+		if isGroup(args[0]) {
+			switch {
+			case len(args) > 1 && isHelp(args[1]):
+				groupUsage(e.io.Stdout, args[0])
+				return 0
+			case len(args) > 1:
+				fmt.Fprintf(e.io.Stderr, "schedctl: unknown command %q\n\n", args[0]+" "+args[1])
+			}
+			groupUsage(e.io.Stderr, args[0])
+			return 2
+		}
+		fmt.Fprintf(e.io.Stderr, "schedctl: unknown command %q\n\n", args[0])
+		usage(e.io.Stderr)
+		return 2
+	}
+	return c.invoke(ctx, e, rest)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: schedctl COMMAND [flags] [args]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "commands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-15s %s\n", c.name, firstLine(c.summary))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run 'schedctl COMMAND -h' for a command's flags.")
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
