@@ -237,7 +237,7 @@ Postgres, which they all do.
 */}}
 {{- define "sundial.components" -}}
 {{- $uses := dict
-  "api" (list "redis" "cassandra")
+  "api" (list "redis" "cassandra" "kafka")
   "migrate" (list "cassandra")
   "prefetcher" (list "zookeeper" "cassandra")
   "relay" (list "kafka")
@@ -405,6 +405,11 @@ spec:
             - name: grpc
               containerPort: {{ $svc.grpcPort }}
               protocol: TCP
+            {{- if $svc.httpPort }}
+            - name: http
+              containerPort: {{ $svc.httpPort }}
+              protocol: TCP
+            {{- end }}
             {{- end }}
           envFrom:
             - configMapRef:
@@ -533,6 +538,12 @@ spec:
       targetPort: grpc
       protocol: TCP
       appProtocol: grpc
+    {{- if $svc.httpPort }}
+    - name: http
+      port: {{ $svc.httpPort }}
+      targetPort: http
+      protocol: TCP
+    {{- end }}
     {{- end }}
 {{- end -}}
 

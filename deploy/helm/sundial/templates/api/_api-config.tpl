@@ -11,6 +11,12 @@
   "migrate-on-start" (not $v.migrate.enabled)
   "grpc-stop-timeout" $v.api.grpcStopTimeout
 -}}
+{{- if $v.api.httpPort -}}
+{{- $_ := set $s "http-addr" (printf "0.0.0.0:%v" $v.api.httpPort) -}}
+{{- end -}}
+{{- if $v.api.checkKafkaTopics -}}
+{{- $_ := set $s "kafka-brokers" $v.kafka.brokers -}}
+{{- end -}}
 {{- if not $v.postgres.dsnSecret.name -}}
 {{- $_ := set $s "postgres-dsn" (include "sundial.postgresDSN" .) -}}
 {{- end -}}
