@@ -3,8 +3,9 @@ package main
 // The command table. Every schedctl command is one row of commands(): its
 // name, its synopsis and summary, and a runner holding its flags and its run
 // function, typed by the command's own options struct. The top-level help,
-// and each command's -h are generated from these rows, so neither can name
-// a command or a flag the binary does not have.
+// each command's -h and the shell completion scripts (completion.go) are
+// all generated from these rows, so none of them can name a command or a
+// flag the binary does not have.
 
 import (
 	"context"
@@ -20,7 +21,10 @@ type command struct {
 	name    string // one word, or a group and a word ("dlq list")
 	usage   string // the synopsis after the name
 	summary string // the first line is the listing's; -h and docs/cli.md show it whole
-	run     runner
+	// args are the words a positional argument is chosen from, offered by
+	// the shell completion; nil when the argument is free (a job id).
+	args []string
+	run  runner
 }
 
 // runner is a command's flags and run function. localCmd and remoteCmd
@@ -79,7 +83,8 @@ func (c remoteCmd[O]) bind(fs *flag.FlagSet, e *env) func(context.Context, []str
 func (remoteCmd[O]) remote() bool { return true }
 
 // commands returns the table in help order: the offline commands first,
-// then the gRPC ones.
+// then the gRPC ones. It is a function rather than a variable because
+// `completion` reads the table it is a row of.
 func commands() []command {
 	return []command{
 		{name: "preview", usage: "--cron EXPR|--rrule RULE [--tz ZONE] [--from RFC3339] [--count N] [--dst-gap SHIFT|SKIP] [--dst-repeat FIRST|LAST|BOTH]",
@@ -89,6 +94,10 @@ func commands() []command {
 		{name: "sink", usage: "[--addr HOST:PORT] [--signing-secret S]",
 			summary: "Run a local HTTP target that prints every firing it receives (for trying Sundial out).",
 			run:     localCmd[sinkOpts]{flags: (*sinkOpts).register, run: runSink}},
+		{name: "completion", usage: "bash|zsh", args: []string{"bash", "zsh"},
+			summary: "Print the shell completion script for bash or zsh.\n" +
+				"Load it with: source <(schedctl completion bash)",
+			run: localCmd[noOpts]{run: runCompletion}},
 
 		{name: "create", usage: "[flags]",
 			summary: "Register a job from flags and/or a job file (-f job.yaml|job.json).",

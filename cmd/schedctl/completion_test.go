@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// completionCase is a command line being completed (the last word is the
+// one under the cursor) and the words the script should offer for it.
+type completionCase struct {
+	words []string
+	want  []string
+}
+
+// completionCases are what a user types: every command, every command's
+// flags, a group's subcommands, positional words, and a flag's value.
+func completionCases(t *testing.T) []completionCase {
+	t.Helper()
+	tree, err := buildTree(commands())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []completionCase{
+		{[]string{""}, append([]string{"help"}, tree.top...)},
+		{[]string{"help", ""}, tree.top},
+		{[]string{"s"}, []string{"server-preview", "sink"}},
+		{[]string{"dlq", ""}, []string{"list", "show", "redrive"}},
+		{[]string{"dlq", "re"}, []string{"redrive"}},
+		{[]string{"help", "dlq", "s"}, []string{"show"}},
+		{[]string{"completion", ""}, []string{"bash", "zsh"}},
+		{[]string{"create", "--name", "x", "--pri"}, []string{"--priority"}},
+		{[]string{"list", "--all", "--page-"}, []string{"--page-size", "--page-token"}},
+		{[]string{"get", "J1", "-o"}, []string{"-o"}},
+		{[]string{"frobnicate", "-"}, nil},
+	}
+	// Every command offers every flag it takes, and nothing else.
+	for _, cc := range tree.cmds {
+		var want []string
+		for _, f := range cc.flags {
+			want = append(want, dashed(f.Name))
+		}
+		cases = append(cases, completionCase{append(strings.Fields(cc.c.name), "-"), want})
+	}
+	return cases
+}
+
+// shellRun runs script with the shell and returns its standard output.
+func shellRun(t *testing.T, shell, script string) string {
+	t.Helper()
+	path, err := exec.LookPath(shell)
+	if err != nil {
+		t.Fatalf("%s is needed to test its completion script: %v", shell, err)
+	}
+	file := filepath.Join(t.TempDir(), "test."+shell)
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(path, "-c", script, file)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s: %v\n%s", shell, err, stderr.String())
+	}
+	if stderr.Len() > 0 {
+		t.Fatalf("%s wrote to stderr:\n%s", shell, stderr.String())
+	}
+	return stdout.String()
+}
+
+func completionScript(t *testing.T, shell string) string {
+	t.Helper()
+	code, out, stderr := cli(t, time.Now(), "completion", shell)
+	if code != 0 || stderr != "" {
+		t.Fatalf("schedctl completion %s: exit %d, stderr %q", shell, code, stderr)
+	}
+	return out
+}
+
+// checkCompletions compares the offers, one line per case in the order of
+// cases, with what each case wants.
+func checkCompletions(t *testing.T, shell string, cases []completionCase, out string) {
+	t.Helper()
+	got := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(got) != len(cases) {
+		t.Fatalf("%s printed %d lines for %d cases:\n%s", shell, len(got), len(cases), out)
+	}
+	for i, tc := range cases {
+		offered := strings.Fields(got[i])
+		want := slices.Clone(tc.want)
+		slices.Sort(offered)
+		slices.Sort(want)
+		if !slices.Equal(offered, want) {
+			t.Errorf("%s: schedctl %s<TAB> offers %q, want %q", shell, strings.Join(tc.words, " "), offered, want)
+		}
+	}
+}
+
+// The bash script, run by bash, completes every command of the table and
+// every flag of each command, a group's subcommands and completion's
+// shells.
+func TestBashCompletionNamesEveryCommandAndFlag(t *testing.T) {
+	cases := completionCases(t)
+	var script strings.Builder
+	script.WriteString(completionScript(t, "bash"))
+	// complete(1) is what a user's shell runs on TAB: it fills COMP_WORDS
+	// and COMP_CWORD and reads COMPREPLY back.
+	script.WriteString(`
+offer() {
+	COMP_WORDS=(schedctl "$@")
+	COMP_CWORD=$#
+	_schedctl
+	echo "${COMPREPLY[*]}"
+}
+`)
+	for _, tc := range cases {
+		fmt.Fprintf(&script, "offer %s\n", shellWords(tc.words))
+	}
+	checkCompletions(t, "bash", cases, shellRun(t, "bash", script.String()))
+	// The registration itself, as sourcing the script in a shell does.
+	if out := shellRun(t, "bash", completionScript(t, "bash")+"complete -p schedctl\n"); out != "complete -F _schedctl schedctl\n" {
+		t.Errorf("registration: %q", out)
+	}
+}
+
+// The zsh script, run by zsh with the completion system's functions
+// replaced by ones that print what they are given, offers the same words.
+// zsh is not on every machine; without it the script is only checked to
+// name every command and flag.
+func TestZshCompletion(t *testing.T) {
+	script := completionScript(t, "zsh")
+	for _, c := range commands() {
+		if !strings.Contains(script, "("+zshQuote(c.name)+")") {
+			t.Errorf("the zsh script has no case for %s", c.name)
+		}
+		for _, f := range c.flags() {
+			if !strings.Contains(script, zshQuote(dashed(f.Name) + ":")[:len(dashed(f.Name))+2]) {
+				t.Errorf("the zsh script does not name %s of %s", dashed(f.Name), c.name)
+			}
+		}
+	}
+	if _, err := exec.LookPath("zsh"); err != nil {
+		t.Skipf("zsh is not installed; checked the script's text only")
+	}
+	cases := completionCases(t)
+	var s strings.Builder
+	s.WriteString(`
+compdef() { :; }
+# Print the words of the array named last (the part before the first
+# colon, for _describe) that start with the word under the cursor, as the
+# real functions offer them; and an empty line for file names.
+_offer() { print -r -- ${(M)argv:#${(b)words[CURRENT]}*}; }
+_describe() { local -a items=("${(@P)argv[-1]}"); _offer "${items[@]%%:*}"; }
+compadd() { _offer "${(@P)argv[-1]}"; }
+_files() { print; }
+`)
+	s.WriteString(script)
+	s.WriteString(`
+offer() {
+	local -a words=(schedctl "$@")
+	local CURRENT=$(($# + 1))
+	_schedctl || print
+}
+`)
+	for _, tc := range cases {
+		fmt.Fprintf(&s, "offer %s\n", shellWords(tc.words))
+	}
+	checkCompletions(t, "zsh", cases, shellRun(t, "zsh", s.String()))
+}
+
+// The completion command refuses anything but one known shell.
+func TestCompletionUsage(t *testing.T) {
+	for _, args := range [][]string{{"completion"}, {"completion", "fish"}, {"completion", "bash", "zsh"}} {
+		if code, out, stderr := cli(t, time.Now(), args...); code != 2 || out != "" || !strings.Contains(stderr, "schedctl completion: ") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, out, stderr)
+		}
+	}
+}
+
+// shellWords quotes words for bash and zsh alike.
+func shellWords(words []string) string {
+	q := make([]string, len(words))
+	for i, w := range words {
+		q[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
+}
