@@ -208,6 +208,8 @@ func (e *env) config(workerID string) app.Config {
 		RevokeDrainTimeout:     10 * time.Second,
 		CommitInterval:         200 * time.Millisecond,
 		MaxHeld:                1_000_000,
+		MediumHeldPercent:      80,
+		LowHeldPercent:         50,
 		AllowKafkaTargets:      "test.",
 		// The sink listens on loopback, which the outbound policy refuses
 		// unless allowlisted.

@@ -383,6 +383,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 		MaxHeld:        cfg.MaxHeld,
 		FetchAhead:     cfg.FetchAhead,
 		Unpaused:       []string{topics.Fire(sundialv1.Priority_PRIORITY_CRITICAL)},
+		HeldShares:     heldShares(topics, cfg),
 		Poison:         raw.Forward,
 		Opts:           append(kafkaSec, deps.KafkaOpts...),
 		Tracer:         deps.Tracer,
@@ -398,6 +399,22 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 	}
 	w.Services = append(w.Services, lag)
 	return w, nil
+}
+
+// heldShares is the back-pressure per priority topic: MEDIUM's and LOW's
+// parts of --max-held, so a LOW or MEDIUM backlog pauses its own topics
+// and HIGH fetches on (CRITICAL is never paused).
+func heldShares(topics firing.Topics, cfg Config) []consumer.TopicShare {
+	var out []consumer.TopicShare
+	for _, s := range []struct {
+		p   sundialv1.Priority
+		pct int
+	}{{sundialv1.Priority_PRIORITY_MEDIUM, cfg.MediumHeldPercent}, {sundialv1.Priority_PRIORITY_LOW, cfg.LowHeldPercent}} {
+		if s.pct > 0 {
+			out = append(out, consumer.TopicShare{Topic: topics.Fire(s.p), Percent: s.pct})
+		}
+	}
+	return out
 }
 
 // closer closes connections when stopped; it is the first service started

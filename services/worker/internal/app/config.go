@@ -88,8 +88,13 @@ type Config struct {
 	CommitInterval     time.Duration
 	// CatchUpRate paces catch-up firings that arrive after their
 	// instants (per second; the prefetcher's --catch-up-rate).
-	CatchUpRate       float64
-	MaxHeld           int
+	CatchUpRate float64
+	MaxHeld     int
+	// MediumHeldPercent and LowHeldPercent bound the firings a priority's
+	// topic may hold, with the less urgent ones', to a share of MaxHeld
+	// (consumer.Config.HeldShares); 0: no share of its own.
+	MediumHeldPercent int
+	LowHeldPercent    int
 	FetchAhead        time.Duration
 	AllowKafkaTargets string
 
@@ -167,7 +172,11 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.RevokeDrainTimeout, "revoke-drain-timeout", 20*time.Second, "how long a rebalance (and shutdown) waits for executing firings of revoked partitions; keep it below --drain-timeout")
 	fs.DurationVar(&c.CommitInterval, "commit-interval", time.Second, "how often offsets are committed")
 	fs.Float64Var(&c.CatchUpRate, "catch-up-rate", 100, "release catch-up firings that arrive after their instants at most this many per second, keeping the prefetcher's spacing (set it to the prefetcher's --catch-up-rate; 0: not paced)")
-	fs.IntVar(&c.MaxHeld, "max-held", 300_000, "while this many firings wait in memory (held, prepared or ready), only the partitions furthest behind go on fetching (CRITICAL always does); about 1.3 KB of memory each")
+	fs.IntVar(&c.MaxHeld, "max-held", 300_000, "while this many HIGH, MEDIUM and LOW firings wait in memory (held, prepared, ready or executing), only the partitions furthest behind go on fetching, and past a quarter more none (CRITICAL always does; MEDIUM and LOW stop sooner, see --medium-held-percent, --low-held-percent); about 2.5 KB of memory each")
+	fs.IntVar(&c.MediumHeldPercent, "medium-held-percent", 80,
+		"MEDIUM and LOW firings together may hold at most this percentage of --max-held, then their topics pause; HIGH keeps fetching into the rest")
+	fs.IntVar(&c.LowHeldPercent, "low-held-percent", 50,
+		"LOW firings may hold at most this percentage of --max-held, then the LOW topic pauses and its backlog waits in Kafka; the other topics keep fetching")
 	fs.DurationVar(&c.FetchAhead, "fetch-ahead", time.Minute, "pause fetching a partition once its fetched firings reach this far past now (0: the whole staging window); Kafka keeps the rest, and a Kafka outage shorter than this delays nothing held")
 	fs.StringVar(&c.AllowKafkaTargets, "allow-kafka-targets", "*", "topic prefixes jobs may produce to, comma-separated; * any, empty none (platform topics are always refused)")
 	fs.IntVar(&c.MaxDeliveries, "max-deliveries", 5, "an attempt taken this many times without finishing (its workers crashed on it) is dead-lettered as poison on the next delivery; 0 never")
@@ -301,6 +310,14 @@ func (c *Config) Validate(p *config.Problems) {
 	}
 	if c.MaxHeld < 1 {
 		p.Addf("max-held", "must be at least 1")
+	}
+	if c.MediumHeldPercent < 1 || c.MediumHeldPercent > 100 {
+		p.Addf("medium-held-percent", "must be between 1 and 100, got %d", c.MediumHeldPercent)
+	}
+	if c.LowHeldPercent < 1 || c.LowHeldPercent > 100 {
+		p.Addf("low-held-percent", "must be between 1 and 100, got %d", c.LowHeldPercent)
+	} else if c.LowHeldPercent > c.MediumHeldPercent {
+		p.Addf("low-held-percent", "must not exceed --medium-held-percent (%d), got %d", c.MediumHeldPercent, c.LowHeldPercent)
 	}
 	if c.MetricsMaxTenants < 0 {
 		p.Addf("metrics-max-tenants", "must not be negative")

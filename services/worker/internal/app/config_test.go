@@ -74,6 +74,8 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{[]string{"--high-executors-percent", "101"}, "high-executors-percent"},
 		{[]string{"--medium-executors-percent", "95"}, "medium-executors-percent"},
 		{[]string{"--low-executors-percent", "85"}, "low-executors-percent"},
+		{[]string{"--medium-held-percent", "0"}, "medium-held-percent"},
+		{[]string{"--low-held-percent", "90"}, "low-held-percent"},
 		{[]string{"--prepare-grain", "2s"}, "prepare-grain"},
 		{[]string{"--ledger-spill-after", "0s"}, "ledger-spill-after"},
 		{[]string{"--lease-ttl", "1ms"}, "lease-ttl"},

@@ -117,6 +117,16 @@ type Config struct {
 	// the CRITICAL topic, so an overloaded worker still takes in the
 	// firings that must not wait behind the backlog (few by nature).
 	Unpaused []string
+	// HeldShares make the back-pressure per topic: the firings held from
+	// a listed topic, counted with those of every topic listed after it,
+	// are bounded by Percent of MaxHeld (not by MaxHeld and everything
+	// held). List the topics from the most urgent: with MEDIUM at 80 and
+	// LOW at 50, a LOW backlog pauses LOW alone once it holds half of
+	// MaxHeld, MEDIUM and LOW stop together at 80 %, and the rest is left
+	// to the topics not listed (HIGH), which with them are bounded by
+	// MaxHeld as before. Without it every topic but the Unpaused ones
+	// shares MaxHeld.
+	HeldShares []TopicShare
 	// Poison, when set, receives each undecodable record (a private copy)
 	// and why it could not be decoded, and must call done once the record
 	// is safely elsewhere (the DLQ topic); only then may the offset be
@@ -129,6 +139,12 @@ type Config struct {
 	// Tracer traces each firing's stay in the worker (see work.Trace);
 	// nil: tracing off.
 	Tracer trace.Tracer
+}
+
+// TopicShare is one topic's part of MaxHeld (Config.HeldShares).
+type TopicShare struct {
+	Topic   string
+	Percent int
 }
 
 // Defaults fills zero fields.
@@ -193,15 +209,64 @@ type Consumer struct {
 
 	pace *pacer
 
+	// held counts, per topic, the firings fetched and neither finished nor
+	// abandoned (held, ready or executing): what each topic occupies of
+	// MaxHeld. The partitions keep them.
+	held map[string]*atomic.Int64
+	// tiers are the back-pressure groups, most urgent first (see
+	// Config.HeldShares); tierOf maps a pausable topic to its tier.
+	tiers  []tier
+	tierOf map[string]int
+
 	poll   lifecycle.Runner
 	commit lifecycle.Runner
 	once   sync.Once
 }
 
+// tier is a group of topics paused together when the firings held from
+// them and from every less urgent tier reach limit.
+type tier struct {
+	topics []string
+	limit  int
+}
+
 // New returns a consumer feeding h.
 func New(cfg Config, h Holder, m *metrics.Metrics, logger *slog.Logger) *Consumer {
 	cfg.Defaults()
-	return &Consumer{cfg: cfg, holder: h, m: m, logger: logger, parts: map[tp]*partition{}, kept: map[tp]*partition{}, pace: newPacer(cfg.CatchUpRate)}
+	c := &Consumer{cfg: cfg, holder: h, m: m, logger: logger, parts: map[tp]*partition{}, kept: map[tp]*partition{}, pace: newPacer(cfg.CatchUpRate),
+		held: map[string]*atomic.Int64{}, tierOf: map[string]int{}}
+	for _, t := range cfg.Topics {
+		c.held[t] = &atomic.Int64{}
+	}
+	// The first tier is every pausable topic not given a share, bounded
+	// with all the rest by MaxHeld.
+	first := tier{limit: cfg.MaxHeld}
+	for _, t := range cfg.Topics {
+		if !slices.Contains(cfg.Unpaused, t) && !slices.ContainsFunc(cfg.HeldShares, func(s TopicShare) bool { return s.Topic == t }) {
+			first.topics = append(first.topics, t)
+		}
+	}
+	c.tiers = append(c.tiers, first)
+	for _, s := range cfg.HeldShares {
+		if slices.Contains(cfg.Unpaused, s.Topic) || !slices.Contains(cfg.Topics, s.Topic) {
+			continue
+		}
+		c.tiers = append(c.tiers, tier{topics: []string{s.Topic}, limit: max(1, cfg.MaxHeld*s.Percent/100)})
+	}
+	for i, tr := range c.tiers {
+		for _, t := range tr.topics {
+			c.tierOf[t] = i
+		}
+	}
+	return c
+}
+
+// heldOf is the counter of topic's firings in memory.
+func (c *Consumer) heldOf(topic string) *atomic.Int64 {
+	if n := c.held[topic]; n != nil {
+		return n
+	}
+	return &atomic.Int64{} // not a configured topic: counted nowhere
 }
 
 // Start joins the group and starts polling and committing.
@@ -335,12 +400,6 @@ func (c *Consumer) Assigned() map[string][]int32 {
 func (c *Consumer) pollLoop(ctx context.Context) error {
 	paused := false
 	pausedParts := map[tp]bool{}
-	var pausable []string
-	for _, t := range c.cfg.Topics {
-		if !slices.Contains(c.cfg.Unpaused, t) {
-			pausable = append(pausable, t)
-		}
-	}
 	for {
 		pctx, cancel := ctx, context.CancelFunc(func() {})
 		if paused {
@@ -372,7 +431,7 @@ func (c *Consumer) pollLoop(ctx context.Context) error {
 			last := fp.Records[len(fp.Records)-1].Offset
 			c.m.Lag.WithLabelValues(fp.Topic, p.label).Set(float64(max(0, fp.HighWatermark-last-1)))
 		})
-		paused = c.paceFetches(pausable, pausedParts)
+		paused = c.paceFetches(pausedParts)
 	}
 }
 
@@ -382,48 +441,82 @@ func (c *Consumer) pollLoop(ctx context.Context) error {
 // let the partitions that happened to fetch first fill the worker while
 // the others' firings waited in Kafka past their instants (at 4,000/s for
 // ten minutes, a sixth of the firings minutes late).
-func (c *Consumer) paceFetches(pausable []string, paused map[tp]bool) bool {
+//
+// The memory bound is per tier of topics (Config.HeldShares): a tier is
+// over when the firings held from it and from the less urgent tiers reach
+// its limit, or when a more urgent tier is over (its count includes this
+// one's). So a LOW backlog fills LOW's share and stops there, and the HIGH
+// topic fetches on: the back-pressure of one priority is not every
+// priority's.
+func (c *Consumer) paceFetches(paused map[tp]bool) bool {
 	now := c.cfg.Clock.Now().UnixNano()
-	held := c.holder.Len()
-	over := held >= c.cfg.MaxHeld
-	// Past a quarter more than MaxHeld even the partitions furthest behind
-	// stop (one partition, or all due together, would not stop otherwise).
-	full := held >= c.cfg.MaxHeld+c.cfg.MaxHeld/4
+	n := len(c.tiers)
+	own := make([]int64, n)
+	for t, i := range c.tierOf {
+		own[i] += c.heldOf(t).Load()
+	}
+	// over[i]: tier i's partitions fetch only near the earliest of the
+	// tier; full[i]: past a quarter more, even those stop (one
+	// partition, or all due together, would not stop otherwise).
+	over, full := make([]bool, n), make([]bool, n)
+	below := int64(0)
+	for i := n - 1; i >= 0; i-- {
+		below += own[i]
+		lim := int64(c.tiers[i].limit)
+		over[i] = below >= lim
+		full[i] = below >= lim+lim/4
+	}
+	for i := 1; i < n; i++ {
+		over[i] = over[i] || over[i-1]
+		full[i] = full[i] || full[i-1]
+	}
 	c.mu.Lock()
 	type cand struct {
 		k     tp
+		tier  int
 		ahead int64
 	}
 	var cs []cand
-	earliest := int64(math.MaxInt64)
+	earliest := make([]int64, n)
+	for i := range earliest {
+		earliest[i] = math.MaxInt64
+	}
 	for k, p := range c.parts {
-		if !slices.Contains(pausable, k.topic) {
-			continue
+		i, ok := c.tierOf[k.topic]
+		if !ok {
+			continue // unpaused
 		}
 		a := p.ahead.Load()
-		cs = append(cs, cand{k, a})
-		earliest = min(earliest, a)
+		cs = append(cs, cand{k, i, a})
+		earliest[i] = min(earliest[i], a)
 	}
 	c.mu.Unlock()
-	limit := int64(math.MaxInt64)
+	horizon := int64(math.MaxInt64)
 	if c.cfg.FetchAhead > 0 {
-		limit = now + int64(c.cfg.FetchAhead)
+		horizon = now + int64(c.cfg.FetchAhead)
 	}
-	if over {
-		limit = min(limit, earliest+int64(time.Second))
-	}
-	if full {
-		limit = math.MinInt64
+	limits := make([]int64, n)
+	for i := range limits {
+		limits[i] = horizon
+		if over[i] {
+			limits[i] = min(limits[i], earliest[i]+int64(time.Second))
+		}
+		if full[i] {
+			limits[i] = math.MinInt64
+		}
 	}
 	pause, resume := map[string][]int32{}, map[string][]int32{}
+	anyOver := false
 	for _, x := range cs {
+		limit := limits[x.tier]
+		anyOver = anyOver || over[x.tier]
 		// Resume a little below the limit, so a partition does not
 		// flap at every fetch.
 		switch should := x.ahead > limit; {
 		case should && !paused[x.k]:
 			pause[x.k.topic] = append(pause[x.k.topic], x.k.partition)
 			paused[x.k] = true
-		case !should && paused[x.k] && (limit == math.MaxInt64 || over || x.ahead < limit-int64(c.cfg.FetchAhead/10)):
+		case !should && paused[x.k] && (limit == math.MaxInt64 || over[x.tier] || x.ahead < limit-int64(c.cfg.FetchAhead/10)):
 			resume[x.k.topic] = append(resume[x.k.topic], x.k.partition)
 			delete(paused, x.k)
 		}
@@ -439,8 +532,8 @@ func (c *Consumer) paceFetches(pausable []string, paused map[tp]bool) bool {
 	}
 	c.mu.Unlock()
 	if len(pause) > 0 {
-		if over {
-			c.logger.Debug("holding too many firings: only the partitions furthest behind fetch", "max_held", c.cfg.MaxHeld)
+		if anyOver {
+			c.logger.Debug("holding too many firings: only the partitions furthest behind fetch", "max_held", c.cfg.MaxHeld, "paused", pause)
 		}
 		c.cl.PauseFetchPartitions(pause)
 	}

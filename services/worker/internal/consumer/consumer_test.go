@@ -467,6 +467,91 @@ func TestOverMaxHeldOnlyCriticalIsFetched(t *testing.T) {
 	})
 }
 
+// A LOW backlog stops at LOW's share of MaxHeld and does not pause the
+// HIGH topic: HIGH firings published while the LOW backlog waits in Kafka
+// are all fetched, and the LOW backlog resumes as its firings finish.
+// (Bounded by MaxHeld alone, the LOW backlog would fill the worker past a
+// quarter over the limit, where every pausable topic stops.)
+func TestLowBacklogDoesNotPauseHigh(t *testing.T) {
+	const high, low = "high", "low"
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, high, low))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	produce := func(tp, prefix string, n int, at time.Time) {
+		for i := range n {
+			rec := &kgo.Record{Topic: tp, Value: envelopeAt(t, fmt.Sprintf("%s-%d", prefix, i), at)}
+			if err := prod.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	const total, maxHeld = 600, 100
+	// The LOW backlog is due before the HIGH firings: by MaxHeld alone its
+	// partition is the one furthest behind, which fetches on.
+	produce(low, "low", total, time.Now().Add(30*time.Minute))
+
+	h := newRecHolder()
+	h.added = make(chan *work.Item, 2*total)
+	cons := New(Config{
+		Brokers: c.ListenAddrs(), Topics: []string{high, low}, Group: "g", ClientID: "w",
+		SessionTimeout: 6 * time.Second, CommitInterval: 20 * time.Millisecond, MaxHeld: maxHeld,
+		HeldShares: []TopicShare{{Topic: low, Percent: 50}},
+		// Small fetches, so one fetch cannot carry the whole backlog past
+		// the limit.
+		Opts: []kgo.Opt{kgo.FetchMaxPartitionBytes(8 << 10), kgo.FetchMaxBytes(8 << 10), kgo.FetchMaxWait(100 * time.Millisecond)},
+	}, h, metrics.New(prometheus.NewRegistry(), metrics.DefaultMaxTenants), logger())
+	if err := cons.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Stop()
+	count := func(prefix string) int {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		n := 0
+		for id := range h.items {
+			if strings.HasPrefix(id, prefix+"-") {
+				n++
+			}
+		}
+		return n
+	}
+	eventually(t, "LOW's share reached", func() bool { return count("low") >= maxHeld/2 })
+
+	produce(high, "high", 30, time.Now().Add(time.Hour))
+	eventually(t, "the HIGH firings fetched while LOW is paused", func() bool { return count("high") == 30 })
+	if n := count("low"); n >= total || n > maxHeld+maxHeld/4 {
+		t.Fatalf("%d LOW firings fetched with LOW's share at %d of max held %d", n, maxHeld/2, maxHeld)
+	}
+	// The executors finish the LOW firings: the rest of the backlog comes.
+	seen := map[string]bool{}
+	eventually(t, "every LOW firing after draining", func() bool {
+		h.mu.Lock()
+		taken := h.items
+		h.items = map[string]*work.Item{}
+		h.mu.Unlock()
+		for id, it := range taken {
+			if it.Owner.Claim(it) {
+				it.Owner.Finish(it)
+			}
+			seen[id] = true
+		}
+		n := 0
+		for id := range seen {
+			if strings.HasPrefix(id, "low-") {
+				n++
+			}
+		}
+		return n == total
+	})
+}
+
 // A broker outage ends the session (lost): the held firings stay held and
 // claimable — their leases decide who fires, not the group — and when the
 // broker is back and the group gives the partition back, the records

@@ -38,6 +38,10 @@ type partition struct {
 	id    int32
 	label string
 
+	// held counts the topic's firings in memory (Consumer.held): one
+	// more for each held here, one less when it is finished or abandoned.
+	held *atomic.Int64
+
 	wm        offsets.Watermark[*work.Item]
 	committed atomic.Int64
 	// ahead is the latest fire instant fetched (Unix ns): how far ahead
@@ -63,7 +67,7 @@ type partition struct {
 }
 
 func newPartition(c *Consumer, topic string, id int32) *partition {
-	p := &partition{c: c, topic: topic, id: id, label: strconv.Itoa(int(id)), drained: make(chan struct{})}
+	p := &partition{c: c, topic: topic, id: id, label: strconv.Itoa(int(id)), held: c.heldOf(topic), drained: make(chan struct{})}
 	p.committed.Store(-1)
 	return p
 }
@@ -128,6 +132,7 @@ func (p *partition) add(recs []*kgo.Record) {
 		if it.FireAt > p.ahead.Load() {
 			p.ahead.Store(it.FireAt)
 		}
+		p.held.Add(1)
 		p.c.holder.Add(it)
 	}
 }
@@ -153,6 +158,7 @@ func (p *partition) Finish(it *work.Item) {
 		return
 	}
 	it.State = work.Finished
+	p.held.Add(-1)
 	p.wm.Finish(it.Token.(*offsets.Mark[*work.Item]))
 	p.doneExecuting()
 	it.Trace.End("")
@@ -168,6 +174,7 @@ func (p *partition) Requeue(it *work.Item) bool {
 	if p.detached && p.c.closing.Load() {
 		// Leaving the group: the next owner fires it from the commit.
 		it.State = work.Abandoned
+		p.held.Add(-1)
 		p.doneExecuting()
 		it.Trace.End(outcomeAbandoned)
 		return false
@@ -211,6 +218,7 @@ func (p *partition) detach(keep func(*work.Item) bool) (kept, abandoned int) {
 				return
 			}
 			it.State = work.Abandoned
+			p.held.Add(-1)
 			held = append(held, it)
 		}
 	})
