@@ -231,10 +231,21 @@ func (r *Runner) Chaos(ctx context.Context, cfg ChaosConfig) (res Result, err er
 	if err := c.await(ctx, want, end.Add(3*time.Minute), 5*time.Second); err != nil {
 		return res, err
 	}
+	deliveries := c.deliveries()
+	// Every firing that reached a target has its final record in the
+	// ledger, whatever the matrix stopped (Cassandra included): read back
+	// through the api, before the jobs and their history are deleted.
+	delivered, gaps, sample, err := c.d.ledgerGaps(ctx, want, deliveries, r.clock.Now().Add(2*time.Minute))
+	if err != nil {
+		return res, err
+	}
+	res.detailf("chaos: ledger: %d of the %d executions that reached a target have their final record in the history the api shows", delivered-gaps, delivered)
+	if gaps > 0 {
+		res.Problems = append(res.Problems, fmt.Sprintf("chaos: %d executions reached a target but have no final record in the ledger (for example %v)", gaps, sample))
+	}
 	if err := c.d.deleteJobs(ctx, c.jobs.jobs); err != nil {
 		r.log.Warn("chaos: jobs not deleted", "err", err)
 	}
-	deliveries := c.deliveries()
 	for _, row := range rows {
 		a := c.analyze(want, deliveries, row.start, row.ended)
 		late, recovered := c.recovery(a, want, deliveries, row)
