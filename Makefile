@@ -105,6 +105,10 @@ infra-status: ## Say which components are up
 helm-golden: $(TOOLS)/helm ## Re-render the chart's golden files (deploy/helm/tests) after a chart change
 	cd deploy/deploytest && go test -count=1 -run 'TestHelmGolden' -update .
 
+.PHONY: cli-doc
+cli-doc: ## Regenerate docs/cli.md from schedctl's command table and cmd/schedctl/cli.md.tmpl (a unit test fails while it is stale)
+	cd cmd/schedctl && go generate .
+
 .PHONY: deploy-generate
 deploy-generate: deploy-tools ## Regenerate dashboards, the chart's copies of dashboards and rules, and the golden renders
 	cd deploy/deploytest && go test -count=1 -run 'TestGenerated' -update . && go test -count=1 -run 'TestHelmGolden' -update .

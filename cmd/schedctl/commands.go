@@ -3,9 +3,9 @@ package main
 // The command table. Every schedctl command is one row of commands(): its
 // name, its synopsis and summary, and a runner holding its flags and its run
 // function, typed by the command's own options struct. The top-level help,
-// each command's -h and the shell completion scripts (completion.go) are
-// all generated from these rows, so none of them can name a command or a
-// flag the binary does not have.
+// each command's -h, the shell completion scripts (completion.go) and
+// docs/cli.md (reference.go) are all generated from these rows, so none of
+// them can name a command or a flag the binary does not have.
 
 import (
 	"context"

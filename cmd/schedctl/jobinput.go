@@ -61,7 +61,7 @@ type jobFlags struct {
 func (f *jobFlags) register(fs *flag.FlagSet) {
 	f.fs = fs
 	f.labels, f.headers, f.secretHeaders = kvFlag{}, kvFlag{}, kvFlag{}
-	fs.StringVar(&f.file, "f", "", "job file, YAML or JSON (`-` reads standard input); flags override its fields")
+	fs.StringVar(&f.file, "f", "", `job file, YAML or JSON ("-" reads standard input); flags override its fields`)
 	fs.StringVar(&f.name, "name", "", "job name")
 	fs.Var(f.labels, "label", "label key=value (repeatable)")
 	fs.StringVar(&f.cron, "cron", "", `cron expression, e.g. "0 9 * * MON-FRI" or "@hourly"`)

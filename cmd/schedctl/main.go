@@ -9,8 +9,12 @@
 // the work failed (an api call, writing output), 2 a mistake on the command
 // line, including an expression that does not parse.
 //
-// Every command is one row of the table in commands.go, which the help is
-// generated from.
+// Every command is one row of the table in commands.go; the help, the shell
+// completion and the reference page docs/cli.md are generated from it.
+// After changing a command or a flag, regenerate the page with `go
+// generate` or `make cli-doc`; a unit test fails until it is done.
+//
+//go:generate go test -count=1 -run TestCLIReference -update .
 package main
 
 import (
