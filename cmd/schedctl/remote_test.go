@@ -30,7 +30,8 @@ import (
 var fakeNow = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
 type fakeAPI struct {
-	dlq fakeDLQ
+	dlq  fakeDLQ
+	jobs fakeJobCalls // remote_jobs_test.go
 
 	sundialv1.UnimplementedJobServiceServer
 	mu       sync.Mutex
