@@ -38,6 +38,12 @@ func completionCases(t *testing.T) []completionCase {
 		{[]string{"list", "--all", "--page-"}, []string{"--page-size", "--page-token"}},
 		{[]string{"get", "J1", "-o"}, []string{"-o"}},
 		{[]string{"frobnicate", "-"}, nil},
+		// A flag's value is a file name, as far as completion knows; a
+		// flag without one (--all) is followed by more flags.
+		{[]string{"create", "-f", ""}, []string{filesMarker}},
+		{[]string{"dlq", "redrive", "--since", "-"}, []string{filesMarker}},
+		{[]string{"list", "--all", "--st"}, []string{"--status"}},
+		{[]string{"get", ""}, nil},
 	}
 	// Every command offers every flag it takes, and nothing else.
 	for _, cc := range tree.cmds {
@@ -49,6 +55,11 @@ func completionCases(t *testing.T) []completionCase {
 	}
 	return cases
 }
+
+// filesMarker stands for "complete file names" in the cases: the scripts
+// hand that to the shell (compopt -o default, _files), which the tests
+// replace with functions that print it.
+const filesMarker = "(files)"
 
 // shellRun runs script with the shell and returns its standard output.
 func shellRun(t *testing.T, shell, script string) string {
@@ -108,6 +119,7 @@ func TestBashCompletionNamesEveryCommandAndFlag(t *testing.T) {
 	// complete(1) is what a user's shell runs on TAB: it fills COMP_WORDS
 	// and COMP_CWORD and reads COMPREPLY back.
 	script.WriteString(`
+compopt() { [[ $* == "-o default" ]] && COMPREPLY=("` + filesMarker + `"); }
 offer() {
 	COMP_WORDS=(schedctl "$@")
 	COMP_CWORD=$#
@@ -150,18 +162,19 @@ func TestZshCompletion(t *testing.T) {
 compdef() { :; }
 # Print the words of the array named last (the part before the first
 # colon, for _describe) that start with the word under the cursor, as the
-# real functions offer them; and an empty line for file names.
+# real functions offer them; and a marker for file names.
 _offer() { print -r -- ${(M)argv:#${(b)words[CURRENT]}*}; }
 _describe() { local -a items=("${(@P)argv[-1]}"); _offer "${items[@]%%:*}"; }
 compadd() { _offer "${(@P)argv[-1]}"; }
-_files() { print; }
+_files() { print -r -- '` + filesMarker + `'; }
 `)
 	s.WriteString(script)
 	s.WriteString(`
 offer() {
 	local -a words=(schedctl "$@")
 	local CURRENT=$(($# + 1))
-	_schedctl || print
+	local offered=$(_schedctl)
+	print -r -- ${offered//$'\n'/ }
 }
 `)
 	for _, tc := range cases {
