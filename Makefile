@@ -120,6 +120,10 @@ test-unit: deploy-tools ## Unit tests (no infrastructure), with the race detecto
 # Every fuzz target of what a request or a record reaches (docs/security.md),
 # as dir:Target. A failure leaves its input in the package's
 # testdata/fuzz/<Target>/: fix the code and commit the input with the fix.
+# A failure that left no input and says only "context deadline exceeded" is
+# Go's fuzz coordinator racing its own -fuzztime deadline (golang/go#75804,
+# fixed in Go 1.27; likelier on a loaded machine): that target runs again,
+# once.
 FUZZ_TARGETS := pkg/schedule:FuzzParse pkg/schedule:FuzzNext pkg/schedule:FuzzEvery pkg/schedule:FuzzParseRRule \
 	pkg/jobspec:FuzzValidate pkg/jobspec:FuzzHeader pkg/jobspec:FuzzSecretReferences pkg/secrets:FuzzExpand \
 	pkg/firing:FuzzDecode pkg/firing:FuzzEnvelope pkg/firing:FuzzTraceparent \
@@ -127,12 +131,19 @@ FUZZ_TARGETS := pkg/schedule:FuzzParse pkg/schedule:FuzzNext pkg/schedule:FuzzEv
 	services/worker/internal/retry:FuzzDecide services/worker/internal/retry:FuzzBackoff \
 	services/worker/internal/settle:FuzzDeadLetterRecord services/worker/internal/target:FuzzHeaders \
 	services/api/internal/server:FuzzDeadLetterToProto
-FUZZTIME ?= 2s
+FUZZTIME ?= 1500ms
 
 .PHONY: fuzz-quick
-fuzz-quick: ## Run every fuzz target for FUZZTIME (2s) each, about a minute in all (make test-unit runs their corpora)
-	@log=$$(mktemp); trap 'rm -f $$log' EXIT; for t in $(FUZZ_TARGETS); do echo "fuzz $$t"; \
-	  (cd $${t%%:*} && go test -run '^$$' -fuzz "^$${t##*:}\$$" -fuzztime $(FUZZTIME) . >$$log 2>&1) || { cat $$log; exit 1; }; done
+fuzz-quick: ## Run every fuzz target for FUZZTIME (1.5 s) each, about a minute in all (make test-unit runs their corpora)
+	@log=$$(mktemp); trap 'rm -f $$log' EXIT; for t in $(FUZZ_TARGETS); do dir=$${t%%:*}; name=$${t##*:}; echo "fuzz $$t"; \
+	  for try in 1 2; do \
+	    before=$$(ls $$dir/testdata/fuzz/$$name 2>/dev/null | wc -l || true); \
+	    if (cd $$dir && go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) . >$$log 2>&1); then break; fi; \
+	    after=$$(ls $$dir/testdata/fuzz/$$name 2>/dev/null | wc -l || true); \
+	    if [ $$try = 1 ] && [ "$$after" = "$$before" ] && grep -qx '    context deadline exceeded' $$log; then \
+	      echo "  the fuzz coordinator's deadline race (golang/go#75804), no input found: once more"; continue; fi; \
+	    cat $$log; exit 1; \
+	  done; done
 
 $(DATEUTIL)/bin/python:
 	rm -rf $(DATEUTIL).tmp
