@@ -14,6 +14,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/sundialhq/sundial/pkg/schedule"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
 // command is one row of the table.
@@ -24,7 +27,11 @@ type command struct {
 	// args are the words a positional argument is chosen from, offered by
 	// the shell completion; nil when the argument is free (a job id).
 	args []string
-	run  runner
+	// values are, by flag name, the words a flag's value is chosen from,
+	// offered by the shell completion (the gRPC commands' -o is added to
+	// every one of them). A flag not here completes file names.
+	values map[string][]string
+	run    runner
 }
 
 // runner is a command's flags and run function. localCmd and remoteCmd
@@ -90,6 +97,10 @@ func commands() []command {
 		{name: "preview", usage: "--cron EXPR|--rrule RULE [--tz ZONE] [--from RFC3339] [--count N] [--dst-gap SHIFT|SKIP] [--dst-repeat FIRST|LAST|BOTH]",
 			summary: "Print a schedule's next instants, computed offline (no server).\n" +
 				"One RFC 3339 UTC instant per line, from the engine the prefetcher runs.",
+			values: map[string][]string{
+				"dst-gap":    {schedule.GapShift.String(), schedule.GapSkip.String()},
+				"dst-repeat": {schedule.RepeatFirst.String(), schedule.RepeatLast.String(), schedule.RepeatBoth.String()},
+			},
 			run: localCmd[previewOpts]{flags: (*previewOpts).register, run: runPreview}},
 		{name: "sink", usage: "[--addr HOST:PORT] [--signing-secret S]",
 			summary: "Run a local HTTP target that prints every firing it receives (for trying Sundial out).",
@@ -101,15 +112,18 @@ func commands() []command {
 
 		{name: "create", usage: "[flags]",
 			summary: "Register a job from flags and/or a job file (-f job.yaml|job.json).",
+			values:  jobFlagValues(),
 			run:     remoteCmd[createOpts]{flags: (*createOpts).register, run: runCreate}},
 		{name: "get", usage: "[flags] JOB_ID", summary: "Show one job.",
 			run: remoteCmd[noOpts]{run: runGet}},
 		{name: "list", usage: "[flags]", summary: "List your jobs, oldest first.",
-			run: remoteCmd[listOpts]{flags: (*listOpts).register, run: runList}},
+			values: map[string][]string{"status": enumWords(sundialv1.JobStatus_value, "JOB_STATUS_", strings.ToLower)},
+			run:    remoteCmd[listOpts]{flags: (*listOpts).register, run: runList}},
 		{name: "update", usage: "[flags] JOB_ID",
 			summary: "Change a job: only the fields given as flags (or set in -f) change.\n" +
 				"Bumps the version; firings not yet started follow the new definition.",
-			run: remoteCmd[updateOpts]{flags: (*updateOpts).register, run: runUpdate}},
+			values: jobFlagValues(),
+			run:    remoteCmd[updateOpts]{flags: (*updateOpts).register, run: runUpdate}},
 		{name: "pause", usage: "[flags] JOB_ID", summary: "Stop a job firing until resumed.",
 			run: remoteCmd[noOpts]{run: simple("paused", pauseCall)}},
 		{name: "resume", usage: "[flags] JOB_ID", summary: "Fire a paused job again, from now on (no catch-up).",
@@ -123,6 +137,7 @@ func commands() []command {
 			run:     remoteCmd[historyOpts]{flags: (*historyOpts).register, run: runHistory}},
 		{name: "server-preview", usage: "[flags]",
 			summary: "Ask the api for a schedule's next instants (what the server will compute).",
+			values:  jobFlagValues(),
 			run:     remoteCmd[serverPreviewOpts]{flags: (*serverPreviewOpts).register, run: runServerPreview}},
 		{name: "backfill", usage: "[flags] JOB_ID --from T --to T",
 			summary: "Fire a job once for every slot of its schedule in a past range, paced (--dry-run lists the slots).",

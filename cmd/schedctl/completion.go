@@ -4,8 +4,9 @@ package main
 // command table, so a new command or flag completes as soon as it exists.
 // The scripts are static (they do not call schedctl back): they complete
 // command names, then the command's flags, the words of a positional
-// argument chosen from a list (completion's shell), and files as the value
-// of a flag that takes one (-f job.yaml, --payload-file).
+// argument or a flag's value chosen from a list (completion's shell,
+// --priority, -o), and files as the value of any other flag that takes one
+// (-f job.yaml, --payload-file).
 
 import (
 	"context"
@@ -85,8 +86,43 @@ type completionTree struct {
 type completionCmd struct {
 	c      command
 	flags  []*flag.Flag
-	valued []string // names of the flags that take a value
+	valued []string            // names of the flags that take a value
+	values map[string][]string // flag name → the words of its value
 }
+
+// valueChoice is a list of words and the "command flag" pairs whose value
+// is one of them.
+type valueChoice struct {
+	words []string
+	pairs []string
+}
+
+// valueChoices groups the flags whose values have words by those words,
+// in table and flag order, so each script names each list once.
+func (t completionTree) valueChoices() []valueChoice {
+	var out []valueChoice
+	index := map[string]int{}
+	for _, cc := range t.cmds {
+		for _, f := range cc.flags {
+			words, ok := cc.values[f.Name]
+			if !ok {
+				continue
+			}
+			key := strings.Join(words, " ")
+			i, seen := index[key]
+			if !seen {
+				i = len(out)
+				index[key] = i
+				out = append(out, valueChoice{words: words})
+			}
+			out[i].pairs = append(out[i].pairs, cc.c.name+" "+f.Name)
+		}
+	}
+	return out
+}
+
+// valueWord is what a value's word may be made of (EXPONENTIAL_WITH_JITTER).
+var valueWord = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 
 func buildTree(cmds []command) (completionTree, error) {
 	t := completionTree{groups: map[string][]string{}}
@@ -108,13 +144,31 @@ func buildTree(cmds []command) (completionTree, error) {
 		default:
 			return t, fmt.Errorf("command name %q has more than two words", c.name)
 		}
-		cc := completionCmd{c: c, flags: c.flags()}
+		cc := completionCmd{c: c, flags: c.flags(), values: map[string][]string{}}
+		for name, words := range c.values {
+			cc.values[name] = words
+		}
+		if c.run.remote() {
+			cc.values["o"], cc.values["output"] = outputFormats, outputFormats
+		}
+		takes := map[string]bool{}
 		for _, f := range cc.flags {
 			if !shellWord.MatchString(f.Name) {
 				return t, fmt.Errorf("flag %q of %s is not a plain word", f.Name, c.name)
 			}
 			if !isBoolFlag(f) {
 				cc.valued = append(cc.valued, f.Name)
+				takes[f.Name] = true
+			}
+		}
+		for name, words := range cc.values {
+			if !takes[name] {
+				return t, fmt.Errorf("%s has words for -%s, which is not a flag of it that takes a value", c.name, name)
+			}
+			for _, w := range words {
+				if !valueWord.MatchString(w) {
+					return t, fmt.Errorf("-%s of %s: value %q is not a plain word", name, c.name, w)
+				}
 			}
 		}
 		for _, a := range c.args {
@@ -179,12 +233,22 @@ _schedctl() {
 	}
 	b.WriteString(`	*) return ;;
 	esac
-	# The word after a flag that takes a value is that value: leave it to
-	# the shell's own completion (file names).
+	# The word after a flag that takes a value is that value: one of its
+	# words, or else left to the shell's own completion (file names).
 	local name=${prev#-}
 	name=${name#-}
 	if ((COMP_CWORD > first)) && [[ $prev == -* && -n $name && $valued == *" $name "* ]]; then
-		compopt -o default 2>/dev/null
+		case "$cmd $name" in
+`)
+	for _, vc := range t.valueChoices() {
+		quoted := make([]string, len(vc.pairs))
+		for i, p := range vc.pairs {
+			quoted[i] = "'" + p + "'"
+		}
+		fmt.Fprintf(&b, "\t\t%s)\n\t\t\tCOMPREPLY=($(compgen -W '%s' -- \"$cur\"))\n\t\t\t;;\n", strings.Join(quoted, " | "), strings.Join(vc.words, " "))
+	}
+	b.WriteString(`		*) compopt -o default 2>/dev/null ;;
+		esac
 		return
 	fi
 	if [[ $cur == -* ]]; then
@@ -270,12 +334,22 @@ _schedctl() {
 	}
 	b.WriteString(`	(*) return 1 ;;
 	esac
-	# The word after a flag that takes a value is that value: a file name,
-	# as far as completion can tell.
+	# The word after a flag that takes a value is that value: one of its
+	# words, or else a file name, as far as completion can tell.
 	local prev=${words[CURRENT-1]}
 	local name=${${prev#-}#-}
 	if ((CURRENT > first)) && [[ $prev == -* ]] && ((${valued[(Ie)$name]})); then
-		_files
+		case "$cmd $name" in
+`)
+	for _, vc := range t.valueChoices() {
+		quoted := make([]string, len(vc.pairs))
+		for i, p := range vc.pairs {
+			quoted[i] = zshQuote(p)
+		}
+		fmt.Fprintf(&b, "\t\t(%s)\n\t\t\targs=(%s)\n\t\t\tcompadd -a args\n\t\t\t;;\n", strings.Join(quoted, " | "), strings.Join(vc.words, " "))
+	}
+	b.WriteString(`		(*) _files ;;
+		esac
 		return
 	fi
 	if [[ ${words[CURRENT]} == -* ]]; then

@@ -44,6 +44,13 @@ func completionCases(t *testing.T) []completionCase {
 		{[]string{"dlq", "redrive", "--since", "-"}, []string{filesMarker}},
 		{[]string{"list", "--all", "--st"}, []string{"--status"}},
 		{[]string{"get", ""}, nil},
+		// Enumerated values complete to their words.
+		{[]string{"create", "--priority", ""}, []string{"CRITICAL", "HIGH", "MEDIUM", "LOW"}},
+		{[]string{"update", "J1", "--backoff", "EXP"}, []string{"EXPONENTIAL", "EXPONENTIAL_WITH_JITTER"}},
+		{[]string{"get", "J1", "-o", ""}, []string{"table", "json"}},
+		{[]string{"dlq", "list", "--output", "j"}, []string{"json"}},
+		{[]string{"list", "--status", "p"}, []string{"paused"}},
+		{[]string{"preview", "--dst-gap", ""}, []string{"SHIFT", "SKIP"}},
 	}
 	// Every command offers every flag it takes, and nothing else.
 	for _, cc := range tree.cmds {
@@ -188,6 +195,47 @@ func TestCompletionUsage(t *testing.T) {
 	for _, args := range [][]string{{"completion"}, {"completion", "fish"}, {"completion", "bash", "zsh"}} {
 		if code, out, stderr := cli(t, time.Now(), args...); code != 2 || out != "" || !strings.Contains(stderr, "schedctl completion: ") {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, out, stderr)
+		}
+	}
+}
+
+// Every word completion offers as a flag's value is one the command
+// accepts: each command runs with each, against the fake api.
+func TestCompletionValuesAreAccepted(t *testing.T) {
+	_, addr := startFake(t)
+	base := map[string][]string{
+		"preview": {"--cron", "@daily", "--count", "1"}, "create": {}, "get": {"J1"}, "list": {}, "update": {"J1", "--name", "n"},
+		"pause": {"J1"}, "resume": {"J1"}, "delete": {"J1"}, "trigger": {"J1"}, "history": {"J1"},
+		"server-preview": {"--cron", "@daily"}, "backfill": {"J1", "--from", "2h", "--to", "1h"}, "audit": {"J1"},
+		"dlq list": {}, "dlq show": {"E1"}, "dlq redrive": {"--all"},
+	}
+	tree, err := buildTree(commands())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cc := range tree.cmds {
+		if len(cc.values) == 0 {
+			continue
+		}
+		args, ok := base[cc.c.name]
+		if !ok {
+			t.Errorf("%s offers flag values: give it a command line in this test", cc.c.name)
+			continue
+		}
+		for name, words := range cc.values {
+			for _, w := range words {
+				line := append(slices.Clone(args), dashed(name), w)
+				var code int
+				var stderr string
+				if cc.c.run.remote() {
+					code, _, stderr = run(t, addr, nil, append([]string{cc.c.name}, line...)...)
+				} else {
+					code, _, stderr = cli(t, fakeNow, append(strings.Fields(cc.c.name), line...)...)
+				}
+				if code != 0 {
+					t.Errorf("schedctl %s %s: exit %d: %s", cc.c.name, strings.Join(line, " "), code, stderr)
+				}
+			}
 		}
 	}
 }

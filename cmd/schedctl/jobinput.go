@@ -118,6 +118,36 @@ var flagPaths = map[string]string{
 	"overlap": "overlap", "max-jitter": "max_jitter", "callback-url": "callback_url",
 }
 
+// jobFlagValues are the words of the job flags that take an enum, for
+// completion: the proto's names without their prefix, as apply reads them.
+func jobFlagValues() map[string][]string {
+	upper := func(s string) string { return s }
+	return map[string][]string{
+		"dst-gap":    enumWords(sundialv1.DstGapPolicy_value, "DST_GAP_POLICY_", upper),
+		"dst-repeat": enumWords(sundialv1.DstRepeatPolicy_value, "DST_REPEAT_POLICY_", upper),
+		"priority":   enumWords(sundialv1.Priority_value, "PRIORITY_", upper),
+		"backoff":    enumWords(sundialv1.Backoff_value, "BACKOFF_", upper),
+		"misfire":    enumWords(sundialv1.MisfireAction_value, "MISFIRE_ACTION_", upper),
+		"overlap":    enumWords(sundialv1.OverlapPolicy_value, "OVERLAP_POLICY_", upper),
+	}
+}
+
+// enumWords lists a proto enum's values in number order, without prefix,
+// spelled by spell, leaving out the UNSPECIFIED zero value.
+func enumWords(values map[string]int32, prefix string, spell func(string) string) []string {
+	names := make([]string, 0, len(values))
+	for name, n := range values {
+		if n != 0 {
+			names = append(names, name)
+		}
+	}
+	sort.Slice(names, func(i, j int) bool { return values[names[i]] < values[names[j]] })
+	for i, name := range names {
+		names[i] = spell(strings.TrimPrefix(name, prefix))
+	}
+	return names
+}
+
 // build returns the job the file and flags describe, and the field paths
 // the flags set (for an update's mask). in is standard input, for -f -.
 func (f *jobFlags) build(in io.Reader) (*sundialv1.Job, []string, error) {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -51,6 +52,9 @@ type remote struct {
 	timeout time.Duration
 }
 
+// outputFormats are the values of -o.
+var outputFormats = []string{"table", "json"}
+
 // connFlags are the flags every gRPC subcommand takes.
 type connFlags struct {
 	addr, token, output string
@@ -86,7 +90,7 @@ func usagef(format string, args ...any) error { return usageError{msg: fmt.Sprin
 // exit status: 0 success, 1 the call failed, 2 bad usage.
 func runRemote(ctx context.Context, cio cmdIO, fs *flag.FlagSet, cf *connFlags, run func(context.Context, *remote) error) int {
 	name := fs.Name() // "schedctl create"
-	if cf.output != "table" && cf.output != "json" {
+	if !slices.Contains(outputFormats, cf.output) {
 		fmt.Fprintf(cio.Stderr, "%s: -o must be table or json, got %q\n", name, cf.output)
 		return 2
 	}
