@@ -2,7 +2,6 @@ package main
 
 import (
 	"flag"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +24,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 		if !strings.Contains(listing, "  "+c.name+" ") || !strings.Contains(listing, firstLine(c.summary)) {
 			t.Errorf("schedctl help does not list %s:\n%s", c.name, listing)
 		}
-		fs, _ := c.flagSet(canonicalEnvForTest())
+		fs, _ := c.flagSet(canonicalEnv())
 		for _, args := range [][]string{
 			append(strings.Fields(c.name), "-h"),
 			append([]string{"help"}, strings.Fields(c.name)...),
@@ -46,7 +45,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 // The gRPC commands take the connection flags; the offline ones do not.
 func TestConnectionFlagsOnlyOnRemoteCommands(t *testing.T) {
 	for _, c := range commands() {
-		fs, _ := c.flagSet(canonicalEnvForTest())
+		fs, _ := c.flagSet(canonicalEnv())
 		for _, name := range []string{"addr", "token", "o", "output", "timeout"} {
 			has := fs.Lookup(name) != nil
 			if c.run.remote() && !has {
@@ -69,7 +68,3 @@ func TestSinkHelp(t *testing.T) {
 	}
 }
 
-// canonicalEnvForTest is an environment without SUNDIAL_* variables.
-func canonicalEnvForTest() *env {
-	return &env{io: cmdIO{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}, now: time.Now}
-}
