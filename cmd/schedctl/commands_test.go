@@ -67,4 +67,3 @@ func TestSinkHelp(t *testing.T) {
 		t.Errorf("unknown flag: exit %d, stderr %q", code, stderr)
 	}
 }
-
