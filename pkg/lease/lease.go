@@ -116,7 +116,23 @@ type Result struct {
 	// including this time (Acquired, Poison; 0 when the same holder took it
 	// again).
 	Deliveries int64
+	// Finished is what the marker behind an AlreadyDone says.
+	Finished Finished
 }
+
+// Finished is what a done marker records about an execution.
+type Finished int
+
+const (
+	// FinishedAttempt: this attempt (or a later one) ended without
+	// success; a retry may follow.
+	FinishedAttempt Finished = iota
+	// FinishedSucceeded: the execution succeeded.
+	FinishedSucceeded
+	// FinishedSkipped: the execution was skipped by its job's overlap
+	// policy.
+	FinishedSkipped
+)
 
 // Overlap is a job's overlap policy as the lease script enforces it.
 type Overlap int
@@ -291,7 +307,7 @@ func (s *Store) Keys(jobID, executionID string) Keys {
 // are not tied to their holders' liveness; see WithLiveness). A lease held
 // by another holder whose worker's liveness key is gone is taken over as
 // if it had expired. The reply has four values per entry, {code, fence,
-// extra, running}: code 0 acquired (extra = deliveries), 1 done, 2 stale
+// extra, running}: code 0 acquired (extra = deliveries), 1 done (extra = 1 succeeded, 2 skipped, 0 an attempt ended), 2 stale
 // (extra = current version), 3 held (extra = PTTL ms), 4 overlapping
 // (running = the running execution), 5 waiting (extra = the running
 // marker's PTTL ms), 6 poison (extra = deliveries; the lease is taken).
@@ -313,7 +329,8 @@ local out = {}
 local function decide(K, A)
   local d = redis.call('GET', K[2])
   if d then
-    if d == 'done' then return {1, 0, 0, ''} end
+    if d == 'done' then return {1, 0, 1, ''} end
+    if d == 'skipped' then return {1, 0, 2, ''} end
     local fin = tonumber(d)
     if fin and fin >= tonumber(A[4]) then return {1, 0, 0, ''} end
   end
@@ -342,7 +359,7 @@ local function decide(K, A)
           return {5, 0, left, r}
         end
       end
-      redis.call('SET', K[2], 'done', 'PX', marker)
+      redis.call('SET', K[2], 'skipped', 'PX', marker)
       return {4, 0, 0, r}
     end
   end
@@ -450,7 +467,7 @@ func acquireResult(vals []any) (Result, error) {
 	case 0:
 		return Result{Outcome: Acquired, Fence: fence, Deliveries: extra}, nil
 	case 1:
-		return Result{Outcome: AlreadyDone}, nil
+		return Result{Outcome: AlreadyDone, Finished: Finished(extra)}, nil
 	case 2:
 		return Result{Outcome: Stale, CurrentVersion: extra}, nil
 	case 3:
@@ -540,7 +557,7 @@ for i = 0, #KEYS / 3 - 1 do
     redis.call('SET', done, 'done', 'PX', ttl)
   else
     local d = redis.call('GET', done)
-    if d ~= 'done' and (not d or tonumber(d) == nil or tonumber(d) < tonumber(mark)) then
+    if d ~= 'done' and d ~= 'skipped' and (not d or tonumber(d) == nil or tonumber(d) < tonumber(mark)) then
       redis.call('SET', done, mark, 'PX', ttl)
     end
   end

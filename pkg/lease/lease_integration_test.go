@@ -135,8 +135,8 @@ func TestDoneRejects(t *testing.T) {
 		e := e
 		e.Attempt = attempt
 		res, err := s.Acquire(ctx, e, "h2", time.Second)
-		if err != nil || res.Outcome != lease.AlreadyDone {
-			t.Fatalf("attempt %d after done: %+v, %v; want already_done", attempt, res, err)
+		if err != nil || res.Outcome != lease.AlreadyDone || res.Finished != lease.FinishedSucceeded {
+			t.Fatalf("attempt %d after done: %+v, %v; want already_done, succeeded", attempt, res, err)
 		}
 	}
 	// MarkDone released the lease: Release by the old holder finds nothing.
@@ -153,8 +153,8 @@ func TestAttemptDoneRejectsOnlyThatAttempt(t *testing.T) {
 	if err := s.MarkAttemptDone(ctx, e1, "h1", time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := s.Acquire(ctx, e1, "h2", time.Second); err != nil || res.Outcome != lease.AlreadyDone {
-		t.Fatalf("redelivered attempt 1: %+v, %v; want already_done", res, err)
+	if res, err := s.Acquire(ctx, e1, "h2", time.Second); err != nil || res.Outcome != lease.AlreadyDone || res.Finished != lease.FinishedAttempt {
+		t.Fatalf("redelivered attempt 1: %+v, %v; want already_done, the attempt ended", res, err)
 	}
 	e2 := ex("job", "exec", 2, 1)
 	mustAcquire(t, s, e2, "h3") // the retry may fire: attempt 1's lease was released
@@ -165,8 +165,8 @@ func TestAttemptDoneRejectsOnlyThatAttempt(t *testing.T) {
 	if err := s.MarkAttemptDone(ctx, e1, "", time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if res, _ := s.Acquire(ctx, ex("job", "exec", 3, 1), "h4", time.Second); res.Outcome != lease.AlreadyDone {
-		t.Fatalf("attempt 3 after done: %v", res.Outcome)
+	if res, _ := s.Acquire(ctx, ex("job", "exec", 3, 1), "h4", time.Second); res.Outcome != lease.AlreadyDone || res.Finished != lease.FinishedSucceeded {
+		t.Fatalf("attempt 3 after done: %+v", res)
 	}
 }
 

@@ -54,8 +54,8 @@ func TestOverlapSkip(t *testing.T) {
 	if n := rdb.Exists(ctx, s.Keys("job", "").Running).Val(); n != 0 {
 		t.Fatal("running marker survived the execution's end")
 	}
-	if r := acquire(t, s, b, "h3"); r.Outcome != lease.AlreadyDone {
-		t.Fatalf("redelivered skipped b: %v, want already_done", r.Outcome)
+	if r := acquire(t, s, b, "h3"); r.Outcome != lease.AlreadyDone || r.Finished != lease.FinishedSkipped {
+		t.Fatalf("redelivered skipped b: %+v, want already_done, skipped", r)
 	}
 	if r := acquire(t, s, exo("job", "c", 1, lease.OverlapSkip), "h4"); r.Outcome != lease.Acquired {
 		t.Fatalf("c after a finished: %v", r.Outcome)

@@ -171,6 +171,9 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 	// leased and never marked is in the ledger already (so not to fire it
 	// again); only with the real ledger.
 	var recorded func(ctx context.Context, f *sundialv1.Firing) (sundialv1.ExecutionStatus, bool)
+	// hasRecord tells the prepare stage whether the ledger holds a final
+	// record of a firing's attempt, for copies found done by their marker.
+	var hasRecord func(ctx context.Context, f *sundialv1.Firing) (bool, error)
 	if led == nil {
 		ccfg := ledger.ConnectConfig{Hosts: splitList(cfg.CassandraHosts)}
 		if err := cfg.CassandraSecurity.Apply(&ccfg); err != nil {
@@ -205,6 +208,18 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 				}
 			}
 			return 0, false
+		}
+		hasRecord = func(ctx context.Context, f *sundialv1.Firing) (bool, error) {
+			rows, err := reader.GetExecution(ctx, f.GetExecutionId())
+			if err != nil {
+				return false, err
+			}
+			for _, r := range rows {
+				if r.GetAttempt() == max(f.GetAttempt(), 1) && r.GetStatus() != sundialv1.ExecutionStatus_EXECUTION_STATUS_RUNNING {
+					return true, nil
+				}
+			}
+			return false, nil
 		}
 		w.Checks["cassandra"] = func(ctx context.Context) error {
 			it := s.Iter(ctx, ledger.Statement{CQL: "SELECT release_version FROM system.local", Idempotent: true})
@@ -320,7 +335,10 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 		holder.WithBatchSink(func(items []*work.Item) { prep.AddMany(items) }))
 	prep = prepare.New(prepare.Config{
 		Lead: cfg.PrepareLead, Grain: cfg.PrepareGrain, Batch: cfg.PrepareBatch, WorkerID: cfg.WorkerID, LeaseTTL: cfg.LeaseTTL, Unmarked: marks.Pending,
-		Recorded: recorded, DoneTTL: cfg.DoneTTL,
+		Recorded: recorded, DoneTTL: cfg.DoneTTL, HasRecord: hasRecord,
+		RecordLost: func(a *sundialv1.ExecutionAttempt, done func()) bool {
+			return rec.Final(context.Background(), a, true, done)
+		},
 	}, leases, prepare.Routes{Fire: fireHolder.Add, Now: q.Push, Again: prepHolder.Add}, corrected, m, logger.With("component", "prepare"))
 	wake = func() { prepHolder.Wake(); fireHolder.Wake() }
 	w.Holder = &stages{prepare: prepHolder, fire: fireHolder, ready: q}

@@ -46,6 +46,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/firing"
@@ -100,10 +101,23 @@ type Config struct {
 	Recorded func(ctx context.Context, f *sundialv1.Firing) (sundialv1.ExecutionStatus, bool)
 	// DoneTTL is how long a marker written for a recorded attempt lives.
 	DoneTTL time.Duration
+	// HasRecord and RecordLost, when both set, keep the ledger whole when
+	// a worker dies between writing an attempt's marker and its record
+	// (the record waits up to the recorder's linger): a copy found done
+	// by its marker is looked up in the ledger CheckAfter later, and
+	// when the ledger has no final record of the attempt, RecordLost
+	// writes one from what the marker says; done is called once it is
+	// written. HasRecord reports an error when the ledger did not answer
+	// (the copy is looked up again later).
+	HasRecord  func(ctx context.Context, f *sundialv1.Firing) (bool, error)
+	RecordLost func(a *sundialv1.ExecutionAttempt, done func()) bool
+	// CheckAfter is how long after a copy was found done its ledger
+	// record is looked for: longer than the recorder's linger.
+	CheckAfter time.Duration
 }
 
 // DefaultConfig values.
-var DefaultConfig = Config{Lead: 1500 * time.Millisecond, Grain: 100 * time.Millisecond, Batch: 256, LeaseTTL: 5 * time.Second, RedisTimeout: 2 * time.Second, RetryAfter: 250 * time.Millisecond}
+var DefaultConfig = Config{Lead: 1500 * time.Millisecond, Grain: 100 * time.Millisecond, Batch: 256, LeaseTTL: 5 * time.Second, RedisTimeout: 2 * time.Second, RetryAfter: 250 * time.Millisecond, CheckAfter: 5 * time.Second}
 
 // EventLease is the event a traced firing's consume span gets when its
 // lease call answered.
@@ -163,6 +177,9 @@ func New(cfg Config, l Leaser, routes Routes, clk clock.Clock, m *metrics.Metric
 	}
 	if cfg.DoneTTL <= 0 {
 		cfg.DoneTTL = 7 * 24 * time.Hour
+	}
+	if cfg.CheckAfter <= 0 {
+		cfg.CheckAfter = d.CheckAfter
 	}
 	return &Stage{cfg: cfg, leaser: l, routes: routes, clk: clk, m: m, logger: logger, wake: make(chan struct{}, 1)}
 }
@@ -307,6 +324,7 @@ func (s *Stage) prepare(ctx context.Context, batch []*work.Item) {
 		return
 	}
 	var suspects []*work.Item
+	var done []doneCopy
 	for i, it := range items {
 		it.Lease = res[i]
 		if it.Trace != nil && it.Trace.Consume.IsRecording() {
@@ -333,7 +351,17 @@ func (s *Stage) prepare(ctx context.Context, batch []*work.Item) {
 			// A redelivery (relay re-publish, rebalance, crash before
 			// commit).
 			s.count(it, "duplicate")
-			it.Owner.Finish(it)
+			switch {
+			case s.cfg.HasRecord == nil || s.cfg.RecordLost == nil:
+				it.Owner.Finish(it)
+			case !it.LedgerChecked:
+				// The worker that finished it may still hold its
+				// record: look in the ledger once that has landed.
+				it.LedgerChecked = true
+				s.again(it, s.cfg.CheckAfter)
+			default:
+				done = append(done, doneCopy{it, res[i].Finished})
+			}
 		case lease.Held:
 			// Another delivery is firing it. Keep ours until that lease
 			// ends: if its holder dies, this copy still fires; if it
@@ -354,6 +382,73 @@ func (s *Stage) prepare(ctx context.Context, batch []*work.Item) {
 	}
 	if len(suspects) > 0 {
 		s.verify(ctx, suspects)
+	}
+	if len(done) > 0 {
+		s.checkRecorded(ctx, done)
+	}
+}
+
+// doneCopy is a copy of a firing its marker says is done, and what the
+// marker says.
+type doneCopy struct {
+	it       *work.Item
+	finished lease.Finished
+}
+
+// checkRecorded looks up the final records of copies found done, a few
+// at a time. Those the ledger has are dropped. For those it has not — the
+// worker that finished the attempt wrote its marker and died before its
+// record — a record is written from the marker: SUCCEEDED, SKIPPED or
+// FAILED, fence 0, saying how it was learnt (the original record, should
+// it land later, supersedes it). Those the ledger could not answer for
+// are looked up again later.
+func (s *Stage) checkRecorded(ctx context.Context, copies []doneCopy) {
+	found := make([]bool, len(copies))
+	errs := make([]error, len(copies))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i, c := range copies {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			cctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
+			defer cancel()
+			found[i], errs[i] = s.cfg.HasRecord(cctx, c.it.Firing)
+		}()
+	}
+	wg.Wait()
+	for i, c := range copies {
+		it := c.it
+		switch {
+		case errs[i] != nil:
+			s.count(it, "ledger_check_error")
+			s.again(it, s.cfg.CheckAfter)
+		case found[i]:
+			it.Owner.Finish(it)
+		default:
+			f := it.Firing
+			status, what := sundialv1.ExecutionStatus_EXECUTION_STATUS_FAILED, "ended without success (a retry, if any, has its own records)"
+			switch c.finished {
+			case lease.FinishedSucceeded:
+				status, what = sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED, "succeeded"
+			case lease.FinishedSkipped:
+				status, what = sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED, "was skipped by the job's overlap policy"
+			}
+			s.logger.Warn("an attempt's marker was written but not its record (its worker stopped in between); recording it from the marker",
+				"execution_id", f.GetExecutionId(), "attempt", max(f.GetAttempt(), 1), "status", status.String())
+			s.count(it, "recorded_from_marker")
+			a := &sundialv1.ExecutionAttempt{
+				ExecutionId: f.GetExecutionId(), JobId: f.GetJobId(), Tenant: f.GetTenant(), Attempt: max(f.GetAttempt(), 1),
+				Status: status, ScheduledTime: f.GetScheduledTime(), FireTime: f.GetFireTime(), Worker: s.cfg.WorkerID,
+				CatchUp: f.GetCatchUp(), JobVersion: f.GetJobVersion(), FinishedTime: timestamppb.New(s.clk.Now()),
+				Reason: "recorded from the done marker: this attempt " + what + "; the worker that ran it stopped before writing its own record, so its times, HTTP status and response are not known",
+			}
+			if !s.cfg.RecordLost(a, func() { it.Owner.Finish(it) }) {
+				s.again(it, s.cfg.CheckAfter)
+			}
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -393,5 +394,90 @@ func TestOwnEarlierLeaseIsNotADeadDelivery(t *testing.T) {
 	}
 	if ours.Acquired != 2 || other.Acquired != 2 {
 		t.Fatalf("own acquisitions %d and %d, want 2", ours.Acquired, other.Acquired)
+	}
+}
+
+// A copy found done by its marker is looked up in the ledger CheckAfter
+// later (the worker that finished it may still hold its record). One the
+// ledger has is dropped; one it has not — that worker died between marker
+// and record — gets a record written from the marker, and finishes once it
+// is written; one the ledger could not answer for waits to be looked up
+// again.
+func TestCopyFoundDoneHasItsRecordInTheLedger(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l := &leaser{answer: map[string]lease.Result{
+		"recorded":    {Outcome: lease.AlreadyDone, Finished: lease.FinishedSucceeded},
+		"lost-ok":     {Outcome: lease.AlreadyDone, Finished: lease.FinishedSucceeded},
+		"lost-skip":   {Outcome: lease.AlreadyDone, Finished: lease.FinishedSkipped},
+		"lost-failed": {Outcome: lease.AlreadyDone, Finished: lease.FinishedAttempt},
+		"unknown":     {Outcome: lease.AlreadyDone, Finished: lease.FinishedSucceeded},
+	}}
+	var mu sync.Mutex
+	var written []*sundialv1.ExecutionAttempt
+	cfg := Config{
+		CheckAfter: 5 * time.Second,
+		HasRecord: func(_ context.Context, f *sundialv1.Firing) (bool, error) {
+			switch f.GetExecutionId() {
+			case "recorded":
+				return true, nil
+			case "unknown":
+				return false, errors.New("cassandra: no hosts available")
+			}
+			return false, nil
+		},
+		RecordLost: func(a *sundialv1.ExecutionAttempt, done func()) bool {
+			mu.Lock()
+			written = append(written, a)
+			mu.Unlock()
+			done()
+			return true
+		},
+	}
+	s, r := newStage(t, cfg, l, clk)
+	o := &owner{}
+	at := t0.Add(time.Second)
+	var items []*work.Item
+	for _, id := range []string{"recorded", "lost-ok", "lost-skip", "lost-failed", "unknown"} {
+		items = append(items, item(t, o, id, at, 0))
+	}
+	s.Prepare(context.Background(), items)
+	if len(o.finished) != 0 || len(r.again) != 5 || len(written) != 0 {
+		t.Fatalf("first sight: finished %v, %d held again, %d written; want every copy held to be looked up later", o.finished, len(r.again), len(written))
+	}
+	for _, it := range r.again {
+		if it.NotBefore != t0.Add(5*time.Second).UnixNano() {
+			t.Fatalf("held until %d, want CheckAfter from now", it.NotBefore)
+		}
+	}
+	r.again = nil
+	s.Prepare(context.Background(), items)
+	got := map[string]*sundialv1.ExecutionAttempt{}
+	for _, a := range written {
+		got[a.GetExecutionId()] = a
+	}
+	want := map[string]sundialv1.ExecutionStatus{
+		"lost-ok":     sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED,
+		"lost-skip":   sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED,
+		"lost-failed": sundialv1.ExecutionStatus_EXECUTION_STATUS_FAILED,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("records written for %v, want %v", got, want)
+	}
+	for id, st := range want {
+		a := got[id]
+		if a.GetStatus() != st || a.GetFenceToken() != 0 || a.GetAttempt() != 1 || a.GetWorker() != "w1" || a.GetJobId() != "job-"+id ||
+			!strings.Contains(a.GetReason(), "done marker") {
+			t.Fatalf("record of %s: %v, want %s at fence 0 saying it came from the marker", id, a, st)
+		}
+	}
+	finished := map[string]bool{}
+	for _, id := range o.finished {
+		finished[id] = true
+	}
+	if len(o.finished) != 4 || finished["unknown"] || !finished["recorded"] {
+		t.Fatalf("finished %v: want all but the one the ledger could not answer for", o.finished)
+	}
+	if len(r.again) != 1 || exec(r.again[0]) != "unknown" {
+		t.Fatalf("held again: %d, want the unanswered one", len(r.again))
 	}
 }

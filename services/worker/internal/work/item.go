@@ -49,6 +49,9 @@ type Item struct {
 	// (the lease's delivery count includes them): a count above it means
 	// another delivery leased the attempt too.
 	Acquired int32
+	// LedgerChecked: found done by its marker once, this copy is looked
+	// up in the ledger the next time (prepare.Config.HasRecord).
+	LedgerChecked bool
 	// State and Token belong to the Owner (guarded by its lock): where the
 	// item is in its life, and the owner's bookkeeping handle.
 	State State
