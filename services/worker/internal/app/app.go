@@ -452,8 +452,9 @@ func (c *closer) Stop() {
 // to the prepare holder, and a revoke takes back those not yet prepared (a
 // prepared one is claimed, so the revoke waits for it to fire instead).
 // Len counts every firing waiting in memory — both holders and the ready
-// queue — so --max-held bounds the worker's memory under overload too: a
-// backlog that cannot be fired fast enough stays in Kafka.
+// queue — for sundial_worker_held_firings. (--max-held is the consumer's:
+// it counts per topic what it fetched and is not finished, so a backlog of
+// one priority pauses that priority's topic.)
 type stages struct {
 	prepare, fire *holder.Holder
 	ready         *readyq.Queue

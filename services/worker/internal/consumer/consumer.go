@@ -69,7 +69,6 @@ import (
 type Holder interface {
 	Add(it *work.Item)
 	Remove(it *work.Item) bool
-	Len() int
 }
 
 // Config tunes the consumer.
