@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/jobspec"
 	"github.com/sundialhq/sundial/pkg/signature"
@@ -290,4 +291,60 @@ func TestSinkHang(t *testing.T) {
 	}
 	s.Hang(time.Time{})
 	post(t, s, secret, firing.ExecutionID(job, slot.Add(time.Second)), job, slot.Add(time.Second), 1, "")
+}
+
+// At SlowURL the sink records a request on arrival and answers it only the
+// delay later (by its clock); at URL, meanwhile, it answers at once.
+func TestSinkSlowURL(t *testing.T) {
+	secret := []byte("s3cret")
+	clk := clock.NewFake(time.Now())
+	s, err := NewSink(secret, SinkClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	job := uuid.Must(uuid.NewV7())
+	slot := time.Now().Truncate(time.Second).UTC()
+	answered := make(chan int, 1)
+	go func() {
+		resp, err := http.Post(s.SlowURL(10*time.Second), "application/json", strings.NewReader("{}"))
+		if err != nil {
+			answered <- 0
+			return
+		}
+		resp.Body.Close()
+		answered <- resp.StatusCode
+	}()
+	waitUntil := time.NewTimer(10 * time.Second)
+	defer waitUntil.Stop()
+	poll := time.NewTicker(5 * time.Millisecond)
+	defer poll.Stop()
+	for _, raw := s.Counts(); raw != 1; _, raw = s.Counts() {
+		select {
+		case <-waitUntil.C:
+			t.Fatal("the slow request was not recorded on arrival")
+		case <-poll.C:
+		}
+	}
+	post(t, s, secret, firing.ExecutionID(job, slot), job, slot, 1, "")
+	select {
+	case code := <-answered:
+		t.Fatalf("the slow target answered %d before its delay", code)
+	default:
+	}
+	// The handler may not have armed its timer yet: move the clock on
+	// until it has, and has fired.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		clk.Advance(10 * time.Second)
+		select {
+		case code := <-answered:
+			if code != http.StatusOK {
+				t.Fatalf("the slow target answered %d after its delay, want 200", code)
+			}
+			return
+		case <-tick.C:
+		}
+	}
 }

@@ -128,6 +128,16 @@ func (s *Sink) Addr() string { return s.ln.Addr().String() }
 // URL is the HTTP target URL to give jobs.
 func (s *Sink) URL() string { return "http://" + s.Addr() + "/fire" }
 
+// SlowURL is a target URL at which the sink answers each request d after
+// it arrived (the arrival is recorded at once, as at URL): a slow target
+// for the jobs given it, beside fast ones at URL.
+func (s *Sink) SlowURL(d time.Duration) string {
+	return s.URL() + "?" + delayParam + "=" + d.String()
+}
+
+// delayParam is SlowURL's query parameter.
+const delayParam = "sundial_sink_delay"
+
 // Close stops the HTTP server and every Kafka reader, and waits for them.
 func (s *Sink) Close() error {
 	s.cancel()
@@ -151,6 +161,9 @@ func (s *Sink) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	until := s.hangUntil
 	s.mu.Unlock()
+	if d, err := time.ParseDuration(r.URL.Query().Get(delayParam)); err == nil && received.Add(d).After(until) {
+		until = received.Add(d)
+	}
 	if wait := until.Sub(received); wait > 0 {
 		t := s.clock.NewTimer(wait)
 		defer t.Stop()

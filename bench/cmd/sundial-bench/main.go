@@ -99,6 +99,11 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.Registered.Chunk, "registered-chunk", 100_000, "registered: rows per COPY transaction")
 	fs.IntVar(&c.Failover.Rate, "failover-rate", 1000, "failover: firings per second during the kills")
 	fs.DurationVar(&c.Failover.Duration, "failover-duration", 2*time.Minute, "failover: measured duration (kills at 20, 40 and 60 %)")
+	fs.IntVar(&c.Priority.LowJobs, "priority-low-jobs", 500, "priority: LOW one-off jobs due at one instant, whose target answers slowly (enough to keep LOW's executors busy through the window)")
+	fs.DurationVar(&c.Priority.Slow, "priority-slow", 10*time.Second, "priority: how long the LOW jobs' target takes to answer each request")
+	fs.IntVar(&c.Priority.Critical, "priority-critical", 20, "priority: CRITICAL jobs firing every second while the LOW herd waits")
+	fs.IntVar(&c.Priority.High, "priority-high", 20, "priority: HIGH jobs firing every second while the LOW herd waits")
+	fs.DurationVar(&c.Priority.Duration, "priority-duration", time.Minute, "priority: measured duration of the CRITICAL and HIGH firings")
 }
 
 // applyQuick shrinks every scenario for the CI smoke run, leaving flags the
@@ -132,6 +137,12 @@ func (f *flags) applyQuick(set map[string]bool) {
 	def("registered-phase", func() { c.Registered.Phase = 10 * time.Second })
 	def("failover-rate", func() { c.Failover.Rate = 100 })
 	def("failover-duration", func() { c.Failover.Duration = 30 * time.Second })
+	// Two workers with 64 LOW executors each: two waves of the slow LOW
+	// herd, the second through the window.
+	def("priority-low-jobs", func() { c.Priority.LowJobs = 200 })
+	def("priority-critical", func() { c.Priority.Critical = 5 })
+	def("priority-high", func() { c.Priority.High = 5 })
+	def("priority-duration", func() { c.Priority.Duration = 10 * time.Second })
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -224,6 +235,8 @@ func (f *flags) finish() error {
 		return errors.New("durations too short")
 	case c.Burst.Jobs < 1, c.Burst.Critical < 0, c.Registered.Jobs < 1:
 		return errors.New("burst and registered sizes must be positive")
+	case c.Priority.LowJobs < 1, c.Priority.Critical < 1, c.Priority.High < 0, c.Priority.Slow <= 0, c.Priority.Duration < 2*time.Second:
+		return errors.New("--priority-low-jobs and --priority-critical must be at least 1, --priority-high not negative, --priority-slow positive and --priority-duration at least 2s")
 	case f.jitter < 0 || f.jitter > time.Minute:
 		return errors.New("--jitter must be between 0 and 1m")
 	}

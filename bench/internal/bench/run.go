@@ -8,7 +8,8 @@ import (
 )
 
 // Scenarios names every scenario in the order a full run takes them.
-var Scenarios = []string{"steady", "herd", "max", "burst", "cancel", "registered", "failover"}
+// failover is last: it kills processes of a shared deployment (--quick).
+var Scenarios = []string{"steady", "herd", "max", "burst", "cancel", "registered", "priority", "failover"}
 
 // Config selects and sizes the scenarios of a run.
 type Config struct {
@@ -20,6 +21,7 @@ type Config struct {
 	Cancel     CancelConfig
 	Registered RegisteredConfig
 	Failover   FailoverConfig
+	Priority   PriorityConfig
 	// Shared runs every scenario on one deployment (two of each scaled
 	// service) instead of one deployment per scenario: quicker, for the CI
 	// smoke run, at the cost of scenarios sharing processes.
@@ -94,6 +96,8 @@ func (r *Runner) runOne(ctx context.Context, name string, cfg Config, shared *de
 		return r.Registered(ctx, d, cfg.Registered)
 	case "failover":
 		return r.Failover(ctx, d, cfg.Failover)
+	case "priority":
+		return r.Priority(ctx, d, cfg.Priority)
 	}
 	return res, errors.New("unknown scenario " + name)
 }

@@ -5,7 +5,7 @@
 // the measurement starts, so a slow platform shows up as lateness, never as
 // a lower offered rate.
 //
-// Each scenario (steady, max, burst, registered, failover) runs on a
+// Each scenario (steady, max, burst, registered, priority, failover) runs on a
 // deployment of its own (processes of the built binaries, a namespace of
 // its own in the shared components) and returns one table row plus
 // details. See docs/benchmarks.md.
