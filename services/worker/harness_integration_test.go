@@ -312,6 +312,7 @@ func (e *env) startProcess(cfg app.Config) *proc {
 		"--liveness-ttl", cfg.LivenessTTL.String(),
 		"--commit-interval", cfg.CommitInterval.String(), "--allow-kafka-targets", cfg.AllowKafkaTargets,
 		"--allow-target-addrs", cfg.AllowTargetAddrs, "--max-deliveries", strconv.Itoa(cfg.MaxDeliveries),
+		"--fetch-ahead", cfg.FetchAhead.String(),
 	}
 	return e.startBinary(workerBinary, cfg.WorkerID, args)
 }
