@@ -97,8 +97,8 @@ func (c Config) Validate() error {
 	if c.MaxSkipRecords < 0 || c.MaxSkipRecords > 100_000 {
 		errs = append(errs, fmt.Errorf("skip-records-per-job: must be in [0, 100000], got %d", c.MaxSkipRecords))
 	}
-	if c.FillStep < 0 || c.FillStep > c.Window {
-		errs = append(errs, fmt.Errorf("fill-step: must be in [0, the window (%s)], got %s", c.Window, c.FillStep))
+	if c.FillStep < 0 || c.FillStep > time.Hour {
+		errs = append(errs, fmt.Errorf("fill-step: must be in [0, 1h], got %s", c.FillStep))
 	}
 	if math.IsNaN(c.CatchUpRate) || c.CatchUpRate < 0 || c.CatchUpRate > 1_000_000 {
 		errs = append(errs, fmt.Errorf("catch-up-rate: must be in [0, 1000000] firings per second, got %v", c.CatchUpRate))

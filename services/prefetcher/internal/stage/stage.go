@@ -297,7 +297,11 @@ func (s *Store) StageBatch(ctx context.Context, o Options) (res Result, err erro
 			end = res.Now
 		}
 		end = end.Add(o.Step)
-		po.Window, po.Chunk, res.Stepped = end.Sub(res.Now), 0, true
+		// Never past where the whole window would have been staged (a
+		// step longer than the window is no step).
+		if full := windowEnd.Add(o.Chunk); end.Before(full) {
+			po.Window, po.Chunk, res.Stepped = end.Sub(res.Now), 0, true
+		}
 	}
 
 	var out rows
