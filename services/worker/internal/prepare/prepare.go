@@ -405,20 +405,9 @@ type doneCopy struct {
 func (s *Stage) checkRecorded(ctx context.Context, copies []doneCopy) {
 	found := make([]bool, len(copies))
 	errs := make([]error, len(copies))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for i, c := range copies {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			cctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
-			defer cancel()
-			found[i], errs[i] = s.cfg.HasRecord(cctx, c.it.Firing)
-		}()
-	}
-	wg.Wait()
+	s.lookUp(ctx, len(copies), func(ctx context.Context, i int) {
+		found[i], errs[i] = s.cfg.HasRecord(ctx, copies[i].it.Firing)
+	})
 	for i, c := range copies {
 		it := c.it
 		switch {
@@ -452,16 +441,12 @@ func (s *Stage) checkRecorded(ctx context.Context, copies []doneCopy) {
 	}
 }
 
-// verify asks the ledger about firings an earlier delivery leased and never
-// marked, a few at a time; those it recorded are marked and dropped, the
-// others fire. A ledger that does not answer in time lets them fire (at
-// least once: the target dedupes by Idempotency-Key).
-func (s *Stage) verify(ctx context.Context, items []*work.Item) {
-	status := make([]sundialv1.ExecutionStatus, len(items))
-	found := make([]bool, len(items))
+// lookUp runs the ledger lookups 0..n-1, 16 at a time, each bounded by
+// the call timeout, and returns when all have.
+func (s *Stage) lookUp(ctx context.Context, n int, one func(ctx context.Context, i int)) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
-	for i, it := range items {
+	for i := range n {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -469,10 +454,22 @@ func (s *Stage) verify(ctx context.Context, items []*work.Item) {
 			defer func() { <-sem }()
 			cctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
 			defer cancel()
-			status[i], found[i] = s.cfg.Recorded(cctx, it.Firing)
+			one(cctx, i)
 		}()
 	}
 	wg.Wait()
+}
+
+// verify asks the ledger about firings an earlier delivery leased and never
+// marked, a few at a time; those it recorded are marked and dropped, the
+// others fire. A ledger that does not answer in time lets them fire (at
+// least once: the target dedupes by Idempotency-Key).
+func (s *Stage) verify(ctx context.Context, items []*work.Item) {
+	status := make([]sundialv1.ExecutionStatus, len(items))
+	found := make([]bool, len(items))
+	s.lookUp(ctx, len(items), func(ctx context.Context, i int) {
+		status[i], found[i] = s.cfg.Recorded(ctx, items[i].Firing)
+	})
 	var marks []lease.Finish
 	for i, it := range items {
 		if !found[i] {
