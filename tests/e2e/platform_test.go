@@ -50,9 +50,9 @@ type platform struct {
 	secret string
 }
 
-// newPlatform starts the api and a relay; tests start the prefetchers and
-// workers they need with the flags they need.
-func newPlatform(t *testing.T) *platform {
+// newPlatform starts the api (with apiArgs) and a relay; tests start the
+// prefetchers and workers they need with the flags they need.
+func newPlatform(t *testing.T, apiArgs ...string) *platform {
 	t.Helper()
 	ctx := ctxT(t, 2*time.Minute)
 	infra := harness.InfraFromEnv()
@@ -88,7 +88,7 @@ func newPlatform(t *testing.T) *platform {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.stopAll)
-	if _, err := p.plat.StartAPI(ctx, "api"); err != nil {
+	if _, err := p.plat.StartAPI(ctx, "api", apiArgs...); err != nil {
 		t.Fatal(err)
 	}
 	// Topics are created by the relay at start; the workers subscribe after.
