@@ -6,21 +6,22 @@ import (
 	"github.com/sundialhq/sundial/pkg/secrets"
 )
 
-// A worker resolves a header template from its environment; what it logs is
-// redacted.
+// A worker resolves a header template among the secrets of the job's
+// tenant; what it logs is redacted, and another tenant naming the same
+// secret gets nothing.
 func Example() {
-	env := secrets.EnvFromEnviron([]string{"SUNDIAL_SECRET_BILLING_TOKEN=tok-8f3a2c"})
-	r := secrets.NewResolver(nil, 0, env)
-	header, used, err := r.Expand("Bearer {{secret:billing-token}}")
+	src := secrets.Map{"acme": {"billing-token": "tok-8f3a2c"}}
+	r := secrets.NewResolver(nil, 0, src)
+	header, used, err := r.Expand("acme", "Bearer {{secret:billing-token}}")
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println(header)
 	fmt.Println(secrets.Redact("target echoed: "+header, used))
-	_, _, err = r.Expand("{{secret:missing}}")
+	_, _, err = r.Expand("globex", "Bearer {{secret:billing-token}}")
 	fmt.Println(err)
 	// Output:
 	// Bearer tok-8f3a2c
 	// target echoed: Bearer [REDACTED]
-	// secrets: secret "missing" not found (no file in --secrets-dir, no SUNDIAL_SECRET_MISSING)
+	// secrets: tenant "globex" has no secret "billing-token" (no file globex/billing-token in --secrets-dir)
 }

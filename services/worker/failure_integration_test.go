@@ -792,9 +792,12 @@ func TestHostRateLimitAndCircuitBreaker(t *testing.T) {
 
 // The outbound-address policy refuses loopback addresses that are not
 // allowlisted and metadata addresses, permanently; secret references in
-// headers are resolved from the worker's files and environment, never
+// headers are resolved from the files of the job's own tenant, never
 // stored or logged, and redacted from what the target echoes back; a
-// missing secret is a permanent failure.
+// missing secret is a permanent failure, and so is another tenant's secret:
+// a firing of tenant globex naming acme's billing-token (a row the api
+// would have refused) never resolves it, and neither does an unscoped file
+// or SUNDIAL_SECRET_* variable of the old layout.
 func TestOutboundPolicyAndSecrets(t *testing.T) {
 	e := newEnv(t, 1)
 	d := e.watchDLQ()
@@ -803,13 +806,23 @@ func TestOutboundPolicyAndSecrets(t *testing.T) {
 	}))
 	defer other.Close()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "billing-token"), []byte("tok-from-file-4711\n"), 0o600); err != nil {
-		t.Fatal(err)
+	for path, value := range map[string]string{
+		"acme/billing-token": "tok-from-file-4711\n",
+		"acme/report-key":    "key-from-file-0815",
+		"globex/other-token": "globex-own-9999",
+		"unscoped-token":     "unscoped-value-1234", // the old layout: served every tenant
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, path)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, path), []byte(value), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cfg := e.config("w1")
 	cfg.AllowTargetAddrs = e.sink.srv.Listener.Addr().String() // this port only
 	cfg.SecretsDir = dir
-	w := e.startInProcessWith(cfg, app.Deps{Environ: []string{"SUNDIAL_SECRET_REPORT_KEY=key-from-env-0815"}})
+	w := e.startInProcessWith(cfg, app.Deps{Environ: []string{"SUNDIAL_SECRET_ENV_KEY=key-from-env-0815"}})
 
 	at := time.Now().Add(3 * time.Second)
 	mk := func(url string, auth string) *sundialv1.Firing {
@@ -826,9 +839,15 @@ func TestOutboundPolicyAndSecrets(t *testing.T) {
 	meta := mk("http://169.254.169.254/latest/meta-data/", "")
 	fromFile := mk("", "Bearer {{secret:billing-token}}")
 	e.sink.setScript(fromFile.GetJobId(), reply{status: 401, echo: true})
-	fromEnv := mk("", "Key {{secret:report-key}}")
+	second := mk("", "Key {{secret:report-key}}")
 	missing := mk("", "Bearer {{secret:nope}}")
-	e.produce([]*sundialv1.Firing{loop, meta, fromFile, fromEnv, missing}, nil)
+	// Tenant globex naming acme's secret, the old unscoped file and the
+	// old variable: none resolves.
+	crossTenant := mk("", "Bearer {{secret:billing-token}}")
+	crossTenant.Tenant = "globex"
+	unscoped := mk("", "Bearer {{secret:unscoped-token}}")
+	fromEnv := mk("", "Key {{secret:env-key}}")
+	e.produce([]*sundialv1.Firing{loop, meta, fromFile, second, missing, crossTenant, unscoped, fromEnv}, nil)
 
 	for _, f := range []*sundialv1.Firing{loop, meta} {
 		if dl := d.deadLetter(t, f.GetExecutionId()); dl.GetErrorClass() != "address_refused" || dl.GetAttempts() != 1 {
@@ -854,15 +873,22 @@ func TestOutboundPolicyAndSecrets(t *testing.T) {
 	if !strings.Contains(row.GetResponseExcerpt(), "[REDACTED]") || dl.GetFiring().GetTarget().GetHttp().GetHeaders()["Authorization"] != "Bearer {{secret:billing-token}}" {
 		t.Fatalf("excerpt %q, envelope header %q", row.GetResponseExcerpt(), dl.GetFiring().GetTarget().GetHttp().GetHeaders()["Authorization"])
 	}
-	e.waitRow(fromEnv.GetExecutionId(), 1, stSucceeded, 30*time.Second)
-	if got := e.sink.ofJob(fromEnv.GetJobId()); len(got) != 1 || got[0].auth != "Key key-from-env-0815" {
+	e.waitRow(second.GetExecutionId(), 1, stSucceeded, 30*time.Second)
+	if got := e.sink.ofJob(second.GetJobId()); len(got) != 1 || got[0].auth != "Key key-from-file-0815" {
 		t.Fatalf("the target saw %v", got)
 	}
-	if dl := d.deadLetter(t, missing.GetExecutionId()); dl.GetErrorClass() != "secret" || !strings.Contains(dl.GetLastError(), `"nope"`) {
-		t.Fatalf("missing secret: %v", dl)
+	for _, f := range []*sundialv1.Firing{missing, crossTenant, unscoped, fromEnv} {
+		ref := f.GetTarget().GetHttp().GetHeaders()["Authorization"]
+		dl := d.deadLetter(t, f.GetExecutionId())
+		if dl.GetErrorClass() != "secret" || dl.GetAttempts() != 1 || !strings.Contains(dl.GetLastError(), fmt.Sprintf("tenant %q has no secret", f.GetTenant())) {
+			t.Fatalf("%s of tenant %s: %v", ref, f.GetTenant(), dl)
+		}
+		if got := e.sink.ofJob(f.GetJobId()); len(got) != 0 {
+			t.Fatalf("%s of tenant %s reached the target: %v", ref, f.GetTenant(), got)
+		}
 	}
-	if got := e.sink.ofJob(missing.GetJobId()); len(got) != 0 {
-		t.Fatalf("a firing with a missing secret reached the target")
+	if !strings.Contains(e.logs.String(), "unscoped-token") || !strings.Contains(e.logs.String(), "SUNDIAL_SECRET_ENV_KEY") {
+		t.Errorf("the worker did not warn about the old layout:\n%s", e.logs.String())
 	}
 
 	// Nor does a secret reach the worker's log: the failed attempt whose
@@ -871,7 +897,7 @@ func TestOutboundPolicyAndSecrets(t *testing.T) {
 	if !strings.Contains(logs, "attempt failed") || !strings.Contains(logs, fromFile.GetExecutionId()) {
 		t.Fatalf("the worker logged nothing about the echoed attempt; the check below would prove nothing:\n%s", logs)
 	}
-	for _, v := range []string{"tok-from-file-4711", "key-from-env-0815"} {
+	for _, v := range []string{"tok-from-file-4711", "key-from-file-0815", "key-from-env-0815", "unscoped-value-1234", "globex-own-9999"} {
 		if strings.Contains(logs, v) {
 			t.Fatalf("the worker logged the value of a secret (%s):\n%s", v, logs)
 		}

@@ -79,9 +79,10 @@ type Deps struct {
 	Clock clock.Clock
 	// KafkaOpts are extra options for the consumer's client.
 	KafkaOpts []kgo.Opt
-	// Environ is the process environment (os.Environ), from which the
-	// SUNDIAL_SECRET_* secrets are taken; main passes it so nothing deeper
-	// reads the environment.
+	// Environ is the process environment (os.Environ); leftover
+	// SUNDIAL_SECRET_* variables (no longer read: secrets are per tenant)
+	// are warned about. main passes it so nothing deeper reads the
+	// environment.
 	Environ []string
 	// Tracer traces firings through the worker; nil: tracing off.
 	Tracer trace.Tracer
@@ -289,8 +290,15 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 	var sources []secrets.Source
 	if cfg.SecretsDir != "" {
 		sources = append(sources, secrets.Dir(cfg.SecretsDir))
+		// Secrets are per tenant (<dir>/<tenant>/<name>); a file of the
+		// old, unscoped layout served every tenant and now serves none.
+		if flat, err := secrets.Dir(cfg.SecretsDir).Unscoped(); err == nil && len(flat) > 0 {
+			logger.Warn("secrets-dir holds files outside a tenant directory; no job resolves them (move each to <secrets-dir>/<tenant>/<name>)", "files", flat)
+		}
 	}
-	sources = append(sources, secrets.EnvFromEnviron(deps.Environ))
+	if vars := secrets.EnvFromEnviron(deps.Environ); len(vars) > 0 {
+		logger.Warn("SUNDIAL_SECRET_* variables are no longer read: they cannot say which tenant a secret belongs to (write <secrets-dir>/<tenant>/<name> instead)", "variables", vars)
+	}
 	resolver := secrets.NewResolver(local, 0, sources...)
 	route := target.Router{HTTP: target.NewHTTP(target.NewClient(tr), secret, target.WithSecrets(resolver), target.WithPolicy(policy))}
 	if allow := cfg.AllowKafkaTargets; allow != "" {

@@ -188,7 +188,7 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.BreakerCooldown, "breaker-cooldown", 30*time.Second, "how long an open circuit breaker fails attempts fast before letting a probe through")
 	fs.IntVar(&c.MetricsMaxTenants, "metrics-max-tenants", metrics.DefaultMaxTenants, "tenants labelled by name on sundial_worker_firings_total and sundial_worker_fire_lateness_seconds; firings of any further tenant are labelled tenant=\"other\" (bounds the series count)")
 	fs.StringVar(&c.MetricsJobIDs, "metrics-job-ids", "", "comma-separated job ids (UUIDs) to watch: their firings are also counted on sundial_worker_job_firings_total and sundial_worker_job_lateness_seconds, labelled by job_id (about 36 series per job); other jobs add none")
-	fs.StringVar(&c.SecretsDir, "secrets-dir", "", "directory with one file per secret for {{secret:NAME}} header references (SUNDIAL_SECRET_<NAME> variables are read too)")
+	fs.StringVar(&c.SecretsDir, "secrets-dir", "", "directory with one sub-directory per tenant and one file per secret in it (<dir>/<tenant>/<NAME>) for {{secret:NAME}} header references; a job resolves only its own tenant's secrets")
 	c.RedisSecurity.Register(fs)
 	c.KafkaSecurity.Register(fs)
 	c.CassandraSecurity.Register(fs)

@@ -155,9 +155,10 @@ func TestHTTPOutboundPolicy(t *testing.T) {
 	}
 }
 
-// Secret references in headers are expanded for the request only; a
-// target echoing them back sees its excerpt redacted; a missing secret is
-// a permanent failure that never reaches the target.
+// Secret references in headers are expanded for the request only, among
+// the secrets of the firing's tenant; a target echoing them back sees its
+// excerpt redacted; a missing secret — another tenant's included — is a
+// permanent failure that never reaches the target.
 func TestHTTPSecrets(t *testing.T) {
 	var gotAuth string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -166,9 +167,10 @@ func TestHTTPSecrets(t *testing.T) {
 		_, _ = w.Write([]byte("bad credentials: " + gotAuth))
 	}))
 	defer srv.Close()
-	res := secrets.NewResolver(nil, -1, secrets.Env{"SUNDIAL_SECRET_BILLING_TOKEN": "tok-very-secret"})
+	res := secrets.NewResolver(nil, -1, secrets.Map{"acme": {"billing-token": "tok-very-secret"}})
 	h := NewHTTP(srv.Client(), secret, WithSecrets(res))
 	f := httpEnvelope(srv.URL, map[string]string{"Authorization": "Bearer {{secret:billing-token}}"})
+	f.Tenant = "acme"
 	r := h.Fire(context.Background(), Request{Firing: f, SentAt: sent})
 	if gotAuth != "Bearer tok-very-secret" {
 		t.Fatalf("target saw %q", gotAuth)
@@ -179,11 +181,18 @@ func TestHTTPSecrets(t *testing.T) {
 	if f.Target.GetHttp().GetHeaders()["Authorization"] != "Bearer {{secret:billing-token}}" {
 		t.Fatal("the envelope was modified")
 	}
-	gotAuth = ""
-	f = httpEnvelope(srv.URL, map[string]string{"Authorization": "Bearer {{secret:nope}}"})
-	r = h.Fire(context.Background(), Request{Firing: f, SentAt: sent})
-	if r.Class != ClassSecret || !r.Permanent || !errors.Is(r.Err, secrets.ErrMissing) || gotAuth != "" {
-		t.Fatalf("missing secret: %+v (target saw %q)", r, gotAuth)
+	for _, c := range []struct{ tenant, ref string }{
+		{"acme", "{{secret:nope}}"},
+		{"globex", "{{secret:billing-token}}"}, // acme's secret, named by another tenant's job
+		{"", "{{secret:billing-token}}"},       // an envelope without a tenant has no secrets
+	} {
+		gotAuth = ""
+		f = httpEnvelope(srv.URL, map[string]string{"Authorization": "Bearer " + c.ref})
+		f.Tenant = c.tenant
+		r = h.Fire(context.Background(), Request{Firing: f, SentAt: sent})
+		if r.Class != ClassSecret || !r.Permanent || !errors.Is(r.Err, secrets.ErrMissing) || gotAuth != "" {
+			t.Fatalf("tenant %q, %s: %+v (target saw %q)", c.tenant, c.ref, r, gotAuth)
+		}
 	}
 	if r := NewHTTP(srv.Client(), secret).Fire(context.Background(), Request{Firing: f, SentAt: sent}); r.Class != ClassSecret {
 		t.Fatalf("no secret source: %+v", r)

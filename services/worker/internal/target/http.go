@@ -17,9 +17,10 @@ import (
 	"github.com/sundialhq/sundial/pkg/secrets"
 )
 
-// Secrets expands `{{secret:NAME}}` references; *secrets.Resolver is one.
+// Secrets expands `{{secret:NAME}}` references among one tenant's secrets;
+// *secrets.Resolver is one.
 type Secrets interface {
-	Expand(s string) (string, []string, error)
+	Expand(tenant, s string) (string, []string, error)
 }
 
 // HTTP delivers attempts as HTTP requests. The request body is the payload;
@@ -130,9 +131,12 @@ func (h *HTTP) Fire(ctx context.Context, req Request) Result {
 			continue
 		}
 		if h.secrets == nil {
-			return Failed(ClassSecret, true, fmt.Errorf("target: header %s references a secret, and this worker has no secret source (--secrets-dir, SUNDIAL_SECRET_*)", k))
+			return Failed(ClassSecret, true, fmt.Errorf("target: header %s references a secret, and this worker has no secret source (--secrets-dir)", k))
 		}
-		x, vals, err := h.secrets.Expand(v)
+		// The firing's tenant scopes the lookup: a job names its own
+		// tenant's secrets and can never reach another's, even if the api
+		// let a reference through.
+		x, vals, err := h.secrets.Expand(req.Firing.GetTenant(), v)
 		if err != nil {
 			return Failed(ClassSecret, true, fmt.Errorf("target: header %s: %w", k, err))
 		}
