@@ -163,6 +163,11 @@ func TestBrowserConsoleFiresEndToEnd(t *testing.T) {
 	if !strings.Contains(h, "w1") {
 		t.Errorf("the history does not name the worker w1: %q", h)
 	}
+	// The next fire is the schedule's next instant from now, not the
+	// prefetcher's cursor (up to its window ahead).
+	if nf, err := time.Parse("2006-01-02 15:04:05Z", text("next fire", "#next-fire")); err != nil || nf.Sub(time.Now()) > 5*time.Second {
+		t.Errorf("next fire of a job firing every second shows %s (%v)", nf.Format(time.RFC3339), err)
+	}
 	run("fired shot", chromedp.WaitVisible(css("#lateness")), shot("14-e2e-fired"))
 
 	// Pause in the console: firings due after the change settles never

@@ -228,14 +228,10 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request, s *session) {
 	spec, _ := protojson.MarshalOptions{Multiline: true, Indent: "  ", UseProtoNames: true}.Marshal(job)
 	data["Spec"] = string(spec)
 	if job.GetStatus() == sundialv1.JobStatus_JOB_STATUS_ACTIVE || job.GetStatus() == sundialv1.JobStatus_JOB_STATUS_PAUSED {
-		from := job.GetNextFireTime()
-		if from == nil {
-			from = timestamppb.New(c.cfg.Clock.Now())
-		} else {
-			// Preview lists instants strictly after from: start just
-			// before the next fire time so it is the first.
-			from = timestamppb.New(from.AsTime().Add(-time.Nanosecond))
-		}
+		// From now, not from next_fire_time: that is the prefetcher's
+		// cursor, up to its window (2 min) ahead, and the slots before it
+		// are staged but have not fired yet.
+		from := timestamppb.New(c.cfg.Clock.Now())
 		sched := job.GetSchedule()
 		if sched.GetInterval() != nil && sched.GetStartTime() == nil {
 			// An interval is anchored at the job's creation.
@@ -243,6 +239,9 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 		if prev, err := c.jobs.PreviewSchedule(ctx, &sundialv1.PreviewScheduleRequest{Schedule: sched, From: from, Count: 20}); err == nil {
 			data["Next"] = localInstants(prev.GetTimes(), job.GetSchedule())
+			if len(prev.GetTimes()) > 0 {
+				data["NextAt"] = prev.GetTimes()[0]
+			}
 			data["Description"] = prev.GetDescription()
 		} else {
 			data["NextError"] = status.Convert(err).Message()
