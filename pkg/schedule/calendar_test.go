@@ -163,7 +163,7 @@ func TestCalendarAgainstBruteForce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		from := anchor.Add(time.Duration(rng.Int64N(int64(20*24*time.Hour)))).Add(-10 * 24 * time.Hour).Truncate(time.Minute)
+		from := anchor.Add(time.Duration(rng.Int64N(int64(20 * 24 * time.Hour)))).Add(-10 * 24 * time.Hour).Truncate(time.Minute)
 		if rng.IntN(3) == 0 {
 			from = from.Add(time.Duration(rng.IntN(60)) * time.Second)
 		}
