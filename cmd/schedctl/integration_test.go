@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -59,10 +60,20 @@ func startAPI(t *testing.T) (addr string, conn *pgx.Conn, keyspace string) {
 	addr = ln.Addr().String()
 	_ = ln.Close()
 	keyspace = testinfra.CassandraKeyspace(t)
+	// acme's target secrets, which the api reads for their names only:
+	// a job may reference billing_key.
+	secretsDir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(secretsDir, "acme"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(secretsDir, "acme", "billing_key"), []byte("unused"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var stderr bytes.Buffer
 	cmd := exec.Command(bin, "--grpc-addr", addr, "--admin-addr", "127.0.0.1:0", "--postgres-dsn", dsn,
 		"--tokens", "cli-token=acme:cli", "--redis-key-prefix", prefix, "--log-format", "text",
-		"--cassandra-hosts", strings.Join(testinfra.CassandraHosts(t), ","), "--cassandra-keyspace", keyspace)
+		"--cassandra-hosts", strings.Join(testinfra.CassandraHosts(t), ","), "--cassandra-keyspace", keyspace,
+		"--secrets-dir", secretsDir)
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -30,6 +30,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
 	"github.com/sundialhq/sundial/pkg/migrations"
+	"github.com/sundialhq/sundial/pkg/secrets"
 	"github.com/sundialhq/sundial/pkg/telemetry"
 	"github.com/sundialhq/sundial/services/api/internal/console"
 	"github.com/sundialhq/sundial/services/api/internal/history"
@@ -74,6 +75,10 @@ type settings struct {
 	// target.kafka.topic) rather than dead-lettering every firing.
 	KafkaBrokers  string
 	KafkaSecurity connsec.Kafka
+	// SecretsDir is the workers' target-secret directory
+	// (<dir>/<tenant>/<name>), read for names only: a job referencing a
+	// secret its tenant lacks is refused.
+	SecretsDir string
 
 	fs     *flag.FlagSet // to tell flags given from defaults
 	tokens *auth.Tokens  // loaded by validate
@@ -104,6 +109,7 @@ func (s *settings) register(fs *flag.FlagSet) {
 	fs.IntVar(&s.RateLimit.Burst, "rate-limit-burst", ratelimit.DefaultBurst, "calls a token may make at once after being idle (the size of its bucket; at least 1 with --rate-limit)")
 	fs.DurationVar(&s.ReleaseLead, "release-lead", server.DefaultReleaseLead, "how long before its paced fire instant a backfilled or re-driven firing is published")
 	fs.StringVar(&s.KafkaBrokers, "kafka-brokers", "", "comma-separated brokers of the cluster Kafka targets produce to; when set, a job whose target topic does not exist there is refused (empty: no check)")
+	fs.StringVar(&s.SecretsDir, "secrets-dir", "", "the workers' target-secret directory (<dir>/<tenant>/<NAME>, the workers' --secrets-dir), whose file names (never contents) say which secrets each tenant has; a job referencing a secret its tenant lacks is refused (empty: every {{secret:NAME}} reference is refused)")
 	s.RedisSecurity.Register(fs)
 	s.CassandraSecurity.Register(fs)
 	s.KafkaSecurity.Register(fs)
@@ -141,6 +147,11 @@ func (s *settings) validate(p *config.Problems) {
 	}
 	if s.ReleaseLead < 0 {
 		p.Addf("release-lead", "must not be negative, got %s", s.ReleaseLead)
+	}
+	if s.SecretsDir != "" {
+		if st, err := os.Stat(s.SecretsDir); err != nil || !st.IsDir() {
+			p.Addf("secrets-dir", "%q is not a readable directory", s.SecretsDir)
+		}
 	}
 	s.RedisSecurity.Validate(p)
 	s.CassandraSecurity.Validate(p)
@@ -388,6 +399,10 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 			return nil, fmt.Errorf("kafka: %w", err)
 		}
 	}
+	var catalog server.SecretCatalog
+	if s.SecretsDir != "" {
+		catalog = secrets.Dir(s.SecretsDir)
+	}
 	jobs, err := server.NewJobService(server.Config{
 		Store:       st,
 		Executions:  ledgerReader,
@@ -399,6 +414,7 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 		ReleaseLead: s.ReleaseLead,
 		Tracer:      tracer,
 		Topics:      topics,
+		Secrets:     catalog,
 	})
 	if err != nil {
 		pool.Close()

@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -25,6 +27,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/jobspec"
 	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/outbox"
+	"github.com/sundialhq/sundial/pkg/secrets"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/quota"
 	"github.com/sundialhq/sundial/services/api/internal/store"
@@ -780,7 +783,9 @@ func TestIntegrationSecretsAndCallback(t *testing.T) {
 	var mu sync.Mutex
 	h := newHarness(t, nil)
 	logger := slog.New(slog.NewJSONHandler(lockedWriter{w: &logs, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	jobs, err := NewJobService(Config{Store: store.New(h.pool), Versions: h.versions, Logger: logger})
+	dir := t.TempDir()
+	writeSecretFile(t, dir, "acme", "billing_token")
+	jobs, err := NewJobService(Config{Store: store.New(h.pool), Versions: h.versions, Logger: logger, Secrets: secrets.Dir(dir)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -835,6 +840,87 @@ func TestIntegrationSecretsAndCallback(t *testing.T) {
 		if strings.Contains(out, s) {
 			t.Fatalf("the api logged a header value (%s):\n%s", s, out)
 		}
+	}
+}
+
+func writeSecretFile(t *testing.T, dir, tenant, name string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, tenant), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, tenant, name), []byte("value-of-"+tenant+"-"+name), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Target secrets belong to a tenant: a job may reference only its own
+// tenant's. A globex job naming acme's billing_token is refused on create
+// and on update with InvalidArgument naming the header, and nothing is
+// written (no job, no outbox row, no audit entry, no version bump); an api
+// without a secret catalog refuses every reference.
+func TestIntegrationSecretsAreScopedByTenant(t *testing.T) {
+	dir := t.TempDir()
+	writeSecretFile(t, dir, "acme", "billing_token")
+	writeSecretFile(t, dir, "globex", "globex_token")
+	h := newHarnessWith(t, harnessOptions{secrets: secrets.Dir(dir)})
+	withRef := func(name, ref string) *sundialv1.Job {
+		j := everyMinute(name)
+		j.GetTarget().GetHttp().Headers = map[string]string{"Authorization": "Bearer " + ref, "X-Plain": "plain"}
+		return j
+	}
+	const field = `target.http.headers["Authorization"]`
+
+	// Each tenant may use its own secret.
+	h.create(tokenAcme, withRef("acme-own", "{{secret:billing_token}}"))
+	own := h.create(tokenGlobex, withRef("globex-own", "{{secret:globex_token}}"))
+
+	// globex names acme's secret: refused, nothing written.
+	before := h.count(`SELECT count(*) FROM job_audit`)
+	_, err := h.client.CreateJob(h.ctx, &sundialv1.CreateJobRequest{Job: withRef("steal", "{{secret:billing_token}}")}, as(tokenGlobex))
+	v := violations(t, err)
+	if d, ok := v[field]; !ok || !strings.Contains(d, `"billing_token"`) || strings.Contains(d, "value-of-") {
+		t.Fatalf("create naming acme's secret: %v", v)
+	}
+	if n := h.count(`SELECT count(*) FROM jobs WHERE tenant = 'globex'`); n != 1 {
+		t.Fatalf("globex has %d jobs, want 1", n)
+	}
+	if n := h.count(`SELECT count(*) FROM job_audit`); n != before {
+		t.Fatalf("the refused create wrote %d audit entries", n-before)
+	}
+
+	// Nor can globex point its own job at it, through the whole target
+	// or the headers alone.
+	for _, mask := range []string{"target", "target.http.headers"} {
+		_, err = h.client.UpdateJob(h.ctx, &sundialv1.UpdateJobRequest{
+			Job:        &sundialv1.Job{Id: own.GetId(), Target: withRef("x", "x {{secret:billing_token}}").GetTarget()},
+			UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{mask}},
+		}, as(tokenGlobex))
+		if v := violations(t, err); !strings.Contains(v[field], `"billing_token"`) {
+			t.Fatalf("update (%s) naming acme's secret: %v", mask, v)
+		}
+	}
+	got, err := h.client.GetJob(h.ctx, &sundialv1.GetJobRequest{Id: own.GetId()}, as(tokenGlobex))
+	if err != nil || got.GetJob().GetVersion() != own.GetVersion() ||
+		got.GetJob().GetTarget().GetHttp().GetHeaders()["Authorization"] != "Bearer {{secret:globex_token}}" {
+		t.Fatalf("the refused update changed the job: %v %v", got, err)
+	}
+	if n := h.count(`SELECT count(*) FROM job_audit`); n != before {
+		t.Fatalf("the refused updates wrote %d audit entries", n-before)
+	}
+	// An update not touching the target is not held to it.
+	if _, err := h.client.UpdateJob(h.ctx, &sundialv1.UpdateJobRequest{Job: &sundialv1.Job{Id: own.GetId(), Name: "renamed"},
+		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"name"}}}, as(tokenGlobex)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Without a catalog no reference can be shown to be the tenant's.
+	bare := newHarnessWith(t, harnessOptions{pool: h.pool})
+	_, err = bare.client.CreateJob(h.ctx, &sundialv1.CreateJobRequest{Job: withRef("acme-bare", "{{secret:billing_token}}")}, as(tokenAcme))
+	if v := violations(t, err); !strings.Contains(v[field], "no secret catalog") {
+		t.Fatalf("api without a catalog: %v", v)
+	}
+	if _, err := bare.client.CreateJob(h.ctx, &sundialv1.CreateJobRequest{Job: withRef("acme-plain", "plain-token")}, as(tokenAcme)); err != nil {
+		t.Fatalf("a job without references: %v", err)
 	}
 }
 

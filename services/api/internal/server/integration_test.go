@@ -97,6 +97,8 @@ type harnessOptions struct {
 	// pool, when set, is used instead of a fresh schema (a second
 	// replica over the same database).
 	pool *pgxpool.Pool
+	// secrets is Config.Secrets (nil: every reference refused).
+	secrets SecretCatalog
 }
 
 // newHarness runs the real JobService and DeadLetterService over a fresh
@@ -118,7 +120,7 @@ func newHarnessWith(t *testing.T, o harnessOptions) *harness {
 	metrics := NewMetrics(nil)
 	st := store.New(pool)
 	jobs, err := NewJobService(Config{Store: st, Versions: versions, Executions: o.executions, Quotas: o.quotas,
-		ReleaseLead: o.releaseLead, Metrics: metrics})
+		ReleaseLead: o.releaseLead, Metrics: metrics, Secrets: o.secrets})
 	if err != nil {
 		t.Fatal(err)
 	}

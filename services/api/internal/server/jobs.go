@@ -93,6 +93,10 @@ type Config struct {
 	// Topics refuses Kafka targets whose topic does not exist (see
 	// checkTopic); nil checks nothing.
 	Topics TopicChecker
+	// Secrets is what target secrets each tenant has: a job referencing
+	// one its tenant lacks is refused (see checkSecrets); nil refuses every
+	// reference.
+	Secrets SecretCatalog
 }
 
 // TopicChecker says whether a Kafka topic exists on the cluster the
@@ -120,6 +124,7 @@ type JobService struct {
 	pacer          pacer
 	tracer         trace.Tracer
 	topics         TopicChecker
+	secrets        SecretCatalog
 }
 
 // NewJobService checks cfg and returns the service.
@@ -143,6 +148,7 @@ func NewJobService(cfg Config) (*JobService, error) {
 		pacer:          pacer{lead: cfg.ReleaseLead},
 		tracer:         cfg.Tracer,
 		topics:         cfg.Topics,
+		secrets:        cfg.Secrets,
 	}
 	if s.clock == nil {
 		s.clock = clock.Real{}
@@ -282,6 +288,9 @@ func (s *JobService) CreateJob(ctx context.Context, req *sundialv1.CreateJobRequ
 	if err := jobspec.Validate(job); err != nil {
 		return nil, fromSpec(err)
 	}
+	if err := s.checkSecrets(tenant, job); err != nil {
+		return nil, err
+	}
 	if err := s.checkTopic(ctx, job); err != nil {
 		return nil, err
 	}
@@ -415,7 +424,8 @@ func (s *JobService) UpdateJob(ctx context.Context, req *sundialv1.UpdateJobRequ
 	if err != nil {
 		return nil, err
 	}
-	if slices.ContainsFunc(paths, func(p string) bool { return p == "target" || strings.HasPrefix(p, "target.") }) {
+	touchesTarget := slices.ContainsFunc(paths, func(p string) bool { return p == "target" || strings.HasPrefix(p, "target.") })
+	if touchesTarget {
 		// Before the transaction: no Kafka round trip while it holds the row.
 		if err := s.checkTopic(ctx, src); err != nil {
 			return nil, err
@@ -436,6 +446,13 @@ func (s *JobService) UpdateJob(ctx context.Context, req *sundialv1.UpdateJobRequ
 		applyMask(next, src, paths)
 		if err := jobspec.Validate(next); err != nil {
 			return nil, rejectErr(fromSpec(err))
+		}
+		if touchesTarget {
+			// A local stat per reference: cheap enough inside the
+			// transaction, and it judges the headers the job ends up with.
+			if err := s.checkSecrets(tenant, next); err != nil {
+				return nil, rejectErr(err)
+			}
 		}
 		jobspec.Normalize(next)
 		scheduleChanged := touchesSchedule(paths)
