@@ -612,12 +612,18 @@ type Schedule struct {
 	// IANA zone the cron expression or rrule is evaluated in; default UTC.
 	Timezone string `protobuf:"bytes,4,opt,name=timezone,proto3" json:"timezone,omitempty"`
 	// Optional bounds: no slot before start_time or after end_time.
-	StartTime     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
-	EndTime       *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
-	DstGap        DstGapPolicy           `protobuf:"varint,7,opt,name=dst_gap,json=dstGap,proto3,enum=sundial.v1.DstGapPolicy" json:"dst_gap,omitempty"`
-	DstRepeat     DstRepeatPolicy        `protobuf:"varint,8,opt,name=dst_repeat,json=dstRepeat,proto3,enum=sundial.v1.DstRepeatPolicy" json:"dst_repeat,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	EndTime   *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	DstGap    DstGapPolicy           `protobuf:"varint,7,opt,name=dst_gap,json=dstGap,proto3,enum=sundial.v1.DstGapPolicy" json:"dst_gap,omitempty"`
+	DstRepeat DstRepeatPolicy        `protobuf:"varint,8,opt,name=dst_repeat,json=dstRepeat,proto3,enum=sundial.v1.DstRepeatPolicy" json:"dst_repeat,omitempty"`
+	// A business calendar of the tenant (CalendarService): the schedule's
+	// instants on its holidays and weekend days are skipped or moved, as
+	// calendar_policy says. Empty: no calendar.
+	Calendar string `protobuf:"bytes,10,opt,name=calendar,proto3" json:"calendar,omitempty"`
+	// With calendar: SKIP (default), MOVE_NEXT or MOVE_PREVIOUS.
+	CalendarPolicy CalendarPolicy `protobuf:"varint,11,opt,name=calendar_policy,json=calendarPolicy,proto3,enum=sundial.v1.CalendarPolicy" json:"calendar_policy,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Schedule) Reset() {
@@ -726,6 +732,20 @@ func (x *Schedule) GetDstRepeat() DstRepeatPolicy {
 		return x.DstRepeat
 	}
 	return DstRepeatPolicy_DST_REPEAT_POLICY_UNSPECIFIED
+}
+
+func (x *Schedule) GetCalendar() string {
+	if x != nil {
+		return x.Calendar
+	}
+	return ""
+}
+
+func (x *Schedule) GetCalendarPolicy() CalendarPolicy {
+	if x != nil {
+		return x.CalendarPolicy
+	}
+	return CalendarPolicy_CALENDAR_POLICY_UNSPECIFIED
 }
 
 type isSchedule_Spec interface {
@@ -1100,7 +1120,7 @@ var File_sundial_v1_job_proto protoreflect.FileDescriptor
 const file_sundial_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"\x14sundial/v1/job.proto\x12\n" +
-	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9a\a\n" +
+	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19sundial/v1/calendar.proto\"\x9a\a\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
@@ -1127,7 +1147,7 @@ const file_sundial_v1_job_proto_rawDesc = "" +
 	"\fcallback_url\x18\x13 \x01(\tR\vcallbackUrl\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa8\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x89\x04\n" +
 	"\bSchedule\x12\x14\n" +
 	"\x04cron\x18\x01 \x01(\tH\x00R\x04cron\x120\n" +
 	"\x04once\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\x04once\x127\n" +
@@ -1139,7 +1159,10 @@ const file_sundial_v1_job_proto_rawDesc = "" +
 	"\bend_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x121\n" +
 	"\adst_gap\x18\a \x01(\x0e2\x18.sundial.v1.DstGapPolicyR\x06dstGap\x12:\n" +
 	"\n" +
-	"dst_repeat\x18\b \x01(\x0e2\x1b.sundial.v1.DstRepeatPolicyR\tdstRepeatB\x06\n" +
+	"dst_repeat\x18\b \x01(\x0e2\x1b.sundial.v1.DstRepeatPolicyR\tdstRepeat\x12\x1a\n" +
+	"\bcalendar\x18\n" +
+	" \x01(\tR\bcalendar\x12C\n" +
+	"\x0fcalendar_policy\x18\v \x01(\x0e2\x1a.sundial.v1.CalendarPolicyR\x0ecalendarPolicyB\x06\n" +
 	"\x04spec\"o\n" +
 	"\x06Target\x12,\n" +
 	"\x04http\x18\x01 \x01(\v2\x16.sundial.v1.HttpTargetH\x00R\x04http\x12/\n" +
@@ -1236,6 +1259,7 @@ var file_sundial_v1_job_proto_goTypes = []any{
 	nil,                           // 15: sundial.v1.HttpTarget.HeadersEntry
 	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
 	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
+	(CalendarPolicy)(0),           // 18: sundial.v1.CalendarPolicy
 }
 var file_sundial_v1_job_proto_depIdxs = []int32{
 	14, // 0: sundial.v1.Job.labels:type_name -> sundial.v1.Job.LabelsEntry
@@ -1257,19 +1281,20 @@ var file_sundial_v1_job_proto_depIdxs = []int32{
 	17, // 16: sundial.v1.Schedule.end_time:type_name -> google.protobuf.Timestamp
 	0,  // 17: sundial.v1.Schedule.dst_gap:type_name -> sundial.v1.DstGapPolicy
 	1,  // 18: sundial.v1.Schedule.dst_repeat:type_name -> sundial.v1.DstRepeatPolicy
-	10, // 19: sundial.v1.Target.http:type_name -> sundial.v1.HttpTarget
-	11, // 20: sundial.v1.Target.kafka:type_name -> sundial.v1.KafkaTarget
-	15, // 21: sundial.v1.HttpTarget.headers:type_name -> sundial.v1.HttpTarget.HeadersEntry
-	3,  // 22: sundial.v1.RetryPolicy.backoff:type_name -> sundial.v1.Backoff
-	16, // 23: sundial.v1.RetryPolicy.initial_delay:type_name -> google.protobuf.Duration
-	16, // 24: sundial.v1.RetryPolicy.max_delay:type_name -> google.protobuf.Duration
-	4,  // 25: sundial.v1.MisfirePolicy.action:type_name -> sundial.v1.MisfireAction
-	16, // 26: sundial.v1.MisfirePolicy.grace:type_name -> google.protobuf.Duration
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	18, // 19: sundial.v1.Schedule.calendar_policy:type_name -> sundial.v1.CalendarPolicy
+	10, // 20: sundial.v1.Target.http:type_name -> sundial.v1.HttpTarget
+	11, // 21: sundial.v1.Target.kafka:type_name -> sundial.v1.KafkaTarget
+	15, // 22: sundial.v1.HttpTarget.headers:type_name -> sundial.v1.HttpTarget.HeadersEntry
+	3,  // 23: sundial.v1.RetryPolicy.backoff:type_name -> sundial.v1.Backoff
+	16, // 24: sundial.v1.RetryPolicy.initial_delay:type_name -> google.protobuf.Duration
+	16, // 25: sundial.v1.RetryPolicy.max_delay:type_name -> google.protobuf.Duration
+	4,  // 26: sundial.v1.MisfirePolicy.action:type_name -> sundial.v1.MisfireAction
+	16, // 27: sundial.v1.MisfirePolicy.grace:type_name -> google.protobuf.Duration
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_job_proto_init() }
@@ -1277,6 +1302,7 @@ func file_sundial_v1_job_proto_init() {
 	if File_sundial_v1_job_proto != nil {
 		return
 	}
+	file_sundial_v1_calendar_proto_init()
 	file_sundial_v1_job_proto_msgTypes[1].OneofWrappers = []any{
 		(*Schedule_Cron)(nil),
 		(*Schedule_Once)(nil),

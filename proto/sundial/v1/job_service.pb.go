@@ -866,7 +866,11 @@ type PreviewScheduleResponse struct {
 	state protoimpl.MessageState   `protogen:"open.v1"`
 	Times []*timestamppb.Timestamp `protobuf:"bytes,1,rep,name=times,proto3" json:"times,omitempty"`
 	// One line describing the schedule for humans.
-	Description   string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// With schedule.calendar: the instants the calendar moved or removed
+	// that bear on times (from the schedule's instants in (from, last of
+	// times]), and why; at most 1000.
+	Adjustments   []*CalendarAdjustment `protobuf:"bytes,3,rep,name=adjustments,proto3" json:"adjustments,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -913,6 +917,13 @@ func (x *PreviewScheduleResponse) GetDescription() string {
 		return x.Description
 	}
 	return ""
+}
+
+func (x *PreviewScheduleResponse) GetAdjustments() []*CalendarAdjustment {
+	if x != nil {
+		return x.Adjustments
+	}
+	return nil
 }
 
 type ListExecutionsRequest struct {
@@ -1494,7 +1505,7 @@ var File_sundial_v1_job_service_proto protoreflect.FileDescriptor
 const file_sundial_v1_job_service_proto_rawDesc = "" +
 	"\n" +
 	"\x1csundial/v1/job_service.proto\x12\n" +
-	"sundial.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17sundial/v1/firing.proto\x1a\x14sundial/v1/job.proto\"^\n" +
+	"sundial.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19sundial/v1/calendar.proto\x1a\x17sundial/v1/firing.proto\x1a\x14sundial/v1/job.proto\"^\n" +
 	"\x10CreateJobRequest\x12!\n" +
 	"\x03job\x18\x01 \x01(\v2\x0f.sundial.v1.JobR\x03job\x12'\n" +
 	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\"6\n" +
@@ -1543,10 +1554,11 @@ const file_sundial_v1_job_service_proto_rawDesc = "" +
 	"\x16PreviewScheduleRequest\x120\n" +
 	"\bschedule\x18\x01 \x01(\v2\x14.sundial.v1.ScheduleR\bschedule\x12.\n" +
 	"\x04from\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04from\x12\x14\n" +
-	"\x05count\x18\x03 \x01(\x05R\x05count\"m\n" +
+	"\x05count\x18\x03 \x01(\x05R\x05count\"\xaf\x01\n" +
 	"\x17PreviewScheduleResponse\x120\n" +
 	"\x05times\x18\x01 \x03(\v2\x1a.google.protobuf.TimestampR\x05times\x12 \n" +
-	"\vdescription\x18\x02 \x01(\tR\vdescription\"j\n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12@\n" +
+	"\vadjustments\x18\x03 \x03(\v2\x1e.sundial.v1.CalendarAdjustmentR\vadjustments\"j\n" +
 	"\x15ListExecutionsRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
@@ -1654,7 +1666,8 @@ var file_sundial_v1_job_service_proto_goTypes = []any{
 	(*fieldmaskpb.FieldMask)(nil),   // 30: google.protobuf.FieldMask
 	(*timestamppb.Timestamp)(nil),   // 31: google.protobuf.Timestamp
 	(*Schedule)(nil),                // 32: sundial.v1.Schedule
-	(*ExecutionAttempt)(nil),        // 33: sundial.v1.ExecutionAttempt
+	(*CalendarAdjustment)(nil),      // 33: sundial.v1.CalendarAdjustment
+	(*ExecutionAttempt)(nil),        // 34: sundial.v1.ExecutionAttempt
 }
 var file_sundial_v1_job_service_proto_depIdxs = []int32{
 	28, // 0: sundial.v1.CreateJobRequest.job:type_name -> sundial.v1.Job
@@ -1673,45 +1686,46 @@ var file_sundial_v1_job_service_proto_depIdxs = []int32{
 	32, // 13: sundial.v1.PreviewScheduleRequest.schedule:type_name -> sundial.v1.Schedule
 	31, // 14: sundial.v1.PreviewScheduleRequest.from:type_name -> google.protobuf.Timestamp
 	31, // 15: sundial.v1.PreviewScheduleResponse.times:type_name -> google.protobuf.Timestamp
-	33, // 16: sundial.v1.ListExecutionsResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
-	33, // 17: sundial.v1.GetExecutionResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
-	31, // 18: sundial.v1.BackfillJobRequest.start_time:type_name -> google.protobuf.Timestamp
-	31, // 19: sundial.v1.BackfillJobRequest.end_time:type_name -> google.protobuf.Timestamp
-	31, // 20: sundial.v1.BackfillJobResponse.slots:type_name -> google.protobuf.Timestamp
-	31, // 21: sundial.v1.BackfillJobResponse.last_release_time:type_name -> google.protobuf.Timestamp
-	26, // 22: sundial.v1.ListJobAuditResponse.entries:type_name -> sundial.v1.AuditEntry
-	31, // 23: sundial.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	0,  // 24: sundial.v1.JobService.CreateJob:input_type -> sundial.v1.CreateJobRequest
-	2,  // 25: sundial.v1.JobService.GetJob:input_type -> sundial.v1.GetJobRequest
-	4,  // 26: sundial.v1.JobService.ListJobs:input_type -> sundial.v1.ListJobsRequest
-	6,  // 27: sundial.v1.JobService.UpdateJob:input_type -> sundial.v1.UpdateJobRequest
-	8,  // 28: sundial.v1.JobService.PauseJob:input_type -> sundial.v1.PauseJobRequest
-	10, // 29: sundial.v1.JobService.ResumeJob:input_type -> sundial.v1.ResumeJobRequest
-	12, // 30: sundial.v1.JobService.DeleteJob:input_type -> sundial.v1.DeleteJobRequest
-	14, // 31: sundial.v1.JobService.TriggerJob:input_type -> sundial.v1.TriggerJobRequest
-	16, // 32: sundial.v1.JobService.PreviewSchedule:input_type -> sundial.v1.PreviewScheduleRequest
-	18, // 33: sundial.v1.JobService.ListExecutions:input_type -> sundial.v1.ListExecutionsRequest
-	20, // 34: sundial.v1.JobService.GetExecution:input_type -> sundial.v1.GetExecutionRequest
-	22, // 35: sundial.v1.JobService.BackfillJob:input_type -> sundial.v1.BackfillJobRequest
-	24, // 36: sundial.v1.JobService.ListJobAudit:input_type -> sundial.v1.ListJobAuditRequest
-	1,  // 37: sundial.v1.JobService.CreateJob:output_type -> sundial.v1.CreateJobResponse
-	3,  // 38: sundial.v1.JobService.GetJob:output_type -> sundial.v1.GetJobResponse
-	5,  // 39: sundial.v1.JobService.ListJobs:output_type -> sundial.v1.ListJobsResponse
-	7,  // 40: sundial.v1.JobService.UpdateJob:output_type -> sundial.v1.UpdateJobResponse
-	9,  // 41: sundial.v1.JobService.PauseJob:output_type -> sundial.v1.PauseJobResponse
-	11, // 42: sundial.v1.JobService.ResumeJob:output_type -> sundial.v1.ResumeJobResponse
-	13, // 43: sundial.v1.JobService.DeleteJob:output_type -> sundial.v1.DeleteJobResponse
-	15, // 44: sundial.v1.JobService.TriggerJob:output_type -> sundial.v1.TriggerJobResponse
-	17, // 45: sundial.v1.JobService.PreviewSchedule:output_type -> sundial.v1.PreviewScheduleResponse
-	19, // 46: sundial.v1.JobService.ListExecutions:output_type -> sundial.v1.ListExecutionsResponse
-	21, // 47: sundial.v1.JobService.GetExecution:output_type -> sundial.v1.GetExecutionResponse
-	23, // 48: sundial.v1.JobService.BackfillJob:output_type -> sundial.v1.BackfillJobResponse
-	25, // 49: sundial.v1.JobService.ListJobAudit:output_type -> sundial.v1.ListJobAuditResponse
-	37, // [37:50] is the sub-list for method output_type
-	24, // [24:37] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	33, // 16: sundial.v1.PreviewScheduleResponse.adjustments:type_name -> sundial.v1.CalendarAdjustment
+	34, // 17: sundial.v1.ListExecutionsResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
+	34, // 18: sundial.v1.GetExecutionResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
+	31, // 19: sundial.v1.BackfillJobRequest.start_time:type_name -> google.protobuf.Timestamp
+	31, // 20: sundial.v1.BackfillJobRequest.end_time:type_name -> google.protobuf.Timestamp
+	31, // 21: sundial.v1.BackfillJobResponse.slots:type_name -> google.protobuf.Timestamp
+	31, // 22: sundial.v1.BackfillJobResponse.last_release_time:type_name -> google.protobuf.Timestamp
+	26, // 23: sundial.v1.ListJobAuditResponse.entries:type_name -> sundial.v1.AuditEntry
+	31, // 24: sundial.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	0,  // 25: sundial.v1.JobService.CreateJob:input_type -> sundial.v1.CreateJobRequest
+	2,  // 26: sundial.v1.JobService.GetJob:input_type -> sundial.v1.GetJobRequest
+	4,  // 27: sundial.v1.JobService.ListJobs:input_type -> sundial.v1.ListJobsRequest
+	6,  // 28: sundial.v1.JobService.UpdateJob:input_type -> sundial.v1.UpdateJobRequest
+	8,  // 29: sundial.v1.JobService.PauseJob:input_type -> sundial.v1.PauseJobRequest
+	10, // 30: sundial.v1.JobService.ResumeJob:input_type -> sundial.v1.ResumeJobRequest
+	12, // 31: sundial.v1.JobService.DeleteJob:input_type -> sundial.v1.DeleteJobRequest
+	14, // 32: sundial.v1.JobService.TriggerJob:input_type -> sundial.v1.TriggerJobRequest
+	16, // 33: sundial.v1.JobService.PreviewSchedule:input_type -> sundial.v1.PreviewScheduleRequest
+	18, // 34: sundial.v1.JobService.ListExecutions:input_type -> sundial.v1.ListExecutionsRequest
+	20, // 35: sundial.v1.JobService.GetExecution:input_type -> sundial.v1.GetExecutionRequest
+	22, // 36: sundial.v1.JobService.BackfillJob:input_type -> sundial.v1.BackfillJobRequest
+	24, // 37: sundial.v1.JobService.ListJobAudit:input_type -> sundial.v1.ListJobAuditRequest
+	1,  // 38: sundial.v1.JobService.CreateJob:output_type -> sundial.v1.CreateJobResponse
+	3,  // 39: sundial.v1.JobService.GetJob:output_type -> sundial.v1.GetJobResponse
+	5,  // 40: sundial.v1.JobService.ListJobs:output_type -> sundial.v1.ListJobsResponse
+	7,  // 41: sundial.v1.JobService.UpdateJob:output_type -> sundial.v1.UpdateJobResponse
+	9,  // 42: sundial.v1.JobService.PauseJob:output_type -> sundial.v1.PauseJobResponse
+	11, // 43: sundial.v1.JobService.ResumeJob:output_type -> sundial.v1.ResumeJobResponse
+	13, // 44: sundial.v1.JobService.DeleteJob:output_type -> sundial.v1.DeleteJobResponse
+	15, // 45: sundial.v1.JobService.TriggerJob:output_type -> sundial.v1.TriggerJobResponse
+	17, // 46: sundial.v1.JobService.PreviewSchedule:output_type -> sundial.v1.PreviewScheduleResponse
+	19, // 47: sundial.v1.JobService.ListExecutions:output_type -> sundial.v1.ListExecutionsResponse
+	21, // 48: sundial.v1.JobService.GetExecution:output_type -> sundial.v1.GetExecutionResponse
+	23, // 49: sundial.v1.JobService.BackfillJob:output_type -> sundial.v1.BackfillJobResponse
+	25, // 50: sundial.v1.JobService.ListJobAudit:output_type -> sundial.v1.ListJobAuditResponse
+	38, // [38:51] is the sub-list for method output_type
+	25, // [25:38] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_job_service_proto_init() }
@@ -1719,6 +1733,7 @@ func file_sundial_v1_job_service_proto_init() {
 	if File_sundial_v1_job_service_proto != nil {
 		return
 	}
+	file_sundial_v1_calendar_proto_init()
 	file_sundial_v1_firing_proto_init()
 	file_sundial_v1_job_proto_init()
 	type x struct{}
