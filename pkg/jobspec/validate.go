@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 	"unicode"
@@ -189,6 +190,7 @@ func validateSchedule(c collector, field string, s *sundialv1.Schedule) {
 	if !validEnum(int32(s.GetDstRepeat()), sundialv1.DstRepeatPolicy_name) {
 		c.add(field+".dst_repeat", "unknown value %d", s.GetDstRepeat())
 	}
+	validateCalendarRef(c, field, s)
 	var start, end time.Time
 	if ts := s.GetStartTime(); ts != nil && timestampOK(c, field+".start_time", ts) {
 		start = ts.AsTime()
@@ -249,6 +251,30 @@ func validateSchedule(c collector, field string, s *sundialv1.Schedule) {
 		if err != nil && (s.GetStartTime() != nil || !errors.Is(err, schedule.ErrNeverFires)) {
 			c.add(field+".rrule", "%s", rruleProblem(err))
 		}
+	}
+}
+
+// CalendarNamePattern is what a business calendar's name looks like; the
+// calendars table checks the same.
+const CalendarNamePattern = `^[a-z0-9][a-z0-9_-]{0,62}$`
+
+var calendarName = regexp.MustCompile(CalendarNamePattern)
+
+// ValidCalendarName reports whether name can name a calendar.
+func ValidCalendarName(name string) bool { return calendarName.MatchString(name) }
+
+// validateCalendarRef checks the schedule's calendar reference and policy
+// as far as they go without the tenant's calendars; that the calendar
+// exists (and is the caller's) is the api's check.
+func validateCalendarRef(c collector, field string, s *sundialv1.Schedule) {
+	name, p := s.GetCalendar(), s.GetCalendarPolicy()
+	if name != "" && !ValidCalendarName(name) {
+		c.add(field+".calendar", "%q is not a calendar name: 1-63 lowercase letters, digits, '-' or '_', starting with a letter or digit", name)
+	}
+	if !validEnum(int32(p), sundialv1.CalendarPolicy_name) {
+		c.add(field+".calendar_policy", "unknown value %d: want SKIP, MOVE_NEXT or MOVE_PREVIOUS", p)
+	} else if name == "" && p != sundialv1.CalendarPolicy_CALENDAR_POLICY_UNSPECIFIED {
+		c.add(field+".calendar_policy", "is set but schedule.calendar is empty: name the calendar whose days it applies to")
 	}
 }
 
