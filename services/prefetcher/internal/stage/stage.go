@@ -55,6 +55,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/pkg/calendar"
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/jobcompletion"
 	"github.com/sundialhq/sundial/pkg/jobspec"
@@ -312,8 +313,9 @@ func (s *Store) StageBatch(ctx context.Context, o Options) (res Result, err erro
 	nexts := make([]pgtype.Timestamptz, 0, len(jobs))
 	lasts := make([]pgtype.Timestamptz, 0, len(jobs))
 	staged := timestamppb.New(res.Now)
+	cals := calendars{tx: tx}
 	for _, j := range jobs {
-		plan, err := s.plan(j, res.Now, po)
+		plan, err := s.plan(ctx, j, res.Now, po, &cals)
 		if err != nil {
 			// A job we cannot evaluate would be claimed first on every
 			// tick forever; clear its next_fire_at (the api recomputes it
@@ -440,7 +442,31 @@ type jobPlan struct {
 	policy slots.Policy
 }
 
-func (s *Store) plan(j claimed, now time.Time, o Options) (jobPlan, error) {
+// calendars loads the business calendars a batch's jobs name, each once
+// per transaction: so an edit applies to every instant staged after it
+// commits.
+type calendars struct {
+	tx     pgx.Tx
+	loaded map[[2]string]*sundialv1.Calendar
+}
+
+func (c *calendars) get(ctx context.Context, tenant, name string) (*sundialv1.Calendar, error) {
+	key := [2]string{tenant, name}
+	if cal, ok := c.loaded[key]; ok {
+		return cal, nil
+	}
+	cal, err := calendar.Load(ctx, c.tx, tenant, name)
+	if err != nil {
+		return nil, err
+	}
+	if c.loaded == nil {
+		c.loaded = map[[2]string]*sundialv1.Calendar{}
+	}
+	c.loaded[key] = cal
+	return cal, nil
+}
+
+func (s *Store) plan(ctx context.Context, j claimed, now time.Time, o Options, cals *calendars) (jobPlan, error) {
 	job := &sundialv1.Job{}
 	if err := proto.Unmarshal(j.spec, job); err != nil {
 		return jobPlan{}, fmt.Errorf("decode spec: %w", err)
@@ -450,6 +476,16 @@ func (s *Store) plan(j claimed, now time.Time, o Options) (jobPlan, error) {
 	sched, err := jobspec.Schedule(job, j.created)
 	if err != nil {
 		return jobPlan{}, err
+	}
+	if name := job.GetSchedule().GetCalendar(); name != "" {
+		// The job's own tenant's calendar: the api refused any other.
+		cal, err := cals.get(ctx, j.tenant, name)
+		if err != nil {
+			return jobPlan{}, fmt.Errorf("calendar %q: %w", name, err)
+		}
+		if sched, err = calendar.Apply(sched, job.GetSchedule(), cal); err != nil {
+			return jobPlan{}, err
+		}
 	}
 	policy := slots.PolicyOf(job)
 	p := slots.Compute(slots.Input{
