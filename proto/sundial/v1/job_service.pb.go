@@ -23,6 +23,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// BulkAction is what BulkJobAction does to each job it matches.
+type BulkAction int32
+
+const (
+	BulkAction_BULK_ACTION_UNSPECIFIED BulkAction = 0
+	BulkAction_BULK_ACTION_PAUSE       BulkAction = 1
+	BulkAction_BULK_ACTION_RESUME      BulkAction = 2
+	BulkAction_BULK_ACTION_DELETE      BulkAction = 3
+)
+
+// Enum value maps for BulkAction.
+var (
+	BulkAction_name = map[int32]string{
+		0: "BULK_ACTION_UNSPECIFIED",
+		1: "BULK_ACTION_PAUSE",
+		2: "BULK_ACTION_RESUME",
+		3: "BULK_ACTION_DELETE",
+	}
+	BulkAction_value = map[string]int32{
+		"BULK_ACTION_UNSPECIFIED": 0,
+		"BULK_ACTION_PAUSE":       1,
+		"BULK_ACTION_RESUME":      2,
+		"BULK_ACTION_DELETE":      3,
+	}
+)
+
+func (x BulkAction) Enum() *BulkAction {
+	p := new(BulkAction)
+	*p = x
+	return p
+}
+
+func (x BulkAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (BulkAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_sundial_v1_job_service_proto_enumTypes[0].Descriptor()
+}
+
+func (BulkAction) Type() protoreflect.EnumType {
+	return &file_sundial_v1_job_service_proto_enumTypes[0]
+}
+
+func (x BulkAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use BulkAction.Descriptor instead.
+func (BulkAction) EnumDescriptor() ([]byte, []int) {
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{0}
+}
+
 type CreateJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// id, tenant, status, version and times are ignored.
@@ -221,9 +274,16 @@ type ListJobsRequest struct {
 	// Only jobs whose name contains this text, ignoring case (at most 256
 	// characters). Pages scan the tenant's jobs in id order until they fill,
 	// so a rare match costs more than a common one.
-	NameContains  string `protobuf:"bytes,5,opt,name=name_contains,json=nameContains,proto3" json:"name_contains,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NameContains string `protobuf:"bytes,5,opt,name=name_contains,json=nameContains,proto3" json:"name_contains,omitempty"`
+	// Only jobs whose next_fire_time is at or after this instant. A job's
+	// next_fire_time is its next slot not yet staged: for a job due within
+	// the prefetcher's window (2 minutes) it is past that window.
+	NextFireAfter *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=next_fire_after,json=nextFireAfter,proto3" json:"next_fire_after,omitempty"`
+	// Only jobs whose next_fire_time is before this instant (paused, deleted
+	// and completed jobs have none and never match a next-fire bound).
+	NextFireBefore *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=next_fire_before,json=nextFireBefore,proto3" json:"next_fire_before,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ListJobsRequest) Reset() {
@@ -289,6 +349,20 @@ func (x *ListJobsRequest) GetNameContains() string {
 		return x.NameContains
 	}
 	return ""
+}
+
+func (x *ListJobsRequest) GetNextFireAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextFireAfter
+	}
+	return nil
+}
+
+func (x *ListJobsRequest) GetNextFireBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextFireBefore
+	}
+	return nil
 }
 
 type ListJobsResponse struct {
@@ -1292,10 +1366,11 @@ func (x *BackfillJobResponse) GetLastReleaseTime() *timestamppb.Timestamp {
 }
 
 type ListJobAuditRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	PageSize      int32                  `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	PageToken     string                 `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job; empty for every job of the tenant.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	PageSize      int32  `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1500,6 +1575,274 @@ func (x *AuditEntry) GetDetail() string {
 	return ""
 }
 
+type BulkJobActionRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Action BulkAction             `protobuf:"varint,1,opt,name=action,proto3,enum=sundial.v1.BulkAction" json:"action,omitempty"`
+	// The filter, as in ListJobsRequest. An empty filter matches every job
+	// of the tenant but the deleted ones.
+	Status         JobStatus              `protobuf:"varint,2,opt,name=status,proto3,enum=sundial.v1.JobStatus" json:"status,omitempty"`
+	Labels         map[string]string      `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	NameContains   string                 `protobuf:"bytes,4,opt,name=name_contains,json=nameContains,proto3" json:"name_contains,omitempty"`
+	NextFireAfter  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=next_fire_after,json=nextFireAfter,proto3" json:"next_fire_after,omitempty"`
+	NextFireBefore *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=next_fire_before,json=nextFireBefore,proto3" json:"next_fire_before,omitempty"`
+	// Count the jobs the filter matches (up to 1,000,000) and list the
+	// first 20; change nothing.
+	DryRun bool `protobuf:"varint,7,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// The most jobs this call changes, in id order: default 1000, at most
+	// 10000. When more match, next_page_token continues after the last one.
+	Limit int32 `protobuf:"varint,8,opt,name=limit,proto3" json:"limit,omitempty"`
+	// A previous call's next_page_token, issued for the same filter and
+	// action.
+	PageToken     string `protobuf:"bytes,9,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BulkJobActionRequest) Reset() {
+	*x = BulkJobActionRequest{}
+	mi := &file_sundial_v1_job_service_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BulkJobActionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BulkJobActionRequest) ProtoMessage() {}
+
+func (x *BulkJobActionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_job_service_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BulkJobActionRequest.ProtoReflect.Descriptor instead.
+func (*BulkJobActionRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *BulkJobActionRequest) GetAction() BulkAction {
+	if x != nil {
+		return x.Action
+	}
+	return BulkAction_BULK_ACTION_UNSPECIFIED
+}
+
+func (x *BulkJobActionRequest) GetStatus() JobStatus {
+	if x != nil {
+		return x.Status
+	}
+	return JobStatus_JOB_STATUS_UNSPECIFIED
+}
+
+func (x *BulkJobActionRequest) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *BulkJobActionRequest) GetNameContains() string {
+	if x != nil {
+		return x.NameContains
+	}
+	return ""
+}
+
+func (x *BulkJobActionRequest) GetNextFireAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextFireAfter
+	}
+	return nil
+}
+
+func (x *BulkJobActionRequest) GetNextFireBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextFireBefore
+	}
+	return nil
+}
+
+func (x *BulkJobActionRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *BulkJobActionRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *BulkJobActionRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type BulkJobActionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dry_run: how many jobs match (capped_count when more than 1,000,000).
+	// Otherwise: how many this call went through.
+	Matched     int64 `protobuf:"varint,1,opt,name=matched,proto3" json:"matched,omitempty"`
+	CappedCount bool  `protobuf:"varint,2,opt,name=capped_count,json=cappedCount,proto3" json:"capped_count,omitempty"`
+	// Jobs this call changed; jobs already in the state asked for are
+	// neither changed nor counted here.
+	Changed int64 `protobuf:"varint,3,opt,name=changed,proto3" json:"changed,omitempty"`
+	// Jobs the action does not apply to (resuming a deleted job), with why.
+	Refused []*BulkJobRefusal `protobuf:"bytes,4,rep,name=refused,proto3" json:"refused,omitempty"`
+	// dry_run: the first 20 jobs that match.
+	Sample []*Job `protobuf:"bytes,5,rep,name=sample,proto3" json:"sample,omitempty"`
+	// Set when jobs after this call's last may still match: call again with it.
+	NextPageToken string `protobuf:"bytes,6,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BulkJobActionResponse) Reset() {
+	*x = BulkJobActionResponse{}
+	mi := &file_sundial_v1_job_service_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BulkJobActionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BulkJobActionResponse) ProtoMessage() {}
+
+func (x *BulkJobActionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_job_service_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BulkJobActionResponse.ProtoReflect.Descriptor instead.
+func (*BulkJobActionResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *BulkJobActionResponse) GetMatched() int64 {
+	if x != nil {
+		return x.Matched
+	}
+	return 0
+}
+
+func (x *BulkJobActionResponse) GetCappedCount() bool {
+	if x != nil {
+		return x.CappedCount
+	}
+	return false
+}
+
+func (x *BulkJobActionResponse) GetChanged() int64 {
+	if x != nil {
+		return x.Changed
+	}
+	return 0
+}
+
+func (x *BulkJobActionResponse) GetRefused() []*BulkJobRefusal {
+	if x != nil {
+		return x.Refused
+	}
+	return nil
+}
+
+func (x *BulkJobActionResponse) GetSample() []*Job {
+	if x != nil {
+		return x.Sample
+	}
+	return nil
+}
+
+func (x *BulkJobActionResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// BulkJobRefusal is one job a bulk action left alone, and why.
+type BulkJobRefusal struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BulkJobRefusal) Reset() {
+	*x = BulkJobRefusal{}
+	mi := &file_sundial_v1_job_service_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BulkJobRefusal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BulkJobRefusal) ProtoMessage() {}
+
+func (x *BulkJobRefusal) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_job_service_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BulkJobRefusal.ProtoReflect.Descriptor instead.
+func (*BulkJobRefusal) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *BulkJobRefusal) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *BulkJobRefusal) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *BulkJobRefusal) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 var File_sundial_v1_job_service_proto protoreflect.FileDescriptor
 
 const file_sundial_v1_job_service_proto_rawDesc = "" +
@@ -1514,14 +1857,16 @@ const file_sundial_v1_job_service_proto_rawDesc = "" +
 	"\rGetJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"3\n" +
 	"\x0eGetJobResponse\x12!\n" +
-	"\x03job\x18\x01 \x01(\v2\x0f.sundial.v1.JobR\x03job\"\x9d\x02\n" +
+	"\x03job\x18\x01 \x01(\v2\x0f.sundial.v1.JobR\x03job\"\xa7\x03\n" +
 	"\x0fListJobsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\x12-\n" +
 	"\x06status\x18\x03 \x01(\x0e2\x15.sundial.v1.JobStatusR\x06status\x12?\n" +
 	"\x06labels\x18\x04 \x03(\v2'.sundial.v1.ListJobsRequest.LabelsEntryR\x06labels\x12#\n" +
-	"\rname_contains\x18\x05 \x01(\tR\fnameContains\x1a9\n" +
+	"\rname_contains\x18\x05 \x01(\tR\fnameContains\x12B\n" +
+	"\x0fnext_fire_after\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\rnextFireAfter\x12D\n" +
+	"\x10next_fire_before\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x0enextFireBefore\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"_\n" +
@@ -1601,7 +1946,38 @@ const file_sundial_v1_job_service_proto_rawDesc = "" +
 	"\x06action\x18\x04 \x01(\tR\x06action\x12.\n" +
 	"\x04time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x18\n" +
 	"\aversion\x18\x06 \x01(\x03R\aversion\x12\x16\n" +
-	"\x06detail\x18\a \x01(\tR\x06detail2\xfb\a\n" +
+	"\x06detail\x18\a \x01(\tR\x06detail\"\xf3\x03\n" +
+	"\x14BulkJobActionRequest\x12.\n" +
+	"\x06action\x18\x01 \x01(\x0e2\x16.sundial.v1.BulkActionR\x06action\x12-\n" +
+	"\x06status\x18\x02 \x01(\x0e2\x15.sundial.v1.JobStatusR\x06status\x12D\n" +
+	"\x06labels\x18\x03 \x03(\v2,.sundial.v1.BulkJobActionRequest.LabelsEntryR\x06labels\x12#\n" +
+	"\rname_contains\x18\x04 \x01(\tR\fnameContains\x12B\n" +
+	"\x0fnext_fire_after\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\rnextFireAfter\x12D\n" +
+	"\x10next_fire_before\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x0enextFireBefore\x12\x17\n" +
+	"\adry_run\x18\a \x01(\bR\x06dryRun\x12\x14\n" +
+	"\x05limit\x18\b \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\t \x01(\tR\tpageToken\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf5\x01\n" +
+	"\x15BulkJobActionResponse\x12\x18\n" +
+	"\amatched\x18\x01 \x01(\x03R\amatched\x12!\n" +
+	"\fcapped_count\x18\x02 \x01(\bR\vcappedCount\x12\x18\n" +
+	"\achanged\x18\x03 \x01(\x03R\achanged\x124\n" +
+	"\arefused\x18\x04 \x03(\v2\x1a.sundial.v1.BulkJobRefusalR\arefused\x12'\n" +
+	"\x06sample\x18\x05 \x03(\v2\x0f.sundial.v1.JobR\x06sample\x12&\n" +
+	"\x0fnext_page_token\x18\x06 \x01(\tR\rnextPageToken\"L\n" +
+	"\x0eBulkJobRefusal\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason*p\n" +
+	"\n" +
+	"BulkAction\x12\x1b\n" +
+	"\x17BULK_ACTION_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11BULK_ACTION_PAUSE\x10\x01\x12\x16\n" +
+	"\x12BULK_ACTION_RESUME\x10\x02\x12\x16\n" +
+	"\x12BULK_ACTION_DELETE\x10\x032\xd1\b\n" +
 	"\n" +
 	"JobService\x12H\n" +
 	"\tCreateJob\x12\x1c.sundial.v1.CreateJobRequest\x1a\x1d.sundial.v1.CreateJobResponse\x12?\n" +
@@ -1617,7 +1993,8 @@ const file_sundial_v1_job_service_proto_rawDesc = "" +
 	"\x0eListExecutions\x12!.sundial.v1.ListExecutionsRequest\x1a\".sundial.v1.ListExecutionsResponse\x12Q\n" +
 	"\fGetExecution\x12\x1f.sundial.v1.GetExecutionRequest\x1a .sundial.v1.GetExecutionResponse\x12N\n" +
 	"\vBackfillJob\x12\x1e.sundial.v1.BackfillJobRequest\x1a\x1f.sundial.v1.BackfillJobResponse\x12Q\n" +
-	"\fListJobAudit\x12\x1f.sundial.v1.ListJobAuditRequest\x1a .sundial.v1.ListJobAuditResponseB9Z7github.com/sundialhq/sundial/proto/sundial/v1;sundialv1b\x06proto3"
+	"\fListJobAudit\x12\x1f.sundial.v1.ListJobAuditRequest\x1a .sundial.v1.ListJobAuditResponse\x12T\n" +
+	"\rBulkJobAction\x12 .sundial.v1.BulkJobActionRequest\x1a!.sundial.v1.BulkJobActionResponseB9Z7github.com/sundialhq/sundial/proto/sundial/v1;sundialv1b\x06proto3"
 
 var (
 	file_sundial_v1_job_service_proto_rawDescOnce sync.Once
@@ -1631,101 +2008,118 @@ func file_sundial_v1_job_service_proto_rawDescGZIP() []byte {
 	return file_sundial_v1_job_service_proto_rawDescData
 }
 
-var file_sundial_v1_job_service_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_sundial_v1_job_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_sundial_v1_job_service_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_sundial_v1_job_service_proto_goTypes = []any{
-	(*CreateJobRequest)(nil),        // 0: sundial.v1.CreateJobRequest
-	(*CreateJobResponse)(nil),       // 1: sundial.v1.CreateJobResponse
-	(*GetJobRequest)(nil),           // 2: sundial.v1.GetJobRequest
-	(*GetJobResponse)(nil),          // 3: sundial.v1.GetJobResponse
-	(*ListJobsRequest)(nil),         // 4: sundial.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),        // 5: sundial.v1.ListJobsResponse
-	(*UpdateJobRequest)(nil),        // 6: sundial.v1.UpdateJobRequest
-	(*UpdateJobResponse)(nil),       // 7: sundial.v1.UpdateJobResponse
-	(*PauseJobRequest)(nil),         // 8: sundial.v1.PauseJobRequest
-	(*PauseJobResponse)(nil),        // 9: sundial.v1.PauseJobResponse
-	(*ResumeJobRequest)(nil),        // 10: sundial.v1.ResumeJobRequest
-	(*ResumeJobResponse)(nil),       // 11: sundial.v1.ResumeJobResponse
-	(*DeleteJobRequest)(nil),        // 12: sundial.v1.DeleteJobRequest
-	(*DeleteJobResponse)(nil),       // 13: sundial.v1.DeleteJobResponse
-	(*TriggerJobRequest)(nil),       // 14: sundial.v1.TriggerJobRequest
-	(*TriggerJobResponse)(nil),      // 15: sundial.v1.TriggerJobResponse
-	(*PreviewScheduleRequest)(nil),  // 16: sundial.v1.PreviewScheduleRequest
-	(*PreviewScheduleResponse)(nil), // 17: sundial.v1.PreviewScheduleResponse
-	(*ListExecutionsRequest)(nil),   // 18: sundial.v1.ListExecutionsRequest
-	(*ListExecutionsResponse)(nil),  // 19: sundial.v1.ListExecutionsResponse
-	(*GetExecutionRequest)(nil),     // 20: sundial.v1.GetExecutionRequest
-	(*GetExecutionResponse)(nil),    // 21: sundial.v1.GetExecutionResponse
-	(*BackfillJobRequest)(nil),      // 22: sundial.v1.BackfillJobRequest
-	(*BackfillJobResponse)(nil),     // 23: sundial.v1.BackfillJobResponse
-	(*ListJobAuditRequest)(nil),     // 24: sundial.v1.ListJobAuditRequest
-	(*ListJobAuditResponse)(nil),    // 25: sundial.v1.ListJobAuditResponse
-	(*AuditEntry)(nil),              // 26: sundial.v1.AuditEntry
-	nil,                             // 27: sundial.v1.ListJobsRequest.LabelsEntry
-	(*Job)(nil),                     // 28: sundial.v1.Job
-	(JobStatus)(0),                  // 29: sundial.v1.JobStatus
-	(*fieldmaskpb.FieldMask)(nil),   // 30: google.protobuf.FieldMask
-	(*timestamppb.Timestamp)(nil),   // 31: google.protobuf.Timestamp
-	(*Schedule)(nil),                // 32: sundial.v1.Schedule
-	(*CalendarAdjustment)(nil),      // 33: sundial.v1.CalendarAdjustment
-	(*ExecutionAttempt)(nil),        // 34: sundial.v1.ExecutionAttempt
+	(BulkAction)(0),                 // 0: sundial.v1.BulkAction
+	(*CreateJobRequest)(nil),        // 1: sundial.v1.CreateJobRequest
+	(*CreateJobResponse)(nil),       // 2: sundial.v1.CreateJobResponse
+	(*GetJobRequest)(nil),           // 3: sundial.v1.GetJobRequest
+	(*GetJobResponse)(nil),          // 4: sundial.v1.GetJobResponse
+	(*ListJobsRequest)(nil),         // 5: sundial.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),        // 6: sundial.v1.ListJobsResponse
+	(*UpdateJobRequest)(nil),        // 7: sundial.v1.UpdateJobRequest
+	(*UpdateJobResponse)(nil),       // 8: sundial.v1.UpdateJobResponse
+	(*PauseJobRequest)(nil),         // 9: sundial.v1.PauseJobRequest
+	(*PauseJobResponse)(nil),        // 10: sundial.v1.PauseJobResponse
+	(*ResumeJobRequest)(nil),        // 11: sundial.v1.ResumeJobRequest
+	(*ResumeJobResponse)(nil),       // 12: sundial.v1.ResumeJobResponse
+	(*DeleteJobRequest)(nil),        // 13: sundial.v1.DeleteJobRequest
+	(*DeleteJobResponse)(nil),       // 14: sundial.v1.DeleteJobResponse
+	(*TriggerJobRequest)(nil),       // 15: sundial.v1.TriggerJobRequest
+	(*TriggerJobResponse)(nil),      // 16: sundial.v1.TriggerJobResponse
+	(*PreviewScheduleRequest)(nil),  // 17: sundial.v1.PreviewScheduleRequest
+	(*PreviewScheduleResponse)(nil), // 18: sundial.v1.PreviewScheduleResponse
+	(*ListExecutionsRequest)(nil),   // 19: sundial.v1.ListExecutionsRequest
+	(*ListExecutionsResponse)(nil),  // 20: sundial.v1.ListExecutionsResponse
+	(*GetExecutionRequest)(nil),     // 21: sundial.v1.GetExecutionRequest
+	(*GetExecutionResponse)(nil),    // 22: sundial.v1.GetExecutionResponse
+	(*BackfillJobRequest)(nil),      // 23: sundial.v1.BackfillJobRequest
+	(*BackfillJobResponse)(nil),     // 24: sundial.v1.BackfillJobResponse
+	(*ListJobAuditRequest)(nil),     // 25: sundial.v1.ListJobAuditRequest
+	(*ListJobAuditResponse)(nil),    // 26: sundial.v1.ListJobAuditResponse
+	(*AuditEntry)(nil),              // 27: sundial.v1.AuditEntry
+	(*BulkJobActionRequest)(nil),    // 28: sundial.v1.BulkJobActionRequest
+	(*BulkJobActionResponse)(nil),   // 29: sundial.v1.BulkJobActionResponse
+	(*BulkJobRefusal)(nil),          // 30: sundial.v1.BulkJobRefusal
+	nil,                             // 31: sundial.v1.ListJobsRequest.LabelsEntry
+	nil,                             // 32: sundial.v1.BulkJobActionRequest.LabelsEntry
+	(*Job)(nil),                     // 33: sundial.v1.Job
+	(JobStatus)(0),                  // 34: sundial.v1.JobStatus
+	(*timestamppb.Timestamp)(nil),   // 35: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),   // 36: google.protobuf.FieldMask
+	(*Schedule)(nil),                // 37: sundial.v1.Schedule
+	(*CalendarAdjustment)(nil),      // 38: sundial.v1.CalendarAdjustment
+	(*ExecutionAttempt)(nil),        // 39: sundial.v1.ExecutionAttempt
 }
 var file_sundial_v1_job_service_proto_depIdxs = []int32{
-	28, // 0: sundial.v1.CreateJobRequest.job:type_name -> sundial.v1.Job
-	28, // 1: sundial.v1.CreateJobResponse.job:type_name -> sundial.v1.Job
-	28, // 2: sundial.v1.GetJobResponse.job:type_name -> sundial.v1.Job
-	29, // 3: sundial.v1.ListJobsRequest.status:type_name -> sundial.v1.JobStatus
-	27, // 4: sundial.v1.ListJobsRequest.labels:type_name -> sundial.v1.ListJobsRequest.LabelsEntry
-	28, // 5: sundial.v1.ListJobsResponse.jobs:type_name -> sundial.v1.Job
-	28, // 6: sundial.v1.UpdateJobRequest.job:type_name -> sundial.v1.Job
-	30, // 7: sundial.v1.UpdateJobRequest.update_mask:type_name -> google.protobuf.FieldMask
-	28, // 8: sundial.v1.UpdateJobResponse.job:type_name -> sundial.v1.Job
-	28, // 9: sundial.v1.PauseJobResponse.job:type_name -> sundial.v1.Job
-	28, // 10: sundial.v1.ResumeJobResponse.job:type_name -> sundial.v1.Job
-	28, // 11: sundial.v1.DeleteJobResponse.job:type_name -> sundial.v1.Job
-	31, // 12: sundial.v1.TriggerJobResponse.scheduled_time:type_name -> google.protobuf.Timestamp
-	32, // 13: sundial.v1.PreviewScheduleRequest.schedule:type_name -> sundial.v1.Schedule
-	31, // 14: sundial.v1.PreviewScheduleRequest.from:type_name -> google.protobuf.Timestamp
-	31, // 15: sundial.v1.PreviewScheduleResponse.times:type_name -> google.protobuf.Timestamp
-	33, // 16: sundial.v1.PreviewScheduleResponse.adjustments:type_name -> sundial.v1.CalendarAdjustment
-	34, // 17: sundial.v1.ListExecutionsResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
-	34, // 18: sundial.v1.GetExecutionResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
-	31, // 19: sundial.v1.BackfillJobRequest.start_time:type_name -> google.protobuf.Timestamp
-	31, // 20: sundial.v1.BackfillJobRequest.end_time:type_name -> google.protobuf.Timestamp
-	31, // 21: sundial.v1.BackfillJobResponse.slots:type_name -> google.protobuf.Timestamp
-	31, // 22: sundial.v1.BackfillJobResponse.last_release_time:type_name -> google.protobuf.Timestamp
-	26, // 23: sundial.v1.ListJobAuditResponse.entries:type_name -> sundial.v1.AuditEntry
-	31, // 24: sundial.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	0,  // 25: sundial.v1.JobService.CreateJob:input_type -> sundial.v1.CreateJobRequest
-	2,  // 26: sundial.v1.JobService.GetJob:input_type -> sundial.v1.GetJobRequest
-	4,  // 27: sundial.v1.JobService.ListJobs:input_type -> sundial.v1.ListJobsRequest
-	6,  // 28: sundial.v1.JobService.UpdateJob:input_type -> sundial.v1.UpdateJobRequest
-	8,  // 29: sundial.v1.JobService.PauseJob:input_type -> sundial.v1.PauseJobRequest
-	10, // 30: sundial.v1.JobService.ResumeJob:input_type -> sundial.v1.ResumeJobRequest
-	12, // 31: sundial.v1.JobService.DeleteJob:input_type -> sundial.v1.DeleteJobRequest
-	14, // 32: sundial.v1.JobService.TriggerJob:input_type -> sundial.v1.TriggerJobRequest
-	16, // 33: sundial.v1.JobService.PreviewSchedule:input_type -> sundial.v1.PreviewScheduleRequest
-	18, // 34: sundial.v1.JobService.ListExecutions:input_type -> sundial.v1.ListExecutionsRequest
-	20, // 35: sundial.v1.JobService.GetExecution:input_type -> sundial.v1.GetExecutionRequest
-	22, // 36: sundial.v1.JobService.BackfillJob:input_type -> sundial.v1.BackfillJobRequest
-	24, // 37: sundial.v1.JobService.ListJobAudit:input_type -> sundial.v1.ListJobAuditRequest
-	1,  // 38: sundial.v1.JobService.CreateJob:output_type -> sundial.v1.CreateJobResponse
-	3,  // 39: sundial.v1.JobService.GetJob:output_type -> sundial.v1.GetJobResponse
-	5,  // 40: sundial.v1.JobService.ListJobs:output_type -> sundial.v1.ListJobsResponse
-	7,  // 41: sundial.v1.JobService.UpdateJob:output_type -> sundial.v1.UpdateJobResponse
-	9,  // 42: sundial.v1.JobService.PauseJob:output_type -> sundial.v1.PauseJobResponse
-	11, // 43: sundial.v1.JobService.ResumeJob:output_type -> sundial.v1.ResumeJobResponse
-	13, // 44: sundial.v1.JobService.DeleteJob:output_type -> sundial.v1.DeleteJobResponse
-	15, // 45: sundial.v1.JobService.TriggerJob:output_type -> sundial.v1.TriggerJobResponse
-	17, // 46: sundial.v1.JobService.PreviewSchedule:output_type -> sundial.v1.PreviewScheduleResponse
-	19, // 47: sundial.v1.JobService.ListExecutions:output_type -> sundial.v1.ListExecutionsResponse
-	21, // 48: sundial.v1.JobService.GetExecution:output_type -> sundial.v1.GetExecutionResponse
-	23, // 49: sundial.v1.JobService.BackfillJob:output_type -> sundial.v1.BackfillJobResponse
-	25, // 50: sundial.v1.JobService.ListJobAudit:output_type -> sundial.v1.ListJobAuditResponse
-	38, // [38:51] is the sub-list for method output_type
-	25, // [25:38] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	33, // 0: sundial.v1.CreateJobRequest.job:type_name -> sundial.v1.Job
+	33, // 1: sundial.v1.CreateJobResponse.job:type_name -> sundial.v1.Job
+	33, // 2: sundial.v1.GetJobResponse.job:type_name -> sundial.v1.Job
+	34, // 3: sundial.v1.ListJobsRequest.status:type_name -> sundial.v1.JobStatus
+	31, // 4: sundial.v1.ListJobsRequest.labels:type_name -> sundial.v1.ListJobsRequest.LabelsEntry
+	35, // 5: sundial.v1.ListJobsRequest.next_fire_after:type_name -> google.protobuf.Timestamp
+	35, // 6: sundial.v1.ListJobsRequest.next_fire_before:type_name -> google.protobuf.Timestamp
+	33, // 7: sundial.v1.ListJobsResponse.jobs:type_name -> sundial.v1.Job
+	33, // 8: sundial.v1.UpdateJobRequest.job:type_name -> sundial.v1.Job
+	36, // 9: sundial.v1.UpdateJobRequest.update_mask:type_name -> google.protobuf.FieldMask
+	33, // 10: sundial.v1.UpdateJobResponse.job:type_name -> sundial.v1.Job
+	33, // 11: sundial.v1.PauseJobResponse.job:type_name -> sundial.v1.Job
+	33, // 12: sundial.v1.ResumeJobResponse.job:type_name -> sundial.v1.Job
+	33, // 13: sundial.v1.DeleteJobResponse.job:type_name -> sundial.v1.Job
+	35, // 14: sundial.v1.TriggerJobResponse.scheduled_time:type_name -> google.protobuf.Timestamp
+	37, // 15: sundial.v1.PreviewScheduleRequest.schedule:type_name -> sundial.v1.Schedule
+	35, // 16: sundial.v1.PreviewScheduleRequest.from:type_name -> google.protobuf.Timestamp
+	35, // 17: sundial.v1.PreviewScheduleResponse.times:type_name -> google.protobuf.Timestamp
+	38, // 18: sundial.v1.PreviewScheduleResponse.adjustments:type_name -> sundial.v1.CalendarAdjustment
+	39, // 19: sundial.v1.ListExecutionsResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
+	39, // 20: sundial.v1.GetExecutionResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
+	35, // 21: sundial.v1.BackfillJobRequest.start_time:type_name -> google.protobuf.Timestamp
+	35, // 22: sundial.v1.BackfillJobRequest.end_time:type_name -> google.protobuf.Timestamp
+	35, // 23: sundial.v1.BackfillJobResponse.slots:type_name -> google.protobuf.Timestamp
+	35, // 24: sundial.v1.BackfillJobResponse.last_release_time:type_name -> google.protobuf.Timestamp
+	27, // 25: sundial.v1.ListJobAuditResponse.entries:type_name -> sundial.v1.AuditEntry
+	35, // 26: sundial.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	0,  // 27: sundial.v1.BulkJobActionRequest.action:type_name -> sundial.v1.BulkAction
+	34, // 28: sundial.v1.BulkJobActionRequest.status:type_name -> sundial.v1.JobStatus
+	32, // 29: sundial.v1.BulkJobActionRequest.labels:type_name -> sundial.v1.BulkJobActionRequest.LabelsEntry
+	35, // 30: sundial.v1.BulkJobActionRequest.next_fire_after:type_name -> google.protobuf.Timestamp
+	35, // 31: sundial.v1.BulkJobActionRequest.next_fire_before:type_name -> google.protobuf.Timestamp
+	30, // 32: sundial.v1.BulkJobActionResponse.refused:type_name -> sundial.v1.BulkJobRefusal
+	33, // 33: sundial.v1.BulkJobActionResponse.sample:type_name -> sundial.v1.Job
+	1,  // 34: sundial.v1.JobService.CreateJob:input_type -> sundial.v1.CreateJobRequest
+	3,  // 35: sundial.v1.JobService.GetJob:input_type -> sundial.v1.GetJobRequest
+	5,  // 36: sundial.v1.JobService.ListJobs:input_type -> sundial.v1.ListJobsRequest
+	7,  // 37: sundial.v1.JobService.UpdateJob:input_type -> sundial.v1.UpdateJobRequest
+	9,  // 38: sundial.v1.JobService.PauseJob:input_type -> sundial.v1.PauseJobRequest
+	11, // 39: sundial.v1.JobService.ResumeJob:input_type -> sundial.v1.ResumeJobRequest
+	13, // 40: sundial.v1.JobService.DeleteJob:input_type -> sundial.v1.DeleteJobRequest
+	15, // 41: sundial.v1.JobService.TriggerJob:input_type -> sundial.v1.TriggerJobRequest
+	17, // 42: sundial.v1.JobService.PreviewSchedule:input_type -> sundial.v1.PreviewScheduleRequest
+	19, // 43: sundial.v1.JobService.ListExecutions:input_type -> sundial.v1.ListExecutionsRequest
+	21, // 44: sundial.v1.JobService.GetExecution:input_type -> sundial.v1.GetExecutionRequest
+	23, // 45: sundial.v1.JobService.BackfillJob:input_type -> sundial.v1.BackfillJobRequest
+	25, // 46: sundial.v1.JobService.ListJobAudit:input_type -> sundial.v1.ListJobAuditRequest
+	28, // 47: sundial.v1.JobService.BulkJobAction:input_type -> sundial.v1.BulkJobActionRequest
+	2,  // 48: sundial.v1.JobService.CreateJob:output_type -> sundial.v1.CreateJobResponse
+	4,  // 49: sundial.v1.JobService.GetJob:output_type -> sundial.v1.GetJobResponse
+	6,  // 50: sundial.v1.JobService.ListJobs:output_type -> sundial.v1.ListJobsResponse
+	8,  // 51: sundial.v1.JobService.UpdateJob:output_type -> sundial.v1.UpdateJobResponse
+	10, // 52: sundial.v1.JobService.PauseJob:output_type -> sundial.v1.PauseJobResponse
+	12, // 53: sundial.v1.JobService.ResumeJob:output_type -> sundial.v1.ResumeJobResponse
+	14, // 54: sundial.v1.JobService.DeleteJob:output_type -> sundial.v1.DeleteJobResponse
+	16, // 55: sundial.v1.JobService.TriggerJob:output_type -> sundial.v1.TriggerJobResponse
+	18, // 56: sundial.v1.JobService.PreviewSchedule:output_type -> sundial.v1.PreviewScheduleResponse
+	20, // 57: sundial.v1.JobService.ListExecutions:output_type -> sundial.v1.ListExecutionsResponse
+	22, // 58: sundial.v1.JobService.GetExecution:output_type -> sundial.v1.GetExecutionResponse
+	24, // 59: sundial.v1.JobService.BackfillJob:output_type -> sundial.v1.BackfillJobResponse
+	26, // 60: sundial.v1.JobService.ListJobAudit:output_type -> sundial.v1.ListJobAuditResponse
+	29, // 61: sundial.v1.JobService.BulkJobAction:output_type -> sundial.v1.BulkJobActionResponse
+	48, // [48:62] is the sub-list for method output_type
+	34, // [34:48] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_job_service_proto_init() }
@@ -1741,13 +2135,14 @@ func file_sundial_v1_job_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_v1_job_service_proto_rawDesc), len(file_sundial_v1_job_service_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   28,
+			NumEnums:      1,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_sundial_v1_job_service_proto_goTypes,
 		DependencyIndexes: file_sundial_v1_job_service_proto_depIdxs,
+		EnumInfos:         file_sundial_v1_job_service_proto_enumTypes,
 		MessageInfos:      file_sundial_v1_job_service_proto_msgTypes,
 	}.Build()
 	File_sundial_v1_job_service_proto = out.File

@@ -32,6 +32,7 @@ const (
 	JobService_GetExecution_FullMethodName    = "/sundial.v1.JobService/GetExecution"
 	JobService_BackfillJob_FullMethodName     = "/sundial.v1.JobService/BackfillJob"
 	JobService_ListJobAudit_FullMethodName    = "/sundial.v1.JobService/ListJobAudit"
+	JobService_BulkJobAction_FullMethodName   = "/sundial.v1.JobService/BulkJobAction"
 )
 
 // JobServiceClient is the client API for JobService service.
@@ -63,8 +64,13 @@ type JobServiceClient interface {
 	// Fires the job once for every slot in a past time range, through the
 	// outbox, paced; dry_run lists the slots only.
 	BackfillJob(ctx context.Context, in *BackfillJobRequest, opts ...grpc.CallOption) (*BackfillJobResponse, error)
-	// Every change made to a job: who, when, what; newest first.
+	// Every change made to a job: who, when, what; newest first. Without an
+	// id, every change to any of the tenant's jobs.
 	ListJobAudit(ctx context.Context, in *ListJobAuditRequest, opts ...grpc.CallOption) (*ListJobAuditResponse, error)
+	// Pauses, resumes or deletes every job a filter matches, in batches: each
+	// job changes as PauseJob, ResumeJob or DeleteJob would change it (its
+	// own version, audit row and dropped firings). dry_run counts first.
+	BulkJobAction(ctx context.Context, in *BulkJobActionRequest, opts ...grpc.CallOption) (*BulkJobActionResponse, error)
 }
 
 type jobServiceClient struct {
@@ -205,6 +211,16 @@ func (c *jobServiceClient) ListJobAudit(ctx context.Context, in *ListJobAuditReq
 	return out, nil
 }
 
+func (c *jobServiceClient) BulkJobAction(ctx context.Context, in *BulkJobActionRequest, opts ...grpc.CallOption) (*BulkJobActionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BulkJobActionResponse)
+	err := c.cc.Invoke(ctx, JobService_BulkJobAction_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // JobServiceServer is the server API for JobService service.
 // All implementations must embed UnimplementedJobServiceServer
 // for forward compatibility.
@@ -234,8 +250,13 @@ type JobServiceServer interface {
 	// Fires the job once for every slot in a past time range, through the
 	// outbox, paced; dry_run lists the slots only.
 	BackfillJob(context.Context, *BackfillJobRequest) (*BackfillJobResponse, error)
-	// Every change made to a job: who, when, what; newest first.
+	// Every change made to a job: who, when, what; newest first. Without an
+	// id, every change to any of the tenant's jobs.
 	ListJobAudit(context.Context, *ListJobAuditRequest) (*ListJobAuditResponse, error)
+	// Pauses, resumes or deletes every job a filter matches, in batches: each
+	// job changes as PauseJob, ResumeJob or DeleteJob would change it (its
+	// own version, audit row and dropped firings). dry_run counts first.
+	BulkJobAction(context.Context, *BulkJobActionRequest) (*BulkJobActionResponse, error)
 	mustEmbedUnimplementedJobServiceServer()
 }
 
@@ -284,6 +305,9 @@ func (UnimplementedJobServiceServer) BackfillJob(context.Context, *BackfillJobRe
 }
 func (UnimplementedJobServiceServer) ListJobAudit(context.Context, *ListJobAuditRequest) (*ListJobAuditResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListJobAudit not implemented")
+}
+func (UnimplementedJobServiceServer) BulkJobAction(context.Context, *BulkJobActionRequest) (*BulkJobActionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BulkJobAction not implemented")
 }
 func (UnimplementedJobServiceServer) mustEmbedUnimplementedJobServiceServer() {}
 func (UnimplementedJobServiceServer) testEmbeddedByValue()                    {}
@@ -540,6 +564,24 @@ func _JobService_ListJobAudit_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _JobService_BulkJobAction_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BulkJobActionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobServiceServer).BulkJobAction(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobService_BulkJobAction_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobServiceServer).BulkJobAction(ctx, req.(*BulkJobActionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // JobService_ServiceDesc is the grpc.ServiceDesc for JobService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -598,6 +640,10 @@ var JobService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListJobAudit",
 			Handler:    _JobService_ListJobAudit_Handler,
+		},
+		{
+			MethodName: "BulkJobAction",
+			Handler:    _JobService_BulkJobAction_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

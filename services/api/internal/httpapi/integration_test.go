@@ -196,3 +196,39 @@ func TestIntegrationHTTPDeadLetters(t *testing.T) {
 		t.Fatalf("redrive dry run: %d %v", code, got)
 	}
 }
+
+// Bulk actions by filter, the next-fire filter and the tenant's whole audit
+// trail over HTTP/JSON.
+func TestIntegrationHTTPBulkAndAudit(t *testing.T) {
+	api := apitest.Start(t, apitest.Options{})
+	if code, got, _ := call(t, api, "POST", "/v1/jobs", apitest.TokenAcme, nightly); code != 200 {
+		t.Fatalf("create: %d %v", code, got)
+	}
+	// Next fire at 08:00Z on a weekday: inside a week from now, not inside a minute.
+	if code, got, _ := call(t, api, "GET", "/v1/jobs?next_fire_before=2099-01-01T00:00:00Z", apitest.TokenAcme, ""); code != 200 || len(got["jobs"].([]any)) != 1 {
+		t.Fatalf("next fire before 2099: %d %v", code, got)
+	}
+	if code, got, _ := call(t, api, "GET", "/v1/jobs?next_fire_after=2099-01-01T00:00:00Z", apitest.TokenAcme, ""); code != 200 || got["jobs"] != nil {
+		t.Fatalf("next fire after 2099: %d %v", code, got)
+	}
+	const pause = `{"action": "BULK_ACTION_PAUSE", "labels": {"team": "billing"}`
+	if code, got, _ := call(t, api, "POST", "/v1/jobs:bulk", apitest.TokenAcme, pause+`, "dry_run": true}`); code != 200 || got["matched"] != "1" || len(got["sample"].([]any)) != 1 {
+		t.Fatalf("bulk dry run: %d %v", code, got)
+	}
+	if code, got, _ := call(t, api, "POST", "/v1/jobs:bulk", apitest.TokenGlobex, pause+`}`); code != 200 || got["changed"] != nil {
+		t.Fatalf("globex's bulk pause: %d %v", code, got)
+	}
+	if code, got, _ := call(t, api, "POST", "/v1/jobs:bulk", apitest.TokenAcme, pause+`}`); code != 200 || got["changed"] != "1" {
+		t.Fatalf("bulk pause: %d %v", code, got)
+	}
+	if code, got, _ := call(t, api, "POST", "/v1/jobs:bulk", apitest.TokenAcme, `{"labels": {"team": "billing"}}`); code != 400 || !strings.Contains(got["message"].(string), "action") {
+		t.Fatalf("bulk without an action: %d %v", code, got)
+	}
+	code, got, _ := call(t, api, "GET", "/v1/audit", apitest.TokenAcme, "")
+	if code != 200 || len(got["entries"].([]any)) != 2 || got["entries"].([]any)[0].(map[string]any)["action"] != "pause" {
+		t.Fatalf("the tenant's audit trail: %d %v", code, got)
+	}
+	if code, got, _ := call(t, api, "GET", "/v1/audit", apitest.TokenGlobex, ""); code != 200 || got["entries"] != nil {
+		t.Fatalf("globex's audit trail: %d %v", code, got)
+	}
+}

@@ -16,7 +16,8 @@ type auditCursor struct {
 	Before int64  `json:"b"`
 }
 
-// ListJobAudit returns a job's audit trail, newest first: every committed
+// ListJobAudit returns a job's audit trail (without an id, the trail of
+// every job of the tenant), newest first: every committed
 // change (create, update with the paths it changed, pause, resume, delete,
 // trigger, backfill, redrive, and the platform's complete and purge), who
 // made it and the version it produced. The trail outlives the job, so a
@@ -26,9 +27,12 @@ func (s *JobService) ListJobAudit(ctx context.Context, req *sundialv1.ListJobAud
 	if err != nil {
 		return nil, err
 	}
-	id, err := jobID("id", req.GetId())
-	if err != nil {
-		return nil, err
+	// No id: the tenant's whole trail.
+	id := ""
+	if req.GetId() != "" {
+		if id, err = jobID("id", req.GetId()); err != nil {
+			return nil, err
+		}
 	}
 	size, err := pageSize("page_size", req.GetPageSize())
 	if err != nil {
@@ -50,7 +54,7 @@ func (s *JobService) ListJobAudit(ctx context.Context, req *sundialv1.ListJobAud
 	if err != nil {
 		return nil, s.statusOf(ctx, "ListJobAudit", err)
 	}
-	if len(entries) == 0 && q.Before == 0 {
+	if len(entries) == 0 && q.Before == 0 && id != "" {
 		// No trail: tell a job without changes from one that is not the
 		// tenant's (NotFound either way for another tenant's job).
 		if _, err := s.store.Get(ctx, tenant, id); err != nil {

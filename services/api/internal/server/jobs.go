@@ -46,6 +46,7 @@ type Store interface {
 	Mutate(ctx context.Context, tenant, id string, change store.Change, fn store.MutateFunc) (store.Mutated, error)
 	Stage(ctx context.Context, tenant, id string, dryRun bool, fn store.StageFunc) (store.StageResult, error)
 	ListAudit(ctx context.Context, tenant string, q store.AuditQuery) ([]store.AuditEntry, error)
+	Count(ctx context.Context, tenant string, q store.ListQuery, upTo int) (int64, error)
 }
 
 // ExecutionReader reads execution history from the ledger.
@@ -364,28 +365,16 @@ func (s *JobService) ListJobs(ctx context.Context, req *sundialv1.ListJobsReques
 	if err != nil {
 		return nil, err
 	}
-	var vs []jobspec.FieldViolation
 	size, err := pageSize("page_size", req.GetPageSize())
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := sundialv1.JobStatus_name[int32(req.GetStatus())]; !ok {
-		vs = append(vs, jobspec.FieldViolation{Field: "status", Description: fmt.Sprintf("unknown value %d", req.GetStatus())})
+	q, filter, err := jobFilter{status: req.GetStatus(), labels: req.GetLabels(), nameContains: req.GetNameContains(),
+		nextFireAfter: req.GetNextFireAfter(), nextFireBefore: req.GetNextFireBefore()}.query()
+	if err != nil {
+		return nil, err
 	}
-	if err := jobspec.ValidateLabels("labels", req.GetLabels()); err != nil {
-		var jerr *jobspec.Error
-		if errors.As(err, &jerr) {
-			vs = append(vs, jerr.Violations...)
-		}
-	}
-	if n := utf8.RuneCountInString(req.GetNameContains()); n > 256 {
-		vs = append(vs, jobspec.FieldViolation{Field: "name_contains", Description: fmt.Sprintf("at most 256 characters, got %d", n)})
-	}
-	if len(vs) > 0 {
-		return nil, invalid(vs...)
-	}
-	filter := listFilterDigest(req.GetStatus(), req.GetLabels(), req.GetNameContains())
-	q := store.ListQuery{Status: req.GetStatus(), Labels: req.GetLabels(), NameContains: req.GetNameContains(), Limit: size + 1}
+	q.Limit = size + 1
 	if tok := req.GetPageToken(); tok != "" {
 		c, err := decodeCursor(tok, filter)
 		if err != nil {

@@ -62,8 +62,10 @@ func insertAudit(ctx context.Context, tx pgx.Tx, tenant, jobID string, version i
 	return nil
 }
 
-// AuditQuery selects a page of one job's audit trail, newest first.
+// AuditQuery selects a page of one job's audit trail, or of every job's
+// of the tenant, newest first.
 type AuditQuery struct {
+	// JobID is the job; "" for all the tenant's jobs.
 	JobID string
 	// Before is the id of the last entry of the previous page, 0 for the
 	// first page.
@@ -77,20 +79,24 @@ type AuditEntry struct {
 	Entry *sundialv1.AuditEntry
 }
 
-// ListAudit returns up to q.Limit audit entries of the tenant's job,
-// newest first. The trail outlives the job (it stays when the job is
-// purged), so it does not look at jobs.
+// ListAudit returns up to q.Limit audit entries of the tenant's job (or
+// jobs), newest first. The trail outlives the job (it stays when the job
+// is purged), so it does not look at jobs. The tenant-wide trail walks the
+// table's primary key backwards and keeps the tenant's rows: cheap while
+// the tenant's changes are a fair share of recent ones.
 func (s *Store) ListAudit(ctx context.Context, tenant string, q AuditQuery) ([]AuditEntry, error) {
 	sql := `SELECT id, job_id::text, tenant, actor, action, version, at, detail::text
-	          FROM job_audit WHERE tenant = $1 AND job_id = $2`
-	args := []any{tenant, q.JobID}
-	if q.Before > 0 {
-		sql += ` AND id < $4`
-		args = append(args, q.Limit, q.Before)
-	} else {
-		args = append(args, q.Limit)
+	          FROM job_audit WHERE tenant = $1`
+	args := []any{tenant, q.Limit}
+	if q.JobID != "" {
+		args = append(args, q.JobID)
+		sql += fmt.Sprintf(` AND job_id = $%d`, len(args))
 	}
-	sql += ` ORDER BY id DESC LIMIT $3`
+	if q.Before > 0 {
+		args = append(args, q.Before)
+		sql += fmt.Sprintf(` AND id < $%d`, len(args))
+	}
+	sql += ` ORDER BY id DESC LIMIT $2`
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list audit: %w", err)

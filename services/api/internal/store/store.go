@@ -353,6 +353,10 @@ type ListQuery struct {
 	Labels map[string]string
 	// NameContains keeps jobs whose name contains it, ignoring case.
 	NameContains string
+	// NextFireFrom and NextFireBefore, when set, keep jobs whose
+	// next_fire_at is in [NextFireFrom, NextFireBefore). Jobs without one
+	// (paused, deleted, completed) never match a bound.
+	NextFireFrom, NextFireBefore time.Time
 	// After is the last id of the previous page, "" for the first.
 	After string
 	// Limit is the most jobs to return.
@@ -364,7 +368,17 @@ type ListQuery struct {
 // that cannot use the (tenant, id) index — every page became a scan and
 // sort of the tenant's jobs (80 ms at 200,000 jobs, seconds at millions).
 func listSQL(tenant string, q ListQuery) (string, []any) {
-	sql := `SELECT ` + jobColumns + ` FROM jobs WHERE tenant = $1`
+	where, args := listWhere(tenant, q)
+	sql := `SELECT ` + jobColumns + ` FROM jobs WHERE ` + where
+	args = append(args, q.Limit)
+	sql += fmt.Sprintf(` ORDER BY jobs.id LIMIT $%d`, len(args))
+	return sql, args
+}
+
+// listWhere is the condition List and Count share: q's filters and its
+// keyset position.
+func listWhere(tenant string, q ListQuery) (string, []any) {
+	sql := `tenant = $1`
 	args := []any{tenant}
 	if q.Status == sundialv1.JobStatus_JOB_STATUS_UNSPECIFIED {
 		sql += ` AND status <> 'deleted'`
@@ -382,13 +396,34 @@ func listSQL(tenant string, q ListQuery) (string, []any) {
 		args = append(args, strings.ToLower(q.NameContains))
 		sql += fmt.Sprintf(` AND strpos(lower(name), $%d) > 0`, len(args))
 	}
+	if !q.NextFireFrom.IsZero() {
+		args = append(args, q.NextFireFrom)
+		sql += fmt.Sprintf(` AND next_fire_at >= $%d`, len(args))
+	}
+	if !q.NextFireBefore.IsZero() {
+		args = append(args, q.NextFireBefore)
+		sql += fmt.Sprintf(` AND next_fire_at < $%d`, len(args))
+	}
 	if q.After != "" {
 		args = append(args, q.After)
 		sql += fmt.Sprintf(` AND jobs.id > $%d`, len(args))
 	}
-	args = append(args, q.Limit)
-	sql += fmt.Sprintf(` ORDER BY jobs.id LIMIT $%d`, len(args))
 	return sql, args
+}
+
+// Count returns how many of the tenant's jobs match q (its Limit and After
+// included), counting no further than upTo: a count over every job of a
+// large tenant reads them all, and a confirmation only needs to say "more
+// than upTo".
+func (s *Store) Count(ctx context.Context, tenant string, q ListQuery, upTo int) (int64, error) {
+	where, args := listWhere(tenant, q)
+	args = append(args, upTo)
+	var n int64
+	err := s.pool.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM jobs WHERE %s LIMIT $%d) AS j`, where, len(args)), args...).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("store: count jobs: %w", err)
+	}
+	return n, nil
 }
 
 // List returns up to q.Limit jobs of tenant matching q, ids above q.After.

@@ -1,0 +1,183 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/pkg/jobspec"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/services/api/internal/store"
+)
+
+// jobFilter is the filter ListJobs and BulkJobAction share.
+type jobFilter struct {
+	status                        sundialv1.JobStatus
+	labels                        map[string]string
+	nameContains                  string
+	nextFireAfter, nextFireBefore *timestamppb.Timestamp
+}
+
+// query checks f and returns the store query it means, with a digest that
+// page tokens carry so a token is not replayed against another filter.
+func (f jobFilter) query() (store.ListQuery, string, error) {
+	var vs []jobspec.FieldViolation
+	if _, ok := sundialv1.JobStatus_name[int32(f.status)]; !ok {
+		vs = append(vs, jobspec.FieldViolation{Field: "status", Description: fmt.Sprintf("unknown value %d", f.status)})
+	}
+	if err := jobspec.ValidateLabels("labels", f.labels); err != nil {
+		var jerr *jobspec.Error
+		if errors.As(err, &jerr) {
+			vs = append(vs, jerr.Violations...)
+		}
+	}
+	if n := utf8.RuneCountInString(f.nameContains); n > 256 {
+		vs = append(vs, jobspec.FieldViolation{Field: "name_contains", Description: fmt.Sprintf("at most 256 characters, got %d", n)})
+	}
+	q := store.ListQuery{Status: f.status, Labels: f.labels, NameContains: f.nameContains}
+	for _, b := range []struct {
+		field string
+		ts    *timestamppb.Timestamp
+		into  *time.Time
+	}{{"next_fire_after", f.nextFireAfter, &q.NextFireFrom}, {"next_fire_before", f.nextFireBefore, &q.NextFireBefore}} {
+		if b.ts == nil {
+			continue
+		}
+		if err := b.ts.CheckValid(); err != nil {
+			vs = append(vs, jobspec.FieldViolation{Field: b.field, Description: "is not a valid timestamp"})
+			continue
+		}
+		*b.into = b.ts.AsTime()
+	}
+	if !q.NextFireFrom.IsZero() && !q.NextFireBefore.IsZero() && !q.NextFireFrom.Before(q.NextFireBefore) {
+		vs = append(vs, jobspec.FieldViolation{Field: "next_fire_before", Description: "must be after next_fire_after"})
+	}
+	if len(vs) > 0 {
+		return q, "", invalid(vs...)
+	}
+	digest := listFilterDigest(f.status, f.labels, f.nameContains)
+	if !q.NextFireFrom.IsZero() || !q.NextFireBefore.IsZero() {
+		// Only when set, so tokens issued before the bounds stay valid.
+		h := sha256.New()
+		fmt.Fprintf(h, "%s|%d|%d", digest, q.NextFireFrom.UnixNano(), q.NextFireBefore.UnixNano())
+		digest = hex.EncodeToString(h.Sum(nil)[:8])
+	}
+	return q, digest, nil
+}
+
+const (
+	defaultBulkLimit = 1000
+	maxBulkLimit     = 10000
+	// maxBulkCount bounds a dry run's count: counting reads every match,
+	// and a confirmation needs "more than a million", not the figure.
+	maxBulkCount = 1_000_000
+	bulkSample   = 20
+)
+
+// BulkJobAction pauses, resumes or deletes the tenant's jobs a filter
+// matches, up to limit of them per call in id order, each through the same
+// transition as PauseJob, ResumeJob or DeleteJob (its own transaction,
+// version, audit row, dropped firings and published version), so a bulk
+// change is exactly the single changes it stands for. A page token carries
+// on after the last job of the previous call; since every change is
+// idempotent, repeating a call that failed half-way is safe.
+func (s *JobService) BulkJobAction(ctx context.Context, req *sundialv1.BulkJobActionRequest) (*sundialv1.BulkJobActionResponse, error) {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var apply func(ctx context.Context, id string) (*sundialv1.Job, error)
+	switch req.GetAction() {
+	case sundialv1.BulkAction_BULK_ACTION_PAUSE:
+		apply = func(ctx context.Context, id string) (*sundialv1.Job, error) {
+			r, err := s.PauseJob(ctx, &sundialv1.PauseJobRequest{Id: id})
+			return r.GetJob(), err
+		}
+	case sundialv1.BulkAction_BULK_ACTION_RESUME:
+		apply = func(ctx context.Context, id string) (*sundialv1.Job, error) {
+			r, err := s.ResumeJob(ctx, &sundialv1.ResumeJobRequest{Id: id})
+			return r.GetJob(), err
+		}
+	case sundialv1.BulkAction_BULK_ACTION_DELETE:
+		apply = func(ctx context.Context, id string) (*sundialv1.Job, error) {
+			r, err := s.DeleteJob(ctx, &sundialv1.DeleteJobRequest{Id: id})
+			return r.GetJob(), err
+		}
+	default:
+		return nil, invalidf("action", "must be pause, resume or delete")
+	}
+	q, digest, err := jobFilter{status: req.GetStatus(), labels: req.GetLabels(), nameContains: req.GetNameContains(),
+		nextFireAfter: req.GetNextFireAfter(), nextFireBefore: req.GetNextFireBefore()}.query()
+	if err != nil {
+		return nil, err
+	}
+	limit := int(req.GetLimit())
+	switch {
+	case limit < 0:
+		return nil, invalidf("limit", "must not be negative, got %d", limit)
+	case limit == 0:
+		limit = defaultBulkLimit
+	case limit > maxBulkLimit:
+		limit = maxBulkLimit
+	}
+	// The action is part of the token's filter: a pause's token does not
+	// continue a delete.
+	digest += "/" + req.GetAction().String()
+	if tok := req.GetPageToken(); tok != "" {
+		c, err := decodeCursor(tok, digest)
+		if err != nil {
+			return nil, err
+		}
+		q.After = c.After
+	}
+	if req.GetDryRun() {
+		n, err := s.store.Count(ctx, tenant, q, maxBulkCount+1)
+		if err != nil {
+			return nil, s.statusOf(ctx, "BulkJobAction", err)
+		}
+		q.Limit = bulkSample
+		sample, err := s.store.List(ctx, tenant, q)
+		if err != nil {
+			return nil, s.statusOf(ctx, "BulkJobAction", err)
+		}
+		return &sundialv1.BulkJobActionResponse{Matched: min(n, maxBulkCount), CappedCount: n > maxBulkCount, Sample: sample}, nil
+	}
+	q.Limit = limit + 1
+	jobs, err := s.store.List(ctx, tenant, q)
+	if err != nil {
+		return nil, s.statusOf(ctx, "BulkJobAction", err)
+	}
+	resp := &sundialv1.BulkJobActionResponse{}
+	if len(jobs) > limit {
+		jobs = jobs[:limit]
+		resp.NextPageToken = encodeCursor(listCursor{After: jobs[limit-1].GetId(), Filter: digest})
+	}
+	for _, j := range jobs {
+		if err := ctx.Err(); err != nil {
+			return nil, status.FromContextError(err).Err()
+		}
+		got, err := apply(ctx, j.GetId())
+		switch status.Code(err) {
+		case codes.OK:
+			if got.GetVersion() > j.GetVersion() {
+				resp.Changed++
+			}
+		case codes.FailedPrecondition:
+			resp.Refused = append(resp.Refused, &sundialv1.BulkJobRefusal{Id: j.GetId(), Name: j.GetName(), Reason: status.Convert(err).Message()})
+		case codes.NotFound:
+			// Purged since it was listed: nothing left to change.
+		default:
+			return nil, err
+		}
+		resp.Matched++
+	}
+	return resp, nil
+}
