@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sundialhq/sundial/pkg/auth"
+	"github.com/sundialhq/sundial/pkg/calendar"
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/config"
 	"github.com/sundialhq/sundial/pkg/connsec"
@@ -403,6 +404,14 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 	if s.SecretsDir != "" {
 		catalog = secrets.Dir(s.SecretsDir)
 	}
+	calendars := calendar.NewStore(pool)
+	calendarSvc, err := server.NewCalendarService(server.CalendarConfig{Store: calendars, Logger: env.Logger, Metrics: metrics})
+	if err != nil {
+		pool.Close()
+		_ = rdb.Close()
+		closeTopics()
+		return nil, err
+	}
 	jobs, err := server.NewJobService(server.Config{
 		Store:       st,
 		Executions:  ledgerReader,
@@ -415,6 +424,7 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 		Tracer:      tracer,
 		Topics:      topics,
 		Secrets:     catalog,
+		Calendars:   calendars,
 	})
 	if err != nil {
 		pool.Close()
@@ -440,6 +450,7 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 		Tokens:          s.tokens,
 		Jobs:            jobs,
 		DeadLetters:     deadLetters,
+		Calendars:       calendarSvc,
 		Metrics:         metrics,
 		Logger:          env.Logger,
 		GracefulTimeout: s.GRPCStopTimeout,

@@ -132,8 +132,8 @@ func Dial(addr func() string) (*grpc.ClientConn, error) {
 	return conn, nil
 }
 
-// Gateway is the JSON API's handler: JobService and DeadLetterService
-// routes proxied to conn.
+// Gateway is the JSON API's handler: JobService, DeadLetterService and
+// CalendarService routes proxied to conn.
 func Gateway(ctx context.Context, conn *grpc.ClientConn) (http.Handler, error) {
 	mux := runtime.NewServeMux(
 		// Field names as in the protos (snake_case), as schedctl -o json
@@ -150,6 +150,9 @@ func Gateway(ctx context.Context, conn *grpc.ClientConn) (http.Handler, error) {
 	}
 	if err := sundialv1.RegisterDeadLetterServiceHandler(ctx, mux, conn); err != nil {
 		return nil, fmt.Errorf("httpapi: DeadLetterService routes: %w", err)
+	}
+	if err := sundialv1.RegisterCalendarServiceHandler(ctx, mux, conn); err != nil {
+		return nil, fmt.Errorf("httpapi: CalendarService routes: %w", err)
 	}
 	return mux, nil
 }

@@ -92,9 +92,11 @@ func (s *JobService) BackfillJob(ctx context.Context, req *sundialv1.BackfillJob
 			return store.StagePlan{}, rejectErr(invalidf("end_time", "must not be in the future: it is %s, now is %s by the database clock; the schedule fires slots from now on itself",
 				end.UTC().Format(time.RFC3339Nano), now.Format(time.RFC3339Nano)))
 		}
-		sch, err := jobspec.Schedule(job, job.GetCreateTime().AsTime())
+		// The calendar as it is now: a backfill fires the slots the job
+		// would fire today over that range.
+		sch, err := s.scheduleOf(ctx, tenant, job, job.GetCreateTime().AsTime())
 		if err != nil {
-			return store.StagePlan{}, fmt.Errorf("server: build schedule: %w", err)
+			return store.StagePlan{}, err
 		}
 		var slots []time.Time
 		// Next is strictly after its argument; start itself is in range.

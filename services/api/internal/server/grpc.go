@@ -47,8 +47,11 @@ type GRPCConfig struct {
 	// DeadLetters serves sundial.v1.DeadLetterService; nil leaves it
 	// unregistered (Unimplemented).
 	DeadLetters sundialv1.DeadLetterServiceServer
-	Metrics     *Metrics
-	Logger      *slog.Logger
+	// Calendars serves sundial.v1.CalendarService; nil leaves it
+	// unregistered (Unimplemented).
+	Calendars sundialv1.CalendarServiceServer
+	Metrics   *Metrics
+	Logger    *slog.Logger
 	// GracefulTimeout bounds how long Stop waits for in-flight calls
 	// before cutting them off; 15 s by default.
 	GracefulTimeout time.Duration
@@ -130,6 +133,9 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 		// Same interceptors, so the same tokens and tenancy.
 		sundialv1.RegisterDeadLetterServiceServer(srv, cfg.DeadLetters)
 	}
+	if cfg.Calendars != nil {
+		sundialv1.RegisterCalendarServiceServer(srv, cfg.Calendars)
+	}
 	reflection.Register(srv)
 	// Not serving until Start: a probe during start-up gets a truthful
 	// answer.
@@ -137,6 +143,9 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	h.SetServingStatus(sundialv1.JobService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
 	if cfg.DeadLetters != nil {
 		h.SetServingStatus(sundialv1.DeadLetterService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	}
+	if cfg.Calendars != nil {
+		h.SetServingStatus(sundialv1.CalendarService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
 	}
 	return &GRPC{cfg: cfg, srv: srv, health: h}, nil
 }

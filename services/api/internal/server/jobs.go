@@ -27,6 +27,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/auth"
+	"github.com/sundialhq/sundial/pkg/calendar"
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/jobspec"
@@ -98,6 +99,9 @@ type Config struct {
 	// one its tenant lacks is refused (see checkSecrets); nil refuses every
 	// reference.
 	Secrets SecretCatalog
+	// Calendars resolves the business calendar a schedule names (see
+	// calendars.go); nil refuses every schedule that names one.
+	Calendars CalendarReader
 }
 
 // TopicChecker says whether a Kafka topic exists on the cluster the
@@ -126,6 +130,7 @@ type JobService struct {
 	tracer         trace.Tracer
 	topics         TopicChecker
 	secrets        SecretCatalog
+	calendars      CalendarReader
 }
 
 // NewJobService checks cfg and returns the service.
@@ -150,6 +155,7 @@ func NewJobService(cfg Config) (*JobService, error) {
 		tracer:         cfg.Tracer,
 		topics:         cfg.Topics,
 		secrets:        cfg.Secrets,
+		calendars:      cfg.Calendars,
 	}
 	if s.clock == nil {
 		s.clock = clock.Real{}
@@ -244,15 +250,6 @@ func noInstantAfter(now time.Time) error {
 	return invalidf("schedule", "has no instant after now (%s by the database clock); check once, end_time and the expression", now.Format(time.RFC3339))
 }
 
-// firstAfter is the job's first slot strictly after now; zero when none.
-func firstAfter(job *sundialv1.Job, created, now time.Time) (time.Time, error) {
-	sch, err := buildSchedule(job, created)
-	if err != nil {
-		return time.Time{}, err
-	}
-	return sch.Next(now), nil
-}
-
 // buildSchedule is jobspec.Schedule inside a store transaction. Validate
 // accepted the job, so an error is a bug, except for a recurrence rule
 // without start_time: its DTSTART is the creation time, known only now, and
@@ -317,7 +314,7 @@ func (s *JobService) CreateJob(ctx context.Context, req *sundialv1.CreateJobRequ
 		if err := limits.CheckCreate(tenant, usage.Jobs, usage.CreatedRecently); err != nil {
 			return nil, err
 		}
-		sch, err := buildSchedule(job, now)
+		sch, err := s.scheduleOf(ctx, tenant, job, now)
 		if err != nil {
 			return nil, err
 		}
@@ -446,7 +443,7 @@ func (s *JobService) UpdateJob(ctx context.Context, req *sundialv1.UpdateJobRequ
 		jobspec.Normalize(next)
 		scheduleChanged := touchesSchedule(paths)
 		if scheduleChanged {
-			sch, err := buildSchedule(next, cur.GetCreateTime().AsTime())
+			sch, err := s.scheduleOf(ctx, tenant, next, cur.GetCreateTime().AsTime())
 			if err != nil {
 				return nil, err
 			}
@@ -459,7 +456,7 @@ func (s *JobService) UpdateJob(ctx context.Context, req *sundialv1.UpdateJobRequ
 			// Resume computes the next slot; only check the new schedule
 			// can still fire.
 			if scheduleChanged {
-				if n, err := firstAfter(next, cur.GetCreateTime().AsTime(), now); err != nil {
+				if n, err := s.firstAfter(ctx, tenant, next, cur.GetCreateTime().AsTime(), now); err != nil {
 					return nil, err
 				} else if n.IsZero() {
 					return nil, rejectErr(noInstantAfter(now))
@@ -473,7 +470,7 @@ func (s *JobService) UpdateJob(ctx context.Context, req *sundialv1.UpdateJobRequ
 			}
 			fallthrough
 		default:
-			n, err := firstAfter(next, cur.GetCreateTime().AsTime(), now)
+			n, err := s.firstAfter(ctx, tenant, next, cur.GetCreateTime().AsTime(), now)
 			if err != nil {
 				return nil, err
 			}
@@ -530,7 +527,7 @@ func (s *JobService) ResumeJob(ctx context.Context, req *sundialv1.ResumeJobRequ
 		case sundialv1.JobStatus_JOB_STATUS_ACTIVE:
 			return nil, nil
 		case sundialv1.JobStatus_JOB_STATUS_PAUSED:
-			n, err := firstAfter(cur, cur.GetCreateTime().AsTime(), now)
+			n, err := s.firstAfter(ctx, cur.GetTenant(), cur, cur.GetCreateTime().AsTime(), now)
 			if err != nil {
 				return nil, err
 			}
@@ -657,7 +654,8 @@ const (
 // PreviewSchedule lists the next instants of a schedule without storing
 // anything. An interval without start_time is anchored at from.
 func (s *JobService) PreviewSchedule(ctx context.Context, req *sundialv1.PreviewScheduleRequest) (*sundialv1.PreviewScheduleResponse, error) {
-	if _, err := tenantOf(ctx); err != nil {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
 		return nil, err
 	}
 	var vs []jobspec.FieldViolation
@@ -695,9 +693,19 @@ func (s *JobService) PreviewSchedule(ctx context.Context, req *sundialv1.Preview
 		}
 		return nil, invalidf("schedule", "%v", err)
 	}
+	if cal, err := s.jobCalendar(ctx, tenant, req.GetSchedule()); err != nil {
+		return nil, s.statusOf(ctx, "PreviewSchedule", err)
+	} else if cal != nil {
+		if sch, err = calendar.Apply(sch, req.GetSchedule(), cal); err != nil {
+			return nil, s.statusOf(ctx, "PreviewSchedule", err)
+		}
+	}
 	resp := &sundialv1.PreviewScheduleResponse{Description: sch.Describe()}
 	for t := range schedule.Preview(sch, from, n) {
 		resp.Times = append(resp.Times, timestamppb.New(t))
+	}
+	if len(resp.Times) > 0 {
+		resp.Adjustments = previewAdjustments(sch, from, resp.Times[len(resp.Times)-1].AsTime())
 	}
 	return resp, nil
 }

@@ -1,0 +1,329 @@
+package server
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/pkg/calendar"
+	"github.com/sundialhq/sundial/pkg/jobspec"
+	"github.com/sundialhq/sundial/pkg/schedule"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// CalendarReader reads a tenant's business calendars; *calendar.Store
+// implements it. Another tenant's calendar is calendar.ErrNotFound.
+type CalendarReader interface {
+	Get(ctx context.Context, tenant, name string) (*sundialv1.Calendar, error)
+}
+
+// CalendarStore is the calendar storage CalendarService uses;
+// *calendar.Store implements it.
+type CalendarStore interface {
+	CalendarReader
+	Create(ctx context.Context, tenant string, c *sundialv1.Calendar) (*sundialv1.Calendar, error)
+	List(ctx context.Context, tenant, after string, limit int) ([]*sundialv1.Calendar, error)
+	Update(ctx context.Context, tenant, name string, expectedVersion int64, fn calendar.UpdateFunc) (*sundialv1.Calendar, int, error)
+	Delete(ctx context.Context, tenant, name string) error
+}
+
+// jobCalendar is the calendar a schedule names, read as tenant's: a name
+// the tenant has no calendar by (another tenant's included) is
+// InvalidArgument on schedule.calendar. No calendar named: nil.
+func (s *JobService) jobCalendar(ctx context.Context, tenant string, spec *sundialv1.Schedule) (*sundialv1.Calendar, error) {
+	name := spec.GetCalendar()
+	if name == "" {
+		return nil, nil
+	}
+	if s.calendars == nil {
+		return nil, invalidf("schedule.calendar", "business calendars are not available on this server")
+	}
+	cal, err := s.calendars.Get(ctx, tenant, name)
+	if errors.Is(err, calendar.ErrNotFound) {
+		return nil, invalidf("schedule.calendar", "no calendar %q: create it first (schedctl calendar create)", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return cal, nil
+}
+
+// scheduleOf is the job's schedule with its calendar applied: what the
+// prefetcher stages. Inside a store transaction a refusal aborts it.
+func (s *JobService) scheduleOf(ctx context.Context, tenant string, job *sundialv1.Job, created time.Time) (schedule.Schedule, error) {
+	sch, err := buildSchedule(job, created)
+	if err != nil {
+		return nil, err
+	}
+	cal, err := s.jobCalendar(ctx, tenant, job.GetSchedule())
+	if err != nil {
+		if _, ok := status.FromError(err); ok {
+			return nil, rejectErr(err)
+		}
+		return nil, err
+	}
+	if cal == nil {
+		return sch, nil
+	}
+	out, err := calendar.Apply(sch, job.GetSchedule(), cal)
+	if err != nil {
+		return nil, fmt.Errorf("server: apply calendar: %w", err)
+	}
+	return out, nil
+}
+
+// firstAfter is the job's first slot strictly after now, calendar
+// applied; zero when none.
+func (s *JobService) firstAfter(ctx context.Context, tenant string, job *sundialv1.Job, created, now time.Time) (time.Time, error) {
+	sch, err := s.scheduleOf(ctx, tenant, job, created)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return sch.Next(now), nil
+}
+
+// maxAdjustments bounds PreviewSchedule's list of calendar adjustments.
+const maxAdjustments = 1000
+
+// previewAdjustments lists what the calendar did to the schedule's
+// instants in (from, through].
+func previewAdjustments(sch schedule.Schedule, from, through time.Time) []*sundialv1.CalendarAdjustment {
+	cs, ok := sch.(*schedule.Calendared)
+	if !ok {
+		return nil
+	}
+	var out []*sundialv1.CalendarAdjustment
+	for _, a := range cs.Adjustments(from, through, maxAdjustments) {
+		adj := &sundialv1.CalendarAdjustment{Time: timestamppb.New(a.From), Reason: a.Reason}
+		if !a.To.IsZero() {
+			adj.MovedTo = timestamppb.New(a.To)
+		}
+		out = append(out, adj)
+	}
+	return out
+}
+
+// CalendarConfig is what a CalendarService needs.
+type CalendarConfig struct {
+	Store   CalendarStore
+	Logger  *slog.Logger
+	Metrics *Metrics
+}
+
+// CalendarService implements sundial.v1.CalendarService: each tenant's
+// business calendars.
+type CalendarService struct {
+	sundialv1.UnimplementedCalendarServiceServer
+
+	store   CalendarStore
+	logger  *slog.Logger
+	metrics *Metrics
+}
+
+// NewCalendarService checks cfg and returns the service.
+func NewCalendarService(cfg CalendarConfig) (*CalendarService, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("server: calendar Store is required")
+	}
+	s := &CalendarService{store: cfg.Store, logger: cfg.Logger, metrics: cfg.Metrics}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	if s.metrics == nil {
+		s.metrics = NewMetrics(nil)
+	}
+	return s, nil
+}
+
+func (s *CalendarService) statusOf(ctx context.Context, op string, err error) error {
+	var inUse *calendar.InUseError
+	switch {
+	case errors.Is(err, calendar.ErrNotFound):
+		return status.Error(codes.NotFound, "calendar not found")
+	case errors.Is(err, calendar.ErrExists):
+		return status.Error(codes.AlreadyExists, "a calendar of that name exists; update it, or import with replace")
+	case errors.Is(err, calendar.ErrVersion):
+		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.As(err, &inUse):
+		return status.Errorf(codes.FailedPrecondition, "calendar is used by %d job(s) that are not deleted (e.g. %v): change their schedule.calendar first", inUse.Count, inUse.Jobs)
+	}
+	var jerr *jobspec.Error
+	if errors.As(err, &jerr) {
+		return invalid(jerr.Violations...)
+	}
+	return statusOf(ctx, s.logger, s.metrics, op, err)
+}
+
+// clean keeps only what a client may set.
+func clean(c *sundialv1.Calendar) *sundialv1.Calendar {
+	return &sundialv1.Calendar{Name: c.GetName(), Description: c.GetDescription(), Holidays: c.GetHolidays(), Weekend: c.GetWeekend()}
+}
+
+// CreateCalendar stores a new calendar of the caller's tenant.
+func (s *CalendarService) CreateCalendar(ctx context.Context, req *sundialv1.CreateCalendarRequest) (*sundialv1.CreateCalendarResponse, error) {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c := clean(req.GetCalendar())
+	if req.GetCalendar() == nil {
+		return nil, invalidf("calendar", "is required")
+	}
+	if err := calendar.Validate("calendar", c); err != nil {
+		return nil, s.statusOf(ctx, "CreateCalendar", err)
+	}
+	out, err := s.store.Create(ctx, tenant, c)
+	if err != nil {
+		return nil, s.statusOf(ctx, "CreateCalendar", err)
+	}
+	s.logger.InfoContext(ctx, "calendar created", "tenant", tenant, "calendar", out.GetName(), "holidays", len(out.GetHolidays()))
+	return &sundialv1.CreateCalendarResponse{Calendar: out}, nil
+}
+
+func calendarName(field, name string) error {
+	if name == "" {
+		return invalidf(field, "is required")
+	}
+	if !jobspec.ValidCalendarName(name) {
+		return invalidf(field, "%q is not a calendar name: 1-63 lowercase letters, digits, '-' or '_', starting with a letter or digit", name)
+	}
+	return nil
+}
+
+// GetCalendar returns one of the tenant's calendars.
+func (s *CalendarService) GetCalendar(ctx context.Context, req *sundialv1.GetCalendarRequest) (*sundialv1.GetCalendarResponse, error) {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := calendarName("name", req.GetName()); err != nil {
+		return nil, err
+	}
+	c, err := s.store.Get(ctx, tenant, req.GetName())
+	if err != nil {
+		return nil, s.statusOf(ctx, "GetCalendar", err)
+	}
+	return &sundialv1.GetCalendarResponse{Calendar: c}, nil
+}
+
+// ListCalendars pages through the tenant's calendars by name. A page
+// token is the last name of the previous page, encoded.
+func (s *CalendarService) ListCalendars(ctx context.Context, req *sundialv1.ListCalendarsRequest) (*sundialv1.ListCalendarsResponse, error) {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	size, err := pageSize("page_size", req.GetPageSize())
+	if err != nil {
+		return nil, err
+	}
+	var after string
+	if tok := req.GetPageToken(); tok != "" {
+		b, err := base64.RawURLEncoding.DecodeString(tok)
+		if err != nil || !jobspec.ValidCalendarName(string(b)) {
+			return nil, invalidf("page_token", "is not a token this server issued")
+		}
+		after = string(b)
+	}
+	cals, err := s.store.List(ctx, tenant, after, size+1)
+	if err != nil {
+		return nil, s.statusOf(ctx, "ListCalendars", err)
+	}
+	resp := &sundialv1.ListCalendarsResponse{Calendars: cals}
+	if len(cals) > size {
+		resp.Calendars = cals[:size]
+		resp.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(cals[size-1].GetName()))
+	}
+	return resp, nil
+}
+
+// UpdateCalendar replaces a calendar's description, holidays and weekend.
+func (s *CalendarService) UpdateCalendar(ctx context.Context, req *sundialv1.UpdateCalendarRequest) (*sundialv1.UpdateCalendarResponse, error) {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if req.GetCalendar() == nil {
+		return nil, invalidf("calendar", "is required")
+	}
+	c := clean(req.GetCalendar())
+	if err := calendar.Validate("calendar", c); err != nil {
+		return nil, s.statusOf(ctx, "UpdateCalendar", err)
+	}
+	if req.GetExpectedVersion() < 0 {
+		return nil, invalidf("expected_version", "must not be negative")
+	}
+	out, pulled, err := s.store.Update(ctx, tenant, c.GetName(), req.GetExpectedVersion(), func(*sundialv1.Calendar) (*sundialv1.Calendar, error) {
+		return c, nil
+	})
+	if err != nil {
+		return nil, s.statusOf(ctx, "UpdateCalendar", err)
+	}
+	s.logger.InfoContext(ctx, "calendar updated", "tenant", tenant, "calendar", out.GetName(), "version", out.GetVersion(), "jobs_rescheduled", pulled)
+	return &sundialv1.UpdateCalendarResponse{Calendar: out}, nil
+}
+
+// DeleteCalendar removes a calendar no job uses.
+func (s *CalendarService) DeleteCalendar(ctx context.Context, req *sundialv1.DeleteCalendarRequest) (*sundialv1.DeleteCalendarResponse, error) {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := calendarName("name", req.GetName()); err != nil {
+		return nil, err
+	}
+	if err := s.store.Delete(ctx, tenant, req.GetName()); err != nil {
+		return nil, s.statusOf(ctx, "DeleteCalendar", err)
+	}
+	s.logger.InfoContext(ctx, "calendar deleted", "tenant", tenant, "calendar", req.GetName())
+	return &sundialv1.DeleteCalendarResponse{}, nil
+}
+
+// ImportCalendar creates a calendar, or replaces one's holidays, from an
+// iCalendar file.
+func (s *CalendarService) ImportCalendar(ctx context.Context, req *sundialv1.ImportCalendarRequest) (*sundialv1.ImportCalendarResponse, error) {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := calendarName("name", req.GetName()); err != nil {
+		return nil, err
+	}
+	hols, skipped, err := calendar.ParseICS(req.GetIcs())
+	if err != nil {
+		return nil, invalidf("ics", "%v", err)
+	}
+	c := &sundialv1.Calendar{Name: req.GetName(), Description: req.GetDescription(), Holidays: hols, Weekend: req.GetWeekend()}
+	var out *sundialv1.Calendar
+	if req.GetReplace() {
+		out, _, err = s.store.Update(ctx, tenant, req.GetName(), 0, func(cur *sundialv1.Calendar) (*sundialv1.Calendar, error) {
+			next := proto.Clone(clean(cur)).(*sundialv1.Calendar)
+			next.Holidays = hols
+			if req.GetDescription() != "" {
+				next.Description = req.GetDescription()
+			}
+			if req.GetWeekend() != nil {
+				next.Weekend = req.GetWeekend()
+			}
+			return next, calendar.Validate("calendar", next)
+		})
+	} else {
+		if err := calendar.Validate("calendar", c); err != nil {
+			return nil, s.statusOf(ctx, "ImportCalendar", err)
+		}
+		out, err = s.store.Create(ctx, tenant, c)
+	}
+	if err != nil {
+		return nil, s.statusOf(ctx, "ImportCalendar", err)
+	}
+	s.logger.InfoContext(ctx, "calendar imported", "tenant", tenant, "calendar", out.GetName(), "holidays", len(hols), "skipped_events", len(skipped))
+	return &sundialv1.ImportCalendarResponse{Calendar: out, Skipped: skipped}, nil
+}
