@@ -32,7 +32,9 @@ import (
 	"github.com/sundialhq/sundial/pkg/lifecycle"
 	"github.com/sundialhq/sundial/pkg/migrations"
 	"github.com/sundialhq/sundial/pkg/secrets"
+	"github.com/sundialhq/sundial/pkg/signingkey"
 	"github.com/sundialhq/sundial/pkg/telemetry"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/console"
 	"github.com/sundialhq/sundial/services/api/internal/history"
 	"github.com/sundialhq/sundial/services/api/internal/httpapi"
@@ -80,10 +82,15 @@ type settings struct {
 	// (<dir>/<tenant>/<name>), read for names only: a job referencing a
 	// secret its tenant lacks is refused.
 	SecretsDir string
+	// SigningKEKFile holds the key-encryption key sealing tenants' webhook
+	// signing keys in Postgres (pkg/signingkey); empty: SigningKeyService
+	// is off.
+	SigningKEKFile string
 
-	fs     *flag.FlagSet // to tell flags given from defaults
-	tokens *auth.Tokens  // loaded by validate
-	quotas *quota.Quotas // loaded by validate
+	fs     *flag.FlagSet   // to tell flags given from defaults
+	tokens *auth.Tokens    // loaded by validate
+	kek    *signingkey.KEK // loaded by validate
+	quotas *quota.Quotas   // loaded by validate
 }
 
 func (s *settings) register(fs *flag.FlagSet) {
@@ -111,6 +118,7 @@ func (s *settings) register(fs *flag.FlagSet) {
 	fs.DurationVar(&s.ReleaseLead, "release-lead", server.DefaultReleaseLead, "how long before its paced fire instant a backfilled or re-driven firing is published")
 	fs.StringVar(&s.KafkaBrokers, "kafka-brokers", "", "comma-separated brokers of the cluster Kafka targets produce to; when set, a job whose target topic does not exist there is refused (empty: no check)")
 	fs.StringVar(&s.SecretsDir, "secrets-dir", "", "the workers' target-secret directory (<dir>/<tenant>/<NAME>, the workers' --secrets-dir), whose file names (never contents) say which secrets each tenant has; a job referencing a secret its tenant lacks is refused (empty: every {{secret:NAME}} reference is refused)")
+	fs.StringVar(&s.SigningKEKFile, "signing-key-encryption-key-file", "", "file of at least 32 bytes sealing tenants' webhook signing keys in Postgres (the workers need the same file); enables SigningKeyService (empty: off, every tenant is signed for with the workers' --signing-secret)")
 	s.RedisSecurity.Register(fs)
 	s.CassandraSecurity.Register(fs)
 	s.KafkaSecurity.Register(fs)
@@ -153,6 +161,13 @@ func (s *settings) validate(p *config.Problems) {
 		if st, err := os.Stat(s.SecretsDir); err != nil || !st.IsDir() {
 			p.Addf("secrets-dir", "%q is not a readable directory", s.SecretsDir)
 		}
+	}
+	if s.SigningKEKFile != "" {
+		kek, err := signingkey.LoadKEK(s.SigningKEKFile)
+		if err != nil {
+			p.Addf("signing-key-encryption-key-file", "%v", err)
+		}
+		s.kek = kek
 	}
 	s.RedisSecurity.Validate(p)
 	s.CassandraSecurity.Validate(p)
@@ -432,6 +447,17 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 		closeTopics()
 		return nil, err
 	}
+	var signingKeys sundialv1.SigningKeyServiceServer
+	if s.kek != nil {
+		svc, err := server.NewSigningKeyService(signingkey.NewStore(pool, s.kek), env.Logger, metrics)
+		if err != nil {
+			pool.Close()
+			_ = rdb.Close()
+			closeTopics()
+			return nil, err
+		}
+		signingKeys = svc
+	}
 	deadLetters, err := server.NewDeadLetterService(server.DeadLetterConfig{
 		Store:       st,
 		Logger:      env.Logger,
@@ -450,6 +476,7 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 		Tokens:          s.tokens,
 		Jobs:            jobs,
 		DeadLetters:     deadLetters,
+		SigningKeys:     signingKeys,
 		Calendars:       calendarSvc,
 		Metrics:         metrics,
 		Logger:          env.Logger,

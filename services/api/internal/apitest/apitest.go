@@ -24,6 +24,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/migrations"
+	"github.com/sundialhq/sundial/pkg/signingkey"
 	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/httpapi"
@@ -60,7 +61,14 @@ type API struct {
 	Pool *pgxpool.Pool
 	// Writer records ledger rows when Options.Ledger was set.
 	Writer *ledger.Writer
+	// SigningKEK seals the tenants' signing keys SigningKeyService
+	// creates (TestKEKMaterial's), for tests that open them as a worker.
+	SigningKEK *signingkey.KEK
 }
+
+// TestKEKMaterial is the key-encryption key material of every API's
+// SigningKeyService.
+const TestKEKMaterial = "apitest-signing-key-encryption-key-0123456789"
 
 // Start runs the api for the test; everything stops when it ends.
 func Start(t testing.TB, o Options) *API {
@@ -105,8 +113,15 @@ func Start(t testing.TB, o Options) *API {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if api.SigningKEK, err = signingkey.NewKEK([]byte(TestKEKMaterial)); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := server.NewSigningKeyService(signingkey.NewStore(pool, api.SigningKEK), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	grpcSrv, err := server.NewGRPC(server.GRPCConfig{Addr: "127.0.0.1:0", Tokens: tokens, Jobs: jobs, DeadLetters: dlq,
-		RateLimit: o.RateLimit, Clock: o.RateClock})
+		SigningKeys: keys, RateLimit: o.RateLimit, Clock: o.RateClock})
 	if err != nil {
 		t.Fatal(err)
 	}

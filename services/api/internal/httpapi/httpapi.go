@@ -151,6 +151,9 @@ func Gateway(ctx context.Context, conn *grpc.ClientConn) (http.Handler, error) {
 	if err := sundialv1.RegisterDeadLetterServiceHandler(ctx, mux, conn); err != nil {
 		return nil, fmt.Errorf("httpapi: DeadLetterService routes: %w", err)
 	}
+	if err := sundialv1.RegisterSigningKeyServiceHandler(ctx, mux, conn); err != nil {
+		return nil, fmt.Errorf("httpapi: SigningKeyService routes: %w", err)
+	}
 	if err := sundialv1.RegisterCalendarServiceHandler(ctx, mux, conn); err != nil {
 		return nil, fmt.Errorf("httpapi: CalendarService routes: %w", err)
 	}

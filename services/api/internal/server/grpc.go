@@ -47,6 +47,9 @@ type GRPCConfig struct {
 	// DeadLetters serves sundial.v1.DeadLetterService; nil leaves it
 	// unregistered (Unimplemented).
 	DeadLetters sundialv1.DeadLetterServiceServer
+	// SigningKeys serves sundial.v1.SigningKeyService; nil leaves it
+	// unregistered (Unimplemented: per-tenant signing keys are off).
+	SigningKeys sundialv1.SigningKeyServiceServer
 	// Calendars serves sundial.v1.CalendarService; nil leaves it
 	// unregistered (Unimplemented).
 	Calendars sundialv1.CalendarServiceServer
@@ -133,6 +136,9 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 		// Same interceptors, so the same tokens and tenancy.
 		sundialv1.RegisterDeadLetterServiceServer(srv, cfg.DeadLetters)
 	}
+	if cfg.SigningKeys != nil {
+		sundialv1.RegisterSigningKeyServiceServer(srv, cfg.SigningKeys)
+	}
 	if cfg.Calendars != nil {
 		sundialv1.RegisterCalendarServiceServer(srv, cfg.Calendars)
 	}
@@ -143,6 +149,9 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	h.SetServingStatus(sundialv1.JobService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
 	if cfg.DeadLetters != nil {
 		h.SetServingStatus(sundialv1.DeadLetterService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	}
+	if cfg.SigningKeys != nil {
+		h.SetServingStatus(sundialv1.SigningKeyService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
 	}
 	if cfg.Calendars != nil {
 		h.SetServingStatus(sundialv1.CalendarService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)

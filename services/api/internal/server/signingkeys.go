@@ -1,0 +1,121 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/pkg/signingkey"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// SigningKeyStore is the part of *signingkey.Store the service uses.
+type SigningKeyStore interface {
+	Create(ctx context.Context, tenant, actor string) (signingkey.Key, error)
+	Rotate(ctx context.Context, tenant, actor string, overlap time.Duration) (cur, prev signingkey.Key, err error)
+	List(ctx context.Context, tenant string) ([]signingkey.Key, error)
+}
+
+// SigningKeyService implements sundial.v1.SigningKeyService: the calling
+// tenant's webhook signing keys. Secrets appear in Create's and Rotate's
+// answers only, never in a log.
+type SigningKeyService struct {
+	sundialv1.UnimplementedSigningKeyServiceServer
+
+	store   SigningKeyStore
+	logger  *slog.Logger
+	metrics *Metrics
+}
+
+// NewSigningKeyService returns the service over store.
+func NewSigningKeyService(store SigningKeyStore, logger *slog.Logger, metrics *Metrics) (*SigningKeyService, error) {
+	if store == nil {
+		return nil, errors.New("server: SigningKeyService needs a store")
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	return &SigningKeyService{store: store, logger: logger, metrics: metrics}, nil
+}
+
+func keyToProto(k signingkey.Key) *sundialv1.SigningKey {
+	p := &sundialv1.SigningKey{KeyId: k.ID, CreateTime: timestamppb.New(k.CreatedAt), Current: k.Current(), CreatedBy: k.CreatedBy}
+	if !k.Current() {
+		p.ExpireTime = timestamppb.New(k.ExpiresAt)
+	}
+	return p
+}
+
+func (s *SigningKeyService) status(ctx context.Context, op string, err error) error {
+	switch {
+	case errors.Is(err, signingkey.ErrExists):
+		return status.Error(codes.AlreadyExists, "the tenant already has a signing key; rotate it (RotateSigningKey)")
+	case errors.Is(err, signingkey.ErrNone):
+		return status.Error(codes.FailedPrecondition, "the tenant has no signing key; create one first (CreateSigningKey)")
+	}
+	return statusOf(ctx, s.logger, s.metrics, op, err)
+}
+
+// CreateSigningKey implements sundialv1.SigningKeyServiceServer.
+func (s *SigningKeyService) CreateSigningKey(ctx context.Context, _ *sundialv1.CreateSigningKeyRequest) (*sundialv1.CreateSigningKeyResponse, error) {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	k, err := s.store.Create(ctx, tenant, actorOf(ctx, tenant))
+	if err != nil {
+		return nil, s.status(ctx, "CreateSigningKey", err)
+	}
+	s.logger.InfoContext(ctx, "signing key created", "tenant", tenant, "key_id", k.ID, "actor", k.CreatedBy)
+	return &sundialv1.CreateSigningKeyResponse{Key: keyToProto(k), Secret: string(k.Secret)}, nil
+}
+
+// RotateSigningKey implements sundialv1.SigningKeyServiceServer.
+func (s *SigningKeyService) RotateSigningKey(ctx context.Context, req *sundialv1.RotateSigningKeyRequest) (*sundialv1.RotateSigningKeyResponse, error) {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	overlap := signingkey.DefaultOverlap
+	if o := req.GetOverlap(); o != nil {
+		if err := o.CheckValid(); err != nil {
+			return nil, invalidf("overlap", "is not a valid duration")
+		}
+		overlap = o.AsDuration()
+		if overlap < 0 || overlap > signingkey.MaxOverlap {
+			return nil, invalidf("overlap", "must be between 0 and %s, got %s", signingkey.MaxOverlap, overlap)
+		}
+	}
+	cur, prev, err := s.store.Rotate(ctx, tenant, actorOf(ctx, tenant), overlap)
+	if err != nil {
+		return nil, s.status(ctx, "RotateSigningKey", err)
+	}
+	s.logger.InfoContext(ctx, "signing key rotated", "tenant", tenant, "key_id", cur.ID, "previous_key_id", prev.ID,
+		"previous_expires_at", prev.ExpiresAt, "actor", cur.CreatedBy)
+	return &sundialv1.RotateSigningKeyResponse{Key: keyToProto(cur), Secret: string(cur.Secret), Previous: keyToProto(prev)}, nil
+}
+
+// ListSigningKeys implements sundialv1.SigningKeyServiceServer.
+func (s *SigningKeyService) ListSigningKeys(ctx context.Context, _ *sundialv1.ListSigningKeysRequest) (*sundialv1.ListSigningKeysResponse, error) {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := s.store.List(ctx, tenant)
+	if err != nil {
+		return nil, s.status(ctx, "ListSigningKeys", err)
+	}
+	out := &sundialv1.ListSigningKeysResponse{}
+	for _, k := range keys {
+		out.Keys = append(out.Keys, keyToProto(k))
+	}
+	return out, nil
+}
