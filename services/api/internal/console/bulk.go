@@ -3,7 +3,7 @@ package console
 import (
 	"fmt"
 	"net/http"
-	"net/url"
+	"strconv"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -12,72 +12,144 @@ import (
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
-// maxBulk bounds one bulk action: each job is one change (a version, an
-// audit row, its unpublished firings dropped), made one after the other
-// inside one request. More than this is refused with a count, so the user
-// narrows the filter rather than waiting on a request that times out.
-const maxBulk = 1000
+// maxSelected bounds a bulk action on selected rows: the ids travel in the
+// form, and a page shows 50. Everything a filter matches, however many,
+// goes through the api's BulkJobAction instead.
+const maxSelected = 1000
 
 var bulkVerbs = map[string]string{"pause": "Pause", "resume": "Resume", "delete": "Delete"}
 
+var bulkActions = map[string]sundialv1.BulkAction{
+	"pause": sundialv1.BulkAction_BULK_ACTION_PAUSE, "resume": sundialv1.BulkAction_BULK_ACTION_RESUME, "delete": sundialv1.BulkAction_BULK_ACTION_DELETE,
+}
+
 // bulk pauses, resumes or deletes the selected jobs, or every job the
 // list's filter matches. The first POST counts and asks; the confirmation
-// applies. For a filter the confirmation lists the filter again, so jobs
-// that stopped or started matching in between are judged as they are then.
+// applies.
 func (c *Console) bulk(w http.ResponseWriter, r *http.Request, s *session) {
-	ctx := s.call(r.Context())
 	action := r.PostFormValue("action")
 	verb, ok := bulkVerbs[action]
 	if !ok {
 		c.render(w, http.StatusBadRequest, "error", s, map[string]any{"Title": "Bad request", "Message": "no such bulk action"})
 		return
 	}
-	statusText, labelText, nameText := r.PostFormValue("status"), strings.TrimSpace(r.PostFormValue("labels")), strings.TrimSpace(r.PostFormValue("name"))
-	byFilter := r.PostFormValue("scope") == "filter"
-	var jobs []*sundialv1.Job
-	if byFilter {
-		req := &sundialv1.ListJobsRequest{PageSize: maxBulk, NameContains: nameText}
-		if statusText != "" {
-			v, ok := sundialv1.JobStatus_value["JOB_STATUS_"+strings.ToUpper(statusText)]
-			if !ok {
-				c.render(w, http.StatusBadRequest, "error", s, map[string]any{"Title": "Bad filter", "Message": "unknown status " + statusText})
+	f := readFilter(r.PostFormValue)
+	if len(f.Errors) > 0 {
+		c.render(w, http.StatusBadRequest, "jobs", s, map[string]any{"Filter": f, "Statuses": statuses, "FirstPage": true})
+		return
+	}
+	if r.PostFormValue("scope") == "filter" {
+		c.bulkByFilter(w, r, s, action, verb, f)
+		return
+	}
+	c.bulkSelected(w, r, s, action, verb, f)
+}
+
+// bulkByFilter: the api counts what the filter matches (a dry run) and the
+// confirmation says how many; confirmed, the api changes them in calls of
+// BulkBatch jobs, each continuing after the last, for up to BulkBudget.
+// Past that the page says how far it got and offers to continue from
+// there, so no request outlives a proxy's timeout however many jobs match.
+// Each call re-applies the filter: jobs that stopped or started matching
+// since the count are judged as they are then.
+func (c *Console) bulkByFilter(w http.ResponseWriter, r *http.Request, s *session, action, verb string, f listFilter) {
+	ctx := s.call(r.Context())
+	hidden := [][2]string{{"action", action}, {"scope", "filter"}}
+	hidden = append(hidden, f.Pairs()...)
+	if r.PostFormValue("confirm") != "yes" {
+		req := f.bulkRequest(bulkActions[action])
+		req.DryRun = true
+		resp, err := c.jobs.BulkJobAction(ctx, req)
+		if err != nil {
+			if f.refused(err) {
+				c.render(w, http.StatusBadRequest, "jobs", s, map[string]any{"Filter": f, "Statuses": statuses, "FirstPage": true})
 				return
 			}
-			req.Status = sundialv1.JobStatus(v)
+			c.fail(w, r, s, err)
+			return
 		}
-		if labelText != "" {
-			labels, err := parseLabels(labelText)
-			if err != nil {
-				c.render(w, http.StatusBadRequest, "error", s, map[string]any{"Title": "Bad filter", "Message": err.Error()})
-				return
-			}
-			req.Labels = labels
+		if resp.GetMatched() == 0 {
+			c.render(w, http.StatusBadRequest, "error", s, map[string]any{"Title": "Nothing matches", "Message": "No job matches the filter (" + f.text() + ")."})
+			return
 		}
-		resp, err := c.jobs.ListJobs(ctx, req)
+		count := thousands(resp.GetMatched())
+		if resp.GetCappedCount() {
+			count = "more than " + count
+		}
+		c.render(w, http.StatusOK, "confirm", s, map[string]any{
+			"Action": action, "Question": fmt.Sprintf("%s every job the filter (%s) matches: %s job(s)?", verb, f.text(), count),
+			"Post": "/jobs/bulk", "Back": "/jobs?" + f.values().Encode(), "Jobs": resp.GetSample(),
+			"More": resp.GetMatched() - int64(len(resp.GetSample())), "MorePlus": resp.GetCappedCount(), "Hidden": hidden,
+		})
+		return
+	}
+	// Running totals of earlier rounds, carried by the continue form (only
+	// shown, never trusted for anything else).
+	atoi := func(k string) int64 { n, _ := strconv.ParseInt(r.PostFormValue(k), 10, 64); return max(n, 0) }
+	changed, seen, refusedN := atoi("changed"), atoi("seen"), atoi("refused")
+	var refused []string
+	tok := r.PostFormValue("page_token")
+	deadline := c.cfg.Clock.Now().Add(c.cfg.BulkBudget)
+	for {
+		req := f.bulkRequest(bulkActions[action])
+		req.Limit, req.PageToken = int32(c.cfg.BulkBatch), tok
+		resp, err := c.jobs.BulkJobAction(ctx, req)
 		if err != nil {
 			c.fail(w, r, s, err)
 			return
 		}
-		if resp.GetNextPageToken() != "" {
-			c.render(w, http.StatusBadRequest, "error", s, map[string]any{"Title": "Too many jobs",
-				"Message": fmt.Sprintf("The filter matches more than %d jobs; narrow it (status, labels) and apply it in parts.", maxBulk)})
-			return
-		}
-		jobs = resp.GetJobs()
-	} else {
-		ids := r.PostForm["id"]
-		if len(ids) > maxBulk {
-			c.render(w, http.StatusBadRequest, "error", s, map[string]any{"Title": "Too many jobs", "Message": fmt.Sprintf("At most %d at once.", maxBulk)})
-			return
-		}
-		for _, id := range ids {
-			got, err := c.jobs.GetJob(ctx, &sundialv1.GetJobRequest{Id: id})
-			if err != nil {
-				c.fail(w, r, s, err)
-				return
+		changed += resp.GetChanged()
+		seen += resp.GetMatched()
+		refusedN += int64(len(resp.GetRefused()))
+		for _, x := range resp.GetRefused() {
+			if len(refused) < 5 {
+				refused = append(refused, x.GetName()+": "+x.GetReason())
 			}
-			jobs = append(jobs, got.GetJob())
 		}
+		if tok = resp.GetNextPageToken(); tok == "" {
+			break
+		}
+		if !c.cfg.Clock.Now().Before(deadline) {
+			h := append(hidden, [2]string{"page_token", tok}, [2]string{"changed", strconv.FormatInt(changed, 10)},
+				[2]string{"seen", strconv.FormatInt(seen, 10)}, [2]string{"refused", strconv.FormatInt(refusedN, 10)})
+			c.render(w, http.StatusOK, "confirm", s, map[string]any{
+				"Action": "continue", "Progress": true,
+				"Question": fmt.Sprintf("%s so far: %s of %s job(s) gone through changed; more jobs match the filter (%s). Continue from where it stopped?",
+					pastTense(verb), thousands(changed), thousands(seen), f.text()),
+				"Post": "/jobs/bulk", "Back": "/jobs?" + f.values().Encode(), "Hidden": h, "Refused": refused,
+			})
+			return
+		}
+	}
+	notice := fmt.Sprintf("%s: %s job(s)", strings.ToLower(pastTense(verb)), thousands(changed))
+	if unchanged := seen - changed - refusedN; unchanged > 0 {
+		notice += fmt.Sprintf(", %s already so", thousands(unchanged))
+	}
+	if refusedN > 0 {
+		notice += fmt.Sprintf("; %s refused (%s)", thousands(refusedN), strings.Join(refused, "; "))
+	}
+	q := f.values()
+	q.Set("done", notice)
+	http.Redirect(w, r, "/jobs?"+q.Encode(), http.StatusSeeOther)
+}
+
+// bulkSelected changes the selected rows, each through its own call.
+func (c *Console) bulkSelected(w http.ResponseWriter, r *http.Request, s *session, action, verb string, f listFilter) {
+	ctx := s.call(r.Context())
+	ids := r.PostForm["id"]
+	if len(ids) > maxSelected {
+		c.render(w, http.StatusBadRequest, "error", s, map[string]any{"Title": "Too many jobs",
+			"Message": fmt.Sprintf("At most %d selected at once; to change more, use the buttons for everything the filter matches.", maxSelected)})
+		return
+	}
+	var jobs []*sundialv1.Job
+	for _, id := range ids {
+		got, err := c.jobs.GetJob(ctx, &sundialv1.GetJobRequest{Id: id})
+		if err != nil {
+			c.fail(w, r, s, err)
+			return
+		}
+		jobs = append(jobs, got.GetJob())
 	}
 	if len(jobs) == 0 {
 		c.render(w, http.StatusBadRequest, "error", s, map[string]any{"Title": "Nothing selected", "Message": "Select jobs, or filter the list, first."})
@@ -88,14 +160,14 @@ func (c *Console) bulk(w http.ResponseWriter, r *http.Request, s *session) {
 		if len(shown) > 20 {
 			shown = shown[:20]
 		}
-		what := "the selected"
-		if byFilter {
-			what = "every job the filter (" + filterText(statusText, labelText, nameText) + ") matches:"
+		h := [][2]string{{"action", action}}
+		h = append(h, f.Pairs()...)
+		for _, j := range jobs {
+			h = append(h, [2]string{"id", j.GetId()})
 		}
 		c.render(w, http.StatusOK, "confirm", s, map[string]any{
-			"Action": strings.ToLower(verb), "Question": fmt.Sprintf("%s %s %d job(s)?", verb, what, len(jobs)),
-			"Post": "/jobs/bulk", "Back": "/jobs", "Jobs": shown, "More": len(jobs) - len(shown),
-			"Hidden": bulkHidden(action, byFilter, statusText, labelText, nameText, jobs),
+			"Action": action, "Question": fmt.Sprintf("%s the selected %d job(s)?", verb, len(jobs)),
+			"Post": "/jobs/bulk", "Back": "/jobs", "Jobs": shown, "More": int64(len(jobs) - len(shown)), "Hidden": h,
 		})
 		return
 	}
@@ -121,47 +193,22 @@ func (c *Console) bulk(w http.ResponseWriter, r *http.Request, s *session) {
 			return
 		}
 	}
-	notice := fmt.Sprintf("%sd: %d job(s)", strings.ToLower(verb), done)
+	notice := fmt.Sprintf("%s: %d job(s)", strings.ToLower(pastTense(verb)), done)
 	if len(failed) > 0 {
 		notice += fmt.Sprintf("; %d refused (%s)", len(failed), strings.Join(failed, "; "))
 	}
-	q := url.Values{"done": {notice}}
-	if statusText != "" {
-		q.Set("status", statusText)
-	}
-	if labelText != "" {
-		q.Set("labels", labelText)
-	}
-	if nameText != "" {
-		q.Set("name", nameText)
-	}
+	q := f.values()
+	q.Set("done", notice)
 	http.Redirect(w, r, "/jobs?"+q.Encode(), http.StatusSeeOther)
 }
 
-func filterText(statusText, labelText, nameText string) string {
-	parts := []string{}
-	if statusText != "" {
-		parts = append(parts, "status "+statusText)
-	} else {
-		parts = append(parts, "all but deleted")
-	}
-	if labelText != "" {
-		parts = append(parts, "labels "+labelText)
-	}
-	if nameText != "" {
-		parts = append(parts, "name containing "+nameText)
-	}
-	return strings.Join(parts, ", ")
-}
+func pastTense(verb string) string { return verb + "d" } // Pause, Resume, Delete
 
-// bulkHidden is what the confirmation form posts back.
-func bulkHidden(action string, byFilter bool, statusText, labelText, nameText string, jobs []*sundialv1.Job) [][2]string {
-	h := [][2]string{{"action", action}}
-	if byFilter {
-		return append(h, [2]string{"scope", "filter"}, [2]string{"status", statusText}, [2]string{"labels", labelText}, [2]string{"name", nameText})
+// thousands prints 1234567 as "1,234,567".
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
 	}
-	for _, j := range jobs {
-		h = append(h, [2]string{"id", j.GetId()})
-	}
-	return h
+	return s
 }

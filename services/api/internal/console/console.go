@@ -63,8 +63,16 @@ type Config struct {
 	// SecureCookies marks the session cookie Secure even when the request
 	// came in over plain HTTP (TLS terminated by a proxy in front).
 	SecureCookies bool
-	Logger        *slog.Logger
-	Clock         clock.Clock
+	// BulkBatch is how many jobs one BulkJobAction call changes when the
+	// console applies an action to everything a filter matches; 10,000 by
+	// default (the api's most).
+	BulkBatch int
+	// BulkBudget is how long one such request keeps calling before it
+	// shows how far it got and offers to continue; 20 s by default, under
+	// the usual proxy timeouts.
+	BulkBudget time.Duration
+	Logger     *slog.Logger
+	Clock      clock.Clock
 }
 
 // Console is the console's http.Handler.
@@ -87,6 +95,12 @@ func New(cfg Config) (*Console, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
+	}
+	if cfg.BulkBatch <= 0 {
+		cfg.BulkBatch = 10000
+	}
+	if cfg.BulkBudget <= 0 {
+		cfg.BulkBudget = 20 * time.Second
 	}
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = 12 * time.Hour

@@ -148,52 +148,40 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 
 var statuses = []string{"active", "paused", "completed", "deleted"}
 
-// jobList: filters by status and labels, keyset paging by the api's page
-// token (creation order), so page 10,000 costs what page 1 does.
+// jobList: filters by status, labels, name and next fire, keyset paging by
+// the api's page token (creation order), so page 10,000 costs what page 1
+// does.
 func (c *Console) jobList(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
-	req := &sundialv1.ListJobsRequest{PageSize: 50, PageToken: q.Get("page")}
-	if st := q.Get("status"); st != "" {
-		v, ok := sundialv1.JobStatus_value["JOB_STATUS_"+strings.ToUpper(st)]
-		if !ok {
-			c.render(w, http.StatusBadRequest, "error", s, map[string]any{"Title": "Bad filter", "Message": "unknown status " + st})
-			return
-		}
-		req.Status = sundialv1.JobStatus(v)
+	f := readFilter(q.Get)
+	data := map[string]any{"Filter": f, "Statuses": statuses, "FirstPage": q.Get("page") == "", "Done": q.Get("done")}
+	if len(f.Errors) > 0 {
+		c.render(w, http.StatusBadRequest, "jobs", s, data)
+		return
 	}
-	req.NameContains = strings.TrimSpace(q.Get("name"))
-	labelText := strings.TrimSpace(q.Get("labels"))
-	if labelText != "" {
-		labels, err := parseLabels(labelText)
-		if err != nil {
-			c.render(w, http.StatusBadRequest, "error", s, map[string]any{"Title": "Bad filter", "Message": err.Error()})
-			return
-		}
-		req.Labels = labels
-	}
+	req := f.listRequest()
+	req.PageSize, req.PageToken = 50, q.Get("page")
 	resp, err := c.jobs.ListJobs(s.call(r.Context()), req)
 	if err != nil {
+		if f.refused(err) {
+			c.render(w, http.StatusBadRequest, "jobs", s, data)
+			return
+		}
 		c.fail(w, r, s, err)
 		return
 	}
-	var next string
+	data["Jobs"] = resp.GetJobs()
 	if t := resp.GetNextPageToken(); t != "" {
-		nq := url.Values{"page": {t}}
-		if v := q.Get("status"); v != "" {
-			nq.Set("status", v)
-		}
-		if labelText != "" {
-			nq.Set("labels", labelText)
-		}
-		if req.NameContains != "" {
-			nq.Set("name", req.NameContains)
-		}
-		next = "/jobs?" + nq.Encode()
+		nq := f.values()
+		nq.Set("page", t)
+		data["Next"] = "/jobs?" + nq.Encode()
 	}
-	c.render(w, http.StatusOK, "jobs", s, map[string]any{
-		"Jobs": resp.GetJobs(), "Next": next, "Status": q.Get("status"), "Labels": labelText, "Name": req.NameContains, "Statuses": statuses,
-		"FirstPage": req.PageToken == "", "Done": q.Get("done"),
-	})
+	if v := f.values().Encode(); v != "" {
+		data["First"] = "/jobs?" + v
+	} else {
+		data["First"] = "/jobs"
+	}
+	c.render(w, http.StatusOK, "jobs", s, data)
 }
 
 // parseLabels reads "team=billing, env=prod" (commas or new lines).
