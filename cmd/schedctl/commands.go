@@ -145,6 +145,27 @@ func commands() []command {
 		{name: "audit", usage: "[flags] JOB_ID",
 			summary: "Show a job's audit trail, newest first: who changed what, when.",
 			run:     remoteCmd[auditOpts]{flags: (*auditOpts).register, run: runAudit}},
+		{name: "calendar create", usage: "[flags] NAME [--holiday YYYY-MM-DD[=NAME]]... [--weekend SAT,SUN|none]",
+			summary: "Create a business calendar: holidays plus weekend days (default Saturday and Sunday).\n" +
+				"Jobs name it with --calendar; --calendar-policy says whether their instants on those days\n" +
+				"are skipped or moved to the next or previous business day.",
+			run: remoteCmd[calendarOpts]{flags: (*calendarOpts).register, run: runCalendarCreate}},
+		{name: "calendar update", usage: "[flags] NAME [--holiday YYYY-MM-DD[=NAME]]... [--weekend SAT,SUN|none]",
+			summary: "Replace a calendar's holidays, weekend and description (flags not given are cleared; the weekend returns to SAT,SUN).\n" +
+				"Takes effect for instants not yet staged (about the next two minutes are).",
+			run: remoteCmd[calendarUpdateOpts]{flags: (*calendarUpdateOpts).register, run: runCalendarUpdate}},
+		{name: "calendar import", usage: "[flags] NAME FILE.ics",
+			summary: "Create a calendar (or with --replace, replace one's holidays) from an iCalendar file.\n" +
+				"Each all-day VEVENT (DTSTART;VALUE=DATE, up to DTEND) is a holiday named by its SUMMARY;\n" +
+				"timed, recurring (RRULE/RDATE) and cancelled events are skipped and listed on stderr.",
+			run: remoteCmd[calendarImportOpts]{flags: (*calendarImportOpts).register, run: runCalendarImport}},
+		{name: "calendar list", usage: "[flags]", summary: "List your business calendars by name.",
+			run: remoteCmd[noOpts]{run: runCalendarList}},
+		{name: "calendar show", usage: "[flags] NAME", summary: "Show one calendar and its holidays.",
+			run: remoteCmd[noOpts]{run: runCalendarShow}},
+		{name: "calendar delete", usage: "[flags] NAME",
+			summary: "Delete a calendar; refused while a job that is not deleted uses it.",
+			run:     remoteCmd[noOpts]{run: runCalendarDelete}},
 		{name: "dlq list", usage: "[flags]",
 			summary: "List dead letters (executions that exhausted their attempts), newest first.",
 			run:     remoteCmd[dlqListOpts]{flags: (*dlqListOpts).register, run: runDLQList}},

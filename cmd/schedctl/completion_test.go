@@ -208,6 +208,8 @@ func TestCompletionValuesAreAccepted(t *testing.T) {
 		"pause": {"J1"}, "resume": {"J1"}, "delete": {"J1"}, "trigger": {"J1"}, "history": {"J1"},
 		"server-preview": {"--cron", "@daily"}, "backfill": {"J1", "--from", "2h", "--to", "1h"}, "audit": {"J1"},
 		"dlq list": {}, "dlq show": {"E1"}, "dlq redrive": {"--all"},
+		"calendar create": {"c1"}, "calendar update": {"c1"}, "calendar import": {"c1", "testdata/holidays.ics"},
+		"calendar list": {}, "calendar show": {"c1"}, "calendar delete": {"c1"},
 	}
 	tree, err := buildTree(commands())
 	if err != nil {

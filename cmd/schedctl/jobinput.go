@@ -49,6 +49,7 @@ type jobFlags struct {
 	file string
 
 	name, cron, once, every, rrule, timezone, start, end, dstGap, dstRepeat string
+	calendar, calendarPolicy                                                string
 	url, method, kafkaTopic, kafkaKey                                       string
 	payload, payloadFile                                                    string
 	priority, backoff, misfire, overlap                                     string
@@ -73,6 +74,8 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.end, "end", "", "no slot after this RFC 3339 instant")
 	fs.StringVar(&f.dstGap, "dst-gap", "", "spring-forward policy: SHIFT or SKIP")
 	fs.StringVar(&f.dstRepeat, "dst-repeat", "", "fall-back policy: FIRST, LAST or BOTH")
+	fs.StringVar(&f.calendar, "calendar", "", "business calendar (schedctl calendar create) whose holidays and weekend days the schedule skips or moves; \"\" (with update) removes it")
+	fs.StringVar(&f.calendarPolicy, "calendar-policy", "", "with --calendar: SKIP (default), MOVE_NEXT or MOVE_PREVIOUS business day")
 	fs.StringVar(&f.url, "url", "", "HTTP target URL")
 	fs.StringVar(&f.method, "method", "", "HTTP method (default POST)")
 	fs.Var(f.headers, "header", "HTTP target header Name=value (repeatable); a value may reference secrets, e.g. 'Authorization=Bearer {{secret:api_token}}'")
@@ -108,6 +111,7 @@ var flagPaths = map[string]string{
 	"cron": "schedule.cron", "once": "schedule.once", "every": "schedule.interval", "rrule": "schedule.rrule",
 	"timezone": "schedule.timezone", "start": "schedule.start_time", "end": "schedule.end_time",
 	"dst-gap": "schedule.dst_gap", "dst-repeat": "schedule.dst_repeat",
+	"calendar": "schedule.calendar", "calendar-policy": "schedule.calendar_policy",
 	"url": "target.http.url", "method": "target.http.method", "header": "target.http.headers", "secret-header": "target.http.headers",
 	"kafka-topic": "target.kafka.topic", "kafka-key": "target.kafka.key",
 	"payload": "payload", "payload-file": "payload",
@@ -123,12 +127,13 @@ var flagPaths = map[string]string{
 func jobFlagValues() map[string][]string {
 	upper := func(s string) string { return s }
 	return map[string][]string{
-		"dst-gap":    enumWords(sundialv1.DstGapPolicy_value, "DST_GAP_POLICY_", upper),
-		"dst-repeat": enumWords(sundialv1.DstRepeatPolicy_value, "DST_REPEAT_POLICY_", upper),
-		"priority":   enumWords(sundialv1.Priority_value, "PRIORITY_", upper),
-		"backoff":    enumWords(sundialv1.Backoff_value, "BACKOFF_", upper),
-		"misfire":    enumWords(sundialv1.MisfireAction_value, "MISFIRE_ACTION_", upper),
-		"overlap":    enumWords(sundialv1.OverlapPolicy_value, "OVERLAP_POLICY_", upper),
+		"dst-gap":         enumWords(sundialv1.DstGapPolicy_value, "DST_GAP_POLICY_", upper),
+		"dst-repeat":      enumWords(sundialv1.DstRepeatPolicy_value, "DST_REPEAT_POLICY_", upper),
+		"calendar-policy": calendarPolicyWords(),
+		"priority":        enumWords(sundialv1.Priority_value, "PRIORITY_", upper),
+		"backoff":         enumWords(sundialv1.Backoff_value, "BACKOFF_", upper),
+		"misfire":         enumWords(sundialv1.MisfireAction_value, "MISFIRE_ACTION_", upper),
+		"overlap":         enumWords(sundialv1.OverlapPolicy_value, "OVERLAP_POLICY_", upper),
 	}
 }
 
@@ -291,6 +296,12 @@ func (f *jobFlags) apply(job *sundialv1.Job, given map[string]bool) error {
 	if given["dst-repeat"] {
 		sched().DstRepeat = sundialv1.DstRepeatPolicy(enum("dst-repeat", "DST_REPEAT_POLICY_", f.dstRepeat, sundialv1.DstRepeatPolicy_value))
 	}
+	if given["calendar"] {
+		sched().Calendar = f.calendar
+	}
+	if given["calendar-policy"] {
+		sched().CalendarPolicy = sundialv1.CalendarPolicy(enum("calendar-policy", "CALENDAR_POLICY_", f.calendarPolicy, sundialv1.CalendarPolicy_value))
+	}
 	if given["url"] {
 		httpT().Url = f.url
 	}
@@ -368,14 +379,16 @@ func (f *jobFlags) apply(job *sundialv1.Job, given map[string]bool) error {
 // enumPrefixes lets job files say `priority: HIGH` rather than the full
 // `PRIORITY_HIGH`; the full names work too.
 var enumPrefixes = map[string]string{
-	"priority":   "PRIORITY_",
-	"overlap":    "OVERLAP_POLICY_",
-	"dst_gap":    "DST_GAP_POLICY_",
-	"dstGap":     "DST_GAP_POLICY_",
-	"dst_repeat": "DST_REPEAT_POLICY_",
-	"dstRepeat":  "DST_REPEAT_POLICY_",
-	"backoff":    "BACKOFF_",
-	"action":     "MISFIRE_ACTION_",
+	"priority":        "PRIORITY_",
+	"overlap":         "OVERLAP_POLICY_",
+	"dst_gap":         "DST_GAP_POLICY_",
+	"dstGap":          "DST_GAP_POLICY_",
+	"dst_repeat":      "DST_REPEAT_POLICY_",
+	"dstRepeat":       "DST_REPEAT_POLICY_",
+	"calendar_policy": "CALENDAR_POLICY_",
+	"calendarPolicy":  "CALENDAR_POLICY_",
+	"backoff":         "BACKOFF_",
+	"action":          "MISFIRE_ACTION_",
 }
 
 // parseJobFile reads a job in the protobuf JSON mapping, written as JSON or

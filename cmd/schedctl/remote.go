@@ -48,6 +48,7 @@ type remote struct {
 	io      cmdIO
 	client  sundialv1.JobServiceClient
 	dlq     sundialv1.DeadLetterServiceClient
+	cals    sundialv1.CalendarServiceClient
 	output  string // "table" or "json"
 	timeout time.Duration
 }
@@ -110,6 +111,7 @@ func runRemote(ctx context.Context, cio cmdIO, fs *flag.FlagSet, cf *connFlags, 
 	}
 	defer conn.Close()
 	r := &remote{io: cio, client: sundialv1.NewJobServiceClient(conn), dlq: sundialv1.NewDeadLetterServiceClient(conn),
+		cals:   sundialv1.NewCalendarServiceClient(conn),
 		output: cf.output, timeout: cf.timeout}
 	if err := run(ctx, r); err != nil {
 		if errors.Is(err, errUsage) {

@@ -309,5 +309,15 @@ func runServerPreview(ctx context.Context, r *remote, o *serverPreviewOpts, args
 	for _, t := range resp.GetTimes() {
 		fmt.Fprintf(r.io.Stdout, "%s  %s\n", t.AsTime().UTC().Format(time.RFC3339), t.AsTime().In(loc).Format("Mon 2006-01-02 15:04:05 MST"))
 	}
+	if adj := resp.GetAdjustments(); len(adj) > 0 {
+		fmt.Fprintln(r.io.Stdout, "calendar:")
+		for _, a := range adj {
+			to := "removed"
+			if a.GetMovedTo() != nil {
+				to = "-> " + a.GetMovedTo().AsTime().UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(r.io.Stdout, "  %s %s  %s\n", a.GetTime().AsTime().UTC().Format(time.RFC3339), to, a.GetReason())
+		}
+	}
 	return nil
 }

@@ -31,7 +31,8 @@ var fakeNow = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
 type fakeAPI struct {
 	dlq  fakeDLQ
-	jobs fakeJobCalls // remote_jobs_test.go
+	jobs fakeJobCalls  // remote_jobs_test.go
+	cals fakeCalendars // calendars_test.go
 
 	sundialv1.UnimplementedJobServiceServer
 	mu       sync.Mutex
@@ -90,6 +91,7 @@ func startFake(t *testing.T) (*fakeAPI, string) {
 	f := &fakeAPI{}
 	sundialv1.RegisterJobServiceServer(srv, f)
 	sundialv1.RegisterDeadLetterServiceServer(srv, &f.dlq)
+	sundialv1.RegisterCalendarServiceServer(srv, &f.cals)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

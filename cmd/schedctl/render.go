@@ -76,6 +76,13 @@ func scheduleText(s *sundialv1.Schedule) string {
 	if tz := s.GetTimezone(); tz != "" && tz != "UTC" {
 		b.WriteString(" (" + tz + ")")
 	}
+	if c := s.GetCalendar(); c != "" {
+		p := enumWord(s.GetCalendarPolicy().String(), "CALENDAR_POLICY_")
+		if p == "UNSPECIFIED" {
+			p = "SKIP"
+		}
+		b.WriteString(" [calendar " + c + ", " + p + "]")
+	}
 	return b.String()
 }
 
