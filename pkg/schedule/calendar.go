@@ -245,16 +245,13 @@ func (c *Calendared) String() string { return c.base.String() }
 
 // Describe adds the calendar to the underlying description.
 func (c *Calendared) Describe() string {
-	var what string
 	switch c.policy {
 	case CalendarSkip:
-		what = "skipping"
+		return fmt.Sprintf("%s, skipping the holidays and weekend days of calendar %s", c.base.Describe(), c.cal.name)
 	case CalendarNext:
-		what = "moving to the next business day"
-	default:
-		what = "moving to the previous business day"
+		return fmt.Sprintf("%s, moved to the next business day of calendar %s on its holidays and weekend days", c.base.Describe(), c.cal.name)
 	}
-	return fmt.Sprintf("%s, %s holidays and weekends of calendar %s", c.base.Describe(), what, c.cal.name)
+	return fmt.Sprintf("%s, moved to the previous business day of calendar %s on its holidays and weekend days", c.base.Describe(), c.cal.name)
 }
 
 // dayNum is the day number of t's wall date in loc.

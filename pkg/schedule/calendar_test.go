@@ -190,3 +190,28 @@ func fmtTimes(ts []time.Time, loc *time.Location) string {
 	}
 	return fmt.Sprintf("%d:%s", len(ts), s)
 }
+
+// The cost of Next over a long non-business stretch: a per-second and a
+// daily schedule, moved over a four-day Christmas weekend.
+func BenchmarkCalendarNext(b *testing.B) {
+	loc, _ := time.LoadLocation("Europe/Berlin")
+	cal, err := NewCalendar("de", []Holiday{{Date{2026, 12, 24}, "a"}, {Date{2026, 12, 25}, "b"}, {Date{2026, 12, 28}, "c"}}, DefaultWeekend)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, expr := range []string{"* * * * * *", "0 9 * * *"} {
+		for _, p := range []CalendarPolicy{CalendarSkip, CalendarNext, CalendarPrevious} {
+			base, _ := Parse(expr, Options{Location: loc})
+			cs, _ := WithCalendar(base, cal, p, loc)
+			from := time.Date(2026, 12, 23, 12, 0, 0, 0, time.UTC)
+			b.Run(fmt.Sprintf("%s/%s", expr, p), func(b *testing.B) {
+				for b.Loop() {
+					t := from
+					for range 10 {
+						t = cs.Next(t.Add(24 * time.Hour / 10))
+					}
+				}
+			})
+		}
+	}
+}
