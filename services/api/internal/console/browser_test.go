@@ -254,6 +254,18 @@ func TestBrowserConsole(t *testing.T) {
 		t.Fatalf("edited name %q", got)
 	}
 
+	// The audit page: the tenant's changes so far, newest first, reached
+	// from the menu.
+	run("audit",
+		chromedp.Click(css(`header a[href="/audit"]`)),
+		chromedp.WaitVisible(css("#audit")),
+		shot("16-audit"),
+	)
+	if a := text("audit rows", "#audit tbody"); !strings.Contains(a, "nightly-report-eu") || strings.Index(a, "update") > strings.Index(a, "resume") ||
+		strings.Index(a, "resume") > strings.Index(a, "pause") || strings.Index(a, "pause") > strings.Index(a, "create") {
+		t.Fatalf("the audit page reads %q", a)
+	}
+
 	// Backfill: the dry run lists the slots, the confirmation stages them.
 	run("backfill dry run",
 		chromedp.Navigate(base+"/jobs/"+jobID+"/backfill"), chromedp.WaitVisible(css("#dry-run")),

@@ -132,3 +132,48 @@ func TestIntegrationConsoleNextFireFilter(t *testing.T) {
 		t.Fatalf("inverted bounds: %d\n%s", code, list)
 	}
 }
+
+// The audit page lists the tenant's changes across its jobs with their
+// names and actors, or one job's; another tenant sees none of them.
+func TestIntegrationConsoleAudit(t *testing.T) {
+	api := startConsole(t, false)
+	acme := newBrowser(t, api)
+	acme.signIn(apitest.TokenAcme)
+	_, page, _ := acme.do("GET", "/jobs/new", nil)
+	token := csrf(t, page)
+	var ids []string
+	for _, name := range []string{"first-job", "second-job"} {
+		code, _, h := acme.do("POST", "/jobs/new", url.Values{"csrf": {token}, "name": {name}, "cron": {"@hourly"}, "url": {"http://127.0.0.1:9/hook"}})
+		if code != http.StatusSeeOther {
+			t.Fatalf("create %s: %d", name, code)
+		}
+		ids = append(ids, strings.TrimPrefix(strings.SplitN(h.Get("Location"), "?", 2)[0], "/jobs/"))
+	}
+	if code, _, _ := acme.do("POST", "/jobs/"+ids[1]+"/pause", url.Values{"csrf": {token}}); code != http.StatusSeeOther {
+		t.Fatalf("pause: %d", code)
+	}
+	code, body, _ := acme.do("GET", "/audit", nil)
+	if code != http.StatusOK {
+		t.Fatalf("audit: %d", code)
+	}
+	rows := regexp.MustCompile(`(?s)<tr>\s*<td>[^<]*</td>\s*<td><a href="/jobs/([^"]+)">([^<]*)</a></td>\s*<td>([a-z]+)</td><td>(\d+)</td><td>([^<]*)</td>`).FindAllStringSubmatch(body, -1)
+	var got []string
+	for _, r := range rows {
+		got = append(got, r[2]+" "+r[3]+" v"+r[4]+" by "+r[5])
+	}
+	want := []string{"second-job pause v2 by acme/ops", "second-job create v1 by acme/ops", "first-job create v1 by acme/ops"}
+	if strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Fatalf("the trail reads %q, want %q", got, want)
+	}
+	if _, one, _ := acme.do("GET", "/audit?job="+ids[0], nil); strings.Count(one, "<td>create</td>") != 1 || strings.Contains(one, "<td>pause</td>") {
+		t.Fatalf("first-job's trail:\n%s", one)
+	}
+	globex := newBrowser(t, api)
+	globex.signIn(apitest.TokenGlobex)
+	if _, theirs, _ := globex.do("GET", "/audit", nil); !strings.Contains(theirs, "No changes recorded.") {
+		t.Fatalf("globex's audit page:\n%s", theirs)
+	}
+	if code, _, _ := globex.do("GET", "/audit?job="+ids[0], nil); code != http.StatusNotFound {
+		t.Fatalf("globex asks for acme's job's trail: %d", code)
+	}
+}

@@ -16,7 +16,8 @@
 // Pages: / (overview), /jobs (filters, keyset paging), /jobs/new (create
 // form with the api's field errors beside their fields), /jobs/{id} (spec,
 // next 20 instants, history, audit, actions), /dead-letters (filter,
-// select, re-drive with a dry run first).
+// select, re-drive with a dry run first), /audit (who changed what, across
+// the tenant's jobs).
 package console
 
 import (
@@ -120,7 +121,7 @@ func New(cfg Config) (*Console, error) {
 		jobs: sundialv1.NewJobServiceClient(cfg.Conn), dlq: sundialv1.NewDeadLetterServiceClient(cfg.Conn),
 		pages: map[string]*template.Template{},
 	}
-	for _, p := range []string{"login", "overview", "jobs", "job", "new", "confirm", "deadletters", "deadletter", "execution", "backfill", "error"} {
+	for _, p := range []string{"login", "overview", "jobs", "job", "new", "confirm", "deadletters", "deadletter", "execution", "backfill", "audit", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+p+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: template %s: %w", p, err)
@@ -146,6 +147,7 @@ func New(cfg Config) (*Console, error) {
 	mux.HandleFunc("GET /jobs/{id}/backfill", c.signedIn(c.backfillPage))
 	mux.HandleFunc("POST /jobs/{id}/backfill", c.signedIn(c.backfill))
 	mux.HandleFunc("GET /executions/{id}", c.signedIn(c.execution))
+	mux.HandleFunc("GET /audit", c.signedIn(c.audit))
 	mux.HandleFunc("GET /dead-letters", c.signedIn(c.deadLetters))
 	mux.HandleFunc("GET /dead-letters/{id}", c.signedIn(c.deadLetter))
 	mux.HandleFunc("POST /dead-letters/redrive", c.signedIn(c.redrive))
