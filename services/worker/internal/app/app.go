@@ -300,9 +300,14 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 		logger.Warn("SUNDIAL_SECRET_* variables are no longer read: they cannot say which tenant a secret belongs to (write <secrets-dir>/<tenant>/<name> instead)", "variables", vars)
 	}
 	resolver := secrets.NewResolver(local, 0, sources...)
-	route := target.Router{HTTP: target.NewHTTP(target.NewClient(tr), secret, target.WithSecrets(resolver), target.WithPolicy(policy))}
+	keyring, err := newKeyring(ctx, cfg, secret, corrected, logger.With("component", "signing"), cl)
+	if err != nil {
+		return nil, err
+	}
+	w.Services = append(w.Services, keyring) // loads the keys before anything fires
+	route := target.Router{HTTP: target.NewHTTP(target.NewClient(tr), secret, target.WithSecrets(resolver), target.WithPolicy(policy), target.WithSigner(keyring))}
 	if allow := cfg.AllowKafkaTargets; allow != "" {
-		route.Kafka = target.NewKafka(prod, secret, cfg.TopicPrefix+".", splitList(allow))
+		route.Kafka = target.NewKafka(prod, secret, cfg.TopicPrefix+".", splitList(allow)).WithSigner(keyring)
 	}
 	fire := hostguard.NewBreakers(route, hostguard.BreakerConfig{Failures: cfg.BreakerFailures, Cooldown: cfg.BreakerCooldown}, corrected, hostguard.BreakerMetrics{
 		Transition: func(from, to hostguard.State) {

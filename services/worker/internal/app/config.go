@@ -14,6 +14,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/config"
 	"github.com/sundialhq/sundial/pkg/connsec"
 	"github.com/sundialhq/sundial/pkg/netpolicy"
+	"github.com/sundialhq/sundial/pkg/signingkey"
 
 	"github.com/sundialhq/sundial/services/worker/internal/executor"
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
@@ -44,6 +45,11 @@ type Config struct {
 
 	SigningSecret     string
 	SigningSecretFile string
+	// SigningKEKFile opens the tenants' own signing keys in Postgres
+	// (pkg/signingkey); empty: every tenant is signed for with the
+	// signing secret. SigningKeyRefresh is how often they are reloaded.
+	SigningKEKFile    string
+	SigningKeyRefresh time.Duration
 
 	WorkerID  string
 	Executors int
@@ -188,6 +194,8 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.BreakerCooldown, "breaker-cooldown", 30*time.Second, "how long an open circuit breaker fails attempts fast before letting a probe through")
 	fs.IntVar(&c.MetricsMaxTenants, "metrics-max-tenants", metrics.DefaultMaxTenants, "tenants labelled by name on sundial_worker_firings_total and sundial_worker_fire_lateness_seconds; firings of any further tenant are labelled tenant=\"other\" (bounds the series count)")
 	fs.StringVar(&c.MetricsJobIDs, "metrics-job-ids", "", "comma-separated job ids (UUIDs) to watch: their firings are also counted on sundial_worker_job_firings_total and sundial_worker_job_lateness_seconds, labelled by job_id (about 36 series per job); other jobs add none")
+	fs.StringVar(&c.SigningKEKFile, "signing-key-encryption-key-file", "", "the api's --signing-key-encryption-key-file: sign each tenant's requests with its own keys from Postgres (the signing secret signs for tenants without one); empty: the signing secret signs for every tenant")
+	fs.DurationVar(&c.SigningKeyRefresh, "signing-key-refresh", 5*time.Second, "how often the tenants' signing keys are reloaded from Postgres (a new key is used within this; an expired one is dropped at its expiry)")
 	fs.StringVar(&c.SecretsDir, "secrets-dir", "", "directory with one sub-directory per tenant and one file per secret in it (<dir>/<tenant>/<NAME>) for {{secret:NAME}} header references; a job resolves only its own tenant's secrets")
 	c.RedisSecurity.Register(fs)
 	c.KafkaSecurity.Register(fs)
@@ -350,6 +358,17 @@ func (c *Config) Validate(p *config.Problems) {
 		if st, err := os.Stat(c.SecretsDir); err != nil || !st.IsDir() {
 			p.Addf("secrets-dir", "%q is not a readable directory", c.SecretsDir)
 		}
+	}
+	if c.SigningKEKFile != "" {
+		if c.PostgresDSN == "" {
+			p.Addf("signing-key-encryption-key-file", "needs --postgres-dsn, where the keys are")
+		}
+		if _, err := signingkey.LoadKEK(c.SigningKEKFile); err != nil {
+			p.Addf("signing-key-encryption-key-file", "%v", err)
+		}
+	}
+	if c.SigningKeyRefresh < 0 {
+		p.Addf("signing-key-refresh", "must not be negative, got %s", c.SigningKeyRefresh)
 	}
 	c.RedisSecurity.Validate(p)
 	c.KafkaSecurity.Validate(p)

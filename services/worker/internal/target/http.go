@@ -29,7 +29,7 @@ type Secrets interface {
 // forge its own fence or signature.
 type HTTP struct {
 	client  *http.Client
-	secret  []byte
+	signer  Signer
 	secrets Secrets
 	policy  *netpolicy.Policy
 	// DefaultTimeout applies when the envelope has no attempt timeout.
@@ -38,6 +38,10 @@ type HTTP struct {
 
 // HTTPOption configures an HTTP delivery.
 type HTTPOption func(*HTTP)
+
+// WithSigner signs with s (each tenant's own keys) instead of the one
+// secret NewHTTP was given.
+func WithSigner(s Signer) HTTPOption { return func(h *HTTP) { h.signer = s } }
 
 // WithSecrets expands secret references in the job's headers from s; without
 // it, a header with a reference fails the attempt (class secret).
@@ -97,7 +101,7 @@ func NewHTTP(client *http.Client, secret []byte, opts ...HTTPOption) *HTTP {
 	if client == nil {
 		client = NewClient(NewTransport(nil))
 	}
-	h := &HTTP{client: client, secret: secret, DefaultTimeout: 30 * time.Second}
+	h := &HTTP{client: client, signer: Secret(secret), DefaultTimeout: 30 * time.Second}
 	for _, o := range opts {
 		o(h)
 	}
@@ -178,7 +182,7 @@ func (h *HTTP) do(ctx context.Context, req Request, method string, u *url.URL, h
 		r.Header.Set("Content-Type", "application/octet-stream")
 	}
 	r.Header.Set("User-Agent", "sundial-worker")
-	for _, hd := range Headers(h.secret, req) {
+	for _, hd := range SignedHeaders(h.signer, req) {
 		r.Header.Set(hd.Name, hd.Value)
 	}
 	resp, err := h.client.Do(r)

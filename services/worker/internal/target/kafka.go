@@ -19,7 +19,7 @@ type Producer interface {
 // partition), headers = the identity headers.
 type Kafka struct {
 	producer Producer
-	secret   []byte
+	signer   Signer
 	// denyPrefix refuses topics the platform itself uses ("sundial."): a
 	// job must not be able to inject firings or dead letters.
 	denyPrefix string
@@ -31,12 +31,19 @@ type Kafka struct {
 // NewKafka returns a Kafka delivery. allow lists permitted topic prefixes
 // ("*" or empty for any); topics under denyPrefix are always refused.
 func NewKafka(p Producer, secret []byte, denyPrefix string, allow []string) *Kafka {
-	k := &Kafka{producer: p, secret: secret, denyPrefix: denyPrefix, DefaultTimeout: 30 * time.Second}
+	k := &Kafka{producer: p, signer: Secret(secret), denyPrefix: denyPrefix, DefaultTimeout: 30 * time.Second}
 	for _, a := range allow {
 		if a = strings.TrimSpace(a); a != "" && a != "*" {
 			k.allow = append(k.allow, a)
 		}
 	}
+	return k
+}
+
+// WithSigner makes k sign with s (each tenant's own keys) instead of the
+// one secret NewKafka was given, and returns k.
+func (k *Kafka) WithSigner(s Signer) *Kafka {
+	k.signer = s
 	return k
 }
 
@@ -60,7 +67,7 @@ func (k *Kafka) Fire(ctx context.Context, req Request) Result {
 		key = req.Firing.GetJobId()
 	}
 	rec := &kgo.Record{Topic: t.GetTopic(), Key: []byte(key), Value: req.Firing.GetPayload()}
-	for _, h := range Headers(k.secret, req) {
+	for _, h := range SignedHeaders(k.signer, req) {
 		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: h.Name, Value: []byte(h.Value)})
 	}
 	if err := k.producer.ProduceSync(pctx, rec).FirstErr(); err != nil {

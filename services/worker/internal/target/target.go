@@ -114,9 +114,29 @@ func (r Router) Fire(ctx context.Context, req Request) Result {
 // Header is one header name and value.
 type Header struct{ Name, Value string }
 
+// Signer makes an attempt's signature header for the firing's tenant:
+// *signing.Keyring signs with the tenant's own keys (issue 15, item 2),
+// Secret with one platform secret.
+type Signer interface {
+	Sign(tenant string, ts time.Time, executionID string, body []byte) string
+}
+
+// Secret signs every tenant's requests with one secret, unnamed.
+type Secret []byte
+
+// Sign implements Signer.
+func (s Secret) Sign(_ string, ts time.Time, executionID string, body []byte) string {
+	return signature.Sign(s, ts, executionID, body)
+}
+
 // Headers are the identity headers of an attempt, in a fixed order, signed
-// with secret over the body (the payload). Both deliveries send them.
-func Headers(secret []byte, req Request) []Header {
+// with secret over the body (the payload).
+func Headers(secret []byte, req Request) []Header { return SignedHeaders(Secret(secret), req) }
+
+// SignedHeaders are the identity headers of an attempt, in a fixed order,
+// signed by s for the firing's tenant over the body (the payload). Both
+// deliveries send them.
+func SignedHeaders(s Signer, req Request) []Header {
 	f := req.Firing
 	h := []Header{
 		{firing.HeaderIdempotencyKey, f.GetExecutionId()},
@@ -134,7 +154,7 @@ func Headers(secret []byte, req Request) []Header {
 		// context is advice a target may ignore.
 		h = append(h, Header{tracing.Header, req.Traceparent})
 	}
-	h = append(h, Header{firing.HeaderSignature, signature.Sign(secret, req.SentAt, f.GetExecutionId(), f.GetPayload())})
+	h = append(h, Header{firing.HeaderSignature, s.Sign(f.GetTenant(), req.SentAt, f.GetExecutionId(), f.GetPayload())})
 	return h
 }
 
