@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sundialhq/sundial/pkg/auth"
+	"github.com/sundialhq/sundial/pkg/calendar"
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/jobspec"
@@ -81,10 +82,12 @@ func Start(t testing.TB, o Options) *API {
 	rdb, prefix := testinfra.Redis(t)
 	st := store.New(pool)
 	api := &API{Store: st, Pool: pool}
+	calendars := calendar.NewStore(pool)
 	cfg := server.Config{
-		Store:    st,
-		Versions: lease.New(rdb, lease.WithPrefix(prefix)),
-		Clock:    clock.Real{},
+		Store:     st,
+		Versions:  lease.New(rdb, lease.WithPrefix(prefix)),
+		Clock:     clock.Real{},
+		Calendars: calendars,
 	}
 	if o.Ledger {
 		keyspace := testinfra.CassandraKeyspace(t)
@@ -120,8 +123,12 @@ func Start(t testing.TB, o Options) *API {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cals, err := server.NewCalendarService(server.CalendarConfig{Store: calendars})
+	if err != nil {
+		t.Fatal(err)
+	}
 	grpcSrv, err := server.NewGRPC(server.GRPCConfig{Addr: "127.0.0.1:0", Tokens: tokens, Jobs: jobs, DeadLetters: dlq,
-		SigningKeys: keys, RateLimit: o.RateLimit, Clock: o.RateClock})
+		SigningKeys: keys, Calendars: cals, RateLimit: o.RateLimit, Clock: o.RateClock})
 	if err != nil {
 		t.Fatal(err)
 	}
