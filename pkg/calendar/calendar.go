@@ -139,6 +139,19 @@ func Apply(sch schedule.Schedule, spec *sundialv1.Schedule, cal *sundialv1.Calen
 	if err != nil {
 		return nil, err
 	}
+	return ApplyEngine(sch, spec, ec)
+}
+
+// ApplyEngine is Apply with the calendar already built (Engine), for a
+// caller that applies one calendar to many jobs.
+func ApplyEngine(sch schedule.Schedule, spec *sundialv1.Schedule, ec *schedule.Calendar) (schedule.Schedule, error) {
+	if spec.GetCalendar() == "" {
+		return sch, nil
+	}
+	if ec == nil || ec.Name() != spec.GetCalendar() {
+		return nil, fmt.Errorf("calendar: schedule names calendar %q but another was given", spec.GetCalendar())
+	}
+	var err error
 	loc := time.UTC
 	if tz := spec.GetTimezone(); tz != "" {
 		if loc, err = time.LoadLocation(tz); err != nil {

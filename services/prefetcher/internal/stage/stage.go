@@ -61,6 +61,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/jobspec"
 	"github.com/sundialhq/sundial/pkg/ledgerpending"
 	"github.com/sundialhq/sundial/pkg/outbox"
+	"github.com/sundialhq/sundial/pkg/schedule"
 	"github.com/sundialhq/sundial/pkg/tracing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/slots"
@@ -447,20 +448,26 @@ type jobPlan struct {
 // commits.
 type calendars struct {
 	tx     pgx.Tx
-	loaded map[[2]string]*sundialv1.Calendar
+	loaded map[[2]string]*schedule.Calendar
 }
 
-func (c *calendars) get(ctx context.Context, tenant, name string) (*sundialv1.Calendar, error) {
+// get is the engine's form of the calendar, built once per batch however
+// many jobs share it.
+func (c *calendars) get(ctx context.Context, tenant, name string) (*schedule.Calendar, error) {
 	key := [2]string{tenant, name}
 	if cal, ok := c.loaded[key]; ok {
 		return cal, nil
 	}
-	cal, err := calendar.Load(ctx, c.tx, tenant, name)
+	stored, err := calendar.Load(ctx, c.tx, tenant, name)
+	if err != nil {
+		return nil, err
+	}
+	cal, err := calendar.Engine(stored)
 	if err != nil {
 		return nil, err
 	}
 	if c.loaded == nil {
-		c.loaded = map[[2]string]*sundialv1.Calendar{}
+		c.loaded = map[[2]string]*schedule.Calendar{}
 	}
 	c.loaded[key] = cal
 	return cal, nil
@@ -483,7 +490,7 @@ func (s *Store) plan(ctx context.Context, j claimed, now time.Time, o Options, c
 		if err != nil {
 			return jobPlan{}, fmt.Errorf("calendar %q: %w", name, err)
 		}
-		if sched, err = calendar.Apply(sched, job.GetSchedule(), cal); err != nil {
+		if sched, err = calendar.ApplyEngine(sched, job.GetSchedule(), cal); err != nil {
 			return jobPlan{}, err
 		}
 	}
