@@ -283,6 +283,35 @@ func TestBrowserConsole(t *testing.T) {
 		t.Fatalf("after the backfill: %q", n)
 	}
 
+	// A Kafka job with retries: the api's refusal of the retry policy
+	// beside its field, the values kept, then accepted.
+	run("kafka form",
+		chromedp.Navigate(base+"/jobs/new"),
+		chromedp.WaitVisible(css("#create")),
+		chromedp.SendKeys(css("#name"), "exports-to-kafka"),
+		chromedp.SendKeys(css("#cron"), "0 3 * * *"),
+		chromedp.Click(css("#kind-kafka")),
+		chromedp.SendKeys(css("#topic"), "billing.exports"),
+		chromedp.SendKeys(css("#max_attempts"), "3"),
+		chromedp.SendKeys(css("#initial_delay"), "1m"),
+		chromedp.SendKeys(css("#max_delay"), "10s"),
+		chromedp.WaitVisible(css("#preview li:nth-child(5)")),
+		chromedp.Click(css("#create")),
+		chromedp.WaitVisible(css("#max_delay-error")),
+		shot("02b-form-kafka-retry-errors"),
+	)
+	if e := text("max delay error", "#max_delay-error"); !strings.HasPrefix(e, "retry.max_delay:") {
+		t.Fatalf("beside the longest delay: %q", e)
+	}
+	run("kafka create",
+		chromedp.SetValue(css("#max_delay"), "5m"),
+		chromedp.Click(css("#create")),
+		chromedp.WaitVisible(css("#notice")),
+	)
+	if f := text("kafka job", ".facts"); !strings.Contains(f, "kafka billing.exports") {
+		t.Fatalf("the Kafka job's page shows %q", f)
+	}
+
 	// An action whose form lost its CSRF token is refused, and the job
 	// stays as it was.
 	run("csrf",

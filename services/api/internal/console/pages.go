@@ -387,13 +387,19 @@ func (c *Console) jobAction(w http.ResponseWriter, r *http.Request, s *session) 
 // form is the create form's values, echoed back with the api's field
 // errors beside their fields.
 type form struct {
-	Name, Cron, Timezone, URL, Method, Payload, Priority, Labels, IdempotencyKey string
-	Errors                                                                       map[string]string
-	Other                                                                        []string
+	Name, Cron, Timezone, Payload, Priority, Labels, IdempotencyKey string
+	// Kind is the target's: "http" (a webhook) or "kafka" (a topic).
+	Kind                   string
+	URL, Method, Headers   string
+	Topic, Key             string
+	MaxAttempts, Backoff   string
+	InitialDelay, MaxDelay string
+	Errors                 map[string]string
+	Other                  []string
 }
 
 // fieldOf maps the api's field path to the form field that shows it.
-func fieldOf(path string) string {
+func (f *form) fieldOf(path string) string {
 	switch {
 	case path == "name":
 		return "Name"
@@ -403,8 +409,24 @@ func fieldOf(path string) string {
 		return "Cron"
 	case path == "target.http.method":
 		return "Method"
+	case strings.HasPrefix(path, "target.http.headers"):
+		return "Headers"
+	case path == "target.kafka.key":
+		return "Key"
+	case strings.HasPrefix(path, "target.kafka"):
+		return "Topic"
+	case path == "target" && f.Kind == "kafka":
+		return "Topic"
 	case path == "target" || strings.HasPrefix(path, "target."):
 		return "URL"
+	case path == "retry.backoff":
+		return "Backoff"
+	case path == "retry.initial_delay":
+		return "InitialDelay"
+	case path == "retry.max_delay":
+		return "MaxDelay"
+	case path == "retry" || strings.HasPrefix(path, "retry."):
+		return "MaxAttempts"
 	case path == "payload":
 		return "Payload"
 	case path == "priority":
@@ -417,26 +439,84 @@ func fieldOf(path string) string {
 	return ""
 }
 
+// backoffs are the retry policy's backoff choices as the form names them;
+// "" is the api's default (exponential).
+var backoffs = []string{"fixed", "exponential", "exponential_with_jitter"}
+
+// parseHeaders reads "Name: value" lines. A value may be a target secret
+// reference, {{secret:NAME}}, kept as written.
+func parseHeaders(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for i, line := range strings.Split(s, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(line, ":")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("line %d: write Name: value", i+1)
+		}
+		if _, dup := out[k]; dup {
+			return nil, fmt.Errorf("line %d: %s is given twice", i+1, k)
+		}
+		out[k] = strings.TrimSpace(v)
+	}
+	return out, nil
+}
+
+// headerText prints headers as "Name: value" lines, sorted by name.
+func headerText(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(k + ": " + m[k] + "\n")
+	}
+	return b.String()
+}
+
 var priorities = []string{"critical", "high", "medium", "low"}
 
 func (c *Console) newJobPage(w http.ResponseWriter, r *http.Request, s *session) {
-	c.render(w, http.StatusOK, "new", s, map[string]any{"Form": form{Timezone: "UTC", Method: "POST", Priority: "medium"}, "Priorities": priorities})
+	c.render(w, http.StatusOK, "new", s, map[string]any{"Form": form{Timezone: "UTC", Method: "POST", Priority: "medium", Kind: "http"},
+		"Priorities": priorities, "Backoffs": backoffs})
 }
 
 // readForm reads the create/edit form into its values and the job they
-// describe.
+// describe; what the console itself cannot read (a header line, a
+// duration) is an error beside its field, and the api is not asked.
 func readForm(r *http.Request) (form, *sundialv1.Job) {
+	v := func(k string) string { return strings.TrimSpace(r.PostFormValue(k)) }
 	f := form{
-		Name: r.PostFormValue("name"), Cron: strings.TrimSpace(r.PostFormValue("cron")), Timezone: strings.TrimSpace(r.PostFormValue("timezone")),
-		URL: strings.TrimSpace(r.PostFormValue("url")), Method: r.PostFormValue("method"), Payload: r.PostFormValue("payload"),
-		Priority: r.PostFormValue("priority"), Labels: r.PostFormValue("labels"), IdempotencyKey: strings.TrimSpace(r.PostFormValue("idempotency_key")),
+		Name: r.PostFormValue("name"), Cron: v("cron"), Timezone: v("timezone"), Payload: r.PostFormValue("payload"),
+		Priority: r.PostFormValue("priority"), Labels: r.PostFormValue("labels"), IdempotencyKey: v("idempotency_key"),
+		Kind: v("kind"), URL: v("url"), Method: r.PostFormValue("method"), Headers: r.PostFormValue("headers"),
+		Topic: v("topic"), Key: v("key"),
+		MaxAttempts: v("max_attempts"), Backoff: v("backoff"), InitialDelay: v("initial_delay"), MaxDelay: v("max_delay"),
 		Errors: map[string]string{},
+	}
+	if f.Kind != "kafka" {
+		f.Kind = "http"
 	}
 	job := &sundialv1.Job{
 		Name:     f.Name,
 		Schedule: &sundialv1.Schedule{Spec: &sundialv1.Schedule_Cron{Cron: f.Cron}, Timezone: f.Timezone},
-		Target:   &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: f.URL, Method: f.Method}}},
 		Payload:  []byte(f.Payload),
+	}
+	if f.Kind == "kafka" {
+		job.Target = &sundialv1.Target{Kind: &sundialv1.Target_Kafka{Kafka: &sundialv1.KafkaTarget{Topic: f.Topic, Key: f.Key}}}
+	} else {
+		h := &sundialv1.HttpTarget{Url: f.URL, Method: f.Method}
+		if headers, err := parseHeaders(f.Headers); err != nil {
+			f.Errors["Headers"] = err.Error()
+		} else if len(headers) > 0 {
+			h.Headers = headers
+		}
+		job.Target = &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: h}}
 	}
 	if p := strings.ToLower(f.Priority); slices.Contains(priorities, p) {
 		job.Priority = sundialv1.Priority(sundialv1.Priority_value["PRIORITY_"+strings.ToUpper(p)])
@@ -445,6 +525,37 @@ func readForm(r *http.Request) (form, *sundialv1.Job) {
 		f.Errors["Labels"] = err.Error()
 	} else {
 		job.Labels = labels
+	}
+	if f.MaxAttempts != "" || f.Backoff != "" || f.InitialDelay != "" || f.MaxDelay != "" {
+		rp := &sundialv1.RetryPolicy{}
+		if f.MaxAttempts != "" {
+			if n, err := strconv.ParseInt(f.MaxAttempts, 10, 32); err != nil {
+				f.Errors["MaxAttempts"] = "a whole number of attempts, the first included"
+			} else {
+				rp.MaxAttempts = int32(n)
+			}
+		}
+		if f.Backoff != "" {
+			if b, ok := sundialv1.Backoff_value["BACKOFF_"+strings.ToUpper(f.Backoff)]; ok {
+				rp.Backoff = sundialv1.Backoff(b)
+			} else {
+				f.Errors["Backoff"] = "unknown backoff " + f.Backoff
+			}
+		}
+		for _, d := range []struct {
+			key, text string
+			into      **durationpb.Duration
+		}{{"InitialDelay", f.InitialDelay, &rp.InitialDelay}, {"MaxDelay", f.MaxDelay, &rp.MaxDelay}} {
+			if d.text == "" {
+				continue
+			}
+			if v, err := time.ParseDuration(d.text); err != nil {
+				f.Errors[d.key] = "a duration such as 10s or 1m30s"
+			} else {
+				*d.into = durationpb.New(v)
+			}
+		}
+		job.Retry = rp
 	}
 	return f, job
 }
@@ -460,7 +571,7 @@ func (f *form) refused(err error) bool {
 		f.Other = append(f.Other, status.Convert(err).Message())
 	}
 	for _, v := range vs {
-		if field := fieldOf(v.Field); field != "" {
+		if field := f.fieldOf(v.Field); field != "" {
 			if f.Errors[field] != "" {
 				f.Errors[field] += "; "
 			}
@@ -485,25 +596,90 @@ func (c *Console) createJob(w http.ResponseWriter, r *http.Request, s *session) 
 			return
 		}
 	}
-	c.render(w, http.StatusBadRequest, "new", s, map[string]any{"Form": f, "Priorities": priorities})
+	c.render(w, http.StatusBadRequest, "new", s, map[string]any{"Form": f, "Priorities": priorities, "Backoffs": backoffs})
 }
 
-// editable says why a job cannot be edited in the form (it covers HTTP
-// targets and cron schedules), or "".
+// editable says why a job cannot be edited in the form (it covers cron
+// schedules), or "".
 func editable(job *sundialv1.Job) string {
 	switch {
 	case job.GetStatus() == sundialv1.JobStatus_JOB_STATUS_DELETED:
 		return "a deleted job cannot be edited"
-	case job.GetTarget().GetHttp() == nil || job.GetSchedule().GetCron() == "":
-		return "the form edits cron jobs with webhook targets; change this one with schedctl update or PATCH /v1/jobs/{id}"
+	case job.GetSchedule().GetCron() == "":
+		return "the form edits cron jobs; change this one with schedctl update or PATCH /v1/jobs/{id}"
 	}
 	return ""
 }
 
 func formOf(job *sundialv1.Job) form {
-	return form{Name: job.GetName(), Cron: job.GetSchedule().GetCron(), Timezone: job.GetSchedule().GetTimezone(),
-		URL: job.GetTarget().GetHttp().GetUrl(), Method: job.GetTarget().GetHttp().GetMethod(), Payload: string(job.GetPayload()),
-		Priority: enumName(job.GetPriority()), Labels: labelText(job.GetLabels())}
+	f := form{Name: job.GetName(), Cron: job.GetSchedule().GetCron(), Timezone: job.GetSchedule().GetTimezone(),
+		Payload: string(job.GetPayload()), Priority: enumName(job.GetPriority()), Labels: labelText(job.GetLabels()), Kind: "http"}
+	if k := job.GetTarget().GetKafka(); k != nil {
+		f.Kind, f.Topic, f.Key = "kafka", k.GetTopic(), k.GetKey()
+	} else {
+		h := job.GetTarget().GetHttp()
+		f.URL, f.Method, f.Headers = h.GetUrl(), h.GetMethod(), headerText(h.GetHeaders())
+	}
+	if rp := job.GetRetry(); rp != nil {
+		if rp.GetMaxAttempts() != 0 {
+			f.MaxAttempts = strconv.Itoa(int(rp.GetMaxAttempts()))
+		}
+		if rp.GetBackoff() != sundialv1.Backoff_BACKOFF_UNSPECIFIED {
+			f.Backoff = strings.ToLower(strings.TrimPrefix(rp.GetBackoff().String(), "BACKOFF_"))
+		}
+		if rp.GetInitialDelay() != nil {
+			f.InitialDelay = rp.GetInitialDelay().AsDuration().String()
+		}
+		if rp.GetMaxDelay() != nil {
+			f.MaxDelay = rp.GetMaxDelay().AsDuration().String()
+		}
+	}
+	return f
+}
+
+// changedPaths are the update mask paths of what the form changed from
+// was: the target's kind changing replaces the whole target.
+func changedPaths(f, was form) []string {
+	var paths []string
+	diff := func(path, now, then string) {
+		if now != then {
+			paths = append(paths, path)
+		}
+	}
+	diff("name", f.Name, was.Name)
+	diff("schedule.cron", f.Cron, was.Cron)
+	diff("schedule.timezone", f.Timezone, was.Timezone)
+	switch {
+	case f.Kind != was.Kind:
+		paths = append(paths, "target")
+	case f.Kind == "kafka":
+		diff("target.kafka.topic", f.Topic, was.Topic)
+		diff("target.kafka.key", f.Key, was.Key)
+	default:
+		diff("target.http.url", f.URL, was.URL)
+		diff("target.http.method", f.Method, was.Method)
+		// Compared as parsed, so spacing and order are not a change.
+		now, _ := parseHeaders(f.Headers)
+		then, _ := parseHeaders(was.Headers)
+		diff("target.http.headers", headerText(now), headerText(then))
+	}
+	diff("retry.max_attempts", f.MaxAttempts, was.MaxAttempts)
+	diff("retry.backoff", f.Backoff, was.Backoff)
+	diff("retry.initial_delay", normDuration(f.InitialDelay), normDuration(was.InitialDelay))
+	diff("retry.max_delay", normDuration(f.MaxDelay), normDuration(was.MaxDelay))
+	diff("payload", f.Payload, was.Payload)
+	diff("priority", strings.ToLower(f.Priority), was.Priority)
+	diff("labels", f.Labels, was.Labels)
+	return paths
+}
+
+// normDuration prints a duration the way formOf does, so "90s" and
+// "1m30s" are the same value.
+func normDuration(s string) string {
+	if d, err := time.ParseDuration(s); err == nil {
+		return d.String()
+	}
+	return s
 }
 
 func (c *Console) editJobPage(w http.ResponseWriter, r *http.Request, s *session) {
@@ -516,7 +692,7 @@ func (c *Console) editJobPage(w http.ResponseWriter, r *http.Request, s *session
 		c.render(w, http.StatusBadRequest, "error", s, map[string]any{"Title": "Not editable here", "Message": why})
 		return
 	}
-	c.render(w, http.StatusOK, "new", s, map[string]any{"Form": formOf(got.GetJob()), "Priorities": priorities, "Edit": got.GetJob()})
+	c.render(w, http.StatusOK, "new", s, map[string]any{"Form": formOf(got.GetJob()), "Priorities": priorities, "Backoffs": backoffs, "Edit": got.GetJob()})
 }
 
 // editJob sends only the fields the form changed, so an untouched
@@ -536,20 +712,7 @@ func (c *Console) editJob(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	f, job := readForm(r)
 	job.Id = cur.GetId()
-	was := formOf(cur)
-	var paths []string
-	for _, d := range []struct {
-		path      string
-		now, then string
-	}{
-		{"name", f.Name, was.Name}, {"schedule.cron", f.Cron, was.Cron}, {"schedule.timezone", f.Timezone, was.Timezone},
-		{"target.http.url", f.URL, was.URL}, {"target.http.method", f.Method, was.Method}, {"payload", f.Payload, was.Payload},
-		{"priority", strings.ToLower(f.Priority), was.Priority}, {"labels", f.Labels, was.Labels},
-	} {
-		if d.now != d.then {
-			paths = append(paths, d.path)
-		}
-	}
+	paths := changedPaths(f, formOf(cur))
 	if len(f.Errors) == 0 {
 		if len(paths) == 0 {
 			http.Redirect(w, r, "/jobs/"+url.PathEscape(cur.GetId())+"?done="+url.QueryEscape("unchanged"), http.StatusSeeOther)
@@ -565,7 +728,7 @@ func (c *Console) editJob(w http.ResponseWriter, r *http.Request, s *session) {
 			return
 		}
 	}
-	c.render(w, http.StatusBadRequest, "new", s, map[string]any{"Form": f, "Priorities": priorities, "Edit": cur})
+	c.render(w, http.StatusBadRequest, "new", s, map[string]any{"Form": f, "Priorities": priorities, "Backoffs": backoffs, "Edit": cur})
 }
 
 // deadLetters: newest first, filtered by job and error class, each
