@@ -166,6 +166,16 @@ func commands() []command {
 		{name: "calendar delete", usage: "[flags] NAME",
 			summary: "Delete a calendar; refused while a job that is not deleted uses it.",
 			run:     remoteCmd[noOpts]{run: runCalendarDelete}},
+		{name: "signing-key create", usage: "[flags]",
+			summary: "Give your tenant its own webhook signing key; from then on the workers sign your requests with it\n" +
+				"(instead of the platform's secret). Prints the secret once: store it where your targets verify.",
+			run: remoteCmd[noOpts]{run: runSigningKeyCreate}},
+		{name: "signing-key rotate", usage: "[flags] [--overlap 24h]",
+			summary: "Make a new signing key current; the previous one stays valid for --overlap, and requests carry\n" +
+				"both signatures meanwhile, so targets can switch keys at any moment within it. Prints the new secret once.",
+			run: remoteCmd[rotateKeyOpts]{flags: (*rotateKeyOpts).register, run: runSigningKeyRotate}},
+		{name: "signing-key list", usage: "[flags]", summary: "List your valid signing keys (ids and validity, never secrets), the current first.",
+			run: remoteCmd[noOpts]{run: runSigningKeyList}},
 		{name: "dlq list", usage: "[flags]",
 			summary: "List dead letters (executions that exhausted their attempts), newest first.",
 			run:     remoteCmd[dlqListOpts]{flags: (*dlqListOpts).register, run: runDLQList}},

@@ -29,7 +29,7 @@ func completionCases(t *testing.T) []completionCase {
 	cases := []completionCase{
 		{[]string{""}, append([]string{"help"}, tree.top...)},
 		{[]string{"help", ""}, tree.top},
-		{[]string{"s"}, []string{"server-preview", "sink"}},
+		{[]string{"s"}, []string{"server-preview", "signing-key", "sink"}},
 		{[]string{"dlq", ""}, []string{"list", "show", "redrive"}},
 		{[]string{"dlq", "re"}, []string{"redrive"}},
 		{[]string{"help", "dlq", "s"}, []string{"show"}},
@@ -210,6 +210,7 @@ func TestCompletionValuesAreAccepted(t *testing.T) {
 		"dlq list": {}, "dlq show": {"E1"}, "dlq redrive": {"--all"},
 		"calendar create": {"c1"}, "calendar update": {"c1"}, "calendar import": {"c1", "testdata/holidays.ics"},
 		"calendar list": {}, "calendar show": {"c1"}, "calendar delete": {"c1"},
+		"signing-key create": {}, "signing-key rotate": {}, "signing-key list": {},
 	}
 	tree, err := buildTree(commands())
 	if err != nil {

@@ -69,11 +69,16 @@ func startAPI(t *testing.T) (addr string, conn *pgx.Conn, keyspace string) {
 	if err := os.WriteFile(filepath.Join(secretsDir, "acme", "billing_key"), []byte("unused"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Per-tenant signing keys on (SigningKeyService).
+	kekFile := filepath.Join(t.TempDir(), "kek")
+	if err := os.WriteFile(kekFile, []byte(strings.Repeat("k", 32)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var stderr bytes.Buffer
 	cmd := exec.Command(bin, "--grpc-addr", addr, "--admin-addr", "127.0.0.1:0", "--postgres-dsn", dsn,
 		"--tokens", "cli-token=acme:cli", "--redis-key-prefix", prefix, "--log-format", "text",
 		"--cassandra-hosts", strings.Join(testinfra.CassandraHosts(t), ","), "--cassandra-keyspace", keyspace,
-		"--secrets-dir", secretsDir)
+		"--secrets-dir", secretsDir, "--signing-key-encryption-key-file", kekFile)
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

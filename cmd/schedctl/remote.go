@@ -49,6 +49,7 @@ type remote struct {
 	client  sundialv1.JobServiceClient
 	dlq     sundialv1.DeadLetterServiceClient
 	cals    sundialv1.CalendarServiceClient
+	keys    sundialv1.SigningKeyServiceClient
 	output  string // "table" or "json"
 	timeout time.Duration
 }
@@ -111,7 +112,7 @@ func runRemote(ctx context.Context, cio cmdIO, fs *flag.FlagSet, cf *connFlags, 
 	}
 	defer conn.Close()
 	r := &remote{io: cio, client: sundialv1.NewJobServiceClient(conn), dlq: sundialv1.NewDeadLetterServiceClient(conn),
-		cals:   sundialv1.NewCalendarServiceClient(conn),
+		cals: sundialv1.NewCalendarServiceClient(conn), keys: sundialv1.NewSigningKeyServiceClient(conn),
 		output: cf.output, timeout: cf.timeout}
 	if err := run(ctx, r); err != nil {
 		if errors.Is(err, errUsage) {

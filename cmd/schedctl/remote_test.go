@@ -33,6 +33,7 @@ type fakeAPI struct {
 	dlq  fakeDLQ
 	jobs fakeJobCalls  // remote_jobs_test.go
 	cals fakeCalendars // calendars_test.go
+	keys fakeKeys      // signingkeys_test.go
 
 	sundialv1.UnimplementedJobServiceServer
 	mu       sync.Mutex
@@ -92,6 +93,7 @@ func startFake(t *testing.T) (*fakeAPI, string) {
 	sundialv1.RegisterJobServiceServer(srv, f)
 	sundialv1.RegisterDeadLetterServiceServer(srv, &f.dlq)
 	sundialv1.RegisterCalendarServiceServer(srv, &f.cals)
+	sundialv1.RegisterSigningKeyServiceServer(srv, &f.keys)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
