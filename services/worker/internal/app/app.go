@@ -326,6 +326,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 
 	nt := notify.New(target.NewClient(tr), secret, policy, corrected, notify.DefaultConfig,
 		notify.Metrics{Result: func(r string) { m.Notifications.WithLabelValues(r).Inc() }}, logger.With("component", "notify"))
+	nt.WithSigner(keyring) // a callback goes to the tenant's endpoint: its keys sign it
 	w.Services = append(w.Services, nt)
 	raw := settle.NewRawForwarder(dlq, local, logger.With("component", "poison"), func(r string) { m.PoisonRecords.WithLabelValues(r).Inc() })
 	w.Services = append(w.Services, raw)

@@ -89,7 +89,7 @@ type job struct {
 // Notifier is a lifecycle.Service.
 type Notifier struct {
 	client *http.Client
-	secret []byte
+	signer Signer
 	policy *netpolicy.Policy
 	clk    clock.Clock
 	cfg    Config
@@ -130,8 +130,27 @@ func New(client *http.Client, secret []byte, policy *netpolicy.Policy, clk clock
 		cfg.DrainTimeout = DefaultConfig.DrainTimeout
 	}
 	hard, kill := context.WithCancel(context.Background())
-	return &Notifier{client: client, secret: secret, policy: policy, clk: clk, cfg: cfg, m: m, logger: logger,
+	return &Notifier{client: client, signer: secretSigner(secret), policy: policy, clk: clk, cfg: cfg, m: m, logger: logger,
 		queue: make(chan job, cfg.QueueSize), quit: make(chan struct{}), hard: hard, kill: kill}
+}
+
+// Signer makes a callback's signature header for the job's tenant;
+// the worker's *signing.Keyring signs with the tenant's own keys.
+type Signer interface {
+	Sign(tenant string, ts time.Time, executionID string, body []byte) string
+}
+
+type secretSigner []byte
+
+func (s secretSigner) Sign(_ string, ts time.Time, executionID string, body []byte) string {
+	return signature.Sign(s, ts, executionID, body)
+}
+
+// WithSigner makes n sign callbacks with s (each tenant's own keys)
+// instead of the secret New was given; call it before Start.
+func (n *Notifier) WithSigner(s Signer) *Notifier {
+	n.signer = s
+	return n
 }
 
 func (n *Notifier) count(result string) {
@@ -296,7 +315,7 @@ func (n *Notifier) post(j job, body []byte) (bool, error) {
 	req.Header.Set(firing.HeaderExecutionID, j.s.ExecutionID)
 	req.Header.Set(firing.HeaderJobID, j.s.JobID)
 	req.Header.Set(firing.HeaderIdempotencyKey, j.s.ExecutionID+":"+j.s.Event)
-	req.Header.Set(firing.HeaderSignature, signature.Sign(n.secret, n.clk.Now(), j.s.ExecutionID, body))
+	req.Header.Set(firing.HeaderSignature, n.signer.Sign(j.s.Tenant, n.clk.Now(), j.s.ExecutionID, body))
 	resp, err := n.client.Do(req)
 	if err != nil {
 		return true, fmt.Errorf("notify: POST %s: %w", u.Redacted(), err)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -171,4 +172,45 @@ func (c armedClock) NewTimer(d time.Duration) clock.Timer {
 	t := c.Fake.NewTimer(d)
 	c.armed <- struct{}{}
 	return t
+}
+
+// tenantKeys signs as the worker's keyring does: each tenant's own keys.
+type tenantKeys map[string][]signature.Key
+
+func (k tenantKeys) Sign(tenant string, ts time.Time, id string, body []byte) string {
+	return signature.SignKeys(k[tenant], ts, id, body)
+}
+
+// With a signer, a callback is signed with its job's tenant's keys, named,
+// and not with the platform secret.
+func TestNotificationIsSignedWithTheTenantsKeys(t *testing.T) {
+	arrived := make(chan http.Header, 1)
+	var body []byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ = io.ReadAll(r.Body)
+		arrived <- r.Header.Clone()
+	}))
+	defer srv.Close()
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	policy := allow(t, srv)
+	tr := target.NewTransport(policy)
+	defer tr.CloseIdleConnections()
+	acme := signature.Key{ID: "k-acme", Secret: []byte("sdk_acme")}
+	n := New(target.NewClient(tr), secret, policy, clock.NewFake(now), Config{}, Metrics{}, slog.New(slog.NewTextHandler(io.Discard, nil))).
+		WithSigner(tenantKeys{"acme": {acme}})
+	if err := n.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop()
+	if !n.Notify(srv.URL+"/cb", Summary{Event: EventSucceeded, ExecutionID: "e1", JobID: "j1", Tenant: "acme"}) {
+		t.Fatal("not queued")
+	}
+	h := <-arrived
+	sig := h.Get(firing.HeaderSignature)
+	if !strings.Contains(sig, "kid=k-acme") || signature.VerifyKeys([]signature.Key{acme}, sig, "e1", body, now, time.Minute) != nil {
+		t.Fatalf("signature %q", sig)
+	}
+	if err := signature.Verify(secret, sig, "e1", body, now, time.Minute); err == nil {
+		t.Fatal("the platform secret verifies a callback of a tenant with keys")
+	}
 }
