@@ -300,15 +300,25 @@ func (c *Calendared) redate(t time.Time, n int64) time.Time {
 // given, or the end of the gap when the reading does not exist.
 func wallInstant(y int, mo time.Month, d, h, mi, s, ns int, loc *time.Location) time.Time {
 	u := time.Date(y, mo, d, h, mi, s, ns, time.UTC)
+	// The offsets in force a little before and after the reading: a zone
+	// changes offset at most once or twice in these 60 hours.
+	_, o1 := u.Add(-30 * time.Hour).In(loc).Zone()
+	_, o2 := u.Add(30 * time.Hour).In(loc).Zone()
+	offs := [3]int{o1, o2, o2}
+	if o1 != o2 {
+		_, offs[2] = u.In(loc).Zone()
+	}
 	var best, latest time.Time
-	for _, probe := range []time.Time{u.Add(-30 * time.Hour), u, u.Add(30 * time.Hour)} {
-		_, off := probe.In(loc).Zone()
+	for i, off := range offs {
+		if i > 0 && (off == offs[0] || (i == 2 && off == offs[1])) {
+			continue
+		}
 		cand := u.Add(-time.Duration(off) * time.Second)
 		if latest.IsZero() || cand.After(latest) {
 			latest = cand
 		}
 		l := cand.In(loc)
-		if l.Year() == y && l.Month() == mo && l.Day() == d && l.Hour() == h && l.Minute() == mi && l.Second() == s {
+		if _, coff := l.Zone(); coff == off {
 			if best.IsZero() || cand.Before(best) {
 				best = cand
 			}
@@ -332,12 +342,14 @@ func (c *Calendared) dayStart(n int64) time.Time {
 	return wallInstant(d.Year, d.Month, d.Day, 0, 0, 0, 0, c.loc)
 }
 
-// fallsBack reports whether the clocks go back during day n, when a wall
-// reading later in the day can be smaller than an earlier one.
-func (c *Calendared) fallsBack(n int64) bool {
+// day is the last instant of day n, and whether the clocks go back during
+// it (then a wall reading later in the day can be smaller than an earlier
+// one).
+func (c *Calendared) day(n int64) (end time.Time, fallsBack bool) {
+	end = c.dayStart(n + 1).Add(-time.Nanosecond)
 	_, o1 := c.dayStart(n).Zone()
-	_, o2 := c.dayStart(n + 1).Add(-time.Nanosecond).In(c.loc).Zone()
-	return o2 < o1
+	_, o2 := end.In(c.loc).Zone()
+	return end, o2 < o1
 }
 
 // Next returns the first instant strictly after `after` of the adjusted
@@ -381,8 +393,8 @@ func (c *Calendared) Next(after time.Time) time.Time {
 			}
 		}
 		n := c.dayNum(t)
-		dayEnd := c.dayStart(n + 1).Add(-time.Nanosecond)
-		if c.fallsBack(n) {
+		dayEnd, back := c.day(n)
+		if back {
 			// Readings are not in order on this day: look at each instant.
 			if a, ok := c.adjust(t); ok {
 				consider(a)

@@ -29,7 +29,9 @@ func (b bruteCal) business(y int, m time.Month, d int) bool {
 func bruteWall(y int, m time.Month, d, h, mi, s, ns int, loc *time.Location) time.Time {
 	u := time.Date(y, m, d, h, mi, s, ns, time.UTC)
 	offs := map[int]bool{}
-	for k := -48; k <= 48; k++ {
+	// Offsets change at most a few times a year: every 6 hours over two
+	// days either side sees each one in force around the reading.
+	for k := -48; k <= 48; k += 6 {
 		_, o := u.Add(time.Duration(k) * time.Hour).In(loc).Zone()
 		offs[o] = true
 	}
