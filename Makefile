@@ -127,7 +127,7 @@ test-unit: deploy-tools ## Unit tests (no infrastructure), with the race detecto
 FUZZ_TARGETS := pkg/schedule:FuzzParse pkg/schedule:FuzzNext pkg/schedule:FuzzEvery pkg/schedule:FuzzParseRRule \
 	pkg/jobspec:FuzzValidate pkg/jobspec:FuzzHeader pkg/jobspec:FuzzSecretReferences pkg/secrets:FuzzExpand pkg/calendar:FuzzParseICS \
 	pkg/firing:FuzzDecode pkg/firing:FuzzEnvelope pkg/firing:FuzzTraceparent \
-	pkg/signature:FuzzVerify pkg/signature:FuzzVerifyErrors pkg/signature:FuzzSignVerify pkg/netpolicy:FuzzCheckURLHost \
+	pkg/signature:FuzzVerify pkg/signature:FuzzVerifyErrors pkg/signature:FuzzSignVerify pkg/signature:FuzzVerifyKeys pkg/netpolicy:FuzzCheckURLHost \
 	services/worker/internal/retry:FuzzDecide services/worker/internal/retry:FuzzBackoff \
 	services/worker/internal/settle:FuzzDeadLetterRecord services/worker/internal/target:FuzzHeaders \
 	services/api/internal/server:FuzzDeadLetterToProto

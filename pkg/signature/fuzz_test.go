@@ -1,6 +1,7 @@
 package signature
 
 import (
+	"crypto/hmac"
 	"errors"
 	"strings"
 	"testing"
@@ -98,4 +99,49 @@ func TestVerifyRefusesBodySplicedIntoExecutionID(t *testing.T) {
 	if err := Verify(secret, h, id, []byte(`{"amount": 1.5}`), now, time.Minute); err != nil {
 		t.Fatalf("the genuine request: %v", err)
 	}
+}
+
+// FuzzVerifyKeys feeds VerifyKeys any header, as a tenant's target gets
+// it: it never panics, answers nil or one of its four errors, and accepts
+// only a header holding a v1 that one of the target's keys made — named
+// by that key's id, or unnamed — for this execution and body.
+func FuzzVerifyKeys(f *testing.F) {
+	now := time.Unix(1777626000, 0)
+	cur := Key{ID: "k20261126-77b0e4d2", Secret: []byte("sdk_cur")}
+	prev := Key{ID: "k20261001-3f9a1c07", Secret: []byte("sdk_prev")}
+	both := SignKeys([]Key{cur, prev}, now, "exec-1", []byte("body"))
+	for _, h := range []string{
+		both,
+		SignKeys([]Key{cur}, now, "exec-1", []byte("body")),
+		Sign(cur.Secret, now, "exec-1", []byte("body")),
+		strings.Replace(both, cur.ID, prev.ID, 1),
+		"t=1777626000,kid=,v1=00",
+		"t=1777626000,kid=k,kid=" + cur.ID + ",v1=" + both[strings.Index(both, "v1=")+3:][:64],
+		"kid=" + cur.ID,
+		"",
+	} {
+		f.Add(h, "exec-1", []byte("body"))
+	}
+	keys := []Key{cur, prev}
+	f.Fuzz(func(t *testing.T, header, execID string, body []byte) {
+		err := VerifyKeys(keys, header, execID, body, now, time.Minute)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrExpired) && !errors.Is(err, ErrMismatch) && !errors.Is(err, ErrUnknownKey) {
+				t.Fatalf("VerifyKeys: %v is none of its errors", err)
+			}
+			return
+		}
+		unix, sigs, perr := parseKeyed(header)
+		if perr != nil {
+			t.Fatalf("VerifyKeys accepted a header parseKeyed refuses: %v", perr)
+		}
+		for _, s := range sigs {
+			for _, k := range keys {
+				if (s.kid == "" || s.kid == k.ID) && hmac.Equal(s.mac, mac(k.Secret, unix, execID, body)) {
+					return
+				}
+			}
+		}
+		t.Fatalf("VerifyKeys accepted %q without a matching signature", header)
+	})
 }
