@@ -125,3 +125,55 @@ func TestCalendarJobsAreStagedWithoutHolidays(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Unschedulable)
 }
+
+// A holiday removed before its instant is staged brings the instant back:
+// the update pulls next_fire_at (already past the holiday) back to just
+// after the last staged slot, and the next pass stages the restored
+// instant once, and nothing twice.
+func TestCalendarEditRestoresAnUnstagedInstant(t *testing.T) {
+	st, pool := newStore(t)
+	ctx := context.Background()
+	now := dbNow(t, pool)
+	noon := func(n int) time.Time { return time.Date(now.Year(), now.Month(), now.Day()+n, 12, 0, 0, 0, time.UTC) }
+
+	cals := calendar.NewStore(pool)
+	_, err := cals.Create(ctx, "tenant-a", &sundialv1.Calendar{Name: "ops", Weekend: &sundialv1.Weekend{},
+		Holidays: []*sundialv1.CalendarHoliday{{Date: noon(2).Format(time.DateOnly)}}})
+	require.NoError(t, err)
+	job := cronJob("0 12 * * *")
+	job.Schedule.Calendar = "ops"
+	base, err := jobspec.FromProto(job.GetSchedule(), now)
+	require.NoError(t, err)
+	c, err := cals.Get(ctx, "tenant-a", "ops")
+	require.NoError(t, err)
+	sch, err := calendar.Apply(base, job.GetSchedule(), c)
+	require.NoError(t, err)
+	id := pgtest.InsertJob(t, pool, job, `$1`, sch.Next(now))
+
+	// Stage up to day 1's noon: next_fire_at jumps the holiday to day 3.
+	o := opts(1)
+	o.Window = noon(1).Sub(now) + time.Hour
+	_, err = st.StageBatch(ctx, o)
+	require.NoError(t, err)
+	require.Equal(t, noon(3), nextFireAt(t, pool, id).UTC())
+	staged := stagedSlots(t, pool, id)
+	require.Equal(t, noon(1), staged[len(staged)-1])
+
+	_, pulled, err := cals.Update(ctx, "tenant-a", "ops", 1, func(cur *sundialv1.Calendar) (*sundialv1.Calendar, error) {
+		cur.Holidays = nil
+		return cur, nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 1, pulled)
+	require.True(t, nextFireAt(t, pool, id).Before(noon(2)), "next_fire_at pulled back before the restored instant")
+
+	o.Window = noon(3).Sub(now) + time.Hour
+	_, err = st.StageBatch(ctx, o)
+	require.NoError(t, err)
+	got := stagedSlots(t, pool, id)
+	require.Equal(t, append(staged, noon(2), noon(3)), got, "day 2 restored, nothing staged twice")
+
+	// A stale expected version is refused and changes nothing.
+	_, _, err = cals.Update(ctx, "tenant-a", "ops", 1, func(cur *sundialv1.Calendar) (*sundialv1.Calendar, error) { return cur, nil })
+	require.ErrorIs(t, err, calendar.ErrVersion)
+}
