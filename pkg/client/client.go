@@ -1,5 +1,6 @@
 // Package client is a small typed Go client of Sundial's api for internal
-// services: create, change and read jobs and dead letters over gRPC, with
+// services: create, change and read jobs, dead letters and business
+// calendars over gRPC, with
 // the retries and deadlines a caller would otherwise have to get right
 // itself.
 //
@@ -54,6 +55,8 @@ type Client struct {
 	conn *grpc.ClientConn
 	jobs sundialv1.JobServiceClient
 	dlq  sundialv1.DeadLetterServiceClient
+	cals sundialv1.CalendarServiceClient
+	keys sundialv1.SigningKeyServiceClient
 	o    options
 }
 
@@ -130,7 +133,8 @@ func New(target, token string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	return &Client{conn: conn, jobs: sundialv1.NewJobServiceClient(conn), dlq: sundialv1.NewDeadLetterServiceClient(conn), o: o}, nil
+	return &Client{conn: conn, jobs: sundialv1.NewJobServiceClient(conn), dlq: sundialv1.NewDeadLetterServiceClient(conn),
+		cals: sundialv1.NewCalendarServiceClient(conn), keys: sundialv1.NewSigningKeyServiceClient(conn), o: o}, nil
 }
 
 // Close closes the connection.
@@ -314,6 +318,10 @@ func (c *Client) JobService() sundialv1.JobServiceClient { return c.jobs }
 
 // DeadLetterService is the generated DeadLetterService client.
 func (c *Client) DeadLetterService() sundialv1.DeadLetterServiceClient { return c.dlq }
+
+// SigningKeyService is the generated SigningKeyService client: the
+// tenant's webhook signing keys (create, rotate, list; docs/security.md).
+func (c *Client) SigningKeyService() sundialv1.SigningKeyServiceClient { return c.keys }
 
 // FieldViolation is one bad field of a refused request.
 type FieldViolation struct {
