@@ -1,8 +1,7 @@
 // Package client is a small typed Go client of Sundial's api for internal
 // services: create, change and read jobs, dead letters and business
-// calendars over gRPC, with
-// the retries and deadlines a caller would otherwise have to get right
-// itself.
+// calendars over gRPC, with the retries and deadlines a caller would
+// otherwise have to get right itself.
 //
 // Retries. A call that fails with Unavailable (the api or its database
 // unreachable, a replica shutting down) is retried with exponential
