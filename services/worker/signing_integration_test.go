@@ -149,7 +149,7 @@ func TestSigningWithTenantKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = fire("acme")
-	if !strings.HasPrefix(r.header, "t=") || strings.Index(r.header, "kid="+k2.ID) < 0 || strings.Index(r.header, "kid="+k2.ID) > strings.Index(r.header, "kid="+k1.ID) {
+	if !strings.HasPrefix(r.header, "t=") || !strings.Contains(r.header, "kid="+k2.ID) || strings.Index(r.header, "kid="+k2.ID) > strings.Index(r.header, "kid="+k1.ID) {
 		t.Fatalf("during the overlap: %q", r.header)
 	}
 	for _, k := range []signingkey.Key{k1, k2} {
