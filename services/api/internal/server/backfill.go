@@ -84,6 +84,10 @@ func (s *JobService) BackfillJob(ctx context.Context, req *sundialv1.BackfillJob
 	if !req.GetDryRun() {
 		st = tracing.NewStager(ctx, s.tracer)
 	}
+	ctx, err = s.preloadJobCalendars(ctx, id, nil)
+	if err != nil {
+		return nil, s.statusOf(ctx, "BackfillJob", err)
+	}
 	res, err := s.store.Stage(ctx, tenant, id, req.GetDryRun(), func(now time.Time, job *sundialv1.Job) (store.StagePlan, error) {
 		if job.GetStatus() == sundialv1.JobStatus_JOB_STATUS_DELETED {
 			return store.StagePlan{}, reject(codes.FailedPrecondition, "job is deleted")

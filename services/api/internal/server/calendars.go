@@ -17,6 +17,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/jobspec"
 	"github.com/sundialhq/sundial/pkg/schedule"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/services/api/internal/store"
 )
 
 // CalendarReader reads a tenant's business calendars; *calendar.Store
@@ -37,7 +38,8 @@ type CalendarStore interface {
 
 // jobCalendar is the calendar a schedule names, read as tenant's: a name
 // the tenant has no calendar by (another tenant's included) is
-// InvalidArgument on schedule.calendar. No calendar named: nil.
+// InvalidArgument on schedule.calendar. No calendar named: nil. A calendar
+// preloaded into ctx (preloadCalendars) is taken from there.
 func (s *JobService) jobCalendar(ctx context.Context, tenant string, spec *sundialv1.Schedule) (*sundialv1.Calendar, error) {
 	name := spec.GetCalendar()
 	if name == "" {
@@ -46,14 +48,81 @@ func (s *JobService) jobCalendar(ctx context.Context, tenant string, spec *sundi
 	if s.calendars == nil {
 		return nil, invalidf("schedule.calendar", "business calendars are not available on this server")
 	}
-	cal, err := s.calendars.Get(ctx, tenant, name)
-	if errors.Is(err, calendar.ErrNotFound) {
+	cal, ok := preloaded(ctx, tenant, name)
+	if !ok {
+		var err error
+		cal, err = s.calendars.Get(ctx, tenant, name)
+		if errors.Is(err, calendar.ErrNotFound) {
+			cal, err = nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if cal == nil {
 		return nil, invalidf("schedule.calendar", "no calendar %q: create it first (schedctl calendar create)", name)
 	}
-	if err != nil {
-		return nil, err
-	}
 	return cal, nil
+}
+
+type calendarCacheKey struct{}
+
+// calendarCache maps tenant and name to a calendar, nil when there is none.
+type calendarCache map[[2]string]*sundialv1.Calendar
+
+func preloaded(ctx context.Context, tenant, name string) (*sundialv1.Calendar, bool) {
+	cache, _ := ctx.Value(calendarCacheKey{}).(calendarCache)
+	cal, ok := cache[[2]string{tenant, name}]
+	return cal, ok
+}
+
+// preloadCalendars reads the named calendars before a store transaction
+// and returns a context carrying them, so the transaction's decision
+// function does not take a second pool connection while it holds one
+// (enough concurrent transactions doing that would wait on each other for
+// the pool). A name the tenant has no calendar by is remembered as such.
+func (s *JobService) preloadCalendars(ctx context.Context, tenant string, names ...string) (context.Context, error) {
+	if s.calendars == nil {
+		return ctx, nil
+	}
+	cache := calendarCache{}
+	for _, name := range names {
+		key := [2]string{tenant, name}
+		if _, done := cache[key]; done || name == "" {
+			continue
+		}
+		cal, err := s.calendars.Get(ctx, tenant, name)
+		if err != nil && !errors.Is(err, calendar.ErrNotFound) {
+			return ctx, err
+		}
+		cache[key] = cal
+	}
+	if len(cache) == 0 {
+		return ctx, nil
+	}
+	return context.WithValue(ctx, calendarCacheKey{}, cache), nil
+}
+
+// preloadJobCalendars is preloadCalendars for a change to a stored job:
+// the calendar the job names now and the one the change may name. A job
+// it cannot read is left to the change itself to report.
+func (s *JobService) preloadJobCalendars(ctx context.Context, rawID string, change *sundialv1.Job) (context.Context, error) {
+	if s.calendars == nil {
+		return ctx, nil
+	}
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return ctx, nil
+	}
+	names := []string{change.GetSchedule().GetCalendar()}
+	if id, err := jobID("id", rawID); err == nil {
+		cur, err := s.store.Get(ctx, tenant, id)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return ctx, err
+		}
+		names = append(names, cur.GetSchedule().GetCalendar())
+	}
+	return s.preloadCalendars(ctx, tenant, names...)
 }
 
 // scheduleOf is the job's schedule with its calendar applied: what the

@@ -310,6 +310,9 @@ func (s *JobService) CreateJob(ctx context.Context, req *sundialv1.CreateJobRequ
 			CreatedUpTo:   limits.CreatesPerMinute,
 		},
 	}
+	if ctx, err = s.preloadCalendars(ctx, tenant, job.GetSchedule().GetCalendar()); err != nil {
+		return nil, s.statusOf(ctx, "CreateJob", err)
+	}
 	created, existed, err := s.store.Create(ctx, tenant, opts, func(now time.Time, usage store.Usage) (*sundialv1.Job, error) {
 		if err := limits.CheckCreate(tenant, usage.Jobs, usage.CreatedRecently); err != nil {
 			return nil, err
@@ -424,6 +427,9 @@ func (s *JobService) UpdateJob(ctx context.Context, req *sundialv1.UpdateJobRequ
 		},
 	}
 	limits := s.quotas.For(tenant)
+	if ctx, err = s.preloadJobCalendars(ctx, id, src); err != nil {
+		return nil, s.statusOf(ctx, "UpdateJob", err)
+	}
 	mut, err := s.store.Mutate(ctx, tenant, id, change, func(now time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
 		if cur.GetStatus() == sundialv1.JobStatus_JOB_STATUS_DELETED {
 			return nil, reject(codes.FailedPrecondition, "job is deleted")
@@ -522,6 +528,10 @@ func (s *JobService) ResumeJob(ctx context.Context, req *sundialv1.ResumeJobRequ
 	// manual trigger, backfill or re-drive not yet published, staged under
 	// the paused version.
 	reason := func(next *sundialv1.Job) string { return fmt.Sprintf("job resumed as version %d", next.GetVersion()) }
+	ctx, err := s.preloadJobCalendars(ctx, req.GetId(), nil)
+	if err != nil {
+		return nil, s.statusOf(ctx, "ResumeJob", err)
+	}
 	job, err := s.transition(ctx, "ResumeJob", req.GetId(), store.ActionResume, reason, func(now time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
 		switch cur.GetStatus() {
 		case sundialv1.JobStatus_JOB_STATUS_ACTIVE:
