@@ -141,6 +141,11 @@ service_env() {
   echo "SUNDIAL_CASSANDRA_HOSTS=${SUNDIAL_CASSANDRA_HOSTS:-$SUNDIAL_TEST_CASSANDRA_HOSTS}"
   echo "SUNDIAL_LOG_LEVEL=${SUNDIAL_LOG_LEVEL:-info}"
   echo "SUNDIAL_LOG_FORMAT=${SUNDIAL_LOG_FORMAT:-text}"
+  # Per-tenant signing keys and target secrets for development (api and
+  # workers; the others have no such flags): a key-encryption key and a
+  # secrets directory, <dir>/<tenant>/<name>, made once by dev_files.
+  echo "SUNDIAL_SIGNING_KEY_ENCRYPTION_KEY_FILE=${SUNDIAL_SIGNING_KEY_ENCRYPTION_KEY_FILE:-$RUN/dev-signing-kek}"
+  echo "SUNDIAL_SECRETS_DIR=${SUNDIAL_SECRETS_DIR:-$RUN/target-secrets}"
   # per service
   echo "SUNDIAL_ADMIN_ADDR=$(admin_addr "$1")"
   case $(service_of "$1") in
@@ -217,12 +222,22 @@ take_lock() {
   flock -w 300 9 || die "another platform.sh command holds $RUN/.lock"
 }
 
+# dev_files makes the development key-encryption key and the dev tenant's
+# (empty) target-secret directory, unless the caller named its own.
+dev_files() {
+  if [ -z "${SUNDIAL_SIGNING_KEY_ENCRYPTION_KEY_FILE:-}" ] && [ ! -s "$RUN/dev-signing-kek" ]; then
+    (umask 077 && head -c 48 /dev/urandom | base64 >"$RUN/dev-signing-kek")
+  fi
+  [ -n "${SUNDIAL_SECRETS_DIR:-}" ] || mkdir -p "$RUN/target-secrets/dev"
+}
+
 # start_instances I...: start those not running (the apis first: the first
 # applies the Postgres migrations the others rely on), then wait for each.
 start_instances() {
   local s t0=$SECONDS
   # shellcheck source=/dev/null
   source <("$ROOT/deploy/local/infra.sh" env)
+  dev_files
   for s in "$@"; do
     if is_running "$s"; then
       log "$s: already running (pid $(pid_of "$s")), left alone"
