@@ -97,3 +97,41 @@ func TestComponentSecuritySettings(t *testing.T) {
 		t.Fatalf("migrate exited %d: %s", code, stderr.String())
 	}
 }
+
+// --secrets-dir must be a directory and the key-encryption key file must
+// hold at least 32 bytes; a good file loads the key the signing-key
+// service is built with.
+func TestSecretAndSigningKeySettings(t *testing.T) {
+	load := func(args ...string) (*settings, error) {
+		var s settings
+		fs := flag.NewFlagSet("api", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		s.register(fs)
+		if err := config.Load(fs, append([]string{"--tokens", "t=acme"}, args...), func(string) (string, bool) { return "", false }); err != nil {
+			t.Fatal(err)
+		}
+		var p config.Problems
+		s.validate(&p)
+		return &s, p.Err()
+	}
+	short := filepath.Join(t.TempDir(), "short")
+	if err := os.WriteFile(short, []byte("too short"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for flagName, args := range map[string][]string{
+		"secrets-dir":                     {"--secrets-dir", "/nonexistent/secrets"},
+		"signing-key-encryption-key-file": {"--signing-key-encryption-key-file", short},
+	} {
+		if _, err := load(args...); err == nil || !strings.Contains(err.Error(), flagName+":") {
+			t.Errorf("%v: error %v, want one naming %s", args, err, flagName)
+		}
+	}
+	good := filepath.Join(t.TempDir(), "kek")
+	if err := os.WriteFile(good, []byte(strings.Repeat("k", 32)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := load("--signing-key-encryption-key-file", good, "--secrets-dir", t.TempDir())
+	if err != nil || s.kek == nil {
+		t.Fatalf("good settings: %v (kek loaded: %v)", err, s.kek != nil)
+	}
+}

@@ -90,6 +90,9 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{[]string{"--host-rate", "5", "--host-burst", "0"}, "host-burst"},
 		{[]string{"--breaker-failures", "-1"}, "breaker-failures"},
 		{[]string{"--secrets-dir", "/nonexistent/secrets"}, "secrets-dir"},
+		{[]string{"--signing-key-encryption-key-file", "/nonexistent/kek"}, "signing-key-encryption-key-file"},
+		{[]string{"--signing-key-encryption-key-file", "config_test.go", "--postgres-dsn", ""}, "signing-key-encryption-key-file"},
+		{[]string{"--signing-key-refresh", "-1s"}, "signing-key-refresh"},
 		{[]string{"--metrics-job-ids", "0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6b,nightly-report"}, "metrics-job-ids"},
 		// The components' TLS and credentials (pkg/connsec) are validated
 		// with the rest.
