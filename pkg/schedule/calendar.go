@@ -461,20 +461,24 @@ func minTime(a, b time.Time) time.Time {
 }
 
 // Adjustments lists what the calendar did that shows in (from, through]:
-// the underlying instants in that range it moved or removed, and earlier
-// ones it moved into the range; in order of the underlying instants, at
-// most limit of them.
+// the underlying instants in that range it moved or removed, and the
+// instants outside it that it moved into the range; in order of the
+// underlying instants, at most limit of them.
 func (c *Calendared) Adjustments(from, through time.Time, limit int) []Adjustment {
 	var out []Adjustment
-	scan := from
-	if c.policy == CalendarNext {
-		scan = from.Add(-c.reach)
+	scanFrom, scanTo := from, through
+	switch c.policy {
+	case CalendarNext:
+		scanFrom = from.Add(-c.reach)
+	case CalendarPrevious:
+		scanTo = through.Add(c.reach)
 	}
-	for t := c.base.Next(scan); !t.IsZero() && !t.After(through) && len(out) < limit; t = c.base.Next(t) {
+	in := func(t time.Time) bool { return !t.IsZero() && t.After(from) && !t.After(through) }
+	for t := c.base.Next(scanFrom); !t.IsZero() && !t.After(scanTo) && len(out) < limit; t = c.base.Next(t) {
 		n := c.dayNum(t)
 		if c.cal.business(n) {
 			// Skip the rest of a business day at once.
-			if end := c.dayStart(n + 1).Add(-time.Nanosecond); end.After(t) {
+			if end, _ := c.day(n); end.After(t) {
 				t = end
 			}
 			continue
@@ -496,10 +500,9 @@ func (c *Calendared) Adjustments(from, through time.Time, limit int) []Adjustmen
 			}
 			a.Reason += fmt.Sprintf("; moved to the %s business day, %s", dir, dateOfDays(d))
 		}
-		if !t.After(from) && (a.To.IsZero() || !a.To.After(from) || a.To.After(through)) {
-			continue
+		if in(a.From) || in(a.To) {
+			out = append(out, a)
 		}
-		out = append(out, a)
 	}
 	return out
 }

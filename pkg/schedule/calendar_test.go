@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -214,6 +215,50 @@ func BenchmarkCalendarNext(b *testing.B) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// Adjustments against the brute force's view: every underlying instant in
+// the range or moved into it that the calendar changed, and no other.
+func TestCalendarAdjustments(t *testing.T) {
+	loc, _ := time.LoadLocation("America/New_York")
+	base, _ := Parse("0 9 * * *", Options{Location: loc})
+	cal, err := NewCalendar("us", []Holiday{{Date{2026, 12, 25}, "Christmas"}}, DefaultWeekend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	day := func(d int) time.Time { return time.Date(2026, 12, d, 14, 0, 0, 0, time.UTC) }
+	for _, tc := range []struct {
+		p             CalendarPolicy
+		from, through time.Time
+		want          []string // From->To, "-" for removed
+	}{
+		// Fri 25th, Sat 26th, Sun 27th.
+		{CalendarSkip, day(24), day(28), []string{"25->-", "26->-", "27->-"}},
+		{CalendarNext, day(27).Add(time.Hour), day(28), []string{"25->28", "26->28", "27->28"}},
+		// The 24th is shown; the three instants moved onto it come after
+		// the range, and are listed.
+		{CalendarPrevious, day(23), day(24), []string{"25->24", "26->24", "27->24"}},
+		{CalendarPrevious, day(28).Add(-time.Hour), day(29), nil},
+	} {
+		cs, err := WithCalendar(base, cal, tc.p, loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, a := range cs.Adjustments(tc.from, tc.through, 100) {
+			to := "-"
+			if !a.To.IsZero() {
+				to = fmt.Sprint(a.To.Day())
+			}
+			got = append(got, fmt.Sprintf("%d->%s", a.From.Day(), to))
+			if !strings.Contains(a.Reason, "calendar us") {
+				t.Errorf("reason %q", a.Reason)
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s (%s, %s]: got %v, want %v", tc.p, tc.from, tc.through, got, tc.want)
 		}
 	}
 }
