@@ -24,7 +24,13 @@ var (
 	ErrExists = errors.New("calendar: already exists")
 	// ErrVersion: an update's expected version is not the stored one.
 	ErrVersion = errors.New("calendar: version mismatch")
+	// ErrTooMany: the tenant has MaxPerTenant calendars already.
+	ErrTooMany = errors.New("calendar: too many calendars")
 )
+
+// MaxPerTenant bounds a tenant's calendars, so one tenant cannot fill the
+// table (each holds up to MaxHolidays dates).
+const MaxPerTenant = 1000
 
 // InUseError refuses deleting a calendar that jobs still use.
 type InUseError struct {
@@ -92,11 +98,17 @@ func (s *Store) Create(ctx context.Context, tenant string, c *sundialv1.Calendar
 		return nil, err
 	}
 	var created time.Time
-	err = s.pool.QueryRow(ctx, `INSERT INTO calendars (tenant, name, spec) VALUES ($1, $2, $3) RETURNING created_at`,
-		tenant, c.GetName(), spec).Scan(&created)
+	// The count and the insert are one statement; two creates racing past
+	// the limit together can overshoot it by one each, which is harmless.
+	err = s.pool.QueryRow(ctx, `INSERT INTO calendars (tenant, name, spec)
+SELECT $1, $2, $3 WHERE (SELECT count(*) FROM calendars WHERE tenant = $1) < $4
+RETURNING created_at`, tenant, c.GetName(), spec, MaxPerTenant).Scan(&created)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
 		return nil, ErrExists
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %d is the limit per tenant", ErrTooMany, MaxPerTenant)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("calendar: create: %w", err)

@@ -221,6 +221,8 @@ func (s *CalendarService) statusOf(ctx context.Context, op string, err error) er
 		return status.Error(codes.AlreadyExists, "a calendar of that name exists; update it, or import with replace")
 	case errors.Is(err, calendar.ErrVersion):
 		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, calendar.ErrTooMany):
+		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.As(err, &inUse):
 		return status.Errorf(codes.FailedPrecondition, "calendar is used by %d job(s) that are not deleted (e.g. %v): change their schedule.calendar first", inUse.Count, inUse.Jobs)
 	}
