@@ -2,7 +2,7 @@
 // in-process integration tests build exactly the same thing.
 //
 // Start order (stop is the reverse): connections, clock estimator, ledger
-// recorder, notifier, poison forwarder, fire holder, prepare holder,
+// recorder, notifier, poison forwarder, GOMAXPROCS governor, fire holder, prepare holder,
 // prepare stage, executor pool (with its settlers), consumer. The consumer stops first: it
 // stops fetching and leaves the group, and its final revoke waits for the
 // executing firings — which need the executors, the recorder, Redis and
@@ -15,7 +15,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"runtime"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -44,6 +47,7 @@ import (
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
 	"github.com/sundialhq/sundial/services/worker/internal/notify"
 	"github.com/sundialhq/sundial/services/worker/internal/prepare"
+	"github.com/sundialhq/sundial/services/worker/internal/procs"
 	"github.com/sundialhq/sundial/services/worker/internal/readyq"
 	"github.com/sundialhq/sundial/services/worker/internal/recorder"
 	"github.com/sundialhq/sundial/services/worker/internal/settle"
@@ -343,7 +347,16 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 		m.ReadyDepth.WithLabelValues(firing.PriorityName(p)).Set(float64(d))
 	}), readyq.WithLimits(readyq.LimitsOf(cfg.Executors, cfg.HighExecutorsPercent, cfg.MediumExecutorsPercent, cfg.LowExecutorsPercent)))
 	w.Queue = q
-	fireHolder := holder.New(corrected, q.Push)
+	gov, err := procsGovernor(cfg.Procs, local, m, logger.With("component", "procs"))
+	if err != nil {
+		return nil, err
+	}
+	w.Services = append(w.Services, gov)
+	fireHolder := holder.New(corrected, q.Push, holder.WithReleased(func(n int) {
+		if n >= herdChunk {
+			gov.Busy()
+		}
+	}))
 	var prep *prepare.Stage
 	prepHolder := holder.New(corrected, func(it *work.Item) { prep.Add(it) }, holder.WithLead(func(it *work.Item) time.Duration { return prep.Lead(it) }),
 		holder.WithBatchSink(func(items []*work.Item) { prep.AddMany(items) }))
@@ -477,3 +490,36 @@ type stages struct {
 func (s *stages) Add(it *work.Item)         { s.prepare.Add(it) }
 func (s *stages) Remove(it *work.Item) bool { return s.prepare.Remove(it) }
 func (s *stages) Len() int                  { return s.prepare.Len() + s.fire.Len() + s.ready.Len() }
+
+// herdChunk: a release of this many firings at once by the fire holder is a
+// herd, and GOMAXPROCS goes up before it is fired.
+const herdChunk = 32
+
+// procsGovernor applies --procs: "auto" returns the governor that sizes
+// GOMAXPROCS to the load (unless the GOMAXPROCS variable is set: then the
+// operator's figure stays); a number sets it once, and the returned
+// governor has nothing to do.
+func procsGovernor(setting string, clk clock.Clock, m *metrics.Metrics, logger *slog.Logger) (*procs.Governor, error) {
+	cfg := procs.DefaultConfig
+	cfg.Max = runtime.GOMAXPROCS(0)
+	switch {
+	case setting == "auto" && os.Getenv("GOMAXPROCS") == "":
+	case setting == "auto":
+		logger.Info("GOMAXPROCS is set: --procs auto leaves it", "gomaxprocs", cfg.Max)
+		cfg.Max = 1 // the governor only reports it
+	default:
+		n, err := strconv.Atoi(setting)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("procs: must be auto or a number of at least 1, got %q", setting)
+		}
+		runtime.GOMAXPROCS(n)
+		cfg.Max = 1
+	}
+	now := runtime.GOMAXPROCS(0)
+	return procs.New(cfg, clk, logger, procs.WithReport(func(n int) {
+		if cfg.Max <= 1 {
+			n = now
+		}
+		m.Procs.Set(float64(n))
+	})), nil
+}

@@ -37,6 +37,7 @@ type Holder struct {
 	onWait   func()
 	lead     func(*work.Item) time.Duration
 	sinkMany func([]*work.Item)
+	released func(n int)
 	runner   lifecycle.Runner
 }
 
@@ -57,6 +58,11 @@ func WithLead(lead func(*work.Item) time.Duration) Option { return func(h *Holde
 func WithBatchSink(sinkMany func([]*work.Item)) Option {
 	return func(h *Holder) { h.sinkMany = sinkMany }
 }
+
+// WithReleased calls f with the size of every chunk released (at most
+// releaseChunk), before the chunk reaches the sink: the worker's GOMAXPROCS
+// governor learns of a herd before it is fired. f must not block.
+func WithReleased(f func(n int)) Option { return func(h *Holder) { h.released = f } }
 
 // New returns a holder that reads time from clk (the corrected clock) and
 // passes due items to sink, which must not block.
@@ -145,6 +151,9 @@ func (h *Holder) loop(ctx context.Context) error {
 			h.mu.Unlock()
 			for _, it := range due {
 				it.Ready = now
+			}
+			if h.released != nil && len(due) > 0 {
+				h.released(len(due))
 			}
 			if h.sinkMany != nil {
 				h.sinkMany(due)

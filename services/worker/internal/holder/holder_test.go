@@ -225,3 +225,36 @@ func TestSameInstantMostUrgentFirst(t *testing.T) {
 	r.settle()
 	r.none(t, "after the herd")
 }
+
+func TestReleasedReportsEachChunkBeforeItsItems(t *testing.T) {
+	fake := clock.NewFake(t0)
+	out := make(chan *work.Item, 1000)
+	waits := make(chan struct{}, 1000)
+	var chunks []int
+	var seenBefore []int // items the sink had taken when each chunk was reported
+	sunk := 0            // both written by the holder's goroutine only
+	h := New(fake, func(it *work.Item) { sunk++; out <- it }, WithWaitHook(func() { waits <- struct{}{} }),
+		WithReleased(func(n int) { chunks = append(chunks, n); seenBefore = append(seenBefore, sunk) }))
+	if err := h.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop()
+	<-waits
+	for i := range 300 {
+		h.Add(at(time.Second, fmt.Sprint(i)))
+	}
+	h.Add(at(2*time.Second, "later"))
+	<-waits
+	fake.Advance(time.Second)
+	for range 300 {
+		<-out
+	}
+	<-waits
+	h.Stop()
+	if fmt.Sprint(chunks) != "[256 44]" {
+		t.Fatalf("released chunks %v, want [256 44] (a 300-firing herd in chunks of 256)", chunks)
+	}
+	if fmt.Sprint(seenBefore) != "[0 256]" {
+		t.Fatalf("items at the sink when each chunk was reported: %v, want [0 256]", seenBefore)
+	}
+}

@@ -58,6 +58,8 @@ type Metrics struct {
 	ClockOffset prometheus.Gauge
 	// ClockRTT is the round trip of the sample behind the estimate.
 	ClockRTT prometheus.Gauge
+	// Procs is the GOMAXPROCS the worker runs with now (see --procs).
+	Procs prometheus.Gauge
 	// LedgerWrites by result (ok, retry, fenced, invalid, dropped).
 	LedgerWrites *prometheus.CounterVec
 
@@ -178,6 +180,9 @@ func New(reg prometheus.Registerer, maxTenants int, watchedJobs ...string) *Metr
 		ClockOffset: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sundial_worker_clock_offset_seconds", Help: "Estimated database clock minus local clock.",
 		}),
+		Procs: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sundial_worker_procs", Help: "GOMAXPROCS now: 1 at a light load, the CPU limit under a herd (--procs auto).",
+		}),
 		ClockRTT: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sundial_worker_clock_offset_rtt_seconds", Help: "Round trip of the sample behind the clock offset estimate.",
 		}),
@@ -232,7 +237,7 @@ func New(reg prometheus.Registerer, maxTenants int, watchedJobs ...string) *Metr
 		}, []string{"job_id"}),
 	}
 	reg.MustRegister(m.Lateness, m.Firings, m.LeaseConflicts, m.PrepareBatch, m.PrepareCall, m.SettleBatch, m.ReadyDepth, m.Executing, m.Lag, m.Uncommitted,
-		m.Assigned, m.Commits, m.ClockOffset, m.ClockRTT, m.LedgerWrites,
+		m.Assigned, m.Commits, m.ClockOffset, m.ClockRTT, m.Procs, m.LedgerWrites,
 		m.RetriesScheduled, m.DeadLetters, m.PoisonRecords, m.SettleErrors, m.JobCompletions, m.OverlapSkips, m.OverlapWaits,
 		m.RateLimited, m.Breakers, m.BreakerTransitions, m.BreakerRejections, m.RefusedAddresses, m.Notifications,
 		m.JobFirings, m.JobLateness)

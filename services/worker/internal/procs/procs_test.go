@@ -1,0 +1,168 @@
+package procs
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sundialhq/sundial/pkg/clock"
+)
+
+var t0 = time.Date(2026, 11, 26, 5, 0, 0, 0, time.UTC)
+
+func TestStateHysteresis(t *testing.T) {
+	cfg := Config{Max: 4, Interval: 100 * time.Millisecond, High: 0.5, Low: 0.25, Calm: 10 * time.Second}
+	s := state{cfg: cfg, procs: 4, calmSince: t0}
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+
+	// Busy: stays at Max, and a dip shorter than Calm does not lower it.
+	if got := s.observe(at(time.Second), 1.2); got != 4 {
+		t.Fatalf("busy at Max: got %d procs, want 4", got)
+	}
+	if got := s.observe(at(5*time.Second), 0.1); got != 4 {
+		t.Fatalf("4 s of calm after busy: got %d procs, want 4 (Calm is 10 s)", got)
+	}
+	if got := s.observe(at(10*time.Second), 0.1); got != 4 {
+		t.Fatalf("9 s of calm: got %d, want 4", got)
+	}
+	if got := s.observe(at(11*time.Second), 0.1); got != 1 {
+		t.Fatalf("10 s of calm: got %d, want 1", got)
+	}
+	s.procs = 1
+	// At one P, moderate use (below High) keeps it there.
+	if got := s.observe(at(12*time.Second), 0.4); got != 1 {
+		t.Fatalf("0.4 of a core at one P: got %d, want 1 (High is 0.5)", got)
+	}
+	if got := s.observe(at(13*time.Second), 0.6); got != 4 {
+		t.Fatalf("0.6 of a core at one P: got %d, want 4", got)
+	}
+	s.procs = 4
+	// Raising restarts the calm period.
+	if got := s.observe(at(22*time.Second), 0.1); got != 4 {
+		t.Fatalf("9 s after raising: got %d, want 4", got)
+	}
+	// A herd restarts it too.
+	if got := s.herd(at(22500 * time.Millisecond)); got != 4 {
+		t.Fatalf("herd: got %d, want 4", got)
+	}
+	if got := s.observe(at(32*time.Second), 0.1); got != 4 {
+		t.Fatalf("9.5 s after a herd: got %d, want 4", got)
+	}
+	if got := s.observe(at(33*time.Second), 0.1); got != 1 {
+		t.Fatalf("10.5 s after a herd: got %d, want 1", got)
+	}
+}
+
+// governorRun drives a Governor's loop on a fake clock with a fake CPU
+// meter, recording every GOMAXPROCS it sets and reports.
+type governorRun struct {
+	t       *testing.T
+	clk     *clock.Fake
+	g       *Governor
+	cpu     atomic.Int64 // nanoseconds used so far
+	reports chan int
+	mu      sync.Mutex
+	sets    []int
+}
+
+func startGovernor(t *testing.T, cfg Config) *governorRun {
+	t.Helper()
+	r := &governorRun{t: t, clk: clock.NewFake(t0), reports: make(chan int, 64)}
+	r.g = New(cfg, r.clk, slog.New(slog.NewTextHandler(io.Discard, nil)),
+		WithCPU(func() time.Duration { return time.Duration(r.cpu.Load()) }),
+		WithSetter(func(n int) { r.mu.Lock(); r.sets = append(r.sets, n); r.mu.Unlock() }),
+		WithReport(func(n int) { r.reports <- n }))
+	if err := r.g.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.g.Stop)
+	return r
+}
+
+// until advances the clock an interval at a time, using cores of CPU per
+// interval, until the governor reports want; it fails after limit of fake
+// time.
+func (r *governorRun) until(want int, cores float64, limit time.Duration) time.Duration {
+	r.t.Helper()
+	step := r.g.cfg.Interval
+	var spent time.Duration
+	for spent <= limit {
+		select {
+		case got := <-r.reports:
+			if got != want {
+				r.t.Fatalf("governor reported %d procs after %v, want %d", got, spent, want)
+			}
+			return spent
+		case <-time.After(2 * time.Millisecond):
+		}
+		r.cpu.Add(int64(cores * float64(step)))
+		r.clk.Advance(step)
+		spent += step
+	}
+	r.t.Fatalf("governor did not report %d procs within %v of fake time", want, limit)
+	return 0
+}
+
+func TestGovernorFollowsLoad(t *testing.T) {
+	cfg := Config{Max: 2, Interval: 100 * time.Millisecond, High: 0.5, Low: 0.25, Calm: 2 * time.Second}
+	r := startGovernor(t, cfg)
+	if got := <-r.reports; got != 2 {
+		t.Fatalf("at start: reported %d procs, want Max 2", got)
+	}
+	// A light load: one P once Calm has passed, not before.
+	if took := r.until(1, 0.1, 10*time.Second); took < cfg.Calm {
+		t.Fatalf("lowered after %v of calm, want at least %v", took, cfg.Calm)
+	}
+	// A load that fills most of the one P: back to Max within an interval or two.
+	if took := r.until(2, 0.9, time.Second); took > 3*cfg.Interval {
+		t.Fatalf("raised %v after the load rose, want within %v", took, 3*cfg.Interval)
+	}
+	r.until(1, 0.1, 10*time.Second)
+	// A herd: raised without waiting for the CPU meter.
+	r.g.Busy()
+	select {
+	case got := <-r.reports:
+		if got != 2 {
+			t.Fatalf("after Busy: reported %d, want 2", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Busy did not raise GOMAXPROCS")
+	}
+	// Stopping at one P leaves the process at Max.
+	r.until(1, 0.1, 10*time.Second)
+	r.g.Stop()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if last := r.sets[len(r.sets)-1]; last != 2 {
+		t.Fatalf("after Stop the last GOMAXPROCS set was %d, want Max 2 (sets %v)", last, r.sets)
+	}
+}
+
+func TestGovernorIdleAtOneProc(t *testing.T) {
+	r := startGovernor(t, Config{Max: 1, Interval: 100 * time.Millisecond, High: 0.5, Low: 0.25, Calm: time.Second})
+	if got := <-r.reports; got != 1 {
+		t.Fatalf("reported %d, want 1", got)
+	}
+	r.g.Busy()
+	r.clk.Advance(time.Minute)
+	r.g.Stop()
+	if len(r.sets) != 0 {
+		t.Fatalf("with Max 1 the governor set GOMAXPROCS %v, want never", r.sets)
+	}
+}
+
+func TestProcessCPUGrows(t *testing.T) {
+	before := processCPU()
+	deadline := time.Now().Add(200 * time.Millisecond)
+	x := 0
+	for time.Now().Before(deadline) {
+		x++
+	}
+	if after := processCPU(); after <= before {
+		t.Fatalf("process CPU did not grow over 200 ms of spinning (%v → %v, %d loops)", before, after, x)
+	}
+}
