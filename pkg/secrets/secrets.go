@@ -144,7 +144,12 @@ func (d Dir) Unscoped() ([]string, error) {
 	}
 	var out []string
 	for _, e := range entries {
-		if e.Type().IsRegular() && !strings.HasPrefix(e.Name(), ".") {
+		if strings.HasPrefix(e.Name(), ".") || e.IsDir() {
+			continue
+		}
+		// A mounted Kubernetes Secret's files are symbolic links into
+		// its ..data directory: judge what they point to.
+		if st, err := os.Stat(filepath.Join(string(d), e.Name())); err == nil && st.Mode().IsRegular() {
 			out = append(out, e.Name())
 		}
 	}

@@ -68,8 +68,16 @@ func TestDirStaysInsideTheTenantsDirectory(t *testing.T) {
 	if ok, err := d.Has("acme", "sub"); ok || err != nil {
 		t.Fatalf("Has(acme, sub) = %v %v", ok, err)
 	}
+	// The old layout as a mounted Kubernetes Secret: a link into ..data.
+	writeSecret(t, dir, "..data", "linked", "linked-value")
+	if err := os.Symlink(filepath.Join("..data", "linked"), filepath.Join(dir, "linked")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("acme", filepath.Join(dir, "acme-link")); err != nil { // a link to a tenant's directory is no secret
+		t.Fatal(err)
+	}
 	flat, err := d.Unscoped()
-	if err != nil || len(flat) != 1 || flat[0] != "flat" {
+	if err != nil || len(flat) != 2 || flat[0] != "flat" || flat[1] != "linked" {
 		t.Fatalf("Unscoped = %v %v", flat, err)
 	}
 }
