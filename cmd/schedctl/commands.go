@@ -166,10 +166,11 @@ func commands() []command {
 		{name: "calendar delete", usage: "[flags] NAME",
 			summary: "Delete a calendar; refused while a job that is not deleted uses it.",
 			run:     remoteCmd[noOpts]{run: runCalendarDelete}},
-		{name: "signing-key create", usage: "[flags]",
+		{name: "signing-key create", usage: "[flags] [--platform-overlap 24h]",
 			summary: "Give your tenant its own webhook signing key; from then on the workers sign your requests with it\n" +
-				"(instead of the platform's secret). Prints the secret once: store it where your targets verify.",
-			run: remoteCmd[noOpts]{run: runSigningKeyCreate}},
+				"(and, for --platform-overlap, with the platform's secret beside it, so targets can switch at leisure).\n" +
+				"Prints the secret once: store it where your targets verify.",
+			run: remoteCmd[createKeyOpts]{flags: (*createKeyOpts).register, run: runSigningKeyCreate}},
 		{name: "signing-key rotate", usage: "[flags] [--overlap 24h]",
 			summary: "Make a new signing key current; the previous one stays valid for --overlap, and requests carry\n" +
 				"both signatures meanwhile, so targets can switch keys at any moment within it. Prints the new secret once.",

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -18,6 +19,7 @@ import (
 type fakeKeys struct {
 	sundialv1.UnimplementedSigningKeyServiceServer
 	mu     sync.Mutex
+	create *sundialv1.CreateSigningKeyRequest
 	rotate *sundialv1.RotateSigningKeyRequest
 }
 
@@ -28,8 +30,15 @@ var (
 		ExpireTime: timestamppb.New(fakeKeyNow.Add(48 * time.Hour)), CreatedBy: "acme/ops"}
 )
 
-func (f *fakeKeys) CreateSigningKey(context.Context, *sundialv1.CreateSigningKeyRequest) (*sundialv1.CreateSigningKeyResponse, error) {
-	return &sundialv1.CreateSigningKeyResponse{Key: fakeCur, Secret: "sdk_new-secret"}, nil
+func (f *fakeKeys) CreateSigningKey(_ context.Context, req *sundialv1.CreateSigningKeyRequest) (*sundialv1.CreateSigningKeyResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.create = req
+	k := proto.Clone(fakeCur).(*sundialv1.SigningKey)
+	if o := req.GetPlatformOverlap().AsDuration(); o > 0 {
+		k.PlatformOverlapEndTime = timestamppb.New(fakeKeyNow.Add(o))
+	}
+	return &sundialv1.CreateSigningKeyResponse{Key: k, Secret: "sdk_new-secret"}, nil
 }
 
 func (f *fakeKeys) RotateSigningKey(_ context.Context, req *sundialv1.RotateSigningKeyRequest) (*sundialv1.RotateSigningKeyResponse, error) {
@@ -47,9 +56,18 @@ func TestSigningKeyCommands(t *testing.T) {
 	f, addr := startFake(t)
 
 	code, out, stderr := run(t, addr, nil, "signing-key create")
-	if code != 0 || !strings.Contains(out, "sdk_new-secret") || !strings.Contains(out, "k2") || !strings.Contains(stderr, "not shown again") {
+	if code != 0 || !strings.Contains(out, "sdk_new-secret") || !strings.Contains(out, "k2") || !strings.Contains(stderr, "not shown again") ||
+		!strings.Contains(out, "also signs until 2026-11-27T05:00:00Z") {
 		t.Fatalf("create: %d\n%s%s", code, out, stderr)
 	}
+	if code, out, stderr := run(t, addr, nil, "signing-key create", "--platform-overlap", "0s"); code != 0 || strings.Contains(out, "also signs") {
+		t.Fatalf("create --platform-overlap 0s: %d\n%s%s", code, out, stderr)
+	}
+	f.keys.mu.Lock()
+	if o := f.keys.create.GetPlatformOverlap(); o == nil || o.AsDuration() != 0 {
+		t.Errorf("platform overlap 0 sent as %v", o)
+	}
+	f.keys.mu.Unlock()
 
 	code, out, stderr = run(t, addr, nil, "signing-key rotate", "--overlap", "48h")
 	if code != 0 || !strings.Contains(out, "sdk_rotated-secret") || !strings.Contains(out, "k1, valid until 2026-11-28T05:00:00Z") {

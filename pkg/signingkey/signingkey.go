@@ -12,6 +12,10 @@
 // request with each valid key, the current first, naming each by its id
 // (signature.SignKeys), so a target that verifies with either key passes
 // throughout the overlap: it can swap its key at any moment within it.
+// The first key may have an overlap of its own with the platform's secret
+// (Create's platformOverlap): the platform secret signs beside it until
+// then, so the tenant's targets move from the platform secret to the key
+// the same way.
 //
 // # At rest
 //

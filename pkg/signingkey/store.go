@@ -20,6 +20,10 @@ type Key struct {
 	// ExpiresAt is when a rotated-out key stops being valid; zero for the
 	// current key.
 	ExpiresAt time.Time
+	// PlatformUntil, for a tenant's first key, is until when the
+	// platform's secret also signs the tenant's requests (the move from
+	// the platform secret to the key); zero: not at all.
+	PlatformUntil time.Time
 	// Secret is set only where it must be: in what Create and Rotate
 	// return (shown once to the tenant) and in what Valid returns (for
 	// the workers). Never log it.
@@ -60,7 +64,7 @@ func lockTenant(ctx context.Context, tx pgx.Tx, tenant string) (time.Time, error
 	return now, err
 }
 
-func (s *Store) insert(ctx context.Context, tx pgx.Tx, tenant, actor string, now time.Time) (Key, error) {
+func (s *Store) insert(ctx context.Context, tx pgx.Tx, tenant, actor string, now, platformUntil time.Time) (Key, error) {
 	id, err := NewKeyID(now)
 	if err != nil {
 		return Key{}, err
@@ -73,8 +77,12 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, tenant, actor string, now
 	if err != nil {
 		return Key{}, err
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO signing_keys (tenant, key_id, sealed, created_at, created_by) VALUES ($1, $2, $3, $4, $5)`,
-		tenant, id, sealed, now, actor)
+	var until *time.Time
+	if !platformUntil.IsZero() {
+		until = &platformUntil
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO signing_keys (tenant, key_id, sealed, created_at, created_by, platform_until) VALUES ($1, $2, $3, $4, $5, $6)`,
+		tenant, id, sealed, now, actor, until)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
@@ -82,18 +90,28 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, tenant, actor string, now
 		}
 		return Key{}, fmt.Errorf("signingkey: insert: %w", err)
 	}
-	return Key{Tenant: tenant, ID: id, CreatedAt: now, CreatedBy: actor, Secret: secret}, nil
+	return Key{Tenant: tenant, ID: id, CreatedAt: now, CreatedBy: actor, Secret: secret, PlatformUntil: platformUntil}, nil
 }
 
-// Create gives tenant its first key, or ErrExists.
-func (s *Store) Create(ctx context.Context, tenant, actor string) (Key, error) {
+// Create gives tenant its first key, or ErrExists. For platformOverlap
+// (zero: not at all) the platform secret keeps signing the tenant's
+// requests beside the key, so its targets can move to the key without
+// refusing any.
+func (s *Store) Create(ctx context.Context, tenant, actor string, platformOverlap time.Duration) (Key, error) {
+	if platformOverlap < 0 || platformOverlap > MaxOverlap {
+		return Key{}, fmt.Errorf("signingkey: platform overlap %s outside [0, %s]", platformOverlap, MaxOverlap)
+	}
 	var k Key
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		now, err := lockTenant(ctx, tx, tenant)
 		if err != nil {
 			return fmt.Errorf("signingkey: lock: %w", err)
 		}
-		k, err = s.insert(ctx, tx, tenant, actor, now)
+		var until time.Time
+		if platformOverlap > 0 {
+			until = now.Add(platformOverlap)
+		}
+		k, err = s.insert(ctx, tx, tenant, actor, now, until)
 		return err
 	})
 	return k, err
@@ -131,7 +149,7 @@ func (s *Store) Rotate(ctx context.Context, tenant, actor string, overlap time.D
 		if _, err := tx.Exec(ctx, `UPDATE signing_keys SET expires_at = $3 WHERE tenant = $1 AND key_id = $2`, tenant, prev.ID, prev.ExpiresAt); err != nil {
 			return fmt.Errorf("signingkey: retire the current key: %w", err)
 		}
-		cur, err = s.insert(ctx, tx, tenant, actor, now)
+		cur, err = s.insert(ctx, tx, tenant, actor, now, time.Time{})
 		return err
 	})
 	if err != nil {
@@ -142,7 +160,7 @@ func (s *Store) Rotate(ctx context.Context, tenant, actor string, overlap time.D
 
 // List returns tenant's valid keys, the current first, without secrets.
 func (s *Store) List(ctx context.Context, tenant string) ([]Key, error) {
-	rows, err := s.pool.Query(ctx, `SELECT key_id, created_at, created_by, expires_at FROM signing_keys
+	rows, err := s.pool.Query(ctx, `SELECT key_id, created_at, created_by, expires_at, platform_until FROM signing_keys
 		WHERE tenant = $1 AND (expires_at IS NULL OR expires_at > now())
 		ORDER BY expires_at DESC NULLS FIRST, created_at DESC`, tenant)
 	if err != nil {
@@ -152,12 +170,15 @@ func (s *Store) List(ctx context.Context, tenant string) ([]Key, error) {
 	var out []Key
 	for rows.Next() {
 		k := Key{Tenant: tenant}
-		var exp *time.Time
-		if err := rows.Scan(&k.ID, &k.CreatedAt, &k.CreatedBy, &exp); err != nil {
+		var exp, until *time.Time
+		if err := rows.Scan(&k.ID, &k.CreatedAt, &k.CreatedBy, &exp, &until); err != nil {
 			return nil, fmt.Errorf("signingkey: list: %w", err)
 		}
 		if exp != nil {
 			k.ExpiresAt = *exp
+		}
+		if until != nil {
+			k.PlatformUntil = *until
 		}
 		out = append(out, k)
 	}
@@ -175,7 +196,7 @@ type Unopened struct{ Tenant, ID string }
 // first, and the keys whose secret did not open (skipped). The workers
 // call it every few seconds: one query, one row per valid key.
 func (s *Store) Valid(ctx context.Context) (map[string][]Key, []Unopened, error) {
-	rows, err := s.pool.Query(ctx, `SELECT tenant, key_id, sealed, created_at, expires_at FROM signing_keys
+	rows, err := s.pool.Query(ctx, `SELECT tenant, key_id, sealed, created_at, expires_at, platform_until FROM signing_keys
 		WHERE expires_at IS NULL OR expires_at > now()
 		ORDER BY tenant, expires_at DESC NULLS FIRST, created_at DESC`)
 	if err != nil {
@@ -186,15 +207,18 @@ func (s *Store) Valid(ctx context.Context) (map[string][]Key, []Unopened, error)
 	var bad []Unopened
 	for rows.Next() {
 		var (
-			k      Key
-			sealed []byte
-			exp    *time.Time
+			k          Key
+			sealed     []byte
+			exp, until *time.Time
 		)
-		if err := rows.Scan(&k.Tenant, &k.ID, &sealed, &k.CreatedAt, &exp); err != nil {
+		if err := rows.Scan(&k.Tenant, &k.ID, &sealed, &k.CreatedAt, &exp, &until); err != nil {
 			return nil, nil, fmt.Errorf("signingkey: valid keys: %w", err)
 		}
 		if exp != nil {
 			k.ExpiresAt = *exp
+		}
+		if until != nil {
+			k.PlatformUntil = *until
 		}
 		if k.Secret, err = s.kek.Open(k.Tenant, k.ID, sealed); err != nil {
 			bad = append(bad, Unopened{Tenant: k.Tenant, ID: k.ID})

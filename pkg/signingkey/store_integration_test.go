@@ -35,16 +35,19 @@ func TestStoreRotation(t *testing.T) {
 	if _, _, err := st.Rotate(ctx, "acme", "acme/ops", time.Hour); !errors.Is(err, signingkey.ErrNone) {
 		t.Fatalf("rotate without a key: %v", err)
 	}
-	k1, err := st.Create(ctx, "acme", "acme/ops")
-	if err != nil || !k1.Current() || len(k1.Secret) == 0 {
+	k1, err := st.Create(ctx, "acme", "acme/ops", 2*time.Hour)
+	if err != nil || !k1.Current() || len(k1.Secret) == 0 || k1.PlatformUntil.Sub(k1.CreatedAt) != 2*time.Hour {
 		t.Fatalf("create: %+v %v", k1, err)
 	}
-	if _, err := st.Create(ctx, "acme", "acme/ops"); !errors.Is(err, signingkey.ErrExists) {
+	if _, err := st.Create(ctx, "acme", "acme/ops", 0); !errors.Is(err, signingkey.ErrExists) {
 		t.Fatalf("second create: %v", err)
 	}
-	g1, err := st.Create(ctx, "globex", "globex/ops")
-	if err != nil {
-		t.Fatal(err)
+	if _, err := st.Create(ctx, "initech", "initech/ops", -time.Second); err == nil {
+		t.Fatal("negative platform overlap accepted")
+	}
+	g1, err := st.Create(ctx, "globex", "globex/ops", 0)
+	if err != nil || !g1.PlatformUntil.IsZero() {
+		t.Fatalf("create without platform overlap: %+v %v", g1, err)
 	}
 	var sealed []byte
 	if err := pool.QueryRow(ctx, `SELECT sealed FROM signing_keys WHERE key_id = $1`, k1.ID).Scan(&sealed); err != nil || bytes.Contains(sealed, k1.Secret) {
@@ -62,9 +65,13 @@ func TestStoreRotation(t *testing.T) {
 	if d := list[1].ExpiresAt.Sub(list[0].CreatedAt); d != time.Hour {
 		t.Fatalf("overlap %s", d)
 	}
+	if !list[0].PlatformUntil.IsZero() || !list[1].PlatformUntil.Equal(k1.PlatformUntil) {
+		t.Fatalf("platform overlap: a rotation's key has one, or the first key lost its own: %+v", list)
+	}
 	valid, bad, err := st.Valid(ctx)
 	if err != nil || len(bad) != 0 || len(valid["acme"]) != 2 || !bytes.Equal(valid["acme"][0].Secret, k2.Secret) ||
-		!bytes.Equal(valid["acme"][1].Secret, k1.Secret) || len(valid["globex"]) != 1 || !bytes.Equal(valid["globex"][0].Secret, g1.Secret) {
+		!bytes.Equal(valid["acme"][1].Secret, k1.Secret) || !valid["acme"][1].PlatformUntil.Equal(k1.PlatformUntil) ||
+		len(valid["globex"]) != 1 || !bytes.Equal(valid["globex"][0].Secret, g1.Secret) {
 		t.Fatalf("valid: %+v %v %v", valid, bad, err)
 	}
 
@@ -90,7 +97,7 @@ func TestStoreRotation(t *testing.T) {
 
 	// A row sealed under another key-encryption key is reported, not used.
 	other, _ := signingkey.NewKEK([]byte(strings.Repeat("o", 32)))
-	if _, err := signingkey.NewStore(pool, other).Create(ctx, "initech", "initech/ops"); err != nil {
+	if _, err := signingkey.NewStore(pool, other).Create(ctx, "initech", "initech/ops", 0); err != nil {
 		t.Fatal(err)
 	}
 	valid, bad, err = st.Valid(ctx)

@@ -82,7 +82,9 @@ func (r signedRequest) verify(keys ...signingkey.Key) error {
 // requests with that tenant's keys from real Postgres, naming them: a
 // target holding its tenant's key verifies; the platform secret and
 // another tenant's key do not. A tenant without keys is signed for with
-// the platform secret, as before. After a rotation with an overlap a
+// the platform secret, as before; a tenant whose first key is within its
+// platform overlap is signed for with both, so its targets can move from
+// the platform secret to the key. After a rotation with an overlap a
 // request carries both keys' signatures, so a target holding either
 // passes; after a rotation without one, only the new key's.
 func TestSigningWithTenantKeys(t *testing.T) {
@@ -97,11 +99,11 @@ func TestSigningWithTenantKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys := signingkey.NewStore(e.pg, kek)
-	k1, err := keys.Create(ctx, "acme", "acme/ops")
+	k1, err := keys.Create(ctx, "acme", "acme/ops", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	initech, err := keys.Create(ctx, "initech", "initech/ops")
+	initech, err := keys.Create(ctx, "initech", "initech/ops", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,6 +143,15 @@ func TestSigningWithTenantKeys(t *testing.T) {
 	g := fire("globex") // no keys: the platform secret, unnamed
 	if strings.Contains(g.header, "kid=") || signature.Verify(e.secret, g.header, g.exec, g.body, g.received, time.Minute) != nil {
 		t.Fatalf("globex's request: %q", g.header)
+	}
+	// initech's first key is within its platform overlap: a target still
+	// on the platform secret and one already on the key both pass.
+	i := fire("initech")
+	if err := i.verify(initech); err != nil {
+		t.Fatalf("initech's key: %v (%q)", err, i.header)
+	}
+	if err := signature.Verify(e.secret, i.header, i.exec, i.body, i.received, time.Minute); err != nil {
+		t.Fatalf("the platform secret within initech's platform overlap: %v (%q)", err, i.header)
 	}
 
 	// Rotation with an overlap: both keys sign, the new one first.

@@ -33,9 +33,13 @@ type SigningKey struct {
 	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
 	Current    bool                   `protobuf:"varint,4,opt,name=current,proto3" json:"current,omitempty"`
 	// Who created it, as the audit trail names callers.
-	CreatedBy     string `protobuf:"bytes,5,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CreatedBy string `protobuf:"bytes,5,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	// For a tenant's first key: until when the platform's secret also signs
+	// the tenant's requests (an unnamed v1 beside this key's); unset when it
+	// does not.
+	PlatformOverlapEndTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=platform_overlap_end_time,json=platformOverlapEndTime,proto3" json:"platform_overlap_end_time,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *SigningKey) Reset() {
@@ -103,10 +107,20 @@ func (x *SigningKey) GetCreatedBy() string {
 	return ""
 }
 
+func (x *SigningKey) GetPlatformOverlapEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PlatformOverlapEndTime
+	}
+	return nil
+}
+
 type CreateSigningKeyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How long the platform's secret keeps signing beside the new key:
+	// unset for 24 hours, zero for not at all, at most 30 days.
+	PlatformOverlap *durationpb.Duration `protobuf:"bytes,1,opt,name=platform_overlap,json=platformOverlap,proto3" json:"platform_overlap,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CreateSigningKeyRequest) Reset() {
@@ -137,6 +151,13 @@ func (x *CreateSigningKeyRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use CreateSigningKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateSigningKeyRequest) Descriptor() ([]byte, []int) {
 	return file_sundial_v1_signing_key_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CreateSigningKeyRequest) GetPlatformOverlap() *durationpb.Duration {
+	if x != nil {
+		return x.PlatformOverlap
+	}
+	return nil
 }
 
 type CreateSigningKeyResponse struct {
@@ -386,7 +407,7 @@ var File_sundial_v1_signing_key_service_proto protoreflect.FileDescriptor
 const file_sundial_v1_signing_key_service_proto_rawDesc = "" +
 	"\n" +
 	"$sundial/v1/signing_key_service.proto\x12\n" +
-	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd6\x01\n" +
+	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xad\x02\n" +
 	"\n" +
 	"SigningKey\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12;\n" +
@@ -396,8 +417,10 @@ const file_sundial_v1_signing_key_service_proto_rawDesc = "" +
 	"expireTime\x12\x18\n" +
 	"\acurrent\x18\x04 \x01(\bR\acurrent\x12\x1d\n" +
 	"\n" +
-	"created_by\x18\x05 \x01(\tR\tcreatedBy\"\x19\n" +
-	"\x17CreateSigningKeyRequest\"\\\n" +
+	"created_by\x18\x05 \x01(\tR\tcreatedBy\x12U\n" +
+	"\x19platform_overlap_end_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x16platformOverlapEndTime\"_\n" +
+	"\x17CreateSigningKeyRequest\x12D\n" +
+	"\x10platform_overlap\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x0fplatformOverlap\"\\\n" +
 	"\x18CreateSigningKeyResponse\x12(\n" +
 	"\x03key\x18\x01 \x01(\v2\x16.sundial.v1.SigningKeyR\x03key\x12\x16\n" +
 	"\x06secret\x18\x02 \x01(\tR\x06secret\"N\n" +
@@ -442,22 +465,24 @@ var file_sundial_v1_signing_key_service_proto_goTypes = []any{
 var file_sundial_v1_signing_key_service_proto_depIdxs = []int32{
 	7,  // 0: sundial.v1.SigningKey.create_time:type_name -> google.protobuf.Timestamp
 	7,  // 1: sundial.v1.SigningKey.expire_time:type_name -> google.protobuf.Timestamp
-	0,  // 2: sundial.v1.CreateSigningKeyResponse.key:type_name -> sundial.v1.SigningKey
-	8,  // 3: sundial.v1.RotateSigningKeyRequest.overlap:type_name -> google.protobuf.Duration
-	0,  // 4: sundial.v1.RotateSigningKeyResponse.key:type_name -> sundial.v1.SigningKey
-	0,  // 5: sundial.v1.RotateSigningKeyResponse.previous:type_name -> sundial.v1.SigningKey
-	0,  // 6: sundial.v1.ListSigningKeysResponse.keys:type_name -> sundial.v1.SigningKey
-	1,  // 7: sundial.v1.SigningKeyService.CreateSigningKey:input_type -> sundial.v1.CreateSigningKeyRequest
-	3,  // 8: sundial.v1.SigningKeyService.RotateSigningKey:input_type -> sundial.v1.RotateSigningKeyRequest
-	5,  // 9: sundial.v1.SigningKeyService.ListSigningKeys:input_type -> sundial.v1.ListSigningKeysRequest
-	2,  // 10: sundial.v1.SigningKeyService.CreateSigningKey:output_type -> sundial.v1.CreateSigningKeyResponse
-	4,  // 11: sundial.v1.SigningKeyService.RotateSigningKey:output_type -> sundial.v1.RotateSigningKeyResponse
-	6,  // 12: sundial.v1.SigningKeyService.ListSigningKeys:output_type -> sundial.v1.ListSigningKeysResponse
-	10, // [10:13] is the sub-list for method output_type
-	7,  // [7:10] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	7,  // 2: sundial.v1.SigningKey.platform_overlap_end_time:type_name -> google.protobuf.Timestamp
+	8,  // 3: sundial.v1.CreateSigningKeyRequest.platform_overlap:type_name -> google.protobuf.Duration
+	0,  // 4: sundial.v1.CreateSigningKeyResponse.key:type_name -> sundial.v1.SigningKey
+	8,  // 5: sundial.v1.RotateSigningKeyRequest.overlap:type_name -> google.protobuf.Duration
+	0,  // 6: sundial.v1.RotateSigningKeyResponse.key:type_name -> sundial.v1.SigningKey
+	0,  // 7: sundial.v1.RotateSigningKeyResponse.previous:type_name -> sundial.v1.SigningKey
+	0,  // 8: sundial.v1.ListSigningKeysResponse.keys:type_name -> sundial.v1.SigningKey
+	1,  // 9: sundial.v1.SigningKeyService.CreateSigningKey:input_type -> sundial.v1.CreateSigningKeyRequest
+	3,  // 10: sundial.v1.SigningKeyService.RotateSigningKey:input_type -> sundial.v1.RotateSigningKeyRequest
+	5,  // 11: sundial.v1.SigningKeyService.ListSigningKeys:input_type -> sundial.v1.ListSigningKeysRequest
+	2,  // 12: sundial.v1.SigningKeyService.CreateSigningKey:output_type -> sundial.v1.CreateSigningKeyResponse
+	4,  // 13: sundial.v1.SigningKeyService.RotateSigningKey:output_type -> sundial.v1.RotateSigningKeyResponse
+	6,  // 14: sundial.v1.SigningKeyService.ListSigningKeys:output_type -> sundial.v1.ListSigningKeysResponse
+	12, // [12:15] is the sub-list for method output_type
+	9,  // [9:12] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_signing_key_service_proto_init() }

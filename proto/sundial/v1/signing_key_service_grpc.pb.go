@@ -35,7 +35,10 @@ const (
 // key is signed for with the platform's secret.
 type SigningKeyServiceClient interface {
 	// Gives the tenant its first key. The answer is the only place its
-	// secret is ever shown. ALREADY_EXISTS when the tenant has one (rotate).
+	// secret is ever shown. For platform_overlap the platform's secret keeps
+	// signing beside it, so the tenant's targets can move from the platform
+	// secret to the key without refusing a request. ALREADY_EXISTS when the
+	// tenant has one (rotate).
 	CreateSigningKey(ctx context.Context, in *CreateSigningKeyRequest, opts ...grpc.CallOption) (*CreateSigningKeyResponse, error)
 	// Makes a new current key and keeps the previous one valid for the
 	// overlap; requests are signed with both meanwhile. A rotation during an
@@ -95,7 +98,10 @@ func (c *signingKeyServiceClient) ListSigningKeys(ctx context.Context, in *ListS
 // key is signed for with the platform's secret.
 type SigningKeyServiceServer interface {
 	// Gives the tenant its first key. The answer is the only place its
-	// secret is ever shown. ALREADY_EXISTS when the tenant has one (rotate).
+	// secret is ever shown. For platform_overlap the platform's secret keeps
+	// signing beside it, so the tenant's targets can move from the platform
+	// secret to the key without refusing a request. ALREADY_EXISTS when the
+	// tenant has one (rotate).
 	CreateSigningKey(context.Context, *CreateSigningKeyRequest) (*CreateSigningKeyResponse, error)
 	// Makes a new current key and keeps the previous one valid for the
 	// overlap; requests are signed with both meanwhile. A rotation during an

@@ -27,6 +27,15 @@ func TestIntegrationHTTPSigningKeys(t *testing.T) {
 	if code != http.StatusOK || !strings.HasPrefix(secret, signingkey.SecretPrefix) || key["current"] != true || key["created_by"] != "acme/ops" {
 		t.Fatalf("create: %d %v", code, out)
 	}
+	// By default the platform secret signs beside the first key for 24 h.
+	c, _ := time.Parse(time.RFC3339Nano, key["create_time"].(string))
+	if until, _ := key["platform_overlap_end_time"].(string); until == "" || !strings.HasPrefix(until, c.Add(24*time.Hour).Format("2006-01-02T15")) {
+		t.Fatalf("platform overlap of the first key: %v", key)
+	}
+	if code, out, _ := call(t, api, http.MethodPost, "/v1/signing-keys", apitest.TokenGlobex, `{"platform_overlap": "-1s"}`); code != http.StatusBadRequest ||
+		!strings.Contains(out["message"].(string), "platform_overlap:") {
+		t.Fatalf("negative platform overlap: %d %v", code, out)
+	}
 	first, _ := key["key_id"].(string)
 	var sealed []byte
 	if err := api.Pool.QueryRow(context.Background(), `SELECT sealed FROM signing_keys WHERE key_id = $1`, first).Scan(&sealed); err != nil || bytes.Contains(sealed, []byte(secret)) {

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/signingkey"
@@ -16,7 +17,7 @@ import (
 
 // SigningKeyStore is the part of *signingkey.Store the service uses.
 type SigningKeyStore interface {
-	Create(ctx context.Context, tenant, actor string) (signingkey.Key, error)
+	Create(ctx context.Context, tenant, actor string, platformOverlap time.Duration) (signingkey.Key, error)
 	Rotate(ctx context.Context, tenant, actor string, overlap time.Duration) (cur, prev signingkey.Key, err error)
 	List(ctx context.Context, tenant string) ([]signingkey.Key, error)
 }
@@ -51,7 +52,26 @@ func keyToProto(k signingkey.Key) *sundialv1.SigningKey {
 	if !k.Current() {
 		p.ExpireTime = timestamppb.New(k.ExpiresAt)
 	}
+	if !k.PlatformUntil.IsZero() {
+		p.PlatformOverlapEndTime = timestamppb.New(k.PlatformUntil)
+	}
 	return p
+}
+
+// overlapOf reads an optional overlap field: unset is the default, zero
+// is none, and it must lie in [0, MaxOverlap].
+func overlapOf(field string, d *durationpb.Duration) (time.Duration, error) {
+	if d == nil {
+		return signingkey.DefaultOverlap, nil
+	}
+	if err := d.CheckValid(); err != nil {
+		return 0, invalidf(field, "is not a valid duration")
+	}
+	o := d.AsDuration()
+	if o < 0 || o > signingkey.MaxOverlap {
+		return 0, invalidf(field, "must be between 0 and %s, got %s", signingkey.MaxOverlap, o)
+	}
+	return o, nil
 }
 
 func (s *SigningKeyService) status(ctx context.Context, op string, err error) error {
@@ -65,16 +85,20 @@ func (s *SigningKeyService) status(ctx context.Context, op string, err error) er
 }
 
 // CreateSigningKey implements sundialv1.SigningKeyServiceServer.
-func (s *SigningKeyService) CreateSigningKey(ctx context.Context, _ *sundialv1.CreateSigningKeyRequest) (*sundialv1.CreateSigningKeyResponse, error) {
+func (s *SigningKeyService) CreateSigningKey(ctx context.Context, req *sundialv1.CreateSigningKeyRequest) (*sundialv1.CreateSigningKeyResponse, error) {
 	tenant, err := tenantOf(ctx)
 	if err != nil {
 		return nil, err
 	}
-	k, err := s.store.Create(ctx, tenant, actorOf(ctx, tenant))
+	platformOverlap, err := overlapOf("platform_overlap", req.GetPlatformOverlap())
+	if err != nil {
+		return nil, err
+	}
+	k, err := s.store.Create(ctx, tenant, actorOf(ctx, tenant), platformOverlap)
 	if err != nil {
 		return nil, s.status(ctx, "CreateSigningKey", err)
 	}
-	s.logger.InfoContext(ctx, "signing key created", "tenant", tenant, "key_id", k.ID, "actor", k.CreatedBy)
+	s.logger.InfoContext(ctx, "signing key created", "tenant", tenant, "key_id", k.ID, "actor", k.CreatedBy, "platform_secret_until", k.PlatformUntil)
 	return &sundialv1.CreateSigningKeyResponse{Key: keyToProto(k), Secret: string(k.Secret)}, nil
 }
 
@@ -84,15 +108,9 @@ func (s *SigningKeyService) RotateSigningKey(ctx context.Context, req *sundialv1
 	if err != nil {
 		return nil, err
 	}
-	overlap := signingkey.DefaultOverlap
-	if o := req.GetOverlap(); o != nil {
-		if err := o.CheckValid(); err != nil {
-			return nil, invalidf("overlap", "is not a valid duration")
-		}
-		overlap = o.AsDuration()
-		if overlap < 0 || overlap > signingkey.MaxOverlap {
-			return nil, invalidf("overlap", "must be between 0 and %s, got %s", signingkey.MaxOverlap, overlap)
-		}
+	overlap, err := overlapOf("overlap", req.GetOverlap())
+	if err != nil {
+		return nil, err
 	}
 	cur, prev, err := s.store.Rotate(ctx, tenant, actorOf(ctx, tenant), overlap)
 	if err != nil {

@@ -10,6 +10,9 @@
 // between refreshes (its expiry travels with it). During a rotation's
 // overlap a request is signed with both keys, the current first, each
 // named (pkg/signature.SignKeys), so a target holding either verifies it.
+// Likewise, until a first key's platform overlap ends, the platform secret
+// signs beside the tenant's key (an unnamed v1, last), so targets still
+// verifying with the platform secret keep passing while they move.
 //
 // If Postgres does not answer, the keys already held keep signing; a
 // worker that has never loaded them signs with the platform secret and
@@ -80,13 +83,20 @@ func (k *Keyring) Sign(tenant string, ts time.Time, executionID string, body []b
 // Keys returns what Sign signs tenant's requests at ts with.
 func (k *Keyring) Keys(tenant string, ts time.Time) []signature.Key {
 	if m := k.keys.Load(); m != nil {
-		var out []signature.Key
+		var (
+			out      []signature.Key
+			platform bool
+		)
 		for _, key := range (*m)[tenant] {
 			if key.Current() || ts.Before(key.ExpiresAt) {
 				out = append(out, signature.Key{ID: key.ID, Secret: key.Secret})
+				platform = platform || ts.Before(key.PlatformUntil)
 			}
 		}
 		if len(out) > 0 {
+			if platform {
+				out = append(out, k.fallback...)
+			}
 			return out
 		}
 	}

@@ -72,6 +72,24 @@ func TestKeyringSignsWithTheTenantsKeys(t *testing.T) {
 	if strings.Contains(h, "k-prev") || !strings.Contains(h, "kid=k-cur") {
 		t.Fatalf("after the overlap: %q", h)
 	}
+	// A first key within its platform overlap: the platform secret signs
+	// too, unnamed and last, until the overlap ends.
+	first := signingkey.Key{Tenant: "initech", ID: "k-first", Secret: []byte("sdk_first"), PlatformUntil: t0.Add(time.Hour)}
+	src.mu.Lock()
+	src.m = map[string][]signingkey.Key{"acme": {cur, prev}, "initech": {first}}
+	src.mu.Unlock()
+	if err := k.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h = k.Sign("initech", t0, "e1", []byte("b"))
+	if !strings.HasPrefix(h, "t=") || !strings.Contains(h, "kid=k-first,v1=") || strings.Count(h, "v1=") != 2 ||
+		signature.Verify(platform, h, "e1", []byte("b"), t0, time.Minute) != nil ||
+		signature.VerifyKeys([]signature.Key{{ID: first.ID, Secret: first.Secret}}, h, "e1", []byte("b"), t0, time.Minute) != nil {
+		t.Fatalf("within the platform overlap: %q", h)
+	}
+	if h := k.Sign("initech", t0.Add(time.Hour), "e1", []byte("b")); strings.Count(h, "v1=") != 1 || signature.Verify(platform, h, "e1", []byte("b"), t0.Add(time.Hour), time.Minute) == nil {
+		t.Fatalf("after the platform overlap: %q", h)
+	}
 	// Another tenant has no keys: the platform secret.
 	if got, want := k.Sign("globex", t0, "e1", []byte("b")), signature.Sign(platform, t0, "e1", []byte("b")); got != want {
 		t.Fatalf("globex: %q", got)
