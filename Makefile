@@ -163,11 +163,13 @@ test-e2e: ## End-to-end tests: the four services as processes against the runnin
 	@source <($(INFRA) env) && cd tests/e2e && go test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) $(GOTESTFLAGS) ./...
 
 .PHONY: test-browser
-test-browser: ## The api's web console in headless Chromium (Debian's package, installed if missing) against the running infrastructure, then against the four services as processes; screenshots in .run/console
+test-browser: ## The api's web console in headless Chromium (Debian's package, installed if missing) against the running infrastructure, then against the four services as processes with Prometheus for the overview's charts; screenshots in .run/console
 	$(ROOT)/deploy/local/chromium.sh install
+	$(ROOT)/deploy/local/observability.sh install
 	@source <($(INFRA) env) && cd services/api && SUNDIAL_CHROMIUM="$$($(ROOT)/deploy/local/chromium.sh path)" SUNDIAL_SCREENSHOTS=$(ROOT)/.run/console \
 	  go test -tags integration -count=1 -timeout 5m $(GOTESTFLAGS) -run 'TestBrowser' ./internal/console/
 	@source <($(INFRA) env) && cd tests/e2e && SUNDIAL_CHROMIUM="$$($(ROOT)/deploy/local/chromium.sh path)" SUNDIAL_SCREENSHOTS=$(ROOT)/.run/console \
+	  SUNDIAL_PROMETHEUS="$$(ls $(ROOT)/.tools/bin/prometheus 2>/dev/null || command -v prometheus)" \
 	  go test -tags e2e -count=1 -timeout 10m $(GOTESTFLAGS) -run 'TestBrowser' .
 
 .PHONY: test-restarts

@@ -4,9 +4,14 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -44,9 +49,25 @@ func TestBrowserConsoleFiresEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newPlatform(t, "--http-addr", httpAddr)
+	// Prometheus (Debian's package, make test-browser installs it) scrapes
+	// the worker each second; the console's overview charts from it.
+	promBin := os.Getenv("SUNDIAL_PROMETHEUS")
+	promAddr, err := harness.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiArgs := []string{"--http-addr", httpAddr}
+	if promBin != "" {
+		apiArgs = append(apiArgs, "--console-prometheus-url", "http://"+promAddr)
+	}
+	p := newPlatform(t, apiArgs...)
 	p.start("prefetcher-1", "prefetcher", "--node-id", "pf-1")
-	p.start("worker-1", "worker", "--worker-id", "w1")
+	w1 := p.start("worker-1", "worker", "--worker-id", "w1")
+	if promBin != "" {
+		startPrometheus(t, promBin, promAddr, w1.Admin)
+	} else {
+		t.Log("SUNDIAL_PROMETHEUS is not set: the overview's charts are not checked")
+	}
 	s := newSink(t, p.secret)
 	base := "http://" + httpAddr
 
@@ -215,4 +236,103 @@ func TestBrowserConsoleFiresEndToEnd(t *testing.T) {
 		return strings.Contains(a, "resume") && strings.Contains(a, "pause")
 	})
 	run("resumed shot", shot("15-e2e-resumed"))
+
+	// The overview charts the tenant's firings by outcome and their
+	// lateness from Prometheus.
+	if promBin != "" {
+		// The newest minute of each chart's table, by column: succeeded
+		// firings counted, and p50/p99 lateness with a value. The job keeps
+		// firing every second, so they come within a few scrapes.
+		const lastMinute = `(() => {
+			const out = {};
+			for (const id of ['firings-chart', 'lateness-chart']) {
+				const t = document.querySelector('#' + id + ' table.minutes');
+				if (!t) continue;
+				const heads = [...t.querySelectorAll('thead th')].map(th => th.textContent.trim());
+				const rows = t.querySelectorAll('tbody tr');
+				const last = rows[rows.length - 1];
+				[...last.querySelectorAll('td')].forEach((td, i) => { if (i > 0) out[heads[i]] = td.textContent.trim(); });
+			}
+			return JSON.stringify(out);
+		})()`
+		deadline := time.Now().Add(90 * time.Second)
+		var got map[string]string
+		for {
+			run("overview", chromedp.Navigate(base+"/"), chromedp.WaitVisible(css("#as-of")))
+			js, err := chromedp.Run(step(), chromedp.Evaluate[string](lastMinute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = map[string]string{}
+			if err := json.Unmarshal([]byte(js), &got); err != nil {
+				t.Fatal(err)
+			}
+			n, _ := strconv.Atoi(got["succeeded"])
+			if n > 0 && got["p50"] != "" && got["p50"] != "–" && got["p99"] != "" && got["p99"] != "–" {
+				break
+			}
+			if time.Now().After(deadline) {
+				_ = chromedp.Do(step(), shot("e2e-failed-overview-charts"))
+				t.Fatalf("after 90 s the overview's newest minute reads %v", got)
+			}
+			time.Sleep(time.Second) // Prometheus scrapes each second
+		}
+		t.Logf("the overview's newest minute: %v", got)
+		run("overview shot", shot("17-e2e-overview-charts"))
+	}
+}
+
+// startPrometheus runs Prometheus on addr scraping the worker's admin
+// address every second, with its data in a temporary directory, and waits
+// until it is ready; the test's cleanup stops it.
+func startPrometheus(t *testing.T, bin, addr, worker string) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: worker\n    static_configs:\n      - targets: [\"" + worker + "\"]\n"
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	log, err := os.Create(filepath.Join(dir, "prometheus.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start prometheus: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { // owned by the cleanup below, which waits for it
+		_ = cmd.Wait()
+		close(done)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		log.Close()
+		if t.Failed() {
+			t.Logf("---- prometheus log (tail) ----\n%s", harness.Tail(log.Name(), 20))
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/-/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("prometheus not ready after 30 s: %v\n%s", err, harness.Tail(log.Name(), 20))
+		}
+		time.Sleep(100 * time.Millisecond) // another process's start-up: polled
+	}
 }

@@ -72,8 +72,12 @@ type Config struct {
 	// shows how far it got and offers to continue; 20 s by default, under
 	// the usual proxy timeouts.
 	BulkBudget time.Duration
-	Logger     *slog.Logger
-	Clock      clock.Clock
+	// PrometheusURL is a Prometheus that scrapes the workers (its base
+	// URL); the overview draws the tenant's firings and lateness of the
+	// last hour from it. Empty: no charts.
+	PrometheusURL string
+	Logger        *slog.Logger
+	Clock         clock.Clock
 }
 
 // Console is the console's http.Handler.
@@ -84,6 +88,7 @@ type Console struct {
 	sessions *sessions
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
+	prom     *http.Client
 }
 
 // New builds the console.
@@ -119,7 +124,7 @@ func New(cfg Config) (*Console, error) {
 	c := &Console{
 		cfg: cfg, sessions: s,
 		jobs: sundialv1.NewJobServiceClient(cfg.Conn), dlq: sundialv1.NewDeadLetterServiceClient(cfg.Conn),
-		pages: map[string]*template.Template{},
+		pages: map[string]*template.Template{}, prom: &http.Client{Timeout: 5 * time.Second},
 	}
 	for _, p := range []string{"login", "overview", "jobs", "job", "new", "confirm", "deadletters", "deadletter", "execution", "backfill", "audit", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+p+".html")

@@ -139,11 +139,20 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 		c.fail(w, r, s, err)
 		return
 	}
-	c.render(w, http.StatusOK, "overview", s, map[string]any{
+	data := map[string]any{
 		"DeadHour": hour, "DeadDay": day, "Recent": recent.GetDeadLetters(),
 		"Paused": paused.GetJobs(), "MorePaused": paused.GetNextPageToken() != "",
-		"Now": now.UTC().Format("2006-01-02 15:04:05Z"),
-	})
+		"Now": now.UTC().Format("2006-01-02 15:04:05Z"), "Prometheus": c.cfg.PrometheusURL != "",
+	}
+	if c.cfg.PrometheusURL != "" {
+		charts, err := c.firingCharts(r.Context(), s.Tenant)
+		if err != nil {
+			c.cfg.Logger.WarnContext(r.Context(), "console: the overview's charts are unavailable", "err", err)
+			data["ChartsError"] = err.Error()
+		}
+		data["Charts"] = charts
+	}
+	c.render(w, http.StatusOK, "overview", s, data)
 }
 
 var statuses = []string{"active", "paused", "completed", "deleted"}
