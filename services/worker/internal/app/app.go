@@ -497,12 +497,14 @@ const herdChunk = 32
 
 // procsGovernor applies --procs: "auto" returns the governor that sizes
 // GOMAXPROCS to the load (unless the GOMAXPROCS variable is set: then the
-// operator's figure stays); a number sets it once, and the returned
-// governor has nothing to do.
+// operator's figure stays); a number sets it once, and empty leaves it; in
+// both the returned governor only reports it.
 func procsGovernor(setting string, clk clock.Clock, m *metrics.Metrics, logger *slog.Logger) (*procs.Governor, error) {
 	cfg := procs.DefaultConfig
 	cfg.Max = runtime.GOMAXPROCS(0)
 	switch {
+	case setting == "":
+		cfg.Max = 1 // left alone; the governor only reports it
 	case setting == "auto" && os.Getenv("GOMAXPROCS") == "":
 	case setting == "auto":
 		logger.Info("GOMAXPROCS is set: --procs auto leaves it", "gomaxprocs", cfg.Max)

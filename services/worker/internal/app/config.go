@@ -54,8 +54,9 @@ type Config struct {
 
 	WorkerID  string
 	Executors int
-	// Procs is "auto" (GOMAXPROCS follows the load, see package procs) or
-	// a fixed GOMAXPROCS.
+	// Procs is "auto" (GOMAXPROCS follows the load, see package procs), a
+	// fixed GOMAXPROCS, or empty: leave GOMAXPROCS alone (a worker built in
+	// a test process, beside others).
 	Procs string
 	// CriticalExecutors are executors on top of Executors that take only
 	// CRITICAL firings.
@@ -239,7 +240,7 @@ func (c *Config) Validate(p *config.Problems) {
 	if c.Executors < 1 {
 		p.Addf("executors", "must be at least 1, got %d", c.Executors)
 	}
-	if c.Procs != "auto" {
+	if c.Procs != "auto" && c.Procs != "" {
 		if n, err := strconv.Atoi(c.Procs); err != nil || n < 1 {
 			p.Addf("procs", "must be auto or a number of at least 1, got %q", c.Procs)
 		}

@@ -69,6 +69,8 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		flag string
 	}{
 		{[]string{"--executors", "0"}, "executors"},
+		{[]string{"--procs", "0"}, "procs"},
+		{[]string{"--procs", "many"}, "procs"},
 		{[]string{"--critical-executors", "-1"}, "critical-executors"},
 		{[]string{"--low-executors-percent", "0"}, "low-executors-percent"},
 		{[]string{"--high-executors-percent", "101"}, "high-executors-percent"},
@@ -147,5 +149,24 @@ func TestSecretFile(t *testing.T) {
 	c.SigningSecretFile = empty
 	if _, err := c.Secret(); err == nil {
 		t.Fatal("empty secret file accepted")
+	}
+}
+
+// --procs auto and a number are accepted; so is an empty Procs (a worker
+// built in a test process leaves GOMAXPROCS alone).
+func TestProcsSettingAccepted(t *testing.T) {
+	for _, procs := range []string{"auto", "", "1", "4"} {
+		fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+		var c Config
+		c.Register(fs)
+		if err := fs.Parse(nil); err != nil {
+			t.Fatal(err)
+		}
+		c.Procs = procs
+		var p config.Problems
+		c.Validate(&p)
+		if err := p.Err(); err != nil && strings.Contains(err.Error(), "procs") {
+			t.Errorf("--procs %q refused: %v", procs, err)
+		}
 	}
 }
