@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -69,6 +70,8 @@ type Sink struct {
 	serveMu sync.Mutex
 	serve   error
 
+	conns atomic.Int64 // HTTP connections accepted
+
 	mu        sync.Mutex
 	all       []Delivery
 	counts    map[uuid.UUID]uint32
@@ -109,7 +112,12 @@ func NewSink(secret []byte, opts ...SinkOption) (*Sink, error) {
 		cancel: cancel,
 		counts: map[uuid.UUID]uint32{},
 	}
-	s.srv = &http.Server{Handler: http.HandlerFunc(s.serveHTTP), ReadHeaderTimeout: 10 * time.Second}
+	s.srv = &http.Server{Handler: http.HandlerFunc(s.serveHTTP), ReadHeaderTimeout: 10 * time.Second,
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				s.conns.Add(1)
+			}
+		}}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -121,6 +129,11 @@ func NewSink(secret []byte, opts ...SinkOption) (*Sink, error) {
 	}()
 	return s, nil
 }
+
+// Connections is how many HTTP connections the sink has accepted so far: a
+// worker that reuses its connections to a host opens a handful, one that
+// does not opens one per request.
+func (s *Sink) Connections() int64 { return s.conns.Load() }
 
 // Addr is the sink's host:port.
 func (s *Sink) Addr() string { return s.ln.Addr().String() }

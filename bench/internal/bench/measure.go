@@ -323,6 +323,7 @@ func (r *Runner) sampleGauges(ctx context.Context, d *deployment) (stop func() s
 		{"held", d.workers, "sundial_worker_held_firings", false},
 		{"consumer lag", d.workers, "sundial_worker_consumer_lag_records", false},
 		{"outbox due rows", d.relays, "sundial_relay_outbox_due_rows", true},
+		{"worker GOMAXPROCS", d.workers, "sundial_worker_procs", false},
 	}
 	gs := make([]gauge, len(series))
 	for i, s := range series {

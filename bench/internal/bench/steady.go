@@ -52,6 +52,7 @@ func (r *Runner) rate(ctx context.Context, d *deployment, name string, cfg Stead
 	}
 	res.detailf("%s: at the first slot: %s", name, d.pipelineState(ctx))
 	u0 := r.snapUsage(d)
+	conns0 := d.sink.Connections()
 	timer0 := d.workerLateness(ctx, "timer")
 	wait := r.profiles(ctx, d, name, cfg.Duration)
 	gauges := r.sampleGauges(ctx, d)
@@ -59,6 +60,7 @@ func (r *Runner) rate(ctx context.Context, d *deployment, name string, cfg Stead
 		return res, err
 	}
 	u1 := r.snapUsage(d)
+	conns := d.sink.Connections() - conns0
 	timer := d.workerLateness(ctx, "timer").Sub(timer0)
 	sampled := gauges()
 	files := wait()
@@ -85,6 +87,7 @@ func (r *Runner) rate(ctx context.Context, d *deployment, name string, cfg Stead
 		FormatLatency(harness.Seconds(timer.Quantile(0.5))), FormatLatency(harness.Seconds(timer.Quantile(0.99))))
 	res.detailf("%s: CPU cores / RSS over the measured window: %s", name, usageLine(u0, u1))
 	res.detailf("%s: sampled every second: %s", name, sampled)
+	res.detailf("%s: connections the target accepted over the window: %d (for %d firings)", name, conns, a.Expected)
 	for _, f := range files {
 		res.detailf("%s: profile %s", name, f)
 	}
