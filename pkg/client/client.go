@@ -14,7 +14,8 @@
 //     commit returns the job it created rather than a second job;
 //   - UpdateJob sets the given fields to the given values, so a repeat
 //     leaves the same job (possibly one version higher);
-//   - pause, resume and delete are no-ops when repeated; reads are reads;
+//   - pause, resume and delete are no-ops when repeated, and so is each
+//     call of BulkJobs; reads are reads;
 //   - TriggerJob, a BackfillJob that is not a dry run and
 //     RedriveDeadLetters are not retried: each call stages new firings, and
 //     an Unavailable answer does not prove the first one did not commit.
@@ -43,6 +44,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/auth"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -257,8 +259,18 @@ type ListFilter struct {
 	Labels map[string]string
 	// NameContains keeps jobs whose name contains it, ignoring case.
 	NameContains string
+	// NextFireAfter and NextFireBefore, when set, keep jobs whose next
+	// unstaged slot (Job.next_fire_time) is in [after, before).
+	NextFireAfter, NextFireBefore time.Time
 	// PageSize is how many jobs each call fetches (default 100).
 	PageSize int32
+}
+
+func timestampOrNil(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
 }
 
 // Jobs iterates over the tenant's jobs in creation order, fetching a page
@@ -267,7 +279,8 @@ func (c *Client) Jobs(ctx context.Context, f ListFilter) iter.Seq2[*sundialv1.Jo
 	return func(yield func(*sundialv1.Job, error) bool) {
 		token := ""
 		for {
-			req := &sundialv1.ListJobsRequest{Status: f.Status, Labels: f.Labels, NameContains: f.NameContains, PageSize: f.PageSize, PageToken: token}
+			req := &sundialv1.ListJobsRequest{Status: f.Status, Labels: f.Labels, NameContains: f.NameContains, PageSize: f.PageSize, PageToken: token,
+				NextFireAfter: timestampOrNil(f.NextFireAfter), NextFireBefore: timestampOrNil(f.NextFireBefore)}
 			resp, err := call(ctx, c, true, func(ctx context.Context) (*sundialv1.ListJobsResponse, error) { return c.jobs.ListJobs(ctx, req) })
 			if err != nil {
 				yield(nil, err)
@@ -281,6 +294,58 @@ func (c *Client) Jobs(ctx context.Context, f ListFilter) iter.Seq2[*sundialv1.Jo
 			if token = resp.GetNextPageToken(); token == "" {
 				return
 			}
+		}
+	}
+}
+
+// BulkResult is what BulkJobs did, summed over its calls.
+type BulkResult struct {
+	// Matched is how many jobs the filter matched: counted (up to
+	// 1,000,000, Capped beyond) for a dry run, gone through otherwise.
+	Matched int64
+	Capped  bool
+	// Changed is how many jobs changed; jobs already in the state asked
+	// for did not.
+	Changed int64
+	// Refused are the jobs the action does not apply to, with why.
+	Refused []*sundialv1.BulkJobRefusal
+	// Sample is a dry run's first 20 matches.
+	Sample []*sundialv1.Job
+}
+
+// bulkBatch is how many jobs one BulkJobAction call changes: about 0.7 s
+// of the api's work (1,500 jobs/s measured), well inside a call timeout.
+const bulkBatch = 1000
+
+// BulkJobs pauses, resumes or deletes every job f matches (f.PageSize is
+// not used), however many: the api changes 1,000 a call, each as
+// PauseJob, ResumeJob or DeleteJob would, and BulkJobs calls again from
+// where the last call stopped until none match. Each call is retried on
+// Unavailable (every change is idempotent). With dryRun it only counts,
+// and lists the first 20: ask before you change a million jobs.
+//
+// On an error the result says what the calls before it did; calling
+// BulkJobs again goes over the jobs already changed without changing them.
+func (c *Client) BulkJobs(ctx context.Context, action sundialv1.BulkAction, f ListFilter, dryRun bool) (BulkResult, error) {
+	var out BulkResult
+	token := ""
+	for {
+		req := &sundialv1.BulkJobActionRequest{Action: action, Status: f.Status, Labels: f.Labels, NameContains: f.NameContains,
+			NextFireAfter: timestampOrNil(f.NextFireAfter), NextFireBefore: timestampOrNil(f.NextFireBefore),
+			DryRun: dryRun, Limit: bulkBatch, PageToken: token}
+		resp, err := call(ctx, c, true, func(ctx context.Context) (*sundialv1.BulkJobActionResponse, error) {
+			return c.jobs.BulkJobAction(ctx, req)
+		})
+		if err != nil {
+			return out, err
+		}
+		out.Matched += resp.GetMatched()
+		out.Capped = out.Capped || resp.GetCappedCount()
+		out.Changed += resp.GetChanged()
+		out.Refused = append(out.Refused, resp.GetRefused()...)
+		out.Sample = append(out.Sample, resp.GetSample()...)
+		if token = resp.GetNextPageToken(); token == "" || dryRun {
+			return out, nil
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
@@ -54,8 +55,37 @@ func Example() {
 	// renamed to nightly-report-eu
 }
 
-// exampleJobs stands in for the api in the example: its first answer is
-// Unavailable, as from a replica that is restarting.
+// Pause every job labelled team=billing for a maintenance window, however
+// many there are: count first, then pause; the client calls the api until
+// every match has been gone through.
+func ExampleClient_BulkJobs() {
+	addr, stop := exampleAPI()
+	defer stop()
+	c, err := client.New(addr, "dev-token", client.WithInsecure())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	ctx := context.Background()
+	billing := client.ListFilter{Labels: map[string]string{"team": "billing"}}
+	count, err := c.BulkJobs(ctx, sundialv1.BulkAction_BULK_ACTION_PAUSE, billing, true)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("would pause", count.Matched, "jobs")
+	done, err := c.BulkJobs(ctx, sundialv1.BulkAction_BULK_ACTION_PAUSE, billing, false)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("paused", done.Changed, "of", done.Matched)
+	// Output:
+	// would pause 2500 jobs
+	// paused 2480 of 2500
+}
+
+// exampleJobs stands in for the api in the examples: its first answer to
+// a create is Unavailable, as from a replica that is restarting.
 type exampleJobs struct {
 	sundialv1.UnimplementedJobServiceServer
 	restarting bool
@@ -73,6 +103,24 @@ func (e *exampleJobs) CreateJob(_ context.Context, req *sundialv1.CreateJobReque
 
 func (e *exampleJobs) UpdateJob(_ context.Context, req *sundialv1.UpdateJobRequest) (*sundialv1.UpdateJobResponse, error) {
 	return &sundialv1.UpdateJobResponse{Job: req.GetJob()}, nil
+}
+
+// BulkJobAction matches 2,500 jobs, 20 of them paused already, and goes
+// through them 1,000 a call as the api does.
+func (e *exampleJobs) BulkJobAction(_ context.Context, req *sundialv1.BulkJobActionRequest) (*sundialv1.BulkJobActionResponse, error) {
+	if req.GetDryRun() {
+		return &sundialv1.BulkJobActionResponse{Matched: 2500}, nil
+	}
+	done, _ := strconv.Atoi(req.GetPageToken())
+	n := min(2500-done, int(req.GetLimit()))
+	resp := &sundialv1.BulkJobActionResponse{Matched: int64(n), Changed: int64(n)}
+	if done == 0 {
+		resp.Changed -= 20
+	}
+	if done+n < 2500 {
+		resp.NextPageToken = strconv.Itoa(done + n)
+	}
+	return resp, nil
 }
 
 func exampleAPI() (string, func()) {
