@@ -352,7 +352,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 		return nil, err
 	}
 	w.Services = append(w.Services, gov)
-	fireHolder := holder.New(corrected, q.Push, holder.WithReleased(func(n int) {
+	fireHolder := holder.New(corrected, q.Push, holder.WithTenantTurns(), holder.WithReleased(func(n int) {
 		if n >= herdChunk {
 			gov.Busy()
 		}

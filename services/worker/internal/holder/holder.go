@@ -38,7 +38,17 @@ type Holder struct {
 	lead     func(*work.Item) time.Duration
 	sinkMany func([]*work.Item)
 	released func(n int)
-	runner   lifecycle.Runner
+	// turns counts the held items of each tenant due at each instant
+	// (WithTenantTurns): the next item of that tenant and instant takes
+	// the next turn. Keys leave with their last item, so it holds no more
+	// than the heap does.
+	turns  map[turnKey]uint32
+	runner lifecycle.Runner
+}
+
+type turnKey struct {
+	tenant string
+	due    int64
 }
 
 // Option configures a Holder.
@@ -64,6 +74,14 @@ func WithBatchSink(sinkMany func([]*work.Item)) Option {
 // governor learns of a herd before it is fired. f must not block.
 func WithReleased(f func(n int)) Option { return func(h *Holder) { h.released = f } }
 
+// WithTenantTurns orders the items due at the same instant with the same
+// priority by turns between tenants — each tenant's first, then each one's
+// second, … — instead of by arrival alone. The fire holder takes turns, so
+// a herd of one tenant's thousands released a chunk at a time does not keep
+// another tenant's firing of the same instant for the last chunk (the ready
+// queue is fair only among what it already holds).
+func WithTenantTurns() Option { return func(h *Holder) { h.turns = map[turnKey]uint32{} } }
+
 // New returns a holder that reads time from clk (the corrected clock) and
 // passes due items to sink, which must not block.
 func New(clk clock.Clock, sink func(*work.Item), opts ...Option) *Holder {
@@ -75,8 +93,9 @@ func New(clk clock.Clock, sink func(*work.Item), opts ...Option) *Holder {
 }
 
 // Add holds it until it.FireAt (less the lead, if any; never before
-// it.NotBefore). Items due at the same instant are released in the order
-// they were added.
+// it.NotBefore). Items due at the same instant are released most urgent
+// priority first, then (WithTenantTurns) by turns between tenants, then in
+// the order they were added.
 func (h *Holder) Add(it *work.Item) {
 	it.Due = it.FireAt
 	if h.lead != nil {
@@ -86,6 +105,12 @@ func (h *Holder) Add(it *work.Item) {
 	h.mu.Lock()
 	h.seq++
 	it.Seq = h.seq
+	if h.turns != nil {
+		k := turnKey{it.Tenant, it.Due}
+		n := h.turns[k] + 1
+		h.turns[k] = n
+		it.Turn = n
+	}
 	heap.Push(&h.h, it)
 	first := it.HeapIndex == 0
 	h.mu.Unlock()
@@ -103,7 +128,21 @@ func (h *Holder) Remove(it *work.Item) bool {
 		return false
 	}
 	heap.Remove(&h.h, i)
+	h.leave(it)
 	return true
+}
+
+// leave gives back its turn when it leaves the heap. Called with h.mu held.
+func (h *Holder) leave(it *work.Item) {
+	if h.turns == nil {
+		return
+	}
+	k := turnKey{it.Tenant, it.Due}
+	if n := h.turns[k]; n > 1 {
+		h.turns[k] = n - 1
+	} else {
+		delete(h.turns, k)
+	}
 }
 
 // Len is the number of held items.
@@ -142,7 +181,9 @@ func (h *Holder) loop(ctx context.Context) error {
 		for {
 			h.mu.Lock()
 			for len(due) < releaseChunk && len(h.h) > 0 && h.h[0].Due <= now {
-				due = append(due, heap.Pop(&h.h).(*work.Item))
+				it := heap.Pop(&h.h).(*work.Item)
+				h.leave(it)
+				due = append(due, it)
 			}
 			more := len(due) == releaseChunk
 			if !more && len(h.h) > 0 {
@@ -196,6 +237,9 @@ func (h itemHeap) Less(i, j int) bool {
 	}
 	if ri, rj := readyq.Rank(h[i].Priority), readyq.Rank(h[j].Priority); ri != rj {
 		return ri < rj
+	}
+	if h[i].Turn != h[j].Turn {
+		return h[i].Turn < h[j].Turn
 	}
 	return h[i].Seq < h[j].Seq
 }

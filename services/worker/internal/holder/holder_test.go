@@ -258,3 +258,54 @@ func TestReleasedReportsEachChunkBeforeItsItems(t *testing.T) {
 		t.Fatalf("items at the sink when each chunk was reported: %v, want [0 256]", seenBefore)
 	}
 }
+
+func TestTenantTurnsAtTheSameInstant(t *testing.T) {
+	fake := clock.NewFake(t0)
+	out := make(chan *work.Item, 1000)
+	waits := make(chan struct{}, 1000)
+	h := New(fake, func(it *work.Item) { out <- it }, WithWaitHook(func() { waits <- struct{}{} }), WithTenantTurns())
+	if err := h.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop()
+	<-waits
+	add := func(tenant string, d time.Duration, p sundialv1.Priority) {
+		it := at(d, tenant)
+		it.Priority = p
+		h.Add(it)
+	}
+	for range 600 {
+		add("big", time.Second, sundialv1.Priority_PRIORITY_MEDIUM)
+	}
+	add("mid", time.Second, sundialv1.Priority_PRIORITY_MEDIUM)
+	add("mid", time.Second, sundialv1.Priority_PRIORITY_MEDIUM)
+	add("small", time.Second, sundialv1.Priority_PRIORITY_MEDIUM)
+	add("late", time.Second, sundialv1.Priority_PRIORITY_CRITICAL) // priority still comes first
+	// Removing held items gives their turns back without disturbing the rest.
+	gone := at(time.Second, "big")
+	gone.Priority = sundialv1.Priority_PRIORITY_MEDIUM
+	h.Add(gone)
+	if !h.Remove(gone) {
+		t.Fatal("Remove: not held")
+	}
+	<-waits
+	fake.Advance(time.Second)
+	var order []string
+	for range 604 {
+		order = append(order, (<-out).Tenant)
+	}
+	if got := fmt.Sprint(order[:6]); got != "[late big mid small big mid]" {
+		t.Fatalf("first six released: %s, want [late big mid small big mid] (CRITICAL, then turns between tenants)", got)
+	}
+	for i, tn := range order[6:] {
+		if tn != "big" {
+			t.Fatalf("release %d: tenant %s, want big's remaining turns", i+6, tn)
+		}
+	}
+	h.mu.Lock()
+	left := len(h.turns)
+	h.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d turn counters left after every item was released, want 0", left)
+	}
+}

@@ -37,6 +37,10 @@ type Item struct {
 	// Seq orders items with the same FireAt (arrival order), so ties fire
 	// FIFO.
 	Seq uint64
+	// Turn is the item's place among its tenant's items due at the same
+	// instant (1 for the first), in a holder that takes turns between
+	// tenants (holder.WithTenantTurns); 0 elsewhere.
+	Turn uint32
 	// HeapIndex is the item's position in the holder's heap, -1 outside.
 	HeapIndex int
 	// Ready is when the item entered the ready queue (corrected clock, Unix
