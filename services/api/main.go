@@ -53,10 +53,12 @@ type settings struct {
 	HTTPAddr string
 	// ConsoleKeyFile holds the key sealing console sessions; ConsoleSecure
 	// marks the cookie Secure behind a TLS-terminating proxy;
-	// ConsolePrometheus is where the overview reads each tenant's series.
+	// ConsolePrometheus is where the overview reads each tenant's series,
+	// and ConsoleOperators the tenants shown the whole platform's.
 	ConsoleKeyFile    string
 	ConsoleSecure     bool
 	ConsolePrometheus string
+	ConsoleOperators  string
 	PostgresDSN       string
 	RedisAddr         string
 	RedisKeyPrefix    string
@@ -100,6 +102,7 @@ func (s *settings) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.HTTPAddr, "http-addr", "", "address the HTTP/JSON API (/v1/) and the web console (/) listen on, e.g. 127.0.0.1:8080; empty (the default): no HTTP listener")
 	fs.StringVar(&s.ConsoleKeyFile, "console-session-key-file", "", "file of at least 32 bytes sealing the console's session cookies; replicas behind one load balancer need the same (empty: a random key, sessions end on restart)")
 	fs.BoolVar(&s.ConsoleSecure, "console-secure-cookies", false, "mark the console's session cookie Secure even on plain HTTP (TLS terminated in front of the api); always set over TLS")
+	fs.StringVar(&s.ConsoleOperators, "console-operator-tenants", "", "comma-separated tenants whose console sessions also see the whole platform on the overview (every tenant's firings, consumer lag, outbox, components, leaders; needs --console-prometheus-url): the platform team's tenant, not its users'")
 	fs.StringVar(&s.ConsolePrometheus, "console-prometheus-url", "", "base URL of a Prometheus that scrapes the workers, e.g. http://127.0.0.1:9091; the console's overview charts each tenant's firings and lateness of the last hour from it (empty: no charts)")
 	fs.StringVar(&s.PostgresDSN, "postgres-dsn", defaultPostgresDSN, "Postgres connection string (its search_path picks the schema)")
 	fs.StringVar(&s.RedisAddr, "redis-addr", "127.0.0.1:6379", "Redis address, where job versions are published for workers")
@@ -520,7 +523,7 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 			env.Logger.Warn("console sessions use a random key: they end when this process does and do not span replicas (set --console-session-key-file)")
 		}
 		con, err := console.New(console.Config{Conn: conn, Tokens: s.tokens, SessionKey: key, SecureCookies: s.ConsoleSecure,
-			PrometheusURL: s.ConsolePrometheus, Logger: env.Logger, Clock: clock.Real{}})
+			PrometheusURL: s.ConsolePrometheus, OperatorTenants: splitList(s.ConsoleOperators), Logger: env.Logger, Clock: clock.Real{}})
 		if err != nil {
 			_ = conn.Close()
 			pool.Close()

@@ -58,13 +58,19 @@ func TestBrowserConsoleFiresEndToEnd(t *testing.T) {
 	}
 	apiArgs := []string{"--http-addr", httpAddr}
 	if promBin != "" {
-		apiArgs = append(apiArgs, "--console-prometheus-url", "http://"+promAddr)
+		// The test's tenant is an operator too: the overview adds the
+		// platform's panel.
+		apiArgs = append(apiArgs, "--console-prometheus-url", "http://"+promAddr, "--console-operator-tenants", "e2e")
 	}
 	p := newPlatform(t, apiArgs...)
 	p.start("prefetcher-1", "prefetcher", "--node-id", "pf-1")
-	w1 := p.start("worker-1", "worker", "--worker-id", "w1")
+	p.start("worker-1", "worker", "--worker-id", "w1")
 	if promBin != "" {
-		startPrometheus(t, promBin, promAddr, w1.Admin)
+		targets := map[string]string{}
+		for _, pr := range p.plat.Processes() {
+			targets[pr.Service] = pr.Admin
+		}
+		startPrometheus(t, promBin, promAddr, targets)
 	} else {
 		t.Log("SUNDIAL_PROMETHEUS is not set: the overview's charts are not checked")
 	}
@@ -279,16 +285,35 @@ func TestBrowserConsoleFiresEndToEnd(t *testing.T) {
 		}
 		t.Logf("the overview's newest minute: %v", got)
 		run("overview shot", shot("17-e2e-overview-charts"))
+
+		// The platform panel: every component up, the prefetcher leading,
+		// the consumer lag and outbox charted.
+		comps := text("components", "#components tbody")
+		for _, want := range []string{"api", "relay", "prefetcher", "worker"} {
+			if !strings.Contains(comps, want) {
+				t.Errorf("the components table lacks %s: %q", want, comps)
+			}
+		}
+		if strings.Contains(comps, "down") || !strings.Contains(comps, "election") {
+			t.Errorf("the components table reads %q", comps)
+		}
+		if n, err := chromedp.Run(step(), chromedp.Evaluate[int](`document.querySelectorAll('#platform-lag-chart, #platform-outbox-chart, #platform-firings-chart').length`)); err != nil || n != 3 {
+			t.Errorf("%d platform charts (%v)", n, err)
+		}
 	}
 }
 
-// startPrometheus runs Prometheus on addr scraping the worker's admin
-// address every second, with its data in a temporary directory, and waits
-// until it is ready; the test's cleanup stops it.
-func startPrometheus(t *testing.T, bin, addr, worker string) {
+// startPrometheus runs Prometheus on addr scraping each service's admin
+// address (targets, by service) every second, with its data in a
+// temporary directory, and waits until it is ready; the test's cleanup
+// stops it.
+func startPrometheus(t *testing.T, bin, addr string, targets map[string]string) {
 	t.Helper()
 	dir := t.TempDir()
-	cfg := "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: worker\n    static_configs:\n      - targets: [\"" + worker + "\"]\n"
+	cfg := "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n"
+	for service, admin := range targets {
+		cfg += "  - job_name: " + service + "\n    static_configs:\n      - targets: [\"" + admin + "\"]\n"
+	}
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -201,7 +201,11 @@ func (c *Console) firingCharts(ctx context.Context, tenant string) ([]*lineChart
 	}
 	count := func(v float64) string { return strconv.FormatFloat(math.Round(v), 'f', -1, 64) }
 	dur := func(v float64) string {
-		return (time.Duration(v * float64(time.Second))).Round(100 * time.Microsecond).String()
+		d := time.Duration(v * float64(time.Second))
+		if d >= time.Second {
+			return d.Round(10 * time.Millisecond).String()
+		}
+		return d.Round(100 * time.Microsecond).String()
 	}
 	var out []*lineChart
 	if ch := drawChart("firings-chart", "Firings per minute by outcome, last hour", "firings", firings,
@@ -216,4 +220,105 @@ func (c *Console) firingCharts(ctx context.Context, tenant string) ([]*lineChart
 		out = append(out, ch)
 	}
 	return out, nil
+}
+
+// sample is one series of an instant query.
+type sample struct {
+	Labels map[string]string
+	Value  float64
+}
+
+// queryInstant asks Prometheus for query now.
+func (c *Console) queryInstant(ctx context.Context, query string) ([]sample, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.cfg.PrometheusURL, "/")+"/api/v1/query?"+url.Values{"query": {query}}.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.prom.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+				Value  [2]any            `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&body); err != nil {
+		return nil, fmt.Errorf("prometheus answered %s: %w", resp.Status, err)
+	}
+	if body.Status != "success" {
+		return nil, errors.New("prometheus: " + body.Error)
+	}
+	out := make([]sample, 0, len(body.Data.Result))
+	for _, r := range body.Data.Result {
+		text, _ := r.Value[1].(string)
+		v, err := strconv.ParseFloat(text, 64)
+		if err != nil {
+			continue
+		}
+		out = append(out, sample{Labels: r.Metric, Value: v})
+	}
+	slices.SortFunc(out, func(a, b sample) int {
+		return strings.Compare(a.Labels["job"]+"/"+a.Labels["instance"], b.Labels["job"]+"/"+b.Labels["instance"])
+	})
+	return out, nil
+}
+
+// platformView is what an operator's overview adds: the whole platform's
+// last hour and its components now.
+type platformView struct {
+	Charts     []*lineChart
+	Components []sample
+	Leaders    []sample
+}
+
+// platform reads the operator's panel: firings of every tenant, consumer
+// lag per priority topic, the outbox's due rows; which scrape targets are
+// up and which prefetchers lead.
+func (c *Console) platform(ctx context.Context) (*platformView, error) {
+	const step = time.Minute
+	end := c.cfg.Clock.Now().Truncate(time.Second)
+	start := end.Add(-time.Hour)
+	v := &platformView{}
+	count := func(x float64) string { return strconv.FormatFloat(math.Round(x), 'f', -1, 64) }
+	for _, p := range []struct {
+		id, label, query string
+		name             func(series) string
+	}{
+		{"platform-firings-chart", "Firings per minute by outcome, every tenant", `sum by (outcome) (increase(sundial_worker_firings_total[1m]))`,
+			func(s series) string { return s.Labels["outcome"] }},
+		{"platform-lag-chart", "Consumer lag by priority topic (records not yet fetched)", `sum by (topic) (sundial_worker_consumer_lag_records)`,
+			func(s series) string { t := s.Labels["topic"]; return t[strings.LastIndexByte(t, '.')+1:] }},
+		{"platform-outbox-chart", "Outbox rows due and not yet published", `max(sundial_relay_outbox_due_rows)`,
+			func(series) string { return "due" }},
+	} {
+		ss, err := c.queryRange(ctx, p.query, start, end, step)
+		if err != nil {
+			return nil, err
+		}
+		if ch := drawChart(p.id, p.label, "", ss, p.name, count, start, step); ch != nil {
+			if p.id != "platform-firings-chart" {
+				for i := range ch.Lines {
+					ch.Lines[i].Total = "" // a sum of gauge readings means nothing
+				}
+			}
+			v.Charts = append(v.Charts, ch)
+		}
+	}
+	var err error
+	if v.Components, err = c.queryInstant(ctx, `up`); err != nil {
+		return nil, err
+	}
+	if v.Leaders, err = c.queryInstant(ctx, `sundial_prefetcher_leader == 1`); err != nil {
+		return nil, err
+	}
+	return v, nil
 }

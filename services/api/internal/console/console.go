@@ -76,8 +76,13 @@ type Config struct {
 	// URL); the overview draws the tenant's firings and lateness of the
 	// last hour from it. Empty: no charts.
 	PrometheusURL string
-	Logger        *slog.Logger
-	Clock         clock.Clock
+	// OperatorTenants are the tenants whose sessions also see the whole
+	// platform on the overview (every tenant's firings, consumer lag,
+	// outbox, components, leaders): the platform team's own tenant, not
+	// its users'. Needs PrometheusURL.
+	OperatorTenants []string
+	Logger          *slog.Logger
+	Clock           clock.Clock
 }
 
 // Console is the console's http.Handler.

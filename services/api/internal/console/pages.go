@@ -151,6 +151,15 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 			data["ChartsError"] = err.Error()
 		}
 		data["Charts"] = charts
+		if slices.Contains(c.cfg.OperatorTenants, s.Tenant) {
+			p, err := c.platform(r.Context())
+			if err != nil {
+				c.cfg.Logger.WarnContext(r.Context(), "console: the platform panel is unavailable", "err", err)
+				data["PlatformError"] = err.Error()
+			}
+			data["Platform"] = p
+			data["Operator"] = true
+		}
 	}
 	c.render(w, http.StatusOK, "overview", s, data)
 }
