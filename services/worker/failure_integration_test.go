@@ -5,6 +5,7 @@ package main_test
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -1095,4 +1096,45 @@ func TestInFlightAttemptFinishesAcrossAVersionChange(t *testing.T) {
 		t.Fatalf("%d requests at the target, want slot 0's only", n)
 	}
 	e.sink.checkProblems(t)
+}
+
+// A firing staged after the firings due later than it — a job created,
+// resumed or edited with a slot due in a moment, a manual trigger, a retry —
+// lands behind them on its partition. A worker with the flags' defaults
+// must still fetch it in time: holding back a partition at a horizon (as
+// --fetch-ahead once did by default, a minute) left such firings in Kafka
+// until the horizon passed them, up to a minute late.
+func TestLateStagedFiringIsFetchedInTime(t *testing.T) {
+	e := newEnv(t, 1)
+	cfg := e.config("w1")
+	var defaults app.Config
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	defaults.Register(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	cfg.FetchAhead, cfg.MaxHeld = defaults.FetchAhead, defaults.MaxHeld
+	w := e.startInProcess(cfg)
+
+	// The rest of the staging window: firings due 70–110 s from now, fetched
+	// and held.
+	now := time.Now()
+	var ahead []*sundialv1.Firing
+	for i := range 40 {
+		ahead = append(ahead, e.firing(uuid.Must(uuid.NewV7()), now.Add(70*time.Second+time.Duration(i)*time.Second), sundialv1.Priority_PRIORITY_MEDIUM))
+	}
+	e.produce(ahead, nil)
+	eventually(t, 20*time.Second, "the window's firings held", func() bool { return w.Holder.Len() == len(ahead) })
+	time.Sleep(time.Second) // a fetch loop or two: any pause is in place
+
+	// Then one due in three seconds, behind them on the partition.
+	due := time.Now().Add(3 * time.Second).Truncate(time.Millisecond)
+	late := e.firing(uuid.Must(uuid.NewV7()), due, sundialv1.Priority_PRIORITY_MEDIUM)
+	e.produce([]*sundialv1.Firing{late}, nil)
+	eventually(t, 90*time.Second, "the late-staged firing", func() bool { return len(e.sink.ofJob(late.GetJobId())) == 1 })
+	got := e.sink.ofJob(late.GetJobId())[0].received
+	t.Logf("the late-staged firing reached the target %s after its instant", got.Sub(due))
+	if got.Sub(due) > time.Second {
+		t.Fatalf("the late-staged firing reached the target %s after its instant, want within 1 s: it waited in Kafka behind the firings due later", got.Sub(due))
+	}
 }

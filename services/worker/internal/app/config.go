@@ -189,7 +189,7 @@ func (c *Config) Register(fs *flag.FlagSet) {
 		"MEDIUM and LOW firings together may hold at most this percentage of --max-held, then their topics pause; HIGH keeps fetching into the rest")
 	fs.IntVar(&c.LowHeldPercent, "low-held-percent", 50,
 		"LOW firings may hold at most this percentage of --max-held, then the LOW topic pauses and its backlog waits in Kafka; the other topics keep fetching")
-	fs.DurationVar(&c.FetchAhead, "fetch-ahead", time.Minute, "pause fetching a partition once its fetched firings reach this far past now (0: the whole staging window); Kafka keeps the rest, and a Kafka outage shorter than this delays nothing held")
+	fs.DurationVar(&c.FetchAhead, "fetch-ahead", 0, "pause fetching a partition once its fetched firings reach this far past now; 0 (the default): fetch the whole staging window, bounded by --max-held. A horizon saves memory but a firing staged after later ones (a new, resumed or edited job's next slot, a trigger, a retry) waits in Kafka behind them until the horizon passes them: up to window minus horizon late")
 	fs.StringVar(&c.AllowKafkaTargets, "allow-kafka-targets", "*", "topic prefixes jobs may produce to, comma-separated; * any, empty none (platform topics are always refused)")
 	fs.IntVar(&c.MaxDeliveries, "max-deliveries", 5, "an attempt taken this many times without finishing (its workers crashed on it) is dead-lettered as poison on the next delivery; 0 never")
 	fs.StringVar(&c.AllowTargetAddrs, "allow-target-addrs", "", "comma-separated CIDRs, IPs or IP:port that targets and callbacks may reach even though the outbound policy refuses them (loopback, link-local, metadata)")

@@ -110,7 +110,11 @@ type Config struct {
 	// FetchAhead pauses a partition whose fetched firings reach this far
 	// past now (0: no limit): a worker need not hold the whole staging
 	// window, and each partition stops at the same horizon, so one that
-	// fetches faster cannot fill the worker while another starves.
+	// fetches faster cannot fill the worker while another starves. The
+	// price: a firing appended behind firings due later (staged late: a
+	// new job's first slot, a trigger, a retry) is not fetched until the
+	// horizon passes those. The worker's default is 0; MaxHeld bounds
+	// memory.
 	FetchAhead time.Duration
 	// Unpaused are topics fetched even while MaxHeld pauses the others:
 	// the CRITICAL topic, so an overloaded worker still takes in the
