@@ -12,9 +12,11 @@
 // needs every core at once.
 //
 // So the Governor runs the worker at one P while it uses less than Low of a
-// core, and at Max as soon as it uses more than High of its one core over an
-// Interval, or as soon as the fire holder releases a herd (Busy). It goes
-// back to one P only after Calm without either. Changing GOMAXPROCS stops
+// core on average over Calm, and at Max as soon as it uses more than High of
+// its one core on average over Rise, or as soon as the fire holder releases
+// a herd (Busy). It goes back to one P only after Calm without a herd and
+// under Low. Averages, not single intervals: a garbage collection of a
+// large heap is a burst of CPU that says nothing about the load. Changing GOMAXPROCS stops
 // the world for tens of microseconds; with the hysteresis it happens a few
 // times a minute at most.
 package procs
@@ -37,18 +39,21 @@ type Config struct {
 	Max int
 	// Interval is how often the process's CPU time is read.
 	Interval time.Duration
-	// High is the share of its one core (0–1) the process may use over an
-	// Interval before the governor raises to Max.
+	// High is the share of its one core (0–1) the process may use on
+	// average over Rise before the governor raises to Max.
 	High float64
-	// Low is the CPU (in cores) below which a busy period counts as calm.
+	// Rise is the span High is averaged over: long enough that one garbage
+	// collection of a large heap does not count as load.
+	Rise time.Duration
+	// Low is the CPU (in cores), averaged over Calm, below which the
+	// governor drops back to one P (unless a herd came within Calm).
 	Low float64
-	// Calm is how long the process must stay below Low, with no herd, before
-	// the governor drops back to one P.
+	// Calm is the span Low is averaged over.
 	Calm time.Duration
 }
 
 // DefaultConfig is the policy the worker runs with (Max filled in at start).
-var DefaultConfig = Config{Interval: 100 * time.Millisecond, High: 0.5, Low: 0.25, Calm: 10 * time.Second}
+var DefaultConfig = Config{Interval: 100 * time.Millisecond, High: 0.6, Rise: time.Second, Low: 0.3, Calm: 10 * time.Second}
 
 // Governor is a lifecycle.Service.
 type Governor struct {
@@ -115,7 +120,7 @@ func (g *Governor) Stop() { g.runner.Stop() }
 func (g *Governor) Done() <-chan struct{} { return g.runner.Done() }
 
 func (g *Governor) loop(ctx context.Context) error {
-	s := state{cfg: g.cfg, procs: g.cfg.Max, calmSince: g.clk.Now()}
+	s := newState(g.cfg, g.clk.Now(), g.cpu())
 	g.report(s.procs)
 	defer func() {
 		if s.procs != g.cfg.Max {
@@ -123,7 +128,6 @@ func (g *Governor) loop(ctx context.Context) error {
 			g.report(g.cfg.Max)
 		}
 	}()
-	lastCPU, lastAt := g.cpu(), g.clk.Now()
 	t := g.clk.NewTimer(g.cfg.Interval)
 	defer t.Stop()
 	apply := func(n int, why string) {
@@ -142,13 +146,7 @@ func (g *Governor) loop(ctx context.Context) error {
 		case <-g.busy:
 			apply(s.herd(g.clk.Now()), "herd")
 		case <-t.C():
-			now, used := g.clk.Now(), g.cpu()
-			cores := 0.0
-			if d := now.Sub(lastAt); d > 0 {
-				cores = float64(used-lastCPU) / float64(d)
-			}
-			lastCPU, lastAt = used, now
-			apply(s.observe(now, cores), "load")
+			apply(s.observe(g.clk.Now(), g.cpu()), "load")
 			t.Reset(g.cfg.Interval)
 		}
 	}
@@ -156,31 +154,76 @@ func (g *Governor) loop(ctx context.Context) error {
 
 // state is the decision, apart from clocks and the runtime.
 type state struct {
-	cfg       Config
-	procs     int
-	calmSince time.Time
+	cfg      Config
+	procs    int
+	lastHerd time.Time
+	raisedAt time.Time
+	samples  []sample // ring, oldest first from next
+	next     int
+	filled   bool
+}
+
+// sample is the process's CPU time used so far, read at at.
+type sample struct {
+	at  time.Time
+	cpu time.Duration
+}
+
+func newState(cfg Config, now time.Time, cpu time.Duration) *state {
+	n := int(cfg.Calm/cfg.Interval) + 2
+	s := &state{cfg: cfg, procs: cfg.Max, lastHerd: now, raisedAt: now, samples: make([]sample, n)}
+	s.add(sample{now, cpu})
+	return s
+}
+
+func (s *state) add(x sample) {
+	s.samples[s.next] = x
+	s.next = (s.next + 1) % len(s.samples)
+	if s.next == 0 {
+		s.filled = true
+	}
+}
+
+// mean is the CPU used (cores) from the latest sample at least span before
+// the newest to the newest, and whether the samples reach back that far.
+func (s *state) mean(span time.Duration) (float64, bool) {
+	newest := s.samples[(s.next-1+len(s.samples))%len(s.samples)]
+	count := s.next
+	if s.filled {
+		count = len(s.samples)
+	}
+	for k := 2; k <= count; k++ {
+		old := s.samples[(s.next-k+len(s.samples))%len(s.samples)]
+		if d := newest.at.Sub(old.at); d >= span {
+			return float64(newest.cpu-old.cpu) / float64(d), true
+		}
+	}
+	return 0, false
 }
 
 // herd: a herd is due now.
 func (s *state) herd(now time.Time) int {
-	s.calmSince = now
+	s.lastHerd = now
+	if s.procs != s.cfg.Max {
+		s.raisedAt = now
+	}
 	return s.cfg.Max
 }
 
-// observe: the process used cores over the last interval, ending at now.
-func (s *state) observe(now time.Time, cores float64) int {
+// observe: the process has used cpu so far, read at now.
+func (s *state) observe(now time.Time, cpu time.Duration) int {
+	s.add(sample{now, cpu})
 	if s.procs == 1 {
-		if cores >= s.cfg.High {
-			s.calmSince = now
+		if m, ok := s.mean(s.cfg.Rise); ok && m >= s.cfg.High {
+			s.raisedAt = now
 			return s.cfg.Max
 		}
 		return 1
 	}
-	if cores >= s.cfg.Low {
-		s.calmSince = now
+	if now.Sub(s.lastHerd) < s.cfg.Calm || now.Sub(s.raisedAt) < s.cfg.Calm {
 		return s.procs
 	}
-	if now.Sub(s.calmSince) >= s.cfg.Calm {
+	if m, ok := s.mean(s.cfg.Calm); ok && m < s.cfg.Low {
 		return 1
 	}
 	return s.procs

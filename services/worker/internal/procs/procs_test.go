@@ -14,46 +14,61 @@ import (
 
 var t0 = time.Date(2026, 11, 26, 5, 0, 0, 0, time.UTC)
 
-func TestStateHysteresis(t *testing.T) {
-	cfg := Config{Max: 4, Interval: 100 * time.Millisecond, High: 0.5, Low: 0.25, Calm: 10 * time.Second}
-	s := state{cfg: cfg, procs: 4, calmSince: t0}
-	at := func(d time.Duration) time.Time { return t0.Add(d) }
-
-	// Busy: stays at Max, and a dip shorter than Calm does not lower it.
-	if got := s.observe(at(time.Second), 1.2); got != 4 {
-		t.Fatalf("busy at Max: got %d procs, want 4", got)
+func TestStateAveragesOverSpans(t *testing.T) {
+	cfg := Config{Max: 4, Interval: 100 * time.Millisecond, High: 0.6, Rise: time.Second, Low: 0.3, Calm: 10 * time.Second}
+	var cpu time.Duration
+	now := t0
+	s := newState(cfg, now, cpu)
+	// run feeds the state cores of CPU for d, an interval at a time, and
+	// returns the last decision.
+	run := func(d time.Duration, cores float64) int {
+		got := s.procs
+		for end := now.Add(d); now.Before(end); {
+			now = now.Add(cfg.Interval)
+			cpu += time.Duration(cores * float64(cfg.Interval))
+			got = s.observe(now, cpu)
+			s.procs = got
+		}
+		return got
 	}
-	if got := s.observe(at(5*time.Second), 0.1); got != 4 {
-		t.Fatalf("4 s of calm after busy: got %d procs, want 4 (Calm is 10 s)", got)
+	// Busy at Max, then calm: lowered only once the 10 s average is under Low.
+	if got := run(5*time.Second, 1.2); got != 4 {
+		t.Fatalf("busy at Max: %d procs, want 4", got)
 	}
-	if got := s.observe(at(10*time.Second), 0.1); got != 4 {
-		t.Fatalf("9 s of calm: got %d, want 4", got)
+	if got := run(8*time.Second, 0.1); got != 4 {
+		t.Fatalf("8 s of calm after 5 s of load: %d procs, want 4 (the 10 s average is still over 0.3)", got)
 	}
-	if got := s.observe(at(11*time.Second), 0.1); got != 1 {
-		t.Fatalf("10 s of calm: got %d, want 1", got)
+	if got := run(3*time.Second, 0.1); got != 1 {
+		t.Fatalf("11 s of calm: %d procs, want 1", got)
 	}
-	s.procs = 1
-	// At one P, moderate use (below High) keeps it there.
-	if got := s.observe(at(12*time.Second), 0.4); got != 1 {
-		t.Fatalf("0.4 of a core at one P: got %d, want 1 (High is 0.5)", got)
+	// At one P a burst shorter than Rise (a garbage collection) is not load.
+	if got := run(300*time.Millisecond, 1.0); got != 1 {
+		t.Fatalf("a 300 ms burst at one P: %d procs, want 1", got)
 	}
-	if got := s.observe(at(13*time.Second), 0.6); got != 4 {
-		t.Fatalf("0.6 of a core at one P: got %d, want 4", got)
+	if got := run(2*time.Second, 0.2); got != 1 {
+		t.Fatalf("0.2 of a core at one P: %d procs, want 1", got)
+	}
+	// A load over High for Rise raises.
+	if got := run(1200*time.Millisecond, 0.9); got != 4 {
+		t.Fatalf("0.9 of a core for 1.2 s at one P: %d procs, want 4", got)
+	}
+	// Raised: it stays at least Calm, even with no load at all.
+	if got := run(9*time.Second, 0); got != 4 {
+		t.Fatalf("9 s after raising: %d procs, want 4", got)
+	}
+	if got := run(2*time.Second, 0); got != 1 {
+		t.Fatalf("11 s after raising, idle: %d procs, want 1", got)
+	}
+	// A herd raises at once and restarts the calm period.
+	if got := s.herd(now); got != 4 {
+		t.Fatalf("herd: %d procs, want 4", got)
 	}
 	s.procs = 4
-	// Raising restarts the calm period.
-	if got := s.observe(at(22*time.Second), 0.1); got != 4 {
-		t.Fatalf("9 s after raising: got %d, want 4", got)
+	if got := run(9500*time.Millisecond, 0); got != 4 {
+		t.Fatalf("9.5 s after a herd: %d procs, want 4", got)
 	}
-	// A herd restarts it too.
-	if got := s.herd(at(22500 * time.Millisecond)); got != 4 {
-		t.Fatalf("herd: got %d, want 4", got)
-	}
-	if got := s.observe(at(32*time.Second), 0.1); got != 4 {
-		t.Fatalf("9.5 s after a herd: got %d, want 4", got)
-	}
-	if got := s.observe(at(33*time.Second), 0.1); got != 1 {
-		t.Fatalf("10.5 s after a herd: got %d, want 1", got)
+	if got := run(time.Second, 0); got != 1 {
+		t.Fatalf("10.5 s after a herd: %d procs, want 1", got)
 	}
 }
 
@@ -108,7 +123,7 @@ func (r *governorRun) until(want int, cores float64, limit time.Duration) time.D
 }
 
 func TestGovernorFollowsLoad(t *testing.T) {
-	cfg := Config{Max: 2, Interval: 100 * time.Millisecond, High: 0.5, Low: 0.25, Calm: 2 * time.Second}
+	cfg := Config{Max: 2, Interval: 100 * time.Millisecond, High: 0.5, Rise: 300 * time.Millisecond, Low: 0.25, Calm: 2 * time.Second}
 	r := startGovernor(t, cfg)
 	if got := <-r.reports; got != 2 {
 		t.Fatalf("at start: reported %d procs, want Max 2", got)
@@ -143,7 +158,7 @@ func TestGovernorFollowsLoad(t *testing.T) {
 }
 
 func TestGovernorIdleAtOneProc(t *testing.T) {
-	r := startGovernor(t, Config{Max: 1, Interval: 100 * time.Millisecond, High: 0.5, Low: 0.25, Calm: time.Second})
+	r := startGovernor(t, Config{Max: 1, Interval: 100 * time.Millisecond, High: 0.5, Rise: 300 * time.Millisecond, Low: 0.25, Calm: time.Second})
 	if got := <-r.reports; got != 1 {
 		t.Fatalf("reported %d, want 1", got)
 	}
