@@ -80,7 +80,11 @@ type CreateJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// id, tenant, status, version and times are ignored.
 	Job *Job `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
-	// Unique per tenant; a retry with the same key returns the same job.
+	// Unique per tenant while it lasts (the api's --idempotency-key-ttl, 24 h
+	// by default, from the create): a retry with the same key and the same
+	// job returns the job the first call created; the same key with a
+	// different job is refused with ALREADY_EXISTS and writes nothing. Once
+	// expired, the key creates a new job.
 	IdempotencyKey string `protobuf:"bytes,2,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -421,9 +425,13 @@ type UpdateJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Job   *Job                   `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
 	// Paths such as "schedule", "target", "payload", "priority", "labels".
-	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	UpdateMask *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	// When set, the change is refused with FAILED_PRECONDITION, naming the
+	// current version, unless the job is at this version (optimistic
+	// concurrency: read, edit, write back what you read). 0: any version.
+	ExpectedVersion int64 `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *UpdateJobRequest) Reset() {
@@ -468,6 +476,13 @@ func (x *UpdateJobRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
 		return x.UpdateMask
 	}
 	return nil
+}
+
+func (x *UpdateJobRequest) GetExpectedVersion() int64 {
+	if x != nil {
+		return x.ExpectedVersion
+	}
+	return 0
 }
 
 type UpdateJobResponse struct {
@@ -515,10 +530,14 @@ func (x *UpdateJobResponse) GetJob() *Job {
 }
 
 type PauseJobRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// When set, the change is refused with FAILED_PRECONDITION, naming the
+	// current version, unless the job is at this version (optimistic
+	// concurrency: read, edit, write back what you read). 0: any version.
+	ExpectedVersion int64 `protobuf:"varint,2,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *PauseJobRequest) Reset() {
@@ -556,6 +575,13 @@ func (x *PauseJobRequest) GetId() string {
 		return x.Id
 	}
 	return ""
+}
+
+func (x *PauseJobRequest) GetExpectedVersion() int64 {
+	if x != nil {
+		return x.ExpectedVersion
+	}
+	return 0
 }
 
 type PauseJobResponse struct {
@@ -603,10 +629,14 @@ func (x *PauseJobResponse) GetJob() *Job {
 }
 
 type ResumeJobRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// When set, the change is refused with FAILED_PRECONDITION, naming the
+	// current version, unless the job is at this version (optimistic
+	// concurrency: read, edit, write back what you read). 0: any version.
+	ExpectedVersion int64 `protobuf:"varint,2,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ResumeJobRequest) Reset() {
@@ -644,6 +674,13 @@ func (x *ResumeJobRequest) GetId() string {
 		return x.Id
 	}
 	return ""
+}
+
+func (x *ResumeJobRequest) GetExpectedVersion() int64 {
+	if x != nil {
+		return x.ExpectedVersion
+	}
+	return 0
 }
 
 type ResumeJobResponse struct {
@@ -691,10 +728,14 @@ func (x *ResumeJobResponse) GetJob() *Job {
 }
 
 type DeleteJobRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// When set, the change is refused with FAILED_PRECONDITION, naming the
+	// current version, unless the job is at this version (optimistic
+	// concurrency: read, edit, write back what you read). 0: any version.
+	ExpectedVersion int64 `protobuf:"varint,2,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *DeleteJobRequest) Reset() {
@@ -732,6 +773,13 @@ func (x *DeleteJobRequest) GetId() string {
 		return x.Id
 	}
 	return ""
+}
+
+func (x *DeleteJobRequest) GetExpectedVersion() int64 {
+	if x != nil {
+		return x.ExpectedVersion
+	}
+	return 0
 }
 
 type DeleteJobResponse struct {
@@ -1872,23 +1920,27 @@ const file_sundial_v1_job_service_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"_\n" +
 	"\x10ListJobsResponse\x12#\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x0f.sundial.v1.JobR\x04jobs\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"r\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x9d\x01\n" +
 	"\x10UpdateJobRequest\x12!\n" +
 	"\x03job\x18\x01 \x01(\v2\x0f.sundial.v1.JobR\x03job\x12;\n" +
 	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
-	"updateMask\"6\n" +
+	"updateMask\x12)\n" +
+	"\x10expected_version\x18\x03 \x01(\x03R\x0fexpectedVersion\"6\n" +
 	"\x11UpdateJobResponse\x12!\n" +
-	"\x03job\x18\x01 \x01(\v2\x0f.sundial.v1.JobR\x03job\"!\n" +
+	"\x03job\x18\x01 \x01(\v2\x0f.sundial.v1.JobR\x03job\"L\n" +
 	"\x0fPauseJobRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"5\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12)\n" +
+	"\x10expected_version\x18\x02 \x01(\x03R\x0fexpectedVersion\"5\n" +
 	"\x10PauseJobResponse\x12!\n" +
-	"\x03job\x18\x01 \x01(\v2\x0f.sundial.v1.JobR\x03job\"\"\n" +
+	"\x03job\x18\x01 \x01(\v2\x0f.sundial.v1.JobR\x03job\"M\n" +
 	"\x10ResumeJobRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"6\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12)\n" +
+	"\x10expected_version\x18\x02 \x01(\x03R\x0fexpectedVersion\"6\n" +
 	"\x11ResumeJobResponse\x12!\n" +
-	"\x03job\x18\x01 \x01(\v2\x0f.sundial.v1.JobR\x03job\"\"\n" +
+	"\x03job\x18\x01 \x01(\v2\x0f.sundial.v1.JobR\x03job\"M\n" +
 	"\x10DeleteJobRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"6\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12)\n" +
+	"\x10expected_version\x18\x02 \x01(\x03R\x0fexpectedVersion\"6\n" +
 	"\x11DeleteJobResponse\x12!\n" +
 	"\x03job\x18\x01 \x01(\v2\x0f.sundial.v1.JobR\x03job\"#\n" +
 	"\x11TriggerJobRequest\x12\x0e\n" +

@@ -42,8 +42,8 @@ const (
 // JobService registers and manages jobs. Every call carries
 // "authorization: Bearer <token>"; the token decides the tenant.
 type JobServiceClient interface {
-	// Creates a job. A repeated call with the same idempotency_key returns the
-	// job the first call created.
+	// Creates a job. A repeated call with the same idempotency_key and the
+	// same job returns the job the first call created.
 	CreateJob(ctx context.Context, in *CreateJobRequest, opts ...grpc.CallOption) (*CreateJobResponse, error)
 	GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*GetJobResponse, error)
 	ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsResponse, error)
@@ -228,8 +228,8 @@ func (c *jobServiceClient) BulkJobAction(ctx context.Context, in *BulkJobActionR
 // JobService registers and manages jobs. Every call carries
 // "authorization: Bearer <token>"; the token decides the tenant.
 type JobServiceServer interface {
-	// Creates a job. A repeated call with the same idempotency_key returns the
-	// job the first call created.
+	// Creates a job. A repeated call with the same idempotency_key and the
+	// same job returns the job the first call created.
 	CreateJob(context.Context, *CreateJobRequest) (*CreateJobResponse, error)
 	GetJob(context.Context, *GetJobRequest) (*GetJobResponse, error)
 	ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error)
