@@ -34,6 +34,29 @@ func (r realTimer) C() <-chan time.Time        { return r.t.C }
 func (r realTimer) Stop() bool                 { return r.t.Stop() }
 func (r realTimer) Reset(d time.Duration) bool { return r.t.Reset(d) }
 
+// Steady is the wall clock as read when it was made plus the monotonic time
+// elapsed since. A step of the host's wall clock afterwards — an NTP step,
+// an operator's `date -s`, a VM resumed with a corrected clock — does not
+// move it, while the slewing NTP does all the time reaches it as it reaches
+// the monotonic clock. The worker fires by it, corrected by the offset it
+// measures against the database: between two measurements a step of the
+// host's clock can then make no firing early or late, and the next
+// measurement takes in whatever the step corrected.
+type Steady struct {
+	anchor  time.Time
+	elapsed func() time.Duration
+}
+
+// NewSteady anchors a Steady clock at the wall clock's reading now.
+func NewSteady() Steady {
+	anchor := time.Now()
+	return Steady{anchor: anchor, elapsed: func() time.Duration { return time.Since(anchor) }}
+}
+
+func (s Steady) Now() time.Time { return s.anchor.Add(s.elapsed()) }
+
+func (Steady) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
 // Offset is a clock shifted from another by a fixed amount; a worker uses it
 // to fire by the database clock rather than its own.
 type Offset struct {

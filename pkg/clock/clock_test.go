@@ -59,3 +59,26 @@ func TestOffset(t *testing.T) {
 		t.Fatalf("offset now = %s", got)
 	}
 }
+
+// A Steady clock follows the monotonic time elapsed since its anchor, so a
+// wall clock stepped meanwhile (which the elapsed time does not see) does
+// not move it.
+func TestSteadyFollowsElapsedTimeNotTheWallClock(t *testing.T) {
+	anchor := time.Date(2026, 11, 26, 6, 0, 0, 0, time.UTC)
+	var elapsed time.Duration
+	s := Steady{anchor: anchor, elapsed: func() time.Duration { return elapsed }}
+	elapsed = 1500 * time.Millisecond
+	if got, want := s.Now(), anchor.Add(1500*time.Millisecond); !got.Equal(want) {
+		t.Fatalf("Now %s, want anchor + elapsed %s", got, want)
+	}
+	// The real one reads what the wall clock reads, give or take the
+	// moment between the two calls.
+	real := NewSteady()
+	time.Sleep(20 * time.Millisecond)
+	if d := time.Since(real.Now()); d < -5*time.Millisecond || d > 5*time.Millisecond {
+		t.Fatalf("NewSteady().Now() is %s away from time.Now()", d)
+	}
+	if real.Now().Sub(real.anchor) < 20*time.Millisecond {
+		t.Fatalf("NewSteady did not advance with elapsed time")
+	}
+}

@@ -119,9 +119,13 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 
 	// --clock-offset skews this worker's own clock, as a badly synchronised
 	// host would be; the estimator then measures and corrects it.
+	// The worker's own clock is steady: a step of the host's wall clock
+	// while it runs does not move it (clock.Steady); the offset estimator
+	// corrects it against the database, which takes a step in at its next
+	// sample instead of firing early or late until then.
 	local := deps.Clock
 	if local == nil {
-		local = clock.Real{}
+		local = clock.NewSteady()
 	}
 	if cfg.ClockOffset != 0 {
 		skew := cfg.ClockOffset
