@@ -441,7 +441,10 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 	w.Checks["kafka"] = w.Consumer.Ping
 
 	// The group's lag from Kafka's offsets, for dashboards and autoscalers.
-	lag, err := lagexporter.Dial(lagexporter.Config{Group: cfg.Group, Topics: topics.FireAll()},
+	// Also the due backlog: the ready queue and this worker's records in
+	// Kafka older than the staging window, which the chart scales on.
+	lag, err := lagexporter.Dial(lagexporter.Config{Group: cfg.Group, Topics: topics.FireAll(),
+		OverdueAfter: cfg.StagingWindow, Ready: q.Len, Positions: w.Consumer.Positions},
 		splitList(cfg.KafkaBrokers), cfg.WorkerID+"-lag", logger.With("component", "lagexporter"), reg, kafkaSec...)
 	if err != nil {
 		return nil, err

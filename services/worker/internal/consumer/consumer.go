@@ -400,6 +400,31 @@ func (c *Consumer) Assigned() map[string][]int32 {
 	return out
 }
 
+// Positions returns, per owned partition, the offset of the next record
+// it will fetch, or -1 when it has fetched none yet (the fetch starts at
+// the committed offset). The lag exporter counts the overdue records
+// beyond it (the due backlog).
+func (c *Consumer) Positions() map[string]map[int32]int64 {
+	c.mu.Lock()
+	parts := make([]*partition, 0, len(c.parts))
+	for _, p := range c.parts {
+		parts = append(parts, p)
+	}
+	c.mu.Unlock()
+	out := map[string]map[int32]int64{}
+	for _, p := range parts {
+		next, ok := p.wm.Next()
+		if !ok {
+			next = -1
+		}
+		if out[p.topic] == nil {
+			out[p.topic] = map[int32]int64{}
+		}
+		out[p.topic][p.id] = next
+	}
+	return out
+}
+
 func (c *Consumer) pollLoop(ctx context.Context) error {
 	paused := false
 	pausedParts := map[tp]bool{}

@@ -417,6 +417,16 @@ func TestOverMaxHeldOnlyCriticalIsFetched(t *testing.T) {
 	}
 	defer cons.Stop()
 	eventually(t, "the limit reached", func() bool { return h.Len() >= maxHeld })
+	// Positions say how far each owned partition is fetched (the lag
+	// exporter counts the overdue records beyond): the paused topic part
+	// of the way, the empty one not at all.
+	pos := cons.Positions()
+	if p := pos[topic][0]; p < maxHeld || p >= total {
+		t.Errorf("position of the paused partition = %d, want in [%d, %d)", p, maxHeld, total)
+	}
+	if p, ok := pos[crit][0]; !ok || p != -1 {
+		t.Errorf("position of the partition with nothing fetched = %d (owned %v), want -1", p, ok)
+	}
 
 	produce(crit, "crit", 5)
 	eventually(t, "the CRITICAL firings fetched while paused", func() bool {

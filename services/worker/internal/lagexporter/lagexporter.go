@@ -19,6 +19,31 @@
 // without the firing rate growing means the workers fall behind. The
 // worker's own sundial_worker_consumer_lag_records is different: records it
 // has not fetched yet, per assigned partition.
+//
+// Lag is not backlog. The firings a worker holds ahead of their instant
+// (rate × window, by default the whole staging window) are uncommitted, and
+// so are firings already fired behind a slow one. An autoscaler reading lag
+// adds workers for work that is not due yet. So the exporter also exports
+// the due backlog, sundial_worker_due_backlog_firings{group,source}: work
+// whose instant has passed and that this worker has not started, the signal
+// the Helm chart scales on by default:
+//
+//   - source="ready": the firings in this worker's ready queue, released at
+//     their instant and waiting for an executor. Exact at the read.
+//   - source="kafka": records of the partitions this worker owns that it has
+//     not fetched yet and that the relay produced more than one staging
+//     window (Config.OverdueAfter) before now. A firing is staged at most a
+//     window before its instant and published when staged, so each of them
+//     is past its instant. Estimated: a lower bound, from the broker's time
+//     index (ListOffsets by timestamp: every record below the returned
+//     offset is older than the cutoff; records above it produced later but
+//     due already, such as catch-ups, are not counted). A partition no worker
+//     owns is counted by none.
+//
+// Firings held in the worker's holders past their instant are not counted:
+// the holder releases what is due at once (to the ready queue), and one held
+// on purpose (a host's rate limit, a lease another delivery holds) is not
+// work more workers would do sooner.
 package lagexporter
 
 import (
@@ -48,6 +73,9 @@ const DefaultInterval = 10 * time.Second
 type Offsets interface {
 	ListStartOffsets(ctx context.Context, topics ...string) (kadm.ListedOffsets, error)
 	ListEndOffsets(ctx context.Context, topics ...string) (kadm.ListedOffsets, error)
+	// ListOffsetsAfterMilli answers, per partition, the first offset
+	// produced at or after the millisecond (the due backlog's cutoff).
+	ListOffsetsAfterMilli(ctx context.Context, millisecond int64, topics ...string) (kadm.ListedOffsets, error)
 	FetchOffsets(ctx context.Context, group string) (kadm.OffsetResponses, error)
 }
 
@@ -59,7 +87,21 @@ type Config struct {
 	Interval time.Duration
 	// Timeout of one read; half the interval when zero.
 	Timeout time.Duration
+	// OverdueAfter is the staging window (the prefetcher's --window): a
+	// record produced longer ago than this is a firing past its instant.
+	// DefaultOverdueAfter when zero.
+	OverdueAfter time.Duration
+	// Ready is the number of firings in this worker's ready queue; nil
+	// counts none.
+	Ready func() int
+	// Positions is, per partition this worker owns, the offset of the next
+	// record it will fetch, or -1 if it has fetched none yet (it starts at
+	// the group's committed offset). nil: the worker owns nothing.
+	Positions func() map[string]map[int32]int64
 }
+
+// DefaultOverdueAfter is the prefetcher's default staging window.
+const DefaultOverdueAfter = 2 * time.Minute
 
 // Exporter is a lifecycle.Service that reads the offsets every Interval and
 // sets the gauges.
@@ -72,6 +114,7 @@ type Exporter struct {
 	logger *slog.Logger
 
 	lag     *prometheus.GaugeVec
+	due     *prometheus.GaugeVec
 	updated prometheus.Gauge
 	errors  prometheus.Counter
 	// seen holds the label sets written by the last successful read, so
@@ -112,6 +155,9 @@ func New(cfg Config, kafka Offsets, clk clock.Clock, logger *slog.Logger, reg pr
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = cfg.Interval / 2
 	}
+	if cfg.OverdueAfter <= 0 {
+		cfg.OverdueAfter = DefaultOverdueAfter
+	}
 	group := prometheus.Labels{"group": cfg.Group}
 	e := &Exporter{
 		cfg: cfg, kafka: kafka, clock: clk, logger: logger, seen: map[[2]string]bool{},
@@ -120,6 +166,11 @@ func New(cfg Config, kafka Offsets, clk clock.Clock, logger *slog.Logger, reg pr
 			Help:        "Records of the priority topics the worker group has not committed: end offset minus committed offset, per partition (the same for every worker).",
 			ConstLabels: group,
 		}, []string{"topic", "partition"}),
+		due: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name:        "sundial_worker_due_backlog_firings",
+			Help:        "Firings past their instant that this worker has not started: ready (its ready queue, exact) and kafka (records of its partitions not fetched yet, produced more than a staging window ago: a lower bound). The autoscaling signal.",
+			ConstLabels: group,
+		}, []string{"source"}),
 		updated: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name:        "sundial_worker_group_lag_updated_timestamp_seconds",
 			Help:        "Unix time of the last successful read of the group's offsets.",
@@ -131,7 +182,7 @@ func New(cfg Config, kafka Offsets, clk clock.Clock, logger *slog.Logger, reg pr
 			ConstLabels: group,
 		}),
 	}
-	reg.MustRegister(e.lag, e.updated, e.errors)
+	reg.MustRegister(e.lag, e.due, e.updated, e.errors)
 	return e
 }
 
@@ -154,7 +205,8 @@ func (e *Exporter) Start(context.Context) error {
 func (e *Exporter) poll(parent context.Context) {
 	ctx, cancel := context.WithTimeout(parent, e.cfg.Timeout)
 	defer cancel()
-	lags, err := e.read(ctx)
+	cutoff := e.clock.Now().Add(-e.cfg.OverdueAfter)
+	lags, recent, err := e.read(ctx, cutoff)
 	if err != nil {
 		if parent.Err() == nil { // not merely stopping
 			e.errors.Inc()
@@ -173,20 +225,64 @@ func (e *Exporter) poll(parent context.Context) {
 		}
 	}
 	e.seen = next
+	// The positions and the ready queue are read after Kafka answered: a
+	// position read earlier could count records fetched meanwhile.
+	var positions map[string]map[int32]int64
+	if e.cfg.Positions != nil {
+		positions = e.cfg.Positions()
+	}
+	ready := 0
+	if e.cfg.Ready != nil {
+		ready = e.cfg.Ready()
+	}
+	e.due.WithLabelValues("ready").Set(float64(ready))
+	e.due.WithLabelValues("kafka").Set(float64(overdueUnfetched(positions, recent)))
 	e.updated.Set(float64(e.clock.Now().UnixMilli()) / 1000)
 }
 
-// read returns the lag per (topic, partition). A partition the group has
-// never committed counts from the log start, as the workers start there
-// (reset to the earliest offset). Topics that do not exist yet are left out.
-func (e *Exporter) read(ctx context.Context) (map[[2]string]int64, error) {
+// partitionOffsets are, for one partition, the group's committed offset
+// (or the log start where it never committed), the first offset produced
+// at or after the overdue cutoff, and the end offset.
+type partitionOffsets struct{ from, recent, end int64 }
+
+// overdueUnfetched sums, over the partitions in positions, the records
+// from the next one to fetch up to the first produced at or after the
+// cutoff. Every record below that one is older than the cutoff (the
+// broker's time index answers with the first offset whose timestamp, or an
+// earlier record's, reached it), so each is a firing past its instant.
+func overdueUnfetched(positions map[string]map[int32]int64, offs map[[2]string]partitionOffsets) int64 {
+	var n int64
+	for topic, parts := range positions {
+		for p, pos := range parts {
+			o, ok := offs[[2]string{topic, strconv.Itoa(int(p))}]
+			if !ok {
+				continue
+			}
+			if pos < 0 {
+				pos = o.from // nothing fetched yet: the fetch starts at the commit
+			}
+			n += max(0, min(o.recent, o.end)-pos)
+		}
+	}
+	return n
+}
+
+// read returns the lag per (topic, partition), and the offsets the due
+// backlog is computed from. A partition the group has never committed
+// counts from the log start, as the workers start there (reset to the
+// earliest offset). Topics that do not exist yet are left out.
+func (e *Exporter) read(ctx context.Context, cutoff time.Time) (map[[2]string]int64, map[[2]string]partitionOffsets, error) {
 	ends, err := e.kafka.ListEndOffsets(ctx, e.cfg.Topics...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	starts, err := e.kafka.ListStartOffsets(ctx, e.cfg.Topics...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	recent, err := e.kafka.ListOffsetsAfterMilli(ctx, cutoff.UnixMilli(), e.cfg.Topics...)
+	if err != nil {
+		return nil, nil, err
 	}
 	committed, err := e.kafka.FetchOffsets(ctx, e.cfg.Group)
 	if errors.Is(err, kerr.GroupIDNotFound) {
@@ -195,9 +291,10 @@ func (e *Exporter) read(ctx context.Context) (map[[2]string]int64, error) {
 		committed, err = nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := map[[2]string]int64{}
+	offs := map[[2]string]partitionOffsets{}
 	for topic, parts := range ends {
 		for p, end := range parts {
 			if end.Err != nil {
@@ -213,8 +310,15 @@ func (e *Exporter) read(ctx context.Context) (map[[2]string]int64, error) {
 					from = s.Offset
 				}
 			}
-			out[[2]string{topic, strconv.Itoa(int(p))}] = max(0, end.Offset-from)
+			k := [2]string{topic, strconv.Itoa(int(p))}
+			out[k] = max(0, end.Offset-from)
+			// No record at or after the cutoff: every record is older.
+			r := end.Offset
+			if o, ok := recent.Lookup(topic, p); ok && o.Err == nil && o.Offset >= 0 {
+				r = o.Offset
+			}
+			offs[k] = partitionOffsets{from: from, recent: r, end: end.Offset}
 		}
 	}
-	return out, nil
+	return out, offs, nil
 }

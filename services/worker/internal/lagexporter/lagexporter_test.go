@@ -168,3 +168,100 @@ func TestDialOwnsItsClient(t *testing.T) {
 	e.Stop() // goleak in TestMain fails the package if the client leaked
 	e.Stop()
 }
+
+func TestOverdueUnfetched(t *testing.T) {
+	offs := map[[2]string]partitionOffsets{
+		{"a", "0"}: {from: 10, recent: 50, end: 80},  // 40 records older than the cutoff past the commit
+		{"a", "1"}: {from: 0, recent: 90, end: 90},   // every record older than the cutoff
+		{"b", "0"}: {from: 5, recent: 5, end: 400},   // everything produced within the window: held ahead
+		{"c", "0"}: {from: 0, recent: 120, end: 100}, // a time index answer past the end is clamped
+	}
+	for _, tc := range []struct {
+		name      string
+		positions map[string]map[int32]int64
+		want      int64
+	}{
+		{"owns nothing", nil, 0},
+		{"fetched everything", map[string]map[int32]int64{"a": {0: 80, 1: 90}, "b": {0: 400}}, 0},
+		{"fetched past the cutoff", map[string]map[int32]int64{"a": {0: 60}}, 0},
+		{"behind the cutoff", map[string]map[int32]int64{"a": {0: 30}}, 20},
+		{"nothing fetched yet: from the commit", map[string]map[int32]int64{"a": {0: -1, 1: -1}}, 40 + 90},
+		{"held ahead is never due", map[string]map[int32]int64{"b": {0: -1}}, 0},
+		{"clamped to the end", map[string]map[int32]int64{"c": {0: 0}}, 100},
+		{"a partition Kafka did not list", map[string]map[int32]int64{"z": {0: 0}}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := overdueUnfetched(tc.positions, offs); got != tc.want {
+				t.Errorf("overdueUnfetched = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// produceAt produces n records to topic/partition with the given
+// timestamp, as if the relay had published them then.
+func produceAt(t *testing.T, cl *kgo.Client, topic string, partition int32, n int, at time.Time) {
+	t.Helper()
+	for range n {
+		r := &kgo.Record{Topic: topic, Partition: partition, Value: []byte("x"), Timestamp: at}
+		if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func due(t *testing.T, e *Exporter, source string) float64 {
+	t.Helper()
+	return testutil.ToFloat64(e.due.WithLabelValues(source))
+}
+
+// TestDueBacklogIsNotLag drives the gauges through a real (kfake) broker:
+// firings held ahead of their instant make lag but no due backlog; an
+// overload (the worker's fetch behind records older than the window, its
+// ready queue full) makes both.
+func TestDueBacklogIsNotLag(t *testing.T) {
+	cl, adm := cluster(t)
+	now := time.Now()
+	// Held ahead: 600 firings staged within the last window, all fetched
+	// and held by this worker, nothing committed yet.
+	produceAt(t, cl, "a", 0, 400, now.Add(-30*time.Second))
+	produceAt(t, cl, "a", 1, 200, now.Add(-5*time.Second))
+	positions := map[string]map[int32]int64{"a": {0: 400, 1: 200}}
+	ready := 0
+	reg := prometheus.NewRegistry()
+	e := New(Config{Group: "g", Topics: []string{"a"}, OverdueAfter: 2 * time.Minute,
+		Ready: func() int { return ready }, Positions: func() map[string]map[int32]int64 { return positions }},
+		adm, clock.Real{}, discard, reg)
+	e.poll(context.Background())
+	if lag := gauge(t, e, "a", "0") + gauge(t, e, "a", "1"); lag != 600 {
+		t.Errorf("group lag = %v, want 600 (every held firing is uncommitted)", lag)
+	}
+	if r, k := due(t, e, "ready"), due(t, e, "kafka"); r != 0 || k != 0 {
+		t.Errorf("due backlog with every firing held ahead: ready %v, kafka %v; want 0, 0", r, k)
+	}
+
+	// Overload on b: 300 records published three minutes ago (so past
+	// their instant), then 100 within the window; the worker has fetched
+	// none (paused at --max-held), and 50 firings wait for an executor.
+	produceAt(t, cl, "b", 0, 300, now.Add(-3*time.Minute))
+	produceAt(t, cl, "b", 0, 100, now.Add(-10*time.Second))
+	e.cfg.Topics = []string{"a", "b"}
+	positions["b"] = map[int32]int64{0: -1}
+	ready = 50
+	e.poll(context.Background())
+	if r, k := due(t, e, "ready"), due(t, e, "kafka"); r != 50 || k != 300 {
+		t.Errorf("due backlog in overload: ready %v, kafka %v; want 50, 300", r, k)
+	}
+	// Having fetched 120 of them, the worker still has 180 overdue in Kafka.
+	positions["b"][0] = 120
+	e.poll(context.Background())
+	if k := due(t, e, "kafka"); k != 180 {
+		t.Errorf("kafka due after fetching 120 = %v, want 180", k)
+	}
+	// A partition this worker does not own is another worker's to count.
+	delete(positions, "b")
+	e.poll(context.Background())
+	if k := due(t, e, "kafka"); k != 0 {
+		t.Errorf("kafka due of partitions owned by nobody here = %v, want 0", k)
+	}
+}
