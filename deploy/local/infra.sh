@@ -180,6 +180,9 @@ ensure_packages() {
   local need=()
   [ -x "$PGBIN/postgres" ] || need+=("postgresql-$PG_VERSION")
   command -v psql >/dev/null || need+=("postgresql-client-$PG_VERSION")
+  # pg_trgm (migration 00010's name-search index): Debian ships contrib in the server package;
+  # postgresql-contrib, its meta package, brings it back to an image that trimmed it.
+  [ -f "/usr/share/postgresql/$PG_VERSION/extension/pg_trgm.control" ] || need+=(postgresql-contrib)
   command -v redis-server >/dev/null || need+=(redis-server)
   command -v redis-cli >/dev/null || need+=(redis-tools)
   find_java17 >/dev/null || need+=(openjdk-17-jre-headless)

@@ -391,10 +391,11 @@ func listWhere(tenant string, q ListQuery) (string, []any) {
 		sql += fmt.Sprintf(` AND labels @> $%d`, len(args))
 	}
 	if q.NameContains != "" {
-		// strpos, not LIKE: the text is matched as written, % and _
-		// included.
-		args = append(args, strings.ToLower(q.NameContains))
-		sql += fmt.Sprintf(` AND strpos(lower(name), $%d) > 0`, len(args))
+		// LIKE with % _ \ escaped, so the text is matched as written; the
+		// form lower(name) LIKE is what the trigram index jobs_name_trgm
+		// serves (migration 00010), which strpos could not use.
+		args = append(args, "%"+likeEscaper.Replace(strings.ToLower(q.NameContains))+"%")
+		sql += fmt.Sprintf(` AND lower(name) LIKE $%d`, len(args))
 	}
 	if !q.NextFireFrom.IsZero() {
 		args = append(args, q.NextFireFrom)
@@ -410,6 +411,9 @@ func listWhere(tenant string, q ListQuery) (string, []any) {
 	}
 	return sql, args
 }
+
+// likeEscaper escapes LIKE's wildcards and its escape character.
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 
 // Count returns how many of the tenant's jobs match q (its Limit and After
 // included), counting no further than upTo: a count over every job of a
