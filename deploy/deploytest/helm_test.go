@@ -525,9 +525,10 @@ func checkAutoscaling(t *testing.T, name string, objs []object) {
 	scaled := byKind(objs, "ScaledObject")
 	hpas := byKind(objs, "HorizontalPodAutoscaler")
 	_, hasReplicas := mapOf(dig(dep, "spec"))["replicas"]
-	mode := map[string]string{"keda": "keda", "hpa": "hpa"}[name]
-	if mode == "" {
-		mode = "none"
+	mode, signal := autoscalingOf(t, name)
+	if signal == "due" && mode != "none" {
+		checkDueAutoscaling(t, name, mode, group, dep, scaled, hpas, hasReplicas)
+		return
 	}
 	switch mode {
 	case "none":
@@ -596,7 +597,9 @@ func TestChartRefusesWhatItCannotDo(t *testing.T) {
 		"an unknown SASL mechanism":                                 {"kafka.sasl.mechanism=GSSAPI", "kafka.sasl.username=u", "kafka.sasl.existingSecret=k"},
 		"a SASL mechanism without a Secret":                         {"kafka.sasl.mechanism=PLAIN", "kafka.sasl.username=u"},
 		"a SASL user without a mechanism":                           {"kafka.sasl.username=u", "kafka.sasl.existingSecret=k"},
-		"KEDA against SASL brokers without a TriggerAuthentication": {"autoscaling.mode=keda", "kafka.sasl.mechanism=PLAIN", "kafka.sasl.username=u", "kafka.sasl.existingSecret=k"},
+		"KEDA against SASL brokers without a TriggerAuthentication": {"autoscaling.mode=keda", "autoscaling.signal=lag", "kafka.sasl.mechanism=PLAIN", "kafka.sasl.username=u", "kafka.sasl.existingSecret=k"},
+		"KEDA on the due backlog without a Prometheus":              {"autoscaling.mode=keda"},
+		"an unknown autoscaling signal":                             {"autoscaling.mode=hpa", "autoscaling.signal=cpu"},
 		"postgres TLS without a Secret":                             {"tls.postgres.enabled=true", "postgres.sslmode=verify-full"},
 		"postgres TLS with sslmode=disable":                         {"tls.postgres.enabled=true", "tls.postgres.existingSecret=x"},
 		"an unknown autoscaling mode":                               {"autoscaling.mode=vpa"},

@@ -112,7 +112,13 @@ PGPASSWORD, which comes from the Secret, so the DSN can live in a ConfigMap.
 {{- fail "kafka.sasl.mechanism: set PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 with a SASL username and Secret" -}}
 {{- end -}}
 {{- end -}}
-{{- if and (eq .Values.autoscaling.mode "keda") (or .Values.kafka.sasl.mechanism .Values.tls.kafka.enabled) (not .Values.autoscaling.keda.authenticationRef) -}}
+{{- if not (has .Values.autoscaling.signal (list "due" "lag")) -}}
+{{- fail (printf "autoscaling.signal: %q is not one of due, lag" .Values.autoscaling.signal) -}}
+{{- end -}}
+{{- if and (eq .Values.autoscaling.mode "keda") (eq .Values.autoscaling.signal "due") (not .Values.autoscaling.keda.prometheus.serverAddress) -}}
+{{- fail "autoscaling.keda.prometheus.serverAddress: KEDA reads the due backlog from Prometheus; name the server (or set autoscaling.signal=lag)" -}}
+{{- end -}}
+{{- if and (eq .Values.autoscaling.mode "keda") (eq .Values.autoscaling.signal "lag") (or .Values.kafka.sasl.mechanism .Values.tls.kafka.enabled) (not .Values.autoscaling.keda.authenticationRef) -}}
 {{- fail "autoscaling.keda.authenticationRef: KEDA reads the workers' lag from the brokers itself, and these need SASL or TLS; name a TriggerAuthentication" -}}
 {{- end -}}
 {{- if and .Values.tls.postgres.enabled (not .Values.tls.postgres.existingSecret) -}}
