@@ -312,6 +312,70 @@ func TestBrowserConsole(t *testing.T) {
 		t.Fatalf("the Kafka job's page shows %q", f)
 	}
 
+	// Misfire, overlap, timeout, jitter and callback: values the api
+	// refuses, each refusal beside its field under the api's field name,
+	// then accepted, shown on the job's page and stored as chosen.
+	run("policies form",
+		chromedp.Navigate(base+"/jobs/new"),
+		chromedp.WaitVisible(css("#create")),
+		chromedp.SendKeys(css("#name"), "nightly-with-policies"),
+		chromedp.SendKeys(css("#cron"), "30 1 * * *"),
+		chromedp.SendKeys(css("#url"), "https://reports.example/nightly"),
+		chromedp.SetValue(css("#misfire"), "run_all"),
+		chromedp.SendKeys(css("#misfire_grace"), "-1m"),
+		chromedp.SendKeys(css("#max_catch_up"), "100000"),
+		chromedp.SetValue(css("#overlap"), "skip"),
+		chromedp.SendKeys(css("#attempt_timeout"), "0s"),
+		chromedp.SendKeys(css("#max_jitter"), "90s"),
+		chromedp.SendKeys(css("#callback_url"), "ftp://reports.example/done"),
+		chromedp.Click(css("#create")),
+		chromedp.WaitVisible(css("#max_jitter-error")),
+		shot("02c-form-policy-errors"),
+	)
+	for sel, field := range map[string]string{
+		"#misfire_grace-error": "misfire.grace:", "#max_catch_up-error": "misfire.max_catch_up:",
+		"#attempt_timeout-error": "attempt_timeout:", "#max_jitter-error": "max_jitter:", "#callback_url-error": "callback_url:",
+	} {
+		if e := text(sel, sel); !strings.HasPrefix(e, field) {
+			t.Errorf("beside %s: %q, want the api's %s", sel, e, field)
+		}
+	}
+	run("policies create",
+		chromedp.SetValue(css("#misfire_grace"), "2h"),
+		chromedp.SetValue(css("#max_catch_up"), "5"),
+		chromedp.SetValue(css("#attempt_timeout"), "45s"),
+		chromedp.SetValue(css("#max_jitter"), "20s"),
+		chromedp.SetValue(css("#callback_url"), "https://reports.example/done"),
+		chromedp.Click(css("#create")),
+		chromedp.WaitVisible(css("#notice")),
+	)
+	if f := text("policies", ".facts"); !strings.Contains(f, "run_all within 2h0m0s, at most 5") || !strings.Contains(f, "45s an attempt, jitter up to 20s") ||
+		!strings.Contains(f, "https://reports.example/done") || text("overlap", "#job-overlap") != "skip" {
+		t.Fatalf("the job's page shows %q", f)
+	}
+	policiesURL, err := chromedp.Run(step("location"), chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	policiesID := strings.TrimPrefix(strings.SplitN(policiesURL, "?", 2)[0], base+"/jobs/")
+	// An edit of the overlap policy alone sends that path alone.
+	run("policies edit",
+		chromedp.Navigate(base+"/jobs/"+policiesID+"/edit"),
+		chromedp.WaitVisible(css("#save")),
+		chromedp.SetValue(css("#overlap"), "buffer_one"),
+		chromedp.Click(css("#save")),
+		chromedp.WaitVisible(css("#notice")),
+	)
+	if n := text("policies edit notice", "#notice"); !strings.Contains(n, "updated: overlap.") {
+		t.Errorf("after editing the overlap policy: %q", n)
+	}
+	if got, err := api.Store.Get(step("get"), "acme", policiesID); err != nil || got.GetOverlap() != sundialv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE ||
+		got.GetMisfire().GetAction() != sundialv1.MisfireAction_MISFIRE_ACTION_RUN_ALL || got.GetMisfire().GetGrace().AsDuration() != 2*time.Hour ||
+		got.GetMisfire().GetMaxCatchUp() != 5 || got.GetAttemptTimeout().AsDuration() != 45*time.Second ||
+		got.GetMaxJitter().AsDuration() != 20*time.Second || got.GetCallbackUrl() != "https://reports.example/done" {
+		t.Fatalf("stored: %v (%v)", got, err)
+	}
+
 	// An action whose form lost its CSRF token is refused, and the job
 	// stays as it was.
 	run("csrf",

@@ -46,14 +46,18 @@ var funcs = template.FuncMap{
 		return m
 	},
 	"methods": func() []string { return []string{"POST", "GET", "PUT", "PATCH", "DELETE"} },
-	"target":  describeTarget,
-	"labels":  labelText,
+	// The misfire and overlap choices as the form names them; "" is the
+	// api's default (run_once, allow).
+	"misfires": func() []string { return []string{"run_once", "skip", "run_all"} },
+	"overlaps": func() []string { return []string{"allow", "skip", "buffer_one"} },
+	"target":   describeTarget,
+	"labels":   labelText,
 }
 
 // enumName prints JOB_STATUS_ACTIVE as "active".
 func enumName(v fmt.Stringer) string {
 	s := v.String()
-	for _, p := range []string{"JOB_STATUS_", "PRIORITY_", "EXECUTION_STATUS_", "OVERLAP_POLICY_", "MISFIRE_POLICY_"} {
+	for _, p := range []string{"JOB_STATUS_", "PRIORITY_", "EXECUTION_STATUS_", "OVERLAP_POLICY_", "MISFIRE_ACTION_"} {
 		s = strings.TrimPrefix(s, p)
 	}
 	return strings.ToLower(s)
@@ -412,8 +416,16 @@ type form struct {
 	Topic, Key             string
 	MaxAttempts, Backoff   string
 	InitialDelay, MaxDelay string
-	Errors                 map[string]string
-	Other                  []string
+	// Misfire is the action (run_once, skip, run_all; "" the default),
+	// MisfireGrace and MaxCatchUp its bounds.
+	Misfire, MisfireGrace, MaxCatchUp string
+	// Overlap is the policy (allow, skip, buffer_one; "" the default).
+	Overlap string
+	// Timeout is the per-attempt timeout, Jitter the most jitter, Callback
+	// the completion callback's URL.
+	Timeout, Jitter, Callback string
+	Errors                    map[string]string
+	Other                     []string
 }
 
 // fieldOf maps the api's field path to the form field that shows it.
@@ -453,6 +465,20 @@ func (f *form) fieldOf(path string) string {
 		return "Labels"
 	case path == "idempotency_key":
 		return "IdempotencyKey"
+	case path == "misfire.grace":
+		return "MisfireGrace"
+	case path == "misfire.max_catch_up":
+		return "MaxCatchUp"
+	case path == "misfire" || strings.HasPrefix(path, "misfire."):
+		return "Misfire"
+	case path == "overlap":
+		return "Overlap"
+	case path == "attempt_timeout":
+		return "Timeout"
+	case path == "max_jitter":
+		return "Jitter"
+	case path == "callback_url":
+		return "Callback"
 	}
 	return ""
 }
@@ -515,6 +541,8 @@ func readForm(r *http.Request) (form, *sundialv1.Job) {
 		Kind: v("kind"), URL: v("url"), Method: r.PostFormValue("method"), Headers: r.PostFormValue("headers"),
 		Topic: v("topic"), Key: v("key"),
 		MaxAttempts: v("max_attempts"), Backoff: v("backoff"), InitialDelay: v("initial_delay"), MaxDelay: v("max_delay"),
+		Misfire: v("misfire"), MisfireGrace: v("misfire_grace"), MaxCatchUp: v("max_catch_up"), Overlap: v("overlap"),
+		Timeout: v("attempt_timeout"), Jitter: v("max_jitter"), Callback: v("callback_url"),
 		Errors: map[string]string{},
 	}
 	if f.Kind != "kafka" {
@@ -575,7 +603,54 @@ func readForm(r *http.Request) (form, *sundialv1.Job) {
 		}
 		job.Retry = rp
 	}
+	readPolicies(&f, job)
 	return f, job
+}
+
+// readPolicies reads what the job does when things go wrong or pile up:
+// misfire, overlap, timeout, jitter and the completion callback. The
+// console checks only that it can read them; their bounds are the api's,
+// whose refusals land beside these fields (fieldOf).
+func readPolicies(f *form, job *sundialv1.Job) {
+	duration := func(key, text string) *durationpb.Duration {
+		if text == "" {
+			return nil
+		}
+		d, err := time.ParseDuration(text)
+		if err != nil {
+			f.Errors[key] = "a duration such as 10s or 1m30s"
+			return nil
+		}
+		return durationpb.New(d)
+	}
+	if f.Misfire != "" || f.MisfireGrace != "" || f.MaxCatchUp != "" {
+		m := &sundialv1.MisfirePolicy{Grace: duration("MisfireGrace", f.MisfireGrace)}
+		if f.Misfire != "" {
+			if a, ok := sundialv1.MisfireAction_value["MISFIRE_ACTION_"+strings.ToUpper(f.Misfire)]; ok {
+				m.Action = sundialv1.MisfireAction(a)
+			} else {
+				f.Errors["Misfire"] = "unknown misfire policy " + f.Misfire
+			}
+		}
+		if f.MaxCatchUp != "" {
+			if n, err := strconv.ParseInt(f.MaxCatchUp, 10, 32); err != nil {
+				f.Errors["MaxCatchUp"] = "a whole number of missed slots"
+			} else {
+				m.MaxCatchUp = int32(n)
+			}
+		}
+		job.Misfire = m
+	}
+	if f.Overlap != "" {
+		if o, ok := sundialv1.OverlapPolicy_value["OVERLAP_POLICY_"+strings.ToUpper(f.Overlap)]; ok {
+			job.Overlap = sundialv1.OverlapPolicy(o)
+		} else {
+			f.Errors["Overlap"] = "unknown overlap policy " + f.Overlap
+		}
+	}
+	job.AttemptTimeout = duration("Timeout", f.Timeout)
+	job.MaxJitter = duration("Jitter", f.Jitter)
+	job.CallbackUrl = f.Callback
 }
 
 // refused puts the api's answer to a create or update beside the form's
@@ -652,6 +727,27 @@ func formOf(job *sundialv1.Job) form {
 			f.MaxDelay = rp.GetMaxDelay().AsDuration().String()
 		}
 	}
+	if m := job.GetMisfire(); m != nil {
+		if m.GetAction() != sundialv1.MisfireAction_MISFIRE_ACTION_UNSPECIFIED {
+			f.Misfire = strings.ToLower(strings.TrimPrefix(m.GetAction().String(), "MISFIRE_ACTION_"))
+		}
+		if m.GetGrace() != nil {
+			f.MisfireGrace = m.GetGrace().AsDuration().String()
+		}
+		if m.GetMaxCatchUp() != 0 {
+			f.MaxCatchUp = strconv.Itoa(int(m.GetMaxCatchUp()))
+		}
+	}
+	if o := job.GetOverlap(); o != sundialv1.OverlapPolicy_OVERLAP_POLICY_UNSPECIFIED {
+		f.Overlap = strings.ToLower(strings.TrimPrefix(o.String(), "OVERLAP_POLICY_"))
+	}
+	if d := job.GetAttemptTimeout(); d != nil {
+		f.Timeout = d.AsDuration().String()
+	}
+	if d := job.GetMaxJitter(); d != nil {
+		f.Jitter = d.AsDuration().String()
+	}
+	f.Callback = job.GetCallbackUrl()
 	return f
 }
 
@@ -685,10 +781,35 @@ func changedPaths(f, was form) []string {
 	diff("retry.backoff", f.Backoff, was.Backoff)
 	diff("retry.initial_delay", normDuration(f.InitialDelay), normDuration(was.InitialDelay))
 	diff("retry.max_delay", normDuration(f.MaxDelay), normDuration(was.MaxDelay))
+	diff("misfire.action", f.Misfire, was.Misfire)
+	diff("misfire.grace", normDuration(f.MisfireGrace), normDuration(was.MisfireGrace))
+	diff("misfire.max_catch_up", f.MaxCatchUp, was.MaxCatchUp)
+	diff("overlap", f.Overlap, was.Overlap)
+	diff("attempt_timeout", normDuration(f.Timeout), normDuration(was.Timeout))
+	diff("max_jitter", normDuration(f.Jitter), normDuration(was.Jitter))
+	diff("callback_url", f.Callback, was.Callback)
 	diff("payload", f.Payload, was.Payload)
 	diff("priority", strings.ToLower(f.Priority), was.Priority)
 	diff("labels", f.Labels, was.Labels)
 	return paths
+}
+
+// keepPoliciesNotPosted keeps the misfire, overlap, timeout, jitter and
+// callback settings an edit did not post at all as they were: a form
+// rendered before the console had those fields (a page left open across
+// an upgrade) or a script posting the older fields must not reset them
+// to the api's defaults. Posted empty, a field does return to its default.
+func keepPoliciesNotPosted(r *http.Request, f *form, was form) {
+	for key, field := range map[string][2]*string{
+		"misfire": {&f.Misfire, &was.Misfire}, "misfire_grace": {&f.MisfireGrace, &was.MisfireGrace},
+		"max_catch_up": {&f.MaxCatchUp, &was.MaxCatchUp}, "overlap": {&f.Overlap, &was.Overlap},
+		"attempt_timeout": {&f.Timeout, &was.Timeout}, "max_jitter": {&f.Jitter, &was.Jitter},
+		"callback_url": {&f.Callback, &was.Callback},
+	} {
+		if _, posted := r.PostForm[key]; !posted {
+			*field[0] = *field[1]
+		}
+	}
 }
 
 // normDuration prints a duration the way formOf does, so "90s" and
@@ -730,7 +851,9 @@ func (c *Console) editJob(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	f, job := readForm(r)
 	job.Id = cur.GetId()
-	paths := changedPaths(f, formOf(cur))
+	was := formOf(cur)
+	keepPoliciesNotPosted(r, &f, was)
+	paths := changedPaths(f, was)
 	if len(f.Errors) == 0 {
 		if len(paths) == 0 {
 			http.Redirect(w, r, "/jobs/"+url.PathEscape(cur.GetId())+"?done="+url.QueryEscape("unchanged"), http.StatusSeeOther)
