@@ -73,6 +73,8 @@ type settings struct {
 	QuotaDefaults     quota.Limits
 	RateLimit         ratelimit.Config
 	ReleaseLead       time.Duration
+	// IdempotencyKeyTTL is how long a CreateJob idempotency key lasts.
+	IdempotencyKeyTTL time.Duration
 	// TLS and credentials towards Redis and Cassandra (--redis-*,
 	// --cassandra-*; see pkg/connsec). Off by default.
 	RedisSecurity     connsec.Redis
@@ -121,6 +123,7 @@ func (s *settings) register(fs *flag.FlagSet) {
 	fs.IntVar(&s.QuotaDefaults.CreatesPerMinute, "quota-create-rate-per-minute", d.CreatesPerMinute, "default per-tenant limit of job creations in any sliding minute (0: no limit)")
 	fs.Float64Var(&s.RateLimit.PerSecond, "rate-limit", ratelimit.DefaultPerSecond, "calls per second each bearer token may make, sustained; more are refused with ResourceExhausted and a retry delay (0: no limit; per api replica)")
 	fs.IntVar(&s.RateLimit.Burst, "rate-limit-burst", ratelimit.DefaultBurst, "calls a token may make at once after being idle (the size of its bucket; at least 1 with --rate-limit)")
+	fs.DurationVar(&s.IdempotencyKeyTTL, "idempotency-key-ttl", server.DefaultIdempotencyKeyTTL, "how long a CreateJob idempotency key lasts from the create that used it: until then a repeat with the same job returns that job and one with a different job is refused; after it the key creates a new job")
 	fs.DurationVar(&s.ReleaseLead, "release-lead", server.DefaultReleaseLead, "how long before its paced fire instant a backfilled or re-driven firing is published")
 	fs.StringVar(&s.KafkaBrokers, "kafka-brokers", "", "comma-separated brokers of the cluster Kafka targets produce to; when set, a job whose target topic does not exist there is refused (empty: no check)")
 	fs.StringVar(&s.SecretsDir, "secrets-dir", "", "the workers' target-secret directory (<dir>/<tenant>/<NAME>, the workers' --secrets-dir), whose file names (never contents) say which secrets each tenant has; a job referencing a secret its tenant lacks is refused (empty: every {{secret:NAME}} reference is refused)")
@@ -162,6 +165,11 @@ func (s *settings) validate(p *config.Problems) {
 	}
 	if s.ReleaseLead < 0 {
 		p.Addf("release-lead", "must not be negative, got %s", s.ReleaseLead)
+	}
+	if s.IdempotencyKeyTTL < time.Minute {
+		// Shorter than a client's retries through a blip, a key would
+		// stop protecting the very retries it exists for.
+		p.Addf("idempotency-key-ttl", "must be at least 1m, got %s", s.IdempotencyKeyTTL)
 	}
 	if s.SecretsDir != "" {
 		if st, err := os.Stat(s.SecretsDir); err != nil || !st.IsDir() {
@@ -434,18 +442,19 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 		return nil, err
 	}
 	jobs, err := server.NewJobService(server.Config{
-		Store:       st,
-		Executions:  ledgerReader,
-		Versions:    versions,
-		Clock:       clock.Real{},
-		Logger:      env.Logger,
-		Metrics:     metrics,
-		Quotas:      s.quotas,
-		ReleaseLead: s.ReleaseLead,
-		Tracer:      tracer,
-		Topics:      topics,
-		Secrets:     catalog,
-		Calendars:   calendars,
+		Store:             st,
+		Executions:        ledgerReader,
+		Versions:          versions,
+		Clock:             clock.Real{},
+		Logger:            env.Logger,
+		Metrics:           metrics,
+		Quotas:            s.quotas,
+		ReleaseLead:       s.ReleaseLead,
+		IdempotencyKeyTTL: s.IdempotencyKeyTTL,
+		Tracer:            tracer,
+		Topics:            topics,
+		Secrets:           catalog,
+		Calendars:         calendars,
 	})
 	if err != nil {
 		pool.Close()

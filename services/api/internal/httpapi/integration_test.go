@@ -70,9 +70,14 @@ func TestIntegrationHTTPJobLifecycle(t *testing.T) {
 		t.Fatalf("create: %d %v", code, created)
 	}
 	id := job(created)["id"].(string)
-	// The idempotency key returns the first job, whatever the body.
-	if code, again, _ := call(t, api, "POST", "/v1/jobs", apitest.TokenAcme, strings.Replace(nightly, "nightly", "other", 1)); code != 200 || job(again)["id"] != id || job(again)["name"] != "nightly" {
+	// The idempotency key returns the first job for the same body, and
+	// refuses another body (409, naming the field).
+	if code, again, _ := call(t, api, "POST", "/v1/jobs", apitest.TokenAcme, nightly); code != 200 || job(again)["id"] != id || job(again)["name"] != "nightly" {
 		t.Fatalf("idempotent create: %d %v", code, again)
+	}
+	if code, got, _ := call(t, api, "POST", "/v1/jobs", apitest.TokenAcme, strings.Replace(nightly, `"nightly"`, `"other"`, 1)); code != 409 || got["code"] != float64(6) ||
+		!strings.HasPrefix(got["message"].(string), "idempotency_key: ") {
+		t.Fatalf("a used key with another body: %d %v (want 409 AlreadyExists)", code, got)
 	}
 
 	if code, got, _ := call(t, api, "GET", "/v1/jobs/"+id, apitest.TokenAcme, ""); code != 200 || job(got)["name"] != "nightly" ||
@@ -108,6 +113,22 @@ func TestIntegrationHTTPJobLifecycle(t *testing.T) {
 		job(updated)["schedule"].(map[string]any)["cron"] != "0 9 * * MON-FRI" {
 		t.Fatalf("patch: %d %v", code, updated)
 	}
+	// expected_version: a query parameter of PATCH and DELETE, a body field
+	// of :pause and :resume; a stale one is 400 FailedPrecondition naming
+	// the current version, and writes nothing (the audit count below).
+	for _, stale := range []struct{ method, path, body string }{
+		{"PATCH", "/v1/jobs/" + id + "?expected_version=1", `{"name": "lost"}`},
+		{"POST", "/v1/jobs/" + id + ":pause", `{"expected_version": "1"}`},
+		{"DELETE", "/v1/jobs/" + id + "?expected_version=3", ""},
+	} {
+		if code, got, _ := call(t, api, stale.method, stale.path, apitest.TokenAcme, stale.body); code != 400 || got["code"] != float64(9) ||
+			!strings.Contains(got["message"].(string), "the job is at version 2") {
+			t.Fatalf("%s %s: %d %v (want 400 FailedPrecondition naming version 2)", stale.method, stale.path, code, got)
+		}
+	}
+	if code, got, _ := call(t, api, "PATCH", "/v1/jobs/"+id+"?expected_version=2", apitest.TokenAcme, `{"name": "renamed"}`); code != 200 || job(got)["version"] != "3" {
+		t.Fatalf("patch at the expected version: %d %v", code, got)
+	}
 	for _, step := range []struct{ path, status string }{{":pause", "JOB_STATUS_PAUSED"}, {":resume", "JOB_STATUS_ACTIVE"}} {
 		if code, got, _ := call(t, api, "POST", "/v1/jobs/"+id+step.path, apitest.TokenAcme, "{}"); code != 200 || job(got)["status"] != step.status {
 			t.Fatalf("%s: %d %v", step.path, code, got)
@@ -116,7 +137,7 @@ func TestIntegrationHTTPJobLifecycle(t *testing.T) {
 	if code, got, _ := call(t, api, "POST", "/v1/jobs/"+id+":trigger", apitest.TokenAcme, "{}"); code != 200 || got["execution_id"] == "" {
 		t.Fatalf("trigger: %d %v", code, got)
 	}
-	if code, got, _ := call(t, api, "GET", "/v1/jobs/"+id+"/audit", apitest.TokenAcme, ""); code != 200 || len(got["entries"].([]any)) != 5 ||
+	if code, got, _ := call(t, api, "GET", "/v1/jobs/"+id+"/audit", apitest.TokenAcme, ""); code != 200 || len(got["entries"].([]any)) != 6 ||
 		got["entries"].([]any)[0].(map[string]any)["actor"] != "acme/ops" {
 		t.Fatalf("audit: %d %v", code, got)
 	}

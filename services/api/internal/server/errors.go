@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -86,6 +87,14 @@ func statusOf(ctx context.Context, logger *slog.Logger, metrics *Metrics, op str
 	if errors.As(err, &gone) {
 		return status.Errorf(codes.FailedPrecondition, "execution %s: its job %s no longer exists (purged); nothing to re-drive it with", gone.ExecutionID, gone.JobID)
 	}
+	var reused *store.IdempotencyMismatchError
+	if errors.As(err, &reused) {
+		return idempotencyMismatch(reused)
+	}
+	var stale *store.VersionMismatchError
+	if errors.As(err, &stale) {
+		return versionMismatch(stale)
+	}
 	var over *quota.ExceededError
 	if errors.As(err, &over) {
 		metrics.quotaRejections.WithLabelValues(over.Quota).Inc()
@@ -120,4 +129,34 @@ func statusOf(ctx context.Context, logger *slog.Logger, metrics *Metrics, op str
 // rejectErr wraps a status error (such as invalid's) as a rejection.
 func rejectErr(err error) error {
 	return &rejection{st: status.Convert(err)}
+}
+
+// versionMismatch is FailedPrecondition naming the job's current version,
+// so a client can re-read the job and decide again. The details carry a
+// google.rpc.PreconditionFailure on expected_version for clients that act
+// on it.
+func versionMismatch(e *store.VersionMismatchError) error {
+	msg := fmt.Sprintf("expected_version: the job is at version %d, not %d; read it again and retry the change against version %d", e.Current, e.Expected, e.Current)
+	st := status.New(codes.FailedPrecondition, msg)
+	if d, err := st.WithDetails(&errdetails.PreconditionFailure{Violations: []*errdetails.PreconditionFailure_Violation{{
+		Type: "VERSION", Subject: "expected_version", Description: fmt.Sprintf("current version is %d", e.Current),
+	}}}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// idempotencyMismatch is AlreadyExists for a key reused with another job,
+// naming the field and the job the key made, with the field in a
+// google.rpc.BadRequest as InvalidArgument's are.
+func idempotencyMismatch(e *store.IdempotencyMismatchError) error {
+	desc := fmt.Sprintf("was used at %s to create job %s from a different job; a key stands for one request until %s: send that same job to get job %s back, or use a new key",
+		e.CreatedAt.UTC().Format(time.RFC3339), e.JobID, e.ExpiresAt.UTC().Format(time.RFC3339), e.JobID)
+	st := status.New(codes.AlreadyExists, "idempotency_key: "+desc)
+	if d, err := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{
+		Field: "idempotency_key", Description: desc,
+	}}}); err == nil {
+		st = d
+	}
+	return st.Err()
 }

@@ -99,6 +99,10 @@ type harnessOptions struct {
 	pool *pgxpool.Pool
 	// secrets is Config.Secrets (nil: every reference refused).
 	secrets SecretCatalog
+	// storeOptions configure the store (a shifted clock).
+	storeOptions []store.Option
+	// idempotencyKeyTTL is Config.IdempotencyKeyTTL (0: the default).
+	idempotencyKeyTTL time.Duration
 }
 
 // newHarness runs the real JobService and DeadLetterService over a fresh
@@ -118,9 +122,9 @@ func newHarnessWith(t *testing.T, o harnessOptions) *harness {
 	ls := lease.New(rdb, lease.WithPrefix(prefix))
 	versions := &recordingVersions{Store: ls, published: map[string][]int64{}}
 	metrics := NewMetrics(nil)
-	st := store.New(pool)
+	st := store.New(pool, o.storeOptions...)
 	jobs, err := NewJobService(Config{Store: st, Versions: versions, Executions: o.executions, Quotas: o.quotas,
-		ReleaseLead: o.releaseLead, Metrics: metrics, Secrets: o.secrets})
+		ReleaseLead: o.releaseLead, Metrics: metrics, Secrets: o.secrets, IdempotencyKeyTTL: o.idempotencyKeyTTL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,10 +304,9 @@ func TestIntegrationIdempotentCreate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A retry, even with a different body, returns the first job.
-	req2 := proto.Clone(req).(*sundialv1.CreateJobRequest)
-	req2.Job.Name = "something else"
-	second, err := h.client.CreateJob(h.ctx, req2, as(tokenAcme))
+	// A retry with the same job returns the first job (a different job
+	// is refused: TestIntegrationIdempotencyKeyMismatch).
+	second, err := h.client.CreateJob(h.ctx, proto.Clone(req).(*sundialv1.CreateJobRequest), as(tokenAcme))
 	if err != nil {
 		t.Fatal(err)
 	}

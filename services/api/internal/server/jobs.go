@@ -10,6 +10,7 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -102,7 +103,17 @@ type Config struct {
 	// Calendars resolves the business calendar a schedule names (see
 	// calendars.go); nil refuses every schedule that names one.
 	Calendars CalendarReader
+	// IdempotencyKeyTTL is how long a CreateJob idempotency key lasts from
+	// the create that used it; DefaultIdempotencyKeyTTL by default.
+	IdempotencyKeyTTL time.Duration
 }
+
+// DefaultIdempotencyKeyTTL is how long an idempotency key lasts unless
+// configured: a day covers a client retrying through an outage, a
+// redeployed pipeline re-running its creates and a human re-running
+// yesterday's script by mistake, and it is Stripe's choice too, so it is
+// what users of such keys already expect.
+const DefaultIdempotencyKeyTTL = 24 * time.Hour
 
 // TopicChecker says whether a Kafka topic exists on the cluster the
 // workers produce job records to.
@@ -131,6 +142,7 @@ type JobService struct {
 	topics         TopicChecker
 	secrets        SecretCatalog
 	calendars      CalendarReader
+	idemTTL        time.Duration
 }
 
 // NewJobService checks cfg and returns the service.
@@ -156,6 +168,7 @@ func NewJobService(cfg Config) (*JobService, error) {
 		topics:         cfg.Topics,
 		secrets:        cfg.Secrets,
 		calendars:      cfg.Calendars,
+		idemTTL:        cfg.IdempotencyKeyTTL,
 	}
 	if s.clock == nil {
 		s.clock = clock.Real{}
@@ -174,6 +187,9 @@ func NewJobService(cfg Config) (*JobService, error) {
 	}
 	if s.pacer.lead <= 0 {
 		s.pacer.lead = DefaultReleaseLead
+	}
+	if s.idemTTL <= 0 {
+		s.idemTTL = DefaultIdempotencyKeyTTL
 	}
 	return s, nil
 }
@@ -236,6 +252,15 @@ func jobID(field, id string) (string, error) {
 
 const maxIdempotencyKey = 256
 
+// expectedVersion checks a change's expected_version: 0 (any version) or a
+// version a job can have. Versions start at 1.
+func expectedVersion(v int64) error {
+	if v < 0 {
+		return invalidf("expected_version", "must not be negative, got %d (0: any version)", v)
+	}
+	return nil
+}
+
 // outputOnlyCleared returns a copy of job without the fields the server
 // owns, so a client echoing a fetched job back cannot set them.
 func outputOnlyCleared(job *sundialv1.Job) *sundialv1.Job {
@@ -267,9 +292,26 @@ func buildSchedule(job *sundialv1.Job, created time.Time) (schedule.Schedule, er
 	return sch, nil
 }
 
+// requestHash identifies a create's job for its idempotency key: SHA-256
+// of the job as the client sent it with the server-owned fields cleared
+// (so echoing a fetched job back is the same request), deterministically
+// encoded. It is taken before Normalize, so a later release filling
+// defaults differently does not turn a retry into a mismatch; the flip side
+// is that two spellings of one job (an explicit default and an omitted
+// one) are different requests.
+func requestHash(job *sundialv1.Job) ([]byte, error) {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(job)
+	if err != nil {
+		return nil, fmt.Errorf("server: encode job for its idempotency key: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return sum[:], nil
+}
+
 // CreateJob validates, fills defaults and stores a job, computing its first
 // slot from the database clock. A repeated idempotency key returns the job
-// the first call created.
+// the first call created if the job sent is the same, and is refused
+// (AlreadyExists, naming idempotency_key) if not; keys last idemTTL.
 func (s *JobService) CreateJob(ctx context.Context, req *sundialv1.CreateJobRequest) (*sundialv1.CreateJobResponse, error) {
 	tenant, err := tenantOf(ctx)
 	if err != nil {
@@ -285,6 +327,12 @@ func (s *JobService) CreateJob(ctx context.Context, req *sundialv1.CreateJobRequ
 	job := outputOnlyCleared(req.GetJob())
 	if err := jobspec.Validate(job); err != nil {
 		return nil, fromSpec(err)
+	}
+	var hash []byte
+	if key != "" {
+		if hash, err = requestHash(job); err != nil {
+			return nil, s.statusOf(ctx, "CreateJob", err)
+		}
 	}
 	if err := s.checkSecrets(tenant, job); err != nil {
 		return nil, err
@@ -303,6 +351,8 @@ func (s *JobService) CreateJob(ctx context.Context, req *sundialv1.CreateJobRequ
 	limits := s.quotas.For(tenant)
 	opts := store.CreateOptions{
 		IdempotencyKey: key,
+		RequestHash:    hash,
+		IdempotencyTTL: s.idemTTL,
 		Actor:          actorOf(ctx, tenant),
 		Usage: store.UsageQuery{
 			JobsUpTo:      limits.MaxJobs,
@@ -395,7 +445,9 @@ func (s *JobService) ListJobs(ctx context.Context, req *sundialv1.ListJobsReques
 }
 
 // UpdateJob changes the fields the mask names, bumps the version, drops the
-// job's unpublished firings and recomputes its next slot from now.
+// job's unpublished firings and recomputes its next slot from now. With
+// expected_version set, a job at another version is refused
+// (FailedPrecondition naming the current one) and nothing is written.
 func (s *JobService) UpdateJob(ctx context.Context, req *sundialv1.UpdateJobRequest) (*sundialv1.UpdateJobResponse, error) {
 	tenant, err := tenantOf(ctx)
 	if err != nil {
@@ -406,6 +458,9 @@ func (s *JobService) UpdateJob(ctx context.Context, req *sundialv1.UpdateJobRequ
 	}
 	id, err := jobID("job.id", req.GetJob().GetId())
 	if err != nil {
+		return nil, err
+	}
+	if err := expectedVersion(req.GetExpectedVersion()); err != nil {
 		return nil, err
 	}
 	src := proto.Clone(req.GetJob()).(*sundialv1.Job)
@@ -425,6 +480,7 @@ func (s *JobService) UpdateJob(ctx context.Context, req *sundialv1.UpdateJobRequ
 		DropReason: func(next *sundialv1.Job) string {
 			return fmt.Sprintf("job updated to version %d", next.GetVersion())
 		},
+		ExpectedVersion: req.GetExpectedVersion(),
 	}
 	limits := s.quotas.For(tenant)
 	if ctx, err = s.preloadJobCalendars(ctx, id, src); err != nil {
@@ -504,7 +560,7 @@ func (s *JobService) UpdateJob(ctx context.Context, req *sundialv1.UpdateJobRequ
 // and published ones are skipped by workers as stale. Pausing a paused job
 // changes nothing.
 func (s *JobService) PauseJob(ctx context.Context, req *sundialv1.PauseJobRequest) (*sundialv1.PauseJobResponse, error) {
-	job, err := s.transition(ctx, "PauseJob", req.GetId(), store.ActionPause, func(*sundialv1.Job) string { return "job paused" }, func(now time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
+	job, err := s.transition(ctx, "PauseJob", req.GetId(), req.GetExpectedVersion(), store.ActionPause, func(*sundialv1.Job) string { return "job paused" }, func(now time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
 		switch cur.GetStatus() {
 		case sundialv1.JobStatus_JOB_STATUS_PAUSED:
 			return nil, nil
@@ -532,7 +588,7 @@ func (s *JobService) ResumeJob(ctx context.Context, req *sundialv1.ResumeJobRequ
 	if err != nil {
 		return nil, s.statusOf(ctx, "ResumeJob", err)
 	}
-	job, err := s.transition(ctx, "ResumeJob", req.GetId(), store.ActionResume, reason, func(now time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
+	job, err := s.transition(ctx, "ResumeJob", req.GetId(), req.GetExpectedVersion(), store.ActionResume, reason, func(now time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
 		switch cur.GetStatus() {
 		case sundialv1.JobStatus_JOB_STATUS_ACTIVE:
 			return nil, nil
@@ -561,7 +617,7 @@ func (s *JobService) ResumeJob(ctx context.Context, req *sundialv1.ResumeJobRequ
 // (status DELETED) and its history stays in the ledger. Deleting a deleted
 // job changes nothing.
 func (s *JobService) DeleteJob(ctx context.Context, req *sundialv1.DeleteJobRequest) (*sundialv1.DeleteJobResponse, error) {
-	job, err := s.transition(ctx, "DeleteJob", req.GetId(), store.ActionDelete, func(*sundialv1.Job) string { return "job deleted" }, func(now time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
+	job, err := s.transition(ctx, "DeleteJob", req.GetId(), req.GetExpectedVersion(), store.ActionDelete, func(*sundialv1.Job) string { return "job deleted" }, func(now time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
 		if cur.GetStatus() == sundialv1.JobStatus_JOB_STATUS_DELETED {
 			return nil, nil
 		}
@@ -574,7 +630,9 @@ func (s *JobService) DeleteJob(ctx context.Context, req *sundialv1.DeleteJobRequ
 	return &sundialv1.DeleteJobResponse{Job: job}, nil
 }
 
-func (s *JobService) transition(ctx context.Context, op, rawID, action string, reason func(*sundialv1.Job) string, fn store.MutateFunc) (*sundialv1.Job, error) {
+// transition is PauseJob's, ResumeJob's and DeleteJob's shared change:
+// expected is the request's expected_version (0: any).
+func (s *JobService) transition(ctx context.Context, op, rawID string, expected int64, action string, reason func(*sundialv1.Job) string, fn store.MutateFunc) (*sundialv1.Job, error) {
 	tenant, err := tenantOf(ctx)
 	if err != nil {
 		return nil, err
@@ -583,7 +641,10 @@ func (s *JobService) transition(ctx context.Context, op, rawID, action string, r
 	if err != nil {
 		return nil, err
 	}
-	change := store.Change{Audit: store.Audit{Actor: actorOf(ctx, tenant), Action: action}, DropReason: reason}
+	if err := expectedVersion(expected); err != nil {
+		return nil, err
+	}
+	change := store.Change{Audit: store.Audit{Actor: actorOf(ctx, tenant), Action: action}, DropReason: reason, ExpectedVersion: expected}
 	mut, err := s.store.Mutate(ctx, tenant, id, change, fn)
 	if err != nil {
 		return nil, s.statusOf(ctx, op, err)

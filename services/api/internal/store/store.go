@@ -18,6 +18,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -62,10 +63,31 @@ var ErrDeadLetterNotFound = errors.New("store: dead letter not found")
 // Store is the Postgres-backed job store.
 type Store struct {
 	pool *pgxpool.Pool
+	// shift maps the database clock's reading to the one transactions use;
+	// the identity but in tests (WithClockShift).
+	shift func(time.Time) time.Time
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithClockShift makes every transaction see shift(now()) instead of the
+// database clock's reading, for what the store decides from it (creation
+// instants, idempotency-key expiry, the now handed to decision functions).
+// It exists so tests can move time forward, hours at once, without
+// sleeping; SQL that calls now() itself is not shifted.
+func WithClockShift(shift func(time.Time) time.Time) Option {
+	return func(s *Store) { s.shift = shift }
 }
 
 // New returns a store over pool; the pool's search_path picks the schema.
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+func New(pool *pgxpool.Pool, opts ...Option) *Store {
+	s := &Store{pool: pool, shift: func(t time.Time) time.Time { return t }}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
 
 // Ping checks Postgres answers (readiness).
 func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
@@ -168,7 +190,7 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx, now time.Time) erro
 		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
 			return fmt.Errorf("store: read database clock: %w", err)
 		}
-		return fn(tx, now.UTC())
+		return fn(tx, s.shift(now).UTC())
 	})
 }
 
@@ -200,8 +222,16 @@ type Usage struct {
 // CreateOptions are a create's parameters beside the job.
 type CreateOptions struct {
 	// IdempotencyKey, if not empty, makes a repeated create return the job
-	// the first one made.
+	// the first one made, for IdempotencyTTL from that create.
 	IdempotencyKey string
+	// RequestHash identifies the request that used IdempotencyKey: a
+	// repeat whose hash differs is refused with *IdempotencyMismatchError.
+	// Empty: not compared.
+	RequestHash []byte
+	// IdempotencyTTL is how long a key lasts from the create that used
+	// it; after that the key is free to create another job. Required with
+	// a key.
+	IdempotencyTTL time.Duration
 	// Actor is recorded in the job's audit trail.
 	Actor string
 	// Usage is what to count for the quotas before Build runs.
@@ -213,15 +243,36 @@ type CreateOptions struct {
 // job. It is a transaction-level advisory lock on a hash of the tenant.
 const quotaLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('sundial.quota/' || $1, 0))`
 
+// IdempotencyMismatchError refuses a create whose idempotency key the
+// tenant used, within the key's lifetime, for a different request.
+type IdempotencyMismatchError struct {
+	// JobID is the job the key created; CreatedAt when, and ExpiresAt
+	// when the key becomes free.
+	JobID                string
+	CreatedAt, ExpiresAt time.Time
+}
+
+func (e *IdempotencyMismatchError) Error() string {
+	return fmt.Sprintf("store: idempotency key already created job %s with a different request", e.JobID)
+}
+
 // Create inserts the job build returns, with its "create" audit row, in one
-// transaction. With a non-empty idempotency key that the tenant already
-// used, it returns the job that key created and existed=true, without
-// calling build or writing anything (a replay is not subject to quotas).
+// transaction. With a non-empty idempotency key that the tenant used less
+// than opts.IdempotencyTTL ago, it returns the job that key created and
+// existed=true, without calling build or writing anything (a replay is not
+// subject to quotas) — or, when the request hashes differ, an
+// *IdempotencyMismatchError. A key older than that is taken off the job it
+// created (which is otherwise untouched) and creates a new one.
 func (s *Store) Create(ctx context.Context, tenant string, opts CreateOptions, build BuildFunc) (job *sundialv1.Job, existed bool, err error) {
 	idempotencyKey := opts.IdempotencyKey
+	if idempotencyKey != "" && opts.IdempotencyTTL <= 0 {
+		return nil, false, fmt.Errorf("store: an idempotency key needs a positive TTL, got %s", opts.IdempotencyTTL)
+	}
 	err = s.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
+		// Keys created at or before this instant have expired.
+		expiredAt := now.Add(-opts.IdempotencyTTL)
 		if idempotencyKey != "" {
-			prev, err := getByIdempotencyKey(ctx, tx, tenant, idempotencyKey)
+			prev, err := s.lookUpKey(ctx, tx, tenant, idempotencyKey, expiredAt, opts)
 			if err == nil {
 				job, existed = prev, true
 				return nil
@@ -255,20 +306,25 @@ func (s *Store) Create(ctx context.Context, tenant string, opts CreateOptions, b
 		if idempotencyKey != "" {
 			key = &idempotencyKey
 		}
+		var hash []byte
+		if idempotencyKey != "" && len(opts.RequestHash) > 0 {
+			hash = opts.RequestHash
+		}
 		tag, err := tx.Exec(ctx, `
 			INSERT INTO jobs (id, tenant, name, labels, spec, priority, status, version, partition,
-			                  next_fire_at, idempotency_key, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)
+			                  next_fire_at, idempotency_key, idempotency_hash, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)
 			ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`,
 			id, tenant, j.GetName(), labelsOf(j), spec, int16(j.GetPriority()), StatusToDB(j.GetStatus()),
-			j.GetVersion(), firing.Partition(id), nullableTime(j.GetNextFireTime()), key, now)
+			j.GetVersion(), firing.Partition(id), nullableTime(j.GetNextFireTime()), key, hash, now)
 		if err != nil {
 			return fmt.Errorf("store: insert job: %w", err)
 		}
 		if tag.RowsAffected() == 0 {
 			// A concurrent create with the same key committed first; ON
-			// CONFLICT waited for it, so the row is visible now.
-			prev, err := getByIdempotencyKey(ctx, tx, tenant, idempotencyKey)
+			// CONFLICT waited for it, so the row is visible now. Build
+			// ran for nothing, but wrote nothing either.
+			prev, err := s.lookUpKey(ctx, tx, tenant, idempotencyKey, expiredAt, opts)
 			if err != nil {
 				return err
 			}
@@ -321,16 +377,43 @@ func countUsage(ctx context.Context, tx pgx.Tx, tenant string, q UsageQuery) (Us
 	return u, nil
 }
 
-func getByIdempotencyKey(ctx context.Context, q pgx.Tx, tenant, key string) (*sundialv1.Job, error) {
-	job, err := scanJob(q.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE tenant = $1 AND idempotency_key = $2`, tenant, key))
+// lookUpKey returns the job the tenant's idempotency key created, if the
+// key has not expired (created after expiredAt) and the request hashes
+// agree; ErrNotFound if no live job holds the key, *IdempotencyMismatchError
+// if the hashes differ. A job holding the key past its expiry loses it
+// here (the key's two columns cleared, nothing else: no version bump, no
+// audit row), so the unique index lets the caller insert with it; the
+// UPDATE locks that job's row until the transaction ends.
+func (s *Store) lookUpKey(ctx context.Context, tx pgx.Tx, tenant, key string, expiredAt time.Time, opts CreateOptions) (*sundialv1.Job, error) {
+	_, err := tx.Exec(ctx, `
+		UPDATE jobs SET idempotency_key = NULL, idempotency_hash = NULL
+		 WHERE tenant = $1 AND idempotency_key = $2 AND created_at <= $3`, tenant, key, expiredAt)
+	if err != nil {
+		return nil, fmt.Errorf("store: expire idempotency key: %w", err)
+	}
+	var hash []byte
+	row := tx.QueryRow(ctx, `SELECT `+jobColumns+`, idempotency_hash FROM jobs
+		WHERE tenant = $1 AND idempotency_key = $2 AND created_at > $3`, tenant, key, expiredAt)
+	job, err := scanJob(scanFunc(func(dest ...any) error { return row.Scan(append(dest, &hash)...) }))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: read job by idempotency key: %w", err)
 	}
+	// A NULL hash is a key used before hashes were kept: nothing to
+	// compare, so it replays as it always did.
+	if hash != nil && len(opts.RequestHash) > 0 && !bytes.Equal(hash, opts.RequestHash) {
+		created := job.GetCreateTime().AsTime()
+		return nil, &IdempotencyMismatchError{JobID: job.GetId(), CreatedAt: created, ExpiresAt: created.Add(opts.IdempotencyTTL)}
+	}
 	return job, nil
 }
+
+// scanFunc adapts a function to rowScanner.
+type scanFunc func(dest ...any) error
+
+func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
 
 // Get returns the tenant's job id, deleted ones included.
 func (s *Store) Get(ctx context.Context, tenant, id string) (*sundialv1.Job, error) {
@@ -468,6 +551,20 @@ type Change struct {
 	// DropReason is the ledger's reason for each unpublished firing the
 	// change drops, given the job as changed ("job paused").
 	DropReason func(next *sundialv1.Job) string
+	// ExpectedVersion, when not 0, is the version the caller read the job
+	// at: Mutate refuses with a *VersionMismatchError, writing nothing, if
+	// the locked row has another one (optimistic concurrency).
+	ExpectedVersion int64
+}
+
+// VersionMismatchError is Mutate's refusal of a change made against a
+// version the job is no longer (or never was) at.
+type VersionMismatchError struct {
+	Expected, Current int64
+}
+
+func (e *VersionMismatchError) Error() string {
+	return fmt.Sprintf("store: job is at version %d, not the expected %d", e.Current, e.Expected)
 }
 
 // Mutated is the outcome of Mutate.
@@ -485,7 +582,9 @@ type Mutated struct {
 // outbox rows not yet published (workers skip the already-published ones by
 // version), records each deleted firing as SKIPPED in ledger_pending with
 // the change's reason, and appends the change's audit row. Every update,
-// pause, resume and delete goes through it; a no-op writes nothing.
+// pause, resume and delete goes through it; a no-op writes nothing, and so
+// does a change whose Change.ExpectedVersion the job is not at (even one
+// that would have been a no-op).
 func (s *Store) Mutate(ctx context.Context, tenant, id string, change Change, fn MutateFunc) (Mutated, error) {
 	var out Mutated
 	err := s.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
@@ -495,6 +594,12 @@ func (s *Store) Mutate(ctx context.Context, tenant, id string, change Change, fn
 		}
 		if err != nil {
 			return fmt.Errorf("store: lock job: %w", err)
+		}
+		// Compared under the row lock: of two changes expecting the same
+		// version, the second waits for the first to commit and then sees
+		// the bumped version.
+		if change.ExpectedVersion != 0 && change.ExpectedVersion != cur.GetVersion() {
+			return &VersionMismatchError{Expected: change.ExpectedVersion, Current: cur.GetVersion()}
 		}
 		next, err := fn(now, proto.Clone(cur).(*sundialv1.Job))
 		if err != nil {
