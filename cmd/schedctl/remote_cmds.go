@@ -28,7 +28,7 @@ type createOpts struct {
 
 func (o *createOpts) register(fs *flag.FlagSet) {
 	o.job.register(fs)
-	fs.StringVar(&o.key, "idempotency-key", "", "retrying with the same key returns the job the first call created")
+	fs.StringVar(&o.key, "idempotency-key", "", "retrying with the same key and the same job returns the job the first call created; the same key with a different job is refused (keys last the api's --idempotency-key-ttl, 24h by default)")
 }
 
 func runCreate(ctx context.Context, r *remote, o *createOpts, args []string) error {
@@ -110,9 +110,26 @@ func runList(ctx context.Context, r *remote, o *listOpts, args []string) error {
 	return r.printJobList(jobs, next)
 }
 
-type updateOpts struct{ job jobFlags }
+type updateOpts struct {
+	job             jobFlags
+	expectedVersion int64
+}
 
-func (o *updateOpts) register(fs *flag.FlagSet) { o.job.register(fs) }
+func (o *updateOpts) register(fs *flag.FlagSet) {
+	o.job.register(fs)
+	registerExpectedVersion(fs, &o.expectedVersion, "update")
+}
+
+// registerExpectedVersion is the --expected-version flag of a change: the
+// version the user last saw, so that a change someone made since is not
+// silently overwritten (the api refuses with FailedPrecondition, naming
+// the current version).
+func registerExpectedVersion(fs *flag.FlagSet, v *int64, verb string) {
+	fs.Int64Var(v, "expected-version", 0, "refuse to "+verb+" unless the job is at this version (as get or list showed it); 0: any version")
+}
+
+// versionOpts are the flags of pause, resume and delete.
+type versionOpts struct{ expectedVersion int64 }
 
 func runUpdate(ctx context.Context, r *remote, o *updateOpts, args []string) error {
 	id, err := oneID(args, "JOB_ID")
@@ -132,9 +149,13 @@ func runUpdate(ctx context.Context, r *remote, o *updateOpts, args []string) err
 	if len(paths) == 0 {
 		return usagef("nothing to change: give flags such as --cron or --url, or -f")
 	}
+	if o.expectedVersion < 0 {
+		return usagef("--expected-version: must not be negative, got %d", o.expectedVersion)
+	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	resp, err := r.client.UpdateJob(ctx, &sundialv1.UpdateJobRequest{Job: job, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}})
+	resp, err := r.client.UpdateJob(ctx, &sundialv1.UpdateJobRequest{Job: job, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths},
+		ExpectedVersion: o.expectedVersion})
 	if err != nil {
 		return err
 	}
@@ -159,34 +180,42 @@ func populatedTopLevel(job *sundialv1.Job) []string {
 	return out
 }
 
-type jobCall func(ctx context.Context, r *remote, id string) (*sundialv1.Job, error)
+type jobCall func(ctx context.Context, r *remote, id string, expectedVersion int64) (*sundialv1.Job, error)
 
-func pauseCall(ctx context.Context, r *remote, id string) (*sundialv1.Job, error) {
-	resp, err := r.client.PauseJob(ctx, &sundialv1.PauseJobRequest{Id: id})
+func pauseCall(ctx context.Context, r *remote, id string, expectedVersion int64) (*sundialv1.Job, error) {
+	resp, err := r.client.PauseJob(ctx, &sundialv1.PauseJobRequest{Id: id, ExpectedVersion: expectedVersion})
 	return resp.GetJob(), err
 }
 
-func resumeCall(ctx context.Context, r *remote, id string) (*sundialv1.Job, error) {
-	resp, err := r.client.ResumeJob(ctx, &sundialv1.ResumeJobRequest{Id: id})
+func resumeCall(ctx context.Context, r *remote, id string, expectedVersion int64) (*sundialv1.Job, error) {
+	resp, err := r.client.ResumeJob(ctx, &sundialv1.ResumeJobRequest{Id: id, ExpectedVersion: expectedVersion})
 	return resp.GetJob(), err
 }
 
-func deleteCall(ctx context.Context, r *remote, id string) (*sundialv1.Job, error) {
-	resp, err := r.client.DeleteJob(ctx, &sundialv1.DeleteJobRequest{Id: id})
+func deleteCall(ctx context.Context, r *remote, id string, expectedVersion int64) (*sundialv1.Job, error) {
+	resp, err := r.client.DeleteJob(ctx, &sundialv1.DeleteJobRequest{Id: id, ExpectedVersion: expectedVersion})
 	return resp.GetJob(), err
+}
+
+// versionFlag registers --expected-version for the verb ("pause").
+func versionFlag(verb string) func(*versionOpts, *flag.FlagSet) {
+	return func(o *versionOpts, fs *flag.FlagSet) { registerExpectedVersion(fs, &o.expectedVersion, verb) }
 }
 
 // simple is a subcommand that takes a job id, calls once and reports the
 // job's new state in one line.
-func simple(verb string, call jobCall) func(context.Context, *remote, *noOpts, []string) error {
-	return func(ctx context.Context, r *remote, _ *noOpts, args []string) error {
+func simple(verb string, call jobCall) func(context.Context, *remote, *versionOpts, []string) error {
+	return func(ctx context.Context, r *remote, o *versionOpts, args []string) error {
 		id, err := oneID(args, "JOB_ID")
 		if err != nil {
 			return err
 		}
+		if o.expectedVersion < 0 {
+			return usagef("--expected-version: must not be negative, got %d", o.expectedVersion)
+		}
 		ctx, cancel := r.call(ctx)
 		defer cancel()
-		job, err := call(ctx, r, id)
+		job, err := call(ctx, r, id, o.expectedVersion)
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -37,6 +38,15 @@ func (f *fakeAPI) record(what string) {
 	c.ids = append(c.ids, what)
 }
 
+// atVersion is how a recorded call shows its expected_version: "@3", or
+// nothing when it expects any version.
+func atVersion(v int64) string {
+	if v == 0 {
+		return ""
+	}
+	return "@" + strconv.FormatInt(v, 10)
+}
+
 // fakeJob is the job the fake answers with, in status s at version v.
 func fakeJob(id string, s sundialv1.JobStatus, v int64, next *timestamppb.Timestamp) *sundialv1.Job {
 	return &sundialv1.Job{Id: id, Name: "nightly", Status: s, Version: v, NextFireTime: next,
@@ -50,17 +60,17 @@ func (f *fakeAPI) GetJob(_ context.Context, req *sundialv1.GetJobRequest) (*sund
 }
 
 func (f *fakeAPI) PauseJob(_ context.Context, req *sundialv1.PauseJobRequest) (*sundialv1.PauseJobResponse, error) {
-	f.record("pause " + req.GetId())
+	f.record("pause " + req.GetId() + atVersion(req.GetExpectedVersion()))
 	return &sundialv1.PauseJobResponse{Job: fakeJob(req.GetId(), sundialv1.JobStatus_JOB_STATUS_PAUSED, 3, nil)}, nil
 }
 
 func (f *fakeAPI) ResumeJob(_ context.Context, req *sundialv1.ResumeJobRequest) (*sundialv1.ResumeJobResponse, error) {
-	f.record("resume " + req.GetId())
+	f.record("resume " + req.GetId() + atVersion(req.GetExpectedVersion()))
 	return &sundialv1.ResumeJobResponse{Job: fakeJob(req.GetId(), sundialv1.JobStatus_JOB_STATUS_ACTIVE, 4, timestamppb.New(fakeNow.Add(time.Hour)))}, nil
 }
 
 func (f *fakeAPI) DeleteJob(_ context.Context, req *sundialv1.DeleteJobRequest) (*sundialv1.DeleteJobResponse, error) {
-	f.record("delete " + req.GetId())
+	f.record("delete " + req.GetId() + atVersion(req.GetExpectedVersion()))
 	return &sundialv1.DeleteJobResponse{Job: fakeJob(req.GetId(), sundialv1.JobStatus_JOB_STATUS_DELETED, 5, nil)}, nil
 }
 

@@ -13,7 +13,11 @@
 //     client makes per CreateJob call), so a retry of a create that did
 //     commit returns the job it created rather than a second job;
 //   - UpdateJob sets the given fields to the given values, so a repeat
-//     leaves the same job (possibly one version higher);
+//     leaves the same job (possibly one version higher); with an expected
+//     version (UpdateJobAt and the other …At calls) a repeat can never
+//     apply twice, but a repeat of an attempt that did commit is refused as
+//     a conflict naming the version that attempt made: re-read the job
+//     before concluding someone else changed it;
 //   - pause, resume and delete are no-ops when repeated, and so is each
 //     call of BulkJobs; reads are reads;
 //   - TriggerJob, a BackfillJob that is not a dry run and
@@ -206,7 +210,16 @@ func (c *Client) CreateJob(ctx context.Context, job *sundialv1.Job, idempotencyK
 // "schedule.cron", "retry.max_attempts", …); job.Id says which job. With
 // no paths, every field job sets changes.
 func (c *Client) UpdateJob(ctx context.Context, job *sundialv1.Job, paths ...string) (*sundialv1.Job, error) {
-	req := &sundialv1.UpdateJobRequest{Job: job}
+	return c.UpdateJobAt(ctx, job, 0, paths...)
+}
+
+// UpdateJobAt is UpdateJob refused, writing nothing, unless the job is at
+// expectedVersion: a FailedPrecondition error whose message names the
+// current version (IsVersionConflict). Read the job, edit it, and write it
+// back at the version read, so that a change someone made in between is
+// not overwritten. expectedVersion 0 is UpdateJob.
+func (c *Client) UpdateJobAt(ctx context.Context, job *sundialv1.Job, expectedVersion int64, paths ...string) (*sundialv1.Job, error) {
+	req := &sundialv1.UpdateJobRequest{Job: job, ExpectedVersion: expectedVersion}
 	if len(paths) > 0 {
 		req.UpdateMask = &fieldmaskpb.FieldMask{Paths: paths}
 	}
@@ -224,26 +237,64 @@ func (c *Client) GetJob(ctx context.Context, id string) (*sundialv1.Job, error) 
 
 // PauseJob stops a job firing until ResumeJob.
 func (c *Client) PauseJob(ctx context.Context, id string) (*sundialv1.Job, error) {
+	return c.PauseJobAt(ctx, id, 0)
+}
+
+// PauseJobAt is PauseJob refused unless the job is at expectedVersion
+// (see UpdateJobAt).
+func (c *Client) PauseJobAt(ctx context.Context, id string, expectedVersion int64) (*sundialv1.Job, error) {
 	resp, err := call(ctx, c, true, func(ctx context.Context) (*sundialv1.PauseJobResponse, error) {
-		return c.jobs.PauseJob(ctx, &sundialv1.PauseJobRequest{Id: id})
+		return c.jobs.PauseJob(ctx, &sundialv1.PauseJobRequest{Id: id, ExpectedVersion: expectedVersion})
 	})
 	return resp.GetJob(), err
 }
 
 // ResumeJob makes a paused job fire again from now on (no catch-up).
 func (c *Client) ResumeJob(ctx context.Context, id string) (*sundialv1.Job, error) {
+	return c.ResumeJobAt(ctx, id, 0)
+}
+
+// ResumeJobAt is ResumeJob refused unless the job is at expectedVersion
+// (see UpdateJobAt).
+func (c *Client) ResumeJobAt(ctx context.Context, id string, expectedVersion int64) (*sundialv1.Job, error) {
 	resp, err := call(ctx, c, true, func(ctx context.Context) (*sundialv1.ResumeJobResponse, error) {
-		return c.jobs.ResumeJob(ctx, &sundialv1.ResumeJobRequest{Id: id})
+		return c.jobs.ResumeJob(ctx, &sundialv1.ResumeJobRequest{Id: id, ExpectedVersion: expectedVersion})
 	})
 	return resp.GetJob(), err
 }
 
 // DeleteJob soft-deletes a job; its history stays readable.
 func (c *Client) DeleteJob(ctx context.Context, id string) (*sundialv1.Job, error) {
+	return c.DeleteJobAt(ctx, id, 0)
+}
+
+// DeleteJobAt is DeleteJob refused unless the job is at expectedVersion
+// (see UpdateJobAt).
+func (c *Client) DeleteJobAt(ctx context.Context, id string, expectedVersion int64) (*sundialv1.Job, error) {
 	resp, err := call(ctx, c, true, func(ctx context.Context) (*sundialv1.DeleteJobResponse, error) {
-		return c.jobs.DeleteJob(ctx, &sundialv1.DeleteJobRequest{Id: id})
+		return c.jobs.DeleteJob(ctx, &sundialv1.DeleteJobRequest{Id: id, ExpectedVersion: expectedVersion})
 	})
 	return resp.GetJob(), err
+}
+
+// IsVersionConflict reports whether err is the api's refusal of a change
+// whose expected version the job is not at (FailedPrecondition on
+// expected_version); the job must be read again before deciding anew.
+func IsVersionConflict(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.FailedPrecondition {
+		return false
+	}
+	for _, d := range st.Details() {
+		if pf, ok := d.(*errdetails.PreconditionFailure); ok {
+			for _, v := range pf.GetViolations() {
+				if v.GetSubject() == "expected_version" {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // TriggerJob fires a job once, now. Not retried: see the package doc.
