@@ -294,8 +294,8 @@ func buildSchedule(job *sundialv1.Job, created time.Time) (schedule.Schedule, er
 
 // requestHash identifies a create's job for its idempotency key: SHA-256
 // of the job as the client sent it with the server-owned fields cleared
-// (so echoing a fetched job back is the same request), deterministically
-// encoded. It is taken before Normalize, so a later release filling
+// (a retry that copies them in is still the same request),
+// deterministically encoded. It is taken before Normalize, so a later release filling
 // defaults differently does not turn a retry into a mismatch; the flip side
 // is that two spellings of one job (an explicit default and an omitted
 // one) are different requests.
