@@ -27,10 +27,28 @@
 -- tenant's rows, so a quiet tenant's page read every other tenant's
 -- recent changes. (tenant, id) gives it its own range, read backwards.
 --
--- Both built CONCURRENTLY so a live table keeps taking writes.
+-- Both built CONCURRENTLY so a live table keeps taking writes — on a
+-- table of any size. A small one (under 100,000 estimated rows, or never
+-- analysed: a new deployment, each test's schema) gets them built plainly
+-- first, and the CONCURRENTLY statements then find them and return at
+-- once: CONCURRENTLY waits for every transaction in the database older
+-- than it, and with the migrations' database-wide lock held, one long
+-- transaction anywhere (another schema's test, a tool left idle in a
+-- transaction) stalled every migration behind it for minutes.
 
 -- +goose Up
 CREATE EXTENSION IF NOT EXISTS pg_trgm WITH SCHEMA public;
+-- +goose StatementBegin
+DO $$
+BEGIN
+    IF (SELECT reltuples FROM pg_class WHERE oid = 'jobs'::regclass) < 100000
+       AND (SELECT reltuples FROM pg_class WHERE oid = 'job_audit'::regclass) < 100000 THEN
+        CREATE INDEX IF NOT EXISTS jobs_name_trgm ON jobs USING gin (lower(name) public.gin_trgm_ops);
+        CREATE INDEX IF NOT EXISTS job_audit_tenant ON job_audit (tenant, id);
+    END IF;
+END
+$$;
+-- +goose StatementEnd
 CREATE INDEX CONCURRENTLY IF NOT EXISTS jobs_name_trgm
     ON jobs USING gin (lower(name) public.gin_trgm_ops);
 CREATE INDEX CONCURRENTLY IF NOT EXISTS job_audit_tenant
