@@ -6,6 +6,9 @@ import (
 	"context"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/sundialhq/sundial/pkg/client"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/apitest"
@@ -36,9 +39,13 @@ func TestIntegrationGoClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := acme.CreateJob(ctx, spec("one-renamed"), "deploy-1")
+	again, err := acme.CreateJob(ctx, spec("one"), "deploy-1")
 	if err != nil || again.GetId() != first.GetId() || again.GetName() != "one" {
 		t.Fatalf("same key: %v %v", again, err)
+	}
+	// The key with another job is refused (and not retried).
+	if _, err := acme.CreateJob(ctx, spec("one-renamed"), "deploy-1"); status.Code(err) != codes.AlreadyExists {
+		t.Fatalf("same key, another job: %v", err)
 	}
 	for i := range 3 {
 		if _, err := acme.CreateJob(ctx, spec("more"), ""); err != nil {
