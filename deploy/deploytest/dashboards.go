@@ -128,11 +128,12 @@ func overview() dashboard {
 					Description: "End offset minus the worker group's committed offset. Workers commit only below the earliest unfinished firing and hold firings up to the prefetch window ahead, so a healthy lag is about firings/s × (window + a few s). Growing without more firings = workers behind.",
 					Targets:     []target{{`max by (topic, partition) (sundial_worker_group_lag_records{group=~"$group"})`, "{{topic}}/{{partition}}"}}},
 				{Title: "Held, ready and executing firings", Unit: "short",
-					Description: "Held: in memory until their instant. Ready: due, waiting for an executor (should stay near 0). Executing: attempts in flight.",
+					Description: "Held: in memory until their instant. Ready: due, waiting for an executor (should stay near 0). Executing: attempts in flight. Due backlog: firings past their instant not started, in the ready queues and left in Kafka (the autoscaling signal; 0 however many are held).",
 					Targets: []target{
 						{`sum(sundial_worker_held_firings)`, "held"},
 						{`sum by (priority) (sundial_worker_ready_queue_depth)`, "ready {{priority}}"},
 						{`sum(sundial_worker_executing)`, "executing"},
+						{`sum by (source) (sundial_worker_due_backlog_firings{group=~"$group"})`, "due backlog {{source}}"},
 					}},
 			}},
 			{Title: "Coordination", Panels: []panel{
