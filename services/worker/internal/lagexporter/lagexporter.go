@@ -183,6 +183,10 @@ func New(cfg Config, kafka Offsets, clk clock.Clock, logger *slog.Logger, reg pr
 		}),
 	}
 	reg.MustRegister(e.lag, e.due, e.updated, e.errors)
+	// Both series exist from the start, so the autoscaler's query has data
+	// before the first read.
+	e.due.WithLabelValues("ready").Set(0)
+	e.due.WithLabelValues("kafka").Set(0)
 	return e
 }
 
@@ -212,6 +216,9 @@ func (e *Exporter) poll(parent context.Context) {
 			e.errors.Inc()
 			e.logger.Warn("reading the group's offsets failed", "group", e.cfg.Group, "err", err)
 		}
+		// The ready queue needs no broker: it stays current, and the
+		// Kafka part keeps its last value like the lag.
+		e.due.WithLabelValues("ready").Set(float64(e.ready()))
 		return
 	}
 	next := make(map[[2]string]bool, len(lags))
@@ -231,13 +238,16 @@ func (e *Exporter) poll(parent context.Context) {
 	if e.cfg.Positions != nil {
 		positions = e.cfg.Positions()
 	}
-	ready := 0
-	if e.cfg.Ready != nil {
-		ready = e.cfg.Ready()
-	}
-	e.due.WithLabelValues("ready").Set(float64(ready))
+	e.due.WithLabelValues("ready").Set(float64(e.ready()))
 	e.due.WithLabelValues("kafka").Set(float64(overdueUnfetched(positions, recent)))
 	e.updated.Set(float64(e.clock.Now().UnixMilli()) / 1000)
+}
+
+func (e *Exporter) ready() int {
+	if e.cfg.Ready == nil {
+		return 0
+	}
+	return e.cfg.Ready()
 }
 
 // partitionOffsets are, for one partition, the group's committed offset

@@ -121,10 +121,15 @@ func TestFailedReadKeepsValuesAndCounts(t *testing.T) {
 	cl, adm := cluster(t)
 	produce(t, cl, "a", 0, 2)
 	reg := prometheus.NewRegistry()
-	e := New(Config{Group: "g", Topics: []string{"a"}}, adm, clock.Real{}, discard, reg)
+	ready := 0
+	e := New(Config{Group: "g", Topics: []string{"a"}, Ready: func() int { return ready }}, adm, clock.Real{}, discard, reg)
 	e.poll(context.Background())
 	e.kafka = failing{adm}
+	ready = 7
 	e.poll(context.Background())
+	if got := due(t, e, "ready"); got != 7 {
+		t.Errorf("ready part after a failed read = %v, want the queue's 7 (it needs no broker)", got)
+	}
 	if got := testutil.ToFloat64(e.errors); got != 1 {
 		t.Errorf("errors = %v, want 1", got)
 	}
