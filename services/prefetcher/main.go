@@ -17,6 +17,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/config"
 	"github.com/sundialhq/sundial/pkg/connsec"
 	"github.com/sundialhq/sundial/pkg/daemon"
+	"github.com/sundialhq/sundial/pkg/jobwake"
 	"github.com/sundialhq/sundial/pkg/leader"
 	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
@@ -218,7 +219,7 @@ func build(ctx context.Context, env daemon.Env, s settings) ([]lifecycle.Service
 		return nil, err
 	}
 	store := stage.New(pool, env.Logger, stage.WithTracer(env.Tracing.Tracer("github.com/sundialhq/sundial/services/prefetcher")))
-	listener := prefetch.NewListener(pool.Config().ConnConfig.Copy(), prefetch.JobsChannel, env.Logger, clk)
+	listener := prefetch.NewListener(pool.Config().ConnConfig.Copy(), jobwake.Channel, env.Logger, clk)
 	sweeper, err := retention.New(s.Retention, pool, env.Logger, clk, retention.NewMetrics(env.Registry))
 	if err != nil {
 		pool.Close()

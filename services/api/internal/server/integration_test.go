@@ -26,6 +26,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/auth"
 	"github.com/sundialhq/sundial/pkg/firing"
+	"github.com/sundialhq/sundial/pkg/jobwake"
 	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/migrations"
@@ -736,7 +737,7 @@ func TestIntegrationNotifiesPrefetcher(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer listener.Close(context.Background())
-	if _, err := listener.Exec(h.ctx, "LISTEN "+store.JobsChannel); err != nil {
+	if _, err := listener.Exec(h.ctx, "LISTEN "+jobwake.Channel); err != nil {
 		t.Fatal(err)
 	}
 	wait := func(what, wantID string) {

@@ -32,25 +32,18 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/firing"
+	"github.com/sundialhq/sundial/pkg/jobwake"
 	"github.com/sundialhq/sundial/pkg/ledgerpending"
 	"github.com/sundialhq/sundial/pkg/outbox"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
-
-// JobsChannel is the channel the prefetcher wakes on when a job may have
-// become due sooner than its next tick (created, updated, resumed). It is
-// only a shortcut: the prefetcher's tick finds every due job anyway.
-const JobsChannel = "sundial_jobs"
 
 // notifyIfScheduled wakes the prefetcher for an active job with a slot.
 func notifyIfScheduled(ctx context.Context, tx pgx.Tx, job *sundialv1.Job) error {
 	if job.GetStatus() != sundialv1.JobStatus_JOB_STATUS_ACTIVE || job.GetNextFireTime() == nil {
 		return nil
 	}
-	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, JobsChannel, job.GetId()); err != nil {
-		return fmt.Errorf("store: notify prefetcher: %w", err)
-	}
-	return nil
+	return jobwake.Notify(ctx, tx, job.GetId())
 }
 
 // ErrNotFound is returned when no job with the id belongs to the tenant.

@@ -11,12 +11,6 @@ import (
 	"github.com/sundialhq/sundial/pkg/lifecycle"
 )
 
-// JobsChannel is the NOTIFY channel on which a change to a job that may be
-// due within the window (create, update, resume, trigger of a schedule)
-// wakes the prefetcher before its next tick. Notifications are only a
-// shortcut: the tick still finds every due job.
-const JobsChannel = "sundial_jobs"
-
 // Listener holds one connection LISTENing on a channel and turns each
 // notification into a coalesced wake-up. It reconnects on its own.
 type Listener struct {

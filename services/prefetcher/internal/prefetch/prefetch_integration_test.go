@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/jobwake"
 	"github.com/sundialhq/sundial/pkg/leader"
 	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -50,7 +51,7 @@ func startInstance(t *testing.T, dsn, path, id string, tick time.Duration) *inst
 		Logger: log, OnTransition: m.ObserveElection,
 	})
 	require.NoError(t, err)
-	list := NewListener(pool.Config().ConnConfig.Copy(), JobsChannel, log, clock.Real{})
+	list := NewListener(pool.Config().ConnConfig.Copy(), jobwake.Channel, log, clock.Real{})
 	loop, err := New(Config{
 		Election: path, NodeID: id, Window: 2 * time.Minute, Tick: tick,
 		BatchSize: 7, MisfireThreshold: 5 * time.Second, MaxSlotsPerJob: 10000,
@@ -171,7 +172,7 @@ func TestJobsNotificationWakesTheLeader(t *testing.T) {
 		Schedule: &sundialv1.Schedule{Spec: &sundialv1.Schedule_Cron{Cron: "* * * * * *"}},
 		Target:   &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: "http://127.0.0.1:1/x"}}},
 	}, `date_trunc('second', now()) + interval '1 second'`)
-	_, err := pool.Exec(context.Background(), `SELECT pg_notify($1, $2)`, JobsChannel, id.String())
+	_, err := pool.Exec(context.Background(), `SELECT pg_notify($1, $2)`, jobwake.Channel, id.String())
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		var n int

@@ -1,0 +1,64 @@
+//go:build integration
+
+package jobwake_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sundialhq/sundial/pkg/jobwake"
+	"github.com/sundialhq/sundial/pkg/testinfra"
+)
+
+// A notification sent in a transaction reaches a listener on Channel when
+// the transaction commits, carrying the job id, and never when it rolls
+// back.
+func TestNotifyIsDeliveredAtCommitOnly(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dsn := testinfra.PostgresDSN(t)
+	listen, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listen.Close(context.Background())
+	if _, err := listen.Exec(ctx, "LISTEN "+jobwake.Channel); err != nil {
+		t.Fatal(err)
+	}
+	send, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer send.Close(context.Background())
+
+	rolled, err := send.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := jobwake.Notify(ctx, rolled, "job-rolled-back"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rolled.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	committed, err := send.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := jobwake.Notify(ctx, committed, "job-committed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := committed.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n, err := listen.WaitForNotification(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Channel != jobwake.Channel || n.Payload != "job-committed" {
+		t.Fatalf("got %q on %q, want job-committed on %q (the rolled-back one must not arrive)", n.Payload, n.Channel, jobwake.Channel)
+	}
+}
