@@ -55,7 +55,7 @@ func NewSteady() Steady {
 
 func (s Steady) Now() time.Time { return s.anchor.Add(s.elapsed()) }
 
-func (Steady) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+func (Steady) NewTimer(d time.Duration) Timer { return Real{}.NewTimer(d) }
 
 // Offset is a clock shifted from another by a fixed amount; a worker uses it
 // to fire by the database clock rather than its own.

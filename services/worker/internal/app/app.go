@@ -18,7 +18,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -351,7 +350,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 		m.ReadyDepth.WithLabelValues(firing.PriorityName(p)).Set(float64(d))
 	}), readyq.WithLimits(readyq.LimitsOf(cfg.Executors, cfg.HighExecutorsPercent, cfg.MediumExecutorsPercent, cfg.LowExecutorsPercent)))
 	w.Queue = q
-	gov, err := procsGovernor(cfg.Procs, local, m, logger.With("component", "procs"))
+	gov, err := procsGovernor(cfg, local, m, logger.With("component", "procs"))
 	if err != nil {
 		return nil, err
 	}
@@ -502,33 +501,27 @@ func (s *stages) Len() int                  { return s.prepare.Len() + s.fire.Le
 // herd, and GOMAXPROCS goes up before it is fired.
 const herdChunk = 32
 
-// procsGovernor applies --procs: "auto" returns the governor that sizes
+// procsGovernor applies --procs: auto returns the governor that sizes
 // GOMAXPROCS to the load (unless the GOMAXPROCS variable is set: then the
-// operator's figure stays); a number sets it once, and empty leaves it; in
-// both the returned governor only reports it.
-func procsGovernor(setting string, clk clock.Clock, m *metrics.Metrics, logger *slog.Logger) (*procs.Governor, error) {
-	cfg := procs.DefaultConfig
-	cfg.Max = runtime.GOMAXPROCS(0)
-	switch {
-	case setting == "":
-		cfg.Max = 1 // left alone; the governor only reports it
-	case setting == "auto" && os.Getenv("GOMAXPROCS") == "":
-	case setting == "auto":
-		logger.Info("GOMAXPROCS is set: --procs auto leaves it", "gomaxprocs", cfg.Max)
-		cfg.Max = 1 // the governor only reports it
-	default:
-		n, err := strconv.Atoi(setting)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("procs: must be auto or a number of at least 1, got %q", setting)
-		}
-		runtime.GOMAXPROCS(n)
-		cfg.Max = 1
+// operator's figure stays); a number sets it once, and empty leaves it. In
+// those cases the governor returned does nothing and the gauge is set once.
+func procsGovernor(cfg Config, clk clock.Clock, m *metrics.Metrics, logger *slog.Logger) (*procs.Governor, error) {
+	auto, fixed, err := cfg.procsSetting()
+	if err != nil {
+		return nil, err
 	}
-	now := runtime.GOMAXPROCS(0)
-	return procs.New(cfg, clk, logger, procs.WithReport(func(n int) {
-		if cfg.Max <= 1 {
-			n = now
-		}
-		m.Procs.Set(float64(n))
-	})), nil
+	pc := procs.DefaultConfig
+	switch {
+	case fixed > 0:
+		runtime.GOMAXPROCS(fixed)
+	case auto && os.Getenv("GOMAXPROCS") != "":
+		logger.Info("GOMAXPROCS is set: --procs auto leaves it", "gomaxprocs", runtime.GOMAXPROCS(0))
+	case auto:
+		pc.Max = runtime.GOMAXPROCS(0)
+	}
+	if pc.Max <= 1 {
+		m.Procs.Set(float64(runtime.GOMAXPROCS(0)))
+		return procs.New(pc, clk, logger), nil
+	}
+	return procs.New(pc, clk, logger, procs.WithReport(func(n int) { m.Procs.Set(float64(n)) })), nil
 }

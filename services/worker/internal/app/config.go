@@ -245,10 +245,8 @@ func (c *Config) Validate(p *config.Problems) {
 	if c.Executors < 1 {
 		p.Addf("executors", "must be at least 1, got %d", c.Executors)
 	}
-	if c.Procs != "auto" && c.Procs != "" {
-		if n, err := strconv.Atoi(c.Procs); err != nil || n < 1 {
-			p.Addf("procs", "must be auto or a number of at least 1, got %q", c.Procs)
-		}
+	if _, _, err := c.procsSetting(); err != nil {
+		p.Addf("procs", "%v", err)
 	}
 	if c.CriticalExecutors < 0 {
 		p.Addf("critical-executors", "must not be negative, got %d", c.CriticalExecutors)
@@ -443,4 +441,20 @@ func defaultWorkerID() string {
 		h = "worker"
 	}
 	return fmt.Sprintf("%s-%d", h, os.Getpid())
+}
+
+// procsSetting reads --procs: auto, a fixed GOMAXPROCS (> 0), or neither
+// (empty: leave it alone).
+func (c *Config) procsSetting() (auto bool, fixed int, err error) {
+	switch c.Procs {
+	case "auto":
+		return true, 0, nil
+	case "":
+		return false, 0, nil
+	}
+	n, err := strconv.Atoi(c.Procs)
+	if err != nil || n < 1 {
+		return false, 0, fmt.Errorf("must be auto or a number of at least 1, got %q", c.Procs)
+	}
+	return false, n, nil
 }
