@@ -53,3 +53,20 @@ func TestVersionMessage(t *testing.T) {
 		}
 	}
 }
+
+// Keys cuts its keys from one string; each must still be exactly the key
+// it names.
+func TestKeysAreExact(t *testing.T) {
+	k := lease.New(nil, lease.WithPrefix("p:")).Keys("job-1", "exec-1")
+	want := lease.Keys{
+		Lease: "p:{j:job-1}:lease:exec-1", Done: "p:{j:job-1}:done:exec-1", Version: "p:{j:job-1}:ver",
+		Fence: "p:{j:job-1}:fence", Running: "p:{j:job-1}:run", Buffered: "p:{j:job-1}:buf", Deliveries: "p:{j:job-1}:dlv:exec-1",
+	}
+	if k != want {
+		t.Fatalf("Keys = %+v, want %+v", k, want)
+	}
+	s := lease.New(nil)
+	if n := testing.AllocsPerRun(100, func() { _ = s.Keys("job-1", "exec-1") }); n > 1 {
+		t.Errorf("Keys allocates %v times, want once", n)
+	}
+}

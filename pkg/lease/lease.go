@@ -285,17 +285,43 @@ type Keys struct {
 }
 
 // Keys returns the keys Store uses for jobID and executionID.
+//
+// The seven keys are cut from one string (one allocation instead of seven:
+// Keys runs twice per firing, at its lease and at its settle).
 func (s *Store) Keys(jobID, executionID string) Keys {
-	job := s.prefix + "{j:" + jobID + "}:"
-	return Keys{
-		Lease:      job + "lease:" + executionID,
-		Done:       job + "done:" + executionID,
-		Version:    job + "ver",
-		Fence:      job + "fence",
-		Running:    job + "run",
-		Buffered:   job + "buf",
-		Deliveries: job + "dlv:" + executionID,
+	tag := len(s.prefix) + len("{j:") + len(jobID) + len("}:")
+	suffixes := [7]string{"lease:", "done:", "ver", "fence", "run", "buf", "dlv:"}
+	perExecution := [7]bool{true, true, false, false, false, false, true}
+	n := 7 * tag
+	for i, sfx := range suffixes {
+		n += len(sfx)
+		if perExecution[i] {
+			n += len(executionID)
+		}
 	}
+	var b strings.Builder
+	b.Grow(n)
+	var ends [7]int
+	for i, sfx := range suffixes {
+		b.WriteString(s.prefix)
+		b.WriteString("{j:")
+		b.WriteString(jobID)
+		b.WriteString("}:")
+		b.WriteString(sfx)
+		if perExecution[i] {
+			b.WriteString(executionID)
+		}
+		ends[i] = b.Len()
+	}
+	all := b.String()
+	cut := func(i int) string {
+		start := 0
+		if i > 0 {
+			start = ends[i-1]
+		}
+		return all[start:ends[i]]
+	}
+	return Keys{Lease: cut(0), Done: cut(1), Version: cut(2), Fence: cut(3), Running: cut(4), Buffered: cut(5), Deliveries: cut(6)}
 }
 
 // acquireScript decides a batch of executions in one round trip. For entry
