@@ -352,64 +352,70 @@ local live = ARGV[3]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local out = {}
-local function decide(K, A)
-  local d = redis.call('GET', K[2])
+-- k and a index entry i's first key and argument less one; decide
+-- returns the entry's four reply values.
+local function decide(k, a)
+  local d = redis.call('GET', KEYS[k+2])
   if d then
-    if d == 'done' then return {1, 0, 1, ''} end
-    if d == 'skipped' then return {1, 0, 2, ''} end
+    if d == 'done' then return 1, 0, 1, '' end
+    if d == 'skipped' then return 1, 0, 2, '' end
     local fin = tonumber(d)
-    if fin and fin >= tonumber(A[4]) then return {1, 0, 0, ''} end
+    if fin and fin >= tonumber(ARGV[a+4]) then return 1, 0, 0, '' end
   end
-  local v = tonumber(A[3])
-  local cur = tonumber(redis.call('GET', K[3]) or '0')
-  if v < cur then return {2, 0, cur, ''} end
-  if v > cur then redis.call('SET', K[3], A[3]) end
-  local h = redis.call('GET', K[1])
-  if h and h ~= A[1] then
+  local v = tonumber(ARGV[a+3])
+  local cur = tonumber(redis.call('GET', KEYS[k+3]) or '0')
+  if v < cur then return 2, 0, cur, '' end
+  if v > cur then redis.call('SET', KEYS[k+3], ARGV[a+3]) end
+  local holder = ARGV[a+1]
+  local h = redis.call('GET', KEYS[k+1])
+  if h and h ~= holder then
     local w = nil
     if live ~= '' then w = string.match(h, '^(.+)/[^/]*$') end
-    if not w or redis.call('EXISTS', live .. w) == 1 then return {3, 0, redis.call('PTTL', K[1]), ''} end
+    if not w or redis.call('EXISTS', live .. w) == 1 then return 3, 0, redis.call('PTTL', KEYS[k+1]), '' end
     h = nil
   end
-  local mode = tonumber(A[6])
+  local mode = tonumber(ARGV[a+6])
+  local ex = ARGV[a+5]
   if mode > 0 then
-    local r = redis.call('GET', K[5])
-    if r and r ~= A[5] then
-      local left = redis.call('PTTL', K[5])
+    local r = redis.call('GET', KEYS[k+5])
+    if r and r ~= ex then
+      local left = redis.call('PTTL', KEYS[k+5])
       if left < 0 then left = 0 end
-      if A[7] == '1' then return {5, 0, left, r} end
+      if ARGV[a+7] == '1' then return 5, 0, left, r end
       if mode == 2 then
-        local b = redis.call('GET', K[6])
-        if (not b) or b == A[5] then
-          redis.call('SET', K[6], A[5], 'PX', left + tonumber(A[2]))
-          return {5, 0, left, r}
+        local b = redis.call('GET', KEYS[k+6])
+        if (not b) or b == ex then
+          redis.call('SET', KEYS[k+6], ex, 'PX', left + tonumber(ARGV[a+2]))
+          return 5, 0, left, r
         end
       end
-      redis.call('SET', K[2], 'skipped', 'PX', marker)
-      return {4, 0, 0, r}
+      redis.call('SET', KEYS[k+2], 'skipped', 'PX', marker)
+      return 4, 0, 0, r
     end
   end
   local n = 0
   if not h then
-    n = redis.call('HINCRBY', K[7], A[4], 1)
-    redis.call('PEXPIRE', K[7], marker)
+    n = redis.call('HINCRBY', KEYS[k+7], ARGV[a+4], 1)
+    -- The counter's hash lives marker ms from its attempt's first
+    -- delivery; later deliveries only count.
+    if n == 1 then redis.call('PEXPIRE', KEYS[k+7], marker) end
   end
-  local f = tonumber(redis.call('GET', K[4]) or '0') + 1
+  local f = tonumber(redis.call('GET', KEYS[k+4]) or '0') + 1
   if now > f then f = now end
-  redis.call('SET', K[4], string.format('%d', f))
-  redis.call('SET', K[1], A[1], 'PX', A[2])
+  redis.call('SET', KEYS[k+4], string.format('%d', f))
+  redis.call('SET', KEYS[k+1], holder, 'PX', ARGV[a+2])
   if mode > 0 then
-    redis.call('SET', K[5], A[5], 'PX', A[2])
-    if redis.call('GET', K[6]) == A[5] then redis.call('DEL', K[6]) end
+    redis.call('SET', KEYS[k+5], ex, 'PX', ARGV[a+2])
+    if redis.call('GET', KEYS[k+6]) == ex then redis.call('DEL', KEYS[k+6]) end
   end
-  if maxd > 0 and n > maxd then return {6, f, n, ''} end
-  return {0, f, n, ''}
+  if maxd > 0 and n > maxd then return 6, f, n, '' end
+  return 0, f, n, ''
 end
+local o = 0
 for i = 0, #KEYS / 7 - 1 do
-  local K = {KEYS[7*i+1], KEYS[7*i+2], KEYS[7*i+3], KEYS[7*i+4], KEYS[7*i+5], KEYS[7*i+6], KEYS[7*i+7]}
-  local A = {ARGV[3+7*i+1], ARGV[3+7*i+2], ARGV[3+7*i+3], ARGV[3+7*i+4], ARGV[3+7*i+5], ARGV[3+7*i+6], ARGV[3+7*i+7]}
-  local r = decide(K, A)
-  for j = 1, 4 do out[#out + 1] = r[j] end
+  local c, f, x, r = decide(7*i, 3+7*i)
+  out[o+1], out[o+2], out[o+3], out[o+4] = c, f, x, r
+  o = o + 4
 end
 return out
 `)
