@@ -1,6 +1,8 @@
 // Package connsec is how the services secure their connections to Redis,
 // Kafka, Cassandra and ZooKeeper: TLS and credentials, from flags (or their
-// SUNDIAL_* variables) and files, turned into each client's own settings.
+// SUNDIAL_* variables) and files, turned into each client's own settings;
+// and how a service serves TLS on its own listeners (ServerTLS, the api's
+// gRPC and HTTP ports).
 // Postgres needs none of this: its DSN carries sslmode and the certificate
 // paths, and pgx reads the password from PGPASSWORD.
 //
@@ -34,4 +36,16 @@
 // connection without a restart. The CA bundle is read once, at start. The
 // ZooKeeper password is read once too: the client sends it once per session
 // and replays its own copy on every reconnection.
+//
+// # Serving TLS
+//
+// ServerTLS (--tls-cert-file, --tls-key-file, --tls-client-ca-file,
+// --tls-min-version) is the server side: Load gives a ServerCerts whose
+// Config serves the current certificate and, for mutual TLS, requires a
+// client certificate from the current CA bundle. Both are looked at (one
+// stat per file) at each handshake and loaded again when they changed, so
+// cert-manager's renewals and CA rotations need no restart; a change that
+// does not load (a certificate written before its key) is logged and the
+// previous material keeps serving. IsLoopback tells the addresses where
+// plaintext is acceptable by default from the others.
 package connsec
