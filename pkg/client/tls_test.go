@@ -1,0 +1,80 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/sundialhq/sundial/pkg/connsec/connsectest"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// serveTLS runs jobs on a loopback gRPC server with cfg's TLS.
+func serveTLS(t *testing.T, jobs sundialv1.JobServiceServer, cfg *tls.Config) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(cfg)))
+	sundialv1.RegisterJobServiceServer(srv, jobs)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	t.Cleanup(func() { srv.Stop(); <-done })
+	return ln.Addr().String()
+}
+
+func TestTLSCredentialsVerifyTheAPI(t *testing.T) {
+	ca := connsectest.NewCA(t, "api")
+	server := ca.Server("api", "sundial-api.sundial.svc")
+	clientCert := ca.Client("deployer", "deployer")
+	addr := serveTLS(t, &flakyJobs{calls: map[string]int{}}, &tls.Config{
+		Certificates: []tls.Certificate{server.Pair},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    ca.Pool(),
+	})
+	list := func(f TLSFiles) error {
+		t.Helper()
+		creds, err := TLSCredentials(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := New(addr, "tok-acme", WithTLS(creds), WithRetry(0, 0, -1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err = c.TriggerJob(ctx, "job-1")
+		return err
+	}
+	good := TLSFiles{CAFile: ca.CertFile, ServerName: "sundial-api.sundial.svc", CertFile: clientCert.CertFile, KeyFile: clientCert.KeyFile}
+	if err := list(good); err != nil {
+		t.Fatalf("with the CA, the name and a client certificate: %v", err)
+	}
+	for want, f := range map[string]TLSFiles{
+		"certificate signed by unknown authority": {ServerName: good.ServerName, CertFile: good.CertFile, KeyFile: good.KeyFile},
+		"doesn't contain any IP SANs":             {CAFile: ca.CertFile, CertFile: good.CertFile, KeyFile: good.KeyFile},
+		"certificate required":                    {CAFile: ca.CertFile, ServerName: good.ServerName},
+	} {
+		if err := list(f); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%+v: got %v, want %q", f, err, want)
+		}
+	}
+	if _, err := TLSCredentials(TLSFiles{CertFile: good.CertFile}); err == nil {
+		t.Error("a client certificate without its key was accepted")
+	}
+	if _, err := TLSCredentials(TLSFiles{CAFile: "/nonexistent/ca.crt"}); err == nil || !strings.Contains(err.Error(), "/nonexistent/ca.crt") {
+		t.Errorf("a missing CA file: %v", err)
+	}
+}
