@@ -4,16 +4,20 @@
 //
 //	sundial-api [flags]          serve (applies migrations first unless --migrate-on-start=false)
 //	sundial-api migrate [flags]  apply the Postgres migrations and the ledger schema, then exit
+//	sundial-api dev-tls [flags]  make a development CA and loopback certificates (make run), then exit
 //
 // Every flag can also be set as SUNDIAL_<FLAG> (upper case, '-' as '_').
 package main
 
 import (
+	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -92,6 +96,14 @@ type settings struct {
 	// signing keys in Postgres (pkg/signingkey); empty: SigningKeyService
 	// is off.
 	SigningKEKFile string
+	// TLS is the certificate both ports serve (--tls-*, pkg/connsec) and
+	// the gRPC port's client CAs; HTTPClientCAFile the HTTP port's, apart
+	// because a browser on the console seldom has a client certificate
+	// while a service calling gRPC can. AllowPlaintext lets a port that
+	// is not on loopback serve without TLS.
+	TLS              connsec.ServerTLS
+	HTTPClientCAFile string
+	AllowPlaintext   bool
 
 	fs     *flag.FlagSet   // to tell flags given from defaults
 	tokens *auth.Tokens    // loaded by validate
@@ -128,6 +140,9 @@ func (s *settings) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.KafkaBrokers, "kafka-brokers", "", "comma-separated brokers of the cluster Kafka targets produce to; when set, a job whose target topic does not exist there is refused (empty: no check)")
 	fs.StringVar(&s.SecretsDir, "secrets-dir", "", "the workers' target-secret directory (<dir>/<tenant>/<NAME>, the workers' --secrets-dir), whose file names (never contents) say which secrets each tenant has; a job referencing a secret its tenant lacks is refused (empty: every {{secret:NAME}} reference is refused)")
 	fs.StringVar(&s.SigningKEKFile, "signing-key-encryption-key-file", "", "file of at least 32 bytes sealing tenants' webhook signing keys in Postgres (the workers need the same file); enables SigningKeyService (empty: off, every tenant is signed for with the workers' --signing-secret)")
+	s.TLS.Register(fs, "the gRPC port and the HTTP port (--http-addr)")
+	fs.StringVar(&s.HTTPClientCAFile, "http-tls-client-ca-file", "", "PEM CAs whose client certificates the HTTP port requires (mutual TLS on the HTTP/JSON API and the console; --tls-client-ca-file covers the gRPC port only); empty: none asked for. Read again when the file changes")
+	fs.BoolVar(&s.AllowPlaintext, "allow-plaintext", false, "serve without TLS on an address that is not loopback (--grpc-addr, --http-addr): every call carries a bearer token, so only where something else encrypts the path (a service mesh's mutual TLS); without it, such an address and no certificate stop the api at start")
 	s.RedisSecurity.Register(fs)
 	s.CassandraSecurity.Register(fs)
 	s.KafkaSecurity.Register(fs)
@@ -183,6 +198,7 @@ func (s *settings) validate(p *config.Problems) {
 		}
 		s.kek = kek
 	}
+	s.validateTLS(p)
 	s.RedisSecurity.Validate(p)
 	s.CassandraSecurity.Validate(p)
 	s.KafkaSecurity.Validate(p)
@@ -217,6 +233,28 @@ func (s *settings) validate(p *config.Problems) {
 		p.Addf("tokens", "no bearer tokens configured: set --tokens or --tokens-file, or nobody can call the api")
 	default:
 		s.tokens = tokens
+	}
+}
+
+// validateTLS checks the api's own TLS and refuses plaintext where a bearer
+// token would cross a network: a port on anything but loopback needs a
+// certificate or an explicit --allow-plaintext.
+func (s *settings) validateTLS(p *config.Problems) {
+	s.TLS.Validate(p)
+	s.TLS.ValidateClientCA(p, "http-tls-client-ca-file", s.HTTPClientCAFile)
+	if s.TLS.Enabled() {
+		if s.AllowPlaintext {
+			p.Addf("allow-plaintext", "contradicts --tls-cert-file; give one of them")
+		}
+		return
+	}
+	if s.AllowPlaintext {
+		return
+	}
+	for _, a := range []struct{ flag, addr string }{{"grpc-addr", s.GRPCAddr}, {"http-addr", s.HTTPAddr}} {
+		if a.addr != "" && !connsec.IsLoopback(a.addr) {
+			p.Addf("tls-cert-file", "required: --%s %s is not a loopback address, and every call carries a bearer token; give --tls-cert-file and --tls-key-file, or --allow-plaintext where a mesh encrypts the path", a.flag, a.addr)
+		}
 	}
 }
 
@@ -266,6 +304,9 @@ func splitList(s string) []string {
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "migrate" {
 		os.Exit(migrateMain(os.Args[2:], os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "dev-tls" {
+		os.Exit(devTLSMain(os.Args[2:], os.Stdout, os.Stderr, time.Now()))
 	}
 	var s settings
 	daemon.Main("api",
@@ -486,6 +527,13 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 		closeTopics()
 		return nil, err
 	}
+	grpcTLS, httpTLS, err := s.serverTLS(env.Logger)
+	if err != nil {
+		pool.Close()
+		_ = rdb.Close()
+		closeTopics()
+		return nil, err
+	}
 	grpcSrv, err := server.NewGRPC(server.GRPCConfig{
 		Addr:            s.GRPCAddr,
 		Tokens:          s.tokens,
@@ -498,6 +546,7 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 		GracefulTimeout: s.GRPCStopTimeout,
 		Tracer:          tracer,
 		RateLimit:       s.RateLimit,
+		TLS:             grpcTLS,
 	})
 	if err != nil {
 		pool.Close()
@@ -515,7 +564,7 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 	if s.HTTPAddr != "" {
 		// The HTTP/JSON API and console: a client of the gRPC server, so
 		// started after it and stopped before it.
-		conn, err := httpapi.Dial(grpcSrv.Addr)
+		conn, err := httpapi.Dial(grpcSrv.DialLocal)
 		if err != nil {
 			pool.Close()
 			_ = rdb.Close()
@@ -545,6 +594,7 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 			Console:     con,
 			Logger:      env.Logger,
 			StopTimeout: s.GRPCStopTimeout,
+			TLS:         httpTLS,
 		})
 		if err != nil {
 			pool.Close()
@@ -554,6 +604,38 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 		services = append(services, httpSrv)
 	}
 	return services, nil
+}
+
+// serverTLS loads the certificate and client CAs of each port: nil, nil
+// when TLS is off. The gRPC port offers HTTP/2 alone through ALPN (gRPC
+// clients require it), the HTTP port HTTP/2 and HTTP/1.1.
+func (s *settings) serverTLS(logger *slog.Logger) (grpcTLS, httpTLS *tls.Config, err error) {
+	if !s.TLS.Enabled() {
+		// Validation allowed it: on loopback, or with --allow-plaintext,
+		// which is worth a warning at every start.
+		level := slog.LevelInfo
+		if s.AllowPlaintext {
+			level = slog.LevelWarn
+		}
+		logger.Log(context.Background(), level, "the gRPC and HTTP ports serve plaintext (set --tls-cert-file and --tls-key-file for TLS)",
+			"grpc_addr", s.GRPCAddr, "http_addr", s.HTTPAddr, "allow_plaintext", s.AllowPlaintext)
+		return nil, nil, nil
+	}
+	g, err := s.TLS.Load(logger.With("listener", "grpc"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("tls-cert-file: %w", err)
+	}
+	httpSide := s.TLS
+	httpSide.ClientCAFile = s.HTTPClientCAFile
+	h, err := httpSide.Load(logger.With("listener", "http"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("tls-cert-file: %w", err)
+	}
+	leaf := g.Leaf()
+	logger.Info("tls on the gRPC and HTTP ports", "subject", leaf.Subject.String(), "dns_names", leaf.DNSNames,
+		"not_after", leaf.NotAfter.UTC().Format(time.RFC3339), "grpc_client_certificates", g.MutualTLS(),
+		"http_client_certificates", h.MutualTLS(), "min_version", cmp.Or(s.TLS.MinVersion, "1.2"))
+	return g.Config("h2"), h.Config("h2", "http/1.1"), nil
 }
 
 // closer is a lifecycle.Service whose Stop releases a client.

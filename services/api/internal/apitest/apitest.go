@@ -136,7 +136,7 @@ func Start(t testing.TB, o Options) *API {
 		t.Fatal(err)
 	}
 	t.Cleanup(grpcSrv.Stop)
-	conn, err := httpapi.Dial(grpcSrv.Addr)
+	conn, err := httpapi.Dial(grpcSrv.DialLocal)
 	if err != nil {
 		t.Fatal(err)
 	}

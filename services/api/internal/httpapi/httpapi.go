@@ -3,14 +3,16 @@
 //
 // The JSON API is grpc-gateway's reverse proxy, generated from the HTTP
 // bindings in proto/sundial/v1/http.yaml. It is a gRPC client of the api's
-// own gRPC server on loopback, not a second implementation beside it: every
+// own gRPC server in the same process (an in-process connection, see
+// server.GRPC.DialLocal), not a second implementation beside it: every
 // HTTP call goes through the same interceptors (metrics, bearer-token
 // authentication and tenant scoping, tracing) and the same handlers and
 // validation as a gRPC call, and a gRPC status becomes an HTTP status with
 // the status's details in the body (InvalidArgument is 400 with the
-// google.rpc.BadRequest field list). The loopback hop costs a fraction of a
-// millisecond; in exchange, nothing about auth or validation can differ
-// between the two ways in.
+// google.rpc.BadRequest field list). The in-process hop costs a fraction of
+// a millisecond; in exchange, nothing about auth or validation can differ
+// between the two ways in. With TLS on (Config.TLS) the HTTP listener
+// serves it, HTTP/2 included; the in-process hop needs none.
 //
 // grpc-gateway rather than Connect: the api's gRPC server, interceptors and
 // clients (schedctl, workers' tests, the bench) stay as they are, and the
@@ -26,6 +28,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -55,7 +58,7 @@ import (
 // the api buffer an unbounded body.
 const MaxBodyBytes = 4 << 20
 
-// maxResponseBytes bounds what the loopback client accepts from the gRPC
+// maxResponseBytes bounds what the in-process client accepts from the gRPC
 // server: a ListJobs page of 1,000 jobs with large payloads exceeds
 // grpc-go's 4 MiB default.
 const maxResponseBytes = 1 << 30
@@ -64,7 +67,7 @@ const maxResponseBytes = 1 << 30
 type Config struct {
 	// Addr is host:port to listen on; port 0 picks one (see Addr).
 	Addr string
-	// Conn is the loopback connection to the api's own gRPC server (see
+	// Conn is the in-process connection to the api's own gRPC server (see
 	// Dial); the server owns it from New on and closes it on Stop.
 	Conn *grpc.ClientConn
 	// Console, when set, serves every path outside /v1/.
@@ -73,6 +76,10 @@ type Config struct {
 	// StopTimeout bounds how long Stop waits for open requests; 15 s by
 	// default.
 	StopTimeout time.Duration
+	// TLS, when set, serves HTTPS (pkg/connsec.ServerCerts.Config("h2",
+	// "http/1.1")); the console's session cookie is then always Secure.
+	// nil: plain HTTP.
+	TLS *tls.Config
 }
 
 // Server is the HTTP listener as a lifecycle.Service.
@@ -86,7 +93,7 @@ type Server struct {
 	ln net.Listener
 }
 
-// New builds the server and its loopback gRPC client (which dials lazily,
+// New builds the server and its in-process gRPC client (which dials lazily,
 // on the first call).
 func New(cfg Config) (*Server, error) {
 	if cfg.Conn == nil {
@@ -113,21 +120,22 @@ func New(cfg Config) (*Server, error) {
 	return &Server{cfg: cfg, conn: conn, mux: mux}, nil
 }
 
-// Dial opens the loopback client connection to the api's own gRPC server.
-// addr is called at each dial, which happens on the first call, after the
-// gRPC server started: a port picked at start (":0" in tests) is known by
-// then.
-func Dial(addr func() string) (*grpc.ClientConn, error) {
-	var d net.Dialer
+// Dial opens the gateway's client connection to the api's own gRPC
+// server through dial, the server's in-process dialer
+// (server.GRPC.DialLocal). Transport credentials are insecure because the
+// connection never leaves the process; the calls still carry the caller's
+// bearer token to the server's interceptors. The first dial happens on the
+// first call.
+func Dial(dial func(context.Context) (net.Conn, error)) (*grpc.ClientConn, error) {
 	conn, err := grpc.NewClient("passthrough:///sundial-api",
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, "tcp", addr())
+			return dial(ctx)
 		}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxResponseBytes)),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("httpapi: loopback client: %w", err)
+		return nil, fmt.Errorf("httpapi: in-process client: %w", err)
 	}
 	return conn, nil
 }
@@ -233,10 +241,17 @@ func (s *Server) Start(ctx context.Context) error {
 		IdleTimeout:  2 * time.Minute,
 		ErrorLog:     slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
 	}
+	serve := srv.Serve
+	if s.cfg.TLS != nil {
+		// The configuration brings its own certificate (reloaded at each
+		// handshake), so ServeTLS loads no file.
+		srv.TLSConfig = s.cfg.TLS
+		serve = func(ln net.Listener) error { return srv.ServeTLS(ln, "", "") }
+	}
 	err = s.runner.Run(func(ctx context.Context) error {
 		errc := make(chan error, 1)
-		go func() { errc <- srv.Serve(ln) }()
-		s.cfg.Logger.Info("http server listening", "addr", ln.Addr().String())
+		go func() { errc <- serve(ln) }()
+		s.cfg.Logger.Info("http server listening", "addr", ln.Addr().String(), "tls", s.cfg.TLS != nil)
 		select {
 		case err := <-errc:
 			return fmt.Errorf("httpapi: serve: %w", err)
@@ -259,7 +274,7 @@ func (s *Server) Start(ctx context.Context) error {
 	return err
 }
 
-// Stop drains open requests (up to StopTimeout) and closes the loopback
+// Stop drains open requests (up to StopTimeout) and closes the in-process
 // connection; safe before Start and more than once.
 func (s *Server) Stop() {
 	s.runner.Stop()

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -65,6 +67,12 @@ type GRPCConfig struct {
 	RateLimit ratelimit.Config
 	// Clock times the rate limit; nil: the real clock.
 	Clock clock.Clock
+	// TLS, when set, is the network listener's server configuration
+	// (pkg/connsec.ServerCerts.Config("h2")): every connection from the
+	// network handshakes with it, and with mutual TLS presents a client
+	// certificate, before any call is read. nil: plaintext. In-process
+	// connections (DialLocal) never handshake.
+	TLS *tls.Config
 }
 
 // GRPC is the api's gRPC server as a lifecycle.Service. Stop marks every
@@ -75,6 +83,7 @@ type GRPC struct {
 	cfg    GRPCConfig
 	srv    *grpc.Server
 	health *health.Server
+	local  *localListener
 	runner lifecycle.Runner
 
 	mu sync.Mutex
@@ -120,7 +129,7 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	if cfg.Tracer != nil {
 		unary = append([]grpc.UnaryServerInterceptor{traceUnary(cfg.Tracer)}, append(unary, tenantOnSpan())...)
 	}
-	srv := grpc.NewServer(
+	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 		grpc.MaxRecvMsgSize(MaxRequestBytes),
@@ -128,7 +137,11 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 		// load balancer re-resolves instead of holding a dead path.
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 5 * time.Minute}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-	)
+	}
+	if cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(newListenerCredentials(credentials.NewTLS(cfg.TLS))))
+	}
+	srv := grpc.NewServer(opts...)
 	h := health.NewServer()
 	healthpb.RegisterHealthServer(srv, h)
 	sundialv1.RegisterJobServiceServer(srv, cfg.Jobs)
@@ -156,7 +169,15 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	if cfg.Calendars != nil {
 		h.SetServingStatus(sundialv1.CalendarService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
 	}
-	return &GRPC{cfg: cfg, srv: srv, health: h}, nil
+	return &GRPC{cfg: cfg, srv: srv, health: h, local: newLocalListener()}, nil
+}
+
+// DialLocal opens an in-process connection to the server, for the HTTP
+// gateway's gRPC client (grpc.WithContextDialer): the calls go through
+// every interceptor, but neither TLS nor a network port. It waits until
+// the server serves (Start) and fails once it stopped.
+func (g *GRPC) DialLocal(ctx context.Context) (net.Conn, error) {
+	return g.local.dial(ctx)
 }
 
 // Addr is the bound address once started, else the configured one.
@@ -180,19 +201,36 @@ func (g *GRPC) Start(ctx context.Context) error {
 	g.mu.Unlock()
 	err = g.runner.Run(func(ctx context.Context) error {
 		errc := make(chan error, 1)
+		localErrc := make(chan error, 1)
 		go func() { errc <- g.srv.Serve(ln) }()
+		go func() { localErrc <- g.srv.Serve(g.local) }()
 		g.health.Resume()
-		g.cfg.Logger.Info("grpc server listening", "addr", ln.Addr().String())
+		g.cfg.Logger.Info("grpc server listening", "addr", ln.Addr().String(), "tls", g.cfg.TLS != nil)
 		select {
 		case err := <-errc:
+			g.srv.Stop()
+			<-localErrc
 			return fmt.Errorf("grpc: serve: %w", err)
+		case err := <-localErrc:
+			g.srv.Stop()
+			<-errc
+			return fmt.Errorf("grpc: serve in-process: %w", err)
 		case <-ctx.Done():
 		}
 		g.drain()
-		return <-errc
+		// A Serve that began only after the drain stopped the server
+		// returns ErrServerStopped: nothing was lost.
+		return errors.Join(servedUntilStop(<-errc), servedUntilStop(<-localErrc))
 	})
 	if err != nil {
 		_ = ln.Close()
+	}
+	return err
+}
+
+func servedUntilStop(err error) error {
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return nil
 	}
 	return err
 }
@@ -226,5 +264,6 @@ func (g *GRPC) Stop() {
 	g.mu.Unlock()
 	if !started {
 		g.srv.Stop()
+		_ = g.local.Close()
 	}
 }
