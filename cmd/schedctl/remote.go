@@ -11,14 +11,19 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/sundialhq/sundial/pkg/auth"
+	"github.com/sundialhq/sundial/pkg/connsec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -61,6 +66,13 @@ var outputFormats = []string{"table", "json"}
 type connFlags struct {
 	addr, token, output string
 	timeout             time.Duration
+	// TLS towards the api: forced on (useTLS) or off (plaintext), the CA
+	// bundle, the name the certificate must carry, and a client
+	// certificate for an api that requires one.
+	useTLS, plaintext bool
+	ca, serverName    string
+	certFile, keyFile string
+	envProblem        error // a SUNDIAL_TLS or SUNDIAL_PLAINTEXT that is not a boolean
 }
 
 func (f *connFlags) register(fs *flag.FlagSet, cio cmdIO) {
@@ -73,6 +85,96 @@ func (f *connFlags) register(fs *flag.FlagSet, cio cmdIO) {
 	fs.StringVar(&f.output, "o", "table", "output format: table or json")
 	fs.StringVar(&f.output, "output", "table", "output format: table or json (same as -o)")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "give up on the call after this long")
+	fs.StringVar(&f.ca, "ca", cio.Getenv("SUNDIAL_CA"), "PEM file of the CAs that sign the api's certificate; implies TLS (env SUNDIAL_CA)")
+	fs.StringVar(&f.serverName, "tls-server-name", cio.Getenv("SUNDIAL_TLS_SERVER_NAME"), "name the api's certificate must carry, when it is not the host of --addr (a port-forward, an IP); implies TLS (env SUNDIAL_TLS_SERVER_NAME)")
+	fs.StringVar(&f.certFile, "tls-cert", cio.Getenv("SUNDIAL_TLS_CERT"), "PEM client certificate, for an api that requires one (mutual TLS), with --tls-key; implies TLS (env SUNDIAL_TLS_CERT)")
+	fs.StringVar(&f.keyFile, "tls-key", cio.Getenv("SUNDIAL_TLS_KEY"), "PEM key of --tls-cert (env SUNDIAL_TLS_KEY)")
+	f.useTLS = f.envBool(cio, "SUNDIAL_TLS")
+	f.plaintext = f.envBool(cio, "SUNDIAL_PLAINTEXT")
+	fs.BoolVar(&f.useTLS, "tls", f.useTLS, "use TLS, verifying the api's certificate against the system's CAs (or --ca); the default for an --addr that is not loopback (env SUNDIAL_TLS)")
+	fs.BoolVar(&f.plaintext, "plaintext", f.plaintext, "no TLS, whatever --addr: the token crosses the path readable (the default on loopback only; env SUNDIAL_PLAINTEXT)")
+}
+
+// envBool reads a boolean variable; a value that is not one is reported
+// when the command runs, naming the variable.
+func (f *connFlags) envBool(cio cmdIO, name string) bool {
+	v := cio.Getenv(name)
+	if v == "" {
+		return false
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil && f.envProblem == nil {
+		f.envProblem = fmt.Errorf("%s=%q is not a boolean (true or false)", name, v)
+	}
+	return b
+}
+
+// tlsAsked reports whether any TLS setting was given.
+func (f *connFlags) tlsAsked() bool {
+	return f.useTLS || f.ca != "" || f.serverName != "" || f.certFile != "" || f.keyFile != ""
+}
+
+// credentials are the transport credentials for --addr: TLS when asked
+// for or when the address is not loopback (a bearer token goes with every
+// call), plaintext on loopback (make run, tests) or with --plaintext.
+func (f *connFlags) credentials() (credentials.TransportCredentials, error) {
+	if f.envProblem != nil {
+		return nil, usagef("%v", f.envProblem)
+	}
+	if f.plaintext {
+		if f.tlsAsked() {
+			return nil, usagef("--plaintext contradicts --tls, --ca, --tls-server-name, --tls-cert and --tls-key (or their SUNDIAL_* variables)")
+		}
+		return insecure.NewCredentials(), nil
+	}
+	if !f.tlsAsked() && connsec.IsLoopback(f.addr) {
+		return insecure.NewCredentials(), nil
+	}
+	switch {
+	case f.certFile != "" && f.keyFile == "":
+		return nil, usagef("--tls-key is required with --tls-cert")
+	case f.certFile == "" && f.keyFile != "":
+		return nil, usagef("--tls-cert is required with --tls-key")
+	}
+	cfg, err := connsec.TLS{Enabled: true, CAFile: f.ca, ServerName: f.serverName, CertFile: f.certFile, KeyFile: f.keyFile}.Config()
+	if err != nil {
+		return nil, usagef("--ca, --tls-cert or --tls-key: %v", err)
+	}
+	return credentials.NewTLS(cfg), nil
+}
+
+// transportHint explains a failure that comes from the choice of TLS or
+// plaintext rather than from the api; "" when there is nothing to add.
+func (f *connFlags) transportHint(err error) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return "the api answered in plaintext: pass --plaintext if that is expected (the token then crosses the path readable)"
+	case strings.Contains(msg, "certificate signed by unknown authority"):
+		return "the api's certificate is not signed by a CA this schedctl trusts: pass --ca with the CA's certificate (make run: .run/tls/ca.crt)"
+	case strings.Contains(msg, "certificate is valid for"), strings.Contains(msg, "doesn't contain any IP SANs"):
+		return "the api's certificate does not carry the host of --addr: pass --tls-server-name with a name it carries"
+	case strings.Contains(msg, "certificate required"):
+		return "the api requires a client certificate: pass --tls-cert and --tls-key"
+	case status.Code(err) != codes.Unavailable:
+	case f.plaintext || !f.tlsAsked() && connsec.IsLoopback(f.addr):
+		return "this call was plaintext: if the api serves TLS, pass --ca (make run: .run/tls/ca.crt) or --tls"
+	case f.certFile == "" && closedAfterHandshake(msg):
+		// TLS 1.3 completes the client's side of the handshake before
+		// the server checks for a client certificate: a refusal shows
+		// as the connection closing under the first call.
+		return "the api closed the connection: if it requires a client certificate, pass --tls-cert and --tls-key"
+	}
+	return ""
+}
+
+func closedAfterHandshake(msg string) bool {
+	for _, s := range []string{"broken pipe", "connection reset", "EOF"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // errUsage marks a mistake in the command line (exit status 2).
@@ -100,8 +202,13 @@ func runRemote(ctx context.Context, cio cmdIO, fs *flag.FlagSet, cf *connFlags, 
 		fmt.Fprintf(cio.Stderr, "%s: no token: pass --token or set SUNDIAL_TOKEN\n", name)
 		return 2
 	}
+	creds, err := cf.credentials()
+	if err != nil {
+		fmt.Fprintf(cio.Stderr, "%s: %v\n", name, err)
+		return 2
+	}
 	conn, err := grpc.NewClient(cf.addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithPerRPCCredentials(auth.Bearer(cf.token)),
 		// A dry-run backfill of 100,000 slots answers with more than
 		// gRPC's default 4 MiB.
@@ -121,6 +228,9 @@ func runRemote(ctx context.Context, cio cmdIO, fs *flag.FlagSet, cf *connFlags, 
 			return 2
 		}
 		printCallError(cio.Stderr, name, err)
+		if hint := cf.transportHint(err); hint != "" {
+			fmt.Fprintf(cio.Stderr, "%s: %s\n", name, hint)
+		}
 		return 1
 	}
 	return 0
