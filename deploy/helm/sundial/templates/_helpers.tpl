@@ -127,6 +127,28 @@ PGPASSWORD, which comes from the Secret, so the DSN can live in a ConfigMap.
 {{- if and .Values.tls.postgres.enabled (eq .Values.postgres.sslmode "disable") -}}
 {{- fail "tls.postgres.enabled with postgres.sslmode=disable: set sslmode to verify-full (or verify-ca, require)" -}}
 {{- end -}}
+{{- with .Values.api.tls -}}
+{{- if and .enabled (not .existingSecret) -}}
+{{- fail "api.tls.existingSecret: name the Secret holding the api's tls.crt and tls.key (a cert-manager Certificate's), or set api.tls.enabled=false to serve plaintext where a mesh encrypts pod traffic" -}}
+{{- end -}}
+{{- if not (has (toString .minVersion) (list "1.2" "1.3")) -}}
+{{- fail (printf "api.tls.minVersion: %q is not one of 1.2, 1.3" (toString .minVersion)) -}}
+{{- end -}}
+{{- if and .clientCA.existingSecret (not .enabled) -}}
+{{- fail "api.tls.clientCA: client certificates need api.tls.enabled" -}}
+{{- end -}}
+{{- if and .clientCA.http (not .clientCA.existingSecret) -}}
+{{- fail "api.tls.clientCA.http: name the Secret of client CAs in api.tls.clientCA.existingSecret" -}}
+{{- end -}}
+{{- end -}}
+{{- range $tenant, $secret := .Values.targetSecrets.tenants -}}
+{{- if or (not $tenant) (hasPrefix "." $tenant) (contains "/" $tenant) (contains "\\" $tenant) -}}
+{{- fail (printf "targetSecrets.tenants: %q is not a tenant name the workers look secrets up under (empty, a leading '.', or a path separator)" $tenant) -}}
+{{- end -}}
+{{- if not $secret -}}
+{{- fail (printf "targetSecrets.tenants.%s: name the Secret holding the tenant's target secrets" $tenant) -}}
+{{- end -}}
+{{- end -}}
 {{- if not (has .Values.tracing.exporter (list "none" "otlp-grpc" "otlp-http" "stdout")) -}}
 {{- fail (printf "tracing.exporter: %q is not one of none, otlp-grpc, otlp-http, stdout" .Values.tracing.exporter) -}}
 {{- end -}}
@@ -253,6 +275,21 @@ Postgres, which they all do.
 {{- end -}}
 
 {{/*
+Sets, in .settings, the files the api and the workers share about
+tenants: the signing keys' key-encryption key and the target-secret
+directory (one mounted Secret per tenant under it). Paths only.
+Called with (dict "ctx" $ "settings" dict).
+*/}}
+{{- define "sundial.tenantFiles" -}}
+{{- if .ctx.Values.signingKeys.kekSecret.existingSecret -}}
+{{- $_ := set .settings "signing-key-encryption-key-file" "/etc/sundial/signing-kek/kek" -}}
+{{- end -}}
+{{- if .ctx.Values.targetSecrets.tenants -}}
+{{- $_ := set .settings "secrets-dir" "/etc/sundial/target-secrets" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 Sets, in .settings, the TLS and credential flags (pkg/connsec) of every
 component .component uses: file paths and names only, never a secret.
 Called with (dict "ctx" $ "component" c "settings" dict).
@@ -299,7 +336,11 @@ Called with (dict "ctx" $ "component" c "settings" dict).
 Volumes and mounts for the Secrets a service reads as files: TLS material
 at /etc/sundial/tls/<component>/ and passwords at
 /etc/sundial/credentials/<component>/password, only for the components it
-uses. Called with (dict "ctx" $ "component" c).
+uses; the api's own certificate and client CAs at /etc/sundial/tls/api and
+/etc/sundial/tls/api-client-ca; and for the api and the workers, the
+signing keys' key-encryption key at /etc/sundial/signing-kek/kek and one
+Secret per tenant at /etc/sundial/target-secrets/<tenant>/.
+Called with (dict "ctx" $ "component" c).
 */}}
 {{- define "sundial.secretVolumes" -}}
 {{- $ctx := .ctx -}}
@@ -308,6 +349,47 @@ uses. Called with (dict "ctx" $ "component" c).
   secret:
     secretName: {{ $ctx.Values.tls.postgres.existingSecret }}
     defaultMode: 0440
+{{- end }}
+{{- if and (eq .component "api") $ctx.Values.api.tls.enabled }}
+- name: tls-api
+  secret:
+    secretName: {{ $ctx.Values.api.tls.existingSecret }}
+    defaultMode: 0440
+    items:
+      - key: tls.crt
+        path: tls.crt
+      - key: tls.key
+        path: tls.key
+{{- with $ctx.Values.api.tls.clientCA }}
+{{- if .existingSecret }}
+- name: tls-api-client-ca
+  secret:
+    secretName: {{ .existingSecret }}
+    defaultMode: 0440
+    items:
+      - key: {{ .key }}
+        path: ca.crt
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if has .component (list "api" "worker") }}
+{{- with $ctx.Values.signingKeys.kekSecret }}
+{{- if .existingSecret }}
+- name: signing-kek
+  secret:
+    secretName: {{ .existingSecret }}
+    defaultMode: 0440
+    items:
+      - key: {{ .key }}
+        path: kek
+{{- end }}
+{{- end }}
+{{- range $i, $tenant := keys $ctx.Values.targetSecrets.tenants | sortAlpha }}
+- name: target-secrets-{{ $i }}
+  secret:
+    secretName: {{ index $ctx.Values.targetSecrets.tenants $tenant }}
+    defaultMode: 0440
+{{- end }}
 {{- end }}
 {{- range $c := splitList " " (include "sundial.components" .component) }}
 {{- $tls := index $ctx.Values.tls $c }}
@@ -336,6 +418,28 @@ uses. Called with (dict "ctx" $ "component" c).
 - name: tls-postgres
   mountPath: /etc/sundial/tls/postgres
   readOnly: true
+{{- end }}
+{{- if and (eq .component "api") $ctx.Values.api.tls.enabled }}
+- name: tls-api
+  mountPath: /etc/sundial/tls/api
+  readOnly: true
+{{- if $ctx.Values.api.tls.clientCA.existingSecret }}
+- name: tls-api-client-ca
+  mountPath: /etc/sundial/tls/api-client-ca
+  readOnly: true
+{{- end }}
+{{- end }}
+{{- if has .component (list "api" "worker") }}
+{{- if $ctx.Values.signingKeys.kekSecret.existingSecret }}
+- name: signing-kek
+  mountPath: /etc/sundial/signing-kek
+  readOnly: true
+{{- end }}
+{{- range $i, $tenant := keys $ctx.Values.targetSecrets.tenants | sortAlpha }}
+- name: target-secrets-{{ $i }}
+  mountPath: /etc/sundial/target-secrets/{{ $tenant }}
+  readOnly: true
+{{- end }}
 {{- end }}
 {{- range $c := splitList " " (include "sundial.components" .component) }}
 {{- $tls := index $ctx.Values.tls $c }}

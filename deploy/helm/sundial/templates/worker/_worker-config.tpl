@@ -14,6 +14,7 @@
   "cassandra-hosts" $v.cassandra.hosts
   "cassandra-keyspace" $v.cassandra.keyspace
 -}}
+{{- include "sundial.tenantFiles" (dict "ctx" . "settings" $s) -}}
 {{- with $v.worker.metricsJobIds -}}
 {{- $_ := set $s "metrics-job-ids" (join "," .) -}}
 {{- end -}}
