@@ -23,6 +23,12 @@
 # restarted after a kill keeps them; a variable set in the caller's
 # environment still wins and is remembered in turn. Delete the file to forget.
 #
+# The api serves TLS on its gRPC and HTTP ports with a development CA made
+# once in .run/tls (`sundial-api dev-tls`): schedctl needs
+# SUNDIAL_CA=.run/tls/ca.crt, which `up` prints. SUNDIAL_DEV_TLS=0 serves
+# plaintext instead; SUNDIAL_TLS_CERT_FILE and SUNDIAL_TLS_KEY_FILE serve a
+# certificate of yours.
+#
 # After the services, `up` starts a demo target (bin/schedctl sink on
 # 127.0.0.1:8099, printing every request to .run/sink.log) and registers a
 # demo job firing it every second (idempotently: a second `up` finds the same
@@ -58,7 +64,10 @@ save_config() {
   local tmp=$ENV_FILE.tmp
   (
     umask 077 # it may hold tokens and the signing secret
-    env | grep '^SUNDIAL_' | grep -Ev '^SUNDIAL_(TEST_[A-Z_]*|INFRA_DIR|RUN_DIR|BIN_DIR|PG_PORT|REDIS_PORT|ZK_PORT|KAFKA_PORT|KAFKA_CONTROLLER_PORT|CASSANDRA_PORT|CASSANDRA_STORAGE_PORT|CASSANDRA_JMX_PORT)=' | sort >"$tmp"
+    # (grep finding no line, in a shell without SUNDIAL_* settings, is
+    # an empty file, not a failure)
+    { env | grep '^SUNDIAL_' || true; } |
+      { grep -Ev '^SUNDIAL_(TEST_[A-Z_]*|INFRA_DIR|RUN_DIR|BIN_DIR|PG_PORT|REDIS_PORT|ZK_PORT|KAFKA_PORT|KAFKA_CONTROLLER_PORT|CASSANDRA_PORT|CASSANDRA_STORAGE_PORT|CASSANDRA_JMX_PORT)=' || true; } | sort >"$tmp"
   )
   mv "$tmp" "$ENV_FILE"
 }
@@ -71,6 +80,7 @@ DEMO=${SUNDIAL_DEMO:-1}
 SINK_ADDR=${SUNDIAL_DEMO_SINK_ADDR:-127.0.0.1:8099}
 DEV_TOKEN=${SUNDIAL_DEV_TOKEN:-dev-token}
 DEV_SECRET=${SUNDIAL_SIGNING_SECRET:-sundial-dev-signing-secret}
+DEV_TLS=${SUNDIAL_DEV_TLS:-1}
 
 count_of() { # service -> how many instances run
   local n
@@ -154,6 +164,12 @@ service_env() {
       echo "SUNDIAL_HTTP_ADDR=$(http_addr "$1")"
       # a development tenant, so `make run` serves requests out of the box
       echo "SUNDIAL_TOKENS=${SUNDIAL_TOKENS:-$DEV_TOKEN=dev}"
+      # TLS with the development CA's certificate (dev_files), unless the
+      # caller gave one or turned it off
+      if dev_tls; then
+        echo "SUNDIAL_TLS_CERT_FILE=$RUN/tls/tls.crt"
+        echo "SUNDIAL_TLS_KEY_FILE=$RUN/tls/tls.key"
+      fi
       ;;
     prefetcher) ;;
     relay) ;;
@@ -222,13 +238,41 @@ take_lock() {
   flock -w 300 9 || die "another platform.sh command holds $RUN/.lock"
 }
 
-# dev_files makes the development key-encryption key and the dev tenant's
-# (empty) target-secret directory, unless the caller named its own.
+# dev_tls: whether the api serves the development CA's certificate (the
+# default), rather than the caller's or none.
+dev_tls() { [ "$DEV_TLS" != 0 ] && [ -z "${SUNDIAL_TLS_CERT_FILE:-}" ]; }
+
+# api_ca: the CA file schedctl verifies the api with: the development CA,
+# the caller's SUNDIAL_CA with a certificate of the caller's, or empty for
+# plaintext.
+api_ca() {
+  if dev_tls; then
+    echo "$RUN/tls/ca.crt"
+  elif [ -n "${SUNDIAL_TLS_CERT_FILE:-}" ]; then
+    echo "${SUNDIAL_CA:-}"
+  fi
+  return 0
+}
+
+# api_scheme: how the HTTP port is reached.
+api_scheme() {
+  if dev_tls || [ -n "${SUNDIAL_TLS_CERT_FILE:-}" ]; then echo https; else echo http; fi
+}
+
+# dev_files makes the development key-encryption key, the dev tenant's
+# (empty) target-secret directory and the development CA and certificates,
+# unless the caller named its own.
 dev_files() {
   if [ -z "${SUNDIAL_SIGNING_KEY_ENCRYPTION_KEY_FILE:-}" ] && [ ! -s "$RUN/dev-signing-kek" ]; then
     (umask 077 && head -c 48 /dev/urandom | base64 >"$RUN/dev-signing-kek")
   fi
   [ -n "${SUNDIAL_SECRETS_DIR:-}" ] || mkdir -p "$RUN/target-secrets/dev"
+  if dev_tls; then
+    [ -x "$BIN/sundial-api" ] || die "$BIN/sundial-api is missing: run 'make build' first"
+    # Kept while valid for another week, so a SUNDIAL_CA exported earlier
+    # keeps working; the api reloads renewed files by itself.
+    "$BIN/sundial-api" dev-tls --dir "$RUN/tls" >/dev/null || die "making the development CA in $RUN/tls failed"
+  fi
 }
 
 # start_instances I...: start those not running (the apis first: the first
@@ -245,7 +289,15 @@ start_instances() {
       log "$s: starting (log $RUN/$s.log)"
       start_one "$s"
     fi
-    if [ "$s" = api ]; then wait_ready api; log "api: ready on $(admin_addr api)"; fi
+    if [ "$s" = api ]; then
+      wait_ready api
+      log "api: ready on $(admin_addr api)"
+      if dev_tls; then
+        log "api: serves TLS on gRPC $(grpc_addr api) and HTTP $(http_addr api) with the development CA $RUN/tls/ca.crt (SUNDIAL_DEV_TLS=0 make run for plaintext)"
+      elif [ -z "${SUNDIAL_TLS_CERT_FILE:-}" ]; then
+        log "api: serves plaintext on gRPC $(grpc_addr api) and HTTP $(http_addr api) (SUNDIAL_DEV_TLS=0)"
+      fi
+    fi
   done
   for s in "$@"; do
     [ "$s" = api ] && continue
@@ -310,15 +362,23 @@ demo_up() {
     done
     log "sink: listening on http://$SINK_ADDR/ (log $RUN/sink.log)"
   fi
-  out=$("$sctl" create --addr "$(grpc_addr api)" --token "$DEV_TOKEN" \
+  out=$(SUNDIAL_CA=$(api_ca) "$sctl" create --addr "$(grpc_addr api)" --token "$DEV_TOKEN" \
     --name demo-every-second --cron '* * * * * *' --url "http://$SINK_ADDR/demo" \
     --payload '{"hello":"sundial"}' --label demo=true --idempotency-key demo-every-second -o json) ||
     die "registering the demo job failed"
   id=$(printf '%s' "$out" | sed -n 's/.*"id": *"\([0-9a-f-]\{36\}\)".*/\1/p' | head -n 1)
   log "demo job $id fires http://$SINK_ADDR/demo every second"
   log "  watch it:   tail -f $RUN/sink.log"
-  log "  history:    bin/schedctl history --token $DEV_TOKEN $id"
-  log "  console:    http://$(http_addr api)/ (sign in with the token $DEV_TOKEN)"
+  if [ -n "$(api_ca)" ]; then
+    log "  schedctl:   export SUNDIAL_ADDR=$(grpc_addr api) SUNDIAL_TOKEN=$DEV_TOKEN SUNDIAL_CA=$(api_ca)"
+  else
+    log "  schedctl:   export SUNDIAL_ADDR=$(grpc_addr api) SUNDIAL_TOKEN=$DEV_TOKEN"
+  fi
+  log "  history:    bin/schedctl history $id"
+  log "  console:    $(api_scheme)://$(http_addr api)/ (sign in with the token $DEV_TOKEN)"
+  if dev_tls; then
+    log "              a browser does not know the development CA: import $(api_ca) or accept its warning"
+  fi
 }
 
 stop_one() {
