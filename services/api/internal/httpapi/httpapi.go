@@ -31,6 +31,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -239,7 +240,7 @@ func (s *Server) Start(ctx context.Context) error {
 		ReadTimeout:  time.Minute,
 		WriteTimeout: 2 * time.Minute,
 		IdleTimeout:  2 * time.Minute,
-		ErrorLog:     slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
+		ErrorLog:     log.New(serverErrors{s.cfg.Logger}, "", 0),
 	}
 	serve := srv.Serve
 	if s.cfg.TLS != nil {
@@ -272,6 +273,22 @@ func (s *Server) Start(ctx context.Context) error {
 		_ = ln.Close()
 	}
 	return err
+}
+
+// serverErrors is net/http's error log as the api's: a warning with the
+// message as an attribute, except failed TLS handshakes, which a TCP
+// health check of a load balancer or a port scan makes every few seconds
+// and which say nothing about the api: those are debug.
+type serverErrors struct{ log *slog.Logger }
+
+func (e serverErrors) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	level := slog.LevelWarn
+	if strings.HasPrefix(msg, "http: TLS handshake error") {
+		level = slog.LevelDebug
+	}
+	e.log.Log(context.Background(), level, "http server error", "err", msg)
+	return len(p), nil
 }
 
 // Stop drains open requests (up to StopTimeout) and closes the in-process
