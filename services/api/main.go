@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sundialhq/sundial/pkg/auth"
@@ -527,7 +528,7 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 		closeTopics()
 		return nil, err
 	}
-	grpcTLS, httpTLS, err := s.serverTLS(env.Logger)
+	grpcTLS, httpTLS, err := s.serverTLS(env.Logger, env.Registry)
 	if err != nil {
 		pool.Close()
 		_ = rdb.Close()
@@ -609,7 +610,10 @@ func (s *settings) build(ctx context.Context, env daemon.Env) ([]lifecycle.Servi
 // serverTLS loads the certificate and client CAs of each port: nil, nil
 // when TLS is off. The gRPC port offers HTTP/2 alone through ALPN (gRPC
 // clients require it), the HTTP port HTTP/2 and HTTP/1.1.
-func (s *settings) serverTLS(logger *slog.Logger) (grpcTLS, httpTLS *tls.Config, err error) {
+//
+// Each port's certificate expiry is a gauge, so an alert can fire before a
+// renewal that did not happen becomes an outage.
+func (s *settings) serverTLS(logger *slog.Logger, reg prometheus.Registerer) (grpcTLS, httpTLS *tls.Config, err error) {
 	if !s.TLS.Enabled() {
 		// Validation allowed it: on loopback, or with --allow-plaintext,
 		// which is worth a warning at every start.
@@ -630,6 +634,16 @@ func (s *settings) serverTLS(logger *slog.Logger) (grpcTLS, httpTLS *tls.Config,
 	h, err := httpSide.Load(logger.With("listener", "http"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("tls-cert-file: %w", err)
+	}
+	for port, certs := range map[string]*connsec.ServerCerts{"grpc": g, "http": h} {
+		expiry := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "sundial_api_tls_certificate_expiry_timestamp_seconds",
+			Help:        "When the certificate the port serves expires (Unix seconds); read when scraped, after a reload if its files changed.",
+			ConstLabels: prometheus.Labels{"port": port},
+		}, func() float64 { return float64(certs.Leaf().NotAfter.Unix()) })
+		if err := reg.Register(expiry); err != nil {
+			return nil, nil, fmt.Errorf("tls: %w", err)
+		}
 	}
 	leaf := g.Leaf()
 	logger.Info("tls on the gRPC and HTTP ports", "subject", leaf.Subject.String(), "dns_names", leaf.DNSNames,

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -281,6 +282,19 @@ func TestServeBinaryTLS(t *testing.T) {
 	renewedHTTPS := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: renewedCA.Pool()}}}
 	if resp, _, err := get(renewedHTTPS, "https://"+httpAddr+"/v1/jobs/"+id); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("HTTPS after the renewal: %v %v", resp, err)
+	}
+	// The expiry gauge follows the certificate served.
+	metrics, err := http.Get("http://" + adminAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scraped, _ := io.ReadAll(metrics.Body)
+	_ = metrics.Body.Close()
+	for _, port := range []string{"grpc", "http"} {
+		want := fmt.Sprintf(`sundial_api_tls_certificate_expiry_timestamp_seconds{port=%q} %.9e`, port, float64(renewed.Pair.Leaf.NotAfter.Unix()))
+		if !strings.Contains(string(scraped), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 	logs := stderr.String()
 	if !strings.Contains(logs, "tls files reloaded") || !strings.Contains(logs, renewed.Pair.Leaf.SerialNumber.Text(16)) {
