@@ -17,6 +17,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/harness"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/apitest"
+	"github.com/sundialhq/sundial/services/api/internal/store"
 )
 
 // TestTimingConsolePages measures how long the console's pages take with
@@ -73,6 +74,12 @@ func TestTimingConsolePages(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("paused 1 in 100 and analyzed in %s", time.Since(s).Round(time.Second))
+	// The newest 5 jobs completed: a status that matches few jobs, all at
+	// the end of the id order, which a walk of (tenant, id) reaches last.
+	if _, err := api.Pool.Exec(ctx, `UPDATE jobs SET status = 'completed', next_fire_at = NULL
+		WHERE id IN (SELECT id FROM jobs WHERE tenant = 'acme' ORDER BY id DESC LIMIT 5)`); err != nil {
+		t.Fatal(err)
+	}
 
 	timeIt := func(name, method, path string, form url.Values) {
 		var ds []time.Duration
@@ -105,11 +112,48 @@ func TestTimingConsolePages(t *testing.T) {
 	get("jobs, next fire in a minute", "/jobs?"+url.Values{"from": {hour.Add(30 * time.Minute).Format("2006-01-02T15:04")}, "before": {hour.Add(31 * time.Minute).Format("2006-01-02T15:04")}}.Encode())
 	get("jobs, name contains (common)", "/jobs?name=job-1")
 	get("jobs, name contains (rare)", "/jobs?name=job-"+strconv.Itoa(n-7))
+	// One or two characters: no trigram, so each page examines at most
+	// server.ShortNameScan jobs; "zz" matches none, "-1" many.
+	get("jobs, name contains zz (none)", "/jobs?name=zz")
+	get("jobs, name contains -1 (common)", "/jobs?name=-1")
+	get("jobs, status completed (5 newest)", "/jobs?status=completed")
 	get("job page", "/jobs/"+seed)
 	get("audit", "/audit")
 	get("dead letters", "/dead-letters")
 	timeIt("bulk pause count, label 0.1%", "POST", "/jobs/bulk", url.Values{"csrf": {token}, "scope": {"filter"}, "labels": {"team=billing"}, "action": {"pause"}})
 	timeIt("bulk pause count, all", "POST", "/jobs/bulk", url.Values{"csrf": {token}, "scope": {"filter"}, "action": {"pause"}})
+
+	// The plans at this size, and the status filter and the short search
+	// as they were before: without jobs_tenant_status, and a short text
+	// through the unbounded List (it walks every job for no match).
+	for _, q := range []string{
+		`SELECT id FROM jobs WHERE tenant = 'acme' AND status = 'completed' ORDER BY jobs.id LIMIT 51`,
+		`SELECT id FROM jobs WHERE tenant = 'acme' AND status = 'paused' ORDER BY jobs.id LIMIT 51`,
+	} {
+		t.Logf("%s\n%s", q, explainAnalyze(ctx, t, api, q))
+	}
+	st := store.New(api.Pool)
+	for _, text := range []string{"zz", "-1"} {
+		var ds []time.Duration
+		for range 5 {
+			s := time.Now()
+			if _, err := st.List(ctx, "acme", store.ListQuery{NameContains: text, Limit: 51}); err != nil {
+				t.Fatal(err)
+			}
+			ds = append(ds, time.Since(s))
+		}
+		slices.Sort(ds)
+		t.Logf("%-34s median %9s  max %9s  (store.List, unbounded, no page)", "before: name contains "+text, ds[2].Round(100*time.Microsecond), ds[4].Round(100*time.Microsecond))
+	}
+	if _, err := api.Pool.Exec(ctx, `DROP INDEX jobs_tenant_status`); err != nil {
+		t.Fatal(err)
+	}
+	get("before: status completed (5 newest)", "/jobs?status=completed")
+	get("before: status paused (1%)", "/jobs?status=paused")
+	t.Logf("without the index:\n%s", explainAnalyze(ctx, t, api, `SELECT id FROM jobs WHERE tenant = 'acme' AND status = 'completed' ORDER BY jobs.id LIMIT 51`))
+	if _, err := api.Pool.Exec(ctx, `CREATE INDEX jobs_tenant_status ON jobs (tenant, status, id)`); err != nil {
+		t.Fatal(err)
+	}
 
 	// The bulk pause itself, once: every job labelled team=billing (1 in
 	// 1,000), each its own transaction with an audit row.
@@ -125,4 +169,22 @@ func TestTimingConsolePages(t *testing.T) {
 	}
 	done, _ := url.QueryUnescape(h.Get("Location"))
 	t.Logf("bulk pause of %d active jobs labelled team=billing: %s (%.0f jobs/s); %s", want, took.Round(time.Millisecond), float64(want)/took.Seconds(), done)
+}
+
+func explainAnalyze(ctx context.Context, t *testing.T, api *apitest.API, q string) string {
+	t.Helper()
+	rows, err := api.Pool.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, "\t"+line)
+	}
+	return strings.Join(plan, "\n")
 }

@@ -10,11 +10,11 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/migrations"
 	"github.com/sundialhq/sundial/pkg/testinfra"
-	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
-// Every ListJobs page is an index range scan on (tenant, id), whatever
-// the status filter and wherever the page starts: no sort of the
+// Every ListJobs page is an index range scan on (tenant, id) wherever
+// the page starts (a status filter has its own index:
+// TestIntegrationStatusFilterUsesItsIndex): no sort of the
 // tenant's jobs, so page 10,000 costs what page 1 does. (Ordering by the
 // id::text output column once made every page a scan and sort.)
 func TestIntegrationListUsesTheTenantIDIndex(t *testing.T) {
@@ -37,7 +37,6 @@ func TestIntegrationListUsesTheTenantIDIndex(t *testing.T) {
 	for _, q := range []ListQuery{
 		{Limit: 101},
 		{Limit: 101, After: "80000000-0000-4000-8000-000000000000"},
-		{Limit: 101, Status: sundialv1.JobStatus_JOB_STATUS_ACTIVE},
 		{Limit: 101, NameContains: "J1"},
 	} {
 		sql, args := listSQL("acme", q)

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -486,6 +487,95 @@ func listWhere(tenant string, q ListQuery) (string, []any) {
 		sql += fmt.Sprintf(` AND jobs.id > $%d`, len(args))
 	}
 	return sql, args
+}
+
+// NameIndexable says whether the trigram index jobs_name_trgm can find
+// the jobs whose name contains text. pg_trgm reads a LIKE pattern's
+// trigrams from its runs of letters and digits, so a text without three
+// of them in a row ("ab", "-1", "a.b") gives the index nothing to look
+// up: the search would read the whole index or walk the tenant's jobs.
+// Such a search goes through ListBounded instead.
+func NameIndexable(text string) bool {
+	run := 0
+	for _, r := range text {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			run++
+			if run == 3 {
+				return true
+			}
+		} else {
+			run = 0
+		}
+	}
+	return false
+}
+
+// boundedSQL is ListBounded's query. The inner select takes the next scan
+// jobs matching every filter but the name, in id order from the keyset
+// position (an index range scan of (tenant, id), or of (tenant, status,
+// id) with a status); the outer keeps those whose name matches, plus the
+// last of the window (n = scan), which says where the next page resumes.
+// Both stop early: the outer LIMIT ends the walk once the page is full.
+func boundedSQL(tenant string, q ListQuery, scan int) (string, []any) {
+	name := q.NameContains
+	q.NameContains = ""
+	where, args := listWhere(tenant, q)
+	args = append(args, "%"+likeEscaper.Replace(strings.ToLower(name))+"%", scan, q.Limit)
+	like, scanArg, limitArg := len(args)-2, len(args)-1, len(args)
+	sql := fmt.Sprintf(`SELECT id::text, tenant, spec, status, version, next_fire_at, created_at, updated_at, hit, n = $%[2]d
+FROM (SELECT jobs.id, tenant, spec, status, version, next_fire_at, created_at, updated_at,
+             lower(name) LIKE $%[1]d AS hit, row_number() OVER (ORDER BY jobs.id) AS n
+      FROM jobs WHERE %[4]s ORDER BY jobs.id LIMIT $%[2]d) AS w
+WHERE hit OR n = $%[2]d
+ORDER BY w.id LIMIT $%[3]d`, like, scanArg, limitArg, where)
+	return sql, args
+}
+
+// ListBounded is List for a name search the trigram index cannot serve
+// (NameIndexable false): it examines at most scan of the jobs matching
+// q's other filters, in id order after q.After, and returns the matches
+// among them (up to q.Limit). When it stopped at the bound, resume is the
+// last id it examined, where the next page carries on; "" when it reached
+// the tenant's last job or filled the page (the caller pages from the
+// last job then). So a page costs at most scan rows however rare the
+// text, and may hold fewer than q.Limit jobs, or none, before the end.
+func (s *Store) ListBounded(ctx context.Context, tenant string, q ListQuery, scan int) (jobs []*sundialv1.Job, resume string, err error) {
+	sql, args := boundedSQL(tenant, q, scan)
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("store: list jobs: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id, tenant, status string
+			spec               []byte
+			version            int64
+			next               *time.Time
+			created, updated   time.Time
+			hit, last          bool
+		)
+		if err := rows.Scan(&id, &tenant, &spec, &status, &version, &next, &created, &updated, &hit, &last); err != nil {
+			return nil, "", fmt.Errorf("store: list jobs: %w", err)
+		}
+		if hit && len(jobs) < q.Limit {
+			j, err := decodeJob(id, tenant, spec, status, version, next, created, updated)
+			if err != nil {
+				return nil, "", fmt.Errorf("store: list jobs: %w", err)
+			}
+			jobs = append(jobs, j)
+		}
+		if last {
+			resume = id
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("store: list jobs: %w", err)
+	}
+	if len(jobs) == q.Limit {
+		resume = ""
+	}
+	return jobs, resume, nil
 }
 
 // likeEscaper escapes LIKE's wildcards and its escape character.

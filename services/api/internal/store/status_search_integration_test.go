@@ -1,0 +1,199 @@
+//go:build integration
+
+package store
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sundialhq/sundial/pkg/migrations"
+	"github.com/sundialhq/sundial/pkg/testinfra"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// A status filter reads its own range of jobs_tenant_status (migration
+// 00012) in id order, for every status and from any keyset position: the
+// few completed jobs here are the newest, which a walk of (tenant, id)
+// would reach only after every other job.
+func TestIntegrationStatusFilterUsesItsIndex(t *testing.T) {
+	ctx := context.Background()
+	pool := testinfra.Postgres(t)
+	if err := migrations.Up(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	// 50,000 jobs in id order (ids from the series, so "newest" is
+	// deterministic): the last 5 completed, 1 in 100 paused.
+	_, err := pool.Exec(ctx, `
+		INSERT INTO jobs (id, tenant, name, spec, priority, status, partition)
+		SELECT ('00000000-0000-7000-8000-' || lpad(to_hex(g), 12, '0'))::uuid, 'acme', 'j' || g, ''::bytea, 3,
+		       CASE WHEN g > 49995 THEN 'completed' WHEN g % 100 = 0 THEN 'paused' ELSE 'active' END, g % 256
+		FROM generate_series(1, 50000) g`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `ANALYZE jobs`); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []ListQuery{
+		{Limit: 51, Status: sundialv1.JobStatus_JOB_STATUS_COMPLETED},
+		{Limit: 51, Status: sundialv1.JobStatus_JOB_STATUS_PAUSED},
+		{Limit: 51, Status: sundialv1.JobStatus_JOB_STATUS_PAUSED, After: "00000000-0000-7000-8000-000000002000"},
+	} {
+		sql, args := listSQL("acme", q)
+		if plan := explain(ctx, t, pool, sql, args); !strings.Contains(plan, "jobs_tenant_status") || strings.Contains(plan, "Sort") {
+			t.Errorf("%+v: not a range scan of jobs_tenant_status:\n%s", q, plan)
+		}
+	}
+	// The common status may instead walk the id order, filling the page
+	// at once; never a sort.
+	sql, args := listSQL("acme", ListQuery{Limit: 51, Status: sundialv1.JobStatus_JOB_STATUS_ACTIVE})
+	if plan := explain(ctx, t, pool, sql, args); !strings.Contains(plan, "Index") || strings.Contains(plan, "Sort") {
+		t.Errorf("active: not an index range scan:\n%s", plan)
+	}
+	jobs, err := New(pool).List(ctx, "acme", ListQuery{Limit: 51, Status: sundialv1.JobStatus_JOB_STATUS_COMPLETED})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, j := range jobs {
+		got = append(got, j.GetId())
+	}
+	var want []string
+	for g := 49996; g <= 50000; g++ {
+		want = append(want, fmt.Sprintf("00000000-0000-7000-8000-%012x", g))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("completed jobs: got %v, want %v", got, want)
+	}
+}
+
+// NameIndexable is whether pg_trgm can take a trigram from the text:
+// three letters or digits in a row.
+func TestNameIndexable(t *testing.T) {
+	for text, want := range map[string]bool{
+		"": false, "a": false, "ab": false, "-1": false, "a.b": false, "ab-cd": false,
+		"abc": true, "job-1": true, "x123": true, "été": true, "a b c": false,
+	} {
+		if got := NameIndexable(text); got != want {
+			t.Errorf("NameIndexable(%q) = %v, want %v", text, got, want)
+		}
+	}
+}
+
+// A name search with no trigram examines at most scan jobs a page in id
+// order (an index range scan that stops there, no sort, no read of the
+// tenant's other jobs), returns the matches among them and says where the
+// next page resumes; paged to the end it finds every match exactly once,
+// with the other filters and LIKE's wildcards as written.
+func TestIntegrationShortNameSearchIsBounded(t *testing.T) {
+	ctx := context.Background()
+	pool := testinfra.Postgres(t)
+	if err := migrations.Up(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	// 20,000 jobs "j<g>"; 7 of them (spread, one paused) named with "Zq",
+	// and one "5%" to check the escaping.
+	_, err := pool.Exec(ctx, `
+		INSERT INTO jobs (id, tenant, name, spec, priority, status, partition)
+		SELECT ('00000000-0000-7000-8000-' || lpad(to_hex(g), 12, '0'))::uuid,
+		       CASE WHEN g % 10 = 3 THEN 'other' ELSE 'acme' END,
+		       CASE WHEN g IN (5, 2500, 2501, 9000, 15000, 19998, 20000) THEN 'x-zQ-' || g WHEN g = 777 THEN '5% off' ELSE 'j' || g END,
+		       ''::bytea, 3, CASE WHEN g = 9000 THEN 'paused' ELSE 'active' END, g % 256
+		FROM generate_series(1, 20000) g`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `ANALYZE jobs`); err != nil {
+		t.Fatal(err)
+	}
+	sql, args := boundedSQL("acme", ListQuery{Limit: 51, NameContains: "zq"}, 1000)
+	// jobs_tenant_id, or the primary key when the planner expects the
+	// tenant's rows to fill the window as fast: an id-order range scan.
+	if plan := explain(ctx, t, pool, sql, args); !strings.Contains(plan, "Index Scan using jobs_") || strings.Contains(plan, "Sort") || strings.Contains(plan, "Seq Scan") {
+		t.Errorf("the bounded search is not an id-order index scan:\n%s", plan)
+	}
+	var examined int
+	// EXPLAIN ANALYZE: the index scan under the window stops at the bound
+	// (the window reads one row ahead, to see the last row's peers).
+	rows, err := pool.Query(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+sql, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var plan []map[string]any
+		if err := rows.Scan(&plan); err != nil {
+			t.Fatal(err)
+		}
+		examined = scannedRows(plan[0]["Plan"].(map[string]any))
+	}
+	rows.Close()
+	if examined == 0 || examined > 1001 {
+		t.Errorf("the first page read %d rows of jobs, want at most the bound 1000 and one", examined)
+	}
+
+	s := New(pool)
+	name := func(id string) string {
+		var n string
+		if err := pool.QueryRow(ctx, `SELECT name FROM jobs WHERE id = $1`, id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	page := func(q ListQuery, scan int) (names []string, pages int) {
+		for {
+			pages++
+			jobs, resume, err := s.ListBounded(ctx, "acme", q, scan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, j := range jobs {
+				names = append(names, name(j.GetId()))
+			}
+			switch {
+			case len(jobs) == q.Limit:
+				q.After = jobs[len(jobs)-1].GetId()
+			case resume != "":
+				q.After = resume
+			default:
+				return names, pages
+			}
+		}
+	}
+	all := []string{"x-zQ-5", "x-zQ-2500", "x-zQ-2501", "x-zQ-9000", "x-zQ-15000", "x-zQ-19998", "x-zQ-20000"}
+	// 18,000 of acme's jobs, 1,000 examined a page: 18 pages, and one more
+	// that finds the window empty past the last.
+	if got, pages := page(ListQuery{Limit: 51, NameContains: "zq"}, 1000); !slices.Equal(got, all) || pages > 19 {
+		t.Errorf("zq by 1,000: %q in %d pages, want %q in at most 19", got, pages, all)
+	}
+	// A page that fills before the bound continues from its last job.
+	if got, _ := page(ListQuery{Limit: 2, NameContains: "ZQ"}, 1000); !slices.Equal(got, all) {
+		t.Errorf("ZQ 2 a page: %q, want %q", got, all)
+	}
+	if got, pages := page(ListQuery{Limit: 51, NameContains: "zq"}, 100_000); !slices.Equal(got, all) || pages != 1 {
+		t.Errorf("zq in one window: %q in %d pages, want %q in 1", got, pages, all)
+	}
+	if got, _ := page(ListQuery{Limit: 51, NameContains: "zq", Status: sundialv1.JobStatus_JOB_STATUS_PAUSED}, 1000); !slices.Equal(got, []string{"x-zQ-9000"}) {
+		t.Errorf("zq, paused: %q", got)
+	}
+	if got, _ := page(ListQuery{Limit: 51, NameContains: "%"}, 5000); !slices.Equal(got, []string{"5% off"}) {
+		t.Errorf("%%: %q, want the one name with a %%", got)
+	}
+}
+
+// scannedRows sums the rows the plan's scans of jobs returned.
+func scannedRows(node map[string]any) int {
+	n := 0
+	if rel, _ := node["Relation Name"].(string); rel == "jobs" {
+		n += int(node["Actual Rows"].(float64))
+	}
+	if kids, ok := node["Plans"].([]any); ok {
+		for _, k := range kids {
+			n += scannedRows(k.(map[string]any))
+		}
+	}
+	return n
+}
