@@ -51,7 +51,7 @@ func (f *chaosFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.Rate, "rate", 200, "firings per second of the load (jobs firing every second, jittered within the second)")
 	fs.IntVar(&c.HangJobs, "hang-jobs", 10, "jobs firing every second at the second target, the one target-hang hangs")
 	fs.DurationVar(&c.Baseline, "baseline", 20*time.Second, "load alone before the first fault: the lateness every fault is compared with")
-	fs.DurationVar(&c.Outage, "outage", 10*time.Second, "how long Redis and Kafka stay stopped")
+	fs.DurationVar(&c.Outage, "outage", 10*time.Second, "how long Redis and Kafka stay stopped, and a worker stays cut off from one of them")
 	fs.DurationVar(&c.LongOutage, "long-outage", 60*time.Second, "how long Postgres and ZooKeeper stay stopped")
 	fs.DurationVar(&c.CassandraOutage, "cassandra-outage", 5*time.Minute, "how long Cassandra stays stopped")
 	fs.DurationVar(&c.Hang, "hang", 20*time.Second, "how long the second target hangs")

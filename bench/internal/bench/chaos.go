@@ -46,7 +46,8 @@ type ChaosConfig struct {
 // process kills first, then the component outages, the longest last.
 var ChaosRows = []string{
 	"kill-relay", "kill-api", "kill-prefetcher-leader", "kill-worker",
-	"redis-flush", "redis-restart", "kafka-restart", "target-hang", "worker-clock-ahead",
+	"redis-flush", "redis-restart", "kafka-restart", "worker-cut-redis", "worker-cut-kafka",
+	"target-hang", "worker-clock-ahead",
 	"postgres-stop", "zookeeper-stop", "cassandra-stop",
 }
 
@@ -63,6 +64,11 @@ type fault struct {
 	// components stopped are started again. It returns once they are back,
 	// with a note on what it saw (e.g. how long a component was down).
 	inject func(ctx context.Context) (note string, err error)
+	// prepare, when set, runs before the row starts, and after once it has
+	// ended, each followed by the usual wait for the platform to be on time
+	// again: what they do, such as a worker joining and leaving the group,
+	// is not the fault's cost.
+	prepare, after func(ctx context.Context) error
 }
 
 func (c *chaos) faults() map[string]fault {
@@ -89,6 +95,14 @@ func (c *chaos) faults() map[string]fault {
 		"kafka-restart": {what: fmt.Sprintf("Kafka broker stopped for %s and started again", cfg.Outage),
 			expected: "firings already held by workers fire on time (issue 12 target: 0 added); publishing waits for the broker",
 			inject:   func(ctx context.Context) (string, error) { return c.outage(ctx, "kafka", cfg.Outage) }},
+		"worker-cut-redis": {what: fmt.Sprintf("a third worker, in a network namespace of its own, cut off from Redis for %s (its connections closed, new ones refused; Redis up for the others)", cfg.Outage),
+			expected: "its firings leased before the cut (up to --prepare-lead ahead) fire on time; its partitions' later firings wait for Redis (up to the cut); the other workers' stay on time; 0 lost, 0 duplicate effects (raw duplicates allowed)",
+			prepare:  c.startIsolated, after: c.stopIsolated,
+			inject: func(ctx context.Context) (string, error) { return c.cutIsolated(ctx, "redis") }},
+		"worker-cut-kafka": {what: fmt.Sprintf("a third worker, in a network namespace of its own, cut off from Kafka for %s (its connections closed, new ones refused; the broker up for the others)", cfg.Outage),
+			expected: "firings it already holds keep firing on time (the lease, not the group, decides who fires); the others may take its partitions over and find those firings leased or done; 0 added, 0 lost, 0 duplicate effects (raw duplicates allowed)",
+			prepare:  c.startIsolated, after: c.stopIsolated,
+			inject: func(ctx context.Context) (string, error) { return c.cutIsolated(ctx, "kafka") }},
 		"target-hang": {what: fmt.Sprintf("a second target hangs for %s (%d jobs, attempt timeout 10 s)", cfg.Hang, cfg.HangJobs),
 			expected: "the hung target's attempts hold executors until their timeout; the other target's firings stay on time",
 			inject:   c.hangTarget},
@@ -118,6 +132,9 @@ type chaos struct {
 	hungIDs map[uuid.UUID]bool
 	// spawned counts replacement processes, for their names.
 	spawned int
+	// iso is the worker in a network namespace of its own, while a row
+	// that cuts it off runs.
+	iso *isolated
 	// start and end bound the measured slots (end is far until the matrix
 	// is over).
 	start, end time.Time
@@ -148,6 +165,9 @@ func (r *Runner) Chaos(ctx context.Context, cfg ChaosConfig) (res Result, err er
 			return res, fmt.Errorf("chaos: unknown fault %q (known: %s)", name, strings.Join(ChaosRows, ", "))
 		}
 	}
+	if err := c.netnsPreflight(ctx); err != nil {
+		return res, err
+	}
 	if c.hung, err = harness.NewSink([]byte(r.secret), harness.SinkClock(r.clock)); err != nil {
 		return res, err
 	}
@@ -158,6 +178,13 @@ func (r *Runner) Chaos(ctx context.Context, cfg ChaosConfig) (res Result, err er
 	defer func() {
 		if cerr := c.d.close(context.WithoutCancel(ctx)); cerr != nil {
 			r.log.Warn("deployment not cleaned up", "err", cerr)
+		}
+	}()
+	// Before the deployment closes: the isolated worker, its forwarders and
+	// its namespace, whichever way the matrix ends.
+	defer func() {
+		if cerr := c.stopIsolated(context.WithoutCancel(ctx)); cerr != nil {
+			r.log.Warn("chaos: isolated worker not cleaned up", "err", cerr)
 		}
 	}()
 
@@ -207,6 +234,14 @@ func (r *Runner) Chaos(ctx context.Context, cfg ChaosConfig) (res Result, err er
 	for _, name := range cfg.Rows {
 		f := known[name]
 		f.name = name
+		if f.prepare != nil {
+			if err := f.prepare(ctx); err != nil {
+				return res, fmt.Errorf("chaos: %s: %w", name, err)
+			}
+			if err := c.settle(ctx, r.clock.Now()); err != nil {
+				return res, err
+			}
+		}
 		row := chaosRow{f: f, start: r.clock.Now()}
 		r.log.Info("chaos: fault", "fault", name)
 		note, err := f.inject(ctx)
@@ -220,6 +255,14 @@ func (r *Runner) Chaos(ctx context.Context, cfg ChaosConfig) (res Result, err er
 		row.ended = r.clock.Now()
 		r.log.Info("chaos: fault over", "fault", name, "note", note, "row_took", row.ended.Sub(row.start).Round(time.Second))
 		rows = append(rows, row)
+		if f.after != nil {
+			if err := f.after(ctx); err != nil {
+				return res, fmt.Errorf("chaos: %s: %w", name, err)
+			}
+			if err := c.settle(ctx, r.clock.Now()); err != nil {
+				return res, err
+			}
+		}
 	}
 	end := r.clock.Now().Truncate(time.Second)
 	c.end = end
@@ -235,13 +278,14 @@ func (r *Runner) Chaos(ctx context.Context, cfg ChaosConfig) (res Result, err er
 	// Every firing that reached a target has its final record in the
 	// ledger, whatever the matrix stopped (Cassandra included): read back
 	// through the api, before the jobs and their history are deleted.
-	delivered, gaps, sample, err := c.d.ledgerGaps(ctx, want, deliveries, r.clock.Now().Add(2*time.Minute))
+	delivered, gaps, err := c.d.ledgerGaps(ctx, want, deliveries, r.clock.Now().Add(2*time.Minute))
 	if err != nil {
 		return res, err
 	}
-	res.detailf("chaos: ledger: %d of the %d executions that reached a target have their final record in the history the api shows", delivered-gaps, delivered)
-	if gaps > 0 {
-		res.Problems = append(res.Problems, fmt.Sprintf("chaos: %d executions reached a target but have no final record in the ledger (for example %v)", gaps, sample))
+	res.detailf("chaos: ledger: %d of the %d executions that reached a target have their final record in the history the api shows", delivered-len(gaps), delivered)
+	if len(gaps) > 0 {
+		res.Problems = append(res.Problems, fmt.Sprintf("chaos: %d executions reached a target but have no final record in the ledger (%s; for example %v)",
+			len(gaps), c.gapsByRow(want, gaps, rows), gaps[:min(len(gaps), 5)]))
 	}
 	if err := c.d.deleteJobs(ctx, c.jobs.jobs); err != nil {
 		r.log.Warn("chaos: jobs not deleted", "err", err)
@@ -265,6 +309,13 @@ func (r *Runner) Chaos(ctx context.Context, cfg ChaosConfig) (res Result, err er
 					part.what, pa.Expected, pa.Arrived, pa.RawDuplicates, harness.Summarize(pa.Lateness))
 			}
 		}
+		if slices.Contains(netnsRows, row.f.name) {
+			for _, ph := range c.cutPhases(row) {
+				pa := c.analyze(want, deliveries, ph.from, ph.to)
+				res.detailf("chaos: %s: firings due %s: %d due, %d delivered, %d raw duplicates, %s",
+					row.f.name, ph.what, pa.Expected, pa.Arrived, pa.RawDuplicates, harness.Summarize(pa.Lateness))
+			}
+		}
 		res.Problems = append(res.Problems, problems("chaos "+row.f.name, a)...)
 	}
 	all := c.analyze(want, deliveries, start, end)
@@ -272,6 +323,32 @@ func (r *Runner) Chaos(ctx context.Context, cfg ChaosConfig) (res Result, err er
 		all.Expected, start.Format(time.TimeOnly), end.Format(time.TimeOnly), harness.Summarize(all.Lateness), all.Missing, all.DuplicateEffects, all.RawDuplicates)
 	res.Problems = append(res.Problems, problems("chaos (whole run)", all)...)
 	return res, nil
+}
+
+// gapsByRow says in which rows the executions of gaps were due, so a
+// missing record points at the fault that lost it.
+func (c *chaos) gapsByRow(want harness.Expected, gaps []uuid.UUID, rows []chaosRow) string {
+	counts := map[string]int{}
+	for _, id := range gaps {
+		at := want[id].FireAt
+		where := "between rows"
+		if len(rows) == 0 || at.Before(rows[0].start) {
+			where = "the baseline"
+		}
+		for _, row := range rows {
+			if !at.Before(row.start) && at.Before(row.ended) {
+				where = row.f.name
+				break
+			}
+		}
+		counts[where]++
+	}
+	var parts []string
+	for where, n := range counts {
+		parts = append(parts, fmt.Sprintf("%d due in %s", n, where))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
 }
 
 // await waits (until deadline) for every slot of want at its target, then
@@ -429,11 +506,16 @@ func (c *chaos) replace(ctx context.Context, service string, extra []string) (*h
 	case "prefetcher":
 		args = []string{"--node-id", name, "--window", c.r.opts.Window.String()}
 	case "worker":
-		args = append([]string{"--worker-id", name, "--executors", strconv.Itoa(c.r.opts.Executors)}, c.r.opts.WorkerArgs...)
+		args = c.workerArgs(name)
 	case "api":
 		return c.d.plat.StartAPI(ctx, name)
 	}
 	return c.d.plat.Start(ctx, name, service, append(args, extra...)...)
+}
+
+// workerArgs are a worker's usual arguments, as the deployment's.
+func (c *chaos) workerArgs(name string) []string {
+	return append([]string{"--worker-id", name, "--executors", strconv.Itoa(c.r.opts.Executors)}, c.r.opts.WorkerArgs...)
 }
 
 func firstAlive(ps []*harness.Process) *harness.Process {

@@ -96,3 +96,18 @@ func TestChaosAnalyzeIgnoresSlotsOutsideTheMatrix(t *testing.T) {
 		t.Fatalf("a second execution of a slot: %+v", a)
 	}
 }
+
+func TestChaosLedgerGapsByRow(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	c, want, job := chaosFixture(t0, 10)
+	rows := []chaosRow{
+		{f: fault{name: "kill-worker"}, start: t0.Add(2 * time.Second), ended: t0.Add(5 * time.Second)},
+		{f: fault{name: "worker-cut-kafka"}, start: t0.Add(6 * time.Second), ended: t0.Add(9 * time.Second)},
+	}
+	at := func(s int) uuid.UUID { return firing.ExecutionID(job, t0.Add(time.Duration(s)*time.Second)) }
+	got := c.gapsByRow(want, []uuid.UUID{at(0), at(2), at(4), at(5), at(7), at(9)}, rows)
+	const wantText = "1 due in the baseline, 1 due in worker-cut-kafka, 2 due in between rows, 2 due in kill-worker"
+	if got != wantText {
+		t.Fatalf("gapsByRow = %q, want %q", got, wantText)
+	}
+}

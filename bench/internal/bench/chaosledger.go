@@ -13,11 +13,11 @@ import (
 
 // ledgerGaps reads, through the api's history as a user would, the
 // final records of the executions in want that reached a target, and
-// returns those without one (up to five of them by id). It looks again
+// returns those without one. It looks again
 // until deadline, since records linger in the workers' grouped writers
 // for a moment and those spilled to Postgres while Cassandra was down
 // reach it when the prefetcher drains them.
-func (d *deployment) ledgerGaps(ctx context.Context, want harness.Expected, got []harness.Delivery, deadline time.Time) (delivered, missing int, sample []string, err error) {
+func (d *deployment) ledgerGaps(ctx context.Context, want harness.Expected, got []harness.Delivery, deadline time.Time) (delivered int, gaps []uuid.UUID, err error) {
 	pending := map[uuid.UUID]uuid.UUID{} // execution → job
 	for _, dl := range got {
 		if s, ok := want[dl.ExecutionID]; ok && dl.Err == nil {
@@ -38,23 +38,20 @@ func (d *deployment) ledgerGaps(ctx context.Context, want harness.Expected, got 
 		}
 		for job := range jobs {
 			if err := d.readFinals(ctx, job, oldest, pending); err != nil {
-				return delivered, len(pending), nil, err
+				return delivered, nil, err
 			}
 		}
 		if len(pending) == 0 || d.r.clock.Now().After(deadline) {
 			break
 		}
 		if err := Sleep(ctx, d.r.clock, 5*time.Second); err != nil {
-			return delivered, len(pending), nil, err
+			return delivered, nil, err
 		}
 	}
 	for exec := range pending {
-		if len(sample) == 5 {
-			break
-		}
-		sample = append(sample, exec.String())
+		gaps = append(gaps, exec)
 	}
-	return delivered, len(pending), sample, nil
+	return delivered, gaps, nil
 }
 
 // readFinals walks job's history, newest first, back to oldest, and

@@ -31,6 +31,7 @@ type deployment struct {
 	name   string
 	ns     *harness.Namespace
 	plat   *harness.Platform
+	pcfg   harness.Config // plat's, for another platform of the same deployment
 	sink   *harness.Sink
 	client sundialv1.JobServiceClient
 	pool   *pgxpool.Pool // the namespace's schema
@@ -57,7 +58,7 @@ func (r *Runner) deploy(ctx context.Context, name string, topo topology) (d *dep
 	if d.sink, err = harness.NewSink([]byte(r.secret), harness.SinkClock(r.clock)); err != nil {
 		return d, err
 	}
-	d.plat, err = harness.NewPlatform(harness.Config{
+	d.pcfg = harness.Config{
 		BinDir:    r.opts.BinDir,
 		Infra:     r.opts.Infra,
 		Namespace: d.ns,
@@ -68,8 +69,8 @@ func (r *Runner) deploy(ctx context.Context, name string, topo topology) (d *dep
 		Secret:    r.secret,
 		Pprof:     r.opts.ProfileDir != "",
 		Env:       r.serviceEnv(strings.Join(append([]string{d.sink.Addr()}, topo.extraTargets...), ",")),
-	})
-	if err != nil {
+	}
+	if d.plat, err = harness.NewPlatform(d.pcfg); err != nil {
 		return d, err
 	}
 	r.log.Info("starting deployment", "name", name, "namespace", d.ns.Name, "logs", filepath.Join(r.opts.WorkDir, "logs", d.ns.Name))
