@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -165,9 +166,10 @@ func TestServeBinaryTLS(t *testing.T) {
 
 	// Refused during the handshake, before a token is read: no CA, no
 	// client certificate, a client certificate of another CA, plaintext.
-	// (Without a client certificate, TLS 1.3 lets the client finish its
-	// side first: the refusal reaches it as "certificate required" or as
-	// the connection closing under its first write.)
+	// (The client certificate is checked after TLS 1.3 lets the client
+	// finish its side: refusing a missing or foreign one reaches the
+	// client as the alert or as the connection closing under its first
+	// write, whichever it reads first.)
 	refused := []struct {
 		what string
 		conn *grpc.ClientConn
@@ -175,7 +177,7 @@ func TestServeBinaryTLS(t *testing.T) {
 	}{
 		{"no CA", dial(presenting(&tls.Config{}, &deployer)), "certificate signed by unknown authority"},
 		{"no client certificate", dial(presenting(trusting, nil)), ""},
-		{"a client certificate of another CA", dial(presenting(trusting, &impostor)), "unknown certificate authority"},
+		{"a client certificate of another CA", dial(presenting(trusting, &impostor)), ""},
 		{"plaintext", dial(nil), ""},
 	}
 	for _, r := range refused {
@@ -291,9 +293,12 @@ func TestServeBinaryTLS(t *testing.T) {
 	scraped, _ := io.ReadAll(metrics.Body)
 	_ = metrics.Body.Close()
 	for _, port := range []string{"grpc", "http"} {
-		want := fmt.Sprintf(`sundial_api_tls_certificate_expiry_timestamp_seconds{port=%q} %.9e`, port, float64(renewed.Pair.Leaf.NotAfter.Unix()))
-		if !strings.Contains(string(scraped), want) {
-			t.Errorf("/metrics lacks %s", want)
+		series := fmt.Sprintf(`sundial_api_tls_certificate_expiry_timestamp_seconds{port=%q} `, port)
+		_, value, found := strings.Cut(string(scraped), series)
+		value, _, _ = strings.Cut(value, "\n")
+		got, err := strconv.ParseFloat(value, 64)
+		if !found || err != nil || int64(got) != renewed.Pair.Leaf.NotAfter.Unix() {
+			t.Errorf("/metrics: %s%q, want the renewed certificate's expiry %d", series, value, renewed.Pair.Leaf.NotAfter.Unix())
 		}
 	}
 	logs := stderr.String()
