@@ -164,6 +164,8 @@ func (f *connFlags) transportHint(err error) string {
 		// the server checks for a client certificate: a refusal shows
 		// as the connection closing under the first call.
 		return "the api closed the connection: if it requires a client certificate, pass --tls-cert and --tls-key"
+	case f.certFile != "" && (closedAfterHandshake(msg) || strings.Contains(msg, "unknown certificate authority") || strings.Contains(msg, "bad certificate")):
+		return "the api closed the connection or refused the certificate of --tls-cert: is it signed by a CA the api accepts?"
 	}
 	return ""
 }

@@ -96,6 +96,12 @@ func TestTransportHint(t *testing.T) {
 	if h := withCA.transportHint(status.Error(codes.Unavailable, "write tcp 127.0.0.1:1->127.0.0.1:2: write: broken pipe")); !strings.Contains(h, "--tls-cert") {
 		t.Errorf("a TLS 1.3 refusal of a missing client certificate: %q", h)
 	}
+	withCert := parseConnFlags(t, nil, "--tls-cert", "c.crt", "--tls-key", "c.key")
+	for _, msg := range []string{"write: connection reset by peer", "remote error: tls: unknown certificate authority"} {
+		if h := withCert.transportHint(status.Error(codes.Unavailable, msg)); !strings.Contains(h, "certificate of --tls-cert") {
+			t.Errorf("a refused client certificate (%s): %q", msg, h)
+		}
+	}
 	if h := plain.transportHint(status.Error(codes.NotFound, "job not found")); h != "" {
 		t.Errorf("an answer of the api got a transport hint: %q", h)
 	}
