@@ -21,6 +21,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/leader"
 	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/pkg/rangeleader"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/ledgerdrain"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/prefetch"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/retention"
@@ -42,6 +43,10 @@ type settings struct {
 	CassandraSecurity connsec.Cassandra
 	// chunk is --chunk as given; validate resolves it into Config.Chunk.
 	chunk chunkFlag
+	// Ranges > 0 turns on partitioned prefetch: the 256 partitions split
+	// into this many ranges, each led by one live prefetcher of the group
+	// at --election-path (pkg/rangeleader). 0: one elected leader for all.
+	Ranges int
 }
 
 func (s *settings) register(fs *flag.FlagSet) {
@@ -49,6 +54,7 @@ func (s *settings) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.ZKAddrs, "zk-addrs", "127.0.0.1:2181", "comma-separated ZooKeeper host:port list")
 	fs.DurationVar(&s.ZKSessionTimeout, "zk-session-timeout", 3*time.Second, "ZooKeeper session timeout; a standby takes over about this long after a leader dies without closing its session")
 	fs.StringVar(&s.Election, "election-path", "/sundial/elections/prefetcher", "ZooKeeper path of the election (also its leader_epochs key)")
+	fs.IntVar(&s.Ranges, "ranges", 0, "partitioned prefetch: split the 256 job partitions into this many ranges (a divisor of 256; 16 is the tested choice) and spread them over every live prefetcher, each range with its own leader and epoch (members under <election-path>/members, range locks under <election-path>/ranges, each lock's path its leader_epochs key); 0: one elected leader stages every partition")
 	fs.StringVar(&s.NodeID, "node-id", defaultNodeID(), "this candidate's name in ZooKeeper, leader_epochs and logs")
 	fs.DurationVar(&s.Window, "window", 2*time.Minute, "stage slots due up to this far ahead of the database clock")
 	s.chunk = chunkFlag{auto: true}
@@ -126,6 +132,9 @@ func (s *settings) validate(p *config.Problems) {
 	if s.ZKSessionTimeout < 500*time.Millisecond {
 		p.Addf("zk-session-timeout", "must be at least 500ms, got %s", s.ZKSessionTimeout)
 	}
+	if s.Ranges != 0 && !prefetch.ValidRanges(s.Ranges) {
+		p.Addf("ranges", "must be 0 or a divisor of 256, got %d", s.Ranges)
+	}
 	if len(splitList(s.CassandraHosts)) == 0 {
 		p.Addf("cassandra-hosts", "must name at least one host")
 	}
@@ -178,11 +187,12 @@ func main() {
 }
 
 // build composes the service. The group starts them in order and stops
-// them in reverse: the prefetch loop stops first (ending the term's work,
-// the retention sweep included, and rolling back an in-flight
-// transaction), then the ledger drainer, then the listener, then the
-// elector (closing the session hands leadership over at once), then the
-// pool.
+// them in reverse. With one leader: the prefetch loop stops first (ending
+// the term's work, the retention sweep included, and rolling back an
+// in-flight transaction), then the elector (closing the session hands
+// leadership over at once). With ranges: the coordinator stops first
+// (ending every range's work, then closing the session), then the loop's
+// notification fan-out. Then the ledger drainer, the listener, the pool.
 func build(ctx context.Context, env daemon.Env, s settings) ([]lifecycle.Service, error) {
 	clk := clock.Real{}
 	pcfg, err := pgxpool.ParseConfig(s.PostgresDSN)
@@ -213,11 +223,6 @@ func build(ctx context.Context, env daemon.Env, s settings) ([]lifecycle.Service
 		pool.Close()
 		return nil, fmt.Errorf("zookeeper: %w", err)
 	}
-	elector, err := leader.New(lcfg)
-	if err != nil {
-		pool.Close()
-		return nil, err
-	}
 	store := stage.New(pool, env.Logger, stage.WithTracer(env.Tracing.Tracer("github.com/sundialhq/sundial/services/prefetcher")))
 	listener := prefetch.NewListener(pool.Config().ConnConfig.Copy(), jobwake.Channel, env.Logger, clk)
 	sweeper, err := retention.New(s.Retention, pool, env.Logger, clk, retention.NewMetrics(env.Registry))
@@ -225,10 +230,43 @@ func build(ctx context.Context, env daemon.Env, s settings) ([]lifecycle.Service
 		pool.Close()
 		return nil, err
 	}
-	loop, err := prefetch.New(s.Config, elector, store, listener.C(), env.Logger, clk, metrics, sweeper)
-	if err != nil {
-		pool.Close()
-		return nil, err
+	// staging is what stages: the single leader's elector and loop, or the
+	// range group's coordinator and the loop it runs per range. The first
+	// item starts first and stops last.
+	var staging []lifecycle.Service
+	var zkCheck func(context.Context) error
+	if s.Ranges > 0 {
+		loop, err := prefetch.NewRanges(s.Config, s.Ranges, store, listener.C(), env.Logger, clk, metrics, sweeper)
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		coord, err := rangeleader.New(rangeleader.Config{
+			Servers: lcfg.Servers, Path: s.Election, NodeID: s.NodeID, Ranges: s.Ranges,
+			SessionTimeout: s.ZKSessionTimeout, Logger: env.Logger, Clock: clk,
+			Dialer: lcfg.Dialer, Credentials: lcfg.Credentials,
+			Work: loop.Work, OnChange: metrics.ObserveRanges,
+		})
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		// The coordinator stops first: it ends every range's work (rolling
+		// back in-flight transactions) and closes the session, which hands
+		// the ranges to the others at once.
+		staging, zkCheck = []lifecycle.Service{loop, coord}, coord.Check
+	} else {
+		elector, err := leader.New(lcfg)
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		loop, err := prefetch.New(s.Config, elector, store, listener.C(), env.Logger, clk, metrics, sweeper)
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		staging, zkCheck = []lifecycle.Service{elector, loop}, elector.Check
 	}
 	keyspace, reg := s.CassandraKeyspace, env.Registry
 	cc := ledger.ConnectConfig{Hosts: splitList(s.CassandraHosts)}
@@ -252,11 +290,11 @@ func build(ctx context.Context, env daemon.Env, s settings) ([]lifecycle.Service
 		return nil, err
 	}
 	env.Admin.AddCheck("postgres", store.Ping)
-	env.Admin.AddCheck("zookeeper", elector.Check)
-	env.Logger.Info("prefetcher configured", "node_id", s.NodeID, "election", s.Election,
+	env.Admin.AddCheck("zookeeper", zkCheck)
+	env.Logger.Info("prefetcher configured", "node_id", s.NodeID, "election", s.Election, "ranges", s.Ranges,
 		"window", s.Window, "chunk", s.Chunk, "tick", s.Tick, "batch_size", s.BatchSize, "zk_session_timeout", s.ZKSessionTimeout,
 		"catch_up_rate", s.CatchUpRate, "fill_step", s.FillStep, "retention", s.Retention.Retention)
-	return []lifecycle.Service{poolCloser{pool}, elector, listener, drainer, loop}, nil
+	return append([]lifecycle.Service{poolCloser{pool}, listener, drainer}, staging...), nil
 }
 
 // poolCloser closes the pool when the group stops, after everything that

@@ -74,3 +74,13 @@ func TestComponentSecuritySettingsAreNamed(t *testing.T) {
 		require.ErrorContains(t, err, f+":")
 	}
 }
+
+// --ranges is 0 (one leader) or splits the 256 partitions evenly.
+func TestRangesMustDivideThePartitions(t *testing.T) {
+	for _, ok := range []string{"0", "1", "16", "256"} {
+		require.NoError(t, parse(t, "--ranges", ok), ok)
+	}
+	for _, bad := range []string{"3", "-1", "512"} {
+		require.ErrorContains(t, parse(t, "--ranges", bad), "ranges:", bad)
+	}
+}

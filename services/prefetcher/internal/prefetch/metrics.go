@@ -31,6 +31,9 @@ type Metrics struct {
 	Lag            prometheus.Histogram
 	Fenced         prometheus.Counter
 	Errors         prometheus.Counter
+	// RangesLed is how many partition ranges this process leads
+	// (partitioned prefetch; 0 with a single leader).
+	RangesLed prometheus.Gauge
 }
 
 // NewMetrics registers the series on reg. election (the election path)
@@ -91,10 +94,13 @@ func NewMetrics(reg prometheus.Registerer, election string) *Metrics {
 		Errors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sundial_prefetcher_errors_total", Help: "Prefetch passes that failed (retried next tick).",
 		}),
+		RangesLed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sundial_prefetcher_ranges_led", Help: "Partition ranges this prefetcher leads (partitioned prefetch, --ranges).",
+		}),
 	}
 	reg.MustRegister(leaders, m.Epoch, m.ElectionState, m.TickDuration, m.JobsClaimed, m.SlotsStaged,
 		m.Duplicates, m.SlotsSkipped, m.SkipsRecorded, m.JobsCompleted, m.CatchUpRate, m.CatchUpHorizon,
-		m.Unschedulable, m.Lag, m.Fenced, m.Errors)
+		m.Unschedulable, m.Lag, m.Fenced, m.Errors, m.RangesLed)
 	for _, r := range []string{"expired", "policy"} {
 		m.SlotsSkipped.WithLabelValues(r)
 	}

@@ -157,8 +157,37 @@ func (s *Service) run(ctx context.Context) error {
 	}
 }
 
-// lead works one term until it ends (or the service stops).
+// lead works one term of the single election until it ends (or the
+// service stops).
 func (s *Service) lead(ctx context.Context, term leader.Term) {
+	s.work(ctx, termWork{
+		term: term, election: s.cfg.Election, rate: s.cfg.CatchUpRate,
+		tasks: true, wake: s.wake, gauges: true, log: s.log,
+	})
+}
+
+// termWork is what one term stages: the single leader's (every partition)
+// or one range leader's.
+type termWork struct {
+	term     leader.Term
+	election string // the leader_epochs row that fences it
+	// partitions limits the claim (nil: all).
+	partitions *stage.Partitions
+	// keepCursor keeps the catch-up cursor in the election's row.
+	keepCursor bool
+	// rate is this term's share of the catch-up release rate.
+	rate float64
+	// tasks: run the term tasks (retention) beside staging.
+	tasks bool
+	wake  <-chan struct{}
+	// gauges: set the single leader's leader and epoch gauges.
+	gauges bool
+	log    *slog.Logger
+}
+
+// work stages for one term until it ends (or the service stops).
+func (s *Service) work(ctx context.Context, w termWork) {
+	term := w.term
 	if term.Ctx.Err() != nil {
 		return // ended before we got to it
 	}
@@ -167,11 +196,13 @@ func (s *Service) lead(ctx context.Context, term leader.Term) {
 	stop := context.AfterFunc(term.Ctx, func() { cancel(context.Cause(term.Ctx)) })
 	defer stop()
 
-	log := s.log.With("epoch", term.Epoch)
+	log := w.log.With("epoch", term.Epoch)
 	log.Info("prefetching as leader", "node", term.Node)
-	s.metrics.Leader.Set(1)
-	s.metrics.Epoch.Set(float64(term.Epoch))
-	defer s.metrics.Leader.Set(0)
+	if w.gauges {
+		s.metrics.Leader.Set(1)
+		s.metrics.Epoch.Set(float64(term.Epoch))
+		defer s.metrics.Leader.Set(0)
+	}
 
 	// Term tasks stop with the term, or as soon as it is fenced; the term
 	// is not over before they have returned.
@@ -179,20 +210,24 @@ func (s *Service) lead(ctx context.Context, term leader.Term) {
 	var tasks sync.WaitGroup
 	defer tasks.Wait()
 	defer stopTasks()
-	for _, t := range s.tasks {
-		tasks.Go(func() { t.RunTerm(taskCtx, term) })
+	if w.tasks {
+		for _, t := range s.tasks {
+			tasks.Go(func() { t.RunTerm(taskCtx, term) })
+		}
 	}
 
 	// The catch-up release cursor lives as long as the term: every pass
 	// continues the release schedule of the passes before it. A new term
-	// starts it at now(), so a handover in mid-recovery can briefly
-	// release up to twice the rate (the old schedule's tail is already in
-	// the outbox).
+	// of the single leader starts it at now(), so a handover in
+	// mid-recovery can briefly release up to twice the rate (the old
+	// schedule's tail is already in the outbox); a range leader starts
+	// from the cursor its range's row keeps.
 	opts := stage.Options{
-		Election: s.cfg.Election, Epoch: term.Epoch, Leader: s.cfg.NodeID,
+		Election: w.election, Epoch: term.Epoch, Leader: s.cfg.NodeID,
 		Window: s.cfg.Window, Chunk: s.cfg.Chunk, Limit: s.cfg.BatchSize,
 		MisfireThreshold: s.cfg.MisfireThreshold, MaxSlotsPerJob: s.cfg.MaxSlotsPerJob,
-		MaxSkipRecords: s.cfg.MaxSkipRecords, CatchUpRate: s.cfg.CatchUpRate, Step: s.cfg.FillStep,
+		MaxSkipRecords: s.cfg.MaxSkipRecords, CatchUpRate: w.rate, Step: s.cfg.FillStep,
+		Partitions: w.partitions, KeepCursor: w.keepCursor,
 	}
 	timer := s.clk.NewTimer(0) // a new leader stages at once
 	defer timer.Stop()
@@ -202,15 +237,17 @@ func (s *Service) lead(ctx context.Context, term leader.Term) {
 			log.Info("stopped prefetching", "cause", context.Cause(ctx))
 			return
 		case <-timer.C():
-		case <-s.wake:
+		case <-w.wake:
 		}
-		err := s.pass(ctx, &opts)
+		err := s.pass(ctx, &opts, log)
 		switch {
 		case errors.Is(err, stage.ErrFenced):
 			// A newer leader has written: ours is over whatever ZooKeeper
 			// told us. Do nothing more until the elector ends this term.
 			s.metrics.Fenced.Inc()
-			s.metrics.Leader.Set(0)
+			if w.gauges {
+				s.metrics.Leader.Set(0)
+			}
 			stopTasks()
 			log.Warn("fenced by a newer leader epoch; standing by until the term ends")
 			<-ctx.Done()
@@ -227,7 +264,7 @@ func (s *Service) lead(ctx context.Context, term leader.Term) {
 // pass stages batches until no due job is left (a batch that claimed
 // fewer jobs than the batch size found the end). Each committed batch
 // moves the catch-up release cursor in opts.
-func (s *Service) pass(ctx context.Context, opts *stage.Options) error {
+func (s *Service) pass(ctx context.Context, opts *stage.Options, log *slog.Logger) error {
 	start := s.clk.Now()
 	defer func() { s.metrics.TickDuration.Observe(s.clk.Now().Sub(start).Seconds()) }()
 	for ctx.Err() == nil {
@@ -238,16 +275,16 @@ func (s *Service) pass(ctx context.Context, opts *stage.Options) error {
 		opts.CatchUpCursor = res.CatchUpCursor
 		s.metrics.observe(res)
 		if res.Claimed > 0 {
-			s.log.Debug("staged batch", "claimed", res.Claimed, "staged", res.Staged, "catch_up", res.CatchUp,
+			log.Debug("staged batch", "claimed", res.Claimed, "staged", res.Staged, "catch_up", res.CatchUp,
 				"duplicates", res.Duplicates, "missed", res.Missed, "expired", res.Expired,
 				"recorded", res.Recorded, "completed", res.Completed, "lag", res.Lag)
 		}
 		if res.CatchUp > 0 || res.Missed > 0 || res.Expired > 0 {
-			s.log.Info("misfires handled", "catch_up", res.CatchUp, "skipped_policy", res.Missed,
+			log.Info("misfires handled", "catch_up", res.CatchUp, "skipped_policy", res.Missed,
 				"skipped_expired", res.Expired, "recorded", res.Recorded, "release_until", res.CatchUpCursor)
 		}
 		if res.Completed > 0 {
-			s.log.Info("completed jobs whose last slots were skipped", "jobs", res.Completed)
+			log.Info("completed jobs whose last slots were skipped", "jobs", res.Completed)
 		}
 		if res.Claimed < opts.Limit && !res.Stepped {
 			return nil

@@ -113,9 +113,23 @@ type Options struct {
 	// at their (past) slot, all at once.
 	CatchUpRate float64
 	// CatchUpCursor is the release instant of the next catch-up firing, as
-	// returned in the previous batch's Result; zero means now().
+	// returned in the previous batch's Result; zero means now() (or, with
+	// KeepCursor, the cursor kept in the election's row).
 	CatchUpCursor time.Time
+	// Partitions, when set, limits the claim to jobs of these partitions:
+	// the share of one range leader. Nil claims across all partitions (the
+	// single leader).
+	Partitions *Partitions
+	// KeepCursor keeps the catch-up release cursor in the election's
+	// leader_epochs row (catch_up_cursor): a batch given no cursor starts
+	// from the stored one, and every batch that paces stores where it left
+	// off, in its own transaction. So a range's next leader continues the
+	// release schedule instead of starting a second one at now().
+	KeepCursor bool
 }
+
+// Partitions is an inclusive range of jobs.partition values.
+type Partitions struct{ Lo, Hi int }
 
 // Result of one batch.
 type Result struct {
@@ -188,12 +202,40 @@ ON CONFLICT (election) DO UPDATE
  WHERE leader_epochs.epoch <= excluded.epoch
 RETURNING now()`
 
+// fenceCursorSQL is fenceSQL for an election that keeps its catch-up
+// cursor in its row (Options.KeepCursor; migration 00013). The cursor is
+// not touched by the fence, so RETURNING gives the stored one.
+const fenceCursorSQL = `
+INSERT INTO leader_epochs (election, epoch, leader, updated_at)
+VALUES ($1, $2, $3, now())
+ON CONFLICT (election) DO UPDATE
+   SET epoch = excluded.epoch, leader = excluded.leader, updated_at = excluded.updated_at
+ WHERE leader_epochs.epoch <= excluded.epoch
+RETURNING now(), catch_up_cursor`
+
+const storeCursorSQL = `UPDATE leader_epochs SET catch_up_cursor = $2 WHERE election = $1`
+
 // claimSQL takes the most overdue active jobs first. SKIP LOCKED passes
 // over jobs the api is changing right now; they are claimed next tick.
 const claimSQL = `
 SELECT id, tenant, spec, version, next_fire_at, created_at
   FROM jobs
  WHERE status = 'active' AND next_fire_at <= $1
+ ORDER BY next_fire_at
+ LIMIT $2
+   FOR UPDATE SKIP LOCKED`
+
+// claimRangeSQL is claimSQL for one range leader. It walks the same index
+// (jobs_active_next_fire) in due order and filters on partition: the rows
+// of other ranges are read, never locked, so leaders of different ranges
+// never wait for each other. A (partition, next_fire_at) index would skip
+// them, but it cannot return a range of partitions in due order: each
+// batch would sort every due job of the range, which is what migration
+// 00005 removed (see docs/architecture/prefetcher.md, Partitioned prefetch).
+const claimRangeSQL = `
+SELECT id, tenant, spec, version, next_fire_at, created_at
+  FROM jobs
+ WHERE status = 'active' AND next_fire_at <= $1 AND partition BETWEEN $3 AND $4
  ORDER BY next_fire_at
  LIMIT $2
    FOR UPDATE SKIP LOCKED`
@@ -274,16 +316,26 @@ func (s *Store) StageBatch(ctx context.Context, o Options) (res Result, err erro
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
-	if err := tx.QueryRow(ctx, fenceSQL, o.Election, o.Epoch, o.Leader).Scan(&res.Now); err != nil {
+	var stored pgtype.Timestamptz
+	if o.KeepCursor {
+		err = tx.QueryRow(ctx, fenceCursorSQL, o.Election, o.Epoch, o.Leader).Scan(&res.Now, &stored)
+	} else {
+		err = tx.QueryRow(ctx, fenceSQL, o.Election, o.Epoch, o.Leader).Scan(&res.Now)
+	}
+	if err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return res, ErrFenced
 		}
 		return res, fmt.Errorf("stage: fence: %w", err)
 	}
 	res.Now = res.Now.UTC()
+	if o.KeepCursor && o.CatchUpCursor.IsZero() && stored.Valid {
+		o.CatchUpCursor = stored.Time.UTC()
+	}
+	res.CatchUpCursor = o.CatchUpCursor
 	windowEnd := res.Now.Add(o.Window)
 
-	jobs, err := claim(ctx, tx, windowEnd, o.Limit)
+	jobs, err := claim(ctx, tx, windowEnd, o.Limit, o.Partitions)
 	if err != nil {
 		return res, err
 	}
@@ -310,6 +362,7 @@ func (s *Store) StageBatch(ctx context.Context, o Options) (res Result, err erro
 	var pending []ledgerpending.Row
 	var done []jobcompletion.Job
 	pace := newPacer(res.Now, o.CatchUpCursor, o.CatchUpRate)
+	paceFrom := pace.cursor
 	ids := make([]uuid.UUID, 0, len(jobs))
 	nexts := make([]pgtype.Timestamptz, 0, len(jobs))
 	lasts := make([]pgtype.Timestamptz, 0, len(jobs))
@@ -355,6 +408,13 @@ func (s *Store) StageBatch(ctx context.Context, o Options) (res Result, err erro
 		}
 	}
 	res.CatchUpCursor = pace.cursor
+	if o.KeepCursor && !pace.cursor.Equal(paceFrom) {
+		// Something was paced: the schedule now runs to the cursor, and a
+		// range's next leader must queue behind it.
+		if _, err := tx.Exec(ctx, storeCursorSQL, o.Election, res.CatchUpCursor); err != nil {
+			return res, fmt.Errorf("stage: store catch-up cursor: %w", err)
+		}
+	}
 
 	if len(out) > 0 {
 		// ON CONFLICT makes restaging a slot (same execution id, attempt
@@ -421,8 +481,14 @@ func endBatchSpan(span trace.Span, res Result, err error) {
 	span.End()
 }
 
-func claim(ctx context.Context, tx pgx.Tx, windowEnd time.Time, limit int) ([]claimed, error) {
-	r, err := tx.Query(ctx, claimSQL, windowEnd, limit)
+func claim(ctx context.Context, tx pgx.Tx, windowEnd time.Time, limit int, parts *Partitions) ([]claimed, error) {
+	var r pgx.Rows
+	var err error
+	if parts != nil {
+		r, err = tx.Query(ctx, claimRangeSQL, windowEnd, limit, parts.Lo, parts.Hi)
+	} else {
+		r, err = tx.Query(ctx, claimSQL, windowEnd, limit)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("stage: claim: %w", err)
 	}
