@@ -222,6 +222,7 @@ type Coordinator struct {
 	locks         map[int]held
 	pathsReady    bool
 	authAdded     bool
+	orphanSession int64 // a join failed ambiguously in this session
 
 	// Shared with the client's callback and the guard.
 	mu           sync.Mutex
@@ -563,20 +564,50 @@ func (c *Coordinator) ensure(p string) error {
 }
 
 // join registers this process as a member. The protected create lets the
-// client find its node if the reply was lost; a node it could not find
-// stays until the session ends, and counts as a member that leads nothing
-// it could not lock (harmless: Assign gives it ranges nobody can take until
-// the session ends, which a reconnect within the timeout does not).
+// client find its node if the reply was lost; if it still fails without
+// knowing, a node of ours may exist unknown to us, and would count as a
+// member that Assign gives ranges nobody could ever lock while this session
+// lives. So the next join in the same session first deletes every member
+// node the session owns.
 func (c *Coordinator) join(sid int64) error {
+	if c.orphanSession == sid {
+		if err := c.removeOrphans(sid); err != nil {
+			return err
+		}
+	}
+	c.orphanSession = 0
 	path, err := c.conn.CreateProtectedEphemeralSequential(c.cfg.Path+"/members/"+memberPrefix, []byte(c.cfg.NodeID), zk.WorldACL(zk.PermAll))
 	if err != nil {
 		if errors.Is(err, zk.ErrNoNode) {
 			c.pathsReady = false
+		} else {
+			c.orphanSession = sid
 		}
 		return fmt.Errorf("join: %w", err)
 	}
 	c.member, c.memberSession = path[strings.LastIndexByte(path, '/')+1:], sid
 	c.log.Info("joined range group", "member", c.member)
+	return nil
+}
+
+func (c *Coordinator) removeOrphans(sid int64) error {
+	children, _, err := c.conn.Children(c.cfg.Path + "/members")
+	if err != nil {
+		return err
+	}
+	for _, m := range sortMembers(children) {
+		p := c.cfg.Path + "/members/" + m
+		ok, st, err := c.conn.Exists(p)
+		if err != nil {
+			return err
+		}
+		if ok && st.EphemeralOwner == sid {
+			c.log.Warn("deleting orphaned member node", "orphan", m)
+			if err := c.conn.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+				return err
+			}
+		}
+	}
 	return nil
 }
 

@@ -105,6 +105,12 @@ func (d *cutDialer) Cut() {
 	}
 }
 
+func (d *cutDialer) Heal() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.cut = false
+}
+
 func start(t *testing.T, path, name string, b *board, d *cutDialer) *Coordinator {
 	t.Helper()
 	cfg := Config{
@@ -225,4 +231,38 @@ func TestSilentMembersRangesMoveWithinTheSessionTimeout(t *testing.T) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	require.Contains(t, fmt.Sprint(b.causes), ErrConnectionLost.Error())
+}
+
+// A connection blip shorter than the session timeout ends the member's
+// work at once (nobody can confirm the session), and once reconnected the
+// member resumes the same ranges on the same epochs: its locks survived
+// with the session, and nobody else could take them.
+func TestConnectionBlipResumesTheSameRangesOnTheSameEpochs(t *testing.T) {
+	path, b := groupPath(t), newBoard(t)
+	d := &cutDialer{}
+	start(t, path, "a", b, nil)
+	start(t, path, "b", b, d)
+	s := requireSpread(t, b, "a", "b")
+	mine := led(s, "b")
+	epochs := map[int]int64{}
+	for _, r := range mine {
+		epochs[r] = b.lastEpoch(r)
+	}
+
+	d.Cut()
+	require.Eventually(t, func() bool {
+		snap := b.snapshot()
+		for _, r := range mine {
+			if _, ok := snap[r]; ok {
+				return false
+			}
+		}
+		return true
+	}, time.Second, time.Millisecond, "work went on without a connection")
+	d.Heal()
+	s2 := requireSpread(t, b, "a", "b")
+	require.ElementsMatch(t, mine, led(s2, "b"))
+	for _, r := range mine {
+		require.Equal(t, epochs[r], b.lastEpoch(r), "range %d resumed on another epoch", r)
+	}
 }
