@@ -90,6 +90,7 @@ type Console struct {
 	cfg      Config
 	jobs     sundialv1.JobServiceClient
 	dlq      sundialv1.DeadLetterServiceClient
+	cals     sundialv1.CalendarServiceClient
 	sessions *sessions
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
@@ -129,6 +130,7 @@ func New(cfg Config) (*Console, error) {
 	c := &Console{
 		cfg: cfg, sessions: s,
 		jobs: sundialv1.NewJobServiceClient(cfg.Conn), dlq: sundialv1.NewDeadLetterServiceClient(cfg.Conn),
+		cals:  sundialv1.NewCalendarServiceClient(cfg.Conn),
 		pages: map[string]*template.Template{}, prom: &http.Client{Timeout: 5 * time.Second},
 	}
 	for _, p := range []string{"login", "overview", "jobs", "job", "new", "confirm", "deadletters", "deadletter", "execution", "backfill", "audit", "error"} {

@@ -4,8 +4,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -131,25 +133,51 @@ func (c *Console) backfill(w http.ResponseWriter, r *http.Request, s *session) {
 	c.render(w, http.StatusBadRequest, "backfill", s, map[string]any{"Job": got.GetJob(), "Form": f})
 }
 
-// preview answers the create form's live preview: the next five instants
-// of a cron in a time zone, or the api's complaint about it, as JSON.
+// preview answers the create form's live preview as JSON: the next five
+// instants of the schedule the form's fields describe (any kind, with its
+// bounds, DST policies and calendar, in its time zone), the instants the
+// calendar moved or removed, or what is wrong with the fields, each error
+// under the form field it belongs to (the same names as the form's own
+// errors), so the script can show it beside that field.
 func (c *Console) preview(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
+	type fieldError struct {
+		Field   string `json:"field"`
+		Message string `json:"message"`
+	}
 	out := struct {
-		Times       []string `json:"times"`
-		Description string   `json:"description,omitempty"`
-		Error       string   `json:"error,omitempty"`
+		Times       []string     `json:"times"`
+		Description string       `json:"description,omitempty"`
+		Adjustments []string     `json:"adjustments,omitempty"`
+		Error       string       `json:"error,omitempty"`
+		Errors      []fieldError `json:"errors,omitempty"`
 	}{Times: []string{}}
-	resp, err := c.jobs.PreviewSchedule(s.call(r.Context()), &sundialv1.PreviewScheduleRequest{Count: 5,
-		Schedule: &sundialv1.Schedule{Spec: &sundialv1.Schedule_Cron{Cron: q.Get("cron")}, Timezone: strings.TrimSpace(q.Get("timezone"))}})
-	if err != nil {
-		out.Error = status.Convert(err).Message()
-	} else {
-		out.Description = resp.GetDescription()
-		for _, t := range resp.GetTimes() {
-			out.Times = append(out.Times, t.AsTime().UTC().Format("2006-01-02 15:04:05Z"))
+	f := form{Cron: strings.TrimSpace(q.Get("cron")), Timezone: strings.TrimSpace(q.Get("timezone")), Errors: map[string]string{}}
+	sched := readSchedule(&f, q.Get)
+	if len(f.Errors) == 0 {
+		resp, err := c.jobs.PreviewSchedule(s.call(r.Context()), &sundialv1.PreviewScheduleRequest{Count: 5, Schedule: sched})
+		if err != nil {
+			if !f.refused(err) {
+				f.Other = append(f.Other, status.Convert(err).Message())
+			}
+		} else {
+			out.Description = resp.GetDescription()
+			for _, t := range resp.GetTimes() {
+				out.Times = append(out.Times, t.AsTime().UTC().Format("2006-01-02 15:04:05Z"))
+			}
+			for _, a := range resp.GetAdjustments() {
+				out.Adjustments = append(out.Adjustments, a.GetReason())
+			}
 		}
 	}
+	for _, k := range slices.Sorted(maps.Keys(f.Errors)) {
+		out.Errors = append(out.Errors, fieldError{Field: k, Message: f.Errors[k]})
+	}
+	var msgs []string
+	for _, e := range out.Errors {
+		msgs = append(msgs, e.Message)
+	}
+	out.Error = strings.Join(append(msgs, f.Other...), "; ")
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(out)
 }

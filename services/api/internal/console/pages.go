@@ -20,6 +20,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/client"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/services/api/internal/store"
 )
 
 var funcs = template.FuncMap{
@@ -49,9 +50,14 @@ var funcs = template.FuncMap{
 	// The misfire and overlap choices as the form names them; "" is the
 	// api's default (run_once, allow).
 	"misfires": func() []string { return []string{"run_once", "skip", "run_all"} },
-	"overlaps": func() []string { return []string{"allow", "skip", "buffer_one"} },
-	"target":   describeTarget,
-	"labels":   labelText,
+	// The schedule's kinds and policies, likewise ("" the api's default).
+	"scheduleKinds":    func() []string { return scheduleKinds },
+	"dstGaps":          func() []string { return dstGaps },
+	"dstRepeats":       func() []string { return dstRepeats },
+	"calendarPolicies": func() []string { return calendarPolicies },
+	"overlaps":         func() []string { return []string{"allow", "skip", "buffer_one"} },
+	"target":           describeTarget,
+	"labels":           labelText,
 }
 
 // enumName prints JOB_STATUS_ACTIVE as "active".
@@ -91,6 +97,12 @@ func describeSchedule(s *sundialv1.Schedule) string {
 	}
 	if tz := s.GetTimezone(); tz != "" {
 		out += " (" + tz + ")"
+	}
+	if cal := s.GetCalendar(); cal != "" {
+		out += ", calendar " + cal
+		if p := s.GetCalendarPolicy(); p != sundialv1.CalendarPolicy_CALENDAR_POLICY_UNSPECIFIED {
+			out += " " + strings.ToLower(strings.TrimPrefix(p.String(), "CALENDAR_POLICY_"))
+		}
 	}
 	return out
 }
@@ -193,6 +205,9 @@ func (c *Console) jobList(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	data["Jobs"] = resp.GetJobs()
+	// A name with no three letters or digits in a row has no trigram for
+	// the index: the api reads a bounded window of jobs a page.
+	data["ShortSearch"] = f.Name != "" && !store.NameIndexable(f.Name)
 	if t := resp.GetNextPageToken(); t != "" {
 		nq := f.values()
 		nq.Set("page", t)
@@ -424,8 +439,10 @@ type form struct {
 	// Timeout is the per-attempt timeout, Jitter the most jitter, Callback
 	// the completion callback's URL.
 	Timeout, Jitter, Callback string
-	Errors                    map[string]string
-	Other                     []string
+	// The schedule's kind and its other fields; Cron and Timezone above.
+	scheduleFields
+	Errors map[string]string
+	Other  []string
 }
 
 // fieldOf maps the api's field path to the form field that shows it.
@@ -433,10 +450,8 @@ func (f *form) fieldOf(path string) string {
 	switch {
 	case path == "name":
 		return "Name"
-	case path == "schedule.timezone":
-		return "Timezone"
 	case path == "schedule" || strings.HasPrefix(path, "schedule."):
-		return "Cron"
+		return f.scheduleField(path)
 	case path == "target.http.method":
 		return "Method"
 	case strings.HasPrefix(path, "target.http.headers"):
@@ -526,8 +541,10 @@ func headerText(m map[string]string) string {
 var priorities = []string{"critical", "high", "medium", "low"}
 
 func (c *Console) newJobPage(w http.ResponseWriter, r *http.Request, s *session) {
-	c.render(w, http.StatusOK, "new", s, map[string]any{"Form": form{Timezone: "UTC", Method: "POST", Priority: "medium", Kind: "http"},
-		"Priorities": priorities, "Backoffs": backoffs})
+	f := form{Timezone: "UTC", Method: "POST", Priority: "medium", Kind: "http"}
+	f.SchedKind = "cron"
+	c.render(w, http.StatusOK, "new", s, map[string]any{"Form": f,
+		"Priorities": priorities, "Backoffs": backoffs, "Calendars": c.calendarNames(r.Context(), s)})
 }
 
 // readForm reads the create/edit form into its values and the job they
@@ -550,7 +567,7 @@ func readForm(r *http.Request) (form, *sundialv1.Job) {
 	}
 	job := &sundialv1.Job{
 		Name:     f.Name,
-		Schedule: &sundialv1.Schedule{Spec: &sundialv1.Schedule_Cron{Cron: f.Cron}, Timezone: f.Timezone},
+		Schedule: readSchedule(&f, r.PostFormValue),
 		Payload:  []byte(f.Payload),
 	}
 	if f.Kind == "kafka" {
@@ -689,17 +706,13 @@ func (c *Console) createJob(w http.ResponseWriter, r *http.Request, s *session) 
 			return
 		}
 	}
-	c.render(w, http.StatusBadRequest, "new", s, map[string]any{"Form": f, "Priorities": priorities, "Backoffs": backoffs})
+	c.render(w, http.StatusBadRequest, "new", s, map[string]any{"Form": f, "Priorities": priorities, "Backoffs": backoffs, "Calendars": c.calendarNames(r.Context(), s)})
 }
 
-// editable says why a job cannot be edited in the form (it covers cron
-// schedules), or "".
+// editable says why a job cannot be edited in the form, or "".
 func editable(job *sundialv1.Job) string {
-	switch {
-	case job.GetStatus() == sundialv1.JobStatus_JOB_STATUS_DELETED:
+	if job.GetStatus() == sundialv1.JobStatus_JOB_STATUS_DELETED {
 		return "a deleted job cannot be edited"
-	case job.GetSchedule().GetCron() == "":
-		return "the form edits cron jobs; change this one with schedctl update or PATCH /v1/jobs/{id}"
 	}
 	return ""
 }
@@ -707,6 +720,7 @@ func editable(job *sundialv1.Job) string {
 func formOf(job *sundialv1.Job) form {
 	f := form{Name: job.GetName(), Cron: job.GetSchedule().GetCron(), Timezone: job.GetSchedule().GetTimezone(),
 		Payload: string(job.GetPayload()), Priority: enumName(job.GetPriority()), Labels: labelText(job.GetLabels()), Kind: "http"}
+	scheduleFormOf(&f, job.GetSchedule())
 	if k := job.GetTarget().GetKafka(); k != nil {
 		f.Kind, f.Topic, f.Key = "kafka", k.GetTopic(), k.GetKey()
 	} else {
@@ -761,8 +775,7 @@ func changedPaths(f, was form) []string {
 		}
 	}
 	diff("name", f.Name, was.Name)
-	diff("schedule.cron", f.Cron, was.Cron)
-	diff("schedule.timezone", f.Timezone, was.Timezone)
+	paths = append(paths, scheduleChanges(f, was)...)
 	switch {
 	case f.Kind != was.Kind:
 		paths = append(paths, "target")
@@ -794,18 +807,23 @@ func changedPaths(f, was form) []string {
 	return paths
 }
 
-// keepPoliciesNotPosted keeps the misfire, overlap, timeout, jitter and
-// callback settings an edit did not post at all as they were: a form
-// rendered before the console had those fields (a page left open across
-// an upgrade) or a script posting the older fields must not reset them
-// to the api's defaults. Posted empty, a field does return to its default.
+// keepPoliciesNotPosted keeps the misfire, overlap, timeout, jitter,
+// callback and schedule settings (other than cron and zone) an edit did
+// not post at all as they were: a form rendered before the console had
+// those fields (a page left open across an upgrade) or a script posting
+// the older fields must not reset them to the api's defaults. Posted
+// empty, a field does return to its default.
 func keepPoliciesNotPosted(r *http.Request, f *form, was form) {
-	for key, field := range map[string][2]*string{
+	fields := map[string][2]*string{
 		"misfire": {&f.Misfire, &was.Misfire}, "misfire_grace": {&f.MisfireGrace, &was.MisfireGrace},
 		"max_catch_up": {&f.MaxCatchUp, &was.MaxCatchUp}, "overlap": {&f.Overlap, &was.Overlap},
 		"attempt_timeout": {&f.Timeout, &was.Timeout}, "max_jitter": {&f.Jitter, &was.Jitter},
 		"callback_url": {&f.Callback, &was.Callback},
-	} {
+	}
+	for k, v := range schedulePosted(f, &was) {
+		fields[k] = v
+	}
+	for key, field := range fields {
 		if _, posted := r.PostForm[key]; !posted {
 			*field[0] = *field[1]
 		}
@@ -831,7 +849,7 @@ func (c *Console) editJobPage(w http.ResponseWriter, r *http.Request, s *session
 		c.render(w, http.StatusBadRequest, "error", s, map[string]any{"Title": "Not editable here", "Message": why})
 		return
 	}
-	c.render(w, http.StatusOK, "new", s, map[string]any{"Form": formOf(got.GetJob()), "Priorities": priorities, "Backoffs": backoffs, "Edit": got.GetJob()})
+	c.render(w, http.StatusOK, "new", s, map[string]any{"Form": formOf(got.GetJob()), "Priorities": priorities, "Backoffs": backoffs, "Calendars": c.calendarNames(r.Context(), s), "Edit": got.GetJob()})
 }
 
 // editJob sends only the fields the form changed, so an untouched
@@ -869,7 +887,7 @@ func (c *Console) editJob(w http.ResponseWriter, r *http.Request, s *session) {
 			return
 		}
 	}
-	c.render(w, http.StatusBadRequest, "new", s, map[string]any{"Form": f, "Priorities": priorities, "Backoffs": backoffs, "Edit": cur})
+	c.render(w, http.StatusBadRequest, "new", s, map[string]any{"Form": f, "Priorities": priorities, "Backoffs": backoffs, "Calendars": c.calendarNames(r.Context(), s), "Edit": cur})
 }
 
 // deadLetters: newest first, filtered by job and error class, each
