@@ -11,11 +11,14 @@
 // # Layout
 //
 //	<Path>/members/_c_<guid>-m_0000000007   ephemeral sequential, data = node id
+//	<Path>/ranges                           persistent, data = the number of ranges
 //	<Path>/ranges/r0003                     ephemeral, data = member name
 //
 // A member joins by creating its member node and leaves when its session
 // ends (Stop closes it at once; a crash lets it expire after the session
 // timeout). The lock of range r exists exactly while one member leads r.
+// Every member must split the work into the same number of ranges: one
+// configured otherwise does not join, and its Check fails.
 //
 // # Assignment
 //

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -224,6 +225,8 @@ type Coordinator struct {
 	authAdded     bool
 	orphanSession int64 // a join failed ambiguously in this session
 
+	mismatch atomic.Bool // the group has another number of ranges
+
 	// Shared with the client's callback and the guard.
 	mu           sync.Mutex
 	queue        []event
@@ -278,13 +281,17 @@ func (c *Coordinator) Start(ctx context.Context) error {
 // ranges over without waiting for a timeout).
 func (c *Coordinator) Stop() { c.runner.Stop() }
 
-// Check reports whether the coordinator holds a ZooKeeper session.
+// Check reports whether the coordinator holds a ZooKeeper session and can
+// take part in the group (its number of ranges is the group's).
 func (c *Coordinator) Check(context.Context) error {
 	if c.conn == nil {
 		return errors.New("zookeeper: not started")
 	}
 	if s := c.conn.State(); s != zk.StateHasSession {
 		return fmt.Errorf("zookeeper: %s", s)
+	}
+	if c.mismatch.Load() {
+		return ErrRangesMismatch
 	}
 	return nil
 }
@@ -547,12 +554,42 @@ func (c *Coordinator) prepare() error {
 			return err
 		}
 	}
-	for _, sub := range []string{"/members", "/ranges"} {
-		if err := c.ensure(c.cfg.Path + sub); err != nil {
-			return err
-		}
+	if err := c.ensure(c.cfg.Path + "/members"); err != nil {
+		return err
+	}
+	if err := c.agreeOnRanges(); err != nil {
+		return err
 	}
 	c.pathsReady = true
+	return nil
+}
+
+// ErrRangesMismatch: the group was set up with another number of ranges.
+// Lock r0003 would name other partitions for this member than for the
+// others, and their epochs would fence different rows, so this member
+// stays out of the group until its configuration matches.
+var ErrRangesMismatch = errors.New("rangeleader: the group uses another number of ranges")
+
+// agreeOnRanges creates Path/ranges holding the number of ranges, or checks
+// that the existing one holds ours.
+func (c *Coordinator) agreeOnRanges() error {
+	p, want := c.cfg.Path+"/ranges", strconv.Itoa(c.cfg.Ranges)
+	_, err := c.conn.Create(p, []byte(want), 0, zk.WorldACL(zk.PermAll))
+	if err == nil || !errors.Is(err, zk.ErrNodeExists) {
+		if err != nil {
+			return fmt.Errorf("create %s: %w", p, err)
+		}
+		return nil
+	}
+	data, _, err := c.conn.Get(p)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", p, err)
+	}
+	c.mismatch.Store(string(data) != want)
+	if got := string(data); got != want {
+		c.log.Error("range group set up with another number of ranges; not joining", "group_ranges", got, "ranges", want)
+		return fmt.Errorf("%w: %s has %q, this member %q", ErrRangesMismatch, p, got, want)
+	}
 	return nil
 }
 

@@ -266,3 +266,25 @@ func TestConnectionBlipResumesTheSameRangesOnTheSameEpochs(t *testing.T) {
 		require.Equal(t, epochs[r], b.lastEpoch(r), "range %d resumed on another epoch", r)
 	}
 }
+
+// A member configured with another number of ranges stays out: lock r0003
+// would mean other partitions to it.
+func TestMemberWithAnotherRangeCountStaysOut(t *testing.T) {
+	path, b := groupPath(t), newBoard(t)
+	start(t, path, "a", b, nil)
+	requireSpread(t, b, "a")
+	cfg := Config{
+		Servers: testinfra.ZooKeeperAddrs(t), Path: path, NodeID: "odd", Ranges: 8,
+		SessionTimeout: testSessionTimeout,
+		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Work:           b.work("odd"),
+	}
+	odd, err := New(cfg)
+	require.NoError(t, err)
+	require.NoError(t, odd.Start(context.Background()))
+	t.Cleanup(odd.Stop)
+	require.Eventually(t, func() bool { return errors.Is(odd.Check(context.Background()), ErrRangesMismatch) }, 10*time.Second, 10*time.Millisecond,
+		"a member that cannot join must not say it is ready")
+	require.Never(t, func() bool { return len(odd.Led()) > 0 }, 2*time.Second, 50*time.Millisecond)
+	require.Len(t, led(b.snapshot(), "a"), testRanges)
+}
