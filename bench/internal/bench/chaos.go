@@ -67,8 +67,9 @@ type fault struct {
 	// prepare, when set, runs before the row starts, and after once it has
 	// ended, each followed by the usual wait for the platform to be on time
 	// again: what they do, such as a worker joining and leaving the group,
-	// is not the fault's cost.
-	prepare, after func(ctx context.Context) error
+	// is not the fault's cost. after's note is added to the row's.
+	prepare func(ctx context.Context) error
+	after   func(ctx context.Context) (note string, err error)
 }
 
 func (c *chaos) faults() map[string]fault {
@@ -97,11 +98,11 @@ func (c *chaos) faults() map[string]fault {
 			inject:   func(ctx context.Context) (string, error) { return c.outage(ctx, "kafka", cfg.Outage) }},
 		"worker-cut-redis": {what: fmt.Sprintf("a third worker, in a network namespace of its own, cut off from Redis for %s (its connections closed, new ones refused; Redis up for the others)", cfg.Outage),
 			expected: "its firings leased before the cut (up to --prepare-lead ahead) fire on time; its partitions' later firings wait for Redis (up to the cut); the other workers' stay on time; 0 lost, 0 duplicate effects (raw duplicates allowed)",
-			prepare:  c.startIsolated, after: c.stopIsolated,
+			prepare:  c.startIsolated, after: c.leaveIsolated,
 			inject: func(ctx context.Context) (string, error) { return c.cutIsolated(ctx, "redis") }},
 		"worker-cut-kafka": {what: fmt.Sprintf("a third worker, in a network namespace of its own, cut off from Kafka for %s (its connections closed, new ones refused; the broker up for the others)", cfg.Outage),
 			expected: "firings it already holds keep firing on time (the lease, not the group, decides who fires); the others may take its partitions over and find those firings leased or done; 0 added, 0 lost, 0 duplicate effects (raw duplicates allowed)",
-			prepare:  c.startIsolated, after: c.stopIsolated,
+			prepare:  c.startIsolated, after: c.leaveIsolated,
 			inject: func(ctx context.Context) (string, error) { return c.cutIsolated(ctx, "kafka") }},
 		"target-hang": {what: fmt.Sprintf("a second target hangs for %s (%d jobs, attempt timeout 10 s)", cfg.Hang, cfg.HangJobs),
 			expected: "the hung target's attempts hold executors until their timeout; the other target's firings stay on time",
@@ -256,8 +257,12 @@ func (r *Runner) Chaos(ctx context.Context, cfg ChaosConfig) (res Result, err er
 		r.log.Info("chaos: fault over", "fault", name, "note", note, "row_took", row.ended.Sub(row.start).Round(time.Second))
 		rows = append(rows, row)
 		if f.after != nil {
-			if err := f.after(ctx); err != nil {
+			more, err := f.after(ctx)
+			if err != nil {
 				return res, fmt.Errorf("chaos: %s: %w", name, err)
+			}
+			if more != "" {
+				rows[len(rows)-1].note += "; " + more
 			}
 			if err := c.settle(ctx, r.clock.Now()); err != nil {
 				return res, err
@@ -325,10 +330,15 @@ func (r *Runner) Chaos(ctx context.Context, cfg ChaosConfig) (res Result, err er
 	return res, nil
 }
 
-// gapsByRow says in which rows the executions of gaps were due, so a
-// missing record points at the fault that lost it.
+// gapsByRow says in which rows the executions of gaps were due, and
+// between which fire instants, so a missing record points at the fault
+// that lost it.
 func (c *chaos) gapsByRow(want harness.Expected, gaps []uuid.UUID, rows []chaosRow) string {
-	counts := map[string]int{}
+	type span struct {
+		n           int
+		first, last time.Time
+	}
+	spans := map[string]*span{}
 	for _, id := range gaps {
 		at := want[id].FireAt
 		where := "between rows"
@@ -341,11 +351,23 @@ func (c *chaos) gapsByRow(want harness.Expected, gaps []uuid.UUID, rows []chaosR
 				break
 			}
 		}
-		counts[where]++
+		sp := spans[where]
+		if sp == nil {
+			sp = &span{first: at, last: at}
+			spans[where] = sp
+		}
+		sp.n++
+		if at.Before(sp.first) {
+			sp.first = at
+		}
+		if at.After(sp.last) {
+			sp.last = at
+		}
 	}
 	var parts []string
-	for where, n := range counts {
-		parts = append(parts, fmt.Sprintf("%d due in %s", n, where))
+	for where, sp := range spans {
+		parts = append(parts, fmt.Sprintf("%d due in %s (%s–%s)", sp.n, where,
+			sp.first.Format(time.TimeOnly+".000"), sp.last.Format(time.TimeOnly+".000")))
 	}
 	slices.Sort(parts)
 	return strings.Join(parts, ", ")

@@ -106,7 +106,8 @@ func TestChaosLedgerGapsByRow(t *testing.T) {
 	}
 	at := func(s int) uuid.UUID { return firing.ExecutionID(job, t0.Add(time.Duration(s)*time.Second)) }
 	got := c.gapsByRow(want, []uuid.UUID{at(0), at(2), at(4), at(5), at(7), at(9)}, rows)
-	const wantText = "1 due in the baseline, 1 due in worker-cut-kafka, 2 due in between rows, 2 due in kill-worker"
+	const wantText = "1 due in the baseline (12:00:00.000–12:00:00.000), 1 due in worker-cut-kafka (12:00:07.000–12:00:07.000), " +
+		"2 due in between rows (12:00:05.000–12:00:09.000), 2 due in kill-worker (12:00:02.000–12:00:04.000)"
 	if got != wantText {
 		t.Fatalf("gapsByRow = %q, want %q", got, wantText)
 	}

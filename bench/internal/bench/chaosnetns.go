@@ -43,6 +43,11 @@ type isolated struct {
 
 	mu  sync.Mutex
 	out []*netns.Forwarder // admin ports, host → namespace
+
+	// watched are the workers running when the cut began, and before their
+	// lateness histograms then.
+	watched []*harness.Process
+	before  []harness.Histogram
 }
 
 // netnsName is the namespace's name: fixed per components instance (its
@@ -280,10 +285,10 @@ func (c *chaos) cutIsolated(ctx context.Context, component string) (string, erro
 		}
 	}
 	owned := assigned(ctx, w)
-	all := append(others, w)
-	before := make([]harness.Histogram, len(all))
-	for i, o := range all {
-		before[i] = fireLateness(ctx, o)
+	iso.watched = append(others, w)
+	iso.before = nil
+	for _, o := range iso.watched {
+		iso.before = append(iso.before, fireLateness(ctx, o))
 	}
 	severed := 0
 	for _, f := range iso.into[component] {
@@ -310,7 +315,7 @@ func (c *chaos) cutIsolated(ctx context.Context, component string) (string, erro
 	back := c.r.clock.Now()
 	// A worker that exits here, cut off or not, is a finding of its own,
 	// not a fault this row applied.
-	for _, o := range all {
+	for _, o := range iso.watched {
 		if !o.Alive() {
 			return "", fmt.Errorf("chaos: %s exited during the cut: %v\n%s", o.Name, o.ExitErr(), harness.Tail(o.LogPath, 20))
 		}
@@ -322,20 +327,32 @@ func (c *chaos) cutIsolated(ctx context.Context, component string) (string, erro
 	} else if ctx.Err() != nil {
 		return "", ctx.Err()
 	}
-	// Who fired what, by the workers' own lateness histograms: the sink
-	// cannot tell which worker a delivery came from.
+	return fmt.Sprintf("%s (a third worker, netns %s) owned %.0f of %.0f partitions; its %d %s connections closed, new ones refused for %s; at the cut's end the other workers owned %.0f; %s",
+		w.Name, iso.ns.Name, owned, total, severed, component, back.Sub(cut).Round(100*time.Millisecond), othersOwned, rejoin), nil
+}
+
+// leaveIsolated ends a cut row: it says which worker fired how many
+// firings from the cut to the row's end, and how many of them late, by the
+// workers' own lateness histograms (the sink cannot tell which worker a
+// delivery came from), then stops the isolated worker.
+func (c *chaos) leaveIsolated(ctx context.Context) (string, error) {
 	var fired []string
-	for i, o := range all {
-		now := fireLateness(ctx, o)
-		if len(now.Bounds) == 0 || now.Count < before[i].Count {
-			fired = append(fired, o.Name+" unknown")
-			continue
+	if iso := c.iso; iso != nil {
+		for i, o := range iso.watched {
+			now := fireLateness(ctx, o)
+			if len(now.Bounds) == 0 || now.Count < iso.before[i].Count {
+				fired = append(fired, o.Name+" unknown")
+				continue
+			}
+			h := now.Sub(iso.before[i])
+			fired = append(fired, fmt.Sprintf("%s %d (%d over 1 s late)", o.Name, h.Count, overOneSecond(h)))
 		}
-		h := now.Sub(before[i])
-		fired = append(fired, fmt.Sprintf("%s %d (%d over 1 s late)", o.Name, h.Count, overOneSecond(h)))
 	}
-	return fmt.Sprintf("%s (a third worker, netns %s) owned %.0f of %.0f partitions; its %d %s connections closed, new ones refused for %s; at the cut's end the other workers owned %.0f; %s; fired from the cut until then: %s",
-		w.Name, iso.ns.Name, owned, total, severed, component, back.Sub(cut).Round(100*time.Millisecond), othersOwned, rejoin, strings.Join(fired, ", ")), nil
+	note := ""
+	if len(fired) > 0 {
+		note = "fired from the cut to the row's end, by the workers' lateness histograms: " + strings.Join(fired, ", ")
+	}
+	return note, c.stopIsolated(ctx)
 }
 
 // fireLateness is w's histogram of lateness at the target (the zero
