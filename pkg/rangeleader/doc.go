@@ -18,7 +18,9 @@
 // ends (Stop closes it at once; a crash lets it expire after the session
 // timeout). The lock of range r exists exactly while one member leads r.
 // Every member must split the work into the same number of ranges: one
-// configured otherwise does not join, and its Check fails.
+// configured otherwise leads nothing, and its Check fails, while any range
+// is locked; with none locked, it records its number and the group goes on
+// with it.
 //
 // # Assignment
 //

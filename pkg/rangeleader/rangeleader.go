@@ -445,6 +445,16 @@ func (c *Coordinator) reconcile(watchMembers, watchLocks bool) (membersW, locksW
 	if err := c.prepare(); err != nil {
 		return nil, nil, err
 	}
+	if err := c.agreeOnRanges(); err != nil {
+		c.stopAll(ErrRangesMismatch)
+		for r, h := range c.locks {
+			if err := c.conn.Delete(h.path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+				return nil, nil, err
+			}
+			delete(c.locks, r)
+		}
+		return nil, nil, err
+	}
 	sid := c.conn.SessionID()
 	if c.member == "" || c.memberSession != sid {
 		if err := c.join(sid); err != nil {
@@ -557,9 +567,6 @@ func (c *Coordinator) prepare() error {
 	if err := c.ensure(c.cfg.Path + "/members"); err != nil {
 		return err
 	}
-	if err := c.agreeOnRanges(); err != nil {
-		return err
-	}
 	c.pathsReady = true
 	return nil
 }
@@ -571,26 +578,42 @@ func (c *Coordinator) prepare() error {
 var ErrRangesMismatch = errors.New("rangeleader: the group uses another number of ranges")
 
 // agreeOnRanges creates Path/ranges holding the number of ranges, or checks
-// that the existing one holds ours.
+// that the existing one holds ours. A group whose number differs is taken
+// over only while no range is locked (every member of the old setting has
+// stopped, as after a deployment restarted with a new --ranges); until
+// then this member leads nothing. It runs on every reconciliation, so a
+// member left with the old setting stops leading once the group changes.
 func (c *Coordinator) agreeOnRanges() error {
 	p, want := c.cfg.Path+"/ranges", strconv.Itoa(c.cfg.Ranges)
 	_, err := c.conn.Create(p, []byte(want), 0, zk.WorldACL(zk.PermAll))
-	if err == nil || !errors.Is(err, zk.ErrNodeExists) {
-		if err != nil {
-			return fmt.Errorf("create %s: %w", p, err)
-		}
+	if err == nil {
+		c.mismatch.Store(false)
 		return nil
 	}
-	data, _, err := c.conn.Get(p)
+	if !errors.Is(err, zk.ErrNodeExists) {
+		return fmt.Errorf("create %s: %w", p, err)
+	}
+	data, st, err := c.conn.Get(p)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", p, err)
 	}
-	c.mismatch.Store(string(data) != want)
-	if got := string(data); got != want {
-		c.log.Error("range group set up with another number of ranges; not joining", "group_ranges", got, "ranges", want)
-		return fmt.Errorf("%w: %s has %q, this member %q", ErrRangesMismatch, p, got, want)
+	got := string(data)
+	if got == want {
+		c.mismatch.Store(false)
+		return nil
 	}
-	return nil
+	if st.NumChildren == 0 {
+		if _, err := c.conn.Set(p, []byte(want), st.Version); err != nil {
+			return fmt.Errorf("set %s: %w", p, err)
+		}
+		c.log.Warn("range group had another number of ranges and no leader; now ours", "group_ranges", got, "ranges", want)
+		c.mismatch.Store(false)
+		return nil
+	}
+	if !c.mismatch.Swap(true) {
+		c.log.Error("range group uses another number of ranges; leading nothing until its members are gone", "group_ranges", got, "ranges", want)
+	}
+	return fmt.Errorf("%w: %s has %q, this member %q", ErrRangesMismatch, p, got, want)
 }
 
 func (c *Coordinator) ensure(p string) error {

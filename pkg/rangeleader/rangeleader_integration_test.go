@@ -267,11 +267,13 @@ func TestConnectionBlipResumesTheSameRangesOnTheSameEpochs(t *testing.T) {
 	}
 }
 
-// A member configured with another number of ranges stays out: lock r0003
-// would mean other partitions to it.
+// A member configured with another number of ranges stays out while the
+// group's members lead (lock r0003 would mean other partitions to it), and
+// takes the group over with its own number once they are gone (a
+// deployment restarted with a new --ranges).
 func TestMemberWithAnotherRangeCountStaysOut(t *testing.T) {
 	path, b := groupPath(t), newBoard(t)
-	start(t, path, "a", b, nil)
+	a := start(t, path, "a", b, nil)
 	requireSpread(t, b, "a")
 	cfg := Config{
 		Servers: testinfra.ZooKeeperAddrs(t), Path: path, NodeID: "odd", Ranges: 8,
@@ -287,4 +289,8 @@ func TestMemberWithAnotherRangeCountStaysOut(t *testing.T) {
 		"a member that cannot join must not say it is ready")
 	require.Never(t, func() bool { return len(odd.Led()) > 0 }, 2*time.Second, 50*time.Millisecond)
 	require.Len(t, led(b.snapshot(), "a"), testRanges)
+
+	a.Stop()
+	require.Eventually(t, func() bool { return len(odd.Led()) == 8 }, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, odd.Check(context.Background()))
 }
