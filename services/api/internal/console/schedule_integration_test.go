@@ -123,6 +123,9 @@ func TestIntegrationConsoleScheduleKinds(t *testing.T) {
 		!s.GetEndTime().AsTime().Equal(start.AddDate(1, 0, 0)) || s.GetDstGap() != sundialv1.DstGapPolicy_DST_GAP_POLICY_SKIP {
 		t.Errorf("interval stored as %v", s)
 	}
+	if _, page, _ := acme.do("GET", "/jobs/"+interval.GetId(), nil); !strings.Contains(page, `<dd id="job-bounds">not before `+start.Format("2006-01-02 15:04:05Z")+`, not after `+start.AddDate(1, 0, 0).Format("2006-01-02 15:04:05Z")+`</dd>`) {
+		t.Errorf("the interval's page does not show its bounds")
+	}
 	rule := created("daily-on-ops", "schedule_kind", "rrule", "rrule", "FREQ=DAILY;BYHOUR=9;BYMINUTE=0", "calendar", "ops", "calendar_policy", "move_next")
 	if s := rule.GetSchedule(); s.GetRrule() != "FREQ=DAILY;BYHOUR=9;BYMINUTE=0" || s.GetCalendar() != "ops" ||
 		s.GetCalendarPolicy() != sundialv1.CalendarPolicy_CALENDAR_POLICY_MOVE_NEXT {
