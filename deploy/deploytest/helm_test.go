@@ -337,12 +337,15 @@ func checkConfigMapHasNoSecrets(t *testing.T, cm object, secretValues []string) 
 	for k, v := range mapOf(dig(cm, "data")) {
 		s := str(v)
 		lk := strings.ToLower(k)
-		// A *_FILE setting names a file (a mounted Secret): its value is
-		// a path, which must be one the chart mounts, not a secret.
-		isPath := strings.HasSuffix(k, "_FILE") && strings.HasPrefix(s, secretMountRoot)
-		for _, word := range []string{"token", "secret", "password"} {
-			if strings.Contains(lk, word) && !isPath {
-				t.Errorf("ConfigMap %s holds %s: secret settings belong in a Secret", cm.name(), k)
+		switch settingKind(k) {
+		case credentialSetting:
+			t.Errorf("ConfigMap %s holds %s: secret settings belong in a Secret", cm.name(), k)
+		case pathSetting:
+			// The value names a file or directory (checkFilesAreMounted
+			// checks it is mounted); anything else in it is a value
+			// passed off as a path.
+			if !strings.HasPrefix(s, "/") || strings.ContainsAny(s, " \t\n") {
+				t.Errorf("ConfigMap %s: %s=%q is not an absolute path", cm.name(), k, s)
 			}
 		}
 		for _, sv := range secretValues {
@@ -354,6 +357,32 @@ func checkConfigMapHasNoSecrets(t *testing.T, cm object, secretValues []string) 
 			t.Errorf("ConfigMap %s: %s carries a password", cm.name(), k)
 		}
 	}
+}
+
+// What a setting's value is, by the head noun of its name: flags are named
+// for what they hold, last word last (redis-password, signing-secret,
+// tokens; secrets-dir, redis-password-file; idempotency-key-ttl). So
+// SUNDIAL_SECRETS_DIR is a directory and SUNDIAL_SIGNING_SECRET a secret,
+// though both contain "secret": the word decides only where it is the
+// head. Postgres DSNs are checked by value (dsnHasPassword), and every
+// value of a rendered Secret by secretValues.
+type kind int
+
+const (
+	plainSetting      kind = iota
+	credentialSetting      // its value is a secret: it comes from a Secret (secretKeyRef) or a mounted file
+	pathSetting            // its value names a file or directory, which may hold a secret
+)
+
+func settingKind(env string) kind {
+	words := strings.Split(strings.ToLower(strings.TrimPrefix(env, "SUNDIAL_")), "_")
+	switch words[len(words)-1] {
+	case "file", "dir", "path":
+		return pathSetting
+	case "secret", "secrets", "token", "tokens", "password", "passwd", "key", "keys", "kek", "credentials":
+		return credentialSetting
+	}
+	return plainSetting
 }
 
 // dsnHasPassword reports a URL DSN with user:password@ or a password= parameter.
@@ -430,12 +459,40 @@ func unmountedFiles(podSpec any, settings map[string]any) []string {
 					}
 				}
 			}
+			if !mounted && settingKind(name) == pathSetting && strings.HasSuffix(name, "_DIR") {
+				p, ok := secretParent(c, volumes, path)
+				problems = append(problems, p...)
+				mounted = ok
+			}
 			if !mounted {
 				problems = append(problems, fmt.Sprintf("%s=%s, but nothing is mounted there", name, path))
 			}
 		}
 	}
 	return problems
+}
+
+// secretParent checks a directory setting whose entries are Secret mounts
+// of their own (the target secrets: <dir>/<tenant>/ per tenant): it holds
+// at least one mount, and each mount under it is a Secret volume exactly
+// one level down, where the service looks.
+func secretParent(container any, volumes map[string]any, dir string) (problems []string, ok bool) {
+	dir = strings.TrimSuffix(dir, "/") + "/"
+	for _, m := range list(dig(container, "volumeMounts")) {
+		mp := str(dig(m, "mountPath"))
+		rel, under := strings.CutPrefix(strings.TrimSuffix(mp, "/"), dir)
+		if !under {
+			continue
+		}
+		ok = true
+		if rel == "" || strings.Contains(rel, "/") {
+			problems = append(problems, fmt.Sprintf("%s is mounted at %s, not one level under %s", str(dig(m, "name")), mp, dir))
+		}
+		if dig(volumes[str(dig(m, "name"))], "secret") == nil {
+			problems = append(problems, fmt.Sprintf("%s under %s is not a Secret volume", mp, dir))
+		}
+	}
+	return problems, ok
 }
 
 func selects(selector any, labels map[string]any) bool {
@@ -494,7 +551,7 @@ func checkDeployment(t *testing.T, svc string, dep object, config map[string]any
 	for _, e := range list(dig(c, "env")) {
 		env[str(dig(e, "name"))] = e
 		if v := dig(e, "value"); v != nil {
-			if lk := strings.ToLower(str(dig(e, "name"))); strings.Contains(lk, "secret") || strings.Contains(lk, "token") || strings.Contains(lk, "password") {
+			if settingKind(str(dig(e, "name"))) == credentialSetting {
 				t.Errorf("%s: env %s has a literal value", svc, str(dig(e, "name")))
 			}
 		}
@@ -606,10 +663,32 @@ func TestChartRefusesWhatItCannotDo(t *testing.T) {
 		"a secret passed as a flag":                                 {"worker.flags.signing-secret=oops"},
 		"no api tokens and no existing Secret":                      {"secrets.create.apiTokens="},
 	}
+	// The api's TLS and the target secrets: each refused by its own check,
+	// whose message names the value to fix.
+	named := map[string]struct {
+		set  []string
+		want string
+	}{
+		"api TLS without a certificate Secret":                    {[]string{"api.tls.existingSecret="}, "api.tls.existingSecret:"},
+		"api TLS older than 1.2":                                  {[]string{"api.tls.minVersion=1.1"}, "api.tls.minVersion:"},
+		"client certificates on a plaintext api":                  {[]string{"api.tls.enabled=false", "api.tls.clientCA.existingSecret=clients"}, "api.tls.clientCA:"},
+		"client certificates on the HTTP port without client CAs": {[]string{"api.tls.clientCA.http=true"}, "api.tls.clientCA.http:"},
+		"a tenant's target secrets without a Secret":              {[]string{"targetSecrets.tenants.acme="}, "targetSecrets.tenants.acme:"},
+		"a tenant name with a path separator":                     {[]string{"targetSecrets.tenants.a/b=sundial-target-secrets"}, `"a/b" is not a tenant name`},
+		"a tenant name that climbs out of the directory":          {[]string{"targetSecrets.tenants.\\.\\.=sundial-target-secrets"}, `".." is not a tenant name`},
+	}
 	for name, set := range cases {
 		t.Run(name, func(t *testing.T) {
 			if _, err := render(t, def, set...); err == nil {
 				t.Errorf("rendered with %v; want a failure", set)
+			}
+		})
+	}
+	for name, c := range named {
+		t.Run(name, func(t *testing.T) {
+			_, err := render(t, def, c.set...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("rendered with %v: %v; want a failure naming %s", c.set, err, c.want)
 			}
 		})
 	}
@@ -643,6 +722,43 @@ func TestChartRefusesWhatItCannotDo(t *testing.T) {
 	data, _ := dig(find(objs, "ConfigMap", "-api"), "data").(map[string]any)
 	if len(unmountedFiles(dig(api, "spec", "template", "spec"), data)) == 0 {
 		t.Error("a file setting with nothing mounted at its path went unnoticed")
+	}
+	// And a directory setting whose per-tenant mounts are not Secrets, or
+	// not where the service looks.
+	volumes := []any{
+		map[string]any{"name": "t0", "secret": map[string]any{"secretName": "s"}},
+		map[string]any{"name": "t1", "emptyDir": map[string]any{}},
+	}
+	pod := func(mounts ...string) any {
+		var ms []any
+		for i, mp := range mounts {
+			ms = append(ms, map[string]any{"name": fmt.Sprintf("t%d", i), "mountPath": mp})
+		}
+		return map[string]any{"volumes": volumes, "containers": []any{map[string]any{"volumeMounts": ms}}}
+	}
+	dirSetting := map[string]any{"SUNDIAL_SECRETS_DIR": "/etc/sundial/target-secrets"}
+	if p := unmountedFiles(pod("/etc/sundial/target-secrets/acme"), dirSetting); len(p) != 0 {
+		t.Errorf("a directory of per-tenant Secret mounts refused: %v", p)
+	}
+	for what, mounts := range map[string][]string{
+		"nothing under it":          {"/etc/sundial/elsewhere/acme"},
+		"a mount that is no Secret": {"/etc/sundial/target-secrets/acme", "/etc/sundial/target-secrets/beta"},
+		"a mount two levels down":   {"/etc/sundial/target-secrets/acme/x"},
+	} {
+		if len(unmountedFiles(pod(mounts...), dirSetting)) == 0 {
+			t.Errorf("a secrets directory with %s went unnoticed", what)
+		}
+	}
+	for env, want := range map[string]kind{
+		"SUNDIAL_SECRETS_DIR": pathSetting, "SUNDIAL_SIGNING_SECRET": credentialSetting, "SUNDIAL_TOKENS": credentialSetting,
+		"SUNDIAL_REDIS_PASSWORD": credentialSetting, "SUNDIAL_REDIS_PASSWORD_FILE": pathSetting,
+		"SUNDIAL_SIGNING_KEY_ENCRYPTION_KEY_FILE": pathSetting, "SUNDIAL_IDEMPOTENCY_KEY_TTL": plainSetting,
+		"SUNDIAL_TOKENS_FILE": pathSetting, "SUNDIAL_REDIS_KEY_PREFIX": plainSetting,
+		"SUNDIAL_CONSOLE_SESSION_KEY_FILE": pathSetting, "SUNDIAL_SESSION_KEY": credentialSetting,
+	} {
+		if got := settingKind(env); got != want {
+			t.Errorf("settingKind(%s) = %d, want %d", env, got, want)
+		}
 	}
 }
 
