@@ -19,9 +19,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sundialhq/sundial/pkg/auth"
+	"github.com/sundialhq/sundial/pkg/client"
+	"github.com/sundialhq/sundial/pkg/connsec/connsectest"
 	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
@@ -57,13 +58,18 @@ func TestQueriedMetricsAreExported(t *testing.T) {
 		"SUNDIAL_ALLOW_TARGET_ADDRS=127.0.0.1",
 	}
 	grpcAddr := freeAddr(t)
+	// The api serves TLS, as the chart deploys it, so its certificate
+	// expiry gauge (an alert's) is exported like everything else.
+	ca := connsectest.NewCA(t, "deploytest")
+	apiCert := ca.Server("api")
 	admins := map[string]string{}
 	// api first (migrations), the relay creates the topics, then the rest.
 	for _, s := range []string{"api", "relay", "prefetcher", "worker"} {
 		var args []string
 		switch s {
 		case "api":
-			args = []string{"--grpc-addr", grpcAddr, "--tokens", "deploytest-token=deploytest"}
+			args = []string{"--grpc-addr", grpcAddr, "--tokens", "deploytest-token=deploytest",
+				"--tls-cert-file", apiCert.CertFile, "--tls-key-file", apiCert.KeyFile}
 		case "relay":
 			args = []string{"--topic-partitions", "2"}
 		case "worker":
@@ -80,7 +86,7 @@ func TestQueriedMetricsAreExported(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	t.Cleanup(sink.Close)
-	createJob(t, grpcAddr, sink.URL)
+	createJob(t, grpcAddr, ca.CertFile, sink.URL)
 
 	deadline := time.Now().Add(2 * time.Minute)
 	var missing []string
@@ -228,10 +234,14 @@ func startService(t *testing.T, bin, name string, env []string, args ...string) 
 }
 
 // createJob registers a job firing the sink every second.
-func createJob(t *testing.T, grpcAddr, url string) {
+func createJob(t *testing.T, grpcAddr, caFile, url string) {
 	t.Helper()
+	creds, err := client.TLSCredentials(client.TLSFiles{CAFile: caFile})
+	if err != nil {
+		t.Fatal(err)
+	}
 	conn, err := grpc.NewClient(grpcAddr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithPerRPCCredentials(auth.Bearer("deploytest-token")))
 	if err != nil {
 		t.Fatal(err)
