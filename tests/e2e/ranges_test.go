@@ -17,12 +17,13 @@ func rangesLed(t *testing.T, pr *proc) float64 {
 	return v
 }
 
-// TestPartitionedPrefetchTwoLeadersAndOneKilled runs partitioned prefetch
+// TestPartitionedPrefetchLeadersKilledAndJoining runs partitioned prefetch
 // (--ranges 16) with two prefetchers leading half the ranges each at once,
-// then kills -9 one of them mid-run. The window is short (5 s), so both
-// stage most of the run's slots, and the survivor every slot of the dead
-// one's ranges after the kill: every slot arrives exactly once.
-func TestPartitionedPrefetchTwoLeadersAndOneKilled(t *testing.T) {
+// then kills -9 one of them mid-run, and later starts a third, which takes
+// half of the survivor's ranges. The window is short (5 s), so every
+// prefetcher stages slots of the run itself: every slot arrives exactly
+// once.
+func TestPartitionedPrefetchLeadersKilledAndJoining(t *testing.T) {
 	p := newPlatform(t)
 	args := []string{"--ranges", "16", "--window", "5s"}
 	pf1 := p.start("prefetcher-1", "prefetcher", append([]string{"--node-id", "pf-1"}, args...)...)
@@ -57,6 +58,21 @@ func TestPartitionedPrefetchTwoLeadersAndOneKilled(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("pf-1 leads all 16 ranges %s after pf-2's kill -9 (target: within the 3s session timeout plus a tick)", time.Since(killed).Round(time.Millisecond))
+
+	// A newcomer takes its share, and only that.
+	pf3 := p.start("prefetcher-3", "prefetcher", append([]string{"--node-id", "pf-3"}, args...)...)
+	joined := time.Now()
+	deadline = joined.Add(20 * time.Second)
+	for rangesLed(t, pf1) != 8 || rangesLed(t, pf3) != 8 {
+		if time.Now().After(deadline) {
+			t.Fatalf("ranges never split 8/8 after pf-3 joined: pf-1 leads %v, pf-3 %v", rangesLed(t, pf1), rangesLed(t, pf3))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("pf-3 leads 8 ranges %s after it was ready", time.Since(joined).Round(time.Millisecond))
+	if end.Before(time.Now().Add(5 * time.Second)) {
+		t.Errorf("the run ended before pf-3 staged a window of it (end %s)", end.Format(time.TimeOnly))
+	}
 
 	awaitDeliveries(t, s, want, end.Add(60*time.Second))
 	checkDeliveries(t, s, want, false, true)
