@@ -127,3 +127,66 @@ func TestKillDashNineRangeLeaderItsRangesMove(t *testing.T) {
 		require.False(t, hi.Before(until.Add(5*time.Second-time.Second)), "job %s: staged only to %s", id, hi)
 	}
 }
+
+// A range leader paused (SIGSTOP) past its session timeout loses its ranges
+// to the other; woken (SIGCONT), it finds its session expired, stops its
+// range work (any write it still attempts is refused by the ranges' newer
+// epochs), joins again as a newcomer and gets its share back. No slot is
+// lost or doubled through all of it.
+func TestPausedRangeLeaderRejoinsWithoutDoubling(t *testing.T) {
+	bin := buildBinary(t)
+	dsn := pgtest.Schema(t)
+	pool := pgtest.Pool(t, dsn)
+	_, root := testinfra.ZooKeeper(t)
+	election := root + "/election"
+	var jobs []uuid.UUID
+	for range 64 {
+		jobs = append(jobs, pgtest.InsertJob(t, pool, &sundialv1.Job{
+			Schedule: &sundialv1.Schedule{Spec: &sundialv1.Schedule_Cron{Cron: "* * * * * *"}},
+			Target:   &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: "http://127.0.0.1:1/x"}}},
+		}, `date_trunc('second', now()) + interval '1 second'`))
+	}
+	args := []string{"--ranges", "16", "--window", "5s", "--tick", "200ms"}
+	pa := startProc(t, bin, "proc-a", dsn, election, args...)
+	pb := startProc(t, bin, "proc-b", dsn, election, args...)
+	split := func() bool {
+		return pa.metric(t, "sundial_prefetcher_ranges_led") == "8" && pb.metric(t, "sundial_prefetcher_ranges_led") == "8"
+	}
+	require.Eventually(t, split, 30*time.Second, 20*time.Millisecond, "the ranges never split 8/8")
+	before := rangeRows(t, pool, election)
+
+	require.NoError(t, pb.cmd.Process.Signal(syscall.SIGSTOP))
+	require.Eventually(t, func() bool {
+		for _, row := range rangeRows(t, pool, election) {
+			if row.leader != "proc-a" {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 20*time.Millisecond, "proc-a never took the paused leader's ranges")
+	require.NoError(t, pb.cmd.Process.Signal(syscall.SIGCONT))
+	require.Eventually(t, split, 30*time.Second, 20*time.Millisecond, "proc-b never got its share back")
+	for r, row := range rangeRows(t, pool, election) {
+		if row.leader == "proc-b" {
+			require.Greater(t, row.epoch, before[r].epoch, "range %d: proc-b must come back on a new epoch", r)
+		}
+	}
+
+	var until time.Time
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT now() + interval '5 seconds'`).Scan(&until))
+	require.Eventually(t, func() bool {
+		var behind int
+		require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM jobs WHERE next_fire_at <= $1`, until).Scan(&behind))
+		return behind == 0
+	}, 30*time.Second, 20*time.Millisecond)
+	for _, id := range jobs {
+		var n, distinct int
+		var lo, hi time.Time
+		require.NoError(t, pool.QueryRow(context.Background(), `
+			SELECT count(*), count(DISTINCT scheduled_at), min(scheduled_at), max(scheduled_at)
+			  FROM outbox WHERE job_id = $1`, id).Scan(&n, &distinct, &lo, &hi))
+		require.Equal(t, n, distinct, "job %s: slot doubled", id)
+		require.Equal(t, int(hi.Sub(lo)/time.Second)+1, n, "job %s: slot lost between %s and %s", id, lo, hi)
+	}
+	t.Logf("proc-b fenced transactions after waking: %s", pb.metric(t, "sundial_prefetcher_fenced_total"))
+}
