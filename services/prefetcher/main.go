@@ -1,6 +1,8 @@
 // Command prefetcher is Sundial's prefetcher service: the ZooKeeper-elected
 // leader stages every slot due within the window as outbox rows, fenced by
-// its election epoch. See docs/architecture/prefetcher.md.
+// its election epoch; with --ranges, the job partitions are split into
+// ranges spread over every live prefetcher, each range staged by its own
+// leader and fenced by its own epoch. See docs/architecture/prefetcher.md.
 package main
 
 import (

@@ -1,6 +1,9 @@
 // Package prefetch is the prefetcher's loop: while this process holds a
 // leadership term, it stages every slot due within the window, tick after
-// tick, until the term ends.
+// tick, until the term ends. Service works the terms of the single
+// election; Ranges works the terms of partition ranges that a
+// rangeleader.Coordinator hands out, several at once, each over its own
+// partitions and under its own fence (ranges.go).
 //
 // Terms are handled one at a time. A term's work runs under a context that
 // ends with the term (the elector cancels it on any doubt about the
