@@ -54,3 +54,23 @@ func effectiveTimeout(requested, negotiated time.Duration) time.Duration {
 	}
 	return requested
 }
+
+// SessionLogger is the elector's ZooKeeper client logger, for other users
+// of a ZooKeeper session that must know how long the server keeps it
+// (pkg/rangeleader's trust window): it logs the client at debug level and
+// captures the negotiated session timeout. Pass it to zk.WithLogger.
+type SessionLogger struct{ zl zkLogger }
+
+// NewSessionLogger returns a logger writing to log.
+func NewSessionLogger(log *slog.Logger) *SessionLogger {
+	return &SessionLogger{zl: zkLogger{logger: log}}
+}
+
+// Printf implements zk.Logger.
+func (l *SessionLogger) Printf(format string, args ...any) { l.zl.Printf(format, args...) }
+
+// Timeout is the session timeout to trust: the smaller of requested and
+// what the server negotiated at the last handshake.
+func (l *SessionLogger) Timeout(requested time.Duration) time.Duration {
+	return effectiveTimeout(requested, time.Duration(l.zl.negotiated.Load()))
+}

@@ -211,6 +211,7 @@ const (
 type Coordinator struct {
 	cfg    Config
 	log    *slog.Logger
+	zlog   *leader.SessionLogger // also learns the negotiated session timeout
 	clk    clock.Clock
 	runner lifecycle.Runner
 
@@ -243,9 +244,11 @@ func New(cfg Config) (*Coordinator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("rangeleader: invalid config: %w", err)
 	}
+	log := cfg.Logger.With("group", cfg.Path, "node_id", cfg.NodeID)
 	return &Coordinator{
 		cfg:       cfg,
-		log:       cfg.Logger.With("group", cfg.Path, "node_id", cfg.NodeID),
+		log:       log,
+		zlog:      leader.NewSessionLogger(log),
 		clk:       cfg.Clock,
 		locks:     map[int]held{},
 		wake:      make(chan struct{}, 1),
@@ -264,7 +267,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		dialer = net.DialTimeout
 	}
 	conn, events, err := zk.Connect(c.cfg.Servers, c.cfg.SessionTimeout,
-		zk.WithEventCallback(c.onEvent), zk.WithLogger(zkLogger{c.log}), zk.WithDialer(dialer))
+		zk.WithEventCallback(c.onEvent), zk.WithLogger(c.zlog), zk.WithDialer(dialer))
 	if err != nil {
 		return fmt.Errorf("rangeleader: connect %v: %w", c.cfg.Servers, err)
 	}
@@ -310,8 +313,9 @@ func (c *Coordinator) Led() []int {
 	return out
 }
 
-// SessionTimeout is the timeout the trust window is computed from.
-func (c *Coordinator) SessionTimeout() time.Duration { return c.cfg.SessionTimeout }
+// SessionTimeout is the timeout the trust window is computed from: the
+// configured one, or the smaller one the server negotiated.
+func (c *Coordinator) SessionTimeout() time.Duration { return c.zlog.Timeout(c.cfg.SessionTimeout) }
 
 // onEvent runs on the client's goroutine and must not block: it records the
 // event and, when the session is in doubt, ends every range's work at once
@@ -698,7 +702,7 @@ func (c *Coordinator) acquire(r int, sid int64) error {
 // succeeded: the server cannot have expired it before sent+timeout.
 func (c *Coordinator) confirm(sent time.Time) {
 	c.mu.Lock()
-	c.trustedUntil = sent.Add(c.cfg.SessionTimeout - c.cfg.SafetyMargin)
+	c.trustedUntil = sent.Add(c.SessionTimeout() - c.cfg.SafetyMargin)
 	c.mu.Unlock()
 	signal(c.guardWake)
 }
@@ -820,11 +824,4 @@ func (c *Coordinator) closeConn() {
 			return
 		}
 	}
-}
-
-// zkLogger routes the client's log lines to slog at debug level.
-type zkLogger struct{ log *slog.Logger }
-
-func (l zkLogger) Printf(format string, args ...any) {
-	l.log.Debug("zookeeper client", "msg", fmt.Sprintf(format, args...))
 }

@@ -294,3 +294,24 @@ func TestMemberWithAnotherRangeCountStaysOut(t *testing.T) {
 	require.Eventually(t, func() bool { return len(odd.Led()) == 8 }, 10*time.Second, 10*time.Millisecond)
 	require.NoError(t, odd.Check(context.Background()))
 }
+
+// The trust window is computed from the timeout the server negotiated when
+// it is smaller than the one asked for (ZooKeeper clamps it to its
+// maxSessionTimeout): trusting the requested one would let a cut-off member
+// work on after the server expired it.
+func TestTheNegotiatedSessionTimeoutIsTrusted(t *testing.T) {
+	path, b := groupPath(t), newBoard(t)
+	cfg := Config{
+		Servers: testinfra.ZooKeeperAddrs(t), Path: path, NodeID: "a", Ranges: testRanges,
+		SessionTimeout: 10 * time.Minute, // far above any default maxSessionTimeout
+		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Work:           b.work("a"),
+	}
+	c, err := New(cfg)
+	require.NoError(t, err)
+	require.NoError(t, c.Start(context.Background()))
+	t.Cleanup(c.Stop)
+	require.Eventually(t, func() bool { return c.SessionTimeout() < 10*time.Minute }, 10*time.Second, 10*time.Millisecond,
+		"the negotiated timeout was never learnt (did the client's log format change?)")
+	t.Logf("requested 10m, trusting %s", c.SessionTimeout())
+}
