@@ -9,7 +9,10 @@
 //	            keyspace and a ZooKeeper election path; Drop removes all of it
 //	Build       the four service binaries, built once
 //	Platform    service processes started with the namespace's settings, waited
-//	            for on /readyz, stopped gracefully or killed with SIGKILL
+//	            for on /readyz, stopped gracefully or killed with SIGKILL; with
+//	            Config.TLS the api serves TLS (or mutual TLS) with a CA of the
+//	            deployment's own, from `sundial-api dev-tls`, and Conn and
+//	            HTTPClient verify it
 //	Sink        an HTTP target (and Kafka topic reader) recording every delivery:
 //	            execution id, slot, fire instant, arrival, fence, signature check
 //	CreateJobs  concurrent CreateJob calls through the gRPC api

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sundialhq/sundial/pkg/auth"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -43,6 +42,11 @@ type Config struct {
 	Env []string
 	// Pprof serves /debug/pprof on every admin server.
 	Pprof bool
+	// TLS secures the api's gRPC and HTTP ports (the zero value is
+	// plaintext). Under TLS or MutualTLS the first StartAPI makes a CA and
+	// certificates with `sundial-api dev-tls` in <LogDir>/tls, and Conn
+	// and HTTPClient verify the api with that CA.
+	TLS TLSMode
 	// ReadyTimeout bounds each start-up (default 90 s); StopTimeout each
 	// graceful stop before SIGKILL (default 40 s).
 	ReadyTimeout time.Duration
@@ -58,6 +62,7 @@ type Platform struct {
 	procs    []*Process
 	grpcAddr string
 	conn     *grpc.ClientConn
+	tls      string // <LogDir>/tls once dev-tls made it
 }
 
 // NewPlatform checks cfg and fills its defaults; it starts nothing.
@@ -87,6 +92,9 @@ func NewPlatform(cfg Config) (*Platform, error) {
 	}
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = 40 * time.Second
+	}
+	if cfg.TLS < Plaintext || cfg.TLS > MutualTLS {
+		return nil, fmt.Errorf("harness: Config.TLS is %v", cfg.TLS)
 	}
 	if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
 		return nil, err
@@ -147,13 +155,17 @@ func FreeAddr() (string, error) {
 }
 
 // StartAPI starts an api process under name on a free gRPC address, with
-// the platform's token; Client talks to the last api started.
+// the platform's token and TLS mode; Client talks to the last api started.
 func (p *Platform) StartAPI(ctx context.Context, name string, args ...string) (*Process, error) {
 	addr, err := FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	args = append([]string{"--grpc-addr", addr, "--tokens", p.cfg.Token + "=" + p.cfg.Tenant}, args...)
+	tlsArgs, err := p.apiTLSArgs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	args = append(append([]string{"--grpc-addr", addr, "--tokens", p.cfg.Token + "=" + p.cfg.Tenant}, tlsArgs...), args...)
 	pr, err := p.Start(ctx, name, "api", args...)
 	if err != nil {
 		return nil, err
@@ -243,8 +255,13 @@ func (p *Platform) Processes() []*Process {
 }
 
 // Conn is a gRPC connection to the last api started, authenticated as the
-// platform's tenant; the platform closes it on Stop.
+// platform's tenant and, under TLS, verifying the api with the platform's
+// CA; the platform closes it on Stop.
 func (p *Platform) Conn() (*grpc.ClientConn, error) {
+	creds, err := p.transportCredentials()
+	if err != nil {
+		return nil, err
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.conn != nil {
@@ -254,7 +271,7 @@ func (p *Platform) Conn() (*grpc.ClientConn, error) {
 		return nil, errors.New("harness: no api started")
 	}
 	conn, err := grpc.NewClient(p.grpcAddr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithPerRPCCredentials(auth.Bearer(p.cfg.Token)))
 	if err != nil {
 		return nil, err
