@@ -2,4 +2,9 @@
 // services run as separate processes against the real Postgres, Redis,
 // ZooKeeper, Kafka and Cassandra, and a local sink checks what targets
 // receive. Run them with `make test-e2e` after `make infra-up`.
+//
+// The api serves TLS with a CA of each platform's own (`sundial-api
+// dev-tls`), and the tests' gRPC and HTTP clients verify it, as a
+// deployment does; SUNDIAL_E2E_TLS=plaintext runs the suite without TLS,
+// SUNDIAL_E2E_TLS=mtls with client certificates required too.
 package e2e

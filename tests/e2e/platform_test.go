@@ -17,11 +17,26 @@ import (
 // binDir holds the service binaries, built once for the whole run.
 var binDir string
 
+// tlsMode is how every platform's api serves its gRPC and HTTP ports:
+// TLS unless SUNDIAL_E2E_TLS says plaintext or mtls, because TLS is how
+// the api runs anywhere but a developer's loopback, and the suite is to
+// prove the platform works as deployed.
+var tlsMode = harness.TLS
+
 func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
 }
 
 func runMain(m *testing.M) int {
+	if v := os.Getenv("SUNDIAL_E2E_TLS"); v != "" {
+		mode, err := harness.ParseTLSMode(v)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: SUNDIAL_E2E_TLS: %v\n", err)
+			return 2
+		}
+		tlsMode = mode
+	}
+	fmt.Fprintf(os.Stderr, "e2e: the api serves %s (SUNDIAL_E2E_TLS=plaintext|tls|mtls)\n", tlsMode)
 	dir, err := os.MkdirTemp("", "sundial-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -80,6 +95,7 @@ func newPlatform(t *testing.T, apiArgs ...string) *platform {
 		Token:     "e2e-token",
 		Tenant:    "e2e",
 		Secret:    p.secret,
+		TLS:       tlsMode,
 		// The sinks are httptest servers on loopback, which the worker's
 		// outbound-address policy refuses unless allowlisted.
 		Env: []string{"SUNDIAL_ALLOW_TARGET_ADDRS=127.0.0.1"},

@@ -149,7 +149,7 @@ func TestTracingFollowsAFiringEndToEnd(t *testing.T) {
 		}
 	})
 	plat, err := harness.NewPlatform(harness.Config{
-		BinDir: binDir, Infra: infra, Namespace: ns, LogDir: t.TempDir(),
+		BinDir: binDir, Infra: infra, Namespace: ns, LogDir: t.TempDir(), TLS: tlsMode,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Env: []string{
 			"SUNDIAL_OTEL_EXPORTER=otlp-http",
