@@ -20,6 +20,10 @@ const machineKey = MachineKey
 // MachineKey names the whole machine in a UsageSnap and in Cores.
 const MachineKey = "machine"
 
+// BenchKey names the benchmark's own process (its sink and load) among the
+// measured ones; the platform is every other process.
+const BenchKey = "bench"
+
 // ReadMachineUsage is the busy CPU time of the whole machine since boot,
 // summed over its CPUs, from /proc/stat. Usage.Cores between two readings
 // is how many cores were busy on average.
@@ -68,8 +72,11 @@ func MsPerFiring(cores, rate float64) float64 {
 
 // CPUPerFiring renders what each process spent per firing between two
 // snapshots while rate firings per second went through: the whole machine
-// first, then every process that spent at least 0.005 ms, most first, e.g.
-// "1.55 ms (cassandra 0.65, worker-1 0.48, bench 0.15)".
+// first, then the platform (every process but the benchmark's own sink
+// and load, "bench") to the microsecond, then every process that spent at
+// least 0.005 ms, most first, e.g. "1.55 ms (platform 1.400: cassandra
+// 0.65, worker-1 0.48, bench 0.15)". Each process is rounded on its own,
+// so the platform figure is the one to compare with a target.
 func CPUPerFiring(a, b UsageSnap, rate float64) string {
 	return CPUPerFiringOf(Cores(a, b), rate)
 }
@@ -77,6 +84,17 @@ func CPUPerFiring(a, b UsageSnap, rate float64) string {
 // CPUPerFiringOf is CPUPerFiring from the cores each process used
 // (machineKey: the whole machine).
 func CPUPerFiringOf(cores map[string]float64, rate float64) string {
+	return cpuPerFiring(cores, rate, true)
+}
+
+// CPUPerFiringInProcess is CPUPerFiringOf for a system that runs inside
+// the benchmark's process (River's and asynq's clients, the floor): no
+// platform figure, since "bench" is part of that system.
+func CPUPerFiringInProcess(cores map[string]float64, rate float64) string {
+	return cpuPerFiring(cores, rate, false)
+}
+
+func cpuPerFiring(cores map[string]float64, rate float64, withPlatform bool) string {
 	if rate <= 0 {
 		return "–"
 	}
@@ -85,9 +103,13 @@ func CPUPerFiringOf(cores map[string]float64, rate float64) string {
 		ms   float64
 	}
 	var parts []part
+	platform := 0.0
 	for n, c := range cores {
 		if n == machineKey {
 			continue
+		}
+		if n != BenchKey {
+			platform += MsPerFiring(c, rate)
 		}
 		if ms := MsPerFiring(c, rate); ms >= 0.005 {
 			parts = append(parts, part{n, ms})
@@ -110,7 +132,10 @@ func CPUPerFiringOf(cores map[string]float64, rate float64) string {
 	if len(procs) == 0 {
 		return head
 	}
-	return head + " (" + strings.Join(procs, ", ") + ")"
+	if !withPlatform {
+		return head + " (" + strings.Join(procs, ", ") + ")"
+	}
+	return head + fmt.Sprintf(" (platform %.3f: ", platform) + strings.Join(procs, ", ") + ")"
 }
 
 // Cores is the cores every process of two snapshots used between them,

@@ -47,8 +47,13 @@ func TestCPUPerFiringIsCoresOverRate(t *testing.T) {
 	b := snap(t0.Add(10*time.Second), map[string]time.Duration{
 		"machine": 15500 * time.Millisecond, "worker-1": 4800 * time.Millisecond, "postgres": time.Second, "bench": 10 * time.Millisecond, "new": time.Second})
 	got := CPUPerFiring(a, b, 1000)
-	if want := "1.55 ms (worker-1 0.48, postgres 0.10)"; got != want {
+	// The platform is the worker and Postgres, not the benchmark.
+	if want := "1.55 ms (platform 0.580: worker-1 0.48, postgres 0.10)"; got != want {
 		t.Fatalf("CPUPerFiring = %q, want %q", got, want)
+	}
+	// A system inside the benchmark's process has no platform apart.
+	if got, want := CPUPerFiringInProcess(Cores(a, b), 1000), "1.55 ms (worker-1 0.48, postgres 0.10)"; got != want {
+		t.Errorf("CPUPerFiringInProcess = %q, want %q", got, want)
 	}
 	if got := CPUPerFiring(a, b, 0); got != "–" {
 		t.Errorf("at rate 0: %q, want –", got)

@@ -71,7 +71,7 @@ func (r *Runner) snapUsage(d *deployment) usageSnap {
 		}
 	}
 	if u, err := harness.ReadUsage(os.Getpid(), false, now); err == nil {
-		s["bench"] = u
+		s[BenchKey] = u
 	}
 	if u, err := ReadMachineUsage(now); err == nil {
 		s[machineKey] = u

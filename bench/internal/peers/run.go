@@ -68,8 +68,14 @@ type Row struct {
 	Details    []string
 }
 
-// CPU is the row's CPU per firing, machine then per process.
-func (r Row) CPU() string { return bench.CPUPerFiringOf(r.Cores, float64(r.Rate)) }
+// CPU is the row's CPU per firing, machine then per process (and, for
+// Sundial, whose services are processes of their own, the platform's).
+func (r Row) CPU() string {
+	if r.System == "sundial" {
+		return bench.CPUPerFiringOf(r.Cores, float64(r.Rate))
+	}
+	return bench.CPUPerFiringInProcess(r.Cores, float64(r.Rate))
+}
 
 // Held decides whether a run kept up: nothing lost, p99 at most maxP99 and
 // no firing later than grace.
