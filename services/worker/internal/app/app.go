@@ -218,16 +218,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 			return 0, false
 		}
 		hasRecord = func(ctx context.Context, f *sundialv1.Firing) (bool, error) {
-			rows, err := reader.GetExecution(ctx, f.GetExecutionId())
-			if err != nil {
-				return false, err
-			}
-			for _, r := range rows {
-				if r.GetAttempt() == max(f.GetAttempt(), 1) && r.GetStatus() != sundialv1.ExecutionStatus_EXECUTION_STATUS_RUNNING {
-					return true, nil
-				}
-			}
-			return false, nil
+			return finalRecorded(ctx, reader, f)
 		}
 		w.Checks["cassandra"] = func(ctx context.Context) error {
 			it := s.Iter(ctx, ledger.Statement{CQL: "SELECT release_version FROM system.local", Idempotent: true})

@@ -1,0 +1,52 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/sundialhq/sundial/pkg/ledger"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// ledgerAnswer is a ledger read that answers every execution alike.
+type ledgerAnswer struct {
+	executionReader
+	rows []*sundialv1.ExecutionAttempt
+	err  error
+}
+
+func (l ledgerAnswer) GetExecution(context.Context, string) ([]*sundialv1.ExecutionAttempt, error) {
+	return l.rows, l.err
+}
+
+func TestFinalRecorded(t *testing.T) {
+	f := &sundialv1.Firing{ExecutionId: "e1", Attempt: 2}
+	row := func(attempt int32, st sundialv1.ExecutionStatus) *sundialv1.ExecutionAttempt {
+		return &sundialv1.ExecutionAttempt{ExecutionId: "e1", Attempt: attempt, Status: st}
+	}
+	down := errors.New("cassandra: no hosts available")
+	for _, c := range []struct {
+		name    string
+		reader  ledgerAnswer
+		want    bool
+		wantErr error
+	}{
+		// The case of a worker killed before its grouped writer wrote
+		// anything of the execution: the copy must write the record from
+		// the marker, not look again forever.
+		{"never heard of", ledgerAnswer{err: fmt.Errorf("%w: e1", ledger.ErrNotFound)}, false, nil},
+		{"ledger down", ledgerAnswer{err: down}, false, down},
+		{"only running", ledgerAnswer{rows: []*sundialv1.ExecutionAttempt{row(2, sundialv1.ExecutionStatus_EXECUTION_STATUS_RUNNING)}}, false, nil},
+		{"another attempt's final", ledgerAnswer{rows: []*sundialv1.ExecutionAttempt{row(1, sundialv1.ExecutionStatus_EXECUTION_STATUS_RETRY_SCHEDULED)}}, false, nil},
+		{"this attempt's final", ledgerAnswer{rows: []*sundialv1.ExecutionAttempt{row(2, sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED)}}, true, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := finalRecorded(context.Background(), c.reader, f)
+			if got != c.want || !errors.Is(err, c.wantErr) || (c.wantErr == nil && err != nil) {
+				t.Fatalf("finalRecorded = %v, %v; want %v, %v", got, err, c.want, c.wantErr)
+			}
+		})
+	}
+}
