@@ -10,9 +10,9 @@ import (
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
-// ledgerAnswer is a ledger read that answers every execution alike.
+// ledgerAnswer is a ledger read that answers every execution alike (the
+// read has one method, so nothing is left to embed).
 type ledgerAnswer struct {
-	executionReader
 	rows []*sundialv1.ExecutionAttempt
 	err  error
 }
