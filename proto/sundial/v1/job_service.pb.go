@@ -275,9 +275,15 @@ type ListJobsRequest struct {
 	Status JobStatus `protobuf:"varint,3,opt,name=status,proto3,enum=sundial.v1.JobStatus" json:"status,omitempty"`
 	// Only jobs carrying every one of these labels.
 	Labels map[string]string `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// Only jobs whose name contains this text, ignoring case (at most 256
-	// characters). Pages scan the tenant's jobs in id order until they fill,
-	// so a rare match costs more than a common one.
+	// Only jobs whose name contains this text as written, ignoring case
+	// (at most 256 characters; %, _ and \ are matched literally, not as
+	// wildcards). A text with three letters or digits in a row is looked up
+	// in a trigram index, so a rare match is as quick as a common one. A
+	// shorter text ("ab", "-1", "a.b") has no trigram: each page then
+	// examines at most 10,000 of the jobs matching the other filters, in id
+	// order, and returns the matches among them, so a page may hold fewer
+	// than page_size jobs, or none, and still carry a next_page_token. Page
+	// until next_page_token is empty to see every match.
 	NameContains string `protobuf:"bytes,5,opt,name=name_contains,json=nameContains,proto3" json:"name_contains,omitempty"`
 	// Only jobs whose next_fire_time is at or after this instant. A job's
 	// next_fire_time is its next slot not yet staged: for a job due within
@@ -1628,8 +1634,11 @@ type BulkJobActionRequest struct {
 	Action BulkAction             `protobuf:"varint,1,opt,name=action,proto3,enum=sundial.v1.BulkAction" json:"action,omitempty"`
 	// The filter, as in ListJobsRequest. An empty filter matches every job
 	// of the tenant but the deleted ones.
-	Status         JobStatus              `protobuf:"varint,2,opt,name=status,proto3,enum=sundial.v1.JobStatus" json:"status,omitempty"`
-	Labels         map[string]string      `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Status JobStatus         `protobuf:"varint,2,opt,name=status,proto3,enum=sundial.v1.JobStatus" json:"status,omitempty"`
+	Labels map[string]string `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// As in ListJobsRequest, but never bounded: a count or an action by a
+	// short text (fewer than three letters or digits in a row) reads every
+	// job of the tenant that matches the other filters.
 	NameContains   string                 `protobuf:"bytes,4,opt,name=name_contains,json=nameContains,proto3" json:"name_contains,omitempty"`
 	NextFireAfter  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=next_fire_after,json=nextFireAfter,proto3" json:"next_fire_after,omitempty"`
 	NextFireBefore *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=next_fire_before,json=nextFireBefore,proto3" json:"next_fire_before,omitempty"`
