@@ -43,15 +43,11 @@
 package slots
 
 import (
-	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
-	"github.com/sundialhq/sundial/pkg/firing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -403,17 +399,4 @@ func shortDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
-}
-
-// Jitter is the deterministic offset of job's slot: uniform in
-// [0, maxJitter) at millisecond granularity, derived from the slot's
-// execution id (a SHA-1 of job and slot), so restaging a slot yields the
-// same fire instant and neighbouring slots of one job spread independently.
-func Jitter(jobID uuid.UUID, slot time.Time, maxJitter time.Duration) time.Duration {
-	ms := uint64(maxJitter / time.Millisecond)
-	if ms == 0 {
-		return 0
-	}
-	id := firing.ExecutionID(jobID, slot)
-	return time.Duration(binary.BigEndian.Uint64(id[8:16])%ms) * time.Millisecond
 }

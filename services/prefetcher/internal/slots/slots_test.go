@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -360,23 +359,6 @@ func TestScheduleEndGivesNoNext(t *testing.T) {
 	p := Compute(Input{Schedule: s, NextFireAt: now.Truncate(time.Second).Add(time.Second), Now: now, Window: 2 * time.Minute, Policy: runOnce()})
 	require.Len(t, p.Slots, 10)
 	require.True(t, p.Next.IsZero())
-}
-
-func TestJitterIsDeterministicAndBounded(t *testing.T) {
-	job := uuid.MustParse("0192f0c4-6a3e-7c1a-9b1e-3f2a1c0d9e8f")
-	require.Zero(t, Jitter(job, now, 0))
-	require.Zero(t, Jitter(job, now, 500*time.Microsecond))
-	seen := map[time.Duration]bool{}
-	for i := range 1000 {
-		slot := now.Add(time.Duration(i) * time.Second)
-		j := Jitter(job, slot, time.Minute)
-		require.GreaterOrEqual(t, j, time.Duration(0))
-		require.Less(t, j, time.Minute)
-		require.Equal(t, j, Jitter(job, slot, time.Minute), "same (job, slot), same jitter")
-		require.Zero(t, j%time.Millisecond)
-		seen[j/time.Second] = true
-	}
-	require.Greater(t, len(seen), 50, "spread across the minute")
 }
 
 func TestPolicyDefaults(t *testing.T) {

@@ -585,7 +585,7 @@ func (s *Store) plan(ctx context.Context, j claimed, now time.Time, o Options, c
 // Kafka and workers' memory.
 func (r *rows) add(j claimed, sl slots.Slot, job *sundialv1.Job, staged *timestamppb.Timestamp, last bool, pace *pacer, now time.Time, window time.Duration, st *tracing.Stager) error {
 	exec := firing.ExecutionID(j.id, sl.At)
-	fire := sl.At.Add(slots.Jitter(j.id, sl.At, job.GetMaxJitter().AsDuration()))
+	fire := sl.At.Add(firing.Jitter(j.id, sl.At, job.GetMaxJitter().AsDuration()))
 	publish := publishAt(sl.At, window, publishGrain)
 	if sl.CatchUp {
 		if t, ok := pace.next(); ok {
