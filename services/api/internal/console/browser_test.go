@@ -195,6 +195,34 @@ func TestBrowserConsole(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// An execution that failed once and succeeded on its retry, each
+	// attempt under its own lease (another worker, a newer fence), and a
+	// slot skipped by the overlap policy, which took no lease.
+	retried := slot.Add(-30 * time.Minute)
+	retriedID := firing.ExecutionID(uuid.MustParse(jobID), retried).String()
+	longErr := "HTTP 503 from target: " + strings.Repeat("upstream unavailable; ", 20)
+	skipped := slot.Add(-35 * time.Minute)
+	skippedID := firing.ExecutionID(uuid.MustParse(jobID), skipped).String()
+	for _, a := range []*sundialv1.ExecutionAttempt{
+		{ExecutionId: retriedID, Attempt: 1, Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_RETRY_SCHEDULED, FenceToken: 41, Worker: "worker-2",
+			HttpStatus: 503, Duration: durationpb.New(2500 * time.Millisecond), Error: longErr, StartedTime: timestamppb.New(retried)},
+		{ExecutionId: retriedID, Attempt: 2, Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED, FenceToken: 42, Worker: "worker-3",
+			HttpStatus: 204, Duration: durationpb.New(37 * time.Millisecond), StartedTime: timestamppb.New(retried.Add(10 * time.Second))},
+		{ExecutionId: skippedID, Attempt: 1, Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED, Worker: "worker-2",
+			Reason: "overlap: the previous execution is still running", StartedTime: timestamppb.New(skipped)},
+	} {
+		at := retried
+		if a.GetExecutionId() == skippedID {
+			at = skipped
+		}
+		a.JobId, a.Tenant, a.JobVersion = jobID, "acme", 1
+		a.ScheduledTime, a.FireTime = timestamppb.New(at), timestamppb.New(at)
+		a.FinishedTime = timestamppb.New(a.GetStartedTime().AsTime().Add(a.GetDuration().AsDuration()))
+		a.Lateness = durationpb.New(a.GetStartedTime().AsTime().Sub(at))
+		if err := api.Writer.Record(step("record"), a); err != nil {
+			t.Fatal(err)
+		}
+	}
 	run("job page",
 		chromedp.Navigate(jobURL),
 		chromedp.WaitVisible(css("#lateness")),
@@ -204,8 +232,43 @@ func TestBrowserConsole(t *testing.T) {
 	if h := text("history", "#history tbody"); !strings.Contains(h, execID) || !strings.Contains(h, "succeeded") {
 		t.Fatalf("history shows %q", h)
 	}
+	// Each attempt's row: its lease (holder and fence), HTTP status,
+	// duration, and the error's excerpt (cut, on one line) or the reason.
+	for _, want := range []struct{ row, holder, fence, http, duration, detail string }{
+		{execID + "-1", "worker-1", "7", "200", "84ms", ""},
+		{retriedID + "-1", "worker-2", "41", "503", "2.5s", excerptOf(longErr)},
+		{retriedID + "-2", "worker-3", "42", "204", "37ms", ""},
+	} {
+		row := "#attempt-" + want.row
+		if got := text("lease holder", row+" .holder"); got != want.holder {
+			t.Errorf("%s: lease holder %q, want %q", want.row, got, want.holder)
+		}
+		if got := text("fence", row+" .fence"); got != want.fence {
+			t.Errorf("%s: fence %q, want %q", want.row, got, want.fence)
+		}
+		if got := text("http", row+" .http"); got != want.http {
+			t.Errorf("%s: HTTP %q, want %q", want.row, got, want.http)
+		}
+		if got := text("duration", row+" .duration"); got != want.duration {
+			t.Errorf("%s: duration %q, want %q", want.row, got, want.duration)
+		}
+		if got := text("detail", row+" .excerpt"); got != want.detail {
+			t.Errorf("%s: error excerpt %q, want %q", want.row, got, want.detail)
+		}
+	}
+	if got := text("skipped lease", "#attempt-"+skippedID+"-1 .lease"); got != "none (seen by worker-2)" {
+		t.Errorf("a skipped slot's lease: %q", got)
+	}
+	if got := text("skipped reason", "#attempt-"+skippedID+"-1 .reason"); got != "overlap: the previous execution is still running" {
+		t.Errorf("a skipped slot's reason: %q", got)
+	}
 	if n := eval("instants", `document.querySelectorAll('#instants li').length`); n != 20 {
 		t.Fatalf("%d next instants, want 20", n)
+	}
+	// The whole error is on the execution's page.
+	run("execution page", chromedp.Click(css(`a[href="/executions/`+retriedID+`"]`)), chromedp.WaitVisible(css(".attempt pre")))
+	if got := text("whole error", ".attempt pre"); got != strings.TrimSpace(longErr) {
+		t.Errorf("the execution's page shows %q", got)
 	}
 
 	run("list",
@@ -480,4 +543,11 @@ func TestBrowserConsole(t *testing.T) {
 	if tenant := text("tenant", "#tenant"); !strings.Contains(tenant, "globex") {
 		t.Fatalf("signed in as %q", tenant)
 	}
+}
+
+// excerptOf is what the history should show of a long error: its first
+// 160 characters and an ellipsis (the console's excerpt, restated).
+func excerptOf(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	return s[:160] + "…"
 }

@@ -58,6 +58,23 @@ var funcs = template.FuncMap{
 	"overlaps":         func() []string { return []string{"allow", "skip", "buffer_one"} },
 	"target":           describeTarget,
 	"labels":           labelText,
+	"excerpt":          excerpt,
+}
+
+// excerptRunes is how much of an attempt's error the history shows: a
+// line or two, enough to tell a 503 from a refused connection; the
+// execution's page shows the whole error and the response.
+const excerptRunes = 160
+
+// excerpt is the start of an error on one line: whitespace runs (a
+// stack trace's newlines, an HTML body's indentation) become one space,
+// and a longer text is cut at excerptRunes with an ellipsis.
+func excerpt(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > excerptRunes {
+		return string(r[:excerptRunes]) + "…"
+	}
+	return s
 }
 
 // enumName prints JOB_STATUS_ACTIVE as "active".

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -39,5 +40,21 @@ func TestLatenessChart(t *testing.T) {
 	}
 	if latenessChart([]*sundialv1.ExecutionAttempt{at(time.Millisecond)}) != nil {
 		t.Fatal("one point is no chart")
+	}
+}
+
+// The history's error excerpt is one line, cut at excerptRunes runes
+// (not bytes: a multi-byte character is never split).
+func TestExcerpt(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", ""},
+		{"dial tcp 10.0.0.7:443: connect: connection refused", "dial tcp 10.0.0.7:443: connect: connection refused"},
+		{"HTTP 503\n\t<html>\n  <body>down</body>", "HTTP 503 <html> <body>down</body>"},
+		{strings.Repeat("é", excerptRunes+5), strings.Repeat("é", excerptRunes) + "…"},
+		{strings.Repeat("x", excerptRunes), strings.Repeat("x", excerptRunes)},
+	} {
+		if got := excerpt(tc.in); got != tc.want {
+			t.Errorf("excerpt(%q) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }
