@@ -4,6 +4,7 @@ package console_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -53,6 +55,8 @@ func TestBrowserConsole(t *testing.T) {
 		chromedp.NoSandbox, // as root in CI
 		chromedp.WindowSize(1280, 900),
 		chromedp.UserDataDir(t.TempDir()),
+		// The date pickers' parts in en-US order (pickerKeys).
+		chromedp.Flag("lang", "en-US"),
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	defer cancelAlloc()
@@ -113,6 +117,18 @@ func TestBrowserConsole(t *testing.T) {
 		return n
 	}
 	type css = chromedp.CSS
+	// tabTo presses Tab until the element sel has the focus, as a
+	// keyboard user would (a date picker takes one Tab per part).
+	tabTo := func(sel string) {
+		t.Helper()
+		for range 80 {
+			if eval("focus", `document.activeElement === document.querySelector('`+sel+`') ? 1 : 0`) == 1 {
+				return
+			}
+			run("tab", chromedp.KeyEvent(kb.Tab))
+		}
+		t.Fatalf("80 presses of Tab never reached %s", sel)
+	}
 
 	run("sign in",
 		chromedp.Navigate(base+"/jobs"),
@@ -329,21 +345,47 @@ func TestBrowserConsole(t *testing.T) {
 		t.Fatalf("the audit page reads %q", a)
 	}
 
-	// Backfill: the dry run lists the slots, the confirmation stages them.
-	run("backfill dry run",
-		chromedp.Navigate(base+"/jobs/"+jobID+"/backfill"), chromedp.WaitVisible(css("#dry-run")),
-		chromedp.SetValue(css("#from"), slot.Add(-time.Hour).Format(time.RFC3339)),
-		chromedp.SetValue(css("#to"), slot.Add(-time.Second).Format(time.RFC3339)),
-		chromedp.Click(css("#dry-run")),
-		chromedp.WaitVisible(css("#backfill-preview")),
-		shot("13-backfill-dry-run"),
-	)
+	// Backfill with the keyboard alone: Tab to the job page's Backfill
+	// link, Enter; the range typed part by part into the date and time
+	// pickers; Tab to the dry run, Enter: the slots listed, nothing staged;
+	// Tab to the confirmation, Enter: staged.
+	run("job page for backfill", chromedp.Navigate(jobURL), chromedp.WaitVisible(css("#backfill")))
+	tabTo("#backfill")
+	run("open backfill", chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(css("#dry-run")))
+	if typ := eval("picker", `document.querySelector('#from').type === 'datetime-local' && document.querySelector('#to').type === 'datetime-local' ? 1 : 0`); typ != 1 {
+		t.Fatal("the backfill range is not a date and time picker")
+	}
+	from, to := slot.Add(-time.Hour), slot.Add(-time.Second)
+	tabTo("#from")
+	run("type from", chromedp.KeyEvent(pickerKeys(from)))
+	tabTo("#to")
+	run("type to", chromedp.KeyEvent(pickerKeys(to)))
+	for sel, want := range map[string]time.Time{"#from": from, "#to": to} {
+		got, err := chromedp.Run(step("picker value"), chromedp.Evaluate[string](`document.querySelector('`+sel+`').value`))
+		// (The picker leaves out a zero second.)
+		if err != nil || (got != want.Format("2006-01-02T15:04:05") && (want.Second() != 0 || got != want.Format("2006-01-02T15:04"))) {
+			t.Fatalf("%s holds %q after typing (%v), want %s", sel, got, err, want.Format("2006-01-02T15:04:05"))
+		}
+	}
+	tabTo("#dry-run")
+	run("backfill dry run", chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(css("#backfill-preview")), shot("13-backfill-dry-run"))
 	if p := text("backfill preview", "#backfill-preview"); !strings.HasPrefix(p, "Dry run: 12 slot(s)") {
 		t.Fatalf("backfill dry run says %q", p)
 	}
-	run("backfill", chromedp.Click(css("#confirm")), chromedp.WaitVisible(css("#notice")))
+	if n := eval("preview slots", `document.querySelectorAll('.instants li').length`); n != 12 {
+		t.Fatalf("the dry run lists %d slots, want 12", n)
+	}
+	var staged int
+	if err := api.Pool.QueryRow(step("outbox"), `SELECT count(*) FROM outbox WHERE job_id = $1`, jobID).Scan(&staged); err != nil || staged != 0 {
+		t.Fatalf("the dry run staged %d firings (%v)", staged, err)
+	}
+	tabTo("#confirm")
+	run("backfill", chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(css("#notice")))
 	if n := text("backfill notice", "#notice"); !strings.Contains(n, "12 firing(s) staged") {
 		t.Fatalf("after the backfill: %q", n)
+	}
+	if err := api.Pool.QueryRow(step("outbox"), `SELECT count(*) FROM outbox WHERE job_id = $1`, jobID).Scan(&staged); err != nil || staged != 12 {
+		t.Fatalf("the backfill staged %d firings (%v), want 12", staged, err)
 	}
 
 	// A Kafka job with retries: the api's refusal of the retry policy
@@ -550,4 +592,19 @@ func TestBrowserConsole(t *testing.T) {
 func excerptOf(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
 	return s[:160] + "…"
+}
+
+// pickerKeys is what one types into Chromium's en-US datetime-local
+// picker (step 1 s) for t: month, day, year, hour on the 12-hour clock,
+// minute, second, AM or PM; each part moves to the next once full, but
+// for the year, which takes up to six digits: the right arrow moves on.
+func pickerKeys(t time.Time) string {
+	h, half := t.Hour()%12, "A"
+	if h == 0 {
+		h = 12
+	}
+	if t.Hour() >= 12 {
+		half = "P"
+	}
+	return fmt.Sprintf("%02d%02d%04d%s%02d%02d%02d%s", int(t.Month()), t.Day(), t.Year(), kb.ArrowRight, h, t.Minute(), t.Second(), half)
 }

@@ -71,7 +71,26 @@ func (c *Console) backfillPage(w http.ResponseWriter, r *http.Request, s *sessio
 	}
 	now := c.cfg.Clock.Now().UTC().Truncate(time.Minute)
 	c.render(w, http.StatusOK, "backfill", s, map[string]any{"Job": got.GetJob(),
-		"Form": backfillForm{From: now.Add(-24 * time.Hour).Format(time.RFC3339), To: now.Format(time.RFC3339), Rate: "10"}})
+		"Form": backfillForm{From: now.Add(-24 * time.Hour).Format(localInput), To: now.Format(localInput), Rate: "10"}})
+}
+
+// localInput is the value of an <input type="datetime-local" step="1">:
+// the browser's date and time picker, which the keyboard drives part by
+// part. The backfill form reads it as UTC.
+const localInput = "2006-01-02T15:04:05"
+
+// parseRangeEnd reads a backfill bound: what the picker posts (seconds
+// included or not), as UTC, or an RFC 3339 instant with its offset, which
+// a browser without the picker lets one type.
+func parseRangeEnd(s string) (time.Time, bool) {
+	for _, layout := range []string{localInput, "2006-01-02T15:04"} {
+		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+			return t, true
+		}
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	// To the second, as the picker shows it.
+	return t.UTC().Truncate(time.Second), err == nil
 }
 
 // backfill is a dry run first: the answer lists the slots and asks for a
@@ -86,15 +105,17 @@ func (c *Console) backfill(w http.ResponseWriter, r *http.Request, s *session) {
 	f := backfillForm{From: strings.TrimSpace(r.PostFormValue("from")), To: strings.TrimSpace(r.PostFormValue("to")),
 		Rate: strings.TrimSpace(r.PostFormValue("rate")), Errors: map[string]string{}}
 	req := &sundialv1.BackfillJobRequest{Id: id, DryRun: r.PostFormValue("confirm") != "yes"}
-	if t, err := time.Parse(time.RFC3339, f.From); err != nil {
-		f.Errors["From"] = "an RFC 3339 instant, such as 2026-11-20T00:00:00Z"
+	// A bound that reads is shown back as the picker's UTC value, so the
+	// dry run's (read-only) fields post exactly the range it counted.
+	if t, ok := parseRangeEnd(f.From); !ok {
+		f.Errors["From"] = "a date and time in UTC, such as 2026-11-20T00:00:00"
 	} else {
-		req.StartTime = timestamppb.New(t)
+		req.StartTime, f.From = timestamppb.New(t), t.Format(localInput)
 	}
-	if t, err := time.Parse(time.RFC3339, f.To); err != nil {
-		f.Errors["To"] = "an RFC 3339 instant, such as 2026-11-21T00:00:00Z"
+	if t, ok := parseRangeEnd(f.To); !ok {
+		f.Errors["To"] = "a date and time in UTC, such as 2026-11-21T00:00:00"
 	} else {
-		req.EndTime = timestamppb.New(t)
+		req.EndTime, f.To = timestamppb.New(t), t.Format(localInput)
 	}
 	if f.Rate != "" {
 		if v, err := strconv.ParseFloat(f.Rate, 64); err != nil {

@@ -58,3 +58,19 @@ func TestExcerpt(t *testing.T) {
 		}
 	}
 }
+
+// The backfill bounds: the picker's value (with or without seconds) as
+// UTC, or RFC 3339 with its offset; anything else is refused.
+func TestParseRangeEnd(t *testing.T) {
+	want := time.Date(2026, 11, 20, 6, 30, 0, 0, time.UTC)
+	for _, in := range []string{"2026-11-20T06:30:00", "2026-11-20T06:30", "2026-11-20T06:30:00Z", "2026-11-20T07:30:00+01:00", "2026-11-20T06:30:00.4Z"} {
+		if got, ok := parseRangeEnd(in); !ok || !got.Equal(want) || got.Location() != time.UTC {
+			t.Errorf("parseRangeEnd(%q) = %v, %v; want %v", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"", "yesterday", "2026-11-20", "20/11/2026 06:30", "2026-11-20 06:30:00"} {
+		if got, ok := parseRangeEnd(in); ok {
+			t.Errorf("parseRangeEnd(%q) = %v, want refused", in, got)
+		}
+	}
+}
