@@ -28,7 +28,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/pkg/jobspec"
 	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -183,8 +182,10 @@ func TestIntegrationCommandsAgainstTheAPI(t *testing.T) {
 	// A dead letter as a worker writes it; list, show, re-drive.
 	slot := dbNow.Add(-time.Hour).Truncate(time.Minute)
 	execID := firing.ExecutionID(uuid.MustParse(job.ID), slot).String()
-	f := jobspec.Envelope(&sundialv1.Job{Id: job.ID, Tenant: "acme", Version: 1}, execID, slot, slot, 2, sundialv1.FiringOrigin_FIRING_ORIGIN_SCHEDULE)
-	f.FirstAttempt = 1
+	f := firing.New(&sundialv1.Job{Id: job.ID, Tenant: "acme", Version: 1}, firing.Attempt{
+		Origin: sundialv1.FiringOrigin_FIRING_ORIGIN_SCHEDULE, ExecutionID: execID,
+		Scheduled: slot, Fire: slot, Number: 2, FirstAttempt: 1,
+	})
 	envelope, err := firing.Encode(f)
 	if err != nil {
 		t.Fatal(err)

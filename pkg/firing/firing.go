@@ -1,7 +1,9 @@
 // Package firing holds the identities and names every service agrees on for
-// one firing: its deterministic execution id, the job's partition, the Kafka
-// topic for its priority, the envelope encoding and the headers a target
-// receives.
+// one firing: its deterministic execution id and the jitter of its fire
+// instant, the job's partition, the Kafka topic for its priority, the
+// envelope (built whole by New, retried by NextAttempt, encoded by Encode),
+// the headers a target receives, and the status words of jobs and
+// executions with their one mapping to Postgres and the Cassandra ledger.
 package firing
 
 import (
@@ -82,7 +84,7 @@ func (t Topics) DLQ() string { return t.Prefix + ".dlq" }
 // Normalize maps the unspecified priority to medium.
 func Normalize(p sundialv1.Priority) sundialv1.Priority {
 	if p == sundialv1.Priority_PRIORITY_UNSPECIFIED {
-		return sundialv1.Priority_PRIORITY_MEDIUM
+		return DefaultPriority
 	}
 	return p
 }

@@ -3,10 +3,9 @@
 //
 // The api validates every job it accepts with Validate and fills its defaults
 // with Normalize before storing it; the prefetcher and the api build the
-// engine schedule of a stored job with Schedule; and every producer of a
-// firing (the prefetcher for scheduled slots, the api for manual triggers,
-// later the worker for retries) builds the envelope with Envelope, so a
-// firing carries the same fields whoever staged it.
+// engine schedule of a stored job with Schedule. A job's firings are built
+// by pkg/firing (firing.New), which declares the defaults a firing carries;
+// the constants here are the same values.
 //
 // Validation collects every problem rather than stopping at the first, and
 // names each by its field path inside the job (schedule.cron,
@@ -20,7 +19,7 @@
 // api stores the reference, and the worker resolves it with ExpandSecrets
 // from its own secret source just before the request.
 //
-// Defaults (applied by Normalize, and assumed by Envelope for jobs stored
+// Defaults (applied by Normalize, and assumed by firing.New for jobs stored
 // before a default existed):
 //
 //	priority          MEDIUM

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/schedule"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
@@ -121,7 +122,8 @@ func FuzzValidate(f *testing.F) {
 		if u := norm.GetCallbackUrl(); u != "" {
 			sendable(t, http.MethodPost, u, nil)
 		}
-		env := Envelope(norm, "0192d7a0-0000-7000-8000-000000000001", created, created.Add(time.Second), 1, sundialv1.FiringOrigin_FIRING_ORIGIN_SCHEDULE)
+		env := firing.New(norm, firing.Attempt{Origin: sundialv1.FiringOrigin_FIRING_ORIGIN_SCHEDULE, ExecutionID: "0192d7a0-0000-7000-8000-000000000001",
+			Scheduled: created, Fire: created.Add(time.Second), Number: 1})
 		eb, err := proto.Marshal(env)
 		if err != nil {
 			t.Fatalf("envelope does not encode: %v", err)

@@ -9,30 +9,30 @@ import (
 	"time"
 	_ "time/tzdata" // every service resolves zones the same way, whatever the host has installed
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/schedule"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
-// Defaults for unset fields.
+// Defaults for unset fields. Those a firing carries are pkg/firing's, so
+// that a job's defaults and its envelope's are one value.
 const (
-	DefaultPriority       = sundialv1.Priority_PRIORITY_MEDIUM
-	DefaultAttemptTimeout = 30 * time.Second
-	DefaultMaxAttempts    = 1
-	DefaultBackoff        = sundialv1.Backoff_BACKOFF_EXPONENTIAL
-	DefaultInitialDelay   = time.Second
-	DefaultMaxDelay       = time.Minute
+	DefaultPriority       = firing.DefaultPriority
+	DefaultAttemptTimeout = firing.DefaultAttemptTimeout
+	DefaultMaxAttempts    = firing.DefaultMaxAttempts
+	DefaultBackoff        = firing.DefaultBackoff
+	DefaultInitialDelay   = firing.DefaultInitialDelay
+	DefaultMaxDelay       = firing.DefaultMaxDelay
 	DefaultMisfireAction  = sundialv1.MisfireAction_MISFIRE_ACTION_RUN_ONCE
 	DefaultMisfireGrace   = time.Hour
 	DefaultMaxCatchUp     = 10
-	DefaultOverlap        = sundialv1.OverlapPolicy_OVERLAP_POLICY_ALLOW
+	DefaultOverlap        = firing.DefaultOverlap
 	DefaultTimezone       = "UTC"
 	DefaultDstGap         = sundialv1.DstGapPolicy_DST_GAP_POLICY_SHIFT
 	DefaultDstRepeat      = sundialv1.DstRepeatPolicy_DST_REPEAT_POLICY_FIRST
-	DefaultHTTPMethod     = "POST"
+	DefaultHTTPMethod     = firing.DefaultHTTPMethod
 )
 
 // Normalize fills every unset field of job with its default, in place, and
@@ -51,7 +51,7 @@ func Normalize(job *sundialv1.Job) {
 	if job.Retry == nil {
 		job.Retry = &sundialv1.RetryPolicy{}
 	}
-	normalizeRetry(job.Retry)
+	firing.NormalizeRetry(job.Retry)
 	if job.Misfire == nil {
 		job.Misfire = &sundialv1.MisfirePolicy{}
 	}
@@ -90,21 +90,6 @@ func Normalize(job *sundialv1.Job) {
 			h.Method = DefaultHTTPMethod
 		}
 		h.Method = strings.ToUpper(h.Method)
-	}
-}
-
-func normalizeRetry(r *sundialv1.RetryPolicy) {
-	if r.MaxAttempts == 0 {
-		r.MaxAttempts = DefaultMaxAttempts
-	}
-	if r.Backoff == sundialv1.Backoff_BACKOFF_UNSPECIFIED {
-		r.Backoff = DefaultBackoff
-	}
-	if r.InitialDelay == nil {
-		r.InitialDelay = durationpb.New(DefaultInitialDelay)
-	}
-	if r.MaxDelay == nil {
-		r.MaxDelay = durationpb.New(DefaultMaxDelay)
 	}
 }
 
@@ -190,61 +175,6 @@ func repeatPolicy(p sundialv1.DstRepeatPolicy) schedule.RepeatPolicy {
 	default:
 		return schedule.RepeatFirst
 	}
-}
-
-// Envelope builds the firing of one attempt of one execution of job, the
-// message the relay publishes and the worker fires. scheduled is the slot
-// (for a trigger, the trigger instant), fire the instant to fire at (the slot
-// plus jitter, or a retry's backoff instant). Backfill firings are marked
-// catch-up; the prefetcher sets CatchUp on misfire catch-ups, and the
-// producer sets StagedTime from the database clock.
-//
-// The envelope copies what it takes from job (a job's defaults apply to
-// fields it never had), except Payload, which it shares: neither may be
-// modified while the other is in use.
-func Envelope(job *sundialv1.Job, executionID string, scheduled, fire time.Time, attempt int32, origin sundialv1.FiringOrigin) *sundialv1.Firing {
-	f := &sundialv1.Firing{
-		ExecutionId:   executionID,
-		JobId:         job.GetId(),
-		Tenant:        job.GetTenant(),
-		JobVersion:    job.GetVersion(),
-		Attempt:       attempt,
-		Priority:      job.GetPriority(),
-		ScheduledTime: timestamppb.New(scheduled),
-		FireTime:      timestamppb.New(fire),
-		CatchUp:       origin == sundialv1.FiringOrigin_FIRING_ORIGIN_BACKFILL,
-		Payload:       job.GetPayload(),
-		Overlap:       job.GetOverlap(),
-		CallbackUrl:   job.GetCallbackUrl(),
-		Origin:        origin,
-	}
-	if f.Priority == sundialv1.Priority_PRIORITY_UNSPECIFIED {
-		f.Priority = DefaultPriority
-	}
-	if f.Overlap == sundialv1.OverlapPolicy_OVERLAP_POLICY_UNSPECIFIED {
-		f.Overlap = DefaultOverlap
-	}
-	if t := job.GetTarget(); t != nil {
-		f.Target = proto.Clone(t).(*sundialv1.Target)
-		if h := f.Target.GetHttp(); h != nil {
-			if h.Method == "" {
-				h.Method = DefaultHTTPMethod
-			}
-			h.Method = strings.ToUpper(h.Method)
-		}
-	}
-	if d := job.GetAttemptTimeout(); d != nil {
-		f.AttemptTimeout = durationpb.New(d.AsDuration())
-	} else {
-		f.AttemptTimeout = durationpb.New(DefaultAttemptTimeout)
-	}
-	if r := job.GetRetry(); r != nil {
-		f.Retry = proto.Clone(r).(*sundialv1.RetryPolicy)
-	} else {
-		f.Retry = &sundialv1.RetryPolicy{}
-	}
-	normalizeRetry(f.Retry)
-	return f
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/schedule"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
@@ -496,7 +497,7 @@ func TestEnvelope(t *testing.T) {
 	fire := scheduled.Add(1500 * time.Millisecond)
 
 	// A job stored without defaults still yields a complete envelope.
-	f := Envelope(j, "exec-1", scheduled, fire, 2, sundialv1.FiringOrigin_FIRING_ORIGIN_SCHEDULE)
+	f := firing.New(j, firing.Attempt{Origin: sundialv1.FiringOrigin_FIRING_ORIGIN_SCHEDULE, ExecutionID: "exec-1", Scheduled: scheduled, Fire: fire, Number: 2})
 	want := &sundialv1.Firing{
 		ExecutionId: "exec-1", JobId: j.Id, Tenant: "acme", JobVersion: 7, Attempt: 2,
 		Priority:      sundialv1.Priority_PRIORITY_MEDIUM,
@@ -513,23 +514,23 @@ func TestEnvelope(t *testing.T) {
 		Origin:      sundialv1.FiringOrigin_FIRING_ORIGIN_SCHEDULE,
 	}
 	if !proto.Equal(f, want) {
-		t.Fatalf("Envelope:\n got %v\nwant %v", f, want)
+		t.Fatalf("firing.New:\n got %v\nwant %v", f, want)
 	}
 	// The normalized job gives the same envelope.
 	n := proto.Clone(j).(*sundialv1.Job)
 	Normalize(n)
-	if g := Envelope(n, "exec-1", scheduled, fire, 2, sundialv1.FiringOrigin_FIRING_ORIGIN_SCHEDULE); !proto.Equal(g, want) {
-		t.Fatalf("Envelope of normalized job:\n got %v\nwant %v", g, want)
+	if g := firing.New(n, firing.Attempt{Origin: sundialv1.FiringOrigin_FIRING_ORIGIN_SCHEDULE, ExecutionID: "exec-1", Scheduled: scheduled, Fire: fire, Number: 2}); !proto.Equal(g, want) {
+		t.Fatalf("firing.New of normalized job:\n got %v\nwant %v", g, want)
 	}
 	// The envelope owns its target: changing it leaves the job alone.
 	f.Target.GetHttp().Url = "https://changed.example/"
 	if httpTarget(j).Url != "https://reports.internal.example/run" {
-		t.Fatal("Envelope shares the job's target")
+		t.Fatal("firing.New shares the job's target")
 	}
-	if b := Envelope(j, "e", scheduled, fire, 1, sundialv1.FiringOrigin_FIRING_ORIGIN_BACKFILL); !b.CatchUp {
+	if b := firing.New(j, firing.Attempt{Origin: sundialv1.FiringOrigin_FIRING_ORIGIN_BACKFILL, ExecutionID: "e", Scheduled: scheduled, Fire: fire, Number: 1}); !b.CatchUp {
 		t.Fatal("a backfill firing must be catch-up")
 	}
-	if tr := Envelope(j, "e", scheduled, fire, 1, sundialv1.FiringOrigin_FIRING_ORIGIN_TRIGGER); tr.CatchUp {
+	if tr := firing.New(j, firing.Attempt{Origin: sundialv1.FiringOrigin_FIRING_ORIGIN_TRIGGER, ExecutionID: "e", Scheduled: scheduled, Fire: fire, Number: 1}); tr.CatchUp {
 		t.Fatal("a trigger is not catch-up")
 	}
 }

@@ -21,7 +21,6 @@ import (
 	"github.com/sundialhq/sundial/pkg/calendar"
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/pkg/jobspec"
 	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/migrations"
@@ -164,8 +163,10 @@ func Start(t testing.TB, o Options) *API {
 func (a *API) DeadLetter(t testing.TB, job *sundialv1.Job, slot time.Time, class string) string {
 	t.Helper()
 	execID := firing.ExecutionID(uuid.MustParse(job.GetId()), slot).String()
-	f := jobspec.Envelope(job, execID, slot, slot, 1, sundialv1.FiringOrigin_FIRING_ORIGIN_SCHEDULE)
-	f.FirstAttempt = 1
+	f := firing.New(job, firing.Attempt{
+		Origin: sundialv1.FiringOrigin_FIRING_ORIGIN_SCHEDULE, ExecutionID: execID,
+		Scheduled: slot, Fire: slot, Number: 1, FirstAttempt: 1,
+	})
 	env, err := firing.Encode(f)
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/jobspec"
@@ -114,8 +113,10 @@ func (s *JobService) BackfillJob(ctx context.Context, req *sundialv1.BackfillJob
 		plan := store.StagePlan{Firings: make([]store.Staged, len(slots))}
 		for i, slot := range slots {
 			fire := s.pacer.fireAt(now, i, rate)
-			f := jobspec.Envelope(job, firing.ExecutionID(jobUUID, slot).String(), slot, fire, 1, sundialv1.FiringOrigin_FIRING_ORIGIN_BACKFILL)
-			f.CatchUp, f.FirstAttempt, f.StagedTime = true, 1, timestamppb.New(now)
+			f := firing.New(job, firing.Attempt{
+				Origin: sundialv1.FiringOrigin_FIRING_ORIGIN_BACKFILL, ExecutionID: firing.ExecutionID(jobUUID, slot).String(),
+				Scheduled: slot, Fire: fire, Number: 1, FirstAttempt: 1, CatchUp: true, Staged: now,
+			})
 			st.Stage(f)
 			plan.Firings[i] = store.Staged{Firing: f, PublishAt: s.pacer.publishAt(fire)}
 		}

@@ -316,8 +316,10 @@ func (s *DeadLetterService) RedriveDeadLetters(ctx context.Context, req *sundial
 			}
 			attempt := last + 1
 			fire := s.pacer.fireAt(now, i, rate)
-			nf := jobspec.Envelope(job, d.ExecutionID, scheduled, fire, attempt, sundialv1.FiringOrigin_FIRING_ORIGIN_REDRIVE)
-			nf.CatchUp, nf.FirstAttempt, nf.StagedTime = catchUp, attempt, timestamppb.New(now)
+			nf := firing.New(job, firing.Attempt{
+				Origin: sundialv1.FiringOrigin_FIRING_ORIGIN_REDRIVE, ExecutionID: d.ExecutionID,
+				Scheduled: scheduled, Fire: fire, Number: attempt, FirstAttempt: attempt, CatchUp: catchUp, Staged: now,
+			})
 			st.Stage(nf)
 			plan.Firings = append(plan.Firings, store.Staged{Firing: nf, PublishAt: s.pacer.publishAt(fire)})
 		}

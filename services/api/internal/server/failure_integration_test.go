@@ -24,7 +24,6 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/auth"
 	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/pkg/jobspec"
 	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/outbox"
 	"github.com/sundialhq/sundial/pkg/secrets"
@@ -47,8 +46,10 @@ func (h *harness) dbNow() time.Time {
 func (h *harness) deadLetter(job *sundialv1.Job, slot time.Time, lastAttempt int32, class string, deadAt time.Time) string {
 	h.t.Helper()
 	execID := firing.ExecutionID(uuid.MustParse(job.GetId()), slot).String()
-	f := jobspec.Envelope(job, execID, slot, slot, lastAttempt, sundialv1.FiringOrigin_FIRING_ORIGIN_SCHEDULE)
-	f.FirstAttempt = 1
+	f := firing.New(job, firing.Attempt{
+		Origin: sundialv1.FiringOrigin_FIRING_ORIGIN_SCHEDULE, ExecutionID: execID,
+		Scheduled: slot, Fire: slot, Number: lastAttempt, FirstAttempt: 1,
+	})
 	env, err := firing.Encode(f)
 	if err != nil {
 		h.t.Fatal(err)

@@ -719,9 +719,10 @@ func (s *JobService) TriggerJob(ctx context.Context, req *sundialv1.TriggerJobRe
 			return store.StagePlan{}, reject(codes.FailedPrecondition, "job is deleted")
 		}
 		execID := firing.TriggerExecutionID(uuid.MustParse(job.GetId()), now)
-		f := jobspec.Envelope(job, execID.String(), now, now, 1, sundialv1.FiringOrigin_FIRING_ORIGIN_TRIGGER)
-		f.FirstAttempt = 1
-		f.StagedTime = timestamppb.New(now)
+		f := firing.New(job, firing.Attempt{
+			Origin: sundialv1.FiringOrigin_FIRING_ORIGIN_TRIGGER, ExecutionID: execID.String(),
+			Scheduled: now, Fire: now, Number: 1, FirstAttempt: 1, Staged: now,
+		})
 		st.Stage(f)
 		return store.StagePlan{
 			Firings: []store.Staged{{Firing: f}},

@@ -53,7 +53,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/calendar"
 	"github.com/sundialhq/sundial/pkg/firing"
@@ -366,7 +365,6 @@ func (s *Store) StageBatch(ctx context.Context, o Options) (res Result, err erro
 	ids := make([]uuid.UUID, 0, len(jobs))
 	nexts := make([]pgtype.Timestamptz, 0, len(jobs))
 	lasts := make([]pgtype.Timestamptz, 0, len(jobs))
-	staged := timestamppb.New(res.Now)
 	cals := calendars{tx: tx}
 	for _, j := range jobs {
 		plan, err := s.plan(ctx, j, res.Now, po, &cals)
@@ -389,7 +387,7 @@ func (s *Store) StageBatch(ctx context.Context, o Options) (res Result, err erro
 		res.Expired += plan.Expired
 		for i, sl := range plan.Slots {
 			last := plan.LastSlot() && i == len(plan.Slots)-1
-			if err := out.add(j, sl, plan.job, staged, last, &pace, res.Now, o.Window, st); err != nil {
+			if err := out.add(j, sl, plan.job, last, &pace, res.Now, o.Window, st); err != nil {
 				return res, err
 			}
 		}
@@ -583,7 +581,7 @@ func (s *Store) plan(ctx context.Context, j claimed, now time.Time, o Options, c
 // is published a window before that. Either way a long schedule waits in
 // Postgres, where pause, update and delete still drop it, rather than in
 // Kafka and workers' memory.
-func (r *rows) add(j claimed, sl slots.Slot, job *sundialv1.Job, staged *timestamppb.Timestamp, last bool, pace *pacer, now time.Time, window time.Duration, st *tracing.Stager) error {
+func (r *rows) add(j claimed, sl slots.Slot, job *sundialv1.Job, last bool, pace *pacer, now time.Time, window time.Duration, st *tracing.Stager) error {
 	exec := firing.ExecutionID(j.id, sl.At)
 	fire := sl.At.Add(firing.Jitter(j.id, sl.At, job.GetMaxJitter().AsDuration()))
 	publish := publishAt(sl.At, window, publishGrain)
@@ -594,11 +592,10 @@ func (r *rows) add(j claimed, sl slots.Slot, job *sundialv1.Job, staged *timesta
 			publish = atLeast(now, publishAt(t, window, 0))
 		}
 	}
-	env := jobspec.Envelope(job, exec.String(), sl.At, fire, 1, sundialv1.FiringOrigin_FIRING_ORIGIN_SCHEDULE)
-	env.CatchUp = sl.CatchUp
-	env.StagedTime = staged
-	env.FirstAttempt = 1
-	env.LastSlot = last
+	env := firing.New(job, firing.Attempt{
+		Origin: sundialv1.FiringOrigin_FIRING_ORIGIN_SCHEDULE, ExecutionID: exec.String(),
+		Scheduled: sl.At, Fire: fire, Number: 1, FirstAttempt: 1, CatchUp: sl.CatchUp, LastSlot: last, Staged: now,
+	})
 	st.Stage(env)
 	b, err := firing.Encode(env)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/tracing"
@@ -35,7 +34,7 @@ func TestAddPutsTheFiringSpanInTheEnvelope(t *testing.T) {
 	var out rows
 	for i := range 3 {
 		sl := slots.Slot{At: now.Add(time.Duration(i+1) * time.Second)}
-		require.NoError(t, out.add(j, sl, job, timestamppb.New(now), false, &pace, now, 2*time.Minute, st))
+		require.NoError(t, out.add(j, sl, job, false, &pace, now, 2*time.Minute, st))
 	}
 	st.End(nil)
 	batch.End()
@@ -59,7 +58,7 @@ func TestAddPutsTheFiringSpanInTheEnvelope(t *testing.T) {
 	}
 
 	var plain rows
-	require.NoError(t, plain.add(j, slots.Slot{At: now.Add(time.Second)}, job, timestamppb.New(now), false, &pace, now, 2*time.Minute, nil))
+	require.NoError(t, plain.add(j, slots.Slot{At: now.Add(time.Second)}, job, false, &pace, now, 2*time.Minute, nil))
 	f, err := firing.Decode(plain[0].Envelope)
 	require.NoError(t, err)
 	require.Empty(t, f.GetTraceparent(), "tracing off wrote a traceparent")

@@ -56,7 +56,7 @@ func (s *memSettler) Settle(_ context.Context, f *sundialv1.Firing, d retry.Deci
 	var out settle.Outcome
 	switch d.Status {
 	case sundialv1.ExecutionStatus_EXECUTION_STATUS_RETRY_SCHEDULED:
-		out.Next = settle.NextAttempt(f, d.NextFire, d.NextFire)
+		out.Next = firing.NextAttempt(f, d.NextFire, d.NextFire)
 	case sundialv1.ExecutionStatus_EXECUTION_STATUS_DEAD:
 		out.DeadLetter = &sundialv1.DeadLetter{Firing: f, ErrorClass: d.Class}
 	}

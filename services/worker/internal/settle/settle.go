@@ -22,7 +22,6 @@ import (
 	"log/slog"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/clock"
@@ -186,7 +185,7 @@ func (s *Settler) settleOwn(ctx context.Context, f *sundialv1.Firing, d retry.De
 	var out Outcome
 	switch d.Status {
 	case sundialv1.ExecutionStatus_EXECUTION_STATUS_RETRY_SCHEDULED:
-		next := NextAttempt(f, d.NextFire, s.clk.Now())
+		next := firing.NextAttempt(f, d.NextFire, s.clk.Now())
 		env, err := firing.Encode(next)
 		if err != nil {
 			return out, fmt.Errorf("settle: encode retry: %w", err)
@@ -274,18 +273,6 @@ func (s *Settler) try(ctx context.Context, step string, fn func(context.Context)
 		}
 		wait = min(2*wait, s.cfg.MaxBackoff)
 	}
-}
-
-// NextAttempt is the envelope of the attempt after f: the same execution,
-// attempt + 1, firing at fire, origin RETRY, the same round (first_attempt).
-func NextAttempt(f *sundialv1.Firing, fire, now time.Time) *sundialv1.Firing {
-	next := proto.Clone(f).(*sundialv1.Firing)
-	next.Attempt = max(f.GetAttempt(), 1) + 1
-	next.FirstAttempt = max(f.GetFirstAttempt(), 1)
-	next.FireTime = timestamppb.New(fire)
-	next.StagedTime = timestamppb.New(now)
-	next.Origin = sundialv1.FiringOrigin_FIRING_ORIGIN_RETRY
-	return next
 }
 
 // DeadLetterOf builds the dead letter of f.
