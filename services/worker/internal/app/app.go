@@ -201,24 +201,15 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 		led = ledger.NewWriter(s, cfg.CassandraKeyspace)
 		reader := ledger.NewReader(s, cfg.CassandraKeyspace)
 		recorded = func(ctx context.Context, f *sundialv1.Firing) (sundialv1.ExecutionStatus, bool) {
-			rows, err := reader.GetExecution(ctx, f.GetExecutionId())
-			if err != nil {
+			st, err := attemptStatus(ctx, reader, f)
+			if err != nil || !attemptOutcome(st) {
 				return 0, false
 			}
-			for _, r := range rows {
-				if r.GetAttempt() != max(f.GetAttempt(), 1) {
-					continue
-				}
-				switch st := r.GetStatus(); st {
-				case sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED, sundialv1.ExecutionStatus_EXECUTION_STATUS_RETRY_SCHEDULED,
-					sundialv1.ExecutionStatus_EXECUTION_STATUS_DEAD, sundialv1.ExecutionStatus_EXECUTION_STATUS_FAILED:
-					return st, true
-				}
-			}
-			return 0, false
+			return st, true
 		}
 		hasRecord = func(ctx context.Context, f *sundialv1.Firing) (bool, error) {
-			return finalRecorded(ctx, reader, f)
+			st, err := attemptStatus(ctx, reader, f)
+			return st != sundialv1.ExecutionStatus_EXECUTION_STATUS_UNSPECIFIED, err
 		}
 		w.Checks["cassandra"] = func(ctx context.Context) error {
 			it := s.Iter(ctx, ledger.Statement{CQL: "SELECT release_version FROM system.local", Idempotent: true})
