@@ -29,8 +29,8 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/ledger"
-	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
 // startAPI builds and runs the real api binary on a fresh schema, Redis

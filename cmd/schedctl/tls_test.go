@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sundialhq/sundial/pkg/connsec/connsectest"
+	"github.com/sundialhq/sundial/testkit/tlstest"
 )
 
 func parseConnFlags(t *testing.T, env map[string]string, args ...string) *connFlags {
@@ -28,7 +28,7 @@ func parseConnFlags(t *testing.T, env map[string]string, args ...string) *connFl
 // Plaintext on loopback unless TLS is asked for; TLS everywhere else
 // unless plaintext is.
 func TestTransportChoice(t *testing.T) {
-	ca := connsectest.NewCA(t, "schedctl-test").CertFile
+	ca := tlstest.NewCA(t, "schedctl-test").CertFile
 	cases := []struct {
 		env  map[string]string
 		args []string

@@ -22,9 +22,9 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/auth"
 	"github.com/sundialhq/sundial/pkg/client"
-	"github.com/sundialhq/sundial/pkg/connsec/connsectest"
-	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/testkit/testinfra"
+	"github.com/sundialhq/sundial/testkit/tlstest"
 )
 
 // TestQueriedMetricsAreExported runs the four services as processes against
@@ -60,7 +60,7 @@ func TestQueriedMetricsAreExported(t *testing.T) {
 	grpcAddr := freeAddr(t)
 	// The api serves TLS, as the chart deploys it, so its certificate
 	// expiry gauge (an alert's) is exported like everything else.
-	ca := connsectest.NewCA(t, "deploytest")
+	ca := tlstest.NewCA(t, "deploytest")
 	apiCert := ca.Server("api")
 	admins := map[string]string{}
 	// api first (migrations), the relay creates the topics, then the rest.

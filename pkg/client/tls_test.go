@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
-	"github.com/sundialhq/sundial/pkg/connsec/connsectest"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/testkit/tlstest"
 )
 
 // serveTLS runs jobs on a loopback gRPC server with cfg's TLS.
@@ -36,7 +36,7 @@ func serveTLS(t *testing.T, jobs sundialv1.JobServiceServer, cfg *tls.Config) st
 }
 
 func TestTLSCredentialsVerifyTheAPI(t *testing.T) {
-	ca := connsectest.NewCA(t, "api")
+	ca := tlstest.NewCA(t, "api")
 	server := ca.Server("api", "sundial-api.sundial.svc")
 	clientCert := ca.Client("deployer", "deployer")
 	addr := serveTLS(t, &flakyJobs{calls: map[string]int{}}, &tls.Config{

@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sundialhq/sundial/pkg/connsec"
-	"github.com/sundialhq/sundial/pkg/harness"
 	"github.com/sundialhq/sundial/pkg/leader"
-	"github.com/sundialhq/sundial/pkg/testinfra"
+	"github.com/sundialhq/sundial/testkit/harness"
+	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
 // recordingDialer remembers the last connection it made, so a test can cut

@@ -9,9 +9,14 @@
 //   - pkg/ imports anything of the workspace but pkg/ and proto/ (in
 //     particular services/ or cmd/: shared code knows no binary);
 //   - proto/ imports anything of the workspace but proto/;
+//   - testkit/ imports anything of the workspace but pkg/ and proto/;
+//   - production code of pkg/, services/, cmd/ or proto/ imports testkit/
+//     (the kits are for tests: only test files, test helper packages named
+//     *test like apitest, bench/, tests/ and deploy/ may use them, so no
+//     binary links them);
 //
 // and when docs/architecture/README.md does not name a service, a package
-// directly under pkg/, or a command under cmd/.
+// directly under pkg/ or testkit/, or a command under cmd/.
 package importgraph_test
 
 import (
@@ -32,8 +37,8 @@ import (
 const module = "github.com/sundialhq/sundial/"
 
 // room is where a package of the workspace lives: "service:<name>", "pkg",
-// "proto", "cmd:<name>", or the first path element for the rest (bench,
-// tests, deploy). Packages outside the workspace are in no room ("").
+// "proto", "cmd:<name>", or the first path element for the rest (testkit,
+// bench, tests, deploy). Packages outside the workspace are in no room ("").
 func room(path string) string {
 	rel, ok := strings.CutPrefix(path, module)
 	if !ok {
@@ -49,13 +54,32 @@ func room(path string) string {
 	return parts[0]
 }
 
-// violation says why from may not import to, or "" when it may.
-func violation(from, to string) string {
+// testHelper reports whether path is a package that exists for tests
+// although it has no _test.go suffix: by Go's custom (net/http/httptest)
+// its name ends in "test" (apitest, pgtest, itest, tracingtest).
+func testHelper(path string) bool {
+	return strings.HasSuffix(path[strings.LastIndex(path, "/")+1:], "test")
+}
+
+// violation says why from may not import to, or "" when it may. test is
+// whether the import is made by a test file of from.
+func violation(from, to string, test bool) string {
 	rf, rt := room(from), room(to)
 	if rt == "" || rf == rt {
 		return ""
 	}
 	switch {
+	case rt == "testkit":
+		if test || testHelper(from) {
+			return ""
+		}
+		switch {
+		case rf == "pkg", rf == "proto", strings.HasPrefix(rf, "service:"), strings.HasPrefix(rf, "cmd:"):
+			return "production code imports no test kit (testkit/ is for tests, bench and e2e; a binary never links it)"
+		}
+		return ""
+	case rf == "testkit" && rt != "pkg" && rt != "proto":
+		return "testkit/ imports only pkg/ and proto/ from the workspace (a kit knows no service's or command's code)"
 	case strings.HasPrefix(rf, "service:") && strings.HasPrefix(rt, "service:"):
 		return "a service imports no other service's packages (they meet through Postgres, Kafka, Redis and gRPC)"
 	case rf == "pkg" && rt != "proto":
@@ -70,27 +94,38 @@ func TestViolationRules(t *testing.T) {
 	for _, c := range []struct {
 		from, to string
 		bad      bool
+		test     bool // the import is made by a test file of from
 	}{
-		{"services/api/internal/store", "services/api/internal/server", false},
-		{"services/api/internal/store", "pkg/outbox", false},
-		{"services/api", "proto/sundial/v1", false},
-		{"services/api/internal/store", "services/worker/internal/settle", true},
-		{"services/relay", "services/prefetcher/internal/stage", true},
-		{"pkg/outbox", "proto/sundial/v1", false},
-		{"pkg/outbox", "pkg/firing", false},
-		{"pkg/outbox", "services/relay/internal/outbox", true},
-		{"pkg/harness", "cmd/schedctl", true},
-		{"pkg/harness", "bench/internal/scenario", true},
-		{"proto/sundial/v1", "pkg/firing", true},
-		{"cmd/schedctl", "pkg/client", false},
-		{"bench/cmd/bench", "pkg/harness", false},
+		{"services/api/internal/store", "services/api/internal/server", false, false},
+		{"services/api/internal/store", "pkg/outbox", false, false},
+		{"services/api", "proto/sundial/v1", false, false},
+		{"services/api/internal/store", "services/worker/internal/settle", true, false},
+		{"services/relay", "services/prefetcher/internal/stage", true, false},
+		{"pkg/outbox", "proto/sundial/v1", false, false},
+		{"pkg/outbox", "pkg/firing", false, false},
+		{"pkg/outbox", "services/relay/internal/outbox", true, false},
+		{"testkit/harness", "cmd/schedctl", true, false},
+		{"testkit/harness", "bench/internal/scenario", true, false},
+		{"proto/sundial/v1", "pkg/firing", true, false},
+		{"cmd/schedctl", "pkg/client", false, false},
+		{"bench/cmd/bench", "testkit/harness", false, false},
+		{"testkit/harness", "pkg/migrations", false, false},
+		{"testkit/harness", "services/api/internal/store", true, true},
+		{"pkg/lease", "testkit/testinfra", false, true},
+		{"pkg/lease", "testkit/testinfra", true, false},
+		{"services/worker/internal/app", "testkit/testinfra", false, true},
+		{"services/worker/internal/app", "testkit/testinfra", true, false},
+		{"services/api/internal/apitest", "testkit/testinfra", false, false},
+		{"cmd/schedctl", "testkit/tlstest", true, false},
+		{"tests/e2e", "testkit/harness", false, false},
+		{"deploy/deploytest", "testkit/testinfra", false, false},
 	} {
 		from, to := module+c.from, module+c.to
-		if got := violation(from, to) != ""; got != c.bad {
-			t.Errorf("%s → %s: violation %v, want %v", c.from, c.to, got, c.bad)
+		if got := violation(from, to, c.test) != ""; got != c.bad {
+			t.Errorf("%s → %s (test %v): violation %v, want %v", c.from, c.to, c.test, got, c.bad)
 		}
 	}
-	if v := violation(module+"pkg/outbox", "github.com/jackc/pgx/v5"); v != "" {
+	if v := violation(module+"pkg/outbox", "github.com/jackc/pgx/v5", false); v != "" {
 		t.Errorf("a third-party import is no violation: %s", v)
 	}
 }
@@ -126,11 +161,18 @@ type listed struct {
 	Error      *struct{ Err string }
 }
 
+// edge is one import of a package; test when only its test files make it.
+type edge struct {
+	to   string
+	test bool
+}
+
 // graph lists every package of the workspace's modules with its imports,
 // test variants and tagged files included. Test variants ("p [p.test]"),
 // external test packages ("p_test [p.test]") and test mains ("p.test") are
-// folded into p.
-func graph(t *testing.T, root string) map[string][]string {
+// folded into p, their imports marked test; an import of p's own files is
+// listed again, unmarked, from p's plain entry.
+func graph(t *testing.T, root string) map[string][]edge {
 	t.Helper()
 	var patterns []string
 	sc := bufio.NewScanner(bytes.NewReader(goCmd(t, root, "list", "-m", "-f", "{{.Dir}}")))
@@ -144,7 +186,7 @@ func graph(t *testing.T, root string) map[string][]string {
 	}
 	out := goCmd(t, root, append([]string{"list", "-e", "-test", "-tags", "integration,e2e",
 		"-json=ImportPath,Imports,Error"}, patterns...)...)
-	g := map[string][]string{}
+	g := map[string][]edge{}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for {
 		var p listed
@@ -157,8 +199,9 @@ func graph(t *testing.T, root string) map[string][]string {
 			t.Errorf("%s: %s", p.ImportPath, p.Error.Err)
 		}
 		path := base(p.ImportPath)
+		test := path != p.ImportPath
 		for _, imp := range p.Imports {
-			g[path] = append(g[path], base(imp))
+			g[path] = append(g[path], edge{to: base(imp), test: test})
 		}
 		if _, ok := g[path]; !ok {
 			g[path] = nil
@@ -180,14 +223,14 @@ func TestImportGraphKeepsTheRoomsApart(t *testing.T) {
 			continue
 		}
 		ours++
-		for _, to := range imports {
-			if why := violation(from, to); why != "" {
-				t.Errorf("%s imports %s: %s", strings.TrimPrefix(from, module), strings.TrimPrefix(to, module), why)
+		for _, e := range imports {
+			if why := violation(from, e.to, e.test); why != "" {
+				t.Errorf("%s imports %s: %s", strings.TrimPrefix(from, module), strings.TrimPrefix(e.to, module), why)
 			}
 		}
 	}
 	// A graph that lost most of the workspace would pass vacuously.
-	for _, want := range []string{"services/api", "services/prefetcher", "services/relay", "services/worker", "pkg/outbox", "proto/sundial/v1", "cmd/schedctl"} {
+	for _, want := range []string{"services/api", "services/prefetcher", "services/relay", "services/worker", "pkg/outbox", "proto/sundial/v1", "cmd/schedctl", "testkit/harness"} {
 		if _, ok := g[module+want]; !ok {
 			t.Errorf("go list did not list %s", want)
 		}
@@ -198,7 +241,7 @@ func TestImportGraphKeepsTheRoomsApart(t *testing.T) {
 }
 
 // The architecture picture names every room: each service, each package
-// directly under pkg/ and each command under cmd/.
+// directly under pkg/ or testkit/ and each command under cmd/.
 func TestArchitecturePictureNamesEveryRoom(t *testing.T) {
 	root := workspace(t)
 	doc, err := os.ReadFile(filepath.Join(root, "docs", "architecture", "README.md"))
@@ -212,7 +255,7 @@ func TestArchitecturePictureNamesEveryRoom(t *testing.T) {
 			continue
 		}
 		parts := strings.Split(rel, "/")
-		if len(parts) >= 2 && (parts[0] == "services" || parts[0] == "pkg" || parts[0] == "cmd") {
+		if len(parts) >= 2 && (parts[0] == "services" || parts[0] == "pkg" || parts[0] == "testkit" || parts[0] == "cmd") {
 			rooms = append(rooms, parts[0]+"/"+parts[1])
 		}
 	}

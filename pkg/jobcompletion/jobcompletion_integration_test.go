@@ -16,7 +16,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/jobcompletion"
 	"github.com/sundialhq/sundial/pkg/migrations"
-	"github.com/sundialhq/sundial/pkg/testinfra"
+	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
 func migrated(t *testing.T) *pgxpool.Pool {

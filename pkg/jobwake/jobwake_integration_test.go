@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sundialhq/sundial/pkg/jobwake"
-	"github.com/sundialhq/sundial/pkg/testinfra"
+	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
 // A notification sent in a transaction reaches a listener on Channel when

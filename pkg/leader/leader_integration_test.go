@@ -17,7 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sundialhq/sundial/pkg/testinfra"
+	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
 // Tests run against the real ZooKeeper started by deploy/local/infra.sh.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/lease"
-	"github.com/sundialhq/sundial/pkg/testinfra"
+	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
 // With liveness, a lease whose worker stopped refreshing its liveness key

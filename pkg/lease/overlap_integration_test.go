@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/lease"
-	"github.com/sundialhq/sundial/pkg/testinfra"
+	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
 func exo(job, exec string, attempt int32, o lease.Overlap) lease.Execution {

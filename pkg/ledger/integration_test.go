@@ -18,12 +18,12 @@ import (
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/ledger"
-	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
 // testLedger connects to the test Cassandra with the ledger's own settings
-// and migrates a keyspace of the test's own (pkg/testinfra creates it and
+// and migrates a keyspace of the test's own (testkit/testinfra creates it and
 // drops it when the test ends).
 func testLedger(t testing.TB) (ledger.Session, string) {
 	t.Helper()

@@ -17,8 +17,8 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/ledgerpending"
 	"github.com/sundialhq/sundial/pkg/migrations"
-	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
 func migrated(t *testing.T) *pgxpool.Pool {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/migrations"
-	"github.com/sundialhq/sundial/pkg/testinfra"
+	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
 // Up applies every migration into the pool's schema, a second Up applies

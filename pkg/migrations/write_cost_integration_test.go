@@ -14,10 +14,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sundialhq/sundial/pkg/harness"
 	"github.com/sundialhq/sundial/pkg/migrations"
-	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/testkit/harness"
+	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
 // TestTimingNameIndexWriteCost measures what the trigram index on job

@@ -13,7 +13,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/migrations"
 	"github.com/sundialhq/sundial/pkg/signingkey"
-	"github.com/sundialhq/sundial/pkg/testinfra"
+	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
 // Create, rotate with an overlap, rotate again during it, and rotate with

@@ -28,9 +28,9 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/auth"
 	"github.com/sundialhq/sundial/pkg/client"
-	"github.com/sundialhq/sundial/pkg/connsec/connsectest"
-	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/testkit/testinfra"
+	"github.com/sundialhq/sundial/testkit/tlstest"
 )
 
 // lockedBuffer collects a process's stderr while the test reads it.
@@ -78,9 +78,9 @@ func TestServeBinaryTLS(t *testing.T) {
 	dsn, _, _ := freshSchema(t)
 	grpcAddr, adminAddr, httpAddr := freePort(t), freePort(t), freePort(t)
 
-	serverCA := connsectest.NewCA(t, "sundial-api-ca")
-	clientCA := connsectest.NewCA(t, "sundial-clients")
-	stranger := connsectest.NewCA(t, "stranger")
+	serverCA := tlstest.NewCA(t, "sundial-api-ca")
+	clientCA := tlstest.NewCA(t, "sundial-clients")
+	stranger := tlstest.NewCA(t, "stranger")
 	deployer := clientCA.Client("deployer", "deployer")
 	impostor := stranger.Client("impostor", "deployer")
 	// The files the api reads, replaced in place later.
@@ -126,7 +126,7 @@ func TestServeBinaryTLS(t *testing.T) {
 		t.Cleanup(func() { _ = gc.Close() })
 		return gc
 	}
-	presenting := func(roots *tls.Config, c *connsectest.Issued) *tls.Config {
+	presenting := func(roots *tls.Config, c *tlstest.Issued) *tls.Config {
 		cfg := roots.Clone()
 		if c != nil {
 			pair := c.Pair
@@ -261,7 +261,7 @@ func TestServeBinaryTLS(t *testing.T) {
 	// Renewal by another CA while the api runs: the key, then the
 	// certificate, as a rotation writes them. New connections get the new
 	// certificate; no restart.
-	renewedCA := connsectest.NewCA(t, "sundial-api-ca-2")
+	renewedCA := tlstest.NewCA(t, "sundial-api-ca-2")
 	renewed := renewedCA.Server("api-2")
 	install(t, renewed.KeyFile, keyFile)
 	install(t, renewed.CertFile, certFile)

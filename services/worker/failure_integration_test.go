@@ -28,8 +28,8 @@ import (
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/ledger"
-	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/testkit/testinfra"
 
 	"github.com/sundialhq/sundial/services/worker/internal/app"
 	"github.com/sundialhq/sundial/services/worker/internal/notify"

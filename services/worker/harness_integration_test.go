@@ -35,8 +35,8 @@ import (
 	"github.com/sundialhq/sundial/pkg/lifecycle"
 	"github.com/sundialhq/sundial/pkg/migrations"
 	"github.com/sundialhq/sundial/pkg/signature"
-	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/testkit/testinfra"
 
 	"github.com/sundialhq/sundial/services/worker/internal/app"
 	"github.com/sundialhq/sundial/services/worker/internal/executor"

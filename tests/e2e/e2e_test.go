@@ -14,9 +14,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/pkg/harness"
-	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/testkit/harness"
+	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
 var priorities = []sundialv1.Priority{

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/harness"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/testkit/harness"
 )
 
 // binDir holds the service binaries, built once for the whole run.
@@ -56,7 +56,7 @@ func runMain(m *testing.M) int {
 	return m.Run()
 }
 
-// platform is one isolated Sundial deployment (pkg/harness): its own
+// platform is one isolated Sundial deployment (testkit/harness): its own
 // Postgres schema, topic prefix, consumer group, Redis key prefix,
 // Cassandra keyspace and election path, shared by the processes it starts.
 type platform struct {

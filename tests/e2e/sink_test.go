@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/harness"
+	"github.com/sundialhq/sundial/testkit/harness"
 )
 
 // delivery is one request (or record) a target received.
@@ -24,7 +24,7 @@ type delivery struct {
 	sigErr    error
 }
 
-// sink is the target every job of a test fires: pkg/harness's recording
+// sink is the target every job of a test fires: testkit/harness's recording
 // HTTP server, which can also read a Kafka topic.
 type sink struct{ *harness.Sink }
 

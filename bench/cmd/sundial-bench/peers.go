@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/harness"
+	"github.com/sundialhq/sundial/testkit/harness"
 
 	"github.com/sundialhq/sundial/bench/internal/bench"
 	"github.com/sundialhq/sundial/bench/internal/peers"

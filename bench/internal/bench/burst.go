@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/harness"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/testkit/harness"
 )
 
 // BurstConfig is the burst scenario: Jobs one-off jobs due at the same

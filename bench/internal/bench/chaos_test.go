@@ -7,7 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/pkg/harness"
+	"github.com/sundialhq/sundial/testkit/harness"
 )
 
 // chaosFixture is one job firing every second from t0 for n seconds, and a

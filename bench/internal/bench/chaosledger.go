@@ -7,8 +7,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/sundialhq/sundial/pkg/harness"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/testkit/harness"
 )
 
 // ledgerGaps reads, through the api's history as a user would, the

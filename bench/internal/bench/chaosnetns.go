@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/sundialhq/sundial/bench/internal/netns"
-	"github.com/sundialhq/sundial/pkg/harness"
+	"github.com/sundialhq/sundial/testkit/harness"
 )
 
 // The rows that cut one worker off from one component run that worker in

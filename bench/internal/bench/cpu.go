@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/harness"
+	"github.com/sundialhq/sundial/testkit/harness"
 )
 
 // machineKey is the usageSnap entry for the whole machine: every CPU's

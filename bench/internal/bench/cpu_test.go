@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/harness"
+	"github.com/sundialhq/sundial/testkit/harness"
 )
 
 func TestParseProcStatCountsBusyNotIdle(t *testing.T) {

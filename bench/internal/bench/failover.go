@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/harness"
+	"github.com/sundialhq/sundial/testkit/harness"
 )
 
 // FailoverConfig is the failover scenario: a steady Rate for Duration, with

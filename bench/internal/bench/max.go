@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/harness"
+	"github.com/sundialhq/sundial/testkit/harness"
 )
 
 // MaxConfig is the max-sustained scenario: a ladder of rates, each held for

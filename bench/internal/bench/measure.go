@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/harness"
+	"github.com/sundialhq/sundial/testkit/harness"
 )
 
 // infraComponents are the five components deploy/local/infra.sh runs.

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/harness"
+	"github.com/sundialhq/sundial/testkit/harness"
 )
 
 // Options are the settings every scenario shares.

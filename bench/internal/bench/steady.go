@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/harness"
+	"github.com/sundialhq/sundial/testkit/harness"
 )
 
 // SteadyConfig is the steady scenario: Rate firings per second for

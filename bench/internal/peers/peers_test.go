@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/harness"
+	"github.com/sundialhq/sundial/testkit/harness"
 )
 
 func TestOffsetsOfTheJitteredShapeSpreadOverTheSecond(t *testing.T) {

@@ -2,7 +2,7 @@
 // Postgres, Redis and (optionally) Cassandra for the tests of the packages
 // that sit on top of the gRPC server: the HTTP/JSON gateway, the Go client
 // and the console. Each API gets a fresh Postgres schema and Redis key
-// prefix of its own (pkg/testinfra), so tests can run side by side against
+// prefix of its own (testkit/testinfra), so tests can run side by side against
 // the shared components.
 package apitest
 
@@ -25,12 +25,12 @@ import (
 	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/migrations"
 	"github.com/sundialhq/sundial/pkg/signingkey"
-	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/httpapi"
 	"github.com/sundialhq/sundial/services/api/internal/ratelimit"
 	"github.com/sundialhq/sundial/services/api/internal/server"
 	"github.com/sundialhq/sundial/services/api/internal/store"
+	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
 // Tokens of the two tenants every API knows.

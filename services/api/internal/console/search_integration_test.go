@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sundialhq/sundial/pkg/harness"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/apitest"
+	"github.com/sundialhq/sundial/testkit/harness"
 )
 
 // A name search of one or two characters pages through windows of

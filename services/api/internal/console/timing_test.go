@@ -14,15 +14,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/harness"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/apitest"
 	"github.com/sundialhq/sundial/services/api/internal/store"
+	"github.com/sundialhq/sundial/testkit/harness"
 )
 
 // TestTimingConsolePages measures how long the console's pages take with
 // many jobs in one tenant. It only runs when SUNDIAL_CONSOLE_TIMING_JOBS
-// names how many. They are loaded with COPY (pkg/harness.CopyJobs, the
+// names how many. They are loaded with COPY (testkit/harness.CopyJobs, the
 // api's row encoding) on one connection, so the load takes one core: daily
 // cron jobs at minutes spread over the day (so next-fire windows select a
 // share), 1 in 1,000 labelled team=billing, then 1 in 100 paused by SQL.

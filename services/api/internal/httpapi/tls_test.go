@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/sundialhq/sundial/pkg/connsec/connsectest"
+	"github.com/sundialhq/sundial/testkit/tlstest"
 )
 
 type lockedBuffer struct {
@@ -39,7 +39,7 @@ func (l *lockedBuffer) String() string {
 // does not speak TLS gets 400 and the failed handshake is logged at debug
 // only, since load balancers' TCP checks make one every few seconds.
 func TestServesHTTPS(t *testing.T) {
-	ca := connsectest.NewCA(t, "api")
+	ca := tlstest.NewCA(t, "api")
 	conn, err := grpc.NewClient("passthrough:///unused", grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

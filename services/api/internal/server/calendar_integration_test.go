@@ -18,9 +18,9 @@ import (
 	"github.com/sundialhq/sundial/pkg/auth"
 	"github.com/sundialhq/sundial/pkg/calendar"
 	"github.com/sundialhq/sundial/pkg/lease"
-	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/store"
+	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
 // calHarness is the real JobService and CalendarService over a fresh

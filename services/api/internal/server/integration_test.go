@@ -31,14 +31,14 @@ import (
 	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/migrations"
 	"github.com/sundialhq/sundial/pkg/outbox"
-	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/quota"
 	"github.com/sundialhq/sundial/services/api/internal/store"
+	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
 // testSchema returns a pool on a fresh, migrated Postgres schema of the
-// test's own (pkg/testinfra drops it when the test ends).
+// test's own (testkit/testinfra drops it when the test ends).
 func testSchema(t *testing.T) *pgxpool.Pool {
 	t.Helper()
 	pool := testinfra.Postgres(t)

@@ -16,15 +16,15 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sundialhq/sundial/pkg/auth"
-	"github.com/sundialhq/sundial/pkg/connsec/connsectest"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/testkit/tlstest"
 )
 
 // The network port requires TLS (and here a client certificate); the
 // in-process connection the HTTP gateway uses reaches the same handlers
 // and interceptors without either, and a token is still required on it.
 func TestLocalConnectionBypassesTLSButNotAuth(t *testing.T) {
-	ca := connsectest.NewCA(t, "api")
+	ca := tlstest.NewCA(t, "api")
 	clientCert := ca.Client("deployer", "deployer")
 	tokens, err := auth.NewTokens(map[string]string{"tok": "acme"})
 	if err != nil {

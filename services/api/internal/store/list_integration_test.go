@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/sundialhq/sundial/pkg/migrations"
-	"github.com/sundialhq/sundial/pkg/testinfra"
+	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
 // Every ListJobs page is an index range scan on (tenant, id) wherever

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/harness"
 	"github.com/sundialhq/sundial/pkg/migrations"
-	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/testkit/harness"
+	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
 // TestTimingStatusIndexWriteCost measures what jobs_tenant_status

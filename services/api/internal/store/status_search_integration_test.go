@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/sundialhq/sundial/pkg/migrations"
-	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
 // A status filter reads its own range of jobs_tenant_status (migration

@@ -1,5 +1,5 @@
 // Package pgtest gives the prefetcher's tests a migrated Postgres schema of
-// their own (pkg/testinfra's per-test schema with Sundial's migrations
+// their own (testkit/testinfra's per-test schema with Sundial's migrations
 // applied) and job fixtures stored the way the api stores them.
 package pgtest
 
@@ -18,8 +18,8 @@ import (
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/jobspec"
 	"github.com/sundialhq/sundial/pkg/migrations"
-	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
 // Schema creates a fresh schema (dropped when the test ends), applies the

@@ -18,10 +18,10 @@ import (
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/jobwake"
 	"github.com/sundialhq/sundial/pkg/leader"
-	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/pgtest"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/stage"
+	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
 // electionPath is an election under the test's own ZooKeeper root.

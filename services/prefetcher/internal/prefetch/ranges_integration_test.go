@@ -20,10 +20,10 @@ import (
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/jobwake"
 	"github.com/sundialhq/sundial/pkg/rangeleader"
-	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/pgtest"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/stage"
+	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
 const testRanges = 16

@@ -21,10 +21,10 @@ import (
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/jobspec"
 	"github.com/sundialhq/sundial/pkg/rangeleader"
-	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/pgtest"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/stage"
+	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
 // TestStagingRateByPrefetchers is a measurement, not a check: how long 1,

@@ -3,7 +3,7 @@
 // prefix of the test's own, staging outbox rows the way the prefetcher does,
 // and reading back everything the firing topics hold.
 //
-// Isolation comes from pkg/testinfra (a schema per test, unique names);
+// Isolation comes from testkit/testinfra (a schema per test, unique names);
 // what is relay-specific — four topics under one prefix, a whole database
 // for the bloat measurement — is here.
 package itest
@@ -28,8 +28,8 @@ import (
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/migrations"
 	"github.com/sundialhq/sundial/pkg/outbox"
-	"github.com/sundialhq/sundial/pkg/testinfra"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
 // Brokers are the test Kafka brokers (SUNDIAL_TEST_KAFKA_BROKERS).
@@ -42,7 +42,7 @@ func Name(prefix string) string {
 	return prefix + "_" + hex.EncodeToString(b)
 }
 
-// Postgres gives the test a schema of its own (pkg/testinfra) with the
+// Postgres gives the test a schema of its own (testkit/testinfra) with the
 // migrations applied, and returns a DSN selecting it (search_path in the
 // libpq options, so child processes can use it too) and a pool on it. Both
 // go when the test ends.

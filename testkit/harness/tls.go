@@ -130,9 +130,9 @@ func (p *Platform) CAFile() string {
 
 // clientTLS is how a client here verifies the api (the platform's CA
 // only) and, under MutualTLS, the certificate it presents. It is built
-// here rather than with pkg/client's TLSCredentials: pkg/testinfra imports
-// this package, and pkg/client's pkg/connsec imports pkg/leader, whose
-// tests import pkg/testinfra.
+// here rather than with pkg/client's TLSCredentials: testkit/testinfra
+// imports this package, and pkg/client's pkg/connsec imports pkg/leader,
+// whose tests import testkit/testinfra.
 func (p *Platform) clientTLS() (*tls.Config, error) {
 	dir := p.TLSDir()
 	if dir == "" {

@@ -1,9 +1,9 @@
-// Package connsectest makes TLS material for tests: a CA of the test's
+// Package tlstest makes TLS material for tests: a CA of the test's
 // own, and server and client certificates it signs, written as PEM files
 // into the test's temporary directory, so a test can start a real server
 // with --tls-cert-file and point a real client at --ca. Everything
 // expires an hour after it is made.
-package connsectest
+package tlstest
 
 import (
 	"crypto/ecdsa"

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/connsec/connsectest"
+	"github.com/sundialhq/sundial/testkit/tlstest"
 )
 
 func TestParseTLSMode(t *testing.T) {
@@ -31,7 +31,7 @@ func TestParseTLSMode(t *testing.T) {
 }
 
 // TestHTTPClientVerifiesWithThePlatformsCA gives a platform the files
-// `sundial-api dev-tls` writes, made here by connsectest, and checks its
+// `sundial-api dev-tls` writes, made here by tlstest, and checks its
 // HTTP client against a server requiring client certificates from that
 // CA: under MutualTLS it presents one, under TLS it does not, and a server
 // of another CA is refused.
@@ -90,7 +90,7 @@ func TestHTTPClientVerifiesWithThePlatformsCA(t *testing.T) {
 // loopback server certificate and a client certificate.
 func devTLSFiles(t *testing.T) (string, *x509.CertPool) {
 	t.Helper()
-	ca := connsectest.NewCA(t, "harness-test")
+	ca := tlstest.NewCA(t, "harness-test")
 	srv, cl := ca.Server("api"), ca.Client("client", "harness")
 	dir := t.TempDir()
 	for dst, src := range map[string]string{

@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/harness"
+	"github.com/sundialhq/sundial/testkit/harness"
 )
 
 // Environment variables naming the components, as printed by
-// `deploy/local/infra.sh env` (shared with pkg/harness, which reads the
+// `deploy/local/infra.sh env` (shared with testkit/harness, which reads the
 // same ones for the benchmark).
 const (
 	EnvPostgresDSN    = harness.EnvPostgresDSN

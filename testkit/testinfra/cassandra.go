@@ -7,7 +7,7 @@ import (
 
 	"github.com/gocql/gocql"
 
-	"github.com/sundialhq/sundial/pkg/harness"
+	"github.com/sundialhq/sundial/testkit/harness"
 )
 
 // CassandraHosts is the test Cassandra's contact points (SUNDIAL_TEST_CASSANDRA_HOSTS,
