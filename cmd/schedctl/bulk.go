@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/pkg/firing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -92,7 +93,7 @@ func runBulk(action sundialv1.BulkAction, verb string) func(context.Context, *re
 				}
 				fmt.Fprintf(r.io.Stdout, "%s job(s) match; the first %d:\n", n, len(count.GetSample()))
 				for _, j := range count.GetSample() {
-					fmt.Fprintf(r.io.Stdout, "  %s  %s  %s\n", j.GetId(), statusWord(j.GetStatus()), j.GetName())
+					fmt.Fprintf(r.io.Stdout, "  %s  %s  %s\n", j.GetId(), firing.JobStatusWord(j.GetStatus()), j.GetName())
 				}
 			}
 			if o.dryRun || count.GetMatched() == 0 {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sundialhq/sundial/pkg/firing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -15,7 +16,7 @@ import (
 // the state asked for, one refused; it pages by req.Limit as the api does.
 func (f *fakeAPI) BulkJobAction(_ context.Context, req *sundialv1.BulkJobActionRequest) (*sundialv1.BulkJobActionResponse, error) {
 	f.record(fmt.Sprintf("bulk %s dry=%v status=%s labels=%v name=%q after=%s before=%s limit=%d token=%q",
-		strings.ToLower(strings.TrimPrefix(req.GetAction().String(), "BULK_ACTION_")), req.GetDryRun(), statusWord(req.GetStatus()),
+		strings.ToLower(strings.TrimPrefix(req.GetAction().String(), "BULK_ACTION_")), req.GetDryRun(), firing.JobStatusWord(req.GetStatus()),
 		req.GetLabels(), req.GetNameContains(), instant(req.GetNextFireAfter()), instant(req.GetNextFireBefore()), req.GetLimit(), req.GetPageToken()))
 	if req.GetDryRun() {
 		return &sundialv1.BulkJobActionResponse{Matched: 2500, Sample: []*sundialv1.Job{

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/pkg/firing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -223,7 +224,7 @@ func simple(verb string, call jobCall) func(context.Context, *remote, *versionOp
 			return r.printJSON(job)
 		}
 		fmt.Fprintf(r.io.Stdout, "job %s %s: status %s, version %d, next fire %s\n",
-			job.GetId(), verb, statusWord(job.GetStatus()), job.GetVersion(), instant(job.GetNextFireTime()))
+			job.GetId(), verb, firing.JobStatusWord(job.GetStatus()), job.GetVersion(), instant(job.GetNextFireTime()))
 		return nil
 	}
 }

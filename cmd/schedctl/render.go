@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/pkg/firing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -49,10 +50,6 @@ func dur(d *durationpb.Duration) string {
 		return "-"
 	}
 	return d.AsDuration().String()
-}
-
-func statusWord(s sundialv1.JobStatus) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "JOB_STATUS_"))
 }
 
 func enumWord(s, prefix string) string { return strings.TrimPrefix(s, prefix) }
@@ -129,7 +126,7 @@ func (r *remote) printJob(j *sundialv1.Job) error {
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	row("ID", j.GetId())
 	row("Name", orDash(j.GetName()))
-	row("Status", fmt.Sprintf("%s (version %d)", statusWord(j.GetStatus()), j.GetVersion()))
+	row("Status", fmt.Sprintf("%s (version %d)", firing.JobStatusWord(j.GetStatus()), j.GetVersion()))
 	row("Schedule", scheduleText(j.GetSchedule()))
 	if s := j.GetSchedule(); s.GetStartTime() != nil || s.GetEndTime() != nil {
 		row("Bounds", instant(s.GetStartTime())+" .. "+instant(s.GetEndTime()))
@@ -175,7 +172,7 @@ func (r *remote) printJobList(jobs []*sundialv1.Job, next string) error {
 	tw := tabwriter.NewWriter(r.io.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tSCHEDULE\tNEXT FIRE\tTARGET\tVERSION")
 	for _, j := range jobs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", j.GetId(), orDash(j.GetName()), statusWord(j.GetStatus()),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", j.GetId(), orDash(j.GetName()), firing.JobStatusWord(j.GetStatus()),
 			scheduleText(j.GetSchedule()), instant(j.GetNextFireTime()), targetText(j.GetTarget()), j.GetVersion())
 	}
 	if err := tw.Flush(); err != nil {

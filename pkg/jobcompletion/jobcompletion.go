@@ -25,6 +25,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sundialhq/sundial/pkg/firing"
 )
 
 // Job is a job to complete.
@@ -52,9 +54,9 @@ WITH input AS (
   SELECT i.id, i.version, i.detail
   FROM unnest($1::uuid[], $2::bigint[], $3::jsonb[]) AS i(id, version, detail)),
 done AS (
-  UPDATE jobs j SET status = 'completed', updated_at = now()
+  UPDATE jobs j SET status = '` + firing.JobCompletedSQL + `', updated_at = now()
   FROM input i
-  WHERE j.id = i.id AND j.status = 'active' AND j.version = i.version AND j.next_fire_at IS NULL
+  WHERE j.id = i.id AND j.status = '` + firing.JobActiveSQL + `' AND j.version = i.version AND j.next_fire_at IS NULL
   RETURNING j.id, j.tenant, j.version, i.detail)
 INSERT INTO job_audit (job_id, tenant, actor, action, version, detail)
 SELECT id, tenant, $4, 'complete', version, detail

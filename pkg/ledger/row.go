@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/pkg/firing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -165,7 +166,7 @@ func rowFrom(a *sundialv1.ExecutionAttempt) (row, error) {
 		attempt:     a.GetAttempt(),
 		fence:       a.GetFenceToken(),
 		tenant:      a.GetTenant(),
-		status:      a.GetStatus().String(),
+		status:      firing.ExecutionStatusCQL(a.GetStatus()),
 		fire:        optTime(a.GetFireTime()),
 		started:     optTime(a.GetStartedTime()),
 		finished:    optTime(a.GetFinishedTime()),
@@ -261,7 +262,7 @@ func (s *scanRow) attemptProto() *sundialv1.ExecutionAttempt {
 		JobId:           s.jobID,
 		Tenant:          deref(s.tenant),
 		Attempt:         s.attempt,
-		Status:          sundialv1.ExecutionStatus(sundialv1.ExecutionStatus_value[deref(s.status)]),
+		Status:          firing.ExecutionStatusFromCQL(deref(s.status)),
 		ScheduledTime:   timestamppb.New(s.scheduled),
 		FenceToken:      s.fence,
 		Worker:          deref(s.worker),

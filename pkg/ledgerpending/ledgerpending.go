@@ -32,6 +32,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/pkg/firing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -103,7 +104,7 @@ func Insert(ctx context.Context, tx pgx.Tx, rows []Row) error {
 		}
 		tenant[i], catchUp[i], version[i], reason[i] = r.Tenant, r.CatchUp, r.JobVersion, r.Reason
 		attempt[i] = max(r.Attempt, 1)
-		status[i] = int16(r.Status)
+		status[i] = firing.ExecutionStatusSQL(r.Status)
 		sched[i], fire[i] = r.ScheduledAt, r.FireAt
 		if r.FireAt.IsZero() {
 			fire[i] = r.ScheduledAt
@@ -158,7 +159,7 @@ func Spill(ctx context.Context, q Execer, as []*sundialv1.ExecutionAttempt) erro
 			return fmt.Errorf("ledgerpending: spill record %d: %w", i, err)
 		}
 		exec[i], job[i], tenant[i], reason[i] = a.GetExecutionId(), a.GetJobId(), a.GetTenant(), a.GetReason()
-		attempt[i], status[i] = max(a.GetAttempt(), 1), int16(a.GetStatus())
+		attempt[i], status[i] = max(a.GetAttempt(), 1), firing.ExecutionStatusSQL(a.GetStatus())
 		sched[i], fire[i] = a.GetScheduledTime().AsTime(), a.GetScheduledTime().AsTime()
 		if a.GetFireTime() != nil {
 			fire[i] = a.GetFireTime().AsTime()
@@ -231,7 +232,7 @@ func Claim(ctx context.Context, tx pgx.Tx, limit int) ([]Pending, error) {
 		var status int16
 		err := row.Scan(&p.ID, &p.ExecutionID, &p.JobID, &p.Tenant, &p.Attempt, &status,
 			&p.ScheduledAt, &p.FireAt, &p.CatchUp, &p.JobVersion, &p.Reason, &p.CreatedAt, &p.Record)
-		p.Status = sundialv1.ExecutionStatus(status)
+		p.Status = firing.ExecutionStatusFromSQL(status)
 		p.ScheduledAt, p.FireAt, p.CreatedAt = p.ScheduledAt.UTC(), p.FireAt.UTC(), p.CreatedAt.UTC()
 		return p, err
 	})

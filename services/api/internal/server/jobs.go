@@ -589,7 +589,7 @@ func (s *JobService) PauseJob(ctx context.Context, req *sundialv1.PauseJobReques
 			cur.Status, cur.NextFireTime = sundialv1.JobStatus_JOB_STATUS_PAUSED, nil
 			return cur, nil
 		default:
-			return nil, reject(codes.FailedPrecondition, "job is %s; only an active job can be paused", statusWord(cur.GetStatus()))
+			return nil, reject(codes.FailedPrecondition, "job is %s; only an active job can be paused", firing.JobStatusWord(cur.GetStatus()))
 		}
 	})
 	if err != nil {
@@ -625,7 +625,7 @@ func (s *JobService) ResumeJob(ctx context.Context, req *sundialv1.ResumeJobRequ
 			}
 			return cur, nil
 		default:
-			return nil, reject(codes.FailedPrecondition, "job is %s; only a paused job can be resumed", statusWord(cur.GetStatus()))
+			return nil, reject(codes.FailedPrecondition, "job is %s; only a paused job can be resumed", firing.JobStatusWord(cur.GetStatus()))
 		}
 	})
 	if err != nil {
@@ -685,7 +685,7 @@ func (s *JobService) changed(ctx context.Context, what string, mut store.Mutated
 	s.metrics.droppedFirings.Add(float64(mut.DroppedFirings))
 	job := mut.Job
 	s.logger.InfoContext(ctx, "job changed", "change", what, "tenant", job.GetTenant(), "job", job.GetId(),
-		"version", job.GetVersion(), "status", statusWord(job.GetStatus()), "dropped_firings", mut.DroppedFirings)
+		"version", job.GetVersion(), "status", firing.JobStatusWord(job.GetStatus()), "dropped_firings", mut.DroppedFirings)
 	// The caller may hang up once the change committed; publishing must
 	// still happen.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.publishTimeout)
@@ -694,10 +694,6 @@ func (s *JobService) changed(ctx context.Context, what string, mut store.Mutated
 		s.metrics.versionPublishFailures.Inc()
 		s.logger.ErrorContext(ctx, "publishing job version failed", "job", job.GetId(), "version", job.GetVersion(), "err", err)
 	}
-}
-
-func statusWord(st sundialv1.JobStatus) string {
-	return strings.ToLower(strings.TrimPrefix(st.String(), "JOB_STATUS_"))
 }
 
 // TriggerJob stages one firing of the job now, outside its schedule. Active,

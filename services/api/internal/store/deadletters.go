@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sundialhq/sundial/pkg/firing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -260,7 +261,7 @@ func selectForRedrive(ctx context.Context, tx pgx.Tx, tenant string, sel Redrive
 		args = append(args, sel.ExecutionIDs)
 		sql += ` AND d.execution_id = ANY($2::uuid[])`
 	} else {
-		sql += ` AND j.status <> 'deleted'`
+		sql += ` AND j.status <> '` + firing.JobDeletedSQL + `'`
 		sql, args = sel.Filter.where(sql, args)
 	}
 	args = append(args, sel.Limit)

@@ -113,42 +113,13 @@ func decodeJob(id, tenant string, spec []byte, status string, version int64, nex
 		return nil, fmt.Errorf("store: job %s: decode spec: %w", id, err)
 	}
 	job.Id, job.Tenant, job.Version = id, tenant, version
-	job.Status = StatusFromDB(status)
+	job.Status = firing.JobStatusFromSQL(status)
 	job.CreateTime, job.UpdateTime = timestamppb.New(created), timestamppb.New(updated)
 	job.NextFireTime = nil
 	if next != nil {
 		job.NextFireTime = timestamppb.New(*next)
 	}
 	return job, nil
-}
-
-// StatusToDB is the jobs.status text of a status.
-func StatusToDB(s sundialv1.JobStatus) string {
-	switch s {
-	case sundialv1.JobStatus_JOB_STATUS_PAUSED:
-		return "paused"
-	case sundialv1.JobStatus_JOB_STATUS_DELETED:
-		return "deleted"
-	case sundialv1.JobStatus_JOB_STATUS_COMPLETED:
-		return "completed"
-	default:
-		return "active"
-	}
-}
-
-// StatusFromDB is the status of a jobs.status text.
-func StatusFromDB(s string) sundialv1.JobStatus {
-	switch s {
-	case "active":
-		return sundialv1.JobStatus_JOB_STATUS_ACTIVE
-	case "paused":
-		return sundialv1.JobStatus_JOB_STATUS_PAUSED
-	case "deleted":
-		return sundialv1.JobStatus_JOB_STATUS_DELETED
-	case "completed":
-		return sundialv1.JobStatus_JOB_STATUS_COMPLETED
-	}
-	return sundialv1.JobStatus_JOB_STATUS_UNSPECIFIED
 }
 
 // encodeSpec is the jobs.spec of job: everything but next_fire_time, which
@@ -309,7 +280,7 @@ func (s *Store) Create(ctx context.Context, tenant string, opts CreateOptions, b
 			                  next_fire_at, idempotency_key, idempotency_hash, created_at, updated_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)
 			ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`,
-			id, tenant, j.GetName(), labelsOf(j), spec, int16(j.GetPriority()), StatusToDB(j.GetStatus()),
+			id, tenant, j.GetName(), labelsOf(j), spec, int16(j.GetPriority()), firing.JobStatusSQL(j.GetStatus()),
 			j.GetVersion(), firing.Partition(id), nullableTime(j.GetNextFireTime()), key, hash, now)
 		if err != nil {
 			return fmt.Errorf("store: insert job: %w", err)
@@ -325,7 +296,7 @@ func (s *Store) Create(ctx context.Context, tenant string, opts CreateOptions, b
 			job, existed = prev, true
 			return nil
 		}
-		detail := map[string]any{"status": StatusToDB(j.GetStatus())}
+		detail := map[string]any{"status": firing.JobStatusSQL(j.GetStatus())}
 		if idempotencyKey != "" {
 			detail["idempotency_key"] = idempotencyKey
 		}
@@ -353,7 +324,7 @@ func countUsage(ctx context.Context, tx pgx.Tx, tenant string, q UsageQuery) (Us
 	}
 	if q.JobsUpTo > 0 {
 		err := tx.QueryRow(ctx, `
-			SELECT count(*) FROM (SELECT 1 FROM jobs WHERE tenant = $1 AND status <> 'deleted' LIMIT $2) AS j`,
+			SELECT count(*) FROM (SELECT 1 FROM jobs WHERE tenant = $1 AND status <> '`+firing.JobDeletedSQL+`' LIMIT $2) AS j`,
 			tenant, q.JobsUpTo).Scan(&u.Jobs)
 		if err != nil {
 			return u, fmt.Errorf("store: count jobs: %w", err)
@@ -458,9 +429,9 @@ func listWhere(tenant string, q ListQuery) (string, []any) {
 	sql := `tenant = $1`
 	args := []any{tenant}
 	if q.Status == sundialv1.JobStatus_JOB_STATUS_UNSPECIFIED {
-		sql += ` AND status <> 'deleted'`
+		sql += ` AND status <> '` + firing.JobDeletedSQL + `'`
 	} else {
-		args = append(args, StatusToDB(q.Status))
+		args = append(args, firing.JobStatusSQL(q.Status))
 		sql += fmt.Sprintf(` AND status = $%d`, len(args))
 	}
 	if len(q.Labels) > 0 {
@@ -707,7 +678,7 @@ func (s *Store) Mutate(ctx context.Context, tenant, id string, change Change, fn
 			UPDATE jobs SET name = $3, labels = $4, spec = $5, priority = $6, status = $7, version = $8,
 			       next_fire_at = $9, updated_at = $10, deleted_at = COALESCE(deleted_at, $11)
 			WHERE tenant = $1 AND id = $2`,
-			tenant, id, next.GetName(), labelsOf(next), spec, int16(next.GetPriority()), StatusToDB(next.GetStatus()),
+			tenant, id, next.GetName(), labelsOf(next), spec, int16(next.GetPriority()), firing.JobStatusSQL(next.GetStatus()),
 			next.Version, nullableTime(next.GetNextFireTime()), now, deletedAt)
 		if err != nil {
 			return fmt.Errorf("store: update job: %w", err)
@@ -723,7 +694,7 @@ func (s *Store) Mutate(ctx context.Context, tenant, id string, change Change, fn
 		detail := cloneDetail(change.Audit.Detail)
 		detail["dropped_firings"] = dropped
 		if cur.GetStatus() != next.GetStatus() {
-			detail["status"] = map[string]string{"from": StatusToDB(cur.GetStatus()), "to": StatusToDB(next.GetStatus())}
+			detail["status"] = map[string]string{"from": firing.JobStatusSQL(cur.GetStatus()), "to": firing.JobStatusSQL(next.GetStatus())}
 		}
 		audit := change.Audit
 		audit.Detail = detail

@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/leader"
 )
 
@@ -77,7 +78,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	reg.MustRegister(m.Purged, m.Errors)
-	for _, s := range []string{"completed", "deleted"} {
+	for _, s := range []string{firing.JobCompletedSQL, firing.JobDeletedSQL} {
 		m.Purged.WithLabelValues(s)
 	}
 	return m
@@ -132,8 +133,8 @@ WITH gone AS (
   DELETE FROM jobs
    WHERE id IN (
      SELECT id FROM jobs
-      WHERE (status = 'completed' AND updated_at < now() - $1::float8 * interval '1 second')
-         OR (status = 'deleted' AND COALESCE(deleted_at, updated_at) < now() - $1::float8 * interval '1 second')
+      WHERE (status = '` + firing.JobCompletedSQL + `' AND updated_at < now() - $1::float8 * interval '1 second')
+         OR (status = '` + firing.JobDeletedSQL + `' AND COALESCE(deleted_at, updated_at) < now() - $1::float8 * interval '1 second')
       LIMIT $2
       FOR UPDATE SKIP LOCKED)
   RETURNING id, tenant, version, status, COALESCE(deleted_at, updated_at) AS since)

@@ -219,7 +219,7 @@ const storeCursorSQL = `UPDATE leader_epochs SET catch_up_cursor = $2 WHERE elec
 const claimSQL = `
 SELECT id, tenant, spec, version, next_fire_at, created_at
   FROM jobs
- WHERE status = 'active' AND next_fire_at <= $1
+ WHERE status = '` + firing.JobActiveSQL + `' AND next_fire_at <= $1
  ORDER BY next_fire_at
  LIMIT $2
    FOR UPDATE SKIP LOCKED`
@@ -234,7 +234,7 @@ SELECT id, tenant, spec, version, next_fire_at, created_at
 const claimRangeSQL = `
 SELECT id, tenant, spec, version, next_fire_at, created_at
   FROM jobs
- WHERE status = 'active' AND next_fire_at <= $1 AND partition BETWEEN $3 AND $4
+ WHERE status = '` + firing.JobActiveSQL + `' AND next_fire_at <= $1 AND partition BETWEEN $3 AND $4
  ORDER BY next_fire_at
  LIMIT $2
    FOR UPDATE SKIP LOCKED`

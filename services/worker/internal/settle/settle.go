@@ -235,12 +235,9 @@ func (s *Settler) settleOwn(ctx context.Context, f *sundialv1.Firing, d retry.De
 // by the overlap policy (no later slot will come to complete the job).
 func completionOutcome(s sundialv1.ExecutionStatus) string {
 	switch s {
-	case sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED:
-		return "succeeded"
-	case sundialv1.ExecutionStatus_EXECUTION_STATUS_DEAD:
-		return "dead"
-	case sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED:
-		return "skipped"
+	case sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED, sundialv1.ExecutionStatus_EXECUTION_STATUS_DEAD,
+		sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED:
+		return firing.ExecutionStatusWord(s)
 	default:
 		return ""
 	}
