@@ -21,6 +21,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/firing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/apitest"
+	"github.com/sundialhq/sundial/services/api/internal/console"
 
 	"github.com/google/uuid"
 )
@@ -46,7 +47,8 @@ func TestBrowserConsole(t *testing.T) {
 	if err := os.MkdirAll(shots, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	api := startConsole(t, true)
+	// The overview polls every second, so the test sees it update.
+	api := startConsole(t, true, func(c *console.Config) { c.OverviewRefresh = time.Second })
 	base := "http://" + api.HTTPAddr
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
@@ -530,12 +532,29 @@ func TestBrowserConsole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The overview is live: opened before the job's firing dies, it
+	// shows the dead letter without a reload (which would drop the mark
+	// the test leaves on the page's window), in its tile and in its
+	// per-hour chart.
+	run("overview before", chromedp.Navigate(base+"/"), chromedp.WaitVisible(css("#dead-hour")))
+	if n := text("dead last hour", "#dead-hour"); n != "0" {
+		t.Fatalf("overview counts %q dead letters in the last hour before any died", n)
+	}
+	if eval("mark the page", `(window.sameOverview = 1, document.getElementById('live-toggle').hidden ? 0 : 1)`) != 1 {
+		t.Fatal("the live updates' pause button is not shown")
+	}
 	dead := api.DeadLetter(t, job, slot.Add(-5*time.Minute), "http_5xx")
-	run("overview and dead letters",
-		chromedp.Navigate(base+"/"), chromedp.WaitVisible(css("#dead-hour")), shot("08-overview"),
+	run("overview live",
+		chromedp.Poll[chromedp.Void](`document.getElementById('dead-hour').textContent.trim() === '1'`, chromedp.WithPollingTimeout(15*time.Second)),
+		shot("08-overview"),
 	)
-	if n := text("dead last hour", "#dead-hour"); n != "1" {
-		t.Fatalf("overview counts %q dead letters in the last hour", n)
+	if eval("not reloaded", `window.sameOverview === 1 && Number(document.getElementById('live').dataset.updates) > 0 ? 1 : 0`) != 1 {
+		t.Fatal("the overview was reloaded rather than updated in place")
+	}
+	if eval("chart drawn", `document.querySelectorAll('#dead-letters-chart svg path').length`) != 1 ||
+		eval("this hour", `Number(document.querySelector('#dead-letters-chart tbody tr:last-child td:last-child').textContent)`) != 1 ||
+		eval("hours", `document.querySelectorAll('#dead-letters-chart tbody tr').length`) != 24 {
+		t.Fatal("the per-hour dead-letter chart does not show this hour's dead letter")
 	}
 	run("dead letter",
 		chromedp.Navigate(base+"/dead-letters/"+dead), chromedp.WaitVisible(css("#payload")),

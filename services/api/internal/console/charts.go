@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
 // The overview's charts come from Prometheus, which scrapes the workers:
@@ -97,8 +99,9 @@ type lineChart struct {
 	Start, End string
 	Lines      []chartLine
 	// Steps label the minutes of the table that holds the values for
-	// those who do not see the chart.
+	// those who do not see the chart; Per names a step ("minute").
 	Steps []string
+	Per   string
 }
 
 type chartLine struct {
@@ -129,7 +132,7 @@ func drawChart(id, label, unit string, ss []series, name func(series) string, fo
 		maxV = 1
 	}
 	n := len(ss[0].Values)
-	ch := &lineChart{ID: id, Label: label, Unit: unit, Max: format(maxV), Start: start.UTC().Format("15:04Z"),
+	ch := &lineChart{ID: id, Label: label, Unit: unit, Max: format(maxV), Per: "minute", Start: start.UTC().Format("15:04Z"),
 		End: start.Add(time.Duration(n-1) * step).UTC().Format("15:04Z")}
 	for i := range n {
 		ch.Steps = append(ch.Steps, start.Add(time.Duration(i)*step).UTC().Format("15:04"))
@@ -321,4 +324,60 @@ func (c *Console) platform(ctx context.Context) (*platformView, error) {
 		return nil, err
 	}
 	return v, nil
+}
+
+// deadLetterWindow is how many of the day's dead letters the overview
+// reads: its counts and chart say "at least" beyond it.
+const deadLetterWindow = 1000
+
+// deadLetterCounts are the overview's dead-letter tiles and chart.
+type deadLetterCounts struct {
+	hour, day string
+	chart     *lineChart
+}
+
+// deadLettersPerHour counts the day's dead letters (newest first, as the
+// api lists them) by clock hour, the last 24 with the current one so far,
+// and draws them. capped: more than the list holds died in the day, so
+// the hours older than its oldest are unknown (gaps on the chart) and the
+// counts are lower bounds ("1000+"). It comes from the api, not from
+// Prometheus, so every tenant has this chart.
+func deadLettersPerHour(dls []*sundialv1.DeadLetter, capped bool, now time.Time) deadLetterCounts {
+	now = now.UTC()
+	start := now.Truncate(time.Hour).Add(-23 * time.Hour)
+	counts := make([]float64, 24)
+	hour := 0
+	oldest := now
+	for _, d := range dls {
+		t := d.GetDeadTime().AsTime()
+		if t.Before(oldest) {
+			oldest = t
+		}
+		if !t.Before(now.Add(-time.Hour)) {
+			hour++
+		}
+		if i := int(t.Sub(start) / time.Hour); i >= 0 && i < len(counts) {
+			counts[i]++
+		}
+	}
+	out := deadLetterCounts{hour: strconv.Itoa(hour), day: strconv.Itoa(len(dls))}
+	label := "Dead letters per hour, last 24 hours (UTC clock hours; the last one so far)"
+	if capped {
+		out.day += "+"
+		if !oldest.Before(now.Add(-time.Hour)) {
+			out.hour += "+"
+		}
+		// The hour of the oldest listed is partial, the earlier ones unread.
+		for i := range counts {
+			if start.Add(time.Duration(i+1) * time.Hour).Before(oldest.Add(time.Hour)) {
+				counts[i] = math.NaN()
+			}
+		}
+		label += fmt.Sprintf("; more than %d died in the day, so only the hours of the newest %d are drawn", len(dls), len(dls))
+	}
+	count := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+	out.chart = drawChart("dead-letters-chart", label, "dead letters", []series{{Labels: map[string]string{}, Values: counts}},
+		func(series) string { return "dead letters" }, count, start, time.Hour)
+	out.chart.Per = "hour"
+	return out
 }

@@ -81,6 +81,10 @@ type Config struct {
 	// outbox, components, leaders): the platform team's own tenant, not
 	// its users'. Needs PrometheusURL.
 	OperatorTenants []string
+	// OverviewRefresh is how often the overview asks for itself again and
+	// swaps in its numbers and charts (polling, by static/live.js; without
+	// script the page reloads at that pace); 10 s by default.
+	OverviewRefresh time.Duration
 	Logger          *slog.Logger
 	Clock           clock.Clock
 }
@@ -113,6 +117,9 @@ func New(cfg Config) (*Console, error) {
 	}
 	if cfg.BulkBudget <= 0 {
 		cfg.BulkBudget = 20 * time.Second
+	}
+	if cfg.OverviewRefresh <= 0 {
+		cfg.OverviewRefresh = 10 * time.Second
 	}
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = 12 * time.Hour

@@ -20,9 +20,13 @@ import (
 	"github.com/sundialhq/sundial/services/api/internal/console"
 )
 
-func startConsole(t *testing.T, ledger bool) *apitest.API {
+func startConsole(t *testing.T, ledger bool, configure ...func(*console.Config)) *apitest.API {
 	return apitest.Start(t, apitest.Options{Ledger: ledger, Console: func(conn *grpc.ClientConn, tokens *auth.Tokens) (http.Handler, error) {
-		return console.New(console.Config{Conn: conn, Tokens: tokens})
+		cfg := console.Config{Conn: conn, Tokens: tokens}
+		for _, f := range configure {
+			f(&cfg)
+		}
+		return console.New(cfg)
 	}})
 }
 

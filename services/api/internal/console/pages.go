@@ -140,28 +140,15 @@ func describeTarget(t *sundialv1.Target) string {
 func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 	ctx := s.call(r.Context())
 	now := c.cfg.Clock.Now()
-	count := func(since time.Duration) (string, error) {
-		resp, err := c.dlq.ListDeadLetters(ctx, &sundialv1.ListDeadLettersRequest{PageSize: 1000,
-			Filter: &sundialv1.DeadLetterFilter{Since: timestamppb.New(now.Add(-since))}})
-		if err != nil {
-			return "", err
-		}
-		n := strconv.Itoa(len(resp.GetDeadLetters()))
-		if resp.GetNextPageToken() != "" {
-			n += "+"
-		}
-		return n, nil
-	}
-	hour, err := count(time.Hour)
+	// One read of the day's dead letters (newest first, at most 1,000)
+	// gives the tiles and the per-hour chart.
+	day, err := c.dlq.ListDeadLetters(ctx, &sundialv1.ListDeadLettersRequest{PageSize: deadLetterWindow,
+		Filter: &sundialv1.DeadLetterFilter{Since: timestamppb.New(now.Add(-24 * time.Hour))}})
 	if err != nil {
 		c.fail(w, r, s, err)
 		return
 	}
-	day, err := count(24 * time.Hour)
-	if err != nil {
-		c.fail(w, r, s, err)
-		return
-	}
+	dh := deadLettersPerHour(day.GetDeadLetters(), day.GetNextPageToken() != "", now)
 	recent, err := c.dlq.ListDeadLetters(ctx, &sundialv1.ListDeadLettersRequest{PageSize: 10})
 	if err != nil {
 		c.fail(w, r, s, err)
@@ -173,9 +160,10 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	data := map[string]any{
-		"DeadHour": hour, "DeadDay": day, "Recent": recent.GetDeadLetters(),
+		"DeadHour": dh.hour, "DeadDay": dh.day, "DeadChart": dh.chart, "Recent": recent.GetDeadLetters(),
 		"Paused": paused.GetJobs(), "MorePaused": paused.GetNextPageToken() != "",
 		"Now": now.UTC().Format("2006-01-02 15:04:05Z"), "Prometheus": c.cfg.PrometheusURL != "",
+		"Refresh": c.cfg.OverviewRefresh.String(), "RefreshSeconds": max(1, int(c.cfg.OverviewRefresh.Seconds())),
 	}
 	if c.cfg.PrometheusURL != "" {
 		charts, err := c.firingCharts(r.Context(), s.Tenant)
