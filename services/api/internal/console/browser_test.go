@@ -132,14 +132,21 @@ func TestBrowserConsole(t *testing.T) {
 		t.Fatalf("80 presses of Tab never reached %s", sel)
 	}
 
-	run("sign in",
+	// Sign in with the keyboard: the token field has the focus, Enter
+	// submits; the first Tab of a page reaches the skip link.
+	run("sign in page",
 		chromedp.Navigate(base+"/jobs"),
 		chromedp.WaitVisible(css("#token")),
 		shot("01-sign-in"),
-		chromedp.SendKeys(css("#token"), apitest.TokenAcme),
-		chromedp.Click(css("#signin")),
-		chromedp.WaitVisible(css("#jobs")),
 	)
+	if eval("token focused", `document.activeElement === document.getElementById('token') ? 1 : 0`) != 1 {
+		t.Fatal("the sign-in page does not put the focus in the token field")
+	}
+	run("sign in", chromedp.KeyEvent(apitest.TokenAcme+kb.Enter), chromedp.WaitVisible(css("#jobs")))
+	run("skip link", chromedp.KeyEvent(kb.Tab))
+	if eval("skip link focused", `document.activeElement.classList.contains('skip') && document.activeElement.getBoundingClientRect().left >= 0 ? 1 : 0`) != 1 {
+		t.Fatal("the first Tab does not show the skip link")
+	}
 
 	// The live preview answers as the cron is typed.
 	run("live preview",
@@ -284,7 +291,7 @@ func TestBrowserConsole(t *testing.T) {
 		t.Fatalf("%d next instants, want 20", n)
 	}
 	// The whole error is on the execution's page.
-	run("execution page", chromedp.Click(css(`a[href="/executions/`+retriedID+`"]`)), chromedp.WaitVisible(css(".attempt pre")))
+	run("execution page", chromedp.Click(css(`a[href="/executions/`+retriedID+`"]`)), chromedp.WaitVisible(css(".attempt pre")), shot("15-execution"))
 	if got := text("whole error", ".attempt pre"); got != strings.TrimSpace(longErr) {
 		t.Errorf("the execution's page shows %q", got)
 	}
@@ -302,20 +309,17 @@ func TestBrowserConsole(t *testing.T) {
 		t.Fatalf("bulk confirmation asks %q", q)
 	}
 
+	// Pause and resume with the keyboard: Tab to the action, Enter; Tab
+	// to the confirmation, Enter.
 	for _, st := range []struct{ button, want string }{{"#pause", "paused"}, {"#resume", "active"}} {
-		run(st.button,
-			chromedp.Navigate(jobURL),
-			chromedp.WaitVisible(css(st.button)),
-			chromedp.Click(css(st.button)),
-			chromedp.WaitVisible(css("#confirm")),
-		)
+		run(st.button, chromedp.Navigate(jobURL), chromedp.WaitVisible(css(st.button)))
+		tabTo(st.button)
+		run(st.button+" enter", chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(css("#confirm")))
 		if st.button == "#pause" {
 			run("confirm shot", shot("05-confirm-pause"))
 		}
-		run(st.button+" confirmed",
-			chromedp.Click(css("#confirm")),
-			chromedp.WaitVisible(css("#notice")),
-		)
+		tabTo("#confirm")
+		run(st.button+" confirmed", chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(css("#notice")))
 		if got := text("status", "#job-status"); got != st.want {
 			t.Fatalf("after %s: status %q, want %q", st.button, got, st.want)
 		}
@@ -324,6 +328,7 @@ func TestBrowserConsole(t *testing.T) {
 	// Edit: only the changed field is sent.
 	run("edit",
 		chromedp.Navigate(base+"/jobs/"+jobID+"/edit"), chromedp.WaitVisible(css("#save")),
+		shot("05a-edit"),
 		chromedp.SetValue(css("#name"), "nightly-report-eu"),
 		chromedp.Click(css("#save")),
 		chromedp.WaitVisible(css("#notice")),
@@ -563,18 +568,21 @@ func TestBrowserConsole(t *testing.T) {
 	if e := text("dead letter error", "#last-error"); e != "HTTP 503 from target" {
 		t.Fatalf("dead letter page shows %q", e)
 	}
-	run("re-drive",
-		chromedp.Navigate(base+"/dead-letters?class=http_5xx"), chromedp.WaitVisible(css("#dead-letters")),
-		chromedp.Click(css(`input[value="`+dead+`"]`)),
-		shot("10-dead-letters"),
-		chromedp.Click(css("#redrive")),
-		chromedp.WaitVisible(css("#confirm")),
-		shot("11-redrive-dry-run"),
-	)
+	// Re-drive with the keyboard: Tab to the row's box, Space selects it;
+	// Tab to the button, Enter: the dry run; Tab, Enter: re-driven.
+	run("dead letters", chromedp.Navigate(base+"/dead-letters?class=http_5xx"), chromedp.WaitVisible(css("#dead-letters")))
+	tabTo(`input[value="` + dead + `"]`)
+	run("select", chromedp.KeyEvent(" "), shot("10-dead-letters"))
+	if eval("selected", `document.querySelector('input[value="`+dead+`"]').checked ? 1 : 0`) != 1 {
+		t.Fatal("Space did not select the dead letter")
+	}
+	tabTo("#redrive")
+	run("re-drive", chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(css("#confirm")), shot("11-redrive-dry-run"))
 	if q := text("dry run", "main form p"); !strings.Contains(q, "Re-drive 1 dead letter") {
 		t.Fatalf("dry run says %q", q)
 	}
-	run("re-drive confirmed", chromedp.Click(css("#confirm")), chromedp.WaitVisible(css("#dead-letters")))
+	tabTo("#confirm")
+	run("re-drive confirmed", chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(css("#dead-letters")))
 	if l := text("after re-drive", "#dead-letters tbody"); strings.Contains(l, dead) {
 		t.Fatalf("the re-driven dead letter is still listed: %q", l)
 	}
