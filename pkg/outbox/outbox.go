@@ -80,6 +80,20 @@ func FromFiring(f *sundialv1.Firing, envelope []byte) (Row, error) {
 	}, nil
 }
 
+// PublishAt is when a row that fires at fire may be published when it is
+// released lead ahead of its instant: lead before fire, never before now
+// (the database clock of the staging transaction). Paced releases use it
+// (the prefetcher's catch-up, the api's backfills and re-drives): the
+// relay publishes each row as it comes due, so workers hold at most a
+// lead's worth of them, and rows not yet published are what a later
+// pause, update or delete of the job drops.
+func PublishAt(fire time.Time, lead time.Duration, now time.Time) time.Time {
+	if p := fire.Add(-lead); p.After(now) {
+		return p
+	}
+	return now
+}
+
 // Querier is what the writes need: a transaction, a connection or a pool.
 type Querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)

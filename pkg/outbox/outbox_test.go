@@ -45,3 +45,12 @@ func TestFromFiringCopiesTheFiringsColumns(t *testing.T) {
 	_, err = FromFiring(f, nil)
 	require.ErrorContains(t, err, "execution id")
 }
+
+// A paced row is publishable a lead before it fires, and never before the
+// transaction's now: a release already inside the lead is due at once.
+func TestPublishAtIsLeadBeforeFireNotBeforeNow(t *testing.T) {
+	now := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	require.Equal(t, now.Add(8*time.Minute), PublishAt(now.Add(10*time.Minute), 2*time.Minute, now))
+	require.Equal(t, now, PublishAt(now.Add(time.Minute), 2*time.Minute, now))
+	require.Equal(t, now, PublishAt(now.Add(-time.Hour), 2*time.Minute, now))
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/jobspec"
+	"github.com/sundialhq/sundial/pkg/outbox"
 	"github.com/sundialhq/sundial/pkg/tracing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/store"
@@ -118,7 +119,7 @@ func (s *JobService) BackfillJob(ctx context.Context, req *sundialv1.BackfillJob
 				Scheduled: slot, Fire: fire, Number: 1, FirstAttempt: 1, CatchUp: true, Staged: now,
 			})
 			st.Stage(f)
-			plan.Firings[i] = store.Staged{Firing: f, PublishAt: s.pacer.publishAt(fire)}
+			plan.Firings[i] = store.Staged{Firing: f, PublishAt: outbox.PublishAt(fire, s.pacer.lead, now)}
 		}
 		if n := stagedBytes(plan.Firings); n > maxStagedBytes {
 			return store.StagePlan{}, rejectErr(invalidf("max_slots", "%d slots of this job are about %d MiB of firings, more than %d MiB at once; backfill a narrower range at a time",

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/jobspec"
+	"github.com/sundialhq/sundial/pkg/outbox"
 	"github.com/sundialhq/sundial/pkg/tracing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/store"
@@ -321,7 +322,7 @@ func (s *DeadLetterService) RedriveDeadLetters(ctx context.Context, req *sundial
 				Scheduled: scheduled, Fire: fire, Number: attempt, FirstAttempt: attempt, CatchUp: catchUp, Staged: now,
 			})
 			st.Stage(nf)
-			plan.Firings = append(plan.Firings, store.Staged{Firing: nf, PublishAt: s.pacer.publishAt(fire)})
+			plan.Firings = append(plan.Firings, store.Staged{Firing: nf, PublishAt: outbox.PublishAt(fire, s.pacer.lead, now)})
 		}
 		if n := stagedBytes(plan.Firings); n > maxStagedBytes {
 			return plan, rejectErr(invalidf("limit", "%d re-driven firings are about %d MiB, more than %d MiB at once; re-drive fewer at a time",

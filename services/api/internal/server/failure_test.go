@@ -16,6 +16,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/auth"
 	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/outbox"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/quota"
 	"github.com/sundialhq/sundial/services/api/internal/store"
@@ -285,7 +286,7 @@ func TestPacing(t *testing.T) {
 	if got := p.fireAt(start, 3, 0.5); !got.Equal(start.Add(6 * time.Second)) {
 		t.Fatalf("3rd at 0.5/s = %v", got)
 	}
-	if got := p.publishAt(start.Add(10 * time.Minute)); !got.Equal(start.Add(8 * time.Minute)) {
+	if got := outbox.PublishAt(start.Add(10*time.Minute), p.lead, start); !got.Equal(start.Add(8 * time.Minute)) {
 		t.Fatalf("publishAt = %v", got)
 	}
 }

@@ -15,7 +15,8 @@ import (
 // fire instants are spread at rate_per_second from the database clock's
 // now — firing i fires at now + i/rate — so the targets see a steady
 // stream rather than a herd. Each firing becomes publishable ReleaseLead
-// before its fire instant (the first ones at once): the relay publishes
+// before its fire instant, the first ones at once (outbox.PublishAt, the
+// rule the prefetcher's paced catch-ups follow too): the relay publishes
 // them as they come due and workers hold at most a lead's worth in memory,
 // instead of pinning their committed Kafka offsets behind hours of
 // future firings. Rows not yet published are also what a later pause,
@@ -55,10 +56,6 @@ func rateOf(field string, r float64) (float64, *jobspec.FieldViolation) {
 func (pacer) fireAt(start time.Time, i int, rate float64) time.Time {
 	return start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
 }
-
-// publishAt is when a firing due at fire may be published (the store
-// raises an instant in the past to now).
-func (p pacer) publishAt(fire time.Time) time.Time { return fire.Add(-p.lead) }
 
 // stagedBytes estimates what staging firings writes, to refuse a release
 // that would bloat the outbox.

@@ -589,7 +589,7 @@ func (r *rows) add(j claimed, sl slots.Slot, job *sundialv1.Job, last bool, pace
 		if t, ok := pace.next(); ok {
 			fire = t
 			// Paced: never before now, so the release rate holds.
-			publish = atLeast(now, publishAt(t, window, 0))
+			publish = outbox.PublishAt(t, window, now)
 		}
 	}
 	env := firing.New(job, firing.Attempt{
@@ -601,11 +601,12 @@ func (r *rows) add(j claimed, sl slots.Slot, job *sundialv1.Job, last bool, pace
 	if err != nil {
 		return fmt.Errorf("stage: encode envelope of job %s: %w", j.id, err)
 	}
-	*r = append(*r, outbox.Row{
-		ExecutionID: exec, Attempt: 1, JobID: j.id, JobVersion: j.version,
-		Priority:    firing.Normalize(env.GetPriority()),
-		ScheduledAt: sl.At, FireAt: fire, PublishAt: publish, CatchUp: sl.CatchUp, Envelope: b,
-	})
+	row, err := outbox.FromFiring(env, b)
+	if err != nil {
+		return fmt.Errorf("stage: %w", err)
+	}
+	row.PublishAt = publish
+	*r = append(*r, row)
 	return nil
 }
 
@@ -627,13 +628,6 @@ func publishAt(at time.Time, window, grain time.Duration) time.Time {
 		p = p.Truncate(grain)
 	}
 	return p
-}
-
-func atLeast(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }
 
 // appendSkips adds the ledger rows of a plan's skipped slots: one per
