@@ -295,6 +295,11 @@ func TestBrowserConsole(t *testing.T) {
 	if got := text("whole error", ".attempt pre"); got != strings.TrimSpace(longErr) {
 		t.Errorf("the execution's page shows %q", got)
 	}
+	for sel, want := range map[string]string{"#lease-holder-1": "worker-2", "#fence-1": "41", "#lease-holder-2": "worker-3", "#fence-2": "42"} {
+		if got := text("execution lease", sel); got != want {
+			t.Errorf("the execution's page: %s is %q, want %q", sel, got, want)
+		}
+	}
 
 	run("list",
 		chromedp.Navigate(base+"/jobs?labels=team%3Dbilling"),
