@@ -30,7 +30,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/jobspec"
+	"github.com/sundialhq/sundial/pkg/firing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
 	"github.com/sundialhq/sundial/services/worker/internal/target"
@@ -57,17 +57,17 @@ func Policy(f *sundialv1.Firing) (maxAttempts int32, backoff sundialv1.Backoff, 
 	r := f.GetRetry()
 	maxAttempts = r.GetMaxAttempts()
 	if maxAttempts <= 0 {
-		maxAttempts = jobspec.DefaultMaxAttempts
+		maxAttempts = firing.DefaultMaxAttempts
 	}
 	backoff = r.GetBackoff()
 	if backoff == sundialv1.Backoff_BACKOFF_UNSPECIFIED {
-		backoff = jobspec.DefaultBackoff
+		backoff = firing.DefaultBackoff
 	}
-	initial = jobspec.DefaultInitialDelay
+	initial = firing.DefaultInitialDelay
 	if d := r.GetInitialDelay(); d != nil && d.AsDuration() >= 0 {
 		initial = d.AsDuration()
 	}
-	maxDelay = jobspec.DefaultMaxDelay
+	maxDelay = firing.DefaultMaxDelay
 	if d := r.GetMaxDelay(); d != nil && d.AsDuration() >= 0 {
 		maxDelay = d.AsDuration()
 	}
