@@ -11,7 +11,8 @@ import (
 
 // Forwarder passes every connection accepted at an address on one side of
 // a namespace to the same address on the other side. It runs from Start
-// until Close; Cut and Resume end and restore it in between.
+// until Close; Cut (connections closed, new ones refused) or Stall (no
+// byte passes, nothing is closed) and Resume end and restore it in between.
 type Forwarder struct {
 	Addr   string
 	listen func() (net.Listener, error)
@@ -23,6 +24,11 @@ type Forwarder struct {
 	closed bool
 	stats  Stats
 	wg     sync.WaitGroup // the accept loop and every connection's copies
+	// open is closed while bytes may pass; Stall replaces it with an
+	// open channel, Resume closes that. done is closed by Close, so a copy
+	// held at a stall ends.
+	open chan struct{}
+	done chan struct{}
 }
 
 // Stats counts what a forwarder did.
@@ -31,6 +37,8 @@ type Stats struct {
 	Failed   int // accepted, but the other side could not be dialled
 	Severed  int // connections Cut closed
 	Cuts     int
+	Stalled  int // connections open when a Stall began
+	Stalls   int
 }
 
 // dialTimeout bounds the dial of the other side for one connection.
@@ -71,6 +79,9 @@ func (f *Forwarder) Start() error {
 	}
 	if f.conns == nil {
 		f.conns = map[net.Conn]net.Conn{}
+		f.open = make(chan struct{})
+		close(f.open)
+		f.done = make(chan struct{})
 	}
 	f.ln = ln
 	f.wg.Add(1)
@@ -78,8 +89,55 @@ func (f *Forwarder) Start() error {
 	return nil
 }
 
-// Resume is Start after a Cut.
-func (f *Forwarder) Resume() error { return f.Start() }
+// Resume is Start after a Cut, and lets bytes pass again after a Stall
+// (what was held passes first, in order).
+func (f *Forwarder) Resume() error {
+	f.mu.Lock()
+	select {
+	case <-f.open:
+	default:
+		if f.open != nil {
+			close(f.open)
+		}
+	}
+	f.mu.Unlock()
+	return f.Start()
+}
+
+// Stall is a partition that drops packets rather than refusing them: every
+// connection stays open and new ones are accepted, but no byte passes
+// either way until Resume. A client learns of it only from its own
+// timeouts, as when a network drops a host's packets (TCP would retransmit
+// what was sent meanwhile, and deliver it if the partition heals in time:
+// Resume passes it on). It returns how many connections were open.
+func (f *Forwarder) Stall() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.open == nil {
+		return 0
+	}
+	select {
+	case <-f.open:
+		f.open = make(chan struct{})
+	default: // already stalled
+	}
+	f.stats.Stalls++
+	f.stats.Stalled += len(f.conns)
+	return len(f.conns)
+}
+
+// gate returns once bytes may pass, false when the forwarder closed first.
+func (f *Forwarder) gate() bool {
+	f.mu.Lock()
+	open, done := f.open, f.done
+	f.mu.Unlock()
+	select {
+	case <-open:
+		return true
+	case <-done:
+		return false
+	}
+}
 
 // Cut closes every forwarded connection and the listener, so new
 // connections are refused (the port has no listener), until Resume. It
@@ -96,6 +154,9 @@ func (f *Forwarder) Cut() int {
 // Close ends the forwarder for good and waits for its goroutines.
 func (f *Forwarder) Close() {
 	f.mu.Lock()
+	if !f.closed && f.done != nil {
+		close(f.done)
+	}
 	f.closed = true
 	f.stopLocked()
 	f.mu.Unlock()
@@ -156,6 +217,11 @@ func (f *Forwarder) track(ln net.Listener, c net.Conn) bool {
 
 func (f *Forwarder) pipe(c net.Conn) {
 	defer f.wg.Done()
+	if !f.gate() { // a connection made during a stall waits for its end, as a SYN is retried
+		_ = c.Close()
+		f.forget(c)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
 	up, err := f.dial(ctx)
 	cancel()
@@ -178,7 +244,7 @@ func (f *Forwarder) pipe(c net.Conn) {
 	}
 	done := make(chan struct{}, 2)
 	cp := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
+		_, _ = io.Copy(dst, gated{src, f})
 		done <- struct{}{}
 	}
 	go cp(up, c) // owned by pipe, which waits for both copies below
@@ -190,6 +256,22 @@ func (f *Forwarder) pipe(c net.Conn) {
 	_ = up.Close()
 	<-done
 	f.forget(c)
+}
+
+// gated is a connection's read side that holds what it read at a stall
+// until Resume: the bytes were taken off the socket (as a dropped packet's
+// sender has sent it) but reach nobody until the partition heals.
+type gated struct {
+	r io.Reader
+	f *Forwarder
+}
+
+func (g gated) Read(p []byte) (int, error) {
+	n, err := g.r.Read(p)
+	if n > 0 && !g.f.gate() {
+		return 0, net.ErrClosed
+	}
+	return n, err
 }
 
 func (f *Forwarder) forget(c net.Conn) {

@@ -179,6 +179,70 @@ func TestIntoCutAndResume(t *testing.T) {
 	}
 }
 
+func TestIntoStallAndResume(t *testing.T) {
+	n := newNamespace(t)
+	addr := hostEcho(t)
+	f := n.Into(addr)
+	if err := f.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	c, err := n.Dial(t.Context(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	echo := func(line string, within time.Duration) (string, error) {
+		_ = c.SetDeadline(time.Now().Add(within))
+		if _, err := io.WriteString(c, line+"\n"); err != nil {
+			return "", err
+		}
+		return r.ReadString('\n')
+	}
+	if got, err := echo("before", 5*time.Second); err != nil || got != "before\n" {
+		t.Fatalf("before the stall: %q, %v", got, err)
+	}
+
+	if open := f.Stall(); open != 1 {
+		t.Fatalf("Stall saw %d connections open, want 1", open)
+	}
+	// The connection stays open, and nothing comes back: the client
+	// learns of the partition only from its own deadline.
+	if got, err := echo("during", 300*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("during the stall: got %q, %v; want the client's deadline", got, err)
+	}
+	// A new connection is accepted, and hangs too.
+	c2, err := n.Dial(t.Context(), addr)
+	if err != nil {
+		t.Fatalf("dial during the stall: %v, want it accepted", err)
+	}
+	defer c2.Close()
+	_ = c2.SetDeadline(time.Now().Add(300 * time.Millisecond))
+	if _, err := io.WriteString(c2, "new\n"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := bufio.NewReader(c2).ReadString('\n'); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a connection made during the stall answered %q, %v", got, err)
+	}
+
+	if err := f.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	// What was sent during the stall passes first, in order, as TCP would
+	// deliver it once the partition heals.
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if got, err := r.ReadString('\n'); err != nil || got != "during\n" {
+		t.Fatalf("held bytes after Resume: %q, %v", got, err)
+	}
+	if got, err := echo("after", 5*time.Second); err != nil || got != "after\n" {
+		t.Fatalf("after the stall: %q, %v", got, err)
+	}
+	if s := f.Stats(); s.Stalls != 1 || s.Stalled != 1 || s.Severed != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
 func TestOutOfReachesAServerInside(t *testing.T) {
 	n := newNamespace(t)
 	ln, err := n.Listen("127.0.0.1:0")
