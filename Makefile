@@ -220,7 +220,7 @@ bench-quick: bench-build ## Smoke run of the benchmark (under 3 min): the harnes
 CHAOS_FLAGS ?=
 
 .PHONY: chaos
-chaos: bench-build ## The fault matrix under load: kill -9 of each service, stop/restart of each component, a hanging target, a skewed clock (~25 min; restarts the components, so give it an instance of its own: docs/reliability.md)
+chaos: bench-build ## The fault matrix under load: kill -9 of each service, stop/restart of each component, a worker cut off from Redis or Kafka (root: a network namespace), a hanging target, a skewed clock (~25 min; restarts the components, so give it an instance of its own: docs/reliability.md)
 	$(ROOT)/bin/sundial-bench chaos $(CHAOS_FLAGS)
 
 .PHONY: chaos-quick

@@ -47,7 +47,7 @@ type ChaosConfig struct {
 var ChaosRows = []string{
 	"kill-relay", "kill-api", "kill-prefetcher-leader", "kill-worker",
 	"redis-flush", "redis-restart", "kafka-restart", "worker-cut-redis", "worker-cut-kafka",
-	"target-hang", "worker-clock-ahead",
+	"worker-drop-redis", "worker-drop-kafka", "target-hang", "worker-clock-ahead",
 	"postgres-stop", "zookeeper-stop", "cassandra-stop",
 }
 
@@ -99,11 +99,19 @@ func (c *chaos) faults() map[string]fault {
 		"worker-cut-redis": {what: fmt.Sprintf("a third worker, in a network namespace of its own, cut off from Redis for %s (its connections closed, new ones refused; Redis up for the others)", cfg.Outage),
 			expected: "its firings leased before the cut (up to --prepare-lead ahead) fire on time; its partitions' later firings wait for Redis (up to the cut); the other workers' stay on time; 0 lost, 0 duplicate effects (raw duplicates allowed)",
 			prepare:  c.startIsolated, after: c.leaveIsolated,
-			inject: func(ctx context.Context) (string, error) { return c.cutIsolated(ctx, "redis") }},
+			inject: func(ctx context.Context) (string, error) { return c.isolate(ctx, "redis", cut) }},
 		"worker-cut-kafka": {what: fmt.Sprintf("a third worker, in a network namespace of its own, cut off from Kafka for %s (its connections closed, new ones refused; the broker up for the others)", cfg.Outage),
 			expected: "firings it already holds keep firing on time (the lease, not the group, decides who fires); the others may take its partitions over and find those firings leased or done; 0 added, 0 lost, 0 duplicate effects (raw duplicates allowed)",
 			prepare:  c.startIsolated, after: c.leaveIsolated,
-			inject: func(ctx context.Context) (string, error) { return c.cutIsolated(ctx, "kafka") }},
+			inject: func(ctx context.Context) (string, error) { return c.isolate(ctx, "kafka", cut) }},
+		"worker-drop-redis": {what: fmt.Sprintf("a third worker, in a network namespace of its own, whose packets to Redis are dropped for %s (connections stay open, no byte passes either way, new ones hang; Redis up for the others)", cfg.Outage),
+			expected: "as the cut, learned from the worker's own timeouts instead of a closed connection: its firings leased before the drop fire on time; its partitions' later firings wait for Redis; 0 lost, 0 duplicate effects (raw duplicates allowed)",
+			prepare:  c.startIsolated, after: c.leaveIsolated,
+			inject: func(ctx context.Context) (string, error) { return c.isolate(ctx, "redis", stall) }},
+		"worker-drop-kafka": {what: fmt.Sprintf("a third worker, in a network namespace of its own, whose packets to Kafka are dropped for %s (connections stay open, no byte passes either way, new ones hang; the broker up for the others)", cfg.Outage),
+			expected: "as the cut: firings it already holds keep firing on time under their leases; after the session timeout the others take its partitions; 0 added, 0 lost, 0 duplicate effects (raw duplicates allowed)",
+			prepare:  c.startIsolated, after: c.leaveIsolated,
+			inject: func(ctx context.Context) (string, error) { return c.isolate(ctx, "kafka", stall) }},
 		"target-hang": {what: fmt.Sprintf("a second target hangs for %s (%d jobs, attempt timeout 10 s)", cfg.Hang, cfg.HangJobs),
 			expected: "the hung target's attempts hold executors until their timeout; the other target's firings stay on time",
 			inject:   c.hangTarget},
@@ -146,6 +154,11 @@ type chaos struct {
 }
 
 // chaosRow is what one fault did, in time.
+// phasedRows are the component outages whose rows are also reported by
+// phase (see outagePhases), as the cut rows are: what was leased or held
+// before the outage is what issue 12's targets speak of.
+var phasedRows = []string{"redis-restart", "kafka-restart"}
+
 type chaosRow struct {
 	f                  fault
 	start, over, ended time.Time // fault applied, fault ended (all back), row ended
@@ -314,8 +327,8 @@ func (r *Runner) Chaos(ctx context.Context, cfg ChaosConfig) (res Result, err er
 					part.what, pa.Expected, pa.Arrived, pa.RawDuplicates, harness.Summarize(pa.Lateness))
 			}
 		}
-		if slices.Contains(netnsRows, row.f.name) {
-			for _, ph := range c.cutPhases(row) {
+		if slices.Contains(netnsRows, row.f.name) || slices.Contains(phasedRows, row.f.name) {
+			for _, ph := range c.outagePhases(row) {
 				pa := c.analyze(want, deliveries, ph.from, ph.to)
 				res.detailf("chaos: %s: firings due %s: %d due, %d delivered, %d raw duplicates, %s",
 					row.f.name, ph.what, pa.Expected, pa.Arrived, pa.RawDuplicates, harness.Summarize(pa.Lateness))

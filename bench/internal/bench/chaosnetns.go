@@ -28,7 +28,19 @@ import (
 // rest of the deployment: a partition of one worker, not an outage.
 
 // netnsRows are the faults that need a network namespace (root and ip(8)).
-var netnsRows = []string{"worker-cut-redis", "worker-cut-kafka"}
+var netnsRows = []string{"worker-cut-redis", "worker-cut-kafka", "worker-drop-redis", "worker-drop-kafka"}
+
+// partition is how a worker is cut off from a component.
+type partition int
+
+const (
+	// cut closes its connections and refuses new ones: the worker learns
+	// of it at once.
+	cut partition = iota
+	// stall drops every packet: connections stay open and new ones hang,
+	// and the worker learns of it only from its own timeouts.
+	stall
+)
 
 // isolated is a worker in a network namespace of its own and the
 // forwarders that connect it.
@@ -269,10 +281,10 @@ func assigned(ctx context.Context, w *harness.Process) float64 {
 	return v
 }
 
-// cutIsolated cuts the isolated worker off from component for the
-// outage, then lets it back and waits until the workers own every
+// isolate cuts the isolated worker off from component for the outage, the
+// way how says, then lets it back and waits until the workers own every
 // partition again.
-func (c *chaos) cutIsolated(ctx context.Context, component string) (string, error) {
+func (c *chaos) isolate(ctx context.Context, component string, how partition) (string, error) {
 	iso := c.iso
 	if iso == nil {
 		return "", errors.New("chaos: no isolated worker")
@@ -292,9 +304,13 @@ func (c *chaos) cutIsolated(ctx context.Context, component string) (string, erro
 	}
 	severed := 0
 	for _, f := range iso.into[component] {
-		severed += f.Cut()
+		if how == stall {
+			severed += f.Stall()
+		} else {
+			severed += f.Cut()
+		}
 	}
-	cut := c.r.clock.Now()
+	began := c.r.clock.Now()
 	// Whether the others took the worker's partitions over, sampled just
 	// before the cut ends.
 	if err := Sleep(ctx, c.r.clock, c.cfg.Outage-500*time.Millisecond); err != nil {
@@ -304,7 +320,7 @@ func (c *chaos) cutIsolated(ctx context.Context, component string) (string, erro
 	for _, o := range others {
 		othersOwned += assigned(ctx, o)
 	}
-	if err := sleepUntil(ctx, c.r.clock, cut.Add(c.cfg.Outage)); err != nil {
+	if err := sleepUntil(ctx, c.r.clock, began.Add(c.cfg.Outage)); err != nil {
 		return "", err
 	}
 	for _, f := range iso.into[component] {
@@ -327,8 +343,12 @@ func (c *chaos) cutIsolated(ctx context.Context, component string) (string, erro
 	} else if ctx.Err() != nil {
 		return "", ctx.Err()
 	}
-	return fmt.Sprintf("%s (a third worker, netns %s) owned %.0f of %.0f partitions; its %d %s connections closed, new ones refused for %s; at the cut's end the other workers owned %.0f; %s",
-		w.Name, iso.ns.Name, owned, total, severed, component, back.Sub(cut).Round(100*time.Millisecond), othersOwned, rejoin), nil
+	what := "closed, new ones refused"
+	if how == stall {
+		what = "stalled (open, no byte passing), new ones hanging"
+	}
+	return fmt.Sprintf("%s (a third worker, netns %s) owned %.0f of %.0f partitions; its %d %s connections %s for %s; at the cut's end the other workers owned %.0f; %s",
+		w.Name, iso.ns.Name, owned, total, severed, component, what, back.Sub(began).Round(100*time.Millisecond), othersOwned, rejoin), nil
 }
 
 // leaveIsolated ends a cut row: it says which worker fired how many
@@ -382,21 +402,26 @@ func overOneSecond(h harness.Histogram) uint64 {
 // were leased before it.
 const prepareLead = 1500 * time.Millisecond
 
-// cutPhase is a stretch of a cut row, by fire instant.
+// cutPhase is a stretch of an outage row, by fire instant.
 type cutPhase struct {
 	what     string
 	from, to time.Time
 }
 
-// cutPhases splits a cut row by what the design says of each stretch:
-// firings due within --prepare-lead of the cut were leased before it;
-// the rest of the cut; after it.
-func (c *chaos) cutPhases(row chaosRow) []cutPhase {
+// outagePhases splits a row that takes Redis or Kafka away (from one
+// worker or from all) by what the design says of each stretch: firings due
+// within --prepare-lead of the outage's start were leased before it; the
+// rest of the outage; after it. A cut ends after --outage; a stopped
+// component when it answers again (row.over).
+func (c *chaos) outagePhases(row chaosRow) []cutPhase {
+	word, end := "cut", row.start.Add(c.cfg.Outage)
+	if !slices.Contains(netnsRows, row.f.name) {
+		word, end = "outage", row.over
+	}
 	leased := row.start.Add(prepareLead)
-	cutEnd := row.start.Add(c.cfg.Outage)
 	return []cutPhase{
-		{fmt.Sprintf("in the cut's first %s (leased before it)", FormatLatency(prepareLead)), row.start, leased},
-		{"in the rest of the cut", leased, cutEnd},
-		{"after the cut", cutEnd, row.ended},
+		{fmt.Sprintf("in the %s's first %s (leased before it)", word, FormatLatency(prepareLead)), row.start, leased},
+		{"in the rest of the " + word, leased, end},
+		{"after the " + word, end, row.ended},
 	}
 }
