@@ -267,6 +267,13 @@ func TestBrowserConsoleScheduleKinds(t *testing.T) {
 		chromedp.WaitVisible(css("#cron")),
 		chromedp.SendKeys(css("#cron"), "0 * * * *"),
 		chromedp.Click(css("#save")),
+		chromedp.WaitVisible(css("#changes")),
+	)
+	if c := text("#changes"); c != "schedule.cron" {
+		t.Errorf("the edit's confirmation lists %q", c)
+	}
+	run("edit to cron confirmed",
+		chromedp.Click(css("#confirm")),
 		chromedp.WaitVisible(css("#notice")),
 	)
 	if n := text("#notice"); n != "Job updated: schedule.cron." {

@@ -336,8 +336,17 @@ func TestBrowserConsole(t *testing.T) {
 		shot("05a-edit"),
 		chromedp.SetValue(css("#name"), "nightly-report-eu"),
 		chromedp.Click(css("#save")),
-		chromedp.WaitVisible(css("#notice")),
+		chromedp.WaitVisible(css("#changes")),
+		shot("05b-confirm-edit"),
 	)
+	// Asked first, naming the one field; nothing saved until confirmed.
+	if c := text("edit changes", "#changes"); c != "name" {
+		t.Fatalf("the edit's confirmation lists %q", c)
+	}
+	if got, err := api.Store.Get(step("get"), "acme", jobID); err != nil || got.GetName() != "nightly-report" {
+		t.Fatalf("saved before the confirmation: %q %v", got.GetName(), err)
+	}
+	run("edit confirmed", chromedp.Click(css("#confirm")), chromedp.WaitVisible(css("#notice")))
 	if n := text("edit notice", "#notice"); n != "Job updated: name." {
 		t.Fatalf("after the edit: %q", n)
 	}
@@ -481,6 +490,8 @@ func TestBrowserConsole(t *testing.T) {
 		chromedp.WaitVisible(css("#save")),
 		chromedp.SetValue(css("#overlap"), "buffer_one"),
 		chromedp.Click(css("#save")),
+		chromedp.WaitVisible(css("#changes")),
+		chromedp.Click(css("#confirm")),
 		chromedp.WaitVisible(css("#notice")),
 	)
 	if n := text("policies edit notice", "#notice"); !strings.Contains(n, "updated: overlap.") {

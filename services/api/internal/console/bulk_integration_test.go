@@ -265,7 +265,16 @@ func TestIntegrationConsoleFormTargetsHeadersRetry(t *testing.T) {
 	}
 	v := with("kind", "http", "url", "https://billing.example/export", "method", "PUT", "headers", "X-Team: ops\nX-Run: nightly",
 		"max_attempts", "6", "backoff", "fixed", "initial_delay", "30s", "max_delay", "30s")
-	code, _, h = acme.do("POST", "/jobs/"+webhookID+"/edit", v)
+	// Asked first: the confirmation names the two paths, and nothing is
+	// saved until it is confirmed.
+	code, page, _ = acme.do("POST", "/jobs/"+webhookID+"/edit", v)
+	if code != http.StatusOK || !strings.Contains(page, `<ul id="changes"><li><code>target.http.headers</code></li><li><code>retry.max_attempts</code></li></ul>`) {
+		t.Fatalf("the edit's confirmation: %d\n%s", code, page)
+	}
+	if j, _ := api.Store.Get(context.Background(), "acme", webhookID); j.GetTarget().GetHttp().GetHeaders()["X-Team"] != "billing" || j.GetRetry().GetMaxAttempts() != 4 {
+		t.Fatalf("saved before the confirmation: %v %v", j.GetTarget(), j.GetRetry())
+	}
+	code, _, h = acme.do("POST", "/jobs/"+webhookID+"/edit", formValues(page))
 	if loc, _ := url.QueryUnescape(h.Get("Location")); code != http.StatusSeeOther || !strings.HasSuffix(loc, "done=updated: target.http.headers, retry.max_attempts") {
 		t.Fatalf("edit: %d %s", code, loc)
 	}
@@ -287,7 +296,7 @@ func TestIntegrationConsoleFormTargetsHeadersRetry(t *testing.T) {
 	if rp.GetBackoff() == sundialv1.Backoff_BACKOFF_UNSPECIFIED {
 		v.Set("backoff", "")
 	}
-	code, _, h = acme.do("POST", "/jobs/"+kafkaID+"/edit", v)
+	code, _, h, _ = acme.edit(kafkaID, v)
 	if loc, _ := url.QueryUnescape(h.Get("Location")); code != http.StatusSeeOther || !strings.HasSuffix(loc, "done=updated: target") {
 		t.Fatalf("kafka to webhook: %d %s", code, loc)
 	}

@@ -69,6 +69,21 @@ func (b *browser) do(method, path string, form url.Values) (int, string, http.He
 	return resp.StatusCode, string(raw), resp.Header
 }
 
+// edit posts a job's edit form as a browser would: the console answers
+// with a confirmation naming the fields that would change (returned as
+// confirm, "" when the form came back refused instead), and the
+// confirmation's own form is posted back.
+func (b *browser) edit(id string, form url.Values) (code int, body string, h http.Header, confirm string) {
+	b.t.Helper()
+	code, body, h = b.do("POST", "/jobs/"+id+"/edit", form)
+	if code != http.StatusOK || !strings.Contains(body, `id="changes"`) {
+		return code, body, h, ""
+	}
+	confirm = body
+	code, body, h = b.do("POST", "/jobs/"+id+"/edit", formValues(body))
+	return code, body, h, confirm
+}
+
 func (b *browser) signIn(token string) {
 	b.t.Helper()
 	code, _, h := b.do("POST", "/login", url.Values{"token": {token}, "next": {"/jobs"}})

@@ -860,6 +860,33 @@ func (c *Console) editJobPage(w http.ResponseWriter, r *http.Request, s *session
 // editJob sends only the fields the form changed, so an untouched
 // schedule is not a schedule change (no min_interval check, no re-staging
 // for it).
+// confirmEdit asks before an edit is saved, as every other change does:
+// it names the fields that would change (the update mask the api will
+// get) and posts the same form again, every field as it was sent, with
+// confirm=yes. The api checks the values then; a refusal brings the form
+// back with its errors beside their fields.
+func (c *Console) confirmEdit(w http.ResponseWriter, r *http.Request, s *session, cur *sundialv1.Job, paths []string) {
+	var hidden [][2]string
+	keys := make([]string, 0, len(r.PostForm))
+	for k := range r.PostForm {
+		if k != "csrf" && k != "confirm" {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		for _, v := range r.PostForm[k] {
+			hidden = append(hidden, [2]string{k, v})
+		}
+	}
+	id := url.PathEscape(cur.GetId())
+	c.render(w, http.StatusOK, "confirm", s, map[string]any{
+		"Job": cur, "Action": "save the edit", "Changes": paths,
+		"Question": fmt.Sprintf("Save this edit? It changes %d field(s) of the job, and nothing else:", len(paths)),
+		"Post":     "/jobs/" + id + "/edit", "Back": "/jobs/" + id, "Hidden": hidden,
+	})
+}
+
 func (c *Console) editJob(w http.ResponseWriter, r *http.Request, s *session) {
 	ctx := s.call(r.Context())
 	got, err := c.jobs.GetJob(ctx, &sundialv1.GetJobRequest{Id: r.PathValue("id")})
@@ -880,6 +907,10 @@ func (c *Console) editJob(w http.ResponseWriter, r *http.Request, s *session) {
 	if len(f.Errors) == 0 {
 		if len(paths) == 0 {
 			http.Redirect(w, r, "/jobs/"+url.PathEscape(cur.GetId())+"?done="+url.QueryEscape("unchanged"), http.StatusSeeOther)
+			return
+		}
+		if r.PostFormValue("confirm") != "yes" {
+			c.confirmEdit(w, r, s, cur, paths)
 			return
 		}
 		_, err := c.jobs.UpdateJob(ctx, &sundialv1.UpdateJobRequest{Job: job, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}})

@@ -184,7 +184,7 @@ func TestIntegrationConsoleScheduleKinds(t *testing.T) {
 	f := formValues(page)
 	f.Set("schedule_kind", "cron")
 	f.Set("cron", "0 * * * *")
-	code, body, h := acme.do("POST", "/jobs/"+interval.GetId()+"/edit", f)
+	code, body, h, _ := acme.edit(interval.GetId(), f)
 	if done, _ := url.QueryUnescape(h.Get("Location")); code != http.StatusSeeOther || !strings.HasSuffix(done, "done=updated: schedule.cron") {
 		t.Fatalf("edit to cron: %d %q\n%s", code, done, body)
 	}
@@ -199,7 +199,7 @@ func TestIntegrationConsoleScheduleKinds(t *testing.T) {
 	}
 	f = formValues(page)
 	f.Set("name", "once-paris-2")
-	code, _, h = acme.do("POST", "/jobs/"+once.GetId()+"/edit", f)
+	code, _, h, _ = acme.edit(once.GetId(), f)
 	if done, _ := url.QueryUnescape(h.Get("Location")); code != http.StatusSeeOther || !strings.HasSuffix(done, "done=updated: name") {
 		t.Fatalf("rename of the one-off: %d %q", code, done)
 	}
