@@ -27,7 +27,9 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/config"
 	"github.com/sundialhq/sundial/pkg/connsec"
+	"github.com/sundialhq/sundial/pkg/kafkaconn"
 	"github.com/sundialhq/sundial/pkg/leader"
+	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/ledger"
 )
 
@@ -36,10 +38,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // all is every component's settings, registered on one flag set the way a
 // service registers the ones it uses.
 type all struct {
-	Redis     connsec.Redis
-	Kafka     connsec.Kafka
-	Cassandra connsec.Cassandra
-	ZooKeeper connsec.ZooKeeper
+	Redis     lease.Security
+	Kafka     kafkaconn.Security
+	Cassandra ledger.Security
+	ZooKeeper leader.Security
 }
 
 func load(t *testing.T, args []string, env map[string]string) (*all, error) {
@@ -428,7 +430,7 @@ func TestTLSOffIsNil(t *testing.T) {
 func TestZooKeeperTLSDialer(t *testing.T) {
 	ca := newTestCA(t, "zk")
 	srv := startTLSServer(t, ca, ca.server("zk"), false)
-	z := connsec.ZooKeeper{TLS: connsec.TLS{Enabled: true, CAFile: ca.CAFile}}
+	z := leader.Security{TLS: connsec.TLS{Enabled: true, CAFile: ca.CAFile}}
 	dial, err := z.Dialer(nil)
 	require.NoError(t, err)
 	c, err := dial("tcp", srv.addr, 5*time.Second)

@@ -1,25 +1,27 @@
-// Package connsec is how the services secure their connections to Redis,
-// Kafka, Cassandra and ZooKeeper: TLS and credentials, from flags (or their
-// SUNDIAL_* variables) and files, turned into each client's own settings;
-// and how a service serves TLS on its own listeners (ServerTLS, the api's
-// gRPC and HTTP ports).
+// Package connsec is what the services' connections to Redis, Kafka,
+// Cassandra and ZooKeeper share to be secured: client TLS (TLS), passwords
+// given as a value or a file (Password, Secret), and the flags and checks
+// built on them; and how a service serves TLS on its own listeners
+// (ServerTLS, the api's gRPC and HTTP ports).
 // Postgres needs none of this: its DSN carries sslmode and the certificate
 // paths, and pgx reads the password from PGPASSWORD.
 //
-// Each component has a settings struct with the shape every Sundial config
-// has — Register adds its flags, Validate records problems naming the flag —
-// and one method that applies it to the client:
+// Each component's settings live with the package that is its client, so
+// that a service links only the clients it uses (connsec imports none):
 //
-//	Redis      --redis-username, --redis-password[-file]        Apply(*redis.Options)
-//	Kafka      --kafka-sasl-mechanism, --kafka-sasl-username,
-//	           --kafka-sasl-password[-file]                      Opts() []kgo.Opt
-//	Cassandra  --cassandra-username, --cassandra-password[-file] Apply(*ledger.ConnectConfig)
-//	ZooKeeper  --zk-username, --zk-password[-file] (digest)      Apply(*leader.Config)
+//	lease.Security      --redis-username, --redis-password[-file]        Apply(*redis.Options)
+//	kafkaconn.Security  --kafka-sasl-mechanism, --kafka-sasl-username,
+//	                    --kafka-sasl-password[-file]                      Opts() []kgo.Opt
+//	ledger.Security     --cassandra-username, --cassandra-password[-file] Apply(*ledger.ConnectConfig)
+//	leader.Security     --zk-username, --zk-password[-file] (digest)      Apply(*leader.Config)
 //
-// and the same TLS flags under each prefix (redis, kafka, cassandra, zk):
+// Each has the shape every Sundial config has — Register adds its flags,
+// Validate records problems naming the flag — and registers the same TLS
+// flags under its prefix (redis, kafka, cassandra, zk) with TLS.Register:
 // --<p>-tls, --<p>-tls-ca-file, --<p>-tls-cert-file, --<p>-tls-key-file,
 // --<p>-tls-server-name, --<p>-tls-insecure-skip-verify. Every default is
-// today's behaviour: plaintext, no credentials.
+// today's behaviour: plaintext, no credentials. This package's tests cover
+// the four together, registered on one flag set as a service would.
 //
 // # Passwords
 //

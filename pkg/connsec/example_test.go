@@ -7,7 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sundialhq/sundial/pkg/config"
-	"github.com/sundialhq/sundial/pkg/connsec"
+	"github.com/sundialhq/sundial/pkg/lease"
 )
 
 // A service registers the settings of the components it uses, loads them
@@ -15,7 +15,7 @@ import (
 // In Kubernetes the password comes from a Secret (SUNDIAL_REDIS_PASSWORD as
 // a secretKeyRef, or a mounted file named by --redis-password-file).
 func Example() {
-	var sec connsec.Redis
+	var sec lease.Security
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	sec.Register(fs)
 	env := map[string]string{

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sundialhq/sundial/pkg/connsec"
+	"github.com/sundialhq/sundial/pkg/kafkaconn"
 )
 
 // The local Kafka (deploy/local/infra.sh) listens in plaintext without SASL,
@@ -24,7 +25,7 @@ func TestKafkaSASLOverTLSWithKfake(t *testing.T) {
 	ca := newTestCA(t, "kafka")
 	server := ca.server("broker")
 	const topic = "sundial.fire.high"
-	for _, mech := range []string{connsec.SASLPlain, connsec.SASLScramSHA256, connsec.SASLScramSHA512} {
+	for _, mech := range []string{kafkaconn.SASLPlain, kafkaconn.SASLScramSHA256, kafkaconn.SASLScramSHA512} {
 		t.Run(mech, func(t *testing.T) {
 			cluster, err := kfake.NewCluster(
 				kfake.NumBrokers(1),
@@ -36,7 +37,7 @@ func TestKafkaSASLOverTLSWithKfake(t *testing.T) {
 			require.NoError(t, err)
 			defer cluster.Close()
 
-			client := func(k connsec.Kafka) *kgo.Client {
+			client := func(k kafkaconn.Security) *kgo.Client {
 				opts, err := k.Opts()
 				require.NoError(t, err)
 				cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(cluster.ListenAddrs()...))...)
@@ -46,8 +47,8 @@ func TestKafkaSASLOverTLSWithKfake(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			defer cancel()
-			secure := func(password string) connsec.Kafka {
-				return connsec.Kafka{
+			secure := func(password string) kafkaconn.Security {
+				return kafkaconn.Security{
 					SASLMechanism: mech, SASLUsername: "sundial",
 					SASLPassword: connsec.Password{Value: connsec.NewSecret(password)},
 					TLS:          connsec.TLS{Enabled: true, CAFile: ca.CAFile},

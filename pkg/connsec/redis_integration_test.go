@@ -17,12 +17,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sundialhq/sundial/pkg/connsec"
+	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
 // redisClient builds a client the way the services do: Options with the
 // address, then Apply.
-func redisClient(t *testing.T, addr string, r connsec.Redis) *redis.Client {
+func redisClient(t *testing.T, addr string, r lease.Security) *redis.Client {
 	t.Helper()
 	o := redis.Options{Addr: addr, MaxRetries: 1, DialTimeout: 5 * time.Second}
 	require.NoError(t, r.Apply(&o))
@@ -52,7 +53,7 @@ func TestRedisACLUser(t *testing.T) {
 	})
 
 	pwFile := writeFile(t, "redis-password", "first-password\n")
-	c := redisClient(t, addr, connsec.Redis{Username: user, Password: connsec.Password{File: pwFile}})
+	c := redisClient(t, addr, lease.Security{Username: user, Password: connsec.Password{File: pwFile}})
 	require.NoError(t, c.Set(ctx, prefix+"k", "v", time.Minute).Err())
 	who, err := c.Do(ctx, "ACL", "WHOAMI").Text()
 	if err == nil { // ACL WHOAMI needs +acl, which +@all grants
@@ -61,7 +62,7 @@ func TestRedisACLUser(t *testing.T) {
 	err = c.Set(ctx, "outside-the-prefix", "v", time.Minute).Err()
 	require.ErrorContains(t, err, "NOPERM", "the ACL of this user applies, not the default user's")
 
-	wrong := redisClient(t, addr, connsec.Redis{Username: user, Password: connsec.Password{Value: connsec.NewSecret("wrong-password")}})
+	wrong := redisClient(t, addr, lease.Security{Username: user, Password: connsec.Password{Value: connsec.NewSecret("wrong-password")}})
 	err = wrong.Ping(ctx).Err()
 	require.Error(t, err)
 	require.True(t, strings.HasPrefix(err.Error(), "WRONGPASS"), "err = %v", err)
@@ -121,7 +122,7 @@ func TestRedisTLS(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	secure := connsec.Redis{
+	secure := lease.Security{
 		Username: "sundial",
 		Password: connsec.Password{Value: connsec.NewSecret("tls-password")},
 		TLS:      connsec.TLS{Enabled: true, CAFile: ca.CAFile, CertFile: client.CertFile, KeyFile: client.KeyFile},

@@ -63,13 +63,16 @@ type Password struct {
 // IsZero reports whether neither a value nor a file was given.
 func (p Password) IsZero() bool { return p.Value.IsZero() && p.File == "" }
 
-// register adds --<name> and --<name>-file.
-func (p *Password) register(fs *flag.FlagSet, name, what string) {
+// Register adds --<name> and --<name>-file to fs; what names the password
+// in their help.
+func (p *Password) Register(fs *flag.FlagSet, name, what string) {
 	fs.Var(&p.Value, name, what+"; prefer "+config.EnvName(name)+" or --"+name+"-file, a command-line value shows in ps")
 	fs.StringVar(&p.File, name+"-file", p.File, "file holding the "+what+" (a mounted Secret), read again for each new connection")
 }
 
-func (p Password) validate(pr *config.Problems, name string) {
+// Validate records a password given both ways, or a file that cannot be
+// read or is empty, naming --<name> or --<name>-file.
+func (p Password) Validate(pr *config.Problems, name string) {
 	if !p.Value.IsZero() && p.File != "" {
 		pr.Addf(name, "give --%s or --%s-file, not both", name, name)
 		return
@@ -81,11 +84,11 @@ func (p Password) validate(pr *config.Problems, name string) {
 	}
 }
 
-// validateUser records a username given without a password and, unless
+// ValidateUser records a username given without a password and, unless
 // the component accepts a password alone, a password without a username;
 // prefix starts both flags' names (--<prefix>-username, --<prefix>-password)
 // and what names the component in the message.
-func validateUser(p *config.Problems, prefix, what, username string, pw Password, passwordAlone bool) {
+func ValidateUser(p *config.Problems, prefix, what, username string, pw Password, passwordAlone bool) {
 	switch {
 	case username != "" && pw.IsZero():
 		p.Addf(prefix+"-password", "required with --%s-username (or --%s-password-file)", prefix, prefix)

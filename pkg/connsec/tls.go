@@ -30,7 +30,10 @@ type TLS struct {
 	InsecureSkipVerify bool
 }
 
-func (t *TLS) register(fs *flag.FlagSet, prefix, component string) {
+// Register adds --<prefix>-tls and its --<prefix>-tls-* settings to fs;
+// component names the servers in their help ("Redis", "the Kafka
+// brokers").
+func (t *TLS) Register(fs *flag.FlagSet, prefix, component string) {
 	fs.BoolVar(&t.Enabled, prefix+"-tls", t.Enabled, "connect to "+component+" over TLS")
 	fs.StringVar(&t.CAFile, prefix+"-tls-ca-file", t.CAFile, "PEM file of the CAs that sign "+component+"'s certificates (empty: the system's roots)")
 	fs.StringVar(&t.CertFile, prefix+"-tls-cert-file", t.CertFile, "PEM client certificate presented to "+component+" (with --"+prefix+"-tls-key-file), read again at each handshake")
@@ -39,7 +42,10 @@ func (t *TLS) register(fs *flag.FlagSet, prefix, component string) {
 	fs.BoolVar(&t.InsecureSkipVerify, prefix+"-tls-insecure-skip-verify", t.InsecureSkipVerify, "accept any certificate from "+component+" (testing only: anyone on the path can impersonate it)")
 }
 
-func (t TLS) validate(p *config.Problems, prefix string) {
+// Validate records problems, each naming its --<prefix>-tls* flag: a
+// setting given without --<prefix>-tls, a CA bundle or client certificate
+// that does not load.
+func (t TLS) Validate(p *config.Problems, prefix string) {
 	if !t.Enabled {
 		for name, set := range map[string]bool{
 			"ca-file": t.CAFile != "", "cert-file": t.CertFile != "", "key-file": t.KeyFile != "",

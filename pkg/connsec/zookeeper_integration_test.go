@@ -52,7 +52,7 @@ func (quietLogger) Printf(string, ...any) {}
 // zkConnect opens a session through z's dialer and digest, the way the
 // elector does, and waits for it. sessions counts established sessions
 // (reconnections included).
-func zkConnect(t *testing.T, z connsec.ZooKeeper, rec *recordingDialer) (conn *zk.Conn, sessions func() int) {
+func zkConnect(t *testing.T, z leader.Security, rec *recordingDialer) (conn *zk.Conn, sessions func() int) {
 	t.Helper()
 	dial, err := z.Dialer(nil)
 	require.NoError(t, err)
@@ -98,7 +98,7 @@ func zkConnect(t *testing.T, z connsec.ZooKeeper, rec *recordingDialer) (conn *z
 func TestZooKeeperDigestAuth(t *testing.T) {
 	_, root := testinfra.ZooKeeper(t)
 	pwFile := writeFile(t, "zk-password", "digest-password\n")
-	sundial := connsec.ZooKeeper{Username: "sundial", Password: connsec.Password{File: pwFile}}
+	sundial := leader.Security{Username: "sundial", Password: connsec.Password{File: pwFile}}
 	rec := &recordingDialer{}
 	authed, sessions := zkConnect(t, sundial, rec)
 
@@ -117,7 +117,7 @@ func TestZooKeeperDigestAuth(t *testing.T) {
 	_, _, err = anonymous.Get(node)
 	require.ErrorIs(t, err, zk.ErrNoAuth)
 
-	wrong, _ := zkConnect(t, connsec.ZooKeeper{Username: "sundial", Password: connsec.Password{Value: connsec.NewSecret("not-it")}}, nil)
+	wrong, _ := zkConnect(t, leader.Security{Username: "sundial", Password: connsec.Password{Value: connsec.NewSecret("not-it")}}, nil)
 	_, _, err = wrong.Get(node)
 	require.ErrorIs(t, err, zk.ErrNoAuth)
 
@@ -137,7 +137,7 @@ func TestZooKeeperDigestAuth(t *testing.T) {
 // one without them cannot even become a candidate.
 func TestZooKeeperElectorOnLockedPath(t *testing.T) {
 	_, root := testinfra.ZooKeeper(t)
-	sundial := connsec.ZooKeeper{Username: "sundial", Password: connsec.Password{Value: connsec.NewSecret("digest-password")}}
+	sundial := leader.Security{Username: "sundial", Password: connsec.Password{Value: connsec.NewSecret("digest-password")}}
 	authed, _ := zkConnect(t, sundial, nil)
 	path := root + "/election"
 	_, err := authed.Create(path, nil, 0, zk.DigestACL(zk.PermAll, "sundial", "digest-password"))
@@ -149,7 +149,7 @@ func TestZooKeeperElectorOnLockedPath(t *testing.T) {
 		}
 	})
 
-	start := func(id string, z connsec.ZooKeeper) *leader.Elector {
+	start := func(id string, z leader.Security) *leader.Elector {
 		cfg := leader.Config{
 			Servers: testinfra.ZooKeeperAddrs(t), Path: path, NodeID: id,
 			SessionTimeout: 2 * time.Second,
@@ -165,7 +165,7 @@ func TestZooKeeperElectorOnLockedPath(t *testing.T) {
 	withCreds := start("with-credentials", sundial)
 	require.Eventually(t, func() bool { return withCreds.State() == leader.StateLeading }, 20*time.Second, 20*time.Millisecond)
 
-	without := start("without-credentials", connsec.ZooKeeper{})
+	without := start("without-credentials", leader.Security{})
 	require.Never(t, func() bool {
 		s := without.State()
 		return s == leader.StateLeading || s == leader.StateFollowing

@@ -15,8 +15,10 @@
 //     *test like apitest, bench/, tests/ and deploy/ may use them, so no
 //     binary links them);
 //
-// and when docs/architecture/README.md does not name a service, a package
-// directly under pkg/ or testkit/, or a command under cmd/.
+// when a binary links the Go client of a component it does not talk to,
+// or a test kit; and when docs/architecture/README.md does not name a
+// service, a package directly under pkg/ or testkit/, or a command under
+// cmd/.
 package importgraph_test
 
 import (
@@ -237,6 +239,47 @@ func TestImportGraphKeepsTheRoomsApart(t *testing.T) {
 	}
 	if ours < 50 {
 		t.Errorf("go list listed %d packages of the workspace; expected every one", ours)
+	}
+}
+
+// clients are the modules of the components' Go clients, by the name a
+// service's table below uses.
+var clients = map[string]string{
+	"cassandra": "github.com/gocql/gocql",
+	"kafka":     "github.com/twmb/franz-go/pkg/kgo",
+	"postgres":  "github.com/jackc/pgx/v5",
+	"redis":     "github.com/redis/go-redis/v9",
+	"zookeeper": "github.com/go-zookeeper/zk",
+}
+
+// Each binary links the clients of the components it talks to and no
+// other (each client package owns its TLS and credential settings, so
+// sharing pkg/connsec drags no client along), and never a test kit.
+func TestBinariesLinkOnlyTheirClients(t *testing.T) {
+	root := workspace(t)
+	for bin, want := range map[string][]string{
+		"services/api":        {"cassandra", "kafka", "postgres", "redis"},
+		"services/prefetcher": {"cassandra", "postgres", "zookeeper"},
+		"services/relay":      {"kafka", "postgres"},
+		"services/worker":     {"cassandra", "kafka", "postgres", "redis"},
+		"cmd/schedctl":        nil,
+	} {
+		deps := strings.Fields(string(goCmd(t, root, "list", "-deps", "-f", "{{.ImportPath}}", "./"+bin)))
+		var got []string
+		for name, pkg := range clients {
+			if slices.Contains(deps, pkg) {
+				got = append(got, name)
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s links the clients %v, want %v", bin, got, want)
+		}
+		for _, d := range deps {
+			if room(d) == "testkit" {
+				t.Errorf("%s links the test kit %s", bin, strings.TrimPrefix(d, module))
+			}
+		}
 	}
 }
 

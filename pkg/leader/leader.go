@@ -84,7 +84,7 @@ type Config struct {
 	// while the loop is blocked in a ZooKeeper call); it must not block.
 	OnTransition func(from, to State, epoch int64)
 	// Dialer, if set, replaces net.DialTimeout for ZooKeeper connections:
-	// a TLS dialer (see pkg/connsec), or a test's that partitions a
+	// a TLS dialer (see Security), or a test's that partitions a
 	// candidate from ZooKeeper.
 	Dialer zk.Dialer
 	// Credentials are added to the session (AddAuth) before the elector's

@@ -32,6 +32,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/config"
 	"github.com/sundialhq/sundial/pkg/connsec"
 	"github.com/sundialhq/sundial/pkg/daemon"
+	"github.com/sundialhq/sundial/pkg/kafkaconn"
 	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
@@ -81,14 +82,14 @@ type settings struct {
 	// IdempotencyKeyTTL is how long a CreateJob idempotency key lasts.
 	IdempotencyKeyTTL time.Duration
 	// TLS and credentials towards Redis and Cassandra (--redis-*,
-	// --cassandra-*; see pkg/connsec). Off by default.
-	RedisSecurity     connsec.Redis
-	CassandraSecurity connsec.Cassandra
+	// --cassandra-*; see lease.Security, ledger.Security). Off by default.
+	RedisSecurity     lease.Security
+	CassandraSecurity ledger.Security
 	// KafkaBrokers, when set, is the cluster Kafka targets produce to: a
 	// job naming a topic missing there is refused (InvalidArgument on
 	// target.kafka.topic) rather than dead-lettering every firing.
 	KafkaBrokers  string
-	KafkaSecurity connsec.Kafka
+	KafkaSecurity kafkaconn.Security
 	// SecretsDir is the workers' target-secret directory
 	// (<dir>/<tenant>/<name>), read for names only: a job referencing a
 	// secret its tenant lacks is refused.
@@ -333,7 +334,7 @@ func migrateMain(args []string, stderr io.Writer) int {
 	cassHosts := fs.String("cassandra-hosts", "127.0.0.1:9042", "comma-separated Cassandra contact points of the execution ledger")
 	cassKeyspace := fs.String("cassandra-keyspace", "sundial", "Cassandra keyspace of the execution ledger")
 	cassRepl := fs.String("cassandra-replication", ledger.DefaultReplication, "replication map of the ledger keyspace when it is created")
-	var cassSec connsec.Cassandra
+	var cassSec ledger.Security
 	cassSec.Register(fs)
 	if err := config.Load(fs, args, os.LookupEnv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -384,7 +385,7 @@ func migrateMain(args []string, stderr io.Writer) int {
 }
 
 // migrateLedger creates the ledger's keyspace and tables if missing.
-func migrateLedger(ctx context.Context, hosts []string, sec connsec.Cassandra, keyspace, replication string) error {
+func migrateLedger(ctx context.Context, hosts []string, sec ledger.Security, keyspace, replication string) error {
 	cc := ledger.ConnectConfig{Hosts: hosts, Timeout: 30 * time.Second}
 	if err := sec.Apply(&cc); err != nil {
 		return fmt.Errorf("cassandra: %w", err)

@@ -17,7 +17,6 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/config"
-	"github.com/sundialhq/sundial/pkg/connsec"
 	"github.com/sundialhq/sundial/pkg/daemon"
 	"github.com/sundialhq/sundial/pkg/jobwake"
 	"github.com/sundialhq/sundial/pkg/leader"
@@ -40,9 +39,9 @@ type settings struct {
 	Drain     ledgerdrain.Config
 	Retention retention.Config
 	// TLS and credentials towards ZooKeeper and Cassandra (--zk-*,
-	// --cassandra-*; see pkg/connsec). Off by default.
-	ZKSecurity        connsec.ZooKeeper
-	CassandraSecurity connsec.Cassandra
+	// --cassandra-*; see leader.Security, ledger.Security). Off by default.
+	ZKSecurity        leader.Security
+	CassandraSecurity ledger.Security
 	// chunk is --chunk as given; validate resolves it into Config.Chunk.
 	chunk chunkFlag
 	// Ranges > 0 turns on partitioned prefetch: the 256 partitions split

@@ -290,7 +290,8 @@ Called with (dict "ctx" $ "settings" dict).
 {{- end -}}
 
 {{/*
-Sets, in .settings, the TLS and credential flags (pkg/connsec) of every
+Sets, in .settings, the TLS and credential flags (pkg/connsec, and each
+client's Security: lease, kafkaconn, ledger, leader) of every
 component .component uses: file paths and names only, never a secret.
 Called with (dict "ctx" $ "component" c "settings" dict).
 */}}

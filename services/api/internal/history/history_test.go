@@ -81,7 +81,7 @@ func TestNewLazyChecksConfig(t *testing.T) {
 
 // The TLS and credentials of --cassandra-* reach every connection attempt.
 func TestLazyConnectsWithTheSessionSettings(t *testing.T) {
-	sec := connsec.Cassandra{
+	sec := ledger.Security{
 		Username: "api", Password: connsec.Password{Value: connsec.NewSecret("pw")},
 		TLS: connsec.TLS{Enabled: true, ServerName: "cassandra.internal"},
 	}

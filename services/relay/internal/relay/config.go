@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/config"
-	"github.com/sundialhq/sundial/pkg/connsec"
+	"github.com/sundialhq/sundial/pkg/kafkaconn"
 	pgoutbox "github.com/sundialhq/sundial/pkg/outbox"
 )
 
@@ -27,8 +27,8 @@ type Config struct {
 	Listen           bool
 	NodeID           string
 	// KafkaSecurity is TLS and SASL towards the brokers (--kafka-tls*,
-	// --kafka-sasl-*; see pkg/connsec). Off by default.
-	KafkaSecurity connsec.Kafka
+	// --kafka-sasl-*; see pkg/kafkaconn). Off by default.
+	KafkaSecurity kafkaconn.Security
 }
 
 // Defaults returns the settings a single-node development stack runs with.

@@ -12,6 +12,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/config"
 	"github.com/sundialhq/sundial/pkg/connsec"
+	"github.com/sundialhq/sundial/pkg/kafkaconn"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -22,8 +23,8 @@ func TestPublishesThroughSASL(t *testing.T) {
 	pw := filepath.Join(t.TempDir(), "kafka-password")
 	require.NoError(t, os.WriteFile(pw, []byte("relay-password\n"), 0o600))
 	h := newHarness(t, clock.Real{}, func(c *Config) {
-		c.KafkaSecurity = connsec.Kafka{SASLMechanism: connsec.SASLScramSHA512, SASLUsername: "relay", SASLPassword: connsec.Password{File: pw}}
-	}, kfake.EnableSASL(), kfake.Superuser(connsec.SASLScramSHA512, "relay", "relay-password"))
+		c.KafkaSecurity = kafkaconn.Security{SASLMechanism: kafkaconn.SASLScramSHA512, SASLUsername: "relay", SASLPassword: connsec.Password{File: pw}}
+	}, kfake.EnableSASL(), kfake.Superuser(kafkaconn.SASLScramSHA512, "relay", "relay-password"))
 	h.start()
 	h.stage(sundialv1.Priority_PRIORITY_HIGH, time.Now())
 	h.relay.Wake()

@@ -13,7 +13,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sundialhq/sundial/pkg/config"
-	"github.com/sundialhq/sundial/pkg/connsec"
+	"github.com/sundialhq/sundial/pkg/kafkaconn"
+	"github.com/sundialhq/sundial/pkg/lease"
+	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/netpolicy"
 	"github.com/sundialhq/sundial/pkg/signingkey"
 
@@ -130,10 +132,11 @@ type Config struct {
 	MetricsJobIDs string
 
 	// TLS and credentials towards the components (--redis-*, --kafka-*,
-	// --cassandra-*; see pkg/connsec). Off by default.
-	RedisSecurity     connsec.Redis
-	KafkaSecurity     connsec.Kafka
-	CassandraSecurity connsec.Cassandra
+	// --cassandra-*; see lease.Security, kafkaconn.Security and
+	// ledger.Security). Off by default.
+	RedisSecurity     lease.Security
+	KafkaSecurity     kafkaconn.Security
+	CassandraSecurity ledger.Security
 }
 
 // Register adds the worker's flags to fs.

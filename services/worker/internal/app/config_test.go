@@ -96,8 +96,8 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{[]string{"--signing-key-encryption-key-file", "config_test.go", "--postgres-dsn", ""}, "signing-key-encryption-key-file"},
 		{[]string{"--signing-key-refresh", "-1s"}, "signing-key-refresh"},
 		{[]string{"--metrics-job-ids", "0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6b,nightly-report"}, "metrics-job-ids"},
-		// The components' TLS and credentials (pkg/connsec) are validated
-		// with the rest.
+		// The components' TLS and credentials (the Security of lease,
+		// kafkaconn and ledger) are validated with the rest.
 		{[]string{"--redis-username", "app"}, "redis-password"},
 		{[]string{"--kafka-sasl-mechanism", "PLAIN"}, "kafka-sasl-username"},
 		{[]string{"--cassandra-tls-ca-file", "/x"}, "cassandra-tls-ca-file"},

@@ -136,7 +136,7 @@ type Config struct {
 	// committed past it. It must not block. Without it the record is
 	// skipped.
 	Poison func(rec *kgo.Record, cause error, done func())
-	// Opts are extra client options: TLS and SASL (pkg/connsec), and
+	// Opts are extra client options: TLS and SASL (pkg/kafkaconn), and
 	// tests' own.
 	Opts []kgo.Opt
 	// Tracer traces each firing's stay in the worker (see work.Trace);

@@ -1,4 +1,4 @@
-package connsec
+package leader
 
 import (
 	"context"
@@ -11,39 +11,43 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/sundialhq/sundial/pkg/config"
-	"github.com/sundialhq/sundial/pkg/leader"
+	"github.com/sundialhq/sundial/pkg/connsec"
 )
 
-// ZooKeeper is how the prefetcher authenticates to ZooKeeper (the digest
-// scheme) and whether it uses TLS (the server's secureClientPort).
-type ZooKeeper struct {
+// Security is how the prefetcher authenticates to ZooKeeper (the digest
+// scheme) and whether it uses TLS (the server's secureClientPort): the
+// --zk-username, --zk-password[-file] and --zk-tls* flags. It lives with
+// the elector, the one ZooKeeper client, so that only the prefetcher links
+// go-zookeeper; connsec has the TLS and password pieces every component's
+// settings share.
+type Security struct {
 	Username string
-	Password Password
-	TLS      TLS
+	Password connsec.Password
+	TLS      connsec.TLS
 }
 
 // Register adds the --zk-* security flags to fs.
-func (z *ZooKeeper) Register(fs *flag.FlagSet) {
+func (z *Security) Register(fs *flag.FlagSet) {
 	fs.StringVar(&z.Username, "zk-username", z.Username, "ZooKeeper digest user, added to the session so ACLs that name it admit the prefetcher")
-	z.Password.register(fs, "zk-password", "ZooKeeper digest password")
-	z.TLS.register(fs, "zk", "ZooKeeper")
+	z.Password.Register(fs, "zk-password", "ZooKeeper digest password")
+	z.TLS.Register(fs, "zk", "ZooKeeper")
 }
 
 // Validate records problems, each naming its flag.
-func (z *ZooKeeper) Validate(p *config.Problems) {
-	validateUser(p, "zk", "ZooKeeper", z.Username, z.Password, false)
+func (z *Security) Validate(p *config.Problems) {
+	connsec.ValidateUser(p, "zk", "ZooKeeper", z.Username, z.Password, false)
 	if strings.Contains(z.Username, ":") {
 		// digest splits "user:password" at the first colon.
 		p.Addf("zk-username", "must not contain ':'")
 	}
-	z.Password.validate(p, "zk-password")
-	z.TLS.validate(p, "zk")
+	z.Password.Validate(p, "zk-password")
+	z.TLS.Validate(p, "zk")
 }
 
 // Digest is the payload of AddAuth("digest", ...), "user:password", or nil
 // without credentials. The password is read now: ZooKeeper gets it once per
 // client, which replays it on every reconnection.
-func (z *ZooKeeper) Digest() ([]byte, error) {
+func (z *Security) Digest() ([]byte, error) {
 	if z.Username == "" {
 		return nil, nil
 	}
@@ -56,7 +60,7 @@ func (z *ZooKeeper) Digest() ([]byte, error) {
 
 // Dialer returns base (net.DialTimeout when nil) wrapped in TLS when TLS is
 // on. Pass it to zk.WithDialer.
-func (z *ZooKeeper) Dialer(base zk.Dialer) (zk.Dialer, error) {
+func (z *Security) Dialer(base zk.Dialer) (zk.Dialer, error) {
 	if base == nil {
 		base = net.DialTimeout
 	}
@@ -69,7 +73,7 @@ func (z *ZooKeeper) Dialer(base zk.Dialer) (zk.Dialer, error) {
 
 // Apply sets cfg's dialer (over cfg.Dialer, if a test set one) and
 // credentials.
-func (z *ZooKeeper) Apply(cfg *leader.Config) error {
+func (z *Security) Apply(cfg *Config) error {
 	d, err := z.Dialer(cfg.Dialer)
 	if err != nil {
 		return err
@@ -80,7 +84,7 @@ func (z *ZooKeeper) Apply(cfg *leader.Config) error {
 		return err
 	}
 	if digest != nil {
-		cfg.Credentials = append(cfg.Credentials, leader.Credential{Scheme: "digest", Payload: digest})
+		cfg.Credentials = append(cfg.Credentials, Credential{Scheme: "digest", Payload: digest})
 	}
 	return nil
 }

@@ -1,4 +1,16 @@
-package connsec
+// Package kafkaconn is how a service's Kafka clients reach the brokers
+// securely: TLS and SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) from the
+// --kafka-tls* and --kafka-sasl-* flags, as franz-go client options that
+// every Kafka client of a service takes (the relay's producer, the
+// worker's consumer and producers, the api's topic check). It is a package
+// of its own so that only the services that speak Kafka link franz-go;
+// connsec has the TLS and password pieces every component's settings
+// share.
+//
+// A SASL password file is read again each time a connection authenticates
+// (and re-authenticates, KIP-368), so a rotated password is used by the
+// next connection without a restart.
+package kafkaconn
 
 import (
 	"context"
@@ -11,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/sundialhq/sundial/pkg/config"
+	"github.com/sundialhq/sundial/pkg/connsec"
 )
 
 // SASL mechanisms the Kafka client can use.
@@ -20,27 +33,27 @@ const (
 	SASLScramSHA512 = "SCRAM-SHA-512"
 )
 
-// Kafka is how the services authenticate to the brokers (SASL) and whether
-// they use TLS.
-type Kafka struct {
+// Security is how the services authenticate to the brokers (SASL) and
+// whether they use TLS.
+type Security struct {
 	// SASLMechanism is empty (no SASL), PLAIN, SCRAM-SHA-256 or
 	// SCRAM-SHA-512, in any case.
 	SASLMechanism string
 	SASLUsername  string
-	SASLPassword  Password
-	TLS           TLS
+	SASLPassword  connsec.Password
+	TLS           connsec.TLS
 }
 
 // Register adds the --kafka-* security flags to fs.
-func (k *Kafka) Register(fs *flag.FlagSet) {
+func (k *Security) Register(fs *flag.FlagSet) {
 	fs.StringVar(&k.SASLMechanism, "kafka-sasl-mechanism", k.SASLMechanism, "SASL mechanism towards the brokers: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: no SASL)")
 	fs.StringVar(&k.SASLUsername, "kafka-sasl-username", k.SASLUsername, "SASL user")
-	k.SASLPassword.register(fs, "kafka-sasl-password", "SASL password")
-	k.TLS.register(fs, "kafka", "the Kafka brokers")
+	k.SASLPassword.Register(fs, "kafka-sasl-password", "SASL password")
+	k.TLS.Register(fs, "kafka", "the Kafka brokers")
 }
 
 // Validate records problems, each naming its flag.
-func (k *Kafka) Validate(p *config.Problems) {
+func (k *Security) Validate(p *config.Problems) {
 	switch mech := k.mechanism(); mech {
 	case "":
 		if k.SASLUsername != "" || !k.SASLPassword.IsZero() {
@@ -56,15 +69,15 @@ func (k *Kafka) Validate(p *config.Problems) {
 	default:
 		p.Addf("kafka-sasl-mechanism", "%q is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512", k.SASLMechanism)
 	}
-	k.SASLPassword.validate(p, "kafka-sasl-password")
-	k.TLS.validate(p, "kafka")
+	k.SASLPassword.Validate(p, "kafka-sasl-password")
+	k.TLS.Validate(p, "kafka")
 }
 
-func (k *Kafka) mechanism() string { return strings.ToUpper(strings.TrimSpace(k.SASLMechanism)) }
+func (k *Security) mechanism() string { return strings.ToUpper(strings.TrimSpace(k.SASLMechanism)) }
 
 // Opts are the client options for k: none when k is the zero value. Every
 // Kafka client of a service takes them (producers, consumers, admin).
-func (k *Kafka) Opts() ([]kgo.Opt, error) {
+func (k *Security) Opts() ([]kgo.Opt, error) {
 	var opts []kgo.Opt
 	tc, err := k.TLS.Config()
 	if err != nil {
@@ -84,7 +97,7 @@ func (k *Kafka) Opts() ([]kgo.Opt, error) {
 // saslMechanism is the mechanism, asking for the password each time a
 // connection authenticates (and re-authenticates, KIP-368), so a rotated
 // password file is picked up; nil without SASL.
-func (k *Kafka) saslMechanism() sasl.Mechanism {
+func (k *Security) saslMechanism() sasl.Mechanism {
 	user, pw := k.SASLUsername, k.SASLPassword
 	scramAuth := func(context.Context) (scram.Auth, error) {
 		s, err := pw.Read()

@@ -1,4 +1,4 @@
-package connsec
+package ledger
 
 import (
 	"flag"
@@ -6,33 +6,37 @@ import (
 	"github.com/gocql/gocql"
 
 	"github.com/sundialhq/sundial/pkg/config"
-	"github.com/sundialhq/sundial/pkg/ledger"
+	"github.com/sundialhq/sundial/pkg/connsec"
 )
 
-// Cassandra is how the services authenticate to Cassandra
-// (PasswordAuthenticator) and whether they use TLS.
-type Cassandra struct {
+// Security is how a service authenticates to Cassandra
+// (PasswordAuthenticator) and whether it uses TLS: the --cassandra-username,
+// --cassandra-password[-file] and --cassandra-tls* flags. It lives with the
+// ledger, the one Cassandra client, so that only the services that read or
+// write the ledger link gocql; connsec has the TLS and password pieces every
+// component's settings share.
+type Security struct {
 	Username string
-	Password Password
-	TLS      TLS
+	Password connsec.Password
+	TLS      connsec.TLS
 }
 
 // Register adds the --cassandra-* security flags to fs.
-func (c *Cassandra) Register(fs *flag.FlagSet) {
+func (c *Security) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Username, "cassandra-username", c.Username, "Cassandra user (PasswordAuthenticator)")
-	c.Password.register(fs, "cassandra-password", "Cassandra password")
-	c.TLS.register(fs, "cassandra", "Cassandra")
+	c.Password.Register(fs, "cassandra-password", "Cassandra password")
+	c.TLS.Register(fs, "cassandra", "Cassandra")
 }
 
 // Validate records problems, each naming its flag.
-func (c *Cassandra) Validate(p *config.Problems) {
-	validateUser(p, "cassandra", "Cassandra", c.Username, c.Password, false)
-	c.Password.validate(p, "cassandra-password")
-	c.TLS.validate(p, "cassandra")
+func (c *Security) Validate(p *config.Problems) {
+	connsec.ValidateUser(p, "cassandra", "Cassandra", c.Username, c.Password, false)
+	c.Password.Validate(p, "cassandra-password")
+	c.TLS.Validate(p, "cassandra")
 }
 
 // Apply sets cc's TLS and authenticator.
-func (c *Cassandra) Apply(cc *ledger.ConnectConfig) error {
+func (c *Security) Apply(cc *ConnectConfig) error {
 	tc, err := c.TLS.Config()
 	if err != nil {
 		return err
@@ -53,7 +57,7 @@ func (c *Cassandra) Apply(cc *ledger.ConnectConfig) error {
 // authenticates with the file's current content.
 type passwordFileAuthenticator struct {
 	user string
-	pw   Password
+	pw   connsec.Password
 }
 
 func (a passwordFileAuthenticator) Challenge(req []byte) ([]byte, gocql.Authenticator, error) {
