@@ -313,3 +313,57 @@ func TestIntegrationConsoleRedriveByFilter(t *testing.T) {
 		t.Fatalf("%d firings staged, want 2", staged)
 	}
 }
+
+// The overview without a browser's script: the figures sit in #live with
+// the pace the script polls at, a <noscript> refresh at the same pace
+// reloads the page instead, the dead-letter chart has its 24 hours, and
+// the script is served. An edit posted with confirm=yes but without the
+// CSRF token is refused like any other action.
+func TestIntegrationConsoleOverviewLiveAndEditCSRF(t *testing.T) {
+	api := startConsole(t, false, func(c *console.Config) { c.OverviewRefresh = 7 * time.Second })
+	acme := newBrowser(t, api)
+	acme.signIn(apitest.TokenAcme)
+
+	code, page, _ := acme.do("GET", "/", nil)
+	if code != http.StatusOK {
+		t.Fatalf("overview: %d", code)
+	}
+	for _, want := range []string{
+		`<noscript><meta http-equiv="refresh" content="7"></noscript>`,
+		`<script src="/static/live.js" defer></script>`,
+		`<div id="live" data-refresh="7" data-updates="0">`,
+		`<button type="button" id="live-toggle" hidden>Pause live updates</button>`,
+		`id="dead-letters-chart"`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the overview lacks %s", want)
+		}
+	}
+	chart := page[strings.Index(page, `id="dead-letters-chart"`):]
+	chart = chart[:strings.Index(chart, "</figure>")]
+	if n := strings.Count(chart, "<tr><td>"); n != 24 {
+		t.Errorf("the dead-letter chart's table has %d hours, want 24", n)
+	}
+	if code, js, h := acme.do("GET", "/static/live.js", nil); code != http.StatusOK || !strings.Contains(h.Get("Content-Type"), "javascript") || !strings.Contains(js, "getElementById('live')") {
+		t.Errorf("live.js: %d %q", code, h.Get("Content-Type"))
+	}
+
+	_, form, _ := acme.do("GET", "/jobs/new", nil)
+	code, _, h := acme.do("POST", "/jobs/new", url.Values{"csrf": {csrf(t, form)}, "name": {"edit-me"}, "cron": {"*/5 * * * *"},
+		"timezone": {"UTC"}, "url": {"http://127.0.0.1:9/hook"}, "method": {"POST"}})
+	if code != http.StatusSeeOther {
+		t.Fatalf("create: %d", code)
+	}
+	id := strings.TrimPrefix(strings.SplitN(h.Get("Location"), "?", 2)[0], "/jobs/")
+	_, edit, _ := acme.do("GET", "/jobs/"+id+"/edit", nil)
+	v := formValues(edit)
+	v.Set("name", "edited-without-csrf")
+	v.Set("confirm", "yes")
+	v.Del("csrf")
+	if code, _, _ := acme.do("POST", "/jobs/"+id+"/edit", v); code != http.StatusForbidden {
+		t.Fatalf("an edit without its CSRF token: %d, want 403", code)
+	}
+	if j, err := api.Store.Get(context.Background(), "acme", id); err != nil || j.GetName() != "edit-me" {
+		t.Fatalf("after the refused edit: %q %v", j.GetName(), err)
+	}
+}
