@@ -289,6 +289,12 @@ func TestBrowserConsoleFiresEndToEnd(t *testing.T) {
 			t.Fatalf("after 90 s (and at least one live update, not a reload) the overview's newest minute reads %v (%v, %v)", got, err, jerr)
 		}
 		t.Logf("the overview's newest minute: %v", got)
+		// Firings per second too, the newest minute's rate beside each outcome.
+		if ps, err := chromedp.Run(step(), chromedp.Evaluate[string](`[...document.querySelectorAll('#firings-chart .per-second')].map(e => e.textContent).join(' ')`)); err != nil || ps == "" {
+			t.Errorf("no firings per second beside the chart's outcomes (%v)", err)
+		} else {
+			t.Logf("firings per second in the newest minute, by outcome: %s", ps)
+		}
 		run("overview shot", shot("17-e2e-overview-charts"))
 
 		// The platform panel: every component up, the prefetcher leading,

@@ -108,7 +108,11 @@ type chartLine struct {
 	Name, Color, Path string
 	Values            []string
 	Total             string
-	NoData            bool
+	// PerSecond is a count line's newest minute as firings per second
+	// (perSecond), the unit an on-call engineer thinks in.
+	PerSecond string
+	NoData    bool
+	last      float64
 }
 
 var chartColors = map[string]string{"succeeded": "#1d7a3a", "failed": "#b3261e", "retry": "#8a5a00", "dead": "#6b1b9a", "p50": "#0b5cad", "p99": "#b3261e"}
@@ -150,10 +154,12 @@ func drawChart(id, label, unit string, ss []series, name func(series) string, fo
 		for i, v := range s.Values {
 			if math.IsNaN(v) {
 				pen = false
+				l.last = v
 				l.Values = append(l.Values, "–")
 				continue
 			}
 			sum += v
+			l.last = v
 			l.Values = append(l.Values, format(v))
 			x := 0.0
 			if n > 1 {
@@ -175,6 +181,18 @@ func drawChart(id, label, unit string, ss []series, name func(series) string, fo
 	}
 	ch.Empty = !slices.ContainsFunc(ch.Lines, func(l chartLine) bool { return !l.NoData })
 	return ch
+}
+
+// perSecond labels each line of a chart of counts per minute with its
+// newest minute's rate per second: firings per minute is what the chart
+// draws (whole firings, steady to read), firings per second what one
+// compares with capacity (docs/capacity.md).
+func perSecond(ch *lineChart) {
+	for i, l := range ch.Lines {
+		if !math.IsNaN(l.last) && !l.NoData {
+			ch.Lines[i].PerSecond = strconv.FormatFloat(l.last/60, 'f', 2, 64)
+		}
+	}
 }
 
 // firingCharts are the overview's charts of the session tenant's last
@@ -213,6 +231,7 @@ func (c *Console) firingCharts(ctx context.Context, tenant string) ([]*lineChart
 	var out []*lineChart
 	if ch := drawChart("firings-chart", "Firings per minute by outcome, last hour", "firings", firings,
 		func(s series) string { return s.Labels["outcome"] }, count, start, step); ch != nil {
+		perSecond(ch)
 		out = append(out, ch)
 	}
 	if ch := drawChart("lateness-chart", "Lateness at the target, p50 and p99 over 5 minutes, last hour", "", late,
@@ -312,6 +331,8 @@ func (c *Console) platform(ctx context.Context) (*platformView, error) {
 				for i := range ch.Lines {
 					ch.Lines[i].Total = "" // a sum of gauge readings means nothing
 				}
+			} else {
+				perSecond(ch)
 			}
 			v.Charts = append(v.Charts, ch)
 		}

@@ -36,6 +36,17 @@ func TestDrawChart(t *testing.T) {
 	if ok.Path != "M0.0,90.0 l0,0 L150.0,60.0 M450.0,0.0 l0,0 L600.0,120.0" || strings.Join(ok.Values, " ") != "10 20 – 40 0" || ok.Total != "70" {
 		t.Fatalf("succeeded: %+v", ok)
 	}
+	// The newest minute per second: 2 a minute is 0.03/s, 0 is 0.00/s;
+	// a line whose newest minute has no value gets none.
+	perSecond(ch)
+	if ch.Lines[0].PerSecond != "0.03" || ch.Lines[1].PerSecond != "0.00" {
+		t.Fatalf("per second: %q %q", ch.Lines[0].PerSecond, ch.Lines[1].PerSecond)
+	}
+	gap := drawChart("g", "l", "", []series{{Labels: map[string]string{}, Values: []float64{90, nan}}}, func(series) string { return "x" },
+		func(v float64) string { return "" }, start, time.Minute)
+	if perSecond(gap); gap.Lines[0].PerSecond != "" {
+		t.Fatalf("a gap at the newest minute: %q", gap.Lines[0].PerSecond)
+	}
 	if drawChart("c", "l", "", nil, nil, nil, start, time.Minute) != nil {
 		t.Fatal("a chart of nothing")
 	}
