@@ -292,8 +292,15 @@ type ListJobsRequest struct {
 	// Only jobs whose next_fire_time is before this instant (paused, deleted
 	// and completed jobs have none and never match a next-fire bound).
 	NextFireBefore *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=next_fire_before,json=nextFireBefore,proto3" json:"next_fire_before,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Only jobs of this priority; unspecified: any. A job created without
+	// one has MEDIUM. Like a short name_contains, a page with this filter
+	// examines at most 10,000 of the jobs matching the other filters, in id
+	// order (there is no index by priority, so that a rare priority among
+	// millions of jobs costs each page the same), and may hold fewer than
+	// page_size jobs, or none, and still carry a next_page_token.
+	Priority      Priority `protobuf:"varint,8,opt,name=priority,proto3,enum=sundial.v1.Priority" json:"priority,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListJobsRequest) Reset() {
@@ -373,6 +380,13 @@ func (x *ListJobsRequest) GetNextFireBefore() *timestamppb.Timestamp {
 		return x.NextFireBefore
 	}
 	return nil
+}
+
+func (x *ListJobsRequest) GetPriority() Priority {
+	if x != nil {
+		return x.Priority
+	}
+	return Priority_PRIORITY_UNSPECIFIED
 }
 
 type ListJobsResponse struct {
@@ -1650,7 +1664,9 @@ type BulkJobActionRequest struct {
 	Limit int32 `protobuf:"varint,8,opt,name=limit,proto3" json:"limit,omitempty"`
 	// A previous call's next_page_token, issued for the same filter and
 	// action.
-	PageToken     string `protobuf:"bytes,9,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,9,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// As in ListJobsRequest, but never bounded.
+	Priority      Priority `protobuf:"varint,10,opt,name=priority,proto3,enum=sundial.v1.Priority" json:"priority,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1746,6 +1762,13 @@ func (x *BulkJobActionRequest) GetPageToken() string {
 		return x.PageToken
 	}
 	return ""
+}
+
+func (x *BulkJobActionRequest) GetPriority() Priority {
+	if x != nil {
+		return x.Priority
+	}
+	return Priority_PRIORITY_UNSPECIFIED
 }
 
 type BulkJobActionResponse struct {
@@ -1914,7 +1937,7 @@ const file_sundial_v1_job_service_proto_rawDesc = "" +
 	"\rGetJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"3\n" +
 	"\x0eGetJobResponse\x12!\n" +
-	"\x03job\x18\x01 \x01(\v2\x0f.sundial.v1.JobR\x03job\"\xa7\x03\n" +
+	"\x03job\x18\x01 \x01(\v2\x0f.sundial.v1.JobR\x03job\"\xd9\x03\n" +
 	"\x0fListJobsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
@@ -1923,7 +1946,8 @@ const file_sundial_v1_job_service_proto_rawDesc = "" +
 	"\x06labels\x18\x04 \x03(\v2'.sundial.v1.ListJobsRequest.LabelsEntryR\x06labels\x12#\n" +
 	"\rname_contains\x18\x05 \x01(\tR\fnameContains\x12B\n" +
 	"\x0fnext_fire_after\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\rnextFireAfter\x12D\n" +
-	"\x10next_fire_before\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x0enextFireBefore\x1a9\n" +
+	"\x10next_fire_before\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x0enextFireBefore\x120\n" +
+	"\bpriority\x18\b \x01(\x0e2\x14.sundial.v1.PriorityR\bpriority\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"_\n" +
@@ -2007,7 +2031,7 @@ const file_sundial_v1_job_service_proto_rawDesc = "" +
 	"\x06action\x18\x04 \x01(\tR\x06action\x12.\n" +
 	"\x04time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x18\n" +
 	"\aversion\x18\x06 \x01(\x03R\aversion\x12\x16\n" +
-	"\x06detail\x18\a \x01(\tR\x06detail\"\xf3\x03\n" +
+	"\x06detail\x18\a \x01(\tR\x06detail\"\xa5\x04\n" +
 	"\x14BulkJobActionRequest\x12.\n" +
 	"\x06action\x18\x01 \x01(\x0e2\x16.sundial.v1.BulkActionR\x06action\x12-\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x15.sundial.v1.JobStatusR\x06status\x12D\n" +
@@ -2018,7 +2042,9 @@ const file_sundial_v1_job_service_proto_rawDesc = "" +
 	"\adry_run\x18\a \x01(\bR\x06dryRun\x12\x14\n" +
 	"\x05limit\x18\b \x01(\x05R\x05limit\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\t \x01(\tR\tpageToken\x1a9\n" +
+	"page_token\x18\t \x01(\tR\tpageToken\x120\n" +
+	"\bpriority\x18\n" +
+	" \x01(\x0e2\x14.sundial.v1.PriorityR\bpriority\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf5\x01\n" +
@@ -2108,10 +2134,11 @@ var file_sundial_v1_job_service_proto_goTypes = []any{
 	(*Job)(nil),                     // 33: sundial.v1.Job
 	(JobStatus)(0),                  // 34: sundial.v1.JobStatus
 	(*timestamppb.Timestamp)(nil),   // 35: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),   // 36: google.protobuf.FieldMask
-	(*Schedule)(nil),                // 37: sundial.v1.Schedule
-	(*CalendarAdjustment)(nil),      // 38: sundial.v1.CalendarAdjustment
-	(*ExecutionAttempt)(nil),        // 39: sundial.v1.ExecutionAttempt
+	(Priority)(0),                   // 36: sundial.v1.Priority
+	(*fieldmaskpb.FieldMask)(nil),   // 37: google.protobuf.FieldMask
+	(*Schedule)(nil),                // 38: sundial.v1.Schedule
+	(*CalendarAdjustment)(nil),      // 39: sundial.v1.CalendarAdjustment
+	(*ExecutionAttempt)(nil),        // 40: sundial.v1.ExecutionAttempt
 }
 var file_sundial_v1_job_service_proto_depIdxs = []int32{
 	33, // 0: sundial.v1.CreateJobRequest.job:type_name -> sundial.v1.Job
@@ -2121,66 +2148,68 @@ var file_sundial_v1_job_service_proto_depIdxs = []int32{
 	31, // 4: sundial.v1.ListJobsRequest.labels:type_name -> sundial.v1.ListJobsRequest.LabelsEntry
 	35, // 5: sundial.v1.ListJobsRequest.next_fire_after:type_name -> google.protobuf.Timestamp
 	35, // 6: sundial.v1.ListJobsRequest.next_fire_before:type_name -> google.protobuf.Timestamp
-	33, // 7: sundial.v1.ListJobsResponse.jobs:type_name -> sundial.v1.Job
-	33, // 8: sundial.v1.UpdateJobRequest.job:type_name -> sundial.v1.Job
-	36, // 9: sundial.v1.UpdateJobRequest.update_mask:type_name -> google.protobuf.FieldMask
-	33, // 10: sundial.v1.UpdateJobResponse.job:type_name -> sundial.v1.Job
-	33, // 11: sundial.v1.PauseJobResponse.job:type_name -> sundial.v1.Job
-	33, // 12: sundial.v1.ResumeJobResponse.job:type_name -> sundial.v1.Job
-	33, // 13: sundial.v1.DeleteJobResponse.job:type_name -> sundial.v1.Job
-	35, // 14: sundial.v1.TriggerJobResponse.scheduled_time:type_name -> google.protobuf.Timestamp
-	37, // 15: sundial.v1.PreviewScheduleRequest.schedule:type_name -> sundial.v1.Schedule
-	35, // 16: sundial.v1.PreviewScheduleRequest.from:type_name -> google.protobuf.Timestamp
-	35, // 17: sundial.v1.PreviewScheduleResponse.times:type_name -> google.protobuf.Timestamp
-	38, // 18: sundial.v1.PreviewScheduleResponse.adjustments:type_name -> sundial.v1.CalendarAdjustment
-	39, // 19: sundial.v1.ListExecutionsResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
-	39, // 20: sundial.v1.GetExecutionResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
-	35, // 21: sundial.v1.BackfillJobRequest.start_time:type_name -> google.protobuf.Timestamp
-	35, // 22: sundial.v1.BackfillJobRequest.end_time:type_name -> google.protobuf.Timestamp
-	35, // 23: sundial.v1.BackfillJobResponse.slots:type_name -> google.protobuf.Timestamp
-	35, // 24: sundial.v1.BackfillJobResponse.last_release_time:type_name -> google.protobuf.Timestamp
-	27, // 25: sundial.v1.ListJobAuditResponse.entries:type_name -> sundial.v1.AuditEntry
-	35, // 26: sundial.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	0,  // 27: sundial.v1.BulkJobActionRequest.action:type_name -> sundial.v1.BulkAction
-	34, // 28: sundial.v1.BulkJobActionRequest.status:type_name -> sundial.v1.JobStatus
-	32, // 29: sundial.v1.BulkJobActionRequest.labels:type_name -> sundial.v1.BulkJobActionRequest.LabelsEntry
-	35, // 30: sundial.v1.BulkJobActionRequest.next_fire_after:type_name -> google.protobuf.Timestamp
-	35, // 31: sundial.v1.BulkJobActionRequest.next_fire_before:type_name -> google.protobuf.Timestamp
-	30, // 32: sundial.v1.BulkJobActionResponse.refused:type_name -> sundial.v1.BulkJobRefusal
-	33, // 33: sundial.v1.BulkJobActionResponse.sample:type_name -> sundial.v1.Job
-	1,  // 34: sundial.v1.JobService.CreateJob:input_type -> sundial.v1.CreateJobRequest
-	3,  // 35: sundial.v1.JobService.GetJob:input_type -> sundial.v1.GetJobRequest
-	5,  // 36: sundial.v1.JobService.ListJobs:input_type -> sundial.v1.ListJobsRequest
-	7,  // 37: sundial.v1.JobService.UpdateJob:input_type -> sundial.v1.UpdateJobRequest
-	9,  // 38: sundial.v1.JobService.PauseJob:input_type -> sundial.v1.PauseJobRequest
-	11, // 39: sundial.v1.JobService.ResumeJob:input_type -> sundial.v1.ResumeJobRequest
-	13, // 40: sundial.v1.JobService.DeleteJob:input_type -> sundial.v1.DeleteJobRequest
-	15, // 41: sundial.v1.JobService.TriggerJob:input_type -> sundial.v1.TriggerJobRequest
-	17, // 42: sundial.v1.JobService.PreviewSchedule:input_type -> sundial.v1.PreviewScheduleRequest
-	19, // 43: sundial.v1.JobService.ListExecutions:input_type -> sundial.v1.ListExecutionsRequest
-	21, // 44: sundial.v1.JobService.GetExecution:input_type -> sundial.v1.GetExecutionRequest
-	23, // 45: sundial.v1.JobService.BackfillJob:input_type -> sundial.v1.BackfillJobRequest
-	25, // 46: sundial.v1.JobService.ListJobAudit:input_type -> sundial.v1.ListJobAuditRequest
-	28, // 47: sundial.v1.JobService.BulkJobAction:input_type -> sundial.v1.BulkJobActionRequest
-	2,  // 48: sundial.v1.JobService.CreateJob:output_type -> sundial.v1.CreateJobResponse
-	4,  // 49: sundial.v1.JobService.GetJob:output_type -> sundial.v1.GetJobResponse
-	6,  // 50: sundial.v1.JobService.ListJobs:output_type -> sundial.v1.ListJobsResponse
-	8,  // 51: sundial.v1.JobService.UpdateJob:output_type -> sundial.v1.UpdateJobResponse
-	10, // 52: sundial.v1.JobService.PauseJob:output_type -> sundial.v1.PauseJobResponse
-	12, // 53: sundial.v1.JobService.ResumeJob:output_type -> sundial.v1.ResumeJobResponse
-	14, // 54: sundial.v1.JobService.DeleteJob:output_type -> sundial.v1.DeleteJobResponse
-	16, // 55: sundial.v1.JobService.TriggerJob:output_type -> sundial.v1.TriggerJobResponse
-	18, // 56: sundial.v1.JobService.PreviewSchedule:output_type -> sundial.v1.PreviewScheduleResponse
-	20, // 57: sundial.v1.JobService.ListExecutions:output_type -> sundial.v1.ListExecutionsResponse
-	22, // 58: sundial.v1.JobService.GetExecution:output_type -> sundial.v1.GetExecutionResponse
-	24, // 59: sundial.v1.JobService.BackfillJob:output_type -> sundial.v1.BackfillJobResponse
-	26, // 60: sundial.v1.JobService.ListJobAudit:output_type -> sundial.v1.ListJobAuditResponse
-	29, // 61: sundial.v1.JobService.BulkJobAction:output_type -> sundial.v1.BulkJobActionResponse
-	48, // [48:62] is the sub-list for method output_type
-	34, // [34:48] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	36, // 7: sundial.v1.ListJobsRequest.priority:type_name -> sundial.v1.Priority
+	33, // 8: sundial.v1.ListJobsResponse.jobs:type_name -> sundial.v1.Job
+	33, // 9: sundial.v1.UpdateJobRequest.job:type_name -> sundial.v1.Job
+	37, // 10: sundial.v1.UpdateJobRequest.update_mask:type_name -> google.protobuf.FieldMask
+	33, // 11: sundial.v1.UpdateJobResponse.job:type_name -> sundial.v1.Job
+	33, // 12: sundial.v1.PauseJobResponse.job:type_name -> sundial.v1.Job
+	33, // 13: sundial.v1.ResumeJobResponse.job:type_name -> sundial.v1.Job
+	33, // 14: sundial.v1.DeleteJobResponse.job:type_name -> sundial.v1.Job
+	35, // 15: sundial.v1.TriggerJobResponse.scheduled_time:type_name -> google.protobuf.Timestamp
+	38, // 16: sundial.v1.PreviewScheduleRequest.schedule:type_name -> sundial.v1.Schedule
+	35, // 17: sundial.v1.PreviewScheduleRequest.from:type_name -> google.protobuf.Timestamp
+	35, // 18: sundial.v1.PreviewScheduleResponse.times:type_name -> google.protobuf.Timestamp
+	39, // 19: sundial.v1.PreviewScheduleResponse.adjustments:type_name -> sundial.v1.CalendarAdjustment
+	40, // 20: sundial.v1.ListExecutionsResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
+	40, // 21: sundial.v1.GetExecutionResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
+	35, // 22: sundial.v1.BackfillJobRequest.start_time:type_name -> google.protobuf.Timestamp
+	35, // 23: sundial.v1.BackfillJobRequest.end_time:type_name -> google.protobuf.Timestamp
+	35, // 24: sundial.v1.BackfillJobResponse.slots:type_name -> google.protobuf.Timestamp
+	35, // 25: sundial.v1.BackfillJobResponse.last_release_time:type_name -> google.protobuf.Timestamp
+	27, // 26: sundial.v1.ListJobAuditResponse.entries:type_name -> sundial.v1.AuditEntry
+	35, // 27: sundial.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	0,  // 28: sundial.v1.BulkJobActionRequest.action:type_name -> sundial.v1.BulkAction
+	34, // 29: sundial.v1.BulkJobActionRequest.status:type_name -> sundial.v1.JobStatus
+	32, // 30: sundial.v1.BulkJobActionRequest.labels:type_name -> sundial.v1.BulkJobActionRequest.LabelsEntry
+	35, // 31: sundial.v1.BulkJobActionRequest.next_fire_after:type_name -> google.protobuf.Timestamp
+	35, // 32: sundial.v1.BulkJobActionRequest.next_fire_before:type_name -> google.protobuf.Timestamp
+	36, // 33: sundial.v1.BulkJobActionRequest.priority:type_name -> sundial.v1.Priority
+	30, // 34: sundial.v1.BulkJobActionResponse.refused:type_name -> sundial.v1.BulkJobRefusal
+	33, // 35: sundial.v1.BulkJobActionResponse.sample:type_name -> sundial.v1.Job
+	1,  // 36: sundial.v1.JobService.CreateJob:input_type -> sundial.v1.CreateJobRequest
+	3,  // 37: sundial.v1.JobService.GetJob:input_type -> sundial.v1.GetJobRequest
+	5,  // 38: sundial.v1.JobService.ListJobs:input_type -> sundial.v1.ListJobsRequest
+	7,  // 39: sundial.v1.JobService.UpdateJob:input_type -> sundial.v1.UpdateJobRequest
+	9,  // 40: sundial.v1.JobService.PauseJob:input_type -> sundial.v1.PauseJobRequest
+	11, // 41: sundial.v1.JobService.ResumeJob:input_type -> sundial.v1.ResumeJobRequest
+	13, // 42: sundial.v1.JobService.DeleteJob:input_type -> sundial.v1.DeleteJobRequest
+	15, // 43: sundial.v1.JobService.TriggerJob:input_type -> sundial.v1.TriggerJobRequest
+	17, // 44: sundial.v1.JobService.PreviewSchedule:input_type -> sundial.v1.PreviewScheduleRequest
+	19, // 45: sundial.v1.JobService.ListExecutions:input_type -> sundial.v1.ListExecutionsRequest
+	21, // 46: sundial.v1.JobService.GetExecution:input_type -> sundial.v1.GetExecutionRequest
+	23, // 47: sundial.v1.JobService.BackfillJob:input_type -> sundial.v1.BackfillJobRequest
+	25, // 48: sundial.v1.JobService.ListJobAudit:input_type -> sundial.v1.ListJobAuditRequest
+	28, // 49: sundial.v1.JobService.BulkJobAction:input_type -> sundial.v1.BulkJobActionRequest
+	2,  // 50: sundial.v1.JobService.CreateJob:output_type -> sundial.v1.CreateJobResponse
+	4,  // 51: sundial.v1.JobService.GetJob:output_type -> sundial.v1.GetJobResponse
+	6,  // 52: sundial.v1.JobService.ListJobs:output_type -> sundial.v1.ListJobsResponse
+	8,  // 53: sundial.v1.JobService.UpdateJob:output_type -> sundial.v1.UpdateJobResponse
+	10, // 54: sundial.v1.JobService.PauseJob:output_type -> sundial.v1.PauseJobResponse
+	12, // 55: sundial.v1.JobService.ResumeJob:output_type -> sundial.v1.ResumeJobResponse
+	14, // 56: sundial.v1.JobService.DeleteJob:output_type -> sundial.v1.DeleteJobResponse
+	16, // 57: sundial.v1.JobService.TriggerJob:output_type -> sundial.v1.TriggerJobResponse
+	18, // 58: sundial.v1.JobService.PreviewSchedule:output_type -> sundial.v1.PreviewScheduleResponse
+	20, // 59: sundial.v1.JobService.ListExecutions:output_type -> sundial.v1.ListExecutionsResponse
+	22, // 60: sundial.v1.JobService.GetExecution:output_type -> sundial.v1.GetExecutionResponse
+	24, // 61: sundial.v1.JobService.BackfillJob:output_type -> sundial.v1.BackfillJobResponse
+	26, // 62: sundial.v1.JobService.ListJobAudit:output_type -> sundial.v1.ListJobAuditResponse
+	29, // 63: sundial.v1.JobService.BulkJobAction:output_type -> sundial.v1.BulkJobActionResponse
+	50, // [50:64] is the sub-list for method output_type
+	36, // [36:50] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_job_service_proto_init() }

@@ -232,6 +232,22 @@ func TestIntegrationHTTPBulkAndAudit(t *testing.T) {
 	if code, got, _ := call(t, api, "GET", "/v1/jobs?next_fire_after=2099-01-01T00:00:00Z", apitest.TokenAcme, ""); code != 200 || got["jobs"] != nil {
 		t.Fatalf("next fire after 2099: %d %v", code, got)
 	}
+	// By priority (the job has the default, medium), listing and counting.
+	if code, got, _ := call(t, api, "GET", "/v1/jobs?priority=PRIORITY_MEDIUM", apitest.TokenAcme, ""); code != 200 || len(got["jobs"].([]any)) != 1 {
+		t.Fatalf("medium jobs: %d %v", code, got)
+	}
+	if code, got, _ := call(t, api, "GET", "/v1/jobs?priority=PRIORITY_HIGH", apitest.TokenAcme, ""); code != 200 || got["jobs"] != nil {
+		t.Fatalf("high jobs: %d %v", code, got)
+	}
+	if code, got, _ := call(t, api, "GET", "/v1/jobs?priority=9", apitest.TokenAcme, ""); code != 400 || !strings.Contains(got["message"].(string), "priority") {
+		t.Fatalf("an unknown priority: %d %v", code, got)
+	}
+	if code, got, _ := call(t, api, "POST", "/v1/jobs:bulk", apitest.TokenAcme, `{"action": "BULK_ACTION_PAUSE", "priority": "PRIORITY_HIGH", "dry_run": true}`); code != 200 || got["matched"] != nil {
+		t.Fatalf("bulk dry run of high jobs: %d %v", code, got)
+	}
+	if code, got, _ := call(t, api, "POST", "/v1/jobs:bulk", apitest.TokenAcme, `{"action": "BULK_ACTION_PAUSE", "priority": "PRIORITY_MEDIUM", "dry_run": true}`); code != 200 || got["matched"] != "1" {
+		t.Fatalf("bulk dry run of medium jobs: %d %v", code, got)
+	}
 	const pause = `{"action": "BULK_ACTION_PAUSE", "labels": {"team": "billing"}`
 	if code, got, _ := call(t, api, "POST", "/v1/jobs:bulk", apitest.TokenAcme, pause+`, "dry_run": true}`); code != 200 || got["matched"] != "1" || len(got["sample"].([]any)) != 1 {
 		t.Fatalf("bulk dry run: %d %v", code, got)

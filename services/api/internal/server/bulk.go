@@ -23,6 +23,7 @@ type jobFilter struct {
 	status                        sundialv1.JobStatus
 	labels                        map[string]string
 	nameContains                  string
+	priority                      sundialv1.Priority
 	nextFireAfter, nextFireBefore *timestamppb.Timestamp
 }
 
@@ -42,7 +43,10 @@ func (f jobFilter) query() (store.ListQuery, string, error) {
 	if n := utf8.RuneCountInString(f.nameContains); n > 256 {
 		vs = append(vs, jobspec.FieldViolation{Field: "name_contains", Description: fmt.Sprintf("at most 256 characters, got %d", n)})
 	}
-	q := store.ListQuery{Status: f.status, Labels: f.labels, NameContains: f.nameContains}
+	if _, ok := sundialv1.Priority_name[int32(f.priority)]; !ok {
+		vs = append(vs, jobspec.FieldViolation{Field: "priority", Description: fmt.Sprintf("unknown value %d", f.priority)})
+	}
+	q := store.ListQuery{Status: f.status, Labels: f.labels, NameContains: f.nameContains, Priority: f.priority}
 	for _, b := range []struct {
 		field string
 		ts    *timestamppb.Timestamp
@@ -64,6 +68,13 @@ func (f jobFilter) query() (store.ListQuery, string, error) {
 		return q, "", invalid(vs...)
 	}
 	digest := listFilterDigest(f.status, f.labels, f.nameContains)
+	if f.priority != sundialv1.Priority_PRIORITY_UNSPECIFIED {
+		// Only when set, so tokens issued before the priority filter stay
+		// valid.
+		h := sha256.New()
+		fmt.Fprintf(h, "%s|priority %d", digest, f.priority)
+		digest = hex.EncodeToString(h.Sum(nil)[:8])
+	}
 	if !q.NextFireFrom.IsZero() || !q.NextFireBefore.IsZero() {
 		// Only when set, so tokens issued before the bounds stay valid.
 		h := sha256.New()
@@ -114,7 +125,7 @@ func (s *JobService) BulkJobAction(ctx context.Context, req *sundialv1.BulkJobAc
 	default:
 		return nil, invalidf("action", "must be pause, resume or delete")
 	}
-	q, digest, err := jobFilter{status: req.GetStatus(), labels: req.GetLabels(), nameContains: req.GetNameContains(),
+	q, digest, err := jobFilter{status: req.GetStatus(), labels: req.GetLabels(), nameContains: req.GetNameContains(), priority: req.GetPriority(),
 		nextFireAfter: req.GetNextFireAfter(), nextFireBefore: req.GetNextFireBefore()}.query()
 	if err != nil {
 		return nil, err

@@ -405,6 +405,32 @@ func TestCursorRoundTrip(t *testing.T) {
 	}
 }
 
+// A priority filter has page tokens of its own; without one the digest is
+// what it was before the filter existed, so older tokens stay valid.
+func TestPriorityFilterDigest(t *testing.T) {
+	base := jobFilter{status: sundialv1.JobStatus_JOB_STATUS_ACTIVE, labels: map[string]string{"team": "billing"}}
+	_, plain, err := base.query()
+	if err != nil || plain != listFilterDigest(base.status, base.labels, "") {
+		t.Fatalf("no priority: %q %v", plain, err)
+	}
+	high := base
+	high.priority = sundialv1.Priority_PRIORITY_HIGH
+	q, hd, err := high.query()
+	if err != nil || hd == plain || q.Priority != sundialv1.Priority_PRIORITY_HIGH {
+		t.Fatalf("high: %q %v %v", hd, q.Priority, err)
+	}
+	low := base
+	low.priority = sundialv1.Priority_PRIORITY_LOW
+	if _, ld, _ := low.query(); ld == hd {
+		t.Fatal("two priorities share a digest")
+	}
+	bad := base
+	bad.priority = 9
+	if _, _, err := bad.query(); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "priority") {
+		t.Fatalf("an unknown priority: %v", err)
+	}
+}
+
 // ledgerFake answers history calls from a fixed set of attempts.
 type ledgerFake struct {
 	attempts []*sundialv1.ExecutionAttempt

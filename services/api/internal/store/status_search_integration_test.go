@@ -182,6 +182,31 @@ func TestIntegrationShortNameSearchIsBounded(t *testing.T) {
 	if got, _ := page(ListQuery{Limit: 51, NameContains: "%"}, 5000); !slices.Equal(got, []string{"5% off"}) {
 		t.Errorf("%%: %q, want the one name with a %%", got)
 	}
+
+	// A priority filter is bounded the same way (no index holds the
+	// priority): five critical jobs, one of them a zq, one another
+	// tenant's.
+	if _, err := pool.Exec(ctx, `UPDATE jobs SET priority = 1 WHERE name IN ('j1', 'x-zQ-2501', 'j9001', 'j19999', 'j13')`); err != nil {
+		t.Fatal(err)
+	}
+	crit := sundialv1.Priority_PRIORITY_CRITICAL
+	sql, args = boundedSQL("acme", ListQuery{Limit: 51, Priority: crit}, 1000)
+	if plan := explain(ctx, t, pool, sql, args); !strings.Contains(plan, "Index Scan using jobs_") || strings.Contains(plan, "Sort") || strings.Contains(plan, "Seq Scan") {
+		t.Errorf("the bounded priority filter is not an id-order index scan:\n%s", plan)
+	}
+	if got, pages := page(ListQuery{Limit: 51, Priority: crit}, 1000); !slices.Equal(got, []string{"j1", "x-zQ-2501", "j9001", "j19999"}) || pages > 19 {
+		t.Errorf("critical by 1,000: %q in %d pages", got, pages)
+	}
+	if got, _ := page(ListQuery{Limit: 51, Priority: crit, NameContains: "zq"}, 1000); !slices.Equal(got, []string{"x-zQ-2501"}) {
+		t.Errorf("critical zq: %q", got)
+	}
+	if got, _ := page(ListQuery{Limit: 51, Priority: sundialv1.Priority_PRIORITY_LOW}, 1000); len(got) != 0 {
+		t.Errorf("low: %q, want none", got)
+	}
+	// The bulk actions' count is not bounded.
+	if n, err := s.Count(ctx, "acme", ListQuery{Priority: crit}, 1000); err != nil || n != 4 {
+		t.Errorf("count of critical jobs: %d %v, want 4", n, err)
+	}
 }
 
 // scannedRows sums the rows the plan's scans of jobs returned.

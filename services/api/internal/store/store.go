@@ -401,6 +401,8 @@ type ListQuery struct {
 	Labels map[string]string
 	// NameContains keeps jobs whose name contains it, ignoring case.
 	NameContains string
+	// Priority keeps jobs of that priority; unspecified keeps every one.
+	Priority sundialv1.Priority
 	// NextFireFrom and NextFireBefore, when set, keep jobs whose
 	// next_fire_at is in [NextFireFrom, NextFireBefore). Jobs without one
 	// (paused, deleted, completed) never match a bound.
@@ -445,6 +447,10 @@ func listWhere(tenant string, q ListQuery) (string, []any) {
 		args = append(args, "%"+likeEscaper.Replace(strings.ToLower(q.NameContains))+"%")
 		sql += fmt.Sprintf(` AND lower(name) LIKE $%d`, len(args))
 	}
+	if q.Priority != sundialv1.Priority_PRIORITY_UNSPECIFIED {
+		args = append(args, int16(q.Priority))
+		sql += fmt.Sprintf(` AND priority = $%d`, len(args))
+	}
 	if !q.NextFireFrom.IsZero() {
 		args = append(args, q.NextFireFrom)
 		sql += fmt.Sprintf(` AND next_fire_at >= $%d`, len(args))
@@ -482,29 +488,40 @@ func NameIndexable(text string) bool {
 }
 
 // boundedSQL is ListBounded's query. The inner select takes the next scan
-// jobs matching every filter but the name, in id order from the keyset
-// position (an index range scan of (tenant, id), or of (tenant, status,
-// id) with a status); the outer keeps those whose name matches, plus the
-// last of the window (n = scan), which says where the next page resumes.
-// Both stop early: the outer LIMIT ends the walk once the page is full.
+// jobs matching every filter but the name and the priority, in id order
+// from the keyset position (an index range scan of (tenant, id), or of
+// (tenant, status, id) with a status); the outer keeps those whose name
+// and priority match, plus the last of the window (n = scan), which says
+// where the next page resumes. Both stop early: the outer LIMIT ends the
+// walk once the page is full.
 func boundedSQL(tenant string, q ListQuery, scan int) (string, []any) {
-	name := q.NameContains
-	q.NameContains = ""
+	name, priority := q.NameContains, q.Priority
+	q.NameContains, q.Priority = "", sundialv1.Priority_PRIORITY_UNSPECIFIED
 	where, args := listWhere(tenant, q)
-	args = append(args, "%"+likeEscaper.Replace(strings.ToLower(name))+"%", scan, q.Limit)
-	like, scanArg, limitArg := len(args)-2, len(args)-1, len(args)
-	sql := fmt.Sprintf(`SELECT id::text, tenant, spec, status, version, next_fire_at, created_at, updated_at, hit, n = $%[2]d
+	hit := []string{"true"}
+	if name != "" {
+		args = append(args, "%"+likeEscaper.Replace(strings.ToLower(name))+"%")
+		hit = append(hit, fmt.Sprintf(`lower(name) LIKE $%d`, len(args)))
+	}
+	if priority != sundialv1.Priority_PRIORITY_UNSPECIFIED {
+		args = append(args, int16(priority))
+		hit = append(hit, fmt.Sprintf(`priority = $%d`, len(args)))
+	}
+	args = append(args, scan, q.Limit)
+	scanArg, limitArg := len(args)-1, len(args)
+	sql := fmt.Sprintf(`SELECT id::text, tenant, spec, status, version, next_fire_at, created_at, updated_at, hit, n = $%[1]d
 FROM (SELECT jobs.id, tenant, spec, status, version, next_fire_at, created_at, updated_at,
-             lower(name) LIKE $%[1]d AS hit, row_number() OVER (ORDER BY jobs.id) AS n
-      FROM jobs WHERE %[4]s ORDER BY jobs.id LIMIT $%[2]d) AS w
-WHERE hit OR n = $%[2]d
-ORDER BY w.id LIMIT $%[3]d`, like, scanArg, limitArg, where)
+             (%[4]s) AS hit, row_number() OVER (ORDER BY jobs.id) AS n
+      FROM jobs WHERE %[3]s ORDER BY jobs.id LIMIT $%[1]d) AS w
+WHERE hit OR n = $%[1]d
+ORDER BY w.id LIMIT $%[2]d`, scanArg, limitArg, where, strings.Join(hit, " AND "))
 	return sql, args
 }
 
 // ListBounded is List for a name search the trigram index cannot serve
-// (NameIndexable false): it examines at most scan of the jobs matching
-// q's other filters, in id order after q.After, and returns the matches
+// (NameIndexable false), and for a priority filter (no index has the
+// priority): it examines at most scan of the jobs matching q's other
+// filters, in id order after q.After, and returns the matches
 // among them (up to q.Limit). When it stopped at the bound, resume is the
 // last id it examined, where the next page carries on; "" when it reached
 // the tenant's last job or filled the page (the caller pages from the
