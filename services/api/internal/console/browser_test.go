@@ -302,7 +302,7 @@ func TestBrowserConsole(t *testing.T) {
 	}
 
 	run("list",
-		chromedp.Navigate(base+"/jobs?labels=team%3Dbilling"),
+		chromedp.Navigate(base+"/jobs?labels=team%3Dbilling&priority=medium"),
 		chromedp.WaitVisible(css("#jobs")),
 		shot("04-jobs"),
 	)

@@ -304,3 +304,53 @@ func TestIntegrationConsoleFormTargetsHeadersRetry(t *testing.T) {
 		t.Fatalf("after kafka to webhook: %v", j.GetTarget())
 	}
 }
+
+// The priority filter: the list keeps the jobs of that priority and shows
+// each job's priority; an unknown one is refused beside its field; a bulk
+// pause by priority counts and changes those jobs only; another tenant's
+// jobs of that priority are neither listed nor counted.
+func TestIntegrationConsolePriorityFilter(t *testing.T) {
+	api := startConsole(t, false)
+	acme, globex := newBrowser(t, api), newBrowser(t, api)
+	acme.signIn(apitest.TokenAcme)
+	globex.signIn(apitest.TokenGlobex)
+	create := func(b *browser, name, priority string) string {
+		t.Helper()
+		_, page, _ := b.do("GET", "/jobs/new", nil)
+		code, _, h := b.do("POST", "/jobs/new", url.Values{"csrf": {csrf(t, page)}, "name": {name}, "cron": {"@hourly"},
+			"url": {"http://127.0.0.1:9/hook"}, "priority": {priority}})
+		if code != http.StatusSeeOther {
+			t.Fatalf("create %s: %d", name, code)
+		}
+		return strings.TrimPrefix(strings.SplitN(h.Get("Location"), "?", 2)[0], "/jobs/")
+	}
+	high1, low, high2 := create(acme, "prio-high-1", "high"), create(acme, "prio-low", "low"), create(acme, "prio-high-2", "high")
+	create(globex, "globex-high", "high")
+
+	code, list, _ := acme.do("GET", "/jobs?priority=high", nil)
+	if code != http.StatusOK || !strings.Contains(list, "prio-high-1") || !strings.Contains(list, "prio-high-2") || strings.Contains(list, "prio-low") ||
+		strings.Contains(list, "globex-high") || strings.Count(list, `<td class="priority">high</td>`) != 2 || !strings.Contains(list, `<option value="high" selected>`) {
+		t.Fatalf("high jobs: %d\n%s", code, list)
+	}
+	if code, list, _ := acme.do("GET", "/jobs?priority=urgent", nil); code != http.StatusBadRequest || !strings.Contains(list, `id="priority-error">Priority: unknown priority urgent`) {
+		t.Fatalf("an unknown priority: %d\n%s", code, list)
+	}
+
+	form := url.Values{"csrf": {csrf(t, list)}, "scope": {"filter"}, "priority": {"high"}, "action": {"pause"}}
+	code, body, _ := acme.do("POST", "/jobs/bulk", form)
+	if code != http.StatusOK || !strings.Contains(body, "Pause every job the filter (all but deleted, priority high) matches: 2 job(s)?") {
+		t.Fatalf("count: %d\n%s", code, body)
+	}
+	form.Set("confirm", "yes")
+	if code, _, h := acme.do("POST", "/jobs/bulk", form); code != http.StatusSeeOther {
+		t.Fatalf("bulk pause by priority: %d %v", code, h)
+	}
+	for id, want := range map[string]sundialv1.JobStatus{high1: sundialv1.JobStatus_JOB_STATUS_PAUSED, high2: sundialv1.JobStatus_JOB_STATUS_PAUSED, low: sundialv1.JobStatus_JOB_STATUS_ACTIVE} {
+		if j, err := api.Store.Get(context.Background(), "acme", id); err != nil || j.GetStatus() != want {
+			t.Errorf("%s after the bulk pause: %v %v, want %v", j.GetName(), j.GetStatus(), err, want)
+		}
+	}
+	if _, list, _ := globex.do("GET", "/jobs?priority=high&status=active", nil); !strings.Contains(list, "globex-high") {
+		t.Errorf("globex's high job was touched or hidden:\n%s", list)
+	}
+}

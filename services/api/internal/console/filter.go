@@ -15,10 +15,11 @@ import (
 // forms carry it: the text as typed, what it means for the api, and the
 // errors to show beside its fields.
 type listFilter struct {
-	Status, Labels, Name, From, Before string
-	Errors                             map[string]string
+	Status, Labels, Name, From, Before, Priority string
+	Errors                                       map[string]string
 
 	status       sundialv1.JobStatus
+	priority     sundialv1.Priority
 	labels       map[string]string
 	from, before *timestamppb.Timestamp
 }
@@ -40,12 +41,19 @@ func parseInstant(s string) (time.Time, bool) {
 // or PostFormValue).
 func readFilter(get func(string) string) listFilter {
 	f := listFilter{Status: get("status"), Labels: strings.TrimSpace(get("labels")), Name: strings.TrimSpace(get("name")),
-		From: strings.TrimSpace(get("from")), Before: strings.TrimSpace(get("before")), Errors: map[string]string{}}
+		From: strings.TrimSpace(get("from")), Before: strings.TrimSpace(get("before")), Priority: get("priority"), Errors: map[string]string{}}
 	if f.Status != "" {
 		if v, ok := sundialv1.JobStatus_value["JOB_STATUS_"+strings.ToUpper(f.Status)]; ok {
 			f.status = sundialv1.JobStatus(v)
 		} else {
 			f.Errors["Status"] = "unknown status " + f.Status
+		}
+	}
+	if f.Priority != "" {
+		if v, ok := sundialv1.Priority_value["PRIORITY_"+strings.ToUpper(f.Priority)]; ok && v != 0 {
+			f.priority = sundialv1.Priority(v)
+		} else {
+			f.Errors["Priority"] = "unknown priority " + f.Priority
 		}
 	}
 	if f.Labels != "" {
@@ -88,7 +96,7 @@ func (f *listFilter) refused(err error) bool {
 		return false
 	}
 	for _, v := range vs {
-		key := map[string]string{"status": "Status", "name_contains": "Name", "next_fire_after": "From", "next_fire_before": "Before"}[v.Field]
+		key := map[string]string{"status": "Status", "priority": "Priority", "name_contains": "Name", "next_fire_after": "From", "next_fire_before": "Before"}[v.Field]
 		if strings.HasPrefix(v.Field, "labels") {
 			key = "Labels"
 		}
@@ -101,11 +109,11 @@ func (f *listFilter) refused(err error) bool {
 }
 
 func (f listFilter) listRequest() *sundialv1.ListJobsRequest {
-	return &sundialv1.ListJobsRequest{Status: f.status, Labels: f.labels, NameContains: f.Name, NextFireAfter: f.from, NextFireBefore: f.before}
+	return &sundialv1.ListJobsRequest{Status: f.status, Priority: f.priority, Labels: f.labels, NameContains: f.Name, NextFireAfter: f.from, NextFireBefore: f.before}
 }
 
 func (f listFilter) bulkRequest(action sundialv1.BulkAction) *sundialv1.BulkJobActionRequest {
-	return &sundialv1.BulkJobActionRequest{Action: action, Status: f.status, Labels: f.labels, NameContains: f.Name, NextFireAfter: f.from, NextFireBefore: f.before}
+	return &sundialv1.BulkJobActionRequest{Action: action, Status: f.status, Priority: f.priority, Labels: f.labels, NameContains: f.Name, NextFireAfter: f.from, NextFireBefore: f.before}
 }
 
 // values is the filter as query parameters, only those set.
@@ -120,7 +128,7 @@ func (f listFilter) values() url.Values {
 }
 
 func (f listFilter) Pairs() [][2]string {
-	return [][2]string{{"status", f.Status}, {"labels", f.Labels}, {"name", f.Name}, {"from", f.From}, {"before", f.Before}}
+	return [][2]string{{"status", f.Status}, {"priority", f.Priority}, {"labels", f.Labels}, {"name", f.Name}, {"from", f.From}, {"before", f.Before}}
 }
 
 // text says what the filter keeps, for a confirmation.
@@ -130,6 +138,9 @@ func (f listFilter) text() string {
 		parts = append(parts, "status "+f.Status)
 	} else {
 		parts = append(parts, "all but deleted")
+	}
+	if f.Priority != "" {
+		parts = append(parts, "priority "+f.Priority)
 	}
 	if f.Labels != "" {
 		parts = append(parts, "labels "+f.Labels)

@@ -193,7 +193,7 @@ var statuses = []string{"active", "paused", "completed", "deleted"}
 func (c *Console) jobList(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
 	f := readFilter(q.Get)
-	data := map[string]any{"Filter": f, "Statuses": statuses, "FirstPage": q.Get("page") == "", "Done": q.Get("done")}
+	data := map[string]any{"Filter": f, "Statuses": statuses, "Priorities": priorities, "FirstPage": q.Get("page") == "", "Done": q.Get("done")}
 	if len(f.Errors) > 0 {
 		c.render(w, http.StatusBadRequest, "jobs", s, data)
 		return
@@ -211,8 +211,10 @@ func (c *Console) jobList(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	data["Jobs"] = resp.GetJobs()
 	// A name with no three letters or digits in a row has no trigram for
-	// the index: the api reads a bounded window of jobs a page.
+	// the index, and no index holds the priority: the api reads a bounded
+	// window of jobs a page.
 	data["ShortSearch"] = f.Name != "" && !store.NameIndexable(f.Name)
+	data["PrioritySearch"] = f.priority != sundialv1.Priority_PRIORITY_UNSPECIFIED
 	if t := resp.GetNextPageToken(); t != "" {
 		nq := f.values()
 		nq.Set("page", t)

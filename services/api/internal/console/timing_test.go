@@ -58,6 +58,8 @@ func TestTimingConsolePages(t *testing.T) {
 		}
 		return &sundialv1.Job{
 			Name: "job-" + strconv.Itoa(i), Labels: map[string]string{"team": team},
+			// What the api stores for a job created without one.
+			Priority: sundialv1.Priority_PRIORITY_MEDIUM,
 			Schedule: &sundialv1.Schedule{Spec: &sundialv1.Schedule_Cron{Cron: fmt.Sprintf("%d %d * * *", i%60, (i/60)%24)}},
 			Target:   &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: "https://hooks.example/job"}}},
 		}
@@ -117,6 +119,12 @@ func TestTimingConsolePages(t *testing.T) {
 	get("jobs, name contains zz (none)", "/jobs?name=zz")
 	get("jobs, name contains -1 (common)", "/jobs?name=-1")
 	get("jobs, status completed (5 newest)", "/jobs?status=completed")
+	// No index holds the priority: each page examines at most
+	// server.ShortNameScan jobs. Every loaded job is medium, so critical
+	// matches none (the worst case) and medium all.
+	get("jobs, priority critical (none)", "/jobs?priority=critical")
+	get("jobs, priority medium (all)", "/jobs?priority=medium")
+	timeIt("bulk pause count, priority critical (none)", "POST", "/jobs/bulk", url.Values{"csrf": {token}, "scope": {"filter"}, "priority": {"critical"}, "action": {"pause"}})
 	get("job page", "/jobs/"+seed)
 	get("audit", "/audit")
 	get("dead letters", "/dead-letters")
