@@ -293,10 +293,10 @@ type ListJobsRequest struct {
 	// and completed jobs have none and never match a next-fire bound).
 	NextFireBefore *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=next_fire_before,json=nextFireBefore,proto3" json:"next_fire_before,omitempty"`
 	// Only jobs of this priority; unspecified: any. A job created without
-	// one has MEDIUM. Like a short name_contains, a page with this filter
-	// examines at most 10,000 of the jobs matching the other filters, in id
-	// order (there is no index by priority, so that a rare priority among
-	// millions of jobs costs each page the same), and may hold fewer than
+	// one has MEDIUM. CRITICAL, HIGH and LOW are read from an index of
+	// their own. MEDIUM, every job's default, is not indexed: like a short
+	// name_contains, a page filtered by it examines at most 10,000 of the
+	// jobs matching the other filters, in id order, and may hold fewer than
 	// page_size jobs, or none, and still carry a next_page_token.
 	Priority      Priority `protobuf:"varint,8,opt,name=priority,proto3,enum=sundial.v1.Priority" json:"priority,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1665,7 +1665,8 @@ type BulkJobActionRequest struct {
 	// A previous call's next_page_token, issued for the same filter and
 	// action.
 	PageToken string `protobuf:"bytes,9,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
-	// As in ListJobsRequest, but never bounded.
+	// As in ListJobsRequest, but never bounded: counting MEDIUM reads every
+	// job of the tenant matching the other filters.
 	Priority      Priority `protobuf:"varint,10,opt,name=priority,proto3,enum=sundial.v1.Priority" json:"priority,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

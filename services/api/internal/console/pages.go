@@ -211,10 +211,10 @@ func (c *Console) jobList(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	data["Jobs"] = resp.GetJobs()
 	// A name with no three letters or digits in a row has no trigram for
-	// the index, and no index holds the priority: the api reads a bounded
-	// window of jobs a page.
+	// the index, and no index holds the medium priority: the api reads a
+	// bounded window of jobs a page.
 	data["ShortSearch"] = f.Name != "" && !store.NameIndexable(f.Name)
-	data["PrioritySearch"] = f.priority != sundialv1.Priority_PRIORITY_UNSPECIFIED
+	data["PrioritySearch"] = f.priority == sundialv1.Priority_PRIORITY_MEDIUM
 	if t := resp.GetNextPageToken(); t != "" {
 		nq := f.values()
 		nq.Set("page", t)

@@ -183,9 +183,9 @@ func TestIntegrationShortNameSearchIsBounded(t *testing.T) {
 		t.Errorf("%%: %q, want the one name with a %%", got)
 	}
 
-	// A priority filter is bounded the same way (no index holds the
-	// priority): five critical jobs, one of them a zq, one another
-	// tenant's.
+	// ListBounded takes a priority too (the api sends MEDIUM, which no
+	// index holds, this way): five critical jobs, one of them a zq, one
+	// another tenant's.
 	if _, err := pool.Exec(ctx, `UPDATE jobs SET priority = 1 WHERE name IN ('j1', 'x-zQ-2501', 'j9001', 'j19999', 'j13')`); err != nil {
 		t.Fatal(err)
 	}
@@ -206,6 +206,23 @@ func TestIntegrationShortNameSearchIsBounded(t *testing.T) {
 	// The bulk actions' count is not bounded.
 	if n, err := s.Count(ctx, "acme", ListQuery{Priority: crit}, 1000); err != nil || n != 4 {
 		t.Errorf("count of critical jobs: %d %v, want 4", n, err)
+	}
+	// Any other priority than MEDIUM is read from jobs_tenant_priority
+	// (00014), in id order, for a page and for a count: the rows of that
+	// priority and nothing else.
+	if _, err := pool.Exec(ctx, `ANALYZE jobs`); err != nil {
+		t.Fatal(err)
+	}
+	sql, args = listSQL("acme", ListQuery{Limit: 51, Priority: crit})
+	if plan := explain(ctx, t, pool, sql, args); !strings.Contains(plan, "jobs_tenant_priority") || strings.Contains(plan, "Sort") {
+		t.Errorf("a page of critical jobs does not read jobs_tenant_priority in id order:\n%s", plan)
+	}
+	if jobs, err := s.List(ctx, "acme", ListQuery{Limit: 51, Priority: crit}); err != nil || len(jobs) != 4 {
+		t.Errorf("List of critical jobs: %d %v, want 4", len(jobs), err)
+	}
+	sql, args = listSQL("acme", ListQuery{Limit: 51, Priority: crit, After: "00000000-0000-7000-8000-000000002000"})
+	if plan := explain(ctx, t, pool, sql, args); !strings.Contains(plan, "jobs_tenant_priority") {
+		t.Errorf("a later page of critical jobs does not read jobs_tenant_priority:\n%s", plan)
 	}
 }
 
