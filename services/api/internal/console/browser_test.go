@@ -628,6 +628,27 @@ func TestBrowserConsole(t *testing.T) {
 	if tenant := text("tenant", "#tenant"); !strings.Contains(tenant, "globex") {
 		t.Fatalf("signed in as %q", tenant)
 	}
+	// Every other URL of acme's job, its executions and its dead letter:
+	// Not Found too, nothing of acme's on the page.
+	for _, path := range []string{
+		"/jobs/" + jobID + "/edit", "/jobs/" + jobID + "/backfill", "/jobs/" + jobID + "/confirm?action=delete",
+		"/executions/" + execID, "/executions/" + retriedID, "/dead-letters/" + dead,
+	} {
+		run("globex opens "+path, chromedp.Navigate(base+path), chromedp.WaitVisible(css("main")))
+		title, err := chromedp.Run(step("title"), chromedp.Title())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := text("other tenant page", "main"); !strings.HasPrefix(title, "Not Found") || strings.Contains(body, "nightly-report") ||
+			strings.Contains(body, "worker-") || strings.Contains(body, "HTTP 503") {
+			t.Errorf("globex opening %s sees %q: %q", path, title, body)
+		}
+	}
+	// Acme's trail by its job's id is empty for globex.
+	run("globex audit", chromedp.Navigate(base+"/audit?job="+jobID), chromedp.WaitVisible(css("main")))
+	if body := text("globex audit", "main"); strings.Contains(body, "nightly-report") || strings.Contains(body, "acme") {
+		t.Errorf("globex's audit page for acme's job shows %q", body)
+	}
 }
 
 // excerptOf is what the history should show of a long error: its first
