@@ -21,7 +21,8 @@
 // --<p>-tls, --<p>-tls-ca-file, --<p>-tls-cert-file, --<p>-tls-key-file,
 // --<p>-tls-server-name, --<p>-tls-insecure-skip-verify. Every default is
 // today's behaviour: plaintext, no credentials. This package's tests cover
-// the four together, registered on one flag set as a service would.
+// the four together, registered on one flag set as a service would; each
+// client package tests its handshakes against a real or in-process server.
 //
 // # Passwords
 //

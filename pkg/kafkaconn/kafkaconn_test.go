@@ -1,4 +1,4 @@
-package connsec_test
+package kafkaconn_test
 
 import (
 	"context"
@@ -12,18 +12,22 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
 
 	"github.com/sundialhq/sundial/pkg/connsec"
 	"github.com/sundialhq/sundial/pkg/kafkaconn"
+	"github.com/sundialhq/sundial/testkit/tlstest"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The local Kafka (deploy/local/infra.sh) listens in plaintext without SASL,
 // so the client's SASL and TLS are checked against kfake, which speaks both
 // protocols for real: a TLS listener and the SASL handshake and
 // authenticate requests, SCRAM included.
 func TestKafkaSASLOverTLSWithKfake(t *testing.T) {
-	ca := newTestCA(t, "kafka")
-	server := ca.server("broker")
+	ca := tlstest.NewCA(t, "kafka")
+	server := ca.Server("broker")
 	const topic = "sundial.fire.high"
 	for _, mech := range []string{kafkaconn.SASLPlain, kafkaconn.SASLScramSHA256, kafkaconn.SASLScramSHA512} {
 		t.Run(mech, func(t *testing.T) {
@@ -51,7 +55,7 @@ func TestKafkaSASLOverTLSWithKfake(t *testing.T) {
 				return kafkaconn.Security{
 					SASLMechanism: mech, SASLUsername: "sundial",
 					SASLPassword: connsec.Password{Value: connsec.NewSecret(password)},
-					TLS:          connsec.TLS{Enabled: true, CAFile: ca.CAFile},
+					TLS:          connsec.TLS{Enabled: true, CAFile: ca.CertFile},
 				}
 			}
 

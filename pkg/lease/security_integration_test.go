@@ -1,6 +1,6 @@
 //go:build integration
 
-package connsec_test
+package lease_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/connsec"
 	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/testkit/testinfra"
+	"github.com/sundialhq/sundial/testkit/tlstest"
 )
 
 // redisClient builds a client the way the services do: Options with the
@@ -52,7 +53,7 @@ func TestRedisACLUser(t *testing.T) {
 		}
 	})
 
-	pwFile := writeFile(t, "redis-password", "first-password\n")
+	pwFile := writeSecretFile(t, "redis-password", "first-password\n")
 	c := redisClient(t, addr, lease.Security{Username: user, Password: connsec.Password{File: pwFile}})
 	require.NoError(t, c.Set(ctx, prefix+"k", "v", time.Minute).Err())
 	who, err := c.Do(ctx, "ACL", "WHOAMI").Text()
@@ -82,15 +83,15 @@ func TestRedisACLUser(t *testing.T) {
 func TestRedisTLS(t *testing.T) {
 	bin, err := exec.LookPath("redis-server")
 	require.NoError(t, err, "redis-server (Debian's redis-server package, which deploy/local/infra.sh installs) is needed")
-	ca := newTestCA(t, "redis")
-	server := ca.server("redis-server")
-	client := ca.client("redis-client", "sundial-worker")
+	ca := tlstest.NewCA(t, "redis")
+	server := ca.Server("redis-server")
+	client := ca.Client("redis-client", "sundial-worker")
 	port := freePort(t)
 	dir := t.TempDir()
 	logFile := filepath.Join(dir, "redis.log")
 	cmd := exec.Command(bin,
 		"--port", "0", "--tls-port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--tls-cert-file", server.CertFile, "--tls-key-file", server.KeyFile, "--tls-ca-cert-file", ca.CAFile,
+		"--tls-cert-file", server.CertFile, "--tls-key-file", server.KeyFile, "--tls-ca-cert-file", ca.CertFile,
 		"--tls-auth-clients", "yes",
 		// Arguments after an option are its words, as in redis.conf.
 		"--user", "default", "off", "--user", "sundial", "on", ">tls-password", "~*", "+@all",
@@ -125,7 +126,7 @@ func TestRedisTLS(t *testing.T) {
 	secure := lease.Security{
 		Username: "sundial",
 		Password: connsec.Password{Value: connsec.NewSecret("tls-password")},
-		TLS:      connsec.TLS{Enabled: true, CAFile: ca.CAFile, CertFile: client.CertFile, KeyFile: client.KeyFile},
+		TLS:      connsec.TLS{Enabled: true, CAFile: ca.CertFile, CertFile: client.CertFile, KeyFile: client.KeyFile},
 	}
 	c := redisClient(t, addr, secure)
 	require.NoError(t, c.Set(ctx, "k", "over tls", time.Minute).Err())
@@ -138,7 +139,7 @@ func TestRedisTLS(t *testing.T) {
 	require.Error(t, redisClient(t, addr, noCert).Ping(ctx).Err(), "the server requires a client certificate")
 
 	otherCA := secure
-	otherCA.TLS.CAFile = newTestCA(t, "other").CAFile
+	otherCA.TLS.CAFile = tlstest.NewCA(t, "other").CertFile
 	err = redisClient(t, addr, otherCA).Ping(ctx).Err()
 	require.ErrorContains(t, err, "certificate signed by unknown authority")
 
@@ -161,4 +162,13 @@ func readFile(p string) string {
 		return err.Error()
 	}
 	return string(b)
+}
+
+// writeSecretFile writes content into a file of the test's own, as a
+// mounted Secret would be.
+func writeSecretFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+	return p
 }

@@ -1,11 +1,13 @@
 //go:build integration
 
-package connsec_test
+package leader_test
 
 import (
 	"context"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -97,7 +99,7 @@ func zkConnect(t *testing.T, z leader.Security, rec *recordingDialer) (conn *zk.
 // because the client replays the credentials itself.
 func TestZooKeeperDigestAuth(t *testing.T) {
 	_, root := testinfra.ZooKeeper(t)
-	pwFile := writeFile(t, "zk-password", "digest-password\n")
+	pwFile := writeSecretFile(t, "zk-password", "digest-password\n")
 	sundial := leader.Security{Username: "sundial", Password: connsec.Password{File: pwFile}}
 	rec := &recordingDialer{}
 	authed, sessions := zkConnect(t, sundial, rec)
@@ -171,4 +173,13 @@ func TestZooKeeperElectorOnLockedPath(t *testing.T) {
 		return s == leader.StateLeading || s == leader.StateFollowing
 	}, 3*time.Second, 50*time.Millisecond, "a candidate without credentials got a node under the locked path")
 	require.Equal(t, leader.StateLeading, withCreds.State())
+}
+
+// writeSecretFile writes content into a file of the test's own, as a
+// mounted Secret would be.
+func writeSecretFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+	return p
 }
