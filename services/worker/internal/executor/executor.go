@@ -811,7 +811,7 @@ func (w *markWait) then(f func()) func() {
 // wait, the firing finishes only once its group's markers are written too.
 func (p *Pool) record(at *attempt, held bool, wait *markWait) {
 	f, d, res := at.f, at.d, at.res
-	p.count(at.it, f, outcomeName(d.Status))
+	p.count(at.it, f, firing.ExecutionStatusWord(d.Status))
 	a := p.attemptRecord(f, d.Status, at.it.Lease.Fence)
 	a.StartedTime = timestamppb.New(at.started)
 	a.FinishedTime = timestamppb.New(at.finished)
@@ -825,7 +825,7 @@ func (p *Pool) record(at *attempt, held bool, wait *markWait) {
 	}
 	if !res.OK && d.Status != sundialv1.ExecutionStatus_EXECUTION_STATUS_FENCED {
 		p.logger.Info("attempt failed", "execution_id", at.ex.ExecutionID, "job_id", at.ex.JobID, "attempt", at.ex.Attempt,
-			"http_status", res.HTTPStatus, "class", d.Class, "status", outcomeName(d.Status), "err", res.Err)
+			"http_status", res.HTTPStatus, "class", d.Class, "status", firing.ExecutionStatusWord(d.Status), "err", res.Err)
 	}
 	p.finalAfter(at.it, a, held, wait)
 }
@@ -882,7 +882,7 @@ func (p *Pool) settleGroup(ctx context.Context, group []settling) []bool {
 		as[i] = settle.Attempt{Firing: g.f, Decision: *g.d, Result: g.res}
 		if p.traced(g.it) {
 			_, spans[i] = p.tracer.Start(trace.ContextWithSpan(p.stopping, g.it.Trace.Consume), SpanSettle,
-				trace.WithAttributes(attribute.String("sundial.decision", outcomeName(g.d.Status))))
+				trace.WithAttributes(attribute.String("sundial.decision", firing.ExecutionStatusWord(g.d.Status))))
 		}
 	}
 	res := p.settler.SettleMany(p.stopping, as)
@@ -1044,22 +1044,5 @@ func (p *Pool) attemptRecord(f *sundialv1.Firing, status sundialv1.ExecutionStat
 		Worker:        p.cfg.WorkerID,
 		CatchUp:       f.GetCatchUp(),
 		JobVersion:    f.GetJobVersion(),
-	}
-}
-
-func outcomeName(s sundialv1.ExecutionStatus) string {
-	switch s {
-	case sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED:
-		return "succeeded"
-	case sundialv1.ExecutionStatus_EXECUTION_STATUS_FAILED:
-		return "failed"
-	case sundialv1.ExecutionStatus_EXECUTION_STATUS_FENCED:
-		return "fenced"
-	case sundialv1.ExecutionStatus_EXECUTION_STATUS_RETRY_SCHEDULED:
-		return "retry_scheduled"
-	case sundialv1.ExecutionStatus_EXECUTION_STATUS_DEAD:
-		return "dead"
-	default:
-		return "other"
 	}
 }
