@@ -27,6 +27,20 @@ import (
 //
 //	SUNDIAL_WRITE_COST_JOBS=1000000 go test -tags integration -run TestTimingStatusIndexWriteCost -v -timeout 30m ./internal/store/
 func TestTimingStatusIndexWriteCost(t *testing.T) {
+	indexWriteCost(t, "jobs_tenant_status", `CREATE INDEX jobs_tenant_status ON jobs (tenant, status, id)`, sundialv1.Priority_PRIORITY_MEDIUM)
+}
+
+// TestTimingPriorityIndexWriteCost is the same for jobs_tenant_priority
+// (00014) in its worst case: every job HIGH, so every job is in the
+// partial index and every advance updates it (MEDIUM jobs, outside it,
+// pay nothing).
+func TestTimingPriorityIndexWriteCost(t *testing.T) {
+	indexWriteCost(t, "jobs_tenant_priority", `CREATE INDEX jobs_tenant_priority ON jobs (tenant, priority, id) WHERE priority <> 3`, sundialv1.Priority_PRIORITY_HIGH)
+}
+
+// indexWriteCost times the advance with and without the index named,
+// which create builds, on jobs of the given priority.
+func indexWriteCost(t *testing.T, index, create string, priority sundialv1.Priority) {
 	n, _ := strconv.Atoi(os.Getenv("SUNDIAL_WRITE_COST_JOBS"))
 	if n <= 0 {
 		t.Skip("set SUNDIAL_WRITE_COST_JOBS to run")
@@ -40,6 +54,7 @@ func TestTimingStatusIndexWriteCost(t *testing.T) {
 	if _, err := harness.CopyJobs(ctx, pool, "acme", n, harness.CopyOptions{Streams: 1}, func(i int) *sundialv1.Job {
 		return &sundialv1.Job{
 			Name:     "job-" + strconv.Itoa(i),
+			Priority: priority,
 			Schedule: &sundialv1.Schedule{Spec: &sundialv1.Schedule_Cron{Cron: fmt.Sprintf("%d %d * * *", i%60, (i/60)%24)}},
 			Target:   &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: "https://hooks.example/job"}}},
 		}
@@ -89,15 +104,15 @@ UPDATE jobs AS j
 	}
 	for r := range 4 {
 		advance(true, ids[r*100000:r*100000+50000])
-		if _, err := pool.Exec(ctx, `DROP INDEX jobs_tenant_status`); err != nil {
+		if _, err := pool.Exec(ctx, `DROP INDEX `+index); err != nil {
 			t.Fatal(err)
 		}
 		advance(false, ids[r*100000+50000:(r+1)*100000])
 		s := time.Now()
-		if _, err := pool.Exec(ctx, `CREATE INDEX jobs_tenant_status ON jobs (tenant, status, id)`); err != nil {
+		if _, err := pool.Exec(ctx, create); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("round %d: built jobs_tenant_status over %d jobs in %s", r+1, n, time.Since(s).Round(100*time.Millisecond))
+		t.Logf("round %d: built %s over %d jobs in %s", r+1, index, n, time.Since(s).Round(100*time.Millisecond))
 	}
 	for _, with := range []bool{true, false} {
 		ds := times[with]
@@ -106,7 +121,7 @@ UPDATE jobs AS j
 			total += d
 		}
 		slices.Sort(ds)
-		t.Logf("with jobs_tenant_status %-5v %d advances of 1,000: median %s, p90 %s, mean %s", with, len(ds),
+		t.Logf("with %s %-5v %d advances of 1,000: median %s, p90 %s, mean %s", index, with, len(ds),
 			ds[len(ds)/2].Round(100*time.Microsecond), ds[len(ds)*9/10].Round(100*time.Microsecond), (total / time.Duration(len(ds))).Round(100*time.Microsecond))
 	}
 }
