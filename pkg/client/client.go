@@ -310,6 +310,9 @@ type ListFilter struct {
 	Labels map[string]string
 	// NameContains keeps jobs whose name contains it, ignoring case.
 	NameContains string
+	// Priority keeps jobs of that priority (unspecified: any; a job
+	// created without one is MEDIUM).
+	Priority sundialv1.Priority
 	// NextFireAfter and NextFireBefore, when set, keep jobs whose next
 	// unstaged slot (Job.next_fire_time) is in [after, before).
 	NextFireAfter, NextFireBefore time.Time
@@ -330,7 +333,7 @@ func (c *Client) Jobs(ctx context.Context, f ListFilter) iter.Seq2[*sundialv1.Jo
 	return func(yield func(*sundialv1.Job, error) bool) {
 		token := ""
 		for {
-			req := &sundialv1.ListJobsRequest{Status: f.Status, Labels: f.Labels, NameContains: f.NameContains, PageSize: f.PageSize, PageToken: token,
+			req := &sundialv1.ListJobsRequest{Status: f.Status, Labels: f.Labels, NameContains: f.NameContains, Priority: f.Priority, PageSize: f.PageSize, PageToken: token,
 				NextFireAfter: timestampOrNil(f.NextFireAfter), NextFireBefore: timestampOrNil(f.NextFireBefore)}
 			resp, err := call(ctx, c, true, func(ctx context.Context) (*sundialv1.ListJobsResponse, error) { return c.jobs.ListJobs(ctx, req) })
 			if err != nil {
@@ -381,7 +384,7 @@ func (c *Client) BulkJobs(ctx context.Context, action sundialv1.BulkAction, f Li
 	var out BulkResult
 	token := ""
 	for {
-		req := &sundialv1.BulkJobActionRequest{Action: action, Status: f.Status, Labels: f.Labels, NameContains: f.NameContains,
+		req := &sundialv1.BulkJobActionRequest{Action: action, Status: f.Status, Labels: f.Labels, NameContains: f.NameContains, Priority: f.Priority,
 			NextFireAfter: timestampOrNil(f.NextFireAfter), NextFireBefore: timestampOrNil(f.NextFireBefore),
 			DryRun: dryRun, Limit: bulkBatch, PageToken: token}
 		resp, err := call(ctx, c, true, func(ctx context.Context) (*sundialv1.BulkJobActionResponse, error) {

@@ -86,4 +86,21 @@ func TestIntegrationGoClientBulk(t *testing.T) {
 	for j, err := range acme.Jobs(ctx, client.ListFilter{NextFireBefore: midnight}) {
 		t.Fatalf("a job fires before midnight: %v %v", j, err)
 	}
+	// By priority: every job has the default, MEDIUM.
+	n = 0
+	for _, err := range acme.Jobs(ctx, client.ListFilter{Priority: sundialv1.Priority_PRIORITY_MEDIUM, PageSize: 1000}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 1500 {
+		t.Fatalf("%d medium jobs, want 1500", n)
+	}
+	for j, err := range acme.Jobs(ctx, client.ListFilter{Priority: sundialv1.Priority_PRIORITY_HIGH}) {
+		t.Fatalf("a high job: %v %v", j, err)
+	}
+	if dry, err := acme.BulkJobs(ctx, sundialv1.BulkAction_BULK_ACTION_PAUSE, client.ListFilter{Labels: billing, Priority: sundialv1.Priority_PRIORITY_HIGH}, true); err != nil || dry.Matched != 0 {
+		t.Fatalf("dry run of high billing jobs: %+v %v", dry, err)
+	}
 }
