@@ -13,7 +13,8 @@
 // escape everything they print, and a strict Content-Security-Policy
 // forbids inline script, so a job named <script>…</script> is text.
 //
-// Pages: / (overview), /jobs (filters, keyset paging), /jobs/new (create
+// Pages: / (overview, live by polling: static/live.js fetches the page
+// again and swaps its figures in), /jobs (filters, keyset paging), /jobs/new (create
 // form with the api's field errors beside their fields), /jobs/{id} (spec,
 // next 20 instants, history, audit, actions), /dead-letters (filter,
 // select, re-drive with a dry run first), /audit (who changed what, across
