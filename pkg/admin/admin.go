@@ -153,3 +153,13 @@ func (s *Server) Start(ctx context.Context) error {
 
 // Stop shuts the server down, waiting up to 5 s for open requests.
 func (s *Server) Stop() { s.runner.Stop() }
+
+// Done is closed when the server stopped serving; Err says why, when it
+// was not Stop (lifecycle.Watched: a service whose admin port died is
+// restarted rather than left unprobed).
+func (s *Server) Done() <-chan struct{} { return s.runner.Done() }
+
+// Err is why the server stopped serving on its own, if it did.
+func (s *Server) Err() error { return s.runner.Err() }
+
+var _ lifecycle.Watched = (*Server)(nil)

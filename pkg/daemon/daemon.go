@@ -7,6 +7,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -111,18 +112,29 @@ func Run(ctx context.Context, name string, c Common, stderr io.Writer, build fun
 		return fmt.Errorf("%s: start: %w", name, err)
 	}
 	logger.Info("service started", "godebug", os.Getenv("GODEBUG"))
-	<-ctx.Done()
-	logger.Info("draining")
+	// A component that ends on its own (a serve loop that failed) stops the
+	// process, non-zero, after draining the rest: a service with a dead
+	// part that still answers /healthz would never be restarted.
+	var ended error
+	select {
+	case <-ctx.Done():
+		logger.Info("draining")
+	case ended = <-group.Ended():
+		logger.Error("a component stopped on its own; draining the rest and exiting", "err", ended)
+	}
 	adm.SetDraining()
 	done := make(chan struct{})
 	go func() { group.Stop(); close(done) }()
 	select {
 	case <-done:
 		logger.Info("stopped")
+		if ended != nil {
+			return fmt.Errorf("%s: %w", name, ended)
+		}
 		return nil
 	case <-time.After(c.DrainTimeout):
 		logger.Error("drain timed out, exiting", "timeout", c.DrainTimeout)
-		return fmt.Errorf("%s: drain exceeded %s", name, c.DrainTimeout)
+		return errors.Join(ended, fmt.Errorf("%s: drain exceeded %s", name, c.DrainTimeout))
 	}
 }
 

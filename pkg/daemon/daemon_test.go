@@ -100,6 +100,53 @@ func TestRunServesAdminAndDrainsComponents(t *testing.T) {
 	}
 }
 
+// failing is a component whose loop fails on its own once told to.
+type failing struct {
+	lifecycle.Runner
+	fail chan struct{}
+}
+
+func (f *failing) Start(context.Context) error {
+	return f.Run(func(ctx context.Context) error {
+		select {
+		case <-f.fail:
+			return errors.New("serve: accept: too many open files")
+		case <-ctx.Done():
+			return nil
+		}
+	})
+}
+
+func TestRunExitsWhenAComponentEndsOnItsOwn(t *testing.T) {
+	healthy := &component{stopped: make(chan struct{})}
+	broken := &failing{fail: make(chan struct{})}
+	close(broken.fail)
+	var logs syncBuffer
+	errc := make(chan error, 1)
+	go func() {
+		errc <- Run(context.Background(), "test", Common{AdminAddr: "127.0.0.1:0", LogLevel: "info", LogFormat: "json", DrainTimeout: 5 * time.Second}, &logs,
+			func(context.Context, Env) ([]lifecycle.Service, error) {
+				return []lifecycle.Service{healthy, broken}, nil
+			})
+	}()
+	select {
+	case err := <-errc:
+		if err == nil || !strings.Contains(err.Error(), "too many open files") {
+			t.Fatalf("Run = %v, want the component's error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run kept running with a dead component")
+	}
+	select {
+	case <-healthy.stopped:
+	default:
+		t.Fatal("the healthy component was not drained")
+	}
+	if !strings.Contains(logs.String(), "a component stopped on its own") {
+		t.Fatalf("logs = %s", logs.String())
+	}
+}
+
 func TestRunFailsOnBuildError(t *testing.T) {
 	err := Run(context.Background(), "test", Common{AdminAddr: "127.0.0.1:0", LogLevel: "info", LogFormat: "text", DrainTimeout: time.Second}, &syncBuffer{},
 		func(context.Context, Env) ([]lifecycle.Service, error) { return nil, errors.New("no postgres") })

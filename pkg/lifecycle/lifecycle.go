@@ -15,6 +15,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 )
 
@@ -104,12 +105,29 @@ func (r *Runner) Err() error {
 	return r.err
 }
 
+// Watched is a Service whose work ends only when it is stopped: Done is
+// closed when its loop has returned, and Err says why. A group reports a
+// watched service that ends on its own (a serve loop that failed, a loop
+// that returned an error), so the process can stop and be restarted rather
+// than stay up with a dead part. A Runner's owner gets both by forwarding
+// the Runner's.
+type Watched interface {
+	Service
+	Done() <-chan struct{}
+	Err() error
+}
+
 // Group starts services in order and stops them in reverse order, so a
-// service is always stopped before the ones it depends on.
+// service is always stopped before the ones it depends on. While they run,
+// Ended reports the first watched service that ended on its own.
 type Group struct {
 	mu       sync.Mutex
 	services []Service
 	started  []Service
+
+	ended    chan error
+	stopping chan struct{}
+	watchers sync.WaitGroup
 }
 
 // Add appends services to the group; call before Start.
@@ -120,23 +138,74 @@ func (g *Group) Add(s ...Service) { g.services = append(g.services, s...) }
 func (g *Group) Start(ctx context.Context) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.init()
 	for _, s := range g.services {
 		if err := s.Start(ctx); err != nil {
-			for i := len(g.started) - 1; i >= 0; i-- {
-				g.started[i].Stop()
-			}
-			g.started = nil
+			g.stopLocked()
 			return err
 		}
 		g.started = append(g.started, s)
+		if w, ok := s.(Watched); ok {
+			g.watchers.Add(1)
+			go g.watch(w) // owned by g: ends at Stop, or when w ends
+		}
 	}
 	return nil
+}
+
+func (g *Group) init() {
+	if g.ended == nil {
+		g.ended = make(chan error, 1)
+		g.stopping = make(chan struct{})
+	}
+}
+
+// Ended receives the error of the first watched service that ended before
+// Stop (one error; the others are left for the drain that follows).
+func (g *Group) Ended() <-chan error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.init()
+	return g.ended
+}
+
+func (g *Group) watch(w Watched) {
+	defer g.watchers.Done()
+	select {
+	case <-w.Done():
+	case <-g.stopping:
+		return
+	}
+	select {
+	case <-g.stopping:
+		return // ended because the group is stopping
+	default:
+	}
+	err := w.Err()
+	if err == nil {
+		err = errors.New("returned without an error")
+	}
+	select {
+	case g.ended <- fmt.Errorf("lifecycle: %T ended on its own: %w", w, err):
+	default: // another one was first
+	}
 }
 
 // Stop stops the started services in reverse order.
 func (g *Group) Stop() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.stopLocked()
+}
+
+func (g *Group) stopLocked() {
+	g.init()
+	select {
+	case <-g.stopping:
+	default:
+		close(g.stopping)
+	}
+	g.watchers.Wait()
 	for i := len(g.started) - 1; i >= 0; i-- {
 		g.started[i].Stop()
 	}

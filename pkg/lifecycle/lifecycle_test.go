@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 
@@ -122,3 +123,88 @@ func TestGroupUnwindsOnFailedStart(t *testing.T) {
 		t.Fatalf("Stop after failed start stopped again: %v", log)
 	}
 }
+
+// loopService is a watched service over a Runner whose loop is given.
+type loopService struct {
+	Runner
+	loop func(ctx context.Context) error
+}
+
+func (l *loopService) Start(context.Context) error { return l.Run(l.loop) }
+
+func TestGroupReportsAServiceThatEndsOnItsOwn(t *testing.T) {
+	fail := make(chan struct{})
+	dies := &loopService{loop: func(ctx context.Context) error {
+		select {
+		case <-fail:
+			return errors.New("serve: listener closed")
+		case <-ctx.Done():
+			return nil
+		}
+	}}
+	lives := &loopService{loop: func(ctx context.Context) error { <-ctx.Done(); return nil }}
+	var g Group
+	g.Add(lives, dies)
+	if err := g.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-g.Ended():
+		t.Fatalf("Ended before anything ended: %v", err)
+	default:
+	}
+	close(fail)
+	err := <-g.Ended()
+	if err == nil || !strings.Contains(err.Error(), "serve: listener closed") || !strings.Contains(err.Error(), "loopService") {
+		t.Fatalf("Ended = %v, want the service's type and its error", err)
+	}
+	g.Stop()
+	select {
+	case <-lives.Done():
+	default:
+		t.Fatal("Stop left the other service running")
+	}
+}
+
+func TestGroupStopIsNotAnEnd(t *testing.T) {
+	var services []*loopService
+	var g Group
+	for range 3 {
+		s := &loopService{loop: func(ctx context.Context) error { <-ctx.Done(); return nil }}
+		services = append(services, s)
+		g.Add(s)
+	}
+	// A plain Service (no Done) is started and stopped but not watched.
+	plain := &countingService{}
+	g.Add(plain)
+	if err := g.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	g.Stop()
+	select {
+	case err := <-g.Ended():
+		t.Fatalf("a stopped group reported an end: %v", err)
+	default:
+	}
+	if plain.stops != 1 {
+		t.Fatalf("plain service stopped %d times", plain.stops)
+	}
+}
+
+func TestGroupReportsALoopThatReturnsNil(t *testing.T) {
+	quits := &loopService{loop: func(context.Context) error { return nil }}
+	var g Group
+	g.Add(quits)
+	if err := g.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Stop()
+	if err := <-g.Ended(); err == nil || !strings.Contains(err.Error(), "without an error") {
+		t.Fatalf("Ended = %v", err)
+	}
+}
+
+type countingService struct{ stops int }
+
+func (c *countingService) Start(context.Context) error { return nil }
+func (c *countingService) Stop()                       { c.stops++ }

@@ -291,6 +291,15 @@ func (e serverErrors) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// Done is closed when the server stopped serving; Err says why, when it
+// was not Stop (lifecycle.Watched).
+func (s *Server) Done() <-chan struct{} { return s.runner.Done() }
+
+// Err is why the server stopped serving on its own, if it did.
+func (s *Server) Err() error { return s.runner.Err() }
+
+var _ lifecycle.Watched = (*Server)(nil)
+
 // Stop drains open requests (up to StopTimeout) and closes the in-process
 // connection; safe before Start and more than once.
 func (s *Server) Stop() {

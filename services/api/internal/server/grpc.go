@@ -228,6 +228,15 @@ func (g *GRPC) Start(ctx context.Context) error {
 	return err
 }
 
+// Done is closed when the server stopped serving; Err says why, when it
+// was not Stop (lifecycle.Watched).
+func (g *GRPC) Done() <-chan struct{} { return g.runner.Done() }
+
+// Err is why the server stopped serving on its own, if it did.
+func (g *GRPC) Err() error { return g.runner.Err() }
+
+var _ lifecycle.Watched = (*GRPC)(nil)
+
 func servedUntilStop(err error) error {
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil

@@ -149,6 +149,11 @@ func (s *Service) Stop() { s.runner.Stop() }
 // Done is closed if the loop returns on its own.
 func (s *Service) Done() <-chan struct{} { return s.runner.Done() }
 
+// Err is why the loop returned on its own, if it did (lifecycle.Watched).
+func (s *Service) Err() error { return s.runner.Err() }
+
+var _ lifecycle.Watched = (*Service)(nil)
+
 func (s *Service) run(ctx context.Context) error {
 	for {
 		select {

@@ -153,6 +153,11 @@ func (r *Relay) Stop() { r.runner.Stop() }
 // Done is closed when the loop has returned.
 func (r *Relay) Done() <-chan struct{} { return r.runner.Done() }
 
+// Err is why the loop returned on its own, if it did (lifecycle.Watched).
+func (r *Relay) Err() error { return r.runner.Err() }
+
+var _ lifecycle.Watched = (*Relay)(nil)
+
 // Wake asks the loop to claim now; wakes while a cycle runs fold into one.
 func (r *Relay) Wake() {
 	select {

@@ -381,6 +381,16 @@ func (c *Consumer) Stop() {
 	})
 }
 
+// Done is closed when the poll loop returned; Err says why, when it was
+// not Stop (lifecycle.Watched: a consumer that stopped fetching must not
+// leave the worker up, holding its partitions).
+func (c *Consumer) Done() <-chan struct{} { return c.poll.Done() }
+
+// Err is why the poll loop returned on its own, if it did.
+func (c *Consumer) Err() error { return c.poll.Err() }
+
+var _ lifecycle.Watched = (*Consumer)(nil)
+
 // Ping checks the brokers answer (readiness).
 func (c *Consumer) Ping(ctx context.Context) error {
 	if c.cl == nil {

@@ -342,6 +342,15 @@ func (p *Pool) Start(context.Context) error {
 // settling.
 func (p *Pool) Stop() { p.runner.Stop() }
 
+// Done is closed when the pool's loop returned; Err says why, when it was
+// not Stop (lifecycle.Watched).
+func (p *Pool) Done() <-chan struct{} { return p.runner.Done() }
+
+// Err is why the pool's loop returned on its own, if it did.
+func (p *Pool) Err() error { return p.runner.Err() }
+
+var _ lifecycle.Watched = (*Pool)(nil)
+
 // count counts an outcome of f and notes it on the item's trace.
 func (p *Pool) count(it *work.Item, f *sundialv1.Firing, outcome string) {
 	if j := p.m.Job(f.GetJobId()); j != nil {
