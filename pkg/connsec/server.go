@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/config"
@@ -220,11 +221,15 @@ type watched[T any] struct {
 }
 
 // stamp is what a stat says about a file: enough to see it was replaced
-// or rewritten.
+// or rewritten. The inode tells a file swapped in (the kubelet's symlink
+// swap, a rename over it) from the one before even when both were written
+// within one tick of the file system's clock and have the same size, as
+// two keys of one kind do.
 type stamp struct {
-	mod  time.Time
-	size int64
-	err  bool
+	mod   time.Time
+	size  int64
+	inode uint64
+	err   bool
 }
 
 func stampsOf(files []string) []stamp {
@@ -236,6 +241,9 @@ func stampsOf(files []string) []stamp {
 			continue
 		}
 		out[i] = stamp{mod: st.ModTime(), size: st.Size()}
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			out[i].inode = uint64(sys.Ino) // Ino is narrower on some platforms
+		}
 	}
 	return out
 }
