@@ -4,6 +4,7 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync/atomic"
@@ -119,12 +120,28 @@ func TestIntegrationCreatesFiringAndDeadLetterTopics(t *testing.T) {
 	defer cancel()
 	tp := firing.Topics{Prefix: prefix}
 	want := append(tp.FireAll(), tp.DLQ())
-	details, err := kadm.NewClient(cl).ListTopics(ctx, want...)
-	require.NoError(t, err)
-	for _, topic := range want {
-		d, ok := details[topic]
-		require.True(t, ok && d.Err == nil, "topic %s missing: %+v", topic, d)
-		require.NotEmpty(t, d.Partitions, "topic %s has no partitions", topic)
+	// A topic just created reaches the broker's metadata a moment later
+	// (its partitions' leaders are elected after CreateTopics answers), so
+	// each must show up with partitions within a bound, not at once.
+	adm := kadm.NewClient(cl)
+	var missing []string
+	for {
+		details, err := adm.ListTopics(ctx, want...)
+		require.NoError(t, err)
+		missing = missing[:0]
+		for _, topic := range want {
+			if d, ok := details[topic]; !ok || d.Err != nil || len(d.Partitions) == 0 {
+				missing = append(missing, fmt.Sprintf("%s: %+v", topic, d))
+			}
+		}
+		if len(missing) == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("topics missing or without partitions after 30 s: %v", missing)
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 }
 
