@@ -174,6 +174,15 @@ func TestGroupStopIsNotAnEnd(t *testing.T) {
 		services = append(services, s)
 		g.Add(s)
 	}
+	defer func() {
+		for i, s := range services {
+			select {
+			case <-s.Done():
+			default:
+				t.Errorf("service %d still running after Stop", i)
+			}
+		}
+	}()
 	// A plain Service (no Done) is started and stopped but not watched.
 	plain := &countingService{}
 	g.Add(plain)
