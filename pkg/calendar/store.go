@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/pkg/firing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -258,9 +259,9 @@ const maxListedUsers = 5
 // rare and a tenant's jobs are bounded by its quota. It returns every
 // active user (activeOnly) or the first few, and the count.
 func usersOf(ctx context.Context, tx pgx.Tx, tenant, name string, activeOnly bool) ([]uuid.UUID, int, error) {
-	q := `SELECT id, spec FROM jobs WHERE tenant = $1 AND status <> 'deleted'`
+	q := `SELECT id, spec FROM jobs WHERE tenant = $1 AND status <> '` + firing.JobDeletedSQL + `'`
 	if activeOnly {
-		q = `SELECT id, spec FROM jobs WHERE tenant = $1 AND status = 'active' AND next_fire_at IS NOT NULL`
+		q = `SELECT id, spec FROM jobs WHERE tenant = $1 AND status = '` + firing.JobActiveSQL + `' AND next_fire_at IS NOT NULL`
 	}
 	rows, err := tx.Query(ctx, q, tenant)
 	if err != nil {
@@ -311,7 +312,7 @@ func pullBack(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) (int, error) {
 	}
 	tag, err := tx.Exec(ctx, `UPDATE jobs
    SET next_fire_at = GREATEST(last_slot_at + interval '1 microsecond', now())
- WHERE id = ANY($1::uuid[]) AND status = 'active' AND next_fire_at IS NOT NULL
+ WHERE id = ANY($1::uuid[]) AND status = '`+firing.JobActiveSQL+`' AND next_fire_at IS NOT NULL
    AND next_fire_at > GREATEST(last_slot_at + interval '1 microsecond', now())`, ids)
 	if err != nil {
 		return 0, fmt.Errorf("calendar: pull back next_fire_at: %w", err)
