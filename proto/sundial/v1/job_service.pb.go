@@ -1656,7 +1656,7 @@ type BulkJobActionRequest struct {
 	NameContains   string                 `protobuf:"bytes,4,opt,name=name_contains,json=nameContains,proto3" json:"name_contains,omitempty"`
 	NextFireAfter  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=next_fire_after,json=nextFireAfter,proto3" json:"next_fire_after,omitempty"`
 	NextFireBefore *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=next_fire_before,json=nextFireBefore,proto3" json:"next_fire_before,omitempty"`
-	// Count the jobs the filter matches (up to 1,000,000) and list the
+	// Count the jobs the filter matches (up to 100,000) and list the
 	// first 20; change nothing.
 	DryRun bool `protobuf:"varint,7,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	// The most jobs this call changes, in id order: default 1000, at most
@@ -1774,7 +1774,7 @@ func (x *BulkJobActionRequest) GetPriority() Priority {
 
 type BulkJobActionResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// dry_run: how many jobs match (capped_count when more than 1,000,000).
+	// dry_run: how many jobs match (capped_count when more than 100,000).
 	// Otherwise: how many this call went through.
 	Matched     int64 `protobuf:"varint,1,opt,name=matched,proto3" json:"matched,omitempty"`
 	CappedCount bool  `protobuf:"varint,2,opt,name=capped_count,json=cappedCount,proto3" json:"capped_count,omitempty"`

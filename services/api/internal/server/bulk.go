@@ -88,8 +88,11 @@ const (
 	defaultBulkLimit = 1000
 	maxBulkLimit     = 10000
 	// maxBulkCount bounds a dry run's count: counting reads every match,
-	// and a confirmation needs "more than a million", not the figure.
-	maxBulkCount = 1_000_000
+	// and a confirmation needs "more than 100,000", not the figure. Its
+	// cost grows with the cap, not the tenant: 100,000 index entries keep
+	// the confirmation of a bulk action over everything of a 10,000,000-job
+	// tenant within the console's 200 ms (a cap of 1,000,000 took 78–467 ms).
+	maxBulkCount = 100_000
 	bulkSample   = 20
 )
 
