@@ -1,0 +1,498 @@
+package app
+
+// The steps of New, in the order it takes them: each builds one part of the
+// worker from what the earlier steps returned, appends the part's services
+// (in start order) and readiness checks to the worker, and hands what it
+// opened to the closer.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/firing"
+	"github.com/sundialhq/sundial/pkg/lease"
+	"github.com/sundialhq/sundial/pkg/ledger"
+	"github.com/sundialhq/sundial/pkg/ledgerpending"
+	"github.com/sundialhq/sundial/pkg/netpolicy"
+	"github.com/sundialhq/sundial/pkg/secrets"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+
+	"github.com/sundialhq/sundial/services/worker/internal/clockoffset"
+	"github.com/sundialhq/sundial/services/worker/internal/consumer"
+	"github.com/sundialhq/sundial/services/worker/internal/executor"
+	"github.com/sundialhq/sundial/services/worker/internal/holder"
+	"github.com/sundialhq/sundial/services/worker/internal/hostguard"
+	"github.com/sundialhq/sundial/services/worker/internal/lagexporter"
+	"github.com/sundialhq/sundial/services/worker/internal/metrics"
+	"github.com/sundialhq/sundial/services/worker/internal/notify"
+	"github.com/sundialhq/sundial/services/worker/internal/prepare"
+	"github.com/sundialhq/sundial/services/worker/internal/readyq"
+	"github.com/sundialhq/sundial/services/worker/internal/recorder"
+	"github.com/sundialhq/sundial/services/worker/internal/settle"
+	"github.com/sundialhq/sundial/services/worker/internal/signing"
+	"github.com/sundialhq/sundial/services/worker/internal/target"
+	"github.com/sundialhq/sundial/services/worker/internal/versions"
+	"github.com/sundialhq/sundial/services/worker/internal/work"
+)
+
+// clocks are the worker's two clocks. local is this host's own; corrected
+// is local as the offset estimator corrects it against the database clock
+// (local itself without --postgres-dsn): firings are held and fired by it.
+type clocks struct {
+	local, corrected clock.Clock
+	// wake re-arms the holders' timers after a new estimate moved the
+	// corrected clock. The holders are built after the estimator, so the
+	// stages step sets it, before anything starts; nil until then.
+	wake func()
+}
+
+// clocks builds the clocks and, with --postgres-dsn, the offset estimator
+// (and its connection).
+//
+// --clock-offset skews this worker's own clock, as a badly synchronised
+// host would be; the estimator then measures and corrects it. The worker's
+// own clock is steady: a step of the host's wall clock while it runs does
+// not move it (clock.Steady); the offset estimator corrects it against the
+// database, which takes a step in at its next sample instead of firing
+// early or late until then.
+func (b *builder) clocks() (*clocks, error) {
+	local := b.deps.Clock
+	if local == nil {
+		local = clock.NewSteady()
+	}
+	if b.cfg.ClockOffset != 0 {
+		skew := b.cfg.ClockOffset
+		local = clock.Offset{Base: local, Offset: func() time.Duration { return skew }}
+	}
+	c := &clocks{local: local, corrected: local}
+	if b.cfg.PostgresDSN == "" {
+		return c, nil
+	}
+	pg, err := clockoffset.NewPostgres(b.cfg.PostgresDSN)
+	if err != nil {
+		return nil, err
+	}
+	b.cl.add(pg.Close)
+	m := b.m
+	b.w.Estimator = clockoffset.New(local, pg, clockoffset.Config{Interval: b.cfg.ClockSampleInterval}, b.logger.With("component", "clockoffset"),
+		func(est clockoffset.Estimate) {
+			m.ClockOffset.Set(est.Offset.Seconds())
+			m.ClockRTT.Set(est.RTT.Seconds())
+			if c.wake != nil {
+				c.wake()
+			}
+		})
+	c.corrected = b.w.Estimator.Clock()
+	b.run(b.w.Estimator)
+	return c, nil
+}
+
+// redisSide is what the worker keeps in Redis: leases, fences, overlap
+// markers and delivery counts (the lease store), and the markers Redis
+// could not take, written when it answers.
+type redisSide struct {
+	rdb    *redis.Client
+	leases *lease.Store
+	marks  *settle.Marks
+}
+
+// redis connects to Redis and builds the lease store, the liveness key's
+// refresher (with --liveness-ttl) and the deferred markers.
+func (b *builder) redis(clk *clocks) (redisSide, error) {
+	ropts := &redis.Options{Addr: b.cfg.RedisAddr, Dialer: b.deps.RedisDialer}
+	if err := b.cfg.RedisSecurity.Apply(ropts); err != nil {
+		return redisSide{}, fmt.Errorf("redis: %w", err)
+	}
+	rdb := redis.NewClient(ropts)
+	b.cl.add(func() { _ = rdb.Close() })
+	lopts := []lease.Option{lease.WithPrefix(b.cfg.RedisKeyPrefix), lease.WithMaxDeliveries(b.cfg.MaxDeliveries), lease.WithMarkerTTL(b.cfg.DoneTTL)}
+	if b.cfg.LivenessTTL > 0 {
+		lopts = append(lopts, lease.WithLiveness())
+	}
+	leases := lease.New(rdb, lopts...)
+	if b.cfg.LivenessTTL > 0 {
+		// Before any lease is taken, stopped after the last is let go.
+		b.run(&liveness{store: leases, worker: b.cfg.WorkerID, ttl: b.cfg.LivenessTTL, clk: clk.local, logger: b.logger.With("component", "liveness")})
+	}
+	b.w.Checks["redis"] = func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
+	// Started before the executors, stopped after them.
+	m := b.m
+	marks := settle.NewMarks(leases, settle.MarksConfig{}, clk.local, b.logger.With("component", "marks"))
+	marks.Deferred = func(n int) { m.SettleErrors.WithLabelValues("marker").Add(float64(n)) }
+	b.run(marks)
+	return redisSide{rdb: rdb, leases: leases, marks: marks}, nil
+}
+
+// ledgerSide is the ledger as the worker uses it: the writer the recorder
+// writes through and, with the real ledger only (nil with Deps.Ledger),
+// two reads of an attempt's record for the prepare stage.
+type ledgerSide struct {
+	writer recorder.Ledger
+	// recorded tells whether an attempt a dead delivery leased and never
+	// marked is in the ledger already (so not to fire it again).
+	recorded func(ctx context.Context, f *sundialv1.Firing) (sundialv1.ExecutionStatus, bool)
+	// hasRecord tells whether the ledger holds a final record of a
+	// firing's attempt, for copies found done by their marker.
+	hasRecord func(ctx context.Context, f *sundialv1.Firing) (bool, error)
+}
+
+// ledger connects to Cassandra (creating the keyspace and tables with
+// --ledger-migrate), unless Deps.Ledger replaces it.
+func (b *builder) ledger(ctx context.Context) (ledgerSide, error) {
+	if b.deps.Ledger != nil {
+		return ledgerSide{writer: b.deps.Ledger}, nil
+	}
+	ccfg := ledger.ConnectConfig{Hosts: splitList(b.cfg.CassandraHosts)}
+	if err := b.cfg.CassandraSecurity.Apply(&ccfg); err != nil {
+		return ledgerSide{}, fmt.Errorf("cassandra: %w", err)
+	}
+	s, err := ledger.Connect(ccfg)
+	if err != nil {
+		return ledgerSide{}, err
+	}
+	b.cl.add(s.Close)
+	s = ledger.Instrumented(ledger.Retrying(s, ledger.DefaultRetryPolicy), b.reg)
+	if b.cfg.LedgerMigrate {
+		if err := ledger.Migrate(ctx, s, b.cfg.CassandraKeyspace, ledger.DefaultReplication); err != nil {
+			return ledgerSide{}, err
+		}
+	}
+	reader := ledger.NewReader(s, b.cfg.CassandraKeyspace)
+	b.w.Checks["cassandra"] = func(ctx context.Context) error {
+		it := s.Iter(ctx, ledger.Statement{CQL: "SELECT release_version FROM system.local", Idempotent: true})
+		var v string
+		it.Scan(&v)
+		return it.Close()
+	}
+	return ledgerSide{
+		writer: ledger.NewWriter(s, b.cfg.CassandraKeyspace),
+		recorded: func(ctx context.Context, f *sundialv1.Firing) (sundialv1.ExecutionStatus, bool) {
+			st, err := attemptStatus(ctx, reader, f)
+			if err != nil || !attemptOutcome(st) {
+				return 0, false
+			}
+			return st, true
+		},
+		hasRecord: func(ctx context.Context, f *sundialv1.Firing) (bool, error) {
+			st, err := attemptStatus(ctx, reader, f)
+			return st != sundialv1.ExecutionStatus_EXECUTION_STATUS_UNSPECIFIED, err
+		},
+	}, nil
+}
+
+// spillPool is where the recorder parks the records Cassandra keeps
+// refusing (ledger_pending): the settle stage's Postgres pool. The
+// recorder is built (and started) before the executors, whose step makes
+// the pool, so it reaches the pool through this; set before anything
+// starts, and only with --postgres-dsn.
+type spillPool struct{ pool *pgxpool.Pool }
+
+// recorder builds the ledger recorder, which groups the attempts' records
+// into ledger writes.
+func (b *builder) recorder(led recorder.Ledger, spill *spillPool) *recorder.Recorder {
+	recCfg := recorder.DefaultConfig
+	recCfg.RunningDelay = b.cfg.LedgerRunningDelay
+	recCfg.Linger = b.cfg.LedgerLinger
+	recCfg.Quiet = b.cfg.LedgerQuiet
+	if b.cfg.LedgerGroupSize > 0 {
+		recCfg.GroupSize = b.cfg.LedgerGroupSize
+	}
+	if b.cfg.PostgresDSN != "" {
+		recCfg.SpillAfter = b.cfg.LedgerSpillAfter
+		recCfg.Spill = func(ctx context.Context, as []*sundialv1.ExecutionAttempt) error {
+			return ledgerpending.Spill(ctx, spill.pool, as)
+		}
+	}
+	m := b.m
+	rec := recorder.New(led, recCfg, b.logger.With("component", "recorder"), recorder.Metrics{
+		Written: func(r string) { m.LedgerWrites.WithLabelValues(r).Inc() },
+	})
+	b.run(rec)
+	return rec
+}
+
+// kafkaSide is the worker's Kafka: its topics, the TLS and SASL options
+// every one of its clients takes (the producer, the consumer and the lag
+// exporter; clipped, so each append copies), and the producer of dead
+// letters (and of Kafka targets, when allowed) with the DLQ on it.
+type kafkaSide struct {
+	topics   firing.Topics
+	security []kgo.Opt
+	producer *kgo.Client
+	dlq      *settle.KafkaDLQ
+}
+
+// producer builds the Kafka producer.
+func (b *builder) producer() (kafkaSide, error) {
+	topics := firing.Topics{Prefix: b.cfg.TopicPrefix}
+	sec, err := b.cfg.KafkaSecurity.Opts()
+	if err != nil {
+		return kafkaSide{}, fmt.Errorf("kafka: %w", err)
+	}
+	sec = slices.Clip(sec)
+	prod, err := kgo.NewClient(append(sec,
+		kgo.SeedBrokers(splitList(b.cfg.KafkaBrokers)...),
+		kgo.ClientID(b.cfg.WorkerID+"-producer"),
+		// Every firing is produced the moment it is due: no linger.
+		kgo.ProducerLinger(0),
+		// acks=all with the idempotent producer (franz-go's default):
+		// an acknowledged firing or dead letter survives a broker
+		// failure, and a retried produce is not duplicated.
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		// Job topics are created by their owners; a typo must fail the
+		// attempt, not create a topic.
+		kgo.UnknownTopicRetries(2),
+	)...)
+	if err != nil {
+		return kafkaSide{}, fmt.Errorf("kafka producer: %w", err)
+	}
+	b.cl.add(prod.Close)
+	return kafkaSide{topics: topics, security: sec, producer: prod, dlq: settle.NewKafkaDLQ(prod, topics.DLQ())}, nil
+}
+
+// outboundSide is how the worker reaches out on behalf of jobs: the
+// address policy checked at dial time, the transport that checks it, the
+// keys that sign each tenant's requests, and fire, the target (HTTP or
+// Kafka) behind the per-host circuit breakers.
+type outboundSide struct {
+	policy    *netpolicy.Policy
+	transport *http.Transport
+	keyring   *signing.Keyring
+	fire      target.Target
+}
+
+// outbound builds the targets: the address policy, the transport, the
+// secrets for headers, the signing keys and the breakers.
+func (b *builder) outbound(ctx context.Context, secret []byte, clk *clocks, prod *kgo.Client) (outboundSide, error) {
+	m := b.m
+	policy, err := netpolicy.New(splitList(b.cfg.AllowTargetAddrs), splitList(b.cfg.DenyTargetAddrs),
+		netpolicy.OnRefused(func(reason string) { m.RefusedAddresses.WithLabelValues(reason).Inc() }))
+	if err != nil {
+		return outboundSide{}, err
+	}
+	tr := target.NewTransport(policy)
+	b.cl.add(tr.CloseIdleConnections)
+	resolver := b.secretResolver(clk.local)
+	keyring, err := newKeyring(ctx, b.cfg, secret, clk.corrected, b.logger.With("component", "signing"), b.cl)
+	if err != nil {
+		return outboundSide{}, err
+	}
+	b.run(keyring) // loads the keys before anything fires
+	route := target.Router{HTTP: target.NewHTTP(target.NewClient(tr), secret, target.WithSecrets(resolver), target.WithPolicy(policy), target.WithSigner(keyring))}
+	if allow := b.cfg.AllowKafkaTargets; allow != "" {
+		route.Kafka = target.NewKafka(prod, secret, b.cfg.TopicPrefix+".", splitList(allow)).WithSigner(keyring)
+	}
+	fire := b.breakers(route, clk.corrected)
+	b.w.Breakers, _ = fire.(*hostguard.Breakers)
+	return outboundSide{policy: policy, transport: tr, keyring: keyring, fire: fire}, nil
+}
+
+// secretResolver resolves the {{secret:NAME}} references in headers from
+// --secrets-dir, warning about secrets left where no job reads them.
+func (b *builder) secretResolver(clk clock.Clock) *secrets.Resolver {
+	var sources []secrets.Source
+	if b.cfg.SecretsDir != "" {
+		sources = append(sources, secrets.Dir(b.cfg.SecretsDir))
+		// Secrets are per tenant (<dir>/<tenant>/<name>); a file of the
+		// old, unscoped layout served every tenant and now serves none.
+		if flat, err := secrets.Dir(b.cfg.SecretsDir).Unscoped(); err == nil && len(flat) > 0 {
+			b.logger.Warn("secrets-dir holds files outside a tenant directory; no job resolves them (move each to <secrets-dir>/<tenant>/<name>)", "files", flat)
+		}
+	}
+	if vars := secrets.EnvFromEnviron(b.deps.Environ); len(vars) > 0 {
+		b.logger.Warn("SUNDIAL_SECRET_* variables are no longer read: they cannot say which tenant a secret belongs to (write <secrets-dir>/<tenant>/<name> instead)", "variables", vars)
+	}
+	return secrets.NewResolver(clk, 0, sources...)
+}
+
+// breakers puts the per-host circuit breakers in front of route (none
+// with --breaker-failures 0), counting and logging their transitions.
+func (b *builder) breakers(route target.Target, clk clock.Clock) target.Target {
+	m, logger := b.m, b.logger
+	return hostguard.NewBreakers(route, hostguard.BreakerConfig{Failures: b.cfg.BreakerFailures, Cooldown: b.cfg.BreakerCooldown}, clk, hostguard.BreakerMetrics{
+		Transition: func(from, to hostguard.State) {
+			if from != hostguard.Closed {
+				m.Breakers.WithLabelValues(from.String()).Dec()
+			}
+			if to != hostguard.Closed {
+				m.Breakers.WithLabelValues(to.String()).Inc()
+			}
+			m.BreakerTransitions.WithLabelValues(to.String()).Inc()
+			logger.Info("circuit breaker state changed", "from", from.String(), "to", to.String())
+		},
+		Rejected: m.BreakerRejections.Inc,
+	})
+}
+
+// callbacks builds the notifier of jobs' callback URLs and the forwarder
+// of poison records (records that are no firing) to the DLQ.
+func (b *builder) callbacks(secret []byte, clk *clocks, out outboundSide, dlq *settle.KafkaDLQ) (*notify.Notifier, *settle.RawForwarder) {
+	m := b.m
+	nt := notify.New(target.NewClient(out.transport), secret, out.policy, clk.corrected, notify.DefaultConfig,
+		notify.Metrics{Result: func(r string) { m.Notifications.WithLabelValues(r).Inc() }}, b.logger.With("component", "notify"))
+	nt.WithSigner(out.keyring) // a callback goes to the tenant's endpoint: its keys sign it
+	b.run(nt)
+	raw := settle.NewRawForwarder(dlq, clk.local, b.logger.With("component", "poison"), func(r string) { m.PoisonRecords.WithLabelValues(r).Inc() })
+	b.run(raw)
+	return nt, raw
+}
+
+// stageSet is the prepare and fire stages: the ready queue the fire holder
+// releases into, the fire holder, and the prepare stage.
+type stageSet struct {
+	queue *readyq.Queue
+	fire  *holder.Holder
+	prep  *prepare.Stage
+}
+
+// stages builds the prepare and fire stages (the third, settle, is the
+// executors' settlers): the prepare holder releases each firing
+// --prepare-lead before its instant and the prepare stage leases it, many
+// per Redis call; the fire holder releases it at its instant into the ready
+// queue, where an executor takes it. The ready queue's admission rule: the
+// less urgent priorities may occupy only part of the executors, so a HIGH
+// or CRITICAL firing never waits for slow LOW or MEDIUM requests to end.
+// The GOMAXPROCS governor is built here too: a herd the fire holder
+// releases raises it.
+func (b *builder) stages(clk *clocks, rs redisSide, led ledgerSide, rec *recorder.Recorder) (stageSet, error) {
+	cfg, m := b.cfg, b.m
+	q := readyq.New(readyq.WithLane(readyq.FairLanes), readyq.WithDepthObserver(func(p sundialv1.Priority, d int) {
+		m.ReadyDepth.WithLabelValues(firing.PriorityName(p)).Set(float64(d))
+	}), readyq.WithLimits(readyq.LimitsOf(cfg.Executors, cfg.HighExecutorsPercent, cfg.MediumExecutorsPercent, cfg.LowExecutorsPercent)))
+	b.w.Queue = q
+	gov, err := procsGovernor(cfg, clk.local, m, b.logger.With("component", "procs"))
+	if err != nil {
+		return stageSet{}, err
+	}
+	b.run(gov)
+	fireHolder := holder.New(clk.corrected, q.Push, holder.WithTenantTurns(), holder.WithReleased(func(n int) {
+		if n >= herdChunk {
+			gov.Busy()
+		}
+	}))
+	var prep *prepare.Stage
+	prepHolder := holder.New(clk.corrected, func(it *work.Item) { prep.Add(it) }, holder.WithLead(func(it *work.Item) time.Duration { return prep.Lead(it) }),
+		holder.WithBatchSink(func(items []*work.Item) { prep.AddMany(items) }))
+	prep = prepare.New(prepare.Config{
+		Lead: cfg.PrepareLead, Grain: cfg.PrepareGrain, Batch: cfg.PrepareBatch, WorkerID: cfg.WorkerID, LeaseTTL: cfg.LeaseTTL, Unmarked: rs.marks.Pending,
+		Recorded: led.recorded, DoneTTL: cfg.DoneTTL, HasRecord: led.hasRecord,
+		RecordLost: func(a *sundialv1.ExecutionAttempt, done func()) bool {
+			return rec.Final(context.Background(), a, true, done)
+		},
+	}, rs.leases, prepare.Routes{Fire: fireHolder.Add, Now: q.Push, Again: prepHolder.Add}, clk.corrected, m, b.logger.With("component", "prepare"))
+	clk.wake = func() { prepHolder.Wake(); fireHolder.Wake() }
+	b.w.Holder = &stages{prepare: prepHolder, fire: fireHolder, ready: q}
+	metrics.Held(b.reg, b.w.Holder.Len)
+	b.run(fireHolder, prepHolder, prep)
+	return stageSet{queue: q, fire: fireHolder, prep: prep}, nil
+}
+
+// executors builds the fire stage's executors and, with them, the settle
+// stage: the settlers write markers and records in groups and, with
+// --postgres-dsn, make each attempt's outcome durable in Postgres (retries
+// through the outbox, dead letters, job completions), in the pool the
+// recorder spills to. Job changes announced after a firing was leased
+// ahead reach it at its instant through the versions watch.
+func (b *builder) executors(ctx context.Context, clk *clocks, rs redisSide, st stageSet, fire target.Target, rec *recorder.Recorder, nt *notify.Notifier, dlq *settle.KafkaDLQ, spill *spillPool) error {
+	cfg := b.cfg
+	watch := versions.New(rs.rdb, rs.leases.VersionsChannel(), clk.local, b.logger.With("component", "versions"))
+	b.run(watch)
+	pd := executor.Deps{
+		Queue: st.queue, Holder: st.fire, Prepare: st.prep, Leaser: rs.leases, Target: fire, Recorder: rec, Notifier: nt,
+		Versions: watch, Marks: rs.marks, Tracer: b.deps.Tracer, Clock: clk.corrected, Metrics: b.m, Logger: b.logger.With("component", "executor"),
+	}
+	if l := hostguard.NewLimiter(cfg.HostRate, cfg.HostBurst); l != nil {
+		pd.Limiter = l
+	}
+	settler, err := b.settler(ctx, clk, dlq, spill)
+	if err != nil {
+		return err
+	}
+	if settler != nil {
+		pd.Settler = settler
+	}
+	b.run(executor.New(executor.Config{
+		Executors: cfg.Executors, CriticalExecutors: cfg.CriticalExecutors, SettleBatch: cfg.SettleBatch, SettleLinger: cfg.SettleLinger, WorkerID: cfg.WorkerID, LeaseTTL: cfg.LeaseTTL, DoneTTL: cfg.DoneTTL,
+		MaxDeliveries: cfg.MaxDeliveries,
+	}, pd))
+	return nil
+}
+
+// settler opens the settling pool and builds the settler on it; without
+// --postgres-dsn it returns nil (and says what that means).
+func (b *builder) settler(ctx context.Context, clk *clocks, dlq *settle.KafkaDLQ, spill *spillPool) (*settle.Settler, error) {
+	if b.cfg.PostgresDSN == "" {
+		b.logger.Warn("no --postgres-dsn: failed attempts are recorded FAILED and neither retried nor dead-lettered")
+		return nil, nil
+	}
+	pcfg, err := pgxpool.ParseConfig(b.cfg.PostgresDSN)
+	if err != nil {
+		return nil, fmt.Errorf("postgres-dsn: %w", err)
+	}
+	// Retries, dead letters and completions: each is a short transaction
+	// a settler waits for, so a herd of one-off jobs needs enough
+	// connections for Postgres to group their commits.
+	if b.cfg.PostgresMaxConns > 0 {
+		pcfg.MaxConns = int32(b.cfg.PostgresMaxConns)
+	}
+	pg, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres pool: %w", err)
+	}
+	b.cl.add(pg.Close)
+	spill.pool = pg
+	m := b.m
+	return settle.New(settle.NewPostgres(pg), dlq, clk.corrected, settle.Config{}, settle.Metrics{
+		RetryScheduled: func(pr, class string) { m.RetriesScheduled.WithLabelValues(pr, class).Inc() },
+		DeadLetter:     func(class string) { m.DeadLetters.WithLabelValues(class).Inc() },
+		JobCompleted:   func(o string) { m.JobCompletions.WithLabelValues(o).Inc() },
+		StepError:      func(step string) { m.SettleErrors.WithLabelValues(step).Inc() },
+	}, b.logger.With("component", "settle")), nil
+}
+
+// consumer builds the consumer of the priority topics, which puts arriving
+// firings into the stages and forwards poison records, and the lag
+// exporter: the group's lag from Kafka's offsets, for dashboards and
+// autoscalers, and the due backlog (the ready queue and this worker's
+// records in Kafka older than the staging window), which the chart scales
+// on.
+func (b *builder) consumer(clk *clocks, st stageSet, kafka kafkaSide, poison *settle.RawForwarder) error {
+	cfg := b.cfg
+	c := consumer.New(consumer.Config{
+		Brokers:        splitList(cfg.KafkaBrokers),
+		Topics:         kafka.topics.FireAll(),
+		Group:          cfg.Group,
+		ClientID:       cfg.WorkerID,
+		SessionTimeout: cfg.SessionTimeout,
+		DrainTimeout:   cfg.RevokeDrainTimeout,
+		Clock:          clk.corrected,
+		CatchUpRate:    cfg.CatchUpRate,
+		CommitInterval: cfg.CommitInterval,
+		MaxHeld:        cfg.MaxHeld,
+		FetchAhead:     cfg.FetchAhead,
+		Unpaused:       []string{kafka.topics.Fire(sundialv1.Priority_PRIORITY_CRITICAL)},
+		HeldShares:     heldShares(kafka.topics, cfg),
+		Poison:         poison.Forward,
+		Opts:           append(kafka.security, b.deps.KafkaOpts...),
+		Tracer:         b.deps.Tracer,
+	}, b.w.Holder, b.m, b.logger.With("component", "consumer"))
+	b.w.Consumer = c
+	b.run(c)
+	b.w.Checks["kafka"] = c.Ping
+	lag, err := lagexporter.Dial(lagexporter.Config{Group: cfg.Group, Topics: kafka.topics.FireAll(),
+		OverdueAfter: cfg.StagingWindow, Ready: st.queue.Len, Positions: c.Positions},
+		splitList(cfg.KafkaBrokers), cfg.WorkerID+"-lag", b.logger.With("component", "lagexporter"), b.reg, kafka.security...)
+	if err != nil {
+		return err
+	}
+	b.run(lag)
+	return nil
+}
