@@ -69,7 +69,7 @@ func (p pgOutbox) Claim(ctx context.Context, limit int) (Claim, error) {
 	return c, nil
 }
 
-// Deps are the relay's collaborators, built and closed by main.
+// Deps are the relay's collaborators, built and closed by package app.
 type Deps struct {
 	Outbox Outbox
 	Kafka  *kgo.Client

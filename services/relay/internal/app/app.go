@@ -1,0 +1,102 @@
+// Package app composes the relay from its parts: the Postgres pool (the
+// outbox), the Kafka producer, the LISTEN connection and the relay loop.
+// main loads and validates the settings (relay.Config) and hands what New
+// returns to daemon.Run.
+//
+// Start order (stop is the reverse): the connections' closer, then the
+// relay. The relay stops first and drains its claimed batch; only then are
+// the producer and the pool closed.
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sundialhq/sundial/pkg/admin"
+	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/lifecycle"
+
+	"github.com/sundialhq/sundial/services/relay/internal/outbox"
+	"github.com/sundialhq/sundial/services/relay/internal/relay"
+)
+
+// Deps is what the relay takes from its process rather than its settings.
+type Deps struct {
+	Logger   *slog.Logger
+	Registry prometheus.Registerer
+	// Tracer traces publishing; nil: tracing off.
+	Tracer trace.Tracer
+}
+
+// App is the composed relay.
+type App struct {
+	// Services are started in order and stopped in reverse (daemon.Run).
+	Services []lifecycle.Service
+	// Checks are the readiness checks, by name, for the admin server.
+	Checks map[string]admin.Check
+}
+
+// New builds the relay. Nothing runs until its Services are started; the
+// connections it opens are closed by the first service's Stop (the last to
+// stop), after the relay has drained.
+func New(ctx context.Context, cfg relay.Config, deps Deps) (*App, error) {
+	pcfg, err := pgxpool.ParseConfig(cfg.PostgresDSN)
+	if err != nil {
+		return nil, fmt.Errorf("postgres-dsn: %w", err)
+	}
+	// One connection claims, one counts depth, one answers /readyz; the
+	// LISTEN connection is separate. More would only hold idle sessions.
+	pcfg.MaxConns = 4
+	pcfg.ConnConfig.RuntimeParams["application_name"] = "sundial-relay/" + cfg.NodeID
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	kc, err := relay.NewProducer(cfg, deps.Logger)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+
+	var listener *outbox.Listener
+	if cfg.Listen {
+		lcfg := pcfg.ConnConfig.Copy()
+		lcfg.RuntimeParams["application_name"] = "sundial-relay-listen/" + cfg.NodeID
+		listener = &outbox.Listener{Config: lcfg, Logger: deps.Logger, Clock: clock.Real{}}
+	}
+	r := relay.New(cfg, relay.Deps{
+		Outbox:   relay.FromStore(outbox.NewStore(pool)),
+		Kafka:    kc,
+		Listener: listener,
+		Logger:   deps.Logger,
+		Clock:    clock.Real{},
+		Registry: deps.Registry,
+		Tracer:   deps.Tracer,
+	})
+	return &App{
+		Services: []lifecycle.Service{closer{pool: pool, kc: kc}, r},
+		Checks: map[string]admin.Check{
+			"postgres": func(ctx context.Context) error { return pool.Ping(ctx) },
+			"kafka":    func(ctx context.Context) error { return kc.Ping(ctx) },
+		},
+	}, nil
+}
+
+// closer owns the connections' lifetime: nothing to start, closes on Stop.
+type closer struct {
+	pool *pgxpool.Pool
+	kc   *kgo.Client
+}
+
+func (closer) Start(context.Context) error { return nil }
+
+func (c closer) Stop() {
+	c.kc.Close()
+	c.pool.Close()
+}
