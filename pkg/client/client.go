@@ -355,7 +355,7 @@ func (c *Client) Jobs(ctx context.Context, f ListFilter) iter.Seq2[*sundialv1.Jo
 // BulkResult is what BulkJobs did, summed over its calls.
 type BulkResult struct {
 	// Matched is how many jobs the filter matched: counted (up to
-	// 1,000,000, Capped beyond) for a dry run, gone through otherwise.
+	// 100,000, Capped beyond) for a dry run, gone through otherwise.
 	Matched int64
 	Capped  bool
 	// Changed is how many jobs changed; jobs already in the state asked
