@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -34,4 +35,21 @@ func ExampleInsert() {
 		return // an error, or this attempt was already staged
 	}
 	_ = outbox.Notify(ctx, tx, "1") // delivered when tx commits
+}
+
+// A backfill of four slots at 2 firings per second, staged at now with a
+// two-minute lead: each fires half a second after the one before and may
+// be published as soon as it is within the lead of its instant (here at
+// once).
+func ExamplePacedFireAt() {
+	now := time.Date(2030, 6, 1, 9, 0, 0, 0, time.UTC)
+	for i := range 4 {
+		fire := outbox.PacedFireAt(now, i, 2)
+		fmt.Println(fire.Format("15:04:05.000"), outbox.PublishAt(fire, 2*time.Minute, now).Format("15:04:05.000"))
+	}
+	// Output:
+	// 09:00:00.000 09:00:00.000
+	// 09:00:00.500 09:00:00.000
+	// 09:00:01.000 09:00:00.000
+	// 09:00:01.500 09:00:00.000
 }

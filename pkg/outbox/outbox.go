@@ -18,8 +18,12 @@
 // own (a worker's retry): one statement that writes the row and notifies if
 // it was new. A lost notification only costs latency: the relay also polls.
 //
-// What is done here is only SQL; what a row holds (the envelope, when it may
-// be published, its priority) is the caller's decision.
+// What a row holds (the envelope, when it may be published, its priority)
+// is the caller's decision, with one exception: a paced release, the
+// prefetcher's catch-ups and the api's backfills and re-drives, follows
+// one rule here, for when each row fires (PacedFireAt) and when it may be
+// published (PublishAt), so the pace a release keeps and the rows workers
+// hold do not depend on which service staged it.
 package outbox
 
 import (
@@ -78,6 +82,29 @@ func FromFiring(f *sundialv1.Firing, envelope []byte) (Row, error) {
 		Priority: f.GetPriority(), ScheduledAt: f.GetScheduledTime().AsTime(), FireAt: f.GetFireTime().AsTime(),
 		CatchUp: f.GetCatchUp(), Envelope: envelope,
 	}, nil
+}
+
+// PaceInterval is the spacing of a release paced at rate firings per
+// second: a second over rate, rounded to whole microseconds, the precision
+// Postgres keeps, so the fire instant in the row's fire_at and the one in
+// its envelope agree; at least a microsecond. Zero when rate is not
+// positive: the release is not paced.
+func PaceInterval(rate float64) time.Duration {
+	if rate <= 0 {
+		return 0
+	}
+	return max(time.Duration(float64(time.Second)/rate).Round(time.Microsecond), time.Microsecond)
+}
+
+// PacedFireAt is the fire instant of the i-th firing (from 0) of a release
+// paced at rate from start: start + i×PaceInterval(rate). A release carried
+// over several transactions (the prefetcher's catch-ups, batch after
+// batch) starts each at PacedFireAt(start, n, rate) of the one before,
+// after its n firings, so the pace holds across them; the api's backfills
+// and re-drives start at the database clock's now. The targets see a
+// steady stream rather than a herd.
+func PacedFireAt(start time.Time, i int, rate float64) time.Time {
+	return start.Add(time.Duration(i) * PaceInterval(rate))
 }
 
 // PublishAt is when a row that fires at fire may be published when it is

@@ -54,3 +54,35 @@ func TestPublishAtIsLeadBeforeFireNotBeforeNow(t *testing.T) {
 	require.Equal(t, now, PublishAt(now.Add(time.Minute), 2*time.Minute, now))
 	require.Equal(t, now, PublishAt(now.Add(-time.Hour), 2*time.Minute, now))
 }
+
+// A release paced at rate fires one interval apart from its start, the
+// interval a second over rate in whole microseconds (what Postgres keeps),
+// so a long release at a rate that does not divide a second evenly is
+// stepped, not accumulated in nanoseconds; a rate of zero is no pace.
+func TestPacedFireAtStepsWholeMicroseconds(t *testing.T) {
+	start := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	require.Equal(t, 100*time.Millisecond, PaceInterval(10))
+	require.Equal(t, 2*time.Second, PaceInterval(0.5))
+	require.Equal(t, 333333*time.Microsecond, PaceInterval(3), "1/3 s rounded to the microsecond")
+	require.Equal(t, 142857*time.Microsecond, PaceInterval(7), "142857.14 us rounds down")
+	require.Equal(t, 166667*time.Microsecond, PaceInterval(6), "166666.67 us rounds up")
+	require.Equal(t, time.Microsecond, PaceInterval(5e6), "never below a microsecond")
+	require.Zero(t, PaceInterval(0))
+	require.Zero(t, PaceInterval(-1))
+
+	require.Equal(t, start, PacedFireAt(start, 0, 10))
+	require.Equal(t, start.Add(2500*time.Millisecond), PacedFireAt(start, 25, 10))
+	require.Equal(t, start.Add(6*time.Second), PacedFireAt(start, 3, 0.5))
+	require.Equal(t, start.Add(3*333333*time.Microsecond), PacedFireAt(start, 3, 3))
+	require.Equal(t, start, PacedFireAt(start, 7, 0), "not paced")
+
+	// Every instant is a whole microsecond from the start, and a release
+	// continued from where another ended keeps the same pace.
+	for _, rate := range []float64{3, 7, 9950.2, 0.3} {
+		for i := range 1000 {
+			at := PacedFireAt(start, i, rate)
+			require.Zero(t, at.Sub(start)%time.Microsecond, "rate %g firing %d", rate, i)
+			require.Equal(t, at, PacedFireAt(PacedFireAt(start, i/2, rate), i-i/2, rate), "rate %g firing %d", rate, i)
+		}
+	}
+}
