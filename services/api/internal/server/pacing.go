@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/jobspec"
+	"github.com/sundialhq/sundial/pkg/outbox"
 	"github.com/sundialhq/sundial/services/api/internal/store"
 )
 
@@ -13,10 +14,11 @@ import (
 //
 // A backfill or a re-drive can stage up to 100,000 firings at once. Their
 // fire instants are spread at rate_per_second from the database clock's
-// now — firing i fires at now + i/rate — so the targets see a steady
-// stream rather than a herd. Each firing becomes publishable ReleaseLead
-// before its fire instant, the first ones at once (outbox.PublishAt, the
-// rule the prefetcher's paced catch-ups follow too): the relay publishes
+// now — firing i fires at outbox.PacedFireAt(now, i, rate), i steps of
+// 1/rate in whole microseconds — so the targets see a steady stream
+// rather than a herd. Each firing becomes publishable ReleaseLead before
+// its fire instant, the first ones at once (outbox.PublishAt). Both rules
+// are the ones the prefetcher's paced catch-ups follow: the relay publishes
 // them as they come due and workers hold at most a lead's worth in memory,
 // instead of pinning their committed Kafka offsets behind hours of
 // future firings. Rows not yet published are also what a later pause,
@@ -54,7 +56,7 @@ func rateOf(field string, r float64) (float64, *jobspec.FieldViolation) {
 // fireAt is the fire instant of the i-th firing of a release starting at
 // start.
 func (pacer) fireAt(start time.Time, i int, rate float64) time.Time {
-	return start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
+	return outbox.PacedFireAt(start, i, rate)
 }
 
 // stagedBytes estimates what staging firings writes, to refuse a release

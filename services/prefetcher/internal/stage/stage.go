@@ -108,8 +108,9 @@ type Options struct {
 	// window. Zero stages each job's whole window at once.
 	Step time.Duration
 	// CatchUpRate paces the release of catch-up firings: the i-th gets
-	// fire_at = max(CatchUpCursor, now()) + i/CatchUpRate. Zero fires them
-	// at their (past) slot, all at once.
+	// fire_at = outbox.PacedFireAt(max(CatchUpCursor, now()), i,
+	// CatchUpRate), a 1/CatchUpRate step in whole microseconds. Zero fires
+	// them at their (past) slot, all at once.
 	CatchUpRate float64
 	// CatchUpCursor is the release instant of the next catch-up firing, as
 	// returned in the previous batch's Result; zero means now() (or, with
@@ -261,36 +262,36 @@ type claimed struct {
 // statement (outbox.Insert).
 type rows []outbox.Row
 
-// pacer hands out catch-up release instants: one every interval from the
-// cursor on, never before now. The interval is whole microseconds, the
-// precision Postgres keeps, so fire_at in the outbox and in the envelope
-// agree.
+// pacer hands out catch-up release instants: the paced release of
+// outbox.PacedFireAt from the cursor on, never before now, carried from
+// batch to batch by the cursor.
 type pacer struct {
-	now, cursor time.Time
-	interval    time.Duration
+	start time.Time
+	rate  float64
+	n     int
 }
 
 func newPacer(now, cursor time.Time, rate float64) pacer {
-	p := pacer{now: now, cursor: cursor}
-	if p.cursor.Before(now) {
-		p.cursor = now
+	if cursor.Before(now) {
+		cursor = now
 	}
-	if rate > 0 {
-		p.interval = max(time.Duration(float64(time.Second)/rate).Round(time.Microsecond), time.Microsecond)
-	}
-	return p
+	return pacer{start: cursor, rate: rate}
 }
 
 // next is the release instant of the next catch-up firing, false when
 // release is not paced.
 func (p *pacer) next() (time.Time, bool) {
-	if p.interval == 0 {
+	if outbox.PaceInterval(p.rate) == 0 {
 		return time.Time{}, false
 	}
-	t := p.cursor
-	p.cursor = p.cursor.Add(p.interval)
+	t := outbox.PacedFireAt(p.start, p.n, p.rate)
+	p.n++
 	return t, true
 }
+
+// cursor is the release instant of the catch-up firing after those handed
+// out.
+func (p *pacer) cursor() time.Time { return outbox.PacedFireAt(p.start, p.n, p.rate) }
 
 // StageBatch runs one transaction: fence, claim up to Limit due jobs,
 // stage their slots, advance them, notify. A batch that claimed Limit jobs
@@ -361,7 +362,7 @@ func (s *Store) StageBatch(ctx context.Context, o Options) (res Result, err erro
 	var pending []ledgerpending.Row
 	var done []jobcompletion.Job
 	pace := newPacer(res.Now, o.CatchUpCursor, o.CatchUpRate)
-	paceFrom := pace.cursor
+	paceFrom := pace.cursor()
 	ids := make([]uuid.UUID, 0, len(jobs))
 	nexts := make([]pgtype.Timestamptz, 0, len(jobs))
 	lasts := make([]pgtype.Timestamptz, 0, len(jobs))
@@ -405,8 +406,8 @@ func (s *Store) StageBatch(ctx context.Context, o Options) (res Result, err erro
 			done = append(done, jobcompletion.Job{ID: j.id, Version: j.version, Detail: completionDetail(plan)})
 		}
 	}
-	res.CatchUpCursor = pace.cursor
-	if o.KeepCursor && !pace.cursor.Equal(paceFrom) {
+	res.CatchUpCursor = pace.cursor()
+	if o.KeepCursor && !res.CatchUpCursor.Equal(paceFrom) {
 		// Something was paced: the schedule now runs to the cursor, and a
 		// range's next leader must queue behind it.
 		if _, err := tx.Exec(ctx, storeCursorSQL, o.Election, res.CatchUpCursor); err != nil {
