@@ -125,8 +125,9 @@ func (b *builder) redis(clk *clocks) (redisSide, error) {
 	b.w.Checks["redis"] = func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
 	// Started before the executors, stopped after them.
 	m := b.m
-	marks := settle.NewMarks(leases, settle.MarksConfig{}, clk.local, b.logger.With("component", "marks"))
-	marks.Deferred = func(n int) { m.SettleErrors.WithLabelValues("marker").Add(float64(n)) }
+	marks := settle.NewMarks(leases, settle.MarksConfig{
+		Deferred: func(n int) { m.SettleErrors.WithLabelValues("marker").Add(float64(n)) },
+	}, clk.local, b.logger.With("component", "marks"))
 	b.run(marks)
 	return redisSide{rdb: rdb, leases: leases, marks: marks}, nil
 }
@@ -288,7 +289,7 @@ func (b *builder) outbound(ctx context.Context, secret []byte, clk *clocks, prod
 	b.run(keyring) // loads the keys before anything fires
 	route := target.Router{HTTP: target.NewHTTP(target.NewClient(tr), secret, target.WithSecrets(resolver), target.WithPolicy(policy), target.WithSigner(keyring))}
 	if allow := b.cfg.AllowKafkaTargets; allow != "" {
-		route.Kafka = target.NewKafka(prod, secret, b.cfg.TopicPrefix+".", splitList(allow)).WithSigner(keyring)
+		route.Kafka = target.NewKafka(prod, secret, b.cfg.TopicPrefix+".", splitList(allow), target.WithKafkaSigner(keyring))
 	}
 	fire := b.breakers(route, clk.corrected)
 	b.w.Breakers, _ = fire.(*hostguard.Breakers)
@@ -336,9 +337,10 @@ func (b *builder) breakers(route target.Target, clk clock.Clock) target.Target {
 // of poison records (records that are no firing) to the DLQ.
 func (b *builder) callbacks(secret []byte, clk *clocks, out outboundSide, dlq *settle.KafkaDLQ) (*notify.Notifier, *settle.RawForwarder) {
 	m := b.m
-	nt := notify.New(target.NewClient(out.transport), secret, out.policy, clk.corrected, notify.DefaultConfig,
+	ncfg := notify.DefaultConfig
+	ncfg.Signer = out.keyring // a callback goes to the tenant's endpoint: its keys sign it
+	nt := notify.New(target.NewClient(out.transport), secret, out.policy, clk.corrected, ncfg,
 		notify.Metrics{Result: func(r string) { m.Notifications.WithLabelValues(r).Inc() }}, b.logger.With("component", "notify"))
-	nt.WithSigner(out.keyring) // a callback goes to the tenant's endpoint: its keys sign it
 	b.run(nt)
 	raw := settle.NewRawForwarder(dlq, clk.local, b.logger.With("component", "poison"), func(r string) { m.PoisonRecords.WithLabelValues(r).Inc() })
 	b.run(raw)

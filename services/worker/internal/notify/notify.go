@@ -72,6 +72,9 @@ type Config struct {
 	Backoff time.Duration
 	// DrainTimeout bounds how long Stop keeps sending queued notifications.
 	DrainTimeout time.Duration
+	// Signer signs callbacks (the worker's: each tenant's own keys); nil:
+	// the secret New was given signs every callback.
+	Signer Signer
 }
 
 // DefaultConfig values.
@@ -129,8 +132,12 @@ func New(client *http.Client, secret []byte, policy *netpolicy.Policy, clk clock
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = DefaultConfig.DrainTimeout
 	}
+	var signer Signer = secretSigner(secret)
+	if cfg.Signer != nil {
+		signer = cfg.Signer
+	}
 	hard, kill := context.WithCancel(context.Background())
-	return &Notifier{client: client, signer: secretSigner(secret), policy: policy, clk: clk, cfg: cfg, m: m, logger: logger,
+	return &Notifier{client: client, signer: signer, policy: policy, clk: clk, cfg: cfg, m: m, logger: logger,
 		queue: make(chan job, cfg.QueueSize), quit: make(chan struct{}), hard: hard, kill: kill}
 }
 
@@ -144,13 +151,6 @@ type secretSigner []byte
 
 func (s secretSigner) Sign(_ string, ts time.Time, executionID string, body []byte) string {
 	return signature.Sign(s, ts, executionID, body)
-}
-
-// WithSigner makes n sign callbacks with s (each tenant's own keys)
-// instead of the secret New was given; call it before Start.
-func (n *Notifier) WithSigner(s Signer) *Notifier {
-	n.signer = s
-	return n
 }
 
 func (n *Notifier) count(result string) {

@@ -196,8 +196,7 @@ func TestNotificationIsSignedWithTheTenantsKeys(t *testing.T) {
 	tr := target.NewTransport(policy)
 	defer tr.CloseIdleConnections()
 	acme := signature.Key{ID: "k-acme", Secret: []byte("sdk_acme")}
-	n := New(target.NewClient(tr), secret, policy, clock.NewFake(now), Config{}, Metrics{}, slog.New(slog.NewTextHandler(io.Discard, nil))).
-		WithSigner(tenantKeys{"acme": {acme}})
+	n := New(target.NewClient(tr), secret, policy, clock.NewFake(now), Config{Signer: tenantKeys{"acme": {acme}}}, Metrics{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err := n.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}

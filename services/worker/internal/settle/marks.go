@@ -25,6 +25,9 @@ type MarksConfig struct {
 	Retry, MaxRetry time.Duration
 	// Batch bounds the markers of one deferred call.
 	Batch int
+	// Deferred is called with the number of markers a Write could not
+	// write at once (a metric); nil: nothing.
+	Deferred func(n int)
 }
 
 // DefaultMarksConfig values: a Redis outage ends within about MaxRetry of
@@ -53,9 +56,6 @@ type Marks struct {
 	cfg    MarksConfig
 	clk    clock.Clock
 	logger *slog.Logger
-	// Deferred is called with the number of markers a Write could not
-	// write at once (a metric); nil: nothing.
-	Deferred func(n int)
 
 	mu      sync.Mutex
 	waiting []deferredMarks
@@ -114,8 +114,8 @@ func (m *Marks) Write(ctx context.Context, marks []lease.Finish, written func())
 		m.pending[f.Execution.ExecutionID]++
 	}
 	m.mu.Unlock()
-	if m.Deferred != nil {
-		m.Deferred(len(marks))
+	if m.cfg.Deferred != nil {
+		m.cfg.Deferred(len(marks))
 	}
 	select {
 	case m.wake <- struct{}{}:

@@ -28,22 +28,25 @@ type Kafka struct {
 	DefaultTimeout time.Duration
 }
 
+// KafkaOption configures a Kafka delivery.
+type KafkaOption func(*Kafka)
+
+// WithKafkaSigner makes a Kafka delivery sign with s (each tenant's own
+// keys) instead of the one secret NewKafka was given.
+func WithKafkaSigner(s Signer) KafkaOption { return func(k *Kafka) { k.signer = s } }
+
 // NewKafka returns a Kafka delivery. allow lists permitted topic prefixes
 // ("*" or empty for any); topics under denyPrefix are always refused.
-func NewKafka(p Producer, secret []byte, denyPrefix string, allow []string) *Kafka {
+func NewKafka(p Producer, secret []byte, denyPrefix string, allow []string, opts ...KafkaOption) *Kafka {
 	k := &Kafka{producer: p, signer: Secret(secret), denyPrefix: denyPrefix, DefaultTimeout: 30 * time.Second}
 	for _, a := range allow {
 		if a = strings.TrimSpace(a); a != "" && a != "*" {
 			k.allow = append(k.allow, a)
 		}
 	}
-	return k
-}
-
-// WithSigner makes k sign with s (each tenant's own keys) instead of the
-// one secret NewKafka was given, and returns k.
-func (k *Kafka) WithSigner(s Signer) *Kafka {
-	k.signer = s
+	for _, o := range opts {
+		o(k)
+	}
 	return k
 }
 

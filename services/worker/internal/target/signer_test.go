@@ -41,7 +41,7 @@ func TestDeliveriesSignWithTheTenantsKeys(t *testing.T) {
 	p := &fakeProducer{}
 	kf := envelope(&sundialv1.Target{Kind: &sundialv1.Target_Kafka{Kafka: &sundialv1.KafkaTarget{Topic: "billing.ticks"}}}, false)
 	kf.Tenant = "acme"
-	if res := NewKafka(p, secret, "sundial.", nil).WithSigner(signer).Fire(context.Background(), Request{Firing: kf, SentAt: sent}); !res.OK {
+	if res := NewKafka(p, secret, "sundial.", nil, WithKafkaSigner(signer)).Fire(context.Background(), Request{Firing: kf, SentAt: sent}); !res.OK {
 		t.Fatalf("kafka: %+v", res)
 	}
 	var kafkaSig string
