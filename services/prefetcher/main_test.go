@@ -1,14 +1,9 @@
 package main
 
 import (
-	"flag"
 	"testing"
-	"time"
 
-	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
-
-	"github.com/sundialhq/sundial/pkg/config"
 )
 
 func TestMain(m *testing.M) {
@@ -18,69 +13,4 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreAnyFunction("github.com/gocql/gocql.(*Session).handleSchemaEvent"),
 		goleak.IgnoreAnyFunction("github.com/gocql/gocql.(*Session).handleNodeEvent"),
 	)
-}
-
-func parse(t *testing.T, args ...string) error {
-	t.Helper()
-	var s settings
-	fs := flag.NewFlagSet("prefetcher", flag.ContinueOnError)
-	s.register(fs)
-	require.NoError(t, config.Load(fs, args, func(string) (string, bool) { return "", false }))
-	s.NodeID = "n1"
-	var p config.Problems
-	s.validate(&p)
-	return p.Err()
-}
-
-func TestDefaultsAreValid(t *testing.T) {
-	require.NoError(t, parse(t))
-}
-
-// --chunk=auto (the default) is a quarter of the window, at most 30 s; an
-// explicit duration, 0 included, is taken as is.
-func TestChunkDefaultFollowsTheWindow(t *testing.T) {
-	for _, c := range []struct {
-		args []string
-		want time.Duration
-	}{
-		{nil, 30 * time.Second},
-		{[]string{"--window", "2s", "--tick", "200ms"}, 500 * time.Millisecond},
-		{[]string{"--window", "10m"}, 30 * time.Second},
-		{[]string{"--chunk", "2m"}, 2 * time.Minute},
-		{[]string{"--chunk", "0s"}, 0},
-		{[]string{"--chunk", "auto", "--window", "1m"}, 15 * time.Second},
-	} {
-		var s settings
-		fs := flag.NewFlagSet("prefetcher", flag.ContinueOnError)
-		s.register(fs)
-		require.NoError(t, config.Load(fs, c.args, func(string) (string, bool) { return "", false }))
-		var p config.Problems
-		s.validate(&p)
-		require.Equal(t, c.want, s.Chunk, "%v", c.args)
-	}
-}
-
-func TestBadSettingsAreNamed(t *testing.T) {
-	err := parse(t, "--catch-up-rate", "-1", "--chunk", "-1s", "--retention", "0s", "--ledger-drain-batch-size", "0",
-		"--skip-records-per-job", "-5", "--cassandra-hosts", " , ", "--cassandra-keyspace", "bad-name", "--fill-step", "-1s")
-	for _, f := range []string{"catch-up-rate", "fill-step", "chunk", "retention", "ledger-drain-batch-size", "skip-records-per-job", "cassandra-hosts", "cassandra-keyspace"} {
-		require.ErrorContains(t, err, f+":")
-	}
-}
-
-func TestComponentSecuritySettingsAreNamed(t *testing.T) {
-	err := parse(t, "--zk-username", "sundial", "--zk-tls-cert-file", "/tls.crt", "--cassandra-username", "sundial")
-	for _, f := range []string{"zk-password", "zk-tls-cert-file", "cassandra-password"} {
-		require.ErrorContains(t, err, f+":")
-	}
-}
-
-// --ranges is 0 (one leader) or splits the 256 partitions evenly.
-func TestRangesMustDivideThePartitions(t *testing.T) {
-	for _, ok := range []string{"0", "1", "16", "256"} {
-		require.NoError(t, parse(t, "--ranges", ok), ok)
-	}
-	for _, bad := range []string{"3", "-1", "512"} {
-		require.ErrorContains(t, parse(t, "--ranges", bad), "ranges:", bad)
-	}
 }

@@ -1,0 +1,195 @@
+// Package app composes the prefetcher from its parts, from the settings
+// main has loaded and validated (Config).
+//
+// The services are started in order and stopped in reverse: the pool's
+// closer, the job-notification listener, the ledger drainer, then what
+// stages. With one leader, the prefetch loop stops first (ending the
+// term's work, the retention sweep included, and rolling back an in-flight
+// transaction), then the elector (closing the session hands leadership
+// over at once). With ranges, the coordinator stops first (ending every
+// range's work, then closing the session), then the loop's notification
+// fan-out. Then the ledger drainer, the listener, the pool.
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sundialhq/sundial/pkg/admin"
+	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/jobwake"
+	"github.com/sundialhq/sundial/pkg/leader"
+	"github.com/sundialhq/sundial/pkg/ledger"
+	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/pkg/rangeleader"
+
+	"github.com/sundialhq/sundial/services/prefetcher/internal/ledgerdrain"
+	"github.com/sundialhq/sundial/services/prefetcher/internal/prefetch"
+	"github.com/sundialhq/sundial/services/prefetcher/internal/retention"
+	"github.com/sundialhq/sundial/services/prefetcher/internal/stage"
+)
+
+// Deps is what the prefetcher takes from its process rather than its
+// settings.
+type Deps struct {
+	Logger   *slog.Logger
+	Registry prometheus.Registerer
+	// Tracer traces staging; nil: tracing off.
+	Tracer trace.Tracer
+}
+
+// App is the composed prefetcher.
+type App struct {
+	// Services are started in order and stopped in reverse (daemon.Run).
+	Services []lifecycle.Service
+	// Checks are the readiness checks, by name, for the admin server.
+	Checks map[string]admin.Check
+}
+
+// New builds the prefetcher from a validated Config. Nothing runs until
+// its Services are started; the pool is closed by the first service's Stop
+// (the last to stop), and by New itself when it fails.
+func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
+	clk := clock.Real{}
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			pool.Close()
+		}
+	}()
+	metrics := prefetch.NewMetrics(deps.Registry, cfg.Election)
+	lcfg := leader.Config{
+		Servers:        cfg.zkServers(),
+		Path:           cfg.Election,
+		NodeID:         cfg.NodeID,
+		SessionTimeout: cfg.ZKSessionTimeout,
+		Logger:         deps.Logger,
+		Clock:          clk,
+		OnTransition:   metrics.ObserveElection,
+	}
+	if err := cfg.ZKSecurity.Apply(&lcfg); err != nil {
+		return nil, fmt.Errorf("zookeeper: %w", err)
+	}
+	store := stage.New(pool, deps.Logger, stage.WithTracer(deps.Tracer))
+	listener := prefetch.NewListener(pool.Config().ConnConfig.Copy(), jobwake.Channel, deps.Logger, clk)
+	sweeper, err := retention.New(cfg.Retention, pool, deps.Logger, clk, retention.NewMetrics(deps.Registry))
+	if err != nil {
+		return nil, err
+	}
+	parts := stagingParts{store: store, wake: listener.C(), logger: deps.Logger, clock: clk, metrics: metrics, sweeper: sweeper}
+	staging, zkCheck, err := newStaging(cfg, lcfg, parts)
+	if err != nil {
+		return nil, err
+	}
+	drainer, err := newDrainer(cfg, pool, deps, clk)
+	if err != nil {
+		return nil, err
+	}
+	deps.Logger.Info("prefetcher configured", "node_id", cfg.NodeID, "election", cfg.Election, "ranges", cfg.Ranges,
+		"window", cfg.Window, "chunk", cfg.Chunk, "tick", cfg.Tick, "batch_size", cfg.BatchSize, "zk_session_timeout", cfg.ZKSessionTimeout,
+		"catch_up_rate", cfg.CatchUpRate, "fill_step", cfg.FillStep, "retention", cfg.Retention.Retention)
+	return &App{
+		Services: append([]lifecycle.Service{poolCloser{pool}, listener, drainer}, staging...),
+		Checks:   map[string]admin.Check{"postgres": store.Ping, "zookeeper": zkCheck},
+	}, nil
+}
+
+// openPool opens the Postgres pool every part shares.
+func openPool(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
+	pcfg, err := pgxpool.ParseConfig(cfg.PostgresDSN)
+	if err != nil {
+		return nil, fmt.Errorf("postgres-dsn: %w", err)
+	}
+	// Named like the relay's sessions, so pg_stat_activity (and a CPU
+	// profile of the backends) tells the prefetcher's apart; a DSN that
+	// names one wins.
+	if _, ok := pcfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		pcfg.ConnConfig.RuntimeParams["application_name"] = "sundial-prefetcher/" + cfg.NodeID
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	return pool, nil
+}
+
+// stagingParts are what the prefetch loop stages with, in either mode.
+type stagingParts struct {
+	store   *stage.Store
+	wake    <-chan struct{}
+	logger  *slog.Logger
+	clock   clock.Clock
+	metrics *prefetch.Metrics
+	sweeper *retention.Sweeper
+}
+
+// newStaging builds what stages: the single leader's elector and loop, or
+// the range group's coordinator and the loop it runs per range. The first
+// item starts first and stops last. zkCheck is the ZooKeeper readiness
+// check of whichever holds the session.
+func newStaging(cfg Config, lcfg leader.Config, p stagingParts) (staging []lifecycle.Service, zkCheck admin.Check, err error) {
+	if cfg.Ranges == 0 {
+		elector, err := leader.New(lcfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		loop, err := prefetch.New(cfg.Config, elector, p.store, p.wake, p.logger, p.clock, p.metrics, p.sweeper)
+		if err != nil {
+			return nil, nil, err
+		}
+		return []lifecycle.Service{elector, loop}, elector.Check, nil
+	}
+	loop, err := prefetch.NewRanges(cfg.Config, cfg.Ranges, p.store, p.wake, p.logger, p.clock, p.metrics, p.sweeper)
+	if err != nil {
+		return nil, nil, err
+	}
+	coord, err := rangeleader.New(rangeleader.Config{
+		Servers: lcfg.Servers, Path: cfg.Election, NodeID: cfg.NodeID, Ranges: cfg.Ranges,
+		SessionTimeout: cfg.ZKSessionTimeout, Logger: p.logger, Clock: p.clock,
+		Dialer: lcfg.Dialer, Credentials: lcfg.Credentials,
+		Work: loop.Work, OnChange: p.metrics.ObserveRanges,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	// The coordinator stops first: it ends every range's work (rolling
+	// back in-flight transactions) and closes the session, which hands
+	// the ranges to the others at once.
+	return []lifecycle.Service{loop, coord}, coord.Check, nil
+}
+
+// newDrainer builds the ledger drainer, which moves ledger_pending rows
+// into the Cassandra ledger over sessions it dials itself.
+func newDrainer(cfg Config, pool *pgxpool.Pool, deps Deps, clk clock.Clock) (*ledgerdrain.Drainer, error) {
+	keyspace, reg := cfg.CassandraKeyspace, deps.Registry
+	cc := ledger.ConnectConfig{Hosts: splitList(cfg.CassandraHosts)}
+	if err := cfg.CassandraSecurity.Apply(&cc); err != nil {
+		return nil, fmt.Errorf("cassandra: %w", err)
+	}
+	dial := func(context.Context) (ledgerdrain.Ledger, func(), error) {
+		// The api creates the ledger's keyspace and tables; until it has,
+		// writes fail and the rows wait in ledger_pending.
+		sess, err := ledger.Connect(cc)
+		if err != nil {
+			return nil, nil, err
+		}
+		sess = ledger.Instrumented(ledger.Retrying(sess, ledger.DefaultRetryPolicy), reg)
+		return ledger.NewWriter(sess, keyspace), sess.Close, nil
+	}
+	return ledgerdrain.New(cfg.Drain, pool, dial, deps.Logger, clk, ledgerdrain.NewMetrics(deps.Registry))
+}
+
+// poolCloser closes the pool when the group stops, after everything that
+// uses it.
+type poolCloser struct{ pool *pgxpool.Pool }
+
+func (poolCloser) Start(context.Context) error { return nil }
+func (p poolCloser) Stop()                     { p.pool.Close() }
