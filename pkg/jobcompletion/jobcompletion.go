@@ -6,21 +6,31 @@
 //     staged it);
 //   - the prefetcher, when a job's remaining slots were all skipped
 //     (misfire), so no firing is left to complete it: in the transaction
-//     that claimed the job and cleared its next_fire_at.
+//     that claimed the job and cleared its next_fire_at (Complete);
+//   - the api, when a paused job is resumed and its schedule has no slot
+//     left after now (CompleteOnResume).
 //
-// Completion happens once, and only to the version whose last slot ended:
+// Complete happens once, and only to the version whose last slot ended:
 // an edit after the last slot was staged (a new version, a new
 // next_fire_at) wins over a late completion, and a job already completed,
 // paused or deleted stays as it is. The version is not bumped: completion
 // is not a change to the job's definition, and firings of earlier slots
 // still in flight must not turn stale. Each job completed gets an audit row
 // in the same statement.
+//
+// CompleteOnResume is the other way a job ends: not by its last firing but
+// by a change a caller asked for. It completes only a paused job, at the
+// version the caller read, and as a change like any other the api makes:
+// a new version (firings staged under the paused one are stale), written
+// with the new version's stored definition, the api's audit row (a
+// resume, not a completion) written by the api beside it.
 package jobcompletion
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -39,7 +49,8 @@ type Job struct {
 	Detail map[string]any
 }
 
-// Querier is what Complete needs: a transaction, a connection or a pool.
+// Querier is what the completions need: a transaction, a connection or a
+// pool.
 type Querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
@@ -96,4 +107,36 @@ func Complete(ctx context.Context, q Querier, actor string, jobs []Job) ([]bool,
 		out[i] = completed[id]
 	}
 	return out, nil
+}
+
+// Resumed is a paused job that a resume completes.
+type Resumed struct {
+	ID uuid.UUID
+	// Version is the paused version the caller read (under its lock); the
+	// job becomes Version+1.
+	Version int64
+	// Spec is the job's stored definition at the new version (the api's
+	// encoding of the job it answers with).
+	Spec []byte
+	// At is the change's instant, the job's updated_at (the caller's
+	// clock for the transaction).
+	At time.Time
+}
+
+// completeOnResumeSQL completes one job, guarded so that only the paused
+// version the caller read is completed: a job resumed, edited or deleted
+// in between is left alone.
+const completeOnResumeSQL = `
+UPDATE jobs SET status = '` + firing.JobCompletedSQL + `', version = $2 + 1, next_fire_at = NULL, spec = $3, updated_at = $4
+WHERE id = $1 AND status = '` + firing.JobPausedSQL + `' AND version = $2`
+
+// CompleteOnResume completes a paused job whose schedule has no slot left,
+// in the caller's transaction, which writes the change's audit row; it
+// reports whether the job was paused at r.Version (and is now completed).
+func CompleteOnResume(ctx context.Context, q Querier, r Resumed) (bool, error) {
+	tag, err := q.Exec(ctx, completeOnResumeSQL, r.ID, r.Version, r.Spec, r.At)
+	if err != nil {
+		return false, fmt.Errorf("jobcompletion: complete paused job %s on resume: %w", r.ID, err)
+	}
+	return tag.RowsAffected() == 1, nil
 }

@@ -156,3 +156,66 @@ func TestCompleteFollowsTheTransaction(t *testing.T) {
 	require.Equal(t, []audit{{Actor: "system:prefetcher", Action: "complete", Version: 1, Detail: map[string]any{"reason": "no slot left"}}},
 		audits(t, pool, id))
 }
+
+// A resume completes only the paused version it read, as a new version
+// with the definition and instant it gives, and writes no audit row of its
+// own (the api's resume row goes beside it); an active, completed or
+// deleted job, or one changed since it was read, is left alone.
+func TestCompleteOnResumeEndsOnlyThePausedVersionRead(t *testing.T) {
+	pool := migrated(t)
+	ctx := context.Background()
+	paused := job(t, pool, "paused", 2, nil)
+	edited := job(t, pool, "paused", 3, nil) // edited since the resume read it
+	active := job(t, pool, "active", 2, nil)
+	done := job(t, pool, "completed", 2, nil)
+	deleted := job(t, pool, "deleted", 2, nil)
+
+	at := time.Date(2031, 2, 3, 4, 5, 6, 789000, time.UTC)
+	for _, id := range []uuid.UUID{edited, active, done, deleted} {
+		ok, err := jobcompletion.CompleteOnResume(ctx, pool, jobcompletion.Resumed{ID: id, Version: 2, Spec: []byte("new"), At: at})
+		require.NoError(t, err)
+		require.False(t, ok, "job %s", id)
+	}
+	require.Equal(t, state{status: "paused", version: 3}, stateOf(t, pool, edited))
+	require.Equal(t, state{status: "active", version: 2}, stateOf(t, pool, active))
+	require.Equal(t, state{status: "completed", version: 2}, stateOf(t, pool, done))
+	require.Equal(t, state{status: "deleted", version: 2}, stateOf(t, pool, deleted))
+
+	// In the caller's transaction: rolled back, nothing happened.
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	ok, err := jobcompletion.CompleteOnResume(ctx, tx, jobcompletion.Resumed{ID: paused, Version: 2, Spec: []byte("new"), At: at})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, tx.Rollback(ctx))
+	require.Equal(t, state{status: "paused", version: 2}, stateOf(t, pool, paused))
+
+	ok, err = jobcompletion.CompleteOnResume(ctx, pool, jobcompletion.Resumed{ID: paused, Version: 2, Spec: []byte("new"), At: at})
+	require.NoError(t, err)
+	require.True(t, ok)
+	var (
+		status  string
+		version int64
+		next    *time.Time
+		spec    []byte
+		updated time.Time
+	)
+	require.NoError(t, pool.QueryRow(ctx, `SELECT status, version, next_fire_at, spec, updated_at FROM jobs WHERE id = $1`, paused).
+		Scan(&status, &version, &next, &spec, &updated))
+	require.Equal(t, "completed", status)
+	require.Equal(t, int64(3), version, "a resume is a change: a new version")
+	require.Nil(t, next)
+	require.Equal(t, []byte("new"), spec)
+	require.True(t, updated.Equal(at), "updated_at %v", updated)
+	for _, id := range []uuid.UUID{paused, edited, active, done, deleted} {
+		require.Empty(t, audits(t, pool, id))
+	}
+
+	// Once: the completed job is no longer paused.
+	ok, err = jobcompletion.CompleteOnResume(ctx, pool, jobcompletion.Resumed{ID: paused, Version: 2, Spec: []byte("again"), At: at})
+	require.NoError(t, err)
+	require.False(t, ok)
+	ok, err = jobcompletion.CompleteOnResume(ctx, pool, jobcompletion.Resumed{ID: paused, Version: 3, Spec: []byte("again"), At: at})
+	require.NoError(t, err)
+	require.False(t, ok)
+}
