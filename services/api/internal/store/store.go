@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 	"unicode"
@@ -33,6 +34,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/firing"
+	"github.com/sundialhq/sundial/pkg/jobcompletion"
 	"github.com/sundialhq/sundial/pkg/jobwake"
 	"github.com/sundialhq/sundial/pkg/ledgerpending"
 	"github.com/sundialhq/sundial/pkg/outbox"
@@ -688,18 +690,8 @@ func (s *Store) Mutate(ctx context.Context, tenant, id string, change Change, fn
 		if err != nil {
 			return err
 		}
-		var deletedAt *time.Time
-		if next.GetStatus() == sundialv1.JobStatus_JOB_STATUS_DELETED {
-			deletedAt = &now
-		}
-		_, err = tx.Exec(ctx, `
-			UPDATE jobs SET name = $3, labels = $4, spec = $5, priority = $6, status = $7, version = $8,
-			       next_fire_at = $9, updated_at = $10, deleted_at = COALESCE(deleted_at, $11)
-			WHERE tenant = $1 AND id = $2`,
-			tenant, id, next.GetName(), labelsOf(next), spec, int16(next.GetPriority()), firing.JobStatusSQL(next.GetStatus()),
-			next.Version, nullableTime(next.GetNextFireTime()), now, deletedAt)
-		if err != nil {
-			return fmt.Errorf("store: update job: %w", err)
+		if err := writeChange(ctx, tx, tenant, id, cur, next, spec, now); err != nil {
+			return err
 		}
 		reason := "job changed to version " + fmt.Sprint(next.Version)
 		if change.DropReason != nil {
@@ -723,6 +715,46 @@ func (s *Store) Mutate(ctx context.Context, tenant, id string, change Change, fn
 		return notifyIfScheduled(ctx, tx, next)
 	})
 	return out, err
+}
+
+// writeChange writes the job a change made of cur, at version
+// next.Version. A paused job that becomes completed (a resume that found
+// no slot left) ends through pkg/jobcompletion, the one place a job
+// completes; such a change touches nothing but the status, the version,
+// next_fire_at, updated_at and the stored definition.
+func writeChange(ctx context.Context, tx pgx.Tx, tenant, id string, cur, next *sundialv1.Job, spec []byte, now time.Time) error {
+	if cur.GetStatus() == sundialv1.JobStatus_JOB_STATUS_PAUSED && next.GetStatus() == sundialv1.JobStatus_JOB_STATUS_COMPLETED {
+		if next.GetName() != cur.GetName() || next.GetPriority() != cur.GetPriority() || !maps.Equal(labelsOf(next), labelsOf(cur)) {
+			return fmt.Errorf("store: job %s: a change that completes a paused job changes nothing else", id)
+		}
+		jobID, err := uuid.Parse(id)
+		if err != nil {
+			return fmt.Errorf("store: job id %q: %w", id, err)
+		}
+		ok, err := jobcompletion.CompleteOnResume(ctx, tx, jobcompletion.Resumed{ID: jobID, Version: cur.GetVersion(), Spec: spec, At: now})
+		if err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		if !ok {
+			// The row is locked since it was read: only a bug gets here.
+			return fmt.Errorf("store: job %s is not paused at version %d under its lock", id, cur.GetVersion())
+		}
+		return nil
+	}
+	var deletedAt *time.Time
+	if next.GetStatus() == sundialv1.JobStatus_JOB_STATUS_DELETED {
+		deletedAt = &now
+	}
+	_, err := tx.Exec(ctx, `
+		UPDATE jobs SET name = $3, labels = $4, spec = $5, priority = $6, status = $7, version = $8,
+		       next_fire_at = $9, updated_at = $10, deleted_at = COALESCE(deleted_at, $11)
+		WHERE tenant = $1 AND id = $2`,
+		tenant, id, next.GetName(), labelsOf(next), spec, int16(next.GetPriority()), firing.JobStatusSQL(next.GetStatus()),
+		next.Version, nullableTime(next.GetNextFireTime()), now, deletedAt)
+	if err != nil {
+		return fmt.Errorf("store: update job: %w", err)
+	}
+	return nil
 }
 
 // dropUnpublished deletes the job's outbox rows (the relay deletes rows once
