@@ -12,19 +12,20 @@ import (
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/config"
+	"github.com/sundialhq/sundial/services/api/internal/app"
 )
 
-func loadSettings(t *testing.T, args ...string) (*settings, error) {
+func loadSettings(t *testing.T, args ...string) (*app.Config, error) {
 	t.Helper()
-	var s settings
+	var s app.Config
 	fs := flag.NewFlagSet("api", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	s.register(fs)
+	s.Register(fs)
 	if err := config.Load(fs, append([]string{"--tokens", "t=acme"}, args...), func(string) (string, bool) { return "", false }); err != nil {
 		t.Fatal(err)
 	}
 	var p config.Problems
-	s.validate(&p)
+	s.Validate(&p)
 	return &s, p.Err()
 }
 

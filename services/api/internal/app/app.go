@@ -1,0 +1,319 @@
+// Package app composes the api from its parts, from the settings main has
+// loaded and validated (Config): the Postgres pool (migrated first unless
+// --migrate-on-start=false), the Redis version publisher, the lazy ledger
+// reader, the Kafka topic check, the gRPC services and server, and the
+// HTTP/JSON API with the console.
+//
+// The services are started in order and stopped in reverse: the closers of
+// the pool, the Redis client and the topic check, the ledger reader, the
+// gRPC server, then the HTTP server (a client of the gRPC server). So the
+// HTTP server stops first, and the stores close after every server that
+// uses them has stopped.
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sundialhq/sundial/pkg/admin"
+	"github.com/sundialhq/sundial/pkg/calendar"
+	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/lease"
+	"github.com/sundialhq/sundial/pkg/ledger"
+	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/pkg/migrations"
+	"github.com/sundialhq/sundial/pkg/secrets"
+	"github.com/sundialhq/sundial/pkg/signingkey"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+
+	"github.com/sundialhq/sundial/services/api/internal/console"
+	"github.com/sundialhq/sundial/services/api/internal/history"
+	"github.com/sundialhq/sundial/services/api/internal/httpapi"
+	"github.com/sundialhq/sundial/services/api/internal/server"
+	"github.com/sundialhq/sundial/services/api/internal/store"
+	"github.com/sundialhq/sundial/services/api/internal/topiccheck"
+)
+
+// Deps is what the api takes from its process rather than its settings.
+type Deps struct {
+	Logger   *slog.Logger
+	Registry prometheus.Registerer
+	// Tracer makes every call a server span; nil: tracing off.
+	Tracer trace.Tracer
+}
+
+// App is the composed api.
+type App struct {
+	// Services are started in order and stopped in reverse (daemon.Run).
+	Services []lifecycle.Service
+	// Checks are the readiness checks, by name, for the admin server.
+	Checks map[string]admin.Check
+}
+
+// New builds the api from a validated Config. Nothing serves until its
+// Services are started; what New opened is closed by their Stop, and by
+// New itself when it fails.
+func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
+	var u undo
+	defer func() {
+		if err != nil {
+			u.run()
+		}
+	}()
+	pool, err := openPostgres(ctx, cfg, deps.Logger)
+	if err != nil {
+		return nil, err
+	}
+	u.add(pool.Close)
+	st := store.New(pool)
+	b, err := openBackends(cfg, deps, &u)
+	if err != nil {
+		return nil, err
+	}
+	h, err := newHandlers(cfg, deps, pool, st, b)
+	if err != nil {
+		return nil, err
+	}
+	grpcSrv, httpTLS, err := newGRPC(cfg, deps, h)
+	if err != nil {
+		return nil, err
+	}
+	deps.Logger.Info("tenants configured", "tenants", cfg.tokens.Tenants())
+	d := cfg.quotas.Defaults()
+	deps.Logger.Info("quotas configured", "max_jobs", d.MaxJobs, "min_interval", d.MinInterval.String(),
+		"create_rate_per_minute", d.CreatesPerMinute, "tenant_overrides", cfg.quotas.Overridden())
+	// Started in order, stopped in reverse: the server stops before the
+	// stores it uses close.
+	services := []lifecycle.Service{closer(pool.Close), closer(func() { _ = b.redis.Close() }), b.closeTopics, b.ledger, grpcSrv}
+	if cfg.HTTPAddr != "" {
+		// The HTTP/JSON API and console: a client of the gRPC server, so
+		// started after it and stopped before it.
+		httpSrv, err := newHTTP(cfg, deps, grpcSrv, httpTLS)
+		if err != nil {
+			return nil, err
+		}
+		services = append(services, httpSrv)
+	}
+	return &App{Services: services, Checks: map[string]admin.Check{"postgres": st.Ping}}, nil
+}
+
+// openPostgres opens the pool, checks it answers, and applies the
+// migrations (the ledger's schema too) unless --migrate-on-start=false.
+func openPostgres(ctx context.Context, cfg Config, logger *slog.Logger) (*pgxpool.Pool, error) {
+	pool, err := pgxpool.New(ctx, cfg.PostgresDSN)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if cfg.MigrateOnStart {
+		if err := migrations.Up(ctx, pool, logger); err != nil {
+			pool.Close()
+			return nil, err
+		}
+		// The api is the one writer of the ledger's schema: concurrent
+		// CREATE TABLE from many workers can leave a multi-node cluster
+		// disagreeing about a table's id.
+		if err := migrateLedger(ctx, splitList(cfg.CassandraHosts), cfg.CassandraSecurity, cfg.CassandraKeyspace, cfg.CassandraRepl); err != nil {
+			pool.Close()
+			return nil, err
+		}
+		logger.Info("ledger schema is up to date", "keyspace", cfg.CassandraKeyspace)
+	}
+	return pool, nil
+}
+
+// backends are the api's clients of the other stores.
+type backends struct {
+	redis    *redis.Client
+	versions *lease.Store
+	ledger   *history.Lazy
+	// topics is nil without --kafka-brokers; closeTopics closes it.
+	topics      server.TopicChecker
+	closeTopics closer
+	// secrets is nil without --secrets-dir.
+	secrets server.SecretCatalog
+}
+
+// openBackends makes the clients of Redis, the Cassandra ledger and Kafka;
+// none connects yet. u closes those that need it should New fail later.
+func openBackends(cfg Config, deps Deps, u *undo) (b backends, err error) {
+	ropts := &redis.Options{Addr: cfg.RedisAddr}
+	if err := cfg.RedisSecurity.Apply(ropts); err != nil {
+		return b, fmt.Errorf("redis: %w", err)
+	}
+	rdb := redis.NewClient(ropts)
+	u.add(func() { _ = rdb.Close() })
+	b.redis, b.versions = rdb, lease.New(rdb, lease.WithPrefix(cfg.RedisKeyPrefix))
+
+	var ledgerSession ledger.ConnectConfig
+	if err := cfg.CassandraSecurity.Apply(&ledgerSession); err != nil {
+		return b, fmt.Errorf("cassandra: %w", err)
+	}
+	b.ledger, err = history.NewLazy(history.Config{
+		Hosts:    splitList(cfg.CassandraHosts),
+		Keyspace: cfg.CassandraKeyspace,
+		Session:  ledgerSession,
+		Registry: deps.Registry,
+	})
+	if err != nil {
+		return b, err
+	}
+	b.closeTopics = closer(func() {})
+	if brokers := splitList(cfg.KafkaBrokers); len(brokers) > 0 {
+		kopts, err := cfg.KafkaSecurity.Opts()
+		if err != nil {
+			return b, fmt.Errorf("kafka: %w", err)
+		}
+		tc, err := topiccheck.New(brokers, kopts...)
+		if err != nil {
+			return b, fmt.Errorf("kafka: %w", err)
+		}
+		u.add(tc.Close)
+		b.topics, b.closeTopics = tc, closer(tc.Close)
+	}
+	if cfg.SecretsDir != "" {
+		b.secrets = secrets.Dir(cfg.SecretsDir)
+	}
+	return b, nil
+}
+
+// handlers are the gRPC services the server registers.
+type handlers struct {
+	metrics     *server.Metrics
+	jobs        *server.JobService
+	deadLetters *server.DeadLetterService
+	calendars   *server.CalendarService
+	// signingKeys is nil without --signing-key-encryption-key-file.
+	signingKeys sundialv1.SigningKeyServiceServer
+}
+
+func newHandlers(cfg Config, deps Deps, pool *pgxpool.Pool, st *store.Store, b backends) (h handlers, err error) {
+	h.metrics = server.NewMetrics(deps.Registry)
+	calendars := calendar.NewStore(pool)
+	h.calendars, err = server.NewCalendarService(server.CalendarConfig{Store: calendars, Logger: deps.Logger, Metrics: h.metrics})
+	if err != nil {
+		return h, err
+	}
+	h.jobs, err = server.NewJobService(server.Config{
+		Store:             st,
+		Executions:        b.ledger,
+		Versions:          b.versions,
+		Clock:             clock.Real{},
+		Logger:            deps.Logger,
+		Metrics:           h.metrics,
+		Quotas:            cfg.quotas,
+		ReleaseLead:       cfg.ReleaseLead,
+		IdempotencyKeyTTL: cfg.IdempotencyKeyTTL,
+		Tracer:            deps.Tracer,
+		Topics:            b.topics,
+		Secrets:           b.secrets,
+		Calendars:         calendars,
+	})
+	if err != nil {
+		return h, err
+	}
+	if cfg.kek != nil {
+		svc, err := server.NewSigningKeyService(signingkey.NewStore(pool, cfg.kek), deps.Logger, h.metrics)
+		if err != nil {
+			return h, err
+		}
+		h.signingKeys = svc
+	}
+	h.deadLetters, err = server.NewDeadLetterService(server.DeadLetterConfig{
+		Store:       st,
+		Logger:      deps.Logger,
+		Metrics:     h.metrics,
+		ReleaseLead: cfg.ReleaseLead,
+		Tracer:      deps.Tracer,
+	})
+	return h, err
+}
+
+// newGRPC builds the gRPC server over the handlers, and the HTTP port's TLS
+// (nil when TLS is off) beside the gRPC port's.
+func newGRPC(cfg Config, deps Deps, h handlers) (*server.GRPC, *tls.Config, error) {
+	grpcTLS, httpTLS, err := cfg.serverTLS(deps.Logger, deps.Registry)
+	if err != nil {
+		return nil, nil, err
+	}
+	srv, err := server.NewGRPC(server.GRPCConfig{
+		Addr:            cfg.GRPCAddr,
+		Tokens:          cfg.tokens,
+		Jobs:            h.jobs,
+		DeadLetters:     h.deadLetters,
+		SigningKeys:     h.signingKeys,
+		Calendars:       h.calendars,
+		Metrics:         h.metrics,
+		Logger:          deps.Logger,
+		GracefulTimeout: cfg.GRPCStopTimeout,
+		Tracer:          deps.Tracer,
+		RateLimit:       cfg.RateLimit,
+		TLS:             grpcTLS,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return srv, httpTLS, nil
+}
+
+// newHTTP builds the HTTP/JSON API and the console over an in-process
+// connection to the gRPC server.
+func newHTTP(cfg Config, deps Deps, grpcSrv *server.GRPC, tlsCfg *tls.Config) (*httpapi.Server, error) {
+	conn, err := httpapi.Dial(grpcSrv.DialLocal)
+	if err != nil {
+		return nil, err
+	}
+	var key []byte
+	if cfg.ConsoleKeyFile != "" {
+		if key, err = os.ReadFile(cfg.ConsoleKeyFile); err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("console-session-key-file: %w", err)
+		}
+	} else {
+		deps.Logger.Warn("console sessions use a random key: they end when this process does and do not span replicas (set --console-session-key-file)")
+	}
+	con, err := console.New(console.Config{Conn: conn, Tokens: cfg.tokens, SessionKey: key, SecureCookies: cfg.ConsoleSecure,
+		PrometheusURL: cfg.ConsolePrometheus, OperatorTenants: splitList(cfg.ConsoleOperators), Logger: deps.Logger, Clock: clock.Real{}})
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	// httpapi.New owns conn from here: it closes it on failure and on Stop.
+	return httpapi.New(httpapi.Config{
+		Addr:        cfg.HTTPAddr,
+		Conn:        conn,
+		Console:     con,
+		Logger:      deps.Logger,
+		StopTimeout: cfg.GRPCStopTimeout,
+		TLS:         tlsCfg,
+	})
+}
+
+// closer is a lifecycle.Service whose Stop releases a client.
+type closer func()
+
+func (closer) Start(context.Context) error { return nil }
+func (c closer) Stop()                     { c() }
+
+// undo is what New has opened so far, closed newest first when it fails.
+type undo []func()
+
+func (u *undo) add(f func()) { *u = append(*u, f) }
+
+func (u undo) run() {
+	for _, f := range slices.Backward(u) {
+		f()
+	}
+}

@@ -1,0 +1,63 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sundialhq/sundial/pkg/ledger"
+	"github.com/sundialhq/sundial/pkg/migrations"
+)
+
+// MigrateConfig is what `sundial-api migrate` applies, from its own flags.
+type MigrateConfig struct {
+	PostgresDSN string
+	// Ledger: also create the Cassandra ledger's keyspace and tables.
+	Ledger            bool
+	CassandraHosts    string
+	CassandraKeyspace string
+	CassandraRepl     string
+	CassandraSecurity ledger.Security
+}
+
+// Migrate applies the Postgres migrations and, with Ledger, creates the
+// ledger's keyspace and tables if missing. ctx bounds all of it.
+func Migrate(ctx context.Context, cfg MigrateConfig, logger *slog.Logger) error {
+	pool, err := pgxpool.New(ctx, cfg.PostgresDSN)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := migrations.Up(ctx, pool, logger); err != nil {
+		return err
+	}
+	v, err := migrations.Version(ctx, pool)
+	if err != nil {
+		return err
+	}
+	logger.Info("schema is up to date", "version", v)
+	if cfg.Ledger {
+		if err := migrateLedger(ctx, splitList(cfg.CassandraHosts), cfg.CassandraSecurity, cfg.CassandraKeyspace, cfg.CassandraRepl); err != nil {
+			return err
+		}
+		logger.Info("ledger schema is up to date", "keyspace", cfg.CassandraKeyspace)
+	}
+	return nil
+}
+
+// migrateLedger creates the ledger's keyspace and tables if missing.
+func migrateLedger(ctx context.Context, hosts []string, sec ledger.Security, keyspace, replication string) error {
+	cc := ledger.ConnectConfig{Hosts: hosts, Timeout: 30 * time.Second}
+	if err := sec.Apply(&cc); err != nil {
+		return fmt.Errorf("cassandra: %w", err)
+	}
+	sess, err := ledger.Connect(cc)
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	return ledger.Migrate(ctx, sess, keyspace, replication)
+}
