@@ -46,6 +46,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"sync"
@@ -298,6 +299,15 @@ func (c *Consumer) Start(ctx context.Context) error {
 		// Envelopes are small; a smaller fetch ceiling bounds the memory
 		// of buffered fetches next to the held firings.
 		kgo.FetchMaxBytes(16 << 20),
+		// Retries, the group's rejoin among them, back off to a quarter
+		// of the session timeout at most (the client's default grows to
+		// 5 s). After a broker outage every worker rejoins within that of
+		// the broker's return, so the group is rebuilt with all of them
+		// at once; with 5 s, the first back was given every partition
+		// (the others' sessions had expired), fetched their whole window,
+		// and abandoned half of it a rebalance later — firings due in
+		// those seconds came up to 3 s late (docs/reliability.md).
+		kgo.RetryBackoffFn(retryBackoff(c.cfg.SessionTimeout / 4)),
 		// Partitions assigned in a rebalance are fetched from with the
 		// next fetch request, once the one in flight returns: at the
 		// default 5 s long poll, a quiet worker given a dead worker's
@@ -390,6 +400,20 @@ func (c *Consumer) Done() <-chan struct{} { return c.poll.Done() }
 func (c *Consumer) Err() error { return c.poll.Err() }
 
 var _ lifecycle.Watched = (*Consumer)(nil)
+
+// retryBackoff doubles from 100 ms up to limit (at least 100 ms), with up
+// to a fifth of jitter so workers that failed together do not retry in
+// lockstep.
+func retryBackoff(limit time.Duration) func(tries int) time.Duration {
+	limit = max(limit, 100*time.Millisecond)
+	return func(tries int) time.Duration {
+		d := limit
+		if tries < 16 {
+			d = min(100*time.Millisecond<<max(tries-1, 0), limit)
+		}
+		return d - time.Duration(rand.Int64N(int64(d)/5+1))
+	}
+}
 
 // Ping checks the brokers answer (readiness).
 func (c *Consumer) Ping(ctx context.Context) error {
