@@ -228,8 +228,12 @@ func TestIntegrationPollingWithoutNotify(t *testing.T) {
 func TestIntegrationStagedRowPublishedWhenDue(t *testing.T) {
 	dsn, pool := itest.Postgres(t)
 	prefix := itest.TopicPrefix(t)
+	// Staged before the relay starts, so its first claim sees the row not
+	// yet due: with no NOTIFY and an hour-long poll, only the claim's
+	// "next due" can wake it (staged after, a first claim that ran first
+	// would find nothing and sleep the hour).
+	itest.Stage(t, pool, 1, 3*time.Second, false)
 	r := realRelay(t, dsn, prefix, itest.Brokers(t), func(c *Config) { c.Listen = false })
-	itest.Stage(t, pool, 1, 2*time.Second, false)
 	emptyWithin(t, pool, time.Minute)
 	// At least one "due" wake-up (an early one, by the claim's own latency,
 	// is followed by another); the hour-long poll never fired.
