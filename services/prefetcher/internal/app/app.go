@@ -66,6 +66,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 		}
 	}()
 	metrics := prefetch.NewMetrics(deps.Registry, cfg.Election)
+	metrics.Ranges.Set(float64(cfg.Ranges))
 	lcfg := leader.Config{
 		Servers:        cfg.zkServers(),
 		Path:           cfg.Election,

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sundialhq/sundial/pkg/config"
@@ -30,9 +31,15 @@ func validConfig(t *testing.T, args ...string) Config {
 // New connects to nothing before Start, in either mode, and its services
 // stop cleanly unstarted: the pool's closer first in, last out.
 func TestNewComposesWithoutConnecting(t *testing.T) {
-	for _, args := range [][]string{nil, {"--ranges", "16"}} {
-		a, err := New(context.Background(), validConfig(t, args...), Deps{Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
+	for want, args := range map[float64][]string{0: nil, 16: {"--ranges", "16"}} {
+		reg := prometheus.NewRegistry()
+		a, err := New(context.Background(), validConfig(t, args...), Deps{Logger: slog.New(slog.DiscardHandler), Registry: reg})
 		require.NoError(t, err, "%v", args)
+		// What the led ranges must sum to (SundialPrefetchRangeUnled).
+		got, err := testutil.GatherAndCount(reg, "sundial_prefetcher_ranges")
+		require.NoError(t, err)
+		require.Equal(t, 1, got, "%v", args)
+		require.Equal(t, want, gaugeValue(t, reg, "sundial_prefetcher_ranges"), "%v", args)
 		require.Len(t, a.Services, 5, "%v", args)
 		_, first := a.Services[0].(poolCloser)
 		require.True(t, first, "%v: the pool is closed last", args)
@@ -60,4 +67,17 @@ func stopAll(s []lifecycle.Service) {
 	for _, x := range slices.Backward(s) {
 		x.Stop()
 	}
+}
+
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("%s not registered", name)
+	return 0
 }

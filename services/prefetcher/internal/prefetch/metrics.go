@@ -34,6 +34,10 @@ type Metrics struct {
 	// RangesLed is how many partition ranges this process leads
 	// (partitioned prefetch; 0 with a single leader).
 	RangesLed prometheus.Gauge
+	// Ranges is how many ranges the partitions are cut into (--ranges; 0
+	// with a single leader): what every prefetcher's RangesLed should sum
+	// to, so a range nobody leads can be alerted on.
+	Ranges prometheus.Gauge
 }
 
 // NewMetrics registers the series on reg. election (the election path)
@@ -97,10 +101,13 @@ func NewMetrics(reg prometheus.Registerer, election string) *Metrics {
 		RangesLed: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sundial_prefetcher_ranges_led", Help: "Partition ranges this prefetcher leads (partitioned prefetch, --ranges).",
 		}),
+		Ranges: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sundial_prefetcher_ranges", Help: "Ranges the job partitions are cut into (--ranges; 0: one leader stages every partition).",
+		}),
 	}
 	reg.MustRegister(leaders, m.Epoch, m.ElectionState, m.TickDuration, m.JobsClaimed, m.SlotsStaged,
 		m.Duplicates, m.SlotsSkipped, m.SkipsRecorded, m.JobsCompleted, m.CatchUpRate, m.CatchUpHorizon,
-		m.Unschedulable, m.Lag, m.Fenced, m.Errors, m.RangesLed)
+		m.Unschedulable, m.Lag, m.Fenced, m.Errors, m.RangesLed, m.Ranges)
 	for _, r := range []string{"expired", "policy"} {
 		m.SlotsSkipped.WithLabelValues(r)
 	}

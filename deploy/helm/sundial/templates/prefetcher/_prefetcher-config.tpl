@@ -7,6 +7,7 @@
   "election-path" $v.prefetcher.electionPath
   "window" $v.prefetcher.window
   "catch-up-rate" $v.prefetcher.catchUpRate
+  "ranges" $v.prefetcher.ranges
   "cassandra-hosts" $v.cassandra.hosts
   "cassandra-keyspace" $v.cassandra.keyspace
 -}}
