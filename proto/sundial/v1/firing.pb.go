@@ -95,21 +95,26 @@ const (
 	ExecutionStatus_EXECUTION_STATUS_DEAD            ExecutionStatus = 7
 	ExecutionStatus_EXECUTION_STATUS_SKIPPED         ExecutionStatus = 8
 	ExecutionStatus_EXECUTION_STATUS_FENCED          ExecutionStatus = 9
+	// The execution was cancelled (JobService.CancelExecution, or the
+	// overlap policies CANCEL_OTHER and TERMINATE_OTHER); reason says by
+	// whom. Never retried.
+	ExecutionStatus_EXECUTION_STATUS_CANCELLED ExecutionStatus = 10
 )
 
 // Enum value maps for ExecutionStatus.
 var (
 	ExecutionStatus_name = map[int32]string{
-		0: "EXECUTION_STATUS_UNSPECIFIED",
-		1: "EXECUTION_STATUS_SCHEDULED",
-		2: "EXECUTION_STATUS_QUEUED",
-		3: "EXECUTION_STATUS_RUNNING",
-		4: "EXECUTION_STATUS_SUCCEEDED",
-		5: "EXECUTION_STATUS_FAILED",
-		6: "EXECUTION_STATUS_RETRY_SCHEDULED",
-		7: "EXECUTION_STATUS_DEAD",
-		8: "EXECUTION_STATUS_SKIPPED",
-		9: "EXECUTION_STATUS_FENCED",
+		0:  "EXECUTION_STATUS_UNSPECIFIED",
+		1:  "EXECUTION_STATUS_SCHEDULED",
+		2:  "EXECUTION_STATUS_QUEUED",
+		3:  "EXECUTION_STATUS_RUNNING",
+		4:  "EXECUTION_STATUS_SUCCEEDED",
+		5:  "EXECUTION_STATUS_FAILED",
+		6:  "EXECUTION_STATUS_RETRY_SCHEDULED",
+		7:  "EXECUTION_STATUS_DEAD",
+		8:  "EXECUTION_STATUS_SKIPPED",
+		9:  "EXECUTION_STATUS_FENCED",
+		10: "EXECUTION_STATUS_CANCELLED",
 	}
 	ExecutionStatus_value = map[string]int32{
 		"EXECUTION_STATUS_UNSPECIFIED":     0,
@@ -122,6 +127,7 @@ var (
 		"EXECUTION_STATUS_DEAD":            7,
 		"EXECUTION_STATUS_SKIPPED":         8,
 		"EXECUTION_STATUS_FENCED":          9,
+		"EXECUTION_STATUS_CANCELLED":       10,
 	}
 )
 
@@ -190,9 +196,11 @@ type Firing struct {
 	// execution succeeds or dies.
 	LastSlot bool `protobuf:"varint,19,opt,name=last_slot,json=lastSlot,proto3" json:"last_slot,omitempty"`
 	// W3C trace context of the staging span, when tracing is on.
-	Traceparent   string `protobuf:"bytes,20,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Traceparent string `protobuf:"bytes,20,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	// The job's max_concurrency (0 means 1).
+	MaxConcurrency int32 `protobuf:"varint,30,opt,name=max_concurrency,json=maxConcurrency,proto3" json:"max_concurrency,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Firing) Reset() {
@@ -363,6 +371,13 @@ func (x *Firing) GetTraceparent() string {
 		return x.Traceparent
 	}
 	return ""
+}
+
+func (x *Firing) GetMaxConcurrency() int32 {
+	if x != nil {
+		return x.MaxConcurrency
+	}
+	return 0
 }
 
 // DeadLetter is the record value on sundial.dlq, and what the
@@ -669,7 +684,7 @@ var File_sundial_v1_firing_proto protoreflect.FileDescriptor
 const file_sundial_v1_firing_proto_rawDesc = "" +
 	"\n" +
 	"\x17sundial/v1/firing.proto\x12\n" +
-	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14sundial/v1/job.proto\"\xc2\x06\n" +
+	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14sundial/v1/job.proto\"\xeb\x06\n" +
 	"\x06Firing\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x16\n" +
@@ -693,7 +708,8 @@ const file_sundial_v1_firing_proto_rawDesc = "" +
 	"\x06origin\x18\x11 \x01(\x0e2\x18.sundial.v1.FiringOriginR\x06origin\x12#\n" +
 	"\rfirst_attempt\x18\x12 \x01(\x05R\ffirstAttempt\x12\x1b\n" +
 	"\tlast_slot\x18\x13 \x01(\bR\blastSlot\x12 \n" +
-	"\vtraceparent\x18\x14 \x01(\tR\vtraceparent\"\xd2\x02\n" +
+	"\vtraceparent\x18\x14 \x01(\tR\vtraceparent\x12'\n" +
+	"\x0fmax_concurrency\x18\x1e \x01(\x05R\x0emaxConcurrency\"\xd2\x02\n" +
 	"\n" +
 	"DeadLetter\x12*\n" +
 	"\x06firing\x18\x01 \x01(\v2\x12.sundial.v1.FiringR\x06firing\x12\x1d\n" +
@@ -737,7 +753,7 @@ const file_sundial_v1_firing_proto_rawDesc = "" +
 	"\x15FIRING_ORIGIN_TRIGGER\x10\x02\x12\x17\n" +
 	"\x13FIRING_ORIGIN_RETRY\x10\x03\x12\x1a\n" +
 	"\x16FIRING_ORIGIN_BACKFILL\x10\x04\x12\x19\n" +
-	"\x15FIRING_ORIGIN_REDRIVE\x10\x05*\xc7\x02\n" +
+	"\x15FIRING_ORIGIN_REDRIVE\x10\x05*\xe7\x02\n" +
 	"\x0fExecutionStatus\x12 \n" +
 	"\x1cEXECUTION_STATUS_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aEXECUTION_STATUS_SCHEDULED\x10\x01\x12\x1b\n" +
@@ -748,7 +764,9 @@ const file_sundial_v1_firing_proto_rawDesc = "" +
 	" EXECUTION_STATUS_RETRY_SCHEDULED\x10\x06\x12\x19\n" +
 	"\x15EXECUTION_STATUS_DEAD\x10\a\x12\x1c\n" +
 	"\x18EXECUTION_STATUS_SKIPPED\x10\b\x12\x1b\n" +
-	"\x17EXECUTION_STATUS_FENCED\x10\tB9Z7github.com/sundialhq/sundial/proto/sundial/v1;sundialv1b\x06proto3"
+	"\x17EXECUTION_STATUS_FENCED\x10\t\x12\x1e\n" +
+	"\x1aEXECUTION_STATUS_CANCELLED\x10\n" +
+	"B9Z7github.com/sundialhq/sundial/proto/sundial/v1;sundialv1b\x06proto3"
 
 var (
 	file_sundial_v1_firing_proto_rawDescOnce sync.Once

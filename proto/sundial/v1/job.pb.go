@@ -300,6 +300,15 @@ const (
 	OverlapPolicy_OVERLAP_POLICY_ALLOW       OverlapPolicy = 1
 	OverlapPolicy_OVERLAP_POLICY_SKIP        OverlapPolicy = 2
 	OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE  OverlapPolicy = 3
+	// Every slot due while the job runs waits, and they run one after
+	// another in slot order; at most 100 wait, later ones are skipped.
+	OverlapPolicy_OVERLAP_POLICY_BUFFER_ALL OverlapPolicy = 4
+	// A new slot asks the running execution to cancel, waits for it to end
+	// (at most the lease TTL), then runs.
+	OverlapPolicy_OVERLAP_POLICY_CANCEL_OTHER OverlapPolicy = 5
+	// A new slot runs at once; the running attempt is abandoned and
+	// recorded CANCELLED.
+	OverlapPolicy_OVERLAP_POLICY_TERMINATE_OTHER OverlapPolicy = 6
 )
 
 // Enum value maps for OverlapPolicy.
@@ -309,12 +318,18 @@ var (
 		1: "OVERLAP_POLICY_ALLOW",
 		2: "OVERLAP_POLICY_SKIP",
 		3: "OVERLAP_POLICY_BUFFER_ONE",
+		4: "OVERLAP_POLICY_BUFFER_ALL",
+		5: "OVERLAP_POLICY_CANCEL_OTHER",
+		6: "OVERLAP_POLICY_TERMINATE_OTHER",
 	}
 	OverlapPolicy_value = map[string]int32{
-		"OVERLAP_POLICY_UNSPECIFIED": 0,
-		"OVERLAP_POLICY_ALLOW":       1,
-		"OVERLAP_POLICY_SKIP":        2,
-		"OVERLAP_POLICY_BUFFER_ONE":  3,
+		"OVERLAP_POLICY_UNSPECIFIED":     0,
+		"OVERLAP_POLICY_ALLOW":           1,
+		"OVERLAP_POLICY_SKIP":            2,
+		"OVERLAP_POLICY_BUFFER_ONE":      3,
+		"OVERLAP_POLICY_BUFFER_ALL":      4,
+		"OVERLAP_POLICY_CANCEL_OTHER":    5,
+		"OVERLAP_POLICY_TERMINATE_OTHER": 6,
 	}
 )
 
@@ -431,9 +446,13 @@ type Job struct {
 	CreateTime   *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	UpdateTime   *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// URL notified (signed like targets) on success, final failure and DLQ entry.
-	CallbackUrl   string `protobuf:"bytes,19,opt,name=callback_url,json=callbackUrl,proto3" json:"callback_url,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CallbackUrl string `protobuf:"bytes,19,opt,name=callback_url,json=callbackUrl,proto3" json:"callback_url,omitempty"`
+	// How many executions of the job may run at once; 0 means 1. Above 1 it
+	// needs an overlap policy other than ALLOW, which then applies to the
+	// execution that would be the (max_concurrency+1)th. At most 100.
+	MaxConcurrency int32 `protobuf:"varint,30,opt,name=max_concurrency,json=maxConcurrency,proto3" json:"max_concurrency,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
@@ -597,6 +616,13 @@ func (x *Job) GetCallbackUrl() string {
 		return x.CallbackUrl
 	}
 	return ""
+}
+
+func (x *Job) GetMaxConcurrency() int32 {
+	if x != nil {
+		return x.MaxConcurrency
+	}
+	return 0
 }
 
 // When a job fires. Exactly one of cron, once or interval is set.
@@ -875,7 +901,13 @@ type HttpTarget struct {
 	// Default POST.
 	Method string `protobuf:"bytes,2,opt,name=method,proto3" json:"method,omitempty"`
 	// Extra request headers.
-	Headers       map[string]string `protobuf:"bytes,3,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Headers map[string]string `protobuf:"bytes,3,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Optional http or https URL told (a signed POST naming the execution
+	// id) when an attempt already sent to url is cancelled: by
+	// JobService.CancelExecution or by the overlap policies CANCEL_OTHER and
+	// TERMINATE_OTHER. Empty: the cancel goes to url itself, flagged by the
+	// header Sundial-Event: cancelled.
+	CancelUrl     string `protobuf:"bytes,4,opt,name=cancel_url,json=cancelUrl,proto3" json:"cancel_url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -929,6 +961,13 @@ func (x *HttpTarget) GetHeaders() map[string]string {
 		return x.Headers
 	}
 	return nil
+}
+
+func (x *HttpTarget) GetCancelUrl() string {
+	if x != nil {
+		return x.CancelUrl
+	}
+	return ""
 }
 
 type KafkaTarget struct {
@@ -1120,7 +1159,7 @@ var File_sundial_v1_job_proto protoreflect.FileDescriptor
 const file_sundial_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"\x14sundial/v1/job.proto\x12\n" +
-	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19sundial/v1/calendar.proto\"\x9a\a\n" +
+	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19sundial/v1/calendar.proto\"\xc3\a\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
@@ -1144,7 +1183,8 @@ const file_sundial_v1_job_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12!\n" +
-	"\fcallback_url\x18\x13 \x01(\tR\vcallbackUrl\x1a9\n" +
+	"\fcallback_url\x18\x13 \x01(\tR\vcallbackUrl\x12'\n" +
+	"\x0fmax_concurrency\x18\x1e \x01(\x05R\x0emaxConcurrency\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x89\x04\n" +
@@ -1167,12 +1207,14 @@ const file_sundial_v1_job_proto_rawDesc = "" +
 	"\x06Target\x12,\n" +
 	"\x04http\x18\x01 \x01(\v2\x16.sundial.v1.HttpTargetH\x00R\x04http\x12/\n" +
 	"\x05kafka\x18\x02 \x01(\v2\x17.sundial.v1.KafkaTargetH\x00R\x05kafkaB\x06\n" +
-	"\x04kind\"\xb1\x01\n" +
+	"\x04kind\"\xd0\x01\n" +
 	"\n" +
 	"HttpTarget\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12=\n" +
-	"\aheaders\x18\x03 \x03(\v2#.sundial.v1.HttpTarget.HeadersEntryR\aheaders\x1a:\n" +
+	"\aheaders\x18\x03 \x03(\v2#.sundial.v1.HttpTarget.HeadersEntryR\aheaders\x12\x1d\n" +
+	"\n" +
+	"cancel_url\x18\x04 \x01(\tR\tcancelUrl\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"5\n" +
@@ -1213,12 +1255,15 @@ const file_sundial_v1_job_proto_rawDesc = "" +
 	"\x1aMISFIRE_ACTION_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13MISFIRE_ACTION_SKIP\x10\x01\x12\x1b\n" +
 	"\x17MISFIRE_ACTION_RUN_ONCE\x10\x02\x12\x1a\n" +
-	"\x16MISFIRE_ACTION_RUN_ALL\x10\x03*\x81\x01\n" +
+	"\x16MISFIRE_ACTION_RUN_ALL\x10\x03*\xe5\x01\n" +
 	"\rOverlapPolicy\x12\x1e\n" +
 	"\x1aOVERLAP_POLICY_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14OVERLAP_POLICY_ALLOW\x10\x01\x12\x17\n" +
 	"\x13OVERLAP_POLICY_SKIP\x10\x02\x12\x1d\n" +
-	"\x19OVERLAP_POLICY_BUFFER_ONE\x10\x03*\x87\x01\n" +
+	"\x19OVERLAP_POLICY_BUFFER_ONE\x10\x03\x12\x1d\n" +
+	"\x19OVERLAP_POLICY_BUFFER_ALL\x10\x04\x12\x1f\n" +
+	"\x1bOVERLAP_POLICY_CANCEL_OTHER\x10\x05\x12\"\n" +
+	"\x1eOVERLAP_POLICY_TERMINATE_OTHER\x10\x06*\x87\x01\n" +
 	"\tJobStatus\x12\x1a\n" +
 	"\x16JOB_STATUS_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11JOB_STATUS_ACTIVE\x10\x01\x12\x15\n" +

@@ -1924,6 +1924,121 @@ func (x *BulkJobRefusal) GetReason() string {
 	return ""
 }
 
+type CancelExecutionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	ExecutionId   string                 `protobuf:"bytes,2,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelExecutionRequest) Reset() {
+	*x = CancelExecutionRequest{}
+	mi := &file_sundial_v1_job_service_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelExecutionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelExecutionRequest) ProtoMessage() {}
+
+func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_job_service_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelExecutionRequest.ProtoReflect.Descriptor instead.
+func (*CancelExecutionRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *CancelExecutionRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *CancelExecutionRequest) GetExecutionId() string {
+	if x != nil {
+		return x.ExecutionId
+	}
+	return ""
+}
+
+type CancelExecutionResponse struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ExecutionId string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	// The latest ledger status seen when the cancel was requested (RUNNING,
+	// RETRY_SCHEDULED, ...); the CANCELLED record follows from the worker.
+	Status ExecutionStatus `protobuf:"varint,2,opt,name=status,proto3,enum=sundial.v1.ExecutionStatus" json:"status,omitempty"`
+	// Who the ledger will name as having cancelled.
+	CancelledBy   string `protobuf:"bytes,3,opt,name=cancelled_by,json=cancelledBy,proto3" json:"cancelled_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelExecutionResponse) Reset() {
+	*x = CancelExecutionResponse{}
+	mi := &file_sundial_v1_job_service_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelExecutionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelExecutionResponse) ProtoMessage() {}
+
+func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_job_service_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelExecutionResponse.ProtoReflect.Descriptor instead.
+func (*CancelExecutionResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *CancelExecutionResponse) GetExecutionId() string {
+	if x != nil {
+		return x.ExecutionId
+	}
+	return ""
+}
+
+func (x *CancelExecutionResponse) GetStatus() ExecutionStatus {
+	if x != nil {
+		return x.Status
+	}
+	return ExecutionStatus_EXECUTION_STATUS_UNSPECIFIED
+}
+
+func (x *CancelExecutionResponse) GetCancelledBy() string {
+	if x != nil {
+		return x.CancelledBy
+	}
+	return ""
+}
+
 var File_sundial_v1_job_service_proto protoreflect.FileDescriptor
 
 const file_sundial_v1_job_service_proto_rawDesc = "" +
@@ -2059,13 +2174,20 @@ const file_sundial_v1_job_service_proto_rawDesc = "" +
 	"\x0eBulkJobRefusal\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason*p\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"R\n" +
+	"\x16CancelExecutionRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12!\n" +
+	"\fexecution_id\x18\x02 \x01(\tR\vexecutionId\"\x94\x01\n" +
+	"\x17CancelExecutionResponse\x12!\n" +
+	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x123\n" +
+	"\x06status\x18\x02 \x01(\x0e2\x1b.sundial.v1.ExecutionStatusR\x06status\x12!\n" +
+	"\fcancelled_by\x18\x03 \x01(\tR\vcancelledBy*p\n" +
 	"\n" +
 	"BulkAction\x12\x1b\n" +
 	"\x17BULK_ACTION_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11BULK_ACTION_PAUSE\x10\x01\x12\x16\n" +
 	"\x12BULK_ACTION_RESUME\x10\x02\x12\x16\n" +
-	"\x12BULK_ACTION_DELETE\x10\x032\xd1\b\n" +
+	"\x12BULK_ACTION_DELETE\x10\x032\xad\t\n" +
 	"\n" +
 	"JobService\x12H\n" +
 	"\tCreateJob\x12\x1c.sundial.v1.CreateJobRequest\x1a\x1d.sundial.v1.CreateJobResponse\x12?\n" +
@@ -2082,7 +2204,8 @@ const file_sundial_v1_job_service_proto_rawDesc = "" +
 	"\fGetExecution\x12\x1f.sundial.v1.GetExecutionRequest\x1a .sundial.v1.GetExecutionResponse\x12N\n" +
 	"\vBackfillJob\x12\x1e.sundial.v1.BackfillJobRequest\x1a\x1f.sundial.v1.BackfillJobResponse\x12Q\n" +
 	"\fListJobAudit\x12\x1f.sundial.v1.ListJobAuditRequest\x1a .sundial.v1.ListJobAuditResponse\x12T\n" +
-	"\rBulkJobAction\x12 .sundial.v1.BulkJobActionRequest\x1a!.sundial.v1.BulkJobActionResponseB9Z7github.com/sundialhq/sundial/proto/sundial/v1;sundialv1b\x06proto3"
+	"\rBulkJobAction\x12 .sundial.v1.BulkJobActionRequest\x1a!.sundial.v1.BulkJobActionResponse\x12Z\n" +
+	"\x0fCancelExecution\x12\".sundial.v1.CancelExecutionRequest\x1a#.sundial.v1.CancelExecutionResponseB9Z7github.com/sundialhq/sundial/proto/sundial/v1;sundialv1b\x06proto3"
 
 var (
 	file_sundial_v1_job_service_proto_rawDescOnce sync.Once
@@ -2097,7 +2220,7 @@ func file_sundial_v1_job_service_proto_rawDescGZIP() []byte {
 }
 
 var file_sundial_v1_job_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sundial_v1_job_service_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_sundial_v1_job_service_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_sundial_v1_job_service_proto_goTypes = []any{
 	(BulkAction)(0),                 // 0: sundial.v1.BulkAction
 	(*CreateJobRequest)(nil),        // 1: sundial.v1.CreateJobRequest
@@ -2130,87 +2253,93 @@ var file_sundial_v1_job_service_proto_goTypes = []any{
 	(*BulkJobActionRequest)(nil),    // 28: sundial.v1.BulkJobActionRequest
 	(*BulkJobActionResponse)(nil),   // 29: sundial.v1.BulkJobActionResponse
 	(*BulkJobRefusal)(nil),          // 30: sundial.v1.BulkJobRefusal
-	nil,                             // 31: sundial.v1.ListJobsRequest.LabelsEntry
-	nil,                             // 32: sundial.v1.BulkJobActionRequest.LabelsEntry
-	(*Job)(nil),                     // 33: sundial.v1.Job
-	(JobStatus)(0),                  // 34: sundial.v1.JobStatus
-	(*timestamppb.Timestamp)(nil),   // 35: google.protobuf.Timestamp
-	(Priority)(0),                   // 36: sundial.v1.Priority
-	(*fieldmaskpb.FieldMask)(nil),   // 37: google.protobuf.FieldMask
-	(*Schedule)(nil),                // 38: sundial.v1.Schedule
-	(*CalendarAdjustment)(nil),      // 39: sundial.v1.CalendarAdjustment
-	(*ExecutionAttempt)(nil),        // 40: sundial.v1.ExecutionAttempt
+	(*CancelExecutionRequest)(nil),  // 31: sundial.v1.CancelExecutionRequest
+	(*CancelExecutionResponse)(nil), // 32: sundial.v1.CancelExecutionResponse
+	nil,                             // 33: sundial.v1.ListJobsRequest.LabelsEntry
+	nil,                             // 34: sundial.v1.BulkJobActionRequest.LabelsEntry
+	(*Job)(nil),                     // 35: sundial.v1.Job
+	(JobStatus)(0),                  // 36: sundial.v1.JobStatus
+	(*timestamppb.Timestamp)(nil),   // 37: google.protobuf.Timestamp
+	(Priority)(0),                   // 38: sundial.v1.Priority
+	(*fieldmaskpb.FieldMask)(nil),   // 39: google.protobuf.FieldMask
+	(*Schedule)(nil),                // 40: sundial.v1.Schedule
+	(*CalendarAdjustment)(nil),      // 41: sundial.v1.CalendarAdjustment
+	(*ExecutionAttempt)(nil),        // 42: sundial.v1.ExecutionAttempt
+	(ExecutionStatus)(0),            // 43: sundial.v1.ExecutionStatus
 }
 var file_sundial_v1_job_service_proto_depIdxs = []int32{
-	33, // 0: sundial.v1.CreateJobRequest.job:type_name -> sundial.v1.Job
-	33, // 1: sundial.v1.CreateJobResponse.job:type_name -> sundial.v1.Job
-	33, // 2: sundial.v1.GetJobResponse.job:type_name -> sundial.v1.Job
-	34, // 3: sundial.v1.ListJobsRequest.status:type_name -> sundial.v1.JobStatus
-	31, // 4: sundial.v1.ListJobsRequest.labels:type_name -> sundial.v1.ListJobsRequest.LabelsEntry
-	35, // 5: sundial.v1.ListJobsRequest.next_fire_after:type_name -> google.protobuf.Timestamp
-	35, // 6: sundial.v1.ListJobsRequest.next_fire_before:type_name -> google.protobuf.Timestamp
-	36, // 7: sundial.v1.ListJobsRequest.priority:type_name -> sundial.v1.Priority
-	33, // 8: sundial.v1.ListJobsResponse.jobs:type_name -> sundial.v1.Job
-	33, // 9: sundial.v1.UpdateJobRequest.job:type_name -> sundial.v1.Job
-	37, // 10: sundial.v1.UpdateJobRequest.update_mask:type_name -> google.protobuf.FieldMask
-	33, // 11: sundial.v1.UpdateJobResponse.job:type_name -> sundial.v1.Job
-	33, // 12: sundial.v1.PauseJobResponse.job:type_name -> sundial.v1.Job
-	33, // 13: sundial.v1.ResumeJobResponse.job:type_name -> sundial.v1.Job
-	33, // 14: sundial.v1.DeleteJobResponse.job:type_name -> sundial.v1.Job
-	35, // 15: sundial.v1.TriggerJobResponse.scheduled_time:type_name -> google.protobuf.Timestamp
-	38, // 16: sundial.v1.PreviewScheduleRequest.schedule:type_name -> sundial.v1.Schedule
-	35, // 17: sundial.v1.PreviewScheduleRequest.from:type_name -> google.protobuf.Timestamp
-	35, // 18: sundial.v1.PreviewScheduleResponse.times:type_name -> google.protobuf.Timestamp
-	39, // 19: sundial.v1.PreviewScheduleResponse.adjustments:type_name -> sundial.v1.CalendarAdjustment
-	40, // 20: sundial.v1.ListExecutionsResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
-	40, // 21: sundial.v1.GetExecutionResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
-	35, // 22: sundial.v1.BackfillJobRequest.start_time:type_name -> google.protobuf.Timestamp
-	35, // 23: sundial.v1.BackfillJobRequest.end_time:type_name -> google.protobuf.Timestamp
-	35, // 24: sundial.v1.BackfillJobResponse.slots:type_name -> google.protobuf.Timestamp
-	35, // 25: sundial.v1.BackfillJobResponse.last_release_time:type_name -> google.protobuf.Timestamp
+	35, // 0: sundial.v1.CreateJobRequest.job:type_name -> sundial.v1.Job
+	35, // 1: sundial.v1.CreateJobResponse.job:type_name -> sundial.v1.Job
+	35, // 2: sundial.v1.GetJobResponse.job:type_name -> sundial.v1.Job
+	36, // 3: sundial.v1.ListJobsRequest.status:type_name -> sundial.v1.JobStatus
+	33, // 4: sundial.v1.ListJobsRequest.labels:type_name -> sundial.v1.ListJobsRequest.LabelsEntry
+	37, // 5: sundial.v1.ListJobsRequest.next_fire_after:type_name -> google.protobuf.Timestamp
+	37, // 6: sundial.v1.ListJobsRequest.next_fire_before:type_name -> google.protobuf.Timestamp
+	38, // 7: sundial.v1.ListJobsRequest.priority:type_name -> sundial.v1.Priority
+	35, // 8: sundial.v1.ListJobsResponse.jobs:type_name -> sundial.v1.Job
+	35, // 9: sundial.v1.UpdateJobRequest.job:type_name -> sundial.v1.Job
+	39, // 10: sundial.v1.UpdateJobRequest.update_mask:type_name -> google.protobuf.FieldMask
+	35, // 11: sundial.v1.UpdateJobResponse.job:type_name -> sundial.v1.Job
+	35, // 12: sundial.v1.PauseJobResponse.job:type_name -> sundial.v1.Job
+	35, // 13: sundial.v1.ResumeJobResponse.job:type_name -> sundial.v1.Job
+	35, // 14: sundial.v1.DeleteJobResponse.job:type_name -> sundial.v1.Job
+	37, // 15: sundial.v1.TriggerJobResponse.scheduled_time:type_name -> google.protobuf.Timestamp
+	40, // 16: sundial.v1.PreviewScheduleRequest.schedule:type_name -> sundial.v1.Schedule
+	37, // 17: sundial.v1.PreviewScheduleRequest.from:type_name -> google.protobuf.Timestamp
+	37, // 18: sundial.v1.PreviewScheduleResponse.times:type_name -> google.protobuf.Timestamp
+	41, // 19: sundial.v1.PreviewScheduleResponse.adjustments:type_name -> sundial.v1.CalendarAdjustment
+	42, // 20: sundial.v1.ListExecutionsResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
+	42, // 21: sundial.v1.GetExecutionResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
+	37, // 22: sundial.v1.BackfillJobRequest.start_time:type_name -> google.protobuf.Timestamp
+	37, // 23: sundial.v1.BackfillJobRequest.end_time:type_name -> google.protobuf.Timestamp
+	37, // 24: sundial.v1.BackfillJobResponse.slots:type_name -> google.protobuf.Timestamp
+	37, // 25: sundial.v1.BackfillJobResponse.last_release_time:type_name -> google.protobuf.Timestamp
 	27, // 26: sundial.v1.ListJobAuditResponse.entries:type_name -> sundial.v1.AuditEntry
-	35, // 27: sundial.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	37, // 27: sundial.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
 	0,  // 28: sundial.v1.BulkJobActionRequest.action:type_name -> sundial.v1.BulkAction
-	34, // 29: sundial.v1.BulkJobActionRequest.status:type_name -> sundial.v1.JobStatus
-	32, // 30: sundial.v1.BulkJobActionRequest.labels:type_name -> sundial.v1.BulkJobActionRequest.LabelsEntry
-	35, // 31: sundial.v1.BulkJobActionRequest.next_fire_after:type_name -> google.protobuf.Timestamp
-	35, // 32: sundial.v1.BulkJobActionRequest.next_fire_before:type_name -> google.protobuf.Timestamp
-	36, // 33: sundial.v1.BulkJobActionRequest.priority:type_name -> sundial.v1.Priority
+	36, // 29: sundial.v1.BulkJobActionRequest.status:type_name -> sundial.v1.JobStatus
+	34, // 30: sundial.v1.BulkJobActionRequest.labels:type_name -> sundial.v1.BulkJobActionRequest.LabelsEntry
+	37, // 31: sundial.v1.BulkJobActionRequest.next_fire_after:type_name -> google.protobuf.Timestamp
+	37, // 32: sundial.v1.BulkJobActionRequest.next_fire_before:type_name -> google.protobuf.Timestamp
+	38, // 33: sundial.v1.BulkJobActionRequest.priority:type_name -> sundial.v1.Priority
 	30, // 34: sundial.v1.BulkJobActionResponse.refused:type_name -> sundial.v1.BulkJobRefusal
-	33, // 35: sundial.v1.BulkJobActionResponse.sample:type_name -> sundial.v1.Job
-	1,  // 36: sundial.v1.JobService.CreateJob:input_type -> sundial.v1.CreateJobRequest
-	3,  // 37: sundial.v1.JobService.GetJob:input_type -> sundial.v1.GetJobRequest
-	5,  // 38: sundial.v1.JobService.ListJobs:input_type -> sundial.v1.ListJobsRequest
-	7,  // 39: sundial.v1.JobService.UpdateJob:input_type -> sundial.v1.UpdateJobRequest
-	9,  // 40: sundial.v1.JobService.PauseJob:input_type -> sundial.v1.PauseJobRequest
-	11, // 41: sundial.v1.JobService.ResumeJob:input_type -> sundial.v1.ResumeJobRequest
-	13, // 42: sundial.v1.JobService.DeleteJob:input_type -> sundial.v1.DeleteJobRequest
-	15, // 43: sundial.v1.JobService.TriggerJob:input_type -> sundial.v1.TriggerJobRequest
-	17, // 44: sundial.v1.JobService.PreviewSchedule:input_type -> sundial.v1.PreviewScheduleRequest
-	19, // 45: sundial.v1.JobService.ListExecutions:input_type -> sundial.v1.ListExecutionsRequest
-	21, // 46: sundial.v1.JobService.GetExecution:input_type -> sundial.v1.GetExecutionRequest
-	23, // 47: sundial.v1.JobService.BackfillJob:input_type -> sundial.v1.BackfillJobRequest
-	25, // 48: sundial.v1.JobService.ListJobAudit:input_type -> sundial.v1.ListJobAuditRequest
-	28, // 49: sundial.v1.JobService.BulkJobAction:input_type -> sundial.v1.BulkJobActionRequest
-	2,  // 50: sundial.v1.JobService.CreateJob:output_type -> sundial.v1.CreateJobResponse
-	4,  // 51: sundial.v1.JobService.GetJob:output_type -> sundial.v1.GetJobResponse
-	6,  // 52: sundial.v1.JobService.ListJobs:output_type -> sundial.v1.ListJobsResponse
-	8,  // 53: sundial.v1.JobService.UpdateJob:output_type -> sundial.v1.UpdateJobResponse
-	10, // 54: sundial.v1.JobService.PauseJob:output_type -> sundial.v1.PauseJobResponse
-	12, // 55: sundial.v1.JobService.ResumeJob:output_type -> sundial.v1.ResumeJobResponse
-	14, // 56: sundial.v1.JobService.DeleteJob:output_type -> sundial.v1.DeleteJobResponse
-	16, // 57: sundial.v1.JobService.TriggerJob:output_type -> sundial.v1.TriggerJobResponse
-	18, // 58: sundial.v1.JobService.PreviewSchedule:output_type -> sundial.v1.PreviewScheduleResponse
-	20, // 59: sundial.v1.JobService.ListExecutions:output_type -> sundial.v1.ListExecutionsResponse
-	22, // 60: sundial.v1.JobService.GetExecution:output_type -> sundial.v1.GetExecutionResponse
-	24, // 61: sundial.v1.JobService.BackfillJob:output_type -> sundial.v1.BackfillJobResponse
-	26, // 62: sundial.v1.JobService.ListJobAudit:output_type -> sundial.v1.ListJobAuditResponse
-	29, // 63: sundial.v1.JobService.BulkJobAction:output_type -> sundial.v1.BulkJobActionResponse
-	50, // [50:64] is the sub-list for method output_type
-	36, // [36:50] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	35, // 35: sundial.v1.BulkJobActionResponse.sample:type_name -> sundial.v1.Job
+	43, // 36: sundial.v1.CancelExecutionResponse.status:type_name -> sundial.v1.ExecutionStatus
+	1,  // 37: sundial.v1.JobService.CreateJob:input_type -> sundial.v1.CreateJobRequest
+	3,  // 38: sundial.v1.JobService.GetJob:input_type -> sundial.v1.GetJobRequest
+	5,  // 39: sundial.v1.JobService.ListJobs:input_type -> sundial.v1.ListJobsRequest
+	7,  // 40: sundial.v1.JobService.UpdateJob:input_type -> sundial.v1.UpdateJobRequest
+	9,  // 41: sundial.v1.JobService.PauseJob:input_type -> sundial.v1.PauseJobRequest
+	11, // 42: sundial.v1.JobService.ResumeJob:input_type -> sundial.v1.ResumeJobRequest
+	13, // 43: sundial.v1.JobService.DeleteJob:input_type -> sundial.v1.DeleteJobRequest
+	15, // 44: sundial.v1.JobService.TriggerJob:input_type -> sundial.v1.TriggerJobRequest
+	17, // 45: sundial.v1.JobService.PreviewSchedule:input_type -> sundial.v1.PreviewScheduleRequest
+	19, // 46: sundial.v1.JobService.ListExecutions:input_type -> sundial.v1.ListExecutionsRequest
+	21, // 47: sundial.v1.JobService.GetExecution:input_type -> sundial.v1.GetExecutionRequest
+	23, // 48: sundial.v1.JobService.BackfillJob:input_type -> sundial.v1.BackfillJobRequest
+	25, // 49: sundial.v1.JobService.ListJobAudit:input_type -> sundial.v1.ListJobAuditRequest
+	28, // 50: sundial.v1.JobService.BulkJobAction:input_type -> sundial.v1.BulkJobActionRequest
+	31, // 51: sundial.v1.JobService.CancelExecution:input_type -> sundial.v1.CancelExecutionRequest
+	2,  // 52: sundial.v1.JobService.CreateJob:output_type -> sundial.v1.CreateJobResponse
+	4,  // 53: sundial.v1.JobService.GetJob:output_type -> sundial.v1.GetJobResponse
+	6,  // 54: sundial.v1.JobService.ListJobs:output_type -> sundial.v1.ListJobsResponse
+	8,  // 55: sundial.v1.JobService.UpdateJob:output_type -> sundial.v1.UpdateJobResponse
+	10, // 56: sundial.v1.JobService.PauseJob:output_type -> sundial.v1.PauseJobResponse
+	12, // 57: sundial.v1.JobService.ResumeJob:output_type -> sundial.v1.ResumeJobResponse
+	14, // 58: sundial.v1.JobService.DeleteJob:output_type -> sundial.v1.DeleteJobResponse
+	16, // 59: sundial.v1.JobService.TriggerJob:output_type -> sundial.v1.TriggerJobResponse
+	18, // 60: sundial.v1.JobService.PreviewSchedule:output_type -> sundial.v1.PreviewScheduleResponse
+	20, // 61: sundial.v1.JobService.ListExecutions:output_type -> sundial.v1.ListExecutionsResponse
+	22, // 62: sundial.v1.JobService.GetExecution:output_type -> sundial.v1.GetExecutionResponse
+	24, // 63: sundial.v1.JobService.BackfillJob:output_type -> sundial.v1.BackfillJobResponse
+	26, // 64: sundial.v1.JobService.ListJobAudit:output_type -> sundial.v1.ListJobAuditResponse
+	29, // 65: sundial.v1.JobService.BulkJobAction:output_type -> sundial.v1.BulkJobActionResponse
+	32, // 66: sundial.v1.JobService.CancelExecution:output_type -> sundial.v1.CancelExecutionResponse
+	52, // [52:67] is the sub-list for method output_type
+	37, // [37:52] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_job_service_proto_init() }
@@ -2227,7 +2356,7 @@ func file_sundial_v1_job_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_v1_job_service_proto_rawDesc), len(file_sundial_v1_job_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   32,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,6 +33,7 @@ const (
 	JobService_BackfillJob_FullMethodName     = "/sundial.v1.JobService/BackfillJob"
 	JobService_ListJobAudit_FullMethodName    = "/sundial.v1.JobService/ListJobAudit"
 	JobService_BulkJobAction_FullMethodName   = "/sundial.v1.JobService/BulkJobAction"
+	JobService_CancelExecution_FullMethodName = "/sundial.v1.JobService/CancelExecution"
 )
 
 // JobServiceClient is the client API for JobService service.
@@ -71,6 +72,12 @@ type JobServiceClient interface {
 	// job changes as PauseJob, ResumeJob or DeleteJob would change it (its
 	// own version, audit row and dropped firings). dry_run counts first.
 	BulkJobAction(ctx context.Context, in *BulkJobActionRequest, opts ...grpc.CallOption) (*BulkJobActionResponse, error)
+	// Cancels an execution of a job: a running attempt is abandoned by its
+	// worker (its target is told where it subscribed), a retry not yet fired
+	// never fires; the ledger records CANCELLED and who cancelled. Best
+	// effort for the effect: the attempt's request may already have reached
+	// the target. An execution that already ended is FailedPrecondition.
+	CancelExecution(ctx context.Context, in *CancelExecutionRequest, opts ...grpc.CallOption) (*CancelExecutionResponse, error)
 }
 
 type jobServiceClient struct {
@@ -221,6 +228,16 @@ func (c *jobServiceClient) BulkJobAction(ctx context.Context, in *BulkJobActionR
 	return out, nil
 }
 
+func (c *jobServiceClient) CancelExecution(ctx context.Context, in *CancelExecutionRequest, opts ...grpc.CallOption) (*CancelExecutionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelExecutionResponse)
+	err := c.cc.Invoke(ctx, JobService_CancelExecution_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // JobServiceServer is the server API for JobService service.
 // All implementations must embed UnimplementedJobServiceServer
 // for forward compatibility.
@@ -257,6 +274,12 @@ type JobServiceServer interface {
 	// job changes as PauseJob, ResumeJob or DeleteJob would change it (its
 	// own version, audit row and dropped firings). dry_run counts first.
 	BulkJobAction(context.Context, *BulkJobActionRequest) (*BulkJobActionResponse, error)
+	// Cancels an execution of a job: a running attempt is abandoned by its
+	// worker (its target is told where it subscribed), a retry not yet fired
+	// never fires; the ledger records CANCELLED and who cancelled. Best
+	// effort for the effect: the attempt's request may already have reached
+	// the target. An execution that already ended is FailedPrecondition.
+	CancelExecution(context.Context, *CancelExecutionRequest) (*CancelExecutionResponse, error)
 	mustEmbedUnimplementedJobServiceServer()
 }
 
@@ -308,6 +331,9 @@ func (UnimplementedJobServiceServer) ListJobAudit(context.Context, *ListJobAudit
 }
 func (UnimplementedJobServiceServer) BulkJobAction(context.Context, *BulkJobActionRequest) (*BulkJobActionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method BulkJobAction not implemented")
+}
+func (UnimplementedJobServiceServer) CancelExecution(context.Context, *CancelExecutionRequest) (*CancelExecutionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelExecution not implemented")
 }
 func (UnimplementedJobServiceServer) mustEmbedUnimplementedJobServiceServer() {}
 func (UnimplementedJobServiceServer) testEmbeddedByValue()                    {}
@@ -582,6 +608,24 @@ func _JobService_BulkJobAction_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _JobService_CancelExecution_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelExecutionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobServiceServer).CancelExecution(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobService_CancelExecution_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobServiceServer).CancelExecution(ctx, req.(*CancelExecutionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // JobService_ServiceDesc is the grpc.ServiceDesc for JobService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -644,6 +688,10 @@ var JobService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "BulkJobAction",
 			Handler:    _JobService_BulkJobAction_Handler,
+		},
+		{
+			MethodName: "CancelExecution",
+			Handler:    _JobService_CancelExecution_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
