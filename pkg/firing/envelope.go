@@ -84,21 +84,22 @@ type Attempt struct {
 // be modified while the other is in use.
 func New(job *sundialv1.Job, a Attempt) *sundialv1.Firing {
 	f := &sundialv1.Firing{
-		ExecutionId:   a.ExecutionID,
-		JobId:         job.GetId(),
-		Tenant:        job.GetTenant(),
-		JobVersion:    job.GetVersion(),
-		Attempt:       a.Number,
-		FirstAttempt:  a.FirstAttempt,
-		Priority:      job.GetPriority(),
-		ScheduledTime: timestamppb.New(a.Scheduled),
-		FireTime:      timestamppb.New(a.Fire),
-		CatchUp:       a.CatchUp || a.Origin == sundialv1.FiringOrigin_FIRING_ORIGIN_BACKFILL,
-		LastSlot:      a.LastSlot,
-		Payload:       job.GetPayload(),
-		Overlap:       job.GetOverlap(),
-		CallbackUrl:   job.GetCallbackUrl(),
-		Origin:        a.Origin,
+		ExecutionId:    a.ExecutionID,
+		JobId:          job.GetId(),
+		Tenant:         job.GetTenant(),
+		JobVersion:     job.GetVersion(),
+		Attempt:        a.Number,
+		FirstAttempt:   a.FirstAttempt,
+		Priority:       job.GetPriority(),
+		ScheduledTime:  timestamppb.New(a.Scheduled),
+		FireTime:       timestamppb.New(a.Fire),
+		CatchUp:        a.CatchUp || a.Origin == sundialv1.FiringOrigin_FIRING_ORIGIN_BACKFILL,
+		LastSlot:       a.LastSlot,
+		Payload:        job.GetPayload(),
+		Overlap:        job.GetOverlap(),
+		MaxConcurrency: job.GetMaxConcurrency(),
+		CallbackUrl:    job.GetCallbackUrl(),
+		Origin:         a.Origin,
 	}
 	if !a.Staged.IsZero() {
 		f.StagedTime = timestamppb.New(a.Staged)

@@ -84,8 +84,15 @@ func TestValidateAcceptsGoodJobs(t *testing.T) {
 		"misfire": func(j *sundialv1.Job) {
 			j.Misfire = &sundialv1.MisfirePolicy{Action: sundialv1.MisfireAction_MISFIRE_ACTION_RUN_ALL, Grace: dur(0), MaxCatchUp: MaxCatchUp}
 		},
-		"overlap":    func(j *sundialv1.Job) { j.Overlap = sundialv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE },
-		"jitter 0":   func(j *sundialv1.Job) { j.MaxJitter = dur(0) },
+		"overlap":  func(j *sundialv1.Job) { j.Overlap = sundialv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE },
+		"jitter 0": func(j *sundialv1.Job) { j.MaxJitter = dur(0) },
+		"buffer all, 3 at once": func(j *sundialv1.Job) {
+			j.Overlap, j.MaxConcurrency = sundialv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ALL, 3
+		},
+		"terminate other": func(j *sundialv1.Job) { j.Overlap = sundialv1.OverlapPolicy_OVERLAP_POLICY_TERMINATE_OTHER },
+		"cancel other, 100": func(j *sundialv1.Job) {
+			j.Overlap, j.MaxConcurrency = sundialv1.OverlapPolicy_OVERLAP_POLICY_CANCEL_OTHER, 100
+		},
 		"jitter 60s": func(j *sundialv1.Job) { j.MaxJitter = dur(60 * time.Second) },
 		"callback":   func(j *sundialv1.Job) { j.CallbackUrl = "https://hooks.example/done" },
 		"output-only ignored": func(j *sundialv1.Job) {
@@ -208,7 +215,15 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"misfire action", func(j *sundialv1.Job) { j.Misfire = &sundialv1.MisfirePolicy{Action: 5} }, "misfire.action", "unknown value"},
 		{"misfire grace", func(j *sundialv1.Job) { j.Misfire = &sundialv1.MisfirePolicy{Grace: dur(-time.Minute)} }, "misfire.grace", "between 0 and"},
 		{"misfire cap", func(j *sundialv1.Job) { j.Misfire = &sundialv1.MisfirePolicy{MaxCatchUp: -2} }, "misfire.max_catch_up", "between 1 and"},
-		{"overlap", func(j *sundialv1.Job) { j.Overlap = 4 }, "overlap", "unknown value"},
+		{"overlap", func(j *sundialv1.Job) { j.Overlap = 7 }, "overlap", "unknown value"},
+		{"concurrency negative", func(j *sundialv1.Job) { j.MaxConcurrency = -1 }, "max_concurrency", "between 0 and 100"},
+		{"concurrency big", func(j *sundialv1.Job) {
+			j.Overlap, j.MaxConcurrency = sundialv1.OverlapPolicy_OVERLAP_POLICY_SKIP, 101
+		}, "max_concurrency", "between 0 and 100"},
+		{"concurrency under allow", func(j *sundialv1.Job) { j.MaxConcurrency = 2 }, "max_concurrency", "other than ALLOW"},
+		{"cancel url", func(j *sundialv1.Job) {
+			j.Target = &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: "https://x.example/run", CancelUrl: "ftp://x"}}}
+		}, "target.http.cancel_url", "absolute http or https"},
 		{"jitter negative", func(j *sundialv1.Job) { j.MaxJitter = dur(-time.Second) }, "max_jitter", "must be between 0 and 60s"},
 		{"jitter big", func(j *sundialv1.Job) { j.MaxJitter = dur(61 * time.Second) }, "max_jitter", "must be between 0 and 60s"},
 		{"callback", func(j *sundialv1.Job) { j.CallbackUrl = "mailto:x@y" }, "callback_url", "absolute http or https"},

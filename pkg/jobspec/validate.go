@@ -111,6 +111,7 @@ func Validate(job *sundialv1.Job) error {
 	if !validEnum(int32(job.GetOverlap()), sundialv1.OverlapPolicy_name) {
 		c.add("overlap", "unknown value %d", job.GetOverlap())
 	}
+	validateConcurrency(c, job.GetMaxConcurrency(), job.GetOverlap())
 	if d := job.GetMaxJitter(); d != nil {
 		durationIn(c, "max_jitter", d, 0, MaxJitter, "must be between 0 and 60s")
 	}
@@ -315,6 +316,11 @@ func validateTarget(c collector, t *sundialv1.Target) {
 			c.add("target.http.method", "must be one of GET, POST, PUT, PATCH, DELETE, got %q", m)
 		}
 		validateHeaders(c, h.GetHeaders())
+		if u := h.GetCancelUrl(); u != "" {
+			if msg := checkHTTPURL(u); msg != "" {
+				c.add("target.http.cancel_url", "%s", msg)
+			}
+		}
 	case *sundialv1.Target_Kafka:
 		k := kind.Kafka
 		if k == nil {
@@ -527,4 +533,21 @@ func location(name string) (*time.Location, error) {
 		return nil, fmt.Errorf("%q is not an IANA time zone", name)
 	}
 	return loc, nil
+}
+
+// MaxConcurrency bounds a job's max_concurrency: each running execution is
+// an entry in the job's running set, read by every lease call of the job.
+const MaxConcurrency = 100
+
+// validateConcurrency checks max_concurrency: 0 (one) to MaxConcurrency,
+// and above 1 only with an overlap policy that limits (under ALLOW
+// executions run side by side without a limit, so a number would say
+// nothing).
+func validateConcurrency(c collector, n int32, overlap sundialv1.OverlapPolicy) {
+	switch {
+	case n < 0 || n > MaxConcurrency:
+		c.add("max_concurrency", "must be between 0 and %d, got %d", MaxConcurrency, n)
+	case n > 1 && (overlap == sundialv1.OverlapPolicy_OVERLAP_POLICY_UNSPECIFIED || overlap == sundialv1.OverlapPolicy_OVERLAP_POLICY_ALLOW):
+		c.add("max_concurrency", "is %d, which needs an overlap policy other than ALLOW (SKIP, BUFFER_ONE, BUFFER_ALL, CANCEL_OTHER or TERMINATE_OTHER decides what the execution beyond it does)", n)
+	}
 }

@@ -17,7 +17,7 @@ import (
 // among them (schedule.cron, retry.max_attempts, target.http.url).
 var updatable = []string{
 	"name", "labels", "schedule", "target", "payload", "priority", "retry",
-	"attempt_timeout", "misfire", "overlap", "max_jitter", "callback_url",
+	"attempt_timeout", "misfire", "overlap", "max_jitter", "callback_url", "max_concurrency",
 }
 
 // serverOwned are fields the server decides; the message says how to
