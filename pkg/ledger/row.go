@@ -203,9 +203,9 @@ func (r row) values() []any {
 }
 
 // attemptValues binds the row in TableAttempts' column order
-// (attemptColumns), then the write timestamp.
-func (r row) attemptValues(ts int64) []any {
-	return append(append([]any{r.bucket, int(r.day), r.jobID}, r.tail()...), ts)
+// (attemptColumns); the USING clause's values follow (Writer.using).
+func (r row) attemptValues() []any {
+	return append([]any{r.bucket, int(r.day), r.jobID}, r.tail()...)
 }
 
 // tail binds the columns after job_id (and month) in column order. Unset
@@ -341,3 +341,8 @@ func clip(s string) string {
 	}
 	return s[:cut]
 }
+
+// BucketOf is the bucket of a job id (its records' partition, with the
+// slot's day) or of an execution id (its index entry's, with the write's
+// day): for tools and tests that read the tables directly.
+func BucketOf(id string) int { return bucketOf(id) }

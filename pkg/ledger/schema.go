@@ -33,6 +33,16 @@ const (
 // expires without naming it.
 const TTL = 90 * 24 * time.Hour
 
+// MaxTTL is the longest a row may be kept (WithTenantTTL): the Reader looks
+// back TTL by default, so rows older than that are not listed; a tenant may
+// keep its history shorter than the default, not longer.
+const MaxTTL = TTL
+
+// MinTTL is the shortest per-tenant TTL the configuration accepts: history
+// that vanishes within the hour would hide the firings an operator is
+// looking into.
+const MinTTL = time.Hour
+
 // DefaultReplication is a single-copy keyspace, right for a laptop or a test
 // node. Production passes NetworkTopologyStrategy with three copies per DC.
 const DefaultReplication = "{'class': 'SimpleStrategy', 'replication_factor': 1}"

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sundialhq/sundial/pkg/clock"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -40,6 +41,9 @@ type Writer struct {
 	noIndex    bool
 	logged     bool
 	checkFence bool
+	// ttl, when set, names each row's time to live by its tenant (USING
+	// TTL); nil leaves every row to the tables' default (TTL).
+	ttl func(tenant string) time.Duration
 
 	insertAttempt, insertIndex, maxFence string
 	// The first layout's statements (WithLegacyLayout).
@@ -73,6 +77,16 @@ func WithoutIndex() WriterOption { return func(w *Writer) { w.noIndex = true } }
 // partition of TableIndex); the real clock by default.
 func WithWriterClock(c clock.Clock) WriterOption { return func(w *Writer) { w.clock = c } }
 
+// WithTenantTTL makes every row's time to live its tenant's: ttl(tenant)
+// is written USING TTL on the record and its index entry (the same, so an
+// entry never outlives or dies before its record). A duration that is not
+// positive, or over MaxTTL, is taken as TTL (the default) and MaxTTL
+// respectively: the reader looks back at most MaxTTL, so a longer-lived row
+// could not be listed, and Cassandra reads TTL 0 as "never expires".
+func WithTenantTTL(ttl func(tenant string) time.Duration) WriterOption {
+	return func(w *Writer) { w.ttl = ttl }
+}
+
 // NewWriter returns a Writer over s writing into keyspace, whose tables
 // Migrate created. It panics on an invalid keyspace name (a programming or
 // configuration error caught at start-up).
@@ -87,10 +101,14 @@ func NewWriter(s Session, keyspace string, opts ...WriterOption) *Writer {
 	marks := func(cols string) string { return "?" + strings.Repeat(", ?", strings.Count(cols, ",")) }
 	// Each statement carries its own write timestamp (a batch's single
 	// timestamp would give every record of a group the same one).
-	w.insertAttempt = fmt.Sprintf("INSERT INTO %s.%s (%s) VALUES (%s) USING TIMESTAMP ?",
-		keyspace, TableAttempts, attemptColumns, marks(attemptColumns))
-	w.insertIndex = fmt.Sprintf("INSERT INTO %s.%s (bucket, day, execution_id, job_id, scheduled_at) VALUES (?, ?, ?, ?, ?) USING TIMESTAMP ?",
-		keyspace, TableIndex)
+	using := "USING TIMESTAMP ?"
+	if w.ttl != nil {
+		using = "USING TTL ? AND TIMESTAMP ?"
+	}
+	w.insertAttempt = fmt.Sprintf("INSERT INTO %s.%s (%s) VALUES (%s) %s",
+		keyspace, TableAttempts, attemptColumns, marks(attemptColumns), using)
+	w.insertIndex = fmt.Sprintf("INSERT INTO %s.%s (bucket, day, execution_id, job_id, scheduled_at) VALUES (?, ?, ?, ?, ?) %s",
+		keyspace, TableIndex, using)
 	w.maxFence = fmt.Sprintf("SELECT fence FROM %s.%s WHERE bucket = ? AND day = ? AND job_id = ? AND scheduled_at = ?"+
 		" AND execution_id = ? AND attempt = ? LIMIT 1", keyspace, TableAttempts)
 	w.insertByJob = fmt.Sprintf("INSERT INTO %s.%s (%s) VALUES (%s)", keyspace, TableByJob, columns, marks(columns))
@@ -204,9 +222,9 @@ func (w *Writer) RecordMany(ctx context.Context, recs []Rec) []error {
 		indexed = w.writeGroups(ctx, valid, func(i int) (uint64, Statement) {
 			r := rows[i]
 			b := bucketOf(r.executionID)
-			return uint64(b)<<32 | uint64(now), Statement{CQL: w.insertIndex, Values: []any{
-				b, int(now), r.executionID, r.jobID, r.scheduled, r.writeTimestamp(recs[i].Attempt.GetStatus()),
-			}}
+			return uint64(b)<<32 | uint64(now), Statement{CQL: w.insertIndex, Values: w.using([]any{
+				b, int(now), r.executionID, r.jobID, r.scheduled,
+			}, r, recs[i].Attempt.GetStatus())}
 		}, func(i int, err error) {
 			fail(i, fmt.Errorf("ledger: index execution %s: %w", rows[i].executionID, err))
 		})
@@ -215,7 +233,7 @@ func (w *Writer) RecordMany(ctx context.Context, recs []Rec) []error {
 	w.writeGroups(ctx, indexed, func(i int) (uint64, Statement) {
 		r := rows[i]
 		return uint64(r.bucket)<<32 | uint64(r.day), Statement{
-			CQL: w.insertAttempt, Values: r.attemptValues(r.writeTimestamp(recs[i].Attempt.GetStatus())),
+			CQL: w.insertAttempt, Values: w.using(r.attemptValues(), r, recs[i].Attempt.GetStatus()),
 		}
 	}, func(i int, err error) {
 		fail(i, fmt.Errorf("ledger: record execution %s attempt %d: %w", rows[i].executionID, rows[i].attempt, err))
@@ -239,6 +257,27 @@ func (w *Writer) RecordMany(ctx context.Context, recs []Rec) []error {
 		return nil
 	}
 	return errs
+}
+
+// using appends the values of a statement's USING clause: the row's TTL in
+// seconds (WithTenantTTL only), then its write timestamp.
+func (w *Writer) using(vals []any, r row, status sundialv1.ExecutionStatus) []any {
+	if w.ttl != nil {
+		vals = append(vals, TTLSeconds(w.ttl(r.tenant)))
+	}
+	return append(vals, r.writeTimestamp(status))
+}
+
+// TTLSeconds is the USING TTL value of a row meant to live d: TTL when d
+// is not positive, MaxTTL when it is longer, at least one second.
+func TTLSeconds(d time.Duration) int {
+	switch {
+	case d <= 0:
+		d = TTL
+	case d > MaxTTL:
+		d = MaxTTL
+	}
+	return max(int(d/time.Second), 1)
 }
 
 // writeGroups writes one statement per index in idx, grouped by partition
