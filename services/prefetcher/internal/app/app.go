@@ -2,7 +2,8 @@
 // main has loaded and validated (Config).
 //
 // The services are started in order and stopped in reverse: the pool's
-// closer, the job-notification listener, the ledger drainer, then what
+// closer, the job-notification listener, the ledger TTLs' reloader
+// (pkg/ledgerttl), the ledger drainer, then what
 // stages. With one leader, the prefetch loop stops first (ending the
 // term's work, the retention sweep included, and rolling back an in-flight
 // transaction), then the elector (closing the session hands leadership
@@ -25,6 +26,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/jobwake"
 	"github.com/sundialhq/sundial/pkg/leader"
 	"github.com/sundialhq/sundial/pkg/ledger"
+	"github.com/sundialhq/sundial/pkg/ledgerttl"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
 	"github.com/sundialhq/sundial/pkg/rangeleader"
 
@@ -90,7 +92,8 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	drainer, err := newDrainer(cfg, pool, deps, clk)
+	ttls := ledgerttl.NewCache(pool, ledgerttl.Refresh, clk, deps.Logger)
+	drainer, err := newDrainer(cfg, pool, deps, clk, ttls)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +101,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 		"window", cfg.Window, "chunk", cfg.Chunk, "tick", cfg.Tick, "batch_size", cfg.BatchSize, "zk_session_timeout", cfg.ZKSessionTimeout,
 		"catch_up_rate", cfg.CatchUpRate, "fill_step", cfg.FillStep, "retention", cfg.Retention.Retention)
 	return &App{
-		Services: append([]lifecycle.Service{poolCloser{pool}, listener, drainer}, staging...),
+		Services: append([]lifecycle.Service{poolCloser{pool}, listener, ttls, drainer}, staging...),
 		Checks:   map[string]admin.Check{"postgres": store.Ping, "zookeeper": zkCheck},
 	}, nil
 }
@@ -169,7 +172,9 @@ func newStaging(cfg Config, lcfg leader.Config, p stagingParts) (staging []lifec
 
 // newDrainer builds the ledger drainer, which moves ledger_pending rows
 // into the Cassandra ledger over sessions it dials itself.
-func newDrainer(cfg Config, pool *pgxpool.Pool, deps Deps, clk clock.Clock) (*ledgerdrain.Drainer, error) {
+//
+// Its rows live their tenant's TTL (tenant_ledger_ttl, reloaded by ttls).
+func newDrainer(cfg Config, pool *pgxpool.Pool, deps Deps, clk clock.Clock, ttls *ledgerttl.Cache) (*ledgerdrain.Drainer, error) {
 	keyspace, reg := cfg.CassandraKeyspace, deps.Registry
 	cc := ledger.ConnectConfig{Hosts: splitList(cfg.CassandraHosts)}
 	if err := cfg.CassandraSecurity.Apply(&cc); err != nil {
@@ -183,7 +188,7 @@ func newDrainer(cfg Config, pool *pgxpool.Pool, deps Deps, clk clock.Clock) (*le
 			return nil, nil, err
 		}
 		sess = ledger.Instrumented(ledger.Retrying(sess, ledger.DefaultRetryPolicy), reg)
-		return ledger.NewWriter(sess, keyspace), sess.Close, nil
+		return ledger.NewWriter(sess, keyspace, ledger.WithTenantTTL(ttls.For)), sess.Close, nil
 	}
 	return ledgerdrain.New(cfg.Drain, pool, dial, deps.Logger, clk, ledgerdrain.NewMetrics(deps.Registry))
 }

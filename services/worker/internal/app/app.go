@@ -120,11 +120,11 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 	if err != nil {
 		return nil, err
 	}
-	led, err := b.ledger(ctx)
+	spill := &spillPool{}
+	led, err := b.ledger(ctx, spill)
 	if err != nil {
 		return nil, err
 	}
-	spill := &spillPool{}
 	rec := b.recorder(led.writer, spill)
 	kafka, err := b.producer()
 	if err != nil {

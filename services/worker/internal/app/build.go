@@ -7,11 +7,13 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -21,6 +23,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/ledgerpending"
+	"github.com/sundialhq/sundial/pkg/ledgerttl"
 	"github.com/sundialhq/sundial/pkg/netpolicy"
 	"github.com/sundialhq/sundial/pkg/secrets"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -147,7 +150,7 @@ type ledgerSide struct {
 
 // ledger connects to Cassandra (creating the keyspace and tables with
 // --ledger-migrate), unless Deps.Ledger replaces it.
-func (b *builder) ledger(ctx context.Context) (ledgerSide, error) {
+func (b *builder) ledger(ctx context.Context, spill *spillPool) (ledgerSide, error) {
 	if b.deps.Ledger != nil {
 		return ledgerSide{writer: b.deps.Ledger}, nil
 	}
@@ -173,8 +176,17 @@ func (b *builder) ledger(ctx context.Context) (ledgerSide, error) {
 		it.Scan(&v)
 		return it.Close()
 	}
+	var wopts []ledger.WriterOption
+	if b.cfg.PostgresDSN != "" {
+		// Each record lives its tenant's TTL (tenant_ledger_ttl), read
+		// through the settling pool, which is opened later in the build
+		// and set before anything starts.
+		ttls := ledgerttl.NewCache(spilled{spill}, ledgerttl.Refresh, clock.Real{}, b.logger)
+		b.run(ttls)
+		wopts = append(wopts, ledger.WithTenantTTL(ttls.For))
+	}
 	return ledgerSide{
-		writer: ledger.NewWriter(s, b.cfg.CassandraKeyspace),
+		writer: ledger.NewWriter(s, b.cfg.CassandraKeyspace, wopts...),
 		recorded: func(ctx context.Context, f *sundialv1.Firing) (sundialv1.ExecutionStatus, bool) {
 			st, err := attemptStatus(ctx, reader, f)
 			if err != nil || !attemptOutcome(st) {
@@ -195,6 +207,16 @@ func (b *builder) ledger(ctx context.Context) (ledgerSide, error) {
 // the pool, so it reaches the pool through this; set before anything
 // starts, and only with --postgres-dsn.
 type spillPool struct{ pool *pgxpool.Pool }
+
+// spilled reads through the spill pool once it is set (ledgerttl.Querier).
+type spilled struct{ p *spillPool }
+
+func (s spilled) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if s.p.pool == nil {
+		return nil, errors.New("no postgres pool yet")
+	}
+	return s.p.pool.Query(ctx, sql, args...)
+}
 
 // recorder builds the ledger recorder, which groups the attempts' records
 // into ledger writes.
