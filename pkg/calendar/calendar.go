@@ -158,5 +158,14 @@ func ApplyEngine(sch schedule.Schedule, spec *sundialv1.Schedule, ec *schedule.C
 			return nil, fmt.Errorf("calendar: schedule.timezone: %w", err)
 		}
 	}
+	if ex, ok := sch.(*schedule.Excluded); ok {
+		// The calendar goes under the exclusions: an instant it moves into
+		// an excluded stretch does not fire either.
+		cs, err := schedule.WithCalendar(ex.Base(), ec, Policy(spec.GetCalendarPolicy()), loc)
+		if err != nil {
+			return nil, err
+		}
+		return ex.WithBase(cs), nil
+	}
 	return schedule.WithCalendar(sch, ec, Policy(spec.GetCalendarPolicy()), loc)
 }

@@ -1,7 +1,6 @@
 package jobspec
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -78,11 +77,23 @@ func Normalize(job *sundialv1.Job) {
 		if s.DstRepeat == sundialv1.DstRepeatPolicy_DST_REPEAT_POLICY_UNSPECIFIED {
 			s.DstRepeat = DefaultDstRepeat
 		}
-		switch spec := s.Spec.(type) {
-		case *sundialv1.Schedule_Cron:
-			spec.Cron = strings.TrimSpace(spec.Cron)
-		case *sundialv1.Schedule_Rrule:
-			spec.Rrule = strings.TrimSpace(spec.Rrule)
+		normalizeSpec(s)
+		// An additional schedule states its zone and policies too: the
+		// primary's zone when it named none.
+		for _, a := range s.AdditionalSchedules {
+			if a == nil {
+				continue
+			}
+			if a.Timezone == "" {
+				a.Timezone = s.Timezone
+			}
+			if a.DstGap == sundialv1.DstGapPolicy_DST_GAP_POLICY_UNSPECIFIED {
+				a.DstGap = DefaultDstGap
+			}
+			if a.DstRepeat == sundialv1.DstRepeatPolicy_DST_REPEAT_POLICY_UNSPECIFIED {
+				a.DstRepeat = DefaultDstRepeat
+			}
+			normalizeSpec(a)
 		}
 	}
 	if h := job.GetTarget().GetHttp(); h != nil {
@@ -90,6 +101,15 @@ func Normalize(job *sundialv1.Job) {
 			h.Method = DefaultHTTPMethod
 		}
 		h.Method = strings.ToUpper(h.Method)
+	}
+}
+
+func normalizeSpec(s *sundialv1.Schedule) {
+	switch spec := s.Spec.(type) {
+	case *sundialv1.Schedule_Cron:
+		spec.Cron = strings.TrimSpace(spec.Cron)
+	case *sundialv1.Schedule_Rrule:
+		spec.Rrule = strings.TrimSpace(spec.Rrule)
 	}
 }
 
@@ -101,14 +121,48 @@ func Schedule(job *sundialv1.Job, created time.Time) (schedule.Schedule, error) 
 }
 
 // FromProto builds the engine schedule of s; created anchors an interval
-// without start_time. It fails on a schedule Validate would reject.
+// without start_time. With additional_schedules it is their union with s
+// (schedule.Union), with exclusions the union less them
+// (schedule.Excluded); a calendar (pkg/calendar) goes under the
+// exclusions. It fails on a schedule Validate would reject.
 func FromProto(s *sundialv1.Schedule, created time.Time) (schedule.Schedule, error) {
+	primary, err := fromSpec(s, "schedule", created)
+	if err != nil || (len(s.GetAdditionalSchedules()) == 0 && len(s.GetExclusions()) == 0) {
+		return primary, err
+	}
+	members := []schedule.Schedule{primary}
+	for i, a := range s.GetAdditionalSchedules() {
+		m, err := fromSpec(inheritZone(a, s), fmt.Sprintf("schedule.additional_schedules[%d]", i), created)
+		if err != nil {
+			return nil, err
+		}
+		members = append(members, m)
+	}
+	u, err := schedule.NewUnion(members...)
+	if err != nil {
+		return nil, fmt.Errorf("jobspec: schedule.additional_schedules: %w", err)
+	}
+	excl, err := Exclusions(s)
+	if err != nil {
+		return nil, fmt.Errorf("jobspec: %w", err)
+	}
+	loc, _ := location(s.GetTimezone())
+	out, err := schedule.NewExcluded(u, excl, loc)
+	if err != nil {
+		return nil, &Error{Violations: []FieldViolation{{Field: "schedule.exclusions", Description: err.Error()}}}
+	}
+	return out, nil
+}
+
+// fromSpec builds one schedule of a job (the primary, or one of its
+// additional schedules, named by field in errors).
+func fromSpec(s *sundialv1.Schedule, field string, created time.Time) (schedule.Schedule, error) {
 	if s == nil {
-		return nil, errors.New("jobspec: schedule is not set")
+		return nil, fmt.Errorf("jobspec: %s is not set", field)
 	}
 	loc, err := location(s.GetTimezone())
 	if err != nil {
-		return nil, fmt.Errorf("jobspec: schedule.timezone: %w", err)
+		return nil, fmt.Errorf("jobspec: %s.timezone: %w", field, err)
 	}
 	opts := schedule.Options{
 		Location: loc,
@@ -125,7 +179,7 @@ func FromProto(s *sundialv1.Schedule, created time.Time) (schedule.Schedule, err
 	case *sundialv1.Schedule_Cron:
 		sch, err := schedule.Parse(strings.TrimSpace(spec.Cron), opts)
 		if err != nil {
-			return nil, fmt.Errorf("jobspec: schedule.cron: %s", cronProblem(err))
+			return nil, fmt.Errorf("jobspec: %s.cron: %s", field, cronProblem(err))
 		}
 		return sch, nil
 	case *sundialv1.Schedule_Once:
@@ -133,17 +187,17 @@ func FromProto(s *sundialv1.Schedule, created time.Time) (schedule.Schedule, err
 	case *sundialv1.Schedule_Interval:
 		sch, err := schedule.Every(spec.Interval.AsDuration(), anchorFor(s, created), opts)
 		if err != nil {
-			return nil, fmt.Errorf("jobspec: schedule.interval: %w", err)
+			return nil, fmt.Errorf("jobspec: %s.interval: %w", field, err)
 		}
 		return sch, nil
 	case *sundialv1.Schedule_Rrule:
 		sch, err := schedule.ParseRRule(spec.Rrule, anchorFor(s, created), opts)
 		if err != nil {
-			return nil, &Error{Violations: []FieldViolation{{Field: "schedule.rrule", Description: rruleProblem(err)}}}
+			return nil, &Error{Violations: []FieldViolation{{Field: field + ".rrule", Description: rruleProblem(err)}}}
 		}
 		return sch, nil
 	default:
-		return nil, errors.New("jobspec: schedule: set one of cron, once, interval or rrule")
+		return nil, fmt.Errorf("jobspec: %s: set one of cron, once, interval or rrule", field)
 	}
 }
 

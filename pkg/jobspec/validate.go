@@ -95,7 +95,10 @@ func Validate(job *sundialv1.Job) error {
 		c.add("schedule", "is required: set one of cron, once, interval or rrule")
 	} else {
 		validateSchedule(c, "schedule", job.GetSchedule())
+		validateAdditional(c, "schedule", job.GetSchedule())
+		validateExclusions(c, "schedule", job.GetSchedule())
 	}
+	validateMaxRuns(c, job.GetMaxRuns())
 	validateTarget(c, job.GetTarget())
 	if n := len(job.GetPayload()); n > MaxPayloadBytes {
 		c.add("payload", "is %d bytes, at most %d allowed", n, MaxPayloadBytes)
@@ -132,6 +135,8 @@ func ValidateSchedule(s *sundialv1.Schedule) error {
 		return c.err()
 	}
 	validateSchedule(c, "schedule", s)
+	validateAdditional(c, "schedule", s)
+	validateExclusions(c, "schedule", s)
 	return c.err()
 }
 

@@ -447,6 +447,14 @@ type Job struct {
 	UpdateTime   *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// URL notified (signed like targets) on success, final failure and DLQ entry.
 	CallbackUrl string `protobuf:"bytes,19,opt,name=callback_url,json=callbackUrl,proto3" json:"callback_url,omitempty"`
+	// Run-count limit: the job completes after this many of its schedule's
+	// slots have been staged to fire (catch-ups count; backfills and
+	// TriggerJob do not; slots skipped by a misfire policy, a calendar or
+	// an exclusion do not). 0: no limit. At most 1,000,000,000.
+	MaxRuns int64 `protobuf:"varint,40,opt,name=max_runs,json=maxRuns,proto3" json:"max_runs,omitempty"`
+	// Output only, with max_runs: how many runs remain (max_runs minus the
+	// slots staged so far, never below 0).
+	RemainingRuns int64 `protobuf:"varint,41,opt,name=remaining_runs,json=remainingRuns,proto3" json:"remaining_runs,omitempty"`
 	// How many executions of the job may run at once; 0 means 1. Above 1 it
 	// needs an overlap policy other than ALLOW, which then applies to the
 	// execution that would be the (max_concurrency+1)th. At most 100.
@@ -618,6 +626,20 @@ func (x *Job) GetCallbackUrl() string {
 	return ""
 }
 
+func (x *Job) GetMaxRuns() int64 {
+	if x != nil {
+		return x.MaxRuns
+	}
+	return 0
+}
+
+func (x *Job) GetRemainingRuns() int64 {
+	if x != nil {
+		return x.RemainingRuns
+	}
+	return 0
+}
+
 func (x *Job) GetMaxConcurrency() int32 {
 	if x != nil {
 		return x.MaxConcurrency
@@ -625,7 +647,7 @@ func (x *Job) GetMaxConcurrency() int32 {
 	return 0
 }
 
-// When a job fires. Exactly one of cron, once or interval is set.
+// When a job fires. Exactly one of cron, once, interval or rrule is set.
 type Schedule struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Spec:
@@ -648,8 +670,20 @@ type Schedule struct {
 	Calendar string `protobuf:"bytes,10,opt,name=calendar,proto3" json:"calendar,omitempty"`
 	// With calendar: SKIP (default), MOVE_NEXT or MOVE_PREVIOUS.
 	CalendarPolicy CalendarPolicy `protobuf:"varint,11,opt,name=calendar_policy,json=calendarPolicy,proto3,enum=sundial.v1.CalendarPolicy" json:"calendar_policy,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// More schedules whose instants the job fires at too: the union of this
+	// schedule's and theirs, one firing per instant (two schedules at 09:00
+	// are one firing). Each sets its spec (cron, once, interval or rrule)
+	// and may set its own start_time, end_time, dst_gap and dst_repeat; an
+	// empty timezone is this schedule's. Their own calendar,
+	// additional_schedules and exclusions must be empty: this schedule's
+	// calendar and exclusions apply to the union. At most 9 (10 in all).
+	AdditionalSchedules []*Schedule `protobuf:"bytes,12,rep,name=additional_schedules,json=additionalSchedules,proto3" json:"additional_schedules,omitempty"`
+	// Stretches of the job's wall clock (in timezone) in which it never
+	// fires, applied to the union after the calendar (an instant the
+	// calendar moves into one is excluded too). At most 20.
+	Exclusions    []*Exclusion `protobuf:"bytes,13,rep,name=exclusions,proto3" json:"exclusions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Schedule) Reset() {
@@ -774,6 +808,20 @@ func (x *Schedule) GetCalendarPolicy() CalendarPolicy {
 	return CalendarPolicy_CALENDAR_POLICY_UNSPECIFIED
 }
 
+func (x *Schedule) GetAdditionalSchedules() []*Schedule {
+	if x != nil {
+		return x.AdditionalSchedules
+	}
+	return nil
+}
+
+func (x *Schedule) GetExclusions() []*Exclusion {
+	if x != nil {
+		return x.Exclusions
+	}
+	return nil
+}
+
 type isSchedule_Spec interface {
 	isSchedule_Spec()
 }
@@ -811,6 +859,104 @@ func (*Schedule_Interval) isSchedule_Spec() {}
 
 func (*Schedule_Rrule) isSchedule_Spec() {}
 
+// A stretch of a schedule's wall clock in which the job does not fire:
+// every day's (or the given weekdays') window from start to end,
+// optionally only between two dates; without start and end, whole days.
+// An instant is excluded when its wall reading in the schedule's time zone
+// is in [start, end) on a day the exclusion applies to. "Every hour but not
+// 02:00-04:00" is {start: "02:00", end: "04:00"}; a Christmas freeze is
+// {start_date: "2026-12-24", end_date: "2026-12-26"}.
+type Exclusion struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "HH:MM" or "HH:MM:SS", both or neither. An end before the start
+	// runs past midnight ("22:00" to "06:00"), the window belonging to the
+	// day it starts on; "24:00" is the end of the day.
+	Start string `protobuf:"bytes,1,opt,name=start,proto3" json:"start,omitempty"`
+	End   string `protobuf:"bytes,2,opt,name=end,proto3" json:"end,omitempty"`
+	// The days (of the window's start) it applies on; empty: every day.
+	Weekdays []Weekday `protobuf:"varint,3,rep,packed,name=weekdays,proto3,enum=sundial.v1.Weekday" json:"weekdays,omitempty"`
+	// "YYYY-MM-DD", inclusive; empty: unbounded on that side.
+	StartDate string `protobuf:"bytes,4,opt,name=start_date,json=startDate,proto3" json:"start_date,omitempty"`
+	EndDate   string `protobuf:"bytes,5,opt,name=end_date,json=endDate,proto3" json:"end_date,omitempty"`
+	// Why, for humans: shown with each instant it removes in a preview.
+	// At most 256 characters.
+	Note          string `protobuf:"bytes,6,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Exclusion) Reset() {
+	*x = Exclusion{}
+	mi := &file_sundial_v1_job_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Exclusion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Exclusion) ProtoMessage() {}
+
+func (x *Exclusion) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_job_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Exclusion.ProtoReflect.Descriptor instead.
+func (*Exclusion) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_job_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Exclusion) GetStart() string {
+	if x != nil {
+		return x.Start
+	}
+	return ""
+}
+
+func (x *Exclusion) GetEnd() string {
+	if x != nil {
+		return x.End
+	}
+	return ""
+}
+
+func (x *Exclusion) GetWeekdays() []Weekday {
+	if x != nil {
+		return x.Weekdays
+	}
+	return nil
+}
+
+func (x *Exclusion) GetStartDate() string {
+	if x != nil {
+		return x.StartDate
+	}
+	return ""
+}
+
+func (x *Exclusion) GetEndDate() string {
+	if x != nil {
+		return x.EndDate
+	}
+	return ""
+}
+
+func (x *Exclusion) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
 // Where a firing goes.
 type Target struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -825,7 +971,7 @@ type Target struct {
 
 func (x *Target) Reset() {
 	*x = Target{}
-	mi := &file_sundial_v1_job_proto_msgTypes[2]
+	mi := &file_sundial_v1_job_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -837,7 +983,7 @@ func (x *Target) String() string {
 func (*Target) ProtoMessage() {}
 
 func (x *Target) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_proto_msgTypes[2]
+	mi := &file_sundial_v1_job_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -850,7 +996,7 @@ func (x *Target) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Target.ProtoReflect.Descriptor instead.
 func (*Target) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_proto_rawDescGZIP(), []int{2}
+	return file_sundial_v1_job_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Target) GetKind() isTarget_Kind {
@@ -914,7 +1060,7 @@ type HttpTarget struct {
 
 func (x *HttpTarget) Reset() {
 	*x = HttpTarget{}
-	mi := &file_sundial_v1_job_proto_msgTypes[3]
+	mi := &file_sundial_v1_job_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +1072,7 @@ func (x *HttpTarget) String() string {
 func (*HttpTarget) ProtoMessage() {}
 
 func (x *HttpTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_proto_msgTypes[3]
+	mi := &file_sundial_v1_job_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1085,7 @@ func (x *HttpTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HttpTarget.ProtoReflect.Descriptor instead.
 func (*HttpTarget) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_proto_rawDescGZIP(), []int{3}
+	return file_sundial_v1_job_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *HttpTarget) GetUrl() string {
@@ -981,7 +1127,7 @@ type KafkaTarget struct {
 
 func (x *KafkaTarget) Reset() {
 	*x = KafkaTarget{}
-	mi := &file_sundial_v1_job_proto_msgTypes[4]
+	mi := &file_sundial_v1_job_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -993,7 +1139,7 @@ func (x *KafkaTarget) String() string {
 func (*KafkaTarget) ProtoMessage() {}
 
 func (x *KafkaTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_proto_msgTypes[4]
+	mi := &file_sundial_v1_job_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1006,7 +1152,7 @@ func (x *KafkaTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KafkaTarget.ProtoReflect.Descriptor instead.
 func (*KafkaTarget) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_proto_rawDescGZIP(), []int{4}
+	return file_sundial_v1_job_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *KafkaTarget) GetTopic() string {
@@ -1036,7 +1182,7 @@ type RetryPolicy struct {
 
 func (x *RetryPolicy) Reset() {
 	*x = RetryPolicy{}
-	mi := &file_sundial_v1_job_proto_msgTypes[5]
+	mi := &file_sundial_v1_job_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1048,7 +1194,7 @@ func (x *RetryPolicy) String() string {
 func (*RetryPolicy) ProtoMessage() {}
 
 func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_proto_msgTypes[5]
+	mi := &file_sundial_v1_job_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1061,7 +1207,7 @@ func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy.ProtoReflect.Descriptor instead.
 func (*RetryPolicy) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_proto_rawDescGZIP(), []int{5}
+	return file_sundial_v1_job_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RetryPolicy) GetMaxAttempts() int32 {
@@ -1105,7 +1251,7 @@ type MisfirePolicy struct {
 
 func (x *MisfirePolicy) Reset() {
 	*x = MisfirePolicy{}
-	mi := &file_sundial_v1_job_proto_msgTypes[6]
+	mi := &file_sundial_v1_job_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1263,7 @@ func (x *MisfirePolicy) String() string {
 func (*MisfirePolicy) ProtoMessage() {}
 
 func (x *MisfirePolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_proto_msgTypes[6]
+	mi := &file_sundial_v1_job_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1276,7 @@ func (x *MisfirePolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MisfirePolicy.ProtoReflect.Descriptor instead.
 func (*MisfirePolicy) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_proto_rawDescGZIP(), []int{6}
+	return file_sundial_v1_job_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MisfirePolicy) GetAction() MisfireAction {
@@ -1159,7 +1305,7 @@ var File_sundial_v1_job_proto protoreflect.FileDescriptor
 const file_sundial_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"\x14sundial/v1/job.proto\x12\n" +
-	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19sundial/v1/calendar.proto\"\xc3\a\n" +
+	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19sundial/v1/calendar.proto\"\x85\b\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
@@ -1183,11 +1329,13 @@ const file_sundial_v1_job_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12!\n" +
-	"\fcallback_url\x18\x13 \x01(\tR\vcallbackUrl\x12'\n" +
+	"\fcallback_url\x18\x13 \x01(\tR\vcallbackUrl\x12\x19\n" +
+	"\bmax_runs\x18( \x01(\x03R\amaxRuns\x12%\n" +
+	"\x0eremaining_runs\x18) \x01(\x03R\rremainingRuns\x12'\n" +
 	"\x0fmax_concurrency\x18\x1e \x01(\x05R\x0emaxConcurrency\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x89\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x89\x05\n" +
 	"\bSchedule\x12\x14\n" +
 	"\x04cron\x18\x01 \x01(\tH\x00R\x04cron\x120\n" +
 	"\x04once\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\x04once\x127\n" +
@@ -1202,8 +1350,20 @@ const file_sundial_v1_job_proto_rawDesc = "" +
 	"dst_repeat\x18\b \x01(\x0e2\x1b.sundial.v1.DstRepeatPolicyR\tdstRepeat\x12\x1a\n" +
 	"\bcalendar\x18\n" +
 	" \x01(\tR\bcalendar\x12C\n" +
-	"\x0fcalendar_policy\x18\v \x01(\x0e2\x1a.sundial.v1.CalendarPolicyR\x0ecalendarPolicyB\x06\n" +
-	"\x04spec\"o\n" +
+	"\x0fcalendar_policy\x18\v \x01(\x0e2\x1a.sundial.v1.CalendarPolicyR\x0ecalendarPolicy\x12G\n" +
+	"\x14additional_schedules\x18\f \x03(\v2\x14.sundial.v1.ScheduleR\x13additionalSchedules\x125\n" +
+	"\n" +
+	"exclusions\x18\r \x03(\v2\x15.sundial.v1.ExclusionR\n" +
+	"exclusionsB\x06\n" +
+	"\x04spec\"\xb2\x01\n" +
+	"\tExclusion\x12\x14\n" +
+	"\x05start\x18\x01 \x01(\tR\x05start\x12\x10\n" +
+	"\x03end\x18\x02 \x01(\tR\x03end\x12/\n" +
+	"\bweekdays\x18\x03 \x03(\x0e2\x13.sundial.v1.WeekdayR\bweekdays\x12\x1d\n" +
+	"\n" +
+	"start_date\x18\x04 \x01(\tR\tstartDate\x12\x19\n" +
+	"\bend_date\x18\x05 \x01(\tR\aendDate\x12\x12\n" +
+	"\x04note\x18\x06 \x01(\tR\x04note\"o\n" +
 	"\x06Target\x12,\n" +
 	"\x04http\x18\x01 \x01(\v2\x16.sundial.v1.HttpTargetH\x00R\x04http\x12/\n" +
 	"\x05kafka\x18\x02 \x01(\v2\x17.sundial.v1.KafkaTargetH\x00R\x05kafkaB\x06\n" +
@@ -1284,7 +1444,7 @@ func file_sundial_v1_job_proto_rawDescGZIP() []byte {
 }
 
 var file_sundial_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_sundial_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_sundial_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_sundial_v1_job_proto_goTypes = []any{
 	(DstGapPolicy)(0),             // 0: sundial.v1.DstGapPolicy
 	(DstRepeatPolicy)(0),          // 1: sundial.v1.DstRepeatPolicy
@@ -1295,51 +1455,56 @@ var file_sundial_v1_job_proto_goTypes = []any{
 	(JobStatus)(0),                // 6: sundial.v1.JobStatus
 	(*Job)(nil),                   // 7: sundial.v1.Job
 	(*Schedule)(nil),              // 8: sundial.v1.Schedule
-	(*Target)(nil),                // 9: sundial.v1.Target
-	(*HttpTarget)(nil),            // 10: sundial.v1.HttpTarget
-	(*KafkaTarget)(nil),           // 11: sundial.v1.KafkaTarget
-	(*RetryPolicy)(nil),           // 12: sundial.v1.RetryPolicy
-	(*MisfirePolicy)(nil),         // 13: sundial.v1.MisfirePolicy
-	nil,                           // 14: sundial.v1.Job.LabelsEntry
-	nil,                           // 15: sundial.v1.HttpTarget.HeadersEntry
-	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
-	(CalendarPolicy)(0),           // 18: sundial.v1.CalendarPolicy
+	(*Exclusion)(nil),             // 9: sundial.v1.Exclusion
+	(*Target)(nil),                // 10: sundial.v1.Target
+	(*HttpTarget)(nil),            // 11: sundial.v1.HttpTarget
+	(*KafkaTarget)(nil),           // 12: sundial.v1.KafkaTarget
+	(*RetryPolicy)(nil),           // 13: sundial.v1.RetryPolicy
+	(*MisfirePolicy)(nil),         // 14: sundial.v1.MisfirePolicy
+	nil,                           // 15: sundial.v1.Job.LabelsEntry
+	nil,                           // 16: sundial.v1.HttpTarget.HeadersEntry
+	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(CalendarPolicy)(0),           // 19: sundial.v1.CalendarPolicy
+	(Weekday)(0),                  // 20: sundial.v1.Weekday
 }
 var file_sundial_v1_job_proto_depIdxs = []int32{
-	14, // 0: sundial.v1.Job.labels:type_name -> sundial.v1.Job.LabelsEntry
+	15, // 0: sundial.v1.Job.labels:type_name -> sundial.v1.Job.LabelsEntry
 	8,  // 1: sundial.v1.Job.schedule:type_name -> sundial.v1.Schedule
-	9,  // 2: sundial.v1.Job.target:type_name -> sundial.v1.Target
+	10, // 2: sundial.v1.Job.target:type_name -> sundial.v1.Target
 	2,  // 3: sundial.v1.Job.priority:type_name -> sundial.v1.Priority
-	12, // 4: sundial.v1.Job.retry:type_name -> sundial.v1.RetryPolicy
-	16, // 5: sundial.v1.Job.attempt_timeout:type_name -> google.protobuf.Duration
-	13, // 6: sundial.v1.Job.misfire:type_name -> sundial.v1.MisfirePolicy
+	13, // 4: sundial.v1.Job.retry:type_name -> sundial.v1.RetryPolicy
+	17, // 5: sundial.v1.Job.attempt_timeout:type_name -> google.protobuf.Duration
+	14, // 6: sundial.v1.Job.misfire:type_name -> sundial.v1.MisfirePolicy
 	5,  // 7: sundial.v1.Job.overlap:type_name -> sundial.v1.OverlapPolicy
-	16, // 8: sundial.v1.Job.max_jitter:type_name -> google.protobuf.Duration
+	17, // 8: sundial.v1.Job.max_jitter:type_name -> google.protobuf.Duration
 	6,  // 9: sundial.v1.Job.status:type_name -> sundial.v1.JobStatus
-	17, // 10: sundial.v1.Job.next_fire_time:type_name -> google.protobuf.Timestamp
-	17, // 11: sundial.v1.Job.create_time:type_name -> google.protobuf.Timestamp
-	17, // 12: sundial.v1.Job.update_time:type_name -> google.protobuf.Timestamp
-	17, // 13: sundial.v1.Schedule.once:type_name -> google.protobuf.Timestamp
-	16, // 14: sundial.v1.Schedule.interval:type_name -> google.protobuf.Duration
-	17, // 15: sundial.v1.Schedule.start_time:type_name -> google.protobuf.Timestamp
-	17, // 16: sundial.v1.Schedule.end_time:type_name -> google.protobuf.Timestamp
+	18, // 10: sundial.v1.Job.next_fire_time:type_name -> google.protobuf.Timestamp
+	18, // 11: sundial.v1.Job.create_time:type_name -> google.protobuf.Timestamp
+	18, // 12: sundial.v1.Job.update_time:type_name -> google.protobuf.Timestamp
+	18, // 13: sundial.v1.Schedule.once:type_name -> google.protobuf.Timestamp
+	17, // 14: sundial.v1.Schedule.interval:type_name -> google.protobuf.Duration
+	18, // 15: sundial.v1.Schedule.start_time:type_name -> google.protobuf.Timestamp
+	18, // 16: sundial.v1.Schedule.end_time:type_name -> google.protobuf.Timestamp
 	0,  // 17: sundial.v1.Schedule.dst_gap:type_name -> sundial.v1.DstGapPolicy
 	1,  // 18: sundial.v1.Schedule.dst_repeat:type_name -> sundial.v1.DstRepeatPolicy
-	18, // 19: sundial.v1.Schedule.calendar_policy:type_name -> sundial.v1.CalendarPolicy
-	10, // 20: sundial.v1.Target.http:type_name -> sundial.v1.HttpTarget
-	11, // 21: sundial.v1.Target.kafka:type_name -> sundial.v1.KafkaTarget
-	15, // 22: sundial.v1.HttpTarget.headers:type_name -> sundial.v1.HttpTarget.HeadersEntry
-	3,  // 23: sundial.v1.RetryPolicy.backoff:type_name -> sundial.v1.Backoff
-	16, // 24: sundial.v1.RetryPolicy.initial_delay:type_name -> google.protobuf.Duration
-	16, // 25: sundial.v1.RetryPolicy.max_delay:type_name -> google.protobuf.Duration
-	4,  // 26: sundial.v1.MisfirePolicy.action:type_name -> sundial.v1.MisfireAction
-	16, // 27: sundial.v1.MisfirePolicy.grace:type_name -> google.protobuf.Duration
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	19, // 19: sundial.v1.Schedule.calendar_policy:type_name -> sundial.v1.CalendarPolicy
+	8,  // 20: sundial.v1.Schedule.additional_schedules:type_name -> sundial.v1.Schedule
+	9,  // 21: sundial.v1.Schedule.exclusions:type_name -> sundial.v1.Exclusion
+	20, // 22: sundial.v1.Exclusion.weekdays:type_name -> sundial.v1.Weekday
+	11, // 23: sundial.v1.Target.http:type_name -> sundial.v1.HttpTarget
+	12, // 24: sundial.v1.Target.kafka:type_name -> sundial.v1.KafkaTarget
+	16, // 25: sundial.v1.HttpTarget.headers:type_name -> sundial.v1.HttpTarget.HeadersEntry
+	3,  // 26: sundial.v1.RetryPolicy.backoff:type_name -> sundial.v1.Backoff
+	17, // 27: sundial.v1.RetryPolicy.initial_delay:type_name -> google.protobuf.Duration
+	17, // 28: sundial.v1.RetryPolicy.max_delay:type_name -> google.protobuf.Duration
+	4,  // 29: sundial.v1.MisfirePolicy.action:type_name -> sundial.v1.MisfireAction
+	17, // 30: sundial.v1.MisfirePolicy.grace:type_name -> google.protobuf.Duration
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_job_proto_init() }
@@ -1354,7 +1519,7 @@ func file_sundial_v1_job_proto_init() {
 		(*Schedule_Interval)(nil),
 		(*Schedule_Rrule)(nil),
 	}
-	file_sundial_v1_job_proto_msgTypes[2].OneofWrappers = []any{
+	file_sundial_v1_job_proto_msgTypes[3].OneofWrappers = []any{
 		(*Target_Http)(nil),
 		(*Target_Kafka)(nil),
 	}
@@ -1364,7 +1529,7 @@ func file_sundial_v1_job_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_v1_job_proto_rawDesc), len(file_sundial_v1_job_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -948,7 +948,10 @@ type PreviewScheduleRequest struct {
 	// Default now.
 	From *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
 	// Default 10, at most 1000.
-	Count         int32 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	Count int32 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	// A run-count limit (Job.max_runs) to preview: at most this many times
+	// are listed, and the response says when the limit ended the list.
+	MaxRuns       int64 `protobuf:"varint,4,opt,name=max_runs,json=maxRuns,proto3" json:"max_runs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1004,15 +1007,26 @@ func (x *PreviewScheduleRequest) GetCount() int32 {
 	return 0
 }
 
+func (x *PreviewScheduleRequest) GetMaxRuns() int64 {
+	if x != nil {
+		return x.MaxRuns
+	}
+	return 0
+}
+
 type PreviewScheduleResponse struct {
 	state protoimpl.MessageState   `protogen:"open.v1"`
 	Times []*timestamppb.Timestamp `protobuf:"bytes,1,rep,name=times,proto3" json:"times,omitempty"`
 	// One line describing the schedule for humans.
 	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
-	// With schedule.calendar: the instants the calendar moved or removed
-	// that bear on times (from the schedule's instants in (from, last of
-	// times]), and why; at most 1000.
-	Adjustments   []*CalendarAdjustment `protobuf:"bytes,3,rep,name=adjustments,proto3" json:"adjustments,omitempty"`
+	// With schedule.calendar or schedule.exclusions: the instants the
+	// calendar moved or removed, or an exclusion removed, that bear on times
+	// (from the schedule's instants in (from, last of times]), and why; at
+	// most 1000.
+	Adjustments []*CalendarAdjustment `protobuf:"bytes,3,rep,name=adjustments,proto3" json:"adjustments,omitempty"`
+	// Set when max_runs ended the list: e.g. "max_runs 3 reached: the job
+	// completes after its 3rd run".
+	RunLimit      string `protobuf:"bytes,4,opt,name=run_limit,json=runLimit,proto3" json:"run_limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1066,6 +1080,13 @@ func (x *PreviewScheduleResponse) GetAdjustments() []*CalendarAdjustment {
 		return x.Adjustments
 	}
 	return nil
+}
+
+func (x *PreviewScheduleResponse) GetRunLimit() string {
+	if x != nil {
+		return x.RunLimit
+	}
+	return ""
 }
 
 type ListExecutionsRequest struct {
@@ -2096,15 +2117,17 @@ const file_sundial_v1_job_service_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"z\n" +
 	"\x12TriggerJobResponse\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12A\n" +
-	"\x0escheduled_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\rscheduledTime\"\x90\x01\n" +
+	"\x0escheduled_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\rscheduledTime\"\xab\x01\n" +
 	"\x16PreviewScheduleRequest\x120\n" +
 	"\bschedule\x18\x01 \x01(\v2\x14.sundial.v1.ScheduleR\bschedule\x12.\n" +
 	"\x04from\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04from\x12\x14\n" +
-	"\x05count\x18\x03 \x01(\x05R\x05count\"\xaf\x01\n" +
+	"\x05count\x18\x03 \x01(\x05R\x05count\x12\x19\n" +
+	"\bmax_runs\x18\x04 \x01(\x03R\amaxRuns\"\xcc\x01\n" +
 	"\x17PreviewScheduleResponse\x120\n" +
 	"\x05times\x18\x01 \x03(\v2\x1a.google.protobuf.TimestampR\x05times\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12@\n" +
-	"\vadjustments\x18\x03 \x03(\v2\x1e.sundial.v1.CalendarAdjustmentR\vadjustments\"j\n" +
+	"\vadjustments\x18\x03 \x03(\v2\x1e.sundial.v1.CalendarAdjustmentR\vadjustments\x12\x1b\n" +
+	"\trun_limit\x18\x04 \x01(\tR\brunLimit\"j\n" +
 	"\x15ListExecutionsRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
