@@ -16,7 +16,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestKeysShareHashTag(t *testing.T) {
 	s := lease.New(nil, lease.WithPrefix("p:"))
 	k := s.Keys("job-1", "exec-1")
-	for _, key := range []string{k.Lease, k.Done, k.Version, k.Fence, k.Running, k.Buffered, k.Deliveries} {
+	for _, key := range []string{k.Lease, k.Done, k.Version, k.Fence, k.Running, k.Buffered, k.BufferSeen, k.Deliveries, k.Cancel} {
 		if !strings.HasPrefix(key, "p:{j:job-1}:") {
 			t.Errorf("key %q does not start with the job's hash tag under the prefix", key)
 		}
@@ -33,7 +33,7 @@ func TestKeysShareHashTag(t *testing.T) {
 }
 
 func TestOutcomeString(t *testing.T) {
-	for o, want := range map[lease.Outcome]string{lease.Acquired: "acquired", lease.AlreadyDone: "already_done", lease.Stale: "stale", lease.Held: "held", lease.Overlapping: "overlapping", lease.Waiting: "waiting", lease.Poison: "poison", 9: "outcome(9)"} {
+	for o, want := range map[lease.Outcome]string{lease.Acquired: "acquired", lease.AlreadyDone: "already_done", lease.Stale: "stale", lease.Held: "held", lease.Overlapping: "overlapping", lease.Waiting: "waiting", lease.Poison: "poison", lease.Cancelled: "cancelled", 9: "outcome(9)"} {
 		if o.String() != want {
 			t.Errorf("%d.String() = %q, want %q", int(o), o.String(), want)
 		}
@@ -60,7 +60,8 @@ func TestKeysAreExact(t *testing.T) {
 	k := lease.New(nil, lease.WithPrefix("p:")).Keys("job-1", "exec-1")
 	want := lease.Keys{
 		Lease: "p:{j:job-1}:lease:exec-1", Done: "p:{j:job-1}:done:exec-1", Version: "p:{j:job-1}:ver",
-		Fence: "p:{j:job-1}:fence", Running: "p:{j:job-1}:run", Buffered: "p:{j:job-1}:buf", Deliveries: "p:{j:job-1}:dlv:exec-1",
+		Fence: "p:{j:job-1}:fence", Running: "p:{j:job-1}:runs", Buffered: "p:{j:job-1}:bufq", BufferSeen: "p:{j:job-1}:bufseen",
+		Deliveries: "p:{j:job-1}:dlv:exec-1", Cancel: "p:{j:job-1}:cancel:exec-1",
 	}
 	if k != want {
 		t.Fatalf("Keys = %+v, want %+v", k, want)

@@ -14,13 +14,21 @@
 //     NX PX semantics, and the same holder may take it again, so a call
 //     retried after a lost reply is harmless);
 //
-//  4. the job's overlap policy (SKIP, BUFFER_ONE): when another execution
-//     of the job is running, a new execution is Overlapping (skipped, and
-//     marked done so its redeliveries are dropped too) or, under
-//     BUFFER_ONE, the one execution allowed to wait behind it (Waiting);
-//     a retry of an execution that already started always waits;
+//  4. the execution's cancel request (Cancel, or another execution's
+//     CANCEL_OTHER / TERMINATE_OTHER): a cancelled execution is Cancelled
+//     and marked done, so neither it nor its retries fire;
 //
-//  5. the delivery count of this attempt: an attempt taken more than
+//  5. the job's overlap policy (every policy but ALLOW), with the job's
+//     concurrency (Execution.MaxConcurrency, 1 by default): while that
+//     many executions of the job are running, a new execution is
+//     Overlapping (SKIP; skipped, and marked done so its redeliveries are
+//     dropped too), queued (BUFFER_ONE: one may wait; BUFFER_ALL: up to
+//     MaxBuffered wait, and they start in slot order; Waiting), asks the
+//     oldest running one to cancel and waits for it to end (CANCEL_OTHER;
+//     Waiting), or cancels it and runs at once (TERMINATE_OTHER); a retry
+//     of an execution that already started always waits;
+//
+//  6. the delivery count of this attempt: an attempt taken more than
 //     WithMaxDeliveries times (its workers crashed on it) is Poison — the
 //     lease is taken, so the caller can dead-letter it exclusively;
 //
@@ -74,6 +82,10 @@ const (
 	// taken more than the maximum number of times without finishing; the
 	// caller dead-letters it instead of firing.
 	Poison
+	// Cancelled: the execution was cancelled before this attempt started
+	// (Result.CancelledBy says by whom). It is marked done: the caller
+	// records it and fires nothing.
+	Cancelled
 )
 
 func (o Outcome) String() string {
@@ -92,6 +104,8 @@ func (o Outcome) String() string {
 		return "waiting"
 	case Poison:
 		return "poison"
+	case Cancelled:
+		return "cancelled"
 	default:
 		return "outcome(" + strconv.Itoa(int(o)) + ")"
 	}
@@ -118,6 +132,8 @@ type Result struct {
 	Deliveries int64
 	// Finished is what the marker behind an AlreadyDone says.
 	Finished Finished
+	// CancelledBy names who cancelled the execution (Cancelled).
+	CancelledBy string
 }
 
 // Finished is what a done marker records about an execution.
@@ -132,6 +148,8 @@ const (
 	// FinishedSkipped: the execution was skipped by its job's overlap
 	// policy.
 	FinishedSkipped
+	// FinishedCancelled: the execution was cancelled.
+	FinishedCancelled
 )
 
 // Overlap is a job's overlap policy as the lease script enforces it.
@@ -146,6 +164,27 @@ const (
 	// OverlapBufferOne: one new execution may wait behind the running
 	// one; further ones are skipped.
 	OverlapBufferOne
+	// OverlapBufferAll: up to MaxBuffered new executions wait, and start
+	// one after another in slot order; further ones are skipped.
+	OverlapBufferAll
+	// OverlapCancelOther: a new execution asks the running one to cancel
+	// and waits for it to end (at most its lease TTL: a running execution
+	// asked to cancel no longer extends its place), then runs.
+	OverlapCancelOther
+	// OverlapTerminateOther: a new execution cancels the running one and
+	// runs at once; the cancelled attempt is abandoned by its worker.
+	OverlapTerminateOther
+)
+
+// MaxBuffered is how many executions of one job wait under BUFFER_ALL.
+const MaxBuffered = 100
+
+// CancelledByCancelOther and CancelledByTerminateOther start the
+// CancelledBy of an execution an overlap policy cancelled; " for " and the
+// new execution's id follow.
+const (
+	CancelledByCancelOther    = "overlap:cancel_other"
+	CancelledByTerminateOther = "overlap:terminate_other"
 )
 
 func (o Overlap) String() string {
@@ -154,6 +193,12 @@ func (o Overlap) String() string {
 		return "SKIP"
 	case OverlapBufferOne:
 		return "BUFFER_ONE"
+	case OverlapBufferAll:
+		return "BUFFER_ALL"
+	case OverlapCancelOther:
+		return "CANCEL_OTHER"
+	case OverlapTerminateOther:
+		return "TERMINATE_OTHER"
 	default:
 		return "ALLOW"
 	}
@@ -174,6 +219,12 @@ type Execution struct {
 	// a re-drive started); an attempt above it is a retry of an execution
 	// that already started, which the overlap policy never skips. 0 means 1.
 	FirstAttempt int32
+	// MaxConcurrency is how many executions of the job may run at once
+	// under its overlap policy; 0 means 1.
+	MaxConcurrency int32
+	// Order places the execution in the job's queue (BUFFER_ONE,
+	// BUFFER_ALL): its slot, Unix ms; the lowest starts first.
+	Order int64
 }
 
 // continuing reports whether ex is a retry of an execution that started.
@@ -186,6 +237,19 @@ var ErrLost = errors.New("lease: lost (expired)")
 // ErrFenced is returned by Renew when another holder has taken the lease:
 // it fires with a larger fence, and the caller's result must be discarded.
 var ErrFenced = errors.New("lease: fenced by another holder")
+
+// ErrCancelled is what a *CancelledError is (errors.Is).
+var ErrCancelled = errors.New("lease: execution cancelled")
+
+// CancelledError is returned by Renew when the execution was cancelled:
+// the lease was renewed (the caller still holds it, to finish under it), but
+// the attempt is to be abandoned.
+type CancelledError struct{ By string }
+
+func (e *CancelledError) Error() string { return "lease: execution cancelled by " + e.By }
+
+// Is makes errors.Is(err, ErrCancelled) true.
+func (e *CancelledError) Is(target error) bool { return target == ErrCancelled }
 
 // Store runs the lease scripts against Redis.
 type Store struct {
@@ -273,26 +337,37 @@ type Keys struct {
 	Done    string // string: "done", or the highest finished attempt
 	Version string // string: the job's published version; no expiry
 	Fence   string // string: the job's last fence token; no expiry
-	// Running is the overlap policy's marker: the execution id of the
-	// job's running execution; expires with its lease (or after a retry's
-	// backoff).
+	// Running is the overlap policy's set of the job's running
+	// executions: a sorted set of execution id → when its place ends
+	// (Redis clock, Unix ms), with the lease (or after a retry's backoff).
 	Running string
-	// Buffered is BUFFER_ONE's slot: the execution id waiting behind the
-	// running one.
+	// Buffered is the queue of executions waiting behind the running ones
+	// (BUFFER_ONE, BUFFER_ALL): a sorted set of execution id → slot (Unix
+	// ms).
 	Buffered string
+	// BufferSeen is a hash of queued execution id → when it is dropped
+	// from the queue unless it asks again (Unix ms): a queued firing that
+	// stops asking (its job changed, its worker died) does not block the
+	// queue.
+	BufferSeen string
 	// Deliveries is a hash of attempt → times acquired, per execution.
 	Deliveries string
+	// Cancel is the execution's cancel request: who asked.
+	Cancel string
 }
 
 // Keys returns the keys Store uses for jobID and executionID.
 //
-// The seven keys are cut from one string (one allocation instead of seven:
-// Keys runs twice per firing, at its lease and at its settle).
+// The nine keys are cut from one string (one allocation instead of nine:
+// Keys runs twice per firing, at its lease and at its settle). The running
+// set and the queue are "runs" and "bufq", not the "run" and "buf" strings
+// of releases before BUFFER_ALL and max_concurrency, so a rolling upgrade
+// never finds a key of the other type.
 func (s *Store) Keys(jobID, executionID string) Keys {
 	tag := len(s.prefix) + len("{j:") + len(jobID) + len("}:")
-	suffixes := [7]string{"lease:", "done:", "ver", "fence", "run", "buf", "dlv:"}
-	perExecution := [7]bool{true, true, false, false, false, false, true}
-	n := 7 * tag
+	suffixes := [9]string{"lease:", "done:", "ver", "fence", "runs", "bufq", "bufseen", "dlv:", "cancel:"}
+	perExecution := [9]bool{true, true, false, false, false, false, false, true, true}
+	n := 9 * tag
 	for i, sfx := range suffixes {
 		n += len(sfx)
 		if perExecution[i] {
@@ -301,7 +376,7 @@ func (s *Store) Keys(jobID, executionID string) Keys {
 	}
 	var b strings.Builder
 	b.Grow(n)
-	var ends [7]int
+	var ends [9]int
 	for i, sfx := range suffixes {
 		b.WriteString(s.prefix)
 		b.WriteString("{j:")
@@ -321,22 +396,31 @@ func (s *Store) Keys(jobID, executionID string) Keys {
 		}
 		return all[start:ends[i]]
 	}
-	return Keys{Lease: cut(0), Done: cut(1), Version: cut(2), Fence: cut(3), Running: cut(4), Buffered: cut(5), Deliveries: cut(6)}
+	return Keys{Lease: cut(0), Done: cut(1), Version: cut(2), Fence: cut(3), Running: cut(4), Buffered: cut(5), BufferSeen: cut(6), Deliveries: cut(7), Cancel: cut(8)}
 }
 
 // acquireScript decides a batch of executions in one round trip. For entry
-// i (from 0), KEYS[7i+1..7i+7] are lease, done, ver, fence, run, buf, dlv
-// and ARGV[3+7i+1..3+7i+7] are holder, ttl ms, version, attempt, execution
-// id, overlap (0 allow, 1 skip, 2 buffer one), continuing (1: a retry of a
-// started execution); ARGV[1] is max deliveries (0: no limit), ARGV[2]
-// the marker ttl ms and ARGV[3] the liveness key prefix (empty: leases
-// are not tied to their holders' liveness; see WithLiveness). A lease held
-// by another holder whose worker's liveness key is gone is taken over as
-// if it had expired. The reply has four values per entry, {code, fence,
-// extra, running}: code 0 acquired (extra = deliveries), 1 done (extra = 1 succeeded, 2 skipped, 0 an attempt ended), 2 stale
-// (extra = current version), 3 held (extra = PTTL ms), 4 overlapping
-// (running = the running execution), 5 waiting (extra = the running
-// marker's PTTL ms), 6 poison (extra = deliveries; the lease is taken).
+// i (from 0), KEYS[9i+1..9i+9] are lease, done, ver, fence, runs, bufq,
+// bufseen, dlv, cancel and ARGV[4+9i+1..4+9i+9] are holder, ttl ms,
+// version, attempt, execution id, overlap (0 allow, 1 skip, 2 buffer one,
+// 3 buffer all, 4 cancel other, 5 terminate other), continuing (1: a retry
+// of a started execution), max concurrency, queue order; ARGV[1] is max
+// deliveries (0: no limit), ARGV[2] the marker ttl ms, ARGV[3] the
+// liveness key prefix (empty: leases are not tied to their holders'
+// liveness; see WithLiveness) and ARGV[4] the BUFFER_ALL queue's bound. A
+// lease held by another holder whose worker's liveness key is gone is
+// taken over as if it had expired (the holder is "<worker>/<n>").
+//
+// The running set (runs) holds execution id → the end of its place (Redis
+// clock, ms): places that ended are dropped before the set is counted, so
+// a dead worker's executions leave it with their leases. The queue (bufq,
+// execution id → slot ms) is kept only while its firings keep asking
+// (bufseen: execution id → when it is dropped unless it asks again), so a
+// queued firing that never comes back (its job changed, its copy finished
+// elsewhere) does not block the ones behind it for longer than that. Keys
+// of another execution of the job (the one CANCEL_OTHER or TERMINATE_OTHER
+// cancels) are named from this execution's, with the other id; they share
+// the job's hash tag, so the script stays on one Cluster slot.
 //
 // Entries are decided in order, so two entries of one job see each other's
 // effects (the second gets the larger fence, or is Overlapping behind the
@@ -349,22 +433,41 @@ var acquireScript = redis.NewScript(`
 local maxd = tonumber(ARGV[1])
 local marker = ARGV[2]
 local live = ARGV[3]
+local maxq = tonumber(ARGV[4])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local nowms = math.floor(now / 1000)
 local out = {}
+local function keep(key, ms)
+  if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
+end
+local function unqueue(q, seen, ex)
+  redis.call('ZREM', q, ex)
+  redis.call('HDEL', seen, ex)
+end
+-- other names another execution's key from this execution's.
+local function other(key, ex, id) return string.sub(key, 1, #key - #ex) .. id end
 -- k and a index entry i's first key and argument less one; decide
 -- returns the entry's four reply values.
 local function decide(k, a)
+  local ex = ARGV[a+5]
+  local mode = tonumber(ARGV[a+6])
+  local runs, q, seen = KEYS[k+5], KEYS[k+6], KEYS[k+7]
   local d = redis.call('GET', KEYS[k+2])
   if d then
+    if mode == 2 or mode == 3 then unqueue(q, seen, ex) end
     if d == 'done' then return 1, 0, 1, '' end
     if d == 'skipped' then return 1, 0, 2, '' end
+    if d == 'cancelled' then return 1, 0, 3, '' end
     local fin = tonumber(d)
     if fin and fin >= tonumber(ARGV[a+4]) then return 1, 0, 0, '' end
   end
   local v = tonumber(ARGV[a+3])
   local cur = tonumber(redis.call('GET', KEYS[k+3]) or '0')
-  if v < cur then return 2, 0, cur, '' end
+  if v < cur then
+    if mode == 2 or mode == 3 then unqueue(q, seen, ex) end
+    return 2, 0, cur, ''
+  end
   if v > cur then redis.call('SET', KEYS[k+3], ARGV[a+3]) end
   local holder = ARGV[a+1]
   local h = redis.call('GET', KEYS[k+1])
@@ -374,46 +477,104 @@ local function decide(k, a)
     if not w or redis.call('EXISTS', live .. w) == 1 then return 3, 0, redis.call('PTTL', KEYS[k+1]), '' end
     h = nil
   end
-  local mode = tonumber(ARGV[a+6])
-  local ex = ARGV[a+5]
+  local ttl = tonumber(ARGV[a+2])
+  local c = redis.call('GET', KEYS[k+9])
+  if c then
+    redis.call('SET', KEYS[k+2], 'cancelled', 'PX', marker)
+    if mode > 0 then
+      redis.call('ZREM', runs, ex)
+      unqueue(q, seen, ex)
+    end
+    return 7, 0, 0, c
+  end
   if mode > 0 then
-    local r = redis.call('GET', KEYS[k+5])
-    if r and r ~= ex then
-      local left = redis.call('PTTL', KEYS[k+5])
-      if left < 0 then left = 0 end
-      if ARGV[a+7] == '1' then return 5, 0, left, r end
-      if mode == 2 then
-        local b = redis.call('GET', KEYS[k+6])
-        if (not b) or b == ex then
-          redis.call('SET', KEYS[k+6], ex, 'PX', left + tonumber(ARGV[a+2]))
-          return 5, 0, left, r
+    redis.call('ZREMRANGEBYSCORE', runs, '-inf', nowms)
+    if not redis.call('ZSCORE', runs, ex) then
+      local cap = math.max(tonumber(ARGV[a+8]), 1)
+      local n = redis.call('ZCARD', runs)
+      local first, left = '', 0
+      if n > 0 then
+        local f1 = redis.call('ZRANGE', runs, 0, 0, 'WITHSCORES')
+        first, left = f1[1], math.max(tonumber(f1[2]) - nowms, 0)
+      end
+      if ARGV[a+7] == '1' then
+        -- A retry of a started execution is never skipped or queued
+        -- behind new slots: it waits for room only.
+        if n >= cap then return 5, 0, left, first end
+      elseif mode == 2 or mode == 3 then
+        local lim = 1
+        if mode == 3 then lim = maxq end
+        for _, m in ipairs(redis.call('ZRANGE', q, 0, -1)) do
+          if tonumber(redis.call('HGET', seen, m) or '0') < nowms then unqueue(q, seen, m) end
+        end
+        local head = redis.call('ZRANGE', q, 0, 0)[1]
+        if n >= cap or (head and head ~= ex) then
+          if not redis.call('ZSCORE', q, ex) and redis.call('ZCARD', q) >= lim then
+            redis.call('SET', KEYS[k+2], 'skipped', 'PX', marker)
+            return 4, 0, 0, first
+          end
+          local held, behind = left, first
+          if n < cap then held, behind = 0, head end
+          redis.call('ZADD', q, 'NX', ARGV[a+9], ex)
+          local until_ = held + 2 * ttl
+          redis.call('HSET', seen, ex, nowms + until_)
+          keep(q, until_)
+          keep(seen, until_)
+          return 5, 0, held, behind
+        end
+      elseif n >= cap then
+        if mode == 1 then
+          redis.call('SET', KEYS[k+2], 'skipped', 'PX', marker)
+          return 4, 0, 0, first
+        end
+        local victim = nil
+        if mode == 4 then
+          -- One running execution asked to cancel is enough: wait for it.
+          local all = redis.call('ZRANGE', runs, 0, -1, 'WITHSCORES')
+          for i = 1, #all, 2 do
+            if redis.call('EXISTS', other(KEYS[k+9], ex, all[i])) == 1 then
+              return 5, 0, math.min(math.max(tonumber(all[i+1]) - nowms, 0), 1000), all[i]
+            end
+          end
+          victim = first
+          redis.call('SET', other(KEYS[k+9], ex, victim), 'overlap:cancel_other for ' .. ex, 'NX', 'PX', marker)
+          if redis.call('EXISTS', other(KEYS[k+1], ex, victim)) == 1 then
+            -- Its attempt is in flight: its worker learns at its next
+            -- renewal, which no longer extends its place.
+            return 5, 0, math.min(left, 1000), victim
+          end
+          -- Between attempts (a retry's backoff): nothing to wait for.
+          redis.call('ZREM', runs, victim)
+        else
+          victim = first
+          redis.call('SET', other(KEYS[k+9], ex, victim), 'overlap:terminate_other for ' .. ex, 'NX', 'PX', marker)
+          redis.call('ZREM', runs, victim)
         end
       end
-      redis.call('SET', KEYS[k+2], 'skipped', 'PX', marker)
-      return 4, 0, 0, r
     end
   end
   local n = 0
   if not h then
-    n = redis.call('HINCRBY', KEYS[k+7], ARGV[a+4], 1)
+    n = redis.call('HINCRBY', KEYS[k+8], ARGV[a+4], 1)
     -- The counter's hash lives marker ms from its attempt's first
     -- delivery; later deliveries only count.
-    if n == 1 then redis.call('PEXPIRE', KEYS[k+7], marker) end
+    if n == 1 then redis.call('PEXPIRE', KEYS[k+8], marker) end
   end
   local f = tonumber(redis.call('GET', KEYS[k+4]) or '0') + 1
   if now > f then f = now end
   redis.call('SET', KEYS[k+4], string.format('%d', f))
-  redis.call('SET', KEYS[k+1], holder, 'PX', ARGV[a+2])
+  redis.call('SET', KEYS[k+1], holder, 'PX', ttl)
   if mode > 0 then
-    redis.call('SET', KEYS[k+5], ex, 'PX', ARGV[a+2])
-    if redis.call('GET', KEYS[k+6]) == ex then redis.call('DEL', KEYS[k+6]) end
+    redis.call('ZADD', runs, nowms + ttl, ex)
+    keep(runs, ttl)
+    if mode == 2 or mode == 3 then unqueue(q, seen, ex) end
   end
   if maxd > 0 and n > maxd then return 6, f, n, '' end
   return 0, f, n, ''
 end
 local o = 0
-for i = 0, #KEYS / 7 - 1 do
-  local c, f, x, r = decide(7*i, 3+7*i)
+for i = 0, #KEYS / 9 - 1 do
+  local c, f, x, r = decide(9*i, 4+9*i)
   out[o+1], out[o+2], out[o+3], out[o+4] = c, f, x, r
   o = o + 4
 end
@@ -452,13 +613,13 @@ func (s *Store) AcquireMany(ctx context.Context, batch []Acquisition) ([]Result,
 	if len(batch) == 0 {
 		return nil, nil
 	}
-	keys := make([]string, 0, 7*len(batch))
-	args := make([]any, 0, 3+7*len(batch))
+	keys := make([]string, 0, 9*len(batch))
+	args := make([]any, 0, 4+9*len(batch))
 	live := ""
 	if s.liveness {
 		live = s.prefix + "live:"
 	}
-	args = append(args, s.maxDeliveries, s.markerTTL.Milliseconds(), live)
+	args = append(args, s.maxDeliveries, s.markerTTL.Milliseconds(), live, MaxBuffered)
 	for _, a := range batch {
 		ex := a.Execution
 		if err := check(ex, a.Holder, a.TTL); err != nil {
@@ -469,8 +630,8 @@ func (s *Store) AcquireMany(ctx context.Context, batch []Acquisition) ([]Result,
 		if ex.continuing() {
 			continuing = "1"
 		}
-		keys = append(keys, k.Lease, k.Done, k.Version, k.Fence, k.Running, k.Buffered, k.Deliveries)
-		args = append(args, a.Holder, a.TTL.Milliseconds(), ex.Version, ex.Attempt, ex.ExecutionID, int(ex.Overlap), continuing)
+		keys = append(keys, k.Lease, k.Done, k.Version, k.Fence, k.Running, k.Buffered, k.BufferSeen, k.Deliveries, k.Cancel)
+		args = append(args, a.Holder, a.TTL.Milliseconds(), ex.Version, ex.Attempt, ex.ExecutionID, int(ex.Overlap), continuing, ex.MaxConcurrency, ex.Order)
 	}
 	vals, err := acquireScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {
@@ -510,50 +671,71 @@ func acquireResult(vals []any) (Result, error) {
 		return Result{Outcome: Waiting, HeldFor: time.Duration(max(extra, 0)) * time.Millisecond, Running: running}, nil
 	case 6:
 		return Result{Outcome: Poison, Fence: fence, Deliveries: extra}, nil
+	case 7:
+		return Result{Outcome: Cancelled, CancelledBy: running}, nil
 	default:
 		return Result{}, fmt.Errorf("unknown code %d", code)
 	}
 }
 
-// renewScript: KEYS lease, run; ARGV holder, ttl ms, execution id. 1
-// renewed, 0 lost, -1 fenced. The job's running marker, when it names the
-// execution, lives as long as the lease.
+// renewScript: KEYS lease, runs, cancel; ARGV holder, ttl ms, execution
+// id. Replies {1} renewed, {0} lost, {-1} fenced, {2, who} renewed but
+// cancelled. The execution's place in the job's running set, if it has
+// one, lasts as long as the lease — unless the execution was asked to
+// cancel: then its place is left to end, so a CANCEL_OTHER waiting for it
+// waits at most one TTL even if its worker never stops the attempt.
 var renewScript = redis.NewScript(`
 local h = redis.call('GET', KEYS[1])
-if not h then return 0 end
-if h ~= ARGV[1] then return -1 end
+if not h then return {0} end
+if h ~= ARGV[1] then return {-1} end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-if redis.call('GET', KEYS[2]) == ARGV[3] then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
-return 1
+local c = redis.call('GET', KEYS[3])
+if c then return {2, c} end
+if redis.call('ZSCORE', KEYS[2], ARGV[3]) then
+  local t = redis.call('TIME')
+  local ttl = tonumber(ARGV[2])
+  redis.call('ZADD', KEYS[2], math.floor(tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000) + ttl, ARGV[3])
+  if redis.call('PTTL', KEYS[2]) < ttl then redis.call('PEXPIRE', KEYS[2], ttl) end
+end
+return {1}
 `)
 
 // Renew extends holder's lease on ex to ttl from now, only if holder still
-// has it. It returns ErrLost when the lease expired and ErrFenced when
-// another holder took it.
+// has it. It returns ErrLost when the lease expired, ErrFenced when another
+// holder took it, and a *CancelledError (ErrCancelled) when the lease was
+// renewed but the execution has been cancelled: the caller abandons the
+// attempt and finishes it under the lease.
 func (s *Store) Renew(ctx context.Context, ex Execution, holder string, ttl time.Duration) error {
 	if err := check(ex, holder, ttl); err != nil {
 		return err
 	}
 	k := s.Keys(ex.JobID, ex.ExecutionID)
-	n, err := renewScript.Run(ctx, s.rdb, []string{k.Lease, k.Running}, holder, ttl.Milliseconds(), ex.ExecutionID).Int64()
+	vals, err := renewScript.Run(ctx, s.rdb, []string{k.Lease, k.Running, k.Cancel}, holder, ttl.Milliseconds(), ex.ExecutionID).Slice()
 	if err != nil {
 		return fmt.Errorf("lease: renew %s: %w", ex.ExecutionID, err)
 	}
+	n, _ := vals[0].(int64)
 	switch n {
 	case 1:
 		return nil
 	case 0:
 		return ErrLost
+	case 2:
+		by := ""
+		if len(vals) > 1 {
+			by, _ = vals[1].(string)
+		}
+		return &CancelledError{By: by}
 	default:
 		return ErrFenced
 	}
 }
 
-// releaseScript: KEYS lease, run; ARGV holder, execution id. 1 when
-// released; the running marker goes with the lease.
+// releaseScript: KEYS lease, runs; ARGV holder, execution id. 1 when
+// released; the execution's place in the running set goes with the lease.
 var releaseScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  if redis.call('GET', KEYS[2]) == ARGV[2] then redis.call('DEL', KEYS[2]) end
+  redis.call('ZREM', KEYS[2], ARGV[2])
   return redis.call('DEL', KEYS[1])
 end
 return 0
@@ -575,26 +757,36 @@ func (s *Store) Release(ctx context.Context, ex Execution, holder string) (bool,
 }
 
 // finishScript finishes a batch of attempts in one round trip. For entry i
-// (from 0), KEYS[3i+1..3i+3] are lease, done, run and ARGV[5i+1..5i+5] are
-// holder, ttl ms, mark ("done" or an attempt number), execution id,
-// keep-running ms. Each entry writes the done marker (an attempt number
-// only ever raises it, and never overwrites "done"), then, if the job's
-// running marker names the execution, keeps it for keep-running ms (a retry
-// is pending) or deletes it, then releases holder's lease.
+// (from 0), KEYS[3i+1..3i+3] are lease, done, runs and ARGV[5i+1..5i+5] are
+// holder, ttl ms, mark ("done", "cancelled" or an attempt number),
+// execution id, keep-running ms. Each entry writes the done marker (an
+// attempt number only ever raises it, and never overwrites "done",
+// "skipped" or "cancelled"; "cancelled" never overwrites "done"), then, if
+// the execution has a place in the job's running set, keeps it for
+// keep-running ms (a retry is pending) or removes it, then releases
+// holder's lease.
 var finishScript = redis.NewScript(`
+local t = redis.call('TIME')
+local nowms = math.floor(tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000)
 for i = 0, #KEYS / 3 - 1 do
-  local lease, done, run = KEYS[3*i+1], KEYS[3*i+2], KEYS[3*i+3]
+  local lease, done, runs = KEYS[3*i+1], KEYS[3*i+2], KEYS[3*i+3]
   local holder, ttl, mark, ex, keep = ARGV[5*i+1], ARGV[5*i+2], ARGV[5*i+3], ARGV[5*i+4], ARGV[5*i+5]
+  local d = redis.call('GET', done)
   if mark == 'done' then
     redis.call('SET', done, 'done', 'PX', ttl)
-  else
-    local d = redis.call('GET', done)
-    if d ~= 'done' and d ~= 'skipped' and (not d or tonumber(d) == nil or tonumber(d) < tonumber(mark)) then
-      redis.call('SET', done, mark, 'PX', ttl)
-    end
+  elseif mark == 'cancelled' then
+    if d ~= 'done' then redis.call('SET', done, 'cancelled', 'PX', ttl) end
+  elseif d ~= 'done' and d ~= 'skipped' and d ~= 'cancelled' and (not d or tonumber(d) == nil or tonumber(d) < tonumber(mark)) then
+    redis.call('SET', done, mark, 'PX', ttl)
   end
-  if redis.call('GET', run) == ex then
-    if tonumber(keep) > 0 then redis.call('PEXPIRE', run, keep) else redis.call('DEL', run) end
+  if redis.call('ZSCORE', runs, ex) then
+    local k = tonumber(keep)
+    if k > 0 then
+      redis.call('ZADD', runs, nowms + k, ex)
+      if redis.call('PTTL', runs) < k then redis.call('PEXPIRE', runs, k) end
+    else
+      redis.call('ZREM', runs, ex)
+    end
   end
   if holder ~= '' and redis.call('GET', lease) == holder then redis.call('DEL', lease) end
 end
@@ -638,6 +830,9 @@ const (
 	// FinishRetryPending is MarkRetryPending's: this attempt ended and its
 	// retry is staged; the running marker is kept for KeepRunning.
 	FinishRetryPending
+	// FinishCancelled: the execution was cancelled; no attempt of it
+	// fires again.
+	FinishCancelled
 )
 
 // Finish is one entry of FinishMany.
@@ -676,6 +871,8 @@ func (s *Store) FinishMany(ctx context.Context, batch []Finish) error {
 		mark, keep := "done", time.Duration(0)
 		switch f.Mark {
 		case FinishDone:
+		case FinishCancelled:
+			mark = "cancelled"
 		case FinishAttempt, FinishRetryPending:
 			if ex.Attempt < 1 {
 				return errors.New("lease: attempt must be at least 1")
@@ -758,4 +955,55 @@ func check(ex Execution, holder string, ttl time.Duration) error {
 		return errors.New("lease: attempt must be at least 1")
 	}
 	return nil
+}
+
+// CancelState is what Cancel found.
+type CancelState int
+
+const (
+	// CancelRunning: an attempt holds the lease; its worker abandons it at
+	// its next renewal (within a third of the lease TTL or so).
+	CancelRunning CancelState = iota
+	// CancelPending: no attempt is in flight (not yet fired, or between
+	// attempts); the next one is Cancelled instead of firing.
+	CancelPending
+	// CancelFinished: the execution already succeeded, was skipped or was
+	// cancelled; nothing was asked.
+	CancelFinished
+)
+
+// cancelScript: KEYS done, lease, cancel, runs; ARGV who, ttl ms, execution
+// id. Replies {state, who}: the first request's who stays (a second cancel
+// does not rename the first). An execution between attempts leaves the
+// job's running set at once: nothing of it runs to wait for.
+var cancelScript = redis.NewScript(`
+local d = redis.call('GET', KEYS[1])
+if d == 'done' or d == 'skipped' or d == 'cancelled' then return {2, d} end
+redis.call('SET', KEYS[3], ARGV[1], 'NX', 'PX', ARGV[2])
+local who = redis.call('GET', KEYS[3])
+if redis.call('EXISTS', KEYS[2]) == 1 then return {0, who} end
+redis.call('ZREM', KEYS[4], ARGV[3])
+return {1, who}
+`)
+
+// Cancel asks that an execution be cancelled, by whom (a principal, or an
+// overlap policy): a running attempt is abandoned by its worker at its
+// next renewal (Renew returns a *CancelledError), and an attempt not yet
+// started is Cancelled by Acquire. The request lasts the marker TTL. It
+// reports what it found and who the ledger will name (the first to ask).
+func (s *Store) Cancel(ctx context.Context, jobID, executionID, by string) (CancelState, string, error) {
+	if jobID == "" || executionID == "" || by == "" {
+		return 0, "", errors.New("lease: cancel: job id, execution id and who are required")
+	}
+	k := s.Keys(jobID, executionID)
+	vals, err := cancelScript.Run(ctx, s.rdb, []string{k.Done, k.Lease, k.Cancel, k.Running}, by, s.markerTTL.Milliseconds(), executionID).Slice()
+	if err != nil {
+		return 0, "", fmt.Errorf("lease: cancel %s: %w", executionID, err)
+	}
+	if len(vals) != 2 {
+		return 0, "", fmt.Errorf("lease: cancel %s: unexpected reply of %d values", executionID, len(vals))
+	}
+	n, _ := vals[0].(int64)
+	who, _ := vals[1].(string)
+	return CancelState(n), who, nil
 }
