@@ -602,7 +602,9 @@ func (s *JobService) PauseJob(ctx context.Context, req *sundialv1.PauseJobReques
 }
 
 // ResumeJob makes a paused job fire again from now on: slots missed while
-// paused are not caught up. A job whose schedule has no slot left completes.
+// paused are not caught up; they are recorded in the ledger as SKIPPED
+// with reason "paused" (paused.go). A job whose schedule has no slot left
+// completes.
 func (s *JobService) ResumeJob(ctx context.Context, req *sundialv1.ResumeJobRequest) (*sundialv1.ResumeJobResponse, error) {
 	// A paused job has no scheduled firings staged; what resume drops is a
 	// manual trigger, backfill or re-drive not yet published, staged under
@@ -612,7 +614,12 @@ func (s *JobService) ResumeJob(ctx context.Context, req *sundialv1.ResumeJobRequ
 	if err != nil {
 		return nil, s.statusOf(ctx, "ResumeJob", err)
 	}
-	job, err := s.transition(ctx, "ResumeJob", req.GetId(), req.GetExpectedVersion(), store.ActionResume, reason, func(now time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
+	// The slots that fell in the pause are recorded SKIPPED (paused.go).
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	job, err := s.transitionSkipping(ctx, "ResumeJob", req.GetId(), req.GetExpectedVersion(), store.ActionResume, reason, s.pausedSkips(ctx, tenant), func(now time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
 		switch cur.GetStatus() {
 		case sundialv1.JobStatus_JOB_STATUS_ACTIVE:
 			return nil, nil
@@ -657,6 +664,12 @@ func (s *JobService) DeleteJob(ctx context.Context, req *sundialv1.DeleteJobRequ
 // transition is PauseJob's, ResumeJob's and DeleteJob's shared change:
 // expected is the request's expected_version (0: any).
 func (s *JobService) transition(ctx context.Context, op, rawID string, expected int64, action string, reason func(*sundialv1.Job) string, fn store.MutateFunc) (*sundialv1.Job, error) {
+	return s.transitionSkipping(ctx, op, rawID, expected, action, reason, nil, fn)
+}
+
+// transitionSkipping is transition recording the slots skipped lists as
+// SKIPPED in the change's transaction (nil: none).
+func (s *JobService) transitionSkipping(ctx context.Context, op, rawID string, expected int64, action string, reason func(*sundialv1.Job) string, skipped store.SkippedFunc, fn store.MutateFunc) (*sundialv1.Job, error) {
 	tenant, err := tenantOf(ctx)
 	if err != nil {
 		return nil, err
@@ -668,7 +681,7 @@ func (s *JobService) transition(ctx context.Context, op, rawID string, expected 
 	if err := expectedVersion(expected); err != nil {
 		return nil, err
 	}
-	change := store.Change{Audit: store.Audit{Actor: actorOf(ctx, tenant), Action: action}, DropReason: reason, ExpectedVersion: expected}
+	change := store.Change{Audit: store.Audit{Actor: actorOf(ctx, tenant), Action: action}, DropReason: reason, ExpectedVersion: expected, Skipped: skipped}
 	mut, err := s.store.Mutate(ctx, tenant, id, change, fn)
 	if err != nil {
 		return nil, s.statusOf(ctx, op, err)

@@ -119,7 +119,7 @@ func TestIntegrationResumeCompletesAPausedJobWithNoSlotLeft(t *testing.T) {
 	if err := json.Unmarshal(last.detail, &detail); err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal([]byte(`{"dropped_firings": 1, "status": {"from": "paused", "to": "completed"}}`), &want); err != nil {
+	if err := json.Unmarshal([]byte(`{"dropped_firings": 1, "skipped_slots": 1, "status": {"from": "paused", "to": "completed"}}`), &want); err != nil {
 		t.Fatal(err)
 	}
 	wantJSON, _ := json.Marshal(want)
@@ -132,8 +132,16 @@ func TestIntegrationResumeCompletesAPausedJobWithNoSlotLeft(t *testing.T) {
 		t.Fatalf("outbox rows after the resume = %d", n)
 	}
 	var reason string
-	if err := h.pool.QueryRow(h.ctx, `SELECT reason FROM ledger_pending WHERE job_id = $1 AND status = $2`, id, int16(sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED)).Scan(&reason); err != nil || reason != "job resumed as version 3" {
+	if err := h.pool.QueryRow(h.ctx, `SELECT reason FROM ledger_pending WHERE job_id = $1 AND status = $2 AND reason <> 'paused'`, id, int16(sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED)).Scan(&reason); err != nil || reason != "job resumed as version 3" {
 		t.Fatalf("dropped trigger's record: %q %v", reason, err)
+	}
+	// The one instant fell in the pause: recorded skipped (paused), under
+	// the paused version.
+	var slot time.Time
+	var pv int64
+	if err := h.pool.QueryRow(h.ctx, `SELECT scheduled_at, job_version FROM ledger_pending WHERE job_id = $1 AND reason = 'paused'`, id).Scan(&slot, &pv); err != nil ||
+		!slot.Equal(j.GetSchedule().GetOnce().AsTime().Truncate(time.Microsecond)) || pv != 2 {
+		t.Fatalf("the paused instant's record: %v v%d %v", slot, pv, err)
 	}
 	if v := h.versions.of(id); len(v) == 0 || v[len(v)-1] != 3 {
 		t.Fatalf("published versions = %v", v)

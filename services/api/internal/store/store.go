@@ -629,6 +629,10 @@ type Change struct {
 	// at: Mutate refuses with a *VersionMismatchError, writing nothing, if
 	// the locked row has another one (optimistic concurrency).
 	ExpectedVersion int64
+	// Skipped, when set, names slots that never ran which the change
+	// records as SKIPPED in ledger_pending, in its transaction (a resume:
+	// the slots that fell in the pause; see paused.go).
+	Skipped SkippedFunc
 }
 
 // VersionMismatchError is Mutate's refusal of a change made against a
@@ -703,6 +707,15 @@ func (s *Store) Mutate(ctx context.Context, tenant, id string, change Change, fn
 		}
 		detail := cloneDetail(change.Audit.Detail)
 		detail["dropped_firings"] = dropped
+		if change.Skipped != nil {
+			n, err := recordSkipped(ctx, tx, tenant, id, cur, next, change.Skipped)
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				detail["skipped_slots"] = n
+			}
+		}
 		if cur.GetStatus() != next.GetStatus() {
 			detail["status"] = map[string]string{"from": firing.JobStatusSQL(cur.GetStatus()), "to": firing.JobStatusSQL(next.GetStatus())}
 		}
