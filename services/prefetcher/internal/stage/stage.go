@@ -31,6 +31,14 @@
 // the next release instant of a cursor the caller carries from batch to
 // batch, and is published a window before it.
 //
+// A job with a run-count limit (max_runs) is counted here too: the
+// advance adds the slots it staged for the first time to jobs.runs_staged
+// (a slot at or before runs_counted_through was counted when first staged
+// and is not counted again), and the pass that reaches the limit stages no
+// slot after it, marks the last one last_slot and clears next_fire_at; a
+// job with no run left is completed. Catch-ups count; the api's backfills
+// and triggers are not staged here and do not.
+//
 // A claimed job's slots are staged in a chunk: every on-time slot up to
 // now()+Window+Chunk, so a per-second job is claimed, and its jobs row
 // updated, once per chunk rather than once per slot. A row is never
@@ -218,7 +226,7 @@ const storeCursorSQL = `UPDATE leader_epochs SET catch_up_cursor = $2 WHERE elec
 // claimSQL takes the most overdue active jobs first. SKIP LOCKED passes
 // over jobs the api is changing right now; they are claimed next tick.
 const claimSQL = `
-SELECT id, tenant, spec, version, next_fire_at, created_at
+SELECT id, tenant, spec, version, next_fire_at, created_at, runs_staged, runs_counted_through
   FROM jobs
  WHERE status = '` + firing.JobActiveSQL + `' AND next_fire_at <= $1
  ORDER BY next_fire_at
@@ -233,7 +241,7 @@ SELECT id, tenant, spec, version, next_fire_at, created_at
 // batch would sort every due job of the range, which is what migration
 // 00005 removed (see docs/architecture/prefetcher.md, Partitioned prefetch).
 const claimRangeSQL = `
-SELECT id, tenant, spec, version, next_fire_at, created_at
+SELECT id, tenant, spec, version, next_fire_at, created_at, runs_staged, runs_counted_through
   FROM jobs
  WHERE status = '` + firing.JobActiveSQL + `' AND next_fire_at <= $1 AND partition BETWEEN $3 AND $4
  ORDER BY next_fire_at
@@ -243,10 +251,15 @@ SELECT id, tenant, spec, version, next_fire_at, created_at
 // Actor is the audit trail's name for the prefetcher.
 const Actor = "system:prefetcher"
 
+// advanceSQL also counts the slots staged for the first time toward the
+// job's run-count limit (migration 00017): u.runs of them, the latest at
+// u.counted.
 const advanceSQL = `
 UPDATE jobs AS j
-   SET next_fire_at = u.next, last_slot_at = COALESCE(u.last, j.last_slot_at)
-  FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[]) AS u(id, next, last)
+   SET next_fire_at = u.next, last_slot_at = COALESCE(u.last, j.last_slot_at),
+       runs_staged = j.runs_staged + u.runs,
+       runs_counted_through = COALESCE(u.counted, j.runs_counted_through)
+  FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[], $4::bigint[], $5::timestamptz[]) AS u(id, next, last, runs, counted)
  WHERE j.id = u.id`
 
 type claimed struct {
@@ -256,6 +269,10 @@ type claimed struct {
 	version int64
 	next    time.Time
 	created time.Time
+	// runsStaged and countedThrough: the run count so far (see
+	// advanceSQL).
+	runsStaged     int64
+	countedThrough pgtype.Timestamptz
 }
 
 // rows accumulates the outbox rows of a batch; they are written in one
@@ -366,6 +383,10 @@ func (s *Store) StageBatch(ctx context.Context, o Options) (res Result, err erro
 	ids := make([]uuid.UUID, 0, len(jobs))
 	nexts := make([]pgtype.Timestamptz, 0, len(jobs))
 	lasts := make([]pgtype.Timestamptz, 0, len(jobs))
+	// The run count: the rows of each job (ids[i]) are out[firstRow[i]:],
+	// up to the next job's.
+	firstRow := make([]int, 0, len(jobs))
+	counted := make([]pgtype.Timestamptz, 0, len(jobs))
 	cals := calendars{tx: tx}
 	for _, j := range jobs {
 		plan, err := s.plan(ctx, j, res.Now, po, &cals)
@@ -376,6 +397,7 @@ func (s *Store) StageBatch(ctx context.Context, o Options) (res Result, err erro
 			s.log.Error("job cannot be scheduled; clearing its next_fire_at", "job_id", j.id, "err", err)
 			res.Unschedulable++
 			ids, nexts, lasts = append(ids, j.id), append(nexts, pgtype.Timestamptz{}), append(lasts, pgtype.Timestamptz{})
+			firstRow, counted = append(firstRow, len(out)), append(counted, pgtype.Timestamptz{})
 			continue
 		}
 		if plan.Expired > 0 {
@@ -386,6 +408,14 @@ func (s *Store) StageBatch(ctx context.Context, o Options) (res Result, err erro
 		}
 		res.Missed += plan.Missed
 		res.Expired += plan.Expired
+		firstRow = append(firstRow, len(out))
+		var through pgtype.Timestamptz
+		for _, sl := range plan.Slots {
+			if counts(j, sl.At) && (!through.Valid || sl.At.After(through.Time)) {
+				through = ts(sl.At)
+			}
+		}
+		counted = append(counted, through)
 		for i, sl := range plan.Slots {
 			last := plan.LastSlot() && i == len(plan.Slots)-1
 			if err := out.add(j, sl, plan.job, last, &pace, res.Now, o.Window, st); err != nil {
@@ -415,10 +445,11 @@ func (s *Store) StageBatch(ctx context.Context, o Options) (res Result, err erro
 		}
 	}
 
+	var inserted []bool
 	if len(out) > 0 {
 		// ON CONFLICT makes restaging a slot (same execution id, attempt
 		// 1) a no-op.
-		inserted, err := outbox.Insert(ctx, tx, out)
+		inserted, err = outbox.Insert(ctx, tx, out)
 		if err != nil {
 			return res, fmt.Errorf("stage: insert outbox: %w", err)
 		}
@@ -432,7 +463,8 @@ func (s *Store) StageBatch(ctx context.Context, o Options) (res Result, err erro
 		}
 		res.Duplicates = len(out) - res.Staged
 	}
-	if _, err := tx.Exec(ctx, advanceSQL, ids, nexts, lasts); err != nil {
+	runs := runCounts(jobs, firstRow, out, inserted)
+	if _, err := tx.Exec(ctx, advanceSQL, ids, nexts, lasts, runs, counted); err != nil {
 		return res, fmt.Errorf("stage: advance jobs: %w", err)
 	}
 	// The reasons go in with the advance: if it commits, so do they.
@@ -493,7 +525,7 @@ func claim(ctx context.Context, tx pgx.Tx, windowEnd time.Time, limit int, parts
 	}
 	jobs, err := pgx.CollectRows(r, func(row pgx.CollectableRow) (claimed, error) {
 		var c claimed
-		err := row.Scan(&c.id, &c.tenant, &c.spec, &c.version, &c.next, &c.created)
+		err := row.Scan(&c.id, &c.tenant, &c.spec, &c.version, &c.next, &c.created, &c.runsStaged, &c.countedThrough)
 		return c, err
 	})
 	if err != nil {
@@ -506,6 +538,58 @@ type jobPlan struct {
 	slots.Plan
 	job    *sundialv1.Job
 	policy slots.Policy
+	// runLimit: the job's max_runs ended the plan (its last run is
+	// staged, or it had none left).
+	runLimit bool
+}
+
+// counts reports whether staging slot at counts toward j's run-count
+// limit: slots up to the latest one counted already were counted when
+// first staged.
+func counts(j claimed, at time.Time) bool {
+	return !j.countedThrough.Valid || at.After(j.countedThrough.Time)
+}
+
+// limitRuns ends a plan at the job's run-count limit: it stages at most
+// remaining slots that count (and any slot counted before, staged again
+// after its row was dropped), the last of them the job's last slot, so the
+// worker completes the job once it settles; with nothing to stage, the
+// job completes now. Skipped slots before the limit are still recorded.
+func limitRuns(p jobPlan, j claimed, remaining int64) jobPlan {
+	remaining = max(remaining, 0)
+	n := int64(0)
+	for i, sl := range p.Slots {
+		if !counts(j, sl.At) {
+			continue
+		}
+		if n == remaining {
+			p.Slots, p.Next, p.runLimit = p.Slots[:i], time.Time{}, true
+			return p
+		}
+		n++
+	}
+	if n == remaining {
+		p.Next, p.runLimit = time.Time{}, true
+	}
+	return p
+}
+
+// runCounts is how many rows each job's pass added to its run count: its
+// rows inserted (not already there) that count.
+func runCounts(jobs []claimed, firstRow []int, out rows, inserted []bool) []int64 {
+	runs := make([]int64, len(jobs))
+	for k, j := range jobs {
+		end := len(out)
+		if k+1 < len(firstRow) {
+			end = firstRow[k+1]
+		}
+		for i := firstRow[k]; i < end; i++ {
+			if inserted[i] && counts(j, out[i].ScheduledAt) {
+				runs[k]++
+			}
+		}
+	}
+	return runs
 }
 
 // calendars loads the business calendars a batch's jobs name, each once
@@ -571,7 +655,11 @@ func (s *Store) plan(ctx context.Context, j claimed, now time.Time, o Options, c
 		MaxSlots:         o.MaxSlotsPerJob,
 		MaxSkipRecords:   o.MaxSkipRecords,
 	})
-	return jobPlan{Plan: p, job: job, policy: policy}, nil
+	jp := jobPlan{Plan: p, job: job, policy: policy}
+	if limit := job.GetMaxRuns(); limit > 0 {
+		jp = limitRuns(jp, j, limit-j.runsStaged)
+	}
+	return jp, nil
 }
 
 // add appends the outbox row of one slot. A slot inside the window is
@@ -654,6 +742,11 @@ func appendSkips(out []ledgerpending.Row, j claimed, p jobPlan) []ledgerpending.
 // completionDetail is the audit detail of a job the prefetcher completes.
 func completionDetail(p jobPlan) map[string]any {
 	d := map[string]any{"reason": "no slot left"}
+	if p.runLimit {
+		d["reason"] = "max_runs reached"
+		d["max_runs"] = p.job.GetMaxRuns()
+		return d
+	}
 	if n := len(p.Skipped); n > 0 {
 		d["reason"] = "no slot left: the last slots were skipped (misfire)"
 		d["last_slot"] = p.Skipped[n-1].At.UTC().Format(time.RFC3339Nano)
