@@ -76,7 +76,6 @@ func TestUnionStagesEachInstantOnceAndExclusionsSkip(t *testing.T) {
 	require.Len(t, stagedRows(t, pool, id), len(rows)+res.Staged)
 }
 
-
 // max_runs: a job staged in passes stages exactly max_runs slots across
 // them, counted once each in the staging transactions; the last one is
 // marked last_slot (the worker completes the job after it) and
