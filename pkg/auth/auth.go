@@ -1,15 +1,26 @@
-// Package auth resolves the tenant and the actor of a gRPC call from its
-// bearer token.
+// Package auth resolves who makes a gRPC call from its bearer token, and
+// decides whether that caller's role may make it.
 //
-// Every Sundial API call carries "authorization: Bearer <token>". Tokens and
-// the principal each one stands for come from configuration (a file or a
-// flag, loaded once in main): a Tokens value. A principal is a tenant and,
-// optionally, a name for whoever holds the token ("acme:deployer": tenant
-// acme, name deployer). The server interceptors put the resolved tenant and
-// actor in the call's context, where handlers read them with TenantFrom and
-// ActorFrom; a call without a known token fails with Unauthenticated before
-// any handler runs. Health checks and server reflection need no token, so
-// probes and grpcurl work unauthenticated.
+// Every Sundial API call carries "authorization: Bearer <token>". A token
+// stands for a principal: a tenant, optionally a name for whoever holds it
+// ("acme:deployer": tenant acme, name deployer), and a role (Role: tenant
+// admin, tenant read-only, platform operator). Tokens come from two places:
+// the static tokens of configuration (a file or a flag, loaded once in
+// main: the bootstrap, admins unless they say otherwise), and the tokens
+// made through the api's TokenService, which a Verifier (services/api's
+// tokens package) checks against Postgres. The server interceptors put the
+// resolved tenant, actor and role in the call's context, where handlers
+// read them with TenantFrom, ActorFrom and PrincipalFrom; a call without a
+// known token fails with Unauthenticated, and one its role may not make
+// with PermissionDenied naming the role and the method (Allowed, the one
+// table of which role may call what), before any handler runs. Health
+// checks and server reflection need no token, so probes and grpcurl work
+// unauthenticated.
+//
+// A platform operator's calls act on the tenant named by the
+// "sundial-tenant" request header (TenantHeader), or on the operator's
+// own tenant without it; its role allows reads only, and the dead-letter
+// re-drive.
 //
 // The actor is what the audit trail records as "who". It is
 // "<tenant>/<name>" for a named token, else "<tenant>/token:<fingerprint>",
@@ -17,9 +28,9 @@
 // (Fingerprint), so an operator can tell which token made a change without
 // the audit trail holding anything a caller could authenticate with.
 //
-// Tokens are kept only as SHA-256 digests and looked up by digest, so the
-// lookup's timing does not depend on how much of a guessed token matches a
-// real one, and a heap dump does not hold usable tokens.
+// Static tokens are kept only as SHA-256 digests and looked up by digest,
+// so the lookup's timing does not depend on how much of a guessed token
+// matches a real one, and a heap dump does not hold usable tokens.
 package auth
 
 import (
@@ -40,22 +51,40 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Tokens maps bearer tokens to principals.
-type Tokens struct {
-	byDigest map[[sha256.Size]byte]principal
+// Principal is who a token stands for.
+type Principal struct {
+	// Tenant is the token's own tenant (for an operator, the platform
+	// team's).
+	Tenant string
+	// Actor is how the audit trail names the token's calls.
+	Actor string
+	Role  Role
+	// TokenID is the id of an api-made token; "" for a static one.
+	TokenID string
 }
 
-// principal is who a token stands for.
-type principal struct {
-	tenant string
-	actor  string
+// Verifier checks tokens that are not static: services/api's tokens
+// package, over Postgres. Verify answers ok=false for a token it does not
+// know (or that is revoked or expired), and an error only when it could
+// not tell (the database is away).
+type Verifier interface {
+	Verify(ctx context.Context, token string) (p Principal, ok bool, err error)
+}
+
+// Tokens resolves bearer tokens: the static ones by digest, then the
+// Verifier's, when it has one.
+type Tokens struct {
+	byDigest map[[sha256.Size]byte]Principal
+	verifier Verifier
 }
 
 // NewTokens builds a token table from token → principal pairs, a principal
-// being "tenant" or "tenant:name". Empty tokens or tenants, and names or
-// tenants outside [A-Za-z0-9._-] (names may also use @), are refused.
+// being "tenant", "tenant:name", "tenant:name:role" or "tenant::role"
+// (role: admin, read-only or operator; admin when not given). Empty tokens
+// or tenants, and names or tenants outside [A-Za-z0-9._-] (names may also
+// use @), are refused.
 func NewTokens(m map[string]string) (*Tokens, error) {
-	t := &Tokens{byDigest: make(map[[sha256.Size]byte]principal, len(m))}
+	t := &Tokens{byDigest: make(map[[sha256.Size]byte]Principal, len(m))}
 	for token, p := range m {
 		if err := t.add(token, p); err != nil {
 			return nil, err
@@ -64,31 +93,54 @@ func NewTokens(m map[string]string) (*Tokens, error) {
 	return t, nil
 }
 
+// WithVerifier returns a copy of t that also asks v about tokens that are
+// not static.
+func (t *Tokens) WithVerifier(v Verifier) *Tokens {
+	return &Tokens{byDigest: t.byDigest, verifier: v}
+}
+
 func (t *Tokens) add(token, spec string) error {
 	token = strings.TrimSpace(token)
 	if token == "" {
 		return errors.New("auth: empty token")
 	}
-	tenant, name, _ := strings.Cut(strings.TrimSpace(spec), ":")
-	tenant, name = strings.TrimSpace(tenant), strings.TrimSpace(name)
+	parts := strings.Split(strings.TrimSpace(spec), ":")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	tenant, name, role := parts[0], "", RoleAdmin
 	if tenant == "" {
 		return errors.New("auth: token with an empty tenant")
 	}
-	if !validName(tenant, false) {
+	if !ValidName(tenant, false) {
 		return fmt.Errorf("auth: tenant %q: use letters, digits and . _ - only", tenant)
 	}
-	if strings.Contains(spec, ":") && (name == "" || !validName(name, true)) {
-		return fmt.Errorf("auth: principal %q: the name after ':' must be 1-128 letters, digits and . _ - @", spec)
+	switch len(parts) {
+	case 1:
+	case 2, 3:
+		name = parts[1]
+		if (len(parts) == 2 || name != "") && (name == "" || !ValidName(name, true)) {
+			return fmt.Errorf("auth: principal %q: the name after ':' must be 1-128 letters, digits and . _ - @", spec)
+		}
+		if len(parts) == 3 {
+			r, err := ParseRole(parts[2])
+			if err != nil {
+				return fmt.Errorf("auth: principal %q: %w", spec, err)
+			}
+			role = r
+		}
+	default:
+		return fmt.Errorf("auth: principal %q: write tenant, tenant:name or tenant:name:role", spec)
 	}
 	actor := tenant + "/token:" + Fingerprint(token)
 	if name != "" {
 		actor = tenant + "/" + name
 	}
 	d := sha256.Sum256([]byte(token))
-	if prev, ok := t.byDigest[d]; ok && prev.tenant != tenant {
+	if prev, ok := t.byDigest[d]; ok && prev.Tenant != tenant {
 		return errors.New("auth: one token is given for two tenants")
 	}
-	t.byDigest[d] = principal{tenant: tenant, actor: actor}
+	t.byDigest[d] = Principal{Tenant: tenant, Actor: actor, Role: role}
 	return nil
 }
 
@@ -100,8 +152,10 @@ func Fingerprint(token string) string {
 	return hex.EncodeToString(d[:6])
 }
 
-func validName(s string, allowAt bool) bool {
-	if len(s) > 128 {
+// ValidName reports whether s is a valid tenant (allowAt false) or token
+// name (allowAt true): 1-128 letters, digits and . _ - (and @).
+func ValidName(s string, allowAt bool) bool {
+	if s == "" || len(s) > 128 {
 		return false
 	}
 	for _, r := range s {
@@ -131,9 +185,9 @@ func ParseTokens(s string) (map[string]string, error) {
 
 // LoadTokensFile reads a YAML or JSON object mapping each token to its
 // principal (JSON is YAML, so one decoder reads both). A principal is
-// written "tenant", "tenant:name", or as a mapping {tenant: acme, name:
-// deployer}; the result maps token to "tenant" or "tenant:name", as
-// NewTokens takes it.
+// written "tenant", "tenant:name", "tenant:name:role", or as a mapping
+// {tenant: acme, name: deployer, role: read-only}; the result maps token
+// to the colon form, as NewTokens takes it.
 func LoadTokensFile(path string) (map[string]string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -141,7 +195,7 @@ func LoadTokensFile(path string) (map[string]string, error) {
 	}
 	// Not the decoder's message: it can quote file content, which is
 	// tokens.
-	bad := fmt.Errorf("auth: tokens file %s: must be a YAML or JSON map of token to tenant, tenant:name or {tenant, name}", path)
+	bad := fmt.Errorf("auth: tokens file %s: must be a YAML or JSON map of token to tenant, tenant:name, tenant:name:role or {tenant, name, role}", path)
 	raw := map[string]yaml.Node{}
 	if err := yaml.Unmarshal(b, &raw); err != nil {
 		return nil, bad
@@ -155,12 +209,16 @@ func LoadTokensFile(path string) (map[string]string, error) {
 			var p struct {
 				Tenant string `yaml:"tenant"`
 				Name   string `yaml:"name"`
+				Role   string `yaml:"role"`
 			}
-			if err := node.Decode(&p); err != nil || p.Tenant == "" || strings.Contains(p.Tenant, ":") {
+			if err := node.Decode(&p); err != nil || p.Tenant == "" || strings.Contains(p.Tenant+p.Name+p.Role, ":") {
 				return nil, bad
 			}
 			m[token] = p.Tenant
-			if p.Name != "" {
+			switch {
+			case p.Role != "":
+				m[token] += ":" + p.Name + ":" + p.Role
+			case p.Name != "":
 				m[token] += ":" + p.Name
 			}
 		default:
@@ -170,42 +228,60 @@ func LoadTokensFile(path string) (map[string]string, error) {
 	return m, nil
 }
 
-// Len is the number of distinct tokens.
+// Len is the number of distinct static tokens.
 func (t *Tokens) Len() int { return len(t.byDigest) }
 
-// Tenants lists the distinct tenants, sorted, for logging.
+// Tenants lists the distinct tenants of the static tokens, sorted, for
+// logging.
 func (t *Tokens) Tenants() []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, p := range t.byDigest {
-		if !seen[p.tenant] {
-			seen[p.tenant] = true
-			out = append(out, p.tenant)
+		if !seen[p.Tenant] {
+			seen[p.Tenant] = true
+			out = append(out, p.Tenant)
 		}
 	}
 	sort.Strings(out)
 	return out
 }
 
-// Resolve returns the tenant of token.
+// Resolve returns the tenant of a static token.
 func (t *Tokens) Resolve(token string) (string, bool) {
 	tenant, _, ok := t.ResolveActor(token)
 	return tenant, ok
 }
 
-// ResolveActor returns the tenant of token and the actor the audit trail
-// records for it.
+// ResolveActor returns the tenant of a static token and the actor the
+// audit trail records for it. ResolveContext also knows api-made tokens.
 func (t *Tokens) ResolveActor(token string) (tenant, actor string, ok bool) {
 	if t == nil || token == "" {
 		return "", "", false
 	}
 	p, ok := t.byDigest[sha256.Sum256([]byte(token))]
-	return p.tenant, p.actor, ok
+	return p.Tenant, p.Actor, ok
+}
+
+// ResolveContext returns the principal of token: a static one, else one
+// the Verifier knows. err is the Verifier's when it could not tell.
+func (t *Tokens) ResolveContext(ctx context.Context, token string) (Principal, bool, error) {
+	if t == nil || token == "" {
+		return Principal{}, false, nil
+	}
+	if p, ok := t.byDigest[sha256.Sum256([]byte(token))]; ok {
+		return p, true, nil
+	}
+	if t.verifier == nil {
+		return Principal{}, false, nil
+	}
+	return t.verifier.Verify(ctx, token)
 }
 
 type tenantKey struct{}
 
 type actorKey struct{}
+
+type principalKey struct{}
 
 // WithTenant returns ctx carrying tenant.
 func WithTenant(ctx context.Context, tenant string) context.Context {
@@ -217,7 +293,13 @@ func WithActor(ctx context.Context, actor string) context.Context {
 	return context.WithValue(ctx, actorKey{}, actor)
 }
 
-// TenantFrom returns the tenant the interceptor resolved for this call.
+// WithPrincipal returns ctx carrying p, its tenant and its actor.
+func WithPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(WithActor(WithTenant(ctx, p.Tenant), p.Actor), principalKey{}, p)
+}
+
+// TenantFrom returns the tenant the call acts on: the token's, or for a
+// platform operator the one its TenantHeader names.
 func TenantFrom(ctx context.Context) (string, bool) {
 	t, ok := ctx.Value(tenantKey{}).(string)
 	return t, ok && t != ""
@@ -230,6 +312,36 @@ func ActorFrom(ctx context.Context) (string, bool) {
 	a, ok := ctx.Value(actorKey{}).(string)
 	return a, ok && a != ""
 }
+
+// PrincipalFrom returns the caller's principal: its own tenant (not the
+// one an operator acts on), actor and role.
+func PrincipalFrom(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
+}
+
+// TenantHeader is the request header naming the tenant a platform
+// operator's call acts on ("sundial-tenant: acme"; over HTTP
+// "Grpc-Metadata-Sundial-Tenant"). Other roles' calls refuse a header
+// naming another tenant than their own.
+const TenantHeader = "sundial-tenant"
+
+// OperatorTenant reports, for a platform operator's call, the tenant it
+// named (TenantHeader), or "" when it named none; ok is false for other
+// roles.
+func OperatorTenant(ctx context.Context) (tenant string, ok bool) {
+	p, ok := PrincipalFrom(ctx)
+	if !ok || p.Role != RoleOperator {
+		return "", false
+	}
+	t, _ := TenantFrom(ctx)
+	if named, _ := ctx.Value(namedTenantKey{}).(bool); !named {
+		return "", true
+	}
+	return t, true
+}
+
+type namedTenantKey struct{}
 
 // Public reports whether a full gRPC method name needs no token: health
 // checks and server reflection.
@@ -251,14 +363,34 @@ func (t *Tokens) authenticate(ctx context.Context, fullMethod string) (context.C
 		if !ok || !strings.EqualFold(scheme, "bearer") {
 			continue
 		}
-		if tenant, actor, ok := t.ResolveActor(strings.TrimSpace(token)); ok {
-			return WithActor(WithTenant(ctx, tenant), actor), nil
+		p, ok, err := t.ResolveContext(ctx, strings.TrimSpace(token))
+		if err != nil {
+			return nil, status.Error(codes.Unavailable, "bearer token not checked: the token store does not answer; retry")
 		}
+		if !ok {
+			continue
+		}
+		if err := Allowed(p.Role, fullMethod); err != nil {
+			return nil, err
+		}
+		ctx = WithPrincipal(ctx, p)
+		if named := md.Get(TenantHeader); len(named) > 0 {
+			tenant := strings.TrimSpace(named[0])
+			switch {
+			case p.Role == RoleOperator && ValidName(tenant, false):
+				ctx = context.WithValue(WithTenant(ctx, tenant), namedTenantKey{}, true)
+			case p.Role == RoleOperator:
+				return nil, status.Errorf(codes.InvalidArgument, "%s header: %q is not a tenant name", TenantHeader, tenant)
+			case tenant != p.Tenant:
+				return nil, status.Errorf(codes.PermissionDenied, "role %s acts on its own tenant only: the %s header may not name another", p.Role, TenantHeader)
+			}
+		}
+		return ctx, nil
 	}
 	return nil, errUnauthenticated
 }
 
-// UnaryServerInterceptor authenticates unary calls.
+// UnaryServerInterceptor authenticates unary calls and checks their role.
 func (t *Tokens) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		ctx, err := t.authenticate(ctx, info.FullMethod)
@@ -269,7 +401,8 @@ func (t *Tokens) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 	}
 }
 
-// StreamServerInterceptor authenticates streaming calls.
+// StreamServerInterceptor authenticates streaming calls and checks their
+// role.
 func (t *Tokens) StreamServerInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		ctx, err := t.authenticate(ss.Context(), info.FullMethod)

@@ -125,7 +125,7 @@ func (f fakeStream) Context() context.Context { return f.ctx }
 func TestStreamInterceptor(t *testing.T) {
 	tokens, _ := NewTokens(map[string]string{"tok": "acme"})
 	stream := tokens.StreamServerInterceptor()
-	info := &grpc.StreamServerInfo{FullMethod: "/sundial.v1.JobService/Watch"}
+	info := &grpc.StreamServerInfo{FullMethod: "/sundial.v1.JobService/ListJobs"}
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer tok"))
 	var got string
 	err := stream(nil, fakeStream{ctx: ctx}, info, func(_ any, ss grpc.ServerStream) error {

@@ -106,8 +106,11 @@ type ListDeadLettersRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Filter *DeadLetterFilter      `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
 	// Default 100, at most 1000.
-	PageSize      int32  `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageSize  int32  `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Platform operators: the tenant whose dead letters to list; empty:
+	// every tenant's. A tenant's token may name only its own tenant.
+	Tenant        string `protobuf:"bytes,4,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -159,6 +162,13 @@ func (x *ListDeadLettersRequest) GetPageSize() int32 {
 func (x *ListDeadLettersRequest) GetPageToken() string {
 	if x != nil {
 		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListDeadLettersRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
 	}
 	return ""
 }
@@ -216,8 +226,11 @@ func (x *ListDeadLettersResponse) GetNextPageToken() string {
 }
 
 type GetDeadLetterRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ExecutionId   string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ExecutionId string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	// Platform operators: the tenant whose dead letter it is; empty: any
+	// tenant's. A tenant's token may name only its own tenant.
+	Tenant        string `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -255,6 +268,13 @@ func (*GetDeadLetterRequest) Descriptor() ([]byte, []int) {
 func (x *GetDeadLetterRequest) GetExecutionId() string {
 	if x != nil {
 		return x.ExecutionId
+	}
+	return ""
+}
+
+func (x *GetDeadLetterRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
 	}
 	return ""
 }
@@ -314,7 +334,11 @@ type RedriveDeadLettersRequest struct {
 	// 10); their fire instants are spread accordingly.
 	RatePerSecond float64 `protobuf:"fixed64,4,opt,name=rate_per_second,json=ratePerSecond,proto3" json:"rate_per_second,omitempty"`
 	// At most this many (default 1000, at most 100000).
-	Limit         int32 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit int32 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The tenant whose dead letters to re-drive: required of a platform
+	// operator (a re-drive is one tenant's); a tenant's token may leave it
+	// empty or name only its own tenant.
+	Tenant        string `protobuf:"bytes,6,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -382,6 +406,13 @@ func (x *RedriveDeadLettersRequest) GetLimit() int32 {
 		return x.Limit
 	}
 	return 0
+}
+
+func (x *RedriveDeadLettersRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
 }
 
 type RedriveDeadLettersResponse struct {
@@ -465,26 +496,29 @@ const file_sundial_v1_dead_letter_service_proto_rawDesc = "" +
 	"\x05until\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x1f\n" +
 	"\verror_class\x18\x04 \x01(\tR\n" +
 	"errorClass\x12)\n" +
-	"\x10include_redriven\x18\x05 \x01(\bR\x0fincludeRedriven\"\x8a\x01\n" +
+	"\x10include_redriven\x18\x05 \x01(\bR\x0fincludeRedriven\"\xa2\x01\n" +
 	"\x16ListDeadLettersRequest\x124\n" +
 	"\x06filter\x18\x01 \x01(\v2\x1c.sundial.v1.DeadLetterFilterR\x06filter\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"|\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x16\n" +
+	"\x06tenant\x18\x04 \x01(\tR\x06tenant\"|\n" +
 	"\x17ListDeadLettersResponse\x129\n" +
 	"\fdead_letters\x18\x01 \x03(\v2\x16.sundial.v1.DeadLetterR\vdeadLetters\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"9\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"Q\n" +
 	"\x14GetDeadLetterRequest\x12!\n" +
-	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\"P\n" +
+	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\"P\n" +
 	"\x15GetDeadLetterResponse\x127\n" +
 	"\vdead_letter\x18\x01 \x01(\v2\x16.sundial.v1.DeadLetterR\n" +
-	"deadLetter\"\xcd\x01\n" +
+	"deadLetter\"\xe5\x01\n" +
 	"\x19RedriveDeadLettersRequest\x124\n" +
 	"\x06filter\x18\x01 \x01(\v2\x1c.sundial.v1.DeadLetterFilterR\x06filter\x12#\n" +
 	"\rexecution_ids\x18\x02 \x03(\tR\fexecutionIds\x12\x17\n" +
 	"\adry_run\x18\x03 \x01(\bR\x06dryRun\x12&\n" +
 	"\x0frate_per_second\x18\x04 \x01(\x01R\rratePerSecond\x12\x14\n" +
-	"\x05limit\x18\x05 \x01(\x05R\x05limit\"\xb8\x01\n" +
+	"\x05limit\x18\x05 \x01(\x05R\x05limit\x12\x16\n" +
+	"\x06tenant\x18\x06 \x01(\tR\x06tenant\"\xb8\x01\n" +
 	"\x1aRedriveDeadLettersResponse\x12#\n" +
 	"\rexecution_ids\x18\x01 \x03(\tR\fexecutionIds\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x05R\x05count\x12\x17\n" +

@@ -70,6 +70,8 @@ func local_request_DeadLetterService_ListDeadLetters_0(ctx context.Context, mars
 	return msg, metadata, err
 }
 
+var filter_DeadLetterService_GetDeadLetter_0 = &utilities.DoubleArray{Encoding: map[string]int{"execution_id": 0}, Base: []int{1, 1, 0}, Check: []int{0, 1, 2}}
+
 func request_DeadLetterService_GetDeadLetter_0(ctx context.Context, marshaler runtime.Marshaler, client DeadLetterServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
 		protoReq GetDeadLetterRequest
@@ -83,6 +85,12 @@ func request_DeadLetterService_GetDeadLetter_0(ctx context.Context, marshaler ru
 	protoReq.ExecutionId, err = runtime.String(val)
 	if err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "execution_id", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_DeadLetterService_GetDeadLetter_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
 	if req.Body != nil {
 		_, _ = io.Copy(io.Discard, req.Body)
@@ -104,6 +112,12 @@ func local_request_DeadLetterService_GetDeadLetter_0(ctx context.Context, marsha
 	protoReq.ExecutionId, err = runtime.String(val)
 	if err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "execution_id", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_DeadLetterService_GetDeadLetter_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
 	msg, err := server.GetDeadLetter(ctx, &protoReq)
 	return msg, metadata, err

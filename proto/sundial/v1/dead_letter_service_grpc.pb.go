@@ -29,7 +29,8 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // DeadLetterService lists executions that exhausted their attempts or were
-// poison, and re-drives them. A tenant sees only its own dead letters.
+// poison, and re-drives them. A tenant sees only its own dead letters; a
+// platform operator sees every tenant's, and re-drives one named tenant's.
 type DeadLetterServiceClient interface {
 	ListDeadLetters(ctx context.Context, in *ListDeadLettersRequest, opts ...grpc.CallOption) (*ListDeadLettersResponse, error)
 	GetDeadLetter(ctx context.Context, in *GetDeadLetterRequest, opts ...grpc.CallOption) (*GetDeadLetterResponse, error)
@@ -81,7 +82,8 @@ func (c *deadLetterServiceClient) RedriveDeadLetters(ctx context.Context, in *Re
 // for forward compatibility.
 //
 // DeadLetterService lists executions that exhausted their attempts or were
-// poison, and re-drives them. A tenant sees only its own dead letters.
+// poison, and re-drives them. A tenant sees only its own dead letters; a
+// platform operator sees every tenant's, and re-drives one named tenant's.
 type DeadLetterServiceServer interface {
 	ListDeadLetters(context.Context, *ListDeadLettersRequest) (*ListDeadLettersResponse, error)
 	GetDeadLetter(context.Context, *GetDeadLetterRequest) (*GetDeadLetterResponse, error)

@@ -30,13 +30,17 @@ import (
 	"github.com/sundialhq/sundial/services/api/internal/ratelimit"
 	"github.com/sundialhq/sundial/services/api/internal/server"
 	"github.com/sundialhq/sundial/services/api/internal/store"
+	"github.com/sundialhq/sundial/services/api/internal/tokens"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
-// Tokens of the two tenants every API knows.
+// Tokens of the two tenants every API knows, and of a platform operator
+// (tenant "platform"). All are static; the api-made ones come from the
+// API's TokenService.
 const (
-	TokenAcme   = "tok-acme"
-	TokenGlobex = "tok-globex"
+	TokenAcme     = "tok-acme"
+	TokenGlobex   = "tok-globex"
+	TokenOperator = "tok-platform-operator"
 )
 
 // Options vary what Start builds.
@@ -61,6 +65,8 @@ type API struct {
 	Pool *pgxpool.Pool
 	// Writer records ledger rows when Options.Ledger was set.
 	Writer *ledger.Writer
+	// Verifier checks the api-made tokens (its poll runs).
+	Verifier *tokens.Verifier
 	// SigningKEK seals the tenants' signing keys SigningKeyService
 	// creates (TestKEKMaterial's), for tests that open them as a worker.
 	SigningKEK *signingkey.KEK
@@ -111,10 +117,23 @@ func Start(t testing.TB, o Options) *API {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens, err := auth.NewTokens(map[string]string{TokenAcme: "acme:ops", TokenGlobex: "globex"})
+	static, err := auth.NewTokens(map[string]string{TokenAcme: "acme:ops", TokenGlobex: "globex", TokenOperator: "platform:oncall:operator"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	tokenStore := tokens.NewStore(pool)
+	if api.Verifier, err = tokens.NewVerifier(tokens.VerifierConfig{Store: tokenStore}); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Verifier.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(api.Verifier.Stop)
+	tokenSvc, err := tokens.NewService(tokenStore, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := static.WithVerifier(api.Verifier)
 	if api.SigningKEK, err = signingkey.NewKEK([]byte(TestKEKMaterial)); err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +146,7 @@ func Start(t testing.TB, o Options) *API {
 		t.Fatal(err)
 	}
 	grpcSrv, err := server.NewGRPC(server.GRPCConfig{Addr: "127.0.0.1:0", Tokens: tokens, Jobs: jobs, DeadLetters: dlq,
-		SigningKeys: keys, Calendars: cals, RateLimit: o.RateLimit, Clock: o.RateClock})
+		SigningKeys: keys, Calendars: cals, TokenService: tokenSvc, RateLimit: o.RateLimit, Clock: o.RateClock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,6 +40,7 @@ import (
 	"github.com/sundialhq/sundial/services/api/internal/httpapi"
 	"github.com/sundialhq/sundial/services/api/internal/server"
 	"github.com/sundialhq/sundial/services/api/internal/store"
+	"github.com/sundialhq/sundial/services/api/internal/tokens"
 	"github.com/sundialhq/sundial/services/api/internal/topiccheck"
 )
 
@@ -74,6 +75,9 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 		return nil, err
 	}
 	u.add(pool.Close)
+	if err := syncLedgerTTLs(ctx, pool, cfg.ledgerTTLs, deps.Logger); err != nil {
+		return nil, err
+	}
 	st := store.New(pool)
 	b, err := openBackends(cfg, deps, &u)
 	if err != nil {
@@ -81,6 +85,17 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 	}
 	h, err := newHandlers(cfg, deps, pool, st, b)
 	if err != nil {
+		return nil, err
+	}
+	// The api-made tokens (TokenService) beside the static ones of
+	// --tokens: both resolve through cfg.tokens from here on.
+	tokenStore := tokens.NewStore(pool)
+	verifier, err := tokens.NewVerifier(tokens.VerifierConfig{Store: tokenStore, Logger: deps.Logger})
+	if err != nil {
+		return nil, err
+	}
+	cfg.tokens = cfg.tokens.WithVerifier(verifier)
+	if h.tokens, err = tokens.NewService(tokenStore, clock.Real{}, deps.Logger); err != nil {
 		return nil, err
 	}
 	grpcSrv, httpTLS, err := newGRPC(cfg, deps, h)
@@ -93,7 +108,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 		"create_rate_per_minute", d.CreatesPerMinute, "tenant_overrides", cfg.quotas.Overridden())
 	// Started in order, stopped in reverse: the server stops before the
 	// stores it uses close.
-	services := []lifecycle.Service{closer(pool.Close), closer(func() { _ = b.redis.Close() }), b.closeTopics, b.ledger, grpcSrv}
+	services := []lifecycle.Service{closer(pool.Close), closer(func() { _ = b.redis.Close() }), b.closeTopics, b.ledger, verifier, grpcSrv}
 	if cfg.HTTPAddr != "" {
 		// The HTTP/JSON API and console: a client of the gRPC server, so
 		// started after it and stopped before it.
@@ -197,6 +212,7 @@ type handlers struct {
 	calendars   *server.CalendarService
 	// signingKeys is nil without --signing-key-encryption-key-file.
 	signingKeys sundialv1.SigningKeyServiceServer
+	tokens      sundialv1.TokenServiceServer
 }
 
 func newHandlers(cfg Config, deps Deps, pool *pgxpool.Pool, st *store.Store, b backends) (h handlers, err error) {
@@ -255,6 +271,7 @@ func newGRPC(cfg Config, deps Deps, h handlers) (*server.GRPC, *tls.Config, erro
 		DeadLetters:     h.deadLetters,
 		SigningKeys:     h.signingKeys,
 		Calendars:       h.calendars,
+		TokenService:    h.tokens,
 		Metrics:         h.metrics,
 		Logger:          deps.Logger,
 		GracefulTimeout: cfg.GRPCStopTimeout,

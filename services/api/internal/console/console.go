@@ -219,10 +219,11 @@ func (c *Console) signedIn(h handler) http.HandlerFunc {
 		if ok {
 			token, ok = c.sessions.open(ck.Value, c.cfg.Clock.Now())
 		}
-		var tenant, actor string
+		var p auth.Principal
 		if ok {
-			tenant, actor, ok = c.cfg.Tokens.ResolveActor(token)
+			p, ok, _ = c.cfg.Tokens.ResolveContext(r.Context(), token)
 		}
+		tenant, actor := p.Tenant, p.Actor
 		if !ok {
 			if r.Method == http.MethodPost {
 				http.Error(w, "your session has ended: sign in again", http.StatusForbidden)
@@ -261,7 +262,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	next := safeNext(r.PostFormValue("next"))
-	if _, _, ok := c.cfg.Tokens.ResolveActor(token); !ok {
+	if _, ok, _ := c.cfg.Tokens.ResolveContext(r.Context(), token); !ok {
 		c.render(w, http.StatusUnauthorized, "login", nil, map[string]any{"Next": next, "Error": "That token is not known to this api."})
 		return
 	}
@@ -317,6 +318,8 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, err e
 	switch st.Code() {
 	case codes.NotFound:
 		code = http.StatusNotFound
+	case codes.PermissionDenied:
+		code = http.StatusForbidden
 	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange:
 		code = http.StatusBadRequest
 	case codes.ResourceExhausted:

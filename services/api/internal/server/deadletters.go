@@ -14,8 +14,10 @@ import (
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/pkg/auth"
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/jobspec"
 	"github.com/sundialhq/sundial/pkg/outbox"
@@ -126,6 +128,37 @@ func filterOf(prefix string, f *sundialv1.DeadLetterFilter) (store.DeadLetterFil
 	return out, vs
 }
 
+// deadLetterTenant is the tenant whose dead letters a call reads or
+// re-drives. A tenant's token: its own (a request's tenant field may name
+// only that). A platform operator: the tenant the field or the
+// sundial-tenant header names; naming none, every tenant's for a read
+// (store.AllTenants), and InvalidArgument for a re-drive, which is always
+// one tenant's.
+func deadLetterTenant(ctx context.Context, named string, redrive bool) (string, error) {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return "", err
+	}
+	header, operator := auth.OperatorTenant(ctx)
+	if !operator {
+		if named != "" && named != tenant {
+			return "", status.Errorf(codes.PermissionDenied, "tenant: a tenant's token reads and re-drives its own dead letters only (%s), not %s", tenant, named)
+		}
+		return tenant, nil
+	}
+	switch {
+	case named != "" && !auth.ValidName(named, false):
+		return "", invalidf("tenant", "%q is not a tenant name", named)
+	case named != "":
+		return named, nil
+	case header != "":
+		return header, nil
+	case redrive:
+		return "", invalidf("tenant", "is required of a platform operator: a re-drive is one tenant's")
+	}
+	return store.AllTenants, nil
+}
+
 // deadLetterCursor is what a ListDeadLetters page token carries: where the
 // previous page ended, and a digest of the filter it was issued for.
 type deadLetterCursor struct {
@@ -144,7 +177,7 @@ func deadLetterFilterDigest(f store.DeadLetterFilter) string {
 // first. Dead letters re-driven since they died are left out unless the
 // filter includes them.
 func (s *DeadLetterService) ListDeadLetters(ctx context.Context, req *sundialv1.ListDeadLettersRequest) (*sundialv1.ListDeadLettersResponse, error) {
-	tenant, err := tenantOf(ctx)
+	tenant, err := deadLetterTenant(ctx, req.GetTenant(), false)
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +226,7 @@ func (s *DeadLetterService) ListDeadLetters(ctx context.Context, req *sundialv1.
 
 // GetDeadLetter returns one of the tenant's dead letters by execution id.
 func (s *DeadLetterService) GetDeadLetter(ctx context.Context, req *sundialv1.GetDeadLetterRequest) (*sundialv1.GetDeadLetterResponse, error) {
-	tenant, err := tenantOf(ctx)
+	tenant, err := deadLetterTenant(ctx, req.GetTenant(), false)
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +279,7 @@ func (s *DeadLetterService) toProto(ctx context.Context, d store.DeadLetter) *su
 // with the original slot and catch-up flag, origin REDRIVE, fire instants
 // paced at rate_per_second. dry_run says what would be re-driven.
 func (s *DeadLetterService) RedriveDeadLetters(ctx context.Context, req *sundialv1.RedriveDeadLettersRequest) (*sundialv1.RedriveDeadLettersResponse, error) {
-	tenant, err := tenantOf(ctx)
+	tenant, err := deadLetterTenant(ctx, req.GetTenant(), true)
 	if err != nil {
 		return nil, err
 	}

@@ -55,8 +55,11 @@ type GRPCConfig struct {
 	// Calendars serves sundial.v1.CalendarService; nil leaves it
 	// unregistered (Unimplemented).
 	Calendars sundialv1.CalendarServiceServer
-	Metrics   *Metrics
-	Logger    *slog.Logger
+	// TokenService serves sundial.v1.TokenService (the api-made bearer
+	// tokens, services/api/internal/tokens); nil leaves it unregistered.
+	TokenService sundialv1.TokenServiceServer
+	Metrics      *Metrics
+	Logger       *slog.Logger
 	// GracefulTimeout bounds how long Stop waits for in-flight calls
 	// before cutting them off; 15 s by default.
 	GracefulTimeout time.Duration
@@ -155,6 +158,9 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	if cfg.Calendars != nil {
 		sundialv1.RegisterCalendarServiceServer(srv, cfg.Calendars)
 	}
+	if cfg.TokenService != nil {
+		sundialv1.RegisterTokenServiceServer(srv, cfg.TokenService)
+	}
 	reflection.Register(srv)
 	// Not serving until Start: a probe during start-up gets a truthful
 	// answer.
@@ -168,6 +174,9 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	}
 	if cfg.Calendars != nil {
 		h.SetServingStatus(sundialv1.CalendarService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	}
+	if cfg.TokenService != nil {
+		h.SetServingStatus(sundialv1.TokenService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
 	}
 	return &GRPC{cfg: cfg, srv: srv, health: h, local: newLocalListener()}, nil
 }

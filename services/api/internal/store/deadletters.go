@@ -89,10 +89,24 @@ func (f DeadLetterFilter) where(sql string, args []any) (string, []any) {
 	return sql, args
 }
 
-// ListDeadLetters returns up to limit of the tenant's dead letters matching
-// f, newest first, after the cursor (nil for the first page).
+// AllTenants, as the tenant of ListDeadLetters and GetDeadLetter, reads
+// every tenant's dead letters: a platform operator's listing.
+const AllTenants = "*"
+
+// deadLetterTenant is the condition on d's tenant, binding $1: the
+// tenant's rows, or every row for AllTenants.
+func deadLetterTenant(tenant string) string {
+	if tenant == AllTenants {
+		return `$1::text = '*'`
+	}
+	return `d.tenant = $1`
+}
+
+// ListDeadLetters returns up to limit of the tenant's dead letters (every
+// tenant's for AllTenants) matching f, newest first, after the cursor
+// (nil for the first page).
 func (s *Store) ListDeadLetters(ctx context.Context, tenant string, f DeadLetterFilter, after *DeadLetterCursor, limit int) ([]DeadLetter, error) {
-	sql, args := f.where(`SELECT `+deadLetterColumns+` FROM dead_letters d WHERE d.tenant = $1`, []any{tenant})
+	sql, args := f.where(`SELECT `+deadLetterColumns+` FROM dead_letters d WHERE `+deadLetterTenant(tenant), []any{tenant})
 	if after != nil {
 		args = append(args, after.DeadAt, after.ExecutionID)
 		sql += fmt.Sprintf(` AND (d.dead_at, d.execution_id) < ($%d, $%d::uuid)`, len(args)-1, len(args))
@@ -113,10 +127,11 @@ func (s *Store) ListDeadLetters(ctx context.Context, tenant string, f DeadLetter
 	return out, nil
 }
 
-// GetDeadLetter returns the tenant's dead letter of one execution.
+// GetDeadLetter returns the tenant's dead letter of one execution (any
+// tenant's for AllTenants).
 func (s *Store) GetDeadLetter(ctx context.Context, tenant, executionID string) (DeadLetter, error) {
 	var d DeadLetter
-	err := s.pool.QueryRow(ctx, `SELECT `+deadLetterColumns+` FROM dead_letters d WHERE d.tenant = $1 AND d.execution_id = $2`,
+	err := s.pool.QueryRow(ctx, `SELECT `+deadLetterColumns+` FROM dead_letters d WHERE `+deadLetterTenant(tenant)+` AND d.execution_id = $2`,
 		tenant, executionID).Scan(deadLetterDest(&d)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return d, ErrDeadLetterNotFound
