@@ -157,7 +157,15 @@ const (
 	HeaderCatchUp        = "Sundial-Catch-Up"
 	HeaderJobID          = "Sundial-Job-Id"
 	HeaderSignature      = "Sundial-Signature"
+	// HeaderEvent flags a request that is not an attempt but news of one
+	// (EventCancelled; the completion callbacks' events).
+	HeaderEvent = "Sundial-Event"
 )
+
+// EventCancelled is the event of the request a target gets when an
+// attempt already sent to it was cancelled (its Idempotency-Key is
+// "<execution id>:cancelled").
+const EventCancelled = "cancelled"
 
 // Jitter is the deterministic offset of job's slot at scheduled: uniform in
 // [0, maxJitter) at millisecond granularity, taken from bytes 8–16 of the

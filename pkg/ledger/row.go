@@ -99,7 +99,7 @@ func statusRank(s sundialv1.ExecutionStatus) int64 {
 	case sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED:
 		return 4
 	case sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED,
-		sundialv1.ExecutionStatus_EXECUTION_STATUS_FAILED:
+		sundialv1.ExecutionStatus_EXECUTION_STATUS_FAILED, sundialv1.ExecutionStatus_EXECUTION_STATUS_CANCELLED:
 		return 5
 	case sundialv1.ExecutionStatus_EXECUTION_STATUS_FENCED:
 		return 6

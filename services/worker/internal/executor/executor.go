@@ -32,8 +32,15 @@
 // are idempotent); a crash after 3 drops the redelivery as done.
 //
 // Firings the prepare stage could not lease to fire (stale, overlapping,
-// poison) come through the ready queue too, and an executor records their
-// skip or dead-letters them.
+// poison, cancelled) come through the ready queue too, and an executor
+// records their skip or cancel, or dead-letters them.
+//
+// A cancelled execution (JobService.CancelExecution, or another execution's
+// CANCEL_OTHER or TERMINATE_OTHER) is learnt at the attempt's next lease
+// renewal: the attempt's context ends, the request is abandoned, and the
+// attempt is settled CANCELLED (never retried) under its lease, naming who
+// cancelled; its target is then told (target.CancelNotice). An attempt
+// whose target answered before the abandonment keeps its real outcome.
 //
 // With a tracer, a traced firing's target call and settling are spans
 // under its worker.consume span, the target receives the target span's
@@ -234,6 +241,9 @@ type Pool struct {
 	runner    lifecycle.Runner
 	// renewals keeps the leases of attempts in flight alive.
 	renewals *renewals
+	// notices are the cancel notices being sent to targets; Start waits
+	// for them before it returns.
+	notices sync.WaitGroup
 	// stopping ends when Stop is called: attempts run on, but settling
 	// gives up retrying, and a final record that cannot be handed to the
 	// recorder is given up (the firing stays unfinished and is
@@ -334,6 +344,7 @@ func (p *Pool) Start(context.Context) error {
 		// returns.
 		close(p.settled)
 		settlers.Wait()
+		p.notices.Wait()
 		return nil
 	})
 }
@@ -377,6 +388,8 @@ func (p *Pool) process(ctx context.Context, it *work.Item) {
 		p.overlapSkipped(ctx, it, f, ex, it.Lease.Running)
 	case lease.Poison:
 		p.poison(ctx, it, f, ex)
+	case lease.Cancelled:
+		p.cancelledBefore(ctx, it, f, ex, it.Lease.CancelledBy, false)
 	case lease.Acquired:
 		if p.versions != nil {
 			if v, newer := p.versions.Newer(f.GetJobId(), f.GetJobVersion()); newer {
@@ -458,6 +471,10 @@ func (p *Pool) leaseLeft(ctx context.Context, it *work.Item, ex lease.Execution)
 		p.count(it, it.Firing, "lease_conflict")
 		p.m.LeaseConflicts.Inc()
 		p.prepare.Again(it, p.cfg.LeaseTTL/10)
+	case errors.Is(err, lease.ErrCancelled):
+		var ce *lease.CancelledError
+		errors.As(err, &ce)
+		p.cancelledBefore(ctx, it, it.Firing, ex, ce.By, true)
 	case errors.Is(err, lease.ErrLost):
 		return p.leaseAgain(ctx, it, ex)
 	case it.LeaseUntil > now.UnixNano():
@@ -557,6 +574,47 @@ func (p *Pool) overlapSkipped(ctx context.Context, it *work.Item, f *sundialv1.F
 	p.final(it, a, false)
 }
 
+// cancelledBefore records an execution cancelled before this attempt was
+// sent: CANCELLED, nothing fired, no retry. held: this delivery holds the
+// lease (a renewal just before the request found the cancel), and its
+// marker releases it; otherwise the lease script already marked the
+// execution.
+func (p *Pool) cancelledBefore(ctx context.Context, it *work.Item, f *sundialv1.Firing, ex lease.Execution, by string, held bool) {
+	p.count(it, f, "cancelled")
+	d := retry.Decision{Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_CANCELLED, Attempts: retry.AttemptsMade(f),
+		Reason: "cancelled by " + by + " before this attempt was sent; not retried"}
+	if f.GetLastSlot() && p.settler != nil {
+		if _, ok := p.settle(ctx, it, f, ex, it.LeaseHolder, &d, target.Result{}); !ok {
+			return // redelivered; decided again
+		}
+	}
+	fence := int64(0)
+	if held {
+		fence = it.Lease.Fence
+		p.finishMarks(ctx, []lease.Finish{p.mark(ex, it.LeaseHolder, d)})
+	}
+	a := p.attemptRecord(f, d.Status, fence)
+	a.FinishedTime = timestamppb.New(p.clk.Now())
+	a.Reason = d.Reason
+	p.final(it, a, false)
+}
+
+// noticeCancel tells f's target, in the background, that the attempt sent
+// to it was cancelled (target.CancelNotice); best effort, bounded by
+// target.CancelNoticeTimeout.
+func (p *Pool) noticeCancel(f *sundialv1.Firing, fence int64, by string) {
+	now := p.clk.Now()
+	n := target.CancelNotice(f, by, now)
+	p.notices.Go(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(p.stopping), target.CancelNoticeTimeout)
+		defer cancel()
+		res := p.target.Fire(ctx, target.Request{Firing: n, Fence: fence, SentAt: now, Event: firing.EventCancelled})
+		if !res.OK {
+			p.logger.Warn("could not tell the target of the cancel", "execution_id", f.GetExecutionId(), "job_id", f.GetJobId(), "err", res.Err)
+		}
+	})
+}
+
 // poison dead-letters an attempt its workers kept dying on, without firing
 // it again; the lease is held.
 func (p *Pool) poison(ctx context.Context, it *work.Item, f *sundialv1.Firing, ex lease.Execution) {
@@ -591,6 +649,9 @@ type attempt struct {
 	res               target.Result
 	// fenced: a renewal found another holder; the result is stale.
 	fenced bool
+	// cancelledBy names who cancelled the execution while its request
+	// was out (the request was abandoned); empty otherwise.
+	cancelledBy string
 	// stopRenewing ends the lease's renewal and reports whether any
 	// renewal failed.
 	stopRenewing func() (failed bool)
@@ -637,6 +698,10 @@ func (p *Pool) attempt(ctx context.Context, it *work.Item, f *sundialv1.Firing, 
 	}
 	res := p.target.Fire(fctx, req)
 	finished := p.clk.Now()
+	cancelledBy := ""
+	if ce := (*lease.CancelledError)(nil); !res.OK && errors.As(context.Cause(actx), &ce) {
+		cancelledBy = ce.By
+	}
 	if span != nil {
 		endTargetSpan(span, f, res, fence)
 		// A retry or dead letter staged from here carries this attempt's
@@ -647,7 +712,8 @@ func (p *Pool) attempt(ctx context.Context, it *work.Item, f *sundialv1.Firing, 
 	// attempt's marker.
 	p.settled <- &attempt{
 		it: it, f: f, ex: ex, started: started, finished: finished, fireAt: fireAt, res: res,
-		fenced: errors.Is(context.Cause(actx), lease.ErrFenced),
+		fenced:      errors.Is(context.Cause(actx), lease.ErrFenced),
+		cancelledBy: cancelledBy,
 		stopRenewing: func() bool {
 			failed := p.renewals.stop(rn)
 			cancel(nil)
@@ -733,7 +799,12 @@ func (p *Pool) settleBatch(batch []*attempt) {
 			}
 			continue
 		}
-		a.d = p.decide(a.f, a.res, a.finished)
+		if a.cancelledBy != "" {
+			a.d = retry.Decision{Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_CANCELLED, Class: target.ClassCanceled, Attempts: retry.AttemptsMade(a.f),
+				Reason: "cancelled by " + a.cancelledBy + " during the attempt: the request was abandoned (it may have reached the target, which is told); not retried"}
+		} else {
+			a.d = p.decide(a.f, a.res, a.finished)
+		}
 		group = append(group, settling{it: a.it, f: a.f, ex: a.ex, holder: a.it.LeaseHolder, d: &a.d, res: a.res, out: &a.out})
 	}
 	// Settled under the leases, which are still being renewed.
@@ -777,6 +848,9 @@ func (p *Pool) settleBatch(batch []*attempt) {
 			renewFailed := a.stopRenewing()
 			held = marked && !renewFailed
 			p.notify(a.f, a.d, a.res, a.finished, a.out)
+			if a.cancelledBy != "" {
+				p.noticeCancel(a.f, a.it.Lease.Fence, a.cancelledBy)
+			}
 		}
 		p.record(a, held, wait)
 	}
@@ -966,6 +1040,8 @@ func (p *Pool) mark(ex lease.Execution, holder string, d retry.Decision) lease.F
 		f.Mark = lease.FinishDone
 	case sundialv1.ExecutionStatus_EXECUTION_STATUS_RETRY_SCHEDULED:
 		f.Mark, f.KeepRunning = lease.FinishRetryPending, d.Delay+p.cfg.RunningGrace
+	case sundialv1.ExecutionStatus_EXECUTION_STATUS_CANCELLED:
+		f.Mark = lease.FinishCancelled
 	}
 	return f
 }

@@ -104,6 +104,8 @@ func (l *fakeLeaser) FinishMany(_ context.Context, batch []lease.Finish) error {
 			l.marks = append(l.marks, "attempt "+f.Execution.ExecutionID)
 		case lease.FinishRetryPending:
 			l.marks = append(l.marks, "retry "+f.Execution.ExecutionID+" keep "+f.KeepRunning.String())
+		case lease.FinishCancelled:
+			l.marks = append(l.marks, "cancelled "+f.Execution.ExecutionID)
 		}
 	}
 	return nil

@@ -124,6 +124,8 @@ func (r *renewals) renew(ctx context.Context, rn *renewal) {
 	switch {
 	case errors.Is(err, lease.ErrFenced):
 		rn.failed = true
+	case errors.Is(err, lease.ErrCancelled):
+		// Renewed: the lease is still ours, to finish the attempt under.
 	case err != nil && !gone:
 		// Expired or Redis unreachable: nobody else holds it (or we
 		// cannot tell); finishing is better than abandoning.
@@ -137,6 +139,11 @@ func (r *renewals) renew(ctx context.Context, rn *renewal) {
 	case errors.Is(err, lease.ErrFenced):
 		p.logger.Warn("lease taken over during the attempt; abandoning it", "execution_id", rn.ex.ExecutionID)
 		rn.cancel(lease.ErrFenced)
+	case errors.Is(err, lease.ErrCancelled):
+		if !gone {
+			p.logger.Info("execution cancelled during the attempt; abandoning it", "execution_id", rn.ex.ExecutionID, "err", err)
+		}
+		rn.cancel(err)
 	case err != nil && !gone:
 		p.logger.Warn("lease renewal failed", "err", err, "execution_id", rn.ex.ExecutionID)
 	}

@@ -37,7 +37,7 @@ const (
 )
 
 // HeaderEvent names the event of a notification.
-const HeaderEvent = "Sundial-Event"
+const HeaderEvent = firing.HeaderEvent
 
 // Summary is the body of a notification.
 type Summary struct {

@@ -28,7 +28,7 @@
 // made a second or two before, and a Redis outage shorter than Lead no
 // longer delays the firings already leased.
 //
-// Jobs with an overlap policy (SKIP, BUFFER_ONE) are leased at their
+// Jobs with an overlap policy (every one but ALLOW) are leased at their
 // instant (a lead of zero), because whether another execution is still
 // running can only be decided then. A change to a job (update, pause,
 // delete) committed after a firing was leased reaches it at its instant
@@ -376,7 +376,7 @@ func (s *Stage) prepare(ctx context.Context, batch []*work.Item) {
 			s.count(it, "overlap_waiting")
 			s.m.OverlapWaits.WithLabelValues(Overlap(it.Firing.GetOverlap()).String()).Inc()
 			s.again(it, res[i].HeldFor+s.cfg.LeaseTTL/10)
-		default: // Stale, Overlapping, Poison: an executor records them.
+		default: // Stale, Overlapping, Poison, Cancelled: an executor records them.
 			s.routes.Now(it)
 		}
 	}
@@ -424,6 +424,8 @@ func (s *Stage) checkRecorded(ctx context.Context, copies []doneCopy) {
 				status, what = sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED, "succeeded"
 			case lease.FinishedSkipped:
 				status, what = sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED, "was skipped by the job's overlap policy"
+			case lease.FinishedCancelled:
+				status, what = sundialv1.ExecutionStatus_EXECUTION_STATUS_CANCELLED, "was cancelled"
 			}
 			s.logger.Warn("an attempt's marker was written but not its record (its worker stopped in between); recording it from the marker",
 				"execution_id", f.GetExecutionId(), "attempt", max(f.GetAttempt(), 1), "status", status.String())
@@ -524,6 +526,7 @@ func Execution(f *sundialv1.Firing) lease.Execution {
 	return lease.Execution{
 		JobID: f.GetJobId(), ExecutionID: f.GetExecutionId(), Attempt: max(f.GetAttempt(), 1), Version: f.GetJobVersion(),
 		Overlap: Overlap(f.GetOverlap()), FirstAttempt: f.GetFirstAttempt(),
+		MaxConcurrency: f.GetMaxConcurrency(), Order: f.GetScheduledTime().AsTime().UnixMilli(),
 	}
 }
 
@@ -534,6 +537,12 @@ func Overlap(o sundialv1.OverlapPolicy) lease.Overlap {
 		return lease.OverlapSkip
 	case sundialv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE:
 		return lease.OverlapBufferOne
+	case sundialv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ALL:
+		return lease.OverlapBufferAll
+	case sundialv1.OverlapPolicy_OVERLAP_POLICY_CANCEL_OTHER:
+		return lease.OverlapCancelOther
+	case sundialv1.OverlapPolicy_OVERLAP_POLICY_TERMINATE_OTHER:
+		return lease.OverlapTerminateOther
 	default:
 		return lease.OverlapAllow
 	}

@@ -231,12 +231,13 @@ func (s *Settler) settleOwn(ctx context.Context, f *sundialv1.Firing, d retry.De
 }
 
 // completionOutcome names the end of an execution that completes its job
-// when it was the schedule's last slot: it succeeded, died, or was skipped
-// by the overlap policy (no later slot will come to complete the job).
+// when it was the schedule's last slot: it succeeded, died, was skipped by
+// the overlap policy or was cancelled (no later slot will come to complete
+// the job).
 func completionOutcome(s sundialv1.ExecutionStatus) string {
 	switch s {
 	case sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED, sundialv1.ExecutionStatus_EXECUTION_STATUS_DEAD,
-		sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED:
+		sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED, sundialv1.ExecutionStatus_EXECUTION_STATUS_CANCELLED:
 		return firing.ExecutionStatusWord(s)
 	default:
 		return ""

@@ -31,6 +31,11 @@ type Request struct {
 	// Traceparent is the attempt's W3C trace context, sent as the
 	// traceparent header; empty when the firing is not traced.
 	Traceparent string
+	// Event, when set, makes the request news of an attempt rather than
+	// an attempt (firing.EventCancelled): it carries the Sundial-Event
+	// header, and its Idempotency-Key is "<execution id>:<event>", so a
+	// target that dedupes attempts does not take it for a duplicate.
+	Event string
 }
 
 // Result is what happened. Exactly one of (HTTPStatus > 0) or Err describes
@@ -138,8 +143,12 @@ func Headers(secret []byte, req Request) []Header { return SignedHeaders(Secret(
 // deliveries send them.
 func SignedHeaders(s Signer, req Request) []Header {
 	f := req.Firing
+	key := f.GetExecutionId()
+	if req.Event != "" {
+		key += ":" + req.Event
+	}
 	h := []Header{
-		{firing.HeaderIdempotencyKey, f.GetExecutionId()},
+		{firing.HeaderIdempotencyKey, key},
 		{firing.HeaderExecutionID, f.GetExecutionId()},
 		{firing.HeaderJobID, f.GetJobId()},
 		{firing.HeaderFenceToken, strconv.FormatInt(req.Fence, 10)},
@@ -148,6 +157,9 @@ func SignedHeaders(s Signer, req Request) []Header {
 	}
 	if f.GetCatchUp() {
 		h = append(h, Header{firing.HeaderCatchUp, "true"})
+	}
+	if req.Event != "" {
+		h = append(h, Header{firing.HeaderEvent, req.Event})
 	}
 	if req.Traceparent != "" {
 		// Not covered by the signature, which signs the firing: a trace
