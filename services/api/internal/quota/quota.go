@@ -11,16 +11,11 @@
 package quota
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"sort"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
+	"github.com/sundialhq/sundial/pkg/quotas"
 	"github.com/sundialhq/sundial/pkg/schedule"
 )
 
@@ -77,20 +72,12 @@ func (l Limits) Validate() error {
 	return nil
 }
 
-// Overrides is a partial Limits, as written in the quotas file: unset
-// fields keep the value beneath.
-type Overrides struct {
-	MaxJobs          *int           `yaml:"max_jobs"`
-	MinInterval      *time.Duration `yaml:"min_interval"`
-	CreatesPerMinute *int           `yaml:"create_rate_per_minute"`
-}
+// Overrides is a partial Limits, as written in the quotas file (package
+// pkg/quotas holds the format, which the worker reads too): unset fields
+// keep the value beneath; the worker's keys are ignored here.
+type Overrides = quotas.Overrides
 
-// IsZero reports whether o overrides nothing.
-func (o Overrides) IsZero() bool {
-	return o.MaxJobs == nil && o.MinInterval == nil && o.CreatesPerMinute == nil
-}
-
-func (o Overrides) apply(l Limits) Limits {
+func apply(o Overrides, l Limits) Limits {
 	if o.MaxJobs != nil {
 		l.MaxJobs = *o.MaxJobs
 	}
@@ -103,47 +90,15 @@ func (o Overrides) apply(l Limits) Limits {
 	return l
 }
 
-// File is the quotas file:
-//
-//	defaults:                    # optional; replaces the flag defaults
-//	  max_jobs: 100000
-//	  min_interval: 1s
-//	  create_rate_per_minute: 6000
-//	tenants:
-//	  acme:                      # only the fields given change
-//	    max_jobs: 500
-//	    min_interval: 1m
-//	  loadtest:
-//	    max_jobs: 0              # 0: no limit
-type File struct {
-	Defaults Overrides            `yaml:"defaults"`
-	Tenants  map[string]Overrides `yaml:"tenants"`
-}
+// File is the quotas file (pkg/quotas.File).
+type File = quotas.File
 
 // ParseFile reads a quotas file; unknown keys are errors, so a misspelt
 // quota does not silently fall back to its default.
-func ParseFile(b []byte) (File, error) {
-	var f File
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
-		return f, fmt.Errorf("quotas file: %w", err)
-	}
-	return f, nil
-}
+func ParseFile(b []byte) (File, error) { return quotas.ParseFile(b) }
 
 // LoadFile reads and parses the quotas file at path.
-func LoadFile(path string) (File, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return File{}, fmt.Errorf("quotas file: %w", err)
-	}
-	f, err := ParseFile(b)
-	if err != nil {
-		return f, fmt.Errorf("%s: %w", path, err)
-	}
-	return f, nil
-}
+func LoadFile(path string) (File, error) { return quotas.LoadFile(path) }
 
 // Quotas resolves each tenant's limits.
 type Quotas struct {
@@ -154,7 +109,7 @@ type Quotas struct {
 // New returns the quotas: defaults, then f's defaults over them, then each
 // tenant's overrides over those.
 func New(defaults Limits, f File) (*Quotas, error) {
-	q := &Quotas{defaults: f.Defaults.apply(defaults), tenants: map[string]Limits{}}
+	q := &Quotas{defaults: apply(f.Defaults, defaults), tenants: map[string]Limits{}}
 	if err := q.defaults.Validate(); err != nil {
 		return nil, fmt.Errorf("quota defaults: %w", err)
 	}
@@ -164,7 +119,7 @@ func New(defaults Limits, f File) (*Quotas, error) {
 	}
 	sort.Strings(names)
 	for _, t := range names {
-		l := f.Tenants[t].apply(q.defaults)
+		l := apply(f.Tenants[t], q.defaults)
 		if err := l.Validate(); err != nil {
 			return nil, fmt.Errorf("quotas of tenant %s: %w", t, err)
 		}

@@ -34,6 +34,7 @@ import (
 	"github.com/sundialhq/sundial/services/worker/internal/consumer"
 	"github.com/sundialhq/sundial/services/worker/internal/holder"
 	"github.com/sundialhq/sundial/services/worker/internal/hostguard"
+	"github.com/sundialhq/sundial/services/worker/internal/limits"
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
 	"github.com/sundialhq/sundial/services/worker/internal/procs"
 	"github.com/sundialhq/sundial/services/worker/internal/readyq"
@@ -56,8 +57,12 @@ type Worker struct {
 	Queue     *readyq.Queue
 	Estimator *clockoffset.Estimator // nil without --postgres-dsn
 	Metrics   *metrics.Metrics
-	// Breakers is the per-host circuit breaker (nil when disabled).
+	// Breakers is the per-host circuit breaker (nil when disabled, or
+	// when Limits holds them).
 	Breakers *hostguard.Breakers
+	// Limits are the limits held across the cluster (nil when no limit
+	// is set).
+	Limits *limits.Guard
 }
 
 // Deps lets tests replace what the worker would otherwise connect to.
@@ -130,7 +135,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 	if err != nil {
 		return nil, err
 	}
-	out, err := b.outbound(ctx, secret, clk, kafka.producer)
+	out, err := b.outbound(ctx, secret, clk, rs, kafka.producer)
 	if err != nil {
 		return nil, err
 	}

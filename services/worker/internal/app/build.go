@@ -34,6 +34,7 @@ import (
 	"github.com/sundialhq/sundial/services/worker/internal/holder"
 	"github.com/sundialhq/sundial/services/worker/internal/hostguard"
 	"github.com/sundialhq/sundial/services/worker/internal/lagexporter"
+	"github.com/sundialhq/sundial/services/worker/internal/limits"
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
 	"github.com/sundialhq/sundial/services/worker/internal/notify"
 	"github.com/sundialhq/sundial/services/worker/internal/prepare"
@@ -294,7 +295,7 @@ type outboundSide struct {
 
 // outbound builds the targets: the address policy, the transport, the
 // secrets for headers, the signing keys and the breakers.
-func (b *builder) outbound(ctx context.Context, secret []byte, clk *clocks, prod *kgo.Client) (outboundSide, error) {
+func (b *builder) outbound(ctx context.Context, secret []byte, clk *clocks, rs redisSide, prod *kgo.Client) (outboundSide, error) {
 	m := b.m
 	policy, err := netpolicy.New(splitList(b.cfg.AllowTargetAddrs), splitList(b.cfg.DenyTargetAddrs),
 		netpolicy.OnRefused(func(reason string) { m.RefusedAddresses.WithLabelValues(reason).Inc() }))
@@ -313,8 +314,10 @@ func (b *builder) outbound(ctx context.Context, secret []byte, clk *clocks, prod
 	if allow := b.cfg.AllowKafkaTargets; allow != "" {
 		route.Kafka = target.NewKafka(prod, secret, b.cfg.TopicPrefix+".", splitList(allow), target.WithKafkaSigner(keyring))
 	}
-	fire := b.breakers(route, clk.corrected)
-	b.w.Breakers, _ = fire.(*hostguard.Breakers)
+	fire, err := b.limits(route, clk.corrected, rs)
+	if err != nil {
+		return outboundSide{}, err
+	}
 	return outboundSide{policy: policy, transport: tr, keyring: keyring, fire: fire}, nil
 }
 
@@ -334,6 +337,45 @@ func (b *builder) secretResolver(clk clock.Clock) *secrets.Resolver {
 		b.logger.Warn("SUNDIAL_SECRET_* variables are no longer read: they cannot say which tenant a secret belongs to (write <secrets-dir>/<tenant>/<name> instead)", "variables", vars)
 	}
 	return secrets.NewResolver(clk, 0, sources...)
+}
+
+// limits puts the limits in front of route: with a tenant quota, a host
+// concurrency cap or --cluster-limits, the limits package (in Redis, or
+// per process without --cluster-limits), which the executors then ask at
+// each firing's instant; otherwise the per-host circuit breakers (none
+// with --breaker-failures 0) and the per-process --host-rate.
+func (b *builder) limits(route target.Target, clk clock.Clock, rs redisSide) (target.Target, error) {
+	cfg, m := b.cfg, b.m
+	rates, err := cfg.TenantFiringRates()
+	if err != nil {
+		return nil, fmt.Errorf("quotas-file: %w", err)
+	}
+	if !cfg.ClusterLimits && !rates.Limited() && cfg.HostConcurrency == 0 {
+		fire := b.breakers(route, clk)
+		b.w.Breakers, _ = fire.(*hostguard.Breakers)
+		return fire, nil
+	}
+	var rdb redis.Cmdable
+	if cfg.ClusterLimits {
+		rdb = rs.rdb
+	}
+	logger := b.logger.With("component", "limits")
+	g := limits.New(rdb, route, limits.Config{
+		Prefix: cfg.RedisKeyPrefix, HostRate: cfg.HostRate, HostBurst: cfg.HostBurst, HostConcurrency: cfg.HostConcurrency,
+		Breaker: hostguard.BreakerConfig{Failures: cfg.BreakerFailures, Cooldown: cfg.BreakerCooldown}, Tenants: rates,
+		Timeout: cfg.LimitsTimeout, Fallback: cfg.LimitsFallback, BreakerSync: cfg.BreakerSync,
+	}, clk, limits.Metrics{
+		// Transitions this worker made; the state gauge is left alone: a
+		// breaker held in Redis is closed by whichever worker's probe
+		// succeeds, and a gauge per worker would not add up.
+		Transition: func(_, to hostguard.State) { m.BreakerTransitions.WithLabelValues(to.String()).Inc() },
+		Rejected:   m.BreakerRejections.Inc,
+		Fallback:   m.LimitsFallbacks.Inc,
+	}, logger)
+	b.w.Limits = g
+	logger.Info("limits", "cluster", cfg.ClusterLimits, "host_rate", cfg.HostRate, "host_concurrency", cfg.HostConcurrency,
+		"breaker_failures", cfg.BreakerFailures, "tenant_firing_rate", rates.For("").Rate)
+	return g.Target(), nil
 }
 
 // breakers puts the per-host circuit breakers in front of route (none
@@ -433,7 +475,9 @@ func (b *builder) executors(ctx context.Context, clk *clocks, rs redisSide, st s
 		Queue: st.queue, Holder: st.fire, Prepare: st.prep, Leaser: rs.leases, Target: fire, Recorder: rec, Notifier: nt,
 		Versions: watch, Marks: rs.marks, Tracer: b.deps.Tracer, Clock: clk.corrected, Metrics: b.m, Logger: b.logger.With("component", "executor"),
 	}
-	if l := hostguard.NewLimiter(cfg.HostRate, cfg.HostBurst); l != nil {
+	if b.w.Limits != nil {
+		pd.Limiter = b.w.Limits
+	} else if l := hostguard.NewLimiter(cfg.HostRate, cfg.HostBurst); l != nil {
 		pd.Limiter = l
 	}
 	settler, err := b.settler(ctx, clk, dlq, spill)

@@ -17,6 +17,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/netpolicy"
+	"github.com/sundialhq/sundial/pkg/quotas"
 	"github.com/sundialhq/sundial/pkg/signingkey"
 
 	"github.com/sundialhq/sundial/services/worker/internal/executor"
@@ -125,6 +126,19 @@ type Config struct {
 	BreakerCooldown  time.Duration
 	SecretsDir       string
 
+	// Limits across the cluster (issue 15): --host-rate, the breakers,
+	// HostConcurrency and the tenants' firing-rate quotas held in Redis
+	// (ClusterLimits), or by each worker alone.
+	ClusterLimits     bool
+	HostConcurrency   int
+	TenantFiringRate  float64
+	TenantFiringBurst int
+	QuotasFile        string
+	LimitsTimeout     time.Duration
+	LimitsFallback    time.Duration
+	BreakerSync       time.Duration
+	firingRates       *quotas.FiringRates // loaded by Validate
+
 	// MetricsMaxTenants bounds the tenant label of the firing metrics.
 	MetricsMaxTenants int
 	// MetricsJobIDs are the watched jobs, comma-separated: each gets
@@ -210,6 +224,14 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.MetricsJobIDs, "metrics-job-ids", "", "comma-separated job ids (UUIDs) to watch: their firings are also counted on sundial_worker_job_firings_total and sundial_worker_job_lateness_seconds, labelled by job_id (about 36 series per job); other jobs add none")
 	fs.StringVar(&c.SigningKEKFile, "signing-key-encryption-key-file", "", "the api's --signing-key-encryption-key-file: sign each tenant's requests with its own keys from Postgres (the signing secret signs for tenants without one); empty: the signing secret signs for every tenant")
 	fs.DurationVar(&c.SigningKeyRefresh, "signing-key-refresh", 5*time.Second, "how often the tenants' signing keys are reloaded from Postgres (a new key is used within this; an expired one is dropped at its expiry)")
+	fs.BoolVar(&c.ClusterLimits, "cluster-limits", true, "hold --host-rate, --host-concurrency, the circuit breakers and the tenants' firing-rate quotas across every worker, in Redis (a second worker does not double them); false: each worker counts alone")
+	fs.IntVar(&c.HostConcurrency, "host-concurrency", 0, "attempts in flight to one target host at most (across the cluster with --cluster-limits); a firing over it waits for a slot; 0 no cap")
+	fs.Float64Var(&c.TenantFiringRate, "tenant-firing-rate", 0, "firings per second each tenant's firings may go out at (across the cluster with --cluster-limits); a tenant over it has its firings delayed, in order, never dropped, while other tenants keep their timing; --quotas-file overrides it per tenant; 0 no quota")
+	fs.IntVar(&c.TenantFiringBurst, "tenant-firing-burst", 10, "firings a tenant may fire at once above --tenant-firing-rate")
+	fs.StringVar(&c.QuotasFile, "quotas-file", "", "the api's quotas file (YAML); the worker reads firing_rate_per_second and firing_burst from its defaults and tenants, over --tenant-firing-rate and --tenant-firing-burst")
+	fs.DurationVar(&c.LimitsTimeout, "limits-timeout", 100*time.Millisecond, "bounds one Redis call of the cluster limits; a call that fails or takes longer falls back to per-process limits for --limits-fallback")
+	fs.DurationVar(&c.LimitsFallback, "limits-fallback", time.Second, "after a Redis call of the cluster limits failed, how long each worker counts its limits alone before asking Redis again (no firing waits on Redis meanwhile)")
+	fs.DurationVar(&c.BreakerSync, "breaker-sync", 250*time.Millisecond, "with --cluster-limits, how long a host's circuit breaker state read from Redis is trusted for firings no other limit needs a call for: a breaker another worker opened is seen within this")
 	fs.StringVar(&c.SecretsDir, "secrets-dir", "", "directory with one sub-directory per tenant and one file per secret in it (<dir>/<tenant>/<NAME>) for {{secret:NAME}} header references; a job resolves only its own tenant's secrets")
 	c.RedisSecurity.Register(fs)
 	c.KafkaSecurity.Register(fs)
@@ -374,6 +396,7 @@ func (c *Config) Validate(p *config.Problems) {
 	if c.BreakerFailures > 0 && c.BreakerCooldown <= 0 {
 		p.Addf("breaker-cooldown", "must be positive")
 	}
+	c.validateLimits(p)
 	if c.SecretsDir != "" {
 		if st, err := os.Stat(c.SecretsDir); err != nil || !st.IsDir() {
 			p.Addf("secrets-dir", "%q is not a readable directory", c.SecretsDir)
@@ -460,4 +483,61 @@ func (c *Config) procsSetting() (auto bool, fixed int, err error) {
 		return false, 0, fmt.Errorf("must be auto or a number of at least 1, got %q", c.Procs)
 	}
 	return false, n, nil
+}
+
+// validateLimits checks the limits' flags and loads the tenants' firing-rate
+// quotas from --tenant-firing-rate and --quotas-file.
+func (c *Config) validateLimits(p *config.Problems) {
+	if c.HostConcurrency < 0 {
+		p.Addf("host-concurrency", "must not be negative, got %d", c.HostConcurrency)
+	}
+	if c.TenantFiringRate < 0 {
+		p.Addf("tenant-firing-rate", "must not be negative, got %g", c.TenantFiringRate)
+	}
+	if c.TenantFiringBurst < 0 {
+		p.Addf("tenant-firing-burst", "must not be negative, got %d", c.TenantFiringBurst)
+	}
+	if c.ClusterLimits {
+		if c.LimitsTimeout <= 0 {
+			p.Addf("limits-timeout", "must be positive, got %s", c.LimitsTimeout)
+		}
+		if c.LimitsFallback <= 0 {
+			p.Addf("limits-fallback", "must be positive, got %s", c.LimitsFallback)
+		}
+		if c.BreakerSync < 0 {
+			p.Addf("breaker-sync", "must not be negative, got %s", c.BreakerSync)
+		}
+	}
+	var file quotas.File
+	if c.QuotasFile != "" {
+		f, err := quotas.LoadFile(c.QuotasFile)
+		if err != nil {
+			p.Addf("quotas-file", "%v", err)
+			return
+		}
+		file = f
+	}
+	q, err := quotas.NewFiringRates(quotas.FiringRate{Rate: max(c.TenantFiringRate, 0), Burst: max(c.TenantFiringBurst, 0)}, file)
+	if err != nil {
+		p.Addf("quotas-file", "%v", err)
+		return
+	}
+	c.firingRates = q
+}
+
+// TenantFiringRates are the tenants' firing-rate quotas: those Validate
+// loaded, or loaded now from the flags and --quotas-file.
+func (c *Config) TenantFiringRates() (*quotas.FiringRates, error) {
+	if c.firingRates != nil {
+		return c.firingRates, nil
+	}
+	var file quotas.File
+	if c.QuotasFile != "" {
+		f, err := quotas.LoadFile(c.QuotasFile)
+		if err != nil {
+			return nil, err
+		}
+		file = f
+	}
+	return quotas.NewFiringRates(quotas.FiringRate{Rate: c.TenantFiringRate, Burst: c.TenantFiringBurst}, file)
 }

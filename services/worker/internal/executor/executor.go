@@ -129,9 +129,13 @@ type Versions interface {
 	Newer(jobID string, version int64) (int64, bool)
 }
 
-// Limiter rate-limits requests per target host (*hostguard.Limiter).
+// Limiter admits a firing to its target at the instant: the per-host rate
+// (*hostguard.Limiter), or every limit held across the cluster
+// (*limits.Guard: tenant and host rates, host concurrency, the shared
+// breaker). It returns how long the firing waits first, and the outcome it
+// is counted as meanwhile.
 type Limiter interface {
-	Reserve(host string, now time.Time) time.Duration
+	Admit(ctx context.Context, it *work.Item, now time.Time) (wait time.Duration, outcome string)
 }
 
 // Config tunes the pool.
@@ -403,19 +407,18 @@ func (p *Pool) process(ctx context.Context, it *work.Item) {
 				return
 			}
 		}
-		// The host's rate limit is checked at the instant: a firing over
-		// it waits in the fire holder, not in an executor; it keeps its
-		// lease, which is renewed below if the wait ate into it.
+		// The limits are checked at the instant: a firing over its
+		// tenant's or host's rate, or its host's concurrency, waits in
+		// the fire holder, not in an executor; it keeps its lease, which
+		// is renewed below if the wait ate into it.
 		if p.limiter != nil {
-			if host := target.Host(f); host != "" {
-				if wait := p.limiter.Reserve(host, p.clk.Now()); wait > 0 {
-					p.count(it, f, "rate_limited")
-					p.m.RateLimited.Inc()
-					it.NotBefore = p.clk.Now().Add(wait).UnixNano()
-					p.hold(it)
-					p.holder.Add(it)
-					return
-				}
+			if wait, outcome := p.limiter.Admit(ctx, it, p.clk.Now()); wait > 0 {
+				p.count(it, f, outcome)
+				p.m.RateLimited.Inc()
+				it.NotBefore = p.clk.Now().Add(wait).UnixNano()
+				p.hold(it)
+				p.holder.Add(it)
+				return
 			}
 		}
 		if !p.leaseLeft(ctx, it, ex) {

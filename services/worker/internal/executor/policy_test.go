@@ -79,7 +79,9 @@ func (n *memNotifier) Notify(u string, s notify.Summary) bool {
 
 type fixedLimiter struct{ wait map[string]time.Duration }
 
-func (l fixedLimiter) Reserve(host string, _ time.Time) time.Duration { return l.wait[host] }
+func (l fixedLimiter) Admit(_ context.Context, it *work.Item, _ time.Time) (time.Duration, string) {
+	return l.wait[target.Host(it.Firing)], "rate_limited"
+}
 
 func (r *rig) pushFiring(t *testing.T, f *sundialv1.Firing) {
 	t.Helper()

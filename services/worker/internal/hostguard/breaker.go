@@ -141,7 +141,7 @@ func (b *Breakers) allow(host string) error {
 }
 
 func (b *Breakers) report(host string, res target.Result) {
-	failed := !res.OK && (res.Class == target.ClassConnection || res.Class == target.ClassTimeout || res.Class == target.ClassHTTP5xx)
+	failed := Unhealthy(res)
 	neutral := !res.OK && !failed
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -171,6 +171,13 @@ func (b *Breakers) report(host string, res target.Result) {
 		}
 		delete(b.hosts, host)
 	}
+}
+
+// Unhealthy reports whether res counts against its host's breaker: a
+// connection error, a timeout or a 5xx. Any other failure is neutral; a
+// success resets the count.
+func Unhealthy(res target.Result) bool {
+	return !res.OK && (res.Class == target.ClassConnection || res.Class == target.ClassTimeout || res.Class == target.ClassHTTP5xx)
 }
 
 func (b *Breakers) transition(br *breaker, to State) {

@@ -13,8 +13,12 @@
 package hostguard
 
 import (
+	"context"
 	"sync"
 	"time"
+
+	"github.com/sundialhq/sundial/services/worker/internal/target"
+	"github.com/sundialhq/sundial/services/worker/internal/work"
 )
 
 // Limiter is a token bucket per host: Rate requests a second on average,
@@ -68,6 +72,20 @@ func (l *Limiter) Reserve(host string, now time.Time) time.Duration {
 	wait := time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
 	return max(wait, time.Millisecond)
 }
+
+// Admit is Reserve for the firing's host, as the fire stage asks it
+// (executor.Limiter): how long the firing waits, and the outcome it is
+// counted as meanwhile.
+func (l *Limiter) Admit(_ context.Context, it *work.Item, now time.Time) (time.Duration, string) {
+	if w := l.Reserve(target.Host(it.Firing), now); w > 0 {
+		return w, OutcomeRateLimited
+	}
+	return 0, ""
+}
+
+// OutcomeRateLimited is the firing outcome counted for a firing held back
+// by its host's rate.
+const OutcomeRateLimited = "rate_limited"
 
 // sweep forgets the buckets that have been full long enough that a fresh
 // bucket is the same thing, once a minute, so hosts seen once do not

@@ -81,7 +81,8 @@ type Metrics struct {
 	OverlapSkips *prometheus.CounterVec
 	// OverlapWaits counts firings held back behind a running execution.
 	OverlapWaits *prometheus.CounterVec
-	// RateLimited counts firings held back by their host's rate limit.
+	// RateLimited counts firings held back by a limit (host rate or
+	// concurrency, tenant quota).
 	RateLimited prometheus.Counter
 	// Breakers is the number of hosts whose circuit breaker is in a state
 	// (open, half_open); closed ones are not tracked.
@@ -90,6 +91,9 @@ type Metrics struct {
 	BreakerTransitions *prometheus.CounterVec
 	// BreakerRejections counts attempts failed fast by an open breaker.
 	BreakerRejections prometheus.Counter
+	// LimitsFallbacks counts the cluster limits' Redis calls that failed
+	// (the worker counts its limits alone for a while).
+	LimitsFallbacks prometheus.Counter
 	// RefusedAddresses counts connections refused by the outbound-address
 	// policy, by reason (loopback, link_local, metadata, ...).
 	RefusedAddresses *prometheus.CounterVec
@@ -211,7 +215,7 @@ func New(reg prometheus.Registerer, maxTenants int, watchedJobs ...string) *Metr
 			Name: "sundial_worker_overlap_waits_total", Help: "Firings held back behind a running execution of their job, by overlap policy.",
 		}, []string{"policy"}),
 		RateLimited: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sundial_worker_rate_limited_total", Help: "Firings held back by their target host's rate limit.",
+			Name: "sundial_worker_rate_limited_total", Help: "Firings held back by a limit: their target host's rate or concurrency, or their tenant's firing-rate quota (the firings counter's outcome says which).",
 		}),
 		Breakers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sundial_worker_circuit_breakers", Help: "Target hosts whose circuit breaker is open or half-open.",
@@ -221,6 +225,9 @@ func New(reg prometheus.Registerer, maxTenants int, watchedJobs ...string) *Metr
 		}, []string{"to"}),
 		BreakerRejections: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sundial_worker_circuit_breaker_rejections_total", Help: "Attempts failed fast by an open circuit breaker.",
+		}),
+		LimitsFallbacks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sundial_worker_limits_fallbacks_total", Help: "Redis calls of the cluster limits that failed; each worker then counts its limits alone for --limits-fallback.",
 		}),
 		RefusedAddresses: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sundial_worker_refused_addresses_total", Help: "Outbound connections refused by the address policy, by reason.",
@@ -239,7 +246,7 @@ func New(reg prometheus.Registerer, maxTenants int, watchedJobs ...string) *Metr
 	reg.MustRegister(m.Lateness, m.Firings, m.LeaseConflicts, m.PrepareBatch, m.PrepareCall, m.SettleBatch, m.ReadyDepth, m.Executing, m.Lag, m.Uncommitted,
 		m.Assigned, m.Commits, m.ClockOffset, m.ClockRTT, m.Procs, m.LedgerWrites,
 		m.RetriesScheduled, m.DeadLetters, m.PoisonRecords, m.SettleErrors, m.JobCompletions, m.OverlapSkips, m.OverlapWaits,
-		m.RateLimited, m.Breakers, m.BreakerTransitions, m.BreakerRejections, m.RefusedAddresses, m.Notifications,
+		m.RateLimited, m.Breakers, m.BreakerTransitions, m.BreakerRejections, m.LimitsFallbacks, m.RefusedAddresses, m.Notifications,
 		m.JobFirings, m.JobLateness)
 	m.tenants.max = max(maxTenants, 0)
 	empty := map[string]struct{}{}

@@ -85,6 +85,15 @@ type Item struct {
 	// LeaseUntil is when the lease ends unless renewed (corrected clock,
 	// Unix ns; measured from before the call, so it errs early).
 	LeaseUntil int64
+
+	// Set and read by the fire stage's limits (package limits).
+	//
+	// Admitted is what the limits already granted this firing (its
+	// tenant's rate, its host's rate: bits), so a firing that waits is not
+	// charged again when it comes back.
+	Admitted uint8
+	// AdmitWaits counts its waits for a concurrency slot (their backoff).
+	AdmitWaits uint8
 }
 
 // Trace is a held firing's open spans.
