@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/sundialhq/sundial/pkg/auth"
@@ -55,6 +56,7 @@ type remote struct {
 	dlq     sundialv1.DeadLetterServiceClient
 	cals    sundialv1.CalendarServiceClient
 	keys    sundialv1.SigningKeyServiceClient
+	tokens  sundialv1.TokenServiceClient
 	output  string // "table" or "json"
 	timeout time.Duration
 }
@@ -65,7 +67,10 @@ var outputFormats = []string{"table", "json"}
 // connFlags are the flags every gRPC subcommand takes.
 type connFlags struct {
 	addr, token, output string
-	timeout             time.Duration
+	// tenant is the tenant a platform operator's calls act on (the
+	// sundial-tenant header); "" for the token's own.
+	tenant  string
+	timeout time.Duration
 	// TLS towards the api: forced on (useTLS) or off (plaintext), the CA
 	// bundle, the name the certificate must carry, and a client
 	// certificate for an api that requires one.
@@ -82,6 +87,7 @@ func (f *connFlags) register(fs *flag.FlagSet, cio cmdIO) {
 	}
 	fs.StringVar(&f.addr, "addr", addr, "api address host:port (env SUNDIAL_ADDR)")
 	fs.StringVar(&f.token, "token", cio.Getenv("SUNDIAL_TOKEN"), "bearer token naming your tenant (env SUNDIAL_TOKEN)")
+	fs.StringVar(&f.tenant, "tenant", cio.Getenv("SUNDIAL_TENANT"), "platform operators: the tenant to read (and whose dead letters to re-drive); a tenant's token may name only its own (env SUNDIAL_TENANT)")
 	fs.StringVar(&f.output, "o", "table", "output format: table or json")
 	fs.StringVar(&f.output, "output", "table", "output format: table or json (same as -o)")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "give up on the call after this long")
@@ -209,12 +215,16 @@ func runRemote(ctx context.Context, cio cmdIO, fs *flag.FlagSet, cf *connFlags, 
 		fmt.Fprintf(cio.Stderr, "%s: %v\n", name, err)
 		return 2
 	}
-	conn, err := grpc.NewClient(cf.addr,
-		grpc.WithTransportCredentials(creds),
-		grpc.WithPerRPCCredentials(auth.Bearer(cf.token)),
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithPerRPCCredentials(auth.Bearer(cf.token))}
+	if cf.tenant != "" {
+		opts = append(opts, grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, o ...grpc.CallOption) error {
+			return invoker(metadata.AppendToOutgoingContext(ctx, auth.TenantHeader, cf.tenant), method, req, reply, cc, o...)
+		}))
+	}
+	conn, err := grpc.NewClient(cf.addr, append(opts,
 		// A dry-run backfill of 100,000 slots answers with more than
 		// gRPC's default 4 MiB.
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))...)
 	if err != nil {
 		fmt.Fprintf(cio.Stderr, "%s: %v\n", name, err)
 		return 2
@@ -222,7 +232,7 @@ func runRemote(ctx context.Context, cio cmdIO, fs *flag.FlagSet, cf *connFlags, 
 	defer conn.Close()
 	r := &remote{io: cio, client: sundialv1.NewJobServiceClient(conn), dlq: sundialv1.NewDeadLetterServiceClient(conn),
 		cals: sundialv1.NewCalendarServiceClient(conn), keys: sundialv1.NewSigningKeyServiceClient(conn),
-		output: cf.output, timeout: cf.timeout}
+		tokens: sundialv1.NewTokenServiceClient(conn), output: cf.output, timeout: cf.timeout}
 	if err := run(ctx, r); err != nil {
 		if errors.Is(err, errUsage) {
 			fmt.Fprintf(cio.Stderr, "%s: %v\n", name, err)

@@ -34,6 +34,7 @@ type fakeAPI struct {
 	jobs fakeJobCalls  // remote_jobs_test.go
 	cals fakeCalendars // calendars_test.go
 	keys fakeKeys      // signingkeys_test.go
+	toks fakeTokens    // tokens_test.go
 
 	sundialv1.UnimplementedJobServiceServer
 	mu       sync.Mutex
@@ -94,6 +95,7 @@ func startFake(t *testing.T) (*fakeAPI, string) {
 	sundialv1.RegisterDeadLetterServiceServer(srv, &f.dlq)
 	sundialv1.RegisterCalendarServiceServer(srv, &f.cals)
 	sundialv1.RegisterSigningKeyServiceServer(srv, &f.keys)
+	sundialv1.RegisterTokenServiceServer(srv, &f.toks)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
