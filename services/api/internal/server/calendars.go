@@ -159,18 +159,15 @@ func (s *JobService) firstAfter(ctx context.Context, tenant string, job *sundial
 	return sch.Next(now), nil
 }
 
-// maxAdjustments bounds PreviewSchedule's list of calendar adjustments.
+// maxAdjustments bounds PreviewSchedule's list of calendar adjustments
+// and exclusion notes.
 const maxAdjustments = 1000
 
-// previewAdjustments lists what the calendar did to the schedule's
-// instants in (from, through].
+// previewAdjustments lists what the calendar and the exclusions did to the
+// schedule's instants in (from, through] (schedule.Notes).
 func previewAdjustments(sch schedule.Schedule, from, through time.Time) []*sundialv1.CalendarAdjustment {
-	cs, ok := sch.(*schedule.Calendared)
-	if !ok {
-		return nil
-	}
 	var out []*sundialv1.CalendarAdjustment
-	for _, a := range cs.Adjustments(from, through, maxAdjustments) {
+	for _, a := range schedule.Notes(sch, from, through, maxAdjustments) {
 		adj := &sundialv1.CalendarAdjustment{Time: timestamppb.New(a.From), Reason: a.Reason}
 		if !a.To.IsZero() {
 			adj.MovedTo = timestamppb.New(a.To)

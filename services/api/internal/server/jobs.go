@@ -268,12 +268,13 @@ func outputOnlyCleared(job *sundialv1.Job) *sundialv1.Job {
 	j := proto.Clone(job).(*sundialv1.Job)
 	j.Id, j.Tenant, j.Status, j.Version = "", "", sundialv1.JobStatus_JOB_STATUS_UNSPECIFIED, 0
 	j.NextFireTime, j.CreateTime, j.UpdateTime = nil, nil, nil
+	j.RemainingRuns = 0
 	return j
 }
 
 // noInstantAfter is the refusal for a schedule that would never fire again.
 func noInstantAfter(now time.Time) error {
-	return invalidf("schedule", "has no instant after now (%s by the database clock); check once, end_time and the expression", now.Format(time.RFC3339))
+	return invalidf("schedule", "has no instant after now (%s by the database clock); check once, end_time, the expression and the exclusions", now.Format(time.RFC3339))
 }
 
 // buildSchedule is jobspec.Schedule inside a store transaction. Validate
@@ -348,6 +349,7 @@ func (s *JobService) CreateJob(ctx context.Context, req *sundialv1.CreateJobRequ
 	}
 	job.Id, job.Tenant = id.String(), tenant
 	job.Status, job.Version = sundialv1.JobStatus_JOB_STATUS_ACTIVE, 1
+	job.RemainingRuns = job.GetMaxRuns() // nothing staged yet
 
 	limits := s.quotas.For(tenant)
 	opts := store.CreateOptions{
@@ -787,6 +789,10 @@ func (s *JobService) PreviewSchedule(ctx context.Context, req *sundialv1.Preview
 	case n > maxPreviewCount:
 		n = maxPreviewCount
 	}
+	limit := req.GetMaxRuns()
+	if limit < 0 || limit > jobspec.MaxRuns {
+		vs = append(vs, jobspec.FieldViolation{Field: "max_runs", Description: fmt.Sprintf("must be between 0 (no limit) and %d, got %d", jobspec.MaxRuns, limit)})
+	}
 	if len(vs) > 0 {
 		return nil, invalid(vs...)
 	}
@@ -806,8 +812,18 @@ func (s *JobService) PreviewSchedule(ctx context.Context, req *sundialv1.Preview
 		}
 	}
 	resp := &sundialv1.PreviewScheduleResponse{Description: sch.Describe()}
+	if limit > 0 && int64(n) >= limit {
+		// The run-count limit ends the list: a new job's runs, counted
+		// from `from`.
+		n = int(limit)
+	} else {
+		limit = 0
+	}
 	for t := range schedule.Preview(sch, from, n) {
 		resp.Times = append(resp.Times, timestamppb.New(t))
+	}
+	if limit > 0 && int64(len(resp.Times)) == limit {
+		resp.RunLimit = jobspec.RunLimitNote(limit)
 	}
 	if len(resp.Times) > 0 {
 		resp.Adjustments = previewAdjustments(sch, from, resp.Times[len(resp.Times)-1].AsTime())

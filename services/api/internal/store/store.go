@@ -89,7 +89,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
 // jobColumns is what every job read selects, in scanJob's order.
-const jobColumns = `id::text, tenant, spec, status, version, next_fire_at, created_at, updated_at`
+const jobColumns = `id::text, tenant, spec, status, version, next_fire_at, created_at, updated_at, ` + runsColumn
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -100,11 +100,17 @@ func scanJob(r rowScanner) (*sundialv1.Job, error) {
 		version            int64
 		next               *time.Time
 		created, updated   time.Time
+		runs               int64
 	)
-	if err := r.Scan(&id, &tenant, &spec, &status, &version, &next, &created, &updated); err != nil {
+	if err := r.Scan(&id, &tenant, &spec, &status, &version, &next, &created, &updated, &runs); err != nil {
 		return nil, err
 	}
-	return decodeJob(id, tenant, spec, status, version, next, created, updated)
+	job, err := decodeJob(id, tenant, spec, status, version, next, created, updated)
+	if err != nil {
+		return nil, err
+	}
+	setRemainingRuns(job, runs)
+	return job, nil
 }
 
 // decodeJob is the job of jobColumns' values: spec with the authoritative
@@ -129,6 +135,7 @@ func decodeJob(id, tenant string, spec []byte, status string, version int64, nex
 func encodeSpec(job *sundialv1.Job) ([]byte, error) {
 	c := proto.Clone(job).(*sundialv1.Job)
 	c.NextFireTime = nil
+	c.RemainingRuns = 0 // the runs_staged column's, output only
 	b, err := proto.Marshal(c)
 	if err != nil {
 		return nil, fmt.Errorf("store: encode spec: %w", err)
@@ -701,6 +708,11 @@ func (s *Store) Mutate(ctx context.Context, tenant, id string, change Change, fn
 		if change.DropReason != nil {
 			reason = change.DropReason(next)
 		}
+		staged, err := uncountDropped(ctx, tx, id, now)
+		if err != nil {
+			return err
+		}
+		setRemainingRuns(next, staged)
 		dropped, err := dropUnpublished(ctx, tx, tenant, id, reason)
 		if err != nil {
 			return err
