@@ -18,6 +18,7 @@ import (
 var updatable = []string{
 	"name", "labels", "schedule", "target", "payload", "priority", "retry",
 	"attempt_timeout", "misfire", "overlap", "max_jitter", "callback_url", "max_concurrency",
+	"max_runs",
 }
 
 // serverOwned are fields the server decides; the message says how to
@@ -30,6 +31,7 @@ var serverOwned = map[string]string{
 	"next_fire_time": "is computed by the server from the schedule",
 	"create_time":    "is set by the server",
 	"update_time":    "is set by the server",
+	"remaining_runs": "is max_runs less the runs already staged; change max_runs instead",
 }
 
 var jobDesc = (&sundialv1.Job{}).ProtoReflect().Descriptor()
