@@ -205,3 +205,37 @@ func TestInstrumentedSharesARegistry(t *testing.T) {
 		t.Fatalf("gathered %v (%v), want one histogram with ok and error series", mfs, err)
 	}
 }
+
+func TestHourBuckets(t *testing.T) {
+	at := time.Date(2026, 3, 1, 0, 30, 0, 0, time.UTC)
+	h := hourOf(at)
+	if h != 2026030100 || !h.valid() {
+		t.Fatalf("hourOf = %d", h)
+	}
+	if p := h.prev(); p != 2026022823 {
+		t.Fatalf("prev = %d", p)
+	}
+	if hour(2026030124).valid() || hour(2026023100).valid() {
+		t.Fatal("an hour past 23 or a bad date is valid")
+	}
+}
+
+func TestTenantCursorIsBoundToItsQuery(t *testing.T) {
+	q := TenantQuery{Tenant: "acme", From: time.Unix(0, 0), To: time.Unix(3600, 0)}
+	tok := tenantCursor{Filter: q.hash(), Part: 1970010100, Stop: 1970010100}.encode()
+	if _, err := decodeTenantCursor(tok, q.hash()); err != nil {
+		t.Fatal(err)
+	}
+	other := q
+	other.Statuses = []sundialv1.ExecutionStatus{sundialv1.ExecutionStatus_EXECUTION_STATUS_FAILED}
+	if _, err := decodeTenantCursor(tok, other.hash()); !errors.Is(err, ErrInvalidPageToken) {
+		t.Fatalf("another filter: %v", err)
+	}
+	bad := tenantCursor{Filter: q.hash(), Part: 1970010100, Stop: 1970010101}.encode()
+	if _, err := decodeTenantCursor(bad, q.hash()); !errors.Is(err, ErrInvalidPageToken) {
+		t.Fatalf("part before stop: %v", err)
+	}
+	if _, err := decodeTenantCursor("!!", q.hash()); !errors.Is(err, ErrInvalidPageToken) {
+		t.Fatalf("garbage: %v", err)
+	}
+}

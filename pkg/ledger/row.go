@@ -40,6 +40,22 @@ func dayOf(t time.Time) day {
 	return day(t.Year()*10000 + int(t.Month())*100 + t.Day())
 }
 
+// hour is TableByTenant's time bucket: yyyymmddhh of an instant in UTC.
+type hour int
+
+func hourOf(t time.Time) hour {
+	t = t.UTC()
+	return hour(int(dayOf(t))*100 + t.Hour())
+}
+
+func (h hour) time() time.Time {
+	return day(int(h) / 100).time().Add(time.Duration(int(h)%100) * time.Hour)
+}
+
+func (h hour) prev() hour { return hourOf(h.time().Add(-time.Hour)) }
+
+func (h hour) valid() bool { return day(int(h)/100).valid() && int(h)%100 < 24 }
+
 func (d day) time() time.Time {
 	return time.Date(int(d)/10000, time.Month(int(d)/100%100), int(d)%100, 0, 0, 0, 0, time.UTC)
 }
@@ -206,6 +222,12 @@ func (r row) values() []any {
 // (attemptColumns); the USING clause's values follow (Writer.using).
 func (r row) attemptValues() []any {
 	return append([]any{r.bucket, int(r.day), r.jobID}, r.tail()...)
+}
+
+// tenantValues binds the row in TableByTenant's column order
+// (tenantColumns); the USING clause's values follow.
+func (r row) tenantValues() []any {
+	return append([]any{int(hourOf(r.scheduled)), r.jobID}, r.tail()...)
 }
 
 // tail binds the columns after job_id (and month) in column order. Unset

@@ -19,6 +19,11 @@ const (
 	// TableAttempts partition); partition (bucket of execution_id, day of
 	// the write), so it is written grouped too.
 	TableIndex = "execution_index"
+	// TableByTenant holds a copy of every record by tenant and hour of
+	// its slot, newest slot first: the cross-job listing (a tenant's
+	// executions in a time range, filtered by status) reads slices of it
+	// instead of every job's partitions.
+	TableByTenant = "executions_by_tenant"
 
 	// TableByJob and TableByID are the first layout (one record per
 	// partition, a logged batch per record). Migrate still creates them
@@ -57,6 +62,10 @@ const columns = "job_id, month, " + tailColumns
 
 // attemptColumns are TableAttempts' columns in write order.
 const attemptColumns = "bucket, day, job_id, " + tailColumns
+
+// tenantColumns are TableByTenant's columns in write order.
+// (tenant, a partition key column, is among the tail's.)
+const tenantColumns = "hour, job_id, " + tailColumns
 
 // readColumns are what every read selects, from either layout.
 const readColumns = "job_id, " + tailColumns
@@ -140,6 +149,16 @@ func schema(keyspace, replication string) []string {
     PRIMARY KEY ((bucket, day), job_id, scheduled_at, execution_id, attempt, fence)
 ) WITH CLUSTERING ORDER BY (job_id ASC, scheduled_at DESC, execution_id DESC, attempt DESC, fence DESC)`+tableOptions,
 			keyspace, TableAttempts, attemptDefs, ttl),
+		// A tenant's records by the hour of their slot (yyyymmddhh, UTC):
+		// newest slot first, an attempt's rows together, highest fence
+		// first, every clustering column descending so the page cursor is
+		// one tuple comparison. An hour, not a day: a tenant firing 1,000
+		// times a second writes 3.6 M rows an hour.
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (
+    hour              int,        -- yyyymmddhh of scheduled_at in UTC`+strings.Replace(tailDefs, "scheduled_at      timestamp,  -- the slot", "scheduled_at      timestamp,  -- the slot\n    job_id            text,", 1)+`
+    PRIMARY KEY ((tenant, hour), scheduled_at, job_id, execution_id, attempt, fence)
+) WITH CLUSTERING ORDER BY (scheduled_at DESC, job_id DESC, execution_id DESC, attempt DESC, fence DESC)`+tableOptions,
+			keyspace, TableByTenant, ttl),
 		// execution id -> (job, slot). Partitioned by the day of the write,
 		// not of the slot: every entry is younger than the TTL, so a lookup
 		// reads a bounded set of days even for a backfill of old slots.

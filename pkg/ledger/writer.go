@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
 	"sync"
@@ -39,13 +40,14 @@ type Writer struct {
 	clock      clock.Clock
 	legacy     bool
 	noIndex    bool
+	noTenant   bool
 	logged     bool
 	checkFence bool
 	// ttl, when set, names each row's time to live by its tenant (USING
 	// TTL); nil leaves every row to the tables' default (TTL).
 	ttl func(tenant string) time.Duration
 
-	insertAttempt, insertIndex, maxFence string
+	insertAttempt, insertIndex, insertTenant, maxFence string
 	// The first layout's statements (WithLegacyLayout).
 	insertByJob, insertByID, maxFenceByID string
 }
@@ -72,6 +74,11 @@ func WithoutFenceCheck() WriterOption { return func(w *Writer) { w.checkFence = 
 // WithoutIndex skips the execution index entries. For measurement only:
 // GetExecution cannot find what such a Writer records.
 func WithoutIndex() WriterOption { return func(w *Writer) { w.noIndex = true } }
+
+// WithoutTenantCopy skips the rows of TableByTenant. For measurement
+// only: the cross-job listing (Reader.ListByTenant) cannot find what such
+// a Writer records.
+func WithoutTenantCopy() WriterOption { return func(w *Writer) { w.noTenant = true } }
 
 // WithWriterClock sets the clock that dates index entries (the day
 // partition of TableIndex); the real clock by default.
@@ -109,6 +116,8 @@ func NewWriter(s Session, keyspace string, opts ...WriterOption) *Writer {
 		keyspace, TableAttempts, attemptColumns, marks(attemptColumns), using)
 	w.insertIndex = fmt.Sprintf("INSERT INTO %s.%s (bucket, day, execution_id, job_id, scheduled_at) VALUES (?, ?, ?, ?, ?) %s",
 		keyspace, TableIndex, using)
+	w.insertTenant = fmt.Sprintf("INSERT INTO %s.%s (%s) VALUES (%s) %s",
+		keyspace, TableByTenant, tenantColumns, marks(tenantColumns), using)
 	w.maxFence = fmt.Sprintf("SELECT fence FROM %s.%s WHERE bucket = ? AND day = ? AND job_id = ? AND scheduled_at = ?"+
 		" AND execution_id = ? AND attempt = ? LIMIT 1", keyspace, TableAttempts)
 	w.insertByJob = fmt.Sprintf("INSERT INTO %s.%s (%s) VALUES (%s)", keyspace, TableByJob, columns, marks(columns))
@@ -230,6 +239,30 @@ func (w *Writer) RecordMany(ctx context.Context, recs []Rec) []error {
 		})
 	}
 
+	// The record and its tenant copy are independent writes (different
+	// partitions), so they go out together; a record fails if either did,
+	// and its retry writes both again.
+	var copyErrs []error
+	var copying sync.WaitGroup
+	if !w.noTenant {
+		copyErrs = make([]error, len(recs))
+		var tenanted []int
+		for _, i := range indexed {
+			if rows[i].tenant != "" { // every real record has one; the key needs it
+				tenanted = append(tenanted, i)
+			}
+		}
+		copying.Go(func() {
+			w.writeGroups(ctx, tenanted, func(i int) (uint64, Statement) {
+				r := rows[i]
+				return tenantPart(r.tenant, hourOf(r.scheduled)), Statement{
+					CQL: w.insertTenant, Values: w.using(r.tenantValues(), r, recs[i].Attempt.GetStatus()),
+				}
+			}, func(i int, err error) {
+				copyErrs[i] = fmt.Errorf("ledger: record execution %s attempt %d by tenant: %w", rows[i].executionID, rows[i].attempt, err)
+			})
+		})
+	}
 	w.writeGroups(ctx, indexed, func(i int) (uint64, Statement) {
 		r := rows[i]
 		return uint64(r.bucket)<<32 | uint64(r.day), Statement{
@@ -238,6 +271,12 @@ func (w *Writer) RecordMany(ctx context.Context, recs []Rec) []error {
 	}, func(i int, err error) {
 		fail(i, fmt.Errorf("ledger: record execution %s attempt %d: %w", rows[i].executionID, rows[i].attempt, err))
 	})
+	copying.Wait() // always: the goroutine is this call's to reap
+	for i, err := range copyErrs {
+		if err != nil && errs[i] == nil {
+			fail(i, err)
+		}
+	}
 
 	checking.Wait() // always: the goroutines are this call's to reap
 	for _, i := range valid {
@@ -338,6 +377,17 @@ func (w *Writer) writeGroups(ctx context.Context, idx []int, stmt func(int) (uin
 	}
 	slices.Sort(ok)
 	return ok
+}
+
+// tenantPart is the grouping key of a TableByTenant row: its partition
+// (tenant, hour), as a 64-bit FNV-1a hash. Two partitions whose hashes
+// collided would share a batch: still correct (an unlogged batch may span
+// partitions), only not one mutation.
+func tenantPart(tenant string, h hour) uint64 {
+	f := fnv.New64a()
+	_, _ = f.Write([]byte(tenant))
+	_, _ = fmt.Fprintf(f, "\x00%d", int(h))
+	return f.Sum64()
 }
 
 // statementBytes estimates a statement's share of a batch's size as

@@ -32,6 +32,10 @@ import (
 //
 //   - grouped-noindex: the same without the execution index, to price it.
 //
+//   - grouped-notenant: the same without the by-tenant copy
+//     (executions_by_tenant), to price it. The herd's jobs belong to 16
+//     tenants.
+//
 //     source <(deploy/local/infra.sh env)
 //     cd bench && go test -tags integration -run '^$' -bench Herd -benchtime 20000x ./internal/ledgerbench
 func BenchmarkHerd(b *testing.B) {
@@ -60,6 +64,7 @@ func BenchmarkHerd(b *testing.B) {
 		{name: "grouped", herd: 4000, group: 4000, callers: 2},
 		{name: "grouped+check", herd: 1000, group: 1000, callers: 2, check: true},
 		{name: "grouped-noindex", opts: []ledger.WriterOption{ledger.WithoutIndex()}, herd: 1000, group: 1000, callers: 2},
+		{name: "grouped-notenant", opts: []ledger.WriterOption{ledger.WithoutTenantCopy()}, herd: 1000, group: 1000, callers: 2},
 	}
 	for _, v := range vs {
 		b.Run(fmt.Sprintf("%s/herd=%d/group=%d", v.name, v.herd, v.group), func(b *testing.B) {
@@ -74,7 +79,7 @@ func BenchmarkHerd(b *testing.B) {
 			recs := make([]ledger.Rec, b.N)
 			for i := range recs {
 				slot := base.Add(time.Duration(i/v.herd) * time.Second)
-				recs[i] = ledger.Rec{Held: !v.check, Attempt: final(jobs[i%v.herd], slot)}
+				recs[i] = ledger.Rec{Held: !v.check, Attempt: final(jobs[i%v.herd], fmt.Sprintf("bench-%02d", i%v.herd%16), slot)}
 			}
 			var u0 harness.Usage
 			if pid != 0 {
@@ -114,11 +119,11 @@ func BenchmarkHerd(b *testing.B) {
 	}
 }
 
-func final(job string, slot time.Time) *sundialv1.ExecutionAttempt {
+func final(job, tenant string, slot time.Time) *sundialv1.ExecutionAttempt {
 	return &sundialv1.ExecutionAttempt{
 		ExecutionId:   uuid.NewString(),
 		JobId:         job,
-		Tenant:        "bench",
+		Tenant:        tenant,
 		Attempt:       1,
 		FenceToken:    slot.UnixMicro(),
 		Status:        sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED,
