@@ -22,8 +22,12 @@
 #   SUNDIAL_KAFKA_PORT [9092]  SUNDIAL_KAFKA_CONTROLLER_PORT [9093]
 #   SUNDIAL_CASSANDRA_PORT [9042]  SUNDIAL_CASSANDRA_STORAGE_PORT [7000]
 #   SUNDIAL_CASSANDRA_JMX_PORT [7199]
-# A running component keeps the ports it was started with (recorded in
-# .infra/<component>/ports), and `env`/`status` report those.
+# and the secure listeners beside them (docs/operations.md, "TLS and credentials"):
+#   SUNDIAL_REDIS_TLS_PORT [6380]  SUNDIAL_ZK_TLS_PORT [2182]  SUNDIAL_KAFKA_SASL_PORT [9094]
+#   SUNDIAL_CASSANDRA_SECURE_PORT [9142]  SUNDIAL_CASSANDRA_SECURE_STORAGE_PORT [7100]
+#   SUNDIAL_CASSANDRA_SECURE_JMX_PORT [7299]
+# (Postgres serves TLS on its own port.) A running component keeps the ports it was
+# started with (recorded in .infra/<component>/ports), and `env`/`status` report those.
 # See docs/operations.md.
 set -euo pipefail
 
@@ -31,15 +35,29 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 SRC=$ROOT/deploy/local
 INFRA=${SUNDIAL_INFRA_DIR:-$ROOT/.infra}
 HOST=127.0.0.1
-COMPONENTS=(postgres redis zookeeper kafka cassandra)
+# cassandra-secure: a second, small Cassandra node with PasswordAuthenticator and
+# client TLS required, for the secure-mode tests (authentication in Cassandra
+# applies to every client of a node, so it cannot sit beside the open one).
+COMPONENTS=(postgres redis zookeeper kafka cassandra cassandra-secure)
 PG_VERSION=15
 PGBIN=/usr/lib/postgresql/$PG_VERSION/bin
 MVN_PLUGIN=org.apache.maven.plugins:maven-dependency-plugin:3.6.1
 
 # Readiness budgets in seconds. Cassandra's first boot on a busy 2-core box is the slowest.
-declare -A READY_TIMEOUT=([postgres]=60 [redis]=30 [zookeeper]=60 [kafka]=120 [cassandra]=300)
+declare -A READY_TIMEOUT=([postgres]=60 [redis]=30 [zookeeper]=60 [kafka]=120 [cassandra]=300 [cassandra-secure]=300)
 # Graceful-stop budgets before SIGKILL.
-declare -A STOP_TIMEOUT=([postgres]=30 [redis]=15 [zookeeper]=15 [kafka]=45 [cassandra]=60)
+declare -A STOP_TIMEOUT=([postgres]=30 [redis]=15 [zookeeper]=15 [kafka]=45 [cassandra]=60 [cassandra-secure]=60)
+
+# The secure modes' local credentials (loopback only, throwaway data): users the
+# script creates in each component, printed by `env` for the secure-mode tests.
+SECURE_USER=sundial_secure
+SECURE_PASSWORD=sundial-secure-local
+# The secure Cassandra node's default superuser (PasswordAuthenticator creates it).
+CASSANDRA_SECURE_USER=cassandra
+CASSANDRA_SECURE_PASSWORD=cassandra
+# Bumped when a component's secure configuration changes: `up` restarts a running
+# component whose recorded stamp differs (it was started by an older infra.sh).
+SECURE_STAMP=1
 
 log() { printf '[infra] %s\n' "$*" >&2; }
 die() { printf '[infra] error: %s\n' "$*" >&2; exit 1; }
@@ -50,12 +68,18 @@ default_port() { # component key
   case $1:$2 in
     postgres:port) echo "${SUNDIAL_PG_PORT:-5432}" ;;
     redis:port) echo "${SUNDIAL_REDIS_PORT:-6379}" ;;
+    redis:tls) echo "${SUNDIAL_REDIS_TLS_PORT:-6380}" ;;
     zookeeper:port) echo "${SUNDIAL_ZK_PORT:-2181}" ;;
+    zookeeper:tls) echo "${SUNDIAL_ZK_TLS_PORT:-2182}" ;;
     kafka:port) echo "${SUNDIAL_KAFKA_PORT:-9092}" ;;
     kafka:controller) echo "${SUNDIAL_KAFKA_CONTROLLER_PORT:-9093}" ;;
+    kafka:sasl) echo "${SUNDIAL_KAFKA_SASL_PORT:-9094}" ;;
     cassandra:port) echo "${SUNDIAL_CASSANDRA_PORT:-9042}" ;;
     cassandra:storage) echo "${SUNDIAL_CASSANDRA_STORAGE_PORT:-7000}" ;;
     cassandra:jmx) echo "${SUNDIAL_CASSANDRA_JMX_PORT:-7199}" ;;
+    cassandra-secure:port) echo "${SUNDIAL_CASSANDRA_SECURE_PORT:-9142}" ;;
+    cassandra-secure:storage) echo "${SUNDIAL_CASSANDRA_SECURE_STORAGE_PORT:-7100}" ;;
+    cassandra-secure:jmx) echo "${SUNDIAL_CASSANDRA_SECURE_JMX_PORT:-7299}" ;;
     *) die "no port $2 for $1" ;;
   esac
 }
@@ -75,6 +99,13 @@ record_ports() { # component keys...
   local k
   : >"$INFRA/$c/ports"
   for k in "$@"; do echo "$k=$(default_port "$c" "$k")" >>"$INFRA/$c/ports"; done
+  echo "secure=$SECURE_STAMP" >>"$INFRA/$c/ports"
+}
+
+# stale_config C: C runs, but was started by an older infra.sh (without the
+# secure listeners this one configures), so `up` restarts it.
+stale_config() {
+  [ "$(sed -n 's/^secure=//p' "$INFRA/$1/ports" 2>/dev/null)" != "$SECURE_STAMP" ]
 }
 
 port_open() { # port: does something accept TCP connections on 127.0.0.1:port?
@@ -189,6 +220,7 @@ ensure_packages() {
   command -v mvn >/dev/null || need+=(maven)
   command -v setsid >/dev/null && command -v flock >/dev/null && command -v runuser >/dev/null || need+=(util-linux)
   command -v ps >/dev/null || need+=(procps)
+  command -v openssl >/dev/null || need+=(openssl)
   if [ ${#need[@]} -gt 0 ]; then apt_install "${need[@]}"; fi
   JAVA=$(find_java17) || die "no OpenJDK 17 found under /usr/lib/jvm (set SUNDIAL_JAVA to a Java 17 binary)"
   JAVA_HOME_17=$(dirname "$(dirname "$(readlink -f "$JAVA")")")
@@ -222,6 +254,34 @@ render() {
   sed "${expr[@]}" "$src" >"$dst"
 }
 
+# ensure_certs: a local CA and one server certificate (127.0.0.1, localhost) that
+# every component's secure listener serves, made once under .infra/tls/ and kept
+# across restarts (ten years; `infra.sh reset` keeps them too, rm -rf .infra/tls
+# makes new ones, then restart every component). Tests trust ca.crt
+# (SUNDIAL_TEST_SECURE_CA_FILE); server.pem is the key and certificate in one PEM
+# file, the form the JVM components read as a keystore.
+ensure_certs() {
+  local t=$INFRA/tls
+  if [ -s "$t/ca.crt" ] && [ -s "$t/server.pem" ] && [ -s "$t/server.crt" ] && [ -s "$t/server.key" ]; then return 0; fi
+  log "tls: making a local CA and a server certificate in $t"
+  rm -rf "$t.tmp" && mkdir -p "$t.tmp" && chmod 755 "$t.tmp"
+  {
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=Sundial local CA" \
+      -keyout "$t.tmp/ca.key" -out "$t.tmp/ca.crt" \
+      -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign &&
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout "$t.tmp/server.key" -out "$t.tmp/server.csr" &&
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' >"$t.tmp/server.ext" &&
+    openssl x509 -req -in "$t.tmp/server.csr" -CA "$t.tmp/ca.crt" -CAkey "$t.tmp/ca.key" -CAcreateserial \
+      -days 3650 -extfile "$t.tmp/server.ext" -out "$t.tmp/server.crt"
+  } >"$INFRA/tls.log" 2>&1 || { tail -n 20 "$INFRA/tls.log" >&2; die "tls: openssl could not make the local certificates (full output in $INFRA/tls.log)"; }
+  cat "$t.tmp/server.key" "$t.tmp/server.crt" >"$t.tmp/server.pem"
+  rm -f "$t.tmp/server.csr" "$t.tmp/server.ext" "$t.tmp/ca.srl"
+  # The JVMs and redis run as root; postgres gets its own copy of the key (start_postgres).
+  chmod 600 "$t.tmp/ca.key" "$t.tmp/server.key" "$t.tmp/server.pem"
+  chmod 644 "$t.tmp/ca.crt" "$t.tmp/server.crt"
+  rm -rf "$t" && mv "$t.tmp" "$t"
+}
+
 # ---------------------------------------------------------------- components: start
 
 start_postgres() {
@@ -253,7 +313,11 @@ start_postgres() {
     echo "include_if_exists = 'sundial.conf'" >>"$d/data/postgresql.conf"
   fi
   render "$SRC/postgres/postgresql.conf" "$d/data/sundial.conf" PORT="$p" RUN="$d/run"
-  chown postgres: "$d/data/sundial.conf"
+  render "$SRC/postgres/pg_hba.conf" "$d/run/pg_hba.conf" SECURE_USER="$SECURE_USER"
+  # postgres wants its key private to it.
+  install -o postgres -g postgres -m 600 "$INFRA/tls/server.key" "$d/run/server.key"
+  install -o postgres -g postgres -m 644 "$INFRA/tls/server.crt" "$d/run/server.crt"
+  chown postgres: "$d/data/sundial.conf" "$d/run/pg_hba.conf"
   record_ports postgres port
   # -W: return at once; readiness is checked below like every other component.
   runuser -u postgres -- "$PGBIN/pg_ctl" -D "$d/data" -l "$d/logs/postgres.log" -W -s start \
@@ -261,25 +325,30 @@ start_postgres() {
 }
 
 start_redis() {
-  local d=$INFRA/redis p
+  local d=$INFRA/redis p tp
   p=$(port redis port)
   require_free redis "$p"
   mkdir -p "$d/conf" "$d/data" "$d/logs"
-  render "$SRC/redis/redis.conf" "$d/conf/redis.conf" PORT="$p" PIDFILE="$d/pid" LOGS="$d/logs" DATA="$d/data"
-  record_ports redis port
+  tp=$(port redis tls)
+  require_free redis "$tp"
+  render "$SRC/redis/redis.conf" "$d/conf/redis.conf" PORT="$p" PIDFILE="$d/pid" LOGS="$d/logs" DATA="$d/data" \
+    TLS_PORT="$tp" TLS="$INFRA/tls" SECURE_USER="$SECURE_USER" SECURE_PASSWORD="$SECURE_PASSWORD"
+  record_ports redis port tls
   rm -f "$d/pid"
   redis-server "$d/conf/redis.conf" >>"$d/logs/stdout.log" 2>&1 </dev/null 9>&- || die "redis: redis-server failed to start (see $d/logs/redis.log)"
 }
 
 start_zookeeper() {
-  local d=$INFRA/zookeeper p
+  local d=$INFRA/zookeeper p tp
   p=$(port zookeeper port)
   require_free zookeeper "$p"
   mkdir -p "$d/conf" "$d/data" "$d/logs"
   fetch zookeeper
-  render "$SRC/zookeeper/zoo.cfg" "$d/conf/zoo.cfg" PORT="$p" DATA="$d/data"
+  tp=$(port zookeeper tls)
+  require_free zookeeper "$tp"
+  render "$SRC/zookeeper/zoo.cfg" "$d/conf/zoo.cfg" PORT="$p" DATA="$d/data" TLS_PORT="$tp" TLS="$INFRA/tls"
   render "$SRC/zookeeper/logback.xml" "$d/conf/logback.xml" LOGS="$d/logs"
-  record_ports zookeeper port
+  record_ports zookeeper port tls
   launch zookeeper "$JAVA" -Xms32m -Xmx128m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xss512k \
     -Djava.awt.headless=true -Dzookeeper.jmx.log4j.disable=true \
     -Dlogback.configurationFile="$d/conf/logback.xml" \
@@ -287,23 +356,26 @@ start_zookeeper() {
 }
 
 start_kafka() {
-  local d=$INFRA/kafka p cp id
+  local d=$INFRA/kafka p cp sp id
   p=$(port kafka port)
   cp=$(port kafka controller)
-  require_free kafka "$p" "$cp"
+  sp=$(port kafka sasl)
+  require_free kafka "$p" "$cp" "$sp"
   mkdir -p "$d/conf" "$d/data" "$d/logs"
   fetch kafka
-  render "$SRC/kafka/server.properties" "$d/conf/server.properties" PORT="$p" CONTROLLER_PORT="$cp" DATA="$d/data"
+  render "$SRC/kafka/server.properties" "$d/conf/server.properties" PORT="$p" CONTROLLER_PORT="$cp" DATA="$d/data" \
+    SASL_PORT="$sp" TLS="$INFRA/tls"
   render "$SRC/kafka/log4j.properties" "$d/conf/log4j.properties" LOGS="$d/logs"
-  record_ports kafka port controller
+  record_ports kafka port controller sasl
   local klog=(-Dlog4j.configuration="file:$d/conf/log4j.properties" -Dkafka.logs.dir="$d/logs")
   if [ ! -f "$d/data/meta.properties" ]; then
     # A KRaft log directory is formatted once with a cluster id: 16 random bytes, URL-safe base64 without padding.
     id=$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
     log "kafka: formatting $d/data (cluster id $id)"
     "$JAVA" -Xmx256m "${klog[@]}" -cp "$d/lib/*" kafka.tools.StorageTool format --ignore-formatted \
-      -t "$id" -c "$d/conf/server.properties" >"$d/logs/format.log" 2>&1 \
+      -t "$id" -c "$d/conf/server.properties" --add-scram "$(kafka_scram_user)" >"$d/logs/format.log" 2>&1 \
       || { tail -n 20 "$d/logs/format.log" >&2; die "kafka: storage format failed"; }
+    echo "$SECURE_USER" >"$d/data/.scram-users"
   fi
   launch kafka "$JAVA" -Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
     -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent \
@@ -333,6 +405,43 @@ start_cassandra() {
     -cp "$d/conf:$d/lib/*" org.apache.cassandra.service.CassandraDaemon
 }
 
+# kafka_scram_user: the SASL_SSL listener's user, as StorageTool --add-scram and
+# kafka-configs --add-config take it.
+kafka_scram_user() {
+  printf 'SCRAM-SHA-512=[name=%s,password=%s]' "$SECURE_USER" "$SECURE_PASSWORD"
+}
+
+# cassandra-secure: the same jars and settings as cassandra, on ports of its own,
+# with PasswordAuthenticator, client TLS required and a smaller heap.
+start_cassandra-secure() {
+  local d=$INFRA/cassandra-secure p sp jp jamm
+  p=$(port cassandra-secure port)
+  sp=$(port cassandra-secure storage)
+  jp=$(port cassandra-secure jmx)
+  require_free cassandra-secure "$p" "$sp" "$jp"
+  mkdir -p "$d/conf" "$d/data" "$d/logs" "$INFRA/cassandra/logs"
+  fetch cassandra
+  # Its own name for the jars, so is_running tells the two nodes apart by command line.
+  ln -sfn "$INFRA/cassandra/lib" "$d/lib"
+  render "$SRC/cassandra/cassandra.yaml" "$d/conf/cassandra.yaml" PORT="$p" STORAGE_PORT="$sp" DATA="$d/data"
+  sed -i "s/^cluster_name: .*/cluster_name: 'sundial-local-secure'/" "$d/conf/cassandra.yaml"
+  render "$SRC/cassandra/secure.yaml" "$d/conf/secure.yaml" TLS="$INFRA/tls"
+  cat "$d/conf/secure.yaml" >>"$d/conf/cassandra.yaml"
+  render "$SRC/cassandra/logback.xml" "$d/conf/logback.xml" LOGS="$d/logs"
+  cp "$SRC/cassandra/jvm17.args" "$d/conf/jvm17.args"
+  record_ports cassandra-secure port storage jmx
+  jamm=$(ls "$d/lib"/jamm-*.jar 2>/dev/null | head -n1)
+  [ -n "$jamm" ] || die "cassandra-secure: no jamm jar in $d/lib"
+  # superuser_setup_delay_ms=0: the default role exists as soon as the node serves
+  # (10 s later by default).
+  launch cassandra-secure "$JAVA" @"$d/conf/jvm17.args" -Xms512m -Xmx512m -javaagent:"$jamm" \
+    -Dcassandra.config="file://$d/conf/cassandra.yaml" \
+    -Dcassandra.storagedir="$d/data" -Dcassandra.logdir="$d/logs" \
+    -Dcassandra.jmx.local.port="$jp" -Dcassandra.superuser_setup_delay_ms=0 \
+    -Dlogback.configurationFile="$d/conf/logback.xml" \
+    -cp "$d/conf:$d/lib/*" org.apache.cassandra.service.CassandraDaemon
+}
+
 # ---------------------------------------------------------------- components: readiness
 
 # Each check speaks the component's own protocol: an open port alone is not ready.
@@ -344,7 +453,9 @@ ready_postgres() {
 }
 
 ready_redis() {
-  [ "$(timeout 3 redis-cli -h "$HOST" -p "$(port redis port)" ping 2>/dev/null)" = PONG ]
+  [ "$(timeout 3 redis-cli -h "$HOST" -p "$(port redis port)" ping 2>/dev/null)" = PONG ] &&
+    [ "$(timeout 3 redis-cli -h "$HOST" -p "$(port redis tls)" --tls --cacert "$INFRA/tls/ca.crt" \
+      --user "$SECURE_USER" --pass "$SECURE_PASSWORD" --no-auth-warning ping 2>/dev/null)" = PONG ]
 }
 
 # ZooKeeper four-letter words: ruok -> imok, and srvr reports a serving mode.
@@ -352,7 +463,7 @@ zk_4lw() { # word
   timeout 3 bash -c 'exec 3<>/dev/tcp/$0/$1 && printf %s "$2" >&3 && cat <&3' "$HOST" "$(port zookeeper port)" "$1" 2>/dev/null
 }
 ready_zookeeper() {
-  [ "$(zk_4lw ruok)" = imok ] && zk_4lw srvr | grep -q '^Mode: '
+  [ "$(zk_4lw ruok)" = imok ] && zk_4lw srvr | grep -q '^Mode: ' && port_open "$(port zookeeper tls)"
 }
 
 # Kafka: a Metadata v0 request (api key 3) must come back listing at least one
@@ -364,7 +475,8 @@ ready_kafka() {
     printf "\x00\x00\x00\x0e\x00\x03\x00\x00\x00\x00\x00\x07\x00\x00\x00\x00\x00\x00" >&3
     head -c 12 <&3 | od -An -tx1' "$HOST" "$(port kafka port)" 2>/dev/null | tr -d ' \n') || return 1
   # bytes 4-7 correlation id 7, bytes 8-11 number of brokers (> 0)
-  [[ $out == ????????00000007* ]] && [ ${#out} -eq 24 ] && [ "${out:16:8}" != 00000000 ]
+  [[ $out == ????????00000007* ]] && [ ${#out} -eq 24 ] && [ "${out:16:8}" != 00000000 ] &&
+    port_open "$(port kafka sasl)"
 }
 
 # Cassandra: the native transport must answer a protocol v4 STARTUP with READY
@@ -378,6 +490,22 @@ ready_cassandra() {
   [[ $out == 8400000102* ]]
 }
 
+# cassandra-secure: over TLS (trusting the local CA), STARTUP must be answered
+# with AUTHENTICATE and then the default superuser's AUTH_RESPONSE with
+# AUTH_SUCCESS (opcode 0x10): the node serves TLS and its role exists.
+ready_cassandra-secure() {
+  local out tok=$'\x01'$CASSANDRA_SECURE_USER$'\x01'$CASSANDRA_SECURE_PASSWORD
+  out=$( { printf "\x04\x00\x00\x01\x01\x00\x00\x00\x16\x00\x01\x00\x0bCQL_VERSION\x00\x053.0.0"
+      # The node drops a request sent before it answered STARTUP: wait for the answer.
+      sleep 0.5
+      # v4 request, stream 2, opcode AUTH_RESPONSE, body [bytes] "\0user\0password"
+      printf "\x04\x00\x00\x02\x0f\x00\x00\x00\x$(printf %02x $((${#tok} + 4)))\x00\x00\x00\x$(printf %02x ${#tok})"
+      printf '%s' "$tok" | tr '\001' '\000'
+      sleep 1.5; } | timeout 5 openssl s_client -quiet -connect "$HOST:$(port cassandra-secure port)" \
+      -CAfile "$INFRA/tls/ca.crt" -verify_return_error 2>/dev/null | od -An -tx1 | tr -d ' \n') || true
+  [[ $out == *8400000210* ]]
+}
+
 log_file() { # component -> its main log
   case $1 in
     postgres) echo "$INFRA/postgres/logs/postgres.log" ;;
@@ -385,6 +513,7 @@ log_file() { # component -> its main log
     zookeeper) echo "$INFRA/zookeeper/logs/zookeeper.log" ;;
     kafka) echo "$INFRA/kafka/logs/server.log" ;;
     cassandra) echo "$INFRA/cassandra/logs/system.log" ;;
+    cassandra-secure) echo "$INFRA/cassandra-secure/logs/system.log" ;;
   esac
 }
 
@@ -422,6 +551,34 @@ after_ready_postgres() {
     PGPASSWORD=sundial psql -h "$HOST" -p "$p" -U sundial -d postgres -XqAc 'create database sundial' >/dev/null
   fi
   PGPASSWORD=sundial psql -h "$HOST" -p "$p" -U sundial -d sundial -XtAqc 'select 1' | grep -qx 1
+  # The secure-mode tests' user (pg_hba.conf: SCRAM over TLS only), allowed to
+  # make schemas of its own in the sundial database.
+  PGPASSWORD=sundial psql -h "$HOST" -p "$p" -U sundial -d sundial -XqA -v ON_ERROR_STOP=1 >/dev/null <<SQL
+SELECT format('CREATE ROLE %I LOGIN', '$SECURE_USER') WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '$SECURE_USER') \\gexec
+ALTER ROLE $SECURE_USER WITH LOGIN PASSWORD '$SECURE_PASSWORD';
+GRANT CREATE, CONNECT ON DATABASE sundial TO $SECURE_USER;
+SQL
+}
+
+# Kafka: a log directory formatted before the SASL_SSL listener existed has no
+# SCRAM user yet; add it once, through the PLAINTEXT listener.
+after_ready_kafka() {
+  local d=$INFRA/kafka
+  [ "$(cat "$d/data/.scram-users" 2>/dev/null)" = "$SECURE_USER" ] && return 0
+  log "kafka: adding the SCRAM user $SECURE_USER"
+  "$JAVA" -Xmx256m -Dlog4j.configuration="file:$d/conf/log4j.properties" -Dkafka.logs.dir="$d/logs" -cp "$d/lib/*" \
+    kafka.admin.ConfigCommand --bootstrap-server "$HOST:$(port kafka port)" --alter --entity-type users \
+    --entity-name "$SECURE_USER" --add-config "SCRAM-SHA-512=[password=$SECURE_PASSWORD]" >"$d/logs/scram.log" 2>&1 \
+    || { tail -n 20 "$d/logs/scram.log" >&2; die "kafka: could not add the SCRAM user (full output in $d/logs/scram.log)"; }
+  echo "$SECURE_USER" >"$d/data/.scram-users"
+}
+
+# after_ready C: what must be set up in C once it answers.
+after_ready() {
+  case $1 in
+    postgres) after_ready_postgres ;;
+    kafka) after_ready_kafka ;;
+  esac
 }
 
 # ---------------------------------------------------------------- commands
@@ -437,9 +594,15 @@ cmd_up() {
   take_lock
   for c in "${COMPONENTS[@]}"; do mkdir -p "$INFRA/$c/logs"; done
   ensure_packages
+  ensure_certs
   local t0=$SECONDS c started=()
   # Start the slowest first; each JVM boots while the next one's jars resolve.
-  for c in cassandra zookeeper kafka postgres redis; do
+  for c in cassandra cassandra-secure zookeeper kafka postgres redis; do
+    if is_running "$c" && stale_config "$c"; then
+      log "$c: started by an older infra.sh (no secure listener), restarting it on the same ports"
+      restore_ports "$c"
+      stop_one "$c"
+    fi
     if is_running "$c"; then
       log "$c: already running (pid $(pid_of "$c")), left alone"
     else
@@ -450,7 +613,7 @@ cmd_up() {
   done
   for c in "${COMPONENTS[@]}"; do
     wait_ready "$c"
-    if [ "$c" = postgres ]; then after_ready_postgres; fi
+    after_ready "$c"
     log "$c: ready on $HOST:$(port "$c" port) after $((SECONDS - t0))s"
   done
   log "all components up in $((SECONDS - t0))s (started: ${started[*]:-none})"
@@ -493,7 +656,7 @@ cmd_down() {
   local c
   # Stop all at once (each waits for its own process); clients first, stores last is
   # not needed here since nothing but tests depends on them.
-  for c in cassandra kafka zookeeper redis postgres; do stop_one "$c" & done
+  for c in cassandra cassandra-secure kafka zookeeper redis postgres; do stop_one "$c" & done
   wait
   for c in "${COMPONENTS[@]}"; do
     if is_running "$c"; then die "$c is still running (pid $(pid_of "$c"))"; fi
@@ -510,12 +673,18 @@ restore_ports() {
     case $1:$k in
       postgres:port) var=SUNDIAL_PG_PORT ;;
       redis:port) var=SUNDIAL_REDIS_PORT ;;
+      redis:tls) var=SUNDIAL_REDIS_TLS_PORT ;;
       zookeeper:port) var=SUNDIAL_ZK_PORT ;;
+      zookeeper:tls) var=SUNDIAL_ZK_TLS_PORT ;;
       kafka:port) var=SUNDIAL_KAFKA_PORT ;;
       kafka:controller) var=SUNDIAL_KAFKA_CONTROLLER_PORT ;;
+      kafka:sasl) var=SUNDIAL_KAFKA_SASL_PORT ;;
       cassandra:port) var=SUNDIAL_CASSANDRA_PORT ;;
       cassandra:storage) var=SUNDIAL_CASSANDRA_STORAGE_PORT ;;
       cassandra:jmx) var=SUNDIAL_CASSANDRA_JMX_PORT ;;
+      cassandra-secure:port) var=SUNDIAL_CASSANDRA_SECURE_PORT ;;
+      cassandra-secure:storage) var=SUNDIAL_CASSANDRA_SECURE_STORAGE_PORT ;;
+      cassandra-secure:jmx) var=SUNDIAL_CASSANDRA_SECURE_JMX_PORT ;;
       *) continue ;;
     esac
     if [ -n "$v" ]; then export "$var=$v"; fi
@@ -525,7 +694,7 @@ restore_ports() {
 one_component() { # name: die unless it is one of COMPONENTS
   local c
   for c in "${COMPONENTS[@]}"; do [ "$c" = "${1:-}" ] && return 0; done
-  die "usage: infra.sh $2 <postgres|redis|zookeeper|kafka|cassandra>"
+  die "usage: infra.sh $2 <postgres|redis|zookeeper|kafka|cassandra|cassandra-secure>"
 }
 
 # stop C / start C: one component down and up again (fault drills: make chaos).
@@ -542,10 +711,11 @@ cmd_start() {
   mkdir -p "$INFRA/$c/logs"
   take_lock
   ensure_packages
+  ensure_certs
   restore_ports "$c"
   if is_running "$c"; then log "$c: already running (pid $(pid_of "$c")), left alone"; else "start_$c"; fi
   wait_ready "$c"
-  if [ "$c" = postgres ]; then after_ready_postgres; fi
+  after_ready "$c"
   log "$c: ready on $HOST:$(port "$c" port) after $((SECONDS - t0))s"
 }
 
@@ -558,7 +728,7 @@ cmd_status() {
     else
       state=down; pid=-; rc=1
     fi
-    printf '%-10s %-8s %s:%-6s pid %s\n' "$c" "$state" "$HOST" "$(port "$c" port)" "${pid:--}"
+    printf '%-16s %-8s %s:%-6s pid %s\n' "$c" "$state" "$HOST" "$(port "$c" port)" "${pid:--}"
   done
   return $rc
 }
@@ -570,6 +740,16 @@ export SUNDIAL_TEST_REDIS_ADDR='$HOST:$(port redis port)'
 export SUNDIAL_TEST_ZK_ADDRS='$HOST:$(port zookeeper port)'
 export SUNDIAL_TEST_KAFKA_BROKERS='$HOST:$(port kafka port)'
 export SUNDIAL_TEST_CASSANDRA_HOSTS='$HOST:$(port cassandra port)'
+export SUNDIAL_TEST_SECURE_CA_FILE='$INFRA/tls/ca.crt'
+export SUNDIAL_TEST_SECURE_POSTGRES_DSN='postgres://$SECURE_USER:$SECURE_PASSWORD@$HOST:$(port postgres port)/sundial?sslmode=verify-full&sslrootcert=$INFRA/tls/ca.crt'
+export SUNDIAL_TEST_SECURE_REDIS_ADDR='$HOST:$(port redis tls)'
+export SUNDIAL_TEST_SECURE_ZK_ADDRS='$HOST:$(port zookeeper tls)'
+export SUNDIAL_TEST_SECURE_KAFKA_BROKERS='$HOST:$(port kafka sasl)'
+export SUNDIAL_TEST_SECURE_CASSANDRA_HOSTS='$HOST:$(port cassandra-secure port)'
+export SUNDIAL_TEST_SECURE_USERNAME='$SECURE_USER'
+export SUNDIAL_TEST_SECURE_PASSWORD='$SECURE_PASSWORD'
+export SUNDIAL_TEST_SECURE_CASSANDRA_USERNAME='$CASSANDRA_SECURE_USER'
+export SUNDIAL_TEST_SECURE_CASSANDRA_PASSWORD='$CASSANDRA_SECURE_PASSWORD'
 EOF
 }
 
