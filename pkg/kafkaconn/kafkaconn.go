@@ -15,6 +15,7 @@ package kafkaconn
 import (
 	"context"
 	"flag"
+	"fmt"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -113,6 +114,18 @@ func (k *Security) saslMechanism() sasl.Mechanism {
 		return scram.Sha256(scramAuth)
 	case SASLScramSHA512:
 		return scram.Sha512(scramAuth)
+	}
+	return nil
+}
+
+// Check is a service's startup check of a Kafka client: one request to the
+// brokers, bounded by ctx, whose error names Kafka and the brokers, so the
+// operator reading why a service stopped knows which component refused it
+// (SASL_AUTHENTICATION_FAILED for a wrong password, "certificate signed by
+// unknown authority" for a broker its CA bundle does not cover).
+func Check(ctx context.Context, cl *kgo.Client, brokers []string) error {
+	if err := cl.Ping(ctx); err != nil {
+		return fmt.Errorf("kafka at %s: %w", strings.Join(brokers, ","), err)
 	}
 	return nil
 }

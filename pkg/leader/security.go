@@ -3,7 +3,9 @@ package leader
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"flag"
+	"fmt"
 	"net"
 	"strings"
 	"time"
@@ -116,3 +118,95 @@ func tlsDialer(base zk.Dialer, tc *tls.Config) zk.Dialer {
 		return conn, nil
 	}
 }
+
+// Check is the prefetcher's startup check of its ZooKeeper settings, bounded
+// by ctx (and, per server, by the dial timeout): a connection through
+// cfg.Dialer to one of cfg.Servers (so an untrusted certificate is an error
+// now, where the client would retry it forever in the background), a
+// session with cfg.Credentials added, and a read of cfg.Path when it exists
+// (so credentials its ACL does not admit — a wrong digest password: ZooKeeper
+// accepts any digest and checks it only against ACLs — are an error now,
+// where the elector would never become a candidate). Its error names
+// ZooKeeper and the servers.
+func Check(ctx context.Context, cfg Config) error {
+	servers := strings.Join(cfg.Servers, ",")
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("zookeeper at %s: "+format, append([]any{servers}, args...)...)
+	}
+	dial := cfg.Dialer
+	if dial == nil {
+		dial = net.DialTimeout
+	}
+	timeout := checkDialTimeout
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
+		timeout = max(time.Until(d), time.Millisecond)
+	}
+	var dialErrs []error
+	for _, s := range cfg.Servers {
+		c, err := dial("tcp", s, timeout)
+		if err == nil {
+			_ = c.Close()
+			dialErrs = nil
+			break
+		}
+		dialErrs = append(dialErrs, err)
+	}
+	if len(dialErrs) > 0 {
+		return fail("%w", errors.Join(dialErrs...))
+	}
+	sessionTimeout := cfg.SessionTimeout
+	if sessionTimeout == 0 {
+		sessionTimeout = 4 * time.Second
+	}
+	conn, events, err := zk.Connect(cfg.Servers, sessionTimeout, zk.WithDialer(dial), zk.WithLogger(discardZKLog{}))
+	if err != nil {
+		return fail("%w", err)
+	}
+	defer func() {
+		conn.Close()
+		for range events { // closed once the client's goroutines end
+		}
+	}()
+	// A session takes one round trip once connected; a server that never
+	// answers (a plaintext client on the TLS port) is not waited for longer
+	// than a dial.
+	wait := time.NewTimer(checkDialTimeout)
+	defer wait.Stop()
+	for connected := false; !connected; {
+		select {
+		case ev := <-events:
+			connected = ev.State == zk.StateHasSession
+			if ev.State == zk.StateAuthFailed {
+				return fail("authentication failed")
+			}
+		case <-wait.C:
+			return fail("no session within %v (a TLS port without --zk-tls?)", checkDialTimeout)
+		case <-ctx.Done():
+			return fail("no session: %w", ctx.Err())
+		}
+	}
+	for _, c := range cfg.Credentials {
+		if err := conn.AddAuth(c.Scheme, c.Payload); err != nil {
+			return fail("add %s credentials: %w", c.Scheme, err)
+		}
+	}
+	if cfg.Path != "" {
+		_, _, err := conn.Get(cfg.Path)
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			// The elector creates it, with the open ACL.
+		case errors.Is(err, zk.ErrNoAuth):
+			return fail("%s: %w (its ACL does not admit these credentials: a wrong --zk-username or --zk-password?)", cfg.Path, err)
+		case err != nil:
+			return fail("%s: %w", cfg.Path, err)
+		}
+	}
+	return nil
+}
+
+// checkDialTimeout bounds each of Check's dials (TCP and TLS handshake).
+const checkDialTimeout = 5 * time.Second
+
+type discardZKLog struct{}
+
+func (discardZKLog) Printf(string, ...any) {}

@@ -2,7 +2,11 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
+	"io"
+	"net"
 
 	"github.com/redis/go-redis/v9"
 
@@ -56,6 +60,38 @@ func (r *Security) Apply(o *redis.Options) error {
 		}
 	case !r.Password.IsZero():
 		o.Username, o.Password = r.Username, r.Password.Value.Reveal()
+	}
+	return nil
+}
+
+// Check is a service's startup check of its Redis client: one connection
+// dialed once (no retries, so a TLS handshake nobody answers fails within
+// the dial timeout instead of after every retry), then one PING, all bounded
+// by ctx. The error names Redis and the address, so the operator reading why
+// a service stopped knows which component refused it (WRONGPASS for a wrong
+// password, "certificate signed by unknown authority" for a server its CA
+// bundle does not cover).
+func Check(ctx context.Context, rdb *redis.Client) error {
+	o := rdb.Options()
+	fail := func(err error) error {
+		var ne net.Error
+		if o.TLSConfig != nil && errors.As(err, &ne) && ne.Timeout() {
+			return fmt.Errorf("redis at %s: %w (no answer to the TLS handshake: is it Redis's tls-port?)", o.Addr, err)
+		}
+		if o.TLSConfig == nil && errors.Is(err, io.EOF) {
+			return fmt.Errorf("redis at %s: %w (the server hung up: a TLS port, without --redis-tls?)", o.Addr, err)
+		}
+		return fmt.Errorf("redis at %s: %w", o.Addr, err)
+	}
+	if o.Dialer != nil {
+		c, err := o.Dialer(ctx, o.Network, o.Addr)
+		if err != nil {
+			return fail(err)
+		}
+		_ = c.Close()
+	}
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		return fail(err)
 	}
 	return nil
 }

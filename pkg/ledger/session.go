@@ -130,7 +130,7 @@ func Connect(cfg ConnectConfig) (Session, error) {
 	c.RetryPolicy = nil
 	s, err := c.CreateSession()
 	if err != nil {
-		return nil, fmt.Errorf("ledger: connect %v: %w", cfg.Hosts, err)
+		return nil, fmt.Errorf("ledger: connect to cassandra at %v: %w", cfg.Hosts, err)
 	}
 	return Wrap(s), nil
 }
