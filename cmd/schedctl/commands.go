@@ -145,6 +145,10 @@ func commands() []command {
 			run:     remoteCmd[bulkOpts]{flags: (*bulkOpts).register, run: runBulk(sundialv1.BulkAction_BULK_ACTION_DELETE, "Delete")}},
 		{name: "trigger", usage: "[flags] JOB_ID", summary: "Fire a job once, now, outside its schedule.",
 			run: remoteCmd[noOpts]{run: runTrigger}},
+		{name: "cancel", usage: "[flags] JOB_ID EXECUTION_ID",
+			summary: "Cancel a started execution: its running attempt is abandoned (its target is told), no retry of it fires,\n" +
+				"and the ledger records it CANCELLED naming you. Best effort: the attempt's request may already have had its effect.",
+			run: remoteCmd[noOpts]{run: runCancel}},
 		{name: "history", usage: "[flags] JOB_ID | --execution EXECUTION_ID",
 			summary: "Show a job's executions, newest first (one row per attempt), or every attempt of one execution.",
 			run:     remoteCmd[historyOpts]{flags: (*historyOpts).register, run: runHistory}},

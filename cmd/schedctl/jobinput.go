@@ -50,10 +50,10 @@ type jobFlags struct {
 
 	name, cron, once, every, rrule, timezone, start, end, dstGap, dstRepeat string
 	calendar, calendarPolicy                                                string
-	url, method, kafkaTopic, kafkaKey                                       string
+	url, method, cancelURL, kafkaTopic, kafkaKey                            string
 	payload, payloadFile                                                    string
 	priority, backoff, misfire, overlap                                     string
-	maxAttempts, maxCatchUp                                                 int
+	maxAttempts, maxCatchUp, maxConcurrency                                 int
 	initialDelay, maxDelay, attemptTimeout, misfireGrace, maxJitter         time.Duration
 	callbackURL                                                             string
 	labels, headers, secretHeaders                                          kvFlag
@@ -78,6 +78,7 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.calendarPolicy, "calendar-policy", "", "with --calendar: SKIP (default), MOVE_NEXT or MOVE_PREVIOUS business day")
 	fs.StringVar(&f.url, "url", "", "HTTP target URL")
 	fs.StringVar(&f.method, "method", "", "HTTP method (default POST)")
+	fs.StringVar(&f.cancelURL, "cancel-url", "", "HTTP URL told (a signed POST) when an attempt already sent to --url is cancelled (default: --url itself, with Sundial-Event: cancelled)")
 	fs.Var(f.headers, "header", "HTTP target header Name=value (repeatable); a value may reference secrets, e.g. 'Authorization=Bearer {{secret:api_token}}'")
 	fs.Var(f.secretHeaders, "secret-header", "HTTP target header whose whole value is a secret the worker resolves: Name=SECRET sends {{secret:SECRET}} (repeatable)")
 	fs.StringVar(&f.kafkaTopic, "kafka-topic", "", "Kafka target topic")
@@ -93,7 +94,8 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.misfire, "misfire", "", "after an outage: SKIP, RUN_ONCE or RUN_ALL")
 	fs.DurationVar(&f.misfireGrace, "misfire-grace", 0, "missed slots older than this are never replayed (default 1h)")
 	fs.IntVar(&f.maxCatchUp, "max-catch-up", 0, "RUN_ALL cap (default 10)")
-	fs.StringVar(&f.overlap, "overlap", "", "ALLOW, SKIP or BUFFER_ONE")
+	fs.StringVar(&f.overlap, "overlap", "", "ALLOW, SKIP, BUFFER_ONE, BUFFER_ALL, CANCEL_OTHER or TERMINATE_OTHER: what a slot due while the job runs does")
+	fs.IntVar(&f.maxConcurrency, "max-concurrency", 0, "executions of the job that may run at once (default 1; above 1 needs an --overlap other than ALLOW, which applies to the one beyond)")
 	fs.DurationVar(&f.maxJitter, "max-jitter", 0, "deterministic per-slot jitter bound, 0 to 60s")
 	fs.StringVar(&f.callbackURL, "callback-url", "", "URL notified on success, final failure and DLQ entry")
 }
@@ -112,14 +114,14 @@ var flagPaths = map[string]string{
 	"timezone": "schedule.timezone", "start": "schedule.start_time", "end": "schedule.end_time",
 	"dst-gap": "schedule.dst_gap", "dst-repeat": "schedule.dst_repeat",
 	"calendar": "schedule.calendar", "calendar-policy": "schedule.calendar_policy",
-	"url": "target.http.url", "method": "target.http.method", "header": "target.http.headers", "secret-header": "target.http.headers",
+	"url": "target.http.url", "method": "target.http.method", "cancel-url": "target.http.cancel_url", "header": "target.http.headers", "secret-header": "target.http.headers",
 	"kafka-topic": "target.kafka.topic", "kafka-key": "target.kafka.key",
 	"payload": "payload", "payload-file": "payload",
 	"priority": "priority", "max-attempts": "retry.max_attempts", "backoff": "retry.backoff",
 	"initial-delay": "retry.initial_delay", "max-delay": "retry.max_delay",
 	"attempt-timeout": "attempt_timeout",
 	"misfire":         "misfire.action", "misfire-grace": "misfire.grace", "max-catch-up": "misfire.max_catch_up",
-	"overlap": "overlap", "max-jitter": "max_jitter", "callback-url": "callback_url",
+	"overlap": "overlap", "max-jitter": "max_jitter", "callback-url": "callback_url", "max-concurrency": "max_concurrency",
 }
 
 // jobFlagValues are the words of the job flags that take an enum, for
@@ -308,6 +310,9 @@ func (f *jobFlags) apply(job *sundialv1.Job, given map[string]bool) error {
 	if given["method"] {
 		httpT().Method = f.method
 	}
+	if given["cancel-url"] {
+		httpT().CancelUrl = f.cancelURL
+	}
 	if given["header"] || given["secret-header"] {
 		h := map[string]string{}
 		for k, v := range f.headers {
@@ -366,6 +371,9 @@ func (f *jobFlags) apply(job *sundialv1.Job, given map[string]bool) error {
 	}
 	if given["overlap"] {
 		job.Overlap = sundialv1.OverlapPolicy(enum("overlap", "OVERLAP_POLICY_", f.overlap, sundialv1.OverlapPolicy_value))
+	}
+	if given["max-concurrency"] {
+		job.MaxConcurrency = int32(f.maxConcurrency)
 	}
 	if given["max-jitter"] {
 		job.MaxJitter = durationpb.New(f.maxJitter)

@@ -247,6 +247,24 @@ func runTrigger(ctx context.Context, r *remote, _ *noOpts, args []string) error 
 	return nil
 }
 
+func runCancel(ctx context.Context, r *remote, _ *noOpts, args []string) error {
+	if len(args) != 2 {
+		return usagef("want JOB_ID EXECUTION_ID, got %d arguments", len(args))
+	}
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	resp, err := r.client.CancelExecution(ctx, &sundialv1.CancelExecutionRequest{JobId: args[0], ExecutionId: args[1]})
+	if err != nil {
+		return err
+	}
+	if r.output == "json" {
+		return r.printJSON(resp)
+	}
+	fmt.Fprintf(r.io.Stdout, "cancel of execution %s requested (it was %s); the ledger will record it CANCELLED by %s\n",
+		resp.GetExecutionId(), firing.ExecutionStatusWord(resp.GetStatus()), resp.GetCancelledBy())
+	return nil
+}
+
 type historyOpts struct {
 	execution string
 	pageSize  int
