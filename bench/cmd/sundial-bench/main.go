@@ -61,6 +61,8 @@ type flags struct {
 	concurrency int
 	cfg         bench.Config
 	maxRates    string
+
+	stagingPrefetchers string
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
@@ -99,11 +101,17 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.Registered.Chunk, "registered-chunk", 100_000, "registered: rows per COPY transaction")
 	fs.IntVar(&c.Failover.Rate, "failover-rate", 1000, "failover: firings per second during the kills")
 	fs.DurationVar(&c.Failover.Duration, "failover-duration", 2*time.Minute, "failover: measured duration (kills at 20, 40 and 60 %)")
+	fs.IntVar(&c.Failover.Prefetchers, "failover-prefetchers", 4, "failover: prefetchers in its deployment (at least 2; --quick shares one deployment of 2)")
+	fs.IntVar(&c.Failover.Ranges, "failover-ranges", 16, "failover (and --quick's shared deployment): the prefetchers' --ranges; 0: one elected leader and standbys")
 	fs.IntVar(&c.Priority.LowJobs, "priority-low-jobs", 500, "priority: LOW one-off jobs due at one instant, whose target answers slowly (enough to keep LOW's executors busy through the window)")
 	fs.DurationVar(&c.Priority.Slow, "priority-slow", 10*time.Second, "priority: how long the LOW jobs' target takes to answer each request")
 	fs.IntVar(&c.Priority.Critical, "priority-critical", 20, "priority: CRITICAL jobs firing every second while the LOW herd waits")
 	fs.IntVar(&c.Priority.High, "priority-high", 20, "priority: HIGH jobs firing every second while the LOW herd waits")
 	fs.DurationVar(&c.Priority.Duration, "priority-duration", time.Minute, "priority: measured duration of the CRITICAL and HIGH firings")
+	fs.IntVar(&c.Staging.Jobs, "staging-jobs", 200_000, "staging (only when named in --scenarios): daily jobs due at one instant, staged by each arrangement of prefetchers")
+	fs.StringVar(&f.stagingPrefetchers, "staging-prefetchers", "1,2,4", "staging: the counts of prefetchers sharing --staging-ranges ranges, each measured after one elected leader")
+	fs.IntVar(&c.Staging.Ranges, "staging-ranges", 16, "staging: the prefetchers' --ranges")
+	fs.IntVar(&c.Staging.Chunk, "staging-chunk", 50_000, "staging: rows per COPY transaction")
 }
 
 // applyQuick shrinks every scenario for the CI smoke run, leaving flags the
@@ -198,11 +206,11 @@ func (f *flags) finish() error {
 			continue
 		}
 		known := false
-		for _, k := range bench.Scenarios {
+		for _, k := range append(slices.Clone(bench.Scenarios), bench.Optional...) {
 			known = known || k == s
 		}
 		if !known {
-			return fmt.Errorf("--scenarios: unknown scenario %q (known: %s)", s, strings.Join(bench.Scenarios, ", "))
+			return fmt.Errorf("--scenarios: unknown scenario %q (known: %s)", s, strings.Join(append(slices.Clone(bench.Scenarios), bench.Optional...), ", "))
 		}
 		f.cfg.Scenarios = append(f.cfg.Scenarios, s)
 	}
@@ -219,6 +227,29 @@ func (f *flags) finish() error {
 			return fmt.Errorf("--max-rates: %q is not a positive rate", s)
 		}
 		f.cfg.Max.Rates = append(f.cfg.Max.Rates, n)
+	}
+	f.cfg.Staging.Prefetchers = nil
+	for _, s := range strings.Split(f.stagingPrefetchers, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 || n > 16 {
+			return fmt.Errorf("--staging-prefetchers: %q is not a count of prefetchers from 1 to 16", s)
+		}
+		f.cfg.Staging.Prefetchers = append(f.cfg.Staging.Prefetchers, n)
+	}
+	if r := f.cfg.Staging.Ranges; r < 1 || 256%r != 0 {
+		return fmt.Errorf("--staging-ranges: want a divisor of 256, got %d", r)
+	}
+	if r := f.cfg.Failover.Ranges; r < 0 || (r > 0 && 256%r != 0) {
+		return fmt.Errorf("--failover-ranges: want 0 or a divisor of 256, got %d", r)
+	}
+	if f.cfg.Failover.Prefetchers < 2 {
+		return fmt.Errorf("--failover-prefetchers: want at least 2, got %d", f.cfg.Failover.Prefetchers)
+	}
+	if f.cfg.Staging.Jobs < 1 || f.cfg.Staging.Chunk < 1 {
+		return errors.New("--staging-jobs and --staging-chunk must be positive")
 	}
 	switch f.durable {
 	case "on", "off":

@@ -19,6 +19,8 @@ import (
 // 0 is one).
 type topology struct {
 	apis, prefetchers, relays, workers int
+	// ranges is the prefetchers' --ranges (0: one elected leader).
+	ranges int
 	// extraTargets are more target addresses the workers may reach besides
 	// the sink (the chaos matrix's hanging target).
 	extraTargets []string
@@ -94,7 +96,7 @@ func (r *Runner) deploy(ctx context.Context, name string, topo topology) (d *dep
 	}
 	for i := range topo.prefetchers {
 		id := "pf-" + strconv.Itoa(i+1)
-		pr, err := d.plat.Start(ctx, "prefetcher-"+strconv.Itoa(i+1), "prefetcher", "--node-id", id, "--window", r.opts.Window.String())
+		pr, err := d.plat.Start(ctx, "prefetcher-"+strconv.Itoa(i+1), "prefetcher", "--node-id", id, "--window", r.opts.Window.String(), "--ranges", strconv.Itoa(topo.ranges))
 		if err != nil {
 			return d, err
 		}

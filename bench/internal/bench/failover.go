@@ -9,13 +9,16 @@ import (
 )
 
 // FailoverConfig is the failover scenario: a steady Rate for Duration, with
-// the prefetcher leader, a relay and a worker killed (SIGKILL) at 20 %,
-// 40 % and 60 % of it.
+// a prefetcher (the leader, or with Ranges one that leads ranges), a relay
+// and a worker killed (SIGKILL) at 20 %, 40 % and 60 % of it.
 type FailoverConfig struct {
 	Rate     int
 	Duration time.Duration
 	// Window is how long after each kill the lateness is attributed to it.
 	Window time.Duration
+	// Prefetchers is how many prefetchers run (at least 2); Ranges their
+	// --ranges (0: one elected leader and standbys).
+	Prefetchers, Ranges int
 }
 
 // kill is one process killed during the run.
@@ -31,7 +34,7 @@ type kill struct {
 func (r *Runner) Failover(ctx context.Context, d *deployment, cfg FailoverConfig) (Result, error) {
 	res := Result{Scenario: "failover",
 		Header: []string{"rate/s", "duration", "CPU per firing: machine (per process, ms)", "firings", "lost", "dup effects", "raw dups", "p99 before kills",
-			"prefetcher leader kill: p99 / max", "relay kill: p99 / max", "worker kill: p99 / max", "leader takeover"}}
+			"prefetcher kill: p99 / max", "relay kill: p99 / max", "worker kill: p99 / max", "prefetching served again after", "worker partitions owned again after"}}
 	if len(d.prefetchers) < 2 || len(d.relays) < 2 || len(d.workers) < 2 {
 		return res, fmt.Errorf("failover needs two prefetchers, relays and workers")
 	}
@@ -59,28 +62,25 @@ func (r *Runner) Failover(ctx context.Context, d *deployment, cfg FailoverConfig
 	if err := sleepUntil(ctx, r.clock, at(0.2)); err != nil {
 		return res, err
 	}
-	old := leaderOf(ctx, d.prefetchers)
-	if old == nil {
+	victim, served := prefetchVictim(ctx, d.prefetchers, cfg.Ranges)
+	if victim == nil {
 		return res, fmt.Errorf("no prefetcher leads")
 	}
-	if err := old.Kill(); err != nil {
+	if err := victim.Kill(); err != nil {
 		return res, err
 	}
-	k := kill{what: old.Name + " (leader)", at: r.clock.Now()}
-	for deadline := k.at.Add(30 * time.Second); r.clock.Now().Before(deadline); {
-		if leaderOf(ctx, d.prefetchers) != nil {
-			took := r.clock.Now().Sub(k.at)
-			takeover = FormatLatency(took)
-			k.note = "standby leads after " + took.Round(time.Millisecond).String()
-			break
-		}
-		if err := Sleep(ctx, r.clock, 50*time.Millisecond); err != nil {
-			return res, err
-		}
+	k := kill{what: victim.Name + map[bool]string{true: " (leading ranges)", false: " (leader)"}[cfg.Ranges > 0], at: r.clock.Now()}
+	if took, ok, err := r.until(ctx, k.at, served); err != nil {
+		return res, err
+	} else if ok {
+		takeover = FormatLatency(took)
+		k.note = map[bool]string{true: "every range led again after ", false: "standby leads after "}[cfg.Ranges > 0] + took.Round(time.Millisecond).String()
 	}
 	kills = append(kills, k)
 
-	// 2. a relay, 3. a worker
+	// 2. a relay (the other keeps claiming the outbox: nothing moves),
+	// 3. a worker (its partitions move to the other in a rebalance)
+	owned := "–"
 	for _, victim := range []struct {
 		frac float64
 		pr   *harness.Process
@@ -91,7 +91,18 @@ func (r *Runner) Failover(ctx context.Context, d *deployment, cfg FailoverConfig
 		if err := victim.pr.Kill(); err != nil {
 			return res, err
 		}
-		kills = append(kills, kill{what: victim.pr.Name, at: r.clock.Now()})
+		k := kill{what: victim.pr.Name, at: r.clock.Now()}
+		if victim.pr == d.workers[0] {
+			took, ok, err := r.until(ctx, k.at, func() bool { return d.assignedPartitions(ctx) >= 4*d.r.topicPartitions })
+			if err != nil {
+				return res, err
+			}
+			if ok {
+				owned = FormatLatency(took)
+				k.note = "the survivors own every partition after " + took.Round(time.Millisecond).String()
+			}
+		}
+		kills = append(kills, k)
 	}
 	for _, k := range kills {
 		r.log.Info("failover: killed with SIGKILL", "process", k.what, "at", k.at.Format(time.TimeOnly+".000"), "note", k.note)
@@ -127,8 +138,71 @@ func (r *Runner) Failover(ctx context.Context, d *deployment, cfg FailoverConfig
 		res.detailf("failover: %s killed at %s%s; firings due in the %s after: %s", k.what, k.at.Format(time.TimeOnly+".000"),
 			map[bool]string{true: " (" + k.note + ")", false: ""}[k.note != ""], until.Sub(k.at).Round(time.Second), ws)
 	}
-	res.Row = append(res.Row, takeover)
+	res.Row = append(res.Row, takeover, owned)
 	res.detailf("failover: all firings %s; before the first kill %s", harness.Summarize(all.Lateness), bs)
 	res.Problems = problems("failover", all)
 	return res, nil
+}
+
+// prefetchVictim picks the prefetcher the failover kills — the leader, or
+// with ranges the first that leads some — and says when prefetching is
+// served again: a leader elected, or every range led by the others.
+func prefetchVictim(ctx context.Context, ps []*harness.Process, ranges int) (*harness.Process, func() bool) {
+	if ranges == 0 {
+		return leaderOf(ctx, ps), func() bool { return leaderOf(ctx, ps) != nil }
+	}
+	led := func(pr *harness.Process) float64 {
+		if !pr.Alive() {
+			return 0
+		}
+		m, err := pr.Metrics(ctx)
+		if err != nil {
+			return 0
+		}
+		v, _ := m.Value("sundial_prefetcher_ranges_led")
+		return v
+	}
+	for _, pr := range ps {
+		if led(pr) >= 1 {
+			return pr, func() bool {
+				total := 0.0
+				for _, o := range ps {
+					if o != pr {
+						total += led(o)
+					}
+				}
+				return total >= float64(ranges)
+			}
+		}
+	}
+	return nil, nil
+}
+
+// until polls done every 50 ms for up to 60 s after from and says how long
+// after from it first held.
+func (r *Runner) until(ctx context.Context, from time.Time, done func() bool) (time.Duration, bool, error) {
+	for deadline := from.Add(60 * time.Second); r.clock.Now().Before(deadline); {
+		if done() {
+			return r.clock.Now().Sub(from), true, nil
+		}
+		if err := Sleep(ctx, r.clock, 50*time.Millisecond); err != nil {
+			return 0, false, err
+		}
+	}
+	return 0, false, nil
+}
+
+// assignedPartitions sums the partitions the live workers own.
+func (d *deployment) assignedPartitions(ctx context.Context) int {
+	total := 0.0
+	for _, w := range d.workers {
+		if !w.Alive() {
+			continue
+		}
+		if m, err := w.Metrics(ctx); err == nil {
+			v, _ := m.Value("sundial_worker_assigned_partitions")
+			total += v
+		}
+	}
+	return int(total)
 }

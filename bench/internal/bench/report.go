@@ -238,8 +238,10 @@ func Markdown(title, command string, env Environment, loadEnd, shape string, res
 	for _, r := range results {
 		fmt.Fprintf(&b, "**%s**\n\n", r.Scenario)
 		fmt.Fprintf(&b, "| %s |\n|%s\n", strings.Join(r.Header, " | "), strings.Repeat("---|", len(r.Header)))
-		if len(r.Row) > 0 {
-			fmt.Fprintf(&b, "| %s |\n", strings.Join(r.Row, " | "))
+		for _, row := range append([][]string{r.Row}, r.Rows...) {
+			if len(row) > 0 {
+				fmt.Fprintf(&b, "| %s |\n", strings.Join(row, " | "))
+			}
 		}
 		b.WriteString("\n")
 		for _, d := range r.Details {

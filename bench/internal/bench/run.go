@@ -11,6 +11,10 @@ import (
 // failover is last: it kills processes of a shared deployment (--quick).
 var Scenarios = []string{"steady", "herd", "max", "burst", "cancel", "registered", "priority", "failover"}
 
+// Optional names the scenarios a run takes only when --scenarios names
+// them: staging starts deployments of its own, several prefetchers each.
+var Optional = []string{"staging"}
+
 // Config selects and sizes the scenarios of a run.
 type Config struct {
 	Scenarios  []string
@@ -22,6 +26,7 @@ type Config struct {
 	Registered RegisteredConfig
 	Failover   FailoverConfig
 	Priority   PriorityConfig
+	Staging    StagingConfig
 	// Shared runs every scenario on one deployment (two of each scaled
 	// service) instead of one deployment per scenario: quicker, for the CI
 	// smoke run, at the cost of scenarios sharing processes.
@@ -29,10 +34,11 @@ type Config struct {
 }
 
 // scenarioTopology is the deployment each scenario runs on when not shared:
-// one process per service, except failover, which needs a standby of each.
-func scenarioTopology(name string) topology {
+// one process per service, except failover, which runs several of each
+// (its prefetchers sharing ranges unless --failover-ranges is 0).
+func scenarioTopology(name string, cfg Config) topology {
 	if name == "failover" {
-		return topology{prefetchers: 2, relays: 2, workers: 2}
+		return topology{prefetchers: max(cfg.Failover.Prefetchers, 2), relays: 2, workers: 2, ranges: cfg.Failover.Ranges}
 	}
 	return topology{prefetchers: 1, relays: 1, workers: 1}
 }
@@ -43,7 +49,7 @@ func scenarioTopology(name string) topology {
 func (r *Runner) Run(ctx context.Context, cfg Config) ([]Result, error) {
 	var shared *deployment
 	if cfg.Shared {
-		d, err := r.deploy(ctx, "shared", topology{prefetchers: 2, relays: 2, workers: 2})
+		d, err := r.deploy(ctx, "shared", topology{prefetchers: 2, relays: 2, workers: 2, ranges: cfg.Failover.Ranges})
 		if err != nil {
 			return nil, err
 		}
@@ -70,9 +76,12 @@ func (r *Runner) Run(ctx context.Context, cfg Config) ([]Result, error) {
 }
 
 func (r *Runner) runOne(ctx context.Context, name string, cfg Config, shared *deployment) (res Result, err error) {
+	if name == "staging" {
+		return r.Staging(ctx, cfg.Staging)
+	}
 	d := shared
 	if d == nil {
-		if d, err = r.deploy(ctx, name, scenarioTopology(name)); err != nil {
+		if d, err = r.deploy(ctx, name, scenarioTopology(name, cfg)); err != nil {
 			return res, err
 		}
 		defer func() {
