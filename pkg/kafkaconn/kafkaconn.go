@@ -14,10 +14,12 @@ package kafkaconn
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -122,10 +124,18 @@ func (k *Security) saslMechanism() sasl.Mechanism {
 // brokers, bounded by ctx, whose error names Kafka and the brokers, so the
 // operator reading why a service stopped knows which component refused it
 // (SASL_AUTHENTICATION_FAILED for a wrong password, "certificate signed by
-// unknown authority" for a broker its CA bundle does not cover).
+// unknown authority" for a broker its CA bundle does not cover); those
+// refusals are marked connsec.ErrRefused.
 func Check(ctx context.Context, cl *kgo.Client, brokers []string) error {
-	if err := cl.Ping(ctx); err != nil {
-		return fmt.Errorf("kafka at %s: %w", strings.Join(brokers, ","), err)
+	err := cl.Ping(ctx)
+	if err == nil {
+		return nil
 	}
-	return nil
+	if connsec.IsTLSRefusal(err) || errors.Is(err, kerr.SaslAuthenticationFailed) ||
+		errors.Is(err, kerr.UnsupportedSaslMechanism) || errors.Is(err, kerr.IllegalSaslState) ||
+		// franz-go's reading of a TLS alert where a plaintext reply was due
+		strings.Contains(err.Error(), "plaintext connection speaking to a tls endpoint") {
+		err = connsec.Refused(err)
+	}
+	return fmt.Errorf("kafka at %s: %w", strings.Join(brokers, ","), err)
 }

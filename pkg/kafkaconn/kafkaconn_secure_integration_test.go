@@ -56,7 +56,7 @@ func TestSecureKafkaListener(t *testing.T) {
 	}
 	require.Equal(t, []string{"over SASL_SSL"}, got)
 
-	refused := func(t *testing.T, k kafkaconn.Security, want string) {
+	refused := func(t *testing.T, k kafkaconn.Security, want string) error {
 		t.Helper()
 		start := time.Now()
 		err := kafkaconn.Check(ctx, client(t, k), brokers)
@@ -65,20 +65,21 @@ func TestSecureKafkaListener(t *testing.T) {
 		require.ErrorContains(t, err, "kafka at ")
 		require.ErrorContains(t, err, want)
 		t.Logf("%v (after %v)", err, time.Since(start).Round(time.Millisecond))
+		return err
 	}
 	t.Run("wrong password", func(t *testing.T) {
 		wrong := secure
 		wrong.SASLPassword = connsec.Password{Value: connsec.NewSecret("not-the-password")}
-		refused(t, wrong, "SASL_AUTHENTICATION_FAILED")
+		require.ErrorIs(t, refused(t, wrong, "SASL_AUTHENTICATION_FAILED"), connsec.ErrRefused)
 	})
 	t.Run("untrusted CA", func(t *testing.T) {
 		other := secure
 		other.TLS.CAFile = tlstest.NewCA(t, "other").CertFile
-		refused(t, other, "certificate signed by unknown authority")
+		require.ErrorIs(t, refused(t, other, "certificate signed by unknown authority"), connsec.ErrRefused)
 	})
 	t.Run("plaintext on the SASL_SSL listener", func(t *testing.T) {
 		plain := secure
 		plain.TLS = connsec.TLS{}
-		refused(t, plain, "")
+		require.ErrorIs(t, refused(t, plain, ""), connsec.ErrRefused)
 	})
 }

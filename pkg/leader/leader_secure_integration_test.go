@@ -78,7 +78,7 @@ func TestSecureZooKeeperListener(t *testing.T) {
 	require.Eventually(t, func() bool { return e.State() == leader.StateLeading }, 20*time.Second, 20*time.Millisecond,
 		"the elector over TLS with the digest credentials wins")
 
-	refused := func(t *testing.T, cfg leader.Config, want string) {
+	refused := func(t *testing.T, cfg leader.Config, want string) error {
 		t.Helper()
 		start := time.Now()
 		err := leader.Check(ctx, cfg)
@@ -87,16 +87,17 @@ func TestSecureZooKeeperListener(t *testing.T) {
 		require.ErrorContains(t, err, "zookeeper at ")
 		require.ErrorContains(t, err, want)
 		t.Logf("%v (after %v)", err, time.Since(start).Round(time.Millisecond))
+		return err
 	}
 	t.Run("wrong password", func(t *testing.T) {
 		wrong := secure
 		wrong.Password = connsec.Password{Value: connsec.NewSecret("not-the-password")}
-		refused(t, config(t, wrong, servers, path, "wrong"), "a wrong --zk-username or --zk-password?")
+		require.ErrorIs(t, refused(t, config(t, wrong, servers, path, "wrong"), "a wrong --zk-username or --zk-password?"), connsec.ErrRefused)
 	})
 	t.Run("untrusted CA", func(t *testing.T) {
 		other := secure
 		other.TLS.CAFile = tlstest.NewCA(t, "other").CertFile
-		refused(t, config(t, other, servers, path, "other-ca"), "certificate signed by unknown authority")
+		require.ErrorIs(t, refused(t, config(t, other, servers, path, "other-ca"), "certificate signed by unknown authority"), connsec.ErrRefused)
 	})
 	t.Run("plaintext on the TLS port", func(t *testing.T) {
 		plain := secure

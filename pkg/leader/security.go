@@ -127,7 +127,7 @@ func tlsDialer(base zk.Dialer, tc *tls.Config) zk.Dialer {
 // (so credentials its ACL does not admit — a wrong digest password: ZooKeeper
 // accepts any digest and checks it only against ACLs — are an error now,
 // where the elector would never become a candidate). Its error names
-// ZooKeeper and the servers.
+// ZooKeeper and the servers; those refusals are marked connsec.ErrRefused.
 func Check(ctx context.Context, cfg Config) error {
 	servers := strings.Join(cfg.Servers, ",")
 	fail := func(format string, args ...any) error {
@@ -152,7 +152,11 @@ func Check(ctx context.Context, cfg Config) error {
 		dialErrs = append(dialErrs, err)
 	}
 	if len(dialErrs) > 0 {
-		return fail("%w", errors.Join(dialErrs...))
+		err := errors.Join(dialErrs...)
+		if connsec.IsTLSRefusal(err) {
+			err = connsec.Refused(err)
+		}
+		return fail("%w", err)
 	}
 	sessionTimeout := cfg.SessionTimeout
 	if sessionTimeout == 0 {
@@ -177,7 +181,7 @@ func Check(ctx context.Context, cfg Config) error {
 		case ev := <-events:
 			connected = ev.State == zk.StateHasSession
 			if ev.State == zk.StateAuthFailed {
-				return fail("authentication failed")
+				return fail("%w", connsec.Refused(errors.New("authentication failed")))
 			}
 		case <-wait.C:
 			return fail("no session within %v (a TLS port without --zk-tls?)", checkDialTimeout)
@@ -196,7 +200,7 @@ func Check(ctx context.Context, cfg Config) error {
 		case errors.Is(err, zk.ErrNoNode):
 			// The elector creates it, with the open ACL.
 		case errors.Is(err, zk.ErrNoAuth):
-			return fail("%s: %w (its ACL does not admit these credentials: a wrong --zk-username or --zk-password?)", cfg.Path, err)
+			return fail("%s: %w (its ACL does not admit these credentials: a wrong --zk-username or --zk-password?)", cfg.Path, connsec.Refused(err))
 		case err != nil:
 			return fail("%s: %w", cfg.Path, err)
 		}

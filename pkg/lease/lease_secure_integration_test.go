@@ -64,7 +64,7 @@ func TestSecureRedisListener(t *testing.T) {
 	require.ErrorContains(t, c.Set(ctx, "outside-the-prefixes", "v", time.Minute).Err(), "NOPERM",
 		"the ACL user is limited to the t: and sundial: prefixes")
 
-	refused := func(t *testing.T, s lease.Security, want string) {
+	refused := func(t *testing.T, s lease.Security, want string) error {
 		t.Helper()
 		start := time.Now()
 		err := lease.Check(ctx, redisClient(t, addr, s))
@@ -73,16 +73,17 @@ func TestSecureRedisListener(t *testing.T) {
 		require.ErrorContains(t, err, "redis at "+addr+": ")
 		require.ErrorContains(t, err, want)
 		t.Logf("%v (after %v)", err, time.Since(start).Round(time.Millisecond))
+		return err
 	}
 	t.Run("wrong password", func(t *testing.T) {
 		wrong := secure
 		wrong.Password = connsec.Password{Value: connsec.NewSecret("not-the-password")}
-		refused(t, wrong, "WRONGPASS")
+		require.ErrorIs(t, refused(t, wrong, "WRONGPASS"), connsec.ErrRefused)
 	})
 	t.Run("untrusted CA", func(t *testing.T) {
 		other := secure
 		other.TLS.CAFile = tlstest.NewCA(t, "other").CertFile
-		refused(t, other, "certificate signed by unknown authority")
+		require.ErrorIs(t, refused(t, other, "certificate signed by unknown authority"), connsec.ErrRefused)
 	})
 	t.Run("plaintext on the TLS port", func(t *testing.T) {
 		plain := secure

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -64,16 +65,30 @@ func (r *Security) Apply(o *redis.Options) error {
 	return nil
 }
 
+// isAuthError reports whether err is Redis refusing the credentials or
+// the user's rights.
+func isAuthError(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	return strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH") || strings.HasPrefix(msg, "NOPERM")
+}
+
 // Check is a service's startup check of its Redis client: one connection
 // dialed once (no retries, so a TLS handshake nobody answers fails within
 // the dial timeout instead of after every retry), then one PING, all bounded
 // by ctx. The error names Redis and the address, so the operator reading why
 // a service stopped knows which component refused it (WRONGPASS for a wrong
 // password, "certificate signed by unknown authority" for a server its CA
-// bundle does not cover).
+// bundle does not cover); those refusals are marked connsec.ErrRefused.
 func Check(ctx context.Context, rdb *redis.Client) error {
 	o := rdb.Options()
 	fail := func(err error) error {
+		if connsec.IsTLSRefusal(err) || isAuthError(err) {
+			err = connsec.Refused(err)
+		}
 		var ne net.Error
 		if o.TLSConfig != nil && errors.As(err, &ne) && ne.Timeout() {
 			return fmt.Errorf("redis at %s: %w (no answer to the TLS handshake: is it Redis's tls-port?)", o.Addr, err)

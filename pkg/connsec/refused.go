@@ -1,0 +1,54 @@
+package connsec
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"strings"
+)
+
+// ErrRefused marks a startup check's error as the component refusing the
+// service's settings — a wrong password, a server certificate the CA
+// bundle does not cover, TLS against a plaintext port — rather than not
+// answering. Retrying cannot mend it, so a service stops at start on it
+// (naming the component), where a component that is merely down is waited
+// for as before. Test with errors.Is.
+var ErrRefused = errors.New("refused by the component")
+
+// Refused marks err with ErrRefused, keeping its message; nil stays nil.
+func Refused(err error) error {
+	if err == nil {
+		return nil
+	}
+	return refusal{err}
+}
+
+type refusal struct{ err error }
+
+func (r refusal) Error() string   { return r.err.Error() }
+func (r refusal) Unwrap() []error { return []error{r.err, ErrRefused} }
+
+// IsTLSRefusal reports whether err is a TLS handshake that failed on what
+// the peers presented — a certificate not trusted, for another name or
+// expired, an alert from the server (it wants a client certificate, say),
+// or a reply that is not TLS at all — as opposed to a network failure.
+func IsTLSRefusal(err error) bool {
+	var (
+		unknownCA  x509.UnknownAuthorityError
+		hostname   x509.HostnameError
+		invalid    x509.CertificateInvalidError
+		verify     *tls.CertificateVerificationError
+		alert      tls.AlertError
+		notTLS     tls.RecordHeaderError
+		pointerCA  *x509.UnknownAuthorityError
+		pointerHst *x509.HostnameError
+	)
+	if errors.As(err, &unknownCA) || errors.As(err, &hostname) || errors.As(err, &invalid) ||
+		errors.As(err, &verify) || errors.As(err, &alert) || errors.As(err, &notTLS) ||
+		errors.As(err, &pointerCA) || errors.As(err, &pointerHst) {
+		return true
+	}
+	// An alert the server sent has no exported type (crypto/tls's alert);
+	// its text is fixed: "remote error: tls: <alert>".
+	return err != nil && strings.Contains(err.Error(), "remote error: tls: ")
+}

@@ -1,0 +1,66 @@
+package connsec_test
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sundialhq/sundial/pkg/connsec"
+)
+
+func TestRefusedKeepsTheMessageAndTheCause(t *testing.T) {
+	cause := errors.New("WRONGPASS invalid username-password pair")
+	err := fmt.Errorf("redis at 127.0.0.1:6380: %w", connsec.Refused(cause))
+	require.Equal(t, "redis at 127.0.0.1:6380: WRONGPASS invalid username-password pair", err.Error())
+	require.ErrorIs(t, err, connsec.ErrRefused)
+	require.ErrorIs(t, err, cause)
+	require.NoError(t, connsec.Refused(nil))
+	require.NotErrorIs(t, fmt.Errorf("x: %w", cause), connsec.ErrRefused)
+}
+
+// Real handshakes: what the server presents or answers is a refusal; a
+// port nobody listens on, or a server that never answers, is not.
+func TestIsTLSRefusal(t *testing.T) {
+	ca := newTestCA(t, "trusted")
+	addr := serveTLS(t, &tls.Config{Certificates: []tls.Certificate{ca.server("server").Pair}})
+	dial := func(cfg *tls.Config, addr string) error {
+		d := &net.Dialer{Timeout: 2 * time.Second}
+		c, err := tls.DialWithDialer(d, "tcp", addr, cfg)
+		if err == nil {
+			_ = c.Close()
+		}
+		return err
+	}
+	require.NoError(t, dial(&tls.Config{RootCAs: ca.pool()}, addr))
+
+	other := newTestCA(t, "other")
+	require.True(t, connsec.IsTLSRefusal(dial(&tls.Config{RootCAs: other.pool()}, addr)), "an untrusted certificate")
+	require.True(t, connsec.IsTLSRefusal(dial(&tls.Config{RootCAs: ca.pool(), ServerName: "elsewhere"}, addr)), "another name")
+
+	// A plaintext server's answer is not TLS.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		_, _ = c.Write([]byte("-ERR unknown command\r\n"))
+		_ = c.Close()
+	}()
+	require.True(t, connsec.IsTLSRefusal(dial(&tls.Config{RootCAs: ca.pool()}, ln.Addr().String())), "a plaintext reply")
+	_ = ln.Close()
+	<-done
+
+	closed := ln.Addr().String() // nobody listens there any more
+	require.False(t, connsec.IsTLSRefusal(dial(&tls.Config{RootCAs: ca.pool()}, closed)), "a refused connection is a network failure")
+	require.False(t, connsec.IsTLSRefusal(errors.New("i/o timeout")))
+	require.False(t, connsec.IsTLSRefusal(nil))
+}
