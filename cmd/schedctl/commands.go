@@ -94,9 +94,10 @@ func (remoteCmd[O]) remote() bool { return true }
 // `completion` reads the table it is a row of.
 func commands() []command {
 	return []command{
-		{name: "preview", usage: "--cron EXPR|--rrule RULE [--tz ZONE] [--from RFC3339] [--count N] [--dst-gap SHIFT|SKIP] [--dst-repeat FIRST|LAST|BOTH]",
+		{name: "preview", usage: "--cron EXPR|--rrule RULE [--tz ZONE] [--from RFC3339] [--count N] [--dst-gap SHIFT|SKIP] [--dst-repeat FIRST|LAST|BOTH] [--also-cron EXPR]... [--exclude SPEC]... [--max-runs N]",
 			summary: "Print a schedule's next instants, computed offline (no server).\n" +
-				"One RFC 3339 UTC instant per line, from the engine the prefetcher runs.",
+				"One RFC 3339 UTC instant per line, from the engine the prefetcher runs;\n" +
+				"the instants an --exclude removed, and a --max-runs that ended the list, on stderr.",
 			values: map[string][]string{
 				"dst-gap":    {schedule.GapShift.String(), schedule.GapSkip.String()},
 				"dst-repeat": {schedule.RepeatFirst.String(), schedule.RepeatLast.String(), schedule.RepeatBoth.String()},

@@ -54,6 +54,8 @@ type jobFlags struct {
 	payload, payloadFile                                                    string
 	priority, backoff, misfire, overlap                                     string
 	maxAttempts, maxCatchUp, maxConcurrency                                 int
+	maxRuns                                                                 int64
+	alsoCron, exclude                                                       listFlag
 	initialDelay, maxDelay, attemptTimeout, misfireGrace, maxJitter         time.Duration
 	callbackURL                                                             string
 	labels, headers, secretHeaders                                          kvFlag
@@ -76,6 +78,10 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.dstRepeat, "dst-repeat", "", "fall-back policy: FIRST, LAST or BOTH")
 	fs.StringVar(&f.calendar, "calendar", "", "business calendar (schedctl calendar create) whose holidays and weekend days the schedule skips or moves; \"\" (with update) removes it")
 	fs.StringVar(&f.calendarPolicy, "calendar-policy", "", "with --calendar: SKIP (default), MOVE_NEXT or MOVE_PREVIOUS business day")
+	f.alsoCron, f.exclude = nil, nil
+	fs.Var(&f.alsoCron, "also-cron", "also fire at cron `EXPR`, in --timezone (repeatable; the union fires once per instant)")
+	fs.Var(&f.exclude, "exclude", excludeUsage)
+	fs.Int64Var(&f.maxRuns, "max-runs", 0, "the job completes after this many scheduled runs (catch-ups count, backfills and triggers do not; 0: no limit)")
 	fs.StringVar(&f.url, "url", "", "HTTP target URL")
 	fs.StringVar(&f.method, "method", "", "HTTP method (default POST)")
 	fs.StringVar(&f.cancelURL, "cancel-url", "", "HTTP URL told (a signed POST) when an attempt already sent to --url is cancelled (default: --url itself, with Sundial-Event: cancelled)")
@@ -114,6 +120,7 @@ var flagPaths = map[string]string{
 	"timezone": "schedule.timezone", "start": "schedule.start_time", "end": "schedule.end_time",
 	"dst-gap": "schedule.dst_gap", "dst-repeat": "schedule.dst_repeat",
 	"calendar": "schedule.calendar", "calendar-policy": "schedule.calendar_policy",
+	"also-cron": "schedule.additional_schedules", "exclude": "schedule.exclusions", "max-runs": "max_runs",
 	"url": "target.http.url", "method": "target.http.method", "cancel-url": "target.http.cancel_url", "header": "target.http.headers", "secret-header": "target.http.headers",
 	"kafka-topic": "target.kafka.topic", "kafka-key": "target.kafka.key",
 	"payload": "payload", "payload-file": "payload",
@@ -303,6 +310,22 @@ func (f *jobFlags) apply(job *sundialv1.Job, given map[string]bool) error {
 	}
 	if given["calendar-policy"] {
 		sched().CalendarPolicy = sundialv1.CalendarPolicy(enum("calendar-policy", "CALENDAR_POLICY_", f.calendarPolicy, sundialv1.CalendarPolicy_value))
+	}
+	if given["also-cron"] {
+		sched().AdditionalSchedules = nil
+		for _, expr := range f.alsoCron {
+			sched().AdditionalSchedules = append(sched().AdditionalSchedules, &sundialv1.Schedule{Spec: &sundialv1.Schedule_Cron{Cron: expr}})
+		}
+	}
+	if given["exclude"] {
+		xs, xerr := exclusionsOf(f.exclude)
+		if xerr != nil {
+			return xerr
+		}
+		sched().Exclusions = xs
+	}
+	if given["max-runs"] {
+		job.MaxRuns = f.maxRuns
 	}
 	if given["url"] {
 		httpT().Url = f.url

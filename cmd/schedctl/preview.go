@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sundialhq/sundial/pkg/jobspec"
 	"github.com/sundialhq/sundial/pkg/schedule"
 )
 
@@ -15,6 +16,8 @@ import (
 type previewOpts struct {
 	expr, rule, tz, from, start, end string
 	count                            int
+	maxRuns                          int64
+	alsoCron, exclude                listFlag
 	gap                              schedule.GapPolicy
 	repeat                           schedule.RepeatPolicy
 }
@@ -29,15 +32,20 @@ func (o *previewOpts) register(fs *flag.FlagSet, _ *env) {
 	fs.TextVar(&o.repeat, "dst-repeat", schedule.RepeatFirst, "wall times repeated by a fall-back: FIRST, LAST or BOTH")
 	fs.StringVar(&o.start, "start", "", "optional RFC 3339 bound: no firing before it (also anchors @every and is the DTSTART of --rrule)")
 	fs.StringVar(&o.end, "end", "", "optional RFC 3339 bound: no firing after it (inclusive)")
+	fs.Var(&o.alsoCron, "also-cron", "also fire at cron `EXPR` (repeatable; same zone, policies and bounds; one firing per instant)")
+	fs.Var(&o.exclude, "exclude", excludeUsage)
+	fs.Int64Var(&o.maxRuns, "max-runs", 0, "stop after this many firings, as a job with max_runs does (0: no limit)")
 }
 
 // runPreview implements
 //
 //	schedctl preview --cron EXPR --tz ZONE --from RFC3339 --count N
 //	    [--dst-gap SHIFT|SKIP] [--dst-repeat FIRST|LAST|BOTH] [--start RFC3339] [--end RFC3339]
+//	    [--also-cron EXPR]... [--exclude SPEC]... [--max-runs N]
 //
 // printing the next N firings strictly after --from, one RFC 3339 UTC
-// instant per line. It needs no server: it runs the engine the prefetcher
+// instant per line; on stderr, the instants an exclusion removed among
+// them, and whether --max-runs ended the list. It needs no server: it runs the engine the prefetcher
 // runs, so what it prints is what Sundial will fire.
 func runPreview(_ context.Context, e *env, o *previewOpts, args []string) int {
 	fail := func(format string, a ...any) int {
@@ -56,6 +64,13 @@ func runPreview(_ context.Context, e *env, o *previewOpts, args []string) int {
 	}
 	if o.count < 1 {
 		return fail("--count must be at least 1, got %d", o.count)
+	}
+	if o.maxRuns < 0 {
+		return fail("--max-runs must not be negative, got %d", o.maxRuns)
+	}
+	excl, err := exclusionsOf(o.exclude)
+	if err != nil {
+		return fail("%v", err)
 	}
 	loc, err := time.LoadLocation(o.tz)
 	if err != nil {
@@ -97,17 +112,35 @@ func runPreview(_ context.Context, e *env, o *previewOpts, args []string) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	if s, err = offlineSchedule(s, o.alsoCron, excl, opts); err != nil {
+		return fail("%v", err)
+	}
+	count := o.count
+	if o.maxRuns > 0 && int64(count) >= o.maxRuns {
+		count = int(o.maxRuns)
+	}
 
 	w := bufio.NewWriter(e.io.Stdout)
 	n := 0
-	for t := range schedule.Preview(s, after, o.count) {
+	var last time.Time
+	for t := range schedule.Preview(s, after, count) {
 		w.WriteString(t.UTC().Format(time.RFC3339Nano))
 		w.WriteByte('\n')
-		n++
+		n, last = n+1, t
 	}
 	if err := w.Flush(); err != nil {
 		fmt.Fprintf(e.io.Stderr, "schedctl preview: %v\n", err)
 		return 1
+	}
+	if n > 0 {
+		// What the exclusions removed among them, with the reason.
+		for _, a := range schedule.Notes(s, after, last, 1000) {
+			fmt.Fprintf(e.io.Stderr, "skipped %s  %s\n", a.From.UTC().Format(time.RFC3339Nano), a.Reason)
+		}
+	}
+	if o.maxRuns > 0 && int64(n) == o.maxRuns {
+		fmt.Fprintf(e.io.Stderr, "schedctl preview: %s\n", jobspec.RunLimitNote(o.maxRuns))
+		return 0
 	}
 	if n < o.count {
 		// Not an error (an End bound is meant to end things), but say so,

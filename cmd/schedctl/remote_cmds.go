@@ -330,7 +330,7 @@ func runServerPreview(ctx context.Context, r *remote, o *serverPreviewOpts, args
 	if job.GetSchedule() == nil {
 		return usagef("give a schedule: --cron, --once or --every (or -f)")
 	}
-	req := &sundialv1.PreviewScheduleRequest{Schedule: job.GetSchedule(), Count: int32(o.count)}
+	req := &sundialv1.PreviewScheduleRequest{Schedule: job.GetSchedule(), Count: int32(o.count), MaxRuns: job.GetMaxRuns()}
 	if o.from != "" {
 		t, err := time.Parse(time.RFC3339Nano, o.from)
 		if err != nil {
@@ -358,7 +358,11 @@ func runServerPreview(ctx context.Context, r *remote, o *serverPreviewOpts, args
 		fmt.Fprintf(r.io.Stdout, "%s  %s\n", t.AsTime().UTC().Format(time.RFC3339), t.AsTime().In(loc).Format("Mon 2006-01-02 15:04:05 MST"))
 	}
 	if adj := resp.GetAdjustments(); len(adj) > 0 {
-		fmt.Fprintln(r.io.Stdout, "calendar:")
+		heading := "calendar:"
+		if len(job.GetSchedule().GetExclusions()) > 0 {
+			heading = "skipped or moved:"
+		}
+		fmt.Fprintln(r.io.Stdout, heading)
 		for _, a := range adj {
 			to := "removed"
 			if a.GetMovedTo() != nil {
@@ -366,6 +370,9 @@ func runServerPreview(ctx context.Context, r *remote, o *serverPreviewOpts, args
 			}
 			fmt.Fprintf(r.io.Stdout, "  %s %s  %s\n", a.GetTime().AsTime().UTC().Format(time.RFC3339), to, a.GetReason())
 		}
+	}
+	if l := resp.GetRunLimit(); l != "" {
+		fmt.Fprintln(r.io.Stdout, l)
 	}
 	return nil
 }

@@ -135,7 +135,16 @@ func (r *remote) printJob(j *sundialv1.Job) error {
 		row("DST", fmt.Sprintf("gap %s, repeat %s",
 			enumWord(s.GetDstGap().String(), "DST_GAP_POLICY_"), enumWord(s.GetDstRepeat().String(), "DST_REPEAT_POLICY_")))
 	}
+	for _, a := range j.GetSchedule().GetAdditionalSchedules() {
+		row("Also", scheduleText(a))
+	}
+	for _, x := range j.GetSchedule().GetExclusions() {
+		row("Except", exclusionText(x))
+	}
 	row("Next fire", instant(j.GetNextFireTime()))
+	if m := j.GetMaxRuns(); m > 0 {
+		row("Runs left", fmt.Sprintf("%d of %d", j.GetRemainingRuns(), m))
+	}
 	row("Target", targetText(j.GetTarget()))
 	if h := j.GetTarget().GetHttp().GetHeaders(); len(h) > 0 {
 		row("Headers", kvText(h))
