@@ -14,6 +14,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/kafkaconn"
 	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/ledger"
+	"github.com/sundialhq/sundial/pkg/ledgerttl"
 	"github.com/sundialhq/sundial/pkg/signingkey"
 
 	"github.com/sundialhq/sundial/services/api/internal/quota"
@@ -86,6 +87,9 @@ type Config struct {
 	tokens *auth.Tokens    // loaded by Validate
 	kek    *signingkey.KEK // loaded by Validate
 	quotas *quota.Quotas   // loaded by Validate
+	// ledgerTTLs: the quotas file's ledger_ttl settings, loaded by
+	// Validate (ledgerttl.go).
+	ledgerTTLs ledgerttl.TTLs
 }
 
 // Register adds the api's flags to fs, with their defaults.
@@ -102,8 +106,8 @@ func (s *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&s.CassandraHosts, "cassandra-hosts", "127.0.0.1:9042", "comma-separated Cassandra contact points of the execution ledger")
 	fs.StringVar(&s.CassandraKeyspace, "cassandra-keyspace", "sundial", "Cassandra keyspace of the execution ledger")
 	fs.StringVar(&s.CassandraRepl, "cassandra-replication", ledger.DefaultReplication, "replication map of the ledger keyspace when the api creates it")
-	fs.StringVar(&s.TokensFile, "tokens-file", "", "YAML or JSON file mapping bearer token to tenant")
-	fs.StringVar(&s.Tokens, "tokens", "", "bearer tokens as token=tenant,token=tenant (added to --tokens-file)")
+	fs.StringVar(&s.TokensFile, "tokens-file", "", "YAML or JSON file mapping static (bootstrap) bearer tokens to tenant, tenant:name or tenant:name:role (role admin, read-only or operator; admin when not given); more tokens are made through the api (schedctl token create)")
+	fs.StringVar(&s.Tokens, "tokens", "", "static (bootstrap) bearer tokens as token=tenant[:name[:role]],… (added to --tokens-file)")
 	fs.BoolVar(&s.MigrateOnStart, "migrate-on-start", true, "apply the Postgres migrations and create the ledger's keyspace and tables before serving")
 	fs.DurationVar(&s.GRPCStopTimeout, "grpc-stop-timeout", 15*time.Second, "how long a shutdown waits for in-flight gRPC calls before cutting them off")
 	fs.StringVar(&s.QuotasFile, "quotas-file", "", "YAML file of quota defaults and per-tenant overrides (see docs/architecture/api.md)")
@@ -182,6 +186,7 @@ func (s *Config) Validate(p *config.Problems) {
 	s.CassandraSecurity.Validate(p)
 	s.KafkaSecurity.Validate(p)
 	s.validateQuotas(p)
+	s.validateLedgerTTLs(p)
 	if err := s.RateLimit.Validate(); err != nil {
 		p.Addf("rate-limit", "%v", err)
 	}
