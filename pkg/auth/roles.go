@@ -83,6 +83,8 @@ var Methods = map[string]Access{
 	"/sundial.v1.JobService/BulkJobAction":   Write,
 	"/sundial.v1.JobService/CancelExecution": Write,
 
+	"/sundial.v1.JobService/ListTenantExecutions": Read,
+
 	"/sundial.v1.DeadLetterService/ListDeadLetters":    Read,
 	"/sundial.v1.DeadLetterService/GetDeadLetter":      Read,
 	"/sundial.v1.DeadLetterService/RedriveDeadLetters": Redrive,

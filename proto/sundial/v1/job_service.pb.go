@@ -76,6 +76,145 @@ func (BulkAction) EnumDescriptor() ([]byte, []int) {
 	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{0}
 }
 
+type ListTenantExecutionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Attempts whose scheduled_time is in [start_time, end_time). Defaults:
+	// end_time one hour from now (slots recorded ahead of time), start_time
+	// 24 hours before end_time. At most 31 days apart.
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	EndTime   *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	// Only attempts of these statuses (as listed: FENCED for a superseded
+	// lease holder's record); empty: every status.
+	Statuses []ExecutionStatus `protobuf:"varint,3,rep,packed,name=statuses,proto3,enum=sundial.v1.ExecutionStatus" json:"statuses,omitempty"`
+	// Default 100, at most 1000. A page may hold fewer (even none) with a
+	// next_page_token: one call reads a bounded number of rows.
+	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Goes on with the range of the first page (start_time and end_time are
+	// then ignored); bound to the statuses.
+	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTenantExecutionsRequest) Reset() {
+	*x = ListTenantExecutionsRequest{}
+	mi := &file_sundial_v1_job_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTenantExecutionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTenantExecutionsRequest) ProtoMessage() {}
+
+func (x *ListTenantExecutionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_job_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTenantExecutionsRequest.ProtoReflect.Descriptor instead.
+func (*ListTenantExecutionsRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ListTenantExecutionsRequest) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *ListTenantExecutionsRequest) GetEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndTime
+	}
+	return nil
+}
+
+func (x *ListTenantExecutionsRequest) GetStatuses() []ExecutionStatus {
+	if x != nil {
+		return x.Statuses
+	}
+	return nil
+}
+
+func (x *ListTenantExecutionsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListTenantExecutionsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type ListTenantExecutionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One row per attempt, newest scheduled instant first.
+	Attempts []*ExecutionAttempt `protobuf:"bytes,1,rep,name=attempts,proto3" json:"attempts,omitempty"`
+	// Empty when the range is exhausted.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTenantExecutionsResponse) Reset() {
+	*x = ListTenantExecutionsResponse{}
+	mi := &file_sundial_v1_job_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTenantExecutionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTenantExecutionsResponse) ProtoMessage() {}
+
+func (x *ListTenantExecutionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_job_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTenantExecutionsResponse.ProtoReflect.Descriptor instead.
+func (*ListTenantExecutionsResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ListTenantExecutionsResponse) GetAttempts() []*ExecutionAttempt {
+	if x != nil {
+		return x.Attempts
+	}
+	return nil
+}
+
+func (x *ListTenantExecutionsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 type CreateJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// id, tenant, status, version and times are ignored.
@@ -92,7 +231,7 @@ type CreateJobRequest struct {
 
 func (x *CreateJobRequest) Reset() {
 	*x = CreateJobRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[0]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -104,7 +243,7 @@ func (x *CreateJobRequest) String() string {
 func (*CreateJobRequest) ProtoMessage() {}
 
 func (x *CreateJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[0]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -117,7 +256,7 @@ func (x *CreateJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJobRequest.ProtoReflect.Descriptor instead.
 func (*CreateJobRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{0}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *CreateJobRequest) GetJob() *Job {
@@ -143,7 +282,7 @@ type CreateJobResponse struct {
 
 func (x *CreateJobResponse) Reset() {
 	*x = CreateJobResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[1]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -155,7 +294,7 @@ func (x *CreateJobResponse) String() string {
 func (*CreateJobResponse) ProtoMessage() {}
 
 func (x *CreateJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[1]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -168,7 +307,7 @@ func (x *CreateJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJobResponse.ProtoReflect.Descriptor instead.
 func (*CreateJobResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{1}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CreateJobResponse) GetJob() *Job {
@@ -187,7 +326,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[2]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -199,7 +338,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[2]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -212,7 +351,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{2}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GetJobRequest) GetId() string {
@@ -231,7 +370,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[3]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -243,7 +382,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[3]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -256,7 +395,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{3}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetJobResponse) GetJob() *Job {
@@ -305,7 +444,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[4]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -317,7 +456,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[4]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -330,7 +469,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{4}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListJobsRequest) GetPageSize() int32 {
@@ -399,7 +538,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[5]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -411,7 +550,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[5]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -424,7 +563,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{5}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -456,7 +595,7 @@ type UpdateJobRequest struct {
 
 func (x *UpdateJobRequest) Reset() {
 	*x = UpdateJobRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[6]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -468,7 +607,7 @@ func (x *UpdateJobRequest) String() string {
 func (*UpdateJobRequest) ProtoMessage() {}
 
 func (x *UpdateJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[6]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -481,7 +620,7 @@ func (x *UpdateJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateJobRequest.ProtoReflect.Descriptor instead.
 func (*UpdateJobRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{6}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *UpdateJobRequest) GetJob() *Job {
@@ -514,7 +653,7 @@ type UpdateJobResponse struct {
 
 func (x *UpdateJobResponse) Reset() {
 	*x = UpdateJobResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[7]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -526,7 +665,7 @@ func (x *UpdateJobResponse) String() string {
 func (*UpdateJobResponse) ProtoMessage() {}
 
 func (x *UpdateJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[7]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -539,7 +678,7 @@ func (x *UpdateJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateJobResponse.ProtoReflect.Descriptor instead.
 func (*UpdateJobResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{7}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *UpdateJobResponse) GetJob() *Job {
@@ -562,7 +701,7 @@ type PauseJobRequest struct {
 
 func (x *PauseJobRequest) Reset() {
 	*x = PauseJobRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[8]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -574,7 +713,7 @@ func (x *PauseJobRequest) String() string {
 func (*PauseJobRequest) ProtoMessage() {}
 
 func (x *PauseJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[8]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -587,7 +726,7 @@ func (x *PauseJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseJobRequest.ProtoReflect.Descriptor instead.
 func (*PauseJobRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{8}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PauseJobRequest) GetId() string {
@@ -613,7 +752,7 @@ type PauseJobResponse struct {
 
 func (x *PauseJobResponse) Reset() {
 	*x = PauseJobResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[9]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +764,7 @@ func (x *PauseJobResponse) String() string {
 func (*PauseJobResponse) ProtoMessage() {}
 
 func (x *PauseJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[9]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +777,7 @@ func (x *PauseJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseJobResponse.ProtoReflect.Descriptor instead.
 func (*PauseJobResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{9}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PauseJobResponse) GetJob() *Job {
@@ -661,7 +800,7 @@ type ResumeJobRequest struct {
 
 func (x *ResumeJobRequest) Reset() {
 	*x = ResumeJobRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[10]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -673,7 +812,7 @@ func (x *ResumeJobRequest) String() string {
 func (*ResumeJobRequest) ProtoMessage() {}
 
 func (x *ResumeJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[10]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -686,7 +825,7 @@ func (x *ResumeJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeJobRequest.ProtoReflect.Descriptor instead.
 func (*ResumeJobRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{10}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResumeJobRequest) GetId() string {
@@ -712,7 +851,7 @@ type ResumeJobResponse struct {
 
 func (x *ResumeJobResponse) Reset() {
 	*x = ResumeJobResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[11]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -724,7 +863,7 @@ func (x *ResumeJobResponse) String() string {
 func (*ResumeJobResponse) ProtoMessage() {}
 
 func (x *ResumeJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[11]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -737,7 +876,7 @@ func (x *ResumeJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeJobResponse.ProtoReflect.Descriptor instead.
 func (*ResumeJobResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{11}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ResumeJobResponse) GetJob() *Job {
@@ -760,7 +899,7 @@ type DeleteJobRequest struct {
 
 func (x *DeleteJobRequest) Reset() {
 	*x = DeleteJobRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[12]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +911,7 @@ func (x *DeleteJobRequest) String() string {
 func (*DeleteJobRequest) ProtoMessage() {}
 
 func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[12]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +924,7 @@ func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobRequest.ProtoReflect.Descriptor instead.
 func (*DeleteJobRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{12}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteJobRequest) GetId() string {
@@ -811,7 +950,7 @@ type DeleteJobResponse struct {
 
 func (x *DeleteJobResponse) Reset() {
 	*x = DeleteJobResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[13]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -823,7 +962,7 @@ func (x *DeleteJobResponse) String() string {
 func (*DeleteJobResponse) ProtoMessage() {}
 
 func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[13]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -836,7 +975,7 @@ func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobResponse.ProtoReflect.Descriptor instead.
 func (*DeleteJobResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{13}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteJobResponse) GetJob() *Job {
@@ -855,7 +994,7 @@ type TriggerJobRequest struct {
 
 func (x *TriggerJobRequest) Reset() {
 	*x = TriggerJobRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[14]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -867,7 +1006,7 @@ func (x *TriggerJobRequest) String() string {
 func (*TriggerJobRequest) ProtoMessage() {}
 
 func (x *TriggerJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[14]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -880,7 +1019,7 @@ func (x *TriggerJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerJobRequest.ProtoReflect.Descriptor instead.
 func (*TriggerJobRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{14}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TriggerJobRequest) GetId() string {
@@ -900,7 +1039,7 @@ type TriggerJobResponse struct {
 
 func (x *TriggerJobResponse) Reset() {
 	*x = TriggerJobResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[15]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -912,7 +1051,7 @@ func (x *TriggerJobResponse) String() string {
 func (*TriggerJobResponse) ProtoMessage() {}
 
 func (x *TriggerJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[15]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -925,7 +1064,7 @@ func (x *TriggerJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerJobResponse.ProtoReflect.Descriptor instead.
 func (*TriggerJobResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{15}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TriggerJobResponse) GetExecutionId() string {
@@ -958,7 +1097,7 @@ type PreviewScheduleRequest struct {
 
 func (x *PreviewScheduleRequest) Reset() {
 	*x = PreviewScheduleRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[16]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1109,7 @@ func (x *PreviewScheduleRequest) String() string {
 func (*PreviewScheduleRequest) ProtoMessage() {}
 
 func (x *PreviewScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[16]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1122,7 @@ func (x *PreviewScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PreviewScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{16}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PreviewScheduleRequest) GetSchedule() *Schedule {
@@ -1033,7 +1172,7 @@ type PreviewScheduleResponse struct {
 
 func (x *PreviewScheduleResponse) Reset() {
 	*x = PreviewScheduleResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[17]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1045,7 +1184,7 @@ func (x *PreviewScheduleResponse) String() string {
 func (*PreviewScheduleResponse) ProtoMessage() {}
 
 func (x *PreviewScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[17]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1058,7 +1197,7 @@ func (x *PreviewScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PreviewScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{17}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PreviewScheduleResponse) GetTimes() []*timestamppb.Timestamp {
@@ -1101,7 +1240,7 @@ type ListExecutionsRequest struct {
 
 func (x *ListExecutionsRequest) Reset() {
 	*x = ListExecutionsRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[18]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1252,7 @@ func (x *ListExecutionsRequest) String() string {
 func (*ListExecutionsRequest) ProtoMessage() {}
 
 func (x *ListExecutionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[18]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1265,7 @@ func (x *ListExecutionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionsRequest.ProtoReflect.Descriptor instead.
 func (*ListExecutionsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{18}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListExecutionsRequest) GetJobId() string {
@@ -1161,7 +1300,7 @@ type ListExecutionsResponse struct {
 
 func (x *ListExecutionsResponse) Reset() {
 	*x = ListExecutionsResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[19]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1173,7 +1312,7 @@ func (x *ListExecutionsResponse) String() string {
 func (*ListExecutionsResponse) ProtoMessage() {}
 
 func (x *ListExecutionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[19]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1186,7 +1325,7 @@ func (x *ListExecutionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionsResponse.ProtoReflect.Descriptor instead.
 func (*ListExecutionsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{19}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListExecutionsResponse) GetAttempts() []*ExecutionAttempt {
@@ -1212,7 +1351,7 @@ type GetExecutionRequest struct {
 
 func (x *GetExecutionRequest) Reset() {
 	*x = GetExecutionRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[20]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1224,7 +1363,7 @@ func (x *GetExecutionRequest) String() string {
 func (*GetExecutionRequest) ProtoMessage() {}
 
 func (x *GetExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[20]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1237,7 +1376,7 @@ func (x *GetExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecutionRequest.ProtoReflect.Descriptor instead.
 func (*GetExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{20}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetExecutionRequest) GetExecutionId() string {
@@ -1256,7 +1395,7 @@ type GetExecutionResponse struct {
 
 func (x *GetExecutionResponse) Reset() {
 	*x = GetExecutionResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[21]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1407,7 @@ func (x *GetExecutionResponse) String() string {
 func (*GetExecutionResponse) ProtoMessage() {}
 
 func (x *GetExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[21]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1420,7 @@ func (x *GetExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecutionResponse.ProtoReflect.Descriptor instead.
 func (*GetExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{21}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetExecutionResponse) GetAttempts() []*ExecutionAttempt {
@@ -1308,7 +1447,7 @@ type BackfillJobRequest struct {
 
 func (x *BackfillJobRequest) Reset() {
 	*x = BackfillJobRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[22]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +1459,7 @@ func (x *BackfillJobRequest) String() string {
 func (*BackfillJobRequest) ProtoMessage() {}
 
 func (x *BackfillJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[22]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +1472,7 @@ func (x *BackfillJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillJobRequest.ProtoReflect.Descriptor instead.
 func (*BackfillJobRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{22}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BackfillJobRequest) GetId() string {
@@ -1391,7 +1530,7 @@ type BackfillJobResponse struct {
 
 func (x *BackfillJobResponse) Reset() {
 	*x = BackfillJobResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[23]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1542,7 @@ func (x *BackfillJobResponse) String() string {
 func (*BackfillJobResponse) ProtoMessage() {}
 
 func (x *BackfillJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[23]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1555,7 @@ func (x *BackfillJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillJobResponse.ProtoReflect.Descriptor instead.
 func (*BackfillJobResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{23}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *BackfillJobResponse) GetSlots() []*timestamppb.Timestamp {
@@ -1466,7 +1605,7 @@ type ListJobAuditRequest struct {
 
 func (x *ListJobAuditRequest) Reset() {
 	*x = ListJobAuditRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[24]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +1617,7 @@ func (x *ListJobAuditRequest) String() string {
 func (*ListJobAuditRequest) ProtoMessage() {}
 
 func (x *ListJobAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[24]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +1630,7 @@ func (x *ListJobAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListJobAuditRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{24}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListJobAuditRequest) GetId() string {
@@ -1525,7 +1664,7 @@ type ListJobAuditResponse struct {
 
 func (x *ListJobAuditResponse) Reset() {
 	*x = ListJobAuditResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[25]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1537,7 +1676,7 @@ func (x *ListJobAuditResponse) String() string {
 func (*ListJobAuditResponse) ProtoMessage() {}
 
 func (x *ListJobAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[25]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1550,7 +1689,7 @@ func (x *ListJobAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListJobAuditResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{25}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListJobAuditResponse) GetEntries() []*AuditEntry {
@@ -1587,7 +1726,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[26]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1599,7 +1738,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[26]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1612,7 +1751,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{26}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AuditEntry) GetJobId() string {
@@ -1695,7 +1834,7 @@ type BulkJobActionRequest struct {
 
 func (x *BulkJobActionRequest) Reset() {
 	*x = BulkJobActionRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[27]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1707,7 +1846,7 @@ func (x *BulkJobActionRequest) String() string {
 func (*BulkJobActionRequest) ProtoMessage() {}
 
 func (x *BulkJobActionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[27]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1720,7 +1859,7 @@ func (x *BulkJobActionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkJobActionRequest.ProtoReflect.Descriptor instead.
 func (*BulkJobActionRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{27}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *BulkJobActionRequest) GetAction() BulkAction {
@@ -1814,7 +1953,7 @@ type BulkJobActionResponse struct {
 
 func (x *BulkJobActionResponse) Reset() {
 	*x = BulkJobActionResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[28]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1826,7 +1965,7 @@ func (x *BulkJobActionResponse) String() string {
 func (*BulkJobActionResponse) ProtoMessage() {}
 
 func (x *BulkJobActionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[28]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1839,7 +1978,7 @@ func (x *BulkJobActionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkJobActionResponse.ProtoReflect.Descriptor instead.
 func (*BulkJobActionResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{28}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *BulkJobActionResponse) GetMatched() int64 {
@@ -1896,7 +2035,7 @@ type BulkJobRefusal struct {
 
 func (x *BulkJobRefusal) Reset() {
 	*x = BulkJobRefusal{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[29]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1908,7 +2047,7 @@ func (x *BulkJobRefusal) String() string {
 func (*BulkJobRefusal) ProtoMessage() {}
 
 func (x *BulkJobRefusal) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[29]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1921,7 +2060,7 @@ func (x *BulkJobRefusal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkJobRefusal.ProtoReflect.Descriptor instead.
 func (*BulkJobRefusal) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{29}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *BulkJobRefusal) GetId() string {
@@ -1955,7 +2094,7 @@ type CancelExecutionRequest struct {
 
 func (x *CancelExecutionRequest) Reset() {
 	*x = CancelExecutionRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[30]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1967,7 +2106,7 @@ func (x *CancelExecutionRequest) String() string {
 func (*CancelExecutionRequest) ProtoMessage() {}
 
 func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[30]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1980,7 +2119,7 @@ func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecutionRequest.ProtoReflect.Descriptor instead.
 func (*CancelExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{30}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CancelExecutionRequest) GetJobId() string {
@@ -2011,7 +2150,7 @@ type CancelExecutionResponse struct {
 
 func (x *CancelExecutionResponse) Reset() {
 	*x = CancelExecutionResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[31]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2023,7 +2162,7 @@ func (x *CancelExecutionResponse) String() string {
 func (*CancelExecutionResponse) ProtoMessage() {}
 
 func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[31]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2036,7 +2175,7 @@ func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecutionResponse.ProtoReflect.Descriptor instead.
 func (*CancelExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{31}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CancelExecutionResponse) GetExecutionId() string {
@@ -2065,7 +2204,18 @@ var File_sundial_v1_job_service_proto protoreflect.FileDescriptor
 const file_sundial_v1_job_service_proto_rawDesc = "" +
 	"\n" +
 	"\x1csundial/v1/job_service.proto\x12\n" +
-	"sundial.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19sundial/v1/calendar.proto\x1a\x17sundial/v1/firing.proto\x1a\x14sundial/v1/job.proto\"^\n" +
+	"sundial.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19sundial/v1/calendar.proto\x1a\x17sundial/v1/firing.proto\x1a\x14sundial/v1/job.proto\"\x84\x02\n" +
+	"\x1bListTenantExecutionsRequest\x129\n" +
+	"\n" +
+	"start_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
+	"\bend_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x127\n" +
+	"\bstatuses\x18\x03 \x03(\x0e2\x1b.sundial.v1.ExecutionStatusR\bstatuses\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"\x80\x01\n" +
+	"\x1cListTenantExecutionsResponse\x128\n" +
+	"\battempts\x18\x01 \x03(\v2\x1c.sundial.v1.ExecutionAttemptR\battempts\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"^\n" +
 	"\x10CreateJobRequest\x12!\n" +
 	"\x03job\x18\x01 \x01(\v2\x0f.sundial.v1.JobR\x03job\x12'\n" +
 	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\"6\n" +
@@ -2210,7 +2360,8 @@ const file_sundial_v1_job_service_proto_rawDesc = "" +
 	"\x17BULK_ACTION_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11BULK_ACTION_PAUSE\x10\x01\x12\x16\n" +
 	"\x12BULK_ACTION_RESUME\x10\x02\x12\x16\n" +
-	"\x12BULK_ACTION_DELETE\x10\x032\xad\t\n" +
+	"\x12BULK_ACTION_DELETE\x10\x032\x98\n" +
+	"\n" +
 	"\n" +
 	"JobService\x12H\n" +
 	"\tCreateJob\x12\x1c.sundial.v1.CreateJobRequest\x1a\x1d.sundial.v1.CreateJobResponse\x12?\n" +
@@ -2228,7 +2379,8 @@ const file_sundial_v1_job_service_proto_rawDesc = "" +
 	"\vBackfillJob\x12\x1e.sundial.v1.BackfillJobRequest\x1a\x1f.sundial.v1.BackfillJobResponse\x12Q\n" +
 	"\fListJobAudit\x12\x1f.sundial.v1.ListJobAuditRequest\x1a .sundial.v1.ListJobAuditResponse\x12T\n" +
 	"\rBulkJobAction\x12 .sundial.v1.BulkJobActionRequest\x1a!.sundial.v1.BulkJobActionResponse\x12Z\n" +
-	"\x0fCancelExecution\x12\".sundial.v1.CancelExecutionRequest\x1a#.sundial.v1.CancelExecutionResponseB9Z7github.com/sundialhq/sundial/proto/sundial/v1;sundialv1b\x06proto3"
+	"\x0fCancelExecution\x12\".sundial.v1.CancelExecutionRequest\x1a#.sundial.v1.CancelExecutionResponse\x12i\n" +
+	"\x14ListTenantExecutions\x12'.sundial.v1.ListTenantExecutionsRequest\x1a(.sundial.v1.ListTenantExecutionsResponseB9Z7github.com/sundialhq/sundial/proto/sundial/v1;sundialv1b\x06proto3"
 
 var (
 	file_sundial_v1_job_service_proto_rawDescOnce sync.Once
@@ -2243,126 +2395,134 @@ func file_sundial_v1_job_service_proto_rawDescGZIP() []byte {
 }
 
 var file_sundial_v1_job_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sundial_v1_job_service_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_sundial_v1_job_service_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_sundial_v1_job_service_proto_goTypes = []any{
-	(BulkAction)(0),                 // 0: sundial.v1.BulkAction
-	(*CreateJobRequest)(nil),        // 1: sundial.v1.CreateJobRequest
-	(*CreateJobResponse)(nil),       // 2: sundial.v1.CreateJobResponse
-	(*GetJobRequest)(nil),           // 3: sundial.v1.GetJobRequest
-	(*GetJobResponse)(nil),          // 4: sundial.v1.GetJobResponse
-	(*ListJobsRequest)(nil),         // 5: sundial.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),        // 6: sundial.v1.ListJobsResponse
-	(*UpdateJobRequest)(nil),        // 7: sundial.v1.UpdateJobRequest
-	(*UpdateJobResponse)(nil),       // 8: sundial.v1.UpdateJobResponse
-	(*PauseJobRequest)(nil),         // 9: sundial.v1.PauseJobRequest
-	(*PauseJobResponse)(nil),        // 10: sundial.v1.PauseJobResponse
-	(*ResumeJobRequest)(nil),        // 11: sundial.v1.ResumeJobRequest
-	(*ResumeJobResponse)(nil),       // 12: sundial.v1.ResumeJobResponse
-	(*DeleteJobRequest)(nil),        // 13: sundial.v1.DeleteJobRequest
-	(*DeleteJobResponse)(nil),       // 14: sundial.v1.DeleteJobResponse
-	(*TriggerJobRequest)(nil),       // 15: sundial.v1.TriggerJobRequest
-	(*TriggerJobResponse)(nil),      // 16: sundial.v1.TriggerJobResponse
-	(*PreviewScheduleRequest)(nil),  // 17: sundial.v1.PreviewScheduleRequest
-	(*PreviewScheduleResponse)(nil), // 18: sundial.v1.PreviewScheduleResponse
-	(*ListExecutionsRequest)(nil),   // 19: sundial.v1.ListExecutionsRequest
-	(*ListExecutionsResponse)(nil),  // 20: sundial.v1.ListExecutionsResponse
-	(*GetExecutionRequest)(nil),     // 21: sundial.v1.GetExecutionRequest
-	(*GetExecutionResponse)(nil),    // 22: sundial.v1.GetExecutionResponse
-	(*BackfillJobRequest)(nil),      // 23: sundial.v1.BackfillJobRequest
-	(*BackfillJobResponse)(nil),     // 24: sundial.v1.BackfillJobResponse
-	(*ListJobAuditRequest)(nil),     // 25: sundial.v1.ListJobAuditRequest
-	(*ListJobAuditResponse)(nil),    // 26: sundial.v1.ListJobAuditResponse
-	(*AuditEntry)(nil),              // 27: sundial.v1.AuditEntry
-	(*BulkJobActionRequest)(nil),    // 28: sundial.v1.BulkJobActionRequest
-	(*BulkJobActionResponse)(nil),   // 29: sundial.v1.BulkJobActionResponse
-	(*BulkJobRefusal)(nil),          // 30: sundial.v1.BulkJobRefusal
-	(*CancelExecutionRequest)(nil),  // 31: sundial.v1.CancelExecutionRequest
-	(*CancelExecutionResponse)(nil), // 32: sundial.v1.CancelExecutionResponse
-	nil,                             // 33: sundial.v1.ListJobsRequest.LabelsEntry
-	nil,                             // 34: sundial.v1.BulkJobActionRequest.LabelsEntry
-	(*Job)(nil),                     // 35: sundial.v1.Job
-	(JobStatus)(0),                  // 36: sundial.v1.JobStatus
-	(*timestamppb.Timestamp)(nil),   // 37: google.protobuf.Timestamp
-	(Priority)(0),                   // 38: sundial.v1.Priority
-	(*fieldmaskpb.FieldMask)(nil),   // 39: google.protobuf.FieldMask
-	(*Schedule)(nil),                // 40: sundial.v1.Schedule
-	(*CalendarAdjustment)(nil),      // 41: sundial.v1.CalendarAdjustment
-	(*ExecutionAttempt)(nil),        // 42: sundial.v1.ExecutionAttempt
-	(ExecutionStatus)(0),            // 43: sundial.v1.ExecutionStatus
+	(BulkAction)(0),                      // 0: sundial.v1.BulkAction
+	(*ListTenantExecutionsRequest)(nil),  // 1: sundial.v1.ListTenantExecutionsRequest
+	(*ListTenantExecutionsResponse)(nil), // 2: sundial.v1.ListTenantExecutionsResponse
+	(*CreateJobRequest)(nil),             // 3: sundial.v1.CreateJobRequest
+	(*CreateJobResponse)(nil),            // 4: sundial.v1.CreateJobResponse
+	(*GetJobRequest)(nil),                // 5: sundial.v1.GetJobRequest
+	(*GetJobResponse)(nil),               // 6: sundial.v1.GetJobResponse
+	(*ListJobsRequest)(nil),              // 7: sundial.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),             // 8: sundial.v1.ListJobsResponse
+	(*UpdateJobRequest)(nil),             // 9: sundial.v1.UpdateJobRequest
+	(*UpdateJobResponse)(nil),            // 10: sundial.v1.UpdateJobResponse
+	(*PauseJobRequest)(nil),              // 11: sundial.v1.PauseJobRequest
+	(*PauseJobResponse)(nil),             // 12: sundial.v1.PauseJobResponse
+	(*ResumeJobRequest)(nil),             // 13: sundial.v1.ResumeJobRequest
+	(*ResumeJobResponse)(nil),            // 14: sundial.v1.ResumeJobResponse
+	(*DeleteJobRequest)(nil),             // 15: sundial.v1.DeleteJobRequest
+	(*DeleteJobResponse)(nil),            // 16: sundial.v1.DeleteJobResponse
+	(*TriggerJobRequest)(nil),            // 17: sundial.v1.TriggerJobRequest
+	(*TriggerJobResponse)(nil),           // 18: sundial.v1.TriggerJobResponse
+	(*PreviewScheduleRequest)(nil),       // 19: sundial.v1.PreviewScheduleRequest
+	(*PreviewScheduleResponse)(nil),      // 20: sundial.v1.PreviewScheduleResponse
+	(*ListExecutionsRequest)(nil),        // 21: sundial.v1.ListExecutionsRequest
+	(*ListExecutionsResponse)(nil),       // 22: sundial.v1.ListExecutionsResponse
+	(*GetExecutionRequest)(nil),          // 23: sundial.v1.GetExecutionRequest
+	(*GetExecutionResponse)(nil),         // 24: sundial.v1.GetExecutionResponse
+	(*BackfillJobRequest)(nil),           // 25: sundial.v1.BackfillJobRequest
+	(*BackfillJobResponse)(nil),          // 26: sundial.v1.BackfillJobResponse
+	(*ListJobAuditRequest)(nil),          // 27: sundial.v1.ListJobAuditRequest
+	(*ListJobAuditResponse)(nil),         // 28: sundial.v1.ListJobAuditResponse
+	(*AuditEntry)(nil),                   // 29: sundial.v1.AuditEntry
+	(*BulkJobActionRequest)(nil),         // 30: sundial.v1.BulkJobActionRequest
+	(*BulkJobActionResponse)(nil),        // 31: sundial.v1.BulkJobActionResponse
+	(*BulkJobRefusal)(nil),               // 32: sundial.v1.BulkJobRefusal
+	(*CancelExecutionRequest)(nil),       // 33: sundial.v1.CancelExecutionRequest
+	(*CancelExecutionResponse)(nil),      // 34: sundial.v1.CancelExecutionResponse
+	nil,                                  // 35: sundial.v1.ListJobsRequest.LabelsEntry
+	nil,                                  // 36: sundial.v1.BulkJobActionRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),        // 37: google.protobuf.Timestamp
+	(ExecutionStatus)(0),                 // 38: sundial.v1.ExecutionStatus
+	(*ExecutionAttempt)(nil),             // 39: sundial.v1.ExecutionAttempt
+	(*Job)(nil),                          // 40: sundial.v1.Job
+	(JobStatus)(0),                       // 41: sundial.v1.JobStatus
+	(Priority)(0),                        // 42: sundial.v1.Priority
+	(*fieldmaskpb.FieldMask)(nil),        // 43: google.protobuf.FieldMask
+	(*Schedule)(nil),                     // 44: sundial.v1.Schedule
+	(*CalendarAdjustment)(nil),           // 45: sundial.v1.CalendarAdjustment
 }
 var file_sundial_v1_job_service_proto_depIdxs = []int32{
-	35, // 0: sundial.v1.CreateJobRequest.job:type_name -> sundial.v1.Job
-	35, // 1: sundial.v1.CreateJobResponse.job:type_name -> sundial.v1.Job
-	35, // 2: sundial.v1.GetJobResponse.job:type_name -> sundial.v1.Job
-	36, // 3: sundial.v1.ListJobsRequest.status:type_name -> sundial.v1.JobStatus
-	33, // 4: sundial.v1.ListJobsRequest.labels:type_name -> sundial.v1.ListJobsRequest.LabelsEntry
-	37, // 5: sundial.v1.ListJobsRequest.next_fire_after:type_name -> google.protobuf.Timestamp
-	37, // 6: sundial.v1.ListJobsRequest.next_fire_before:type_name -> google.protobuf.Timestamp
-	38, // 7: sundial.v1.ListJobsRequest.priority:type_name -> sundial.v1.Priority
-	35, // 8: sundial.v1.ListJobsResponse.jobs:type_name -> sundial.v1.Job
-	35, // 9: sundial.v1.UpdateJobRequest.job:type_name -> sundial.v1.Job
-	39, // 10: sundial.v1.UpdateJobRequest.update_mask:type_name -> google.protobuf.FieldMask
-	35, // 11: sundial.v1.UpdateJobResponse.job:type_name -> sundial.v1.Job
-	35, // 12: sundial.v1.PauseJobResponse.job:type_name -> sundial.v1.Job
-	35, // 13: sundial.v1.ResumeJobResponse.job:type_name -> sundial.v1.Job
-	35, // 14: sundial.v1.DeleteJobResponse.job:type_name -> sundial.v1.Job
-	37, // 15: sundial.v1.TriggerJobResponse.scheduled_time:type_name -> google.protobuf.Timestamp
-	40, // 16: sundial.v1.PreviewScheduleRequest.schedule:type_name -> sundial.v1.Schedule
-	37, // 17: sundial.v1.PreviewScheduleRequest.from:type_name -> google.protobuf.Timestamp
-	37, // 18: sundial.v1.PreviewScheduleResponse.times:type_name -> google.protobuf.Timestamp
-	41, // 19: sundial.v1.PreviewScheduleResponse.adjustments:type_name -> sundial.v1.CalendarAdjustment
-	42, // 20: sundial.v1.ListExecutionsResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
-	42, // 21: sundial.v1.GetExecutionResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
-	37, // 22: sundial.v1.BackfillJobRequest.start_time:type_name -> google.protobuf.Timestamp
-	37, // 23: sundial.v1.BackfillJobRequest.end_time:type_name -> google.protobuf.Timestamp
-	37, // 24: sundial.v1.BackfillJobResponse.slots:type_name -> google.protobuf.Timestamp
-	37, // 25: sundial.v1.BackfillJobResponse.last_release_time:type_name -> google.protobuf.Timestamp
-	27, // 26: sundial.v1.ListJobAuditResponse.entries:type_name -> sundial.v1.AuditEntry
-	37, // 27: sundial.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	0,  // 28: sundial.v1.BulkJobActionRequest.action:type_name -> sundial.v1.BulkAction
-	36, // 29: sundial.v1.BulkJobActionRequest.status:type_name -> sundial.v1.JobStatus
-	34, // 30: sundial.v1.BulkJobActionRequest.labels:type_name -> sundial.v1.BulkJobActionRequest.LabelsEntry
-	37, // 31: sundial.v1.BulkJobActionRequest.next_fire_after:type_name -> google.protobuf.Timestamp
-	37, // 32: sundial.v1.BulkJobActionRequest.next_fire_before:type_name -> google.protobuf.Timestamp
-	38, // 33: sundial.v1.BulkJobActionRequest.priority:type_name -> sundial.v1.Priority
-	30, // 34: sundial.v1.BulkJobActionResponse.refused:type_name -> sundial.v1.BulkJobRefusal
-	35, // 35: sundial.v1.BulkJobActionResponse.sample:type_name -> sundial.v1.Job
-	43, // 36: sundial.v1.CancelExecutionResponse.status:type_name -> sundial.v1.ExecutionStatus
-	1,  // 37: sundial.v1.JobService.CreateJob:input_type -> sundial.v1.CreateJobRequest
-	3,  // 38: sundial.v1.JobService.GetJob:input_type -> sundial.v1.GetJobRequest
-	5,  // 39: sundial.v1.JobService.ListJobs:input_type -> sundial.v1.ListJobsRequest
-	7,  // 40: sundial.v1.JobService.UpdateJob:input_type -> sundial.v1.UpdateJobRequest
-	9,  // 41: sundial.v1.JobService.PauseJob:input_type -> sundial.v1.PauseJobRequest
-	11, // 42: sundial.v1.JobService.ResumeJob:input_type -> sundial.v1.ResumeJobRequest
-	13, // 43: sundial.v1.JobService.DeleteJob:input_type -> sundial.v1.DeleteJobRequest
-	15, // 44: sundial.v1.JobService.TriggerJob:input_type -> sundial.v1.TriggerJobRequest
-	17, // 45: sundial.v1.JobService.PreviewSchedule:input_type -> sundial.v1.PreviewScheduleRequest
-	19, // 46: sundial.v1.JobService.ListExecutions:input_type -> sundial.v1.ListExecutionsRequest
-	21, // 47: sundial.v1.JobService.GetExecution:input_type -> sundial.v1.GetExecutionRequest
-	23, // 48: sundial.v1.JobService.BackfillJob:input_type -> sundial.v1.BackfillJobRequest
-	25, // 49: sundial.v1.JobService.ListJobAudit:input_type -> sundial.v1.ListJobAuditRequest
-	28, // 50: sundial.v1.JobService.BulkJobAction:input_type -> sundial.v1.BulkJobActionRequest
-	31, // 51: sundial.v1.JobService.CancelExecution:input_type -> sundial.v1.CancelExecutionRequest
-	2,  // 52: sundial.v1.JobService.CreateJob:output_type -> sundial.v1.CreateJobResponse
-	4,  // 53: sundial.v1.JobService.GetJob:output_type -> sundial.v1.GetJobResponse
-	6,  // 54: sundial.v1.JobService.ListJobs:output_type -> sundial.v1.ListJobsResponse
-	8,  // 55: sundial.v1.JobService.UpdateJob:output_type -> sundial.v1.UpdateJobResponse
-	10, // 56: sundial.v1.JobService.PauseJob:output_type -> sundial.v1.PauseJobResponse
-	12, // 57: sundial.v1.JobService.ResumeJob:output_type -> sundial.v1.ResumeJobResponse
-	14, // 58: sundial.v1.JobService.DeleteJob:output_type -> sundial.v1.DeleteJobResponse
-	16, // 59: sundial.v1.JobService.TriggerJob:output_type -> sundial.v1.TriggerJobResponse
-	18, // 60: sundial.v1.JobService.PreviewSchedule:output_type -> sundial.v1.PreviewScheduleResponse
-	20, // 61: sundial.v1.JobService.ListExecutions:output_type -> sundial.v1.ListExecutionsResponse
-	22, // 62: sundial.v1.JobService.GetExecution:output_type -> sundial.v1.GetExecutionResponse
-	24, // 63: sundial.v1.JobService.BackfillJob:output_type -> sundial.v1.BackfillJobResponse
-	26, // 64: sundial.v1.JobService.ListJobAudit:output_type -> sundial.v1.ListJobAuditResponse
-	29, // 65: sundial.v1.JobService.BulkJobAction:output_type -> sundial.v1.BulkJobActionResponse
-	32, // 66: sundial.v1.JobService.CancelExecution:output_type -> sundial.v1.CancelExecutionResponse
-	52, // [52:67] is the sub-list for method output_type
-	37, // [37:52] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	37, // 0: sundial.v1.ListTenantExecutionsRequest.start_time:type_name -> google.protobuf.Timestamp
+	37, // 1: sundial.v1.ListTenantExecutionsRequest.end_time:type_name -> google.protobuf.Timestamp
+	38, // 2: sundial.v1.ListTenantExecutionsRequest.statuses:type_name -> sundial.v1.ExecutionStatus
+	39, // 3: sundial.v1.ListTenantExecutionsResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
+	40, // 4: sundial.v1.CreateJobRequest.job:type_name -> sundial.v1.Job
+	40, // 5: sundial.v1.CreateJobResponse.job:type_name -> sundial.v1.Job
+	40, // 6: sundial.v1.GetJobResponse.job:type_name -> sundial.v1.Job
+	41, // 7: sundial.v1.ListJobsRequest.status:type_name -> sundial.v1.JobStatus
+	35, // 8: sundial.v1.ListJobsRequest.labels:type_name -> sundial.v1.ListJobsRequest.LabelsEntry
+	37, // 9: sundial.v1.ListJobsRequest.next_fire_after:type_name -> google.protobuf.Timestamp
+	37, // 10: sundial.v1.ListJobsRequest.next_fire_before:type_name -> google.protobuf.Timestamp
+	42, // 11: sundial.v1.ListJobsRequest.priority:type_name -> sundial.v1.Priority
+	40, // 12: sundial.v1.ListJobsResponse.jobs:type_name -> sundial.v1.Job
+	40, // 13: sundial.v1.UpdateJobRequest.job:type_name -> sundial.v1.Job
+	43, // 14: sundial.v1.UpdateJobRequest.update_mask:type_name -> google.protobuf.FieldMask
+	40, // 15: sundial.v1.UpdateJobResponse.job:type_name -> sundial.v1.Job
+	40, // 16: sundial.v1.PauseJobResponse.job:type_name -> sundial.v1.Job
+	40, // 17: sundial.v1.ResumeJobResponse.job:type_name -> sundial.v1.Job
+	40, // 18: sundial.v1.DeleteJobResponse.job:type_name -> sundial.v1.Job
+	37, // 19: sundial.v1.TriggerJobResponse.scheduled_time:type_name -> google.protobuf.Timestamp
+	44, // 20: sundial.v1.PreviewScheduleRequest.schedule:type_name -> sundial.v1.Schedule
+	37, // 21: sundial.v1.PreviewScheduleRequest.from:type_name -> google.protobuf.Timestamp
+	37, // 22: sundial.v1.PreviewScheduleResponse.times:type_name -> google.protobuf.Timestamp
+	45, // 23: sundial.v1.PreviewScheduleResponse.adjustments:type_name -> sundial.v1.CalendarAdjustment
+	39, // 24: sundial.v1.ListExecutionsResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
+	39, // 25: sundial.v1.GetExecutionResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
+	37, // 26: sundial.v1.BackfillJobRequest.start_time:type_name -> google.protobuf.Timestamp
+	37, // 27: sundial.v1.BackfillJobRequest.end_time:type_name -> google.protobuf.Timestamp
+	37, // 28: sundial.v1.BackfillJobResponse.slots:type_name -> google.protobuf.Timestamp
+	37, // 29: sundial.v1.BackfillJobResponse.last_release_time:type_name -> google.protobuf.Timestamp
+	29, // 30: sundial.v1.ListJobAuditResponse.entries:type_name -> sundial.v1.AuditEntry
+	37, // 31: sundial.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	0,  // 32: sundial.v1.BulkJobActionRequest.action:type_name -> sundial.v1.BulkAction
+	41, // 33: sundial.v1.BulkJobActionRequest.status:type_name -> sundial.v1.JobStatus
+	36, // 34: sundial.v1.BulkJobActionRequest.labels:type_name -> sundial.v1.BulkJobActionRequest.LabelsEntry
+	37, // 35: sundial.v1.BulkJobActionRequest.next_fire_after:type_name -> google.protobuf.Timestamp
+	37, // 36: sundial.v1.BulkJobActionRequest.next_fire_before:type_name -> google.protobuf.Timestamp
+	42, // 37: sundial.v1.BulkJobActionRequest.priority:type_name -> sundial.v1.Priority
+	32, // 38: sundial.v1.BulkJobActionResponse.refused:type_name -> sundial.v1.BulkJobRefusal
+	40, // 39: sundial.v1.BulkJobActionResponse.sample:type_name -> sundial.v1.Job
+	38, // 40: sundial.v1.CancelExecutionResponse.status:type_name -> sundial.v1.ExecutionStatus
+	3,  // 41: sundial.v1.JobService.CreateJob:input_type -> sundial.v1.CreateJobRequest
+	5,  // 42: sundial.v1.JobService.GetJob:input_type -> sundial.v1.GetJobRequest
+	7,  // 43: sundial.v1.JobService.ListJobs:input_type -> sundial.v1.ListJobsRequest
+	9,  // 44: sundial.v1.JobService.UpdateJob:input_type -> sundial.v1.UpdateJobRequest
+	11, // 45: sundial.v1.JobService.PauseJob:input_type -> sundial.v1.PauseJobRequest
+	13, // 46: sundial.v1.JobService.ResumeJob:input_type -> sundial.v1.ResumeJobRequest
+	15, // 47: sundial.v1.JobService.DeleteJob:input_type -> sundial.v1.DeleteJobRequest
+	17, // 48: sundial.v1.JobService.TriggerJob:input_type -> sundial.v1.TriggerJobRequest
+	19, // 49: sundial.v1.JobService.PreviewSchedule:input_type -> sundial.v1.PreviewScheduleRequest
+	21, // 50: sundial.v1.JobService.ListExecutions:input_type -> sundial.v1.ListExecutionsRequest
+	23, // 51: sundial.v1.JobService.GetExecution:input_type -> sundial.v1.GetExecutionRequest
+	25, // 52: sundial.v1.JobService.BackfillJob:input_type -> sundial.v1.BackfillJobRequest
+	27, // 53: sundial.v1.JobService.ListJobAudit:input_type -> sundial.v1.ListJobAuditRequest
+	30, // 54: sundial.v1.JobService.BulkJobAction:input_type -> sundial.v1.BulkJobActionRequest
+	33, // 55: sundial.v1.JobService.CancelExecution:input_type -> sundial.v1.CancelExecutionRequest
+	1,  // 56: sundial.v1.JobService.ListTenantExecutions:input_type -> sundial.v1.ListTenantExecutionsRequest
+	4,  // 57: sundial.v1.JobService.CreateJob:output_type -> sundial.v1.CreateJobResponse
+	6,  // 58: sundial.v1.JobService.GetJob:output_type -> sundial.v1.GetJobResponse
+	8,  // 59: sundial.v1.JobService.ListJobs:output_type -> sundial.v1.ListJobsResponse
+	10, // 60: sundial.v1.JobService.UpdateJob:output_type -> sundial.v1.UpdateJobResponse
+	12, // 61: sundial.v1.JobService.PauseJob:output_type -> sundial.v1.PauseJobResponse
+	14, // 62: sundial.v1.JobService.ResumeJob:output_type -> sundial.v1.ResumeJobResponse
+	16, // 63: sundial.v1.JobService.DeleteJob:output_type -> sundial.v1.DeleteJobResponse
+	18, // 64: sundial.v1.JobService.TriggerJob:output_type -> sundial.v1.TriggerJobResponse
+	20, // 65: sundial.v1.JobService.PreviewSchedule:output_type -> sundial.v1.PreviewScheduleResponse
+	22, // 66: sundial.v1.JobService.ListExecutions:output_type -> sundial.v1.ListExecutionsResponse
+	24, // 67: sundial.v1.JobService.GetExecution:output_type -> sundial.v1.GetExecutionResponse
+	26, // 68: sundial.v1.JobService.BackfillJob:output_type -> sundial.v1.BackfillJobResponse
+	28, // 69: sundial.v1.JobService.ListJobAudit:output_type -> sundial.v1.ListJobAuditResponse
+	31, // 70: sundial.v1.JobService.BulkJobAction:output_type -> sundial.v1.BulkJobActionResponse
+	34, // 71: sundial.v1.JobService.CancelExecution:output_type -> sundial.v1.CancelExecutionResponse
+	2,  // 72: sundial.v1.JobService.ListTenantExecutions:output_type -> sundial.v1.ListTenantExecutionsResponse
+	57, // [57:73] is the sub-list for method output_type
+	41, // [41:57] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_job_service_proto_init() }
@@ -2379,7 +2539,7 @@ func file_sundial_v1_job_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_v1_job_service_proto_rawDesc), len(file_sundial_v1_job_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   34,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

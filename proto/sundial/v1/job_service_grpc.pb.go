@@ -19,21 +19,22 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	JobService_CreateJob_FullMethodName       = "/sundial.v1.JobService/CreateJob"
-	JobService_GetJob_FullMethodName          = "/sundial.v1.JobService/GetJob"
-	JobService_ListJobs_FullMethodName        = "/sundial.v1.JobService/ListJobs"
-	JobService_UpdateJob_FullMethodName       = "/sundial.v1.JobService/UpdateJob"
-	JobService_PauseJob_FullMethodName        = "/sundial.v1.JobService/PauseJob"
-	JobService_ResumeJob_FullMethodName       = "/sundial.v1.JobService/ResumeJob"
-	JobService_DeleteJob_FullMethodName       = "/sundial.v1.JobService/DeleteJob"
-	JobService_TriggerJob_FullMethodName      = "/sundial.v1.JobService/TriggerJob"
-	JobService_PreviewSchedule_FullMethodName = "/sundial.v1.JobService/PreviewSchedule"
-	JobService_ListExecutions_FullMethodName  = "/sundial.v1.JobService/ListExecutions"
-	JobService_GetExecution_FullMethodName    = "/sundial.v1.JobService/GetExecution"
-	JobService_BackfillJob_FullMethodName     = "/sundial.v1.JobService/BackfillJob"
-	JobService_ListJobAudit_FullMethodName    = "/sundial.v1.JobService/ListJobAudit"
-	JobService_BulkJobAction_FullMethodName   = "/sundial.v1.JobService/BulkJobAction"
-	JobService_CancelExecution_FullMethodName = "/sundial.v1.JobService/CancelExecution"
+	JobService_CreateJob_FullMethodName            = "/sundial.v1.JobService/CreateJob"
+	JobService_GetJob_FullMethodName               = "/sundial.v1.JobService/GetJob"
+	JobService_ListJobs_FullMethodName             = "/sundial.v1.JobService/ListJobs"
+	JobService_UpdateJob_FullMethodName            = "/sundial.v1.JobService/UpdateJob"
+	JobService_PauseJob_FullMethodName             = "/sundial.v1.JobService/PauseJob"
+	JobService_ResumeJob_FullMethodName            = "/sundial.v1.JobService/ResumeJob"
+	JobService_DeleteJob_FullMethodName            = "/sundial.v1.JobService/DeleteJob"
+	JobService_TriggerJob_FullMethodName           = "/sundial.v1.JobService/TriggerJob"
+	JobService_PreviewSchedule_FullMethodName      = "/sundial.v1.JobService/PreviewSchedule"
+	JobService_ListExecutions_FullMethodName       = "/sundial.v1.JobService/ListExecutions"
+	JobService_GetExecution_FullMethodName         = "/sundial.v1.JobService/GetExecution"
+	JobService_BackfillJob_FullMethodName          = "/sundial.v1.JobService/BackfillJob"
+	JobService_ListJobAudit_FullMethodName         = "/sundial.v1.JobService/ListJobAudit"
+	JobService_BulkJobAction_FullMethodName        = "/sundial.v1.JobService/BulkJobAction"
+	JobService_CancelExecution_FullMethodName      = "/sundial.v1.JobService/CancelExecution"
+	JobService_ListTenantExecutions_FullMethodName = "/sundial.v1.JobService/ListTenantExecutions"
 )
 
 // JobServiceClient is the client API for JobService service.
@@ -78,6 +79,10 @@ type JobServiceClient interface {
 	// effort for the effect: the attempt's request may already have reached
 	// the target. An execution that already ended is FailedPrecondition.
 	CancelExecution(ctx context.Context, in *CancelExecutionRequest, opts ...grpc.CallOption) (*CancelExecutionResponse, error)
+	// The tenant's executions across all its jobs whose scheduled instant is
+	// in a time range, newest first, optionally of some statuses only, from
+	// the ledger's by-tenant table.
+	ListTenantExecutions(ctx context.Context, in *ListTenantExecutionsRequest, opts ...grpc.CallOption) (*ListTenantExecutionsResponse, error)
 }
 
 type jobServiceClient struct {
@@ -238,6 +243,16 @@ func (c *jobServiceClient) CancelExecution(ctx context.Context, in *CancelExecut
 	return out, nil
 }
 
+func (c *jobServiceClient) ListTenantExecutions(ctx context.Context, in *ListTenantExecutionsRequest, opts ...grpc.CallOption) (*ListTenantExecutionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTenantExecutionsResponse)
+	err := c.cc.Invoke(ctx, JobService_ListTenantExecutions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // JobServiceServer is the server API for JobService service.
 // All implementations must embed UnimplementedJobServiceServer
 // for forward compatibility.
@@ -280,6 +295,10 @@ type JobServiceServer interface {
 	// effort for the effect: the attempt's request may already have reached
 	// the target. An execution that already ended is FailedPrecondition.
 	CancelExecution(context.Context, *CancelExecutionRequest) (*CancelExecutionResponse, error)
+	// The tenant's executions across all its jobs whose scheduled instant is
+	// in a time range, newest first, optionally of some statuses only, from
+	// the ledger's by-tenant table.
+	ListTenantExecutions(context.Context, *ListTenantExecutionsRequest) (*ListTenantExecutionsResponse, error)
 	mustEmbedUnimplementedJobServiceServer()
 }
 
@@ -334,6 +353,9 @@ func (UnimplementedJobServiceServer) BulkJobAction(context.Context, *BulkJobActi
 }
 func (UnimplementedJobServiceServer) CancelExecution(context.Context, *CancelExecutionRequest) (*CancelExecutionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelExecution not implemented")
+}
+func (UnimplementedJobServiceServer) ListTenantExecutions(context.Context, *ListTenantExecutionsRequest) (*ListTenantExecutionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTenantExecutions not implemented")
 }
 func (UnimplementedJobServiceServer) mustEmbedUnimplementedJobServiceServer() {}
 func (UnimplementedJobServiceServer) testEmbeddedByValue()                    {}
@@ -626,6 +648,24 @@ func _JobService_CancelExecution_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _JobService_ListTenantExecutions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTenantExecutionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobServiceServer).ListTenantExecutions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobService_ListTenantExecutions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobServiceServer).ListTenantExecutions(ctx, req.(*ListTenantExecutionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // JobService_ServiceDesc is the grpc.ServiceDesc for JobService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -692,6 +732,10 @@ var JobService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelExecution",
 			Handler:    _JobService_CancelExecution_Handler,
+		},
+		{
+			MethodName: "ListTenantExecutions",
+			Handler:    _JobService_ListTenantExecutions_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

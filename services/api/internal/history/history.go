@@ -141,6 +141,15 @@ func (l *Lazy) GetExecution(ctx context.Context, executionID string) ([]*sundial
 	return r.GetExecution(ctx, executionID)
 }
 
+// ListByTenant reads a page of a tenant's attempts across its jobs.
+func (l *Lazy) ListByTenant(ctx context.Context, q ledger.TenantQuery) ([]*sundialv1.ExecutionAttempt, string, error) {
+	r, err := l.get()
+	if err != nil {
+		return nil, "", err
+	}
+	return r.ListByTenant(ctx, q)
+}
+
 // Start does nothing: the session opens on first use.
 func (l *Lazy) Start(context.Context) error { return nil }
 
