@@ -39,11 +39,14 @@ func (d Date) String() string { return fmt.Sprintf("%04d-%02d-%02d", d.Year, int
 // days counts days since 0001-01-01 (proleptic Gregorian), so consecutive
 // dates are consecutive numbers.
 func (d Date) days() int64 {
-	return time.Date(d.Year, d.Month, d.Day, 12, 0, 0, 0, time.UTC).Unix()/86400 - minUnix/86400
+	// Rounding down, so days before 1970 (negative Unix times) number on
+	// from the days after it without a repeat.
+	return floorDiv(time.Date(d.Year, d.Month, d.Day, 12, 0, 0, 0, time.UTC).Unix(), 86400) - floorDiv(minUnix, 86400)
 }
 
+
 func dateOfDays(n int64) Date {
-	return DateOf(time.Unix((n+minUnix/86400)*86400+43200, 0).UTC())
+	return DateOf(time.Unix((n+floorDiv(minUnix, 86400))*86400+43200, 0).UTC())
 }
 
 func (d Date) weekday() time.Weekday {

@@ -254,8 +254,16 @@ func (r *rule) coversReading(wd, prev time.Weekday, tod TimeOfDay) bool {
 }
 
 func (r *rule) dayApplies(n int64) bool {
-	return n >= r.from && n <= r.until && r.days[dateOfDays(n).weekday()]
+	return n >= r.from && n <= r.until && r.days[weekdayOfDays(n)]
 }
+
+// weekdayOfDays is the weekday of day number n (Date.days), counted from
+// a Sunday.
+func weekdayOfDays(n int64) time.Weekday {
+	return time.Weekday(((n-aSunday)%7 + 7) % 7)
+}
+
+var aSunday = Date{2026, time.January, 4}.days()
 
 // match reports whether the wall reading (day n, time of day tod) is
 // excluded by r, and the day its window belongs to.

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -346,5 +347,63 @@ func TestExclusionFallBackRereadsBeforeWindow(t *testing.T) {
 	}
 	if want := "01:00 EDT 01:20 EDT 01:00 EST 01:20 EST 03:00 EST"; strings.Join(got, " ") != want {
 		t.Fatalf("got %v, want %s", got, want)
+	}
+}
+
+// The costliest shapes within the limits: ten schedules in the union, and
+// twenty exclusions that remove most instants (every minute, but not in
+// working hours on weekdays, nor over a two-week freeze the preview
+// starts in), with the notes PreviewSchedule lists (at most 1,000).
+func BenchmarkUnionExcludedPreviewWorst(b *testing.B) {
+	loc, _ := time.LoadLocation("Australia/Lord_Howe")
+	from := time.Date(2026, 4, 3, 0, 0, 0, 0, time.UTC)
+	var excl []Exclusion
+	excl = append(excl, Exclusion{Whole: true, From: Date{2026, 4, 1}, Until: Date{2026, 4, 14}})
+	for i := range 19 {
+		excl = append(excl, Exclusion{Start: TimeOfDay(time.Duration(8*60+i) * time.Minute), End: TimeOfDay(20 * time.Hour),
+			Weekdays: []time.Weekday{time.Monday, time.Tuesday, time.Wednesday, time.Thursday, time.Friday}})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		var members []Schedule
+		for i := range 10 {
+			m, _ := Parse(fmt.Sprintf("%d-59/10 * * * *", i), Options{Location: loc})
+			members = append(members, m)
+		}
+		u, _ := NewUnion(members...)
+		s, err := NewExcluded(u, excl, loc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		var last time.Time
+		for t := range Preview(s, from, 100) {
+			n, last = n+1, t
+		}
+		if n != 100 || len(Notes(s, from, last, 1000)) != 1000 {
+			b.Fatal(n)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/100, "ns/instant")
+}
+
+func TestWeekdayOfDays(t *testing.T) {
+	for d := time.Date(1, 1, 1, 12, 0, 0, 0, time.UTC); d.Year() < 2100; d = d.AddDate(0, 0, 997) {
+		if got := weekdayOfDays(DateOf(d).days()); got != d.Weekday() {
+			t.Fatalf("%s: %s, want %s", d, got, d.Weekday())
+		}
+	}
+}
+
+// Day numbers are consecutive across 1970 (Unix time's sign) and go back
+// to the dates they came from.
+func TestDayNumbersAreConsecutive(t *testing.T) {
+	prev := DateOf(time.Date(1969, 12, 25, 12, 0, 0, 0, time.UTC)).days()
+	for d := time.Date(1969, 12, 26, 12, 0, 0, 0, time.UTC); d.Year() < 1971; d = d.AddDate(0, 0, 1) {
+		n := DateOf(d).days()
+		if n != prev+1 || dateOfDays(n) != DateOf(d) {
+			t.Fatalf("%s: day %d after %d, back to %s", d, n, prev, dateOfDays(n))
+		}
+		prev = n
 	}
 }
