@@ -266,11 +266,13 @@ func (g *Guard) Admit(ctx context.Context, it *work.Item, now time.Time) (time.D
 		return g.admitLocal(it, m, host, tq, needTenant, needHost, needSlot, now)
 	}
 	g.answered()
+	// A turn reserved is the firing's, whether it is now or later: it
+	// is not charged again when it comes back.
 	code := res[0]
-	if needTenant && code != 1 {
+	if needTenant {
 		it.Admitted |= admittedTenant
 	}
-	if needHost && code != 1 && code != 2 {
+	if needHost && code != 1 {
 		it.Admitted |= admittedHost
 	}
 	switch code {

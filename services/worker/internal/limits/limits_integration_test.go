@@ -95,9 +95,13 @@ func TestHostRateHoldsAcrossWorkers(t *testing.T) {
 	if last := turns[len(turns)-1]; last != 199*50*time.Millisecond {
 		t.Fatalf("the 200th turn is %s away, want 9.95s: the two workers together stay at 20/s", last)
 	}
-	// Back at its turn, a firing goes at once.
-	if wait, _ := b.Admit(ctx, its[199], t0.Add(10*time.Second)); wait != 0 {
+	// Back at its turn, a firing goes at once, and is not charged again:
+	// the first turn after the 200 reserved ones is still free.
+	if wait, _ := b.Admit(ctx, its[100], t0.Add(5*time.Second)); wait != 0 {
 		t.Fatalf("a firing back at its turn waits %s more", wait)
+	}
+	if wait, _ := a.Admit(ctx, item("acme", "hooks.example:443", 200), t0); wait != 200*50*time.Millisecond {
+		t.Fatalf("the next firing waits %s, want 10s (the firing that came back took no second turn)", wait)
 	}
 	// Another host has its own rate.
 	if wait, _ := a.Admit(ctx, item("acme", "other.example", 0), t0); wait != 0 {
@@ -330,3 +334,38 @@ func TestRedisDownFallsBackToPerProcessLimits(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// BenchmarkAdmit is the cost of the limits' calls against the test
+// Redis: "admit" is one admission at the instant with every limit but the
+// concurrency cap (tenant quota, host rate, breaker: one script call; a
+// healthy attempt then needs no report), "admit+release" adds the cap
+// (the slot is freed after the attempt: a second call), "ping" is a bare
+// round trip for comparison.
+func BenchmarkAdmit(b *testing.B) {
+	rates, _ := quotas.NewFiringRates(quotas.FiringRate{Rate: 1e9, Burst: 1}, quotas.File{})
+	rdb, prefix := testinfra.Redis(b)
+	ctx := context.Background()
+	for _, bc := range []struct {
+		name string
+		cap  int
+	}{{"admit", 0}, {"admit+release", 1 << 20}} {
+		b.Run(bc.name, func(b *testing.B) {
+			g := limits.New(rdb, &counting{}, limits.Config{Prefix: prefix, Tenants: rates, HostRate: 1e9, HostBurst: 1, HostConcurrency: bc.cap,
+				Breaker: hostguard.BreakerConfig{Failures: 5, Cooldown: time.Second}}, clock.Real{}, limits.Metrics{}, slog.New(slog.DiscardHandler))
+			for i := range b.N {
+				it := item("acme", "bench.example", i)
+				if wait, outcome := g.Admit(ctx, it, time.Now()); wait != 0 {
+					b.Fatalf("waits %s (%s)", wait, outcome)
+				}
+				g.Target().Fire(ctx, target.Request{Firing: it.Firing})
+			}
+		})
+	}
+	b.Run("ping", func(b *testing.B) {
+		for range b.N {
+			if err := rdb.Ping(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
