@@ -44,7 +44,6 @@ func (d Date) days() int64 {
 	return floorDiv(time.Date(d.Year, d.Month, d.Day, 12, 0, 0, 0, time.UTC).Unix(), 86400) - floorDiv(minUnix, 86400)
 }
 
-
 func dateOfDays(n int64) Date {
 	return DateOf(time.Unix((n+floorDiv(minUnix, 86400))*86400+43200, 0).UTC())
 }
