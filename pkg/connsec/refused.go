@@ -1,10 +1,13 @@
 package connsec
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"log/slog"
 	"strings"
+	"time"
 )
 
 // ErrRefused marks a startup check's error as the component refusing the
@@ -51,4 +54,24 @@ func IsTLSRefusal(err error) bool {
 	// An alert the server sent has no exported type (crypto/tls's alert);
 	// its text is fixed: "remote error: tls: <alert>".
 	return err != nil && strings.Contains(err.Error(), "remote error: tls: ")
+}
+
+// StartupTimeout bounds a service's startup check of one component.
+const StartupTimeout = 10 * time.Second
+
+// AtStart runs a component's startup check (lease.Check, kafkaconn.Check,
+// leader.Check), bounded by StartupTimeout. A refusal (ErrRefused) is
+// returned, for the service to stop on with the check's error, which names
+// the component; any other failure — the component not answering yet — is
+// logged as a warning and nil returned, so the service starts and waits for
+// the component as it did without the check.
+func AtStart(ctx context.Context, logger *slog.Logger, check func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, StartupTimeout)
+	defer cancel()
+	err := check(ctx)
+	if err == nil || errors.Is(err, ErrRefused) {
+		return err
+	}
+	logger.Warn("startup check failed; starting anyway, the component may come up later", "err", err)
+	return nil
 }

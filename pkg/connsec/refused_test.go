@@ -1,9 +1,12 @@
 package connsec_test
 
 import (
+	"bytes"
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"testing"
 	"time"
@@ -63,4 +66,25 @@ func TestIsTLSRefusal(t *testing.T) {
 	require.False(t, connsec.IsTLSRefusal(dial(&tls.Config{RootCAs: ca.pool()}, closed)), "a refused connection is a network failure")
 	require.False(t, connsec.IsTLSRefusal(errors.New("i/o timeout")))
 	require.False(t, connsec.IsTLSRefusal(nil))
+}
+
+func TestAtStartStopsOnARefusalOnly(t *testing.T) {
+	var logged bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logged, nil))
+	ctx := context.Background()
+
+	refusal := fmt.Errorf("redis at 127.0.0.1:6380: %w", connsec.Refused(errors.New("WRONGPASS")))
+	require.ErrorIs(t, connsec.AtStart(ctx, logger, func(context.Context) error { return refusal }), refusal)
+	require.Empty(t, logged.String())
+
+	down := errors.New("redis at 127.0.0.1:6380: dial tcp: connection refused")
+	require.NoError(t, connsec.AtStart(ctx, logger, func(context.Context) error { return down }))
+	require.Contains(t, logged.String(), "connection refused")
+
+	var deadline time.Time
+	require.NoError(t, connsec.AtStart(ctx, logger, func(ctx context.Context) error {
+		deadline, _ = ctx.Deadline()
+		return nil
+	}))
+	require.WithinDuration(t, time.Now().Add(connsec.StartupTimeout), deadline, time.Second, "the check is bounded")
 }

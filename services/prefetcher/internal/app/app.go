@@ -23,6 +23,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/admin"
 	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/connsec"
 	"github.com/sundialhq/sundial/pkg/jobwake"
 	"github.com/sundialhq/sundial/pkg/leader"
 	"github.com/sundialhq/sundial/pkg/ledger"
@@ -101,7 +102,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 		"window", cfg.Window, "chunk", cfg.Chunk, "tick", cfg.Tick, "batch_size", cfg.BatchSize, "zk_session_timeout", cfg.ZKSessionTimeout,
 		"catch_up_rate", cfg.CatchUpRate, "fill_step", cfg.FillStep, "retention", cfg.Retention.Retention)
 	return &App{
-		Services: append([]lifecycle.Service{poolCloser{pool}, listener, ttls, drainer}, staging...),
+		Services: append([]lifecycle.Service{poolCloser{pool}, listener, ttls, drainer, zkStartupCheck(lcfg, deps.Logger)}, staging...),
 		Checks:   map[string]admin.Check{"postgres": store.Ping, "zookeeper": zkCheck},
 	}, nil
 }
@@ -199,3 +200,20 @@ type poolCloser struct{ pool *pgxpool.Pool }
 
 func (poolCloser) Start(context.Context) error { return nil }
 func (p poolCloser) Stop()                     { p.pool.Close() }
+
+// zkStartupCheck is started just before the election: an untrusted
+// certificate, or credentials the election path's ACL does not admit, stop
+// the prefetcher at start with an error naming ZooKeeper (leader.Check),
+// where the elector would retry forever; a ZooKeeper that is down is
+// waited for by the elector, as before. (New itself connects to nothing.)
+func zkStartupCheck(lcfg leader.Config, logger *slog.Logger) lifecycle.Service {
+	return startupCheck(func(ctx context.Context) error {
+		return connsec.AtStart(ctx, logger, func(ctx context.Context) error { return leader.Check(ctx, lcfg) })
+	})
+}
+
+// startupCheck is a service whose Start is a check and which owns nothing.
+type startupCheck func(ctx context.Context) error
+
+func (c startupCheck) Start(ctx context.Context) error { return c(ctx) }
+func (startupCheck) Stop()                             {}

@@ -40,7 +40,7 @@ func TestNewComposesWithoutConnecting(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 1, got, "%v", args)
 		require.Equal(t, want, gaugeValue(t, reg, "sundial_prefetcher_ranges"), "%v", args)
-		require.Len(t, a.Services, 6, "%v", args) // pool closer, listener, ledger TTLs, drainer, staging (2)
+		require.Len(t, a.Services, 7, "%v", args) // pool closer, listener, ledger TTLs, drainer, ZooKeeper's startup check, staging (2)
 		_, first := a.Services[0].(poolCloser)
 		require.True(t, first, "%v: the pool is closed last", args)
 		require.ElementsMatch(t, []string{"postgres", "zookeeper"}, keys(a.Checks), "%v", args)

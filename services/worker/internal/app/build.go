@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/connsec"
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/ledger"
@@ -117,6 +118,11 @@ func (b *builder) redis(clk *clocks) (redisSide, error) {
 	}
 	rdb := redis.NewClient(ropts)
 	b.cl.add(func() { _ = rdb.Close() })
+	// A wrong password or an untrusted certificate stops the worker now,
+	// naming Redis; a Redis that is down is waited for, as before.
+	if err := connsec.AtStart(context.Background(), b.logger, func(ctx context.Context) error { return lease.Check(ctx, rdb) }); err != nil {
+		return redisSide{}, err
+	}
 	lopts := []lease.Option{lease.WithPrefix(b.cfg.RedisKeyPrefix), lease.WithMaxDeliveries(b.cfg.MaxDeliveries), lease.WithMarkerTTL(b.cfg.DoneTTL)}
 	if b.cfg.LivenessTTL > 0 {
 		lopts = append(lopts, lease.WithLiveness())
