@@ -153,6 +153,11 @@ func commands() []command {
 		{name: "history", usage: "[flags] JOB_ID | --execution EXECUTION_ID",
 			summary: "Show a job's executions, newest first (one row per attempt), or every attempt of one execution.",
 			run:     remoteCmd[historyOpts]{flags: (*historyOpts).register, run: runHistory}},
+		{name: "executions", usage: "[flags] [--since T] [--until T] [--status S]...",
+			summary: "Show the tenant's executions across all its jobs in a time range (default the last 24 hours),\n" +
+				"newest first (one row per attempt), optionally of some statuses only.",
+			values: map[string][]string{"status": executionStatusWords()},
+			run:    remoteCmd[executionsOpts]{flags: (*executionsOpts).register, run: runExecutions}},
 		{name: "server-preview", usage: "[flags]",
 			summary: "Ask the api for a schedule's next instants (what the server will compute).",
 			values:  jobFlagValues(),
