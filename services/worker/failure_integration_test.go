@@ -727,12 +727,20 @@ func TestFairAcrossTenants(t *testing.T) {
 // A host's rate limit spreads a burst; its circuit breaker opens after
 // consecutive failures, fails the next attempts fast (circuit_open, which
 // the retry policy then handles: here one attempt, so dead), and lets a
-// probe through after the cool-down.
+// probe through after the cool-down. The same with the limits held in
+// Redis (--cluster-limits, the flag's default).
 func TestHostRateLimitAndCircuitBreaker(t *testing.T) {
+	for _, cluster := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cluster-limits=%v", cluster), func(t *testing.T) { hostRateLimitAndCircuitBreaker(t, cluster) })
+	}
+}
+
+func hostRateLimitAndCircuitBreaker(t *testing.T, cluster bool) {
 	e := newEnv(t, 1)
 	d := e.watchDLQ()
 	down := newSink(t, e.secret) // a second host (another port)
 	cfg := e.config("w1")
+	cfg.ClusterLimits = cluster
 	cfg.HostRate, cfg.HostBurst = 4, 1
 	cfg.BreakerFailures, cfg.BreakerCooldown = 3, 4*time.Second
 	w := e.startInProcess(cfg)
