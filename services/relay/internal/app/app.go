@@ -20,6 +20,8 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/admin"
 	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/connsec"
+	"github.com/sundialhq/sundial/pkg/kafkaconn"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
 
 	"github.com/sundialhq/sundial/services/relay/internal/outbox"
@@ -80,7 +82,7 @@ func New(ctx context.Context, cfg relay.Config, deps Deps) (*App, error) {
 		Tracer:   deps.Tracer,
 	})
 	return &App{
-		Services: []lifecycle.Service{closer{pool: pool, kc: kc}, r},
+		Services: []lifecycle.Service{closer{pool: pool, kc: kc, brokers: cfg.Brokers(), logger: deps.Logger}, r},
 		Checks: map[string]admin.Check{
 			"postgres": func(ctx context.Context) error { return pool.Ping(ctx) },
 			"kafka":    func(ctx context.Context) error { return kc.Ping(ctx) },
@@ -88,13 +90,20 @@ func New(ctx context.Context, cfg relay.Config, deps Deps) (*App, error) {
 	}, nil
 }
 
-// closer owns the connections' lifetime: nothing to start, closes on Stop.
+// closer owns the connections' lifetime: its Start checks the brokers (a
+// wrong SASL password or an untrusted certificate stops the relay at start,
+// naming Kafka, where every publish would fail; brokers that are down are
+// waited for, as before), and it closes both on Stop.
 type closer struct {
-	pool *pgxpool.Pool
-	kc   *kgo.Client
+	pool    *pgxpool.Pool
+	kc      *kgo.Client
+	brokers []string
+	logger  *slog.Logger
 }
 
-func (closer) Start(context.Context) error { return nil }
+func (c closer) Start(ctx context.Context) error {
+	return connsec.AtStart(ctx, c.logger, func(ctx context.Context) error { return kafkaconn.Check(ctx, c.kc, c.brokers) })
+}
 
 func (c closer) Stop() {
 	c.kc.Close()
