@@ -526,6 +526,12 @@ type sink struct {
 	perJob map[string]int
 	// callbacks are the completion notifications received on /callback.
 	callbacks []callback
+	// cancels are the cancel notices received on /cancel (the jobs'
+	// cancel_url).
+	cancels []callback
+	// inflight and peak count each job's requests being answered now, and
+	// the most at once.
+	inflight, peak map[string]int
 }
 
 // reply is a scripted answer.
@@ -538,6 +544,8 @@ type reply struct {
 	// hang never answers: the request waits until the worker gives up on
 	// it (a target slower than the attempt timeout).
 	hang bool
+	// delay answers after this long (a slow target).
+	delay time.Duration
 }
 
 // callback is one completion notification as the sink received it.
@@ -548,7 +556,8 @@ type callback struct {
 }
 
 func newSink(t *testing.T, secret []byte) *sink {
-	s := &sink{t: t, secret: secret, hold: map[string]chan struct{}{}, script: map[string][]reply{}, perJob: map[string]int{}}
+	s := &sink{t: t, secret: secret, hold: map[string]chan struct{}{}, script: map[string][]reply{}, perJob: map[string]int{},
+		inflight: map[string]int{}, peak: map[string]int{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.srv.Close)
 	return s
@@ -558,10 +567,14 @@ func (s *sink) serve(w http.ResponseWriter, r *http.Request) {
 	received := time.Now()
 	body, _ := io.ReadAll(r.Body)
 	h := r.Header
-	if r.URL.Path == "/callback" {
+	if r.URL.Path == "/callback" || r.URL.Path == "/cancel" {
 		err := signature.Verify(s.secret, h.Get(firing.HeaderSignature), h.Get(firing.HeaderExecutionID), body, received, time.Minute)
 		s.mu.Lock()
-		s.callbacks = append(s.callbacks, callback{header: h.Clone(), body: body, sigErr: err})
+		if r.URL.Path == "/cancel" {
+			s.cancels = append(s.cancels, callback{header: h.Clone(), body: body, sigErr: err})
+		} else {
+			s.callbacks = append(s.callbacks, callback{header: h.Clone(), body: body, sigErr: err})
+		}
 		s.mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 		return
@@ -600,9 +613,26 @@ func (s *sink) serve(w http.ResponseWriter, r *http.Request) {
 		rep = sc[s.perJob[a.job]]
 	}
 	s.perJob[a.job]++
+	s.inflight[a.job]++
+	s.peak[a.job] = max(s.peak[a.job], s.inflight[a.job])
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inflight[a.job]--
+		s.mu.Unlock()
+	}()
 	if hold != nil {
-		<-hold
+		// A worker that abandons the request (a cancel) hangs up.
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+		}
+	}
+	if rep.delay > 0 {
+		select {
+		case <-time.After(rep.delay):
+		case <-r.Context().Done():
+		}
 	}
 	if rep.hang {
 		<-r.Context().Done()
@@ -644,6 +674,18 @@ func (s *sink) callbacksSnapshot() []callback {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.callbacks)
+}
+
+func (s *sink) cancelsSnapshot() []callback {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.cancels)
+}
+
+func (s *sink) peakOf(job string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peak[job]
 }
 
 func (s *sink) snapshot() []arrival {
