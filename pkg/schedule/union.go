@@ -3,6 +3,7 @@ package schedule
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"strings"
 	"time"
 )
@@ -50,6 +51,45 @@ func (u *Union) Next(after time.Time) time.Time {
 		}
 	}
 	return best
+}
+
+// instants yields s's instants strictly after `after`, in order, as
+// repeated Next calls would. A union's are merged from its members, each
+// asked only for its own next instant once the last is used, rather than
+// every member on every step.
+func instants(s Schedule, after time.Time) iter.Seq[time.Time] {
+	u, ok := s.(*Union)
+	if !ok {
+		return func(yield func(time.Time) bool) {
+			for t := s.Next(after); !t.IsZero(); t = s.Next(t) {
+				if !yield(t) {
+					return
+				}
+			}
+		}
+	}
+	return func(yield func(time.Time) bool) {
+		next := make([]time.Time, len(u.members))
+		for i, m := range u.members {
+			next[i] = m.Next(after)
+		}
+		for {
+			var best time.Time
+			for _, t := range next {
+				if !t.IsZero() && (best.IsZero() || t.Before(best)) {
+					best = t
+				}
+			}
+			if best.IsZero() || !yield(best) {
+				return
+			}
+			for i, t := range next {
+				if t.Equal(best) {
+					next[i] = u.members[i].Next(best)
+				}
+			}
+		}
+	}
 }
 
 // String joins the members' canonical forms with " | ".
@@ -427,7 +467,10 @@ func (e *Excluded) notes(from, through time.Time, limit int) []Adjustment {
 	inner := Notes(e.base, from, through, limit)
 	var own []Adjustment
 	walked := 0
-	for t := e.base.Next(from); !t.IsZero() && !t.After(through) && len(own) < limit && walked < MaxExcludedWalk; t = e.base.Next(t) {
+	for t := range instants(e.base, from) {
+		if t.After(through) || len(own) == limit || walked == MaxExcludedWalk {
+			break
+		}
 		walked++
 		r, _ := e.excludedBy(t)
 		if r == nil {

@@ -407,3 +407,28 @@ func TestDayNumbersAreConsecutive(t *testing.T) {
 		prev = n
 	}
 }
+
+// A union's merged walk is what repeated Next gives.
+func TestUnionInstantsMatchNext(t *testing.T) {
+	loc, _ := time.LoadLocation("Europe/London")
+	var members []Schedule
+	for _, e := range []string{"*/7 * * * *", "*/3 1-3 * * *", "30 1 * * *", "0 * * * *"} {
+		members = append(members, parseIn(t, e, loc))
+	}
+	u, err := NewUnion(members...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := time.Date(2026, 10, 24, 23, 0, 0, 0, time.UTC) // over London's fall-back
+	want := u.Next(from)
+	n := 0
+	for got := range instants(u, from) {
+		if !got.Equal(want) {
+			t.Fatalf("step %d: merged %s, Next %s", n, got, want)
+		}
+		if n++; n == 2000 {
+			break
+		}
+		want = u.Next(want)
+	}
+}
