@@ -301,6 +301,18 @@ func TestBrowserConsole(t *testing.T) {
 		}
 	}
 
+	// The tenant's executions across its jobs: the nav's Executions page,
+	// filtered to skipped attempts by ticking the box.
+	run("executions", chromedp.Click(css(`nav a[href="/executions"]`)), chromedp.WaitVisible(css("#executions")))
+	if all := text("executions", "#executions tbody"); !strings.Contains(all, retriedID) || !strings.Contains(all, skippedID) {
+		t.Fatalf("the executions page lists %q", all)
+	}
+	run("executions skipped", chromedp.Click(css(`#statuses input[value="skipped"]`)), chromedp.Click(css(`form[action="/executions"] button`)),
+		chromedp.WaitVisible(css(`#statuses input[value="skipped"]:checked`)), shot("15a-executions"))
+	if got := text("executions skipped", "#executions tbody"); !strings.Contains(got, skippedID) || strings.Contains(got, retriedID) {
+		t.Fatalf("skipped only lists %q", got)
+	}
+
 	run("list",
 		chromedp.Navigate(base+"/jobs?labels=team%3Dbilling&priority=medium"),
 		chromedp.WaitVisible(css("#jobs")),

@@ -141,7 +141,7 @@ func New(cfg Config) (*Console, error) {
 		cals:  sundialv1.NewCalendarServiceClient(cfg.Conn),
 		pages: map[string]*template.Template{}, prom: &http.Client{Timeout: 5 * time.Second},
 	}
-	for _, p := range []string{"login", "overview", "jobs", "job", "new", "confirm", "deadletters", "deadletter", "execution", "backfill", "audit", "error"} {
+	for _, p := range []string{"login", "overview", "jobs", "job", "new", "confirm", "deadletters", "deadletter", "execution", "executions", "backfill", "audit", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+p+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: template %s: %w", p, err)
@@ -166,6 +166,7 @@ func New(cfg Config) (*Console, error) {
 	mux.HandleFunc("POST /jobs/{id}/{action}", c.signedIn(c.jobAction))
 	mux.HandleFunc("GET /jobs/{id}/backfill", c.signedIn(c.backfillPage))
 	mux.HandleFunc("POST /jobs/{id}/backfill", c.signedIn(c.backfill))
+	mux.HandleFunc("GET /executions", c.signedIn(c.executions))
 	mux.HandleFunc("GET /executions/{id}", c.signedIn(c.execution))
 	mux.HandleFunc("GET /audit", c.signedIn(c.audit))
 	mux.HandleFunc("GET /dead-letters", c.signedIn(c.deadLetters))
