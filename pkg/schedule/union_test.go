@@ -305,7 +305,8 @@ func TestParseTimeOfDay(t *testing.T) {
 // and an exclusion, as PreviewSchedule pays it (build, then 100 instants).
 func BenchmarkUnionExcludedPreview(b *testing.B) {
 	loc, _ := time.LoadLocation("America/New_York")
-	from := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	// The day before a two-day freeze that holds the spring-forward night.
+	from := time.Date(2026, 3, 6, 12, 0, 0, 0, time.UTC)
 	excl := []Exclusion{
 		{Start: TimeOfDay(2 * time.Hour), End: TimeOfDay(4 * time.Hour)},
 		{Whole: true, From: Date{2026, 3, 7}, Until: Date{2026, 3, 8}},
