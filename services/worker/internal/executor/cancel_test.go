@@ -114,3 +114,26 @@ func TestCancelNoticeGoesToTheCancelURL(t *testing.T) {
 		t.Fatalf("without cancel_url: %v", u)
 	}
 }
+
+// A slot skipped by BUFFER_ALL's full queue, or by SKIP beyond
+// max_concurrency, says so.
+func TestOverlapSkipReasons(t *testing.T) {
+	r := newRig(t, 1, ok)
+	r.leaser.acquire["full"] = lease.Result{Outcome: lease.Overlapping, Running: "other"}
+	r.leaser.acquire["two"] = lease.Result{Outcome: lease.Overlapping, Running: "other"}
+	r.start(t)
+	full := policyFiring("full", 1)
+	full.Overlap = sundialv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ALL
+	two := policyFiring("two", 1)
+	two.Overlap, two.MaxConcurrency = sundialv1.OverlapPolicy_OVERLAP_POLICY_SKIP, 2
+	for _, f := range []*sundialv1.Firing{full, two} {
+		r.pushFiring(t, f)
+		<-r.own.events
+	}
+	if got := r.rec.finalOf("full").GetReason(); got != "overlap BUFFER_ALL: execution other of this job is running and the queue is full (100 waiting)" {
+		t.Errorf("BUFFER_ALL reason %q", got)
+	}
+	if got := r.rec.finalOf("two").GetReason(); got != "overlap SKIP: 2 executions of this job (its max_concurrency), among them other, are still running" {
+		t.Errorf("SKIP beyond 2 reason %q", got)
+	}
+}

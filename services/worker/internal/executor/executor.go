@@ -561,10 +561,17 @@ func (p *Pool) overlapSkipped(ctx context.Context, it *work.Item, f *sundialv1.F
 	p.m.OverlapSkips.WithLabelValues(ex.Overlap.String()).Inc()
 	a := p.attemptRecord(f, sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED, 0)
 	a.FinishedTime = timestamppb.New(p.clk.Now())
-	if ex.Overlap == lease.OverlapBufferOne {
-		a.Reason = fmt.Sprintf("overlap BUFFER_ONE: execution %s of this job is running and another is already waiting behind it", running)
-	} else {
-		a.Reason = fmt.Sprintf("overlap SKIP: execution %s of this job is still running", running)
+	who := "execution " + running + " of this job is"
+	if n := f.GetMaxConcurrency(); n > 1 {
+		who = fmt.Sprintf("%d executions of this job (its max_concurrency), among them %s, are", n, running)
+	}
+	switch ex.Overlap {
+	case lease.OverlapBufferOne:
+		a.Reason = fmt.Sprintf("overlap BUFFER_ONE: %s running and another is already waiting behind it", who)
+	case lease.OverlapBufferAll:
+		a.Reason = fmt.Sprintf("overlap BUFFER_ALL: %s running and the queue is full (%d waiting)", who, lease.MaxBuffered)
+	default:
+		a.Reason = fmt.Sprintf("overlap SKIP: %s still running", who)
 	}
 	if f.GetLastSlot() && p.settler != nil {
 		// The schedule's last slot was skipped: nothing later will
