@@ -5,8 +5,11 @@
 //     prefetcher marked it last_slot and cleared next_fire_at when it
 //     staged it);
 //   - the prefetcher, when a job's remaining slots were all skipped
-//     (misfire), so no firing is left to complete it: in the transaction
-//     that claimed the job and cleared its next_fire_at (Complete);
+//     (misfire), or its run-count limit (max_runs) is used up, so no
+//     firing is left to complete it: in the transaction that claimed the
+//     job and cleared its next_fire_at (Complete); a job whose limit ends
+//     on a staged slot gets that slot marked last_slot, and the worker
+//     completes it as above;
 //   - the api, when a paused job is resumed and its schedule has no slot
 //     left after now (CompleteOnResume).
 //

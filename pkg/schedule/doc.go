@@ -38,6 +38,11 @@
 // and MINUTELY are refused: cron and intervals say those more plainly, and
 // keeping a rule's periods at an hour or longer bounds the cost of Next.
 //
+// NewUnion fires at the instants of several schedules, once per instant,
+// and NewExcluded removes the instants whose wall reading falls in an
+// exclusion's window (daily, on given weekdays, between given dates); Notes
+// lists what a calendar and exclusions did to a schedule, for previews.
+//
 // # Time zones and daylight saving
 //
 // A cron schedule's fields describe the wall clock of Options.Location, and
