@@ -1,11 +1,14 @@
 // Package ledger is Sundial's execution history in Cassandra: one row per
-// attempt of every execution, kept 90 days, queryable by job (newest slot
-// first, across day buckets shared by many jobs) and by execution id.
+// attempt of every execution, kept 90 days (or its tenant's TTL),
+// queryable by job (newest slot first, across day buckets shared by many
+// jobs), by execution id, and by tenant across jobs.
 //
 // Workers write with Writer.Record at each transition of an attempt, or
 // many records at once with Writer.RecordMany (one single-partition batch
 // per partition, the worker's recorder groups by PartitionKey); the api
-// reads with Reader.ListByJob and Reader.GetExecution. Migrate creates the
+// reads with Reader.ListByJob, Reader.GetExecution and Reader.ListByTenant
+// (a tenant's attempts across jobs, from a by-tenant copy of every record;
+// WithTenantTTL writes each row with its tenant's TTL). Migrate creates the
 // keyspace and tables idempotently. DESIGN.md explains the data model, why
 // the fence token is part of each row's key, the write timestamps, the
 // logged batch and the measurements behind those choices.

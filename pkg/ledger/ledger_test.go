@@ -222,7 +222,7 @@ func TestHourBuckets(t *testing.T) {
 
 func TestTenantCursorIsBoundToItsQuery(t *testing.T) {
 	q := TenantQuery{Tenant: "acme", From: time.Unix(0, 0), To: time.Unix(3600, 0)}
-	tok := tenantCursor{Filter: q.hash(), Part: 1970010100, Stop: 1970010100}.encode()
+	tok := tenantCursor{Filter: q.hash(), FromMs: 0, ToMs: 3600_000, Part: 1970010100, Stop: 1970010100}.encode()
 	if _, err := decodeTenantCursor(tok, q.hash()); err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func TestTenantCursorIsBoundToItsQuery(t *testing.T) {
 	if _, err := decodeTenantCursor(tok, other.hash()); !errors.Is(err, ErrInvalidPageToken) {
 		t.Fatalf("another filter: %v", err)
 	}
-	bad := tenantCursor{Filter: q.hash(), Part: 1970010100, Stop: 1970010101}.encode()
+	bad := tenantCursor{Filter: q.hash(), FromMs: 0, ToMs: 3600_000, Part: 1970010100, Stop: 1970010101}.encode()
 	if _, err := decodeTenantCursor(bad, q.hash()); !errors.Is(err, ErrInvalidPageToken) {
 		t.Fatalf("part before stop: %v", err)
 	}

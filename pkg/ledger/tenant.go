@@ -46,8 +46,9 @@ type TenantQuery struct {
 // query per hour with rows; the status filter is applied to the rows read,
 // and one call reads at most 10 rows per row of its page (at least 1,000)
 // and 48 hours, so a page may come back short, or empty, with a token to
-// go on. nextPageToken is empty when the range is exhausted. The token is
-// bound to the tenant and the filter (ErrInvalidPageToken otherwise).
+// go on. nextPageToken is empty when the range is exhausted. The token
+// carries the first page's range (q's is then ignored) and is bound to the
+// tenant and the statuses (ErrInvalidPageToken otherwise).
 func (r *Reader) ListByTenant(ctx context.Context, q TenantQuery) ([]*sundialv1.ExecutionAttempt, string, error) {
 	switch {
 	case q.Tenant == "":
@@ -65,12 +66,16 @@ func (r *Reader) ListByTenant(ctx context.Context, q TenantQuery) ([]*sundialv1.
 	filter := q.hash()
 	var cur tenantCursor
 	if q.PageToken == "" {
-		cur = tenantCursor{Filter: filter, Part: int(hourOf(q.To.Add(-time.Millisecond))), Stop: int(hourOf(q.From))}
+		cur = tenantCursor{Filter: filter, FromMs: q.From.UnixMilli(), ToMs: q.To.UnixMilli(),
+			Part: int(hourOf(q.To.Add(-time.Millisecond))), Stop: int(hourOf(q.From))}
 	} else {
 		var err error
 		if cur, err = decodeTenantCursor(q.PageToken, filter); err != nil {
 			return nil, "", err
 		}
+		// A token goes on with its first page's range (a default range
+		// computed from now would have moved).
+		q.From, q.To = time.UnixMilli(cur.FromMs), time.UnixMilli(cur.ToMs)
 	}
 	want := map[sundialv1.ExecutionStatus]bool{}
 	for _, s := range q.Statuses {
@@ -145,12 +150,13 @@ func (r *Reader) selectTenant(after bool) string {
 		readColumns, r.keyspace, TableByTenant)
 }
 
-// hash binds a page token to the query it was issued for.
+// hash binds a page token to the tenant and statuses it was issued for
+// (the range travels in the token).
 func (q TenantQuery) hash() uint64 {
 	h := fnv.New64a()
 	st := slices.Clone(q.Statuses)
 	slices.Sort(st)
-	_, _ = fmt.Fprintf(h, "%s\x00%d\x00%d\x00%v", q.Tenant, q.From.UnixMilli(), q.To.UnixMilli(), st)
+	_, _ = fmt.Fprintf(h, "%s\x00%v", q.Tenant, st)
 	return h.Sum64()
 }
 
@@ -159,6 +165,8 @@ func (q TenantQuery) hash() uint64 {
 type tenantCursor struct {
 	V      int        `json:"v"`
 	Filter uint64     `json:"q"`
+	FromMs int64      `json:"f"`
+	ToMs   int64      `json:"u"`
 	Part   int        `json:"p"`
 	Stop   int        `json:"s"`
 	Last   *tenantKey `json:"k,omitempty"`
@@ -202,7 +210,8 @@ func decodeTenantCursor(token string, filter uint64) (tenantCursor, error) {
 		return tenantCursor{}, fmt.Errorf("%w: version %d", ErrInvalidPageToken, c.V)
 	case c.Filter != filter:
 		return tenantCursor{}, fmt.Errorf("%w: issued for another tenant or filter", ErrInvalidPageToken)
-	case !hour(c.Part).valid() || !hour(c.Stop).valid() || c.Part < c.Stop:
+	case !hour(c.Part).valid() || !hour(c.Stop).valid() || c.Part < c.Stop,
+		c.FromMs >= c.ToMs, c.ToMs-c.FromMs > MaxTenantRange.Milliseconds():
 		return tenantCursor{}, fmt.Errorf("%w: bad hour range", ErrInvalidPageToken)
 	}
 	return c, nil
