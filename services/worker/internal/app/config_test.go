@@ -170,3 +170,49 @@ func TestProcsSettingAccepted(t *testing.T) {
 		}
 	}
 }
+
+// The limits' flags: the cluster by default, the tenants' firing rates
+// from the flags and the api's quotas file, bad values named.
+func TestLimitsFlagsAndQuotasFile(t *testing.T) {
+	c, err := load(t, nil, map[string]string{"SUNDIAL_SIGNING_SECRET": "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.ClusterLimits || c.HostConcurrency != 0 || c.TenantFiringRate != 0 {
+		t.Fatalf("limits defaults: cluster %v, host concurrency %d, tenant rate %g", c.ClusterLimits, c.HostConcurrency, c.TenantFiringRate)
+	}
+	file := filepath.Join(t.TempDir(), "quotas.yaml")
+	if err := os.WriteFile(file, []byte("defaults:\n  max_jobs: 10\ntenants:\n  acme:\n    min_interval: 1m\n    firing_rate_per_second: 5\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err = load(t, []string{"--quotas-file", file, "--tenant-firing-rate", "50", "--tenant-firing-burst", "3"}, map[string]string{"SUNDIAL_SIGNING_SECRET": "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rates, err := c.TenantFiringRates()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, o := rates.For("acme"), rates.For("other"); a.Rate != 5 || a.Burst != 3 || o.Rate != 50 {
+		t.Fatalf("acme %+v, other %+v", a, o)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("tenants:\n  acme:\n    firing_rate_per_second: -1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--host-concurrency", "-1"}, "host-concurrency"},
+		{[]string{"--tenant-firing-rate", "-2"}, "tenant-firing-rate"},
+		{[]string{"--limits-timeout", "0s"}, "limits-timeout"},
+		{[]string{"--quotas-file", bad}, "quotas-file"},
+		{[]string{"--quotas-file", filepath.Join(t.TempDir(), "missing.yaml")}, "quotas-file"},
+	} {
+		_, err := load(t, tc.args, map[string]string{"SUNDIAL_SIGNING_SECRET": "s"})
+		if err == nil || !strings.Contains(err.Error(), tc.flag) {
+			t.Errorf("%v: %v, want an error naming %s", tc.args, err, tc.flag)
+		}
+	}
+}

@@ -10,6 +10,10 @@
 // breaker is a decorator of the target: an attempt refused by an open
 // breaker is an attempt like any other, failed fast with class
 // circuit_open, and the job's retry policy decides what follows.
+//
+// Both count in this process alone. Held across the workers in Redis they
+// are package limits, which falls back to these when Redis does not
+// answer (and uses them alone with --cluster-limits=false).
 package hostguard
 
 import (

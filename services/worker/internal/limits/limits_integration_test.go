@@ -4,21 +4,15 @@ package limits_test
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"net/http"
 	"slices"
-	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/quotas"
-	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 
 	"github.com/sundialhq/sundial/services/worker/internal/hostguard"
@@ -26,26 +20,6 @@ import (
 	"github.com/sundialhq/sundial/services/worker/internal/target"
 	"github.com/sundialhq/sundial/services/worker/internal/work"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-var t0 = time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-
-// counting is a target that answers with status and counts its calls.
-type counting struct {
-	status atomic.Int64
-	calls  atomic.Int64
-}
-
-func (c *counting) Fire(_ context.Context, _ target.Request) target.Result {
-	c.calls.Add(1)
-	switch s := int(c.status.Load()); {
-	case s == 0 || s < 300:
-		return target.Result{OK: true, HTTPStatus: http.StatusOK}
-	default:
-		return target.Result{HTTPStatus: s, Class: target.ClassHTTP5xx, Err: errors.New("503")}
-	}
-}
 
 // workers are two guards on two Redis clients under one prefix: two
 // workers of one cluster.
@@ -57,12 +31,6 @@ func workers(t *testing.T, cfg limits.Config, clk clock.Clock, next target.Targe
 	cfg.Prefix = prefix
 	logger := slog.New(slog.DiscardHandler)
 	return limits.New(rdb, next, cfg, clk, limits.Metrics{}, logger), limits.New(other, next, cfg, clk, limits.Metrics{}, logger)
-}
-
-func item(tenant, host string, n int) *work.Item {
-	f := &sundialv1.Firing{ExecutionId: tenant + "-" + strconv.Itoa(n), JobId: "job-" + strconv.Itoa(n), Tenant: tenant, Attempt: 1,
-		Target: &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: "http://" + host + "/hook"}}}}
-	return &work.Item{Firing: f, Tenant: tenant}
 }
 
 // Two workers share a host's rate: 200 firings due at once, split between
@@ -332,8 +300,6 @@ func TestRedisDownFallsBackToPerProcessLimits(t *testing.T) {
 		t.Fatalf("%d Redis calls tried, want 1 (then the fallback serves for --limits-fallback)", fallbacks)
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // BenchmarkAdmit is the cost of the limits' calls against the test
 // Redis: "admit" is one admission at the instant with every limit but the
