@@ -128,3 +128,19 @@ func TestCheckIntervalFindsTheSmallestGap(t *testing.T) {
 		t.Fatal("10 s interval passed a 1 m minimum")
 	}
 }
+
+// The worker's keys in the shared quotas file (pkg/quotas) are accepted
+// and change none of the api's limits.
+func TestWorkerKeysInTheFileAreIgnored(t *testing.T) {
+	f, err := ParseFile([]byte("tenants:\n  acme:\n    firing_rate_per_second: 5\n    firing_burst: 10\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := New(DefaultLimits(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.For("acme") != DefaultLimits() {
+		t.Fatalf("acme %+v", q.For("acme"))
+	}
+}
