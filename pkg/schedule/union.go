@@ -438,6 +438,8 @@ func describeExclusion(x Exclusion) string {
 		b.WriteString(" on " + strings.Join(names, ","))
 	}
 	switch {
+	case x.From.Year != 0 && x.From == x.Until:
+		fmt.Fprintf(&b, " on %s", x.From)
 	case x.From.Year != 0 && x.Until.Year != 0:
 		fmt.Fprintf(&b, " from %s to %s", x.From, x.Until)
 	case x.From.Year != 0:
