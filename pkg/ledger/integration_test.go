@@ -337,6 +337,7 @@ func TestRowsExpire(t *testing.T) {
 	for _, q := range []ledger.Statement{
 		{CQL: "SELECT TTL(status) FROM " + ks + ".attempts_by_bucket WHERE job_id = ? AND execution_id = ? ALLOW FILTERING", Values: []any{a.JobId, a.ExecutionId}},
 		{CQL: "SELECT TTL(job_id) FROM " + ks + ".execution_index WHERE execution_id = ? ALLOW FILTERING", Values: []any{a.ExecutionId}},
+		{CQL: "SELECT TTL(status) FROM " + ks + ".executions_by_tenant WHERE execution_id = ? ALLOW FILTERING", Values: []any{a.ExecutionId}},
 	} {
 		it := s.Iter(ctx, q)
 		var ttl int
@@ -363,7 +364,7 @@ func TestRowsExpire(t *testing.T) {
 			t.Errorf("table options: ttl %d, compaction %v", ttl, comp)
 		}
 	}
-	if err := it.Close(); err != nil || n != 4 { // two of each layout
+	if err := it.Close(); err != nil || n != 5 { // two of each layout, the by-tenant copy
 		t.Fatalf("%d tables, err %v", n, err)
 	}
 }

@@ -65,8 +65,17 @@ func TestTenantTTL(t *testing.T) {
 		if err := it.Close(); err != nil {
 			t.Fatal(err)
 		}
+		var gotCopy int
+		q = fmt.Sprintf("SELECT TTL(status) FROM %s.%s WHERE tenant = ? AND hour = ?", ks, ledger.TableByTenant)
+		it = s.Iter(ctx, ledger.Statement{CQL: q, Values: []any{tenant, atoi(t, sched.Format("2006010215"))}})
+		if !it.Scan(&gotCopy) {
+			t.Fatalf("%s: no by-tenant copy", tenant)
+		}
+		if err := it.Close(); err != nil {
+			t.Fatal(err)
+		}
 		// TTL() counts down from the write; a minute covers a slow test.
-		for what, g := range map[string]int{"record": got, "index entry": gotIndex} {
+		for what, g := range map[string]int{"record": got, "index entry": gotIndex, "by-tenant copy": gotCopy} {
 			if g > secs || g < secs-60 {
 				t.Errorf("tenant %s: %s TTL %d s, want about %d s", tenant, what, g, secs)
 			}
