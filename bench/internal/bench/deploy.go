@@ -24,6 +24,9 @@ type topology struct {
 	// extraTargets are more target addresses the workers may reach besides
 	// the sink (the chaos matrix's hanging target).
 	extraTargets []string
+	// workerArgs are more flags of every worker (the tenants scenario's
+	// quotas file).
+	workerArgs []string
 }
 
 // deployment is one Sundial deployment in a namespace of its own, with the
@@ -105,6 +108,7 @@ func (r *Runner) deploy(ctx context.Context, name string, topo topology) (d *dep
 	for i := range topo.workers {
 		id := "w" + strconv.Itoa(i+1)
 		args := append([]string{"--worker-id", id, "--executors", strconv.Itoa(r.opts.Executors)}, r.opts.WorkerArgs...)
+		args = append(args, topo.workerArgs...)
 		pr, err := d.plat.Start(ctx, "worker-"+strconv.Itoa(i+1), "worker", args...)
 		if err != nil {
 			return d, err

@@ -12,8 +12,9 @@ import (
 var Scenarios = []string{"steady", "herd", "max", "burst", "cancel", "registered", "priority", "failover"}
 
 // Optional names the scenarios a run takes only when --scenarios names
-// them: staging starts deployments of its own, several prefetchers each.
-var Optional = []string{"staging"}
+// them: staging starts deployments of its own, several prefetchers each;
+// tenants one with a quotas file for its workers.
+var Optional = []string{"staging", "tenants"}
 
 // Config selects and sizes the scenarios of a run.
 type Config struct {
@@ -27,6 +28,7 @@ type Config struct {
 	Failover   FailoverConfig
 	Priority   PriorityConfig
 	Staging    StagingConfig
+	Tenants    TenantsConfig
 	// Shared runs every scenario on one deployment (two of each scaled
 	// service) instead of one deployment per scenario: quicker, for the CI
 	// smoke run, at the cost of scenarios sharing processes.
@@ -78,6 +80,9 @@ func (r *Runner) Run(ctx context.Context, cfg Config) ([]Result, error) {
 func (r *Runner) runOne(ctx context.Context, name string, cfg Config, shared *deployment) (res Result, err error) {
 	if name == "staging" {
 		return r.Staging(ctx, cfg.Staging)
+	if name == "tenants" {
+		return r.Tenants(ctx, cfg.Tenants)
+	}
 	}
 	d := shared
 	if d == nil {
