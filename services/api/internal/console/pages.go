@@ -23,6 +23,9 @@ import (
 	"github.com/sundialhq/sundial/services/api/internal/store"
 )
 
+// overlaps are the overlap policies the form offers, as the api's words.
+var overlaps = []string{"allow", "skip", "buffer_one", "buffer_all", "cancel_other", "terminate_other"}
+
 var funcs = template.FuncMap{
 	"ts": func(t *timestamppb.Timestamp) string {
 		if t == nil || (t.GetSeconds() == 0 && t.GetNanos() == 0) {
@@ -55,7 +58,7 @@ var funcs = template.FuncMap{
 	"dstGaps":          func() []string { return dstGaps },
 	"dstRepeats":       func() []string { return dstRepeats },
 	"calendarPolicies": func() []string { return calendarPolicies },
-	"overlaps":         func() []string { return []string{"allow", "skip", "buffer_one"} },
+	"overlaps":         func() []string { return overlaps },
 	"target":           describeTarget,
 	"labels":           labelText,
 	"excerpt":          excerpt,
@@ -441,7 +444,8 @@ type form struct {
 	// Misfire is the action (run_once, skip, run_all; "" the default),
 	// MisfireGrace and MaxCatchUp its bounds.
 	Misfire, MisfireGrace, MaxCatchUp string
-	// Overlap is the policy (allow, skip, buffer_one; "" the default).
+	// Overlap is the policy (allow, skip, buffer_one, buffer_all,
+	// cancel_other, terminate_other; "" the default).
 	Overlap string
 	// Timeout is the per-attempt timeout, Jitter the most jitter, Callback
 	// the completion callback's URL.
