@@ -80,9 +80,9 @@ func (r *Runner) Run(ctx context.Context, cfg Config) ([]Result, error) {
 func (r *Runner) runOne(ctx context.Context, name string, cfg Config, shared *deployment) (res Result, err error) {
 	if name == "staging" {
 		return r.Staging(ctx, cfg.Staging)
+	}
 	if name == "tenants" {
 		return r.Tenants(ctx, cfg.Tenants)
-	}
 	}
 	d := shared
 	if d == nil {
