@@ -108,6 +108,10 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.Priority.Critical, "priority-critical", 20, "priority: CRITICAL jobs firing every second while the LOW herd waits")
 	fs.IntVar(&c.Priority.High, "priority-high", 20, "priority: HIGH jobs firing every second while the LOW herd waits")
 	fs.DurationVar(&c.Priority.Duration, "priority-duration", time.Minute, "priority: measured duration of the CRITICAL and HIGH firings")
+	fs.IntVar(&c.Topology.Prefetchers, "prefetchers", 1, "prefetchers in each scenario's deployment (failover and staging size their own)")
+	fs.IntVar(&c.Topology.Relays, "relays", 1, "relays in each scenario's deployment (failover sizes its own)")
+	fs.IntVar(&c.Topology.Workers, "workers", 1, "workers in each scenario's deployment (failover sizes its own)")
+	fs.IntVar(&c.Topology.Ranges, "ranges", 0, "the prefetchers' --ranges in each scenario's deployment (0: one elected leader)")
 	fs.IntVar(&c.Tenants.FloodJobs, "tenants-flood-jobs", 2000, "tenants (only when named in --scenarios): one-off jobs of the flooding tenant due at one instant")
 	fs.Float64Var(&c.Tenants.FloodRate, "tenants-flood-rate", 200, "tenants: the flooding tenant's firing_rate_per_second in the workers' quotas file")
 	fs.IntVar(&c.Tenants.FloodBurst, "tenants-flood-burst", 20, "tenants: the flooding tenant's firing_burst")
@@ -247,6 +251,12 @@ func (f *flags) finish() error {
 	}
 	if r := f.cfg.Staging.Ranges; r < 1 || 256%r != 0 {
 		return fmt.Errorf("--staging-ranges: want a divisor of 256, got %d", r)
+	}
+	if t := f.cfg.Topology; t.Prefetchers < 1 || t.Relays < 1 || t.Workers < 1 || t.Prefetchers > 16 || t.Relays > 16 || t.Workers > 16 {
+		return errors.New("--prefetchers, --relays and --workers: want 1 to 16 each")
+	}
+	if r := f.cfg.Topology.Ranges; r < 0 || (r > 0 && 256%r != 0) {
+		return fmt.Errorf("--ranges: want 0 or a divisor of 256, got %d", r)
 	}
 	if r := f.cfg.Failover.Ranges; r < 0 || (r > 0 && 256%r != 0) {
 		return fmt.Errorf("--failover-ranges: want 0 or a divisor of 256, got %d", r)

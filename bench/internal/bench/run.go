@@ -29,6 +29,11 @@ type Config struct {
 	Priority   PriorityConfig
 	Staging    StagingConfig
 	Tenants    TenantsConfig
+	// Topology is the deployment of the scenarios that run on one of
+	// their own (all but failover and staging): how many prefetchers,
+	// relays and workers, and the prefetchers' --ranges. Zero counts are
+	// one.
+	Topology Topology
 	// Shared runs every scenario on one deployment (two of each scaled
 	// service) instead of one deployment per scenario: quicker, for the CI
 	// smoke run, at the cost of scenarios sharing processes.
@@ -42,7 +47,13 @@ func scenarioTopology(name string, cfg Config) topology {
 	if name == "failover" {
 		return topology{prefetchers: max(cfg.Failover.Prefetchers, 2), relays: 2, workers: 2, ranges: cfg.Failover.Ranges}
 	}
-	return topology{prefetchers: 1, relays: 1, workers: 1}
+	t := cfg.Topology
+	return topology{prefetchers: max(t.Prefetchers, 1), relays: max(t.Relays, 1), workers: max(t.Workers, 1), ranges: t.Ranges}
+}
+
+// Topology sizes a deployment (see Config.Topology).
+type Topology struct {
+	Prefetchers, Relays, Workers, Ranges int
 }
 
 // Run runs the configured scenarios in order and returns their results.
