@@ -31,7 +31,7 @@ func validConfig(t *testing.T, args ...string) Config {
 // New connects to nothing before Start, in either mode, and its services
 // stop cleanly unstarted: the pool's closer first in, last out.
 func TestNewComposesWithoutConnecting(t *testing.T) {
-	for want, args := range map[float64][]string{0: nil, 16: {"--ranges", "16"}} {
+	for want, args := range map[float64][]string{0: {"--ranges", "0"}, 16: nil} {
 		reg := prometheus.NewRegistry()
 		a, err := New(context.Background(), validConfig(t, args...), Deps{Logger: slog.New(slog.DiscardHandler), Registry: reg})
 		require.NoError(t, err, "%v", args)

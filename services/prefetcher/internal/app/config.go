@@ -36,9 +36,10 @@ type Config struct {
 	CassandraSecurity ledger.Security
 	// chunk is --chunk as given; Validate resolves it into Config.Chunk.
 	chunk chunkFlag
-	// Ranges > 0 turns on partitioned prefetch: the 256 partitions split
-	// into this many ranges, each led by one live prefetcher of the group
-	// at --election-path (pkg/rangeleader). 0: one elected leader for all.
+	// Ranges > 0 is partitioned prefetch (the default, 16): the 256
+	// partitions split into this many ranges, each led by one live
+	// prefetcher of the group at --election-path (pkg/rangeleader). 0: one
+	// elected leader for all.
 	Ranges int
 }
 
@@ -48,7 +49,7 @@ func (s *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&s.ZKAddrs, "zk-addrs", "127.0.0.1:2181", "comma-separated ZooKeeper host:port list")
 	fs.DurationVar(&s.ZKSessionTimeout, "zk-session-timeout", 3*time.Second, "ZooKeeper session timeout; a standby takes over about this long after a leader dies without closing its session")
 	fs.StringVar(&s.Election, "election-path", "/sundial/elections/prefetcher", "ZooKeeper path of the election (also its leader_epochs key)")
-	fs.IntVar(&s.Ranges, "ranges", 0, "partitioned prefetch: split the 256 job partitions into this many ranges (a divisor of 256; 16 is the tested choice) and spread them over every live prefetcher, each range with its own leader and epoch (members under <election-path>/members, range locks under <election-path>/ranges, each lock's path its leader_epochs key); 0: one elected leader stages every partition")
+	fs.IntVar(&s.Ranges, "ranges", 16, "partitioned prefetch: split the 256 job partitions into this many ranges (a divisor of 256; 16 is the tested choice) and spread them over every live prefetcher, each range with its own leader and epoch (members under <election-path>/members, range locks under <election-path>/ranges, each lock's path its leader_epochs key); 0: one elected leader stages every partition")
 	fs.StringVar(&s.NodeID, "node-id", defaultNodeID(), "this candidate's name in ZooKeeper, leader_epochs and logs")
 	fs.DurationVar(&s.Window, "window", 2*time.Minute, "stage slots due up to this far ahead of the database clock")
 	s.chunk = chunkFlag{auto: true}
