@@ -325,3 +325,32 @@ func TestIntegrationOperatorDeadLetters(t *testing.T) {
 		t.Fatalf("api-made operator token: %v %v", got, err)
 	}
 }
+
+// The token routes of the HTTP/JSON API.
+func TestIntegrationTokenRoutesOverHTTP(t *testing.T) {
+	api := apitest.Start(t, apitest.Options{})
+	code, _, body := post(t, api, "/v1/tokens", apitest.TokenAcme, []byte(`{"name": "ci", "role": "ROLE_TENANT_READ_ONLY", "ttl": "3600s"}`))
+	tok, _ := body["token"].(map[string]any)
+	secret, _ := body["secret"].(string)
+	if code != http.StatusOK || tok == nil || !strings.HasPrefix(secret, "sdl_") || tok["role"] != "ROLE_TENANT_READ_ONLY" || tok["expire_time"] == nil {
+		t.Fatalf("POST /v1/tokens: %d %v", code, body)
+	}
+	id := tok["id"].(string)
+	if code, _, body := post(t, api, "/v1/tokens", apitest.TokenAcme, []byte(`{"name": "x", "role": "ROLE_TENANT_ADMIN", "ttl": "1s"}`)); code != http.StatusBadRequest || !strings.Contains(body["message"].(string), "ttl") {
+		t.Fatalf("a 1s ttl: %d %v", code, body)
+	}
+	if code, _, body := post(t, api, "/v1/tokens", apitest.TokenAcme, nil); code != http.StatusOK || len(body["tokens"].([]any)) != 1 {
+		t.Fatalf("GET /v1/tokens: %d %v", code, body)
+	}
+	if code, _, body := post(t, api, "/v1/tokens/"+id+":revoke", apitest.TokenAcme, []byte(`{}`)); code != http.StatusOK || body["token"].(map[string]any)["revoked_by"] != "acme/ops" {
+		t.Fatalf("POST /v1/tokens/{id}:revoke: %d %v", code, body)
+	}
+	code, _, body = post(t, api, "/v1/tokens:audit", apitest.TokenAcme, nil)
+	entries, _ := body["entries"].([]any)
+	if code != http.StatusOK || len(entries) != 2 || entries[0].(map[string]any)["action"] != "revoke" {
+		t.Fatalf("GET /v1/tokens:audit: %d %v", code, body)
+	}
+	if code, _, _ := post(t, api, "/v1/tokens", apitest.TokenGlobex, []byte(`{"name": "ci", "role": "ROLE_PLATFORM_OPERATOR"}`)); code != http.StatusForbidden {
+		t.Fatalf("an admin making an operator token over HTTP: %d", code)
+	}
+}

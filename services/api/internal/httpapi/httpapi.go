@@ -141,8 +141,9 @@ func Dial(dial func(context.Context) (net.Conn, error)) (*grpc.ClientConn, error
 	return conn, nil
 }
 
-// Gateway is the JSON API's handler: JobService, DeadLetterService and
-// CalendarService routes proxied to conn.
+// Gateway is the JSON API's handler: JobService, DeadLetterService,
+// SigningKeyService, CalendarService and TokenService routes proxied to
+// conn.
 func Gateway(ctx context.Context, conn *grpc.ClientConn) (http.Handler, error) {
 	mux := runtime.NewServeMux(
 		// Field names as in the protos (snake_case), as schedctl -o json
@@ -165,6 +166,9 @@ func Gateway(ctx context.Context, conn *grpc.ClientConn) (http.Handler, error) {
 	}
 	if err := sundialv1.RegisterCalendarServiceHandler(ctx, mux, conn); err != nil {
 		return nil, fmt.Errorf("httpapi: CalendarService routes: %w", err)
+	}
+	if err := sundialv1.RegisterTokenServiceHandler(ctx, mux, conn); err != nil {
+		return nil, fmt.Errorf("httpapi: TokenService routes: %w", err)
 	}
 	return mux, nil
 }
