@@ -27,6 +27,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/admin"
 	"github.com/sundialhq/sundial/pkg/calendar"
 	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/connsec"
 	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
@@ -108,7 +109,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 		"create_rate_per_minute", d.CreatesPerMinute, "tenant_overrides", cfg.quotas.Overridden())
 	// Started in order, stopped in reverse: the server stops before the
 	// stores it uses close.
-	services := []lifecycle.Service{closer(pool.Close), closer(func() { _ = b.redis.Close() }), b.closeTopics, b.ledger, verifier, grpcSrv}
+	services := []lifecycle.Service{closer(pool.Close), redisOwner{rdb: b.redis, logger: deps.Logger}, b.closeTopics, b.ledger, verifier, grpcSrv}
 	if cfg.HTTPAddr != "" {
 		// The HTTP/JSON API and console: a client of the gRPC server, so
 		// started after it and stopped before it.
@@ -320,6 +321,21 @@ func newHTTP(cfg Config, deps Deps, grpcSrv *server.GRPC, tlsCfg *tls.Config) (*
 
 // closer is a lifecycle.Service whose Stop releases a client.
 type closer func()
+
+// redisOwner closes the Redis client on Stop; its Start checks Redis (a
+// wrong password or an untrusted certificate stops the api at start,
+// naming Redis, where every version publish would fail; a Redis that is
+// down is logged and waited for, as before).
+type redisOwner struct {
+	rdb    *redis.Client
+	logger *slog.Logger
+}
+
+func (o redisOwner) Start(ctx context.Context) error {
+	return connsec.AtStart(ctx, o.logger, func(ctx context.Context) error { return lease.Check(ctx, o.rdb) })
+}
+
+func (o redisOwner) Stop() { _ = o.rdb.Close() }
 
 func (closer) Start(context.Context) error { return nil }
 func (c closer) Stop()                     { c() }
