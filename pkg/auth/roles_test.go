@@ -3,6 +3,8 @@ package auth
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -179,5 +181,36 @@ func TestInterceptorRolesAndTenantHeader(t *testing.T) {
 	// A static token is never sent to the verifier.
 	if s, ok, err := static.WithVerifier(fakeVerifier{err: errors.New("down")}).ResolveContext(context.Background(), "tok-a"); !ok || err != nil || s.Tenant != "acme" {
 		t.Fatalf("static token with the verifier down: %+v %v", s, err)
+	}
+}
+
+func TestLoadTokensFileWithRoles(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tokens.yaml")
+	body := "tok-a: acme:ci:read-only\ntok-b: {tenant: platform, role: operator}\ntok-c: {tenant: acme, name: viewer, role: read-only}\n"
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, err := LoadTokensFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := NewTokens(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for token, want := range map[string]Role{"tok-a": RoleReadOnly, "tok-b": RoleOperator, "tok-c": RoleReadOnly} {
+		if p, ok, _ := tokens.ResolveContext(context.Background(), token); !ok || p.Role != want {
+			t.Errorf("%s: %+v %v, want role %s", token, p, ok, want)
+		}
+	}
+	if err := os.WriteFile(p, []byte("tok-x: {tenant: acme, role: root}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, err = LoadTokensFile(p)
+	if err == nil {
+		_, err = NewTokens(m)
+	}
+	if err == nil || strings.Contains(err.Error(), "tok-x") {
+		t.Fatalf("an unknown role: %v", err)
 	}
 }
