@@ -21,10 +21,11 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// The local Kafka (deploy/local/infra.sh) listens in plaintext without SASL,
-// so the client's SASL and TLS are checked against kfake, which speaks both
-// protocols for real: a TLS listener and the SASL handshake and
-// authenticate requests, SCRAM included.
+// Every mechanism the client offers, checked against kfake, which speaks
+// both protocols for real: a TLS listener and the SASL handshake and
+// authenticate requests, SCRAM included. (The local Kafka's SASL_SSL
+// listener, deploy/local/infra.sh's, speaks SCRAM-SHA-512 only: see
+// kafkaconn_secure_integration_test.go.)
 func TestKafkaSASLOverTLSWithKfake(t *testing.T) {
 	ca := tlstest.NewCA(t, "kafka")
 	server := ca.Server("broker")

@@ -22,6 +22,13 @@
 //	SUNDIAL_TEST_KAFKA_BROKERS    127.0.0.1:9092          (comma-separated)
 //	SUNDIAL_TEST_CASSANDRA_HOSTS  127.0.0.1:9042          (comma-separated host:port)
 //
+// Beside each open listener, infra.sh runs the component's secure mode (TLS
+// with a local CA, and credentials); SecureCAFile, SecureCredentials,
+// SecurePostgresDSN, SecureRedisAddr, SecureZooKeeperAddrs,
+// SecureKafkaBrokers and SecureCassandraHosts read them from the
+// SUNDIAL_TEST_SECURE_* variables `infra.sh env` prints (secure.go;
+// docs/operations.md, "Secure listeners"). Docker Compose has none of them.
+//
 // A component that does not answer fails the test with a message that says to
 // run `make infra-up`; tests never skip for a missing component, because a
 // skipped integration test is a test that silently stopped running.
