@@ -22,10 +22,13 @@
 #   SUNDIAL_KAFKA_PORT [9092]  SUNDIAL_KAFKA_CONTROLLER_PORT [9093]
 #   SUNDIAL_CASSANDRA_PORT [9042]  SUNDIAL_CASSANDRA_STORAGE_PORT [7000]
 #   SUNDIAL_CASSANDRA_JMX_PORT [7199]
-# and the secure listeners beside them (docs/operations.md, "TLS and credentials"):
+# and the secure listeners beside them (docs/operations.md, "Secure listeners"),
+# by default the open ones' ports plus 1 (Redis, ZooKeeper, Cassandra's CQL) or 2
+# (Kafka, Cassandra's storage and JMX), so a second instance moved by the variables
+# above moves them too:
 #   SUNDIAL_REDIS_TLS_PORT [6380]  SUNDIAL_ZK_TLS_PORT [2182]  SUNDIAL_KAFKA_SASL_PORT [9094]
-#   SUNDIAL_CASSANDRA_SECURE_PORT [9142]  SUNDIAL_CASSANDRA_SECURE_STORAGE_PORT [7100]
-#   SUNDIAL_CASSANDRA_SECURE_JMX_PORT [7299]
+#   SUNDIAL_CASSANDRA_SECURE_PORT [9043]  SUNDIAL_CASSANDRA_SECURE_STORAGE_PORT [7002]
+#   SUNDIAL_CASSANDRA_SECURE_JMX_PORT [7201]
 # (Postgres serves TLS on its own port.) A running component keeps the ports it was
 # started with (recorded in .infra/<component>/ports), and `env`/`status` report those.
 # See docs/operations.md.
@@ -68,18 +71,18 @@ default_port() { # component key
   case $1:$2 in
     postgres:port) echo "${SUNDIAL_PG_PORT:-5432}" ;;
     redis:port) echo "${SUNDIAL_REDIS_PORT:-6379}" ;;
-    redis:tls) echo "${SUNDIAL_REDIS_TLS_PORT:-6380}" ;;
+    redis:tls) echo "${SUNDIAL_REDIS_TLS_PORT:-$(($(default_port redis port) + 1))}" ;;
     zookeeper:port) echo "${SUNDIAL_ZK_PORT:-2181}" ;;
-    zookeeper:tls) echo "${SUNDIAL_ZK_TLS_PORT:-2182}" ;;
+    zookeeper:tls) echo "${SUNDIAL_ZK_TLS_PORT:-$(($(default_port zookeeper port) + 1))}" ;;
     kafka:port) echo "${SUNDIAL_KAFKA_PORT:-9092}" ;;
     kafka:controller) echo "${SUNDIAL_KAFKA_CONTROLLER_PORT:-9093}" ;;
-    kafka:sasl) echo "${SUNDIAL_KAFKA_SASL_PORT:-9094}" ;;
+    kafka:sasl) echo "${SUNDIAL_KAFKA_SASL_PORT:-$(($(default_port kafka port) + 2))}" ;;
     cassandra:port) echo "${SUNDIAL_CASSANDRA_PORT:-9042}" ;;
     cassandra:storage) echo "${SUNDIAL_CASSANDRA_STORAGE_PORT:-7000}" ;;
     cassandra:jmx) echo "${SUNDIAL_CASSANDRA_JMX_PORT:-7199}" ;;
-    cassandra-secure:port) echo "${SUNDIAL_CASSANDRA_SECURE_PORT:-9142}" ;;
-    cassandra-secure:storage) echo "${SUNDIAL_CASSANDRA_SECURE_STORAGE_PORT:-7100}" ;;
-    cassandra-secure:jmx) echo "${SUNDIAL_CASSANDRA_SECURE_JMX_PORT:-7299}" ;;
+    cassandra-secure:port) echo "${SUNDIAL_CASSANDRA_SECURE_PORT:-$(($(default_port cassandra port) + 1))}" ;;
+    cassandra-secure:storage) echo "${SUNDIAL_CASSANDRA_SECURE_STORAGE_PORT:-$(($(default_port cassandra storage) + 2))}" ;;
+    cassandra-secure:jmx) echo "${SUNDIAL_CASSANDRA_SECURE_JMX_PORT:-$(($(default_port cassandra jmx) + 2))}" ;;
     *) die "no port $2 for $1" ;;
   esac
 }

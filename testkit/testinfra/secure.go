@@ -31,7 +31,7 @@ const (
 	DefaultSecureRedisAddr         = "127.0.0.1:6380"
 	DefaultSecureZooKeeperAddrs    = "127.0.0.1:2182"
 	DefaultSecureKafkaBrokers      = "127.0.0.1:9094"
-	DefaultSecureCassandraHosts    = "127.0.0.1:9142"
+	DefaultSecureCassandraHosts    = "127.0.0.1:9043"
 	DefaultSecureUsername          = "sundial_secure"
 	DefaultSecurePassword          = "sundial-secure-local"
 	DefaultSecureCassandraUsername = "cassandra"
