@@ -48,7 +48,8 @@ func misfireSlots(attempts []*sundialv1.ExecutionAttempt) map[time.Time]string {
 // it should, as paced catch-up firings the target sees with
 // Sundial-Catch-Up: true; every other slot of the outage is in the ledger
 // as SKIPPED with a misfire reason; and a job paused before the outage and
-// resumed after it fires from now on, with neither catch-up nor misfire.
+// resumed after it fires from now on, with neither catch-up nor misfire,
+// its history without a hole (the pause's slots recorded SKIPPED "paused").
 func TestPrefetcherOutageCatchUpAndResume(t *testing.T) {
 	p := newPlatform(t)
 	pfArgs := []string{"--window", "2s", "--tick", "200ms", "--misfire-threshold", "1s", "--catch-up-rate", "4"}
@@ -232,4 +233,56 @@ func TestPrefetcherOutageCatchUpAndResume(t *testing.T) {
 	if m := misfireSlots(ledgerOf(t, p, resumed)); len(m) > 0 {
 		t.Errorf("resumed job: %d slots recorded as misfires, e.g. %v", len(m), m)
 	}
+
+	// Its history has no hole: every slot from its first delivery to its
+	// last fired or is in the ledger as SKIPPED — dropped by the pause
+	// ("job paused"), found stale by a worker, or fallen in the pause and
+	// recorded at the resume ("paused", issue 17).
+	ds := got[resumed]
+	fired := map[time.Time]bool{}
+	for _, d := range ds {
+		fired[d.scheduled.UTC()] = true
+	}
+	var skipped map[time.Time]string
+	pausedRows := func() int {
+		n := 0
+		for _, why := range skipped {
+			if why == "paused" {
+				n++
+			}
+		}
+		return n
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		skipped = skippedSlots(ledgerOf(t, p, resumed))
+		if pausedRows() > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond) // the drainer's next round
+	}
+	holes := 0
+	for slot := ds[0].scheduled.UTC(); !slot.After(ds[len(ds)-1].scheduled.UTC()); slot = slot.Add(time.Second) {
+		if _, ok := skipped[slot]; !ok && !fired[slot] {
+			if holes++; holes <= 3 {
+				t.Errorf("resumed job: slot %s neither fired nor is recorded as skipped", slot)
+			}
+		}
+	}
+	if n := pausedRows(); n == 0 || holes > 0 {
+		t.Errorf("resumed job: %d slots recorded as paused, %d holes", n, holes)
+	} else {
+		t.Logf("resumed job: %d slots recorded as paused, no hole", n)
+	}
+}
+
+// skippedSlots are a job's slots the ledger says were skipped, and why.
+func skippedSlots(attempts []*sundialv1.ExecutionAttempt) map[time.Time]string {
+	out := map[time.Time]string{}
+	for _, a := range attempts {
+		if a.GetStatus() == sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED {
+			out[a.GetScheduledTime().AsTime().UTC()] = a.GetReason()
+		}
+	}
+	return out
 }
