@@ -381,6 +381,8 @@ var actions = map[string]string{
 	"resume":  "Resume this job? It fires from now on; slots missed while paused are not caught up.",
 	"trigger": "Fire this job once, now, outside its schedule?",
 	"delete":  "Delete this job? It stops firing for good; its history stays readable.",
+	"cancel": "Cancel this execution? Its running attempt is abandoned and its target told; no retry of it fires. " +
+		"Its request may already have had its effect.",
 }
 
 func (c *Console) confirmJobAction(w http.ResponseWriter, r *http.Request, s *session) {
@@ -395,8 +397,14 @@ func (c *Console) confirmJobAction(w http.ResponseWriter, r *http.Request, s *se
 		c.fail(w, r, s, err)
 		return
 	}
+	var hidden [][2]string
+	if action == "cancel" {
+		exec := r.URL.Query().Get("execution")
+		question = "Execution " + exec + ": " + question
+		hidden = append(hidden, [2]string{"execution", exec})
+	}
 	c.render(w, http.StatusOK, "confirm", s, map[string]any{
-		"Job": got.GetJob(), "Action": action, "Question": question,
+		"Job": got.GetJob(), "Action": action, "Question": question, "Hidden": hidden,
 		"Post": "/jobs/" + url.PathEscape(got.GetJob().GetId()) + "/" + action,
 		"Back": "/jobs/" + url.PathEscape(got.GetJob().GetId()),
 	})
@@ -420,6 +428,10 @@ func (c *Console) jobAction(w http.ResponseWriter, r *http.Request, s *session) 
 		var resp *sundialv1.TriggerJobResponse
 		resp, err = c.jobs.TriggerJob(ctx, &sundialv1.TriggerJobRequest{Id: id})
 		notice = "triggered: execution " + resp.GetExecutionId()
+	case "cancel":
+		var resp *sundialv1.CancelExecutionResponse
+		resp, err = c.jobs.CancelExecution(ctx, &sundialv1.CancelExecutionRequest{JobId: id, ExecutionId: r.FormValue("execution")})
+		notice = "cancel requested: execution " + resp.GetExecutionId() + " (it will be recorded cancelled by " + resp.GetCancelledBy() + ")"
 	default:
 		c.render(w, http.StatusNotFound, "error", s, map[string]any{"Title": "Not found", "Message": "no such action"})
 		return
