@@ -29,7 +29,8 @@ type Metrics struct {
 	Lateness *prometheus.HistogramVec
 	// Firings by priority, outcome (succeeded, retry_scheduled, dead,
 	// failed, fenced, duplicate, stale, lease_conflict, lease_error,
-	// poison, overlap_skipped, overlap_waiting, rate_limited) and tenant.
+	// poison, overlap_skipped, overlap_waiting, rate_limited, cancelled) and
+	// tenant.
 	Firings *prometheus.CounterVec
 	// LeaseConflicts counts firings whose lease another delivery held.
 	LeaseConflicts prometheus.Counter
@@ -131,7 +132,7 @@ const (
 // job's firing series are created at zero for each of them.
 var Outcomes = []string{
 	"succeeded", "retry_scheduled", "dead", "failed", "fenced", "duplicate", "stale",
-	"lease_conflict", "lease_error", "poison", "overlap_skipped", "overlap_waiting", "rate_limited",
+	"lease_conflict", "lease_error", "poison", "overlap_skipped", "overlap_waiting", "rate_limited", "cancelled",
 }
 
 // New creates the collectors and registers them with reg. maxTenants
