@@ -323,8 +323,8 @@ func tenantsDashboard() dashboard {
 						{fmt.Sprintf(`histogram_quantile(0.99, sum by (le, priority) (rate(sundial_worker_fire_lateness_seconds_bucket{stage="target", tenant=~"$tenant", priority=~"$priority"}[%s])))`, rate), "p99 {{priority}}"},
 					}},
 				{Title: "Held back or dropped/s", Unit: "ops", Stack: true,
-					Description: "Firings of the selected tenants that did not reach the target this time: rate_limited and overlap_waiting wait and try again; overlap_skipped, stale, duplicate and fenced were dropped on purpose.",
-					Targets:     []target{{fmt.Sprintf(`sum by (outcome) (rate(sundial_worker_firings_total{outcome=~"rate_limited|overlap_waiting|overlap_skipped|stale|duplicate|fenced|lease_conflict", tenant=~"$tenant", priority=~"$priority"}[%s]))`, rate), "{{outcome}}"}}},
+					Description: "Firings of the selected tenants that did not reach the target this time: tenant_limited (the tenant's firing-rate quota), rate_limited and concurrency_limited (the target host's limits) and overlap_waiting wait and try again; overlap_skipped, stale, duplicate and fenced were dropped on purpose.",
+					Targets:     []target{{fmt.Sprintf(`sum by (outcome) (rate(sundial_worker_firings_total{outcome=~"tenant_limited|rate_limited|concurrency_limited|overlap_waiting|overlap_skipped|stale|duplicate|fenced|lease_conflict", tenant=~"$tenant", priority=~"$priority"}[%s]))`, rate), "{{outcome}}"}}},
 			}},
 		},
 	}
