@@ -88,7 +88,7 @@ tidy: ## go mod tidy in every module
 	@for m in $(MODULES); do (cd $$m && go mod tidy) || exit 1; done
 
 .PHONY: infra-up
-infra-up: ## Install (if missing) and start Postgres, Redis, ZooKeeper, Kafka, Cassandra on 127.0.0.1
+infra-up: ## Install (if missing) and start Postgres, Redis, ZooKeeper, Kafka, Cassandra on 127.0.0.1, each with its secure listener beside it (docs/operations.md#secure-listeners)
 	$(INFRA) up
 
 .PHONY: infra-down
