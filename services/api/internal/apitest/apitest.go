@@ -88,9 +88,11 @@ func Start(t testing.TB, o Options) *API {
 	st := store.New(pool)
 	api := &API{Store: st, Pool: pool}
 	calendars := calendar.NewStore(pool)
+	leases := lease.New(rdb, lease.WithPrefix(prefix))
 	cfg := server.Config{
 		Store:     st,
-		Versions:  lease.New(rdb, lease.WithPrefix(prefix)),
+		Versions:  leases,
+		Cancels:   leases,
 		Clock:     clock.Real{},
 		Calendars: calendars,
 	}

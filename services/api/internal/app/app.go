@@ -227,6 +227,7 @@ func newHandlers(cfg Config, deps Deps, pool *pgxpool.Pool, st *store.Store, b b
 		Store:             st,
 		Executions:        b.ledger,
 		Versions:          b.versions,
+		Cancels:           b.versions,
 		Clock:             clock.Real{},
 		Logger:            deps.Logger,
 		Metrics:           h.metrics,

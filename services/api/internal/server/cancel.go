@@ -18,13 +18,6 @@ type Canceller interface {
 	Cancel(ctx context.Context, jobID, executionID, by string) (lease.CancelState, string, error)
 }
 
-// canceller is the version publisher when it can also record cancels: both
-// are the workers' Redis (the api's *lease.Store does both).
-func (s *JobService) canceller() (Canceller, bool) {
-	c, ok := s.versions.(Canceller)
-	return c, ok
-}
-
 // CancelExecution asks that one of the job's executions be cancelled, on
 // behalf of the caller. The execution must be in the ledger (it has started:
 // running, or waiting for a retry) and not have ended; the worker holding
@@ -44,8 +37,8 @@ func (s *JobService) CancelExecution(ctx context.Context, req *sundialv1.CancelE
 	if err != nil {
 		return nil, err
 	}
-	c, ok := s.canceller()
-	if !ok || s.executions == nil {
+	c := s.cancels
+	if c == nil || s.executions == nil {
 		return nil, status.Error(codes.Unavailable, "cancelling executions is not available on this server (it needs Redis and the ledger)")
 	}
 	if _, err := s.store.Get(ctx, tenant, jobIDv); err != nil {

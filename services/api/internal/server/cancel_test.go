@@ -26,10 +26,8 @@ func (o oneJob) Get(_ context.Context, tenant, id string) (*sundialv1.Job, error
 	return &sundialv1.Job{Id: id, Tenant: tenant}, nil
 }
 
-// cancels records cancel requests; it publishes versions too, as the
-// api's *lease.Store does.
+// cancels records cancel requests.
 type cancels struct {
-	noVersions
 	state lease.CancelState
 	asked []string
 }
@@ -47,7 +45,7 @@ func TestCancelExecution(t *testing.T) {
 		other   = "01900000-0000-7000-8000-0000000000e3"
 	)
 	c := &cancels{}
-	s, err := NewJobService(Config{Store: oneJob{untouchable: untouchable{t: t}, id: jobA}, Versions: c, Executions: ledgerFake{attempts: []*sundialv1.ExecutionAttempt{
+	s, err := NewJobService(Config{Store: oneJob{untouchable: untouchable{t: t}, id: jobA}, Versions: noVersions{}, Cancels: c, Executions: ledgerFake{attempts: []*sundialv1.ExecutionAttempt{
 		{ExecutionId: running, JobId: jobA, Tenant: "acme", Attempt: 1, Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_RETRY_SCHEDULED},
 		{ExecutionId: running, JobId: jobA, Tenant: "acme", Attempt: 2, Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_RUNNING},
 		{ExecutionId: done, JobId: jobA, Tenant: "acme", Attempt: 1, Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED},

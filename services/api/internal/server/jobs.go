@@ -75,6 +75,9 @@ type Config struct {
 	Executions ExecutionReader
 	// Versions is told every new version after its change commits.
 	Versions VersionPublisher
+	// Cancels records CancelExecution's requests where the workers look
+	// (the workers' Redis, like Versions); nil answers it Unavailable.
+	Cancels Canceller
 	// Clock is only for PreviewSchedule's default start; scheduling
 	// decisions use the database clock.
 	Clock   clock.Clock
@@ -132,6 +135,7 @@ type JobService struct {
 	store          Store
 	executions     ExecutionReader
 	versions       VersionPublisher
+	cancels        Canceller
 	clock          clock.Clock
 	logger         *slog.Logger
 	metrics        *Metrics
@@ -158,6 +162,7 @@ func NewJobService(cfg Config) (*JobService, error) {
 		store:          cfg.Store,
 		executions:     cfg.Executions,
 		versions:       cfg.Versions,
+		cancels:        cfg.Cancels,
 		clock:          cfg.Clock,
 		logger:         cfg.Logger,
 		metrics:        cfg.Metrics,
