@@ -106,15 +106,15 @@ func pausedSlots(sch nexter, after, before time.Time, max, walk int) []store.Ski
 
 // pausedSkips is ResumeJob's store.SkippedFunc: the slots of the resumed
 // job's schedule after the last one staged and before the first it will
-// fire (all that are left, for a job the resume completes), which never ran
-// because the job was paused.
+// fire (up to now, for a job the resume completes: it has none after),
+// which never ran because the job was paused.
 func (s *JobService) pausedSkips(ctx context.Context, tenant string) store.SkippedFunc {
-	return func(lastStaged time.Time, next *sundialv1.Job) ([]store.Skip, error) {
+	return func(lastStaged, now time.Time, next *sundialv1.Job) ([]store.Skip, error) {
 		sch, err := s.scheduleOf(ctx, tenant, next, next.GetCreateTime().AsTime())
 		if err != nil {
 			return nil, err
 		}
-		var before time.Time
+		before := now.Add(time.Nanosecond) // a slot at now itself fell in the pause
 		if next.GetStatus() == sundialv1.JobStatus_JOB_STATUS_ACTIVE {
 			before = next.GetNextFireTime().AsTime()
 		}

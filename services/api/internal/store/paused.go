@@ -21,9 +21,10 @@ type Skip struct {
 
 // SkippedFunc lists the slots a change records as SKIPPED, given the last
 // slot the prefetcher staged for the job (jobs.last_slot_at; its creation
-// instant when none ever was) and the job as changed. Every slot after
-// that one was never staged, so it has no other record.
-type SkippedFunc func(lastStaged time.Time, next *sundialv1.Job) ([]Skip, error)
+// instant when none ever was), the database clock's now and the job as
+// changed. Every slot after lastStaged was never staged, so it has no
+// other record.
+type SkippedFunc func(lastStaged, now time.Time, next *sundialv1.Job) ([]Skip, error)
 
 // recordSkipped writes the slots fn lists as SKIPPED attempts (attempt 1,
 // fence 0, the execution id of the slot, so the same row any other record
@@ -31,7 +32,7 @@ type SkippedFunc func(lastStaged time.Time, next *sundialv1.Job) ([]Skip, error)
 // ledger_pending, which the prefetcher's drainer moves into the ledger:
 // the path the prefetcher's misfire skips take. It returns how many rows
 // it wrote.
-func recordSkipped(ctx context.Context, tx pgx.Tx, tenant, id string, cur, next *sundialv1.Job, fn SkippedFunc) (int, error) {
+func recordSkipped(ctx context.Context, tx pgx.Tx, tenant, id string, now time.Time, cur, next *sundialv1.Job, fn SkippedFunc) (int, error) {
 	jobID, err := uuid.Parse(id)
 	if err != nil {
 		return 0, fmt.Errorf("store: job id %q: %w", id, err)
@@ -44,7 +45,7 @@ func recordSkipped(ctx context.Context, tx pgx.Tx, tenant, id string, cur, next 
 	if last != nil {
 		from = *last
 	}
-	skips, err := fn(from, next)
+	skips, err := fn(from, now, next)
 	if err != nil {
 		return 0, err
 	}

@@ -720,7 +720,7 @@ func (s *Store) Mutate(ctx context.Context, tenant, id string, change Change, fn
 		detail := cloneDetail(change.Audit.Detail)
 		detail["dropped_firings"] = dropped
 		if change.Skipped != nil {
-			n, err := recordSkipped(ctx, tx, tenant, id, cur, next, change.Skipped)
+			n, err := recordSkipped(ctx, tx, tenant, id, now, cur, next, change.Skipped)
 			if err != nil {
 				return err
 			}
