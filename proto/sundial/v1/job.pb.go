@@ -445,7 +445,8 @@ type Job struct {
 	NextFireTime *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=next_fire_time,json=nextFireTime,proto3" json:"next_fire_time,omitempty"`
 	CreateTime   *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	UpdateTime   *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
-	// URL notified (signed like targets) on success, final failure and DLQ entry.
+	// URL notified (signed like targets) on success, final failure and DLQ
+	// entry, and cancel.
 	CallbackUrl string `protobuf:"bytes,19,opt,name=callback_url,json=callbackUrl,proto3" json:"callback_url,omitempty"`
 	// Run-count limit: the job completes after this many of its schedule's
 	// slots have been staged to fire (catch-ups count; backfills and

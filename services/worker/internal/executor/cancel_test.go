@@ -82,6 +82,8 @@ func TestCancelledBeforeTheAttempt(t *testing.T) {
 	calls := 0
 	r := newRig(t, 1, func(ctx context.Context, req target.Request) target.Result { calls++; return ok(ctx, req) })
 	r.leaser.acquire["e1"] = lease.Result{Outcome: lease.Cancelled, CancelledBy: "overlap:terminate_other for e2"}
+	n := &memNotifier{}
+	r.deps.Notifier = n
 	r.start(t)
 	r.pushFiring(t, policyFiring("e1", 3))
 	<-r.own.events
@@ -91,6 +93,12 @@ func TestCancelledBeforeTheAttempt(t *testing.T) {
 	a := r.rec.finalOf("e1")
 	if a.GetStatus() != sundialv1.ExecutionStatus_EXECUTION_STATUS_CANCELLED || !strings.Contains(a.GetReason(), "cancelled by overlap:terminate_other for e2 before this attempt was sent") {
 		t.Fatalf("final %v", a)
+	}
+	// The job's completion callback is told too.
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.got) != 1 || n.got[0].Event != "cancelled" || n.got[0].Status != "EXECUTION_STATUS_CANCELLED" || n.url[0] != "http://cb.example/hook" {
+		t.Fatalf("notifications %+v to %v", n.got, n.url)
 	}
 }
 

@@ -603,8 +603,10 @@ func (p *Pool) cancelledBefore(ctx context.Context, it *work.Item, f *sundialv1.
 		fence = it.Lease.Fence
 		p.finishMarks(ctx, []lease.Finish{p.mark(ex, it.LeaseHolder, d)})
 	}
+	now := p.clk.Now()
+	p.notify(f, d, target.Result{}, now, settle.Outcome{})
 	a := p.attemptRecord(f, d.Status, fence)
-	a.FinishedTime = timestamppb.New(p.clk.Now())
+	a.FinishedTime = timestamppb.New(now)
 	a.Reason = d.Reason
 	p.final(it, a, false)
 }
@@ -1082,8 +1084,9 @@ func (p *Pool) finishMarks(ctx context.Context, marks []lease.Finish) bool {
 	}
 }
 
-// notify queues the job's completion notification: on success, and on
-// death (its final failure and its entry in the DLQ, one notification).
+// notify queues the job's completion notification: on success, on death
+// (its final failure and its entry in the DLQ, one notification), and on
+// cancel.
 func (p *Pool) notify(f *sundialv1.Firing, d retry.Decision, res target.Result, finished time.Time, out settle.Outcome) {
 	if p.notifier == nil || f.GetCallbackUrl() == "" {
 		return
@@ -1094,6 +1097,8 @@ func (p *Pool) notify(f *sundialv1.Firing, d retry.Decision, res target.Result, 
 		event = notify.EventSucceeded
 	case sundialv1.ExecutionStatus_EXECUTION_STATUS_DEAD:
 		event = notify.EventDead
+	case sundialv1.ExecutionStatus_EXECUTION_STATUS_CANCELLED:
+		event = notify.EventCancelled
 	default:
 		return
 	}

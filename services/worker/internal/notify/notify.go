@@ -34,6 +34,9 @@ import (
 const (
 	EventSucceeded = "succeeded"
 	EventDead      = "dead"
+	// EventCancelled: the execution was cancelled (JobService.CancelExecution,
+	// or an overlap policy); no attempt of it follows.
+	EventCancelled = firing.EventCancelled
 )
 
 // HeaderEvent names the event of a notification.
