@@ -3,6 +3,8 @@
 package server
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,5 +83,47 @@ func TestIntegrationResumeRecordsThePausedSlots(t *testing.T) {
 	}
 	if got := h.count(`SELECT count(*) FROM ledger_pending WHERE job_id = $1`, id); got != len(want) {
 		t.Fatalf("after a second resume: %d rows", got)
+	}
+}
+
+// A per-second job paused for two hours: the resume records the 1,000
+// most recent slots one by one and one summary row, at the first slot of
+// the pause, standing for the 6,000-odd older ones.
+func TestIntegrationResumeBoundsALongPause(t *testing.T) {
+	clk := &shiftedClock{}
+	h := newHarnessWith(t, harnessOptions{storeOptions: []store.Option{store.WithClockShift(clk.shift)}})
+	a := as(tokenAcme)
+	j := everyMinute("every second, paused two hours")
+	j.Schedule = &sundialv1.Schedule{Spec: &sundialv1.Schedule_Cron{Cron: "* * * * * *"}}
+	job := h.create(tokenAcme, j)
+	id := job.GetId()
+	if _, err := h.client.PauseJob(h.ctx, &sundialv1.PauseJobRequest{Id: id}, a); err != nil {
+		t.Fatal(err)
+	}
+	clk.advance(2 * time.Hour)
+	r, err := h.client.ResumeJob(h.ctx, &sundialv1.ResumeJobRequest{Id: id}, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := r.GetJob().GetNextFireTime().AsTime()
+	first := job.GetCreateTime().AsTime().Truncate(time.Second).Add(time.Second)
+	total := int(next.Sub(first) / time.Second)
+	if got := h.count(`SELECT count(*) FROM ledger_pending WHERE job_id = $1 AND reason = 'paused'`, id); got != MaxPausedRecords {
+		t.Fatalf("%d slots listed one by one, want %d", got, MaxPausedRecords)
+	}
+	var oldest time.Time
+	if err := h.pool.QueryRow(h.ctx, `SELECT min(scheduled_at) FROM ledger_pending WHERE job_id = $1 AND reason = 'paused'`, id).Scan(&oldest); err != nil ||
+		!oldest.Equal(next.Add(-MaxPausedRecords*time.Second)) {
+		t.Fatalf("the oldest listed slot is %s (%v), want the 1000th before %s", oldest, err, next)
+	}
+	var at time.Time
+	var reason string
+	if err := h.pool.QueryRow(h.ctx, `SELECT scheduled_at, reason FROM ledger_pending WHERE job_id = $1 AND reason LIKE 'paused: %'`, id).Scan(&at, &reason); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("paused: %d slots from %s to %s fell in the pause", total-MaxPausedRecords,
+		first.UTC().Format(time.RFC3339Nano), oldest.Add(-time.Second).UTC().Format(time.RFC3339Nano))
+	if !at.Equal(first) || !strings.HasPrefix(reason, want) {
+		t.Fatalf("summary at %s: %q\nwant at %s: %q…", at, reason, first, want)
 	}
 }
