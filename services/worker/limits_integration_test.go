@@ -112,3 +112,24 @@ func TestTenantFloodDoesNotDelayOtherTenants(t *testing.T) {
 		t.Error("no firing counted tenant_limited")
 	}
 }
+
+// Redis cut off from a worker whose every limit is held in Redis (a host
+// cap, a tenant quota, the breakers): the firings it leased before the cut
+// still fire on time — the limits fall back to the worker's own at the
+// first failed call, and nothing waits on Redis for them — and every
+// firing is fired once, as without limits.
+func TestRedisOutageWithClusterLimits(t *testing.T) {
+	e := newEnv(t, 2)
+	cut := newCutter()
+	cfg := e.config("w1")
+	cfg.ClusterLimits = true
+	cfg.HostConcurrency = 50
+	cfg.TenantFiringRate, cfg.TenantFiringBurst = 1000, 100
+	cfg.BreakerFailures, cfg.BreakerCooldown = 20, 30*time.Second
+	cfg.LimitsTimeout, cfg.LimitsFallback = 100*time.Millisecond, time.Second
+	w := e.startInProcessWith(cfg, app.Deps{RedisDialer: cut.dial})
+	e.redisOutage(w, func() { cut.set(true) }, func() { cut.set(false) })
+	if testutil.ToFloat64(w.Metrics.LimitsFallbacks) == 0 {
+		t.Error("no limits call failed during the outage: the limits were not asked")
+	}
+}

@@ -36,10 +36,12 @@
 // reaches the others within it; failures are reported as they happen.
 //
 // When Redis does not answer (a call fails or takes over Timeout), the
-// worker falls back to per-process limits for Fallback before it asks
-// again: the same rates and caps, counted in this process alone (so N
-// workers may together exceed them N-fold while Redis is away), and its
-// own breakers. Nothing waits on Redis and no firing is lost.
+// worker falls back to per-process limits: the same rates and caps,
+// counted in this process alone (so N workers may together exceed them
+// N-fold while Redis is away), and its own breakers. Every Fallback one
+// attempt, after its request, pings Redis; the limits go back to Redis
+// once it answers. Only the firings admitted as the outage began wait (up
+// to Timeout) on Redis, and no firing is lost.
 package limits
 
 import (
@@ -132,9 +134,12 @@ type Guard struct {
 	hostT, hostBurst int64 // host rate: µs per request, burst
 	breakerOn        bool
 
-	// downUntil is when Redis is asked again after a failed call (Unix ns).
+	// wasDown: a call failed; the per-process limits serve until a probe
+	// (made after an attempt, off the firing path, once downUntil has
+	// passed: Unix ns) finds Redis answering.
 	downUntil atomic.Int64
 	wasDown   atomic.Bool
+	probing   atomic.Bool
 
 	mu       sync.Mutex
 	verdicts map[string]verdict  // by attempt (member): what Admit decided, for Fire
@@ -238,7 +243,7 @@ func (g *Guard) Admit(ctx context.Context, it *work.Item, now time.Time) (time.D
 			return 0, ""
 		}
 	}
-	if g.rdb == nil || now.UnixNano() < g.downUntil.Load() {
+	if g.rdb == nil || g.wasDown.Load() {
 		return g.admitLocal(it, m, host, tq, needTenant, needHost, needSlot, now)
 	}
 	args := []any{now.UnixMicro(), 0, 0, 0, 0, 0, 0, m, 0, g.breakerTTL().Milliseconds()}
@@ -436,8 +441,26 @@ func (g *Guard) take(m string) (verdict, bool) {
 	return v, ok
 }
 
+// probe asks Redis whether it answers again, when the per-process limits
+// have served for Fallback; one caller at a time, after its attempt, so no
+// firing waits for it.
+func (g *Guard) probe(ctx context.Context) {
+	if !g.wasDown.Load() || g.clk.Now().UnixNano() < g.downUntil.Load() || !g.probing.CompareAndSwap(false, true) {
+		return
+	}
+	defer g.probing.Store(false)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.Timeout)
+	err := g.rdb.Ping(cctx).Err()
+	cancel()
+	if err != nil {
+		g.failed(g.clk.Now(), err)
+		return
+	}
+	g.answered()
+}
+
 // failed notes a Redis call that failed: the per-process limits serve
-// until Fallback has passed.
+// until a probe, Fallback later at the earliest, finds Redis answering.
 func (g *Guard) failed(now time.Time, err error) {
 	g.downUntil.Store(now.Add(g.cfg.Fallback).UnixNano())
 	if g.m.Fallback != nil {
@@ -472,6 +495,9 @@ type guarded struct{ g *Guard }
 // Fire implements target.Target.
 func (t guarded) Fire(ctx context.Context, req target.Request) target.Result {
 	g := t.g
+	if g.rdb != nil {
+		defer g.probe(ctx)
+	}
 	host := target.Host(req.Firing)
 	if host == "" {
 		return g.next.Fire(ctx, req)

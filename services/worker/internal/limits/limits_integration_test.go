@@ -4,8 +4,11 @@ package limits_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"net"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -334,4 +337,52 @@ func BenchmarkAdmit(b *testing.B) {
 			}
 		}
 	})
+}
+
+// After an outage the limits go back to Redis: an attempt made once
+// Fallback has passed pings it (after its request) and, Redis answering,
+// the next admission is counted in Redis again.
+func TestLimitsBackToRedisAfterAnOutage(t *testing.T) {
+	ctx := context.Background()
+	_, prefix := testinfra.Redis(t)
+	var cut atomic.Bool
+	cut.Store(true)
+	rdb := redis.NewClient(&redis.Options{Addr: testinfra.RedisAddr(t), MaxRetries: -1, Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if cut.Load() {
+			return nil, errors.New("cut off (test)")
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}})
+	t.Cleanup(func() { _ = rdb.Close() })
+	clk := clock.NewFake(t0)
+	g := limits.New(rdb, &counting{}, limits.Config{Prefix: prefix, HostConcurrency: 5, Fallback: time.Second}, clk, limits.Metrics{}, slog.New(slog.DiscardHandler))
+	slots := prefix + "{limits}:slots:h.example"
+	fire := func(i int) {
+		t.Helper()
+		it := item("acme", "h.example", i)
+		if wait, _ := g.Admit(ctx, it, clk.Now()); wait != 0 {
+			t.Fatalf("firing %d waits %s", i, wait)
+		}
+		g.Target().Fire(ctx, target.Request{Firing: it.Firing})
+	}
+	fire(0) // Redis cut: the per-process limits
+	cut.Store(false)
+	fire(1) // within Fallback: still per process, and no ping yet
+	if n, _ := rdb.Exists(ctx, slots).Result(); n != 0 {
+		t.Fatal("a slot was taken in Redis within the fallback")
+	}
+	clk.Advance(time.Second)
+	fire(2) // its attempt pings Redis, which answers
+	it := item("acme", "h.example", 3)
+	if wait, _ := g.Admit(ctx, it, clk.Now()); wait != 0 {
+		t.Fatal("waits")
+	}
+	if n, _ := rdb.ZCard(ctx, slots).Result(); n != 1 {
+		t.Fatalf("%d slots in Redis after the outage, want the new attempt's", n)
+	}
+	g.Target().Fire(ctx, target.Request{Firing: it.Firing})
+	if n, _ := rdb.ZCard(ctx, slots).Result(); n != 0 {
+		t.Fatalf("%d slots left in Redis after the attempt", n)
+	}
 }
