@@ -386,3 +386,39 @@ func TestLimitsBackToRedisAfterAnOutage(t *testing.T) {
 		t.Fatalf("%d slots left in Redis after the attempt", n)
 	}
 }
+
+// countingRedis counts the scripts run through it.
+type countingRedis struct {
+	redis.Cmdable
+	scripts atomic.Int64
+}
+
+func (c *countingRedis) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
+	c.scripts.Add(1)
+	return c.Cmdable.EvalSha(ctx, sha1, keys, args...)
+}
+
+// Breakers alone (the default) cost a call per host per BreakerSync, not
+// one per firing: healthy hosts' firings are admitted from the state read
+// last.
+func TestBreakersAloneCostACallPerHostPerSync(t *testing.T) {
+	ctx := context.Background()
+	rdb, prefix := testinfra.Redis(t)
+	c := &countingRedis{Cmdable: rdb}
+	clk := clock.NewFake(t0)
+	g := limits.New(c, &counting{}, limits.Config{Prefix: prefix, Breaker: hostguard.BreakerConfig{Failures: 3, Cooldown: time.Second}, BreakerSync: time.Second},
+		clk, limits.Metrics{}, slog.New(slog.DiscardHandler))
+	for i := range 100 {
+		for _, host := range []string{"a.example", "b.example"} {
+			it := item("acme", host, i)
+			g.Admit(ctx, it, clk.Now())
+			if res := g.Target().Fire(ctx, target.Request{Firing: it.Firing}); !res.OK {
+				t.Fatalf("%+v", res)
+			}
+		}
+		clk.Advance(5 * time.Millisecond) // 100 firings a host over 0.5 s
+	}
+	if n := c.scripts.Load(); n != 2 {
+		t.Fatalf("%d script calls for 200 healthy firings to two hosts within the sync, want 2", n)
+	}
+}
