@@ -2,8 +2,10 @@ package signingkey
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -40,7 +42,8 @@ var (
 	ErrNone = errors.New("signingkey: the tenant has no signing key; create one first")
 )
 
-// Store reads and writes signing_keys. Postgres's clock dates every key,
+// Store reads and writes signing_keys and signing_key_audit (the one
+// writer of both). Postgres's clock dates every key,
 // as it does every scheduling decision.
 type Store struct {
 	pool *pgxpool.Pool
@@ -111,10 +114,19 @@ func (s *Store) Create(ctx context.Context, tenant, actor string, platformOverla
 		if platformOverlap > 0 {
 			until = now.Add(platformOverlap)
 		}
-		k, err = s.insert(ctx, tx, tenant, actor, now, until)
-		return err
+		if k, err = s.insert(ctx, tx, tenant, actor, now, until); err != nil {
+			return err
+		}
+		detail := map[string]string{}
+		if !until.IsZero() {
+			detail["platform_overlap_end_time"] = until.UTC().Format(time.RFC3339Nano)
+		}
+		return insertAudit(ctx, tx, tenant, k.ID, actor, ActionCreate, now, detail)
 	})
-	return k, err
+	if err != nil {
+		return Key{}, err
+	}
+	return k, nil
 }
 
 // Rotate makes a new current key for tenant and keeps the previous one
@@ -140,22 +152,102 @@ func (s *Store) Rotate(ctx context.Context, tenant, actor string, overlap time.D
 		prev.Tenant, prev.ExpiresAt = tenant, now.Add(overlap)
 		// At most two valid keys: an earlier overlap still running ends
 		// now, and long-expired rows go.
-		if _, err := tx.Exec(ctx, `UPDATE signing_keys SET expires_at = $2 WHERE tenant = $1 AND expires_at > $2`, tenant, now); err != nil {
+		ended, err := keyIDs(tx.Query(ctx, `UPDATE signing_keys SET expires_at = $2 WHERE tenant = $1 AND expires_at > $2 RETURNING key_id`, tenant, now))
+		if err != nil {
 			return fmt.Errorf("signingkey: end the earlier overlap: %w", err)
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM signing_keys WHERE tenant = $1 AND expires_at < $2`, tenant, now.Add(-keep)); err != nil {
+		deleted, err := keyIDs(tx.Query(ctx, `DELETE FROM signing_keys WHERE tenant = $1 AND expires_at < $2 RETURNING key_id`, tenant, now.Add(-keep)))
+		if err != nil {
 			return fmt.Errorf("signingkey: delete expired keys: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE signing_keys SET expires_at = $3 WHERE tenant = $1 AND key_id = $2`, tenant, prev.ID, prev.ExpiresAt); err != nil {
 			return fmt.Errorf("signingkey: retire the current key: %w", err)
 		}
-		cur, err = s.insert(ctx, tx, tenant, actor, now, time.Time{})
-		return err
+		if cur, err = s.insert(ctx, tx, tenant, actor, now, time.Time{}); err != nil {
+			return err
+		}
+		detail := map[string]string{"previous_key_id": prev.ID, "previous_expire_time": prev.ExpiresAt.UTC().Format(time.RFC3339Nano)}
+		if len(ended) > 0 {
+			detail["ended_key_ids"] = strings.Join(ended, ",")
+		}
+		if len(deleted) > 0 {
+			detail["deleted_key_ids"] = strings.Join(deleted, ",")
+		}
+		return insertAudit(ctx, tx, tenant, cur.ID, actor, ActionRotate, now, detail)
 	})
 	if err != nil {
 		return Key{}, Key{}, err
 	}
 	return cur, prev, nil
+}
+
+func keyIDs(rows pgx.Rows, err error) ([]string, error) {
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// Audit actions: what a signing_key_audit row records.
+const (
+	ActionCreate = "create"
+	ActionRotate = "rotate"
+)
+
+// AuditEntry is a row of signing_key_audit: one change to a tenant's keys.
+type AuditEntry struct {
+	// Seq orders the trail (and pages it).
+	Seq int64
+	// KeyID is the key the change made.
+	KeyID string
+	// Actor is who made the change (auth.ActorFrom).
+	Actor  string
+	Action string
+	At     time.Time
+	// Detail is what else changed: for create the platform overlap's end;
+	// for rotate the key rotated out and its expiry, and keys the rotation
+	// ended or removed. Key ids and times only, never a secret.
+	Detail map[string]string
+}
+
+func insertAudit(ctx context.Context, tx pgx.Tx, tenant, keyID, actor, action string, at time.Time, detail map[string]string) error {
+	b, err := json.Marshal(detail)
+	if err != nil {
+		return fmt.Errorf("signingkey: encode audit detail: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO signing_key_audit (tenant, key_id, actor, action, at, detail) VALUES ($1, $2, $3, $4, $5, $6)`,
+		tenant, keyID, actor, action, at, b); err != nil {
+		return fmt.Errorf("signingkey: insert audit row: %w", err)
+	}
+	return nil
+}
+
+// ListAudit returns up to limit of tenant's audit rows, newest first,
+// those before seq (0: from the newest).
+func (s *Store) ListAudit(ctx context.Context, tenant string, before int64, limit int) ([]AuditEntry, error) {
+	q, args := `SELECT id, key_id, actor, action, at, detail FROM signing_key_audit WHERE tenant = $1`, []any{tenant}
+	if before > 0 {
+		args = append(args, before)
+		q += ` AND id < $2`
+	}
+	args = append(args, limit)
+	q += fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args))
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("signingkey: list audit: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditEntry, error) {
+		var e AuditEntry
+		var detail []byte
+		if err := r.Scan(&e.Seq, &e.KeyID, &e.Actor, &e.Action, &e.At, &detail); err != nil {
+			return e, err
+		}
+		return e, json.Unmarshal(detail, &e.Detail)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("signingkey: list audit: %w", err)
+	}
+	return out, nil
 }
 
 // List returns tenant's valid keys, the current first, without secrets.
