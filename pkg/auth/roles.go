@@ -100,6 +100,8 @@ var Methods = map[string]Access{
 	"/sundial.v1.SigningKeyService/RotateSigningKey": Write,
 	"/sundial.v1.SigningKeyService/ListSigningKeys":  Read,
 
+	"/sundial.v1.SigningKeyService/ListSigningKeyAudit": Read,
+
 	"/sundial.v1.TokenService/CreateToken":    ManageTokens,
 	"/sundial.v1.TokenService/ListTokens":     ManageTokens,
 	"/sundial.v1.TokenService/RevokeToken":    ManageTokens,

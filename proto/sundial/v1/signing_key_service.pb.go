@@ -402,6 +402,196 @@ func (x *ListSigningKeysResponse) GetKeys() []*SigningKey {
 	return nil
 }
 
+type ListSigningKeyAuditRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Default 100, at most 1000.
+	PageSize      int32  `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSigningKeyAuditRequest) Reset() {
+	*x = ListSigningKeyAuditRequest{}
+	mi := &file_sundial_v1_signing_key_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSigningKeyAuditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSigningKeyAuditRequest) ProtoMessage() {}
+
+func (x *ListSigningKeyAuditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_signing_key_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSigningKeyAuditRequest.ProtoReflect.Descriptor instead.
+func (*ListSigningKeyAuditRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_signing_key_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ListSigningKeyAuditRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListSigningKeyAuditRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// SigningKeyAuditEntry is one change to a tenant's signing keys.
+type SigningKeyAuditEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key the change made (create, rotate).
+	KeyId string `protobuf:"bytes,1,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	// Who made the change, as the audit trail names callers.
+	Actor string `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	// "create" or "rotate".
+	Action string                 `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
+	Time   *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=time,proto3" json:"time,omitempty"`
+	// The change. create: platform_overlap_end_time when the platform's
+	// secret signs beside the key. rotate: previous_key_id and
+	// previous_expire_time (the rotated-out key), ended_key_ids (keys of an
+	// earlier overlap the rotation ended at once) and deleted_key_ids (rows
+	// of keys expired over 30 days, removed).
+	Detail        map[string]string `protobuf:"bytes,5,rep,name=detail,proto3" json:"detail,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SigningKeyAuditEntry) Reset() {
+	*x = SigningKeyAuditEntry{}
+	mi := &file_sundial_v1_signing_key_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SigningKeyAuditEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SigningKeyAuditEntry) ProtoMessage() {}
+
+func (x *SigningKeyAuditEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_signing_key_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SigningKeyAuditEntry.ProtoReflect.Descriptor instead.
+func (*SigningKeyAuditEntry) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_signing_key_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SigningKeyAuditEntry) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *SigningKeyAuditEntry) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *SigningKeyAuditEntry) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *SigningKeyAuditEntry) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *SigningKeyAuditEntry) GetDetail() map[string]string {
+	if x != nil {
+		return x.Detail
+	}
+	return nil
+}
+
+type ListSigningKeyAuditResponse struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	Entries       []*SigningKeyAuditEntry `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	NextPageToken string                  `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSigningKeyAuditResponse) Reset() {
+	*x = ListSigningKeyAuditResponse{}
+	mi := &file_sundial_v1_signing_key_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSigningKeyAuditResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSigningKeyAuditResponse) ProtoMessage() {}
+
+func (x *ListSigningKeyAuditResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_signing_key_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSigningKeyAuditResponse.ProtoReflect.Descriptor instead.
+func (*ListSigningKeyAuditResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_signing_key_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ListSigningKeyAuditResponse) GetEntries() []*SigningKeyAuditEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *ListSigningKeyAuditResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_sundial_v1_signing_key_service_proto protoreflect.FileDescriptor
 
 const file_sundial_v1_signing_key_service_proto_rawDesc = "" +
@@ -432,11 +622,28 @@ const file_sundial_v1_signing_key_service_proto_rawDesc = "" +
 	"\bprevious\x18\x03 \x01(\v2\x16.sundial.v1.SigningKeyR\bprevious\"\x18\n" +
 	"\x16ListSigningKeysRequest\"E\n" +
 	"\x17ListSigningKeysResponse\x12*\n" +
-	"\x04keys\x18\x01 \x03(\v2\x16.sundial.v1.SigningKeyR\x04keys2\xad\x02\n" +
+	"\x04keys\x18\x01 \x03(\v2\x16.sundial.v1.SigningKeyR\x04keys\"X\n" +
+	"\x1aListSigningKeyAuditRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"\x8c\x02\n" +
+	"\x14SigningKeyAuditEntry\x12\x15\n" +
+	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x14\n" +
+	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x16\n" +
+	"\x06action\x18\x03 \x01(\tR\x06action\x12.\n" +
+	"\x04time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12D\n" +
+	"\x06detail\x18\x05 \x03(\v2,.sundial.v1.SigningKeyAuditEntry.DetailEntryR\x06detail\x1a9\n" +
+	"\vDetailEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x81\x01\n" +
+	"\x1bListSigningKeyAuditResponse\x12:\n" +
+	"\aentries\x18\x01 \x03(\v2 .sundial.v1.SigningKeyAuditEntryR\aentries\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\x95\x03\n" +
 	"\x11SigningKeyService\x12]\n" +
 	"\x10CreateSigningKey\x12#.sundial.v1.CreateSigningKeyRequest\x1a$.sundial.v1.CreateSigningKeyResponse\x12]\n" +
 	"\x10RotateSigningKey\x12#.sundial.v1.RotateSigningKeyRequest\x1a$.sundial.v1.RotateSigningKeyResponse\x12Z\n" +
-	"\x0fListSigningKeys\x12\".sundial.v1.ListSigningKeysRequest\x1a#.sundial.v1.ListSigningKeysResponseB9Z7github.com/sundialhq/sundial/proto/sundial/v1;sundialv1b\x06proto3"
+	"\x0fListSigningKeys\x12\".sundial.v1.ListSigningKeysRequest\x1a#.sundial.v1.ListSigningKeysResponse\x12f\n" +
+	"\x13ListSigningKeyAudit\x12&.sundial.v1.ListSigningKeyAuditRequest\x1a'.sundial.v1.ListSigningKeyAuditResponseB9Z7github.com/sundialhq/sundial/proto/sundial/v1;sundialv1b\x06proto3"
 
 var (
 	file_sundial_v1_signing_key_service_proto_rawDescOnce sync.Once
@@ -450,39 +657,48 @@ func file_sundial_v1_signing_key_service_proto_rawDescGZIP() []byte {
 	return file_sundial_v1_signing_key_service_proto_rawDescData
 }
 
-var file_sundial_v1_signing_key_service_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_sundial_v1_signing_key_service_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_sundial_v1_signing_key_service_proto_goTypes = []any{
-	(*SigningKey)(nil),               // 0: sundial.v1.SigningKey
-	(*CreateSigningKeyRequest)(nil),  // 1: sundial.v1.CreateSigningKeyRequest
-	(*CreateSigningKeyResponse)(nil), // 2: sundial.v1.CreateSigningKeyResponse
-	(*RotateSigningKeyRequest)(nil),  // 3: sundial.v1.RotateSigningKeyRequest
-	(*RotateSigningKeyResponse)(nil), // 4: sundial.v1.RotateSigningKeyResponse
-	(*ListSigningKeysRequest)(nil),   // 5: sundial.v1.ListSigningKeysRequest
-	(*ListSigningKeysResponse)(nil),  // 6: sundial.v1.ListSigningKeysResponse
-	(*timestamppb.Timestamp)(nil),    // 7: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 8: google.protobuf.Duration
+	(*SigningKey)(nil),                  // 0: sundial.v1.SigningKey
+	(*CreateSigningKeyRequest)(nil),     // 1: sundial.v1.CreateSigningKeyRequest
+	(*CreateSigningKeyResponse)(nil),    // 2: sundial.v1.CreateSigningKeyResponse
+	(*RotateSigningKeyRequest)(nil),     // 3: sundial.v1.RotateSigningKeyRequest
+	(*RotateSigningKeyResponse)(nil),    // 4: sundial.v1.RotateSigningKeyResponse
+	(*ListSigningKeysRequest)(nil),      // 5: sundial.v1.ListSigningKeysRequest
+	(*ListSigningKeysResponse)(nil),     // 6: sundial.v1.ListSigningKeysResponse
+	(*ListSigningKeyAuditRequest)(nil),  // 7: sundial.v1.ListSigningKeyAuditRequest
+	(*SigningKeyAuditEntry)(nil),        // 8: sundial.v1.SigningKeyAuditEntry
+	(*ListSigningKeyAuditResponse)(nil), // 9: sundial.v1.ListSigningKeyAuditResponse
+	nil,                                 // 10: sundial.v1.SigningKeyAuditEntry.DetailEntry
+	(*timestamppb.Timestamp)(nil),       // 11: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),         // 12: google.protobuf.Duration
 }
 var file_sundial_v1_signing_key_service_proto_depIdxs = []int32{
-	7,  // 0: sundial.v1.SigningKey.create_time:type_name -> google.protobuf.Timestamp
-	7,  // 1: sundial.v1.SigningKey.expire_time:type_name -> google.protobuf.Timestamp
-	7,  // 2: sundial.v1.SigningKey.platform_overlap_end_time:type_name -> google.protobuf.Timestamp
-	8,  // 3: sundial.v1.CreateSigningKeyRequest.platform_overlap:type_name -> google.protobuf.Duration
+	11, // 0: sundial.v1.SigningKey.create_time:type_name -> google.protobuf.Timestamp
+	11, // 1: sundial.v1.SigningKey.expire_time:type_name -> google.protobuf.Timestamp
+	11, // 2: sundial.v1.SigningKey.platform_overlap_end_time:type_name -> google.protobuf.Timestamp
+	12, // 3: sundial.v1.CreateSigningKeyRequest.platform_overlap:type_name -> google.protobuf.Duration
 	0,  // 4: sundial.v1.CreateSigningKeyResponse.key:type_name -> sundial.v1.SigningKey
-	8,  // 5: sundial.v1.RotateSigningKeyRequest.overlap:type_name -> google.protobuf.Duration
+	12, // 5: sundial.v1.RotateSigningKeyRequest.overlap:type_name -> google.protobuf.Duration
 	0,  // 6: sundial.v1.RotateSigningKeyResponse.key:type_name -> sundial.v1.SigningKey
 	0,  // 7: sundial.v1.RotateSigningKeyResponse.previous:type_name -> sundial.v1.SigningKey
 	0,  // 8: sundial.v1.ListSigningKeysResponse.keys:type_name -> sundial.v1.SigningKey
-	1,  // 9: sundial.v1.SigningKeyService.CreateSigningKey:input_type -> sundial.v1.CreateSigningKeyRequest
-	3,  // 10: sundial.v1.SigningKeyService.RotateSigningKey:input_type -> sundial.v1.RotateSigningKeyRequest
-	5,  // 11: sundial.v1.SigningKeyService.ListSigningKeys:input_type -> sundial.v1.ListSigningKeysRequest
-	2,  // 12: sundial.v1.SigningKeyService.CreateSigningKey:output_type -> sundial.v1.CreateSigningKeyResponse
-	4,  // 13: sundial.v1.SigningKeyService.RotateSigningKey:output_type -> sundial.v1.RotateSigningKeyResponse
-	6,  // 14: sundial.v1.SigningKeyService.ListSigningKeys:output_type -> sundial.v1.ListSigningKeysResponse
-	12, // [12:15] is the sub-list for method output_type
-	9,  // [9:12] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	11, // 9: sundial.v1.SigningKeyAuditEntry.time:type_name -> google.protobuf.Timestamp
+	10, // 10: sundial.v1.SigningKeyAuditEntry.detail:type_name -> sundial.v1.SigningKeyAuditEntry.DetailEntry
+	8,  // 11: sundial.v1.ListSigningKeyAuditResponse.entries:type_name -> sundial.v1.SigningKeyAuditEntry
+	1,  // 12: sundial.v1.SigningKeyService.CreateSigningKey:input_type -> sundial.v1.CreateSigningKeyRequest
+	3,  // 13: sundial.v1.SigningKeyService.RotateSigningKey:input_type -> sundial.v1.RotateSigningKeyRequest
+	5,  // 14: sundial.v1.SigningKeyService.ListSigningKeys:input_type -> sundial.v1.ListSigningKeysRequest
+	7,  // 15: sundial.v1.SigningKeyService.ListSigningKeyAudit:input_type -> sundial.v1.ListSigningKeyAuditRequest
+	2,  // 16: sundial.v1.SigningKeyService.CreateSigningKey:output_type -> sundial.v1.CreateSigningKeyResponse
+	4,  // 17: sundial.v1.SigningKeyService.RotateSigningKey:output_type -> sundial.v1.RotateSigningKeyResponse
+	6,  // 18: sundial.v1.SigningKeyService.ListSigningKeys:output_type -> sundial.v1.ListSigningKeysResponse
+	9,  // 19: sundial.v1.SigningKeyService.ListSigningKeyAudit:output_type -> sundial.v1.ListSigningKeyAuditResponse
+	16, // [16:20] is the sub-list for method output_type
+	12, // [12:16] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_signing_key_service_proto_init() }
@@ -496,7 +712,7 @@ func file_sundial_v1_signing_key_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_v1_signing_key_service_proto_rawDesc), len(file_sundial_v1_signing_key_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

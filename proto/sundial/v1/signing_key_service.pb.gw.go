@@ -110,6 +110,41 @@ func local_request_SigningKeyService_ListSigningKeys_0(ctx context.Context, mars
 	return msg, metadata, err
 }
 
+var filter_SigningKeyService_ListSigningKeyAudit_0 = &utilities.DoubleArray{Encoding: map[string]int{}, Base: []int(nil), Check: []int(nil)}
+
+func request_SigningKeyService_ListSigningKeyAudit_0(ctx context.Context, marshaler runtime.Marshaler, client SigningKeyServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListSigningKeyAuditRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_SigningKeyService_ListSigningKeyAudit_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.ListSigningKeyAudit(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_SigningKeyService_ListSigningKeyAudit_0(ctx context.Context, marshaler runtime.Marshaler, server SigningKeyServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListSigningKeyAuditRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_SigningKeyService_ListSigningKeyAudit_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.ListSigningKeyAudit(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 // RegisterSigningKeyServiceHandlerServer registers the http handlers for service SigningKeyService to "mux".
 // UnaryRPC     :call SigningKeyServiceServer directly.
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
@@ -175,6 +210,26 @@ func RegisterSigningKeyServiceHandlerServer(ctx context.Context, mux *runtime.Se
 			return
 		}
 		forward_SigningKeyService_ListSigningKeys_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_SigningKeyService_ListSigningKeyAudit_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/sundial.v1.SigningKeyService/ListSigningKeyAudit", runtime.WithHTTPPathPattern("/v1/signing-keys:audit"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_SigningKeyService_ListSigningKeyAudit_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_SigningKeyService_ListSigningKeyAudit_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
 
 	return nil
@@ -267,17 +322,36 @@ func RegisterSigningKeyServiceHandlerClient(ctx context.Context, mux *runtime.Se
 		}
 		forward_SigningKeyService_ListSigningKeys_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodGet, pattern_SigningKeyService_ListSigningKeyAudit_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/sundial.v1.SigningKeyService/ListSigningKeyAudit", runtime.WithHTTPPathPattern("/v1/signing-keys:audit"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_SigningKeyService_ListSigningKeyAudit_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_SigningKeyService_ListSigningKeyAudit_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	return nil
 }
 
 var (
-	pattern_SigningKeyService_CreateSigningKey_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "signing-keys"}, ""))
-	pattern_SigningKeyService_RotateSigningKey_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "signing-keys"}, "rotate"))
-	pattern_SigningKeyService_ListSigningKeys_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "signing-keys"}, ""))
+	pattern_SigningKeyService_CreateSigningKey_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "signing-keys"}, ""))
+	pattern_SigningKeyService_RotateSigningKey_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "signing-keys"}, "rotate"))
+	pattern_SigningKeyService_ListSigningKeys_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "signing-keys"}, ""))
+	pattern_SigningKeyService_ListSigningKeyAudit_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "signing-keys"}, "audit"))
 )
 
 var (
-	forward_SigningKeyService_CreateSigningKey_0 = runtime.ForwardResponseMessage
-	forward_SigningKeyService_RotateSigningKey_0 = runtime.ForwardResponseMessage
-	forward_SigningKeyService_ListSigningKeys_0  = runtime.ForwardResponseMessage
+	forward_SigningKeyService_CreateSigningKey_0    = runtime.ForwardResponseMessage
+	forward_SigningKeyService_RotateSigningKey_0    = runtime.ForwardResponseMessage
+	forward_SigningKeyService_ListSigningKeys_0     = runtime.ForwardResponseMessage
+	forward_SigningKeyService_ListSigningKeyAudit_0 = runtime.ForwardResponseMessage
 )

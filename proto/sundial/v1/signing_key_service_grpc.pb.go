@@ -19,9 +19,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	SigningKeyService_CreateSigningKey_FullMethodName = "/sundial.v1.SigningKeyService/CreateSigningKey"
-	SigningKeyService_RotateSigningKey_FullMethodName = "/sundial.v1.SigningKeyService/RotateSigningKey"
-	SigningKeyService_ListSigningKeys_FullMethodName  = "/sundial.v1.SigningKeyService/ListSigningKeys"
+	SigningKeyService_CreateSigningKey_FullMethodName    = "/sundial.v1.SigningKeyService/CreateSigningKey"
+	SigningKeyService_RotateSigningKey_FullMethodName    = "/sundial.v1.SigningKeyService/RotateSigningKey"
+	SigningKeyService_ListSigningKeys_FullMethodName     = "/sundial.v1.SigningKeyService/ListSigningKeys"
+	SigningKeyService_ListSigningKeyAudit_FullMethodName = "/sundial.v1.SigningKeyService/ListSigningKeyAudit"
 )
 
 // SigningKeyServiceClient is the client API for SigningKeyService service.
@@ -47,6 +48,11 @@ type SigningKeyServiceClient interface {
 	RotateSigningKey(ctx context.Context, in *RotateSigningKeyRequest, opts ...grpc.CallOption) (*RotateSigningKeyResponse, error)
 	// The tenant's valid keys, the current first, without secrets.
 	ListSigningKeys(ctx context.Context, in *ListSigningKeysRequest, opts ...grpc.CallOption) (*ListSigningKeysResponse, error)
+	// Who created and rotated which of the tenant's keys, newest first: one
+	// entry per change, written in the change's own transaction; key ids,
+	// never a secret. A platform operator reads a tenant's by naming it
+	// (the "sundial-tenant" header).
+	ListSigningKeyAudit(ctx context.Context, in *ListSigningKeyAuditRequest, opts ...grpc.CallOption) (*ListSigningKeyAuditResponse, error)
 }
 
 type signingKeyServiceClient struct {
@@ -87,6 +93,16 @@ func (c *signingKeyServiceClient) ListSigningKeys(ctx context.Context, in *ListS
 	return out, nil
 }
 
+func (c *signingKeyServiceClient) ListSigningKeyAudit(ctx context.Context, in *ListSigningKeyAuditRequest, opts ...grpc.CallOption) (*ListSigningKeyAuditResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSigningKeyAuditResponse)
+	err := c.cc.Invoke(ctx, SigningKeyService_ListSigningKeyAudit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SigningKeyServiceServer is the server API for SigningKeyService service.
 // All implementations must embed UnimplementedSigningKeyServiceServer
 // for forward compatibility.
@@ -110,6 +126,11 @@ type SigningKeyServiceServer interface {
 	RotateSigningKey(context.Context, *RotateSigningKeyRequest) (*RotateSigningKeyResponse, error)
 	// The tenant's valid keys, the current first, without secrets.
 	ListSigningKeys(context.Context, *ListSigningKeysRequest) (*ListSigningKeysResponse, error)
+	// Who created and rotated which of the tenant's keys, newest first: one
+	// entry per change, written in the change's own transaction; key ids,
+	// never a secret. A platform operator reads a tenant's by naming it
+	// (the "sundial-tenant" header).
+	ListSigningKeyAudit(context.Context, *ListSigningKeyAuditRequest) (*ListSigningKeyAuditResponse, error)
 	mustEmbedUnimplementedSigningKeyServiceServer()
 }
 
@@ -128,6 +149,9 @@ func (UnimplementedSigningKeyServiceServer) RotateSigningKey(context.Context, *R
 }
 func (UnimplementedSigningKeyServiceServer) ListSigningKeys(context.Context, *ListSigningKeysRequest) (*ListSigningKeysResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListSigningKeys not implemented")
+}
+func (UnimplementedSigningKeyServiceServer) ListSigningKeyAudit(context.Context, *ListSigningKeyAuditRequest) (*ListSigningKeyAuditResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSigningKeyAudit not implemented")
 }
 func (UnimplementedSigningKeyServiceServer) mustEmbedUnimplementedSigningKeyServiceServer() {}
 func (UnimplementedSigningKeyServiceServer) testEmbeddedByValue()                           {}
@@ -204,6 +228,24 @@ func _SigningKeyService_ListSigningKeys_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SigningKeyService_ListSigningKeyAudit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSigningKeyAuditRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SigningKeyServiceServer).ListSigningKeyAudit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SigningKeyService_ListSigningKeyAudit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SigningKeyServiceServer).ListSigningKeyAudit(ctx, req.(*ListSigningKeyAuditRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SigningKeyService_ServiceDesc is the grpc.ServiceDesc for SigningKeyService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -222,6 +264,10 @@ var SigningKeyService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListSigningKeys",
 			Handler:    _SigningKeyService_ListSigningKeys_Handler,
+		},
+		{
+			MethodName: "ListSigningKeyAudit",
+			Handler:    _SigningKeyService_ListSigningKeyAudit_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

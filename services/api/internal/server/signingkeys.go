@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"time"
@@ -20,6 +22,7 @@ type SigningKeyStore interface {
 	Create(ctx context.Context, tenant, actor string, platformOverlap time.Duration) (signingkey.Key, error)
 	Rotate(ctx context.Context, tenant, actor string, overlap time.Duration) (cur, prev signingkey.Key, err error)
 	List(ctx context.Context, tenant string) ([]signingkey.Key, error)
+	ListAudit(ctx context.Context, tenant string, before int64, limit int) ([]signingkey.AuditEntry, error)
 }
 
 // SigningKeyService implements sundial.v1.SigningKeyService: the calling
@@ -134,6 +137,54 @@ func (s *SigningKeyService) ListSigningKeys(ctx context.Context, _ *sundialv1.Li
 	out := &sundialv1.ListSigningKeysResponse{}
 	for _, k := range keys {
 		out.Keys = append(out.Keys, keyToProto(k))
+	}
+	return out, nil
+}
+
+// keyAuditCursor is what a ListSigningKeyAudit page token carries: the
+// tenant it pages through and the last entry of the previous page.
+type keyAuditCursor struct {
+	Tenant string `json:"t"`
+	Before int64  `json:"b"`
+}
+
+// ListSigningKeyAudit implements sundialv1.SigningKeyServiceServer: the
+// tenant's signing-key trail, newest first (a platform operator's, of the
+// tenant its call names).
+func (s *SigningKeyService) ListSigningKeyAudit(ctx context.Context, req *sundialv1.ListSigningKeyAuditRequest) (*sundialv1.ListSigningKeyAuditResponse, error) {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	size, err := pageSize("page_size", req.GetPageSize())
+	if err != nil {
+		return nil, err
+	}
+	var before int64
+	if tok := req.GetPageToken(); tok != "" {
+		var c keyAuditCursor
+		b, err := base64.RawURLEncoding.DecodeString(tok)
+		if err != nil || json.Unmarshal(b, &c) != nil || c.Before <= 0 {
+			return nil, invalidf("page_token", "is not a token this server issued")
+		}
+		if c.Tenant != tenant {
+			return nil, invalidf("page_token", "was issued for another tenant")
+		}
+		before = c.Before
+	}
+	entries, err := s.store.ListAudit(ctx, tenant, before, size+1)
+	if err != nil {
+		return nil, s.status(ctx, "ListSigningKeyAudit", err)
+	}
+	out := &sundialv1.ListSigningKeyAuditResponse{}
+	if len(entries) > size {
+		entries = entries[:size]
+		b, _ := json.Marshal(keyAuditCursor{Tenant: tenant, Before: entries[size-1].Seq})
+		out.NextPageToken = base64.RawURLEncoding.EncodeToString(b)
+	}
+	for _, e := range entries {
+		out.Entries = append(out.Entries, &sundialv1.SigningKeyAuditEntry{KeyId: e.KeyID, Actor: e.Actor, Action: e.Action,
+			Time: timestamppb.New(e.At), Detail: e.Detail})
 	}
 	return out, nil
 }
