@@ -200,6 +200,10 @@ func commands() []command {
 			run: remoteCmd[rotateKeyOpts]{flags: (*rotateKeyOpts).register, run: runSigningKeyRotate}},
 		{name: "signing-key list", usage: "[flags]", summary: "List your valid signing keys (ids and validity, never secrets), the current first.",
 			run: remoteCmd[noOpts]{run: runSigningKeyList}},
+		{name: "signing-key audit", usage: "[flags] [--page-size 100] [--page-token T]",
+			summary: "Show who created and rotated your tenant's signing keys, newest first (key ids, never secrets).\n" +
+				"A platform operator names the tenant with --tenant.",
+			run: remoteCmd[keyAuditOpts]{flags: (*keyAuditOpts).register, run: runSigningKeyAudit}},
 		{name: "token create", usage: "[flags] NAME [--role admin|read-only|operator] [--ttl 720h]",
 			summary: "Make a bearer token for your tenant (an operator: an operator token), with a role and an optional expiry.\n" +
 				"Prints the token once: the api keeps only its argon2id hash.",

@@ -114,3 +114,43 @@ func runSigningKeyList(ctx context.Context, r *remote, _ *noOpts, args []string)
 	}
 	return tw.Flush()
 }
+
+type keyAuditOpts struct {
+	pageSize  int
+	pageToken string
+}
+
+func (o *keyAuditOpts) register(fs *flag.FlagSet) {
+	fs.IntVar(&o.pageSize, "page-size", 100, "entries per page (at most 1000)")
+	fs.StringVar(&o.pageToken, "page-token", "", "continue from a previous page")
+}
+
+func runSigningKeyAudit(ctx context.Context, r *remote, o *keyAuditOpts, args []string) error {
+	if len(args) != 0 {
+		return usagef("takes no arguments, got %d", len(args))
+	}
+	if o.pageSize < 0 {
+		return usagef("--page-size must not be negative, got %d", o.pageSize)
+	}
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	resp, err := r.keys.ListSigningKeyAudit(ctx, &sundialv1.ListSigningKeyAuditRequest{PageSize: int32(min(o.pageSize, 1000)), PageToken: o.pageToken})
+	if err != nil {
+		return err
+	}
+	if r.output == "json" {
+		return r.printJSON(resp)
+	}
+	tw := tabwriter.NewWriter(r.io.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tACTION\tKEY_ID\tACTOR\tDETAIL")
+	for _, e := range resp.GetEntries() {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", instant(e.GetTime()), e.GetAction(), e.GetKeyId(), e.GetActor(), kvText(e.GetDetail()))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if resp.GetNextPageToken() != "" {
+		fmt.Fprintf(r.io.Stderr, "more: --page-token %s\n", resp.GetNextPageToken())
+	}
+	return nil
+}

@@ -35,6 +35,23 @@ func TestIntegrationSigningKeyCommands(t *testing.T) {
 		!strings.HasPrefix(lines[2], first) || !strings.Contains(lines[2], "previous") || strings.Contains(out, "sdk_") {
 		t.Fatalf("list:\n%s", out)
 	}
+	// Both changes in the audit trail, newest first, naming the caller
+	// and the key, never a secret; paged one at a time.
+	out, _ = do("signing-key", "audit")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[1], "rotate") || !strings.Contains(lines[1], second) || !strings.Contains(lines[1], "acme/cli") ||
+		!strings.Contains(lines[1], "previous_key_id="+first) || !strings.Contains(lines[2], "create") || !strings.Contains(lines[2], first) ||
+		strings.Contains(out, "sdk_") {
+		t.Fatalf("audit:\n%s", out)
+	}
+	out, stderr = do("signing-key", "audit", "--page-size", "1")
+	token, ok := strings.CutPrefix(strings.TrimSpace(stderr), "more: --page-token ")
+	if !ok || !strings.Contains(out, second) || strings.Contains(out, "create") {
+		t.Fatalf("audit first page:\n%s%s", out, stderr)
+	}
+	if out, stderr = do("signing-key", "audit", "--page-size", "1", "--page-token", token); !strings.Contains(out, first) || stderr != "" {
+		t.Fatalf("audit second page:\n%s%s", out, stderr)
+	}
 }
 
 // field returns the value of the "name:" line of a key's table.
