@@ -211,6 +211,31 @@ func TestOverlapCancelOther(t *testing.T) {
 	}
 }
 
+// CANCEL_OTHER against an execution whose attempt ended after it was asked
+// to cancel, with a retry staged (its place kept for the backoff): nothing
+// of it is left to end, so the new execution runs at once.
+func TestOverlapCancelOtherAfterTheAttemptEnded(t *testing.T) {
+	s, _, _ := newStore(t)
+	ctx := context.Background()
+	o := lease.OverlapCancelOther
+	a, b := exn("job", "a", o, 0, 0), exn("job", "b", o, 0, 0)
+	acquire(t, s, a, "ha")
+	if r := acquire(t, s, b, "hb"); r.Outcome != lease.Waiting {
+		t.Fatalf("b: %v", r.Outcome)
+	}
+	// a's attempt failed before its worker saw the request; its retry is
+	// staged for a minute.
+	if err := s.MarkRetryPending(ctx, a, "ha", time.Hour, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if r := acquire(t, s, b, "hb"); r.Outcome != lease.Acquired {
+		t.Fatalf("b after a's attempt ended: %v, want acquired", r.Outcome)
+	}
+	if r := acquire(t, s, exo("job", "a", 2, o), "ha2"); r.Outcome != lease.Cancelled || r.CancelledBy != "overlap:cancel_other for b" {
+		t.Fatalf("a's retry: %+v, want cancelled", r)
+	}
+}
+
 // Cancel: a running attempt learns at its renewal; an execution between
 // attempts leaves the job's running set at once and its next attempt is
 // Cancelled; a finished one reports finished. The first to ask is named.

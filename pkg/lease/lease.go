@@ -530,21 +530,33 @@ local function decide(k, a)
         local victim = nil
         if mode == 4 then
           -- One running execution asked to cancel is enough: wait for it.
+          -- One asked to cancel that holds no lease (between attempts)
+          -- has nothing left to end: its place goes.
           local all = redis.call('ZRANGE', runs, 0, -1, 'WITHSCORES')
+          local ending, eleft = nil, 0
           for i = 1, #all, 2 do
             if redis.call('EXISTS', other(KEYS[k+9], ex, all[i])) == 1 then
-              return 5, 0, math.min(math.max(tonumber(all[i+1]) - nowms, 0), 1000), all[i]
+              if redis.call('EXISTS', other(KEYS[k+1], ex, all[i])) == 0 then
+                redis.call('ZREM', runs, all[i])
+                n = n - 1
+              elseif not ending then
+                ending, eleft = all[i], math.max(tonumber(all[i+1]) - nowms, 0)
+              end
             end
           end
-          victim = first
-          redis.call('SET', other(KEYS[k+9], ex, victim), 'overlap:cancel_other for ' .. ex, 'NX', 'PX', marker)
-          if redis.call('EXISTS', other(KEYS[k+1], ex, victim)) == 1 then
-            -- Its attempt is in flight: its worker learns at its next
-            -- renewal, which no longer extends its place.
-            return 5, 0, math.min(left, 1000), victim
+          if n >= cap then
+            if ending then return 5, 0, math.min(eleft, 1000), ending end
+            local f1 = redis.call('ZRANGE', runs, 0, 0, 'WITHSCORES')
+            victim, left = f1[1], math.max(tonumber(f1[2]) - nowms, 0)
+            redis.call('SET', other(KEYS[k+9], ex, victim), 'overlap:cancel_other for ' .. ex, 'NX', 'PX', marker)
+            if redis.call('EXISTS', other(KEYS[k+1], ex, victim)) == 1 then
+              -- Its attempt is in flight: its worker learns at its next
+              -- renewal, which no longer extends its place.
+              return 5, 0, math.min(left, 1000), victim
+            end
+            -- Between attempts (a retry's backoff): nothing to wait for.
+            redis.call('ZREM', runs, victim)
           end
-          -- Between attempts (a retry's backoff): nothing to wait for.
-          redis.call('ZREM', runs, victim)
         else
           victim = first
           redis.call('SET', other(KEYS[k+9], ex, victim), 'overlap:terminate_other for ' .. ex, 'NX', 'PX', marker)
