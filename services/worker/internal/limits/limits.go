@@ -376,8 +376,13 @@ func (g *Guard) admitLocal(it *work.Item, m, host string, tq quotas.FiringRate, 
 	}
 	if needSlot {
 		g.mu.Lock()
-		full := g.slots[host] >= g.cfg.HostConcurrency
-		if !full {
+		prev, had := g.verdicts[m]
+		held := had && prev.local && prev.slot
+		full := !held && g.slots[host] >= g.cfg.HostConcurrency
+		switch {
+		case held:
+			delete(g.verdicts, m) // admitted before and never fired: its slot passes on
+		case !full:
 			g.slots[host]++
 		}
 		g.mu.Unlock()
@@ -408,8 +413,8 @@ func (g *Guard) keep(m string, v verdict, now time.Time) {
 	v.at = now
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if prev, ok := g.verdicts[m]; ok && prev.local && prev.slot && !v.local {
-		g.slots[prev.host]-- // admitted locally before, never fired
+	if prev, ok := g.verdicts[m]; ok && prev.local && prev.slot {
+		g.slots[prev.host]-- // admitted locally before and never fired: the new admission holds its own
 	}
 	g.verdicts[m] = v
 	if now.Before(g.sweepAt) {

@@ -103,3 +103,21 @@ func TestUnlimitedFiringsAreAdmitted(t *testing.T) {
 		t.Fatalf("%s %q", wait, outcome)
 	}
 }
+
+// A firing admitted by the per-process limits that comes back before its
+// attempt (its lease was lost) is admitted again without holding two
+// slots.
+func TestReadmittedFiringHoldsOneLocalSlot(t *testing.T) {
+	ctx := context.Background()
+	g := limits.New(nil, &counting{}, limits.Config{HostConcurrency: 1}, clock.NewFake(t0), limits.Metrics{}, slog.New(slog.DiscardHandler))
+	it := item("acme", "h.example", 0)
+	for range 3 {
+		if wait, _ := g.Admit(ctx, it, t0); wait != 0 {
+			t.Fatalf("re-admission waits %s: its own earlier slot counted against it", wait)
+		}
+	}
+	g.Target().Fire(ctx, target.Request{Firing: it.Firing})
+	if wait, _ := g.Admit(ctx, item("acme", "h.example", 1), t0); wait != 0 {
+		t.Fatalf("after the attempt the host's one slot is still taken (%s)", wait)
+	}
+}
