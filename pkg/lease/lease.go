@@ -783,13 +783,15 @@ local nowms = math.floor(tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000)
 for i = 0, #KEYS / 3 - 1 do
   local lease, done, runs = KEYS[3*i+1], KEYS[3*i+2], KEYS[3*i+3]
   local holder, ttl, mark, ex, keep = ARGV[5*i+1], ARGV[5*i+2], ARGV[5*i+3], ARGV[5*i+4], ARGV[5*i+5]
-  local d = redis.call('GET', done)
   if mark == 'done' then
     redis.call('SET', done, 'done', 'PX', ttl)
-  elseif mark == 'cancelled' then
-    if d ~= 'done' then redis.call('SET', done, 'cancelled', 'PX', ttl) end
-  elseif d ~= 'done' and d ~= 'skipped' and d ~= 'cancelled' and (not d or tonumber(d) == nil or tonumber(d) < tonumber(mark)) then
-    redis.call('SET', done, mark, 'PX', ttl)
+  else
+    local d = redis.call('GET', done)
+    if mark == 'cancelled' then
+      if d ~= 'done' then redis.call('SET', done, 'cancelled', 'PX', ttl) end
+    elseif d ~= 'done' and d ~= 'skipped' and d ~= 'cancelled' and (not d or tonumber(d) == nil or tonumber(d) < tonumber(mark)) then
+      redis.call('SET', done, mark, 'PX', ttl)
+    end
   end
   if redis.call('ZSCORE', runs, ex) then
     local k = tonumber(keep)
