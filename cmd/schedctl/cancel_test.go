@@ -33,3 +33,19 @@ func TestCancel(t *testing.T) {
 		t.Fatalf("one argument: exit %d: %s", code, errOut)
 	}
 }
+
+// A job's text shows its concurrency beside the overlap policy, and its
+// cancel_url.
+func TestJobTextShowsConcurrencyAndCancelURL(t *testing.T) {
+	var b strings.Builder
+	r := &remote{io: cmdIO{Stdout: &b}}
+	j := &sundialv1.Job{Id: "J1", Name: "q", Overlap: sundialv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ALL, MaxConcurrency: 3,
+		Target: &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: "https://x.example/run", CancelUrl: "https://x.example/cancel"}}}}
+	if err := r.printJob(j); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if !strings.Contains(out, "BUFFER_ALL, 3 at once") || !strings.Contains(out, "https://x.example/cancel") {
+		t.Fatalf("job text:\n%s", out)
+	}
+}

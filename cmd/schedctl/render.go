@@ -156,7 +156,14 @@ func (r *remote) printJob(j *sundialv1.Job) error {
 	row("Timeout", dur(j.GetAttemptTimeout()))
 	mp := j.GetMisfire()
 	row("Misfire", fmt.Sprintf("%s, grace %s, cap %d", enumWord(mp.GetAction().String(), "MISFIRE_ACTION_"), dur(mp.GetGrace()), mp.GetMaxCatchUp()))
-	row("Overlap", enumWord(j.GetOverlap().String(), "OVERLAP_POLICY_"))
+	overlap := enumWord(j.GetOverlap().String(), "OVERLAP_POLICY_")
+	if n := j.GetMaxConcurrency(); n > 1 {
+		overlap += fmt.Sprintf(", %d at once", n)
+	}
+	row("Overlap", overlap)
+	if u := j.GetTarget().GetHttp().GetCancelUrl(); u != "" {
+		row("Cancel URL", u)
+	}
 	row("Max jitter", dur(j.GetMaxJitter()))
 	if j.GetCallbackUrl() != "" {
 		row("Callback", j.GetCallbackUrl())
