@@ -134,9 +134,11 @@ func TestKillDashNineLeaderStandbyTakesOver(t *testing.T) {
 		}, `date_trunc('second', now()) + interval '1 second'`))
 	}
 
-	pa := startProc(t, bin, "proc-a", dsn, election)
+	// The single elected leader's mode (--ranges 0); ranges_integration_test
+	// kills a range leader.
+	pa := startProc(t, bin, "proc-a", dsn, election, "--ranges", "0")
 	require.Eventually(t, func() bool { return leaderRow(t, pool, election).leader == "proc-a" }, 30*time.Second, 20*time.Millisecond)
-	pb := startProc(t, bin, "proc-b", dsn, election)
+	pb := startProc(t, bin, "proc-b", dsn, election, "--ranges", "0")
 	require.Eventually(t, func() bool {
 		return pb.metric(t, `sundial_prefetcher_election_state{state="following"}`) == "1"
 	}, 30*time.Second, 20*time.Millisecond, "proc-b never lined up as standby")
