@@ -191,7 +191,7 @@ type rule struct {
 // (after jumping over each window). A schedule whose next instant not
 // excluded is further away than that is treated as having none; the api
 // refuses such a schedule when it is created (it never fires).
-const MaxExcludedWalk = 100_000
+const MaxExcludedWalk = 10_000
 
 // ErrAllExcluded is returned by NewExcluded when the exclusions without
 // dates cover every moment of every day, so nothing could ever fire.
