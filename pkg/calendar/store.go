@@ -2,8 +2,10 @@ package calendar
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/google/uuid"
@@ -84,7 +86,81 @@ func encode(c *sundialv1.Calendar) ([]byte, error) {
 	return proto.MarshalOptions{Deterministic: true}.Marshal(s)
 }
 
-// Store writes and reads the calendars table.
+// Audit says who makes a change and what the caller adds to its
+// calendar_audit row (an import: that it was one). Detail must not hold
+// secrets; a calendar holds none.
+type Audit struct {
+	Actor  string
+	Detail map[string]any
+}
+
+// Audit actions: what a calendar_audit row records.
+const (
+	ActionCreate = "create"
+	ActionUpdate = "update"
+	ActionDelete = "delete"
+)
+
+func insertAudit(ctx context.Context, tx pgx.Tx, tenant, name, action string, version int64, a Audit, detail map[string]any) error {
+	all := make(map[string]any, len(a.Detail)+len(detail))
+	maps.Copy(all, a.Detail)
+	maps.Copy(all, detail)
+	b, err := json.Marshal(all)
+	if err != nil {
+		return fmt.Errorf("calendar: encode audit detail: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO calendar_audit (tenant, calendar, actor, action, version, detail) VALUES ($1, $2, $3, $4, $5, $6)`,
+		tenant, name, a.Actor, action, version, b); err != nil {
+		return fmt.Errorf("calendar: insert audit row: %w", err)
+	}
+	return nil
+}
+
+// AuditEntry is a row of calendar_audit.
+type AuditEntry struct {
+	// Seq orders the trail (and pages it).
+	Seq      int64
+	Calendar string
+	Actor    string
+	Action   string
+	Version  int64
+	At       time.Time
+	// Detail is the row's JSON object.
+	Detail string
+}
+
+// ListAudit returns up to limit of tenant's calendar audit rows (of the
+// calendar name; "" for all), newest first, those before seq (0: from
+// the newest).
+func (s *Store) ListAudit(ctx context.Context, tenant, name string, before int64, limit int) ([]AuditEntry, error) {
+	q, args := `SELECT id, calendar, actor, action, version, at, detail::text FROM calendar_audit WHERE tenant = $1`, []any{tenant}
+	if name != "" {
+		args = append(args, name)
+		q += fmt.Sprintf(` AND calendar = $%d`, len(args))
+	}
+	if before > 0 {
+		args = append(args, before)
+		q += fmt.Sprintf(` AND id < $%d`, len(args))
+	}
+	args = append(args, limit)
+	q += fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args))
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("calendar: list audit: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditEntry, error) {
+		var e AuditEntry
+		err := r.Scan(&e.Seq, &e.Calendar, &e.Actor, &e.Action, &e.Version, &e.At, &e.Detail)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("calendar: list audit: %w", err)
+	}
+	return out, nil
+}
+
+// Store writes and reads the calendars table and calendar_audit (the one
+// writer of both).
 type Store struct {
 	pool *pgxpool.Pool
 }
@@ -92,27 +168,35 @@ type Store struct {
 // NewStore returns a store over pool (whose search_path picks the schema).
 func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
-// Create stores a new calendar of tenant; Validate it first.
-func (s *Store) Create(ctx context.Context, tenant string, c *sundialv1.Calendar) (*sundialv1.Calendar, error) {
+// Create stores a new calendar of tenant, with its audit row, in one
+// transaction; Validate it first.
+func (s *Store) Create(ctx context.Context, tenant string, c *sundialv1.Calendar, a Audit) (*sundialv1.Calendar, error) {
 	spec, err := encode(c)
 	if err != nil {
 		return nil, err
 	}
 	var created time.Time
-	// The count and the insert are one statement; two creates racing past
-	// the limit together can overshoot it by one each, which is harmless.
-	err = s.pool.QueryRow(ctx, `INSERT INTO calendars (tenant, name, spec)
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// The count and the insert are one statement; two creates racing
+		// past the limit together can overshoot it by one each, which is
+		// harmless.
+		err := tx.QueryRow(ctx, `INSERT INTO calendars (tenant, name, spec)
 SELECT $1, $2, $3 WHERE (SELECT count(*) FROM calendars WHERE tenant = $1) < $4
 RETURNING created_at`, tenant, c.GetName(), spec, MaxPerTenant).Scan(&created)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-		return nil, ErrExists
-	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("%w: %d is the limit per tenant", ErrTooMany, MaxPerTenant)
-	}
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+			return ErrExists
+		}
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: %d is the limit per tenant", ErrTooMany, MaxPerTenant)
+		}
+		if err != nil {
+			return fmt.Errorf("calendar: create: %w", err)
+		}
+		return insertAudit(ctx, tx, tenant, c.GetName(), ActionCreate, 1, a, map[string]any{"holidays": len(c.GetHolidays())})
+	})
 	if err != nil {
-		return nil, fmt.Errorf("calendar: create: %w", err)
+		return nil, err
 	}
 	return decode(tenant, c.GetName(), spec, 1, created, created)
 }
@@ -160,8 +244,8 @@ type UpdateFunc func(cur *sundialv1.Calendar) (*sundialv1.Calendar, error)
 // Update replaces one of tenant's calendars with what fn returns, bumps its
 // version, and pulls back the next_fire_at of tenant's active jobs that use
 // it to their first unstaged instant from now (see pullBack), all in one
-// transaction. expectedVersion 0 accepts any version.
-func (s *Store) Update(ctx context.Context, tenant, name string, expectedVersion int64, fn UpdateFunc) (*sundialv1.Calendar, int, error) {
+// transaction with its audit row. expectedVersion 0 accepts any version.
+func (s *Store) Update(ctx context.Context, tenant, name string, expectedVersion int64, a Audit, fn UpdateFunc) (*sundialv1.Calendar, int, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return nil, 0, fmt.Errorf("calendar: begin: %w", err)
@@ -207,6 +291,9 @@ func (s *Store) Update(ctx context.Context, tenant, name string, expectedVersion
 	if err != nil {
 		return nil, 0, err
 	}
+	if err := insertAudit(ctx, tx, tenant, name, ActionUpdate, version, a, map[string]any{"holidays": len(next.GetHolidays()), "jobs_rescheduled": pulled}); err != nil {
+		return nil, 0, err
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return nil, 0, fmt.Errorf("calendar: update: commit: %w", err)
 	}
@@ -215,15 +302,15 @@ func (s *Store) Update(ctx context.Context, tenant, name string, expectedVersion
 }
 
 // Delete removes one of tenant's calendars unless a job that is not
-// deleted uses it (*InUseError).
-func (s *Store) Delete(ctx context.Context, tenant, name string) error {
+// deleted uses it (*InUseError), with its audit row.
+func (s *Store) Delete(ctx context.Context, tenant, name string, a Audit) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("calendar: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	var one int
-	err = tx.QueryRow(ctx, `SELECT 1 FROM calendars WHERE tenant = $1 AND name = $2 FOR UPDATE`, tenant, name).Scan(&one)
+	var version int64
+	err = tx.QueryRow(ctx, `SELECT version FROM calendars WHERE tenant = $1 AND name = $2 FOR UPDATE`, tenant, name).Scan(&version)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrNotFound
 	}
@@ -243,6 +330,9 @@ func (s *Store) Delete(ctx context.Context, tenant, name string) error {
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM calendars WHERE tenant = $1 AND name = $2`, tenant, name); err != nil {
 		return fmt.Errorf("calendar: delete: %w", err)
+	}
+	if err := insertAudit(ctx, tx, tenant, name, ActionDelete, version, a, nil); err != nil {
+		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("calendar: delete: commit: %w", err)

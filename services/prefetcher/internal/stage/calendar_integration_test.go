@@ -18,6 +18,9 @@ import (
 	"github.com/sundialhq/sundial/services/prefetcher/internal/pgtest"
 )
 
+// testAudit names the test as the calendars' changer.
+var testAudit = calendar.Audit{Actor: "tenant-a/test"}
+
 func stagedSlots(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) []time.Time {
 	t.Helper()
 	r, err := pool.Query(context.Background(), `SELECT scheduled_at FROM outbox WHERE job_id = $1 ORDER BY scheduled_at`, id)
@@ -49,10 +52,10 @@ func TestCalendarJobsAreStagedWithoutHolidays(t *testing.T) {
 	cals := calendar.NewStore(pool)
 	noWeekend := &sundialv1.Weekend{}
 	_, err := cals.Create(ctx, "tenant-a", &sundialv1.Calendar{Name: "ops", Weekend: noWeekend,
-		Holidays: []*sundialv1.CalendarHoliday{{Date: date(2), Name: "Founders' Day"}}})
+		Holidays: []*sundialv1.CalendarHoliday{{Date: date(2), Name: "Founders' Day"}}}, testAudit)
 	require.NoError(t, err)
 	_, err = cals.Create(ctx, "tenant-a", &sundialv1.Calendar{Name: "bank", Weekend: noWeekend,
-		Holidays: []*sundialv1.CalendarHoliday{{Date: date(1)}, {Date: date(2)}}})
+		Holidays: []*sundialv1.CalendarHoliday{{Date: date(1)}, {Date: date(2)}}}, testAudit)
 	require.NoError(t, err)
 
 	insert := func(cal string, p sundialv1.CalendarPolicy) (uuid.UUID, schedule.Schedule) {
@@ -102,7 +105,7 @@ func TestCalendarJobsAreStagedWithoutHolidays(t *testing.T) {
 
 	// Day 6 becomes a holiday: the next pass, reaching past it, skips it.
 	// The edit pulled next_fire_at back to just after the last staged slot.
-	_, pulled, err := cals.Update(ctx, "tenant-a", "ops", 0, func(cur *sundialv1.Calendar) (*sundialv1.Calendar, error) {
+	_, pulled, err := cals.Update(ctx, "tenant-a", "ops", 0, testAudit, func(cur *sundialv1.Calendar) (*sundialv1.Calendar, error) {
 		cur.Holidays = append(cur.Holidays, &sundialv1.CalendarHoliday{Date: date(6), Name: "added"})
 		return cur, nil
 	})
@@ -138,7 +141,7 @@ func TestCalendarEditRestoresAnUnstagedInstant(t *testing.T) {
 
 	cals := calendar.NewStore(pool)
 	_, err := cals.Create(ctx, "tenant-a", &sundialv1.Calendar{Name: "ops", Weekend: &sundialv1.Weekend{},
-		Holidays: []*sundialv1.CalendarHoliday{{Date: noon(2).Format(time.DateOnly)}}})
+		Holidays: []*sundialv1.CalendarHoliday{{Date: noon(2).Format(time.DateOnly)}}}, testAudit)
 	require.NoError(t, err)
 	job := cronJob("0 12 * * *")
 	job.Schedule.Calendar = "ops"
@@ -159,7 +162,7 @@ func TestCalendarEditRestoresAnUnstagedInstant(t *testing.T) {
 	staged := stagedSlots(t, pool, id)
 	require.Equal(t, noon(1), staged[len(staged)-1])
 
-	_, pulled, err := cals.Update(ctx, "tenant-a", "ops", 1, func(cur *sundialv1.Calendar) (*sundialv1.Calendar, error) {
+	_, pulled, err := cals.Update(ctx, "tenant-a", "ops", 1, testAudit, func(cur *sundialv1.Calendar) (*sundialv1.Calendar, error) {
 		cur.Holidays = nil
 		return cur, nil
 	})
@@ -174,6 +177,6 @@ func TestCalendarEditRestoresAnUnstagedInstant(t *testing.T) {
 	require.Equal(t, append(staged, noon(2), noon(3)), got, "day 2 restored, nothing staged twice")
 
 	// A stale expected version is refused and changes nothing.
-	_, _, err = cals.Update(ctx, "tenant-a", "ops", 1, func(cur *sundialv1.Calendar) (*sundialv1.Calendar, error) { return cur, nil })
+	_, _, err = cals.Update(ctx, "tenant-a", "ops", 1, testAudit, func(cur *sundialv1.Calendar) (*sundialv1.Calendar, error) { return cur, nil })
 	require.ErrorIs(t, err, calendar.ErrVersion)
 }
