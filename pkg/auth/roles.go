@@ -96,6 +96,8 @@ var Methods = map[string]Access{
 	"/sundial.v1.CalendarService/DeleteCalendar": Write,
 	"/sundial.v1.CalendarService/ImportCalendar": Write,
 
+	"/sundial.v1.CalendarService/ListCalendarAudit": Read,
+
 	"/sundial.v1.SigningKeyService/CreateSigningKey": Write,
 	"/sundial.v1.SigningKeyService/RotateSigningKey": Write,
 	"/sundial.v1.SigningKeyService/ListSigningKeys":  Read,

@@ -9,6 +9,7 @@ package sundialv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -617,12 +618,217 @@ func (x *ImportCalendarResponse) GetSkipped() []string {
 	return nil
 }
 
+type ListCalendarAuditRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One calendar's trail; empty for every calendar of the tenant.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Default 100, at most 1000.
+	PageSize      int32  `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCalendarAuditRequest) Reset() {
+	*x = ListCalendarAuditRequest{}
+	mi := &file_sundial_v1_calendar_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCalendarAuditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCalendarAuditRequest) ProtoMessage() {}
+
+func (x *ListCalendarAuditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_calendar_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCalendarAuditRequest.ProtoReflect.Descriptor instead.
+func (*ListCalendarAuditRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_calendar_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListCalendarAuditRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ListCalendarAuditRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListCalendarAuditRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// CalendarAuditEntry is one change to a calendar.
+type CalendarAuditEntry struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Calendar string                 `protobuf:"bytes,1,opt,name=calendar,proto3" json:"calendar,omitempty"`
+	// Who made the change, as the audit trail names callers.
+	Actor string `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	// "create", "update" or "delete" (an import is a create or an update
+	// whose detail has "import": true).
+	Action string `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
+	// The calendar's version after the change; for a delete, its last.
+	Version int64                  `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	Time    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=time,proto3" json:"time,omitempty"`
+	// The change, as a JSON object: holidays (their count), jobs_rescheduled
+	// (an update's), and an import's import and skipped_events.
+	Detail        string `protobuf:"bytes,6,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CalendarAuditEntry) Reset() {
+	*x = CalendarAuditEntry{}
+	mi := &file_sundial_v1_calendar_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CalendarAuditEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CalendarAuditEntry) ProtoMessage() {}
+
+func (x *CalendarAuditEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_calendar_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CalendarAuditEntry.ProtoReflect.Descriptor instead.
+func (*CalendarAuditEntry) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_calendar_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *CalendarAuditEntry) GetCalendar() string {
+	if x != nil {
+		return x.Calendar
+	}
+	return ""
+}
+
+func (x *CalendarAuditEntry) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *CalendarAuditEntry) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *CalendarAuditEntry) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *CalendarAuditEntry) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *CalendarAuditEntry) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+type ListCalendarAuditResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*CalendarAuditEntry  `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCalendarAuditResponse) Reset() {
+	*x = ListCalendarAuditResponse{}
+	mi := &file_sundial_v1_calendar_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCalendarAuditResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCalendarAuditResponse) ProtoMessage() {}
+
+func (x *ListCalendarAuditResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_calendar_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCalendarAuditResponse.ProtoReflect.Descriptor instead.
+func (*ListCalendarAuditResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_calendar_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ListCalendarAuditResponse) GetEntries() []*CalendarAuditEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *ListCalendarAuditResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_sundial_v1_calendar_service_proto protoreflect.FileDescriptor
 
 const file_sundial_v1_calendar_service_proto_rawDesc = "" +
 	"\n" +
 	"!sundial/v1/calendar_service.proto\x12\n" +
-	"sundial.v1\x1a\x19sundial/v1/calendar.proto\"I\n" +
+	"sundial.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19sundial/v1/calendar.proto\"I\n" +
 	"\x15CreateCalendarRequest\x120\n" +
 	"\bcalendar\x18\x01 \x01(\v2\x14.sundial.v1.CalendarR\bcalendar\"J\n" +
 	"\x16CreateCalendarResponse\x120\n" +
@@ -654,14 +860,30 @@ const file_sundial_v1_calendar_service_proto_rawDesc = "" +
 	"\aweekend\x18\x05 \x01(\v2\x13.sundial.v1.WeekendR\aweekend\"d\n" +
 	"\x16ImportCalendarResponse\x120\n" +
 	"\bcalendar\x18\x01 \x01(\v2\x14.sundial.v1.CalendarR\bcalendar\x12\x18\n" +
-	"\askipped\x18\x02 \x03(\tR\askipped2\x9b\x04\n" +
+	"\askipped\x18\x02 \x03(\tR\askipped\"j\n" +
+	"\x18ListCalendarAuditRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xc0\x01\n" +
+	"\x12CalendarAuditEntry\x12\x1a\n" +
+	"\bcalendar\x18\x01 \x01(\tR\bcalendar\x12\x14\n" +
+	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x16\n" +
+	"\x06action\x18\x03 \x01(\tR\x06action\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x03R\aversion\x12.\n" +
+	"\x04time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x16\n" +
+	"\x06detail\x18\x06 \x01(\tR\x06detail\"}\n" +
+	"\x19ListCalendarAuditResponse\x128\n" +
+	"\aentries\x18\x01 \x03(\v2\x1e.sundial.v1.CalendarAuditEntryR\aentries\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xfd\x04\n" +
 	"\x0fCalendarService\x12W\n" +
 	"\x0eCreateCalendar\x12!.sundial.v1.CreateCalendarRequest\x1a\".sundial.v1.CreateCalendarResponse\x12N\n" +
 	"\vGetCalendar\x12\x1e.sundial.v1.GetCalendarRequest\x1a\x1f.sundial.v1.GetCalendarResponse\x12T\n" +
 	"\rListCalendars\x12 .sundial.v1.ListCalendarsRequest\x1a!.sundial.v1.ListCalendarsResponse\x12W\n" +
 	"\x0eUpdateCalendar\x12!.sundial.v1.UpdateCalendarRequest\x1a\".sundial.v1.UpdateCalendarResponse\x12W\n" +
 	"\x0eDeleteCalendar\x12!.sundial.v1.DeleteCalendarRequest\x1a\".sundial.v1.DeleteCalendarResponse\x12W\n" +
-	"\x0eImportCalendar\x12!.sundial.v1.ImportCalendarRequest\x1a\".sundial.v1.ImportCalendarResponseB9Z7github.com/sundialhq/sundial/proto/sundial/v1;sundialv1b\x06proto3"
+	"\x0eImportCalendar\x12!.sundial.v1.ImportCalendarRequest\x1a\".sundial.v1.ImportCalendarResponse\x12`\n" +
+	"\x11ListCalendarAudit\x12$.sundial.v1.ListCalendarAuditRequest\x1a%.sundial.v1.ListCalendarAuditResponseB9Z7github.com/sundialhq/sundial/proto/sundial/v1;sundialv1b\x06proto3"
 
 var (
 	file_sundial_v1_calendar_service_proto_rawDescOnce sync.Once
@@ -675,49 +897,57 @@ func file_sundial_v1_calendar_service_proto_rawDescGZIP() []byte {
 	return file_sundial_v1_calendar_service_proto_rawDescData
 }
 
-var file_sundial_v1_calendar_service_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_sundial_v1_calendar_service_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_sundial_v1_calendar_service_proto_goTypes = []any{
-	(*CreateCalendarRequest)(nil),  // 0: sundial.v1.CreateCalendarRequest
-	(*CreateCalendarResponse)(nil), // 1: sundial.v1.CreateCalendarResponse
-	(*GetCalendarRequest)(nil),     // 2: sundial.v1.GetCalendarRequest
-	(*GetCalendarResponse)(nil),    // 3: sundial.v1.GetCalendarResponse
-	(*ListCalendarsRequest)(nil),   // 4: sundial.v1.ListCalendarsRequest
-	(*ListCalendarsResponse)(nil),  // 5: sundial.v1.ListCalendarsResponse
-	(*UpdateCalendarRequest)(nil),  // 6: sundial.v1.UpdateCalendarRequest
-	(*UpdateCalendarResponse)(nil), // 7: sundial.v1.UpdateCalendarResponse
-	(*DeleteCalendarRequest)(nil),  // 8: sundial.v1.DeleteCalendarRequest
-	(*DeleteCalendarResponse)(nil), // 9: sundial.v1.DeleteCalendarResponse
-	(*ImportCalendarRequest)(nil),  // 10: sundial.v1.ImportCalendarRequest
-	(*ImportCalendarResponse)(nil), // 11: sundial.v1.ImportCalendarResponse
-	(*Calendar)(nil),               // 12: sundial.v1.Calendar
-	(*Weekend)(nil),                // 13: sundial.v1.Weekend
+	(*CreateCalendarRequest)(nil),     // 0: sundial.v1.CreateCalendarRequest
+	(*CreateCalendarResponse)(nil),    // 1: sundial.v1.CreateCalendarResponse
+	(*GetCalendarRequest)(nil),        // 2: sundial.v1.GetCalendarRequest
+	(*GetCalendarResponse)(nil),       // 3: sundial.v1.GetCalendarResponse
+	(*ListCalendarsRequest)(nil),      // 4: sundial.v1.ListCalendarsRequest
+	(*ListCalendarsResponse)(nil),     // 5: sundial.v1.ListCalendarsResponse
+	(*UpdateCalendarRequest)(nil),     // 6: sundial.v1.UpdateCalendarRequest
+	(*UpdateCalendarResponse)(nil),    // 7: sundial.v1.UpdateCalendarResponse
+	(*DeleteCalendarRequest)(nil),     // 8: sundial.v1.DeleteCalendarRequest
+	(*DeleteCalendarResponse)(nil),    // 9: sundial.v1.DeleteCalendarResponse
+	(*ImportCalendarRequest)(nil),     // 10: sundial.v1.ImportCalendarRequest
+	(*ImportCalendarResponse)(nil),    // 11: sundial.v1.ImportCalendarResponse
+	(*ListCalendarAuditRequest)(nil),  // 12: sundial.v1.ListCalendarAuditRequest
+	(*CalendarAuditEntry)(nil),        // 13: sundial.v1.CalendarAuditEntry
+	(*ListCalendarAuditResponse)(nil), // 14: sundial.v1.ListCalendarAuditResponse
+	(*Calendar)(nil),                  // 15: sundial.v1.Calendar
+	(*Weekend)(nil),                   // 16: sundial.v1.Weekend
+	(*timestamppb.Timestamp)(nil),     // 17: google.protobuf.Timestamp
 }
 var file_sundial_v1_calendar_service_proto_depIdxs = []int32{
-	12, // 0: sundial.v1.CreateCalendarRequest.calendar:type_name -> sundial.v1.Calendar
-	12, // 1: sundial.v1.CreateCalendarResponse.calendar:type_name -> sundial.v1.Calendar
-	12, // 2: sundial.v1.GetCalendarResponse.calendar:type_name -> sundial.v1.Calendar
-	12, // 3: sundial.v1.ListCalendarsResponse.calendars:type_name -> sundial.v1.Calendar
-	12, // 4: sundial.v1.UpdateCalendarRequest.calendar:type_name -> sundial.v1.Calendar
-	12, // 5: sundial.v1.UpdateCalendarResponse.calendar:type_name -> sundial.v1.Calendar
-	13, // 6: sundial.v1.ImportCalendarRequest.weekend:type_name -> sundial.v1.Weekend
-	12, // 7: sundial.v1.ImportCalendarResponse.calendar:type_name -> sundial.v1.Calendar
-	0,  // 8: sundial.v1.CalendarService.CreateCalendar:input_type -> sundial.v1.CreateCalendarRequest
-	2,  // 9: sundial.v1.CalendarService.GetCalendar:input_type -> sundial.v1.GetCalendarRequest
-	4,  // 10: sundial.v1.CalendarService.ListCalendars:input_type -> sundial.v1.ListCalendarsRequest
-	6,  // 11: sundial.v1.CalendarService.UpdateCalendar:input_type -> sundial.v1.UpdateCalendarRequest
-	8,  // 12: sundial.v1.CalendarService.DeleteCalendar:input_type -> sundial.v1.DeleteCalendarRequest
-	10, // 13: sundial.v1.CalendarService.ImportCalendar:input_type -> sundial.v1.ImportCalendarRequest
-	1,  // 14: sundial.v1.CalendarService.CreateCalendar:output_type -> sundial.v1.CreateCalendarResponse
-	3,  // 15: sundial.v1.CalendarService.GetCalendar:output_type -> sundial.v1.GetCalendarResponse
-	5,  // 16: sundial.v1.CalendarService.ListCalendars:output_type -> sundial.v1.ListCalendarsResponse
-	7,  // 17: sundial.v1.CalendarService.UpdateCalendar:output_type -> sundial.v1.UpdateCalendarResponse
-	9,  // 18: sundial.v1.CalendarService.DeleteCalendar:output_type -> sundial.v1.DeleteCalendarResponse
-	11, // 19: sundial.v1.CalendarService.ImportCalendar:output_type -> sundial.v1.ImportCalendarResponse
-	14, // [14:20] is the sub-list for method output_type
-	8,  // [8:14] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	15, // 0: sundial.v1.CreateCalendarRequest.calendar:type_name -> sundial.v1.Calendar
+	15, // 1: sundial.v1.CreateCalendarResponse.calendar:type_name -> sundial.v1.Calendar
+	15, // 2: sundial.v1.GetCalendarResponse.calendar:type_name -> sundial.v1.Calendar
+	15, // 3: sundial.v1.ListCalendarsResponse.calendars:type_name -> sundial.v1.Calendar
+	15, // 4: sundial.v1.UpdateCalendarRequest.calendar:type_name -> sundial.v1.Calendar
+	15, // 5: sundial.v1.UpdateCalendarResponse.calendar:type_name -> sundial.v1.Calendar
+	16, // 6: sundial.v1.ImportCalendarRequest.weekend:type_name -> sundial.v1.Weekend
+	15, // 7: sundial.v1.ImportCalendarResponse.calendar:type_name -> sundial.v1.Calendar
+	17, // 8: sundial.v1.CalendarAuditEntry.time:type_name -> google.protobuf.Timestamp
+	13, // 9: sundial.v1.ListCalendarAuditResponse.entries:type_name -> sundial.v1.CalendarAuditEntry
+	0,  // 10: sundial.v1.CalendarService.CreateCalendar:input_type -> sundial.v1.CreateCalendarRequest
+	2,  // 11: sundial.v1.CalendarService.GetCalendar:input_type -> sundial.v1.GetCalendarRequest
+	4,  // 12: sundial.v1.CalendarService.ListCalendars:input_type -> sundial.v1.ListCalendarsRequest
+	6,  // 13: sundial.v1.CalendarService.UpdateCalendar:input_type -> sundial.v1.UpdateCalendarRequest
+	8,  // 14: sundial.v1.CalendarService.DeleteCalendar:input_type -> sundial.v1.DeleteCalendarRequest
+	10, // 15: sundial.v1.CalendarService.ImportCalendar:input_type -> sundial.v1.ImportCalendarRequest
+	12, // 16: sundial.v1.CalendarService.ListCalendarAudit:input_type -> sundial.v1.ListCalendarAuditRequest
+	1,  // 17: sundial.v1.CalendarService.CreateCalendar:output_type -> sundial.v1.CreateCalendarResponse
+	3,  // 18: sundial.v1.CalendarService.GetCalendar:output_type -> sundial.v1.GetCalendarResponse
+	5,  // 19: sundial.v1.CalendarService.ListCalendars:output_type -> sundial.v1.ListCalendarsResponse
+	7,  // 20: sundial.v1.CalendarService.UpdateCalendar:output_type -> sundial.v1.UpdateCalendarResponse
+	9,  // 21: sundial.v1.CalendarService.DeleteCalendar:output_type -> sundial.v1.DeleteCalendarResponse
+	11, // 22: sundial.v1.CalendarService.ImportCalendar:output_type -> sundial.v1.ImportCalendarResponse
+	14, // 23: sundial.v1.CalendarService.ListCalendarAudit:output_type -> sundial.v1.ListCalendarAuditResponse
+	17, // [17:24] is the sub-list for method output_type
+	10, // [10:17] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_calendar_service_proto_init() }
@@ -732,7 +962,7 @@ func file_sundial_v1_calendar_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_v1_calendar_service_proto_rawDesc), len(file_sundial_v1_calendar_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

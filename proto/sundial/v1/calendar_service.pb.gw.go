@@ -265,6 +265,41 @@ func local_request_CalendarService_ImportCalendar_0(ctx context.Context, marshal
 	return msg, metadata, err
 }
 
+var filter_CalendarService_ListCalendarAudit_0 = &utilities.DoubleArray{Encoding: map[string]int{}, Base: []int(nil), Check: []int(nil)}
+
+func request_CalendarService_ListCalendarAudit_0(ctx context.Context, marshaler runtime.Marshaler, client CalendarServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListCalendarAuditRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_CalendarService_ListCalendarAudit_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.ListCalendarAudit(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_CalendarService_ListCalendarAudit_0(ctx context.Context, marshaler runtime.Marshaler, server CalendarServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListCalendarAuditRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_CalendarService_ListCalendarAudit_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.ListCalendarAudit(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 // RegisterCalendarServiceHandlerServer registers the http handlers for service CalendarService to "mux".
 // UnaryRPC     :call CalendarServiceServer directly.
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
@@ -390,6 +425,26 @@ func RegisterCalendarServiceHandlerServer(ctx context.Context, mux *runtime.Serv
 			return
 		}
 		forward_CalendarService_ImportCalendar_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_CalendarService_ListCalendarAudit_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/sundial.v1.CalendarService/ListCalendarAudit", runtime.WithHTTPPathPattern("/v1/calendars:audit"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_CalendarService_ListCalendarAudit_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_CalendarService_ListCalendarAudit_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
 
 	return nil
@@ -533,23 +588,42 @@ func RegisterCalendarServiceHandlerClient(ctx context.Context, mux *runtime.Serv
 		}
 		forward_CalendarService_ImportCalendar_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodGet, pattern_CalendarService_ListCalendarAudit_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/sundial.v1.CalendarService/ListCalendarAudit", runtime.WithHTTPPathPattern("/v1/calendars:audit"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_CalendarService_ListCalendarAudit_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_CalendarService_ListCalendarAudit_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	return nil
 }
 
 var (
-	pattern_CalendarService_CreateCalendar_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "calendars"}, ""))
-	pattern_CalendarService_GetCalendar_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "calendars", "name"}, ""))
-	pattern_CalendarService_ListCalendars_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "calendars"}, ""))
-	pattern_CalendarService_UpdateCalendar_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "calendars", "calendar.name"}, ""))
-	pattern_CalendarService_DeleteCalendar_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "calendars", "name"}, ""))
-	pattern_CalendarService_ImportCalendar_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "calendars", "name"}, "import"))
+	pattern_CalendarService_CreateCalendar_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "calendars"}, ""))
+	pattern_CalendarService_GetCalendar_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "calendars", "name"}, ""))
+	pattern_CalendarService_ListCalendars_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "calendars"}, ""))
+	pattern_CalendarService_UpdateCalendar_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "calendars", "calendar.name"}, ""))
+	pattern_CalendarService_DeleteCalendar_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "calendars", "name"}, ""))
+	pattern_CalendarService_ImportCalendar_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "calendars", "name"}, "import"))
+	pattern_CalendarService_ListCalendarAudit_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "calendars"}, "audit"))
 )
 
 var (
-	forward_CalendarService_CreateCalendar_0 = runtime.ForwardResponseMessage
-	forward_CalendarService_GetCalendar_0    = runtime.ForwardResponseMessage
-	forward_CalendarService_ListCalendars_0  = runtime.ForwardResponseMessage
-	forward_CalendarService_UpdateCalendar_0 = runtime.ForwardResponseMessage
-	forward_CalendarService_DeleteCalendar_0 = runtime.ForwardResponseMessage
-	forward_CalendarService_ImportCalendar_0 = runtime.ForwardResponseMessage
+	forward_CalendarService_CreateCalendar_0    = runtime.ForwardResponseMessage
+	forward_CalendarService_GetCalendar_0       = runtime.ForwardResponseMessage
+	forward_CalendarService_ListCalendars_0     = runtime.ForwardResponseMessage
+	forward_CalendarService_UpdateCalendar_0    = runtime.ForwardResponseMessage
+	forward_CalendarService_DeleteCalendar_0    = runtime.ForwardResponseMessage
+	forward_CalendarService_ImportCalendar_0    = runtime.ForwardResponseMessage
+	forward_CalendarService_ListCalendarAudit_0 = runtime.ForwardResponseMessage
 )

@@ -19,12 +19,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	CalendarService_CreateCalendar_FullMethodName = "/sundial.v1.CalendarService/CreateCalendar"
-	CalendarService_GetCalendar_FullMethodName    = "/sundial.v1.CalendarService/GetCalendar"
-	CalendarService_ListCalendars_FullMethodName  = "/sundial.v1.CalendarService/ListCalendars"
-	CalendarService_UpdateCalendar_FullMethodName = "/sundial.v1.CalendarService/UpdateCalendar"
-	CalendarService_DeleteCalendar_FullMethodName = "/sundial.v1.CalendarService/DeleteCalendar"
-	CalendarService_ImportCalendar_FullMethodName = "/sundial.v1.CalendarService/ImportCalendar"
+	CalendarService_CreateCalendar_FullMethodName    = "/sundial.v1.CalendarService/CreateCalendar"
+	CalendarService_GetCalendar_FullMethodName       = "/sundial.v1.CalendarService/GetCalendar"
+	CalendarService_ListCalendars_FullMethodName     = "/sundial.v1.CalendarService/ListCalendars"
+	CalendarService_UpdateCalendar_FullMethodName    = "/sundial.v1.CalendarService/UpdateCalendar"
+	CalendarService_DeleteCalendar_FullMethodName    = "/sundial.v1.CalendarService/DeleteCalendar"
+	CalendarService_ImportCalendar_FullMethodName    = "/sundial.v1.CalendarService/ImportCalendar"
+	CalendarService_ListCalendarAudit_FullMethodName = "/sundial.v1.CalendarService/ListCalendarAudit"
 )
 
 // CalendarServiceClient is the client API for CalendarService service.
@@ -47,6 +48,10 @@ type CalendarServiceClient interface {
 	// (RFC 5545) file: each VEVENT's all-day DTSTART (and DTEND, exclusive)
 	// becomes holidays named by its SUMMARY.
 	ImportCalendar(ctx context.Context, in *ImportCalendarRequest, opts ...grpc.CallOption) (*ImportCalendarResponse, error)
+	// Who created, updated, imported and deleted the tenant's calendars (or
+	// one's), newest first: one entry per change, written in the change's
+	// own transaction. The trail outlives the calendar.
+	ListCalendarAudit(ctx context.Context, in *ListCalendarAuditRequest, opts ...grpc.CallOption) (*ListCalendarAuditResponse, error)
 }
 
 type calendarServiceClient struct {
@@ -117,6 +122,16 @@ func (c *calendarServiceClient) ImportCalendar(ctx context.Context, in *ImportCa
 	return out, nil
 }
 
+func (c *calendarServiceClient) ListCalendarAudit(ctx context.Context, in *ListCalendarAuditRequest, opts ...grpc.CallOption) (*ListCalendarAuditResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListCalendarAuditResponse)
+	err := c.cc.Invoke(ctx, CalendarService_ListCalendarAudit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CalendarServiceServer is the server API for CalendarService service.
 // All implementations must embed UnimplementedCalendarServiceServer
 // for forward compatibility.
@@ -137,6 +152,10 @@ type CalendarServiceServer interface {
 	// (RFC 5545) file: each VEVENT's all-day DTSTART (and DTEND, exclusive)
 	// becomes holidays named by its SUMMARY.
 	ImportCalendar(context.Context, *ImportCalendarRequest) (*ImportCalendarResponse, error)
+	// Who created, updated, imported and deleted the tenant's calendars (or
+	// one's), newest first: one entry per change, written in the change's
+	// own transaction. The trail outlives the calendar.
+	ListCalendarAudit(context.Context, *ListCalendarAuditRequest) (*ListCalendarAuditResponse, error)
 	mustEmbedUnimplementedCalendarServiceServer()
 }
 
@@ -164,6 +183,9 @@ func (UnimplementedCalendarServiceServer) DeleteCalendar(context.Context, *Delet
 }
 func (UnimplementedCalendarServiceServer) ImportCalendar(context.Context, *ImportCalendarRequest) (*ImportCalendarResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ImportCalendar not implemented")
+}
+func (UnimplementedCalendarServiceServer) ListCalendarAudit(context.Context, *ListCalendarAuditRequest) (*ListCalendarAuditResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListCalendarAudit not implemented")
 }
 func (UnimplementedCalendarServiceServer) mustEmbedUnimplementedCalendarServiceServer() {}
 func (UnimplementedCalendarServiceServer) testEmbeddedByValue()                         {}
@@ -294,6 +316,24 @@ func _CalendarService_ImportCalendar_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CalendarService_ListCalendarAudit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListCalendarAuditRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CalendarServiceServer).ListCalendarAudit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CalendarService_ListCalendarAudit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CalendarServiceServer).ListCalendarAudit(ctx, req.(*ListCalendarAuditRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CalendarService_ServiceDesc is the grpc.ServiceDesc for CalendarService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -324,6 +364,10 @@ var CalendarService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ImportCalendar",
 			Handler:    _CalendarService_ImportCalendar_Handler,
+		},
+		{
+			MethodName: "ListCalendarAudit",
+			Handler:    _CalendarService_ListCalendarAudit_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

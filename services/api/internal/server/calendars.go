@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,10 +31,11 @@ type CalendarReader interface {
 // *calendar.Store implements it.
 type CalendarStore interface {
 	CalendarReader
-	Create(ctx context.Context, tenant string, c *sundialv1.Calendar) (*sundialv1.Calendar, error)
+	Create(ctx context.Context, tenant string, c *sundialv1.Calendar, a calendar.Audit) (*sundialv1.Calendar, error)
 	List(ctx context.Context, tenant, after string, limit int) ([]*sundialv1.Calendar, error)
-	Update(ctx context.Context, tenant, name string, expectedVersion int64, fn calendar.UpdateFunc) (*sundialv1.Calendar, int, error)
-	Delete(ctx context.Context, tenant, name string) error
+	Update(ctx context.Context, tenant, name string, expectedVersion int64, a calendar.Audit, fn calendar.UpdateFunc) (*sundialv1.Calendar, int, error)
+	Delete(ctx context.Context, tenant, name string, a calendar.Audit) error
+	ListAudit(ctx context.Context, tenant, name string, before int64, limit int) ([]calendar.AuditEntry, error)
 }
 
 // jobCalendar is the calendar a schedule names, read as tenant's: a name
@@ -248,11 +250,12 @@ func (s *CalendarService) CreateCalendar(ctx context.Context, req *sundialv1.Cre
 	if err := calendar.Validate("calendar", c); err != nil {
 		return nil, s.statusOf(ctx, "CreateCalendar", err)
 	}
-	out, err := s.store.Create(ctx, tenant, c)
+	actor := actorOf(ctx, tenant)
+	out, err := s.store.Create(ctx, tenant, c, calendar.Audit{Actor: actor})
 	if err != nil {
 		return nil, s.statusOf(ctx, "CreateCalendar", err)
 	}
-	s.logger.InfoContext(ctx, "calendar created", "tenant", tenant, "calendar", out.GetName(), "holidays", len(out.GetHolidays()))
+	s.logger.InfoContext(ctx, "calendar created", "tenant", tenant, "calendar", out.GetName(), "holidays", len(out.GetHolidays()), "actor", actor)
 	return &sundialv1.CreateCalendarResponse{Calendar: out}, nil
 }
 
@@ -329,13 +332,14 @@ func (s *CalendarService) UpdateCalendar(ctx context.Context, req *sundialv1.Upd
 	if req.GetExpectedVersion() < 0 {
 		return nil, invalidf("expected_version", "must not be negative")
 	}
-	out, pulled, err := s.store.Update(ctx, tenant, c.GetName(), req.GetExpectedVersion(), func(*sundialv1.Calendar) (*sundialv1.Calendar, error) {
+	actor := actorOf(ctx, tenant)
+	out, pulled, err := s.store.Update(ctx, tenant, c.GetName(), req.GetExpectedVersion(), calendar.Audit{Actor: actor}, func(*sundialv1.Calendar) (*sundialv1.Calendar, error) {
 		return c, nil
 	})
 	if err != nil {
 		return nil, s.statusOf(ctx, "UpdateCalendar", err)
 	}
-	s.logger.InfoContext(ctx, "calendar updated", "tenant", tenant, "calendar", out.GetName(), "version", out.GetVersion(), "jobs_rescheduled", pulled)
+	s.logger.InfoContext(ctx, "calendar updated", "tenant", tenant, "calendar", out.GetName(), "version", out.GetVersion(), "jobs_rescheduled", pulled, "actor", actor)
 	return &sundialv1.UpdateCalendarResponse{Calendar: out}, nil
 }
 
@@ -348,10 +352,11 @@ func (s *CalendarService) DeleteCalendar(ctx context.Context, req *sundialv1.Del
 	if err := calendarName("name", req.GetName()); err != nil {
 		return nil, err
 	}
-	if err := s.store.Delete(ctx, tenant, req.GetName()); err != nil {
+	actor := actorOf(ctx, tenant)
+	if err := s.store.Delete(ctx, tenant, req.GetName(), calendar.Audit{Actor: actor}); err != nil {
 		return nil, s.statusOf(ctx, "DeleteCalendar", err)
 	}
-	s.logger.InfoContext(ctx, "calendar deleted", "tenant", tenant, "calendar", req.GetName())
+	s.logger.InfoContext(ctx, "calendar deleted", "tenant", tenant, "calendar", req.GetName(), "actor", actor)
 	return &sundialv1.DeleteCalendarResponse{}, nil
 }
 
@@ -371,8 +376,10 @@ func (s *CalendarService) ImportCalendar(ctx context.Context, req *sundialv1.Imp
 	}
 	c := &sundialv1.Calendar{Name: req.GetName(), Description: req.GetDescription(), Holidays: hols, Weekend: req.GetWeekend()}
 	var out *sundialv1.Calendar
+	actor := actorOf(ctx, tenant)
+	audit := calendar.Audit{Actor: actor, Detail: map[string]any{"import": true, "skipped_events": len(skipped)}}
 	if req.GetReplace() {
-		out, _, err = s.store.Update(ctx, tenant, req.GetName(), 0, func(cur *sundialv1.Calendar) (*sundialv1.Calendar, error) {
+		out, _, err = s.store.Update(ctx, tenant, req.GetName(), 0, audit, func(cur *sundialv1.Calendar) (*sundialv1.Calendar, error) {
 			next := proto.Clone(clean(cur)).(*sundialv1.Calendar)
 			next.Holidays = hols
 			if req.GetDescription() != "" {
@@ -387,11 +394,66 @@ func (s *CalendarService) ImportCalendar(ctx context.Context, req *sundialv1.Imp
 		if err := calendar.Validate("calendar", c); err != nil {
 			return nil, s.statusOf(ctx, "ImportCalendar", err)
 		}
-		out, err = s.store.Create(ctx, tenant, c)
+		out, err = s.store.Create(ctx, tenant, c, audit)
 	}
 	if err != nil {
 		return nil, s.statusOf(ctx, "ImportCalendar", err)
 	}
-	s.logger.InfoContext(ctx, "calendar imported", "tenant", tenant, "calendar", out.GetName(), "holidays", len(hols), "skipped_events", len(skipped))
+	s.logger.InfoContext(ctx, "calendar imported", "tenant", tenant, "calendar", out.GetName(), "holidays", len(hols), "skipped_events", len(skipped), "actor", actor)
 	return &sundialv1.ImportCalendarResponse{Calendar: out, Skipped: skipped}, nil
+}
+
+// calendarAuditCursor is what a ListCalendarAudit page token carries: the
+// tenant and calendar it pages through and the last entry of the previous
+// page.
+type calendarAuditCursor struct {
+	Tenant   string `json:"t"`
+	Calendar string `json:"c"`
+	Before   int64  `json:"b"`
+}
+
+// ListCalendarAudit pages through the tenant's calendar trail (one
+// calendar's, when named), newest first.
+func (s *CalendarService) ListCalendarAudit(ctx context.Context, req *sundialv1.ListCalendarAuditRequest) (*sundialv1.ListCalendarAuditResponse, error) {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	name := req.GetName()
+	if name != "" {
+		if err := calendarName("name", name); err != nil {
+			return nil, err
+		}
+	}
+	size, err := pageSize("page_size", req.GetPageSize())
+	if err != nil {
+		return nil, err
+	}
+	var before int64
+	if tok := req.GetPageToken(); tok != "" {
+		var c calendarAuditCursor
+		b, err := base64.RawURLEncoding.DecodeString(tok)
+		if err != nil || json.Unmarshal(b, &c) != nil || c.Before <= 0 {
+			return nil, invalidf("page_token", "is not a token this server issued")
+		}
+		if c.Tenant != tenant || c.Calendar != name {
+			return nil, invalidf("page_token", "was issued for another tenant or calendar")
+		}
+		before = c.Before
+	}
+	entries, err := s.store.ListAudit(ctx, tenant, name, before, size+1)
+	if err != nil {
+		return nil, s.statusOf(ctx, "ListCalendarAudit", err)
+	}
+	resp := &sundialv1.ListCalendarAuditResponse{}
+	if len(entries) > size {
+		entries = entries[:size]
+		b, _ := json.Marshal(calendarAuditCursor{Tenant: tenant, Calendar: name, Before: entries[size-1].Seq})
+		resp.NextPageToken = base64.RawURLEncoding.EncodeToString(b)
+	}
+	for _, e := range entries {
+		resp.Entries = append(resp.Entries, &sundialv1.CalendarAuditEntry{Calendar: e.Calendar, Actor: e.Actor, Action: e.Action,
+			Version: e.Version, Time: timestamppb.New(e.At), Detail: e.Detail})
+	}
+	return resp, nil
 }
