@@ -59,4 +59,16 @@ func TestIntegrationCalendarCommands(t *testing.T) {
 		t.Fatalf("delete of a calendar in use: exit %d: %s", code, errOut)
 	}
 	do("calendar", "delete", "de")
+
+	// The audit trail: the import, the create and the delete, newest
+	// first, naming the caller; the refused delete is not there.
+	out, _ = do("calendar", "audit")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 || !strings.Contains(lines[1], "de        delete  1        acme/cli") ||
+		!strings.Contains(lines[2], "ae        create  1        acme/cli") || !strings.Contains(lines[3], `"import": true`) {
+		t.Fatalf("calendar audit:\n%s", out)
+	}
+	if out, _ = do("calendar", "audit", "ae"); strings.Count(strings.TrimSpace(out), "\n") != 1 {
+		t.Fatalf("calendar audit ae:\n%s", out)
+	}
 }

@@ -283,3 +283,52 @@ func (r *remote) printCalendar(c *sundialv1.Calendar) error {
 func calendarPolicyWords() []string {
 	return enumWords(sundialv1.CalendarPolicy_value, "CALENDAR_POLICY_", func(s string) string { return s })
 }
+
+type calendarAuditOpts struct {
+	pageSize  int
+	pageToken string
+}
+
+func (o *calendarAuditOpts) register(fs *flag.FlagSet) {
+	fs.IntVar(&o.pageSize, "page-size", 100, "entries per page (at most 1000)")
+	fs.StringVar(&o.pageToken, "page-token", "", "continue from a previous page")
+}
+
+// runCalendarAudit shows the tenant's calendar trail, or one calendar's.
+func runCalendarAudit(ctx context.Context, r *remote, o *calendarAuditOpts, args []string) error {
+	if len(args) > 1 {
+		return usagef("takes at most one calendar name, got %d arguments", len(args))
+	}
+	if o.pageSize < 0 {
+		return usagef("--page-size must not be negative, got %d", o.pageSize)
+	}
+	req := &sundialv1.ListCalendarAuditRequest{PageSize: int32(min(o.pageSize, 1000)), PageToken: o.pageToken}
+	if len(args) == 1 {
+		req.Name = args[0]
+	}
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	resp, err := r.cals.ListCalendarAudit(ctx, req)
+	if err != nil {
+		return err
+	}
+	if r.output == "json" {
+		return r.printJSON(resp)
+	}
+	tw := tabwriter.NewWriter(r.io.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tCALENDAR\tACTION\tVERSION\tACTOR\tDETAIL")
+	for _, e := range resp.GetEntries() {
+		detail := e.GetDetail()
+		if detail == "{}" {
+			detail = ""
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", instant(e.GetTime()), e.GetCalendar(), e.GetAction(), e.GetVersion(), e.GetActor(), orDash(detail))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if resp.GetNextPageToken() != "" {
+		fmt.Fprintf(r.io.Stderr, "more: --page-token %s\n", resp.GetNextPageToken())
+	}
+	return nil
+}

@@ -189,6 +189,9 @@ func commands() []command {
 		{name: "calendar delete", usage: "[flags] NAME",
 			summary: "Delete a calendar; refused while a job that is not deleted uses it.",
 			run:     remoteCmd[noOpts]{run: runCalendarDelete}},
+		{name: "calendar audit", usage: "[flags] [NAME] [--page-size 100] [--page-token T]",
+			summary: "Show who created, updated, imported and deleted your calendars (or one's), newest first.",
+			run:     remoteCmd[calendarAuditOpts]{flags: (*calendarAuditOpts).register, run: runCalendarAudit}},
 		{name: "signing-key create", usage: "[flags] [--platform-overlap 24h]",
 			summary: "Give your tenant its own webhook signing key; from then on the workers sign your requests with it\n" +
 				"(and, for --platform-overlap, with the platform's secret beside it, so targets can switch at leisure).\n" +

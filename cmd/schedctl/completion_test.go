@@ -209,7 +209,7 @@ func TestCompletionValuesAreAccepted(t *testing.T) {
 		"server-preview": {"--cron", "@daily"}, "backfill": {"J1", "--from", "2h", "--to", "1h"}, "audit": {"J1"},
 		"dlq list": {}, "dlq show": {"E1"}, "dlq redrive": {"--all"},
 		"calendar create": {"c1"}, "calendar update": {"c1"}, "calendar import": {"c1", "testdata/holidays.ics"},
-		"calendar list": {}, "calendar show": {"c1"}, "calendar delete": {"c1"},
+		"calendar list": {}, "calendar show": {"c1"}, "calendar delete": {"c1"}, "calendar audit": {},
 		"signing-key create": {}, "signing-key rotate": {}, "signing-key list": {}, "signing-key audit": {},
 		"token create": {"ci"}, "token list": {}, "token revoke": {"0123456789abcdef"}, "token audit": {},
 		"bulk pause": {"--dry-run"}, "bulk resume": {"--dry-run"}, "bulk delete": {"--dry-run"},
