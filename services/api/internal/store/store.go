@@ -519,8 +519,8 @@ func boundedSQL(tenant string, q ListQuery, scan int) (string, []any) {
 	}
 	args = append(args, scan, q.Limit)
 	scanArg, limitArg := len(args)-1, len(args)
-	sql := fmt.Sprintf(`SELECT id::text, tenant, spec, status, version, next_fire_at, created_at, updated_at, hit, n = $%[1]d
-FROM (SELECT jobs.id, tenant, spec, status, version, next_fire_at, created_at, updated_at,
+	sql := fmt.Sprintf(`SELECT id::text, tenant, spec, status, version, next_fire_at, created_at, updated_at, runs_staged, hit, n = $%[1]d
+FROM (SELECT jobs.id, tenant, spec, status, version, next_fire_at, created_at, updated_at, runs_staged,
              (%[4]s) AS hit, row_number() OVER (ORDER BY jobs.id) AS n
       FROM jobs WHERE %[3]s ORDER BY jobs.id LIMIT $%[1]d) AS w
 WHERE hit OR n = $%[1]d
@@ -551,9 +551,10 @@ func (s *Store) ListBounded(ctx context.Context, tenant string, q ListQuery, sca
 			version            int64
 			next               *time.Time
 			created, updated   time.Time
+			runs               int64
 			hit, last          bool
 		)
-		if err := rows.Scan(&id, &tenant, &spec, &status, &version, &next, &created, &updated, &hit, &last); err != nil {
+		if err := rows.Scan(&id, &tenant, &spec, &status, &version, &next, &created, &updated, &runs, &hit, &last); err != nil {
 			return nil, "", fmt.Errorf("store: list jobs: %w", err)
 		}
 		if hit && len(jobs) < q.Limit {
@@ -561,6 +562,7 @@ func (s *Store) ListBounded(ctx context.Context, tenant string, q ListQuery, sca
 			if err != nil {
 				return nil, "", fmt.Errorf("store: list jobs: %w", err)
 			}
+			setRemainingRuns(j, runs)
 			jobs = append(jobs, j)
 		}
 		if last {
