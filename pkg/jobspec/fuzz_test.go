@@ -57,7 +57,17 @@ func fuzzJobs() []*sundialv1.Job {
 	httpTarget(badHeader).Headers = map[string]string{"Sundial-Fence-Token": "1", "X-Ref": "{{secret:}}"}
 	badURL := goodJob()
 	httpTarget(badURL).Url = "http://user:pass@example.com/"
-	return []*sundialv1.Job{goodJob(), full, once, every, kafka, quartz, rule, leap, badCron, badHeader, badURL, {}}
+	union := goodJob()
+	union.MaxRuns = 12
+	union.Schedule.AdditionalSchedules = []*sundialv1.Schedule{
+		{Spec: &sundialv1.Schedule_Cron{Cron: "30 2 * * SAT"}},
+		{Spec: &sundialv1.Schedule_Rrule{Rrule: "FREQ=MONTHLY;BYDAY=2TU;BYHOUR=9;BYMINUTE=0;BYSECOND=0"}, Timezone: "Asia/Tokyo"},
+	}
+	union.Schedule.Exclusions = []*sundialv1.Exclusion{
+		{Start: "22:00", End: "06:00", Weekdays: []sundialv1.Weekday{sundialv1.Weekday_WEEKDAY_FRIDAY}, Note: "freeze"},
+		{StartDate: "2026-12-24", EndDate: "2026-12-26"},
+	}
+	return []*sundialv1.Job{goodJob(), full, once, every, kafka, quartz, rule, leap, union, badCron, badHeader, badURL, {}}
 }
 
 // FuzzValidate decodes any bytes as a job, as the api's gRPC server does
@@ -140,6 +150,11 @@ func FuzzValidate(f *testing.F) {
 // rule from the epoch and leaves this to the create, which knows the
 // creation time and refuses it.
 func neverFiresFromCreation(s *sundialv1.Schedule, created time.Time) bool {
+	for _, a := range s.GetAdditionalSchedules() {
+		if neverFiresFromCreation(inheritZone(a, s), created) {
+			return true
+		}
+	}
 	r, ok := s.GetSpec().(*sundialv1.Schedule_Rrule)
 	if !ok || s.GetStartTime() != nil {
 		return false
