@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/testkit/harness"
@@ -113,11 +114,11 @@ func (r *Runner) Tenants(ctx context.Context, cfg TenantsConfig) (Result, error)
 	return res, nil
 }
 
-// jobsOf reads back the ids of a tenant's jobs loaded alike (like
-// template but for their names), as jobs the analysis can expect slots
-// of.
+// jobsOf reads back the ids, first slots and creation instants of a
+// tenant's jobs loaded alike (like template but for their names), as jobs
+// the analysis can expect slots of.
 func (d *deployment) jobsOf(ctx context.Context, tenant string, template *sundialv1.Job) ([]*sundialv1.Job, error) {
-	rows, err := d.pool.Query(ctx, `SELECT id FROM jobs WHERE tenant = $1`, tenant)
+	rows, err := d.pool.Query(ctx, `SELECT id, next_fire_at, created_at FROM jobs WHERE tenant = $1`, tenant)
 	if err != nil {
 		return nil, err
 	}
@@ -125,11 +126,13 @@ func (d *deployment) jobsOf(ctx context.Context, tenant string, template *sundia
 	var jobs []*sundialv1.Job
 	for rows.Next() {
 		var id uuid.UUID
-		if err := rows.Scan(&id); err != nil {
+		var next, created time.Time
+		if err := rows.Scan(&id, &next, &created); err != nil {
 			return nil, err
 		}
 		j := &sundialv1.Job{Id: id.String(), Name: template.GetName(), Priority: template.GetPriority(), Schedule: template.GetSchedule(),
-			MaxJitter: template.GetMaxJitter(), Target: template.GetTarget(), Tenant: tenant}
+			MaxJitter: template.GetMaxJitter(), Target: template.GetTarget(), Tenant: tenant,
+			NextFireTime: timestamppb.New(next), CreateTime: timestamppb.New(created)}
 		jobs = append(jobs, j)
 	}
 	return jobs, rows.Err()
