@@ -16,7 +16,8 @@ import (
 //
 //   - a range stays with its live owner while that owner is within its
 //     quota; an owner above its quota keeps its lowest-numbered ranges;
-//   - the extra ranges (R mod n) go to the members holding the most, so an
+//   - the extra ranges (R mod n) go to the members holding the most (counted
+//     up to R/n+1, ties to the earliest joined), so an
 //     already balanced assignment is a fixed point;
 //   - free ranges (a member left, or one gave ranges up) go to the member
 //     with the most room, ties to the earliest joined.
@@ -46,8 +47,15 @@ func Assign(ranges int, members []string, owners map[int]string) map[int]string 
 	}
 	// Quotas: R/n each, plus one for the R mod n members holding the most
 	// (ties to the earliest joined), so whoever already has an extra keeps it.
+	// Holdings count up to R/n+1 only: a member still above that (giving
+	// ranges up after a join) ties with one already down to it, so the
+	// extra does not flip to whichever has released less when the members
+	// reconcile one after the other. Flipping would send a range one member
+	// released to the other instead of the newcomer (a move between two
+	// members that keep their places).
 	byHeld := slices.Clone(members)
-	sort.SliceStable(byHeld, func(i, j int) bool { return len(held[byHeld[i]]) > len(held[byHeld[j]]) })
+	capped := func(m string) int { return min(len(held[m]), ranges/n+1) }
+	sort.SliceStable(byHeld, func(i, j int) bool { return capped(byHeld[i]) > capped(byHeld[j]) })
 	quota := make(map[string]int, n)
 	for i, m := range byHeld {
 		quota[m] = ranges / n

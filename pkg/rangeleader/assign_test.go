@@ -171,3 +171,35 @@ func TestConfigValidate(t *testing.T) {
 	require.ErrorContains(t, err, "work")
 	require.ErrorContains(t, err, "path")
 }
+
+// A join seen by the members one after the other: a has already given up
+// the two ranges above its new quota, b not yet. The extra range stays
+// with a (it still holds its quota plus one), so a keeps what it kept and
+// everything released goes to the newcomer; before holdings were capped
+// at R/n+1, the extra flipped to b (holding more for the moment), a gave
+// up one more, and a later tie could hand a range of b's to a.
+func TestAssignKeepsTheExtraWhileMembersReconcileInTurn(t *testing.T) {
+	owners := map[int]string{}
+	for r := 0; r <= 5; r++ {
+		owners[r] = "a"
+	}
+	for r := 8; r <= 15; r++ {
+		owners[r] = "b"
+	}
+	got := Assign(16, []string{"a", "b", "c"}, owners)
+	for r := 0; r <= 5; r++ {
+		if got[r] != "a" {
+			t.Fatalf("range %d: a keeps its six, got %s (%v)", r, got[r], got)
+		}
+	}
+	for r := 8; r <= 12; r++ {
+		if got[r] != "b" {
+			t.Fatalf("range %d: b keeps its lowest five, got %s (%v)", r, got[r], got)
+		}
+	}
+	for _, r := range []int{6, 7, 13, 14, 15} {
+		if got[r] != "c" {
+			t.Fatalf("range %d: goes to the newcomer, got %s (%v)", r, got[r], got)
+		}
+	}
+}
