@@ -107,10 +107,12 @@ func (p *partition) add(recs []*kgo.Record) {
 			at = f.GetScheduledTime()
 		}
 		it := &work.Item{
-			FireAt:   at.AsTime().UnixNano(),
-			Priority: firing.Normalize(f.GetPriority()),
-			Tenant:   f.GetTenant(),
-			Overlap:  prepare.Overlap(f.GetOverlap()) != lease.OverlapAllow,
+			FireAt:     at.AsTime().UnixNano(),
+			Priority:   firing.Normalize(f.GetPriority()),
+			Tenant:     f.GetTenant(),
+			JobID:      f.GetJobId(),
+			JobVersion: f.GetJobVersion(),
+			Overlap:    prepare.Overlap(f.GetOverlap()) != lease.OverlapAllow,
 			// A private copy: the record's value aliases its whole fetch
 			// batch, which must not stay alive for one held firing.
 			Envelope:  bytes.Clone(r.Value),

@@ -25,6 +25,11 @@ type Item struct {
 	Priority sundialv1.Priority
 	// Tenant keys per-tenant fairness in the ready queue.
 	Tenant string
+	// JobID and JobVersion are the envelope's, read when the record
+	// arrived: a firing of a job changed or deleted since it was staged is
+	// found and dropped by them without decoding (package discard).
+	JobID      string
+	JobVersion int64
 	// Overlap: the job has an overlap policy (SKIP, BUFFER_ONE), so its
 	// lease is taken at the instant, not ahead of it.
 	Overlap bool
