@@ -28,9 +28,11 @@
 //     Waiting), or cancels it and runs at once (TERMINATE_OTHER); a retry
 //     of an execution that already started always waits;
 //
-//  6. the delivery count of this attempt: an attempt taken more than
-//     WithMaxDeliveries times (its workers crashed on it) is Poison — the
-//     lease is taken, so the caller can dead-letter it exclusively;
+//  6. the delivery count of this attempt: an attempt taken by more than
+//     WithMaxDeliveries deliveries (its workers crashed on it) is Poison —
+//     the lease is taken, so the caller can dead-letter it exclusively. A
+//     delivery counts once however often it takes its lease again, and is
+//     uncounted when it gives the lease back unstarted (ReleaseMany);
 //
 // and on success bumps the job's fence counter and returns it, and marks
 // the job running (overlap policies only). The fence is monotonic per job
@@ -123,12 +125,20 @@ type Result struct {
 	// execution's marker (Waiting) has left: a caller that still owns the
 	// firing can look again after it.
 	HeldFor time.Duration
+	// HolderAliveFor (Held, with WithLiveness) is how long the holder's
+	// worker's liveness key has left unless refreshed: a caller that
+	// looks again after min(HeldFor, HolderAliveFor) takes the lease at
+	// once if that worker died meanwhile, instead of after the lease's
+	// TTL. A live worker refreshes it, and the look finds Held again.
+	// 0 when the lease is not tied to a liveness key.
+	HolderAliveFor time.Duration
 	// Running is the execution id of the running execution, set when
 	// Overlapping or Waiting.
 	Running string
-	// Deliveries is how many times this attempt has been acquired,
-	// including this time (Acquired, Poison; 0 when the same holder took it
-	// again).
+	// Deliveries is how many deliveries of this attempt are counted,
+	// including this one (Acquired, Poison; 0 when the same holder took it
+	// again: a delivery is counted once, however often it takes its lease
+	// again, and uncounted when it gives the lease back unstarted).
 	Deliveries int64
 	// Finished is what the marker behind an AlreadyDone says.
 	Finished Finished
@@ -474,7 +484,11 @@ local function decide(k, a)
   if h and h ~= holder then
     local w = nil
     if live ~= '' then w = string.match(h, '^(.+)/[^/]*$') end
-    if not w or redis.call('EXISTS', live .. w) == 1 then return 3, 0, redis.call('PTTL', KEYS[k+1]), '' end
+    if not w then return 3, -1, redis.call('PTTL', KEYS[k+1]), '' end
+    -- The holder's worker's liveness key left: a caller that looks
+    -- again when it ends finds the lease free if that worker died.
+    local lp = redis.call('PTTL', live .. w)
+    if lp >= 0 then return 3, lp, redis.call('PTTL', KEYS[k+1]), '' end
     h = nil
   end
   local ttl = tonumber(ARGV[a+2])
@@ -566,11 +580,15 @@ local function decide(k, a)
     end
   end
   local n = 0
-  if not h then
+  local member = ARGV[a+4] .. '/' .. holder
+  if not h and redis.call('HSETNX', KEYS[k+8], member, '1') == 1 then
+    -- A delivery is counted once, with its holder, however often it
+    -- takes its lease again (one that ran out while it waited); it is
+    -- uncounted if it gives the lease back unstarted (ReleaseMany).
     n = redis.call('HINCRBY', KEYS[k+8], ARGV[a+4], 1)
     -- The counter's hash lives marker ms from its attempt's first
     -- delivery; later deliveries only count.
-    if n == 1 then redis.call('PEXPIRE', KEYS[k+8], marker) end
+    if redis.call('PTTL', KEYS[k+8]) < 0 then redis.call('PEXPIRE', KEYS[k+8], marker) end
   end
   local f = tonumber(redis.call('GET', KEYS[k+4]) or '0') + 1
   if now > f then f = now end
@@ -676,7 +694,11 @@ func acquireResult(vals []any) (Result, error) {
 	case 2:
 		return Result{Outcome: Stale, CurrentVersion: extra}, nil
 	case 3:
-		return Result{Outcome: Held, HeldFor: time.Duration(max(extra, 0)) * time.Millisecond}, nil
+		r := Result{Outcome: Held, HeldFor: time.Duration(max(extra, 0)) * time.Millisecond}
+		if fence >= 0 {
+			r.HolderAliveFor = time.Duration(fence) * time.Millisecond
+		}
+		return r, nil
 	case 4:
 		return Result{Outcome: Overlapping, Running: running}, nil
 	case 5:
@@ -743,29 +765,96 @@ func (s *Store) Renew(ctx context.Context, ex Execution, holder string, ttl time
 	}
 }
 
-// releaseScript: KEYS lease, runs; ARGV holder, execution id. 1 when
-// released; the execution's place in the running set goes with the lease.
+// releaseScript gives back a batch of leases in one round trip. For entry
+// i (from 0), KEYS[3i+1..3i+3] are lease, runs, dlv and ARGV[4i+1..4i+4]
+// are holder, execution id, attempt, unstarted ("1": the delivery never
+// sent its request). Each entry deletes the lease if holder still has it
+// (the execution's place in the running set goes with it) and, when
+// unstarted, uncounts the delivery if it was counted (its holder's member
+// of dlv), whether or not the lease had run out meanwhile. The reply has
+// one value per entry: 1 when the lease was deleted.
 var releaseScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('ZREM', KEYS[2], ARGV[2])
-  return redis.call('DEL', KEYS[1])
+local out = {}
+for i = 0, #KEYS / 3 - 1 do
+  local lease, runs, dlv = KEYS[3*i+1], KEYS[3*i+2], KEYS[3*i+3]
+  local holder, ex, attempt, unstarted = ARGV[4*i+1], ARGV[4*i+2], ARGV[4*i+3], ARGV[4*i+4]
+  out[i+1] = 0
+  if redis.call('GET', lease) == holder then
+    redis.call('ZREM', runs, ex)
+    redis.call('DEL', lease)
+    out[i+1] = 1
+  end
+  if unstarted == '1' and redis.call('HDEL', dlv, attempt .. '/' .. holder) == 1 then
+    if redis.call('HINCRBY', dlv, attempt, -1) <= 0 then redis.call('HDEL', dlv, attempt) end
+  end
 end
-return 0
+return out
 `)
 
 // Release gives up holder's lease on ex, so another delivery can fire it
 // without waiting for the lease to expire. It reports whether holder still
-// had the lease.
+// had the lease. The delivery stays counted (it may have started); see
+// ReleaseMany for one that did not.
 func (s *Store) Release(ctx context.Context, ex Execution, holder string) (bool, error) {
-	if ex.JobID == "" || ex.ExecutionID == "" {
-		return false, errors.New("lease: job and execution id are required")
-	}
-	k := s.Keys(ex.JobID, ex.ExecutionID)
-	n, err := releaseScript.Run(ctx, s.rdb, []string{k.Lease, k.Running}, holder, ex.ExecutionID).Int64()
+	res, err := s.ReleaseMany(ctx, []Release{{Execution: ex, Holder: holder}})
 	if err != nil {
-		return false, fmt.Errorf("lease: release %s: %w", ex.ExecutionID, err)
+		return false, err
 	}
-	return n == 1, nil
+	return res[0], nil
+}
+
+// Release is one entry of ReleaseMany.
+type Release struct {
+	Execution Execution
+	Holder    string
+	// Unstarted says the delivery never sent its request (its partition
+	// moved, the worker is stopping, the firing goes back to be prepared
+	// later): it is uncounted, so giving a lease back is not a delivery
+	// toward WithMaxDeliveries. Only a holder that knows it did not start
+	// may say so; a crash never does, so a worker that dies on an attempt
+	// still counts.
+	Unstarted bool
+}
+
+// ReleaseMany gives back a batch of leases in one round trip, as Release
+// would one by one, and uncounts the deliveries marked Unstarted. It
+// reports, per entry, whether the holder still had the lease. An invalid
+// entry fails the whole call before anything is sent. On Redis Cluster,
+// call it with the entries of one slot at a time.
+func (s *Store) ReleaseMany(ctx context.Context, batch []Release) ([]bool, error) {
+	if len(batch) == 0 {
+		return nil, nil
+	}
+	keys := make([]string, 0, 3*len(batch))
+	args := make([]any, 0, 4*len(batch))
+	for _, r := range batch {
+		ex := r.Execution
+		if ex.JobID == "" || ex.ExecutionID == "" {
+			return nil, errors.New("lease: release: job and execution id are required")
+		}
+		if r.Holder == "" {
+			return nil, errors.New("lease: release: holder is required")
+		}
+		unstarted := "0"
+		if r.Unstarted {
+			unstarted = "1"
+		}
+		k := s.Keys(ex.JobID, ex.ExecutionID)
+		keys = append(keys, k.Lease, k.Running, k.Deliveries)
+		args = append(args, r.Holder, ex.ExecutionID, max(ex.Attempt, 1), unstarted)
+	}
+	vals, err := releaseScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
+	if err != nil {
+		return nil, fmt.Errorf("lease: release %s (%d in the batch): %w", batch[0].Execution.ExecutionID, len(batch), err)
+	}
+	if len(vals) != len(batch) {
+		return nil, fmt.Errorf("lease: release %d executions: unexpected reply of %d values", len(batch), len(vals))
+	}
+	out := make([]bool, len(batch))
+	for i, v := range vals {
+		out[i] = v == 1
+	}
+	return out, nil
 }
 
 // finishScript finishes a batch of attempts in one round trip. For entry i
