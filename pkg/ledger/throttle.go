@@ -13,7 +13,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/clock"
 )
 
-// ErrThrottled is returned by Throttle.Wait when a write's turn is further
+// ErrThrottled is returned by Throttle.Take when a write's turn is further
 // off than the caller will wait: Cassandra is taking records more slowly
 // than they are offered, and the caller should put them elsewhere
 // (ledger_pending) rather than hold them in memory.
@@ -132,17 +132,31 @@ func NewThrottle(cfg ThrottleConfig) (*Throttle, error) {
 	return t, nil
 }
 
-// Wait takes the turn of a write of n records (n is capped at Burst),
-// waiting for it up to maxWait (zero or less: as long as ctx allows). When
-// the turn is further off than that it takes nothing and returns
-// ErrThrottled at once; ctx's error when ctx ends first. A nil error must
-// be followed by Done.
-func (t *Throttle) Wait(ctx context.Context, n int, maxWait time.Duration) error {
+// Take takes the turn of a write of up to n records (n is capped at
+// Burst) and returns how many it may write: all n when maxWait is zero or
+// less (it waits as long as ctx allows), else as many as the bucket will
+// hold within maxWait, after waiting for them. The caller writes that many
+// and puts the rest elsewhere, so the ledger gets its rate and no more,
+// and writes go on at that rate — a throttle that refused whole groups
+// would, at its floor, stop writing and never see Cassandra recover. When
+// not even one record's turn comes within maxWait it takes nothing and
+// returns ErrThrottled; ctx's error when ctx ends first. A grant must be
+// followed by Done with the same count.
+func (t *Throttle) Take(ctx context.Context, n int, maxWait time.Duration) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
 	n = max(1, min(n, t.cfg.Burst))
 	now := t.cfg.Clock.Now()
+	if maxWait > 0 {
+		n = min(n, int(t.lim.TokensAt(now.Add(maxWait))))
+		if n < 1 {
+			return 0, fmt.Errorf("%w: not one record's turn within %s at %.0f records/s", ErrThrottled, maxWait, float64(t.lim.Limit()))
+		}
+	}
 	r := t.lim.ReserveN(now, n)
 	if !r.OK() {
-		return fmt.Errorf("ledger: throttle: %d records exceed the burst of %d", n, t.cfg.Burst)
+		return 0, fmt.Errorf("ledger: throttle: %d records exceed the burst of %d", n, t.cfg.Burst)
 	}
 	delay := r.DelayFrom(now)
 	if delay > 0 {
@@ -151,8 +165,9 @@ func (t *Throttle) Wait(ctx context.Context, n int, maxWait time.Duration) error
 		t.mu.Unlock()
 	}
 	if maxWait > 0 && delay > maxWait {
+		// Another writer took the tokens between the two looks.
 		r.CancelAt(now)
-		return fmt.Errorf("%w: %d records would wait %s at %.0f records/s", ErrThrottled, n, delay.Round(time.Millisecond), float64(t.lim.Limit()))
+		return 0, fmt.Errorf("%w: %d records would wait %s at %.0f records/s", ErrThrottled, n, delay.Round(time.Millisecond), float64(t.lim.Limit()))
 	}
 	if delay > 0 {
 		tm := t.cfg.Clock.NewTimer(delay)
@@ -161,11 +176,11 @@ func (t *Throttle) Wait(ctx context.Context, n int, maxWait time.Duration) error
 		case <-ctx.Done():
 			tm.Stop()
 			r.CancelAt(t.cfg.Clock.Now())
-			return ctx.Err()
+			return 0, ctx.Err()
 		}
 	}
 	t.inFlight.Add(int64(n))
-	return nil
+	return n, nil
 }
 
 // Done reports a write of n records that took took: err is whether the
@@ -192,6 +207,10 @@ func (t *Throttle) Done(n int, took time.Duration, err error) {
 	t.lastRaise, t.limited = now, false
 	t.lim.SetLimitAt(now, rate.Limit(min(t.cfg.Max, cur+t.cfg.Increase)))
 }
+
+// Release gives back n granted records that were not written, without
+// saying anything about the ledger.
+func (t *Throttle) Release(n int) { t.inFlight.Add(-int64(max(1, min(n, t.cfg.Burst)))) }
 
 // Rate is the current allowed rate, records per second.
 func (t *Throttle) Rate() float64 { return float64(t.lim.Limit()) }

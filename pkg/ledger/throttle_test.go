@@ -30,7 +30,7 @@ func TestThrottleCutsOnSlownessAndErrorsDownToMin(t *testing.T) {
 	th := testThrottle(t, fc)
 	ctx := context.Background()
 	take := func() {
-		if err := th.Wait(ctx, 1, time.Second); err != nil {
+		if _, err := th.Take(ctx, 1, time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -63,7 +63,7 @@ func TestThrottleRaisesOnlyWhileLimiting(t *testing.T) {
 	// Healthy writes well under the rate: nothing learned, no raise.
 	for range 5 {
 		fc.Advance(time.Second)
-		if err := th.Wait(ctx, 10, time.Second); err != nil {
+		if _, err := th.Take(ctx, 10, time.Second); err != nil {
 			t.Fatal(err)
 		}
 		th.Done(10, time.Millisecond, nil)
@@ -77,8 +77,8 @@ func TestThrottleRaisesOnlyWhileLimiting(t *testing.T) {
 	for range 8 {
 		fc.Advance(time.Second)
 		for range 2 { // the bucket holds 100: the second of two full writes waits
-			if err := th.Wait(ctx, 100, 10*time.Second); err != nil {
-				t.Fatal(err)
+			if n, err := th.Take(ctx, 100, 10*time.Second); err != nil || n != 100 {
+				t.Fatal(n, err)
 			}
 			th.Done(100, time.Millisecond, nil)
 		}
@@ -89,42 +89,50 @@ func TestThrottleRaisesOnlyWhileLimiting(t *testing.T) {
 	}
 }
 
-// A write whose turn is further off than the caller will wait takes
-// nothing and says the ledger is behind; one within it waits its turn.
-func TestThrottleRefusesWaitsBeyondMaxWait(t *testing.T) {
+// With a bound on the wait, a write is granted what the bucket holds
+// within it and no more (the caller puts the rest elsewhere); when not one
+// record's turn comes within it, nothing is taken and the error says the
+// ledger is behind.
+func TestThrottleGrantsWhatFitsInMaxWait(t *testing.T) {
 	fc := clock.NewFake(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
 	th := testThrottle(t, fc)
 	ctx := context.Background()
 	for range 10 { // cut to the floor of 100/s
 		fc.Advance(time.Second)
-		if err := th.Wait(ctx, 1, 0); err != nil {
+		if _, err := th.Take(ctx, 1, 0); err != nil {
 			t.Fatal(err)
 		}
 		th.Done(1, 0, errors.New("overloaded"))
 	}
 	fc.Advance(time.Second)
-	if err := th.Wait(ctx, 100, time.Second); err != nil { // the full bucket
-		t.Fatal(err)
+	if n, err := th.Take(ctx, 100, time.Second); err != nil || n != 100 { // the full bucket
+		t.Fatal(n, err)
 	}
 	th.Done(100, 0, nil)
-	err := th.Wait(ctx, 100, 500*time.Millisecond) // a second's worth at 100/s
+	// Empty bucket at 100/s: half a second's wait holds 50 records.
+	if n, err := th.Take(ctx, 100, 500*time.Millisecond); err != nil || n != 50 {
+		t.Fatalf("Take(100, 500ms) at 100/s on an empty bucket: %d, %v; want 50", n, err)
+	}
+	_, err := th.Take(ctx, 100, 5*time.Millisecond)
 	if !errors.Is(err, ErrThrottled) || !strings.Contains(err.Error(), "100 records/s") {
-		t.Fatalf("Wait beyond maxWait: %v, want ErrThrottled naming the rate", err)
+		t.Fatalf("Take with no turn within maxWait: %v, want ErrThrottled naming the rate", err)
 	}
-	if th.InFlight() != 0 {
-		t.Fatalf("a refused turn counts as in flight")
+	if th.InFlight() != 50 {
+		t.Fatalf("in flight %d, want the 50 granted (a refused turn is not in flight)", th.InFlight())
 	}
-	// Refused turns gave their tokens back: after the second refill, the
-	// same write goes at once.
-	fc.Advance(time.Second)
-	if err := th.Wait(ctx, 100, time.Millisecond); err != nil {
-		t.Fatalf("after a refill: %v", err)
+	th.Done(50, 0, nil)
+	// Without a bound the whole write waits its turn.
+	if n, err := th.Take(ctx, 100, 0); err != nil || n != 100 {
+		t.Fatal(n, err)
+	}
+	if th.InFlight() != 100 {
+		t.Fatalf("in flight %d, want the 100 granted", th.InFlight())
 	}
 	th.Done(100, 0, nil)
 	// A cancelled wait returns the context's error.
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := th.Wait(cctx, 50, 0); !errors.Is(err, context.Canceled) {
+	if _, err := th.Take(cctx, 50, 0); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled wait: %v", err)
 	}
 }

@@ -47,6 +47,7 @@ package recorder
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -120,9 +121,12 @@ type Config struct {
 	// fills neither the queues nor, through them, the executors. A
 	// spilled record counts as written.
 	Spill func(ctx context.Context, as []*sundialv1.ExecutionAttempt) error
-	// SpillAfter is how long a group keeps failing before it is spilled
-	// (zero: DefaultConfig's).
+	// SpillAfter is how long a group keeps failing, or would wait for its
+	// turn at the throttle, before it is spilled (zero: DefaultConfig's).
 	SpillAfter time.Duration
+	// Throttle paces the writes by Cassandra's latency and errors (nil: one
+	// with ledger.DefaultThrottleConfig, its burst at least GroupSize).
+	Throttle *ledger.Throttle
 }
 
 // DefaultConfig suits one worker.
@@ -237,6 +241,11 @@ func New(l Ledger, cfg Config, logger *slog.Logger, m Metrics) *Recorder {
 	}
 	if cfg.SpillAfter <= 0 {
 		cfg.SpillAfter = DefaultConfig.SpillAfter
+	}
+	if cfg.Throttle == nil {
+		tc := ledger.DefaultThrottleConfig
+		tc.Burst, tc.Clock = max(tc.Burst, cfg.GroupSize), cfg.Clock
+		cfg.Throttle, _ = ledger.NewThrottle(tc) // the defaults are valid
 	}
 	r := &Recorder{ledger: l, cfg: cfg, logger: logger, metrics: m, quit: make(chan struct{}), queued: map[attemptKey]*job{}}
 	r.hard, r.cancelHard = context.WithCancel(context.Background())
@@ -502,6 +511,16 @@ func (r *Recorder) runGrouped(ch chan *job, gl GroupLedger) {
 // firings stay unsettled and are redelivered). While it retries, the shard
 // takes nothing new: its queue fills, RUNNING records are dropped and Final
 // blocks — back-pressure on the executor instead of unbounded memory.
+//
+// Each write first takes its turn at the throttle, whose rate follows
+// Cassandra's latency and errors. With somewhere to spill, a group waits
+// at most SpillAfter for its turn: what the throttle grants within it is
+// written and the rest goes to Postgres at once — the ledger is taking less
+// than the worker records, and waiting would only fill the queues and then
+// hold up firing — so Cassandra gets its rate and no more, and keeps
+// getting it (which is how its recovery is seen). A ledger that is not
+// connected yet (ledger.ErrUnavailable) is spilled around at the first
+// failure.
 func (r *Recorder) writeMany(gl GroupLedger, group []*job) {
 	backoff := 50 * time.Millisecond
 	var failingSince time.Time
@@ -512,13 +531,49 @@ func (r *Recorder) writeMany(gl GroupLedger, group []*job) {
 			}
 			return
 		}
+		var maxWait time.Duration // zero: wait for the turn, however far
+		if r.cfg.Spill != nil {
+			maxWait = r.cfg.SpillAfter
+		}
+		granted, err := r.cfg.Throttle.Take(r.hard, len(group), maxWait)
+		if err == nil && granted < len(group) {
+			// The rest of the group is beyond the ledger's rate.
+			if !r.spill(group[granted:], fmt.Errorf("%w: %d of %d records granted within %s", ledger.ErrThrottled, granted, len(group), maxWait)) {
+				r.cfg.Throttle.Release(granted)
+				err = errSpillFailed
+			} else {
+				group = group[:granted]
+			}
+		}
+		if err != nil {
+			if errors.Is(err, ledger.ErrThrottled) && r.spill(group, err) {
+				return
+			}
+			if r.hard.Err() == nil {
+				// Spilling failed too: pace the next try.
+				r.pause(backoff)
+				backoff = min(2*backoff, 5*time.Second)
+			}
+			continue
+		}
 		recs := make([]ledger.Rec, len(group))
 		for i, j := range group {
 			recs[i] = ledger.Rec{Attempt: j.a, Held: j.held}
 		}
 		ctx, cancel := context.WithTimeout(r.hard, r.cfg.WriteTimeout)
+		start := r.cfg.Clock.Now()
 		errs := gl.RecordMany(ctx, recs)
+		took := r.cfg.Clock.Now().Sub(start)
 		cancel()
+		// The throttle hears how the write went before any firing is
+		// finished by it.
+		var failed error
+		for _, err := range errs {
+			if ledgerFailed(err) {
+				failed = err
+			}
+		}
+		r.cfg.Throttle.Done(len(group), took, failed)
 		var retry []*job
 		var lastErr error
 		if errs == nil {
@@ -548,7 +603,8 @@ func (r *Recorder) writeMany(gl GroupLedger, group []*job) {
 		// until a write succeeds: later groups are spilled at their first
 		// failure instead of each waiting SpillAfter, which would let the
 		// queues fill at any rate above GroupSize per SpillAfter.
-		if r.cfg.Spill != nil && (r.spilling.Load() || now.Sub(failingSince) >= r.cfg.SpillAfter) && r.spill(retry, lastErr) {
+		spillNow := r.spilling.Load() || now.Sub(failingSince) >= r.cfg.SpillAfter || errors.Is(lastErr, ledger.ErrUnavailable)
+		if r.cfg.Spill != nil && spillNow && r.spill(retry, lastErr) {
 			r.spilling.Store(true)
 			return
 		}
@@ -556,16 +612,25 @@ func (r *Recorder) writeMany(gl GroupLedger, group []*job) {
 			r.count("retry")
 		}
 		r.logger.Warn("recorder: ledger write failed, retrying", "err", lastErr, "records", len(retry), "backoff", backoff)
-		t := r.cfg.Clock.NewTimer(backoff)
-		select {
-		case <-t.C():
-		case <-r.hard.Done():
-			t.Stop()
-		}
+		r.pause(backoff)
 		backoff = min(2*backoff, 5*time.Second)
 		group = retry
 	}
 }
+
+// pause waits d on the recorder's clock, or until the hard stop.
+func (r *Recorder) pause(d time.Duration) {
+	t := r.cfg.Clock.NewTimer(d)
+	select {
+	case <-t.C():
+	case <-r.hard.Done():
+		t.Stop()
+	}
+}
+
+// errSpillFailed: records beyond the throttle's grant could not be spilled;
+// the group is tried again whole.
+var errSpillFailed = errors.New("recorder: spilling failed")
 
 // spill parks records the ledger has kept refusing; it reports whether they
 // are parked (and so done with).
@@ -581,7 +646,7 @@ func (r *Recorder) spill(group []*job, cause error) bool {
 		r.logger.Warn("recorder: the ledger is failing and spilling failed too; retrying both", "ledger_err", cause, "spill_err", err, "records", len(group))
 		return false
 	}
-	r.logger.Warn("recorder: the ledger kept failing; records spilled to Postgres for the drainer", "ledger_err", cause, "records", len(group), "after", r.cfg.SpillAfter)
+	r.logger.Warn("recorder: the ledger is failing or behind; records spilled to Postgres for the drainer", "ledger_err", cause, "records", len(group), "after", r.cfg.SpillAfter)
 	for _, j := range group {
 		r.count("spilled")
 		if j.done != nil {
@@ -607,6 +672,12 @@ func (r *Recorder) settled(j *job, err error) bool {
 		return false
 	}
 	return true
+}
+
+// ledgerFailed reports whether err is the ledger failing a write (to be
+// retried), not a record refused for good.
+func ledgerFailed(err error) bool {
+	return err != nil && !errors.Is(err, ledger.ErrFenced) && !errors.Is(err, ledger.ErrInvalidAttempt)
 }
 
 // take returns the job to write, or nil for a RUNNING record its outcome
@@ -665,7 +736,11 @@ func (r *Recorder) write(j *job) bool {
 			r.count("dropped")
 			return false
 		}
+		if _, err := r.cfg.Throttle.Take(r.hard, 1, 0); err != nil {
+			continue // the hard stop: dropped above
+		}
 		ctx, cancel := context.WithTimeout(r.hard, r.cfg.WriteTimeout)
+		start := r.cfg.Clock.Now()
 		var err error
 		if j.held {
 			err = r.ledger.RecordHeld(ctx, a)
@@ -673,6 +748,11 @@ func (r *Recorder) write(j *job) bool {
 			err = r.ledger.Record(ctx, a)
 		}
 		cancel()
+		var failed error
+		if ledgerFailed(err) {
+			failed = err
+		}
+		r.cfg.Throttle.Done(1, r.cfg.Clock.Now().Sub(start), failed)
 		switch {
 		case err == nil:
 			r.count("ok")
