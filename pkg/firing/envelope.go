@@ -124,6 +124,11 @@ func New(job *sundialv1.Job, a Attempt) *sundialv1.Firing {
 	} else {
 		f.AttemptTimeout = durationpb.New(DefaultAttemptTimeout)
 	}
+	if m := job.GetMisfire(); m != nil {
+		// The worker judges a late SCHEDULE firing by the policy it was
+		// staged under (unset: the defaults), without reading the job.
+		f.Misfire = proto.Clone(m).(*sundialv1.MisfirePolicy)
+	}
 	if r := job.GetRetry(); r != nil {
 		f.Retry = proto.Clone(r).(*sundialv1.RetryPolicy)
 	} else {

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
@@ -156,4 +158,23 @@ func FuzzTraceparent(f *testing.F) {
 			t.Fatalf("Traceparent = %q, decode says %q", got, e.GetTraceparent())
 		}
 	})
+}
+
+func TestEnvelopeCarriesTheJobsMisfirePolicy(t *testing.T) {
+	job := &sundialv1.Job{Id: "0192f0c4-6a3e-7c1a-9b1e-3f2a1c0d9e8f", Misfire: &sundialv1.MisfirePolicy{
+		Action: sundialv1.MisfireAction_MISFIRE_ACTION_SKIP, Grace: durationpb.New(time.Minute), MaxCatchUp: 2,
+	}}
+	f := New(job, Attempt{Origin: sundialv1.FiringOrigin_FIRING_ORIGIN_SCHEDULE, Number: 1})
+	if !proto.Equal(job.GetMisfire(), f.GetMisfire()) {
+		t.Fatalf("envelope misfire = %v, want the job's %v", f.GetMisfire(), job.GetMisfire())
+	}
+	if f.GetMisfire() == job.GetMisfire() {
+		t.Fatal("the envelope aliases the job's policy instead of copying it")
+	}
+	if m := New(&sundialv1.Job{}, Attempt{}).GetMisfire(); m != nil {
+		t.Fatalf("a job without a policy gave %v; want unset (the worker applies the defaults)", m)
+	}
+	if r := NextAttempt(f, time.Now(), time.Now()).GetMisfire(); !proto.Equal(f.GetMisfire(), r) {
+		t.Fatalf("a retry carries %v, want %v", r, f.GetMisfire())
+	}
 }

@@ -199,8 +199,14 @@ type Firing struct {
 	Traceparent string `protobuf:"bytes,20,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	// The job's max_concurrency (0 means 1).
 	MaxConcurrency int32 `protobuf:"varint,30,opt,name=max_concurrency,json=maxConcurrency,proto3" json:"max_concurrency,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The job's misfire policy when the firing was staged (unset: the
+	// defaults, RUN_ONCE with a grace of 1 h and a cap of 10). A worker that
+	// reaches a SCHEDULE firing more than its misfire threshold after the
+	// fire instant judges it by this policy, as the prefetcher judges slots
+	// that went by unstaged.
+	Misfire       *MisfirePolicy `protobuf:"bytes,21,opt,name=misfire,proto3" json:"misfire,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Firing) Reset() {
@@ -378,6 +384,13 @@ func (x *Firing) GetMaxConcurrency() int32 {
 		return x.MaxConcurrency
 	}
 	return 0
+}
+
+func (x *Firing) GetMisfire() *MisfirePolicy {
+	if x != nil {
+		return x.Misfire
+	}
+	return nil
 }
 
 // DeadLetter is the record value on sundial.dlq, and what the
@@ -684,7 +697,7 @@ var File_sundial_v1_firing_proto protoreflect.FileDescriptor
 const file_sundial_v1_firing_proto_rawDesc = "" +
 	"\n" +
 	"\x17sundial/v1/firing.proto\x12\n" +
-	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14sundial/v1/job.proto\"\xeb\x06\n" +
+	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14sundial/v1/job.proto\"\xa0\a\n" +
 	"\x06Firing\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x16\n" +
@@ -709,7 +722,8 @@ const file_sundial_v1_firing_proto_rawDesc = "" +
 	"\rfirst_attempt\x18\x12 \x01(\x05R\ffirstAttempt\x12\x1b\n" +
 	"\tlast_slot\x18\x13 \x01(\bR\blastSlot\x12 \n" +
 	"\vtraceparent\x18\x14 \x01(\tR\vtraceparent\x12'\n" +
-	"\x0fmax_concurrency\x18\x1e \x01(\x05R\x0emaxConcurrency\"\xd2\x02\n" +
+	"\x0fmax_concurrency\x18\x1e \x01(\x05R\x0emaxConcurrency\x123\n" +
+	"\amisfire\x18\x15 \x01(\v2\x19.sundial.v1.MisfirePolicyR\amisfire\"\xd2\x02\n" +
 	"\n" +
 	"DeadLetter\x12*\n" +
 	"\x06firing\x18\x01 \x01(\v2\x12.sundial.v1.FiringR\x06firing\x12\x1d\n" +
@@ -794,6 +808,7 @@ var file_sundial_v1_firing_proto_goTypes = []any{
 	(*durationpb.Duration)(nil),   // 8: google.protobuf.Duration
 	(*RetryPolicy)(nil),           // 9: sundial.v1.RetryPolicy
 	(OverlapPolicy)(0),            // 10: sundial.v1.OverlapPolicy
+	(*MisfirePolicy)(nil),         // 11: sundial.v1.MisfirePolicy
 }
 var file_sundial_v1_firing_proto_depIdxs = []int32{
 	5,  // 0: sundial.v1.Firing.priority:type_name -> sundial.v1.Priority
@@ -805,21 +820,22 @@ var file_sundial_v1_firing_proto_depIdxs = []int32{
 	10, // 6: sundial.v1.Firing.overlap:type_name -> sundial.v1.OverlapPolicy
 	6,  // 7: sundial.v1.Firing.staged_time:type_name -> google.protobuf.Timestamp
 	0,  // 8: sundial.v1.Firing.origin:type_name -> sundial.v1.FiringOrigin
-	2,  // 9: sundial.v1.DeadLetter.firing:type_name -> sundial.v1.Firing
-	6,  // 10: sundial.v1.DeadLetter.dead_time:type_name -> google.protobuf.Timestamp
-	6,  // 11: sundial.v1.DeadLetter.redrive_time:type_name -> google.protobuf.Timestamp
-	1,  // 12: sundial.v1.ExecutionAttempt.status:type_name -> sundial.v1.ExecutionStatus
-	6,  // 13: sundial.v1.ExecutionAttempt.scheduled_time:type_name -> google.protobuf.Timestamp
-	6,  // 14: sundial.v1.ExecutionAttempt.fire_time:type_name -> google.protobuf.Timestamp
-	6,  // 15: sundial.v1.ExecutionAttempt.started_time:type_name -> google.protobuf.Timestamp
-	6,  // 16: sundial.v1.ExecutionAttempt.finished_time:type_name -> google.protobuf.Timestamp
-	8,  // 17: sundial.v1.ExecutionAttempt.lateness:type_name -> google.protobuf.Duration
-	8,  // 18: sundial.v1.ExecutionAttempt.duration:type_name -> google.protobuf.Duration
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	11, // 9: sundial.v1.Firing.misfire:type_name -> sundial.v1.MisfirePolicy
+	2,  // 10: sundial.v1.DeadLetter.firing:type_name -> sundial.v1.Firing
+	6,  // 11: sundial.v1.DeadLetter.dead_time:type_name -> google.protobuf.Timestamp
+	6,  // 12: sundial.v1.DeadLetter.redrive_time:type_name -> google.protobuf.Timestamp
+	1,  // 13: sundial.v1.ExecutionAttempt.status:type_name -> sundial.v1.ExecutionStatus
+	6,  // 14: sundial.v1.ExecutionAttempt.scheduled_time:type_name -> google.protobuf.Timestamp
+	6,  // 15: sundial.v1.ExecutionAttempt.fire_time:type_name -> google.protobuf.Timestamp
+	6,  // 16: sundial.v1.ExecutionAttempt.started_time:type_name -> google.protobuf.Timestamp
+	6,  // 17: sundial.v1.ExecutionAttempt.finished_time:type_name -> google.protobuf.Timestamp
+	8,  // 18: sundial.v1.ExecutionAttempt.lateness:type_name -> google.protobuf.Duration
+	8,  // 19: sundial.v1.ExecutionAttempt.duration:type_name -> google.protobuf.Duration
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_firing_proto_init() }

@@ -43,11 +43,9 @@
 package slots
 
 import (
-	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/sundialhq/sundial/pkg/misfire"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -57,40 +55,12 @@ type Schedule interface {
 	Next(after time.Time) time.Time
 }
 
-// Policy is a job's misfire policy with defaults applied.
-type Policy struct {
-	Action     sundialv1.MisfireAction
-	Grace      time.Duration
-	MaxCatchUp int
-}
+// Policy is a job's misfire policy with defaults applied; its home is
+// pkg/misfire, shared with the worker's judge of late firings.
+type Policy = misfire.Policy
 
 // PolicyOf reads the misfire policy of a (normalized or not) job.
-func PolicyOf(job *sundialv1.Job) Policy {
-	m := job.GetMisfire()
-	p := Policy{Action: m.GetAction(), Grace: time.Hour, MaxCatchUp: int(m.GetMaxCatchUp())}
-	if p.Action == sundialv1.MisfireAction_MISFIRE_ACTION_UNSPECIFIED {
-		p.Action = sundialv1.MisfireAction_MISFIRE_ACTION_RUN_ONCE
-	}
-	if m.GetGrace() != nil {
-		p.Grace = m.GetGrace().AsDuration()
-	}
-	if p.MaxCatchUp <= 0 {
-		p.MaxCatchUp = 10
-	}
-	return p
-}
-
-// keep is how many of the missed slots the policy stages.
-func (p Policy) keep() int {
-	switch p.Action {
-	case sundialv1.MisfireAction_MISFIRE_ACTION_SKIP:
-		return 0
-	case sundialv1.MisfireAction_MISFIRE_ACTION_RUN_ALL:
-		return p.MaxCatchUp
-	default:
-		return 1
-	}
-}
+func PolicyOf(job *sundialv1.Job) Policy { return misfire.Of(job.GetMisfire()) }
 
 // Input is one job's pass.
 type Input struct {
@@ -137,27 +107,15 @@ type Slot struct {
 }
 
 // SkipKind says why a slot was not staged.
-type SkipKind int
+type SkipKind = misfire.Kind
 
 const (
 	// SkipExpired: older than the job's misfire grace; never replayed.
-	SkipExpired SkipKind = iota + 1
+	SkipExpired = misfire.Expired
 	// SkipPolicy: inside the grace, but the misfire policy did not replay
 	// it (SKIP, RUN_ONCE's older slots, RUN_ALL's beyond the cap).
-	SkipPolicy
+	SkipPolicy = misfire.NotReplayed
 )
-
-// String is the metric label of the kind.
-func (k SkipKind) String() string {
-	switch k {
-	case SkipExpired:
-		return "expired"
-	case SkipPolicy:
-		return "policy"
-	default:
-		return "unknown"
-	}
-}
 
 // Skip is one skipped slot recorded on its own.
 type Skip struct {
@@ -167,19 +125,7 @@ type Skip struct {
 
 // Summary stands for the skipped slots not listed one by one: all older
 // than every listed Skip.
-type Summary struct {
-	// First and Last are the oldest and newest slot it covers.
-	First, Last time.Time
-	// Expired and Policy count the covered slots by kind. When AtLeast,
-	// Expired is a lower bound: the expired stretch was too long to count
-	// and part of it was jumped over.
-	Expired, Policy int
-	AtLeast         bool
-}
-
-// Count is the number of slots the summary covers (a lower bound when
-// AtLeast).
-func (s Summary) Count() int { return s.Expired + s.Policy }
+type Summary = misfire.Summary
 
 // Plan is the outcome of a pass.
 type Plan struct {
@@ -318,7 +264,7 @@ func Compute(in Input) Plan {
 
 	// Missed slots: keep the most recent `keep` in a ring; the ones pushed
 	// out (all of them under SKIP) are skipped by the policy.
-	keep := min(in.Policy.keep(), maxSlots)
+	keep := min(in.Policy.Keep(), maxSlots)
 	ring := make([]time.Time, 0, keep)
 	head := 0
 	for !s.IsZero() && s.Before(lateCut) {
@@ -352,51 +298,4 @@ func Compute(in Input) Plan {
 		p.Summary.AtLeast = true
 	}
 	return p
-}
-
-// Reason is the ledger's reason for a slot skipped for kind k under policy
-// p.
-func (p Policy) Reason(k SkipKind) string {
-	if k == SkipExpired {
-		return "misfire: older than the grace of " + shortDuration(p.Grace)
-	}
-	switch p.Action {
-	case sundialv1.MisfireAction_MISFIRE_ACTION_SKIP:
-		return "misfire: policy SKIP replays no missed slot"
-	case sundialv1.MisfireAction_MISFIRE_ACTION_RUN_ALL:
-		return fmt.Sprintf("misfire: policy RUN_ALL replays only the %d most recent missed slots", p.MaxCatchUp)
-	default:
-		return "misfire: policy RUN_ONCE replays only the most recent missed slot"
-	}
-}
-
-// SummaryReason is the ledger's reason on the row that stands for the
-// summarized slots (recorded at the summary's first slot).
-func (p Policy) SummaryReason(s Summary) string {
-	var b strings.Builder
-	n := strconv.Itoa(s.Count())
-	if s.AtLeast {
-		n = "at least " + n
-	}
-	fmt.Fprintf(&b, "misfire: %s slots from %s to %s skipped (only the most recent are recorded one by one):",
-		n, s.First.UTC().Format(time.RFC3339Nano), s.Last.UTC().Format(time.RFC3339Nano))
-	if s.Expired > 0 {
-		fmt.Fprintf(&b, " %d older than the grace of %s;", s.Expired, shortDuration(p.Grace))
-	}
-	if s.Policy > 0 {
-		fmt.Fprintf(&b, " %d not replayed by policy %s;", s.Policy, strings.TrimPrefix(p.Action.String(), "MISFIRE_ACTION_"))
-	}
-	return strings.TrimSuffix(b.String(), ";")
-}
-
-// shortDuration drops Go's zero tails: 1h0m0s reads 1h, 5m0s reads 5m.
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
