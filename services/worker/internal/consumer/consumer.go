@@ -54,6 +54,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.opentelemetry.io/otel/trace"
@@ -143,6 +144,16 @@ type Config struct {
 	// Tracer traces each firing's stay in the worker (see work.Trace);
 	// nil: tracing off.
 	Tracer trace.Tracer
+	// Unstarted gives back the leases of firings given back to their
+	// partition before their request was sent; nil: they end with their
+	// TTL and count as deliveries.
+	Unstarted *Unstarted
+	// InstanceID makes this worker a static member of the group
+	// (kgo.InstanceID): a worker restarted with the same id within the
+	// session timeout gets its partitions back at once, without a
+	// rebalance. It must be stable across restarts of one worker and
+	// unique among the workers. Empty: a dynamic member.
+	InstanceID string
 }
 
 // TopicShare is one topic's part of MaxHeld (Config.HeldShares).
@@ -315,6 +326,14 @@ func (c *Consumer) Start(ctx context.Context) error {
 		// two small requests a second per broker.
 		kgo.FetchMaxWait(500 * time.Millisecond),
 	}
+	if c.cfg.InstanceID != "" {
+		// Static membership: a worker killed and restarted within the
+		// session timeout rejoins as itself and is given its partitions
+		// back with no rebalance; a dynamic member would join as a new
+		// member with an empty assignment while the group waits out the
+		// dead one's session.
+		opts = append(opts, kgo.InstanceID(c.cfg.InstanceID))
+	}
 	opts = append(opts, c.cfg.Opts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -379,7 +398,10 @@ func (c *Consumer) sessionTimeout(ctx context.Context) time.Duration {
 
 // Stop stops polling, then leaves the group: leaving revokes every
 // partition, so the revoke callback drains executing firings and commits
-// before the client closes.
+// before the client closes. A static member's client does not send the
+// leave when it closes (the group would keep its partitions for it until
+// the session timeout), so a graceful stop sends it itself: the other
+// workers take the partitions at once, and a restart joins afresh.
 func (c *Consumer) Stop() {
 	c.once.Do(func() {
 		c.closing.Store(true)
@@ -387,8 +409,47 @@ func (c *Consumer) Stop() {
 		c.commit.Stop()
 		if c.cl != nil {
 			c.cl.Close()
+			if c.cfg.InstanceID != "" {
+				c.leaveStatic()
+			}
 		}
 	})
+}
+
+// leaveStatic removes this static member from the group by its instance
+// id (a LeaveGroup with no member id, as an admin removal does).
+func (c *Consumer) leaveStatic() {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.cfg.Brokers...), kgo.ClientID(c.cfg.ClientID)}, c.cfg.Opts...)...)
+	if err != nil {
+		c.logger.Warn("could not leave the group; its partitions move when the session times out", "err", err, "session_timeout", c.cfg.SessionTimeout)
+		return
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Group = c.cfg.Group
+	m := kmsg.NewLeaveGroupRequestMember()
+	m.InstanceID = kmsg.StringPtr(c.cfg.InstanceID)
+	m.Reason = kmsg.StringPtr("worker stopping")
+	req.Members = append(req.Members, m)
+	resp, err := req.RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+		for _, mr := range resp.Members {
+			if err == nil {
+				err = kerr.ErrorForCode(mr.ErrorCode)
+			}
+		}
+	}
+	switch {
+	case err == nil:
+		c.logger.Info("left the group", "instance_id", c.cfg.InstanceID)
+	case errors.Is(err, kerr.UnknownMemberID):
+		// Already gone (its session ended first): nothing to leave.
+	default:
+		c.logger.Warn("could not leave the group; its partitions move when the session times out", "err", err, "session_timeout", c.cfg.SessionTimeout)
+	}
 }
 
 // Done is closed when the poll loop returned; Err says why, when it was

@@ -166,13 +166,17 @@ func (p *partition) Finish(it *work.Item) {
 	it.Trace.End("")
 }
 
-// Requeue implements work.Owner.
+// Requeue implements work.Owner. A firing given back has not sent its
+// request (that is what Requeue means): a lease it took is given back
+// unstarted (Config.Unstarted), so it does not count as a delivery and
+// nobody waits for it.
 func (p *partition) Requeue(it *work.Item) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if it.State != work.Executing {
 		return false
 	}
+	p.c.cfg.Unstarted.Give(it)
 	if p.detached && p.c.closing.Load() {
 		// Leaving the group: the next owner fires it from the commit.
 		it.State = work.Abandoned
