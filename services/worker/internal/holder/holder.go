@@ -132,6 +132,46 @@ func (h *Holder) Remove(it *work.Item) bool {
 	return true
 }
 
+// RemoveIf drops every held item for which drop reports true and returns
+// them, in no particular order; the caller owns them from then on. It is
+// one pass over the heap and one re-heapify, O(n) under the lock whatever
+// the number removed, so dropping the firings of thousands of changed jobs
+// costs one scan, not one per job: batch the jobs into one predicate. drop
+// runs under the holder's lock and must not block or call the holder. A
+// heap left much smaller than its capacity is copied, so the memory of a
+// large drop comes back.
+func (h *Holder) RemoveIf(drop func(*work.Item) bool) []*work.Item {
+	var out []*work.Item
+	h.mu.Lock()
+	kept := h.h[:0]
+	for _, it := range h.h {
+		if drop(it) {
+			it.HeapIndex = -1
+			h.leave(it)
+			out = append(out, it)
+			continue
+		}
+		kept = append(kept, it)
+	}
+	if len(out) == 0 {
+		h.mu.Unlock()
+		return nil
+	}
+	clear(h.h[len(kept):])
+	if cap(kept) > 1024 && len(kept) < cap(kept)/4 {
+		kept = append(itemHeap(nil), kept...)
+	}
+	h.h = kept
+	for i, it := range h.h {
+		it.HeapIndex = i
+	}
+	heap.Init(&h.h)
+	h.mu.Unlock()
+	// The earliest item may have gone: re-arm the timer for the new one.
+	h.Wake()
+	return out
+}
+
 // leave gives back its turn when it leaves the heap. Called with h.mu held.
 func (h *Holder) leave(it *work.Item) {
 	if h.turns == nil {

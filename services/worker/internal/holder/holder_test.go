@@ -309,3 +309,82 @@ func TestTenantTurnsAtTheSameInstant(t *testing.T) {
 		t.Fatalf("%d turn counters left after every item was released, want 0", left)
 	}
 }
+
+// RemoveIf takes out every matching item in one pass and leaves the rest
+// in order.
+func TestRemoveIfDropsMatchingItemsInOnePass(t *testing.T) {
+	fake := clock.NewFake(t0)
+	r := newRig(t, fake, fake)
+	var gone []*work.Item
+	for i := range 3000 {
+		it := at(time.Duration(i%7+1)*time.Second, fmt.Sprintf("t%d", i%7))
+		it.JobID = fmt.Sprintf("job-%d", i%30)
+		if i%30 < 20 {
+			gone = append(gone, it)
+		}
+		r.h.Add(it)
+	}
+	keep := at(500*time.Millisecond, "keep") // the earliest stays too
+	r.h.Add(keep)
+	r.settle()
+	calls := 0
+	out := r.h.RemoveIf(func(it *work.Item) bool {
+		calls++
+		var n int
+		_, _ = fmt.Sscanf(it.JobID, "job-%d", &n)
+		return it.JobID != "" && n < 20
+	})
+	if calls != 3001 {
+		t.Fatalf("the predicate ran %d times, want once per held item (3001)", calls)
+	}
+	if len(out) != len(gone) || r.h.Len() != 3001-len(gone) {
+		t.Fatalf("removed %d, held %d; want %d and %d", len(out), r.h.Len(), len(gone), 3001-len(gone))
+	}
+	for _, it := range out {
+		if it.HeapIndex != -1 || r.h.Remove(it) {
+			t.Fatal("a removed item still looks held")
+		}
+	}
+	if r.h.RemoveIf(func(*work.Item) bool { return false }) != nil {
+		t.Fatal("nothing matched: nil")
+	}
+	r.settle()
+	fake.Set(t0.Add(10 * time.Second))
+	var last int64
+	for range 3001 - len(gone) {
+		it := <-r.out
+		if it.JobID != "" {
+			var n int
+			_, _ = fmt.Sscanf(it.JobID, "job-%d", &n)
+			if n < 20 {
+				t.Fatalf("removed item %s fired", it.JobID)
+			}
+		}
+		if it.Due < last {
+			t.Fatal("the heap is out of order after RemoveIf")
+		}
+		last = it.Due
+	}
+	r.settle()
+	r.none(t, "after the kept items")
+}
+
+// A large drop gives the heap's memory back.
+func TestRemoveIfShrinksTheHeap(t *testing.T) {
+	h := New(clock.NewFake(t0), func(*work.Item) {}, WithTenantTurns())
+	for i := range 10000 {
+		it := at(time.Duration(i)*time.Millisecond, "t")
+		it.JobVersion = int64(i % 100)
+		h.Add(it)
+	}
+	h.RemoveIf(func(it *work.Item) bool { return it.JobVersion > 0 })
+	h.mu.Lock()
+	c, turns := cap(h.h), len(h.turns)
+	h.mu.Unlock()
+	if h.Len() != 100 || c > 1024 {
+		t.Fatalf("held %d with capacity %d; want 100 and the capacity given back", h.Len(), c)
+	}
+	if turns != 100 {
+		t.Fatalf("%d turn keys for 100 held items at distinct instants", turns)
+	}
+}
