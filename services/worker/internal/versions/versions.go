@@ -44,7 +44,21 @@ type Watch struct {
 	latest map[string]entry
 	pruned time.Time
 
+	changed func(jobID string, version int64)
+
 	runner lifecycle.Runner
+}
+
+// Option configures a Watch.
+type Option func(*Watch)
+
+// WithChanged calls f, synchronously and outside the watch's lock, each
+// time a job's remembered version rises (an announcement of a job paused,
+// updated or deleted), so the worker can drop that job's held firings of
+// older versions at once instead of at their instants (package discard).
+// f must not block: it runs on the subscription's goroutine.
+func WithChanged(f func(jobID string, version int64)) Option {
+	return func(w *Watch) { w.changed = f }
 }
 
 type entry struct {
@@ -53,8 +67,12 @@ type entry struct {
 }
 
 // New returns a watcher of channel (lease.Store.VersionsChannel) on rdb.
-func New(rdb redis.UniversalClient, channel string, clk clock.Clock, logger *slog.Logger) *Watch {
-	return &Watch{rdb: rdb, channel: channel, clk: clk, logger: logger, latest: map[string]entry{}}
+func New(rdb redis.UniversalClient, channel string, clk clock.Clock, logger *slog.Logger, opts ...Option) *Watch {
+	w := &Watch{rdb: rdb, channel: channel, clk: clk, logger: logger, latest: map[string]entry{}}
+	for _, o := range opts {
+		o(w)
+	}
+	return w
 }
 
 // Start subscribes; the subscription reconnects by itself after an outage.
@@ -89,9 +107,10 @@ func (w *Watch) Stop() { w.runner.Stop() }
 func (w *Watch) Note(jobID string, version int64) {
 	now := w.clk.Now()
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	raised := false
 	if e, ok := w.latest[jobID]; !ok || e.version < version {
 		w.latest[jobID] = entry{version: version, at: now}
+		raised = true
 	}
 	if now.Sub(w.pruned) > Keep/10 {
 		for id, e := range w.latest {
@@ -100,6 +119,10 @@ func (w *Watch) Note(jobID string, version int64) {
 			}
 		}
 		w.pruned = now
+	}
+	w.mu.Unlock()
+	if raised && w.changed != nil {
+		w.changed(jobID, version)
 	}
 }
 

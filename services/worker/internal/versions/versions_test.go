@@ -33,3 +33,29 @@ func TestNewerOnlyAboveAndForgottenAfterKeep(t *testing.T) {
 		t.Fatal("an announcement older than Keep is still remembered")
 	}
 }
+
+func TestChangedIsToldOfEveryRaiseOnly(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+	type change struct {
+		id string
+		v  int64
+	}
+	var got []change
+	w := New(nil, "", clk, slog.New(slog.NewTextHandler(io.Discard, nil)), WithChanged(func(id string, v int64) {
+		got = append(got, change{id, v})
+	}))
+	w.Note("j", 2)
+	w.Note("j", 2) // the same announcement again: not a change
+	w.Note("j", 1) // a late, lower one: not a change
+	w.Note("k", 7)
+	w.Note("j", 3)
+	want := []change{{"j", 2}, {"k", 7}, {"j", 3}}
+	if len(got) != len(want) {
+		t.Fatalf("changes %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("changes %v, want %v", got, want)
+		}
+	}
+}
