@@ -213,6 +213,10 @@ PEERS_FLAGS ?=
 bench-peers: bench-build ## River, asynq, Sundial and a bare HTTP client (the floor) side by side at 1,000/3,000/5,000 firings/s, herd and jittered (~40 min; PEERS_FLAGS='--rates 1000 --systems floor,river' etc.)
 	$(ROOT)/bin/sundial-bench peers $(PEERS_FLAGS)
 
+.PHONY: bench-recovery
+bench-recovery: bench-build ## Overload and recovery at full size: a 2x herd for 60 s, a worker kill, a CPU hog, deleting 3,000 jobs with their window staged (~20 min; BENCH_FLAGS='--overload-held 3000 --worker-kill-rate 3000' etc., see docs/benchmarks.md)
+	$(ROOT)/bin/sundial-bench --scenarios overload,worker-kill,cpu-hog,delete-staged $(BENCH_FLAGS)
+
 .PHONY: bench-quick
 bench-quick: bench-build ## Smoke run of the benchmark (under 3 min): the harness works and no firing is lost; says nothing about speed
 	$(ROOT)/bin/sundial-bench --quick $(BENCH_FLAGS)
@@ -224,5 +228,5 @@ chaos: bench-build ## The fault matrix under load: kill -9 of each service, stop
 	$(ROOT)/bin/sundial-bench chaos $(CHAOS_FLAGS)
 
 .PHONY: chaos-quick
-chaos-quick: bench-build ## The fault matrix's make test subset (under 2 min): kill -9 a worker and the prefetcher leader, Redis losing its keys; fails on a lost or doubled firing; stops no component
+chaos-quick: bench-build ## The fault matrix's make test subset (under 3 min): kill -9 a worker and the prefetcher leader, Redis losing its keys, kill -9 a worker under 1,000 firings/s more; fails on a lost, doubled or poison firing; stops no component
 	$(ROOT)/bin/sundial-bench chaos --quick $(CHAOS_FLAGS)

@@ -34,12 +34,13 @@ type chaosFlags struct {
 	settle     time.Duration
 	executors  int
 	workerArgs string
+	deploy     bench.Deploy
 	cfg        bench.ChaosConfig
 }
 
 func (f *chaosFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.rows, "rows", strings.Join(bench.ChaosRows, ","), "comma-separated faults, in this order: "+strings.Join(bench.ChaosRows, ", "))
-	fs.BoolVar(&f.quick, "quick", false, "the subset make test runs (under 3 minutes): "+strings.Join(bench.ChaosQuickRows, ", ")+" at 100 firings/s; no component is stopped")
+	fs.BoolVar(&f.quick, "quick", false, "the subset make test runs (under 4 minutes): "+strings.Join(bench.ChaosQuickRows, ", ")+" at 100 firings/s (kill-worker-loaded at --loaded-rate more); no component is stopped")
 	fs.BoolVar(&f.infraUp, "infra-up", true, "run deploy/local/infra.sh up first (it reuses running components)")
 	fs.StringVar(&f.binDir, "bin-dir", "", "use the service binaries in this folder instead of building them")
 	fs.StringVar(&f.workDir, "work-dir", "", "folder for binaries and process logs (default .run/bench/chaos-<time> in the repository)")
@@ -58,6 +59,11 @@ func (f *chaosFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Recover, "recover", 15*time.Second, "least time after a fault ends before the next")
 	fs.DurationVar(&c.RecoverMax, "recover-max", 3*time.Minute, "most time waited for firings to be on time again before the next fault")
 	fs.DurationVar(&c.SkewWorker, "skew", 2*time.Second, "clock offset of the worker worker-clock-ahead adds")
+	fs.IntVar(&c.Loaded.Rate, "loaded-rate", 1000, "kill-worker-loaded: jittered per-second firings of its own load (the worker-kill scenario's), on top of --rate")
+	fs.DurationVar(&c.Loaded.Baseline, "loaded-baseline", 20*time.Second, "kill-worker-loaded: its load alone before the kill")
+	fs.DurationVar(&c.Loaded.MaxWait, "loaded-max-wait", 3*time.Minute, "kill-worker-loaded: the most waited after the replacement joined for its firings to be on time again")
+	fs.IntVar(&f.deploy.Ranges, "ranges", bench.DefaultRanges, "the prefetchers' --ranges (make run's 16; 0: one elected leader)")
+	fs.BoolVar(&f.deploy.Plaintext, "plaintext-api", false, "serve the api without TLS (make run serves TLS with a development CA, and so does the matrix unless this is set)")
 }
 
 // applyQuick shrinks the matrix for make test, leaving flags the user set
@@ -75,6 +81,9 @@ func (f *chaosFlags) applyQuick(set map[string]bool) {
 	def("recover", func() { f.cfg.Recover = 10 * time.Second })
 	def("recover-max", func() { f.cfg.RecoverMax = 30 * time.Second })
 	def("settle", func() { f.settle = 5 * time.Second })
+	// kill-worker-loaded at 1,000/s, kept short: about a minute in all.
+	def("loaded-baseline", func() { f.cfg.Loaded.Baseline = 8 * time.Second })
+	def("loaded-max-wait", func() { f.cfg.Loaded.MaxWait = 30 * time.Second })
 }
 
 func (f *chaosFlags) finish() error {
@@ -96,6 +105,14 @@ func (f *chaosFlags) finish() error {
 		return errors.New("outages and --hang must be positive")
 	case c.Recover < 0 || c.RecoverMax < c.Recover:
 		return errors.New("--recover must be between 0 and --recover-max")
+	case c.Loaded.Rate < 1:
+		return fmt.Errorf("--loaded-rate: want at least 1, got %d", c.Loaded.Rate)
+	case c.Loaded.Baseline < 5*time.Second:
+		return errors.New("--loaded-baseline: at least 5s")
+	case c.Loaded.MaxWait < bench.NormalWindow:
+		return fmt.Errorf("--loaded-max-wait: at least %s", bench.NormalWindow)
+	case f.deploy.Ranges < 0 || (f.deploy.Ranges > 0 && 256%f.deploy.Ranges != 0):
+		return fmt.Errorf("--ranges: want 0 or a divisor of 256, got %d", f.deploy.Ranges)
 	}
 	return nil
 }
@@ -163,7 +180,11 @@ func executeChaos(ctx context.Context, f chaosFlags, args []string, log *slog.Lo
 		}
 		return nil
 	}
+	deploy := f.deploy
+	// The matrix stops components but never changes their settings.
+	deploy.Durable = "Postgres commits as the cluster has them (see Durability)"
 	r, err := bench.NewRunner(bench.Options{
+		Deploy:   deploy,
 		InfraDir: infraDir, Infra: in, BinDir: binDir, WorkDir: workDir, Logger: log, Clock: clock.Real{},
 		Window: f.window, Jitter: time.Second, Executors: f.executors, WorkerArgs: strings.Fields(f.workerArgs),
 		Settle: f.settle, Quick: f.quick,

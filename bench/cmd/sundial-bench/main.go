@@ -60,6 +60,7 @@ type flags struct {
 	workerArgs  string
 	concurrency int
 	cfg         bench.Config
+	deploy      bench.Deploy
 	maxRates    string
 
 	stagingPrefetchers string
@@ -111,7 +112,24 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.Topology.Prefetchers, "prefetchers", 1, "prefetchers in each scenario's deployment (failover and staging size their own)")
 	fs.IntVar(&c.Topology.Relays, "relays", 1, "relays in each scenario's deployment (failover sizes its own)")
 	fs.IntVar(&c.Topology.Workers, "workers", 1, "workers in each scenario's deployment (failover sizes its own)")
-	fs.IntVar(&c.Topology.Ranges, "ranges", 0, "the prefetchers' --ranges in each scenario's deployment (0: one elected leader)")
+	fs.IntVar(&f.deploy.Ranges, "ranges", bench.DefaultRanges, "the prefetchers' --ranges in each scenario's deployment and the chaos matrix's (make run's 16; 0: one elected leader)")
+	fs.BoolVar(&f.deploy.Plaintext, "plaintext-api", false, "serve the api without TLS (make run serves TLS with a development CA, and so does the bench unless this is set)")
+	fs.BoolVar(&f.deploy.APILimits, "api-limits", false, "keep make run's api rate limit (200 calls/s per token) and tenant quotas while registering; by default the bench lifts them, since every scenario registers thousands of jobs a minute and no firing passes through the api")
+	fs.IntVar(&c.Overload.Held, "overload-held", 3000, "overload (only when named in --scenarios): the held rate; a herd at 2× it for --overload-surge, at 0.5× before and after")
+	fs.DurationVar(&c.Overload.Surge, "overload-surge", time.Minute, "overload: how long 2× the held rate is offered")
+	fs.DurationVar(&c.Overload.Baseline, "overload-baseline", 20*time.Second, "overload: 0.5× the held rate alone before the surge (the on-time CPU per firing is measured there)")
+	fs.DurationVar(&c.Overload.MaxWait, "overload-max-wait", 10*time.Minute, "overload: the most waited after the surge for firings to be on time again")
+	fs.IntVar(&c.WorkerKill.Rate, "worker-kill-rate", 1000, "worker-kill (only when named in --scenarios): jittered per-second firings while one of two workers is killed -9 (also try the held rate)")
+	fs.DurationVar(&c.WorkerKill.Baseline, "worker-kill-baseline", 20*time.Second, "worker-kill: load alone before the kill")
+	fs.DurationVar(&c.WorkerKill.MaxWait, "worker-kill-max-wait", 5*time.Minute, "worker-kill: the most waited after the replacement joined for firings to be on time again")
+	fs.IntVar(&c.CPUHog.Rate, "cpu-hog-rate", 1000, "cpu-hog (only when named in --scenarios): jittered per-second firings while a busy loop takes one core")
+	fs.DurationVar(&c.CPUHog.Hog, "cpu-hog-duration", time.Minute, "cpu-hog: how long the busy loop runs")
+	fs.DurationVar(&c.CPUHog.Baseline, "cpu-hog-baseline", 20*time.Second, "cpu-hog: load alone before the hog")
+	fs.DurationVar(&c.CPUHog.MaxWait, "cpu-hog-max-wait", 5*time.Minute, "cpu-hog: the most waited after the hog for firings to be on time again")
+	fs.IntVar(&c.DeleteStaged.Jobs, "delete-staged-jobs", 3000, "delete-staged (only when named in --scenarios): per-second jobs that fire with their window staged, then are bulk-deleted")
+	fs.DurationVar(&c.DeleteStaged.Fire, "delete-staged-fire", 30*time.Second, "delete-staged: how long they fire before the delete")
+	fs.IntVar(&c.DeleteStaged.NewJobs, "delete-staged-new-jobs", 100, "delete-staged: per-second jobs created while the delete runs, whose lateness is measured")
+	fs.DurationVar(&c.DeleteStaged.After, "delete-staged-after", 90*time.Second, "delete-staged: how long after the delete the discarding, the memory and the new jobs are measured")
 	fs.IntVar(&c.Tenants.FloodJobs, "tenants-flood-jobs", 2000, "tenants (only when named in --scenarios): one-off jobs of the flooding tenant due at one instant")
 	fs.Float64Var(&c.Tenants.FloodRate, "tenants-flood-rate", 200, "tenants: the flooding tenant's firing_rate_per_second in the workers' quotas file")
 	fs.IntVar(&c.Tenants.FloodBurst, "tenants-flood-burst", 20, "tenants: the flooding tenant's firing_burst")
@@ -255,7 +273,7 @@ func (f *flags) finish() error {
 	if t := f.cfg.Topology; t.Prefetchers < 1 || t.Relays < 1 || t.Workers < 1 || t.Prefetchers > 16 || t.Relays > 16 || t.Workers > 16 {
 		return errors.New("--prefetchers, --relays and --workers: want 1 to 16 each")
 	}
-	if r := f.cfg.Topology.Ranges; r < 0 || (r > 0 && 256%r != 0) {
+	if r := f.deploy.Ranges; r < 0 || (r > 0 && 256%r != 0) {
 		return fmt.Errorf("--ranges: want 0 or a divisor of 256, got %d", r)
 	}
 	if r := f.cfg.Failover.Ranges; r < 0 || (r > 0 && 256%r != 0) {
@@ -286,6 +304,20 @@ func (f *flags) finish() error {
 		return errors.New("--priority-low-jobs and --priority-critical must be at least 1, --priority-high not negative, --priority-slow positive and --priority-duration at least 2s")
 	case f.jitter < 0 || f.jitter > time.Minute:
 		return errors.New("--jitter must be between 0 and 1m")
+	case c.Overload.Held < 2:
+		return fmt.Errorf("--overload-held: want at least 2, got %d", c.Overload.Held)
+	case c.WorkerKill.Rate < 1:
+		return fmt.Errorf("--worker-kill-rate: want at least 1, got %d", c.WorkerKill.Rate)
+	case c.CPUHog.Rate < 1:
+		return fmt.Errorf("--cpu-hog-rate: want at least 1, got %d", c.CPUHog.Rate)
+	case c.DeleteStaged.Jobs < 1 || c.DeleteStaged.NewJobs < 1:
+		return errors.New("--delete-staged-jobs and --delete-staged-new-jobs: want at least 1")
+	case c.Overload.Surge < 2*time.Second || c.CPUHog.Hog < 2*time.Second || c.DeleteStaged.Fire < 2*time.Second || c.DeleteStaged.After < 10*time.Second:
+		return errors.New("--overload-surge, --cpu-hog-duration and --delete-staged-fire: at least 2s; --delete-staged-after: at least 10s")
+	case c.Overload.Baseline < 5*time.Second || c.WorkerKill.Baseline < 5*time.Second || c.CPUHog.Baseline < 5*time.Second:
+		return errors.New("--overload-baseline, --worker-kill-baseline and --cpu-hog-baseline: at least 5s (the on-time figures are measured there)")
+	case c.Overload.MaxWait < bench.NormalWindow || c.WorkerKill.MaxWait < bench.NormalWindow || c.CPUHog.MaxWait < bench.NormalWindow:
+		return fmt.Errorf("the --*-max-wait flags: at least %s", bench.NormalWindow)
 	}
 	return nil
 }
@@ -324,7 +356,9 @@ func execute(ctx context.Context, f flags, args []string, log *slog.Logger, stdo
 		infraDir = filepath.Join(root, ".infra")
 	}
 	env := bench.Describe(ctx, infraDir, in)
+	f.deploy.Durable = durableLabel(f.durable)
 	r, err := bench.NewRunner(bench.Options{
+		Deploy:   f.deploy,
 		InfraDir: infraDir, Infra: in, BinDir: binDir, WorkDir: workDir, ProfileDir: f.profileDir,
 		Logger: log, Clock: clock.Real{}, Window: f.window, Jitter: f.jitter,
 		Executors: f.executors, WorkerArgs: strings.Fields(f.workerArgs), RegisterConcurrency: f.concurrency, Settle: f.settle, Quick: f.quick,
@@ -409,6 +443,15 @@ func infraFromScript(ctx context.Context, root string) harness.Infra {
 		}
 	}
 	return harness.InfraFromEnv()
+}
+
+// durableLabel names how Postgres commits during a run, for the tables'
+// deployment lines.
+func durableLabel(durable string) string {
+	if durable == "on" {
+		return "durable Postgres commits (--durable on)"
+	}
+	return "Postgres commits as the cluster has them (--durable off; see Durability)"
 }
 
 func appendFile(path, s string) error {

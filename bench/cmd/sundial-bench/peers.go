@@ -158,7 +158,10 @@ func executePeers(ctx context.Context, f peersFlags, args []string, log *slog.Lo
 		}
 	}
 	cfg.Sundial = func(ctx context.Context, shape peers.Shape, rate int, duration time.Duration) (*bench.Figures, []string, error) {
+		deploy := bench.DefaultDeploy()
+		deploy.Durable = durableLabel(f.durable)
 		r, err := bench.NewRunner(bench.Options{
+			Deploy:   deploy,
 			InfraDir: infraDir, Infra: in, BinDir: binDir, WorkDir: workDir, Logger: log, Clock: clock.Real{},
 			Window: f.window, Jitter: time.Second, Executors: cfg.Workers, Settle: f.settle,
 		})

@@ -10,10 +10,40 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/testkit/harness"
 )
+
+// DefaultRanges is the prefetchers' --ranges that make run deploys (the
+// prefetcher's own default).
+const DefaultRanges = 16
+
+// Deploy is how a run's deployments are configured beyond their size.
+// DefaultDeploy is what `make run` deploys; every field is a deliberate
+// departure from it that the tables then name.
+type Deploy struct {
+	// Ranges is the prefetchers' --ranges of the deployments that do not
+	// size their own (0: one elected leader stages every partition).
+	Ranges int
+	// Plaintext serves the api without TLS; make run serves TLS with a
+	// development CA (`sundial-api dev-tls`), which the harness makes the
+	// same way.
+	Plaintext bool
+	// APILimits keeps make run's api rate limit (200 calls/s per token)
+	// and tenant quotas (6,000 creations a minute, 100,000 jobs) while the
+	// scenarios register. Without it they are lifted: every scenario
+	// registers thousands of jobs a minute through CreateJob, which those
+	// limits would refuse; nothing the workers do passes through them.
+	APILimits bool
+	// Durable says how Postgres commits during the run, for the tables.
+	Durable string
+}
+
+// DefaultDeploy is make run's deployment.
+func DefaultDeploy() Deploy { return Deploy{Ranges: DefaultRanges} }
 
 // topology is how many processes of each service a deployment runs (apis:
 // 0 is one).
@@ -38,6 +68,7 @@ type deployment struct {
 	plat   *harness.Platform
 	pcfg   harness.Config // plat's, for another platform of the same deployment
 	sink   *harness.Sink
+	topo   topology
 	client sundialv1.JobServiceClient
 	pool   *pgxpool.Pool // the namespace's schema
 
@@ -74,10 +105,15 @@ func (r *Runner) deploy(ctx context.Context, name string, topo topology) (d *dep
 		Secret:    r.secret,
 		Pprof:     r.opts.ProfileDir != "",
 		Env:       r.serviceEnv(strings.Join(append([]string{d.sink.Addr()}, topo.extraTargets...), ",")),
+		TLS:       harness.TLS,
+	}
+	if r.opts.Deploy.Plaintext {
+		d.pcfg.TLS = harness.Plaintext
 	}
 	if d.plat, err = harness.NewPlatform(d.pcfg); err != nil {
 		return d, err
 	}
+	d.topo = topo
 	r.log.Info("starting deployment", "name", name, "namespace", d.ns.Name, "logs", filepath.Join(r.opts.WorkDir, "logs", d.ns.Name))
 	for i := range max(topo.apis, 1) {
 		name := "api"
@@ -148,6 +184,112 @@ func (d *deployment) awaitGroup(ctx context.Context, workers int) error {
 			return fmt.Errorf("bench: workers own %v partitions after 60s: %w", total, err)
 		}
 	}
+}
+
+// describe names the deployment's flags for a table: how many of each
+// service, the prefetchers' ranges, TLS, the workers' limits, the api's
+// limits and how Postgres commits.
+func (d *deployment) describe() string {
+	o := d.r.opts
+	tls := "TLS api (development CA)"
+	if o.Deploy.Plaintext {
+		tls = "plaintext api"
+	}
+	ranges := fmt.Sprintf("--ranges %d", d.topo.ranges)
+	if d.topo.ranges == 0 {
+		ranges = "--ranges 0 (one elected leader)"
+	}
+	workerArgs := append(append([]string(nil), o.WorkerArgs...), d.topo.workerArgs...)
+	limits := "breakers and cluster limits on"
+	switch {
+	case flagValue(workerArgs, "breaker-failures") == "0" && flagValue(workerArgs, "cluster-limits") == "false":
+		limits = "breakers off, limits per worker"
+	case flagValue(workerArgs, "breaker-failures") == "0":
+		limits = "breakers off, cluster limits on"
+	case flagValue(workerArgs, "cluster-limits") == "false":
+		limits = "breakers on, limits per worker"
+	}
+	api := "api rate limit and quotas lifted for registration"
+	if o.Deploy.APILimits {
+		api = "api rate limit and quotas as make run's"
+	}
+	s := fmt.Sprintf("%d api, %d prefetcher (%s), %d relay, %d worker (%d executors; %s); %s; %s",
+		max(len(d.apis), 1), len(d.prefetchers), ranges, len(d.relays), len(d.workers), o.Executors, limits, tls, api)
+	if len(d.prefetchers) == 0 {
+		// A scenario that starts its prefetchers itself (staging) names them.
+		s = fmt.Sprintf("%d api, %d relay, %d worker (%d executors; %s); %s; %s; prefetchers per row",
+			max(len(d.apis), 1), len(d.relays), len(d.workers), o.Executors, limits, tls, api)
+	}
+	if o.Deploy.Durable != "" {
+		s += "; " + o.Deploy.Durable
+	}
+	if len(workerArgs) > 0 {
+		s += "; workers also run with `" + strings.Join(workerArgs, " ") + "`"
+	}
+	return s
+}
+
+// flagValue is the value of --name in args ("--name=v" or "--name v"; a
+// bare boolean flag is "true"), or "" when absent. The last one wins, as
+// with the flag package.
+func flagValue(args []string, name string) string {
+	v := ""
+	for i, a := range args {
+		a = strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		switch {
+		case a == name && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-"):
+			v = args[i+1]
+		case a == name:
+			v = "true"
+		case strings.HasPrefix(a, name+"="):
+			v = strings.TrimPrefix(a, name+"=")
+		}
+	}
+	return v
+}
+
+// victimPartitions is the partitions of topic the group member with
+// clientID owns now, from the broker's view of the group.
+func (d *deployment) victimPartitions(ctx context.Context, clientID, topic string) (map[int32]bool, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(d.r.opts.Infra.KafkaBrokers...))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	groups, err := kadm.NewClient(cl).DescribeGroups(ctx, d.ns.Group)
+	if err != nil {
+		return nil, err
+	}
+	g, ok := groups[d.ns.Group]
+	if !ok || g.Err != nil {
+		return nil, fmt.Errorf("bench: describe group %s: %v", d.ns.Group, g.Err)
+	}
+	out := map[int32]bool{}
+	for _, m := range g.Members {
+		if m.ClientID != clientID {
+			continue
+		}
+		a, ok := m.Assigned.AsConsumer()
+		if !ok {
+			continue
+		}
+		for _, t := range a.Topics {
+			if t.Topic == topic {
+				for _, p := range t.Partitions {
+					out[p] = true
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// jobPartition is the partition of a topic of n partitions that the relay
+// publishes a job's firings to: its records are keyed by the job id and
+// partitioned by Kafka's murmur2 hash (kgo.StickyKeyPartitioner).
+func jobPartition(jobID string, n int) int32 {
+	p := kgo.StickyKeyPartitioner(nil).ForTopic("")
+	return int32(p.Partition(&kgo.Record{Key: []byte(jobID)}, n))
 }
 
 // services lists the deployment's service processes still running.

@@ -237,6 +237,9 @@ func Markdown(title, command string, env Environment, loadEnd, shape string, res
 	fmt.Fprintf(&b, "- Load shape: %s\n\n", shape)
 	for _, r := range results {
 		fmt.Fprintf(&b, "**%s**\n\n", r.Scenario)
+		if r.Deployment != "" {
+			fmt.Fprintf(&b, "Deployment: %s\n\n", r.Deployment)
+		}
 		fmt.Fprintf(&b, "| %s |\n|%s\n", strings.Join(r.Header, " | "), strings.Repeat("---|", len(r.Header)))
 		for _, row := range append([][]string{r.Row}, r.Rows...) {
 			if len(row) > 0 {

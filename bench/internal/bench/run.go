@@ -13,8 +13,10 @@ var Scenarios = []string{"steady", "herd", "max", "burst", "cancel", "registered
 
 // Optional names the scenarios a run takes only when --scenarios names
 // them: staging starts deployments of its own, several prefetchers each;
-// tenants one with a quotas file for its workers.
-var Optional = []string{"staging", "tenants"}
+// tenants one with a quotas file for its workers; the overload and
+// recovery scenarios (overload, worker-kill, cpu-hog, delete-staged) put
+// the platform behind on purpose and take minutes each.
+var Optional = []string{"staging", "tenants", "overload", "worker-kill", "cpu-hog", "delete-staged"}
 
 // Config selects and sizes the scenarios of a run.
 type Config struct {
@@ -29,10 +31,15 @@ type Config struct {
 	Priority   PriorityConfig
 	Staging    StagingConfig
 	Tenants    TenantsConfig
+	// The overload and recovery scenarios (recovery.go).
+	Overload     OverloadConfig
+	WorkerKill   WorkerKillConfig
+	CPUHog       CPUHogConfig
+	DeleteStaged DeleteStagedConfig
 	// Topology is the deployment of the scenarios that run on one of
 	// their own (all but failover and staging): how many prefetchers,
-	// relays and workers, and the prefetchers' --ranges. Zero counts are
-	// one.
+	// relays and workers (their --ranges is Options.Deploy's). Zero counts
+	// are one.
 	Topology Topology
 	// Shared runs every scenario on one deployment (two of each scaled
 	// service) instead of one deployment per scenario: quicker, for the CI
@@ -43,17 +50,22 @@ type Config struct {
 // scenarioTopology is the deployment each scenario runs on when not shared:
 // one process per service, except failover, which runs several of each
 // (its prefetchers sharing ranges unless --failover-ranges is 0).
-func scenarioTopology(name string, cfg Config) topology {
+func scenarioTopology(name string, cfg Config, ranges int) topology {
 	if name == "failover" {
 		return topology{prefetchers: max(cfg.Failover.Prefetchers, 2), relays: 2, workers: 2, ranges: cfg.Failover.Ranges}
 	}
 	t := cfg.Topology
-	return topology{prefetchers: max(t.Prefetchers, 1), relays: max(t.Relays, 1), workers: max(t.Workers, 1), ranges: t.Ranges}
+	top := topology{prefetchers: max(t.Prefetchers, 1), relays: max(t.Relays, 1), workers: max(t.Workers, 1), ranges: ranges}
+	if name == "worker-kill" {
+		// one of two workers is killed
+		top.workers = max(top.workers, 2)
+	}
+	return top
 }
 
 // Topology sizes a deployment (see Config.Topology).
 type Topology struct {
-	Prefetchers, Relays, Workers, Ranges int
+	Prefetchers, Relays, Workers int
 }
 
 // Run runs the configured scenarios in order and returns their results.
@@ -97,7 +109,7 @@ func (r *Runner) runOne(ctx context.Context, name string, cfg Config, shared *de
 	}
 	d := shared
 	if d == nil {
-		if d, err = r.deploy(ctx, name, scenarioTopology(name, cfg)); err != nil {
+		if d, err = r.deploy(ctx, name, scenarioTopology(name, cfg, r.opts.Deploy.Ranges)); err != nil {
 			return res, err
 		}
 		defer func() {
@@ -106,6 +118,9 @@ func (r *Runner) runOne(ctx context.Context, name string, cfg Config, shared *de
 			}
 		}()
 	}
+	// as started: a scenario may kill and replace processes
+	deployment := d.describe()
+	defer func() { res.Deployment = deployment }()
 	switch name {
 	case "steady":
 		return r.Steady(ctx, d, cfg.Steady)
@@ -123,6 +138,14 @@ func (r *Runner) runOne(ctx context.Context, name string, cfg Config, shared *de
 		return r.Failover(ctx, d, cfg.Failover)
 	case "priority":
 		return r.Priority(ctx, d, cfg.Priority)
+	case "overload":
+		return r.Overload(ctx, d, cfg.Overload)
+	case "worker-kill":
+		return r.WorkerKill(ctx, d, cfg.WorkerKill)
+	case "cpu-hog":
+		return r.CPUHog(ctx, d, cfg.CPUHog)
+	case "delete-staged":
+		return r.DeleteStaged(ctx, d, cfg.DeleteStaged)
 	}
 	return res, errors.New("unknown scenario " + name)
 }

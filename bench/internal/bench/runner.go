@@ -50,6 +50,9 @@ type Options struct {
 	// Settle is the wait between registering jobs and their first
 	// measured slot, beyond the registration itself (see Runner.lead).
 	Settle time.Duration
+	// Deploy configures every deployment beyond its size (DefaultDeploy:
+	// what make run deploys).
+	Deploy Deploy
 	// Quick marks the CI smoke run: scenarios share one deployment and
 	// their jobs stop with the measurement (see Runner.tail).
 	Quick bool
@@ -107,20 +110,22 @@ func NewRunner(opts Options) (*Runner, error) {
 // serviceEnv is the environment every service of a deployment gets beyond
 // the namespace: settings a service without the flag ignores.
 func (r *Runner) serviceEnv(sinkAddrs string) []string {
-	return []string{
+	env := []string{
 		// The worker refuses loopback targets unless allowlisted; the sink
 		// is one.
 		"SUNDIAL_ALLOW_TARGET_ADDRS=" + sinkAddrs,
-		// The api's per-tenant quotas would refuse a benchmark's job count
-		// and creation rate; 0 is no limit.
-		"SUNDIAL_QUOTA_MAX_JOBS=0",
-		"SUNDIAL_QUOTA_CREATE_RATE_PER_MINUTE=0",
-		// So would the per-token request rate limit: registration runs
-		// CreateJob calls as fast as the api answers them.
-		"SUNDIAL_RATE_LIMIT=0",
 		// Topics the relay creates.
 		fmt.Sprintf("SUNDIAL_TOPIC_PARTITIONS=%d", r.topicPartitions),
 	}
+	if !r.opts.Deploy.APILimits {
+		// The api's per-tenant quotas would refuse a benchmark's job count
+		// and creation rate, and so would the per-token request rate
+		// limit: registration runs CreateJob calls as fast as the api
+		// answers them. 0 is no limit. Only registration passes through
+		// the api, so the firings measured are make run's either way.
+		env = append(env, "SUNDIAL_QUOTA_MAX_JOBS=0", "SUNDIAL_QUOTA_CREATE_RATE_PER_MINUTE=0", "SUNDIAL_RATE_LIMIT=0")
+	}
+	return env
 }
 
 // lead is how long before the first slot n jobs are registered: the

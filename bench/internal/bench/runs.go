@@ -16,11 +16,14 @@ import (
 // duplicated firings, bad deliveries) that fail the run whatever the speed.
 type Result struct {
 	Scenario string
-	Header   []string
-	Row      []string
-	Rows     [][]string // a scenario of several rows (chaos) has them here instead
-	Details  []string
-	Problems []string
+	// Deployment names the flags of the deployment the scenario ran on
+	// (deployment.describe), printed with every table.
+	Deployment string
+	Header     []string
+	Row        []string
+	Rows       [][]string // a scenario of several rows (chaos) has them here instead
+	Details    []string
+	Problems   []string
 	// Figures are the rate scenarios' (steady, herd) measurements as
 	// numbers, for callers that tabulate them their own way (the peers
 	// comparison); nil for the other scenarios.

@@ -76,6 +76,7 @@ func (r *Runner) stagingOnce(ctx context.Context, cfg StagingConfig, sr stagingR
 			r.log.Warn("deployment not cleaned up", "scenario", "staging", "err", cerr)
 		}
 	}()
+	res.Deployment = d.describe()
 	for i := range sr.prefetchers {
 		id := "pf-" + strconv.Itoa(i+1)
 		args := []string{"--node-id", id, "--window", r.opts.Window.String(), "--ranges", strconv.Itoa(sr.ranges)}

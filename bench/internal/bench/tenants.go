@@ -49,7 +49,7 @@ func (r *Runner) Tenants(ctx context.Context, cfg TenantsConfig) (Result, error)
 		return res, err
 	}
 	workers := max(cfg.Workers, 1)
-	d, err := r.deploy(ctx, "tenants", topology{prefetchers: 1, relays: 1, workers: workers, workerArgs: []string{"--quotas-file", quotas, "--cluster-limits"}})
+	d, err := r.deploy(ctx, "tenants", topology{prefetchers: 1, relays: 1, workers: workers, ranges: r.opts.Deploy.Ranges, workerArgs: []string{"--quotas-file", quotas, "--cluster-limits"}})
 	if err != nil {
 		return res, err
 	}
@@ -58,6 +58,7 @@ func (r *Runner) Tenants(ctx context.Context, cfg TenantsConfig) (Result, error)
 			r.log.Warn("deployment not cleaned up", "scenario", "tenants", "err", cerr)
 		}
 	}()
+	res.Deployment = d.describe()
 	n := cfg.FloodJobs + cfg.QuietJobs
 	if err := d.calibrate(ctx, n); err != nil {
 		return res, err

@@ -1,0 +1,120 @@
+package bench
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sundialhq/sundial/testkit/harness"
+)
+
+// perSecond is n firings due every second from t0 for secs seconds, each
+// late by late(second index).
+func perSecond(t0 time.Time, secs, n int, late func(i int) time.Duration) []harness.Late {
+	var out []harness.Late
+	for i := range secs {
+		for k := range n {
+			out = append(out, harness.Late{FireAt: t0.Add(time.Duration(i)*time.Second + time.Duration(k)*time.Millisecond), Lateness: late(i)})
+		}
+	}
+	return out
+}
+
+func TestBackToNormal(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	onTime := func(int) time.Duration { return 100 * time.Millisecond }
+	cases := []struct {
+		name     string
+		timeline []harness.Late
+		to       time.Time
+		want     time.Duration
+		ok       bool
+	}{
+		{"never late", perSecond(t0, 30, 10, onTime), t0.Add(30 * time.Second), 0, true},
+		// Firings due in the first 10 s are 3 s late. The last late window
+		// starts at 9 s (it holds second 9's firings); the first window
+		// after it, [10 s, 15 s), ends at 15 s.
+		{"late for 10 s", perSecond(t0, 30, 10, func(i int) time.Duration {
+			if i < 10 {
+				return 3 * time.Second
+			}
+			return onTime(i)
+		}), t0.Add(30 * time.Second), 15 * time.Second, true},
+		{"still late at the end", perSecond(t0, 30, 10, func(i int) time.Duration {
+			if i >= 20 {
+				return 3 * time.Second
+			}
+			return onTime(i)
+		}), t0.Add(30 * time.Second), 0, false},
+		// One firing in a hundred late is within p99; more is not.
+		{"p99 tolerates one in a hundred", append(perSecond(t0, 30, 100, onTime), harness.Late{FireAt: t0.Add(2 * time.Second), Lateness: 10 * time.Second}), t0.Add(30 * time.Second), 0, true},
+		// A lost firing is not normal whatever the others: the windows
+		// holding it (starting at 0–4 s) are late, the first after them
+		// ends at 10 s.
+		{"lost firings are late", append(perSecond(t0, 30, 1, onTime), harness.Late{FireAt: t0.Add(4 * time.Second), Lateness: Never}), t0.Add(30 * time.Second), 10 * time.Second, true},
+		{"too short to judge", perSecond(t0, 3, 10, onTime), t0.Add(3 * time.Second), 0, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, ok := BackToNormal(c.timeline, t0, c.to, NormalWindow, time.Second, NormalP99)
+			if got != c.want || ok != c.ok {
+				t.Fatalf("BackToNormal = %s, %v; want %s, %v", got, ok, c.want, c.ok)
+			}
+		})
+	}
+}
+
+func TestBacklogRate(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	// 100 firings due every second for 20 s; those due in seconds 5–9 wait
+	// until 15 s and arrive then; the rest on time (50 ms).
+	var tl []harness.Late
+	for i := range 20 {
+		for k := range 100 {
+			due := t0.Add(time.Duration(i) * time.Second)
+			late := 50 * time.Millisecond
+			if i >= 5 && i < 10 {
+				// the delayed ones arrive spread over [10 s, 15 s)
+				late = t0.Add(10*time.Second + time.Duration((i-5)*100+k)*10*time.Millisecond).Sub(due)
+			}
+			tl = append(tl, harness.Late{FireAt: due, Lateness: late})
+		}
+	}
+	b := BacklogOf(tl, time.Second)
+	// The first delivery later than 1 s: the one due at 5 s arriving at
+	// 10 s (the ones due at 9 s arriving after 10 s are later still).
+	if want := t0.Add(10 * time.Second); !b.From.Equal(want) {
+		t.Fatalf("From = %s, want %s", b.From, want)
+	}
+	if want := t0.Add(14*time.Second + 990*time.Millisecond); !b.To.Equal(want) {
+		t.Fatalf("To = %s, want %s", b.To, want)
+	}
+	// In [10 s, 14.99 s]: the 500 delayed ones and the on-time ones due
+	// at 10–14 s (arriving 50 ms after), 500 more.
+	if b.Delivered != 1000 {
+		t.Fatalf("Delivered = %d, want 1000", b.Delivered)
+	}
+	if got, want := b.Rate(), 1000/4.99; got < want-0.01 || got > want+0.01 {
+		t.Fatalf("Rate = %.2f, want %.2f", got, want)
+	}
+	if none := BacklogOf(perSecond(t0, 10, 10, func(int) time.Duration { return 0 }), time.Second); !none.From.IsZero() || none.Rate() != 0 {
+		t.Fatalf("on-time timeline has a backlog: %+v", none)
+	}
+}
+
+func TestSnapsAround(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var snaps []UsageSnap
+	for i := range 10 {
+		snaps = append(snaps, snap(t0.Add(time.Duration(i)*time.Second), map[string]time.Duration{machineKey: time.Duration(i) * time.Second}))
+	}
+	a, b, ok := snapsAround(snaps, t0.Add(2500*time.Millisecond), t0.Add(6500*time.Millisecond))
+	if !ok || !a[machineKey].At.Equal(t0.Add(2*time.Second)) || !b[machineKey].At.Equal(t0.Add(7*time.Second)) {
+		t.Fatalf("snapsAround = %v, %v, %v; want the samples at 2 s and 7 s", a, b, ok)
+	}
+	if _, _, ok := snapsAround(snaps, t0.Add(-time.Second), t0.Add(5*time.Second)); ok {
+		t.Fatal("snapsAround covered a span starting before the first sample")
+	}
+	if _, _, ok := snapsAround(snaps, t0.Add(5*time.Second), t0.Add(20*time.Second)); ok {
+		t.Fatal("snapsAround covered a span ending after the last sample")
+	}
+}
