@@ -400,9 +400,14 @@ func (p *Pool) process(ctx context.Context, it *work.Item) {
 				// Changed (paused, updated, deleted) after the lease was
 				// taken ahead: give the lease back and skip, as the lease
 				// script would have.
-				rctx, cancel := context.WithTimeout(ctx, p.cfg.RedisTimeout)
-				_, _ = p.leaser.Release(rctx, ex, it.LeaseHolder)
-				cancel()
+				if it.Overlap {
+					// Its place among the job's running executions goes
+					// with it; any other lease simply runs out, as no
+					// copy of a stale firing fires.
+					rctx, cancel := context.WithTimeout(ctx, p.cfg.RedisTimeout)
+					_, _ = p.leaser.Release(rctx, ex, it.LeaseHolder)
+					cancel()
+				}
 				p.stale(it, f, v, "leased")
 				return
 			}
@@ -421,7 +426,7 @@ func (p *Pool) process(ctx context.Context, it *work.Item) {
 				return
 			}
 		}
-		if !p.leaseLeft(ctx, it, ex) {
+		if !p.leaseLeft(it) {
 			return
 		}
 		p.attempt(ctx, it, f, ex)
@@ -446,97 +451,20 @@ func (p *Pool) stale(it *work.Item, f *sundialv1.Firing, current int64, when str
 	p.final(it, a, true)
 }
 
-// leaseLeft makes sure the lease taken ahead still has at least half its
-// TTL to run before the request goes out (it has, unless the firing waited
-// in the ready queue under overload or behind a rate limit), renewing it
-// when not. A lease lost meanwhile sends the firing back to be leased
-// again; it reports whether the attempt may go ahead.
-func (p *Pool) leaseLeft(ctx context.Context, it *work.Item, ex lease.Execution) bool {
-	now := p.clk.Now()
-	if time.Duration(it.LeaseUntil-now.UnixNano()) >= p.cfg.LeaseTTL/2 {
+// leaseLeft reports whether the lease taken ahead still has at least half
+// its TTL to run, so the request goes out with no Redis call before it.
+// One that has less (it waited in the ready queue or behind a limit longer
+// than the prepare stage's admission allowed for) goes back to the prepare
+// stage, which takes it again in its next batch, before the firings it has
+// not leased yet, under the same delivery: a lease is never renewed or
+// taken again by an executor one firing at a time, on time or late.
+func (p *Pool) leaseLeft(it *work.Item) bool {
+	if time.Duration(it.LeaseUntil-p.clk.Now().UnixNano()) >= p.cfg.LeaseTTL/2 {
 		return true
-	}
-	if it.LeaseUntil <= now.UnixNano() {
-		// Run out by our clock (it waited longer than the lease): a
-		// renewal would only say so.
-		return p.leaseAgain(ctx, it, ex)
-	}
-	rctx, cancel := context.WithTimeout(ctx, p.cfg.RedisTimeout)
-	err := p.leaser.Renew(rctx, ex, it.LeaseHolder, p.cfg.LeaseTTL)
-	cancel()
-	switch {
-	case err == nil:
-		it.LeaseUntil = now.Add(p.cfg.LeaseTTL).UnixNano()
-		return true
-	case errors.Is(err, lease.ErrFenced):
-		// Another delivery took it: it fires; ours looks again when that
-		// lease ends (and then finds the done marker).
-		p.count(it, it.Firing, "lease_conflict")
-		p.m.LeaseConflicts.Inc()
-		p.prepare.Again(it, p.cfg.LeaseTTL/10)
-	case errors.Is(err, lease.ErrCancelled):
-		var ce *lease.CancelledError
-		errors.As(err, &ce)
-		p.cancelledBefore(ctx, it, it.Firing, ex, ce.By, true)
-	case errors.Is(err, lease.ErrLost):
-		return p.leaseAgain(ctx, it, ex)
-	case it.LeaseUntil > now.UnixNano():
-		// Redis did not answer, but the lease taken ahead still runs, so
-		// no other delivery can hold it now: the firing goes out on time
-		// under it (a Redis outage must not delay what was leased before
-		// it), as an attempt whose renewals fail goes on.
-		p.logger.Warn("lease renewal before the request failed; firing under the lease taken ahead", "err", err, "execution_id", ex.ExecutionID,
-			"lease_left", time.Duration(it.LeaseUntil-now.UnixNano()))
-		return true
-	default:
-		p.count(it, it.Firing, "lease_error")
-		p.logger.Warn("lease renewal before the request failed, holding the firing to try again", "err", err, "execution_id", ex.ExecutionID, "retry_in", p.cfg.RetryAfter)
-		p.prepare.Again(it, p.cfg.RetryAfter)
-	}
-	return false
-}
-
-// leaseAgain takes the lease of a firing whose lease ran out while it
-// waited in the ready queue (a herd bigger than the executors drain within
-// --lease-ttl of its instant), in one call and at once: sent back through
-// the prepare stage it would join the back of the queue and could run out
-// again. It reports whether the attempt may go ahead; when another
-// delivery leased the attempt meanwhile, or the lease is not ours to
-// take, the prepare stage decides (verifying with the ledger what that
-// delivery did).
-func (p *Pool) leaseAgain(ctx context.Context, it *work.Item, ex lease.Execution) bool {
-	// The same holder: a lease of ours that has not quite run out in
-	// Redis is simply taken again (not counted as another delivery).
-	holder := it.LeaseHolder
-	rctx, cancel := context.WithTimeout(ctx, p.cfg.RedisTimeout)
-	res, err := p.leaser.AcquireMany(rctx, []lease.Acquisition{{Execution: ex, Holder: holder, TTL: p.cfg.LeaseTTL}})
-	cancel()
-	if err != nil {
-		p.count(it, it.Firing, "lease_error")
-		p.prepare.Again(it, p.cfg.RetryAfter)
-		return false
-	}
-	r := res[0]
-	if r.Outcome != lease.Acquired {
-		p.prepare.Again(it, 0)
-		return false
-	}
-	if r.Deliveries > 0 {
-		it.Acquired++
-	}
-	it.Lease = r
-	it.LeaseUntil = p.clk.Now().Add(p.cfg.LeaseTTL).UnixNano()
-	if r.Deliveries > int64(it.Acquired) {
-		// Someone else leased it after ours ran out; give ours back and
-		// let the prepare stage find out whether that one fired.
-		rctx, cancel := context.WithTimeout(ctx, p.cfg.RedisTimeout)
-		_, _ = p.leaser.Release(rctx, ex, holder)
-		cancel()
-		p.prepare.Again(it, 0)
-		return false
 	}
 	p.count(it, it.Firing, "lease_again")
-	return true
+	p.prepare.Again(it, 0)
+	return false
 }
 
 // hold reopens the hold span of a traced firing that waits again.

@@ -66,6 +66,7 @@ type fakeLeaser struct {
 	err      map[string]error
 	renewErr error
 	renews   int
+	acquires int
 	marks    []string
 	// finishCalls counts FinishMany calls.
 	finishCalls int
@@ -74,6 +75,7 @@ type fakeLeaser struct {
 func (l *fakeLeaser) AcquireMany(_ context.Context, batch []lease.Acquisition) ([]lease.Result, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.acquires += len(batch)
 	out := make([]lease.Result, len(batch))
 	for i, a := range batch {
 		if err := l.err[a.Execution.ExecutionID]; err != nil {
@@ -733,41 +735,6 @@ func TestMarkersWaitingForRedisHoldTheFiringUnfinished(t *testing.T) {
 	}
 }
 
-// A firing that waited in the ready queue until less than half its lease
-// was left renews before its request; when Redis does not answer, the
-// lease taken ahead still runs, so it fires on time under it rather than
-// waiting for Redis.
-func TestRenewalRedisErrorFiresUnderTheLeaseLeft(t *testing.T) {
-	fired := make(chan string, 1)
-	r := newRig(t, 1, func(ctx context.Context, req target.Request) target.Result {
-		fired <- req.Firing.GetExecutionId()
-		return ok(ctx, req)
-	})
-	r.leaser.renewErr = errors.New("redis: connection refused")
-	r.start(t)
-	f := &sundialv1.Firing{ExecutionId: "e1", JobId: "job", Tenant: "acme", Attempt: 1, JobVersion: 4, Priority: sundialv1.Priority_PRIORITY_HIGH,
-		ScheduledTime: timestamppb.New(t0), FireTime: timestamppb.New(t0),
-		Target: &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: "http://x"}}}}
-	b, err := firing.Encode(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// 10 s of a one-minute lease left: under half, so it renews first.
-	r.q.Push(&work.Item{FireAt: t0.UnixNano(), Ready: t0.UnixNano(), Priority: f.GetPriority(), Envelope: b, Owner: r.own, HeapIndex: -1,
-		Firing: f, Lease: lease.Result{Outcome: lease.Acquired, Fence: 7}, LeaseHolder: "w1/1", LeaseUntil: r.clk.Now().Add(10 * time.Second).UnixNano()})
-	select {
-	case got := <-fired:
-		if got != "e1" {
-			t.Fatalf("fired %s", got)
-		}
-	case ev := <-r.own.events:
-		t.Fatalf("%s instead of firing under the lease left", ev)
-	}
-	if ev := <-r.own.events; ev != "finish e1" {
-		t.Fatalf("event %q", ev)
-	}
-}
-
 // leasedItem is a firing of execution exec leased ahead by this worker
 // (holder w1/1, fence 7, one acquisition) whose lease runs until until.
 func leasedItem(t *testing.T, r *rig, exec string, until time.Time) *work.Item {
@@ -783,50 +750,33 @@ func leasedItem(t *testing.T, r *rig, exec string, until time.Time) *work.Item {
 		Firing: f, Lease: lease.Result{Outcome: lease.Acquired, Fence: 7, Deliveries: 1}, LeaseHolder: "w1/1", Acquired: 1, LeaseUntil: until.UnixNano()}
 }
 
-// A firing whose lease ran out while it waited in the ready queue (a herd
-// the executors drain slower than the lease lasts) takes it again at once,
-// under the same holder and a new fence, and fires: no renewal that can
-// only fail, no trip back through the prepare stage to the back of the
-// queue.
-func TestLeaseRunOutInTheQueueIsTakenAgainAndFires(t *testing.T) {
-	var got target.Request
-	r := newRig(t, 1, func(ctx context.Context, req target.Request) target.Result { got = req; return ok(ctx, req) })
-	r.leaser.acquire["e1"] = lease.Result{Outcome: lease.Acquired, Fence: 12, Deliveries: 2}
-	r.start(t)
-	r.q.Push(leasedItem(t, r, "e1", r.clk.Now().Add(-time.Second)))
-	if ev := <-r.own.events; ev != "finish e1" {
-		t.Fatalf("event %q, want the firing to go ahead", ev)
-	}
-	r.leaser.mu.Lock()
-	renews := r.leaser.renews
-	r.leaser.mu.Unlock()
-	if got.Fence != 12 || renews != 0 {
-		t.Fatalf("fired under fence %d after %d renewals, want the new fence 12 and none", got.Fence, renews)
-	}
-	if a := r.rec.finalOf("e1"); a.GetFenceToken() != 12 {
-		t.Fatalf("recorded under fence %d", a.GetFenceToken())
-	}
-}
-
-// When another delivery leased the attempt after ours ran out (the lease
-// has been taken more often than by us), it may have fired: the firing
-// gives the new lease back and goes through the prepare stage, which asks
-// the ledger.
-func TestLeaseTakenByAnotherMeanwhileGoesBackToPrepare(t *testing.T) {
+// A firing that waited in the ready queue or behind a limit until less
+// than half its lease was left, or until it ran out, is not renewed or
+// leased again by the executor, one Redis call per firing: it goes back to
+// the prepare stage, which takes it again in a batch. Nothing reaches
+// Redis or the target from the executor.
+func TestShortLeaseGoesBackToThePrepareStage(t *testing.T) {
 	r := newRig(t, 1, func(ctx context.Context, req target.Request) target.Result {
 		t.Errorf("fired %s", req.Firing.GetExecutionId())
 		return ok(ctx, req)
 	})
-	r.leaser.acquire["e1"] = lease.Result{Outcome: lease.Acquired, Fence: 12, Deliveries: 3}
+	r.leaser.acquire["e1"] = lease.Result{Outcome: lease.Acquired, Fence: 12}
 	r.start(t)
-	r.q.Push(leasedItem(t, r, "e1", r.clk.Now().Add(-time.Second)))
-	if ev := <-r.own.events; ev != "held e1" {
-		t.Fatalf("event %q, want it back in the prepare stage", ev)
+	for _, c := range []struct {
+		exec string
+		left time.Duration
+	}{{"e1", 2 * time.Second}, {"e2", -time.Second}} {
+		// The rig's lease TTL is a minute: 2 s left is under half; -1 s has
+		// run out.
+		r.q.Push(leasedItem(t, r, c.exec, r.clk.Now().Add(c.left)))
+		if ev := <-r.own.events; ev != "held "+c.exec {
+			t.Fatalf("%s: event %q, want it back in the prepare stage", c.exec, ev)
+		}
 	}
 	r.leaser.mu.Lock()
 	defer r.leaser.mu.Unlock()
-	if len(r.leaser.marks) != 1 || r.leaser.marks[0] != "release e1" {
-		t.Fatalf("leaser calls %v, want the new lease released", r.leaser.marks)
+	if r.leaser.renews != 0 || len(r.leaser.marks) != 0 || r.leaser.acquires != 0 {
+		t.Fatalf("the executor called Redis: %d renewals, %d acquisitions, %v", r.leaser.renews, r.leaser.acquires, r.leaser.marks)
 	}
 }
 

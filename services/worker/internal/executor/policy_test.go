@@ -271,7 +271,7 @@ func (v fixedVersions) Newer(job string, version int64) (int64, bool) {
 }
 
 // A job changed after its firing was leased ahead: at the instant the
-// firing is skipped, its lease given back, and the target never called.
+// firing is skipped and the target never called.
 func TestChangedAfterTheLeaseIsSkipped(t *testing.T) {
 	calls := 0
 	r := newRig(t, 1, func(ctx context.Context, req target.Request) target.Result { calls++; return ok(ctx, req) })
@@ -288,9 +288,11 @@ func TestChangedAfterTheLeaseIsSkipped(t *testing.T) {
 	if a.GetStatus() != sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED || !strings.Contains(a.GetReason(), "stale job version 4 (current 5)") {
 		t.Fatalf("record %v", a)
 	}
+	// No Redis call at the instant: the lease of a job without an
+	// overlap policy simply runs out (no copy of a stale firing fires).
 	r.leaser.mu.Lock()
 	defer r.leaser.mu.Unlock()
-	if len(r.leaser.marks) != 1 || r.leaser.marks[0] != "release e1" {
-		t.Fatalf("marks %v, want the lease released", r.leaser.marks)
+	if len(r.leaser.marks) != 0 {
+		t.Fatalf("marks %v, want none", r.leaser.marks)
 	}
 }

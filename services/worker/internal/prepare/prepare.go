@@ -114,6 +114,10 @@ type Config struct {
 	// CheckAfter is how long after a copy was found done its ledger
 	// record is looked for: longer than the recorder's linger.
 	CheckAfter time.Duration
+	// Admission, when set, bounds the firings leased and waiting for an
+	// executor (see Admission); the rest wait here, unleased, oldest
+	// first.
+	Admission *Admission
 }
 
 // DefaultConfig values.
@@ -145,12 +149,14 @@ type Stage struct {
 	m      *metrics.Metrics
 	logger *slog.Logger
 
-	// due holds the firings whose prepare instant has come, one queue per
-	// priority (readyq.Rank): a batch takes CRITICAL ones first, so a
-	// burst of 100,000 MEDIUM firings being leased does not hold back a
-	// CRITICAL one due at the same instant.
+	// due holds the firings whose prepare instant has come, one heap per
+	// priority (readyq.Rank), earliest instant first: a batch takes
+	// CRITICAL ones first, so a burst of 100,000 MEDIUM firings being
+	// leased does not hold back a CRITICAL one due at the same instant, and
+	// a firing sent back to be leased again (its lease ran out while it
+	// waited) goes before the later ones admission holds back.
 	mu   sync.Mutex
-	due  [4][]*work.Item
+	due  [4]dueHeap
 	wake chan struct{}
 
 	seq    atomic.Uint64
@@ -213,8 +219,7 @@ func (s *Stage) Add(it *work.Item) { s.AddMany([]*work.Item{it}) }
 func (s *Stage) AddMany(items []*work.Item) {
 	s.mu.Lock()
 	for _, it := range items {
-		r := readyq.Rank(it.Priority)
-		s.due[r] = append(s.due[r], it)
+		s.due[readyq.Rank(it.Priority)].push(it)
 	}
 	s.mu.Unlock()
 	select {
@@ -227,14 +232,34 @@ func (s *Stage) AddMany(items []*work.Item) {
 func (s *Stage) Start(context.Context) error {
 	return s.runner.Run(func(ctx context.Context) error {
 		var batch []*work.Item
+		// held: admission held firings back; look again soon, as the
+		// executors take from the ready queue.
+		held := false
+		poll := s.clk.NewTimer(admissionPoll)
+		defer poll.Stop()
 		for {
+			var again <-chan time.Time
+			if held {
+				poll.Reset(admissionPoll)
+				again = poll.C()
+			}
 			select {
 			case <-ctx.Done():
 				return nil
 			case <-s.wake:
+			case <-again:
 			}
+			held = false
 			for {
-				batch = s.take(batch[:0])
+				n := s.cfg.Batch
+				if s.cfg.Admission != nil {
+					n = min(n, s.cfg.Admission.Allow())
+				}
+				if n == 0 {
+					held = s.waiting() > 0
+					break
+				}
+				batch = s.take(batch[:0], n)
 				if len(batch) == 0 {
 					break
 				}
@@ -245,24 +270,38 @@ func (s *Stage) Start(context.Context) error {
 	})
 }
 
-// take appends up to Batch due firings to batch, the most urgent priority
-// first, first come first within a priority.
-func (s *Stage) take(batch []*work.Item) []*work.Item {
+// admissionPoll is how often the stage looks again while admission holds
+// firings back.
+const admissionPoll = 10 * time.Millisecond
+
+// take appends up to n due firings to batch, the most urgent priority
+// first, the earliest instant first within a priority.
+func (s *Stage) take(batch []*work.Item, n int) []*work.Item {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for r := range s.due {
-		q := s.due[r]
-		n := min(len(q), s.cfg.Batch-len(batch))
-		batch = append(batch, q[:n]...)
-		rest := copy(q, q[n:])
-		clear(q[rest:])
-		s.due[r] = q[:rest]
-		if len(batch) == s.cfg.Batch {
-			break
+		for len(batch) < n && s.due[r].len() > 0 {
+			batch = append(batch, s.due[r].pop())
 		}
 	}
 	return batch
 }
+
+// waiting is the number of due firings not leased yet.
+func (s *Stage) waiting() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for r := range s.due {
+		n += s.due[r].len()
+	}
+	return n
+}
+
+// Waiting is the number of firings whose prepare instant has come that the
+// stage has not leased yet (admission holds them back while the executors
+// are behind).
+func (s *Stage) Waiting() int { return s.waiting() }
 
 // Stop ends the stage; firings it has not taken stay where they are (their
 // partition's revoke or the worker's exit deals with them).
@@ -297,8 +336,12 @@ func (s *Stage) prepare(ctx context.Context, batch []*work.Item) {
 			continue
 		}
 		// Unique per delivery, so a duplicate delivered to this same
-		// worker is excluded too.
-		it.LeaseHolder = s.cfg.WorkerID + "/" + strconv.FormatUint(s.seq.Add(1), 36)
+		// worker is excluded too; kept for the delivery's life, so a
+		// lease it takes again (one that ran out while it waited) is the
+		// same delivery's, not another's.
+		if it.LeaseHolder == "" {
+			it.LeaseHolder = s.cfg.WorkerID + "/" + strconv.FormatUint(s.seq.Add(1), 36)
+		}
 		ttl := max(time.Duration(it.FireAt-now.UnixNano()), 0) + s.cfg.LeaseTTL
 		it.LeaseUntil = now.Add(ttl).UnixNano()
 		acq = append(acq, lease.Acquisition{Execution: Execution(f), Holder: it.LeaseHolder, TTL: ttl})
@@ -508,7 +551,7 @@ func (s *Stage) again(it *work.Item, after time.Duration) {
 	if !it.Owner.Requeue(it) {
 		return
 	}
-	it.LeaseHolder, it.Lease, it.LeaseUntil = "", lease.Result{}, 0
+	it.Lease, it.LeaseUntil = lease.Result{}, 0
 	it.NotBefore = s.clk.Now().Add(after).UnixNano()
 	s.routes.Again(it)
 }

@@ -162,8 +162,8 @@ func TestOneCallPerBatchAndEachOutcomeRouted(t *testing.T) {
 		t.Fatalf("to an executor now: %v", r.now)
 	}
 	if len(r.again) != 1 || exec(r.again[0]) != "held" || r.again[0].NotBefore != t0.Add(3*time.Second+time.Second).UnixNano() ||
-		r.again[0].LeaseHolder != "" {
-		t.Fatalf("held again: %v", r.again)
+		r.again[0].LeaseHolder != l.calls[0][3].Holder {
+		t.Fatalf("held again: %v (keeping its delivery's lease holder)", r.again)
 	}
 	if len(o.finished) != 1 || o.finished[0] != "dup" || len(o.requeued) != 1 || o.requeued[0] != "held" {
 		t.Fatalf("finished %v requeued %v", o.finished, o.requeued)
@@ -244,7 +244,7 @@ func TestCriticalIsPreparedFirst(t *testing.T) {
 	crit := item(t, o, "crit", t0, 0)
 	crit.Priority = sundialv1.Priority_PRIORITY_CRITICAL
 	s.Add(crit)
-	first := s.take(nil)
+	first := s.take(nil, 4)
 	if len(first) != 4 || exec(first[0]) != "crit" || exec(first[1]) != "m0" || exec(first[3]) != "m2" {
 		var ids []string
 		for _, it := range first {
@@ -253,7 +253,7 @@ func TestCriticalIsPreparedFirst(t *testing.T) {
 		t.Fatalf("first batch %v, want crit then m0, m1, m2", ids)
 	}
 	n := len(first)
-	for b := s.take(nil); len(b) > 0; b = s.take(nil) {
+	for b := s.take(nil, 4); len(b) > 0; b = s.take(nil, 4) {
 		n += len(b)
 	}
 	if n != 11 {

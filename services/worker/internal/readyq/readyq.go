@@ -23,6 +23,7 @@ package readyq
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
@@ -79,6 +80,9 @@ type Queue struct {
 	// executor); running[r] counts those of rank r.
 	limit   [len(priorities)]int
 	running [len(priorities)]int
+	// popped counts every item taken, for the drain rate the prepare
+	// stage admits leases by (Drained).
+	popped atomic.Uint64
 }
 
 // Limits caps, out of a pool of executors, how many the less urgent
@@ -204,6 +208,7 @@ func (q *Queue) TryPop() *work.Item {
 		if it := l.Pop(); it != nil {
 			q.running[i]++
 			q.n--
+			q.popped.Add(1)
 			depth, more := l.Len(), q.n > 0
 			q.mu.Unlock()
 			if more {
@@ -238,6 +243,10 @@ func (q *Queue) Done(p sundialv1.Priority) {
 		notify(q.wake)
 	}
 }
+
+// Drained is the number of items ever taken (Pop, TryPop, PopCritical): its
+// rate is how fast the executors drain the queue.
+func (q *Queue) Drained() uint64 { return q.popped.Load() }
 
 // Running is the number of items of priority p taken with Pop or TryPop
 // and not yet Done.
@@ -276,6 +285,7 @@ func (q *Queue) PopCritical(ctx context.Context) *work.Item {
 		if it != nil {
 			q.running[0]++
 			q.n--
+			q.popped.Add(1)
 			depth, n = l.Len(), q.n
 		}
 		q.mu.Unlock()

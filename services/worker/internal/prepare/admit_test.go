@@ -1,0 +1,141 @@
+package prepare
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/lease"
+
+	"github.com/sundialhq/sundial/services/worker/internal/work"
+)
+
+// The budget is the drain rate over the window, never under the floor, and
+// follows a change of rate within a couple of seconds.
+func TestAdmissionFollowsTheDrainRate(t *testing.T) {
+	clk := clock.NewFake(t0)
+	var drained atomic.Uint64
+	waiting := 0
+	a := NewAdmission(AdmissionConfig{Waiting: func() int { return waiting }, Drained: drained.Load, Window: 2 * time.Second, Floor: 100}, clk)
+	if got := a.Allow(); got != 100 {
+		t.Fatalf("before any sample Allow = %d, want the floor 100", got)
+	}
+	// The executors take 1,000 firings a second for three seconds.
+	for range 15 {
+		clk.Advance(200 * time.Millisecond)
+		drained.Add(200)
+		a.Budget()
+	}
+	if b := a.Budget(); b < 1800 || b > 2000 {
+		t.Fatalf("budget %d after 3 s at 1,000/s, want about 2,000 (1,000/s over 2 s)", b)
+	}
+	waiting = 1500
+	if got, b := a.Allow(), a.Budget(); got != b-1500 {
+		t.Fatalf("Allow = %d with 1,500 waiting and a budget of %d", got, b)
+	}
+	waiting = 5000
+	if got := a.Allow(); got != 0 {
+		t.Fatalf("Allow = %d with more waiting than the budget, want 0", got)
+	}
+	// A core taken away: the executors now take 250 a second.
+	for range 15 {
+		clk.Advance(200 * time.Millisecond)
+		drained.Add(50)
+		a.Budget()
+	}
+	if b := a.Budget(); b > 600 {
+		t.Fatalf("budget %d 3 s after the rate fell to 250/s, want near 500", b)
+	}
+	// Idle executors never shut admission below the floor.
+	for range 30 {
+		clk.Advance(200 * time.Millisecond)
+		a.Budget()
+	}
+	if b := a.Budget(); b != 100 {
+		t.Fatalf("budget %d after the executors idled, want the floor 100", b)
+	}
+}
+
+// A backlog is leased only as fast as the executors take it: the stage
+// leases up to the budget, holds the rest unleased, and leases more as the
+// ready queue drains — the oldest first, a firing sent back to be leased
+// again before the later ones.
+func TestBacklogIsLeasedAtTheDrainRate(t *testing.T) {
+	clk := clock.NewFake(t0.Add(time.Minute)) // every firing below is late
+	var drained atomic.Uint64
+	var leased atomic.Int64
+	waiting := func() int { return int(leased.Load()) - int(drained.Load()) }
+	adm := NewAdmission(AdmissionConfig{Waiting: waiting, Drained: drained.Load, Window: 2 * time.Second, Floor: 300}, clk)
+	l := &leaser{}
+	s, r := newStage(t, Config{Batch: 100, Admission: adm}, &countingLeaser{leaser: l, n: &leased}, clk)
+	o := &owner{}
+	var items []*work.Item
+	for i := range 1000 {
+		it := item(t, o, fmt.Sprint("late-", i), t0.Add(time.Duration(i)*time.Millisecond), 0)
+		items = append(items, it)
+	}
+	s.AddMany(items)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = s.Start(ctx) }()
+	defer s.Stop()
+	waitFor(t, func() bool { return leased.Load() == 300 })
+	time.Sleep(20 * time.Millisecond)
+	if n := leased.Load(); n != 300 {
+		t.Fatalf("%d leased with nothing drained, want the floor of 300", n)
+	}
+	if s.Waiting() != 700 {
+		t.Fatalf("%d waiting unleased, want 700", s.Waiting())
+	}
+	// A firing whose lease ran out comes back: it goes before the 700.
+	r.mu.Lock()
+	back := r.fire[5]
+	r.mu.Unlock()
+	s.Again(back, 0)
+	s.AddMany([]*work.Item{back})
+	// The executors take 200: 200 more may be leased, the returned one first.
+	drained.Add(200)
+	clk.Advance(admissionPoll)
+	waitFor(t, func() bool { return leased.Load() == 500 })
+	calls := l.snapshot()
+	var after []string
+	for _, c := range calls[3:] {
+		for _, a := range c {
+			after = append(after, a.Execution.ExecutionID)
+		}
+	}
+	if after[0] != "late-5" || after[1] != "late-300" {
+		t.Fatalf("leased after the drain: %v..., want late-5 (sent back) then late-300", after[:3])
+	}
+}
+
+// countingLeaser counts the firings leased.
+type countingLeaser struct {
+	*leaser
+	n *atomic.Int64
+}
+
+func (c *countingLeaser) AcquireMany(ctx context.Context, batch []lease.Acquisition) ([]lease.Result, error) {
+	c.n.Add(int64(len(batch)))
+	return c.leaser.AcquireMany(ctx, batch)
+}
+
+func (l *leaser) snapshot() [][]lease.Acquisition {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([][]lease.Acquisition(nil), l.calls...)
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
