@@ -155,9 +155,12 @@ type ledgerSide struct {
 	hasRecord func(ctx context.Context, f *sundialv1.Firing) (bool, error)
 }
 
-// ledger connects to Cassandra (creating the keyspace and tables with
-// --ledger-migrate), unless Deps.Ledger replaces it.
-func (b *builder) ledger(ctx context.Context, spill *spillPool) (ledgerSide, error) {
+// ledger reaches Cassandra (creating the keyspace and tables with
+// --ledger-migrate), unless Deps.Ledger replaces it. The session connects
+// in the background: a worker starts while Cassandra is down, its records
+// spill to Postgres (the recorder) and /readyz names the ledger until
+// Cassandra answers.
+func (b *builder) ledger(_ context.Context, spill *spillPool) (ledgerSide, error) {
 	if b.deps.Ledger != nil {
 		return ledgerSide{writer: b.deps.Ledger}, nil
 	}
@@ -165,24 +168,28 @@ func (b *builder) ledger(ctx context.Context, spill *spillPool) (ledgerSide, err
 	if err := b.cfg.CassandraSecurity.Apply(&ccfg); err != nil {
 		return ledgerSide{}, fmt.Errorf("cassandra: %w", err)
 	}
-	s, err := ledger.Connect(ccfg)
-	if err != nil {
-		return ledgerSide{}, err
+	lcfg := ledger.LazyConfig{
+		Connect: ccfg,
+		Wrap: func(s ledger.Session) ledger.Session {
+			return ledger.Instrumented(ledger.Retrying(s, ledger.DefaultRetryPolicy), b.reg)
+		},
+		Logger: b.logger.With("component", "ledger"),
 	}
-	b.cl.add(s.Close)
-	s = ledger.Instrumented(ledger.Retrying(s, ledger.DefaultRetryPolicy), b.reg)
 	if b.cfg.LedgerMigrate {
-		if err := ledger.Migrate(ctx, s, b.cfg.CassandraKeyspace, ledger.DefaultReplication); err != nil {
-			return ledgerSide{}, err
+		keyspace := b.cfg.CassandraKeyspace
+		lcfg.Prepare = func(ctx context.Context, s ledger.Session) error {
+			return ledger.Migrate(ctx, s, keyspace, ledger.DefaultReplication)
 		}
 	}
-	reader := ledger.NewReader(s, b.cfg.CassandraKeyspace)
-	b.w.Checks["cassandra"] = func(ctx context.Context) error {
-		it := s.Iter(ctx, ledger.Statement{CQL: "SELECT release_version FROM system.local", Idempotent: true})
-		var v string
-		it.Scan(&v)
-		return it.Close()
+	lazy, err := ledger.NewLazySession(lcfg)
+	if err != nil {
+		return ledgerSide{}, fmt.Errorf("cassandra-hosts: %w", err)
 	}
+	b.cl.add(lazy.Close)
+	b.run(lazy) // connecting before the recorder starts writing
+	var s ledger.Session = lazy
+	reader := ledger.NewReader(s, b.cfg.CassandraKeyspace)
+	b.w.Checks["cassandra"] = lazy.Ready
 	var wopts []ledger.WriterOption
 	if b.cfg.PostgresDSN != "" {
 		// Each record lives its tenant's TTL (tenant_ledger_ttl), read
@@ -241,6 +248,13 @@ func (b *builder) recorder(led recorder.Ledger, spill *spillPool) *recorder.Reco
 			return ledgerpending.Spill(ctx, spill.pool, as)
 		}
 	}
+	// The ledger's pace follows Cassandra's latency and errors; its burst
+	// holds a whole group.
+	tcfg := ledger.DefaultThrottleConfig
+	tcfg.Burst = max(tcfg.Burst, recCfg.GroupSize)
+	throttle, _ := ledger.NewThrottle(tcfg) // the defaults, valid
+	recCfg.Throttle = throttle
+	metrics.LedgerThrottle(b.reg, throttle.Rate, throttle.InFlight)
 	m := b.m
 	rec := recorder.New(led, recCfg, b.logger.With("component", "recorder"), recorder.Metrics{
 		Written: func(r string) { m.LedgerWrites.WithLabelValues(r).Inc() },

@@ -349,6 +349,21 @@ func (l *tenantLabels) label(t string) string {
 	return t
 }
 
+// LedgerThrottle registers the recorder's write throttle: the rate of
+// records it allows Cassandra now (following the node's latency and
+// errors) and the records being written. What it spills is counted in
+// sundial_worker_ledger_writes_total{result="spilled"}.
+func LedgerThrottle(reg prometheus.Registerer, rate func() float64, inFlight func() int) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sundial_worker_ledger_allowed_rate", Help: "Ledger records per second the recorder's throttle allows now (it follows Cassandra's latency and errors).",
+		}, rate),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sundial_worker_ledger_in_flight_records", Help: "Ledger records being written to Cassandra.",
+		}, func() float64 { return float64(inFlight()) }),
+	)
+}
+
 // Held registers a gauge of the firings held for later, read from f.
 func Held(reg prometheus.Registerer, f func() int) {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
