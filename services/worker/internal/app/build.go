@@ -437,6 +437,8 @@ type stageSet struct {
 	queue *readyq.Queue
 	fire  *holder.Holder
 	prep  *prepare.Stage
+	// unstarted gives back the leases of firings let go unstarted.
+	unstarted *consumer.Unstarted
 }
 
 // stages builds the prepare and fire stages (the third, settle, is the
@@ -477,8 +479,12 @@ func (b *builder) stages(clk *clocks, rs redisSide, led ledgerSide, rec *recorde
 	clk.wake = func() { prepHolder.Wake(); fireHolder.Wake() }
 	b.w.Holder = &stages{prepare: prepHolder, fire: fireHolder, ready: q}
 	metrics.Held(b.reg, b.w.Holder.Len)
+	// Started before the prepare stage takes a lease, stopped after the
+	// executors and the stages give their last firing back.
+	unstarted := consumer.NewUnstarted(rs.leases, 2*time.Second, b.logger.With("component", "unstarted"))
+	b.run(unstarted)
 	b.run(fireHolder, prepHolder, prep)
-	return stageSet{queue: q, fire: fireHolder, prep: prep}, nil
+	return stageSet{queue: q, fire: fireHolder, prep: prep, unstarted: unstarted}, nil
 }
 
 // executors builds the fire stage's executors and, with them, the settle
@@ -571,6 +577,8 @@ func (b *builder) consumer(clk *clocks, st stageSet, kafka kafkaSide, poison *se
 		Poison:         poison.Forward,
 		Opts:           append(kafka.security, b.deps.KafkaOpts...),
 		Tracer:         b.deps.Tracer,
+		InstanceID:     cfg.GroupInstanceID(),
+		Unstarted:      st.unstarted,
 	}, b.w.Holder, b.m, b.logger.With("component", "consumer"))
 	b.w.Consumer = c
 	b.run(c)

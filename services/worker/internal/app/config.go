@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -56,6 +57,13 @@ type Config struct {
 	SigningKeyRefresh time.Duration
 
 	WorkerID  string
+	// InstanceID makes the worker a static member of the consumer group
+	// (see GroupInstanceID): "auto", an explicit id, or empty for a
+	// dynamic member.
+	InstanceID string
+	// adminAddr is the --admin-addr flag (pkg/daemon's, registered
+	// before these), read by GroupInstanceID; nil outside main.
+	adminAddr flag.Value
 	Executors int
 	// Procs is "auto" (GOMAXPROCS follows the load, see package procs), a
 	// fixed GOMAXPROCS, or empty: leave GOMAXPROCS alone (a worker built in
@@ -172,6 +180,10 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.SigningSecret, "signing-secret", "", "HMAC secret signing target requests (or --signing-secret-file)")
 	fs.StringVar(&c.SigningSecretFile, "signing-secret-file", "", "file holding the signing secret")
 	fs.StringVar(&c.WorkerID, "worker-id", defaultWorkerID(), "this worker's name in leases, ledger rows and the consumer group")
+	fs.StringVar(&c.InstanceID, "instance-id", "auto", "static consumer-group member id: a worker killed and restarted with the same id gets its partitions back at once, without a rebalance, and a graceful stop leaves the group; it must be unique per worker and stable across its restarts. auto: <hostname>-<admin port> (workers on one host cannot share the admin port); empty: a dynamic member")
+	if f := fs.Lookup("admin-addr"); f != nil {
+		c.adminAddr = f.Value
+	}
 	fs.IntVar(&c.Executors, "executors", 128, "attempts in flight at most (executor pool size)")
 	fs.StringVar(&c.Procs, "procs", "auto", "GOMAXPROCS: auto runs on one core's worth of threads while the worker uses under a quarter of a core and on all of them (the CPU or container limit) from half a core or a herd on (fewer cross-thread wake-ups per firing at a light load); a number fixes it (the GOMAXPROCS variable, when set, wins over auto)")
 	fs.IntVar(&c.CriticalExecutors, "critical-executors", 4, "executors on top of --executors reserved for CRITICAL firings, so one finds an executor free however busy the rest are")
@@ -266,6 +278,11 @@ func (c *Config) Validate(p *config.Problems) {
 	}
 	if c.WorkerID == "" {
 		p.Addf("worker-id", "must not be empty")
+	}
+	if id := c.GroupInstanceID(); len(id) > 249 || strings.IndexFunc(id, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-')
+	}) >= 0 {
+		p.Addf("instance-id", "must be at most 249 of [a-zA-Z0-9._-] (Kafka's rule), got %q", id)
 	}
 	if c.Executors < 1 {
 		p.Addf("executors", "must be at least 1, got %d", c.Executors)
@@ -459,6 +476,29 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// GroupInstanceID is the consumer's static member id: --instance-id, with
+// auto resolved to <hostname>-<admin port>. The worker id would not do: it
+// names the process (hostname-pid), and a restart must come back as the
+// same member. The admin port does: it is stable across restarts of one
+// worker and differs between workers on one host, which cannot share it.
+// Without an admin address (a worker built in a test) auto is the worker
+// id.
+func (c *Config) GroupInstanceID() string {
+	if c.InstanceID != "auto" {
+		return c.InstanceID
+	}
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		h = "worker"
+	}
+	if c.adminAddr != nil {
+		if _, port, err := net.SplitHostPort(c.adminAddr.String()); err == nil && port != "" {
+			return h + "-" + port
+		}
+	}
+	return c.WorkerID
 }
 
 func defaultWorkerID() string {

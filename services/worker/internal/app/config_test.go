@@ -69,6 +69,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		flag string
 	}{
 		{[]string{"--executors", "0"}, "executors"},
+		{[]string{"--instance-id", "worker/1"}, "instance-id"},
 		{[]string{"--procs", "0"}, "procs"},
 		{[]string{"--procs", "many"}, "procs"},
 		{[]string{"--critical-executors", "-1"}, "critical-executors"},
@@ -214,5 +215,39 @@ func TestLimitsFlagsAndQuotasFile(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.flag) {
 			t.Errorf("%v: %v, want an error naming %s", tc.args, err, tc.flag)
 		}
+	}
+}
+
+// Two workers on one host (make run WORKERS=2) get distinct static member
+// ids from their admin ports, and a restart of one gets the same id again.
+func TestInstanceIDFromTheAdminPort(t *testing.T) {
+	id := func(admin string, args ...string) string {
+		t.Helper()
+		fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+		fs.String("admin-addr", admin, "")
+		var c Config
+		c.Register(fs)
+		if err := config.Load(fs, append([]string{"--signing-secret", "s"}, args...), func(string) (string, bool) { return "", false }); err != nil {
+			t.Fatal(err)
+		}
+		var p config.Problems
+		c.Validate(&p)
+		if err := p.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return c.GroupInstanceID()
+	}
+	first, second := id("127.0.0.1:8084"), id("127.0.0.1:8184")
+	if first == second || !strings.HasSuffix(first, "-8084") {
+		t.Fatalf("ids %q and %q: want distinct, ending in the admin port", first, second)
+	}
+	if again := id("127.0.0.1:8084"); again != first {
+		t.Fatalf("restart: %q, want %q", again, first)
+	}
+	if got := id("127.0.0.1:8084", "--instance-id", "w-7"); got != "w-7" {
+		t.Fatalf("explicit id: %q", got)
+	}
+	if got := id("127.0.0.1:8084", "--instance-id", ""); got != "" {
+		t.Fatalf("dynamic: %q, want empty", got)
 	}
 }
