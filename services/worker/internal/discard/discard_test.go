@@ -1,0 +1,270 @@
+package discard
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/sundialhq/sundial/pkg/clock"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+
+	"github.com/sundialhq/sundial/services/worker/internal/holder"
+	"github.com/sundialhq/sundial/services/worker/internal/work"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var t0 = time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+
+var discardLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// owner is a partition that counts what it is told. Claim refuses items
+// it has given up (gone).
+type owner struct {
+	mu       sync.Mutex
+	finished map[*work.Item]int
+	gone     map[*work.Item]bool
+}
+
+func newOwner() *owner { return &owner{finished: map[*work.Item]int{}, gone: map[*work.Item]bool{}} }
+
+func (o *owner) Claim(it *work.Item) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.gone[it] || it.State != work.Held {
+		return false
+	}
+	it.State = work.Executing
+	return true
+}
+
+func (o *owner) Finish(it *work.Item) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.finished[it]++
+	it.State = work.Finished
+}
+
+func (o *owner) Requeue(*work.Item) bool { return false }
+
+func (o *owner) count() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.finished)
+}
+
+// recorder keeps what it is handed and calls done only when released.
+type recorder struct {
+	mu   sync.Mutex
+	recs []*sundialv1.ExecutionAttempt
+	done []func()
+	got  chan struct{}
+}
+
+func newRecorder() *recorder { return &recorder{got: make(chan struct{}, 100)} }
+
+func (r *recorder) Final(_ context.Context, a *sundialv1.ExecutionAttempt, held bool, done func()) bool {
+	if !held {
+		panic("a skip is written without the fence check")
+	}
+	r.mu.Lock()
+	r.recs = append(r.recs, a)
+	r.done = append(r.done, done)
+	r.mu.Unlock()
+	r.got <- struct{}{}
+	return true
+}
+
+func (r *recorder) release() {
+	r.mu.Lock()
+	done := r.done
+	r.done = nil
+	r.mu.Unlock()
+	for _, d := range done {
+		d()
+	}
+}
+
+func item(o *owner, job string, version int64, fireAt time.Time) *work.Item {
+	return &work.Item{JobID: job, JobVersion: version, Tenant: "acme", FireAt: fireAt.UnixNano(),
+		Owner: o, HeapIndex: -1, State: work.Held}
+}
+
+func claimed(o *owner, job string, version int64, fireAt time.Time) *work.Item {
+	it := item(o, job, version, fireAt)
+	o.Claim(it)
+	return it
+}
+
+func TestOneRecordPerJobAndReasonAndItemsFinishedOnlyAfterIt(t *testing.T) {
+	clk := clock.NewFake(t0)
+	rec, o := newRecorder(), newOwner()
+	s := NewSummarizer(rec, Config{WorkerID: "w1", Linger: 2 * time.Second}, clk, discardLog)
+	require.NoError(t, s.Start(context.Background()))
+	t.Cleanup(s.Stop)
+
+	// Job a, version 3 superseded by 4: 120 per-second slots. Job a's
+	// version 2 (an older edit's leftovers) and job b are groups of their
+	// own.
+	for i := range 120 {
+		s.Drop(claimed(o, "a", 3, t0.Add(time.Duration(119-i)*time.Second)), 4) // any order
+	}
+	s.Drop(claimed(o, "a", 2, t0.Add(time.Hour)), 4)
+	s.Drop(claimed(o, "b", 7, t0.Add(time.Minute)), 9)
+	s.Drop(claimed(o, "b", 7, t0.Add(2*time.Minute)), 9)
+	require.Equal(t, 123, s.Pending())
+
+	clk.Advance(time.Second)
+	clk.Advance(time.Second) // lingered 2 s
+	for range 3 {
+		<-rec.got
+	}
+	require.Zero(t, s.Pending())
+	require.Zero(t, o.count(), "nothing is finished before its record is written")
+
+	byID := map[string]*sundialv1.ExecutionAttempt{}
+	for _, a := range rec.recs {
+		byID[a.GetJobId()+"/"+a.GetReason()[:3]] = a
+		require.Equal(t, sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED, a.GetStatus())
+		require.Equal(t, int32(1), a.GetAttempt())
+		require.Equal(t, "w1", a.GetWorker())
+		require.Equal(t, "acme", a.GetTenant())
+		require.Zero(t, a.GetFenceToken())
+	}
+	require.Len(t, rec.recs, 3, "one record per job and reason")
+	a := byID["a/120"]
+	require.NotNil(t, a)
+	require.Equal(t, "120 slots due from 2026-11-28T12:00:00Z to 2026-11-28T12:01:59Z dropped: job version 3 superseded by 4 (the job was paused, updated or deleted)", a.GetReason())
+	require.Equal(t, t0, a.GetScheduledTime().AsTime(), "recorded at the first dropped slot")
+	require.Equal(t, int64(3), a.GetJobVersion())
+	require.Equal(t, SummaryID("a", 3, 4, t0.UnixNano()), a.GetExecutionId())
+	require.NotNil(t, byID["b/2 s"])
+	require.Contains(t, byID["b/2 s"].GetReason(), "job version 7 superseded by 9")
+
+	rec.release()
+	require.Equal(t, 123, o.count())
+	for it, n := range o.finished {
+		require.Equal(t, 1, n, "finished once: %s", it.JobID)
+	}
+}
+
+func TestALargeGroupIsWrittenWithoutLingering(t *testing.T) {
+	clk := clock.NewFake(t0)
+	rec, o := newRecorder(), newOwner()
+	s := NewSummarizer(rec, Config{Linger: time.Hour, MaxGroup: 100}, clk, discardLog)
+	require.NoError(t, s.Start(context.Background()))
+	t.Cleanup(s.Stop)
+	for i := range 100 {
+		s.Drop(claimed(o, "a", 1, t0.Add(time.Duration(i)*time.Second)), 2)
+	}
+	<-rec.got
+	require.Contains(t, rec.recs[0].GetReason(), "100 slots due from")
+}
+
+func TestSummaryIDIsStableAndApartFromExecutions(t *testing.T) {
+	id := SummaryID("0192f0c4-6a3e-7c1a-9b1e-3f2a1c0d9e8f", 3, 4, t0.UnixNano())
+	require.Equal(t, id, SummaryID("0192f0c4-6a3e-7c1a-9b1e-3f2a1c0d9e8f", 3, 4, t0.UnixNano()))
+	require.NotEqual(t, id, SummaryID("0192f0c4-6a3e-7c1a-9b1e-3f2a1c0d9e8f", 3, 5, t0.UnixNano()))
+	require.NotEqual(t, id, SummaryID("0192f0c4-6a3e-7c1a-9b1e-3f2a1c0d9e8f", 3, 4, t0.UnixNano()+1))
+}
+
+func TestStoppedRecorderLeavesTheFiringsUnfinished(t *testing.T) {
+	clk := clock.NewFake(t0)
+	o := newOwner()
+	s := NewSummarizer(stopped{}, Config{Linger: time.Second}, clk, discardLog)
+	s.Drop(claimed(o, "a", 1, t0), 2)
+	s.flush(context.Background()) // not lingered yet: kept
+	require.Equal(t, 1, s.Pending())
+	clk.Advance(time.Second)
+	s.flush(context.Background())
+	require.Zero(t, o.count(), "redelivered after a restart, never committed past unrecorded")
+}
+
+type stopped struct{ Recorder }
+
+func (stopped) Final(context.Context, *sundialv1.ExecutionAttempt, bool, func()) bool { return false }
+
+// The sweeper takes a changed job's older firings out of every holder in
+// one pass and leaves the rest; announcements are coalesced.
+func TestSweepDropsOlderVersionsOfChangedJobsOnly(t *testing.T) {
+	clk := clock.NewFake(t0)
+	rec, o := newRecorder(), newOwner()
+	s := NewSummarizer(rec, Config{Linger: time.Second}, clk, discardLog)
+	prep := holder.New(clk, func(*work.Item) {})
+	fire := holder.New(clk, func(*work.Item) {})
+	w := NewSweeper([]Holder{prep, fire}, s, 0, clk, discardLog)
+
+	var gone *work.Item
+	for i := range 200 {
+		at := t0.Add(time.Duration(i+1) * time.Second)
+		prep.Add(item(o, "a", 1, at)) // a changes to 2: dropped
+		fire.Add(item(o, "a", 2, at)) // already the new version: kept
+		it := item(o, "b", 5, at)     // b is not announced: kept
+		prep.Add(it)
+		if i == 0 {
+			gone = item(o, "c", 1, at) // its partition went away
+			o.gone[gone] = true
+			fire.Add(gone)
+		}
+	}
+	w.Changed("a", 2)
+	w.Changed("c", 3)
+	w.Changed("a", 2) // repeated: one sweep all the same
+	require.Equal(t, 200, w.Sweep())
+	require.Equal(t, 200, prep.Len())
+	require.Equal(t, 200, fire.Len())
+	require.Equal(t, 200, s.Pending())
+	require.Zero(t, w.Sweep(), "nothing new announced")
+
+	clk.Advance(time.Second)
+	s.flush(context.Background())
+	<-rec.got
+	require.Len(t, rec.recs, 1)
+	require.Contains(t, rec.recs[0].GetReason(), "200 slots due from 2026-11-28T12:00:01Z to 2026-11-28T12:03:20Z dropped: job version 1 superseded by 2")
+	rec.release()
+	require.Equal(t, 200, o.count())
+	require.Zero(t, o.finished[gone], "not ours to finish")
+}
+
+// The loop sweeps once per window of announcements.
+func TestSweeperLoopCoalescesAnnouncements(t *testing.T) {
+	clk := clock.NewFake(t0)
+	rec, o := newRecorder(), newOwner()
+	s := NewSummarizer(rec, Config{Linger: time.Second}, clk, discardLog)
+	h := &countingHolder{Holder: holder.New(clk, func(*work.Item) {})}
+	w := NewSweeper([]Holder{h}, s, 200*time.Millisecond, clk, discardLog)
+	for j := range 3000 {
+		h.Holder.Add(item(o, "job"+string(rune('A'+j%26))+time.Duration(j).String(), 1, t0.Add(time.Minute)))
+	}
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(w.Stop)
+	for j := range 3000 {
+		w.Changed("job"+string(rune('A'+j%26))+time.Duration(j).String(), 2)
+	}
+	require.Eventually(t, func() bool { clk.Advance(50 * time.Millisecond); return s.Pending() == 3000 }, 5*time.Second, time.Millisecond)
+	require.LessOrEqual(t, h.scans.Load(), int64(3), "3,000 announcements, a few scans")
+	require.Zero(t, h.Holder.Len())
+}
+
+type countingHolder struct {
+	*holder.Holder
+	scans atomic.Int64
+}
+
+func (c *countingHolder) RemoveIf(drop func(*work.Item) bool) []*work.Item {
+	out := c.Holder.RemoveIf(drop)
+	c.scans.Add(1)
+	return out
+}
+
+func TestConfigValidateNamesTheField(t *testing.T) {
+	require.ErrorContains(t, Config{Linger: -1}.Validate(), "discard-linger")
+	require.ErrorContains(t, Config{MaxGroup: -1}.Validate(), "discard-max-group")
+}
