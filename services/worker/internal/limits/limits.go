@@ -144,9 +144,11 @@ type Guard struct {
 	mu       sync.Mutex
 	verdicts map[string]verdict  // by attempt (member): what Admit decided, for Fire
 	states   map[string]seenHost // by host: the breaker last read
-	tenants  map[string]*hostguard.Limiter
-	slots    map[string]int // per-process slots in flight, by host (fallback)
-	sweepAt  time.Time
+	// refreshing: a firing of the host is reading its breaker again.
+	refreshing map[string]bool
+	tenants    map[string]*hostguard.Limiter
+	slots      map[string]int // per-process slots in flight, by host (fallback)
+	sweepAt    time.Time
 
 	// The per-process limits, for a Redis outage.
 	hostLocal *hostguard.Limiter
@@ -197,7 +199,7 @@ func New(rdb redis.Cmdable, next target.Target, cfg Config, clk clock.Clock, m M
 		cfg.Breaker.Cooldown = 30 * time.Second
 	}
 	g := &Guard{rdb: rdb, cfg: cfg, clk: clk, m: m, logger: logger, next: next,
-		verdicts: map[string]verdict{}, states: map[string]seenHost{}, tenants: map[string]*hostguard.Limiter{}, slots: map[string]int{},
+		verdicts: map[string]verdict{}, states: map[string]seenHost{}, refreshing: map[string]bool{}, tenants: map[string]*hostguard.Limiter{}, slots: map[string]int{},
 		hostLocal: hostguard.NewLimiter(cfg.HostRate, cfg.HostBurst), breakerOn: cfg.Breaker.Failures > 0}
 	if cfg.HostRate > 0 {
 		g.hostT, g.hostBurst = interval(cfg.HostRate), int64(max(cfg.HostBurst, 1))
@@ -237,10 +239,21 @@ func (g *Guard) Admit(ctx context.Context, it *work.Item, now time.Time) (time.D
 	}
 	m := member(f)
 	if !needTenant && !needHost && !needSlot {
-		// The breaker alone: its state read lately will do.
+		// The breaker alone: its state read lately will do; once that is
+		// old, one firing of the host reads it again while the others go
+		// by the closed state last read, so a host costs one call per
+		// BreakerSync whatever the executors' concurrency.
 		if v, ok := g.seen(host, now); ok {
 			g.keep(m, v, now)
 			return 0, ""
+		}
+		v, ok, refresh := g.lastClosed(host)
+		if ok {
+			g.keep(m, v, now)
+			return 0, ""
+		}
+		if refresh {
+			defer g.refreshed(host)
 		}
 	}
 	if g.rdb == nil || g.wasDown.Load() {
@@ -337,6 +350,31 @@ func (g *Guard) seen(host string, now time.Time) (verdict, bool) {
 		return verdict{host: host, deny: openError(host, s.fails, false, s.retryAt)}, true
 	}
 	return verdict{host: host, dirty: s.dirty}, true
+}
+
+// lastClosed is the verdict of a host's closed breaker as last read, for a
+// firing whose read is old while another firing of the host reads it
+// again (ok). Otherwise the caller reads it; refresh says the caller is
+// the one firing of the host doing so, and must call refreshed after.
+func (g *Guard) lastClosed(host string) (v verdict, ok, refresh bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s, known := g.states[host]
+	if g.refreshing[host] {
+		if known && !s.open {
+			return verdict{host: host, dirty: s.dirty}, true, false
+		}
+		return verdict{}, false, false
+	}
+	g.refreshing[host] = true
+	return verdict{}, false, true
+}
+
+// refreshed ends a host's read begun by lastClosed.
+func (g *Guard) refreshed(host string) {
+	g.mu.Lock()
+	delete(g.refreshing, host)
+	g.mu.Unlock()
 }
 
 // slotWait is how long a firing waits for a slot: 10 ms, doubling with each

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -420,5 +421,55 @@ func TestBreakersAloneCostACallPerHostPerSync(t *testing.T) {
 	}
 	if n := c.scripts.Load(); n != 2 {
 		t.Fatalf("%d script calls for 200 healthy firings to two hosts within the sync, want 2", n)
+	}
+}
+
+// slowRedis holds every script call a while, as a busy Redis does.
+type slowRedis struct {
+	countingRedis
+	delay time.Duration
+}
+
+func (c *slowRedis) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
+	time.Sleep(c.delay)
+	return c.countingRedis.EvalSha(ctx, sha1, keys, args...)
+}
+
+// When a host's breaker state is old, one firing reads it again while the
+// others due at the same moment go by the closed state last read: 128
+// executors admitting firings to one host at once make one call, not 128
+// (which a busy Redis answered with timeouts, sending the worker to its
+// per-process limits).
+func TestOneReadOfAnOldBreakerStateWhateverTheConcurrency(t *testing.T) {
+	ctx := context.Background()
+	rdb, prefix := testinfra.Redis(t)
+	c := &slowRedis{countingRedis: countingRedis{Cmdable: rdb}, delay: 50 * time.Millisecond}
+	clk := clock.NewFake(t0)
+	g := limits.New(c, &counting{}, limits.Config{Prefix: prefix, Breaker: hostguard.BreakerConfig{Failures: 3, Cooldown: time.Second}, BreakerSync: time.Second, Timeout: time.Second},
+		clk, limits.Metrics{}, slog.New(slog.DiscardHandler))
+	if wait, _ := g.Admit(ctx, item("acme", "a.example", -1), clk.Now()); wait != 0 {
+		t.Fatalf("first firing waits %s", wait)
+	}
+	if n := c.scripts.Load(); n != 1 {
+		t.Fatalf("%d calls for the first firing, want 1", n)
+	}
+	clk.Advance(2 * time.Second) // the state read is old now
+	var wg sync.WaitGroup
+	var waited atomic.Int64
+	for i := range 128 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if wait, _ := g.Admit(ctx, item("acme", "a.example", i), clk.Now()); wait != 0 {
+				waited.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := c.scripts.Load(); n != 2 {
+		t.Fatalf("%d calls for 128 firings admitted at once with an old state, want 2 (the first read and one refresh)", n)
+	}
+	if waited.Load() != 0 {
+		t.Fatalf("%d firings held back by a closed breaker", waited.Load())
 	}
 }
