@@ -111,7 +111,11 @@ type Config struct {
 	// CatchUpRate paces catch-up firings that arrive after their
 	// instants (per second; the prefetcher's --catch-up-rate).
 	CatchUpRate float64
-	MaxHeld     int
+	// MisfireThreshold: a SCHEDULE firing reaching the fire stage later
+	// than this after its instant is judged by its job's misfire policy
+	// (package misfire; the prefetcher's --misfire-threshold).
+	MisfireThreshold time.Duration
+	MaxHeld          int
 	// MediumHeldPercent and LowHeldPercent bound the firings a priority's
 	// topic may hold, with the less urgent ones', to a share of MaxHeld
 	// (consumer.Config.HeldShares); 0: no share of its own.
@@ -217,6 +221,7 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.RevokeDrainTimeout, "revoke-drain-timeout", 20*time.Second, "how long a rebalance (and shutdown) waits for executing firings of revoked partitions; keep it below --drain-timeout")
 	fs.DurationVar(&c.CommitInterval, "commit-interval", time.Second, "how often offsets are committed")
 	fs.Float64Var(&c.CatchUpRate, "catch-up-rate", 100, "release catch-up firings that arrive after their instants at most this many per second, keeping the prefetcher's spacing (set it to the prefetcher's --catch-up-rate; 0: not paced)")
+	fs.DurationVar(&c.MisfireThreshold, "misfire-threshold", 5*time.Second, "a firing of a job's schedule that reaches the fire stage later than this after its instant is judged by the job's misfire policy (SKIP, RUN_ONCE, RUN_ALL, grace), as the prefetcher judges unstaged slots; set it to the prefetcher's --misfire-threshold")
 	fs.IntVar(&c.MaxHeld, "max-held", 300_000, "while this many HIGH, MEDIUM and LOW firings wait in memory (held, prepared, ready or executing), only the partitions furthest behind go on fetching, and past a quarter more none (CRITICAL always does; MEDIUM and LOW stop sooner, see --medium-held-percent, --low-held-percent); about 2.5 KB of memory each")
 	fs.IntVar(&c.MediumHeldPercent, "medium-held-percent", 80,
 		"MEDIUM and LOW firings together may hold at most this percentage of --max-held, then their topics pause; HIGH keeps fetching into the rest")
@@ -362,6 +367,9 @@ func (c *Config) Validate(p *config.Problems) {
 	}
 	if math.IsNaN(c.CatchUpRate) || c.CatchUpRate < 0 || c.CatchUpRate > 1_000_000 {
 		p.Addf("catch-up-rate", "must be in [0, 1000000] firings per second, got %v", c.CatchUpRate)
+	}
+	if c.MisfireThreshold <= 0 {
+		p.Addf("misfire-threshold", "must be positive, got %s", c.MisfireThreshold)
 	}
 	if c.CommitInterval <= 0 {
 		p.Addf("commit-interval", "must be positive")
