@@ -118,3 +118,19 @@ func TestSnapsAround(t *testing.T) {
 		t.Fatal("snapsAround covered a span ending after the last sample")
 	}
 }
+
+func TestFlagValue(t *testing.T) {
+	args := []string{"--worker-id", "w1", "--cluster-limits=false", "-breaker-failures", "0", "--pprof", "--executors", "64", "--executors=32"}
+	for name, want := range map[string]string{
+		"worker-id":        "w1",
+		"cluster-limits":   "false",
+		"breaker-failures": "0",
+		"pprof":            "true",
+		"executors":        "32", // the last one wins, as with the flag package
+		"ranges":           "",
+	} {
+		if got := flagValue(args, name); got != want {
+			t.Errorf("flagValue(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
