@@ -281,7 +281,8 @@ func (r *Runner) trackUsage(ctx context.Context, d *deployment) (stop func() []U
 	return func() []UsageSnap {
 		cancel()
 		<-done
-		return snaps
+		// one more at the stop, so the samples cover every instant before it
+		return append(snaps, r.snapUsage(d))
 	}
 }
 
@@ -322,7 +323,10 @@ func peakWorkerRSS(snaps []UsageSnap) string {
 // its details and problems to res.
 func (r *Runner) recoveryCells(res *Result, name, offered, disturbance string, l recoveryLoad, o recoveryOutcome) []string {
 	back := "not within " + l.maxWait.String()
-	if o.backOK {
+	switch {
+	case o.backOK && o.back == 0:
+		back = "0 (on time throughout)"
+	case o.backOK:
 		back = FormatLatency(o.back)
 	}
 	catchUp, behindCPU := "– (never behind)", "–"
@@ -687,7 +691,10 @@ func (r *Runner) DeleteStaged(ctx context.Context, d *deployment, cfg DeleteStag
 	tl := d.withLost(a.Timeline, want)
 	back, ok := BackToNormal(tl, newStart, end, NormalWindow, normalStep, NormalP99)
 	backCell := "not within the run"
-	if ok {
+	switch {
+	case ok && back == 0:
+		backCell = "0 (on time throughout)"
+	case ok:
 		backCell = FormatLatency(back) + " after their first slot"
 	}
 	poison, err := d.poison(ctx, old.merge(fresh))
