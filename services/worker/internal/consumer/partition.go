@@ -167,17 +167,19 @@ func (p *partition) Finish(it *work.Item) {
 }
 
 // Requeue implements work.Owner. A firing given back has not sent its
-// request (that is what Requeue means): a lease it took is given back
-// unstarted (Config.Unstarted), so it does not count as a delivery and
-// nobody waits for it.
+// request (that is what Requeue means). Kept to be prepared again, it keeps
+// its lease: the same delivery takes it again under the same holder, which
+// does not count as another delivery. Abandoned (the worker is leaving the
+// group), a lease it took is given back unstarted (Config.Unstarted), so it
+// does not count as a delivery and the next owner does not wait for it.
 func (p *partition) Requeue(it *work.Item) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if it.State != work.Executing {
 		return false
 	}
-	p.c.cfg.Unstarted.Give(it)
 	if p.detached && p.c.closing.Load() {
+		p.c.cfg.Unstarted.Give(it)
 		// Leaving the group: the next owner fires it from the commit.
 		it.State = work.Abandoned
 		p.held.Add(-1)
@@ -225,6 +227,9 @@ func (p *partition) detach(keep func(*work.Item) bool) (kept, abandoned int) {
 			}
 			it.State = work.Abandoned
 			p.held.Add(-1)
+			// Prepared before and waiting to be prepared again: its
+			// lease goes back unstarted.
+			p.c.cfg.Unstarted.Give(it)
 			held = append(held, it)
 		}
 	})

@@ -84,8 +84,13 @@ func startMini(t *testing.T, brokers []string, topic, group, id string, store *l
 				return
 			}
 			it.Firing = f
-			seq++
-			holder := id + "/" + strconv.Itoa(seq)
+			// One holder per delivery, kept when it is prepared again,
+			// as the prepare stage does.
+			if it.LeaseHolder == "" {
+				seq++
+				it.LeaseHolder = id + "/" + strconv.Itoa(seq)
+			}
+			holder := it.LeaseHolder
 			ex := prepare.Execution(f)
 			res, err := store.Acquire(ctx, ex, holder, 30*time.Second)
 			if err != nil {
@@ -94,7 +99,7 @@ func startMini(t *testing.T, brokers []string, topic, group, id string, store *l
 				}
 				continue
 			}
-			it.Lease, it.LeaseHolder = res, holder
+			it.Lease = res
 			switch res.Outcome {
 			case lease.AlreadyDone:
 				it.Owner.Finish(it)

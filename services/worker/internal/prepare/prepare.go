@@ -412,7 +412,15 @@ func (s *Stage) prepare(ctx context.Context, batch []*work.Item) {
 			s.count(it, "lease_conflict")
 			s.m.LeaseConflicts.Inc()
 			it.Deliveries++
-			s.again(it, res[i].HeldFor+s.cfg.LeaseTTL/10)
+			wait := res[i].HeldFor + s.cfg.LeaseTTL/10
+			if alive := res[i].HolderAliveFor; alive > 0 && alive < res[i].HeldFor {
+				// The holder's worker is gone unless it says otherwise
+				// within alive: look again just after, and take the lease
+				// at once if it died (a killed worker's firings leased
+				// ahead wait about 1.5 s, not their lease's 7).
+				wait = alive + heldAgainMargin
+			}
+			s.again(it, wait)
 		case lease.Waiting:
 			// Behind the running execution (BUFFER_ONE, or a retry): look
 			// again when its marker ends.
@@ -542,6 +550,10 @@ func (s *Stage) verify(ctx context.Context, items []*work.Item) {
 	}
 }
 
+// heldAgainMargin is how long after the holder's liveness key would end a
+// firing held by another delivery looks again.
+const heldAgainMargin = 50 * time.Millisecond
+
 // Again gives a claimed firing back to its partition and holds it to be
 // prepared after a while; the fire stage calls it too (a lease lost before
 // the instant).
@@ -551,7 +563,9 @@ func (s *Stage) again(it *work.Item, after time.Duration) {
 	if !it.Owner.Requeue(it) {
 		return
 	}
-	it.Lease, it.LeaseUntil = lease.Result{}, 0
+	// it.Lease stays: a revoke that abandons the firing before it is
+	// prepared again gives the lease back unstarted (consumer.Unstarted).
+	it.LeaseUntil = 0
 	it.NotBefore = s.clk.Now().Add(after).UnixNano()
 	s.routes.Again(it)
 }

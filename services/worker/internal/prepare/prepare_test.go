@@ -481,3 +481,30 @@ func TestCopyFoundDoneHasItsRecordInTheLedger(t *testing.T) {
 		t.Fatalf("held again: %d, want the unanswered one", len(r.again))
 	}
 }
+
+// A firing another delivery holds looks again when that holder's worker
+// would be known dead (its liveness key's end), not when the lease taken
+// ahead ends: a killed worker's successor fires its firings within about
+// the liveness TTL.
+func TestHeldByAnotherLooksAgainWhenItsWorkerWouldBeDead(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l := &leaser{answer: map[string]lease.Result{
+		"dead?": {Outcome: lease.Held, HeldFor: 6 * time.Second, HolderAliveFor: time.Second},
+		"plain": {Outcome: lease.Held, HeldFor: 3 * time.Second},
+	}}
+	s, r := newStage(t, Config{LeaseTTL: 5 * time.Second}, l, clk)
+	o := &owner{}
+	s.Prepare(context.Background(), []*work.Item{item(t, o, "dead?", t0, 0), item(t, o, "plain", t0, 0)})
+	if len(r.again) != 2 {
+		t.Fatalf("held again: %d, want 2", len(r.again))
+	}
+	for _, it := range r.again {
+		want := t0.Add(time.Second + heldAgainMargin)
+		if exec(it) == "plain" {
+			want = t0.Add(3*time.Second + 500*time.Millisecond)
+		}
+		if it.NotBefore != want.UnixNano() {
+			t.Fatalf("%s looks again at %s, want %s", exec(it), time.Unix(0, it.NotBefore).UTC(), want)
+		}
+	}
+}
