@@ -39,9 +39,9 @@ import (
 	"github.com/sundialhq/sundial/testkit/testinfra"
 
 	"github.com/sundialhq/sundial/services/worker/internal/app"
-	"github.com/sundialhq/sundial/services/worker/internal/executor"
 	"github.com/sundialhq/sundial/services/worker/internal/prepare"
 	"github.com/sundialhq/sundial/services/worker/internal/recorder"
+	"github.com/sundialhq/sundial/services/worker/internal/settle"
 )
 
 var workerBinary, relayBinary string
@@ -200,7 +200,7 @@ func (e *env) config(workerID string) app.Config {
 		LeaseTTL:               3 * time.Second,
 		PrepareLead:            prepare.DefaultConfig.Lead,
 		PrepareBatch:           prepare.DefaultConfig.Batch,
-		SettleBatch:            executor.DefaultConfig.SettleBatch,
+		SettleBatch:            settle.DefaultStageConfig.Batch,
 		DoneTTL:                time.Hour,
 		LedgerRunningDelay:     recorder.DefaultConfig.RunningDelay,
 		SessionTimeout:         sessionTimeout(e.t),

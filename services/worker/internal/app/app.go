@@ -144,7 +144,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 	if err != nil {
 		return nil, err
 	}
-	if err := b.executors(ctx, clk, rs, st, out.fire, rec, nt, kafka.dlq, spill); err != nil {
+	if err := b.fireAndSettle(ctx, clk, rs, st, out.fire, rec, nt, kafka.dlq, spill); err != nil {
 		return nil, err
 	}
 	if err := b.consumer(clk, st, kafka, poison); err != nil {
@@ -202,18 +202,22 @@ func (c *closer) Stop() {
 // stages is the consumer's view of the worker's stages: arriving firings go
 // to the prepare holder, and a revoke takes back those not yet prepared (a
 // prepared one is claimed, so the revoke waits for it to fire instead).
-// Len counts every firing waiting in memory — both holders and the ready
-// queue — for sundial_worker_held_firings. (--max-held is the consumer's:
+// Len counts every firing waiting in memory — both holders, the firings
+// the prepare stage has not leased yet and the ready queue — for
+// sundial_worker_held_firings. (--max-held is the consumer's:
 // it counts per topic what it fetched and is not finished, so a backlog of
 // one priority pauses that priority's topic.)
 type stages struct {
 	prepare, fire *holder.Holder
 	ready         *readyq.Queue
+	unleased      func() int
 }
 
 func (s *stages) Add(it *work.Item)         { s.prepare.Add(it) }
 func (s *stages) Remove(it *work.Item) bool { return s.prepare.Remove(it) }
-func (s *stages) Len() int                  { return s.prepare.Len() + s.fire.Len() + s.ready.Len() }
+func (s *stages) Len() int {
+	return s.prepare.Len() + s.unleased() + s.fire.Len() + s.ready.Len()
+}
 
 // herdChunk: a release of this many firings at once by the fire holder is a
 // herd, and GOMAXPROCS goes up before it is fired.

@@ -31,7 +31,7 @@ import (
 
 	"github.com/sundialhq/sundial/services/worker/internal/clockoffset"
 	"github.com/sundialhq/sundial/services/worker/internal/consumer"
-	"github.com/sundialhq/sundial/services/worker/internal/executor"
+	"github.com/sundialhq/sundial/services/worker/internal/fire"
 	"github.com/sundialhq/sundial/services/worker/internal/holder"
 	"github.com/sundialhq/sundial/services/worker/internal/hostguard"
 	"github.com/sundialhq/sundial/services/worker/internal/lagexporter"
@@ -466,6 +466,12 @@ func (b *builder) stages(clk *clocks, rs redisSide, led ledgerSide, rec *recorde
 			gov.Busy()
 		}
 	}))
+	// Leases are taken only as fast as the executors fire: a firing
+	// leased when due waits at most 2/5 of a lease for an executor, so it
+	// reaches one with more than half its lease left and goes out with no
+	// Redis call, however far behind the worker is.
+	adm := prepare.NewAdmission(prepare.AdmissionConfig{Waiting: q.Len, Drained: q.Drained, Window: cfg.LeaseTTL * 2 / 5,
+		Floor: max(512, 4*(cfg.Executors+cfg.CriticalExecutors))}, clk.local)
 	var prep *prepare.Stage
 	prepHolder := holder.New(clk.corrected, func(it *work.Item) { prep.Add(it) }, holder.WithLead(func(it *work.Item) time.Duration { return prep.Lead(it) }),
 		holder.WithBatchSink(func(items []*work.Item) { prep.AddMany(items) }))
@@ -475,10 +481,12 @@ func (b *builder) stages(clk *clocks, rs redisSide, led ledgerSide, rec *recorde
 		RecordLost: func(a *sundialv1.ExecutionAttempt, done func()) bool {
 			return rec.Final(context.Background(), a, true, done)
 		},
+		Admission: adm,
 	}, rs.leases, prepare.Routes{Fire: fireHolder.Add, Now: q.Push, Again: prepHolder.Add}, clk.corrected, m, b.logger.With("component", "prepare"))
 	clk.wake = func() { prepHolder.Wake(); fireHolder.Wake() }
-	b.w.Holder = &stages{prepare: prepHolder, fire: fireHolder, ready: q}
+	b.w.Holder = &stages{prepare: prepHolder, fire: fireHolder, ready: q, unleased: prep.Waiting}
 	metrics.Held(b.reg, b.w.Holder.Len)
+	metrics.Admission(b.reg, prep.Waiting, adm.Rate)
 	// Started before the prepare stage takes a lease, stopped after the
 	// executors and the stages give their last firing back.
 	unstarted := consumer.NewUnstarted(rs.leases, 2*time.Second, b.logger.With("component", "unstarted"))
@@ -487,36 +495,46 @@ func (b *builder) stages(clk *clocks, rs redisSide, led ledgerSide, rec *recorde
 	return stageSet{queue: q, fire: fireHolder, prep: prep, unstarted: unstarted}, nil
 }
 
-// executors builds the fire stage's executors and, with them, the settle
-// stage: the settlers write markers and records in groups and, with
+// fireAndSettle builds the fire stage's executors and the settle stage
+// after them: the settlers write markers and records in groups and, with
 // --postgres-dsn, make each attempt's outcome durable in Postgres (retries
 // through the outbox, dead letters, job completions), in the pool the
 // recorder spills to. Job changes announced after a firing was leased
-// ahead reach it at its instant through the versions watch.
-func (b *builder) executors(ctx context.Context, clk *clocks, rs redisSide, st stageSet, fire target.Target, rec *recorder.Recorder, nt *notify.Notifier, dlq *settle.KafkaDLQ, spill *spillPool) error {
+// ahead reach it at its instant through the versions watch. The settle
+// stage starts first and stops last: every attempt the executors made is
+// handed to it before it stops.
+func (b *builder) fireAndSettle(ctx context.Context, clk *clocks, rs redisSide, st stageSet, out target.Target, rec *recorder.Recorder, nt *notify.Notifier, dlq *settle.KafkaDLQ, spill *spillPool) error {
 	cfg := b.cfg
 	watch := versions.New(rs.rdb, rs.leases.VersionsChannel(), clk.local, b.logger.With("component", "versions"))
 	b.run(watch)
-	pd := executor.Deps{
-		Queue: st.queue, Holder: st.fire, Prepare: st.prep, Leaser: rs.leases, Target: fire, Recorder: rec, Notifier: nt,
-		Versions: watch, Marks: rs.marks, Tracer: b.deps.Tracer, Clock: clk.corrected, Metrics: b.m, Logger: b.logger.With("component", "executor"),
-	}
-	if b.w.Limits != nil {
-		pd.Limiter = b.w.Limits
-	} else if l := hostguard.NewLimiter(cfg.HostRate, cfg.HostBurst); l != nil {
-		pd.Limiter = l
+	sd := settle.StageDeps{
+		Leaser: rs.leases, Recorder: rec, Notifier: nt, Marks: rs.marks, Target: out, Tracer: b.deps.Tracer,
+		Clock: clk.corrected, Metrics: b.m, Logger: b.logger.With("component", "settle"),
 	}
 	settler, err := b.settler(ctx, clk, dlq, spill)
 	if err != nil {
 		return err
 	}
 	if settler != nil {
-		pd.Settler = settler
+		sd.Settler = settler
 	}
-	b.run(executor.New(executor.Config{
-		Executors: cfg.Executors, CriticalExecutors: cfg.CriticalExecutors, SettleBatch: cfg.SettleBatch, SettleLinger: cfg.SettleLinger, WorkerID: cfg.WorkerID, LeaseTTL: cfg.LeaseTTL, DoneTTL: cfg.DoneTTL,
-		MaxDeliveries: cfg.MaxDeliveries,
-	}, pd))
+	executors := cfg.Executors + cfg.CriticalExecutors
+	settling := settle.NewStage(settle.StageConfig{
+		Batch: cfg.SettleBatch, Linger: cfg.SettleLinger, Queue: 2 * executors, WorkerID: cfg.WorkerID, DoneTTL: cfg.DoneTTL,
+		MaxDeliveries: cfg.MaxDeliveries, RunningGrace: max(time.Minute, 3*cfg.LeaseTTL),
+	}, sd)
+	fd := fire.Deps{
+		Queue: st.queue, Holder: st.fire, Prepare: st.prep, Settle: settling, Leaser: rs.leases, Target: out, Recorder: rec,
+		Versions: watch, Tracer: b.deps.Tracer, Clock: clk.corrected, Metrics: b.m, Logger: b.logger.With("component", "fire"),
+	}
+	if b.w.Limits != nil {
+		fd.Limiter = b.w.Limits
+	} else if l := hostguard.NewLimiter(cfg.HostRate, cfg.HostBurst); l != nil {
+		fd.Limiter = l
+	}
+	b.run(settling, fire.New(fire.Config{
+		Executors: cfg.Executors, CriticalExecutors: cfg.CriticalExecutors, WorkerID: cfg.WorkerID, LeaseTTL: cfg.LeaseTTL,
+	}, fd))
 	return nil
 }
 

@@ -21,10 +21,10 @@ import (
 	"github.com/sundialhq/sundial/pkg/quotas"
 	"github.com/sundialhq/sundial/pkg/signingkey"
 
-	"github.com/sundialhq/sundial/services/worker/internal/executor"
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
 	"github.com/sundialhq/sundial/services/worker/internal/prepare"
 	"github.com/sundialhq/sundial/services/worker/internal/recorder"
+	"github.com/sundialhq/sundial/services/worker/internal/settle"
 )
 
 // Config is every worker setting, loaded once in main from flags and
@@ -56,7 +56,7 @@ type Config struct {
 	SigningKEKFile    string
 	SigningKeyRefresh time.Duration
 
-	WorkerID  string
+	WorkerID string
 	// InstanceID makes the worker a static member of the consumer group
 	// (see GroupInstanceID): "auto", an explicit id, or empty for a
 	// dynamic member.
@@ -203,8 +203,8 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.PrepareGrain, "prepare-grain", prepare.DefaultConfig.Grain,
 		"round each firing's prepare instant down to a multiple of this, so firings spread over time are leased together (each between --prepare-lead and --prepare-lead plus this ahead; 0: one by one)")
 	fs.IntVar(&c.PrepareBatch, "prepare-batch", prepare.DefaultConfig.Batch, "firings leased by one Redis call at most")
-	fs.IntVar(&c.SettleBatch, "settle-batch", executor.DefaultConfig.SettleBatch, "finished attempts whose markers one Redis call writes at most")
-	fs.DurationVar(&c.SettleLinger, "settle-linger", executor.DefaultConfig.SettleLinger,
+	fs.IntVar(&c.SettleBatch, "settle-batch", settle.DefaultStageConfig.Batch, "finished attempts whose markers one Redis call writes at most")
+	fs.DurationVar(&c.SettleLinger, "settle-linger", settle.DefaultStageConfig.Linger,
 		"wait this long after an attempt ends for others to settle with it (one marker call for all); their leases are held meanwhile")
 	fs.DurationVar(&c.LedgerRunningDelay, "ledger-running-delay", recorder.DefaultConfig.RunningDelay,
 		"record an attempt as RUNNING in the ledger once it has run this long (0: at once); a shorter attempt is recorded by its outcome alone, one write instead of two")

@@ -7,6 +7,12 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sundialhq/sundial/pkg/firing"
+	"github.com/sundialhq/sundial/pkg/tracing"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+
+	"github.com/sundialhq/sundial/services/worker/internal/work"
 )
 
 // BatchBuckets are the buckets of the batch sizes (1 to the default 256).
@@ -369,4 +375,29 @@ func Held(reg prometheus.Registerer, f func() int) {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sundial_worker_held_firings", Help: "Firings held in memory until their instant.",
 	}, func() float64 { return float64(f()) }))
+}
+
+// Admission registers the prepare stage's admission gauges: the firings
+// due and not leased yet (held back while the executors are behind), and
+// the rate the executors were last seen to drain the ready queue at.
+func Admission(reg prometheus.Registerer, waiting func() int, rate func() float64) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sundial_worker_unleased_due_firings", Help: "Firings whose prepare instant has come that are not leased yet: admission holds them back until the executors can fire them within their lease.",
+	}, func() float64 { return float64(waiting()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sundial_worker_drain_rate", Help: "Firings per second the executors take from the ready queue, as the prepare stage's admission last estimated it.",
+	}, rate))
+}
+
+// Count counts one outcome of a firing (sundial_worker_firings_total, and
+// its job's series when the job is watched) and notes it on the firing's
+// trace: every stage counts through it.
+func (m *Metrics) Count(it *work.Item, f *sundialv1.Firing, outcome string) {
+	if j := m.Job(f.GetJobId()); j != nil {
+		j.Fired(outcome)
+	}
+	m.Firings.WithLabelValues(firing.PriorityName(f.GetPriority()), outcome, m.Tenant(f.GetTenant())).Inc()
+	if it != nil && it.Trace != nil {
+		it.Trace.Consume.SetAttributes(tracing.AttrOutcome.String(outcome))
+	}
 }

@@ -1,4 +1,4 @@
-package executor
+package fire
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // firing costs a map entry instead of a goroutine and a timer of its own
 // (two goroutine wake-ups per firing fewer).
 type renewals struct {
-	p *Pool
+	p *Stage
 	// tick is armed when the pool is built, so it exists before the first
 	// attempt does (a fake clock fires only timers that exist when it
 	// moves).
@@ -48,7 +48,7 @@ type renewal struct {
 	gone   bool
 }
 
-func newRenewals(p *Pool) *renewals {
+func newRenewals(p *Stage) *renewals {
 	r := &renewals{p: p, tick: p.clk.NewTimer(p.cfg.LeaseTTL / 6), renewing: map[*renewal]struct{}{}}
 	return r
 }

@@ -1,4 +1,4 @@
-package executor
+package fire
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
 	"github.com/sundialhq/sundial/services/worker/internal/prepare"
 	"github.com/sundialhq/sundial/services/worker/internal/readyq"
+	"github.com/sundialhq/sundial/services/worker/internal/settle"
 	"github.com/sundialhq/sundial/services/worker/internal/target"
 	"github.com/sundialhq/sundial/services/worker/internal/work"
 )
@@ -176,9 +178,10 @@ func (h *heldList) Add(it *work.Item) {
 }
 
 type rig struct {
-	pool   *Pool
-	deps   Deps
-	cfg    Config
+	fire   *Stage
+	settle *settle.Stage
+	deps   rigDeps
+	cfg    rigConfig
 	stage  *prepare.Stage
 	clk    *clock.Fake
 	q      *readyq.Queue
@@ -187,6 +190,29 @@ type rig struct {
 	rec    *memRecorder
 	held   *heldList
 	m      *metrics.Metrics
+	logger *slog.Logger
+	target target.Target
+}
+
+// rigDeps are the two stages' replaceable parts a test sets before start.
+type rigDeps struct {
+	Settler  settle.Consequences
+	Notifier settle.Notifier
+	Marks    settle.Marker
+	Recorder interface {
+		Recorder
+		settle.Recorder
+	}
+	Limiter  Limiter
+	Versions Versions
+	Tracer   trace.Tracer
+}
+
+// rigConfig is the two stages' settings a test may change before start.
+type rigConfig struct {
+	Executors, CriticalExecutors int
+	Settlers, SettleBatch        int
+	SettleLinger                 time.Duration
 }
 
 func newRig(t *testing.T, executors int, fire func(ctx context.Context, req target.Request) target.Result) *rig {
@@ -195,7 +221,7 @@ func newRig(t *testing.T, executors int, fire func(ctx context.Context, req targ
 }
 
 // newWatchingRig is newRig with per-job series for the watched jobs. The
-// pool is built by start, so a test can set more of r.deps first.
+// stages are built by start, so a test can set more of r.deps first.
 func newWatchingRig(t *testing.T, executors int, fire func(ctx context.Context, req target.Request) target.Result, watched ...string) *rig {
 	t.Helper()
 	return newQueueRig(t, readyq.New(), executors, fire, watched...)
@@ -209,22 +235,38 @@ func newQueueRig(t *testing.T, q *readyq.Queue, executors int, fire func(ctx con
 	r.held = &heldList{events: r.own.events}
 	r.m = metrics.New(prometheus.NewRegistry(), metrics.DefaultMaxTenants, watched...)
 	r.clk = clock.NewFake(t0.Add(3 * time.Millisecond))
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	r.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	r.stage = prepare.New(prepare.Config{WorkerID: "w1", LeaseTTL: time.Minute}, r.leaser,
-		prepare.Routes{Fire: r.q.Push, Now: r.q.Push, Again: r.held.Add}, r.clk, r.m, logger)
-	r.cfg = Config{Executors: executors, WorkerID: "w1", LeaseTTL: time.Minute}
-	r.deps = Deps{Queue: r.q, Holder: r.held, Prepare: r.stage, Leaser: r.leaser, Target: fakeTarget{fire}, Recorder: r.rec,
-		Clock: r.clk, Metrics: r.m, Logger: logger}
+		prepare.Routes{Fire: r.q.Push, Now: r.q.Push, Again: r.held.Add}, r.clk, r.m, r.logger)
+	r.cfg = rigConfig{Executors: executors}
+	r.deps = rigDeps{Recorder: r.rec}
+	r.target = fakeTarget{fire}
 	return r
 }
 
+// start builds and starts the settle stage, then the fire stage.
 func (r *rig) start(t *testing.T) {
 	t.Helper()
-	r.pool = New(r.cfg, r.deps)
-	if err := r.pool.Start(context.Background()); err != nil {
+	r.settle = settle.NewStage(settle.StageConfig{Settlers: r.cfg.Settlers, Batch: r.cfg.SettleBatch, Linger: r.cfg.SettleLinger, WorkerID: "w1",
+		RunningGrace: 3 * time.Minute},
+		settle.StageDeps{Leaser: r.leaser, Recorder: r.deps.Recorder, Settler: r.deps.Settler, Notifier: r.deps.Notifier, Marks: r.deps.Marks,
+			Target: r.target, Tracer: r.deps.Tracer, Clock: r.clk, Metrics: r.m, Logger: r.logger})
+	d := Deps{Queue: r.q, Holder: r.held, Prepare: r.stage, Settle: r.settle, Leaser: r.leaser, Target: r.target, Recorder: r.deps.Recorder,
+		Limiter: r.deps.Limiter, Versions: r.deps.Versions, Tracer: r.deps.Tracer, Clock: r.clk, Metrics: r.m, Logger: r.logger}
+	r.fire = New(Config{Executors: r.cfg.Executors, CriticalExecutors: r.cfg.CriticalExecutors, WorkerID: "w1", LeaseTTL: time.Minute}, d)
+	if err := r.settle.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(r.pool.Stop)
+	if err := r.fire.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.stop)
+}
+
+// stop stops the fire stage, then the settle stage, as the worker does.
+func (r *rig) stop() {
+	r.fire.Stop()
+	r.settle.Stop()
 }
 
 // enqueue runs it through the prepare stage, which leases it (from the

@@ -1,4 +1,4 @@
-package executor
+package fire
 
 import (
 	"context"
@@ -189,7 +189,7 @@ func TestUnsettledAttemptIsLeftForRedelivery(t *testing.T) {
 	r.start(t)
 	r.pushFiring(t, policyFiring("e1", 3))
 	<-fired
-	r.pool.Stop() // waits for the attempt to end
+	r.stop() // waits for the attempt to end
 	r.own.mu.Lock()
 	defer r.own.mu.Unlock()
 	if len(r.own.finished) != 0 || r.rec.finalOf("e1") != nil {

@@ -1,4 +1,4 @@
-package executor
+package fire
 
 import (
 	"context"
@@ -22,19 +22,22 @@ import (
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
 	"github.com/sundialhq/sundial/services/worker/internal/prepare"
 	"github.com/sundialhq/sundial/services/worker/internal/readyq"
+	"github.com/sundialhq/sundial/services/worker/internal/settle"
 	"github.com/sundialhq/sundial/services/worker/internal/target"
 	"github.com/sundialhq/sundial/services/worker/internal/work"
 )
 
-// nopOwner claims everything and keeps nothing.
-type nopOwner struct{}
+// doneOwner claims everything and says when a firing is finished.
+type doneOwner struct{ done chan struct{} }
 
-func (nopOwner) Claim(*work.Item) bool   { return true }
-func (nopOwner) Finish(*work.Item)       {}
-func (nopOwner) Requeue(*work.Item) bool { return true }
+func (doneOwner) Claim(*work.Item) bool   { return true }
+func (o doneOwner) Finish(*work.Item)     { o.done <- struct{}{} }
+func (doneOwner) Requeue(*work.Item) bool { return true }
 
 // nopLeaser grants every lease and writes every marker at once.
 type nopLeaser struct{ Leaser }
+
+func (nopLeaser) Release(context.Context, lease.Execution, string) (bool, error) { return true, nil }
 
 func (nopLeaser) AcquireMany(_ context.Context, batch []lease.Acquisition) ([]lease.Result, error) {
 	out := make([]lease.Result, len(batch))
@@ -71,8 +74,8 @@ func benchEnvelope(b *testing.B, tp string) []byte {
 // BenchmarkProcess is one firing through the three stages with everything
 // around them instant: prepare (decode, a lease call of one), fire
 // (lateness, the attempt with its renewal timer and goroutine) and settle
-// (the marker call and the final record). What is left is the worker's own
-// cost per firing.
+// (the hand-over to a settler, the marker call and the final record). What
+// is left is the worker's own cost per firing.
 //
 // off is tracing off (the default): what every firing pays. unsampled and
 // sampled trace the firing (its consume and hold spans are opened in the
@@ -93,7 +96,13 @@ func BenchmarkProcess(b *testing.B) {
 			var prepared *work.Item
 			stage := prepare.New(prepare.Config{WorkerID: "w1", LeaseTTL: time.Minute}, nopLeaser{},
 				prepare.Routes{Fire: func(it *work.Item) { prepared = it }}, clock.Real{}, m, logger)
-			d := Deps{Queue: readyq.New(), Leaser: nopLeaser{}, Prepare: stage, Target: fire, Recorder: nopRecorder{}, Clock: clock.Real{}, Metrics: m, Logger: logger}
+			st := settle.NewStage(settle.StageConfig{Settlers: 1, WorkerID: "w1"},
+				settle.StageDeps{Leaser: nopLeaser{}, Recorder: nopRecorder{}, Clock: clock.Real{}, Metrics: m, Logger: logger})
+			if err := st.Start(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			defer st.Stop()
+			d := Deps{Queue: readyq.New(), Leaser: nopLeaser{}, Prepare: stage, Settle: st, Target: fire, Recorder: nopRecorder{}, Clock: clock.Real{}, Metrics: m, Logger: logger}
 			var tr trace.Tracer
 			if mode.traced {
 				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(tracing.NewSampler(1, 1)), sdktrace.WithBatcher(tracetest.NewNoopExporter()))
@@ -104,10 +113,11 @@ func BenchmarkProcess(b *testing.B) {
 			p := New(Config{Executors: 1, WorkerID: "w1", LeaseTTL: time.Minute}, d)
 			env := benchEnvelope(b, mode.tp)
 			ctx := context.Background()
+			own := doneOwner{make(chan struct{}, 1)}
 			b.ReportAllocs()
 			for b.Loop() {
 				it := &work.Item{FireAt: t0.UnixNano(), Ready: t0.UnixNano(), Priority: sundialv1.Priority_PRIORITY_HIGH, Tenant: "acme",
-					Envelope: env, Owner: nopOwner{}, HeapIndex: -1}
+					Envelope: env, Owner: own, HeapIndex: -1}
 				if tr != nil {
 					cctx, consume := tr.Start(tracing.Context(ctx, mode.tp), "worker.consume")
 					_, hold := tr.Start(cctx, SpanHold)
@@ -115,7 +125,7 @@ func BenchmarkProcess(b *testing.B) {
 				}
 				stage.Prepare(ctx, []*work.Item{it})
 				p.process(ctx, prepared)
-				p.settleBatch([]*attempt{<-p.settled})
+				<-own.done
 				it.Trace.End("")
 			}
 		})

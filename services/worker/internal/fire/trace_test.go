@@ -1,4 +1,4 @@
-package executor
+package fire
 
 import (
 	"context"
@@ -90,7 +90,7 @@ func TestTracedAttempt(t *testing.T) {
 	}
 
 	consume := rec.Named("worker.consume")
-	targets, settles := rec.Named(SpanTarget), rec.Named(SpanSettle)
+	targets, settles := rec.Named(SpanTarget), rec.Named(settle.SpanSettle)
 	if len(consume) != 2 || len(targets) != 2 || len(settles) != 2 {
 		t.Fatalf("spans: consume %d target %d settle %d", len(consume), len(targets), len(settles))
 	}
@@ -99,7 +99,7 @@ func TestTracedAttempt(t *testing.T) {
 		if c.SpanContext().TraceID() != relay.TraceID() {
 			t.Fatalf("consume span %d left the firing's trace", i)
 		}
-		for _, child := range []string{SpanTarget, SpanSettle} {
+		for _, child := range []string{SpanTarget, settle.SpanSettle} {
 			s := rec.Named(child)[i]
 			if s.Parent().SpanID() != c.SpanContext().SpanID() {
 				t.Fatalf("%s span %d is not a child of its consume span", child, i)
