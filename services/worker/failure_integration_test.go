@@ -32,6 +32,7 @@ import (
 	"github.com/sundialhq/sundial/testkit/testinfra"
 
 	"github.com/sundialhq/sundial/services/worker/internal/app"
+	"github.com/sundialhq/sundial/services/worker/internal/discard"
 	"github.com/sundialhq/sundial/services/worker/internal/notify"
 	"github.com/sundialhq/sundial/services/worker/internal/retry"
 	"github.com/sundialhq/sundial/services/worker/internal/settle"
@@ -1036,12 +1037,20 @@ func TestVersionChangeSkipsQueuedFirings(t *testing.T) {
 	if err := lease.New(e.rdb, lease.WithPrefix(e.redisPfx)).PublishVersion(context.Background(), job.String(), 2); err != nil {
 		t.Fatal(err)
 	}
+	// The five held firings are dropped together (one pass over the
+	// holders) and recorded as one summary row, not one row each; the
+	// worker holds nothing more and their offsets are committed past.
+	sum := e.waitRow(discard.SummaryID(job.String(), 1, 2, fs[0].GetFireTime().AsTime().UnixNano()), 1, stSkipped, 30*time.Second)
+	if want := "5 slots due from " + fs[0].GetFireTime().AsTime().UTC().Format(time.RFC3339Nano); !strings.HasPrefix(sum.GetReason(), want) ||
+		!strings.Contains(sum.GetReason(), "job version 1 superseded by 2") {
+		t.Fatalf("summary reason %q", sum.GetReason())
+	}
 	for _, f := range fs {
-		r := e.waitRow(f.GetExecutionId(), 1, stSkipped, 30*time.Second)
-		if !strings.Contains(r.GetReason(), "stale job version 1 (current 2)") {
-			t.Fatalf("reason %q", r.GetReason())
+		if rows := e.rows(f.GetExecutionId()); len(rows) != 0 {
+			t.Fatalf("%s has rows of its own: %v", f.GetExecutionId(), rows)
 		}
 	}
+	eventually(t, 10*time.Second, "nothing held", func() bool { return w.Holder.Len() == 0 })
 	if n := len(e.sink.snapshot()); n != 0 {
 		t.Fatalf("%d firings of the paused job reached the target", n)
 	}
@@ -1081,12 +1090,11 @@ func TestInFlightAttemptFinishesAcrossAVersionChange(t *testing.T) {
 	if time.Now().After(fs[1].GetScheduledTime().AsTime()) {
 		t.Fatal("slot 1 came due before the version was published; the machine is too slow for this test")
 	}
-	// Slots 1 and 2 come due while slot 0 is still at its target.
-	for _, f := range fs[1:3] {
-		r := e.waitRow(f.GetExecutionId(), 1, stSkipped, 30*time.Second)
-		if !strings.Contains(r.GetReason(), "stale job version 1 (current 2)") {
-			t.Fatalf("reason %q", r.GetReason())
-		}
+	// Slots 1 to 3, held while slot 0 is still at its target, are dropped
+	// together and recorded as one summary row.
+	sum := e.waitRow(discard.SummaryID(job.String(), 1, 2, fs[1].GetFireTime().AsTime().UnixNano()), 1, stSkipped, 30*time.Second)
+	if !strings.HasPrefix(sum.GetReason(), "3 slots due from ") || !strings.Contains(sum.GetReason(), "job version 1 superseded by 2") {
+		t.Fatalf("summary reason %q", sum.GetReason())
 	}
 	// Slot 0 is still running: its target has not answered.
 	e.waitRow(inFlight, 1, sundialv1.ExecutionStatus_EXECUTION_STATUS_RUNNING, 10*time.Second)
@@ -1095,10 +1103,6 @@ func TestInFlightAttemptFinishesAcrossAVersionChange(t *testing.T) {
 	r := e.waitRow(inFlight, 1, stSucceeded, 30*time.Second)
 	if r.GetHttpStatus() != 200 || r.GetJobVersion() != 1 || !r.GetStartedTime().AsTime().Before(paused) || !r.GetFinishedTime().AsTime().After(paused) {
 		t.Fatalf("slot 0's row %v; the pause was at %s", r, paused)
-	}
-	// Slot 3 came due after the attempt finished: skipped too.
-	if r := e.waitRow(fs[3].GetExecutionId(), 1, stSkipped, 30*time.Second); !strings.Contains(r.GetReason(), "stale job version 1 (current 2)") {
-		t.Fatalf("slot 3 reason %q", r.GetReason())
 	}
 	if n := len(e.sink.ofJob(job.String())); n != 1 {
 		t.Fatalf("%d requests at the target, want slot 0's only", n)
@@ -1144,5 +1148,58 @@ func TestLateStagedFiringIsFetchedInTime(t *testing.T) {
 	t.Logf("the late-staged firing reached the target %s after its instant", got.Sub(due))
 	if got.Sub(due) > time.Second {
 		t.Fatalf("the late-staged firing reached the target %s after its instant, want within 1 s: it waited in Kafka behind the firings due later", got.Sub(due))
+	}
+}
+
+// Firings that reach the worker later than the misfire threshold after
+// their instant (the platform fell behind) are judged by their jobs'
+// misfire policies, as the prefetcher judges unstaged slots: SKIP records
+// every late one skipped; RUN_ONCE (the default) fires only the job's
+// newest late firing and records the older ones skipped; a firing not of
+// the schedule (a retry) is never judged late.
+func TestLateFiringsAreJudgedByTheJobsMisfirePolicy(t *testing.T) {
+	e := newEnv(t, 1)
+	e.startInProcess(e.config("w1"))
+	now := time.Now()
+	skipJob, onceJob := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
+	var fs []*sundialv1.Firing
+	var skips, olds []*sundialv1.Firing
+	for i := range 3 {
+		at := now.Add(-time.Duration(30-i) * time.Second) // 28 to 30 s late
+		f := e.firing(skipJob, at, sundialv1.Priority_PRIORITY_HIGH)
+		f.Misfire = &sundialv1.MisfirePolicy{Action: sundialv1.MisfireAction_MISFIRE_ACTION_SKIP}
+		skips = append(skips, f)
+		g := e.firing(onceJob, at, sundialv1.Priority_PRIORITY_HIGH)
+		g.Misfire = &sundialv1.MisfirePolicy{Action: sundialv1.MisfireAction_MISFIRE_ACTION_RUN_ONCE}
+		if i < 2 {
+			olds = append(olds, g)
+		}
+		fs = append(fs, f, g)
+	}
+	newest := fs[len(fs)-1]
+	retry := e.firing(skipJob, now.Add(-time.Minute), sundialv1.Priority_PRIORITY_HIGH)
+	retry.Misfire = &sundialv1.MisfirePolicy{Action: sundialv1.MisfireAction_MISFIRE_ACTION_SKIP}
+	retry.Attempt, retry.Origin = 2, sundialv1.FiringOrigin_FIRING_ORIGIN_RETRY
+	fs = append(fs, retry)
+	e.produce(fs, nil)
+
+	for _, f := range skips {
+		if r := e.waitRow(f.GetExecutionId(), 1, stSkipped, 30*time.Second); !strings.Contains(r.GetReason(), "policy SKIP") {
+			t.Fatalf("SKIP job's late firing: reason %q", r.GetReason())
+		}
+	}
+	for _, f := range olds {
+		if r := e.waitRow(f.GetExecutionId(), 1, stSkipped, 30*time.Second); r.GetReason() == "" {
+			t.Fatalf("RUN_ONCE job's older late firing skipped without a reason")
+		}
+	}
+	e.waitRow(newest.GetExecutionId(), 1, stSucceeded, 30*time.Second)
+	e.waitRow(retry.GetExecutionId(), 2, stSucceeded, 30*time.Second)
+	got := map[string]int{}
+	for _, d := range e.sink.snapshot() {
+		got[d.exec]++
+	}
+	if len(got) != 2 || got[newest.GetExecutionId()] != 1 || got[retry.GetExecutionId()] != 1 {
+		t.Fatalf("at the target: %v, want the RUN_ONCE job's newest firing and the retry, once each", got)
 	}
 }

@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -276,13 +278,50 @@ func TestPrefetcherOutageCatchUpAndResume(t *testing.T) {
 	}
 }
 
-// skippedSlots are a job's slots the ledger says were skipped, and why.
+// skippedSlots are a per-second job's slots the ledger says were skipped,
+// and why: one row each, or a worker's one summary row for the firings of
+// a changed job it dropped ("N slots due from T1 to T2 dropped: …"), which
+// stands for every second from T1 to T2.
 func skippedSlots(attempts []*sundialv1.ExecutionAttempt) map[time.Time]string {
 	out := map[time.Time]string{}
 	for _, a := range attempts {
-		if a.GetStatus() == sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED {
-			out[a.GetScheduledTime().AsTime().UTC()] = a.GetReason()
+		if a.GetStatus() != sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED {
+			continue
 		}
+		if first, last, ok := droppedRange(a.GetReason()); ok {
+			for slot := first.Truncate(time.Second); !slot.After(last); slot = slot.Add(time.Second) {
+				out[slot] = a.GetReason()
+			}
+			continue
+		}
+		out[a.GetScheduledTime().AsTime().UTC()] = a.GetReason()
 	}
 	return out
+}
+
+// droppedSlotsRE matches the reason of a worker's summary of a changed
+// job's dropped firings.
+var droppedSlotsRE = regexp.MustCompile(`^(\d+) slots due from (\S+) to (\S+) dropped: job version`)
+
+// droppedRange is the first and last instant a summary row of dropped
+// firings stands for.
+func droppedRange(reason string) (first, last time.Time, ok bool) {
+	m := droppedSlotsRE.FindStringSubmatch(reason)
+	if m == nil {
+		return time.Time{}, time.Time{}, false
+	}
+	first, err1 := time.Parse(time.RFC3339Nano, m[2])
+	last, err2 := time.Parse(time.RFC3339Nano, m[3])
+	return first.UTC(), last.UTC(), err1 == nil && err2 == nil
+}
+
+// droppedCount is how many firings a summary row of dropped firings
+// stands for (0 for any other row).
+func droppedCount(reason string) int {
+	m := droppedSlotsRE.FindStringSubmatch(reason)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
 }

@@ -13,8 +13,8 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/misfire"
-	"github.com/sundialhq/sundial/services/prefetcher/internal/pgtest"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/services/prefetcher/internal/pgtest"
 )
 
 // Every staged firing, on time and catch-up alike, carries its job's

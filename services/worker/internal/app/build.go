@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/connsec"
@@ -31,12 +32,14 @@ import (
 
 	"github.com/sundialhq/sundial/services/worker/internal/clockoffset"
 	"github.com/sundialhq/sundial/services/worker/internal/consumer"
+	"github.com/sundialhq/sundial/services/worker/internal/discard"
 	"github.com/sundialhq/sundial/services/worker/internal/fire"
 	"github.com/sundialhq/sundial/services/worker/internal/holder"
 	"github.com/sundialhq/sundial/services/worker/internal/hostguard"
 	"github.com/sundialhq/sundial/services/worker/internal/lagexporter"
 	"github.com/sundialhq/sundial/services/worker/internal/limits"
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
+	"github.com/sundialhq/sundial/services/worker/internal/misfire"
 	"github.com/sundialhq/sundial/services/worker/internal/notify"
 	"github.com/sundialhq/sundial/services/worker/internal/prepare"
 	"github.com/sundialhq/sundial/services/worker/internal/readyq"
@@ -439,10 +442,15 @@ type stageSet struct {
 	prep  *prepare.Stage
 	// unstarted gives back the leases of firings let go unstarted.
 	unstarted *consumer.Unstarted
+	// watch knows the announced job versions; judge the late firings;
+	// discard records the firings of changed jobs.
+	watch   *versions.Watch
+	judge   *misfire.Judge
+	discard *discard.Summarizer
 }
 
-// stages builds the prepare and fire stages (the third, settle, is the
-// executors' settlers): the prepare holder releases each firing
+// stages builds the prepare stage and the holders around it (the fire and
+// settle stages are fireAndSettle's): the prepare holder releases each firing
 // --prepare-lead before its instant and the prepare stage leases it, many
 // per Redis call; the fire holder releases it at its instant into the ready
 // queue, where an executor takes it. The ready queue's admission rule: the
@@ -472,6 +480,17 @@ func (b *builder) stages(clk *clocks, rs redisSide, led ledgerSide, rec *recorde
 	// Redis call, however far behind the worker is.
 	adm := prepare.NewAdmission(prepare.AdmissionConfig{Waiting: q.Len, Drained: q.Drained, Window: cfg.LeaseTTL * 2 / 5,
 		Floor: max(512, 4*(cfg.Executors+cfg.CriticalExecutors))}, clk.local)
+	// Changed jobs: the versions watch learns what the api announces; the
+	// sweeper takes the changed jobs' firings out of both holders in one
+	// pass per window, and the summarizer records them as one row per
+	// job and change, finishing them after (package discard). Late
+	// firings are judged by their jobs' misfire policies (package
+	// misfire) before they are leased.
+	sum := discard.NewSummarizer(rec, discard.Config{WorkerID: cfg.WorkerID}, clk.corrected, b.logger.With("component", "discard"))
+	judge := misfire.New(misfire.Config{Threshold: cfg.MisfireThreshold}, clk.corrected)
+	var sweep *discard.Sweeper
+	watch := versions.New(rs.rdb, rs.leases.VersionsChannel(), clk.local, b.logger.With("component", "versions"),
+		versions.WithChanged(func(job string, v int64) { sweep.Changed(job, v) }))
 	var prep *prepare.Stage
 	prepHolder := holder.New(clk.corrected, func(it *work.Item) { prep.Add(it) }, holder.WithLead(func(it *work.Item) time.Duration { return prep.Lead(it) }),
 		holder.WithBatchSink(func(items []*work.Item) { prep.AddMany(items) }))
@@ -481,8 +500,12 @@ func (b *builder) stages(clk *clocks, rs redisSide, led ledgerSide, rec *recorde
 		RecordLost: func(a *sundialv1.ExecutionAttempt, done func()) bool {
 			return rec.Final(context.Background(), a, true, done)
 		},
-		Admission: adm,
-	}, rs.leases, prepare.Routes{Fire: fireHolder.Add, Now: q.Push, Again: prepHolder.Add}, clk.corrected, m, b.logger.With("component", "prepare"))
+		Admission: adm, Changed: watch.Newer,
+		Late: func(f *sundialv1.Firing) (bool, string) { v := judge.Judge(f); return v.Fire, v.Reason },
+	}, rs.leases, prepare.Routes{Fire: fireHolder.Add, Now: q.Push, Again: prepHolder.Add, Drop: sum.Drop,
+		Skip: func(it *work.Item, reason string) { b.misfired(rec, clk, it, reason) },
+	}, clk.corrected, m, b.logger.With("component", "prepare"))
+	sweep = discard.NewSweeper([]discard.Holder{prepHolder, discard.Claimed{Holder: fireHolder}}, sum, 0, clk.corrected, b.logger.With("component", "discard"))
 	clk.wake = func() { prepHolder.Wake(); fireHolder.Wake() }
 	b.w.Holder = &stages{prepare: prepHolder, fire: fireHolder, ready: q, unleased: prep.Waiting}
 	metrics.Held(b.reg, b.w.Holder.Len)
@@ -491,8 +514,19 @@ func (b *builder) stages(clk *clocks, rs redisSide, led ledgerSide, rec *recorde
 	// executors and the stages give their last firing back.
 	unstarted := consumer.NewUnstarted(rs.leases, 2*time.Second, b.logger.With("component", "unstarted"))
 	b.run(unstarted)
-	b.run(fireHolder, prepHolder, prep)
-	return stageSet{queue: q, fire: fireHolder, prep: prep, unstarted: unstarted}, nil
+	b.run(sum, watch, sweep, fireHolder, prepHolder, prep)
+	return stageSet{queue: q, fire: fireHolder, prep: prep, unstarted: unstarted, watch: watch, judge: judge, discard: sum}, nil
+}
+
+// misfired records a firing its job's misfire policy skipped (SKIPPED, at
+// fence 0: nothing was leased or fired) and finishes it once recorded.
+func (b *builder) misfired(rec *recorder.Recorder, clk *clocks, it *work.Item, reason string) {
+	a := settle.AttemptRecord(it.Firing, sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED, 0, b.cfg.WorkerID)
+	a.FinishedTime = timestamppb.New(clk.corrected.Now())
+	a.Reason = reason
+	if !rec.Final(context.Background(), a, true, func() { it.Owner.Finish(it) }) {
+		b.logger.Warn("recorder stopped before a skipped late firing was recorded", "execution_id", a.GetExecutionId())
+	}
 }
 
 // fireAndSettle builds the fire stage's executors and the settle stage
@@ -505,8 +539,6 @@ func (b *builder) stages(clk *clocks, rs redisSide, led ledgerSide, rec *recorde
 // handed to it before it stops.
 func (b *builder) fireAndSettle(ctx context.Context, clk *clocks, rs redisSide, st stageSet, out target.Target, rec *recorder.Recorder, nt *notify.Notifier, dlq *settle.KafkaDLQ, spill *spillPool) error {
 	cfg := b.cfg
-	watch := versions.New(rs.rdb, rs.leases.VersionsChannel(), clk.local, b.logger.With("component", "versions"))
-	b.run(watch)
 	sd := settle.StageDeps{
 		Leaser: rs.leases, Recorder: rec, Notifier: nt, Marks: rs.marks, Target: out, Tracer: b.deps.Tracer,
 		Clock: clk.corrected, Metrics: b.m, Logger: b.logger.With("component", "settle"),
@@ -525,7 +557,7 @@ func (b *builder) fireAndSettle(ctx context.Context, clk *clocks, rs redisSide, 
 	}, sd)
 	fd := fire.Deps{
 		Queue: st.queue, Holder: st.fire, Prepare: st.prep, Settle: settling, Leaser: rs.leases, Target: out, Recorder: rec,
-		Versions: watch, Tracer: b.deps.Tracer, Clock: clk.corrected, Metrics: b.m, Logger: b.logger.With("component", "fire"),
+		Versions: st.watch, Tracer: b.deps.Tracer, Clock: clk.corrected, Metrics: b.m, Logger: b.logger.With("component", "fire"),
 	}
 	if b.w.Limits != nil {
 		fd.Limiter = b.w.Limits
@@ -597,6 +629,9 @@ func (b *builder) consumer(clk *clocks, st stageSet, kafka kafkaSide, poison *se
 		Tracer:         b.deps.Tracer,
 		InstanceID:     cfg.GroupInstanceID(),
 		Unstarted:      st.unstarted,
+		Arrived:        st.judge.Arrived,
+		Changed:        st.watch.Newer,
+		Drop:           st.discard.Drop,
 	}, b.w.Holder, b.m, b.logger.With("component", "consumer"))
 	b.w.Consumer = c
 	b.run(c)

@@ -61,6 +61,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
 	"github.com/sundialhq/sundial/services/worker/internal/work"
@@ -148,6 +149,16 @@ type Config struct {
 	// partition before their request was sent; nil: they end with their
 	// TTL and count as deliveries.
 	Unstarted *Unstarted
+	// Arrived, when set, is told of every firing that arrives and is held
+	// (misfire.Judge.Arrived: a late firing's job is judged by the newest
+	// of its firings the worker holds).
+	Arrived func(f *sundialv1.Firing)
+	// Changed, when set, reports the version a firing's job changed to
+	// since it was staged (versions.Watch.Newer); such a firing is not
+	// held but claimed and handed to Drop (discard.Summarizer.Drop), which
+	// finishes it once its summary is recorded.
+	Changed func(jobID string, version int64) (int64, bool)
+	Drop    func(it *work.Item, current int64)
 	// InstanceID makes this worker a static member of the group
 	// (kgo.InstanceID): a worker restarted with the same id within the
 	// session timeout gets its partitions back at once, without a

@@ -135,6 +135,19 @@ func (p *partition) add(recs []*kgo.Record) {
 			p.ahead.Store(it.FireAt)
 		}
 		p.held.Add(1)
+		if cfg := &p.c.cfg; cfg.Changed != nil && cfg.Drop != nil {
+			if v, changed := cfg.Changed(it.JobID, it.JobVersion); changed {
+				// Its job changed since it was staged: claimed here (the
+				// lock is held) and dropped, never decoded again or leased.
+				it.State = work.Executing
+				p.executing++
+				cfg.Drop(it, v)
+				continue
+			}
+		}
+		if p.c.cfg.Arrived != nil {
+			p.c.cfg.Arrived(f)
+		}
 		p.c.holder.Add(it)
 	}
 }

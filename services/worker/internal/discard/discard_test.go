@@ -205,37 +205,46 @@ func TestSweepDropsOlderVersionsOfChangedJobsOnly(t *testing.T) {
 	s := NewSummarizer(rec, Config{Linger: time.Second}, clk, discardLog)
 	prep := holder.New(clk, func(*work.Item) {})
 	fire := holder.New(clk, func(*work.Item) {})
-	w := NewSweeper([]Holder{prep, fire}, s, 0, clk, discardLog)
+	w := NewSweeper([]Holder{prep, Claimed{fire}}, s, 0, clk, discardLog)
 
 	var gone *work.Item
 	for i := range 200 {
 		at := t0.Add(time.Duration(i+1) * time.Second)
 		prep.Add(item(o, "a", 1, at)) // a changes to 2: dropped
-		fire.Add(item(o, "a", 2, at)) // already the new version: kept
-		it := item(o, "b", 5, at)     // b is not announced: kept
+		kept := item(o, "a", 2, at)   // already the new version: kept
+		o.Claim(kept)                 // the fire holder's are claimed
+		fire.Add(kept)
+		it := item(o, "b", 5, at) // b is not announced: kept
 		prep.Add(it)
 		if i == 0 {
 			gone = item(o, "c", 1, at) // its partition went away
 			o.gone[gone] = true
-			fire.Add(gone)
+			prep.Add(gone)
 		}
 	}
+	leased := item(o, "d", 1, t0.Add(time.Second)) // claimed and leased: dropped as it is
+	o.Claim(leased)
+	fire.Add(leased)
 	w.Changed("a", 2)
 	w.Changed("c", 3)
+	w.Changed("d", 2)
 	w.Changed("a", 2) // repeated: one sweep all the same
-	require.Equal(t, 200, w.Sweep())
+	require.Equal(t, 201, w.Sweep())
 	require.Equal(t, 200, prep.Len())
 	require.Equal(t, 200, fire.Len())
-	require.Equal(t, 200, s.Pending())
+	require.Equal(t, 201, s.Pending())
 	require.Zero(t, w.Sweep(), "nothing new announced")
 
 	clk.Advance(time.Second)
 	s.flush(context.Background())
 	<-rec.got
-	require.Len(t, rec.recs, 1)
-	require.Contains(t, rec.recs[0].GetReason(), "200 slots due from 2026-11-28T12:00:01Z to 2026-11-28T12:03:20Z dropped: job version 1 superseded by 2")
+	<-rec.got
+	require.Len(t, rec.recs, 2)
+	reasons := rec.recs[0].GetReason() + " | " + rec.recs[1].GetReason()
+	require.Contains(t, reasons, "200 slots due from 2026-11-28T12:00:01Z to 2026-11-28T12:03:20Z dropped: job version 1 superseded by 2")
 	rec.release()
-	require.Equal(t, 200, o.count())
+	require.Equal(t, 201, o.count())
+	require.Equal(t, 1, o.finished[leased])
 	require.Zero(t, o.finished[gone], "not ours to finish")
 }
 

@@ -17,6 +17,13 @@ type Holder interface {
 	RemoveIf(drop func(*work.Item) bool) []*work.Item
 }
 
+// Claimed is a Holder whose firings are already claimed from their
+// partition (the fire holder: the prepare stage claimed and leased them):
+// what the Sweeper takes out of it is dropped as it is, where a firing of
+// another holder is claimed first. Its leases run out on their own; no
+// copy of a changed job's firing fires.
+type Claimed struct{ Holder }
+
 // DefaultWindow is how long the Sweeper gathers announcements before a
 // sweep: the announcements of a bulk delete arrive within it, so thousands
 // of jobs cost one scan of each holder.
@@ -104,13 +111,14 @@ func (w *Sweeper) Sweep() int {
 	start := w.clk.Now()
 	n := 0
 	for _, h := range w.holders {
+		_, claimed := h.(Claimed)
 		out := h.RemoveIf(func(it *work.Item) bool {
 			v, ok := changed[it.JobID]
 			return ok && it.JobVersion < v
 		})
 		for _, it := range out {
 			// A firing whose partition went away is not ours to finish.
-			if it.Owner.Claim(it) {
+			if claimed || it.Owner.Claim(it) {
 				w.sum.Drop(it, changed[it.JobID])
 				n++
 			}

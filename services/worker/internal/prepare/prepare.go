@@ -118,6 +118,14 @@ type Config struct {
 	// executor (see Admission); the rest wait here, unleased, oldest
 	// first.
 	Admission *Admission
+	// Changed, when set, reports the version a firing's job changed to
+	// since it was staged (versions.Watch.Newer): such a firing goes to
+	// Routes.Drop, unleased.
+	Changed func(jobID string, version int64) (int64, bool)
+	// Late, when set, judges a firing prepared late by its job's misfire
+	// policy (misfire.Judge): one it does not fire goes to Routes.Skip
+	// with the reason, unleased.
+	Late func(f *sundialv1.Firing) (fire bool, reason string)
 }
 
 // DefaultConfig values.
@@ -137,6 +145,12 @@ type Routes struct {
 	// Again holds a firing to be prepared later (the prepare holder); the
 	// item's NotBefore says when.
 	Again func(*work.Item)
+	// Drop takes a claimed firing of a job changed since it was staged
+	// (discard.Summarizer.Drop); required with Config.Changed.
+	Drop func(it *work.Item, current int64)
+	// Skip records a claimed firing SKIPPED for reason and finishes it;
+	// required with Config.Late.
+	Skip func(it *work.Item, reason string)
 }
 
 // Stage is a lifecycle.Service: one goroutine takes the due firings in
@@ -330,6 +344,20 @@ func (s *Stage) prepare(ctx context.Context, batch []*work.Item) {
 				continue
 			}
 			it.Firing = f
+		}
+		if s.cfg.Changed != nil {
+			if v, changed := s.cfg.Changed(f.GetJobId(), f.GetJobVersion()); changed {
+				s.count(it, "discarded")
+				s.routes.Drop(it, v)
+				continue
+			}
+		}
+		if s.cfg.Late != nil {
+			if fire, reason := s.cfg.Late(f); !fire {
+				s.count(it, "misfire_skipped")
+				s.routes.Skip(it, reason)
+				continue
+			}
 		}
 		if s.cfg.Unmarked != nil && s.cfg.Unmarked(f.GetExecutionId()) {
 			s.again(it, s.cfg.RetryAfter)

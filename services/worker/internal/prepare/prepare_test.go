@@ -508,3 +508,41 @@ func TestHeldByAnotherLooksAgainWhenItsWorkerWouldBeDead(t *testing.T) {
 		}
 	}
 }
+
+// A firing of a job changed since it was staged is dropped unleased, and
+// one prepared late that its job's misfire policy does not fire is skipped
+// unleased, with the judge's reason; the rest are leased.
+func TestChangedAndLateFiringsAreNotLeased(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l := &leaser{}
+	var dropped []string
+	var skipped []string
+	r := &routes{fired: make(chan struct{}, 16)}
+	m := metrics.New(prometheus.NewRegistry(), metrics.DefaultMaxTenants)
+	s := New(Config{WorkerID: "w1",
+		Changed: func(job string, v int64) (int64, bool) { return 9, job == "job-changed" },
+		Late: func(f *sundialv1.Firing) (bool, string) {
+			if f.GetExecutionId() == "late" {
+				return false, "misfire SKIP: not replayed"
+			}
+			return true, ""
+		},
+	}, l, Routes{
+		Fire:  func(it *work.Item) { r.fire = append(r.fire, it) },
+		Drop:  func(it *work.Item, v int64) { dropped = append(dropped, fmt.Sprint(exec(it), "@", v)) },
+		Skip:  func(it *work.Item, reason string) { skipped = append(skipped, exec(it)+": "+reason) },
+		Now:   func(*work.Item) {},
+		Again: func(*work.Item) {},
+	}, clk, m, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	o := &owner{}
+	s.Prepare(context.Background(), []*work.Item{item(t, o, "changed", t0, 0), item(t, o, "late", t0, 0), item(t, o, "fine", t0, 0)})
+	if len(dropped) != 1 || dropped[0] != "changed@9" {
+		t.Fatalf("dropped %v", dropped)
+	}
+	if len(skipped) != 1 || skipped[0] != "late: misfire SKIP: not replayed" {
+		t.Fatalf("skipped %v", skipped)
+	}
+	if len(l.calls) != 1 || len(l.calls[0]) != 1 || l.calls[0][0].Execution.ExecutionID != "fine" {
+		t.Fatalf("leased %v, want only the fine one", l.calls)
+	}
+}
