@@ -301,7 +301,7 @@ func skippedSlots(attempts []*sundialv1.ExecutionAttempt) map[time.Time]string {
 
 // droppedSlotsRE matches the reason of a worker's summary of a changed
 // job's dropped firings.
-var droppedSlotsRE = regexp.MustCompile(`^(\d+) slots due from (\S+) to (\S+) dropped: job version`)
+var droppedSlotsRE = regexp.MustCompile(`^(\d+) slots? due from (\S+) to (\S+) dropped: job version`)
 
 // droppedRange is the first and last instant a summary row of dropped
 // firings stands for.

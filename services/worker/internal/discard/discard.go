@@ -241,8 +241,12 @@ func SummaryID(job string, from, to, first int64) string {
 
 // Reason is the summary row's reason.
 func Reason(n int, first, last time.Time, from, to int64) string {
-	return fmt.Sprintf("%d slots due from %s to %s dropped: job version %d superseded by %d (the job was paused, updated or deleted)",
-		n, first.UTC().Format(time.RFC3339Nano), last.UTC().Format(time.RFC3339Nano), from, to)
+	slots := "slots"
+	if n == 1 {
+		slots = "slot"
+	}
+	return fmt.Sprintf("%d %s due from %s to %s dropped: job version %d superseded by %d (the job was paused, updated or deleted)",
+		n, slots, first.UTC().Format(time.RFC3339Nano), last.UTC().Format(time.RFC3339Nano), from, to)
 }
 
 func (s *Summarizer) record(k groupKey, g *group, now time.Time) *sundialv1.ExecutionAttempt {
