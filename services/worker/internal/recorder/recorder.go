@@ -13,9 +13,21 @@
 // partition's records in one single-partition batch: a herd of firings due
 // together costs Cassandra a few mutations instead of one per record. A
 // group's failed records are retried (everything the ledger writes is
-// idempotent) while the shard takes nothing new, so a slow or absent
-// Cassandra fills the bounded queues and blocks Final: back-pressure, and
-// nothing is settled (its Kafka offset committed) before it is written.
+// idempotent); nothing is settled (its Kafka offset committed) before it
+// is written or spilled.
+//
+// Back-pressure. Cassandra is never sent more than it takes at a healthy
+// latency: every write takes its turn at a ledger.Throttle, whose rate is
+// cut when writes fail or slow down and raised while they are healthy, and
+// a shard has at most GroupsInFlight groups out. With Spill (Postgres's
+// ledger_pending, drained into the ledger by the prefetcher), what is
+// beyond that — the part of a group the throttle does not grant within
+// SpillAfter, a group that finds every slot taken, a group that has kept
+// failing for SpillAfter — is spilled at once, so a slow or absent
+// Cassandra holds neither memory nor firing up. Without Spill the queues
+// fill and Final blocks. Either way the recorder holds at most QueueSize
+// records plus, per shard, the group it is gathering and GroupsInFlight
+// groups being written.
 // The rest of this comment describes the per-record path, used for a
 // Ledger without RecordMany.
 //
@@ -127,12 +139,18 @@ type Config struct {
 	// Throttle paces the writes by Cassandra's latency and errors (nil: one
 	// with ledger.DefaultThrottleConfig, its burst at least GroupSize).
 	Throttle *ledger.Throttle
+	// GroupsInFlight bounds the groups one shard of a GroupLedger has
+	// being written (or retried) at once (zero: DefaultConfig's). A slow
+	// write does not stop the shard from taking the next group; when all
+	// are out, the next group is spilled at once (with Spill) or waits.
+	GroupsInFlight int
 }
 
 // DefaultConfig suits one worker.
 var DefaultConfig = Config{
 	InFlight: 8, QueueSize: 65536, WriteTimeout: 10 * time.Second, DrainTimeout: 10 * time.Second,
 	RunningDelay: time.Second, Linger: 2 * time.Second, Quiet: 100 * time.Millisecond, GroupSize: 1000, SpillAfter: 5 * time.Second,
+	GroupsInFlight: 4,
 }
 
 // DefaultShards and DefaultGroupShards are the shard counts when
@@ -241,6 +259,9 @@ func New(l Ledger, cfg Config, logger *slog.Logger, m Metrics) *Recorder {
 	}
 	if cfg.SpillAfter <= 0 {
 		cfg.SpillAfter = DefaultConfig.SpillAfter
+	}
+	if cfg.GroupsInFlight <= 0 {
+		cfg.GroupsInFlight = DefaultConfig.GroupsInFlight
 	}
 	if cfg.Throttle == nil {
 		tc := ledger.DefaultThrottleConfig
@@ -463,6 +484,9 @@ func (r *Recorder) run(ch chan *job) {
 // records by their write timestamps (status rank), not by arrival.
 func (r *Recorder) runGrouped(ch chan *job, gl GroupLedger) {
 	defer r.wg.Done()
+	slots := make(chan struct{}, r.cfg.GroupsInFlight)
+	var writes sync.WaitGroup
+	defer writes.Wait()
 	for {
 		j, ok := <-ch
 		if !ok {
@@ -502,15 +526,45 @@ func (r *Recorder) runGrouped(ch chan *job, gl GroupLedger) {
 		if quiet != nil {
 			quiet.Stop()
 		}
-		r.writeMany(gl, group)
+		r.dispatch(gl, group, slots, &writes)
 	}
+}
+
+// dispatch writes a group in a goroutine of the shard's (writes, waited for
+// before the shard ends) once one of its slots is free. With every slot
+// taken — the ledger already has this shard's share and is not answering
+// it quickly — the group is spilled at once when it can be, so a slow node
+// neither holds the shard up nor, through the queue, the executors;
+// otherwise it waits for a slot (back-pressure).
+func (r *Recorder) dispatch(gl GroupLedger, group []*job, slots chan struct{}, writes *sync.WaitGroup) {
+	select {
+	case slots <- struct{}{}:
+	default:
+		if r.cfg.Spill != nil && r.spill(group, fmt.Errorf("%w: %d groups of this shard being written", ledger.ErrThrottled, cap(slots))) {
+			return
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-r.hard.Done():
+			for range group {
+				r.count("dropped")
+			}
+			return
+		}
+	}
+	writes.Go(func() {
+		defer func() { <-slots }()
+		r.writeMany(gl, group)
+	})
 }
 
 // writeMany writes a group, retrying the records that failed with a capped
 // backoff until they are written or the hard stop abandons them (their
-// firings stay unsettled and are redelivered). While it retries, the shard
-// takes nothing new: its queue fills, RUNNING records are dropped and Final
-// blocks — back-pressure on the executor instead of unbounded memory.
+// firings stay unsettled and are redelivered). While it retries it holds
+// one of the shard's GroupsInFlight slots; once all are held the shard
+// spills (or, with nowhere to spill, takes nothing new: its queue fills,
+// RUNNING records are dropped and Final blocks — back-pressure on the
+// executor instead of unbounded memory).
 //
 // Each write first takes its turn at the throttle, whose rate follows
 // Cassandra's latency and errors. With somewhere to spill, a group waits
