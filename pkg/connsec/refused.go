@@ -72,6 +72,6 @@ func AtStart(ctx context.Context, logger *slog.Logger, check func(context.Contex
 	if err == nil || errors.Is(err, ErrRefused) {
 		return err
 	}
-	logger.Warn("startup check failed; starting anyway, the component may come up later", "err", err)
+	logger.Warn("component not reachable at start; starting anyway and waiting for it", "err", err)
 	return nil
 }

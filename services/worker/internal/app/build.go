@@ -593,6 +593,16 @@ func (b *builder) settler(ctx context.Context, clk *clocks, dlq *settle.KafkaDLQ
 	}
 	b.cl.add(pg.Close)
 	spill.pool = pg
+	// The pool connects on demand: a worker starts while Postgres is down
+	// (settling waits and retries, records spill nowhere until it
+	// answers), and /readyz names Postgres until it does.
+	b.w.Checks["postgres"] = pg.Ping
+	_ = connsec.AtStart(ctx, b.logger, func(ctx context.Context) error { // logs, never fails
+		if err := pg.Ping(ctx); err != nil {
+			return fmt.Errorf("postgres: %w", err)
+		}
+		return nil
+	})
 	m := b.m
 	return settle.New(settle.NewPostgres(pg), dlq, clk.corrected, settle.Config{}, settle.Metrics{
 		RetryScheduled: func(pr, class string) { m.RetriesScheduled.WithLabelValues(pr, class).Inc() },

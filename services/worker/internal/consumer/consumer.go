@@ -60,6 +60,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/connsec"
+	"github.com/sundialhq/sundial/pkg/kafkaconn"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
@@ -105,6 +107,9 @@ type Config struct {
 	CatchUpRate float64
 	// CommitInterval between periodic commits.
 	CommitInterval time.Duration
+	// WaitRetry spaces the probes of brokers that did not answer at
+	// Start; 2 s when zero.
+	WaitRetry time.Duration
 	// MaxHeld bounds memory whatever the backlog: while this many firings
 	// are held, only the partitions whose fetched firings are due soonest
 	// go on fetching (within a second of the earliest), so no partition
@@ -201,6 +206,9 @@ func (c *Config) Defaults() {
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
 	}
+	if c.WaitRetry <= 0 {
+		c.WaitRetry = 2 * time.Second
+	}
 	if c.MaxHeld <= 0 {
 		c.MaxHeld = 1_000_000
 	}
@@ -218,7 +226,12 @@ type Consumer struct {
 	m      *metrics.Metrics
 	logger *slog.Logger
 
-	cl *kgo.Client
+	// cl is the group's client: nil until the brokers have answered (at
+	// Start, or later when they were down then). Published atomically
+	// because the readiness check and Stop read it from other goroutines.
+	cl atomic.Pointer[kgo.Client]
+	// waitErr is why the brokers have not answered yet, for Ping.
+	waitErr atomic.Pointer[error]
 
 	mu    sync.Mutex
 	parts map[tp]*partition
@@ -295,9 +308,89 @@ func (c *Consumer) heldOf(topic string) *atomic.Int64 {
 	return &atomic.Int64{} // not a configured topic: counted nowhere
 }
 
-// Start joins the group and starts polling and committing.
+// Start joins the group and starts polling and committing. Brokers that
+// refuse the worker's settings (a wrong SASL password, an untrusted
+// certificate) stop it here, naming Kafka. Brokers that do not answer do
+// not: Start returns at once, the worker runs on (firing what it holds,
+// nothing yet at a first start), Ping says the brokers are awaited, and the
+// poll goroutine probes them every WaitRetry and joins the group as soon
+// as they answer.
 func (c *Consumer) Start(ctx context.Context) error {
-	c.cfg.SessionTimeout = c.sessionTimeout(ctx)
+	pctx, cancel := context.WithTimeout(ctx, connsec.StartupTimeout)
+	st, err := c.probe(pctx)
+	cancel()
+	switch {
+	case err == nil:
+		if err := c.connect(st); err != nil {
+			return err
+		}
+		if err := c.poll.Run(c.pollLoop); err != nil {
+			c.cl.Load().Close()
+			return err
+		}
+		return c.commit.Run(c.commitLoop)
+	case errors.Is(err, connsec.ErrRefused):
+		return fmt.Errorf("consumer: %w", err)
+	}
+	c.waitErr.Store(&err)
+	c.logger.Warn("kafka not reachable; started without joining the group, waiting for the brokers", "brokers", c.cfg.Brokers, "err", err, "retry_every", c.cfg.WaitRetry)
+	return c.poll.Run(c.awaitThenPoll)
+}
+
+// awaitThenPoll is the poll goroutine of a consumer started while the
+// brokers were down: it probes them until they answer, joins, starts the
+// commit loop and polls. A refusal met meanwhile is logged and waited
+// out like silence: the worker is up already, and /readyz names Kafka.
+func (c *Consumer) awaitThenPoll(ctx context.Context) error {
+	for {
+		t := c.cfg.Clock.NewTimer(c.cfg.WaitRetry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C():
+		}
+		pctx, cancel := context.WithTimeout(ctx, connsec.StartupTimeout)
+		st, err := c.probe(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err == nil {
+			c.logger.Info("kafka answers: joining the group", "brokers", c.cfg.Brokers, "session_timeout", st)
+			if err := c.connect(st); err != nil {
+				return err
+			}
+			c.waitErr.Store(nil)
+			if err := c.commit.Run(c.commitLoop); err != nil {
+				return err
+			}
+			return c.pollLoop(ctx)
+		}
+		if errors.Is(err, connsec.ErrRefused) {
+			c.logger.Error("kafka refuses the worker's settings; waiting for them to be mended", "err", err)
+		}
+		c.waitErr.Store(&err)
+	}
+}
+
+// probe checks that the brokers answer (kafkaconn.Check: a refusal is
+// marked connsec.ErrRefused) and returns the session timeout to join with.
+func (c *Consumer) probe(ctx context.Context) (time.Duration, error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.cfg.Brokers...), kgo.ClientID(c.cfg.ClientID)}, c.cfg.Opts...)...)
+	if err != nil {
+		return 0, fmt.Errorf("consumer: client: %w", err)
+	}
+	defer cl.Close()
+	if err := kafkaconn.Check(ctx, cl, c.cfg.Brokers); err != nil {
+		return 0, err
+	}
+	return c.sessionTimeout(ctx, cl), nil
+}
+
+// connect makes the group's client; the group is joined by its first poll.
+func (c *Consumer) connect(sessionTimeout time.Duration) error {
+	c.cfg.SessionTimeout = sessionTimeout
 	c.cfg.HeartbeatInterval = min(c.cfg.HeartbeatInterval, c.cfg.SessionTimeout/3)
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(c.cfg.Brokers...),
@@ -350,16 +443,8 @@ func (c *Consumer) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("consumer: client: %w", err)
 	}
-	if err := cl.Ping(ctx); err != nil {
-		cl.Close()
-		return fmt.Errorf("consumer: kafka %v unreachable: %w", c.cfg.Brokers, err)
-	}
-	c.cl = cl
-	if err := c.poll.Run(c.pollLoop); err != nil {
-		cl.Close()
-		return err
-	}
-	return c.commit.Run(c.commitLoop)
+	c.cl.Store(cl)
+	return nil
 }
 
 // sessionTimeout is the configured session timeout, raised to the
@@ -368,13 +453,8 @@ func (c *Consumer) Start(ctx context.Context) error {
 // cannot join fires nothing. Kafka's own floor is 6 s; deploy/local/kafka
 // lowers it to 1 s. If the brokers' setting cannot be read (no
 // DescribeConfigs permission), the configured value is used as it is.
-func (c *Consumer) sessionTimeout(ctx context.Context) time.Duration {
+func (c *Consumer) sessionTimeout(ctx context.Context, cl *kgo.Client) time.Duration {
 	want := c.cfg.SessionTimeout
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.cfg.Brokers...), kgo.ClientID(c.cfg.ClientID)}, c.cfg.Opts...)...)
-	if err != nil {
-		return want
-	}
-	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -418,8 +498,8 @@ func (c *Consumer) Stop() {
 		c.closing.Store(true)
 		c.poll.Stop()
 		c.commit.Stop()
-		if c.cl != nil {
-			c.cl.Close()
+		if cl := c.cl.Load(); cl != nil {
+			cl.Close()
 			if c.cfg.InstanceID != "" {
 				c.leaveStatic()
 			}
@@ -489,10 +569,14 @@ func retryBackoff(limit time.Duration) func(tries int) time.Duration {
 
 // Ping checks the brokers answer (readiness).
 func (c *Consumer) Ping(ctx context.Context) error {
-	if c.cl == nil {
+	cl := c.cl.Load()
+	if cl == nil {
+		if err := c.waitErr.Load(); err != nil {
+			return fmt.Errorf("consumer: waiting for kafka %v: %w", c.cfg.Brokers, *err)
+		}
 		return errors.New("consumer: not started")
 	}
-	return c.cl.Ping(ctx)
+	return cl.Ping(ctx)
 }
 
 // Assigned lists the partitions currently owned (tests, debugging).
@@ -541,7 +625,7 @@ func (c *Consumer) pollLoop(ctx context.Context) error {
 			// briefly, so the held count is looked at again soon.
 			pctx, cancel = context.WithTimeout(ctx, 100*time.Millisecond)
 		}
-		fetches := c.cl.PollRecords(pctx, 1000)
+		fetches := c.cl.Load().PollRecords(pctx, 1000)
 		cancel()
 		if fetches.IsClientClosed() || ctx.Err() != nil {
 			return nil
@@ -669,10 +753,10 @@ func (c *Consumer) paceFetches(paused map[tp]bool) bool {
 		if anyOver {
 			c.logger.Debug("holding too many firings: only the partitions furthest behind fetch", "max_held", c.cfg.MaxHeld, "paused", pause)
 		}
-		c.cl.PauseFetchPartitions(pause)
+		c.cl.Load().PauseFetchPartitions(pause)
 	}
 	if len(resume) > 0 {
-		c.cl.ResumeFetchPartitions(resume)
+		c.cl.Load().ResumeFetchPartitions(resume)
 	}
 	return len(paused) > 0
 }
@@ -723,7 +807,7 @@ func (c *Consumer) commitParts(ctx context.Context, parts []*partition) {
 	if len(offs) == 0 {
 		return
 	}
-	c.cl.CommitOffsetsSync(ctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+	c.cl.Load().CommitOffsetsSync(ctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err != nil {
 			c.m.Commits.WithLabelValues("error").Inc()
 			if !errors.Is(err, context.Canceled) {

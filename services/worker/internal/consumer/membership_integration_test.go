@@ -36,7 +36,7 @@ func (c *Consumer) crash() {
 	c.once.Do(func() {
 		c.poll.Stop()
 		c.commit.Stop()
-		c.cl.Close()
+		c.cl.Load().Close()
 	})
 }
 
