@@ -4,11 +4,7 @@ package main_test
 
 import (
 	"context"
-	"io"
-	"net"
-	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -55,7 +51,7 @@ func ready(w *app.Worker, name string) bool {
 // fires without a restart.
 func TestWorkerStartsWhileKafkaIsDownAndJoinsWhenItAnswers(t *testing.T) {
 	e := newEnv(t, 1)
-	addr := freeAddr(t)
+	addr := testinfra.UnusedAddr(t)
 	cfg := e.config("w1")
 	cfg.KafkaBrokers = addr
 	w := e.startQuickly(cfg)
@@ -67,7 +63,7 @@ func TestWorkerStartsWhileKafkaIsDownAndJoinsWhenItAnswers(t *testing.T) {
 		t.Fatal("redis not ready: only kafka is down")
 	}
 
-	forward(t, addr, testinfra.KafkaBrokers(t)[0])
+	testinfra.Forward(t, addr, testinfra.KafkaBrokers(t)[0])
 	eventually(t, 60*time.Second, "kafka ready once it answers", func() bool { return ready(w, "kafka") })
 	f := e.firing(uuid.Must(uuid.NewV7()), time.Now().Add(2*time.Second).Truncate(time.Millisecond), sundialv1.Priority_PRIORITY_MEDIUM)
 	e.produce([]*sundialv1.Firing{f}, nil)
@@ -97,7 +93,7 @@ func TestWorkerStartsWhilePostgresIsDown(t *testing.T) {
 // a Redis started later at that address answers, without a restart.
 func TestWorkerStartsWhileRedisIsDownAndIsReadyWhenItAnswers(t *testing.T) {
 	e := newEnv(t, 1)
-	addr := freeAddr(t)
+	addr := testinfra.UnusedAddr(t)
 	cfg := e.config("w1")
 	cfg.RedisAddr = addr
 	w := e.startQuickly(cfg)
@@ -105,72 +101,6 @@ func TestWorkerStartsWhileRedisIsDownAndIsReadyWhenItAnswers(t *testing.T) {
 	if !strings.Contains(e.logs.String(), "waiting for it") {
 		t.Fatalf("the log does not say the worker waits for redis:\n%s", tail(e.logs.String(), 2000))
 	}
-	startRedis(t, addr)
+	testinfra.StartRedis(t, addr)
 	eventually(t, 30*time.Second, "redis ready once it answers", func() bool { return ready(w, "redis") })
-}
-
-// freeAddr is a loopback address nothing listens at (yet).
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
-}
-
-// startRedis runs a throwaway redis-server at addr until the test ends.
-func startRedis(t *testing.T, addr string) {
-	t.Helper()
-	_, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("redis-server: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-}
-
-// forward accepts at addr until the test ends and pipes each connection
-// to to: a component coming up at the address a service was given.
-func forward(t *testing.T, addr, to string) {
-	t.Helper()
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	track := func(c net.Conn) { mu.Lock(); conns = append(conns, c); mu.Unlock() }
-	wg.Add(1)
-	go func() { // owned by the test: ends when the listener closes
-		defer wg.Done()
-		for {
-			in, err := l.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", to)
-			if err != nil {
-				_ = in.Close()
-				continue
-			}
-			track(in)
-			track(out)
-			wg.Add(2)
-			go func() { defer wg.Done(); _, _ = io.Copy(out, in); _ = out.Close() }()
-			go func() { defer wg.Done(); _, _ = io.Copy(in, out); _ = in.Close() }()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = l.Close()
-		mu.Lock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
 }

@@ -133,18 +133,16 @@ func New(cfg Config, d Deps) *Relay {
 	return r
 }
 
-// Start makes sure the four firing topics and the dead-letter topic exist
-// (creating missing ones), then starts the loop. ctx bounds only the topic
-// check. The relay creates the DLQ topic too because workers only produce
-// to it: with broker auto-creation off, as production clusters usually
-// have it, a missing DLQ topic would make every dead-lettering time out.
-func (r *Relay) Start(ctx context.Context) error {
-	topics := append(r.topics.FireAll(), r.topics.DLQ())
-	if err := EnsureTopics(ctx, r.kc, r.clock, r.logger, r.cfg.TopicPartitions, r.cfg.TopicReplication, topics); err != nil {
-		return err
-	}
-	return r.runner.Run(r.loop)
-}
+// Start starts the loop and returns: brokers that do not answer yet are
+// waited for by the loop, not by Start, so the relay starts during a Kafka
+// outage (its kafka readiness check names the brokers) and relays once
+// they answer. The loop first makes sure the four firing topics and the
+// dead-letter topic exist (creating missing ones), retrying until they do,
+// and claims nothing before. The relay creates the DLQ topic too because
+// workers only produce to it: with broker auto-creation off, as production
+// clusters usually have it, a missing DLQ topic would make every
+// dead-lettering time out.
+func (r *Relay) Start(context.Context) error { return r.runner.Run(r.loop) }
 
 // Stop lets the current cycle finish (bounded by the publish timeout) and
 // waits for the loop and its helpers to return.
@@ -167,6 +165,9 @@ func (r *Relay) Wake() {
 }
 
 func (r *Relay) loop(ctx context.Context) error {
+	if err := EnsureTopics(ctx, r.kc, r.clock, r.logger, r.cfg.TopicPartitions, r.cfg.TopicReplication, append(r.topics.FireAll(), r.topics.DLQ())); err != nil {
+		return err // stopped before the brokers answered
+	}
 	var helpers sync.WaitGroup
 	hctx, cancel := context.WithCancel(ctx)
 	// Deferred in this order so the helpers are cancelled, then awaited.
