@@ -191,8 +191,31 @@ func newDrainer(cfg Config, pool *pgxpool.Pool, deps Deps, clk clock.Clock, ttls
 		sess = ledger.Instrumented(ledger.Retrying(sess, ledger.DefaultRetryPolicy), reg)
 		return ledger.NewWriter(sess, keyspace, ledger.WithTenantTTL(ttls.For)), sess.Close, nil
 	}
-	return ledgerdrain.New(cfg.Drain, pool, dial, deps.Logger, clk, ledgerdrain.NewMetrics(deps.Registry))
+	// The drain's pace follows Cassandra's latency and errors, from a
+	// start and up to a ceiling well below what the workers write at: it
+	// replays a backlog the ledger could not take, so it must catch up
+	// without pushing the node over again.
+	tcfg := drainThrottle
+	tcfg.Clock = clk
+	throttle, err := ledger.NewThrottle(tcfg)
+	if err != nil {
+		return nil, err
+	}
+	dcfg := cfg.Drain
+	dcfg.Throttle = throttle
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sundial_prefetcher_ledger_drain_rate", Help: "Records per second the ledger drain may write now (follows Cassandra's latency and errors).",
+	}, throttle.Rate))
+	return ledgerdrain.New(dcfg, pool, dial, deps.Logger, clk, ledgerdrain.NewMetrics(deps.Registry))
 }
+
+// drainThrottle paces the ledger drain: a fifth of a worker's pace to
+// start, at most 5,000 records a second, probing a failing node at 100.
+var drainThrottle = func() ledger.ThrottleConfig {
+	c := ledger.DefaultThrottleConfig
+	c.Initial, c.Max = 1000, 5000
+	return c
+}()
 
 // poolCloser closes the pool when the group stops, after everything that
 // uses it.

@@ -12,7 +12,14 @@
 // the oldest rows, write each to the ledger (fence 0), commit. A failed
 // write rolls the transaction back and the rows wait for the next round; a
 // crash after the writes and before the commit writes them again, as the
-// same ledger cells. The ledger is dialled lazily and redialled after a
+// same ledger cells.
+//
+// The drainer writes at the pace of a ledger.Throttle, which follows
+// Cassandra's latency and errors: the rows are there because the ledger
+// was behind or down, and a backlog replayed at full speed into a node
+// that just came back is what pushes it over again. Each batch claims
+// only what the throttle lets through within half of BatchTimeout, so a
+// slow ledger makes batches smaller rather than rolled back. The ledger is dialled lazily and redialled after a
 // failure, so a Cassandra outage delays the ledger but never stops the
 // prefetcher from staging.
 package ledgerdrain
@@ -64,6 +71,9 @@ type Config struct {
 	// BatchTimeout bounds one batch (claim, writes, commit), so a stuck
 	// Cassandra cannot hold row locks for long.
 	BatchTimeout time.Duration
+	// Throttle paces the writes by how Cassandra answers them; nil:
+	// unpaced (tests of the claim protocol).
+	Throttle *ledger.Throttle
 }
 
 // Validate reports every problem, named by the flag that sets it.
@@ -185,20 +195,32 @@ func (d *Drainer) round(ctx context.Context) error {
 		return nil
 	}
 	for ctx.Err() == nil {
-		got, err := d.batch(ctx)
+		want := d.claimSize()
+		got, err := d.batch(ctx, want)
 		if err != nil {
 			return err
 		}
-		if got < d.cfg.BatchSize {
+		if got < want {
 			return nil
 		}
 	}
 	return nil
 }
 
+// claimSize is how many rows the next batch claims: BatchSize, or what the
+// throttle lets through in half of BatchTimeout when that is fewer, so the
+// batch's writes end well within its transaction.
+func (d *Drainer) claimSize() int {
+	if d.cfg.Throttle == nil {
+		return d.cfg.BatchSize
+	}
+	fit := int(d.cfg.Throttle.Rate() * d.cfg.BatchTimeout.Seconds() / 2)
+	return max(1, min(d.cfg.BatchSize, fit))
+}
+
 // batch drains one transaction's worth and reports how many rows it
 // claimed.
-func (d *Drainer) batch(ctx context.Context) (int, error) {
+func (d *Drainer) batch(ctx context.Context, size int) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.BatchTimeout)
 	defer cancel()
 	tx, err := d.pool.Begin(ctx)
@@ -206,7 +228,7 @@ func (d *Drainer) batch(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("ledgerdrain: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	rows, err := ledgerpending.Claim(ctx, tx, d.cfg.BatchSize)
+	rows, err := ledgerpending.Claim(ctx, tx, size)
 	if err != nil {
 		return 0, err
 	}
@@ -255,10 +277,16 @@ func (d *Drainer) write(ctx context.Context, l Ledger, rows []ledgerpending.Pend
 		sem   = make(chan struct{}, d.cfg.Concurrency)
 	)
 	for _, p := range rows {
+		if err := d.take(ctx, 1); err != nil {
+			wg.Wait()
+			return dropped, err
+		}
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
+			t0 := d.clk.Now()
 			err := l.Record(ctx, p.ExecutionAttempt())
+			d.done(1, d.clk.Now().Sub(t0), err)
 			switch {
 			case err == nil, errors.Is(err, ledger.ErrFenced):
 				// ErrFenced: the row is stored; a worker recorded the same
@@ -293,15 +321,59 @@ func (d *Drainer) writeMany(ctx context.Context, l GroupLedger, rows []ledgerpen
 	for i, p := range rows {
 		recs[i] = ledger.Rec{Attempt: p.ExecutionAttempt(), Held: true}
 	}
-	for i, e := range l.RecordMany(ctx, recs) {
-		switch {
-		case e == nil, errors.Is(e, ledger.ErrFenced):
-		case errors.Is(e, ledger.ErrInvalidAttempt):
-			d.log.Error("ledger refused a pending row; dropping it", "id", rows[i].ID, "execution_id", rows[i].ExecutionID, "err", e)
-			dropped++
-		case err == nil:
-			err = e
+	// In turns of at most the throttle's burst, each granted before it
+	// is written; a failed turn ends the batch (it is rolled back).
+	for start := 0; start < len(recs); {
+		n := len(recs) - start
+		if d.cfg.Throttle != nil {
+			got, terr := d.cfg.Throttle.Take(ctx, n, 0)
+			if terr != nil {
+				return dropped, fmt.Errorf("ledgerdrain: throttle: %w", terr)
+			}
+			n = got
 		}
+		t0 := d.clk.Now()
+		errs := l.RecordMany(ctx, recs[start:start+n])
+		var failed error
+		for i, e := range errs {
+			switch {
+			case e == nil, errors.Is(e, ledger.ErrFenced):
+			case errors.Is(e, ledger.ErrInvalidAttempt):
+				row := rows[start+i]
+				d.log.Error("ledger refused a pending row; dropping it", "id", row.ID, "execution_id", row.ExecutionID, "err", e)
+				dropped++
+			case failed == nil:
+				failed = e
+			}
+		}
+		d.done(n, d.clk.Now().Sub(t0), failed)
+		if failed != nil {
+			return dropped, failed
+		}
+		start += n
 	}
-	return dropped, err
+	return dropped, nil
+}
+
+// take waits for the throttle's turn for n records (none without one).
+func (d *Drainer) take(ctx context.Context, n int) error {
+	if d.cfg.Throttle == nil {
+		return nil
+	}
+	if _, err := d.cfg.Throttle.Take(ctx, n, 0); err != nil {
+		return fmt.Errorf("ledgerdrain: throttle: %w", err)
+	}
+	return nil
+}
+
+// done tells the throttle how a write of n records went: refusals of the
+// record (fenced, invalid) are not failures of the ledger.
+func (d *Drainer) done(n int, took time.Duration, err error) {
+	if d.cfg.Throttle == nil {
+		return
+	}
+	if errors.Is(err, ledger.ErrFenced) || errors.Is(err, ledger.ErrInvalidAttempt) {
+		err = nil
+	}
+	d.cfg.Throttle.Done(n, took, err)
 }
