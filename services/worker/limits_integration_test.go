@@ -127,6 +127,7 @@ func TestRedisOutageWithClusterLimits(t *testing.T) {
 	cfg.TenantFiringRate, cfg.TenantFiringBurst = 1000, 100
 	cfg.BreakerFailures, cfg.BreakerCooldown = 20, 30*time.Second
 	cfg.LimitsTimeout, cfg.LimitsFallback = 100*time.Millisecond, time.Second
+	cfg.MisfireThreshold = outageMisfireThreshold
 	w := e.startInProcessWith(cfg, app.Deps{RedisDialer: cut.dial})
 	e.redisOutage(w, func() { cut.set(true) }, func() { cut.set(false) })
 	if testutil.ToFloat64(w.Metrics.LimitsFallbacks) == 0 {

@@ -267,7 +267,9 @@ func (e *env) checkCommittedToEnd(partitions int32) {
 func TestRedisOutageLeasedFiringsOnTimeAndMarkersKept(t *testing.T) {
 	e := newEnv(t, 2)
 	cut := newCutter()
-	w := e.startInProcessWith(e.config("w1"), app.Deps{RedisDialer: cut.dial})
+	cfg := e.config("w1")
+	cfg.MisfireThreshold = outageMisfireThreshold
+	w := e.startInProcessWith(cfg, app.Deps{RedisDialer: cut.dial})
 	e.redisOutage(w, func() { cut.set(true) }, func() { cut.set(false) })
 }
 
@@ -277,9 +279,19 @@ func TestRedisOutageLeasedFiringsOnTimeAndMarkersKept(t *testing.T) {
 func TestRedisRestartLeasedFiringsOnTimeAndMarkersKept(t *testing.T) {
 	restartable(t)
 	e := newEnv(t, 2)
-	w := e.startInProcess(e.config("w1"))
+	cfg := e.config("w1")
+	cfg.MisfireThreshold = outageMisfireThreshold
+	w := e.startInProcess(cfg)
 	e.redisOutage(w, func() { infra(t, "stop", "redis") }, func() { infra(t, "start", "redis") })
 }
+
+// outageMisfireThreshold is the misfire threshold of the workers of the
+// Redis outage tests: firings due in a 10 s outage fire up to 10 s late
+// when it ends, which the default 5 s would judge by their jobs' misfire
+// policy (RUN_ONCE: one per job). These tests are about what the outage
+// does to the firings; TestLateFiringsAreJudgedByTheJobsMisfirePolicy is
+// about the policy.
+const outageMisfireThreshold = time.Minute
 
 func (e *env) redisOutage(w *app.Worker, down, up func()) {
 	t := e.t

@@ -491,8 +491,8 @@ func splitList(s string) []string {
 // names the process (hostname-pid), and a restart must come back as the
 // same member. The admin port does: it is stable across restarts of one
 // worker and differs between workers on one host, which cannot share it.
-// Without an admin address (a worker built in a test) auto is the worker
-// id.
+// Without an admin address (a worker built in a test), or with port 0 (the
+// system picks one), auto is the worker id.
 func (c *Config) GroupInstanceID() string {
 	if c.InstanceID != "auto" {
 		return c.InstanceID
@@ -502,7 +502,9 @@ func (c *Config) GroupInstanceID() string {
 		h = "worker"
 	}
 	if c.adminAddr != nil {
-		if _, port, err := net.SplitHostPort(c.adminAddr.String()); err == nil && port != "" {
+		// Port 0 (the system picks one) names nothing stable, and every
+		// worker of the host would share it: the worker id serves.
+		if _, port, err := net.SplitHostPort(c.adminAddr.String()); err == nil && port != "" && port != "0" {
 			return h + "-" + port
 		}
 	}

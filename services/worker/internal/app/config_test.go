@@ -250,4 +250,9 @@ func TestInstanceIDFromTheAdminPort(t *testing.T) {
 	if got := id("127.0.0.1:8084", "--instance-id", ""); got != "" {
 		t.Fatalf("dynamic: %q, want empty", got)
 	}
+	// Two workers on one host with admin port 0 would share an id: the
+	// worker id names each.
+	if a, b := id("127.0.0.1:0", "--worker-id", "proc-a"), id("127.0.0.1:0", "--worker-id", "proc-b"); a != "proc-a" || b != "proc-b" {
+		t.Fatalf("admin port 0: ids %q and %q, want the worker ids", a, b)
+	}
 }

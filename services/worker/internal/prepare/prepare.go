@@ -122,9 +122,9 @@ type Config struct {
 	// since it was staged (versions.Watch.Newer): such a firing goes to
 	// Routes.Drop, unleased.
 	Changed func(jobID string, version int64) (int64, bool)
-	// Late, when set, judges a firing prepared late by its job's misfire
-	// policy (misfire.Judge): one it does not fire goes to Routes.Skip
-	// with the reason, unleased.
+	// Late, when set, judges a leased firing prepared late by its job's
+	// misfire policy (misfire.Judge): one it does not fire goes to
+	// Routes.Skip with the reason, its lease left to run out.
 	Late func(f *sundialv1.Firing) (fire bool, reason string)
 }
 
@@ -352,13 +352,6 @@ func (s *Stage) prepare(ctx context.Context, batch []*work.Item) {
 				continue
 			}
 		}
-		if s.cfg.Late != nil {
-			if fire, reason := s.cfg.Late(f); !fire {
-				s.count(it, "misfire_skipped")
-				s.routes.Skip(it, reason)
-				continue
-			}
-		}
 		if s.cfg.Unmarked != nil && s.cfg.Unmarked(f.GetExecutionId()) {
 			s.again(it, s.cfg.RetryAfter)
 			continue
@@ -417,7 +410,7 @@ func (s *Stage) prepare(ctx context.Context, batch []*work.Item) {
 				suspects = append(suspects, it)
 				continue
 			}
-			s.routes.Fire(it)
+			s.fire(it)
 		case lease.AlreadyDone:
 			// A redelivery (relay re-publish, rebalance, crash before
 			// commit).
@@ -465,6 +458,22 @@ func (s *Stage) prepare(ctx context.Context, batch []*work.Item) {
 	if len(done) > 0 {
 		s.checkRecorded(ctx, done)
 	}
+}
+
+// fire hands a leased firing to the fire holder, unless it is late and its
+// job's misfire policy does not fire it (Config.Late): then it is skipped,
+// its lease left to run out. Judged only once the lease call has said the
+// execution is not done already (a copy of a fired execution is a
+// duplicate, not a misfire) and not stale.
+func (s *Stage) fire(it *work.Item) {
+	if s.cfg.Late != nil {
+		if fire, reason := s.cfg.Late(it.Firing); !fire {
+			s.count(it, "misfire_skipped")
+			s.routes.Skip(it, reason)
+			return
+		}
+	}
+	s.routes.Fire(it)
 }
 
 // doneCopy is a copy of a firing its marker says is done, and what the
@@ -554,7 +563,7 @@ func (s *Stage) verify(ctx context.Context, items []*work.Item) {
 	var marks []lease.Finish
 	for i, it := range items {
 		if !found[i] {
-			s.routes.Fire(it)
+			s.fire(it)
 			continue
 		}
 		f := it.Firing

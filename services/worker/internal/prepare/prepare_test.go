@@ -511,7 +511,7 @@ func TestHeldByAnotherLooksAgainWhenItsWorkerWouldBeDead(t *testing.T) {
 
 // A firing of a job changed since it was staged is dropped unleased, and
 // one prepared late that its job's misfire policy does not fire is skipped
-// unleased, with the judge's reason; the rest are leased.
+// with the judge's reason once its lease says it is not done already.
 func TestChangedAndLateFiringsAreNotLeased(t *testing.T) {
 	clk := clock.NewFake(t0)
 	l := &leaser{}
@@ -542,7 +542,10 @@ func TestChangedAndLateFiringsAreNotLeased(t *testing.T) {
 	if len(skipped) != 1 || skipped[0] != "late: misfire SKIP: not replayed" {
 		t.Fatalf("skipped %v", skipped)
 	}
-	if len(l.calls) != 1 || len(l.calls[0]) != 1 || l.calls[0][0].Execution.ExecutionID != "fine" {
-		t.Fatalf("leased %v, want only the fine one", l.calls)
+	if len(l.calls) != 1 || len(l.calls[0]) != 2 {
+		t.Fatalf("leased %v, want the late and the fine one (a late copy of a done execution is a duplicate, not a misfire)", l.calls)
+	}
+	if len(r.fire) != 1 || exec(r.fire[0]) != "fine" {
+		t.Fatalf("to the fire holder: %v", r.fire)
 	}
 }
