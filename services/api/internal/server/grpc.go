@@ -70,6 +70,11 @@ type GRPCConfig struct {
 	RateLimit ratelimit.Config
 	// Clock times the rate limit; nil: the real clock.
 	Clock clock.Clock
+	// StoresReady, when set, says whether the stores every call needs are
+	// ready: an api started while Postgres was down serves health checks
+	// at once, and every other call answers Unavailable with its error
+	// (naming the store) until it is nil.
+	StoresReady func(context.Context) error
 	// TLS, when set, is the network listener's server configuration
 	// (pkg/connsec.ServerCerts.Config("h2")): every connection from the
 	// network handshakes with it, and with mutual TLS presents a client
@@ -116,6 +121,12 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	// resolved, so it comes after them.
 	unary := []grpc.UnaryServerInterceptor{cfg.Metrics.UnaryServerInterceptor(), cfg.Tokens.UnaryServerInterceptor()}
 	stream := []grpc.StreamServerInterceptor{cfg.Metrics.StreamServerInterceptor(), cfg.Tokens.StreamServerInterceptor()}
+	if cfg.StoresReady != nil {
+		// After the tokens, so a caller without one learns nothing of
+		// the stores.
+		unary = append(unary, storesReadyUnary(cfg.StoresReady))
+		stream = append(stream, storesReadyStream(cfg.StoresReady))
+	}
 	if cfg.RateLimit.Enabled() {
 		if cfg.Clock == nil {
 			cfg.Clock = clock.Real{}
