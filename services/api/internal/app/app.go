@@ -4,16 +4,25 @@
 // reader, the Kafka topic check, the gRPC services and server, and the
 // HTTP/JSON API with the console.
 //
+// No store has to answer for the api to start. Postgres, and with
+// --migrate-on-start the ledger's Cassandra schema, are prepared at start
+// when they answer; when they do not, the api starts anyway, logs that it
+// waits, names them in /readyz and prepares them once they answer
+// (awaited), and until Postgres is prepared every call but the health
+// checks answers Unavailable. A store that refuses the api's settings (a
+// wrong password, an untrusted certificate) stops it at start, naming it.
+//
 // The services are started in order and stopped in reverse: the closers of
-// the pool, the Redis client and the topic check, the ledger reader, the
-// gRPC server, then the HTTP server (a client of the gRPC server). So the
-// HTTP server stops first, and the stores close after every server that
-// uses them has stopped.
+// the pool and the waits for the stores, the Redis client and the topic
+// check, the ledger reader, the gRPC server, then the HTTP server (a
+// client of the gRPC server). So the HTTP server stops first, and the
+// stores close after every server that uses them has stopped.
 package app
 
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -71,14 +80,11 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 			u.run()
 		}
 	}()
-	pool, err := openPostgres(ctx, cfg, deps.Logger)
+	pool, pg, cass, err := openStores(ctx, cfg, deps.Logger)
 	if err != nil {
 		return nil, err
 	}
 	u.add(pool.Close)
-	if err := syncLedgerTTLs(ctx, pool, cfg.ledgerTTLs, deps.Logger); err != nil {
-		return nil, err
-	}
 	st := store.New(pool)
 	b, err := openBackends(cfg, deps, &u)
 	if err != nil {
@@ -99,7 +105,12 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 	if h.tokens, err = tokens.NewService(tokenStore, clock.Real{}, deps.Logger); err != nil {
 		return nil, err
 	}
-	grpcSrv, httpTLS, err := newGRPC(cfg, deps, h)
+	grpcSrv, httpTLS, err := newGRPC(cfg, deps, h, func(ctx context.Context) error {
+		if pg.Ready(ctx) != nil {
+			return errWaitingForPostgres // the details are /readyz's, not every caller's
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +120,18 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 		"create_rate_per_minute", d.CreatesPerMinute, "tenant_overrides", cfg.quotas.Overridden())
 	// Started in order, stopped in reverse: the server stops before the
 	// stores it uses close.
-	services := []lifecycle.Service{closer(pool.Close), redisOwner{rdb: b.redis, logger: deps.Logger}, b.closeTopics, b.ledger, verifier, grpcSrv}
+	services := []lifecycle.Service{closer(pool.Close), pg}
+	checks := map[string]admin.Check{"postgres": func(ctx context.Context) error {
+		if err := pg.Ready(ctx); err != nil {
+			return err
+		}
+		return st.Ping(ctx)
+	}}
+	if cass != nil {
+		services = append(services, cass)
+		checks["cassandra"] = cass.Ready
+	}
+	services = append(services, redisOwner{rdb: b.redis, logger: deps.Logger}, b.closeTopics, b.ledger, verifier, grpcSrv)
 	if cfg.HTTPAddr != "" {
 		// The HTTP/JSON API and console: a client of the gRPC server, so
 		// started after it and stopped before it.
@@ -119,35 +141,56 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 		}
 		services = append(services, httpSrv)
 	}
-	return &App{Services: services, Checks: map[string]admin.Check{"postgres": st.Ping}}, nil
+	return &App{Services: services, Checks: checks}, nil
 }
 
-// openPostgres opens the pool, checks it answers, and applies the
-// migrations (the ledger's schema too) unless --migrate-on-start=false.
-func openPostgres(ctx context.Context, cfg Config, logger *slog.Logger) (*pgxpool.Pool, error) {
-	pool, err := pgxpool.New(ctx, cfg.PostgresDSN)
+// errWaitingForPostgres is what a call made before Postgres answered and
+// was migrated gets, as Unavailable.
+var errWaitingForPostgres = errors.New("waiting for postgres")
+
+// openStores opens the Postgres pool, which connects on demand, and the
+// waits for the stores the api prepares: Postgres (migrations unless
+// --migrate-on-start=false, then the ledger TTLs) and, with
+// --migrate-on-start, the ledger's Cassandra schema (cass, else nil). A
+// store that answers is prepared here, before anything serves; one that
+// refuses the api's settings stops it, naming the store; one that does
+// not answer is waited for once the services start.
+func openStores(ctx context.Context, cfg Config, logger *slog.Logger) (pool *pgxpool.Pool, pg, cass *awaited, err error) {
+	pool, err = pgxpool.New(ctx, cfg.PostgresDSN)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: %w", err)
+		return nil, nil, nil, fmt.Errorf("postgres: %w", err)
 	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("postgres: %w", err)
-	}
-	if cfg.MigrateOnStart {
-		if err := migrations.Up(ctx, pool, logger); err != nil {
-			pool.Close()
-			return nil, err
+	pg = newAwaited("postgres", func(ctx context.Context) error { return pingPostgres(ctx, pool) }, func(ctx context.Context) error {
+		if cfg.MigrateOnStart {
+			if err := migrations.Up(ctx, pool, logger); err != nil {
+				return err
+			}
 		}
-		// The api is the one writer of the ledger's schema: concurrent
-		// CREATE TABLE from many workers can leave a multi-node cluster
-		// disagreeing about a table's id.
-		if err := migrateLedger(ctx, splitList(cfg.CassandraHosts), cfg.CassandraSecurity, cfg.CassandraKeyspace, cfg.CassandraRepl); err != nil {
-			pool.Close()
-			return nil, err
+		return syncLedgerTTLs(ctx, pool, cfg.ledgerTTLs, logger)
+	}, logger)
+	if err := pg.atStart(ctx); err != nil {
+		pool.Close()
+		return nil, nil, nil, err
+	}
+	if !cfg.MigrateOnStart {
+		return pool, pg, nil, nil
+	}
+	// The api is the one writer of the ledger's schema: concurrent
+	// CREATE TABLE from many workers can leave a multi-node cluster
+	// disagreeing about a table's id.
+	reach, migrate := ledgerSchema(splitList(cfg.CassandraHosts), cfg.CassandraSecurity, cfg.CassandraKeyspace, cfg.CassandraRepl)
+	cass = newAwaited("cassandra", reach, func(ctx context.Context) error {
+		if err := migrate(ctx); err != nil {
+			return err
 		}
 		logger.Info("ledger schema is up to date", "keyspace", cfg.CassandraKeyspace)
+		return nil
+	}, logger)
+	if err := cass.atStart(ctx); err != nil {
+		pool.Close()
+		return nil, nil, nil, err
 	}
-	return pool, nil
+	return pool, pg, cass, nil
 }
 
 // backends are the api's clients of the other stores.
@@ -261,7 +304,7 @@ func newHandlers(cfg Config, deps Deps, pool *pgxpool.Pool, st *store.Store, b b
 
 // newGRPC builds the gRPC server over the handlers, and the HTTP port's TLS
 // (nil when TLS is off) beside the gRPC port's.
-func newGRPC(cfg Config, deps Deps, h handlers) (*server.GRPC, *tls.Config, error) {
+func newGRPC(cfg Config, deps Deps, h handlers, storesReady func(context.Context) error) (*server.GRPC, *tls.Config, error) {
 	grpcTLS, httpTLS, err := cfg.serverTLS(deps.Logger, deps.Registry)
 	if err != nil {
 		return nil, nil, err
@@ -280,6 +323,7 @@ func newGRPC(cfg Config, deps Deps, h handlers) (*server.GRPC, *tls.Config, erro
 		Tracer:          deps.Tracer,
 		RateLimit:       cfg.RateLimit,
 		TLS:             grpcTLS,
+		StoresReady:     storesReady,
 	})
 	if err != nil {
 		return nil, nil, err

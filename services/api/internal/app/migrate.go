@@ -2,9 +2,7 @@ package app
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -50,14 +48,9 @@ func Migrate(ctx context.Context, cfg MigrateConfig, logger *slog.Logger) error 
 
 // migrateLedger creates the ledger's keyspace and tables if missing.
 func migrateLedger(ctx context.Context, hosts []string, sec ledger.Security, keyspace, replication string) error {
-	cc := ledger.ConnectConfig{Hosts: hosts, Timeout: 30 * time.Second}
-	if err := sec.Apply(&cc); err != nil {
-		return fmt.Errorf("cassandra: %w", err)
-	}
-	sess, err := ledger.Connect(cc)
-	if err != nil {
+	reach, prepare := ledgerSchema(hosts, sec, keyspace, replication)
+	if err := reach(ctx); err != nil {
 		return err
 	}
-	defer sess.Close()
-	return ledger.Migrate(ctx, sess, keyspace, replication)
+	return prepare(ctx)
 }
