@@ -478,7 +478,7 @@ func (b *builder) stages(clk *clocks, rs redisSide, led ledgerSide, rec *recorde
 	// leased when due waits at most 2/5 of a lease for an executor, so it
 	// reaches one with more than half its lease left and goes out with no
 	// Redis call, however far behind the worker is.
-	adm := prepare.NewAdmission(prepare.AdmissionConfig{Waiting: q.Len, Drained: q.Drained, Window: cfg.LeaseTTL * 2 / 5,
+	adm := prepare.NewAdmission(prepare.AdmissionConfig{Waiting: q.LenUpTo, Drained: q.Drained, Window: cfg.LeaseTTL * 2 / 5,
 		Floor: max(512, 4*(cfg.Executors+cfg.CriticalExecutors))}, clk.local)
 	// Changed jobs: the versions watch learns what the api announces; the
 	// sweeper takes the changed jobs' firings out of both holders in one

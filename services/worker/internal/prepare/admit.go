@@ -41,9 +41,9 @@ type Admission struct {
 
 // AdmissionConfig tunes an Admission.
 type AdmissionConfig struct {
-	// Waiting is the number of firings waiting for an executor now (the
-	// ready queue's length).
-	Waiting func() int
+	// Waiting is the number of firings waiting for an executor now that a
+	// firing of the priority of rank r waits behind (readyq.Queue.LenUpTo).
+	Waiting func(r int) int
 	// Drained is the number of firings ever taken by the executors.
 	Drained func() uint64
 	// Window is how long a firing leased now may wait for an executor:
@@ -71,11 +71,14 @@ func NewAdmission(cfg AdmissionConfig, clk clock.Clock) *Admission {
 	return &Admission{cfg: cfg, clk: clk}
 }
 
-// Allow is how many more firings may be leased now (0: none until the
-// executors have taken some).
-func (a *Admission) Allow() int {
+// Allow is how many more firings of the priority of rank r (readyq.Rank)
+// may be leased now (0: none until the executors have taken some). Only
+// the firings a firing of that priority would wait behind count — its own
+// priority's and the more urgent ones — so a LOW backlog filling the ready
+// queue never holds back the lease of a CRITICAL or HIGH firing.
+func (a *Admission) Allow(r int) int {
 	budget := a.Budget()
-	return max(budget-a.cfg.Waiting(), 0)
+	return max(budget-a.cfg.Waiting(r), 0)
 }
 
 // Budget is how many firings may wait for an executor: the drain rate over

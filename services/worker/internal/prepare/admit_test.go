@@ -9,6 +9,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/lease"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
 	"github.com/sundialhq/sundial/services/worker/internal/work"
 )
@@ -19,8 +20,8 @@ func TestAdmissionFollowsTheDrainRate(t *testing.T) {
 	clk := clock.NewFake(t0)
 	var drained atomic.Uint64
 	waiting := 0
-	a := NewAdmission(AdmissionConfig{Waiting: func() int { return waiting }, Drained: drained.Load, Window: 2 * time.Second, Floor: 100}, clk)
-	if got := a.Allow(); got != 100 {
+	a := NewAdmission(AdmissionConfig{Waiting: func(int) int { return waiting }, Drained: drained.Load, Window: 2 * time.Second, Floor: 100}, clk)
+	if got := a.Allow(0); got != 100 {
 		t.Fatalf("before any sample Allow = %d, want the floor 100", got)
 	}
 	// The executors take 1,000 firings a second for three seconds.
@@ -33,11 +34,11 @@ func TestAdmissionFollowsTheDrainRate(t *testing.T) {
 		t.Fatalf("budget %d after 3 s at 1,000/s, want about 2,000 (1,000/s over 2 s)", b)
 	}
 	waiting = 1500
-	if got, b := a.Allow(), a.Budget(); got != b-1500 {
+	if got, b := a.Allow(0), a.Budget(); got != b-1500 {
 		t.Fatalf("Allow = %d with 1,500 waiting and a budget of %d", got, b)
 	}
 	waiting = 5000
-	if got := a.Allow(); got != 0 {
+	if got := a.Allow(0); got != 0 {
 		t.Fatalf("Allow = %d with more waiting than the budget, want 0", got)
 	}
 	// A core taken away: the executors now take 250 a second.
@@ -67,7 +68,7 @@ func TestBacklogIsLeasedAtTheDrainRate(t *testing.T) {
 	clk := clock.NewFake(t0.Add(time.Minute)) // every firing below is late
 	var drained atomic.Uint64
 	var leased atomic.Int64
-	waiting := func() int { return int(leased.Load()) - int(drained.Load()) }
+	waiting := func(int) int { return int(leased.Load()) - int(drained.Load()) }
 	adm := NewAdmission(AdmissionConfig{Waiting: waiting, Drained: drained.Load, Window: 2 * time.Second, Floor: 300}, clk)
 	l := &leaser{}
 	s, r := newStage(t, Config{Batch: 100, Admission: adm}, &countingLeaser{leaser: l, n: &leased}, clk)
@@ -137,5 +138,46 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 5 s")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// A LOW backlog that fills the ready queue up to the budget holds back
+// more LOW leases, never a CRITICAL or HIGH one: each priority counts only
+// what it would wait behind.
+func TestLowBacklogDoesNotHoldBackUrgentLeases(t *testing.T) {
+	clk := clock.NewFake(t0.Add(time.Minute))
+	waitingLow := 400 // LOW firings in the ready queue
+	adm := NewAdmission(AdmissionConfig{Waiting: func(r int) int {
+		if r == 3 {
+			return waitingLow
+		}
+		return 0
+	}, Drained: func() uint64 { return 0 }, Floor: 400}, clk)
+	l := &leaser{}
+	s, r := newStage(t, Config{Batch: 100, Admission: adm}, l, clk)
+	o := &owner{}
+	var items []*work.Item
+	for i := range 50 {
+		low := item(t, o, fmt.Sprint("low-", i), t0, 0)
+		low.Priority = sundialv1.Priority_PRIORITY_LOW
+		items = append(items, low)
+	}
+	crit := item(t, o, "crit", t0.Add(time.Second), 0)
+	crit.Priority = sundialv1.Priority_PRIORITY_CRITICAL
+	items = append(items, crit)
+	s.AddMany(items)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = s.Start(ctx) }()
+	defer s.Stop()
+	<-r.fired
+	time.Sleep(20 * time.Millisecond)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.fire) != 1 || exec(r.fire[0]) != "crit" {
+		t.Fatalf("leased %d (first %s), want the CRITICAL one alone while LOW's queue is at its budget", len(r.fire), exec(r.fire[0]))
+	}
+	if s.Waiting() != 50 {
+		t.Fatalf("%d waiting, want the 50 LOW", s.Waiting())
 	}
 }

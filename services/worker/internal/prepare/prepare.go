@@ -175,6 +175,10 @@ type Stage struct {
 
 	seq    atomic.Uint64
 	runner lifecycle.Runner
+	// checking runs the ledger checks of prepared batches (verify,
+	// checkRecorded) beside the stage's loop; lookups bounds their reads.
+	checking sync.WaitGroup
+	lookups  chan struct{}
 }
 
 // New returns a stage; clk is the worker's corrected clock.
@@ -201,7 +205,7 @@ func New(cfg Config, l Leaser, routes Routes, clk clock.Clock, m *metrics.Metric
 	if cfg.CheckAfter <= 0 {
 		cfg.CheckAfter = d.CheckAfter
 	}
-	return &Stage{cfg: cfg, leaser: l, routes: routes, clk: clk, m: m, logger: logger, wake: make(chan struct{}, 1)}
+	return &Stage{cfg: cfg, leaser: l, routes: routes, clk: clk, m: m, logger: logger, wake: make(chan struct{}, 1), lookups: make(chan struct{}, ledgerLookups)}
 }
 
 // Lead is how long before its instant it should be prepared: Config.Lead,
@@ -259,22 +263,25 @@ func (s *Stage) Start(context.Context) error {
 			}
 			select {
 			case <-ctx.Done():
+				// The checks under way end with ctx (their lookups are
+				// bounded by it); their firings stay where they are.
+				s.checking.Wait()
 				return nil
 			case <-s.wake:
 			case <-again:
 			}
 			held = false
 			for {
-				n := s.cfg.Batch
-				if s.cfg.Admission != nil {
-					n = min(n, s.cfg.Admission.Allow())
+				var allowed [4]int
+				for r := range allowed {
+					allowed[r] = s.cfg.Batch
+					if s.cfg.Admission != nil {
+						allowed[r] = min(allowed[r], s.cfg.Admission.Allow(r))
+					}
 				}
-				if n == 0 {
-					held = s.waiting() > 0
-					break
-				}
-				batch = s.take(batch[:0], n)
+				batch = s.take(batch[:0], allowed)
 				if len(batch) == 0 {
+					held = s.waiting() > 0
 					break
 				}
 				s.prepare(ctx, batch)
@@ -288,12 +295,14 @@ func (s *Stage) Start(context.Context) error {
 // firings back.
 const admissionPoll = 10 * time.Millisecond
 
-// take appends up to n due firings to batch, the most urgent priority
-// first, the earliest instant first within a priority.
-func (s *Stage) take(batch []*work.Item, n int) []*work.Item {
+// take appends up to Batch due firings to batch, the most urgent priority
+// first, the earliest instant first within a priority, and at most
+// allowed[r] of the priority of rank r.
+func (s *Stage) take(batch []*work.Item, allowed [4]int) []*work.Item {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for r := range s.due {
+		n := min(len(batch)+allowed[r], s.cfg.Batch)
 		for len(batch) < n && s.due[r].len() > 0 {
 			batch = append(batch, s.due[r].pop())
 		}
@@ -321,9 +330,13 @@ func (s *Stage) Waiting() int { return s.waiting() }
 // partition's revoke or the worker's exit deals with them).
 func (s *Stage) Stop() { s.runner.Stop() }
 
-// Prepare runs one batch now, on the caller's goroutine (tests; Start's
-// loop calls it for every batch).
-func (s *Stage) Prepare(ctx context.Context, batch []*work.Item) { s.prepare(ctx, batch) }
+// Prepare runs one batch now, on the caller's goroutine, and waits for its
+// ledger checks (tests; Start's loop prepares every batch without waiting
+// for them).
+func (s *Stage) Prepare(ctx context.Context, batch []*work.Item) {
+	s.prepare(ctx, batch)
+	s.checking.Wait()
+}
 
 func (s *Stage) prepare(ctx context.Context, batch []*work.Item) {
 	acq := make([]lease.Acquisition, 0, len(batch))
@@ -452,11 +465,15 @@ func (s *Stage) prepare(ctx context.Context, batch []*work.Item) {
 			s.routes.Now(it)
 		}
 	}
+	// The ledger is asked off the stage's goroutine: a worker taking over a
+	// dead one's partitions has a second or two of its firings to verify,
+	// one read each, and verified in line they held every later batch
+	// (and so every firing of the worker) behind them.
 	if len(suspects) > 0 {
-		s.verify(ctx, suspects)
+		s.checking.Go(func() { s.verify(ctx, suspects) })
 	}
 	if len(done) > 0 {
-		s.checkRecorded(ctx, done)
+		s.checking.Go(func() { s.checkRecorded(ctx, done) })
 	}
 }
 
@@ -531,17 +548,20 @@ func (s *Stage) checkRecorded(ctx context.Context, copies []doneCopy) {
 	}
 }
 
-// lookUp runs the ledger lookups 0..n-1, 16 at a time, each bounded by
-// the call timeout, and returns when all have.
+// ledgerLookups bounds the ledger reads in flight for the whole stage.
+const ledgerLookups = 32
+
+// lookUp runs the ledger lookups 0..n-1, at most ledgerLookups at a time
+// across the stage, each bounded by the call timeout, and returns when all
+// have.
 func (s *Stage) lookUp(ctx context.Context, n int, one func(ctx context.Context, i int)) {
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
 	for i := range n {
 		wg.Add(1)
-		sem <- struct{}{}
+		s.lookups <- struct{}{}
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
+			defer func() { <-s.lookups }()
 			cctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
 			defer cancel()
 			one(cctx, i)

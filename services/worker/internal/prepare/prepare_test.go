@@ -244,7 +244,7 @@ func TestCriticalIsPreparedFirst(t *testing.T) {
 	crit := item(t, o, "crit", t0, 0)
 	crit.Priority = sundialv1.Priority_PRIORITY_CRITICAL
 	s.Add(crit)
-	first := s.take(nil, 4)
+	first := s.take(nil, [4]int{4, 4, 4, 4})
 	if len(first) != 4 || exec(first[0]) != "crit" || exec(first[1]) != "m0" || exec(first[3]) != "m2" {
 		var ids []string
 		for _, it := range first {
@@ -253,7 +253,7 @@ func TestCriticalIsPreparedFirst(t *testing.T) {
 		t.Fatalf("first batch %v, want crit then m0, m1, m2", ids)
 	}
 	n := len(first)
-	for b := s.take(nil, 4); len(b) > 0; b = s.take(nil, 4) {
+	for b := s.take(nil, [4]int{4, 4, 4, 4}); len(b) > 0; b = s.take(nil, [4]int{4, 4, 4, 4}) {
 		n += len(b)
 	}
 	if n != 11 {
@@ -547,5 +547,46 @@ func TestChangedAndLateFiringsAreNotLeased(t *testing.T) {
 	}
 	if len(r.fire) != 1 || exec(r.fire[0]) != "fine" {
 		t.Fatalf("to the fire holder: %v", r.fire)
+	}
+}
+
+// The ledger is asked about a dead delivery's firings off the stage's
+// loop: while it is slow to answer, the stage goes on leasing later
+// firings (a worker taking over a dead one's partitions fired nothing for
+// seconds while it verified them in line).
+func TestSlowLedgerCheckDoesNotHoldBackLaterFirings(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l := &leaser{answer: map[string]lease.Result{"suspect": {Outcome: lease.Acquired, Fence: 7, Deliveries: 2}}}
+	release := make(chan struct{})
+	asked := make(chan struct{}, 1)
+	s, r := newStage(t, Config{Recorded: func(ctx context.Context, f *sundialv1.Firing) (sundialv1.ExecutionStatus, bool) {
+		asked <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return 0, false
+	}}, l, clk)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = s.Start(ctx) }()
+	defer s.Stop()
+	o := &owner{}
+	s.Add(item(t, o, "suspect", t0, 0))
+	<-asked
+	s.Add(item(t, o, "later", t0, 0))
+	<-r.fired
+	r.mu.Lock()
+	first := exec(r.fire[0])
+	r.mu.Unlock()
+	if first != "later" {
+		t.Fatalf("fired %s first, want the later firing while the ledger check waits", first)
+	}
+	close(release)
+	<-r.fired
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.fire) != 2 || exec(r.fire[1]) != "suspect" {
+		t.Fatalf("fired %d, want the suspect too once the ledger answered", len(r.fire))
 	}
 }

@@ -316,6 +316,19 @@ func (q *Queue) Len() int {
 	return q.n
 }
 
+// LenUpTo is the number of items waiting of the priority of rank r (see
+// Rank) and the more urgent ones: what a firing of that priority waits
+// behind.
+func (q *Queue) LenUpTo(r int) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for i := 0; i <= r && i < len(q.lanes); i++ {
+		n += q.lanes[i].Len()
+	}
+	return n
+}
+
 // FIFO is a first-in-first-out lane: a ring buffer that grows by doubling
 // and shrinks back when mostly empty, so a burst does not pin memory.
 type FIFO struct {
