@@ -209,7 +209,7 @@ func executePeers(ctx context.Context, f peersFlags, args []string, log *slog.Lo
 	fmt.Fprintf(&b, "- Load average (1/5/15 min) at the start: %s; at the end: %s\n", env.LoadStart, bench.LoadAvg())
 	fmt.Fprintf(&b, "- Versions: %s; %s\n", env.Versions, peerVersions())
 	fmt.Fprintf(&b, "- Durability: %s\n", env.Durability)
-	fmt.Fprintf(&b, "- Each run: %s measured after a %s warm-up; %d concurrent deliveries per system; lost = not arrived %s after the window; held = nothing lost, p99 ≤ %s, none later than %s\n\n",
+	fmt.Fprintf(&b, "- Each run: %s measured after a %s warm-up; %d concurrent deliveries per system; lost = not arrived %s after the window (for Sundial, beyond the firings its workers skipped by the jobs' misfire policy, shown apart); held = nothing lost or skipped, p99 ≤ %s, none later than %s\n\n",
 		cfg.Duration, cfg.Warmup, cfg.Workers, cfg.Deadline, cfg.MaxP99, cfg.Grace)
 	b.WriteString(peers.Markdown(rows))
 	fmt.Fprint(stdout, b.String())

@@ -23,8 +23,9 @@ type BurstConfig struct {
 // the herd's instant.
 func (r *Runner) Burst(ctx context.Context, d *deployment, cfg BurstConfig) (Result, error) {
 	res := Result{Scenario: "burst",
-		Header: []string{"jobs", "CRITICAL", "CPU per firing: machine (per process, ms)", "last fired after", "p50", "p99", "CRITICAL p50", "CRITICAL p99", "CRITICAL max", "lost", "dup effects", "raw dups"}}
+		Header: []string{"jobs", "CRITICAL", "CPU per firing: machine (per process, ms)", "last fired after", "p50", "p99", "CRITICAL p50", "CRITICAL p99", "CRITICAL max", "lost", "skipped by misfire policy", "dup effects", "raw dups"}}
 	n := cfg.Jobs + cfg.Critical
+	mark := d.markMisfires(ctx)
 	if err := d.calibrate(ctx, n); err != nil {
 		return res, err
 	}
@@ -78,21 +79,23 @@ func (r *Runner) Burst(ctx context.Context, d *deployment, cfg BurstConfig) (Res
 	wantHerd, _ := herd.slots(from, to)
 	wantCrit, _ := crit.slots(from, to)
 	everything := d.analyze(all, want, from, to)
+	skipped := d.skippedSince(ctx, mark)
 	hs := harness.Summarize(d.analyze(herd, wantHerd, from, to).Lateness)
 	cs := harness.Summarize(d.analyze(crit, wantCrit, from, to).Lateness)
 	// The window runs from a second before the instant until the last
 	// arrival: its CPU over the firings in it.
 	cpu := CPUPerFiring(u0, u1, float64(n)/max(u1.window(u0).Seconds(), 1e-3))
 	res.Row = []string{fmt.Sprint(cfg.Jobs), fmt.Sprint(cfg.Critical), cpu, FormatLatency(hs.Max), FormatLatency(hs.P50), FormatLatency(hs.P99),
-		FormatLatency(cs.P50), FormatLatency(cs.P99), FormatLatency(cs.Max), fmt.Sprint(everything.Missing), fmt.Sprint(everything.DuplicateEffects), fmt.Sprint(everything.RawDuplicates)}
+		FormatLatency(cs.P50), FormatLatency(cs.P99), FormatLatency(cs.Max), fmt.Sprint(lostBeyond(everything.Missing, skipped)), fmt.Sprint(skipped), fmt.Sprint(everything.DuplicateEffects), fmt.Sprint(everything.RawDuplicates)}
 	if hs.Max > 0 {
 		res.detailf("burst: the herd drained at %.0f firings/s on average (jobs / time until the last fired)", float64(cfg.Jobs)/hs.Max.Seconds())
 	}
 	res.detailf("burst: herd lateness %s; CRITICAL lateness %s", hs, cs)
+	res.Details = append(res.Details, skippedNote("burst", everything.Missing, skipped))
 	res.detailf("burst: CPU cores / RSS from one second before the instant until the last arrival: %s", usageLine(u0, u1))
 	for _, f := range files {
 		res.detailf("burst: profile %s", f)
 	}
-	res.Problems = problems("burst", everything)
+	res.Problems = problems("burst", everything, skipped)
 	return res, nil
 }

@@ -171,11 +171,14 @@ type chaosRow struct {
 	f                  fault
 	start, over, ended time.Time // fault applied, fault ended (all back), row ended
 	note               string
+	// skipped are the firings the workers skipped by misfire policy from
+	// the fault until the row ended.
+	skipped int
 }
 
 // Chaos runs the fault matrix and returns one table row per fault.
 func (r *Runner) Chaos(ctx context.Context, cfg ChaosConfig) (res Result, err error) {
-	res = Result{Scenario: "chaos", Header: []string{"fault", "expected", "firings", "delivered", "lost", "dup effects", "raw dups",
+	res = Result{Scenario: "chaos", Header: []string{"fault", "expected", "firings", "delivered", "lost", "skipped by misfire policy", "dup effects", "raw dups",
 		"added lateness p99 / max", "time to recover", "seen"}}
 	if cfg.Infra == nil {
 		return res, errors.New("chaos: no infra.sh runner")
@@ -211,6 +214,7 @@ func (r *Runner) Chaos(ctx context.Context, cfg ChaosConfig) (res Result, err er
 		}
 	}()
 
+	mark := c.d.markMisfires(ctx)
 	start := r.clock.Now().Add(r.lead(cfg.Rate + cfg.HangJobs)).Truncate(time.Second)
 	// The jobs go on until they are deleted at the end: a matrix's length
 	// depends on how long each fault takes to recover from.
@@ -265,6 +269,7 @@ func (r *Runner) Chaos(ctx context.Context, cfg ChaosConfig) (res Result, err er
 				return res, err
 			}
 		}
+		rowMark := c.d.markMisfires(ctx)
 		row := chaosRow{f: f, start: r.clock.Now()}
 		r.log.Info("chaos: fault", "fault", name)
 		note, err := f.inject(ctx)
@@ -276,6 +281,7 @@ func (r *Runner) Chaos(ctx context.Context, cfg ChaosConfig) (res Result, err er
 			return res, err
 		}
 		row.ended = r.clock.Now()
+		row.skipped = c.d.skippedSince(ctx, rowMark)
 		r.log.Info("chaos: fault over", "fault", name, "note", note, "row_took", row.ended.Sub(row.start).Round(time.Second))
 		rows = append(rows, row)
 		if f.after != nil {
@@ -301,6 +307,7 @@ func (r *Runner) Chaos(ctx context.Context, cfg ChaosConfig) (res Result, err er
 	if err := c.await(ctx, want, end.Add(3*time.Minute), 5*time.Second); err != nil {
 		return res, err
 	}
+	skipped := c.d.skippedSince(ctx, mark)
 	deliveries := c.deliveries()
 	// Every firing that reached a target has its final record in the
 	// ledger, whatever the matrix stopped (Cassandra included): read back
@@ -320,7 +327,7 @@ func (r *Runner) Chaos(ctx context.Context, cfg ChaosConfig) (res Result, err er
 	for _, row := range rows {
 		a := c.analyze(want, deliveries, row.start, row.ended)
 		late, recovered := c.recovery(a, want, deliveries, row)
-		res.Rows = append(res.Rows, []string{row.f.what, row.f.expected, fmt.Sprint(a.Expected), fmt.Sprint(a.Arrived), fmt.Sprint(a.Missing),
+		res.Rows = append(res.Rows, []string{row.f.what, row.f.expected, fmt.Sprint(a.Expected), fmt.Sprint(a.Arrived), fmt.Sprint(lostBeyond(a.Missing, row.skipped)), fmt.Sprint(row.skipped),
 			fmt.Sprint(a.DuplicateEffects), fmt.Sprint(a.RawDuplicates), late, recovered, row.note})
 		res.detailf("chaos: %s: fault at %s, over at %s (%s), row ended at %s; firings due in the row: %s; early %d",
 			row.f.name, row.start.Format(time.TimeOnly+".000"), row.over.Format(time.TimeOnly+".000"), row.over.Sub(row.start).Round(100*time.Millisecond),
@@ -343,16 +350,19 @@ func (r *Runner) Chaos(ctx context.Context, cfg ChaosConfig) (res Result, err er
 					row.f.name, ph.what, pa.Expected, pa.Arrived, pa.RawDuplicates, harness.Summarize(pa.Lateness))
 			}
 		}
-		res.Problems = append(res.Problems, problems("chaos "+row.f.name, a)...)
+		res.Details = append(res.Details, skippedNote("chaos: "+row.f.name, a.Missing, row.skipped))
+		res.Problems = append(res.Problems, problems("chaos "+row.f.name, a, row.skipped)...)
 	}
 	for _, l := range c.loaded {
 		res.Details = append(res.Details, l.Details...)
 		res.Problems = append(res.Problems, l.Problems...)
 	}
 	all := c.analyze(want, deliveries, start, end)
-	res.detailf("chaos: all %d firings from %s to %s: %s; lost %d, duplicate effects %d, raw duplicates %d",
-		all.Expected, start.Format(time.TimeOnly), end.Format(time.TimeOnly), harness.Summarize(all.Lateness), all.Missing, all.DuplicateEffects, all.RawDuplicates)
-	res.Problems = append(res.Problems, problems("chaos (whole run)", all)...)
+	res.detailf("chaos: all %d firings from %s to %s: %s; lost %d, skipped by misfire policy %d, duplicate effects %d, raw duplicates %d",
+		all.Expected, start.Format(time.TimeOnly), end.Format(time.TimeOnly), harness.Summarize(all.Lateness), lostBeyond(all.Missing, skipped), skipped,
+		all.DuplicateEffects, all.RawDuplicates)
+	res.Details = append(res.Details, skippedNote("chaos (whole run)", all.Missing, skipped))
+	res.Problems = append(res.Problems, problems("chaos (whole run)", all, skipped)...)
 	return res, nil
 }
 
@@ -525,6 +535,7 @@ func (c *chaos) killAndReplace(ctx context.Context, service string) (string, err
 	if victim == nil {
 		return "", fmt.Errorf("no %s running", service)
 	}
+	d.noteMisfires(ctx) // a killed worker's skips count as last read
 	if err := victim.Kill(); err != nil {
 		return "", err
 	}
@@ -725,6 +736,7 @@ func (c *chaos) skewedWorker(ctx context.Context) (string, error) {
 			offset = FormatLatency(harness.Seconds(v))
 		}
 	}
+	c.d.noteMisfires(ctx) // its skips count after it is gone
 	if err := pr.Stop(c.r.opts.Window); err != nil {
 		return "", err
 	}

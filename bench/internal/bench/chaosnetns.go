@@ -229,6 +229,8 @@ func (c *chaos) stopIsolated(ctx context.Context) error {
 	c.iso = nil
 	var errs []error
 	if iso.worker != nil {
+		// Its skips so far count after it is gone.
+		c.d.noteMisfires(ctx)
 		errs = append(errs, iso.worker.Stop(c.r.opts.Window))
 	}
 	if iso.plat != nil {

@@ -76,6 +76,9 @@ type deployment struct {
 	prefetchers []*harness.Process
 	relays      []*harness.Process
 	workers     []*harness.Process
+
+	// misfires is the last misfire_skipped count read from each worker.
+	misfires misfires
 }
 
 // deploy starts a deployment: namespace, sink, api, relays (they create the

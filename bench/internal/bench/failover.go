@@ -33,7 +33,7 @@ type kill struct {
 // slot reached the sink as two executions.
 func (r *Runner) Failover(ctx context.Context, d *deployment, cfg FailoverConfig) (Result, error) {
 	res := Result{Scenario: "failover",
-		Header: []string{"rate/s", "duration", "CPU per firing: machine (per process, ms)", "firings", "lost", "dup effects", "raw dups", "p99 before kills",
+		Header: []string{"rate/s", "duration", "CPU per firing: machine (per process, ms)", "firings", "lost", "skipped by misfire policy", "dup effects", "raw dups", "p99 before kills",
 			"prefetcher kill: p99 / max", "relay kill: p99 / max", "worker kill: p99 / max", "prefetching served again after", "worker partitions owned again after"}}
 	if len(d.prefetchers) < 2 || len(d.relays) < 2 || len(d.workers) < 2 {
 		return res, fmt.Errorf("failover needs two prefetchers, relays and workers")
@@ -41,6 +41,7 @@ func (r *Runner) Failover(ctx context.Context, d *deployment, cfg FailoverConfig
 	if cfg.Window <= 0 {
 		cfg.Window = 15 * time.Second
 	}
+	mark := d.markMisfires(ctx)
 	start := r.clock.Now().Add(r.lead(cfg.Rate)).Truncate(time.Second)
 	end := start.Add(cfg.Duration - time.Second)
 	run, err := d.registerRate(ctx, "failover", cfg.Rate, start, end.Add(r.tail()))
@@ -88,6 +89,8 @@ func (r *Runner) Failover(ctx context.Context, d *deployment, cfg FailoverConfig
 		if err := sleepUntil(ctx, r.clock, at(victim.frac)); err != nil {
 			return res, err
 		}
+		// The worker's skips so far count after it is gone.
+		d.noteMisfires(ctx)
 		if err := victim.pr.Kill(); err != nil {
 			return res, err
 		}
@@ -121,9 +124,10 @@ func (r *Runner) Failover(ctx context.Context, d *deployment, cfg FailoverConfig
 		return res, err
 	}
 	all := d.analyze(run, want, start, end)
+	skipped := d.skippedSince(ctx, mark)
 	base := d.analyzeSubset(run, want, func(s harness.Slot) bool { return s.FireAt.Before(kills[0].at) }, start, end)
 	bs := harness.Summarize(base.Lateness)
-	res.Row = []string{fmt.Sprint(cfg.Rate), cfg.Duration.String(), cpu, fmt.Sprint(all.Expected), fmt.Sprint(all.Missing),
+	res.Row = []string{fmt.Sprint(cfg.Rate), cfg.Duration.String(), cpu, fmt.Sprint(all.Expected), fmt.Sprint(lostBeyond(all.Missing, skipped)), fmt.Sprint(skipped),
 		fmt.Sprint(all.DuplicateEffects), fmt.Sprint(all.RawDuplicates), FormatLatency(bs.P99)}
 	for i, k := range kills {
 		// A kill's window ends at the next kill, so each effect is
@@ -140,7 +144,8 @@ func (r *Runner) Failover(ctx context.Context, d *deployment, cfg FailoverConfig
 	}
 	res.Row = append(res.Row, takeover, owned)
 	res.detailf("failover: all firings %s; before the first kill %s", harness.Summarize(all.Lateness), bs)
-	res.Problems = problems("failover", all)
+	res.Details = append(res.Details, skippedNote("failover", all.Missing, skipped))
+	res.Problems = problems("failover", all, skipped)
 	return res, nil
 }
 

@@ -41,6 +41,7 @@ func (r *Runner) Max(ctx context.Context, d *deployment, cfg MaxConfig) (Result,
 	if err := d.calibrate(ctx, top); err != nil {
 		return res, err
 	}
+	mark := d.markMisfires(ctx)
 	first := r.clock.Now().Add(r.lead(top)).Truncate(time.Second)
 	stepStart := func(k int) time.Time { return first.Add(time.Duration(k) * cfg.Step) }
 	stepEnd := func(k int) time.Time { return stepStart(k).Add(cfg.Step - time.Second) }
@@ -80,6 +81,8 @@ func (r *Runner) Max(ctx context.Context, d *deployment, cfg MaxConfig) (Result,
 		}
 		a := d.analyze(run, want, stepStart(k), stepEnd(k))
 		s := harness.Summarize(a.Lateness)
+		// A step whose firings the workers skipped by misfire policy fell
+		// more than the threshold behind: not held, though not lost.
 		ok := a.Missing == 0 && s.P99 <= cfg.MaxP99
 		res.detailf("max: %d/s for %s: %d of %d arrived within %s of the step's end, lateness %s; %s; CPU: %s; per firing %s; sampled: %s",
 			rate, cfg.Step, a.Arrived, a.Expected, cfg.Grace, s, map[bool]string{true: "held", false: "NOT held"}[ok], usageLine(m.u0, m.u1),
@@ -100,7 +103,11 @@ func (r *Runner) Max(ctx context.Context, d *deployment, cfg MaxConfig) (Result,
 			return true
 		}
 		failed, failedP99 = fmt.Sprint(rate), FormatLatency(s.P99)
-		behind = fmt.Sprintf("%d of %d", a.Missing, a.Expected)
+		// The skips counted so far: the ladder's earlier steps held, so
+		// they are this step's (or the next one's, running by now).
+		skipped := d.skippedSince(ctx, mark)
+		behind = fmt.Sprintf("%d of %d (skipped by misfire policy: %d)", a.Missing, a.Expected, skipped)
+		res.Details = append(res.Details, skippedNote(fmt.Sprintf("max: %d/s", rate), a.Missing, skipped))
 		busiest = busiestProcess(m.u0, m.u1)
 		return false
 	}
@@ -162,7 +169,10 @@ func (r *Runner) Max(ctx context.Context, d *deployment, cfg MaxConfig) (Result,
 		if err := d.await(ctx, want, last.Add(60*time.Second), time.Second); err != nil {
 			return res, err
 		}
-		res.Problems = problems("max", d.analyze(run, want, stepStart(0), last))
+		a := d.analyze(run, want, stepStart(0), last)
+		skipped := d.skippedSince(ctx, mark)
+		res.Details = append(res.Details, skippedNote("max", a.Missing, skipped))
+		res.Problems = problems("max", a, skipped)
 	} else {
 		res.detailf("max: the ladder stopped at the first rate not held; its firings were not awaited, so losses are not checked in this scenario")
 	}

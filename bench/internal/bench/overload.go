@@ -67,7 +67,7 @@ type DeleteStagedConfig struct {
 
 // recoveryHeader is the columns every recovery scenario's row starts with.
 var recoveryHeader = []string{"offered", "disturbance", "back to normal (p99 ≤ 1 s over 5 s)", "catch-up rate (while behind)",
-	"CPU per firing behind: machine (per process, ms)", "CPU per firing on time", "worker peak RSS", "lost", "dup effects", "poison"}
+	"CPU per firing behind: machine (per process, ms)", "CPU per firing on time", "worker peak RSS", "lost", "skipped by misfire policy", "dup effects", "poison"}
 
 // recoveryLoad is one recovery scenario's load and disturbance.
 type recoveryLoad struct {
@@ -93,6 +93,9 @@ type recoveryOutcome struct {
 	note                 string
 	want                 harness.Expected
 	all                  harness.Analysis
+	// skipped are the firings the workers skipped by misfire policy over
+	// the run: of all.Missing, those not lost.
+	skipped int
 	// timeline is all's, with each firing not delivered as Never.
 	timeline []harness.Late
 	back     time.Duration
@@ -115,6 +118,7 @@ func (r *Runner) recover(ctx context.Context, d *deployment, l recoveryLoad) (o 
 		r.log.Warn("registration ran past the first slot; the measurement starts later", "scenario", l.name, "first", l.start.Format(time.TimeOnly))
 	}
 	o.start = l.start
+	mark := d.markMisfires(ctx)
 	defer func() {
 		// The load ends with the scenario, also on a shared deployment
 		// and whatever went wrong.
@@ -163,6 +167,7 @@ func (r *Runner) recover(ctx context.Context, d *deployment, l recoveryLoad) (o 
 	}
 	// (to is the last slot wanted: the load fired on until its delete)
 	o.all = d.analyze(l.jobs, o.want, l.start, o.end.Add(-time.Second))
+	o.skipped = d.skippedSince(ctx, mark)
 	o.timeline = d.withLost(o.all.Timeline, o.want)
 	o.back, o.backOK = BackToNormal(o.timeline, o.over, o.end, NormalWindow, normalStep, NormalP99)
 	o.backlog = BacklogOf(o.timeline, NormalP99)
@@ -338,8 +343,10 @@ func (r *Runner) recoveryCells(res *Result, name, offered, disturbance string, l
 	s := harness.Summarize(o.all.Lateness)
 	res.detailf("%s: disturbance from %s to %s (%s): %s", name, o.disturbed.Format(time.TimeOnly), o.over.Format(time.TimeOnly),
 		o.over.Sub(o.disturbed).Round(100*time.Millisecond), o.note)
-	res.detailf("%s: every firing due from %s to %s: %s; lost %d, duplicate effects %d, raw duplicates %d, early %d",
-		name, o.start.Format(time.TimeOnly), o.end.Format(time.TimeOnly), s, o.all.Missing, o.all.DuplicateEffects, o.all.RawDuplicates, o.all.Early)
+	res.detailf("%s: every firing due from %s to %s: %s; lost %d, skipped by misfire policy %d, duplicate effects %d, raw duplicates %d, early %d",
+		name, o.start.Format(time.TimeOnly), o.end.Format(time.TimeOnly), s, lostBeyond(o.all.Missing, o.skipped), o.skipped,
+		o.all.DuplicateEffects, o.all.RawDuplicates, o.all.Early)
+	res.Details = append(res.Details, skippedNote(name, o.all.Missing, o.skipped))
 	if !o.backlog.From.IsZero() {
 		res.detailf("%s: behind (firings arriving more than %s late) from %s to %s: %d firings delivered meanwhile", name,
 			FormatLatency(NormalP99), o.backlog.From.Format(time.TimeOnly), o.backlog.To.Format(time.TimeOnly), o.backlog.Delivered)
@@ -349,12 +356,12 @@ func (r *Runner) recoveryCells(res *Result, name, offered, disturbance string, l
 	if len(o.snaps) > 1 {
 		res.detailf("%s: CPU cores / RSS over the whole run: %s", name, usageLine(o.snaps[0], o.snaps[len(o.snaps)-1]))
 	}
-	res.Problems = append(res.Problems, problems(name, o.all)...)
+	res.Problems = append(res.Problems, problems(name, o.all, o.skipped)...)
 	if o.poison > 0 {
 		res.Problems = append(res.Problems, fmt.Sprintf("%s: %d healthy firings dead-lettered as poison", name, o.poison))
 	}
 	return []string{offered, disturbance, back, catchUp, behindCPU, onTime, peakWorkerRSS(o.snaps),
-		fmt.Sprint(o.all.Missing), fmt.Sprint(o.all.DuplicateEffects), fmt.Sprint(o.poison)}
+		fmt.Sprint(lostBeyond(o.all.Missing, o.skipped)), fmt.Sprint(o.skipped), fmt.Sprint(o.all.DuplicateEffects), fmt.Sprint(o.poison)}
 }
 
 // byTenSeconds renders the p99 (and how many were lost) of the firings
@@ -484,8 +491,10 @@ func (r *Runner) WorkerKill(ctx context.Context, d *deployment, cfg WorkerKillCo
 	late := d.withLost(a.Timeline, mine)
 	s := harness.Summarize(a.Lateness)
 	its := FormatLatency(s.P99) + " / " + FormatLatency(s.Max)
-	if a.Missing > 0 {
-		its += fmt.Sprintf(" (%d lost)", a.Missing)
+	// The skip counter has no partition label: every skip of the run
+	// counts against the victim's partitions' missing firings.
+	if lost := lostBeyond(a.Missing, o.skipped); lost > 0 {
+		its += fmt.Sprintf(" (%d lost)", lost)
 	}
 	res.Row = append(cells, its)
 	res.detailf("%s: %s owned partitions %v of the MEDIUM topic; its firings due from 2 s before the kill: %s; by 10 s: %s",
@@ -515,6 +524,8 @@ func (d *deployment) killWorker(ctx context.Context) (victim *harness.Process, o
 	if victim == nil {
 		return nil, nil, "", errors.New("bench: no worker running")
 	}
+	// The victim's skips so far count after it is gone.
+	d.noteMisfires(ctx)
 	if err := victim.Kill(); err != nil {
 		return nil, nil, "", err
 	}
@@ -611,7 +622,7 @@ func (r *Runner) hog(ctx context.Context, d time.Duration) (string, error) {
 func (r *Runner) DeleteStaged(ctx context.Context, d *deployment, cfg DeleteStagedConfig) (res Result, err error) {
 	const name = "delete-staged"
 	res = Result{Scenario: name, Header: []string{"deleted jobs", "staged at the delete", "delete took", "discarded (stale)", "platform CPU discarding: s (ms each)",
-		"worker RSS before / at delete / peak / +60 s", "new jobs", "new jobs p50 / p99 / max", "new jobs back to normal", "lost", "dup effects", "poison"}}
+		"worker RSS before / at delete / peak / +60 s", "new jobs", "new jobs p50 / p99 / max", "new jobs back to normal", "lost", "skipped by misfire policy", "dup effects", "poison"}}
 	if err := d.calibrate(ctx, cfg.Jobs); err != nil {
 		return res, err
 	}
@@ -644,7 +655,9 @@ func (r *Runner) DeleteStaged(ctx context.Context, d *deployment, cfg DeleteStag
 	stale := func() float64 { return sumCounter(ctx, d, "sundial_worker_firings_total", "outcome", "stale") }
 	s0 := stale()
 
-	// The delete, and meanwhile the new jobs.
+	// The delete, and meanwhile the new jobs. Skips count from here: the
+	// deleted jobs' earlier ones are not the new jobs'.
+	mark := d.markMisfires(ctx)
 	del0 := r.clock.Now()
 	var (
 		wg       sync.WaitGroup
@@ -688,6 +701,7 @@ func (r *Runner) DeleteStaged(ctx context.Context, d *deployment, cfg DeleteStag
 		return res, err
 	}
 	a := d.analyze(fresh, want, newStart, end.Add(-time.Second))
+	skipped := d.skippedSince(ctx, mark)
 	tl := d.withLost(a.Timeline, want)
 	back, ok := BackToNormal(tl, newStart, end, NormalWindow, normalStep, NormalP99)
 	backCell := "not within the run"
@@ -732,7 +746,7 @@ func (r *Runner) DeleteStaged(ctx context.Context, d *deployment, cfg DeleteStag
 		fmt.Sprintf("%s / %s / %s / %s", before, rssAt(del0), peakWorkerRSS(snaps), rssAt(del0.Add(time.Minute))),
 		fmt.Sprintf("%d (first slot %s after the delete began)", cfg.NewJobs, newStart.Sub(del0).Round(100*time.Millisecond)),
 		FormatLatency(s.P50) + " / " + FormatLatency(s.P99) + " / " + FormatLatency(s.Max), backCell,
-		fmt.Sprint(a.Missing), fmt.Sprint(a.DuplicateEffects), fmt.Sprint(poison)}
+		fmt.Sprint(lostBeyond(a.Missing, skipped)), fmt.Sprint(skipped), fmt.Sprint(a.DuplicateEffects), fmt.Sprint(poison)}
 	var rss []string
 	for t := del0; !t.After(end); t = t.Add(10 * time.Second) {
 		rss = append(rss, fmt.Sprintf("+%ds %s", int(t.Sub(del0).Seconds()), rssAt(t)))
@@ -740,7 +754,8 @@ func (r *Runner) DeleteStaged(ctx context.Context, d *deployment, cfg DeleteStag
 	res.detailf("%s: the workers' RSS (summed) every 10 s from the delete: %s", name, strings.Join(rss, ", "))
 	res.detailf("%s: the new jobs' lateness by 10 s: %s", name, byTenSeconds(tl, newStart, end))
 	res.detailf("%s: after: %s", name, d.pipelineState(ctx))
-	res.Problems = append(res.Problems, problems(name+" (new jobs)", a)...)
+	res.Details = append(res.Details, skippedNote(name+" (new jobs)", a.Missing, skipped))
+	res.Problems = append(res.Problems, problems(name+" (new jobs)", a, skipped)...)
 	if poison > 0 {
 		res.Problems = append(res.Problems, fmt.Sprintf("%s: %d healthy firings dead-lettered as poison", name, poison))
 	}

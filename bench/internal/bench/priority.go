@@ -33,8 +33,9 @@ type PriorityConfig struct {
 func (r *Runner) Priority(ctx context.Context, d *deployment, cfg PriorityConfig) (Result, error) {
 	res := Result{Scenario: "priority",
 		Header: []string{"LOW jobs (answer in)", "CRITICAL + HIGH /s", "duration", "CRITICAL p50", "CRITICAL p99", "CRITICAL max",
-			"HIGH p50", "HIGH p99", "HIGH max", "LOW p50", "LOW p99", "LOW max", "lost (C/H/L)", "dup effects (C/H/L)", "raw dups"}}
+			"HIGH p50", "HIGH p99", "HIGH max", "LOW p50", "LOW p99", "LOW max", "lost (C/H/L)", "skipped by misfire policy", "dup effects (C/H/L)", "raw dups"}}
 	n := cfg.LowJobs + cfg.Critical + cfg.High
+	mark := d.markMisfires(ctx)
 	if err := d.calibrate(ctx, n); err != nil {
 		return res, err
 	}
@@ -117,12 +118,14 @@ func (r *Runner) Priority(ctx context.Context, d *deployment, cfg PriorityConfig
 	ca := d.analyze(crit, wantCrit, first, end)
 	ha := d.analyze(high, wantHigh, first, end)
 	la := d.analyze(low, wantLow, lowAt, lowAt)
+	skipped := d.skippedSince(ctx, mark)
+	sk := spreadSkipped(skipped, ca.Missing, ha.Missing, la.Missing)
 	cs, hs, ls := harness.Summarize(ca.Lateness), harness.Summarize(ha.Lateness), harness.Summarize(la.Lateness)
 	res.Row = []string{fmt.Sprintf("%d (%s)", cfg.LowJobs, cfg.Slow), fmt.Sprintf("%d + %d", cfg.Critical, cfg.High), cfg.Duration.String(),
 		FormatLatency(cs.P50), FormatLatency(cs.P99), FormatLatency(cs.Max),
 		FormatLatency(hs.P50), FormatLatency(hs.P99), FormatLatency(hs.Max),
 		FormatLatency(ls.P50), FormatLatency(ls.P99), FormatLatency(ls.Max),
-		fmt.Sprintf("%d/%d/%d", ca.Missing, ha.Missing, la.Missing),
+		fmt.Sprintf("%d/%d/%d", ca.Missing-sk[0], ha.Missing-sk[1], la.Missing-sk[2]), fmt.Sprint(skipped),
 		fmt.Sprintf("%d/%d/%d", ca.DuplicateEffects, ha.DuplicateEffects, la.DuplicateEffects),
 		fmt.Sprint(ca.RawDuplicates + ha.RawDuplicates + la.RawDuplicates)}
 	res.detailf("priority: CRITICAL lateness %s; HIGH lateness %s; LOW lateness %s (the LOW herd queues for its share of the executors by design)", cs, hs, ls)
@@ -146,6 +149,7 @@ func (r *Runner) Priority(ctx context.Context, d *deployment, cfg PriorityConfig
 	for _, f := range files {
 		res.detailf("priority: profile %s", f)
 	}
-	res.Problems = append(append(problems("priority CRITICAL", ca), problems("priority HIGH", ha)...), problems("priority LOW", la)...)
+	res.Details = append(res.Details, skippedNote("priority", ca.Missing+ha.Missing+la.Missing, skipped))
+	res.Problems = append(append(problems("priority CRITICAL", ca, sk[0]), problems("priority HIGH", ha, sk[1])...), problems("priority LOW", la, sk[2])...)
 	return res, nil
 }

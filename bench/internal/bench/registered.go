@@ -56,7 +56,7 @@ func idleJob(i, n int, base time.Time, url string) *sundialv1.Job {
 func (r *Runner) Registered(ctx context.Context, d *deployment, cfg RegisteredConfig) (Result, error) {
 	res := Result{Scenario: "registered",
 		Header: []string{"idle jobs", "CPU per firing before → after: machine (ms)", "loaded by", "load time", "tick mean before → after", "tick p99 before → after",
-			"p50 before → after", "p99 before → after", "p99.9 before → after", "lost"}}
+			"p50 before → after", "p99 before → after", "p99.9 before → after", "lost", "skipped by misfire policy"}}
 	if len(d.prefetchers) == 0 {
 		return res, fmt.Errorf("no prefetcher")
 	}
@@ -134,7 +134,8 @@ func (r *Runner) Registered(ctx context.Context, d *deployment, cfg RegisteredCo
 	res.Row = []string{fmt.Sprint(loaded), fmt.Sprintf("%s → %s", before.cpuMachine, after.cpuMachine), "COPY (api row encoding)", loadEnd.Sub(loadStart).Round(time.Second).String(),
 		arrow(before.tickMean, after.tickMean), arrow(before.tickP99, after.tickP99),
 		arrow(before.lat.P50, after.lat.P50), arrow(before.lat.P99, after.lat.P99), arrow(before.lat.P999, after.lat.P999),
-		fmt.Sprint(before.lost + after.lost)}
+		fmt.Sprint(before.lost + after.lost), fmt.Sprint(before.skipped + after.skipped)}
+	res.Details = append(res.Details, before.note, after.note)
 	res.detailf("registered: before: %d/s, lateness %s, %d prefetch passes; jobs table at the end: %s; CPU: %s; per firing %s", cfg.Rate, before.lat, before.ticks, before.table, before.usage, before.cpu)
 	res.detailf("registered: after: %d/s, lateness %s, %d prefetch passes; jobs table at the end: %s; CPU: %s; per firing %s", cfg.Rate, after.lat, after.ticks, after.table, after.usage, after.cpu)
 	res.Problems = append(res.Problems, append(before.problems, after.problems...)...)
@@ -151,6 +152,8 @@ type phaseResult struct {
 	cpuMachine        string // the machine's alone
 	table             string
 	lost              int
+	skipped           int // by misfire policy
+	note              string
 	problems          []string
 }
 
@@ -158,6 +161,7 @@ type phaseResult struct {
 // leader's prefetch passes and CPU.
 func (r *Runner) phase(ctx context.Context, d *deployment, run *jobSet, start time.Time, length time.Duration, name string) (phaseResult, error) {
 	var pr phaseResult
+	mark := d.markMisfires(ctx)
 	if err := sleepUntil(ctx, r.clock, start); err != nil {
 		return pr, err
 	}
@@ -194,8 +198,10 @@ func (r *Runner) phase(ctx context.Context, d *deployment, run *jobSet, start ti
 		pr.cpuMachine = fmt.Sprintf("%.2f", MsPerFiring(c, rate))
 	}
 	pr.table = d.jobsTableStats(ctx)
-	pr.lost = a.Missing
-	pr.problems = problems(name, a)
+	pr.skipped = d.skippedSince(ctx, mark)
+	pr.lost = lostBeyond(a.Missing, pr.skipped)
+	pr.problems = problems(name, a, pr.skipped)
+	pr.note = skippedNote(name, a.Missing, pr.skipped)
 	return pr, nil
 }
 

@@ -32,8 +32,9 @@ func (r *Runner) Herd(ctx context.Context, d *deployment, cfg SteadyConfig) (Res
 // spread by jitter.
 func (r *Runner) rate(ctx context.Context, d *deployment, name string, cfg SteadyConfig, jitter time.Duration) (Result, error) {
 	res := Result{Scenario: name,
-		Header: []string{"rate/s", "duration", "CPU per firing: machine (per process, ms)", "firings", "lost", "dup effects", "raw dups", "p50", "p99", "p99.9", "max",
+		Header: []string{"rate/s", "duration", "CPU per firing: machine (per process, ms)", "firings", "lost", "skipped by misfire policy", "dup effects", "raw dups", "p50", "p99", "p99.9", "max",
 			"api cores/RSS", "prefetcher", "relay", "worker"}}
+	mark := d.markMisfires(ctx)
 	start := r.clock.Now().Add(r.lead(cfg.Rate)).Truncate(time.Second)
 	end := start.Add(cfg.Duration - time.Second)
 	// The jobs go on for a window past the measurement, so the prefetcher
@@ -73,16 +74,19 @@ func (r *Runner) rate(ctx context.Context, d *deployment, name string, cfg Stead
 		return res, err
 	}
 	a := d.analyze(run, want, start, end)
+	skipped := d.skippedSince(ctx, mark)
+	lost := lostBeyond(a.Missing, skipped)
 	s := harness.Summarize(a.Lateness)
-	res.Figures = &Figures{Rate: cfg.Rate, Window: u1.window(u0), Lateness: s, Expected: a.Expected, Lost: a.Missing, Early: a.Early,
+	res.Figures = &Figures{Rate: cfg.Rate, Window: u1.window(u0), Lateness: s, Expected: a.Expected, Lost: lost, Skipped: skipped, Early: a.Early,
 		DuplicateEffects: a.DuplicateEffects, RawDuplicates: a.RawDuplicates, Cores: Cores(u0, u1)}
 	res.Row = append([]string{
 		fmt.Sprint(cfg.Rate), cfg.Duration.String(), CPUPerFiring(u0, u1, float64(cfg.Rate)),
-		fmt.Sprint(a.Expected), fmt.Sprint(a.Missing),
+		fmt.Sprint(a.Expected), fmt.Sprint(lost), fmt.Sprint(skipped),
 		fmt.Sprint(a.DuplicateEffects), fmt.Sprint(a.RawDuplicates),
 		FormatLatency(s.P50), FormatLatency(s.P99), FormatLatency(s.P999), FormatLatency(s.Max),
 	}, serviceUsageCells(u0, u1)...)
 	res.detailf("%s: lateness at the sink %s; early arrivals %d", name, s, a.Early)
+	res.Details = append(res.Details, skippedNote(name, a.Missing, skipped))
 	res.detailf("%s: worker timer-stage lateness (holder release − fire instant, from its histogram) p50 %s p99 %s", name,
 		FormatLatency(harness.Seconds(timer.Quantile(0.5))), FormatLatency(harness.Seconds(timer.Quantile(0.99))))
 	res.detailf("%s: CPU cores / RSS over the measured window: %s", name, usageLine(u0, u1))
@@ -91,7 +95,7 @@ func (r *Runner) rate(ctx context.Context, d *deployment, name string, cfg Stead
 	for _, f := range files {
 		res.detailf("%s: profile %s", name, f)
 	}
-	res.Problems = problems(name, a)
+	res.Problems = problems(name, a, skipped)
 	return res, nil
 }
 

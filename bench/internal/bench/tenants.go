@@ -42,7 +42,7 @@ const quietTenant = "bench-quiet"
 func (r *Runner) Tenants(ctx context.Context, cfg TenantsConfig) (Result, error) {
 	res := Result{Scenario: "tenants",
 		Header: []string{"workers", "flood jobs (quota /s, burst)", "quiet /s", "duration", "quiet p50", "quiet p99", "quiet max",
-			"flood last fired after", "flood p50", "lost (flood/quiet)", "dup effects", "raw dups"}}
+			"flood last fired after", "flood p50", "lost (flood/quiet)", "skipped by misfire policy", "dup effects", "raw dups"}}
 	quotas := filepath.Join(r.opts.WorkDir, "tenants-quotas.yaml")
 	file := fmt.Sprintf("tenants:\n  bench:\n    firing_rate_per_second: %g\n    firing_burst: %d\n", cfg.FloodRate, cfg.FloodBurst)
 	if err := os.WriteFile(quotas, []byte(file), 0o600); err != nil {
@@ -60,6 +60,7 @@ func (r *Runner) Tenants(ctx context.Context, cfg TenantsConfig) (Result, error)
 	}()
 	res.Deployment = d.describe()
 	n := cfg.FloodJobs + cfg.QuietJobs
+	mark := d.markMisfires(ctx)
 	if err := d.calibrate(ctx, n); err != nil {
 		return res, err
 	}
@@ -105,13 +106,16 @@ func (r *Runner) Tenants(ctx context.Context, cfg TenantsConfig) (Result, error)
 	everything := d.analyze(all, want, at, end)
 	fa := d.analyze(flood, wantFlood, at, at)
 	qa := d.analyze(quiet, wantQuiet, at, end)
+	skipped := d.skippedSince(ctx, mark)
+	sk := spreadSkipped(skipped, fa.Missing, qa.Missing)
 	fs, qs := harness.Summarize(fa.Lateness), harness.Summarize(qa.Lateness)
 	res.Row = []string{strconv.Itoa(workers), fmt.Sprintf("%d (%g, %d)", cfg.FloodJobs, cfg.FloodRate, cfg.FloodBurst), strconv.Itoa(cfg.QuietJobs), cfg.Duration.String(),
 		FormatLatency(qs.P50), FormatLatency(qs.P99), FormatLatency(qs.Max), FormatLatency(fs.Max), FormatLatency(fs.P50),
-		fmt.Sprintf("%d/%d", fa.Missing, qa.Missing), fmt.Sprint(everything.DuplicateEffects), fmt.Sprint(everything.RawDuplicates)}
+		fmt.Sprintf("%d/%d", fa.Missing-sk[0], qa.Missing-sk[1]), fmt.Sprint(skipped), fmt.Sprint(everything.DuplicateEffects), fmt.Sprint(everything.RawDuplicates)}
 	res.detailf("tenants: the flood's quota alone would take %s for its %d firings (after its burst of %d)", floodTakes.Round(time.Millisecond), cfg.FloodJobs, cfg.FloodBurst)
 	res.detailf("tenants: quiet lateness %s; flood lateness %s", qs, fs)
-	res.Problems = problems("tenants", everything)
+	res.Details = append(res.Details, skippedNote("tenants", everything.Missing, skipped))
+	res.Problems = problems("tenants", everything, skipped)
 	return res, nil
 }
 
