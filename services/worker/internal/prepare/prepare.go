@@ -114,6 +114,13 @@ type Config struct {
 	// CheckAfter is how long after a copy was found done its ledger
 	// record is looked for: longer than the recorder's linger.
 	CheckAfter time.Duration
+	// VerifyWithin bounds how long the firings an earlier delivery leased
+	// and never marked wait for the ledger (Recorded) before they fire
+	// anyway (at least once: the target dedupes by Idempotency-Key). A
+	// worker taking over a dead one's partitions has a second or two of
+	// them, all due: with a busy Cassandra, waiting for every read made
+	// them seconds late.
+	VerifyWithin time.Duration
 	// Admission, when set, bounds the firings leased and waiting for an
 	// executor (see Admission); the rest wait here, unleased, oldest
 	// first.
@@ -129,7 +136,8 @@ type Config struct {
 }
 
 // DefaultConfig values.
-var DefaultConfig = Config{Lead: 1500 * time.Millisecond, Grain: 100 * time.Millisecond, Batch: 256, LeaseTTL: 5 * time.Second, RedisTimeout: 2 * time.Second, RetryAfter: 250 * time.Millisecond, CheckAfter: 5 * time.Second}
+var DefaultConfig = Config{Lead: 1500 * time.Millisecond, Grain: 100 * time.Millisecond, Batch: 256, LeaseTTL: 5 * time.Second, RedisTimeout: 2 * time.Second, RetryAfter: 250 * time.Millisecond, CheckAfter: 5 * time.Second,
+	VerifyWithin: 500 * time.Millisecond}
 
 // EventLease is the event a traced firing's consume span gets when its
 // lease call answered.
@@ -204,6 +212,9 @@ func New(cfg Config, l Leaser, routes Routes, clk clock.Clock, m *metrics.Metric
 	}
 	if cfg.CheckAfter <= 0 {
 		cfg.CheckAfter = d.CheckAfter
+	}
+	if cfg.VerifyWithin <= 0 {
+		cfg.VerifyWithin = d.VerifyWithin
 	}
 	return &Stage{cfg: cfg, leaser: l, routes: routes, clk: clk, m: m, logger: logger, wake: make(chan struct{}, 1), lookups: make(chan struct{}, ledgerLookups)}
 }
@@ -557,8 +568,15 @@ const ledgerLookups = 32
 func (s *Stage) lookUp(ctx context.Context, n int, one func(ctx context.Context, i int)) {
 	var wg sync.WaitGroup
 	for i := range n {
+		select {
+		case s.lookups <- struct{}{}:
+		case <-ctx.Done():
+			// Out of time before a read could start: the rest are not
+			// asked (their callers treat them as not answered).
+			wg.Wait()
+			return
+		}
 		wg.Add(1)
-		s.lookups <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-s.lookups }()
@@ -577,7 +595,12 @@ func (s *Stage) lookUp(ctx context.Context, n int, one func(ctx context.Context,
 func (s *Stage) verify(ctx context.Context, items []*work.Item) {
 	status := make([]sundialv1.ExecutionStatus, len(items))
 	found := make([]bool, len(items))
-	s.lookUp(ctx, len(items), func(ctx context.Context, i int) {
+	// These firings are due (a dead worker had leased them ahead of their
+	// instant): the ledger gets VerifyWithin to answer for all of them,
+	// and those it has not answered for by then fire.
+	vctx, cancel := context.WithTimeout(ctx, s.cfg.VerifyWithin)
+	defer cancel()
+	s.lookUp(vctx, len(items), func(ctx context.Context, i int) {
 		status[i], found[i] = s.cfg.Recorded(ctx, items[i].Firing)
 	})
 	var marks []lease.Finish

@@ -590,3 +590,34 @@ func TestSlowLedgerCheckDoesNotHoldBackLaterFirings(t *testing.T) {
 		t.Fatalf("fired %d, want the suspect too once the ledger answered", len(r.fire))
 	}
 }
+
+// A dead delivery's firings wait for the ledger at most VerifyWithin: the
+// ones it has not answered for by then fire (the target dedupes by
+// Idempotency-Key), so a busy Cassandra does not make a takeover's
+// firings seconds late.
+func TestUnansweredLedgerCheckFiresWithinItsBound(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l := &leaser{answer: map[string]lease.Result{}}
+	var items []*work.Item
+	o := &owner{}
+	for i := range 100 {
+		id := fmt.Sprint("suspect-", i)
+		l.answer[id] = lease.Result{Outcome: lease.Acquired, Fence: 7, Deliveries: 2}
+		items = append(items, item(t, o, id, t0, 0))
+	}
+	s, r := newStage(t, Config{VerifyWithin: 50 * time.Millisecond, Recorded: func(ctx context.Context, f *sundialv1.Firing) (sundialv1.ExecutionStatus, bool) {
+		<-ctx.Done() // a ledger that does not answer
+		return 0, false
+	}}, l, clk)
+	started := time.Now()
+	s.Prepare(context.Background(), items)
+	took := time.Since(started)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.fire) != 100 {
+		t.Fatalf("%d fired, want all 100 once the ledger's time was up", len(r.fire))
+	}
+	if took > time.Second {
+		t.Fatalf("took %s for 100 unanswered checks bounded by 50 ms", took)
+	}
+}
