@@ -531,11 +531,18 @@ func TestEnvelope(t *testing.T) {
 	if !proto.Equal(f, want) {
 		t.Fatalf("firing.New:\n got %v\nwant %v", f, want)
 	}
-	// The normalized job gives the same envelope.
+	// The normalized job gives the same envelope, with the misfire policy
+	// Normalize filled in (a worker judging a late firing reads it there;
+	// without one it applies the same defaults).
 	n := proto.Clone(j).(*sundialv1.Job)
 	Normalize(n)
-	if g := firing.New(n, firing.Attempt{Origin: sundialv1.FiringOrigin_FIRING_ORIGIN_SCHEDULE, ExecutionID: "exec-1", Scheduled: scheduled, Fire: fire, Number: 2}); !proto.Equal(g, want) {
-		t.Fatalf("firing.New of normalized job:\n got %v\nwant %v", g, want)
+	wantN := proto.Clone(want).(*sundialv1.Firing)
+	wantN.Misfire = n.GetMisfire()
+	if wantN.GetMisfire() == nil {
+		t.Fatal("Normalize left the misfire policy unset")
+	}
+	if g := firing.New(n, firing.Attempt{Origin: sundialv1.FiringOrigin_FIRING_ORIGIN_SCHEDULE, ExecutionID: "exec-1", Scheduled: scheduled, Fire: fire, Number: 2}); !proto.Equal(g, wantN) {
+		t.Fatalf("firing.New of normalized job:\n got %v\nwant %v", g, wantN)
 	}
 	// The envelope owns its target: changing it leaves the job alone.
 	f.Target.GetHttp().Url = "https://changed.example/"
