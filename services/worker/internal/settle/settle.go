@@ -1,11 +1,15 @@
-// Package settle makes an attempt's consequences durable before the worker
-// lets go of it: the next attempt of a failed execution is written to the
-// outbox, a dead execution to the dead_letters table and the DLQ topic, and
-// a job whose last slot succeeded or died is marked completed.
+// Package settle is the worker's settle stage, the last of its three
+// (prepare, fire, settle): Stage takes each attempt the fire stage made and
+// decides, settles, marks, notifies and records it, several at a time
+// (stage.go). This file is what it settles with: an attempt's consequences
+// made durable before the worker lets go of it — the next attempt of a
+// failed execution is written to the outbox, a dead execution to the
+// dead_letters table and the DLQ topic, and a job whose last slot
+// succeeded or died is marked completed.
 //
-// The executor calls Settle after the target answered and before it writes
-// the lease markers, while it still holds (and renews) the execution's
-// lease. So a crash at any point leaves either the consequence written, or
+// The stage calls Settler after the target answered and before it writes
+// the lease markers, while the execution's lease is still held (and
+// renewed by the fire stage). So a crash at any point leaves either the consequence written, or
 // the attempt unmarked and its Kafka offset uncommitted — the firing is
 // redelivered and the attempt made again, and every write here is
 // idempotent (ON CONFLICT … DO NOTHING, an upsert, a guarded UPDATE), so
