@@ -331,6 +331,45 @@ func (s *Store) Alive(ctx context.Context, worker string, ttl time.Duration) err
 // more of the client than the lease calls do.
 var aliveScript = redis.NewScript(`redis.call('SET', KEYS[1], '1', 'PX', ARGV[1]) return 1`)
 
+// LivenessMarkerKey is a key without a TTL that Living sets when it finds
+// it missing: its absence says Redis lost its keys (a restart without
+// persistence), so every liveness key is missing for a moment though its
+// worker lives.
+func (s *Store) LivenessMarkerKey() string { return s.prefix + "live:marker" }
+
+// Living reports, in one round trip, whether each worker's liveness key
+// exists, and kept: whether Redis kept its keys since the previous call
+// (the marker was there; when it was not, Living set it, and a missing
+// liveness key says nothing yet about its worker).
+func (s *Store) Living(ctx context.Context, workers []string) (alive []bool, kept bool, err error) {
+	keys := make([]string, 0, len(workers)+1)
+	keys = append(keys, s.LivenessMarkerKey())
+	for _, w := range workers {
+		keys = append(keys, s.LivenessKey(w))
+	}
+	res, err := livingScript.Run(ctx, s.rdb, keys).Int64Slice()
+	if err != nil {
+		return nil, false, fmt.Errorf("lease: living: %w", err)
+	}
+	if len(res) != len(keys) {
+		return nil, false, fmt.Errorf("lease: living: %d answers for %d keys", len(res), len(keys))
+	}
+	alive = make([]bool, len(workers))
+	for i := range workers {
+		alive[i] = res[i+1] == 1
+	}
+	return alive, res[0] == 1, nil
+}
+
+// livingScript: KEYS[1] the marker, KEYS[2..] liveness keys. Returns the
+// marker's presence before the call (setting it when missing), then 1 or
+// 0 per liveness key.
+var livingScript = redis.NewScript(`
+local out = {redis.call('EXISTS', KEYS[1])}
+if out[1] == 0 then redis.call('SET', KEYS[1], '1') end
+for i = 2, #KEYS do out[i] = redis.call('EXISTS', KEYS[i]) end
+return out`)
+
 // New returns a Store over rdb: a *redis.Client, *redis.ClusterClient or
 // anything else that can run scripts.
 func New(rdb redis.Scripter, opts ...Option) *Store {

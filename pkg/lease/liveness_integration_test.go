@@ -65,3 +65,39 @@ func TestLeaseOfADeadWorkerIsFree(t *testing.T) {
 		t.Fatal("a worker id with '/' accepted")
 	}
 }
+
+// Living reads every worker's liveness key in one call, and says when
+// Redis lost its keys since the last call (the marker gone), so a caller
+// does not take a restart for every worker's death.
+func TestLivingSaysWhoLivesAndWhenRedisForgot(t *testing.T) {
+	rdb, prefix := testinfra.Redis(t)
+	s := lease.New(rdb, lease.WithPrefix(prefix), lease.WithLiveness())
+	ctx := context.Background()
+	if err := s.Alive(ctx, "w-a", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	alive, kept, err := s.Living(ctx, []string{"w-a", "w-b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept || !alive[0] || alive[1] {
+		t.Fatalf("first call: alive %v kept %v, want [true false] and not kept (no marker yet)", alive, kept)
+	}
+	if err := s.Alive(ctx, "w-b", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if alive, kept, err = s.Living(ctx, []string{"w-a", "w-b"}); err != nil || !kept || !alive[0] || !alive[1] {
+		t.Fatalf("second call: alive %v kept %v err %v, want both alive, kept", alive, kept, err)
+	}
+	// Redis forgets (a restart without persistence): the marker goes with
+	// the liveness keys.
+	if err := rdb.Del(ctx, s.LivenessMarkerKey(), s.LivenessKey("w-a"), s.LivenessKey("w-b")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if alive, kept, err = s.Living(ctx, []string{"w-a", "w-b"}); err != nil || kept || alive[0] || alive[1] {
+		t.Fatalf("after a loss: alive %v kept %v err %v, want none alive and not kept", alive, kept, err)
+	}
+	if _, kept, _ = s.Living(ctx, nil); !kept {
+		t.Fatal("the call after a loss: not kept, want kept (the marker was set again)")
+	}
+}
