@@ -150,6 +150,9 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 	if err := b.consumer(clk, st, kafka, poison); err != nil {
 		return nil, err
 	}
+	if err := b.evictor(clk, rs, kafka); err != nil {
+		return nil, err
+	}
 	return w, nil
 }
 

@@ -33,6 +33,7 @@ import (
 	"github.com/sundialhq/sundial/services/worker/internal/clockoffset"
 	"github.com/sundialhq/sundial/services/worker/internal/consumer"
 	"github.com/sundialhq/sundial/services/worker/internal/discard"
+	"github.com/sundialhq/sundial/services/worker/internal/evict"
 	"github.com/sundialhq/sundial/services/worker/internal/fire"
 	"github.com/sundialhq/sundial/services/worker/internal/holder"
 	"github.com/sundialhq/sundial/services/worker/internal/hostguard"
@@ -653,5 +654,25 @@ func (b *builder) consumer(clk *clocks, st stageSet, kafka kafkaSide, poison *se
 		return err
 	}
 	b.run(lag)
+	return nil
+}
+
+// evictor takes a dead peer out of the consumer group when its liveness
+// key lapses, sooner than the group's session timeout (package evict).
+// It needs liveness keys and static membership; --evict-dead=false leaves
+// a dead worker's partitions to the session timeout.
+func (b *builder) evictor(clk *clocks, rs redisSide, kafka kafkaSide) error {
+	cfg := b.cfg
+	if !cfg.EvictDead || cfg.LivenessTTL <= 0 || cfg.GroupInstanceID() == "" {
+		return nil
+	}
+	g, err := evict.DialGroup(cfg.Group, splitList(cfg.KafkaBrokers), cfg.WorkerID+"-evict", append(kafka.security, b.deps.KafkaOpts...)...)
+	if err != nil {
+		return err
+	}
+	b.cl.add(g.Close)
+	m := b.m
+	b.run(evict.New(evict.Config{Self: cfg.WorkerID, TTL: cfg.LivenessTTL, Removed: func(n int) { m.Evicted.Add(float64(n)) }},
+		g, rs.leases, clk.local, b.logger.With("component", "evict")))
 	return nil
 }

@@ -105,7 +105,10 @@ type Config struct {
 	SessionTimeout   time.Duration
 	// LivenessTTL: how long after its last refresh this worker's leases
 	// stay its own (lease.WithLiveness); 0 ties leases to their TTL only.
-	LivenessTTL        time.Duration
+	LivenessTTL time.Duration
+	// EvictDead: take a peer whose liveness key lapsed out of the consumer
+	// group at once (package evict), instead of waiting out its session.
+	EvictDead          bool
 	RevokeDrainTimeout time.Duration
 	CommitInterval     time.Duration
 	// CatchUpRate paces catch-up firings that arrive after their
@@ -217,7 +220,8 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.IntVar(&c.LedgerGroupSize, "ledger-group-size", recorder.DefaultConfig.GroupSize, "ledger records written by one group at most")
 	fs.DurationVar(&c.DoneTTL, "done-ttl", 7*24*time.Hour, "how long a done marker rejects redeliveries of a finished execution")
 	fs.DurationVar(&c.SessionTimeout, "session-timeout", 2*time.Second, "Kafka group session timeout: how soon a dead worker's partitions move (raised to the brokers' group.min.session.timeout.ms, which is 6s unless lowered)")
-	fs.DurationVar(&c.LivenessTTL, "liveness-ttl", 1500*time.Millisecond, "this worker's liveness key in Redis lives this long, refreshed every quarter of it; another worker takes the leases of a worker whose key is gone (a killed worker's firings are free within it); 0: leases end only with their TTL (Redis Cluster)")
+	fs.DurationVar(&c.LivenessTTL, "liveness-ttl", time.Second, "this worker's liveness key in Redis lives this long, refreshed every quarter of it; another worker takes the leases of a worker whose key is gone (a killed worker's firings are free within it) and, with --evict-dead, takes it out of the consumer group; 0: leases end only with their TTL (Redis Cluster)")
+	fs.BoolVar(&c.EvictDead, "evict-dead", true, "take a worker whose liveness key lapsed out of the consumer group at once (a LeaveGroup by its instance id), so its partitions move within --liveness-ttl instead of the group's session timeout (at least the brokers' group.min.session.timeout.ms); needs --liveness-ttl and --instance-id")
 	fs.DurationVar(&c.RevokeDrainTimeout, "revoke-drain-timeout", 20*time.Second, "how long a rebalance (and shutdown) waits for executing firings of revoked partitions; keep it below --drain-timeout")
 	fs.DurationVar(&c.CommitInterval, "commit-interval", time.Second, "how often offsets are committed")
 	fs.Float64Var(&c.CatchUpRate, "catch-up-rate", 100, "release catch-up firings that arrive after their instants at most this many per second, keeping the prefetcher's spacing (set it to the prefetcher's --catch-up-rate; 0: not paced)")

@@ -67,6 +67,9 @@ type Metrics struct {
 	ClockRTT prometheus.Gauge
 	// Procs is the GOMAXPROCS the worker runs with now (see --procs).
 	Procs prometheus.Gauge
+	// Evicted counts dead workers this worker took out of the group
+	// (package evict).
+	Evicted prometheus.Counter
 	// LedgerWrites by result (ok, retry, fenced, invalid, dropped).
 	LedgerWrites *prometheus.CounterVec
 
@@ -194,6 +197,9 @@ func New(reg prometheus.Registerer, maxTenants int, watchedJobs ...string) *Metr
 		Procs: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sundial_worker_procs", Help: "GOMAXPROCS now: 1 at a light load, the CPU limit under a herd (--procs auto).",
 		}),
+		Evicted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sundial_worker_group_evictions_total", Help: "Dead workers this worker took out of the consumer group when their liveness keys lapsed (--evict-dead).",
+		}),
 		ClockRTT: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sundial_worker_clock_offset_rtt_seconds", Help: "Round trip of the sample behind the clock offset estimate.",
 		}),
@@ -251,7 +257,7 @@ func New(reg prometheus.Registerer, maxTenants int, watchedJobs ...string) *Metr
 		}, []string{"job_id"}),
 	}
 	reg.MustRegister(m.Lateness, m.Firings, m.LeaseConflicts, m.PrepareBatch, m.PrepareCall, m.SettleBatch, m.ReadyDepth, m.Executing, m.Lag, m.Uncommitted,
-		m.Assigned, m.Commits, m.ClockOffset, m.ClockRTT, m.Procs, m.LedgerWrites,
+		m.Assigned, m.Commits, m.ClockOffset, m.ClockRTT, m.Procs, m.Evicted, m.LedgerWrites,
 		m.RetriesScheduled, m.DeadLetters, m.PoisonRecords, m.SettleErrors, m.JobCompletions, m.OverlapSkips, m.OverlapWaits,
 		m.RateLimited, m.Breakers, m.BreakerTransitions, m.BreakerRejections, m.LimitsFallbacks, m.RefusedAddresses, m.Notifications,
 		m.JobFirings, m.JobLateness)
