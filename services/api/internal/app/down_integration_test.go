@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/sundialhq/sundial/pkg/auth"
@@ -52,6 +53,7 @@ type downAPI struct {
 	app      *App
 	logs     *syncBuffer
 	jobs     sundialv1.JobServiceClient
+	health   healthpb.HealthClient
 	httpAddr string
 	// stop stops the api (again at cleanup: a no-op). A test stops it
 	// before the forwarders it opened close, so no client is left
@@ -90,7 +92,7 @@ func startAPI(t *testing.T, args ...string) *downAPI {
 	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
-	return &downAPI{t: t, app: a, logs: logs, jobs: sundialv1.NewJobServiceClient(conn), httpAddr: httpAddr, stop: g.Stop}
+	return &downAPI{t: t, app: a, logs: logs, jobs: sundialv1.NewJobServiceClient(conn), health: healthpb.NewHealthClient(conn), httpAddr: httpAddr, stop: g.Stop}
 }
 
 func (d *downAPI) check(name string) error {
@@ -116,6 +118,15 @@ func (d *downAPI) listExecutions(jobID string) error {
 	return err
 }
 
+// serving is what the gRPC health service answers for the JobService.
+func (d *downAPI) serving() healthpb.HealthCheckResponse_ServingStatus {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := d.health.Check(ctx, &healthpb.HealthCheckRequest{Service: sundialv1.JobService_ServiceDesc.ServiceName})
+	require.NoError(d.t, err)
+	return resp.GetStatus()
+}
+
 // httpJobs is the status of GET /v1/jobs and its body.
 func (d *downAPI) httpJobs() (int, string) {
 	req, err := http.NewRequest("GET", "http://"+d.httpAddr+"/v1/jobs", nil)
@@ -130,9 +141,9 @@ func (d *downAPI) httpJobs() (int, string) {
 
 // An api whose Postgres does not answer starts within seconds, says in
 // its log and in its postgres readiness check that it waits for Postgres,
-// and answers calls Unavailable (HTTP 503) naming Postgres; when Postgres
-// answers at that address (a forwarder to the real one) it migrates and
-// serves without a restart.
+// and answers calls Unavailable (HTTP 503) naming Postgres, its gRPC
+// health NOT_SERVING; when Postgres answers at that address (a forwarder
+// to the real one) it migrates and serves without a restart, SERVING.
 func TestAPIStartsWhilePostgresIsDownAndServesWhenItAnswers(t *testing.T) {
 	u, err := url.Parse(testinfra.PostgresDSN(t))
 	require.NoError(t, err)
@@ -150,10 +161,13 @@ func TestAPIStartsWhilePostgresIsDownAndServesWhenItAnswers(t *testing.T) {
 	code, body := d.httpJobs()
 	require.Equal(t, http.StatusServiceUnavailable, code, body)
 	require.Contains(t, body, "waiting for postgres")
+	require.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, d.serving(), "gRPC health while every call answers Unavailable")
 
 	testinfra.Forward(t, addr, real)
 	require.Eventually(t, func() bool { return d.check("postgres") == nil }, 30*time.Second, 100*time.Millisecond,
 		"postgres ready once it answers:\n%s", d.logs.String())
+	require.Eventually(t, func() bool { return d.serving() == healthpb.HealthCheckResponse_SERVING }, 5*time.Second, 50*time.Millisecond,
+		"gRPC health SERVING once postgres is ready")
 	_, err = d.createJob()
 	require.NoError(t, err)
 	code, body = d.httpJobs()

@@ -224,19 +224,34 @@ func (g *GRPC) Start(ctx context.Context) error {
 		localErrc := make(chan error, 1)
 		go func() { errc <- g.srv.Serve(ln) }()
 		go func() { localErrc <- g.srv.Serve(g.local) }()
-		g.health.Resume()
+		fctx, stopFollowing := context.WithCancel(ctx)
+		followed := make(chan struct{})
+		if g.cfg.StoresReady == nil || g.cfg.StoresReady(fctx) == nil {
+			// Ready at start (the common case): SERVING before the
+			// listening line, as a probe right after Start expects.
+			g.health.Resume()
+			close(followed)
+		} else {
+			go func() { defer close(followed); g.followStores(fctx) }()
+		}
+		// The health answers stop following the stores before the drain
+		// says NOT_SERVING for good.
+		unfollow := func() { stopFollowing(); <-followed }
 		g.cfg.Logger.Info("grpc server listening", "addr", ln.Addr().String(), "tls", g.cfg.TLS != nil)
 		select {
 		case err := <-errc:
+			unfollow()
 			g.srv.Stop()
 			<-localErrc
 			return fmt.Errorf("grpc: serve: %w", err)
 		case err := <-localErrc:
+			unfollow()
 			g.srv.Stop()
 			<-errc
 			return fmt.Errorf("grpc: serve in-process: %w", err)
 		case <-ctx.Done():
 		}
+		unfollow()
 		g.drain()
 		// A Serve that began only after the drain stopped the server
 		// returns ErrServerStopped: nothing was lost.
@@ -262,6 +277,42 @@ func servedUntilStop(err error) error {
 		return nil
 	}
 	return err
+}
+
+// storesPoll is how often the health answers look at the stores again
+// while they are not ready.
+const storesPoll = 250 * time.Millisecond
+
+// followStores makes the health service's answers SERVING once the stores
+// are ready (GRPCConfig.StoresReady): an api started while Postgres is
+// down answers every call but the health check Unavailable, so its health
+// says NOT_SERVING until Postgres answers and is migrated, and a load
+// balancer probing it sends it nothing meanwhile. Without StoresReady, or
+// with the stores ready at start, it is SERVING at once.
+func (g *GRPC) followStores(ctx context.Context) {
+	clk := g.cfg.Clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	for waited := false; ; waited = true {
+		if g.cfg.StoresReady == nil || g.cfg.StoresReady(ctx) == nil {
+			if ctx.Err() != nil {
+				return
+			}
+			g.health.Resume()
+			if waited {
+				g.cfg.Logger.Info("grpc health: serving, the stores are ready")
+			}
+			return
+		}
+		t := clk.NewTimer(storesPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+	}
 }
 
 // drain is the shutdown sequence: NOT_SERVING, graceful stop, hard stop.
