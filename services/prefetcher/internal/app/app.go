@@ -197,6 +197,8 @@ func newDrainer(cfg Config, pool *pgxpool.Pool, deps Deps, clk clock.Clock, ttls
 	// without pushing the node over again.
 	tcfg := drainThrottle
 	tcfg.Clock = clk
+	tcfg.Max, tcfg.Min = cfg.Drain.MaxRate, cfg.Drain.MinRate
+	tcfg.Initial = min(max(tcfg.Initial, tcfg.Min), tcfg.Max)
 	throttle, err := ledger.NewThrottle(tcfg)
 	if err != nil {
 		return nil, err
@@ -210,7 +212,8 @@ func newDrainer(cfg Config, pool *pgxpool.Pool, deps Deps, clk clock.Clock, ttls
 }
 
 // drainThrottle paces the ledger drain: a fifth of a worker's pace to
-// start, at most 5,000 records a second, probing a failing node at 100.
+// start, then between --ledger-drain-min-rate (100: probing a failing
+// node) and --ledger-drain-max-rate (5,000 records a second).
 var drainThrottle = func() ledger.ThrottleConfig {
 	c := ledger.DefaultThrottleConfig
 	c.Initial, c.Max = 1000, 5000

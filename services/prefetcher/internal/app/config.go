@@ -67,6 +67,8 @@ func (s *Config) Register(fs *flag.FlagSet) {
 	fs.IntVar(&s.Drain.BatchSize, "ledger-drain-batch-size", 500, "ledger_pending rows per drain transaction")
 	fs.IntVar(&s.Drain.Concurrency, "ledger-drain-concurrency", 16, "ledger writes in flight while draining")
 	fs.DurationVar(&s.Drain.BatchTimeout, "ledger-drain-timeout", 30*time.Second, "longest one drain transaction may take")
+	fs.Float64Var(&s.Drain.MaxRate, "ledger-drain-max-rate", 5000, "most ledger records the drain writes per second, however healthy Cassandra is (its pace follows Cassandra's latency and errors below this)")
+	fs.Float64Var(&s.Drain.MinRate, "ledger-drain-min-rate", 100, "ledger records per second the drain keeps writing while Cassandra fails, as probes that notice its recovery")
 	fs.DurationVar(&s.Retention.Retention, "retention", 7*24*time.Hour, "completed and deleted jobs are purged this long after they completed or were deleted")
 	fs.DurationVar(&s.Retention.Interval, "retention-interval", time.Minute, "interval between retention sweeps (leader only)")
 	fs.IntVar(&s.Retention.BatchSize, "retention-batch-size", 100, "jobs purged per transaction")
@@ -136,6 +138,11 @@ func (s *Config) Validate(p *config.Problems) {
 	}
 	if err := ledger.ValidKeyspace(s.CassandraKeyspace); err != nil {
 		p.Addf("cassandra-keyspace", "%v", err)
+	}
+	if !(s.Drain.MinRate >= 1 && s.Drain.MinRate <= 1_000_000) {
+		p.Addf("ledger-drain-min-rate", "must be in [1, 1000000] records per second, got %v", s.Drain.MinRate)
+	} else if !(s.Drain.MaxRate >= s.Drain.MinRate && s.Drain.MaxRate <= 1_000_000) {
+		p.Addf("ledger-drain-max-rate", "must be in [--ledger-drain-min-rate, 1000000] records per second, got %v", s.Drain.MaxRate)
 	}
 	s.ZKSecurity.Validate(p)
 	s.CassandraSecurity.Validate(p)

@@ -60,6 +60,16 @@ func TestChunkDefaultFollowsTheWindow(t *testing.T) {
 	}
 }
 
+// The ledger drain's pace: the floor at least 1/s, the ceiling at least
+// the floor; each problem names its flag.
+func TestDrainRatesAreChecked(t *testing.T) {
+	require.ErrorContains(t, parse(t, "--ledger-drain-min-rate", "0"), "ledger-drain-min-rate:")
+	err := parse(t, "--ledger-drain-min-rate", "200", "--ledger-drain-max-rate", "150")
+	require.ErrorContains(t, err, "ledger-drain-max-rate:")
+	require.NotContains(t, err.Error(), "ledger-drain-min-rate:")
+	require.NoError(t, parse(t, "--ledger-drain-min-rate", "10", "--ledger-drain-max-rate", "10"))
+}
+
 func TestBadSettingsAreNamed(t *testing.T) {
 	err := parse(t, "--catch-up-rate", "-1", "--chunk", "-1s", "--retention", "0s", "--ledger-drain-batch-size", "0",
 		"--skip-records-per-job", "-5", "--cassandra-hosts", " , ", "--cassandra-keyspace", "bad-name", "--fill-step", "-1s")

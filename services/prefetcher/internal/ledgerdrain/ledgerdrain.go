@@ -74,6 +74,13 @@ type Config struct {
 	// Throttle paces the writes by how Cassandra answers them; nil:
 	// unpaced (tests of the claim protocol).
 	Throttle *ledger.Throttle
+	// MaxRate caps the records written per second however healthy the
+	// ledger (the throttle's ceiling; --ledger-drain-max-rate), MinRate is
+	// the pace kept while Cassandra fails, as probes
+	// (--ledger-drain-min-rate). The process builds Throttle from them
+	// and checks them (the drainer itself reads only Throttle).
+	MaxRate float64
+	MinRate float64
 }
 
 // Validate reports every problem, named by the flag that sets it.
