@@ -489,7 +489,9 @@ func (c *chaos) settle(ctx context.Context, over time.Time) error {
 
 // recovery is a row's added lateness (p99 / max) and its time to recover:
 // from the fault until the last firing due in the row that was late
-// arrived. A row with a lost firing never recovered.
+// arrived. A row with a lost firing never recovered; firings its jobs'
+// misfire policy skipped (row.skipped) are not lost, and the recovery is
+// that of the firings that fired.
 func (c *chaos) recovery(a harness.Analysis, want harness.Expected, got []harness.Delivery, row chaosRow) (late, recovered string) {
 	// Added lateness is lateness beyond the baseline's p99, so the load's
 	// own spread is not counted as the fault's.
@@ -502,7 +504,7 @@ func (c *chaos) recovery(a harness.Analysis, want harness.Expected, got []harnes
 	if s.Max > 0 {
 		late = FormatLatency(s.P99) + " / " + FormatLatency(s.Max)
 	}
-	if a.Missing > 0 {
+	if lostBeyond(a.Missing, row.skipped) > 0 {
 		return late, "never (lost firings)"
 	}
 	first := map[uuid.UUID]time.Time{}

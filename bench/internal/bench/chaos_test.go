@@ -72,6 +72,13 @@ func TestChaosRowRecovery(t *testing.T) {
 	if _, recovered := c.recovery(a, want, lossy, row); a.Missing != 1 || recovered != "never (lost firings)" {
 		t.Errorf("lost firing: missing %d, recovered %q", a.Missing, recovered)
 	}
+	// The same firing skipped by its job's misfire policy is not lost:
+	// the row recovers as its fired firings did.
+	shed := row
+	shed.skipped = 1
+	if _, recovered := c.recovery(a, want, lossy, shed); recovered == "never (lost firings)" {
+		t.Errorf("a firing skipped by misfire policy counted as lost: recovered %q", recovered)
+	}
 }
 
 // Deliveries of the matrix's jobs for slots outside the matrix (the jobs
