@@ -88,10 +88,13 @@ type Config struct {
 	// candidate from ZooKeeper.
 	Dialer zk.Dialer
 	// Credentials are added to the session (AddAuth) before the elector's
-	// first request, so nodes whose ACLs admit only them — an election path
-	// an operator locked down — can be used. The client itself sends them
-	// again on every reconnection, a new session's included (go-zookeeper
-	// v1.0.4 conn.go: loop calls resendZkAuth after each authenticate).
+	// first request, so nodes whose ACLs admit only them can be used; a
+	// digest credential is also the identity every node the elector
+	// creates admits (NodeACL: it alone may change them, the world may
+	// read), and Check tightens a world-writable tree to it. The client
+	// itself sends them again on every reconnection, a new session's
+	// included (go-zookeeper v1.0.4 conn.go: loop calls resendZkAuth after
+	// each authenticate).
 	Credentials []Credential
 }
 
@@ -135,6 +138,8 @@ func (c *Config) Validate() error {
 	for i, cr := range c.Credentials {
 		if cr.Scheme == "" || len(cr.Payload) == 0 {
 			errs = append(errs, fmt.Errorf("credentials[%d]: scheme and payload are required", i))
+		} else if _, _, ok := digestUser(cr); cr.Scheme == "digest" && !ok {
+			errs = append(errs, fmt.Errorf("credentials[%d]: a digest payload is user:password", i))
 		}
 	}
 	if c.SessionTimeout <= 0 {
@@ -156,6 +161,7 @@ type Elector struct {
 	log    *slog.Logger
 	clk    clock.Clock
 	zlog   *zkLogger
+	acl    []zk.ACL // of every node it creates (NodeACL)
 	runner lifecycle.Runner
 	terms  chan Term
 	state  atomic.Int32 // State, for State() from any goroutine
@@ -199,6 +205,7 @@ func New(cfg Config) (*Elector, error) {
 		log:       log,
 		clk:       cfg.Clock,
 		zlog:      &zkLogger{logger: log},
+		acl:       NodeACL(cfg.Credentials),
 		terms:     make(chan Term, 1),
 		wake:      make(chan struct{}, 1),
 		guardWake: make(chan struct{}, 1),
@@ -650,7 +657,7 @@ func (e *Elector) createNode(sid int64) error {
 		}
 	}
 	e.orphanRisk = false
-	path, err := e.conn.CreateProtectedEphemeralSequential(e.cfg.Path+"/"+candidatePrefix, []byte(e.cfg.NodeID), zk.WorldACL(zk.PermAll))
+	path, err := e.conn.CreateProtectedEphemeralSequential(e.cfg.Path+"/"+candidatePrefix, []byte(e.cfg.NodeID), e.acl)
 	if err != nil {
 		if errors.Is(err, zk.ErrNoNode) {
 			e.pathReady = false // someone deleted the election path
@@ -698,7 +705,9 @@ func (e *Elector) ensurePath() error {
 	p := ""
 	for _, part := range parts {
 		p += "/" + part
-		_, err := e.conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
+		// Parents that exist are left as they are (they may not be
+		// Sundial's); those created here get the elector's ACL too.
+		_, err := e.conn.Create(p, nil, 0, e.acl)
 		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			return fmt.Errorf("create %s: %w", p, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"time"
@@ -123,11 +124,14 @@ func tlsDialer(base zk.Dialer, tc *tls.Config) zk.Dialer {
 // by ctx (and, per server, by the dial timeout): a connection through
 // cfg.Dialer to one of cfg.Servers (so an untrusted certificate is an error
 // now, where the client would retry it forever in the background), a
-// session with cfg.Credentials added, and a read of cfg.Path when it exists
-// (so credentials its ACL does not admit — a wrong digest password: ZooKeeper
-// accepts any digest and checks it only against ACLs — are an error now,
-// where the elector would never become a candidate). Its error names
-// ZooKeeper and the servers; those refusals are marked connsec.ErrRefused.
+// session with cfg.Credentials added, and, when cfg.Path exists, its ACL:
+// with a digest credential, Tighten gives every world-writable node of the
+// tree the identity's ACL (NodeACL) and refuses a node that admits another
+// identity only (a wrong digest password: ZooKeeper accepts any digest and
+// checks it only against ACLs); without one, a path closed to the world is
+// refused. Either refusal is an error now, where the elector would never
+// become a candidate. Its error names ZooKeeper, the servers and the node;
+// those refusals are marked connsec.ErrRefused.
 func Check(ctx context.Context, cfg Config) error {
 	servers := strings.Join(cfg.Servers, ",")
 	fail := func(format string, args ...any) error {
@@ -194,18 +198,50 @@ func Check(ctx context.Context, cfg Config) error {
 			return fail("add %s credentials: %w", c.Scheme, err)
 		}
 	}
-	if cfg.Path != "" {
-		_, _, err := conn.Get(cfg.Path)
-		switch {
-		case errors.Is(err, zk.ErrNoNode):
-			// The elector creates it, with the open ACL.
-		case errors.Is(err, zk.ErrNoAuth):
-			return fail("%s: %w (its ACL does not admit these credentials: a wrong --zk-username or --zk-password?)", cfg.Path, connsec.Refused(err))
-		case err != nil:
-			return fail("%s: %w", cfg.Path, err)
+	if cfg.Path == "" {
+		return nil
+	}
+	acl, _, err := conn.GetACL(cfg.Path)
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		// The elector creates it, with NodeACL(cfg.Credentials).
+		return nil
+	case errors.Is(err, zk.ErrNoAuth):
+		return fail("%s: %w (its ACL does not admit these credentials: a wrong --zk-username or --zk-password?)", cfg.Path, connsec.Refused(err))
+	case err != nil:
+		return fail("%s: %w", cfg.Path, err)
+	}
+	if worldWritable(NodeACL(cfg.Credentials)) {
+		// No identity: the engines need the world to create and delete.
+		if !worldCanCreateAndDelete(acl) {
+			return fail("%s: %w (its ACL admits only named identities: give --zk-username and --zk-password-file)",
+				cfg.Path, connsec.Refused(ErrNotAdmitted))
 		}
+		return nil
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if err := Tighten(ctx, conn, cfg.Path, cfg.Credentials, log); err != nil {
+		if errors.Is(err, ErrNotAdmitted) || errors.Is(err, zk.ErrNoAuth) {
+			return fail("%w", connsec.Refused(err)) // the error names the node and the fix
+		}
+		return fail("%w", err)
 	}
 	return nil
+}
+
+// worldCanCreateAndDelete reports whether a client without credentials can
+// add and remove children of a node with this ACL.
+func worldCanCreateAndDelete(acl []zk.ACL) bool {
+	const need = zk.PermCreate | zk.PermDelete
+	for _, a := range acl {
+		if a.Scheme == "world" && a.ID == "anyone" && a.Perms&need == need {
+			return true
+		}
+	}
+	return false
 }
 
 // checkDialTimeout bounds each of Check's dials (TCP and TLS handshake).

@@ -81,7 +81,11 @@ type Config struct {
 	// Dialer replaces net.DialTimeout for ZooKeeper connections (TLS, or a
 	// test's that cuts the network).
 	Dialer zk.Dialer
-	// Credentials are added to the session before its first request.
+	// Credentials are added to the session before its first request; a
+	// digest credential is also the identity every node the coordinator
+	// creates admits (leader.NodeACL: the path and the parents it creates,
+	// members/, ranges/, member nodes and range locks), so only members
+	// with it can join, lock or release, and the world may only read.
 	Credentials []leader.Credential
 	// Work runs while this member leads a range, in a goroutine the
 	// coordinator owns; it must return soon after ctx ends. The range's
@@ -127,6 +131,13 @@ func (c *Config) Validate() error {
 	}
 	if c.Work == nil {
 		errs = append(errs, errors.New("work: must be set"))
+	}
+	for i, cr := range c.Credentials {
+		if cr.Scheme == "" || len(cr.Payload) == 0 {
+			errs = append(errs, fmt.Errorf("credentials[%d]: scheme and payload are required", i))
+		} else if cr.Scheme == "digest" && !strings.Contains(string(cr.Payload), ":") {
+			errs = append(errs, fmt.Errorf("credentials[%d]: a digest payload is user:password", i))
+		}
 	}
 	if c.SessionTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("session timeout: must be positive, got %s", c.SessionTimeout))
@@ -212,6 +223,7 @@ type Coordinator struct {
 	cfg    Config
 	log    *slog.Logger
 	zlog   *leader.SessionLogger // also learns the negotiated session timeout
+	acl    []zk.ACL              // of every node it creates (leader.NodeACL)
 	clk    clock.Clock
 	runner lifecycle.Runner
 
@@ -249,6 +261,7 @@ func New(cfg Config) (*Coordinator, error) {
 		cfg:       cfg,
 		log:       log,
 		zlog:      leader.NewSessionLogger(log),
+		acl:       leader.NodeACL(cfg.Credentials),
 		clk:       cfg.Clock,
 		locks:     map[int]held{},
 		wake:      make(chan struct{}, 1),
@@ -589,7 +602,7 @@ var ErrRangesMismatch = errors.New("rangeleader: the group uses another number o
 // member left with the old setting stops leading once the group changes.
 func (c *Coordinator) agreeOnRanges() error {
 	p, want := c.cfg.Path+"/ranges", strconv.Itoa(c.cfg.Ranges)
-	_, err := c.conn.Create(p, []byte(want), 0, zk.WorldACL(zk.PermAll))
+	_, err := c.conn.Create(p, []byte(want), 0, c.acl)
 	if err == nil {
 		c.mismatch.Store(false)
 		return nil
@@ -621,7 +634,7 @@ func (c *Coordinator) agreeOnRanges() error {
 }
 
 func (c *Coordinator) ensure(p string) error {
-	if _, err := c.conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+	if _, err := c.conn.Create(p, nil, 0, c.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
 		return fmt.Errorf("create %s: %w", p, err)
 	}
 	return nil
@@ -640,7 +653,7 @@ func (c *Coordinator) join(sid int64) error {
 		}
 	}
 	c.orphanSession = 0
-	path, err := c.conn.CreateProtectedEphemeralSequential(c.cfg.Path+"/members/"+memberPrefix, []byte(c.cfg.NodeID), zk.WorldACL(zk.PermAll))
+	path, err := c.conn.CreateProtectedEphemeralSequential(c.cfg.Path+"/members/"+memberPrefix, []byte(c.cfg.NodeID), c.acl)
 	if err != nil {
 		if errors.Is(err, zk.ErrNoNode) {
 			c.pathsReady = false
@@ -679,7 +692,7 @@ func (c *Coordinator) removeOrphans(sid int64) error {
 // an error: the lock watch says when it goes.
 func (c *Coordinator) acquire(r int, sid int64) error {
 	p := c.cfg.Path + "/ranges/" + LockName(r)
-	if _, err := c.conn.Create(p, []byte(c.member), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+	if _, err := c.conn.Create(p, []byte(c.member), zk.FlagEphemeral, c.acl); err != nil {
 		if errors.Is(err, zk.ErrNodeExists) {
 			return nil
 		}

@@ -21,6 +21,15 @@ const ZooKeeperRoot = "/sundial-test"
 // that needs a session to expire quickly can ask ZooKeeperConnect for one.
 const DefaultZooKeeperSessionTimeout = 5 * time.Second
 
+// ZooKeeperDigestUser and ZooKeeperDigestPassword are the digest identity
+// tests give the engines (pkg/leader, pkg/rangeleader) and the prefetcher:
+// the nodes those create admit only it, so ZooKeeper's cleanup adds it to
+// its session before deleting a test's subtree.
+const (
+	ZooKeeperDigestUser     = "sundial"
+	ZooKeeperDigestPassword = "digest-password"
+)
+
 // ZooKeeperAddrs is the test ZooKeeper ensemble (SUNDIAL_TEST_ZK_ADDRS, comma
 // separated, or the default), checked to accept connections.
 func ZooKeeperAddrs(t testing.TB) []string {
@@ -78,7 +87,8 @@ func ZooKeeperConnect(t testing.TB, sessionTimeout time.Duration) *zk.Conn {
 
 // ZooKeeper returns a session (DefaultZooKeeperSessionTimeout) and a fresh
 // persistent root znode of the test's own, /sundial-test/<name>_<hex>. When
-// the test ends the whole subtree is deleted, then the session closed.
+// the test ends the whole subtree is deleted (as ZooKeeperDigestUser, as
+// well as anonymously), then the session closed.
 func ZooKeeper(t testing.TB) (*zk.Conn, string) {
 	t.Helper()
 	conn := ZooKeeperConnect(t, DefaultZooKeeperSessionTimeout)
@@ -90,6 +100,12 @@ func ZooKeeper(t testing.TB) (*zk.Conn, string) {
 	}
 	// Registered after ZooKeeperConnect's cleanup, so it runs before the close.
 	t.Cleanup(func() {
+		// Added only now, so the test's own requests through conn stay
+		// anonymous; deleting below a node the engines created with the
+		// test identity needs it.
+		if err := conn.AddAuth("digest", []byte(ZooKeeperDigestUser+":"+ZooKeeperDigestPassword)); err != nil {
+			t.Logf("testinfra: zookeeper add test identity: %v", err)
+		}
 		if err := harness.DeleteZNodeTree(conn, root); err != nil {
 			t.Logf("testinfra: zookeeper subtree %s left behind: %v", root, err)
 		}

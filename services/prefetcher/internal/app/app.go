@@ -82,6 +82,16 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 	if err := cfg.ZKSecurity.Apply(&lcfg); err != nil {
 		return nil, fmt.Errorf("zookeeper: %w", err)
 	}
+	if cfg.ZKSecurity.Username == "" {
+		// Kept working for deployments that predate the ACLs (and the
+		// tests and tools that start prefetchers without one), but said
+		// at every start: anyone who reaches ZooKeeper can stall or split
+		// leadership.
+		deps.Logger.Warn("zookeeper ACLs are open: no --zk-username, so every node the prefetcher creates is world:anyone:cdrwa "+
+			"and any client reaching ZooKeeper can delete a range lock, add a fake member or change ACLs; "+
+			"set --zk-username and --zk-password-file (docs/security.md, ZooKeeper ACLs)",
+			"election", cfg.Election)
+	}
 	store := stage.New(pool, deps.Logger, stage.WithTracer(deps.Tracer))
 	listener := prefetch.NewListener(pool.Config().ConnConfig.Copy(), jobwake.Channel, deps.Logger, clk)
 	sweeper, err := retention.New(cfg.Retention, pool, deps.Logger, clk, retention.NewMetrics(deps.Registry))
@@ -229,9 +239,12 @@ func (p poolCloser) Stop()                     { p.pool.Close() }
 
 // zkStartupCheck is started just before the election: an untrusted
 // certificate, or credentials the election path's ACL does not admit, stop
-// the prefetcher at start with an error naming ZooKeeper (leader.Check),
-// where the elector would retry forever; a ZooKeeper that is down is
-// waited for by the elector, as before. (New itself connects to nothing.)
+// the prefetcher at start with an error naming ZooKeeper and the node
+// (leader.Check), where the elector would retry forever; with an identity,
+// it first gives every world-writable node of the election's tree (left by
+// an older version, or a prefetcher without one) the identity's ACL,
+// logging each path. A ZooKeeper that is down is waited for by the
+// elector, as before. (New itself connects to nothing.)
 func zkStartupCheck(lcfg leader.Config, logger *slog.Logger) lifecycle.Service {
 	return startupCheck(func(ctx context.Context) error {
 		return connsec.AtStart(ctx, logger, func(ctx context.Context) error { return leader.Check(ctx, lcfg) })

@@ -1,10 +1,12 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,6 +47,25 @@ func TestNewComposesWithoutConnecting(t *testing.T) {
 		require.True(t, first, "%v: the pool is closed last", args)
 		require.ElementsMatch(t, []string{"postgres", "zookeeper"}, keys(a.Checks), "%v", args)
 		stopAll(a.Services)
+	}
+}
+
+// Without --zk-username the prefetcher still starts, with open ACLs, but
+// says so at every start; with one it does not.
+func TestNewWarnsWithoutAZooKeeperIdentity(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		warn bool
+	}{
+		{nil, true},
+		{[]string{"--zk-username", "sundial", "--zk-password", "pw"}, false},
+	} {
+		var logs bytes.Buffer
+		a, err := New(context.Background(), validConfig(t, c.args...), Deps{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Registry: prometheus.NewRegistry()})
+		require.NoError(t, err)
+		stopAll(a.Services)
+		require.Equal(t, c.warn, strings.Contains(logs.String(), "level=WARN msg=\"zookeeper ACLs are open: no --zk-username"), "%v:\n%s", c.args, logs.String())
+		require.NotContains(t, logs.String(), "pw\"")
 	}
 }
 
