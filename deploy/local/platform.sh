@@ -171,7 +171,15 @@ service_env() {
         echo "SUNDIAL_TLS_KEY_FILE=$RUN/tls/tls.key"
       fi
       ;;
-    prefetcher) ;;
+    prefetcher)
+      # a development ZooKeeper identity (dev_zookeeper): the nodes the
+      # prefetchers create admit only it, and an open tree left by an
+      # older run is tightened to it at start
+      if [ -z "${SUNDIAL_ZK_USERNAME:-}" ]; then
+        echo "SUNDIAL_ZK_USERNAME=sundial"
+        echo "SUNDIAL_ZK_PASSWORD_FILE=$RUN/dev-zookeeper-password"
+      fi
+      ;;
     relay) ;;
     worker)
       # a development secret for the HMAC signature on target requests
@@ -275,6 +283,14 @@ dev_files() {
   fi
 }
 
+# dev_zookeeper makes the prefetchers' development ZooKeeper digest
+# password (user sundial), once, unless the caller named an identity.
+dev_zookeeper() {
+  if [ -z "${SUNDIAL_ZK_USERNAME:-}" ] && [ ! -s "$RUN/dev-zookeeper-password" ]; then
+    (umask 077 && head -c 24 /dev/urandom | base64 >"$RUN/dev-zookeeper-password")
+  fi
+}
+
 # start_instances I...: start those not running (the apis first: the first
 # applies the Postgres migrations the others rely on), then wait for each.
 start_instances() {
@@ -282,6 +298,7 @@ start_instances() {
   # shellcheck source=/dev/null
   source <("$ROOT/deploy/local/infra.sh" env)
   dev_files
+  dev_zookeeper
   for s in "$@"; do
     if is_running "$s"; then
       log "$s: already running (pid $(pid_of "$s")), left alone"
