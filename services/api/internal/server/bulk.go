@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -108,23 +109,23 @@ func (s *JobService) BulkJobAction(ctx context.Context, req *sundialv1.BulkJobAc
 	if err != nil {
 		return nil, err
 	}
-	var apply func(ctx context.Context, id string) (*sundialv1.Job, error)
+	// Pause and delete decide from the job alone, so their changes are
+	// grouped: bulkGroup jobs per transaction (store.MutateEach). A resume
+	// reads the job's calendars first and goes one job at a time.
+	var (
+		apply func(ctx context.Context, id string) (*sundialv1.Job, error)
+		group *bulkChange
+	)
 	switch req.GetAction() {
 	case sundialv1.BulkAction_BULK_ACTION_PAUSE:
-		apply = func(ctx context.Context, id string) (*sundialv1.Job, error) {
-			r, err := s.PauseJob(ctx, &sundialv1.PauseJobRequest{Id: id})
-			return r.GetJob(), err
-		}
+		group = &bulkChange{op: "PauseJob", action: store.ActionPause, reason: pausedReason, fn: pauseJob}
 	case sundialv1.BulkAction_BULK_ACTION_RESUME:
 		apply = func(ctx context.Context, id string) (*sundialv1.Job, error) {
 			r, err := s.ResumeJob(ctx, &sundialv1.ResumeJobRequest{Id: id})
 			return r.GetJob(), err
 		}
 	case sundialv1.BulkAction_BULK_ACTION_DELETE:
-		apply = func(ctx context.Context, id string) (*sundialv1.Job, error) {
-			r, err := s.DeleteJob(ctx, &sundialv1.DeleteJobRequest{Id: id})
-			return r.GetJob(), err
-		}
+		group = &bulkChange{op: "DeleteJob", action: store.ActionDelete, reason: deletedReason, fn: deleteJob}
 	default:
 		return nil, invalidf("action", "must be pause, resume or delete")
 	}
@@ -174,24 +175,90 @@ func (s *JobService) BulkJobAction(ctx context.Context, req *sundialv1.BulkJobAc
 		jobs = jobs[:limit]
 		resp.NextPageToken = encodeCursor(listCursor{After: jobs[limit-1].GetId(), Filter: digest})
 	}
-	for _, j := range jobs {
+	outcome := func(ctx context.Context, from int) ([]bulkOutcome, error) {
+		if group == nil {
+			got, err := apply(ctx, jobs[from].GetId())
+			return []bulkOutcome{{job: got, err: err}}, nil
+		}
+		return s.bulkGroup(ctx, tenant, *group, jobs[from:min(from+bulkGroup, len(jobs))])
+	}
+	for i := 0; i < len(jobs); {
 		if err := ctx.Err(); err != nil {
 			return nil, status.FromContextError(err).Err()
 		}
-		got, err := apply(ctx, j.GetId())
-		switch status.Code(err) {
-		case codes.OK:
-			if got.GetVersion() > j.GetVersion() {
-				resp.Changed++
-			}
-		case codes.FailedPrecondition:
-			resp.Refused = append(resp.Refused, &sundialv1.BulkJobRefusal{Id: j.GetId(), Name: j.GetName(), Reason: status.Convert(err).Message()})
-		case codes.NotFound:
-			// Purged since it was listed: nothing left to change.
-		default:
+		outs, err := outcome(ctx, i)
+		if err != nil {
 			return nil, err
 		}
-		resp.Matched++
+		for _, o := range outs {
+			if err := countBulk(resp, jobs[i], o.job, o.err); err != nil {
+				return nil, err
+			}
+			i++
+		}
 	}
 	return resp, nil
+}
+
+// bulkGroup is how many jobs one transaction of a bulk pause or delete
+// changes: 3,000 deletes took 19 s one commit each on the 2-core machine.
+const bulkGroup = 100
+
+// bulkChange is a bulk pause or delete: the single RPC's name (for its
+// errors), audit action, drop reason and decision.
+type bulkChange struct {
+	op, action string
+	reason     func(*sundialv1.Job) string
+	fn         store.MutateFunc
+}
+
+// bulkOutcome is one job's result: the job as it is now, or the error the
+// single RPC would have answered.
+type bulkOutcome struct {
+	job *sundialv1.Job
+	err error
+}
+
+// bulkGroup applies c to jobs in one transaction and then, for each job
+// changed, does what the single RPC does after its commit (the log line,
+// the published version).
+func (s *JobService) bulkGroup(ctx context.Context, tenant string, c bulkChange, jobs []*sundialv1.Job) ([]bulkOutcome, error) {
+	ids := make([]string, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.GetId()
+	}
+	muts, err := s.store.MutateEach(ctx, tenant, ids, store.Change{Audit: store.Audit{Actor: actorOf(ctx, tenant), Action: c.action}, DropReason: c.reason}, c.fn)
+	if err != nil {
+		return nil, s.statusOf(ctx, "BulkJobAction", err)
+	}
+	what := strings.ToLower(strings.TrimSuffix(c.op, "Job")) + "d"
+	outs := make([]bulkOutcome, len(muts))
+	for i, m := range muts {
+		if m.Err != nil {
+			outs[i].err = s.statusOf(ctx, c.op, m.Err)
+			continue
+		}
+		s.changed(ctx, what, m.Mutated)
+		outs[i].job = m.Mutated.Job
+	}
+	return outs, nil
+}
+
+// countBulk adds one job's outcome to the response (j as listed, got as
+// it is now); an error other than a refusal or a job gone ends the call.
+func countBulk(resp *sundialv1.BulkJobActionResponse, j, got *sundialv1.Job, err error) error {
+	switch status.Code(err) {
+	case codes.OK:
+		if got.GetVersion() > j.GetVersion() {
+			resp.Changed++
+		}
+	case codes.FailedPrecondition:
+		resp.Refused = append(resp.Refused, &sundialv1.BulkJobRefusal{Id: j.GetId(), Name: j.GetName(), Reason: status.Convert(err).Message()})
+	case codes.NotFound:
+		// Purged since it was listed: nothing left to change.
+	default:
+		return err
+	}
+	resp.Matched++
+	return nil
 }

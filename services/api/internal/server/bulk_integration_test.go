@@ -3,6 +3,7 @@
 package server
 
 import (
+	"errors"
 	"slices"
 	"strconv"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/services/api/internal/store"
 )
 
 // TestIntegrationListByNextFire: next_fire_after and next_fire_before
@@ -216,5 +218,92 @@ func TestIntegrationBulkJobAction(t *testing.T) {
 	_, err = h.client.BulkJobAction(h.ctx, &sundialv1.BulkJobActionRequest{Action: sundialv1.BulkAction_BULK_ACTION_PAUSE, Limit: -1}, as(tokenAcme))
 	if v := violations(t, err); v["limit"] == "" {
 		t.Fatalf("negative limit: %v", err)
+	}
+}
+
+// TestIntegrationBulkChangesInGroups: a bulk pause over more jobs than one
+// transaction groups changes each job as PauseJob would across the groups'
+// boundaries; and within a group (store.MutateEach), a job its decision
+// refuses is reported without undoing the others of its group.
+func TestIntegrationBulkChangesInGroups(t *testing.T) {
+	h := newHarness(t, nil)
+	n := 2*bulkGroup + 30
+	label := map[string]string{"team": "grouped"}
+	var jobs []*sundialv1.Job
+	for i := range n {
+		j := everyMinute("grouped-" + strconv.Itoa(i))
+		j.Labels = label
+		jobs = append(jobs, h.create(tokenAcme, j))
+	}
+	h.stageFake(jobs[bulkGroup+1], 3)
+	resp, err := h.client.BulkJobAction(h.ctx, &sundialv1.BulkJobActionRequest{Action: sundialv1.BulkAction_BULK_ACTION_PAUSE, Labels: label, Limit: int32(n)}, as(tokenAcmeOps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetMatched() != int64(n) || resp.GetChanged() != int64(n) || len(resp.GetRefused()) != 0 {
+		t.Fatalf("matched %d, changed %d, refused %v; want %d changed", resp.GetMatched(), resp.GetChanged(), resp.GetRefused(), n)
+	}
+	for _, j := range jobs {
+		got, err := h.client.GetJob(h.ctx, &sundialv1.GetJobRequest{Id: j.GetId()}, as(tokenAcme))
+		if err != nil || got.GetJob().GetStatus() != sundialv1.JobStatus_JOB_STATUS_PAUSED || got.GetJob().GetVersion() != j.GetVersion()+1 {
+			t.Fatalf("%s after the bulk pause: %v version %d (%v)", j.GetName(), got.GetJob().GetStatus(), got.GetJob().GetVersion(), err)
+		}
+		if v := h.versions.of(j.GetId()); len(v) == 0 || v[len(v)-1] != j.GetVersion()+1 {
+			t.Fatalf("%s: published versions %v", j.GetName(), v)
+		}
+	}
+	if c := h.count(`SELECT count(*) FROM job_audit WHERE action = 'pause' AND actor = 'acme/ops'`); c != n {
+		t.Fatalf("%d pause audit rows, want one per job (%d)", c, n)
+	}
+	if got := h.outboxRows(jobs[bulkGroup+1].GetId()); got != 0 {
+		t.Fatalf("%d firings of a paused job left in the outbox", got)
+	}
+
+	// One group, two of its jobs refused by the decision and one gone.
+	st := store.New(h.pool)
+	refuse := map[string]bool{jobs[3].GetId(): true, jobs[40].GetId(): true}
+	ids := []string{jobs[0].GetId(), jobs[3].GetId(), "00000000-0000-4000-8000-000000000000", jobs[40].GetId(), jobs[41].GetId()}
+	no := status.Error(codes.FailedPrecondition, "refused for the test")
+	muts, err := st.MutateEach(h.ctx, "acme", ids, store.Change{Audit: store.Audit{Actor: "acme/test", Action: store.ActionResume}, DropReason: pausedReason},
+		func(_ time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
+			if refuse[cur.GetId()] {
+				return nil, no
+			}
+			cur.Status = sundialv1.JobStatus_JOB_STATUS_ACTIVE
+			return cur, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(muts) != len(ids) {
+		t.Fatalf("%d outcomes for %d jobs", len(muts), len(ids))
+	}
+	for i, m := range muts {
+		switch {
+		case m.ID != ids[i]:
+			t.Fatalf("outcome %d is of %s, want %s", i, m.ID, ids[i])
+		case refuse[m.ID] && m.Err != no:
+			t.Fatalf("%s: %v, want the refusal", m.ID, m.Err)
+		case i == 2 && !errors.Is(m.Err, store.ErrNotFound):
+			t.Fatalf("a job that does not exist: %v", m.Err)
+		case !refuse[m.ID] && i != 2 && (m.Err != nil || !m.Mutated.Changed):
+			t.Fatalf("%s: %+v", m.ID, m)
+		}
+	}
+	for _, i := range []int{0, 3, 40, 41} {
+		got, err := h.client.GetJob(h.ctx, &sundialv1.GetJobRequest{Id: jobs[i].GetId()}, as(tokenAcme))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := sundialv1.JobStatus_JOB_STATUS_ACTIVE
+		if refuse[jobs[i].GetId()] {
+			want = sundialv1.JobStatus_JOB_STATUS_PAUSED
+		}
+		if got.GetJob().GetStatus() != want {
+			t.Fatalf("%s: %v, want %v", jobs[i].GetName(), got.GetJob().GetStatus(), want)
+		}
+	}
+	if c := h.count(`SELECT count(*) FROM job_audit WHERE actor = 'acme/test'`); c != 2 {
+		t.Fatalf("%d audit rows of the group, want 2 (the refused and the missing write none)", c)
 	}
 }

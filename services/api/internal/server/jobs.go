@@ -47,6 +47,7 @@ type Store interface {
 	List(ctx context.Context, tenant string, q store.ListQuery) ([]*sundialv1.Job, error)
 	ListBounded(ctx context.Context, tenant string, q store.ListQuery, scan int) ([]*sundialv1.Job, string, error)
 	Mutate(ctx context.Context, tenant, id string, change store.Change, fn store.MutateFunc) (store.Mutated, error)
+	MutateEach(ctx context.Context, tenant string, ids []string, change store.Change, fn store.MutateFunc) ([]store.Mutation, error)
 	Stage(ctx context.Context, tenant, id string, dryRun bool, fn store.StageFunc) (store.StageResult, error)
 	ListAudit(ctx context.Context, tenant string, q store.AuditQuery) ([]store.AuditEntry, error)
 	Count(ctx context.Context, tenant string, q store.ListQuery, upTo int) (int64, error)
@@ -591,22 +592,27 @@ func (s *JobService) UpdateJob(ctx context.Context, req *sundialv1.UpdateJobRequ
 // and published ones are skipped by workers as stale. Pausing a paused job
 // changes nothing.
 func (s *JobService) PauseJob(ctx context.Context, req *sundialv1.PauseJobRequest) (*sundialv1.PauseJobResponse, error) {
-	job, err := s.transition(ctx, "PauseJob", req.GetId(), req.GetExpectedVersion(), store.ActionPause, func(*sundialv1.Job) string { return "job paused" }, func(now time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
-		switch cur.GetStatus() {
-		case sundialv1.JobStatus_JOB_STATUS_PAUSED:
-			return nil, nil
-		case sundialv1.JobStatus_JOB_STATUS_ACTIVE:
-			cur.Status, cur.NextFireTime = sundialv1.JobStatus_JOB_STATUS_PAUSED, nil
-			return cur, nil
-		default:
-			return nil, reject(codes.FailedPrecondition, "job is %s; only an active job can be paused", firing.JobStatusWord(cur.GetStatus()))
-		}
-	})
+	job, err := s.transition(ctx, "PauseJob", req.GetId(), req.GetExpectedVersion(), store.ActionPause, pausedReason, pauseJob)
 	if err != nil {
 		return nil, err
 	}
 	return &sundialv1.PauseJobResponse{Job: job}, nil
 }
+
+// pauseJob is PauseJob's decision (and BulkJobAction's pause).
+func pauseJob(_ time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
+	switch cur.GetStatus() {
+	case sundialv1.JobStatus_JOB_STATUS_PAUSED:
+		return nil, nil
+	case sundialv1.JobStatus_JOB_STATUS_ACTIVE:
+		cur.Status, cur.NextFireTime = sundialv1.JobStatus_JOB_STATUS_PAUSED, nil
+		return cur, nil
+	default:
+		return nil, reject(codes.FailedPrecondition, "job is %s; only an active job can be paused", firing.JobStatusWord(cur.GetStatus()))
+	}
+}
+
+func pausedReason(*sundialv1.Job) string { return "job paused" }
 
 // ResumeJob makes a paused job fire again from now on: slots missed while
 // paused are not caught up; they are recorded in the ledger as SKIPPED
@@ -655,18 +661,23 @@ func (s *JobService) ResumeJob(ctx context.Context, req *sundialv1.ResumeJobRequ
 // (status DELETED) and its history stays in the ledger. Deleting a deleted
 // job changes nothing.
 func (s *JobService) DeleteJob(ctx context.Context, req *sundialv1.DeleteJobRequest) (*sundialv1.DeleteJobResponse, error) {
-	job, err := s.transition(ctx, "DeleteJob", req.GetId(), req.GetExpectedVersion(), store.ActionDelete, func(*sundialv1.Job) string { return "job deleted" }, func(now time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
-		if cur.GetStatus() == sundialv1.JobStatus_JOB_STATUS_DELETED {
-			return nil, nil
-		}
-		cur.Status, cur.NextFireTime = sundialv1.JobStatus_JOB_STATUS_DELETED, nil
-		return cur, nil
-	})
+	job, err := s.transition(ctx, "DeleteJob", req.GetId(), req.GetExpectedVersion(), store.ActionDelete, deletedReason, deleteJob)
 	if err != nil {
 		return nil, err
 	}
 	return &sundialv1.DeleteJobResponse{Job: job}, nil
 }
+
+// deleteJob is DeleteJob's decision (and BulkJobAction's delete).
+func deleteJob(_ time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
+	if cur.GetStatus() == sundialv1.JobStatus_JOB_STATUS_DELETED {
+		return nil, nil
+	}
+	cur.Status, cur.NextFireTime = sundialv1.JobStatus_JOB_STATUS_DELETED, nil
+	return cur, nil
+}
+
+func deletedReason(*sundialv1.Job) string { return "job deleted" }
 
 // transition is PauseJob's, ResumeJob's and DeleteJob's shared change:
 // expected is the request's expected_version (0: any).

@@ -675,6 +675,59 @@ type Mutated struct {
 func (s *Store) Mutate(ctx context.Context, tenant, id string, change Change, fn MutateFunc) (Mutated, error) {
 	var out Mutated
 	err := s.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
+		var err error
+		out, err = mutate(ctx, tx, now, tenant, id, change, fn)
+		return err
+	})
+	return out, err
+}
+
+// Mutation is one job's outcome in MutateEach: Err is ErrNotFound or the
+// error fn refused the job with (nothing of that job was written), else
+// nil and Mutated says what changed.
+type Mutation struct {
+	ID      string
+	Mutated Mutated
+	Err     error
+}
+
+// MutateEach applies the same change to each of the tenant's jobs ids, in
+// that order, exactly as Mutate would to each (row lock, version+1, outbox
+// rows dropped, audit row), but in one transaction and one commit for all:
+// a bulk change of thousands of jobs costs one durable commit per call
+// rather than one per job. A job fn refuses or that is gone is reported in
+// its Mutation and the others go on; any other error rolls the whole call
+// back, and repeating it is safe since each change is idempotent. fn must
+// decide from the job alone (it runs under the transaction's locks).
+func (s *Store) MutateEach(ctx context.Context, tenant string, ids []string, change Change, fn MutateFunc) ([]Mutation, error) {
+	var out []Mutation
+	err := s.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
+		out = out[:0]
+		for _, id := range ids {
+			var refused error
+			m, err := mutate(ctx, tx, now, tenant, id, change, func(now time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
+				next, err := fn(now, cur)
+				refused = err
+				return next, err
+			})
+			switch {
+			case err == nil:
+			case errors.Is(err, ErrNotFound), refused != nil && err == refused:
+				// Nothing of this job was written: fn runs before any write.
+			default:
+				return err
+			}
+			out = append(out, Mutation{ID: id, Mutated: m, Err: err})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// mutate is Mutate's change of one job inside tx.
+func mutate(ctx context.Context, tx pgx.Tx, now time.Time, tenant, id string, change Change, fn MutateFunc) (Mutated, error) {
+	var out Mutated
+	err := func() error {
 		cur, err := scanJob(tx.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE tenant = $1 AND id = $2 FOR UPDATE`, tenant, id))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
@@ -740,7 +793,7 @@ func (s *Store) Mutate(ctx context.Context, tenant, id string, change Change, fn
 		}
 		out = Mutated{Job: next, Changed: true, DroppedFirings: dropped}
 		return notifyIfScheduled(ctx, tx, next)
-	})
+	}()
 	return out, err
 }
 
