@@ -650,7 +650,7 @@ func TestChartRefusesWhatItCannotDo(t *testing.T) {
 		"a client certificate without a Secret":                     {"tls.redis.enabled=true", "tls.redis.clientCert=true"},
 		"a Redis user without a Secret":                             {"redis.auth.username=sundial"},
 		"a Cassandra Secret without a user":                         {"cassandra.auth.existingSecret=cass"},
-		"a ZooKeeper user without a Secret":                         {"zookeeper.auth.username=sundial"},
+		"a ZooKeeper user without a Secret":                         {"zookeeper.auth.existingSecret="},
 		"an unknown SASL mechanism":                                 {"kafka.sasl.mechanism=GSSAPI", "kafka.sasl.username=u", "kafka.sasl.existingSecret=k"},
 		"a SASL mechanism without a Secret":                         {"kafka.sasl.mechanism=PLAIN", "kafka.sasl.username=u"},
 		"a SASL user without a mechanism":                           {"kafka.sasl.username=u", "kafka.sasl.existingSecret=k"},
@@ -670,6 +670,7 @@ func TestChartRefusesWhatItCannotDo(t *testing.T) {
 		want string
 	}{
 		"api TLS without a certificate Secret":                    {[]string{"api.tls.existingSecret="}, "api.tls.existingSecret:"},
+		"no ZooKeeper identity for the prefetchers":               {[]string{"zookeeper.auth.username=", "zookeeper.auth.existingSecret="}, "zookeeper.auth.username:"},
 		"api TLS older than 1.2":                                  {[]string{"api.tls.minVersion=1.1"}, "api.tls.minVersion:"},
 		"client certificates on a plaintext api":                  {[]string{"api.tls.enabled=false", "api.tls.clientCA.existingSecret=clients"}, "api.tls.clientCA:"},
 		"client certificates on the HTTP port without client CAs": {[]string{"api.tls.clientCA.http=true"}, "api.tls.clientCA.http:"},
@@ -691,6 +692,10 @@ func TestChartRefusesWhatItCannotDo(t *testing.T) {
 				t.Errorf("rendered with %v: %v; want a failure naming %s", c.set, err, c.want)
 			}
 		})
+	}
+	// Open ZooKeeper ACLs render only when the values spell them out.
+	if _, err := render(t, def, "zookeeper.auth.username=", "zookeeper.auth.existingSecret=", "zookeeper.openACL=true"); err != nil {
+		t.Errorf("zookeeper.openACL=true without an identity: %v", err)
 	}
 	// And the checks above must catch a secret in a ConfigMap.
 	objs, err := render(t, def, "api.flags.grpc-stop-timeout=ci-token=ci")

@@ -100,6 +100,9 @@ PGPASSWORD, which comes from the Secret, so the DSN can live in a ConfigMap.
 {{- fail (printf "%s.auth.username: required with %s.auth.existingSecret" $c $c) -}}
 {{- end -}}
 {{- end -}}
+{{- if and (not .Values.zookeeper.auth.username) (not .Values.zookeeper.openACL) -}}
+{{- fail "zookeeper.auth.username: name the prefetchers' ZooKeeper digest user (and zookeeper.auth.existingSecret, its password); every node they create admits only it. Or set zookeeper.openACL=true for world-writable nodes" -}}
+{{- end -}}
 {{- with .Values.kafka.sasl -}}
 {{- if .mechanism -}}
 {{- if not (has .mechanism (list "PLAIN" "SCRAM-SHA-256" "SCRAM-SHA-512")) -}}
