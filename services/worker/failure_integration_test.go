@@ -32,7 +32,6 @@ import (
 	"github.com/sundialhq/sundial/testkit/testinfra"
 
 	"github.com/sundialhq/sundial/services/worker/internal/app"
-	"github.com/sundialhq/sundial/services/worker/internal/discard"
 	"github.com/sundialhq/sundial/services/worker/internal/notify"
 	"github.com/sundialhq/sundial/services/worker/internal/retry"
 	"github.com/sundialhq/sundial/services/worker/internal/settle"
@@ -1040,7 +1039,7 @@ func TestVersionChangeSkipsQueuedFirings(t *testing.T) {
 	// The five held firings are dropped together (one pass over the
 	// holders) and recorded as one summary row, not one row each; the
 	// worker holds nothing more and their offsets are committed past.
-	sum := e.waitRow(discard.SummaryID(job.String(), 1, 2, fs[0].GetFireTime().AsTime().UnixNano()), 1, stSkipped, 30*time.Second)
+	sum := e.waitRow(firing.DroppedID(job.String(), 1, 2, fs[0].GetFireTime().AsTime().UnixNano()), 1, stSkipped, 30*time.Second)
 	if want := "5 slots due from " + fs[0].GetFireTime().AsTime().UTC().Format(time.RFC3339Nano); !strings.HasPrefix(sum.GetReason(), want) ||
 		!strings.Contains(sum.GetReason(), "job version 1 superseded by 2") {
 		t.Fatalf("summary reason %q", sum.GetReason())
@@ -1092,7 +1091,7 @@ func TestInFlightAttemptFinishesAcrossAVersionChange(t *testing.T) {
 	}
 	// Slots 1 to 3, held while slot 0 is still at its target, are dropped
 	// together and recorded as one summary row.
-	sum := e.waitRow(discard.SummaryID(job.String(), 1, 2, fs[1].GetFireTime().AsTime().UnixNano()), 1, stSkipped, 30*time.Second)
+	sum := e.waitRow(firing.DroppedID(job.String(), 1, 2, fs[1].GetFireTime().AsTime().UnixNano()), 1, stSkipped, 30*time.Second)
 	if !strings.HasPrefix(sum.GetReason(), "3 slots due from ") || !strings.Contains(sum.GetReason(), "job version 1 superseded by 2") {
 		t.Fatalf("summary reason %q", sum.GetReason())
 	}

@@ -279,8 +279,8 @@ func TestPrefetcherOutageCatchUpAndResume(t *testing.T) {
 }
 
 // skippedSlots are a per-second job's slots the ledger says were skipped,
-// and why: one row each, or a worker's one summary row for the firings of
-// a changed job it dropped ("N slots due from T1 to T2 dropped: …"), which
+// and why: one row each, or a summary row (the api's for the firings of a
+// changed job it dropped from the outbox, a worker's for those it dropped) ("N slots due from T1 to T2 dropped: …"), which
 // stands for every second from T1 to T2.
 func skippedSlots(attempts []*sundialv1.ExecutionAttempt) map[time.Time]string {
 	out := map[time.Time]string{}

@@ -367,40 +367,62 @@ func TestIntegrationRedrivePacingAndLimits(t *testing.T) {
 }
 
 // Pause, update, delete and resume drop the job's unpublished firings and,
-// in the same transaction, record each as a SKIPPED ledger_pending row
-// saying why; a refused change records nothing.
+// in the same transaction, record them in ledger_pending saying why: the
+// scheduled slots as one SKIPPED summary row per version they were staged
+// at, a trigger as a SKIPPED attempt of its own; a refused change records
+// nothing.
 func TestIntegrationChangesRecordDroppedFirings(t *testing.T) {
 	h := newHarness(t, nil)
 	a := as(tokenAcme)
 	job := h.create(tokenAcme, everyMinute("dropped"))
 	id := job.GetId()
-	pending := func() map[string][]string {
+	type row struct {
+		exec, reason string
+		version      int64
+	}
+	pending := func() []row {
 		rows, err := h.pool.Query(h.ctx, `SELECT execution_id::text, tenant, status, job_version, reason FROM ledger_pending WHERE job_id = $1 ORDER BY id`, id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer rows.Close()
-		out := map[string][]string{}
+		var out []row
 		for rows.Next() {
-			var exec, tenant, reason string
+			var r row
+			var tenant string
 			var st int16
-			var version int64
-			if err := rows.Scan(&exec, &tenant, &st, &version, &reason); err != nil {
+			if err := rows.Scan(&r.exec, &tenant, &st, &r.version, &r.reason); err != nil {
 				t.Fatal(err)
 			}
 			if tenant != "acme" || st != int16(sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED) {
-				t.Fatalf("ledger row %s: tenant %s status %d", exec, tenant, st)
+				t.Fatalf("ledger row %s: tenant %s status %d", r.exec, tenant, st)
 			}
-			out[reason] = append(out[reason], exec)
+			out = append(out, r)
 		}
 		return out
 	}
+	// summary is the one row recording the slots a change dropped.
+	summary := func(why string) row {
+		t.Helper()
+		var found []row
+		for _, r := range pending() {
+			if strings.HasSuffix(r.reason, "("+why+")") {
+				found = append(found, r)
+			}
+		}
+		if len(found) != 1 {
+			t.Fatalf("rows recording %q: %v, want one summary", why, found)
+		}
+		return found[0]
+	}
 	base := h.dbNow().Add(time.Hour).Truncate(time.Minute)
 	next := 0
+	var slots []time.Time
 	stage := func(version int64, n int) {
 		for range n {
 			next++
 			slot := base.Add(time.Duration(next) * time.Minute)
+			slots = append(slots, slot)
 			f := &sundialv1.Firing{ExecutionId: firing.ExecutionID(uuid.MustParse(id), slot).String(), JobId: id, Attempt: 1}
 			env, _ := firing.Encode(f)
 			if _, err := outbox.Insert(h.ctx, h.pool, []outbox.Row{fakeRow(f, version, slot, env)}); err != nil {
@@ -408,39 +430,38 @@ func TestIntegrationChangesRecordDroppedFirings(t *testing.T) {
 			}
 		}
 	}
-	staged := func(version int64) []string {
-		stage(version, 2)
-		var ids []string
-		for _, r := range h.outbox(id) {
-			ids = append(ids, r.execID)
+	// want checks a change's summary: n slots from slots[first] to
+	// slots[first+n-1], staged at version from, dropped by version to.
+	want := func(why string, n, first int, from, to int64) {
+		t.Helper()
+		r := summary(why)
+		f, l := slots[first], slots[first+n-1]
+		if r.exec != firing.DroppedID(id, from, to, f.UnixNano()) || r.version != from ||
+			r.reason != firing.DroppedReason(n, f, l, from, to, why) {
+			t.Fatalf("%s recorded %+v, want %d slots from %s to %s of version %d", why, r, n, f, l, from)
 		}
-		return ids
 	}
 
-	s1 := staged(1)
+	stage(1, 2)
 	if _, err := h.client.UpdateJob(h.ctx, &sundialv1.UpdateJobRequest{Job: &sundialv1.Job{Id: id, Name: "renamed"}}, a); err != nil {
 		t.Fatal(err)
 	}
-	if got := pending()["job updated to version 2"]; !sameSet(got, s1) {
-		t.Fatalf("update recorded %v, want %v", got, s1)
-	}
+	want("job updated to version 2", 2, 0, 1, 2)
 	// A refused update drops and records nothing.
 	stage(2, 1)
 	if _, err := h.client.UpdateJob(h.ctx, &sundialv1.UpdateJobRequest{Job: &sundialv1.Job{Id: id, MaxJitter: durationpb.New(time.Hour)}}, a); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("bad update: %v", err)
 	}
-	if n := h.count(`SELECT count(*) FROM ledger_pending WHERE job_id = $1`, id); n != 2 {
+	if n := h.count(`SELECT count(*) FROM ledger_pending WHERE job_id = $1`, id); n != 1 {
 		t.Fatalf("refused update recorded: %d rows", n)
 	}
-	s2 := staged(2) // the row left by the refused update, and two more
+	stage(2, 2) // the row left by the refused update, and two more
 	if _, err := h.client.PauseJob(h.ctx, &sundialv1.PauseJobRequest{Id: id}, a); err != nil {
 		t.Fatal(err)
 	}
-	if got := pending()["job paused"]; !sameSet(got, s2) || len(got) != 3 {
-		t.Fatalf("pause recorded %v, want %v", got, s2)
-	}
+	want("job paused", 3, 2, 2, 3)
 	// A trigger while paused, then resume: the trigger is of the paused
-	// version, dropped and recorded.
+	// version, dropped and recorded as its own attempt.
 	tr, err := h.client.TriggerJob(h.ctx, &sundialv1.TriggerJobRequest{Id: id}, a)
 	if err != nil {
 		t.Fatal(err)
@@ -448,19 +469,22 @@ func TestIntegrationChangesRecordDroppedFirings(t *testing.T) {
 	if _, err := h.client.ResumeJob(h.ctx, &sundialv1.ResumeJobRequest{Id: id}, a); err != nil {
 		t.Fatal(err)
 	}
-	if got := pending()["job resumed as version 4"]; !slices.Equal(got, []string{tr.GetExecutionId()}) {
-		t.Fatalf("resume recorded %v, want the trigger %s", got, tr.GetExecutionId())
+	var resumed []string
+	for _, r := range pending() {
+		if r.reason == "job resumed as version 4" {
+			resumed = append(resumed, r.exec)
+		}
 	}
-	s4 := staged(4)
+	if !slices.Equal(resumed, []string{tr.GetExecutionId()}) {
+		t.Fatalf("resume recorded %v, want the trigger %s", resumed, tr.GetExecutionId())
+	}
+	stage(4, 2)
 	if _, err := h.client.DeleteJob(h.ctx, &sundialv1.DeleteJobRequest{Id: id}, a); err != nil {
 		t.Fatal(err)
 	}
-	if got := pending()["job deleted"]; !sameSet(got, s4) {
-		t.Fatalf("delete recorded %v, want %v", got, s4)
-	}
-	var version int64
-	if err := h.pool.QueryRow(h.ctx, `SELECT job_version FROM ledger_pending WHERE reason = 'job deleted' LIMIT 1`).Scan(&version); err != nil || version != 4 {
-		t.Fatalf("dropped firing's version %d (%v), want the stale 4", version, err)
+	want("job deleted", 2, 5, 4, 5)
+	if n := h.count(`SELECT count(*) FROM ledger_pending WHERE job_id = $1`, id); n != 4 {
+		t.Fatalf("%d ledger rows for 9 dropped firings, want 4 (three summaries and the trigger)", n)
 	}
 	if n := h.outboxRows(id); n != 0 {
 		t.Fatalf("%d rows left", n)

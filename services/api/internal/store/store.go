@@ -768,7 +768,7 @@ func mutate(ctx context.Context, tx pgx.Tx, now time.Time, tenant, id string, ch
 			return err
 		}
 		setRemainingRuns(next, staged)
-		dropped, err := dropUnpublished(ctx, tx, tenant, id, reason)
+		dropped, err := dropUnpublished(ctx, tx, tenant, id, next.Version, reason)
 		if err != nil {
 			return err
 		}
@@ -840,23 +840,60 @@ func writeChange(ctx context.Context, tx pgx.Tx, tenant, id string, cur, next *s
 // dropUnpublished deletes the job's outbox rows (the relay deletes rows once
 // Kafka acknowledged them, so whatever is left is unpublished; a row a relay
 // is publishing right now is locked, and the delete waits for it) and
-// records each as a SKIPPED attempt in ledger_pending, so the job's history
-// says why the slot never ran.
-func dropUnpublished(ctx context.Context, tx pgx.Tx, tenant, jobID, reason string) (int64, error) {
+// records them in ledger_pending, so the job's history says why the slots
+// never ran: the scheduled slots as one SKIPPED summary row per version
+// they were staged at ("N slots due from T1 to T2 dropped", the shape the
+// workers use for the published ones: firing.DroppedID), and a trigger, a
+// re-drive or a retry — an execution someone may look up by its id — as a
+// SKIPPED attempt of its own. to is the job's version after the change.
+func dropUnpublished(ctx context.Context, tx pgx.Tx, tenant, jobID string, to int64, reason string) (int64, error) {
 	dropped, err := outbox.DeleteJob(ctx, tx, jobID)
 	if err != nil {
 		return 0, fmt.Errorf("store: drop unpublished firings: %w", err)
 	}
-	skipped := make([]ledgerpending.Row, len(dropped))
-	for i, d := range dropped {
-		skipped[i] = ledgerpending.Row{
+	job, err := uuid.Parse(jobID)
+	if err != nil {
+		return 0, fmt.Errorf("store: job id %q: %w", jobID, err)
+	}
+	type span struct {
+		n           int
+		first, last outbox.Dropped
+	}
+	var (
+		skipped []ledgerpending.Row
+		slots   = map[int64]*span{}
+	)
+	for _, d := range dropped {
+		if d.Attempt <= 1 && d.ExecutionID == firing.ExecutionID(job, d.ScheduledAt).String() {
+			sp := slots[d.JobVersion]
+			switch {
+			case sp == nil:
+				slots[d.JobVersion] = &span{n: 1, first: d, last: d}
+				continue
+			case d.FireAt.Before(sp.first.FireAt):
+				sp.first = d
+			case d.FireAt.After(sp.last.FireAt):
+				sp.last = d
+			}
+			sp.n++
+			continue
+		}
+		skipped = append(skipped, ledgerpending.Row{
 			ExecutionID: d.ExecutionID, JobID: jobID, Tenant: tenant, Attempt: d.Attempt,
 			Status:      sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED,
 			ScheduledAt: d.ScheduledAt, FireAt: d.FireAt, CatchUp: d.CatchUp, JobVersion: d.JobVersion, Reason: reason,
-		}
+		})
+	}
+	for from, sp := range slots {
+		skipped = append(skipped, ledgerpending.Row{
+			ExecutionID: firing.DroppedID(jobID, from, to, sp.first.FireAt.UnixNano()), JobID: jobID, Tenant: tenant, Attempt: 1,
+			Status:      sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED,
+			ScheduledAt: sp.first.ScheduledAt, FireAt: sp.first.FireAt, CatchUp: sp.first.CatchUp, JobVersion: from,
+			Reason: firing.DroppedReason(sp.n, sp.first.FireAt, sp.last.FireAt, from, to, reason),
+		})
 	}
 	if err := ledgerpending.Insert(ctx, tx, skipped); err != nil {
 		return 0, fmt.Errorf("store: record dropped firings: %w", err)
 	}
-	return int64(len(skipped)), nil
+	return int64(len(dropped)), nil
 }

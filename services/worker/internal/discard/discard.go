@@ -39,14 +39,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
@@ -221,38 +220,10 @@ func (s *Summarizer) flush(ctx context.Context) {
 	}
 }
 
-// summaryNamespace derives the summary rows' execution ids, apart from
-// every firing's (pkg/firing's namespaces).
-var summaryNamespace = uuid.MustParse("b7e4a3f0-5c2d-4e1b-8f6a-2d9c0e7b1a53")
-
-// SummaryID is the execution id of the summary row of the firings of job
-// at version from, superseded by version to, starting at first (Unix ns).
-func SummaryID(job string, from, to, first int64) string {
-	b := make([]byte, 0, len(job)+64)
-	b = append(b, job...)
-	b = append(b, '|')
-	b = strconv.AppendInt(b, from, 10)
-	b = append(b, '|')
-	b = strconv.AppendInt(b, to, 10)
-	b = append(b, '|')
-	b = strconv.AppendInt(b, first, 10)
-	return uuid.NewSHA1(summaryNamespace, b).String()
-}
-
-// Reason is the summary row's reason.
-func Reason(n int, first, last time.Time, from, to int64) string {
-	slots := "slots"
-	if n == 1 {
-		slots = "slot"
-	}
-	return fmt.Sprintf("%d %s due from %s to %s dropped: job version %d superseded by %d (the job was paused, updated or deleted)",
-		n, slots, first.UTC().Format(time.RFC3339Nano), last.UTC().Format(time.RFC3339Nano), from, to)
-}
-
 func (s *Summarizer) record(k groupKey, g *group, now time.Time) *sundialv1.ExecutionAttempt {
 	first, last := time.Unix(0, g.first), time.Unix(0, g.last)
 	return &sundialv1.ExecutionAttempt{
-		ExecutionId:   SummaryID(k.job, k.from, k.to, g.first),
+		ExecutionId:   firing.DroppedID(k.job, k.from, k.to, g.first),
 		JobId:         k.job,
 		Tenant:        g.tenant,
 		Attempt:       1,
@@ -262,6 +233,6 @@ func (s *Summarizer) record(k groupKey, g *group, now time.Time) *sundialv1.Exec
 		FinishedTime:  timestamppb.New(now),
 		Worker:        s.cfg.WorkerID,
 		JobVersion:    k.from,
-		Reason:        Reason(len(g.items), first, last, k.from, k.to),
+		Reason:        firing.DroppedReason(len(g.items), first, last, k.from, k.to, "the job was paused, updated or deleted"),
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/firing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
 	"github.com/sundialhq/sundial/services/worker/internal/holder"
@@ -150,7 +151,7 @@ func TestOneRecordPerJobAndReasonAndItemsFinishedOnlyAfterIt(t *testing.T) {
 	require.Equal(t, "120 slots due from 2026-11-28T12:00:00Z to 2026-11-28T12:01:59Z dropped: job version 3 superseded by 4 (the job was paused, updated or deleted)", a.GetReason())
 	require.Equal(t, t0, a.GetScheduledTime().AsTime(), "recorded at the first dropped slot")
 	require.Equal(t, int64(3), a.GetJobVersion())
-	require.Equal(t, SummaryID("a", 3, 4, t0.UnixNano()), a.GetExecutionId())
+	require.Equal(t, firing.DroppedID("a", 3, 4, t0.UnixNano()), a.GetExecutionId())
 	require.NotNil(t, byID["b/2 s"])
 	require.Contains(t, byID["b/2 s"].GetReason(), "job version 7 superseded by 9")
 
@@ -175,10 +176,10 @@ func TestALargeGroupIsWrittenWithoutLingering(t *testing.T) {
 }
 
 func TestSummaryIDIsStableAndApartFromExecutions(t *testing.T) {
-	id := SummaryID("0192f0c4-6a3e-7c1a-9b1e-3f2a1c0d9e8f", 3, 4, t0.UnixNano())
-	require.Equal(t, id, SummaryID("0192f0c4-6a3e-7c1a-9b1e-3f2a1c0d9e8f", 3, 4, t0.UnixNano()))
-	require.NotEqual(t, id, SummaryID("0192f0c4-6a3e-7c1a-9b1e-3f2a1c0d9e8f", 3, 5, t0.UnixNano()))
-	require.NotEqual(t, id, SummaryID("0192f0c4-6a3e-7c1a-9b1e-3f2a1c0d9e8f", 3, 4, t0.UnixNano()+1))
+	id := firing.DroppedID("0192f0c4-6a3e-7c1a-9b1e-3f2a1c0d9e8f", 3, 4, t0.UnixNano())
+	require.Equal(t, id, firing.DroppedID("0192f0c4-6a3e-7c1a-9b1e-3f2a1c0d9e8f", 3, 4, t0.UnixNano()))
+	require.NotEqual(t, id, firing.DroppedID("0192f0c4-6a3e-7c1a-9b1e-3f2a1c0d9e8f", 3, 5, t0.UnixNano()))
+	require.NotEqual(t, id, firing.DroppedID("0192f0c4-6a3e-7c1a-9b1e-3f2a1c0d9e8f", 3, 4, t0.UnixNano()+1))
 }
 
 func TestStoppedRecorderLeavesTheFiringsUnfinished(t *testing.T) {
