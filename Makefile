@@ -129,7 +129,7 @@ FUZZ_TARGETS := pkg/schedule:FuzzParse pkg/schedule:FuzzNext pkg/schedule:FuzzEv
 	pkg/firing:FuzzDecode pkg/firing:FuzzEnvelope pkg/firing:FuzzTraceparent \
 	pkg/signature:FuzzVerify pkg/signature:FuzzVerifyErrors pkg/signature:FuzzSignVerify pkg/signature:FuzzVerifyKeys pkg/netpolicy:FuzzCheckURLHost \
 	services/worker/internal/retry:FuzzDecide services/worker/internal/retry:FuzzBackoff \
-	services/worker/internal/settle:FuzzDeadLetterRecord services/worker/internal/target:FuzzHeaders \
+	services/worker/internal/settle:FuzzDeadLetterRecord services/worker/internal/target:FuzzHeaders services/worker/internal/target:FuzzTargetURL \
 	services/api/internal/server:FuzzDeadLetterToProto
 FUZZTIME ?= 1500ms
 

@@ -3,7 +3,6 @@ package jobspec
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -343,23 +342,11 @@ func validateTarget(c collector, t *sundialv1.Target) {
 
 var httpMethods = map[string]bool{"GET": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true}
 
-// checkHTTPURL returns "" for an absolute http(s) URL with a host and
-// without credentials, else what is wrong.
+// checkHTTPURL returns "" for a URL the worker can send to as written
+// (CheckURL), else what is wrong.
 func checkHTTPURL(raw string) string {
-	const want = "must be an absolute http or https URL"
-	if raw == "" {
-		return want
-	}
-	if len(raw) > MaxURLLen {
-		return fmt.Sprintf("is %d bytes, at most %d allowed", len(raw), MaxURLLen)
-	}
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" {
-		return want
-	}
-	if u.User != nil {
-		// URLs end up in logs and API responses; secrets belong in headers.
-		return "must not contain credentials; send them in a header"
+	if err := CheckURL(raw); err != nil {
+		return err.Error()
 	}
 	return ""
 }

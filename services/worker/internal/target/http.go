@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sundialhq/sundial/pkg/jobspec"
 	"github.com/sundialhq/sundial/pkg/netpolicy"
 	"github.com/sundialhq/sundial/pkg/secrets"
 )
@@ -114,9 +115,19 @@ func (h *HTTP) Fire(ctx context.Context, req Request) Result {
 	if t == nil || t.GetUrl() == "" {
 		return invalidf("target: http target without url")
 	}
+	// The api's rule for a job's URLs, checked again here: a job stored
+	// before the api checked as much (a space in the query, say) would
+	// otherwise go out as written and fail at the target at every attempt.
+	// Its firing is dead-lettered at once, saying what to fix; the URL is
+	// not quoted, as its query may hold a token.
+	if err := jobspec.CheckURL(t.GetUrl()); err != nil {
+		return invalidf("target: url %w; update the job's URL", err)
+	}
 	u, err := url.Parse(t.GetUrl())
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return invalidf("target: url %q is not an absolute http(s) URL", t.GetUrl())
+	if err != nil {
+		// CheckURL parsed it already; kept so a change there cannot
+		// leave u nil.
+		return invalidf("target: url is not a valid URL")
 	}
 	if h.policy != nil {
 		port := uint16(80)
