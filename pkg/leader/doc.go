@@ -78,11 +78,15 @@
 // survived: the elector keeps the node, verifies it once reconnected, and
 // leads again if it is still lowest.
 //
-// Credentials (Config.Credentials, e.g. a digest user for an election path
-// whose ACL admits only it) are added once, in the first campaign, before
-// any other request; the client replays them itself after every
-// reconnection, a new session's included, so the elector never adds them
-// again.
+// Credentials (Config.Credentials, a digest user) are added once, in the
+// first campaign, before any other request; the client replays them itself
+// after every reconnection, a new session's included, so the elector never
+// adds them again. A digest user is also the identity of every node the
+// elector creates (NodeACL: it may do everything, the world only read), so
+// no other client can add a candidate, delete the leader's node or change
+// an ACL; Check, the prefetcher's startup check, gives a tree left
+// world-writable that ACL (Tighten) and refuses one that admits another
+// identity only. pkg/rangeleader creates its nodes with the same ACL.
 //
 // # Terms and epochs
 //
