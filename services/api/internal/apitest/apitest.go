@@ -48,8 +48,9 @@ type Options struct {
 	// Ledger, when true, reads history from a fresh Cassandra keyspace
 	// (Writer records into it).
 	Ledger bool
-	// Console builds the console on the loopback connection; nil: none.
-	Console func(conn *grpc.ClientConn, tokens *auth.Tokens) (http.Handler, error)
+	// Console builds the console on the loopback connection, over the
+	// api's Postgres; nil: none.
+	Console func(conn *grpc.ClientConn, tokens *auth.Tokens, pool *pgxpool.Pool) (http.Handler, error)
 	// RateLimit limits each token's calls; the zero value (the default)
 	// is no limit. RateClock times it (nil: the real clock).
 	RateLimit ratelimit.Config
@@ -162,7 +163,7 @@ func Start(t testing.TB, o Options) *API {
 	}
 	var console http.Handler
 	if o.Console != nil {
-		if console, err = o.Console(conn, tokens); err != nil {
+		if console, err = o.Console(conn, tokens, pool); err != nil {
 			t.Fatal(err)
 		}
 	}

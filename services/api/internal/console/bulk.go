@@ -121,15 +121,13 @@ func (c *Console) bulkByFilter(w http.ResponseWriter, r *http.Request, s *sessio
 			return
 		}
 	}
-	notice := fmt.Sprintf("%s: %s job(s)", strings.ToLower(pastTense(verb)), thousands(changed))
-	if unchanged := seen - changed - refusedN; unchanged > 0 {
-		notice += fmt.Sprintf(", %s already so", thousands(unchanged))
-	}
-	if refusedN > 0 {
-		notice += fmt.Sprintf("; %s refused (%s)", thousands(refusedN), strings.Join(refused, "; "))
-	}
+	// The refusals' reasons were on the progress pages; the banner is
+	// counts only (banner.go).
+	n := notice{code: "bulk-" + strings.ToLower(pastTense(verb)), n: changed, m: seen - changed - refusedN, k: refusedN}
 	q := f.values()
-	q.Set("done", notice)
+	for k, v := range n.values() {
+		q[k] = v
+	}
 	http.Redirect(w, r, "/jobs?"+q.Encode(), http.StatusSeeOther)
 }
 
@@ -193,12 +191,15 @@ func (c *Console) bulkSelected(w http.ResponseWriter, r *http.Request, s *sessio
 			return
 		}
 	}
-	notice := fmt.Sprintf("%s: %d job(s)", strings.ToLower(pastTense(verb)), done)
 	if len(failed) > 0 {
-		notice += fmt.Sprintf("; %d refused (%s)", len(failed), strings.Join(failed, "; "))
+		// A banner is counts only (banner.go): the reasons are logged.
+		c.cfg.Logger.InfoContext(r.Context(), "console: bulk action refused for some jobs", "tenant", s.Tenant, "refused", failed)
 	}
+	n := notice{code: "bulk-" + strings.ToLower(pastTense(verb)), n: int64(done), k: int64(len(failed))}
 	q := f.values()
-	q.Set("done", notice)
+	for k, v := range n.values() {
+		q[k] = v
+	}
 	http.Redirect(w, r, "/jobs?"+q.Encode(), http.StatusSeeOther)
 }
 

@@ -2,9 +2,11 @@
 // (html/template, a stylesheet, no JavaScript needed, nothing fetched from
 // the internet) served by the api under its HTTP listener.
 //
-// The console holds no data and no authority of its own. A user signs in
-// with a bearer token; the token is sealed into an HttpOnly, SameSite=Strict
-// session cookie (session.go), and every page makes its calls to the api's
+// The console holds no authority of its own. A user signs in with a bearer
+// token; the session lives in Postgres and the browser holds only its
+// random id in an HttpOnly, SameSite=Strict cookie (session.go), sign-in
+// is throttled per address and per token (throttle.go), and every page
+// makes its calls to the api's
 // own gRPC server over the loopback connection with that token, so the
 // gRPC interceptors decide the tenant exactly as for any other client: a
 // job of another tenant is NotFound whatever URL is typed. Every action is
@@ -18,12 +20,12 @@
 // form with the api's field errors beside their fields), /jobs/{id} (spec,
 // next 20 instants, history, audit, actions), /dead-letters (filter,
 // select, re-drive with a dry run first), /audit (who changed what, across
-// the tenant's jobs).
+// the tenant's jobs), /sessions (the tenant's signed-in sessions; an admin
+// or an operator ends them all).
 package console
 
 import (
 	"context"
-	"crypto/rand"
 	"embed"
 	"errors"
 	"fmt"
@@ -31,9 +33,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -41,6 +46,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/auth"
 	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/lifecycle"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -56,12 +62,29 @@ type Config struct {
 	// Tokens lets sign-in refuse an unknown token at once (the gRPC
 	// interceptor checks it again on every call).
 	Tokens *auth.Tokens
-	// SessionKey seals session cookies and derives CSRF tokens; at least
-	// 32 bytes. Replicas behind one load balancer need the same key. Nil:
-	// a random key, so sessions end when the process does.
-	SessionKey []byte
-	// SessionTTL is how long a sign-in lasts; 12 h by default.
+	// Pool is the api's Postgres: sessions, the sign-in throttle and the
+	// console's audit trail (migration 00021).
+	Pool *pgxpool.Pool
+	// SessionTTL is how long a sign-in lasts at most; 12 h by default.
 	SessionTTL time.Duration
+	// IdleTimeout ends a session this long after its last request; 30
+	// min by default.
+	IdleTimeout time.Duration
+	// SessionCache is how long a replica trusts a session row it read
+	// before reading it again: the most an ended session (sign-out, ended
+	// by an admin) lives on another replica. 2 s by default.
+	SessionCache time.Duration
+	// ThrottleAfter failed sign-ins from one address, or with one token,
+	// start refusing its sign-ins for ThrottleBase, doubling with each
+	// further failure up to ThrottleMax. 5, 1 s and 5 min by default.
+	ThrottleAfter int
+	ThrottleBase  time.Duration
+	ThrottleMax   time.Duration
+	// SweepInterval is how often expired sessions, stale throttle rows
+	// and old audit rows are deleted (a bounded batch each); 1 min.
+	SweepInterval time.Duration
+	// Registerer takes the console's metrics; nil: not registered.
+	Registerer prometheus.Registerer
 	// SecureCookies marks the session cookie Secure even when the request
 	// came in over plain HTTP (TLS terminated by a proxy in front).
 	SecureCookies bool
@@ -90,22 +113,26 @@ type Config struct {
 	Clock           clock.Clock
 }
 
-// Console is the console's http.Handler.
+// Console is the console's http.Handler, and a lifecycle.Service whose
+// loop sweeps expired sessions.
 type Console struct {
 	cfg      Config
 	jobs     sundialv1.JobServiceClient
 	dlq      sundialv1.DeadLetterServiceClient
 	cals     sundialv1.CalendarServiceClient
 	sessions *sessions
+	throttle *throttle
+	metrics  *metrics
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
 	prom     *http.Client
+	runner   lifecycle.Runner
 }
 
 // New builds the console.
 func New(cfg Config) (*Console, error) {
-	if cfg.Conn == nil || cfg.Tokens == nil {
-		return nil, errors.New("console: Conn and Tokens are required")
+	if cfg.Conn == nil || cfg.Tokens == nil || cfg.Pool == nil {
+		return nil, errors.New("console: Conn, Tokens and Pool are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -125,23 +152,34 @@ func New(cfg Config) (*Console, error) {
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = 12 * time.Hour
 	}
-	if cfg.SessionKey == nil {
-		cfg.SessionKey = make([]byte, 32)
-		if _, err := rand.Read(cfg.SessionKey); err != nil {
-			return nil, err
-		}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 30 * time.Minute
 	}
-	s, err := newSessions(cfg.SessionKey, cfg.SessionTTL)
-	if err != nil {
-		return nil, err
+	if cfg.SessionCache <= 0 {
+		cfg.SessionCache = 2 * time.Second
 	}
+	if cfg.ThrottleAfter <= 0 {
+		cfg.ThrottleAfter = 5
+	}
+	if cfg.ThrottleBase <= 0 {
+		cfg.ThrottleBase = time.Second
+	}
+	if cfg.ThrottleMax <= 0 {
+		cfg.ThrottleMax = 5 * time.Minute
+	}
+	if cfg.SweepInterval <= 0 {
+		cfg.SweepInterval = time.Minute
+	}
+	m := newMetrics(cfg.Registerer)
 	c := &Console{
-		cfg: cfg, sessions: s,
-		jobs: sundialv1.NewJobServiceClient(cfg.Conn), dlq: sundialv1.NewDeadLetterServiceClient(cfg.Conn),
+		cfg: cfg, metrics: m,
+		sessions: newSessions(cfg.Pool, cfg.Clock, cfg.SessionTTL, cfg.IdleTimeout, cfg.SessionCache),
+		throttle: newThrottle(cfg.Pool, cfg.Clock, cfg.ThrottleAfter, cfg.ThrottleBase, cfg.ThrottleMax, m),
+		jobs:     sundialv1.NewJobServiceClient(cfg.Conn), dlq: sundialv1.NewDeadLetterServiceClient(cfg.Conn),
 		cals:  sundialv1.NewCalendarServiceClient(cfg.Conn),
 		pages: map[string]*template.Template{}, prom: &http.Client{Timeout: 5 * time.Second},
 	}
-	for _, p := range []string{"login", "overview", "jobs", "job", "new", "confirm", "deadletters", "deadletter", "execution", "executions", "backfill", "audit", "error"} {
+	for _, p := range []string{"login", "overview", "jobs", "job", "new", "confirm", "deadletters", "deadletter", "execution", "executions", "backfill", "audit", "sessions", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+p+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: template %s: %w", p, err)
@@ -172,8 +210,55 @@ func New(cfg Config) (*Console, error) {
 	mux.HandleFunc("GET /dead-letters", c.signedIn(c.deadLetters))
 	mux.HandleFunc("GET /dead-letters/{id}", c.signedIn(c.deadLetter))
 	mux.HandleFunc("POST /dead-letters/redrive", c.signedIn(c.redrive))
+	mux.HandleFunc("GET /sessions", c.signedIn(c.sessionsPage))
+	mux.HandleFunc("POST /sessions/end", c.signedIn(c.endSessions))
 	c.mux = mux
 	return c, nil
+}
+
+// Start sweeps expired sessions, stale throttle rows and old audit rows
+// every SweepInterval until Stop.
+func (c *Console) Start(context.Context) error {
+	return c.runner.Run(func(ctx context.Context) error {
+		t := c.cfg.Clock.NewTimer(c.cfg.SweepInterval)
+		defer t.Stop()
+		failing := false
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C():
+			}
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := c.Sweep(sctx)
+			cancel()
+			switch {
+			case err != nil && !failing && ctx.Err() == nil:
+				c.cfg.Logger.Warn("console: sweep failed; expired sessions stay refused, their rows wait for a sweep that works", "err", err)
+				failing = true
+			case err == nil && failing:
+				c.cfg.Logger.Info("console: sweep works again")
+				failing = false
+			}
+			t.Reset(c.cfg.SweepInterval)
+		}
+	})
+}
+
+// Stop ends the sweep.
+func (c *Console) Stop() { c.runner.Stop() }
+
+// Sweep deletes one bounded batch each of sessions past their expiry or
+// of tokens that were revoked, throttle rows past their window and audit
+// rows past their retention.
+func (c *Console) Sweep(ctx context.Context) error {
+	expired, revoked, err := c.sessions.sweep(ctx)
+	c.metrics.sessionsEnded.WithLabelValues("expired").Add(float64(expired))
+	c.metrics.sessionsEnded.WithLabelValues("token").Add(float64(revoked))
+	if err != nil {
+		return err
+	}
+	return c.throttle.sweep(ctx)
 }
 
 // ServeHTTP sets the headers every answer carries, then routes.
@@ -185,6 +270,12 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "same-origin")
+	if r.TLS != nil {
+		// Over TLS only: a browser that saw the console over HTTPS never
+		// tries it in plain HTTP again for 400 days. (Over plain HTTP the
+		// header is ignored by browsers and would only mislead.)
+		h.Set("Strict-Transport-Security", "max-age=34560000")
+	}
 	if !strings.HasPrefix(r.URL.Path, "/static/") {
 		// Pages hold tenant data: never kept by a shared cache or the
 		// back button after sign-out.
@@ -197,7 +288,8 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // token (for forms).
 type session struct {
 	token  string
-	cookie string
+	id     string
+	role   auth.Role
 	CSRF   string
 	Tenant string
 	Actor  string
@@ -210,34 +302,59 @@ func (s *session) call(ctx context.Context) context.Context {
 
 type handler func(w http.ResponseWriter, r *http.Request, s *session)
 
-// signedIn runs h for a request with a valid session, and checks the CSRF
+// signedIn runs h for a request with a live session, and checks the CSRF
 // token of every POST before h sees it; anything else goes to /login.
+//
+// The session's token is resolved again on every request (the verifier
+// caches it, and drops a revoked one within tokens.RevocationBound), so
+// a token revoked or removed ends its sessions: the row is deleted here.
 func (c *Console) signedIn(h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		ck, err := r.Cookie(cookieName)
-		var token string
-		ok := err == nil
-		if ok {
-			token, ok = c.sessions.open(ck.Value, c.cfg.Clock.Now())
-		}
-		var p auth.Principal
-		if ok {
-			p, ok, _ = c.cfg.Tokens.ResolveContext(r.Context(), token)
-		}
-		tenant, actor := p.Tenant, p.Actor
-		if !ok {
+		ended := func() {
 			if r.Method == http.MethodPost {
 				http.Error(w, "your session has ended: sign in again", http.StatusForbidden)
 				return
 			}
 			http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+		}
+		ck, err := r.Cookie(cookieName)
+		if err != nil {
+			ended()
 			return
 		}
-		s := &session{token: token, cookie: ck.Value, CSRF: c.sessions.csrf(ck.Value), Tenant: tenant, Actor: actor}
+		row, token, why, err := c.sessions.get(r.Context(), ck.Value)
+		switch {
+		case errors.Is(err, errNoSession):
+			if why != "" {
+				c.metrics.sessionsEnded.WithLabelValues(why).Inc()
+				_ = c.sessions.end(r.Context(), ck.Value)
+			}
+			ended()
+			return
+		case err != nil:
+			c.cfg.Logger.WarnContext(r.Context(), "console: session not read", "err", err)
+			c.render(w, http.StatusServiceUnavailable, "error", nil, map[string]any{"Title": "Unavailable", "Message": "The console cannot read its sessions (Postgres is not answering). Try again shortly."})
+			return
+		}
+		p, ok, err := c.cfg.Tokens.ResolveContext(r.Context(), token)
+		if err != nil {
+			c.cfg.Logger.WarnContext(r.Context(), "console: session's token not checked", "err", err)
+			c.render(w, http.StatusServiceUnavailable, "error", nil, map[string]any{"Title": "Unavailable", "Message": "The api cannot check tokens right now. Try again shortly."})
+			return
+		}
+		if !ok {
+			// Revoked, expired or taken out of the configuration.
+			if err := c.sessions.end(r.Context(), ck.Value); err == nil {
+				c.metrics.sessionsEnded.WithLabelValues("token").Inc()
+			}
+			ended()
+			return
+		}
+		s := &session{token: token, id: ck.Value, role: p.Role, CSRF: csrfOf(ck.Value), Tenant: row.tenant, Actor: row.actor}
 		if r.Method == http.MethodPost {
 			r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
-			if !c.sessions.checkCSRF(ck.Value, r.PostFormValue("csrf")) {
-				c.cfg.Logger.WarnContext(r.Context(), "console: refused a POST without a valid CSRF token", "path", r.URL.Path, "tenant", tenant)
+			if !checkCSRF(ck.Value, r.PostFormValue("csrf")) {
+				c.cfg.Logger.WarnContext(r.Context(), "console: refused a POST without a valid CSRF token", "path", r.URL.Path, "tenant", row.tenant)
 				c.render(w, http.StatusForbidden, "error", s, map[string]any{"Title": "Refused", "Message": "This action is missing its CSRF token. Reload the page and try again."})
 				return
 			}
@@ -263,23 +380,72 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	next := safeNext(r.PostFormValue("next"))
-	if _, ok, _ := c.cfg.Tokens.ResolveContext(r.Context(), token); !ok {
+	ctx := r.Context()
+	a := newAttempt(r, token)
+	wait, err := c.throttle.blocked(ctx, a)
+	if err != nil {
+		c.unavailable(w, next, "console: sign-in throttle not read", err)
+		return
+	}
+	if wait > 0 {
+		c.metrics.signIns.WithLabelValues("throttled").Inc()
+		if err := c.throttle.audit(ctx, "signin-throttled", a); err != nil {
+			c.cfg.Logger.WarnContext(ctx, "console: sign-in audit not written", "err", err)
+		}
+		secs := int((wait + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		c.render(w, http.StatusTooManyRequests, "login", nil, map[string]any{"Next": next,
+			"Error": fmt.Sprintf("Too many failed sign-ins from this address or with this token. Try again in %d s.", secs)})
+		return
+	}
+	p, ok, err := c.cfg.Tokens.ResolveContext(ctx, token)
+	if err != nil {
+		c.unavailable(w, next, "console: sign-in token not checked", err)
+		return
+	}
+	if !ok {
+		c.metrics.signIns.WithLabelValues("refused").Inc()
+		if err := c.throttle.failed(ctx, a); err != nil {
+			c.cfg.Logger.WarnContext(ctx, "console: sign-in failure not counted", "err", err)
+		}
+		if err := c.throttle.audit(ctx, "signin-refused", a); err != nil {
+			c.cfg.Logger.WarnContext(ctx, "console: sign-in audit not written", "err", err)
+		}
 		c.render(w, http.StatusUnauthorized, "login", nil, map[string]any{"Next": next, "Error": "That token is not known to this api."})
 		return
 	}
-	value, err := c.sessions.seal(token, c.cfg.Clock.Now())
+	if err := c.throttle.succeeded(ctx, a); err != nil {
+		c.cfg.Logger.WarnContext(ctx, "console: sign-in throttle not cleared", "err", err)
+	}
+	sid, err := c.sessions.create(ctx, token, p)
 	if err != nil {
-		http.Error(w, "internal error", http.StatusInternalServerError)
+		c.unavailable(w, next, "console: session not stored", err)
 		return
 	}
+	c.metrics.signIns.WithLabelValues("ok").Inc()
 	http.SetCookie(w, &http.Cookie{
-		Name: cookieName, Value: value, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
+		Name: cookieName, Value: sid, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		Secure: r.TLS != nil || c.cfg.SecureCookies, MaxAge: int(c.cfg.SessionTTL.Seconds()),
 	})
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
-func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ *session) {
+// unavailable answers a sign-in that Postgres or the token store could
+// not decide.
+func (c *Console) unavailable(w http.ResponseWriter, next, msg string, err error) {
+	c.cfg.Logger.Warn(msg, "err", err)
+	c.render(w, http.StatusServiceUnavailable, "login", nil, map[string]any{"Next": next, "Error": "Sign-in is unavailable right now (the api cannot reach Postgres). Try again shortly."})
+}
+
+// logout ends the session on the server, so a copy of the cookie is
+// worth nothing after it, then clears the cookie.
+func (c *Console) logout(w http.ResponseWriter, r *http.Request, s *session) {
+	if err := c.sessions.end(r.Context(), s.id); err != nil {
+		c.cfg.Logger.WarnContext(r.Context(), "console: session not ended", "err", err)
+		c.render(w, http.StatusServiceUnavailable, "error", s, map[string]any{"Title": "Unavailable", "Message": "Sign-out did not reach Postgres, so the session is still live. Try again."})
+		return
+	}
+	c.metrics.sessionsEnded.WithLabelValues("logout").Inc()
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }

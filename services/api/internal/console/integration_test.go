@@ -4,14 +4,17 @@ package console_test
 
 import (
 	"context"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
 
 	"github.com/sundialhq/sundial/pkg/auth"
@@ -21,13 +24,24 @@ import (
 )
 
 func startConsole(t *testing.T, ledger bool, configure ...func(*console.Config)) *apitest.API {
-	return apitest.Start(t, apitest.Options{Ledger: ledger, Console: func(conn *grpc.ClientConn, tokens *auth.Tokens) (http.Handler, error) {
-		cfg := console.Config{Conn: conn, Tokens: tokens}
+	api, _ := startConsoleHandler(t, ledger, configure...)
+	return api
+}
+
+// startConsoleHandler is startConsole that also returns the console, to
+// serve it over TLS or sweep it.
+func startConsoleHandler(t *testing.T, ledger bool, configure ...func(*console.Config)) (*apitest.API, *console.Console) {
+	var con *console.Console
+	api := apitest.Start(t, apitest.Options{Ledger: ledger, Console: func(conn *grpc.ClientConn, tokens *auth.Tokens, pool *pgxpool.Pool) (http.Handler, error) {
+		cfg := console.Config{Conn: conn, Tokens: tokens, Pool: pool}
 		for _, f := range configure {
 			f(&cfg)
 		}
-		return console.New(cfg)
+		var err error
+		con, err = console.New(cfg)
+		return con, err
 	}})
+	return api, con
 }
 
 // browser is a cookie-keeping HTTP client that does not follow redirects,
@@ -91,6 +105,23 @@ func (b *browser) signIn(token string) {
 		b.t.Fatalf("sign-in: %d %v", code, h)
 	}
 }
+
+// notice follows a redirect after an action and returns the banner the
+// page shows ("" for none).
+func (b *browser) notice(location string) string {
+	b.t.Helper()
+	code, page, _ := b.do("GET", location, nil)
+	if code != http.StatusOK {
+		b.t.Fatalf("GET %s: %d", location, code)
+	}
+	m := noticeRE.FindStringSubmatch(page)
+	if m == nil {
+		return ""
+	}
+	return html.UnescapeString(m[1])
+}
+
+var noticeRE = regexp.MustCompile(`id="notice">([^<]*)<`)
 
 // csrf reads the CSRF token the page's forms carry.
 func csrf(t *testing.T, page string) string {
@@ -239,7 +270,7 @@ func TestIntegrationConsoleBulk(t *testing.T) {
 		t.Fatal("the count changed a job")
 	}
 	filter.Set("confirm", "yes")
-	if code, _, h := acme.do("POST", "/jobs/bulk", filter); code != http.StatusSeeOther || !strings.Contains(h.Get("Location"), "paused%3A+2+job") {
+	if code, _, h := acme.do("POST", "/jobs/bulk", filter); code != http.StatusSeeOther || acme.notice(h.Get("Location")) != "Paused: 2 job(s)." {
 		t.Fatalf("bulk pause: %d %v", code, h)
 	}
 	if statusOf("a") != sundialv1.JobStatus_JOB_STATUS_PAUSED || statusOf("b") != sundialv1.JobStatus_JOB_STATUS_PAUSED || statusOf("c") != sundialv1.JobStatus_JOB_STATUS_ACTIVE {
@@ -306,7 +337,7 @@ func TestIntegrationConsoleRedriveByFilter(t *testing.T) {
 		t.Fatal("the dry run staged firings")
 	}
 	form.Set("confirm", "yes")
-	if code, _, h := acme.do("POST", "/dead-letters/redrive", form); code != http.StatusSeeOther || !strings.Contains(h.Get("Location"), "re-driven%3A+2") {
+	if code, _, h := acme.do("POST", "/dead-letters/redrive", form); code != http.StatusSeeOther || acme.notice(h.Get("Location")) != "Re-driven: 2 dead letter(s)." {
 		t.Fatalf("re-drive: %d %v", code, h)
 	}
 	if count() != 2 {

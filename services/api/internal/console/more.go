@@ -131,7 +131,7 @@ func (c *Console) backfill(w http.ResponseWriter, r *http.Request, s *session) {
 			c.render(w, http.StatusOK, "backfill", s, map[string]any{"Job": got.GetJob(), "Form": f, "Preview": resp})
 			return
 		case err == nil:
-			http.Redirect(w, r, "/jobs/"+url.PathEscape(id)+"?done="+url.QueryEscape(fmt.Sprintf("backfilled: %d firing(s) staged", resp.GetCount())), http.StatusSeeOther)
+			http.Redirect(w, r, "/jobs/"+url.PathEscape(id)+"?"+notice{code: "backfilled", n: int64(resp.GetCount())}.query(), http.StatusSeeOther)
 			return
 		}
 		vs := client.FieldViolations(err)

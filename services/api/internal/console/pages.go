@@ -196,7 +196,7 @@ var statuses = []string{"active", "paused", "completed", "deleted"}
 func (c *Console) jobList(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
 	f := readFilter(q.Get)
-	data := map[string]any{"Filter": f, "Statuses": statuses, "Priorities": priorities, "FirstPage": q.Get("page") == "", "Done": q.Get("done")}
+	data := map[string]any{"Filter": f, "Statuses": statuses, "Priorities": priorities, "FirstPage": q.Get("page") == "", "Done": bannerOf(q)}
 	if len(f.Errors) > 0 {
 		c.render(w, http.StatusBadRequest, "jobs", s, data)
 		return
@@ -259,7 +259,7 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	job := got.GetJob()
-	data := map[string]any{"Job": job, "Done": r.URL.Query().Get("done")}
+	data := map[string]any{"Job": job, "Done": bannerOf(r.URL.Query())}
 	spec, _ := protojson.MarshalOptions{Multiline: true, Indent: "  ", UseProtoNames: true}.Marshal(job)
 	data["Spec"] = string(spec)
 	if job.GetStatus() == sundialv1.JobStatus_JOB_STATUS_ACTIVE || job.GetStatus() == sundialv1.JobStatus_JOB_STATUS_PAUSED {
@@ -413,25 +413,25 @@ func (c *Console) confirmJobAction(w http.ResponseWriter, r *http.Request, s *se
 func (c *Console) jobAction(w http.ResponseWriter, r *http.Request, s *session) {
 	ctx, id := s.call(r.Context()), r.PathValue("id")
 	var err error
-	notice := ""
+	var n notice
 	switch r.PathValue("action") {
 	case "pause":
 		_, err = c.jobs.PauseJob(ctx, &sundialv1.PauseJobRequest{Id: id})
-		notice = "paused"
+		n.code = "paused"
 	case "resume":
 		_, err = c.jobs.ResumeJob(ctx, &sundialv1.ResumeJobRequest{Id: id})
-		notice = "resumed"
+		n.code = "resumed"
 	case "delete":
 		_, err = c.jobs.DeleteJob(ctx, &sundialv1.DeleteJobRequest{Id: id})
-		notice = "deleted"
+		n.code = "deleted"
 	case "trigger":
 		var resp *sundialv1.TriggerJobResponse
 		resp, err = c.jobs.TriggerJob(ctx, &sundialv1.TriggerJobRequest{Id: id})
-		notice = "triggered: execution " + resp.GetExecutionId()
+		n.code, n.execution = "triggered", resp.GetExecutionId()
 	case "cancel":
 		var resp *sundialv1.CancelExecutionResponse
 		resp, err = c.jobs.CancelExecution(ctx, &sundialv1.CancelExecutionRequest{JobId: id, ExecutionId: r.FormValue("execution")})
-		notice = "cancel requested: execution " + resp.GetExecutionId() + " (it will be recorded cancelled by " + resp.GetCancelledBy() + ")"
+		n.code, n.execution = "cancel-requested", resp.GetExecutionId()
 	default:
 		c.render(w, http.StatusNotFound, "error", s, map[string]any{"Title": "Not found", "Message": "no such action"})
 		return
@@ -440,7 +440,7 @@ func (c *Console) jobAction(w http.ResponseWriter, r *http.Request, s *session) 
 		c.fail(w, r, s, err)
 		return
 	}
-	http.Redirect(w, r, "/jobs/"+url.PathEscape(id)+"?done="+url.QueryEscape(notice), http.StatusSeeOther)
+	http.Redirect(w, r, "/jobs/"+url.PathEscape(id)+"?"+n.query(), http.StatusSeeOther)
 }
 
 // form is the create form's values, echoed back with the api's field
@@ -721,7 +721,7 @@ func (c *Console) createJob(w http.ResponseWriter, r *http.Request, s *session) 
 	if len(f.Errors) == 0 {
 		resp, err := c.jobs.CreateJob(s.call(r.Context()), &sundialv1.CreateJobRequest{Job: job, IdempotencyKey: f.IdempotencyKey})
 		if err == nil {
-			http.Redirect(w, r, "/jobs/"+url.PathEscape(resp.GetJob().GetId())+"?done=created", http.StatusSeeOther)
+			http.Redirect(w, r, "/jobs/"+url.PathEscape(resp.GetJob().GetId())+"?"+notice{code: "created"}.query(), http.StatusSeeOther)
 			return
 		}
 		if !f.refused(err) {
@@ -924,7 +924,7 @@ func (c *Console) editJob(w http.ResponseWriter, r *http.Request, s *session) {
 	paths := changedPaths(f, was)
 	if len(f.Errors) == 0 {
 		if len(paths) == 0 {
-			http.Redirect(w, r, "/jobs/"+url.PathEscape(cur.GetId())+"?done="+url.QueryEscape("unchanged"), http.StatusSeeOther)
+			http.Redirect(w, r, "/jobs/"+url.PathEscape(cur.GetId())+"?"+notice{code: "unchanged"}.query(), http.StatusSeeOther)
 			return
 		}
 		if r.PostFormValue("confirm") != "yes" {
@@ -933,7 +933,7 @@ func (c *Console) editJob(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 		_, err := c.jobs.UpdateJob(ctx, &sundialv1.UpdateJobRequest{Job: job, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}})
 		if err == nil {
-			http.Redirect(w, r, "/jobs/"+url.PathEscape(cur.GetId())+"?done="+url.QueryEscape("updated: "+strings.Join(paths, ", ")), http.StatusSeeOther)
+			http.Redirect(w, r, "/jobs/"+url.PathEscape(cur.GetId())+"?"+notice{code: "updated", fields: paths}.query(), http.StatusSeeOther)
 			return
 		}
 		if !f.refused(err) {
@@ -964,7 +964,7 @@ func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request, s *session
 		nq.Set("page", t)
 		next = "/dead-letters?" + nq.Encode()
 	}
-	data := map[string]any{"DeadLetters": resp.GetDeadLetters(), "Filter": filter, "Next": next, "Done": q.Get("done")}
+	data := map[string]any{"DeadLetters": resp.GetDeadLetters(), "Filter": filter, "Next": next, "Done": bannerOf(q)}
 	if q.Get("page") == "" && len(resp.GetDeadLetters()) > 0 {
 		// Groups over the newest 1,000 the filter matches: what is failing,
 		// where, and for which jobs, at a glance.
@@ -1074,5 +1074,5 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request, s *session) {
 		})
 		return
 	}
-	http.Redirect(w, r, "/dead-letters?done="+url.QueryEscape(fmt.Sprintf("re-driven: %d dead letter(s)", resp.GetCount())), http.StatusSeeOther)
+	http.Redirect(w, r, "/dead-letters?"+notice{code: "redriven", n: int64(resp.GetCount())}.query(), http.StatusSeeOther)
 }

@@ -71,4 +71,9 @@ func TestIntegrationConsoleReadOnlyTokenAndRevocation(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// The ended session's row is gone: the console deleted it on the
+	// first request the token no longer resolved for.
+	if n := sessionRows(t, api.Pool, `token_id = $1`, made.GetToken().GetId()); n != 0 {
+		t.Fatalf("%d session rows of the revoked token", n)
+	}
 }
