@@ -239,3 +239,31 @@ func TestTightenUnderARunningElector(t *testing.T) {
 	requireUndeletable(t, conn, path+"/"+candidates[0])
 	require.Never(t, func() bool { return a.State() != leader.StateLeading }, time.Second, 50*time.Millisecond)
 }
+
+// Rotating the password: while the tree's ACL names both the old and the
+// new password's digest (operations.md, ZooKeeper), prefetchers with
+// either pass the startup check, which leaves the ACL as it is, and one
+// with the new password leads.
+func TestCheckAcceptsAnACLNamingBothPasswords(t *testing.T) {
+	conn, root := testinfra.ZooKeeper(t)
+	path := root + "/election"
+	both := append(zk.DigestACL(zk.PermAll, testinfra.ZooKeeperDigestUser, "old-password"),
+		append(zk.DigestACL(zk.PermAll, testinfra.ZooKeeperDigestUser, testinfra.ZooKeeperDigestPassword), zk.WorldACL(zk.PermRead)...)...)
+	_, err := conn.Create(path, nil, 0, both)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	old := leader.Security{Username: testinfra.ZooKeeperDigestUser, Password: connsec.Password{Value: connsec.NewSecret("old-password")}}
+	require.NoError(t, leader.Check(ctx, identityConfig(t, old, path, "old", slog.New(slog.DiscardHandler))))
+	cfg := identityConfig(t, testIdentity(), path, "new", slog.New(slog.DiscardHandler))
+	require.NoError(t, leader.Check(ctx, cfg))
+
+	authed, _ := zkConnect(t, testIdentity(), nil)
+	acl, _, err := authed.GetACL(path)
+	require.NoError(t, err)
+	require.ElementsMatch(t, both, acl, "the check left the rotation's ACL alone")
+
+	e := startElector(t, cfg)
+	require.Eventually(t, func() bool { return e.State() == leader.StateLeading }, 20*time.Second, 20*time.Millisecond)
+}
