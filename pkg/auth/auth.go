@@ -4,11 +4,12 @@
 // Every Sundial API call carries "authorization: Bearer <token>". A token
 // stands for a principal: a tenant, optionally a name for whoever holds it
 // ("acme:deployer": tenant acme, name deployer), and a role (Role: tenant
-// admin, tenant read-only, platform operator). Tokens come from two places:
-// the static tokens of configuration (a file or a flag, loaded once in
-// main: the bootstrap, admins unless they say otherwise), and the tokens
-// made through the api's TokenService, which a Verifier (services/api's
-// tokens package) checks against Postgres. The server interceptors put the
+// admin, tenant read-only, platform operator). Tokens come from three
+// places, all the api's: the bootstrap tokens of its --tokens-file, kept
+// there as argon2id hashes (HashToken, ParseHash) and reloaded when the
+// file changes; the tokens made through its TokenService, checked against
+// Postgres — both Verifiers of services/api's tokens package — and the
+// deprecated plain tokens of its --tokens flag (NewTokens). The server interceptors put the
 // resolved tenant, actor and role in the call's context, where handlers
 // read them with TenantFrom, ActorFrom and PrincipalFrom; a call without a
 // known token fails with Unauthenticated, and one its role may not make
@@ -28,9 +29,14 @@
 // (Fingerprint), so an operator can tell which token made a change without
 // the audit trail holding anything a caller could authenticate with.
 //
-// Static tokens are kept only as SHA-256 digests and looked up by digest,
-// so the lookup's timing does not depend on how much of a guessed token
-// matches a real one, and a heap dump does not hold usable tokens.
+// Plain static tokens are kept only as SHA-256 digests and looked up by
+// digest, so the lookup's timing does not depend on how much of a guessed
+// token matches a real one, and a heap dump does not hold usable tokens.
+//
+// Every call the interceptors refuse as Unauthenticated or
+// PermissionDenied is told to the hook of WithRefusals (the api writes
+// them to its access_denied_audit table), with the caller's address and
+// the presented token's fingerprint, never the token.
 package auth
 
 import (
@@ -39,7 +45,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -47,6 +55,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"gopkg.in/yaml.v3"
 )
@@ -74,8 +83,36 @@ type Verifier interface {
 // Tokens resolves bearer tokens: the static ones by digest, then the
 // Verifier's, when it has one.
 type Tokens struct {
-	byDigest map[[sha256.Size]byte]Principal
-	verifier Verifier
+	byDigest  map[[sha256.Size]byte]Principal
+	verifiers []Verifier
+	refused   func(context.Context, Refusal)
+}
+
+// TokenIDer is implemented by a Verifier whose tokens carry their id
+// (the api's "sdl_<id>_<secret>"), so a refused call can name the token it
+// claimed to be without the audit trail holding the token.
+type TokenIDer interface {
+	TokenID(token string) string
+}
+
+// Refusal is a call the interceptor refused: Unauthenticated (no token,
+// or one nobody knows, revoked or expired) or PermissionDenied (the
+// role may not make it). It holds nothing a caller could authenticate
+// with.
+type Refusal struct {
+	// Method is the full gRPC method name.
+	Method string
+	Code   codes.Code
+	// Principal is the caller's, for PermissionDenied; zero for
+	// Unauthenticated.
+	Principal Principal
+	// Fingerprint is the presented token's (Fingerprint), "" when the
+	// call carried none; TokenID the api-token id it claimed, if any.
+	Fingerprint, TokenID string
+	// Source is the caller's address (host only): the network peer, or
+	// for a call through the api's own HTTP gateway the client address
+	// it forwarded.
+	Source string
 }
 
 // NewTokens builds a token table from token → principal pairs, a principal
@@ -96,51 +133,77 @@ func NewTokens(m map[string]string) (*Tokens, error) {
 // WithVerifier returns a copy of t that also asks v about tokens that are
 // not static.
 func (t *Tokens) WithVerifier(v Verifier) *Tokens {
-	return &Tokens{byDigest: t.byDigest, verifier: v}
+	return &Tokens{byDigest: t.byDigest, verifiers: append(slices.Clip(t.verifiers), v), refused: t.refused}
 }
 
-func (t *Tokens) add(token, spec string) error {
-	token = strings.TrimSpace(token)
-	if token == "" {
-		return errors.New("auth: empty token")
-	}
+// WithRefusals returns a copy of t that tells fn of every call its
+// interceptors refuse as Unauthenticated or PermissionDenied. fn runs on
+// the call's goroutine before the error returns, so it must not block.
+func (t *Tokens) WithRefusals(fn func(context.Context, Refusal)) *Tokens {
+	return &Tokens{byDigest: t.byDigest, verifiers: t.verifiers, refused: fn}
+}
+
+// ParsePrincipal reads "tenant", "tenant:name", "tenant:name:role" or
+// "tenant::role" (role admin, read-only or operator; admin when not
+// given). The Actor it returns is "<tenant>/<name>" for a named one and
+// "" otherwise: an unnamed token's actor carries its fingerprint
+// (UnnamedActor).
+func ParsePrincipal(spec string) (Principal, error) {
 	parts := strings.Split(strings.TrimSpace(spec), ":")
 	for i := range parts {
 		parts[i] = strings.TrimSpace(parts[i])
 	}
 	tenant, name, role := parts[0], "", RoleAdmin
 	if tenant == "" {
-		return errors.New("auth: token with an empty tenant")
+		return Principal{}, errors.New("auth: token with an empty tenant")
 	}
 	if !ValidName(tenant, false) {
-		return fmt.Errorf("auth: tenant %q: use letters, digits and . _ - only", tenant)
+		return Principal{}, fmt.Errorf("auth: tenant %q: use letters, digits and . _ - only", tenant)
 	}
 	switch len(parts) {
 	case 1:
 	case 2, 3:
 		name = parts[1]
 		if (len(parts) == 2 || name != "") && (name == "" || !ValidName(name, true)) {
-			return fmt.Errorf("auth: principal %q: the name after ':' must be 1-128 letters, digits and . _ - @", spec)
+			return Principal{}, fmt.Errorf("auth: principal %q: the name after ':' must be 1-128 letters, digits and . _ - @", spec)
 		}
 		if len(parts) == 3 {
 			r, err := ParseRole(parts[2])
 			if err != nil {
-				return fmt.Errorf("auth: principal %q: %w", spec, err)
+				return Principal{}, fmt.Errorf("auth: principal %q: %w", spec, err)
 			}
 			role = r
 		}
 	default:
-		return fmt.Errorf("auth: principal %q: write tenant, tenant:name or tenant:name:role", spec)
+		return Principal{}, fmt.Errorf("auth: principal %q: write tenant, tenant:name or tenant:name:role", spec)
 	}
-	actor := tenant + "/token:" + Fingerprint(token)
+	p := Principal{Tenant: tenant, Role: role}
 	if name != "" {
-		actor = tenant + "/" + name
+		p.Actor = tenant + "/" + name
+	}
+	return p, nil
+}
+
+// UnnamedActor is the actor of an unnamed static token of tenant.
+func UnnamedActor(tenant, token string) string { return tenant + "/token:" + Fingerprint(token) }
+
+func (t *Tokens) add(token, spec string) error {
+	token = strings.TrimSpace(token)
+	if token == "" {
+		return errors.New("auth: empty token")
+	}
+	p, err := ParsePrincipal(spec)
+	if err != nil {
+		return err
+	}
+	if p.Actor == "" {
+		p.Actor = UnnamedActor(p.Tenant, token)
 	}
 	d := sha256.Sum256([]byte(token))
-	if prev, ok := t.byDigest[d]; ok && prev.Tenant != tenant {
+	if prev, ok := t.byDigest[d]; ok && prev.Tenant != p.Tenant {
 		return errors.New("auth: one token is given for two tenants")
 	}
-	t.byDigest[d] = Principal{Tenant: tenant, Actor: actor, Role: role}
+	t.byDigest[d] = p
 	return nil
 }
 
@@ -271,10 +334,13 @@ func (t *Tokens) ResolveContext(ctx context.Context, token string) (Principal, b
 	if p, ok := t.byDigest[sha256.Sum256([]byte(token))]; ok {
 		return p, true, nil
 	}
-	if t.verifier == nil {
-		return Principal{}, false, nil
+	for _, v := range t.verifiers {
+		p, ok, err := v.Verify(ctx, token)
+		if ok || err != nil {
+			return p, ok, err
+		}
 	}
-	return t.verifier.Verify(ctx, token)
+	return Principal{}, false, nil
 }
 
 type tenantKey struct{}
@@ -358,12 +424,15 @@ func (t *Tokens) authenticate(ctx context.Context, fullMethod string) (context.C
 		return ctx, nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
+	var presented string
 	for _, v := range md.Get("authorization") {
 		scheme, token, ok := strings.Cut(strings.TrimSpace(v), " ")
 		if !ok || !strings.EqualFold(scheme, "bearer") {
 			continue
 		}
-		p, ok, err := t.ResolveContext(ctx, strings.TrimSpace(token))
+		token = strings.TrimSpace(token)
+		presented = token
+		p, ok, err := t.ResolveContext(ctx, token)
 		if err != nil {
 			return nil, status.Error(codes.Unavailable, "bearer token not checked: the token store does not answer; retry")
 		}
@@ -371,6 +440,7 @@ func (t *Tokens) authenticate(ctx context.Context, fullMethod string) (context.C
 			continue
 		}
 		if err := Allowed(p.Role, fullMethod); err != nil {
+			t.refuse(ctx, md, fullMethod, codes.PermissionDenied, p, token)
 			return nil, err
 		}
 		ctx = WithPrincipal(ctx, p)
@@ -382,12 +452,61 @@ func (t *Tokens) authenticate(ctx context.Context, fullMethod string) (context.C
 			case p.Role == RoleOperator:
 				return nil, status.Errorf(codes.InvalidArgument, "%s header: %q is not a tenant name", TenantHeader, tenant)
 			case tenant != p.Tenant:
+				t.refuse(ctx, md, fullMethod, codes.PermissionDenied, p, token)
 				return nil, status.Errorf(codes.PermissionDenied, "role %s acts on its own tenant only: the %s header may not name another", p.Role, TenantHeader)
 			}
 		}
 		return ctx, nil
 	}
+	t.refuse(ctx, md, fullMethod, codes.Unauthenticated, Principal{}, presented)
 	return nil, errUnauthenticated
+}
+
+// refuse tells the refusal hook, if any, of a refused call.
+func (t *Tokens) refuse(ctx context.Context, md metadata.MD, method string, code codes.Code, p Principal, token string) {
+	if t.refused == nil {
+		return
+	}
+	r := Refusal{Method: method, Code: code, Principal: p, TokenID: p.TokenID, Source: source(ctx, md)}
+	if token != "" {
+		r.Fingerprint = Fingerprint(token)
+		for _, v := range t.verifiers {
+			if r.TokenID != "" {
+				break
+			}
+			if ider, ok := v.(TokenIDer); ok {
+				r.TokenID = ider.TokenID(token)
+			}
+		}
+	}
+	t.refused(ctx, r)
+}
+
+// source is the caller's host: the network peer's, or for an in-process
+// call (the api's HTTP gateway, over a net.Pipe: network "pipe", which no
+// caller outside the process can be) the client address the gateway
+// forwarded. x-forwarded-for is read only there: a
+// network caller could write anything in it.
+func source(ctx context.Context, md metadata.MD) string {
+	pr, ok := peer.FromContext(ctx)
+	if !ok || pr.Addr == nil {
+		return ""
+	}
+	if n := pr.Addr.Network(); n == "pipe" || n == "local" {
+		// The gateway appends the address it took the request from to
+		// whatever X-Forwarded-For the client sent: the last entry is the
+		// one the api itself saw.
+		if fwd := md.Get("x-forwarded-for"); len(fwd) > 0 {
+			list := strings.Split(fwd[len(fwd)-1], ",")
+			return strings.TrimSpace(list[len(list)-1])
+		}
+		return "in-process"
+	}
+	addr := pr.Addr.String()
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
 }
 
 // UnaryServerInterceptor authenticates unary calls and checks their role.
