@@ -52,7 +52,10 @@ func TestPrefetcherStartsWhileAComponentIsDown(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			logs := &syncBuffer{}
-			cfg := validConfig(t, append(c.args, "--election-path", "/sundial/test/"+testinfra.UniqueName(t, 40))...)
+			// Under the test's own root, which is deleted afterwards (and
+			// open, whatever the ACL of a /sundial a make run created).
+			_, root := testinfra.ZooKeeper(t)
+			cfg := validConfig(t, append(c.args, "--election-path", root+"/election")...)
 			a, err := New(context.Background(), cfg, Deps{Logger: slog.New(slog.NewTextHandler(logs, nil)), Registry: prometheus.NewRegistry()})
 			require.NoError(t, err)
 			var g lifecycle.Group
