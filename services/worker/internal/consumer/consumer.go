@@ -66,6 +66,7 @@ import (
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
+	"github.com/sundialhq/sundial/services/worker/internal/offsets"
 	"github.com/sundialhq/sundial/services/worker/internal/work"
 )
 
@@ -245,6 +246,9 @@ type Consumer struct {
 	// commitMu serializes the periodic commit with a revoke's commit, so
 	// a periodic commit of a revoked partition never lands after it.
 	commitMu sync.Mutex
+	// noDoneMeta: the brokers refused the finished records' metadata as
+	// too large once; commits carry offsets alone from then on.
+	noDoneMeta atomic.Bool
 
 	pace *pacer
 
@@ -402,6 +406,10 @@ func (c *Consumer) connect(sessionTimeout time.Duration) error {
 		kgo.OnPartitionsAssigned(c.assigned),
 		kgo.OnPartitionsRevoked(c.revoked),
 		kgo.OnPartitionsLost(c.lost),
+		// The commit's metadata says which records past the committed
+		// offset were finished (offsets.Done): read before the new
+		// partitions are fetched, so they are passed without a lease call.
+		kgo.OnOffsetsFetched(c.fetched),
 		kgo.SessionTimeout(c.cfg.SessionTimeout),
 		kgo.HeartbeatInterval(c.cfg.HeartbeatInterval),
 		kgo.RebalanceTimeout(c.cfg.RebalanceTimeout),
@@ -792,10 +800,18 @@ func (c *Consumer) commitParts(ctx context.Context, parts []*partition) {
 	defer c.commitMu.Unlock()
 	offs := map[string]map[int32]kgo.EpochOffset{}
 	byTP := map[tp]*partition{}
+	metas := map[tp]string{}
 	for _, p := range parts {
 		off, epoch, ok := p.wm.Commit()
 		c.m.Uncommitted.WithLabelValues(p.topic, p.label).Set(float64(p.wm.Len()))
-		if !ok || off <= p.committed.Load() {
+		if !ok {
+			continue
+		}
+		meta := ""
+		if !c.noDoneMeta.Load() {
+			meta = offsets.EncodeDone(p.wm.Done(off, offsets.MaxDoneBytes))
+		}
+		if off < p.committed.Load() || off == p.committed.Load() && meta == p.committedMeta {
 			continue
 		}
 		if offs[p.topic] == nil {
@@ -803,10 +819,22 @@ func (c *Consumer) commitParts(ctx context.Context, parts []*partition) {
 		}
 		offs[p.topic][p.id] = kgo.EpochOffset{Epoch: epoch, Offset: off}
 		byTP[tp{p.topic, p.id}] = p
+		metas[tp{p.topic, p.id}] = meta
 	}
 	if len(offs) == 0 {
 		return
 	}
+	ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
+		for i := range req.Topics {
+			t := &req.Topics[i]
+			for j := range t.Partitions {
+				if m := metas[tp{t.Topic, t.Partitions[j].Partition}]; m != "" {
+					t.Partitions[j].Metadata = &m
+				}
+			}
+		}
+		return nil
+	})
 	c.cl.Load().CommitOffsetsSync(ctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err != nil {
 			c.m.Commits.WithLabelValues("error").Inc()
@@ -821,6 +849,12 @@ func (c *Consumer) commitParts(ctx context.Context, parts []*partition) {
 				if p == nil {
 					continue
 				}
+				if pr.ErrorCode == kerr.OffsetMetadataTooLarge.Code && c.noDoneMeta.CompareAndSwap(false, true) {
+					// The brokers' offset.metadata.max.bytes is below what
+					// the finished records need: commit offsets alone.
+					c.logger.Warn("the brokers refuse the finished records' commit metadata as too large; committing offsets alone (a takeover re-reads finished records past the commit)",
+						"topic", t.Topic, "partition", pr.Partition, "metadata_bytes", len(metas[tp{t.Topic, pr.Partition}]))
+				}
 				if pr.ErrorCode != 0 {
 					c.m.Commits.WithLabelValues("error").Inc()
 					c.logger.Warn("offset commit refused", "topic", t.Topic, "partition", pr.Partition, "code", pr.ErrorCode)
@@ -828,6 +862,7 @@ func (c *Consumer) commitParts(ctx context.Context, parts []*partition) {
 				}
 				c.m.Commits.WithLabelValues("ok").Inc()
 				p.committed.Store(offs[t.Topic][pr.Partition].Offset)
+				p.committedMeta = metas[tp{t.Topic, pr.Partition}]
 			}
 		}
 	})
@@ -855,6 +890,40 @@ func (c *Consumer) assigned(_ context.Context, _ *kgo.Client, assigned map[strin
 	}
 	c.m.Assigned.Set(float64(len(c.parts)))
 	c.logger.Info("partitions assigned", "assigned", assigned)
+}
+
+// fetched reads, for the partitions just assigned, which records past the
+// committed offset their previous owner finished (offsets.DecodeDone), so
+// add passes them without working them again.
+func (c *Consumer) fetched(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
+	set := func(topic string, id int32, at int64, meta *string) {
+		if meta == nil || at < 0 {
+			return
+		}
+		bits, ok := offsets.DecodeDone(*meta)
+		if !ok {
+			return
+		}
+		c.mu.Lock()
+		p := c.parts[tp{topic, id}]
+		c.mu.Unlock()
+		if p != nil {
+			p.finishedAhead(at, bits)
+		}
+	}
+	for _, t := range resp.Topics {
+		for _, pr := range t.Partitions {
+			set(t.Topic, pr.Partition, pr.Offset, pr.Metadata)
+		}
+	}
+	for _, g := range resp.Groups {
+		for _, t := range g.Topics {
+			for _, pr := range t.Partitions {
+				set(t.Topic, pr.Partition, pr.Offset, pr.Metadata)
+			}
+		}
+	}
+	return nil
 }
 
 func (c *Consumer) revoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {

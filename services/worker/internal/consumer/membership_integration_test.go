@@ -4,13 +4,18 @@ package consumer
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
+	"github.com/sundialhq/sundial/services/worker/internal/offsets"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
@@ -95,4 +100,73 @@ func TestStaticMemberLeavesOnStop(t *testing.T) {
 	a.Stop()
 	took := waitOwned(t, b, topic, 8*time.Second, func(ps []int32) bool { return len(ps) == 4 })
 	t.Logf("the other member owns all four after %s (session timeout 20s)", took)
+}
+
+// A worker killed with records finished past its commit point — they
+// finished out of order — leaves them in its commit's metadata, so the
+// member that takes the partition over is handed only the unfinished ones
+// (it would otherwise lease each again, to find it done).
+func TestTakeoverPassesRecordsFinishedPastTheCommit(t *testing.T) {
+	brokers := testinfra.KafkaBrokers(t)
+	topic := testinfra.KafkaTopic(t, 1)
+	group := testinfra.KafkaGroup(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i := range 8 {
+		rec := &kgo.Record{Topic: topic, Partition: 0, Value: envelope(t, fmt.Sprintf("p0-o%d", i))}
+		if err := cl.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ha := newRecHolder()
+	a := realMember(t, brokers, topic, group, "worker-a", ha)
+	ha.wait(t, 8)
+	finished := []int{1, 2, 5, 6}
+	for _, i := range finished {
+		claimFinish(t, ha, fmt.Sprintf("p0-o%d", i))
+	}
+	adm := kadm.NewClient(cl)
+	eventually(t, "a commit at 0 naming the finished records", func() bool {
+		offs, err := adm.FetchOffsets(context.Background(), group)
+		if err != nil {
+			return false
+		}
+		o, ok := offs.Lookup(topic, 0)
+		if !ok || o.At != 0 {
+			return false
+		}
+		bits, ok := offsets.DecodeDone(o.Metadata)
+		return ok && offsets.DoneAt(bits, 0, 1) && offsets.DoneAt(bits, 0, 6)
+	})
+	a.crash()
+
+	hb := newRecHolder()
+	b := realMember(t, brokers, topic, group, "worker-a", hb)
+	defer b.Stop()
+	hb.wait(t, 4)
+	for _, i := range []int{0, 3, 4, 7} {
+		if hb.get(fmt.Sprintf("p0-o%d", i)) == nil {
+			t.Fatalf("the new owner was not handed the unfinished p0-o%d", i)
+		}
+	}
+	for _, i := range finished {
+		if hb.get(fmt.Sprintf("p0-o%d", i)) != nil {
+			t.Fatalf("the new owner was handed p0-o%d, which the old one finished", i)
+		}
+	}
+	if got := testutil.ToFloat64(b.m.TakeoverPassed); got != float64(len(finished)) {
+		t.Fatalf("passed %v records, want %d", got, len(finished))
+	}
+	// Finishing the rest moves the commit past everything.
+	for _, i := range []int{0, 3, 4, 7} {
+		claimFinish(t, hb, fmt.Sprintf("p0-o%d", i))
+	}
+	eventually(t, "the commit at 8", func() bool {
+		offs, err := adm.FetchOffsets(context.Background(), group)
+		o, ok := offs.Lookup(topic, 0)
+		return err == nil && ok && o.At == 8
+	})
 }

@@ -44,6 +44,9 @@ type partition struct {
 
 	wm        offsets.Watermark[*work.Item]
 	committed atomic.Int64
+	// committedMeta is the metadata of the last commit (guarded by the
+	// consumer's commitMu).
+	committedMeta string
 	// ahead is the latest fire instant fetched (Unix ns): how far ahead
 	// the partition has fetched (Consumer.pace).
 	ahead atomic.Int64
@@ -58,6 +61,10 @@ type partition struct {
 	// partition was attached again and its fetch restarted at the
 	// committed offset).
 	skipBelow int64
+	// doneBits, from doneFrom on, are the records the partition's previous
+	// owner finished past its commit (offsets.Done): passed as finished.
+	doneFrom  int64
+	doneBits  []byte
 	executing int
 	// drained is closed once the partition is detached and nothing of it
 	// is executing (the first time; later claims of kept firings do not
@@ -82,6 +89,18 @@ func (p *partition) add(recs []*kgo.Record) {
 	for _, r := range recs {
 		if r.Offset < p.skipBelow {
 			continue // held since before the partition was taken away
+		}
+		if p.doneBits != nil {
+			if offsets.DoneAt(p.doneBits, p.doneFrom, r.Offset) {
+				// Finished by the previous owner: nothing to lease or
+				// decode, only the offset to pass.
+				p.wm.Finish(p.wm.Track(r.Offset, r.LeaderEpoch, nil))
+				p.c.m.TakeoverPassed.Inc()
+				continue
+			}
+			if r.Offset >= p.doneFrom+int64(len(p.doneBits))*8 {
+				p.doneBits = nil
+			}
 		}
 		f, err := firing.Decode(r.Value)
 		if err == nil && (f.GetExecutionId() == "" || f.GetJobId() == "") {
@@ -254,6 +273,19 @@ func (p *partition) detach(keep func(*work.Item) bool) (kept, abandoned int) {
 		it.Trace.End(outcomeAbandoned)
 	}
 	return kept, len(held)
+}
+
+// finishedAhead sets the records from offset from on that bits says the
+// previous owner finished, before the partition's first record arrives. A
+// partition already tracking records (attached again) knows better and
+// keeps what it has.
+func (p *partition) finishedAhead(from int64, bits []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, seen := p.wm.Next(); seen || p.skipBelow > 0 {
+		return
+	}
+	p.doneFrom, p.doneBits = from, bits
 }
 
 // reattach makes a detached partition this worker was given back its own

@@ -61,6 +61,9 @@ type Metrics struct {
 	Assigned prometheus.Gauge
 	// Commits by result (ok, error).
 	Commits *prometheus.CounterVec
+	// TakeoverPassed counts records a new owner of a partition passed
+	// because its previous owner's commit said they were finished.
+	TakeoverPassed prometheus.Counter
 	// ClockOffset is the estimated database-minus-local clock offset.
 	ClockOffset prometheus.Gauge
 	// ClockRTT is the round trip of the sample behind the estimate.
@@ -188,6 +191,9 @@ func New(reg prometheus.Registerer, maxTenants int, watchedJobs ...string) *Metr
 		Assigned: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sundial_worker_assigned_partitions", Help: "Partitions of the priority topics this worker owns.",
 		}),
+		TakeoverPassed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sundial_worker_takeover_passed_total", Help: "Records past the committed offset passed without work because the previous owner's commit said they were finished.",
+		}),
 		Commits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sundial_worker_offset_commits_total", Help: "Offset commits, by result.",
 		}, []string{"result"}),
@@ -256,7 +262,7 @@ func New(reg prometheus.Registerer, maxTenants int, watchedJobs ...string) *Metr
 			Buckets: LatenessBuckets,
 		}, []string{"job_id"}),
 	}
-	reg.MustRegister(m.Lateness, m.Firings, m.LeaseConflicts, m.PrepareBatch, m.PrepareCall, m.SettleBatch, m.ReadyDepth, m.Executing, m.Lag, m.Uncommitted,
+	reg.MustRegister(m.Lateness, m.Firings, m.LeaseConflicts, m.PrepareBatch, m.PrepareCall, m.SettleBatch, m.ReadyDepth, m.Executing, m.Lag, m.Uncommitted, m.TakeoverPassed,
 		m.Assigned, m.Commits, m.ClockOffset, m.ClockRTT, m.Procs, m.Evicted, m.LedgerWrites,
 		m.RetriesScheduled, m.DeadLetters, m.PoisonRecords, m.SettleErrors, m.JobCompletions, m.OverlapSkips, m.OverlapWaits,
 		m.RateLimited, m.Breakers, m.BreakerTransitions, m.BreakerRejections, m.LimitsFallbacks, m.RefusedAddresses, m.Notifications,

@@ -11,7 +11,9 @@
 package offsets
 
 import (
+	"encoding/base64"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -125,4 +127,79 @@ func (w *Watermark[T]) Next() (offset int64, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.next, w.seen
+}
+
+// Done says which records from offset on are finished already, as a bitmap:
+// bit i (byte i/8, least significant bit first) is the record at offset+i,
+// set when every mark of that offset finished. It covers at most maxBytes*8
+// offsets. Committed beside the offset (EncodeDone), it lets the
+// partition's next owner pass those records without working them again:
+// records finish out of order, and after a burst staged in one go (a mass
+// registration's first window) the commit point can trail the finished
+// records by thousands. An offset with no mark (not fetched yet) is not
+// finished.
+func (w *Watermark[T]) Done(offset int64, maxBytes int) []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var bits []byte
+	limit := int64(maxBytes) * 8
+	for i := 0; i < len(w.marks); {
+		off, all := w.marks[i].Offset, true
+		for ; i < len(w.marks) && w.marks[i].Offset == off; i++ {
+			all = all && w.marks[i].done
+		}
+		d := off - offset
+		if d < 0 || !all {
+			continue
+		}
+		if d >= limit {
+			break
+		}
+		for int64(len(bits)) <= d/8 {
+			bits = append(bits, 0)
+		}
+		bits[d/8] |= 1 << (d % 8)
+	}
+	return bits
+}
+
+// donePrefix names the encoding of a Done bitmap in a commit's metadata.
+const donePrefix = "sundial-done-1:"
+
+// MaxDoneBytes bounds the bitmap committed: 16,384 offsets, 2,731 bytes of
+// metadata once encoded, under the brokers' default offset.metadata.max.bytes
+// of 4,096.
+const MaxDoneBytes = 2048
+
+// EncodeDone is the commit metadata that carries bits ("" for none).
+func EncodeDone(bits []byte) string {
+	if len(bits) == 0 {
+		return ""
+	}
+	return donePrefix + base64.RawStdEncoding.EncodeToString(bits)
+}
+
+// DecodeDone reads what EncodeDone wrote; ok is false for any other
+// metadata (none, another client's, a malformed one), which means no record
+// beyond the commit point is known to be finished.
+func DecodeDone(meta string) (bits []byte, ok bool) {
+	s, found := strings.CutPrefix(meta, donePrefix)
+	if !found {
+		return nil, false
+	}
+	bits, err := base64.RawStdEncoding.DecodeString(s)
+	if err != nil || len(bits) > MaxDoneBytes {
+		return nil, false
+	}
+	return bits, true
+}
+
+// DoneAt reports whether bits (from Done or DecodeDone, taken at offset
+// from) says the record at offset is finished.
+func DoneAt(bits []byte, from, offset int64) bool {
+	d := offset - from
+	if d < 0 || d/8 >= int64(len(bits)) {
+		return false
+	}
+	return bits[d/8]&(1<<(d%8)) != 0
 }

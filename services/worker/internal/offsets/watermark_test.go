@@ -2,6 +2,7 @@ package offsets
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -152,5 +153,59 @@ func TestCommitNeverPassesUnfinishedRandom(t *testing.T) {
 			}
 			last = got
 		}
+	}
+}
+
+// Done marks exactly the finished records from the commit point on: not an
+// unfinished one, not one tracked twice with one mark open, not one beyond
+// the bound; and what it says survives the commit's metadata.
+func TestDoneSaysWhichRecordsPastTheCommitFinished(t *testing.T) {
+	var w Watermark[int]
+	marks := map[int64]*Mark[int]{}
+	for _, off := range []int64{10, 11, 12, 13, 14, 20, 21, 30} {
+		marks[off] = w.Track(off, 1, 0)
+	}
+	dup := w.Track(21, 2, 0) // fetched again across a reassignment
+	for _, off := range []int64{12, 14, 20, 21, 30} {
+		w.Finish(marks[off])
+	}
+	commit, _, _ := w.Commit()
+	if commit != 10 {
+		t.Fatalf("commit %d, want 10", commit)
+	}
+	bits := w.Done(commit, MaxDoneBytes)
+	meta := EncodeDone(bits)
+	back, ok := DecodeDone(meta)
+	if !ok {
+		t.Fatalf("metadata %q does not decode", meta)
+	}
+	for off := int64(0); off < 40; off++ {
+		want := off == 12 || off == 14 || off == 20 || off == 30
+		if got := DoneAt(back, commit, off); got != want {
+			t.Errorf("offset %d: done %v, want %v", off, got, want)
+		}
+	}
+	w.Finish(dup)
+	if !DoneAt(w.Done(commit, MaxDoneBytes), commit, 21) {
+		t.Error("21 finished under both marks, not reported done")
+	}
+	// Bounded: one byte covers offsets 10..17 only.
+	if b := w.Done(commit, 1); len(b) != 1 || DoneAt(b, commit, 20) {
+		t.Errorf("bounded to one byte: %08b", b)
+	}
+	// Finishing 10 and 11 moves the commit point; Done follows it.
+	w.Finish(marks[10])
+	w.Finish(marks[11])
+	commit, _, _ = w.Commit()
+	if commit != 13 || !DoneAt(w.Done(commit, MaxDoneBytes), commit, 14) || DoneAt(w.Done(commit, MaxDoneBytes), commit, 13) {
+		t.Fatalf("after the commit moved to %d: %08b", commit, w.Done(commit, MaxDoneBytes))
+	}
+	for _, bad := range []string{"", "other client's", "sundial-done-1:***", "sundial-done-1:" + strings.Repeat("A", 4000)} {
+		if _, ok := DecodeDone(bad); ok {
+			t.Errorf("%.30q decoded", bad)
+		}
+	}
+	if EncodeDone(nil) != "" {
+		t.Error("nothing finished should commit no metadata")
 	}
 }
