@@ -392,6 +392,12 @@ func (c *Console) confirmJobAction(w http.ResponseWriter, r *http.Request, s *se
 		c.render(w, http.StatusNotFound, "error", s, map[string]any{"Title": "Not found", "Message": "no such action"})
 		return
 	}
+	exec := r.URL.Query().Get("execution")
+	if action == "cancel" && !executionID.MatchString(exec) {
+		// The page would print it: only an id, never a link's own words.
+		c.render(w, http.StatusBadRequest, "error", s, map[string]any{"Title": "Bad request", "Message": "execution: not an execution id"})
+		return
+	}
 	got, err := c.jobs.GetJob(s.call(r.Context()), &sundialv1.GetJobRequest{Id: r.PathValue("id")})
 	if err != nil {
 		c.fail(w, r, s, err)
@@ -399,7 +405,6 @@ func (c *Console) confirmJobAction(w http.ResponseWriter, r *http.Request, s *se
 	}
 	var hidden [][2]string
 	if action == "cancel" {
-		exec := r.URL.Query().Get("execution")
 		question = "Execution " + exec + ": " + question
 		hidden = append(hidden, [2]string{"execution", exec})
 	}

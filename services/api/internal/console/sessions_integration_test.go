@@ -440,6 +440,10 @@ func TestIntegrationConsoleForgedBannerShowsNothing(t *testing.T) {
 			t.Fatalf("/jobs%s: a banner shows", forged)
 		}
 	}
+	// Nor does a confirmation page print a link's words as an execution.
+	if code, page, _ := acme.do("GET", path+"/confirm?action=cancel&execution=Your+session+expired", nil); code != http.StatusBadRequest || strings.Contains(page, "expired") {
+		t.Fatalf("cancel confirmation of a forged execution: %d", code)
+	}
 	if n := acme.notice(path + "?done=deleted"); n != "Job deleted." {
 		t.Fatalf("a known code: %q", n)
 	}
