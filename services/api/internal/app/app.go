@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -45,6 +46,7 @@ import (
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
 	"github.com/sundialhq/sundial/services/api/internal/console"
+	"github.com/sundialhq/sundial/services/api/internal/deniedaudit"
 	"github.com/sundialhq/sundial/services/api/internal/history"
 	"github.com/sundialhq/sundial/services/api/internal/httpapi"
 	"github.com/sundialhq/sundial/services/api/internal/server"
@@ -93,14 +95,35 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	// The api-made tokens (TokenService) beside the static ones of
-	// --tokens: both resolve through cfg.tokens from here on.
+	// The bootstrap tokens of --tokens-file (hashed, reloaded when the
+	// file changes) and the api-made ones (TokenService) beside the plain
+	// ones of --tokens: all resolve through cfg.tokens from here on, and
+	// the calls it refuses go to access_denied_audit.
+	var tokenServices []lifecycle.Service
+	if cfg.bootstrap != nil {
+		boot, err := tokens.NewBootstrap(tokens.BootstrapConfig{Initial: cfg.bootstrap, Logger: deps.Logger})
+		if err != nil {
+			return nil, err
+		}
+		cfg.tokens = cfg.tokens.WithVerifier(boot)
+		tokenServices = append(tokenServices, boot)
+	}
+	if cfg.tokens.Len() > 0 {
+		deps.Logger.Warn("plain bootstrap tokens given by --tokens (SUNDIAL_TOKENS) are deprecated: they are accepted until 2027-03-01, then refused; "+
+			"put their hashes (schedctl token hash) in --tokens-file instead", "tokens", cfg.tokens.Len())
+	}
 	tokenStore := tokens.NewStore(pool)
 	verifier, err := tokens.NewVerifier(tokens.VerifierConfig{Store: tokenStore, Logger: deps.Logger})
 	if err != nil {
 		return nil, err
 	}
 	cfg.tokens = cfg.tokens.WithVerifier(verifier)
+	denied, err := deniedaudit.New(deniedaudit.Config{Pool: pool, Logger: deps.Logger, Registry: deps.Registry})
+	if err != nil {
+		return nil, err
+	}
+	cfg.tokens = cfg.tokens.WithRefusals(denied.Record)
+	tokenServices = append(tokenServices, verifier, denied)
 	if h.tokens, err = tokens.NewService(tokenStore, clock.Real{}, deps.Logger); err != nil {
 		return nil, err
 	}
@@ -113,7 +136,13 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	deps.Logger.Info("tenants configured", "tenants", cfg.tokens.Tenants())
+	tenants := cfg.tokens.Tenants()
+	if cfg.bootstrap != nil {
+		tenants = append(tenants, cfg.bootstrap.Tenants()...)
+		slices.Sort(tenants)
+		tenants = slices.Compact(tenants)
+	}
+	deps.Logger.Info("tenants configured", "tenants", tenants)
 	d := cfg.quotas.Defaults()
 	deps.Logger.Info("quotas configured", "max_jobs", d.MaxJobs, "min_interval", d.MinInterval.String(),
 		"create_rate_per_minute", d.CreatesPerMinute, "tenant_overrides", cfg.quotas.Overridden())
@@ -130,16 +159,17 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 		services = append(services, cass)
 		checks["cassandra"] = cass.Ready
 	}
-	services = append(services, redisOwner{rdb: b.redis, logger: deps.Logger}, b.closeTopics, b.ledger, verifier, grpcSrv)
+	services = append(services, redisOwner{rdb: b.redis, logger: deps.Logger}, b.closeTopics, b.ledger)
+	services = append(services, tokenServices...)
+	services = append(services, grpcSrv)
 	if cfg.HTTPAddr != "" {
 		// The HTTP/JSON API and console: a client of the gRPC server, so
 		// started after it and stopped before it.
-		httpSrv, con, err := newHTTP(cfg, deps, pool, grpcSrv, httpTLS)
+		httpSrv, err := newHTTP(cfg, deps, grpcSrv, httpTLS)
 		if err != nil {
 			return nil, err
 		}
-		// The console's sweep of expired sessions beside the server.
-		services = append(services, con, httpSrv)
+		services = append(services, httpSrv)
 	}
 	return &App{Services: services, Checks: checks}, nil
 }
@@ -333,23 +363,28 @@ func newGRPC(cfg Config, deps Deps, h handlers, storesReady func(context.Context
 
 // newHTTP builds the HTTP/JSON API and the console over an in-process
 // connection to the gRPC server.
-func newHTTP(cfg Config, deps Deps, pool *pgxpool.Pool, grpcSrv *server.GRPC, tlsCfg *tls.Config) (*httpapi.Server, *console.Console, error) {
+func newHTTP(cfg Config, deps Deps, grpcSrv *server.GRPC, tlsCfg *tls.Config) (*httpapi.Server, error) {
 	conn, err := httpapi.Dial(grpcSrv.DialLocal)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	var key []byte
 	if cfg.ConsoleKeyFile != "" {
-		deps.Logger.Warn("--console-session-key-file is ignored: console sessions live in Postgres and need no shared key")
+		if key, err = os.ReadFile(cfg.ConsoleKeyFile); err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("console-session-key-file: %w", err)
+		}
+	} else {
+		deps.Logger.Warn("console sessions use a random key: they end when this process does and do not span replicas (set --console-session-key-file)")
 	}
-	con, err := console.New(console.Config{Conn: conn, Tokens: cfg.tokens, Pool: pool, SessionTTL: cfg.ConsoleTTL, IdleTimeout: cfg.ConsoleIdle,
-		SecureCookies: cfg.ConsoleSecure, Registerer: deps.Registry,
+	con, err := console.New(console.Config{Conn: conn, Tokens: cfg.tokens, SessionKey: key, SecureCookies: cfg.ConsoleSecure,
 		PrometheusURL: cfg.ConsolePrometheus, OperatorTenants: splitList(cfg.ConsoleOperators), Logger: deps.Logger, Clock: clock.Real{}})
 	if err != nil {
 		_ = conn.Close()
-		return nil, nil, err
+		return nil, err
 	}
 	// httpapi.New owns conn from here: it closes it on failure and on Stop.
-	srv, err := httpapi.New(httpapi.Config{
+	return httpapi.New(httpapi.Config{
 		Addr:        cfg.HTTPAddr,
 		Conn:        conn,
 		Console:     con,
@@ -357,7 +392,6 @@ func newHTTP(cfg Config, deps Deps, pool *pgxpool.Pool, grpcSrv *server.GRPC, tl
 		StopTimeout: cfg.GRPCStopTimeout,
 		TLS:         tlsCfg,
 	})
-	return srv, con, err
 }
 
 // closer is a lifecycle.Service whose Stop releases a client.

@@ -20,6 +20,7 @@ import (
 	"github.com/sundialhq/sundial/services/api/internal/quota"
 	"github.com/sundialhq/sundial/services/api/internal/ratelimit"
 	"github.com/sundialhq/sundial/services/api/internal/server"
+	"github.com/sundialhq/sundial/services/api/internal/tokens"
 )
 
 // DefaultPostgresDSN is --postgres-dsn's default, for serving and for the
@@ -33,16 +34,11 @@ const DefaultPostgresDSN = "postgres://sundial:sundial@127.0.0.1:5432/sundial?ss
 type Config struct {
 	GRPCAddr string
 	HTTPAddr string
-	// ConsoleKeyFile is no longer used (sessions live in Postgres since
-	// migration 00021; accepted so existing deployments start);
-	// ConsoleIdle and ConsoleTTL end a session after that long without a
-	// request and after sign-in; ConsoleSecure marks the cookie Secure
-	// behind a TLS-terminating proxy;
+	// ConsoleKeyFile holds the key sealing console sessions; ConsoleSecure
+	// marks the cookie Secure behind a TLS-terminating proxy;
 	// ConsolePrometheus is where the overview reads each tenant's series,
 	// and ConsoleOperators the tenants shown the whole platform's.
 	ConsoleKeyFile    string
-	ConsoleIdle       time.Duration
-	ConsoleTTL        time.Duration
 	ConsoleSecure     bool
 	ConsolePrometheus string
 	ConsoleOperators  string
@@ -88,10 +84,12 @@ type Config struct {
 	HTTPClientCAFile string
 	AllowPlaintext   bool
 
-	fs     *flag.FlagSet   // to tell flags given from defaults
-	tokens *auth.Tokens    // loaded by Validate
-	kek    *signingkey.KEK // loaded by Validate
-	quotas *quota.Quotas   // loaded by Validate
+	fs     *flag.FlagSet // to tell flags given from defaults
+	tokens *auth.Tokens  // --tokens, loaded by Validate
+	// bootstrap is --tokens-file's set, loaded by Validate.
+	bootstrap *tokens.BootstrapSet
+	kek       *signingkey.KEK // loaded by Validate
+	quotas    *quota.Quotas   // loaded by Validate
 	// ledgerTTLs: the quotas file's ledger_ttl settings, loaded by
 	// Validate (ledgerttl.go).
 	ledgerTTLs ledgerttl.TTLs
@@ -101,9 +99,7 @@ type Config struct {
 func (s *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&s.GRPCAddr, "grpc-addr", "127.0.0.1:9090", "address the gRPC JobService listens on")
 	fs.StringVar(&s.HTTPAddr, "http-addr", "", "address the HTTP/JSON API (/v1/) and the web console (/) listen on, e.g. 127.0.0.1:8080; empty (the default): no HTTP listener")
-	fs.StringVar(&s.ConsoleKeyFile, "console-session-key-file", "", "deprecated and ignored: console sessions live in Postgres and need no shared key")
-	fs.DurationVar(&s.ConsoleIdle, "console-idle-timeout", 30*time.Minute, "end a console session this long after its last request")
-	fs.DurationVar(&s.ConsoleTTL, "console-session-ttl", 12*time.Hour, "end a console session this long after sign-in, however busy")
+	fs.StringVar(&s.ConsoleKeyFile, "console-session-key-file", "", "file of at least 32 bytes sealing the console's session cookies; replicas behind one load balancer need the same (empty: a random key, sessions end on restart)")
 	fs.BoolVar(&s.ConsoleSecure, "console-secure-cookies", false, "mark the console's session cookie Secure even on plain HTTP (TLS terminated in front of the api); always set over TLS")
 	fs.StringVar(&s.ConsoleOperators, "console-operator-tenants", "", "comma-separated tenants whose console sessions also see the whole platform on the overview (every tenant's firings, consumer lag, outbox, components, leaders; needs --console-prometheus-url): the platform team's tenant, not its users'")
 	fs.StringVar(&s.ConsolePrometheus, "console-prometheus-url", "", "base URL of a Prometheus that scrapes the workers, e.g. http://127.0.0.1:9091; the console's overview charts each tenant's firings and lateness of the last hour from it (empty: no charts)")
@@ -113,8 +109,8 @@ func (s *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&s.CassandraHosts, "cassandra-hosts", "127.0.0.1:9042", "comma-separated Cassandra contact points of the execution ledger")
 	fs.StringVar(&s.CassandraKeyspace, "cassandra-keyspace", "sundial", "Cassandra keyspace of the execution ledger")
 	fs.StringVar(&s.CassandraRepl, "cassandra-replication", ledger.DefaultReplication, "replication map of the ledger keyspace when the api creates it")
-	fs.StringVar(&s.TokensFile, "tokens-file", "", "YAML or JSON file mapping static (bootstrap) bearer tokens to tenant, tenant:name or tenant:name:role (role admin, read-only or operator; admin when not given); more tokens are made through the api (schedctl token create)")
-	fs.StringVar(&s.Tokens, "tokens", "", "static (bootstrap) bearer tokens as token=tenant[:name[:role]],… (added to --tokens-file)")
+	fs.StringVar(&s.TokensFile, "tokens-file", "", "YAML or JSON file mapping the argon2id hashes of static (bootstrap) bearer tokens (schedctl token hash) to tenant, tenant:name or tenant:name:role (role admin, read-only or operator; admin when not given); a plain token in it is refused. Read again within seconds when it changes. More tokens are made through the api (schedctl token create)")
+	fs.StringVar(&s.Tokens, "tokens", "", "deprecated (accepted with a warning until 2027-03-01): plain static bearer tokens as token=tenant[:name[:role]],… (added to --tokens-file, never reloaded); use --tokens-file with hashes")
 	fs.BoolVar(&s.MigrateOnStart, "migrate-on-start", true, "apply the Postgres migrations and create the ledger's keyspace and tables before serving")
 	fs.DurationVar(&s.GRPCStopTimeout, "grpc-stop-timeout", 15*time.Second, "how long a shutdown waits for in-flight gRPC calls before cutting them off")
 	fs.StringVar(&s.QuotasFile, "quotas-file", "", "YAML file of quota defaults and per-tenant overrides (see docs/architecture/api.md)")
@@ -168,12 +164,6 @@ func (s *Config) Validate(p *config.Problems) {
 	if s.GRPCStopTimeout <= 0 {
 		p.Addf("grpc-stop-timeout", "must be positive, got %s", s.GRPCStopTimeout)
 	}
-	if s.ConsoleIdle < time.Minute {
-		p.Addf("console-idle-timeout", "must be at least 1m, got %s", s.ConsoleIdle)
-	}
-	if s.ConsoleTTL < time.Minute {
-		p.Addf("console-session-ttl", "must be at least 1m, got %s", s.ConsoleTTL)
-	}
 	if s.ReleaseLead < 0 {
 		p.Addf("release-lead", "must not be negative, got %s", s.ReleaseLead)
 	}
@@ -206,19 +196,21 @@ func (s *Config) Validate(p *config.Problems) {
 	s.validateTokens(p)
 }
 
-// validateTokens loads the bearer tokens of --tokens-file and --tokens
-// (the latter added to the former): at least one, or nobody can call.
+// validateTokens loads the bearer tokens of --tokens-file (argon2id
+// hashes; a plain token there is refused, naming its line) and --tokens
+// (plain, deprecated): at least one, or nobody can call.
 func (s *Config) validateTokens(p *config.Problems) {
-	all := map[string]string{}
+	n := 0
 	if s.TokensFile != "" {
-		m, err := auth.LoadTokensFile(s.TokensFile)
+		set, err := tokens.LoadBootstrap(s.TokensFile)
 		if err != nil {
 			p.Addf("tokens-file", "%v", err)
-		}
-		for k, v := range m {
-			all[k] = v
+		} else {
+			s.bootstrap = set
+			n += set.Len()
 		}
 	}
+	all := map[string]string{}
 	if s.Tokens != "" {
 		m, err := auth.ParseTokens(s.Tokens)
 		if err != nil {
@@ -228,14 +220,16 @@ func (s *Config) validateTokens(p *config.Problems) {
 			all[k] = v
 		}
 	}
-	tokens, err := auth.NewTokens(all)
+	static, err := auth.NewTokens(all)
 	switch {
 	case err != nil:
 		p.Addf("tokens", "%v", err)
-	case tokens.Len() == 0:
-		p.Addf("tokens", "no bearer tokens configured: set --tokens or --tokens-file, or nobody can call the api")
+	case static.Len()+n == 0 && s.TokensFile != "" && s.bootstrap == nil:
+		// the file's own problem is already recorded
+	case static.Len()+n == 0:
+		p.Addf("tokens", "no bearer tokens configured: set --tokens-file (or the deprecated --tokens), or nobody can call the api")
 	default:
-		s.tokens = tokens
+		s.tokens = static
 	}
 }
 
