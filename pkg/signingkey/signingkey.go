@@ -4,18 +4,21 @@
 //
 // # Keys, rotation and the overlap
 //
-// A tenant has at most two valid keys. Create gives it its first, the
-// current one. Rotate makes a new current key and keeps the previous one
-// valid for an overlap (DefaultOverlap unless asked otherwise; zero ends
-// it at once, for a key that leaked); a rotation during an overlap ends
-// the older overlap at once, so there are never three. Workers sign every
-// request with each valid key, the current first, naming each by its id
+// A tenant has at most two valid keys. It gets its first with its first
+// job: the api makes it in the job's transaction (EnsureTx), and a worker
+// firing for a tenant that has jobs but no key makes it then (Ensure), so
+// no tenant is signed for with a secret shared by all. Such a key is not
+// shown until the tenant asks for it: its first Create returns it, once
+// (a tenant that asks before its first job gets a new key the same way).
+// Rotate makes a new current key and keeps the previous one valid for an
+// overlap (DefaultOverlap unless asked otherwise; zero ends it at once,
+// for a key that leaked); a rotation during an overlap ends the older
+// overlap at once, so there are never three. Workers sign every request
+// with each valid key, the current first, naming each by its id
 // (signature.SignKeys), so a target that verifies with either key passes
 // throughout the overlap: it can swap its key at any moment within it.
-// The first key may have an overlap of its own with the platform's secret
-// (Create's platformOverlap): the platform secret signs beside it until
-// then, so the tenant's targets move from the platform secret to the key
-// the same way.
+// A rotation overlaps with the tenant's previous key only, never with the
+// platform's secret.
 //
 // # At rest
 //

@@ -738,7 +738,7 @@ func TestHostRateLimitAndCircuitBreaker(t *testing.T) {
 func hostRateLimitAndCircuitBreaker(t *testing.T, cluster bool) {
 	e := newEnv(t, 1)
 	d := e.watchDLQ()
-	down := newSink(t, e.secret) // a second host (another port)
+	down := newSink(t, e.sink.keys) // a second host (another port)
 	cfg := e.config("w1")
 	cfg.ClusterLimits = cluster
 	cfg.HostRate, cfg.HostBurst = 4, 1

@@ -34,8 +34,9 @@ import (
 	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
 	"github.com/sundialhq/sundial/pkg/migrations"
-	"github.com/sundialhq/sundial/pkg/signature"
+	"github.com/sundialhq/sundial/pkg/signingkey"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/testkit/harness"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 
 	"github.com/sundialhq/sundial/services/worker/internal/app"
@@ -95,10 +96,13 @@ type env struct {
 	ledger   ledger.Session
 	dsn      string
 	pg       *pgxpool.Pool
-	secret   []byte
-	sink     *sink
-	kafka    *kgo.Client
-	adm      *kadm.Client
+	// kekFile seals the tenants' signing keys, which keys reads and sign
+	// every request the workers send (pkg/signingkey).
+	kekFile string
+	keys    *signingkey.Store
+	sink    *sink
+	kafka   *kgo.Client
+	adm     *kadm.Client
 	// logs has everything the env's in-process workers logged, for tests
 	// that check what a worker must never log.
 	logs *logBuffer
@@ -106,7 +110,7 @@ type env struct {
 
 func newEnv(t *testing.T, partitions int32) *env {
 	t.Helper()
-	e := &env{t: t, secret: []byte("integration-secret-" + uuid.NewString()), logs: &logBuffer{}}
+	e := &env{t: t, logs: &logBuffer{}}
 	e.topics = firing.Topics{Prefix: "test." + testinfra.UniqueName(t, 150)}
 	e.group = testinfra.KafkaGroup(t)
 	e.rdb, e.redisPfx = testinfra.Redis(t)
@@ -142,7 +146,16 @@ func newEnv(t *testing.T, partitions int32) *env {
 		t.Fatal(err)
 	}
 	e.ledger = s
-	e.sink = newSink(t, e.secret)
+	e.kekFile = filepath.Join(t.TempDir(), "signing-kek")
+	if err := os.WriteFile(e.kekFile, []byte(uuid.NewString()+uuid.NewString()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kek, err := signingkey.LoadKEK(e.kekFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.keys = signingkey.NewStore(e.pg, kek)
+	e.sink = newSink(t, harness.NewKeys(e.keys))
 	return e
 }
 
@@ -188,7 +201,7 @@ func (e *env) config(workerID string) app.Config {
 		PostgresDSN:         e.dsn,
 		PostgresMaxConns:    16,
 		ClockSampleInterval: 5 * time.Second,
-		SigningSecret:       string(e.secret),
+		SigningKEKFile:      e.kekFile,
 		WorkerID:            workerID,
 		MetricsMaxTenants:   100,
 		Executors:           64,
@@ -306,7 +319,7 @@ func (e *env) startProcess(cfg app.Config) *proc {
 		"--redis-addr", cfg.RedisAddr, "--redis-key-prefix", cfg.RedisKeyPrefix,
 		"--cassandra-hosts", cfg.CassandraHosts, "--cassandra-keyspace", cfg.CassandraKeyspace,
 		"--postgres-dsn", cfg.PostgresDSN, "--clock-offset", cfg.ClockOffset.String(),
-		"--signing-secret", cfg.SigningSecret, "--worker-id", cfg.WorkerID,
+		"--signing-key-encryption-key-file", cfg.SigningKEKFile, "--worker-id", cfg.WorkerID,
 		"--executors", strconv.Itoa(cfg.Executors), "--lease-ttl", cfg.LeaseTTL.String(),
 		"--session-timeout", cfg.SessionTimeout.String(), "--revoke-drain-timeout", cfg.RevokeDrainTimeout.String(),
 		"--liveness-ttl", cfg.LivenessTTL.String(),
@@ -511,9 +524,9 @@ type arrival struct {
 // sink is the HTTP target: it verifies every request's signature and
 // headers and records what arrived.
 type sink struct {
-	t      *testing.T
-	secret []byte
-	srv    *httptest.Server
+	t    *testing.T
+	keys *harness.Keys // the tenants' signing keys, which verify every request
+	srv  *httptest.Server
 
 	mu       sync.Mutex
 	arrivals []arrival
@@ -555,8 +568,8 @@ type callback struct {
 	sigErr error
 }
 
-func newSink(t *testing.T, secret []byte) *sink {
-	s := &sink{t: t, secret: secret, hold: map[string]chan struct{}{}, script: map[string][]reply{}, perJob: map[string]int{},
+func newSink(t *testing.T, keys *harness.Keys) *sink {
+	s := &sink{t: t, keys: keys, hold: map[string]chan struct{}{}, script: map[string][]reply{}, perJob: map[string]int{},
 		inflight: map[string]int{}, peak: map[string]int{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.srv.Close)
@@ -568,7 +581,7 @@ func (s *sink) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	h := r.Header
 	if r.URL.Path == "/callback" || r.URL.Path == "/cancel" {
-		err := signature.Verify(s.secret, h.Get(firing.HeaderSignature), h.Get(firing.HeaderExecutionID), body, received, time.Minute)
+		err := s.keys.Verify(h.Get(firing.HeaderSignature), h.Get(firing.HeaderExecutionID), body, received, time.Minute)
 		s.mu.Lock()
 		if r.URL.Path == "/cancel" {
 			s.cancels = append(s.cancels, callback{header: h.Clone(), body: body, sigErr: err})
@@ -584,7 +597,7 @@ func (s *sink) serve(w http.ResponseWriter, r *http.Request) {
 		received: received, catchUp: h.Get(firing.HeaderCatchUp) == "true",
 	}
 	var problems []string
-	if err := signature.Verify(s.secret, h.Get(firing.HeaderSignature), a.exec, body, received, time.Minute); err != nil {
+	if err := s.keys.Verify(h.Get(firing.HeaderSignature), a.exec, body, received, time.Minute); err != nil {
 		problems = append(problems, fmt.Sprintf("%s: signature: %v", a.exec, err))
 	}
 	if h.Get(firing.HeaderIdempotencyKey) != a.exec || a.exec == "" {

@@ -8,8 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -78,42 +76,30 @@ func (r signedRequest) verify(keys ...signingkey.Key) error {
 	return signature.VerifyKeys(ks, r.header, r.exec, r.body, r.received, time.Minute)
 }
 
-// A worker with --signing-key-encryption-key-file signs each tenant's
-// requests with that tenant's keys from real Postgres, naming them: a
-// target holding its tenant's key verifies; the platform secret and
-// another tenant's key do not. A tenant without keys is signed for with
-// the platform secret, as before; a tenant whose first key is within its
-// platform overlap is signed for with both, so its targets can move from
-// the platform secret to the key. After a rotation with an overlap a
-// request carries both keys' signatures, so a target holding either
-// passes; after a rotation without one, only the new key's.
+// A worker signs each tenant's requests with that tenant's own keys from
+// real Postgres, naming them, and with nothing else: a target holding its
+// tenant's key verifies; another tenant's key does not, and no platform
+// signature rides along. A tenant whose first job the api just made a key
+// for (in the job's transaction, long before the worker's next refresh)
+// is signed with that key at its first firing: the worker asks for it. A
+// tenant with firings but no key (jobs from before per-tenant keys) gets
+// one made by the worker. After a rotation with an overlap a request
+// carries the previous and the new key's signatures, and nothing else;
+// after a rotation without one, only the new key's.
 func TestSigningWithTenantKeys(t *testing.T) {
 	e := newEnv(t, 1)
 	ctx := context.Background()
-	kekFile := filepath.Join(t.TempDir(), "kek")
-	if err := os.WriteFile(kekFile, []byte(strings.Repeat("q", 40)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	kek, err := signingkey.LoadKEK(kekFile)
+	keys := e.keys
+	k1, err := keys.Create(ctx, "acme", "acme/ops")
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := signingkey.NewStore(e.pg, kek)
-	k1, err := keys.Create(ctx, "acme", "acme/ops", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	initech, err := keys.Create(ctx, "initech", "initech/ops", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-
 	target := newKeyTarget(t)
 	cfg := e.config("w1")
 	cfg.AllowTargetAddrs = target.srv.Listener.Addr().String()
-	cfg.SigningKEKFile = kekFile
-	cfg.SigningKeyRefresh = 200 * time.Millisecond
-	e.startInProcessWith(cfg, app.Deps{})
+	// Longer than the test: what the worker learns, it learns by asking.
+	cfg.SigningKeyRefresh = time.Hour
+	w1 := e.startInProcessWith(cfg, app.Deps{})
 
 	fire := func(tenant string) signedRequest {
 		t.Helper()
@@ -123,6 +109,14 @@ func TestSigningWithTenantKeys(t *testing.T) {
 		e.produce([]*sundialv1.Firing{f}, nil)
 		return target.wait(t, f.GetExecutionId())
 	}
+	valid := func(tenant string) []signingkey.Key {
+		t.Helper()
+		m, _, err := keys.Valid(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m[tenant]
+	}
 
 	r := fire("acme")
 	if !strings.Contains(r.header, "kid="+k1.ID+",v1=") || strings.Count(r.header, "v1=") != 1 {
@@ -131,67 +125,133 @@ func TestSigningWithTenantKeys(t *testing.T) {
 	if err := r.verify(k1); err != nil {
 		t.Fatalf("acme's key: %v", err)
 	}
-	if err := signature.Verify(e.secret, r.header, r.exec, r.body, r.received, time.Minute); !errors.Is(err, signature.ErrMismatch) {
-		t.Fatalf("the platform secret verifies acme's request: %v", err)
+
+	// initech's first job: the api made its key in the job's transaction
+	// (EnsureTx, as its create hook does), unseen by the worker so far.
+	tx, err := e.pg.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := r.verify(initech); !errors.Is(err, signature.ErrUnknownKey) {
+	if made, err := keys.EnsureTx(ctx, tx, "initech", "sundial-api (first job)"); err != nil || !made {
+		t.Fatalf("the api's first-job key: %v %v", made, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	initech := valid("initech")
+	if len(initech) != 1 {
+		t.Fatalf("initech's keys: %+v", initech)
+	}
+	i := fire("initech")
+	if !strings.Contains(i.header, "kid="+initech[0].ID+",v1=") || strings.Count(i.header, "v1=") != 1 || i.verify(initech[0]) != nil {
+		t.Fatalf("initech's first request: %q, want its key %s only", i.header, initech[0].ID)
+	}
+	if err := r.verify(initech[0]); !errors.Is(err, signature.ErrUnknownKey) {
 		t.Fatalf("another tenant's key verifies acme's request: %v", err)
 	}
-	if err := signature.Verify(initech.Secret, r.header, r.exec, r.body, r.received, time.Minute); !errors.Is(err, signature.ErrMismatch) {
+	if err := signature.Verify(initech[0].Secret, r.header, r.exec, r.body, r.received, time.Minute); !errors.Is(err, signature.ErrMismatch) {
 		t.Fatalf("another tenant's secret verifies acme's request: %v", err)
 	}
-	g := fire("globex") // no keys: the platform secret, unnamed
-	if strings.Contains(g.header, "kid=") || signature.Verify(e.secret, g.header, g.exec, g.body, g.received, time.Minute) != nil {
-		t.Fatalf("globex's request: %q", g.header)
+
+	// globex has firings but no key: the worker makes it, once.
+	g := fire("globex")
+	globex := valid("globex")
+	if len(globex) != 1 || !strings.Contains(g.header, "kid="+globex[0].ID+",v1=") || strings.Count(g.header, "v1=") != 1 || g.verify(globex[0]) != nil {
+		t.Fatalf("globex's request: %q (keys %+v)", g.header, globex)
 	}
-	// initech's first key is within its platform overlap: a target still
-	// on the platform secret and one already on the key both pass.
-	i := fire("initech")
-	if err := i.verify(initech); err != nil {
-		t.Fatalf("initech's key: %v (%q)", err, i.header)
+	if l, err := keys.List(ctx, "globex"); err != nil || len(l) != 1 || l[0].CreatedBy != "sundial-worker" {
+		t.Fatalf("globex's key was not made by the worker: %+v %v", l, err)
 	}
-	if err := signature.Verify(e.secret, i.header, i.exec, i.body, i.received, time.Minute); err != nil {
-		t.Fatalf("the platform secret within initech's platform overlap: %v (%q)", err, i.header)
+	if g2 := fire("globex"); g2.verify(globex[0]) != nil || len(valid("globex")) != 1 {
+		t.Fatalf("globex's second request: %q", g2.header)
 	}
 
-	// Rotation with an overlap: both keys sign, the new one first.
+	// Rotation with an overlap: both keys sign, the new one first, and
+	// nothing else does.
 	k2, prev, err := keys.Rotate(ctx, "acme", "acme/ops", time.Hour)
 	if err != nil || prev.ID != k1.ID {
 		t.Fatal(err)
 	}
-	r = fire("acme")
-	if !strings.HasPrefix(r.header, "t=") || !strings.Contains(r.header, "kid="+k2.ID) || strings.Index(r.header, "kid="+k2.ID) > strings.Index(r.header, "kid="+k1.ID) {
+	// A worker learns of a rotation at its refresh, and w1's is an hour:
+	// w2, which loads the keys at its start, takes over.
+	for i := len(w1.Services) - 1; i >= 0; i-- {
+		w1.Services[i].Stop()
+	}
+	w2cfg := e.config("w2")
+	w2cfg.AllowTargetAddrs = cfg.AllowTargetAddrs
+	w2cfg.SigningKeyRefresh = 200 * time.Millisecond
+	e.startInProcessWith(w2cfg, app.Deps{})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r = fire("acme")
+		if strings.Contains(r.header, "kid="+k2.ID) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !strings.HasPrefix(r.header, "t=") || !strings.Contains(r.header, "kid="+k2.ID) || strings.Count(r.header, "v1=") != 2 ||
+		strings.Index(r.header, "kid="+k2.ID) > strings.Index(r.header, "kid="+k1.ID) {
 		t.Fatalf("during the overlap: %q", r.header)
 	}
 	for _, k := range []signingkey.Key{k1, k2} {
 		if err := r.verify(k); err != nil {
 			t.Fatalf("during the overlap, with %s: %v", k.ID, err)
 		}
-		if err := signature.Verify(k.Secret, r.header, r.exec, r.body, r.received, time.Minute); err != nil {
-			t.Fatalf("during the overlap, Verify with %s: %v", k.ID, err)
-		}
 	}
 
-	// Rotation without an overlap (a leaked key): only the new key signs.
-	k3, _, err := keys.Rotate(ctx, "acme", "acme/ops", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r = fire("acme")
-	if err := r.verify(k3); err != nil {
-		t.Fatalf("after a rotation without overlap, with the new key: %v (%q)", err, r.header)
-	}
-	for _, old := range []signingkey.Key{k1, k2} {
-		if err := r.verify(old); err == nil || strings.Contains(r.header, old.ID) {
-			t.Fatalf("the retired key %s still signs: %q", old.ID, r.header)
-		}
-	}
-
-	// Nothing secret reached the worker's log.
+	// Nothing secret reached the workers' log.
 	logs := e.logs.String()
-	for _, s := range [][]byte{k1.Secret, k2.Secret, k3.Secret, initech.Secret, e.secret} {
+	for _, s := range [][]byte{k1.Secret, k2.Secret, initech[0].Secret, globex[0].Secret} {
 		if strings.Contains(logs, string(s)) {
 			t.Fatalf("a signing secret reached the worker's log")
 		}
+	}
+}
+
+// With --platform-signature-until (a migration from the platform's
+// secret) a worker's requests also carry the platform secret's unnamed
+// signature, after the tenant's key's, until the stated instant, and not
+// after it.
+func TestPlatformSignatureUntil(t *testing.T) {
+	e := newEnv(t, 1)
+	ctx := context.Background()
+	key, err := e.keys.Create(ctx, "acme", "acme/ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	platform := []byte("platform-secret-" + uuid.NewString())
+	target := newKeyTarget(t)
+	cfg := e.config("w1")
+	cfg.AllowTargetAddrs = target.srv.Listener.Addr().String()
+	cfg.SigningSecret = string(platform)
+	until := time.Now().Add(8 * time.Second).Truncate(time.Second)
+	cfg.PlatformSignatureUntil = until
+	e.startInProcessWith(cfg, app.Deps{})
+
+	fire := func(at time.Time) signedRequest {
+		t.Helper()
+		f := e.firing(uuid.Must(uuid.NewV7()), at, sundialv1.Priority_PRIORITY_HIGH)
+		f.Tenant = "acme"
+		f.Target.GetHttp().Url = target.srv.URL + "/hook"
+		e.produce([]*sundialv1.Firing{f}, nil)
+		return target.wait(t, f.GetExecutionId())
+	}
+	r := fire(time.Now().Add(500 * time.Millisecond))
+	if r.received.After(until) {
+		t.Fatalf("the first firing arrived at %s, after the migration's end %s", r.received, until)
+	}
+	if err := r.verify(key); err != nil || strings.Count(r.header, "v1=") != 2 ||
+		signature.Verify(platform, r.header, r.exec, r.body, r.received, time.Minute) != nil ||
+		strings.LastIndex(r.header, "kid=") > strings.LastIndex(r.header, ",v1=") {
+		t.Fatalf("before the end: %q (%v)", r.header, err)
+	}
+	a := fire(until.Add(time.Second))
+	if err := a.verify(key); err != nil || strings.Count(a.header, "v1=") != 1 {
+		t.Fatalf("after the end: %q (%v)", a.header, err)
+	}
+	if err := signature.Verify(platform, a.header, a.exec, a.body, a.received, time.Minute); !errors.Is(err, signature.ErrMismatch) {
+		t.Fatalf("the platform secret verifies after the end: %v", err)
+	}
+	if strings.Contains(e.logs.String(), string(platform)) {
+		t.Fatal("the platform secret reached the worker's log")
 	}
 }

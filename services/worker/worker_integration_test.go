@@ -19,7 +19,6 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/ledger"
-	"github.com/sundialhq/sundial/pkg/signature"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 )
@@ -131,7 +130,7 @@ func TestWorkerFiresHTTPAndKafkaTargets(t *testing.T) {
 	if string(rec.Key) != kf.GetJobId() || hdr[firing.HeaderIdempotencyKey] != kf.GetExecutionId() || hdr[firing.HeaderFenceToken] == "" {
 		t.Errorf("kafka target record key %q headers %v", rec.Key, hdr)
 	}
-	if err := signature.Verify(e.secret, hdr[firing.HeaderSignature], kf.GetExecutionId(), rec.Value, time.Now(), time.Minute); err != nil {
+	if err := e.sink.keys.Verify(hdr[firing.HeaderSignature], kf.GetExecutionId(), rec.Value, time.Now(), time.Minute); err != nil {
 		t.Errorf("kafka target signature: %v", err)
 	}
 

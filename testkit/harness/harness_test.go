@@ -3,6 +3,7 @@ package harness
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"os"
 	"strconv"
@@ -20,6 +21,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/jobspec"
 	"github.com/sundialhq/sundial/pkg/signature"
+	"github.com/sundialhq/sundial/pkg/signingkey"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -46,7 +48,20 @@ func TestWithSearchPath(t *testing.T) {
 	}
 }
 
-// post sends one firing to the sink as a worker would.
+// testKeyID names the one tenant key testKeys hold.
+const testKeyID = "k-test"
+
+// staticKeys is a KeySource holding one tenant's key.
+type staticKeys []byte
+
+func (k staticKeys) Valid(context.Context) (map[string][]signingkey.Key, []signingkey.Unopened, error) {
+	return map[string][]signingkey.Key{"acme": {{Tenant: "acme", ID: testKeyID, Secret: k}}}, nil, nil
+}
+
+func testKeys(secret []byte) *Keys { return NewKeys(staticKeys(secret)) }
+
+// post sends one firing to the sink as a worker would, signed by its
+// tenant's key.
 func post(t *testing.T, s *Sink, secret []byte, exec, job uuid.UUID, slot time.Time, fence int64, key string) {
 	t.Helper()
 	body := []byte(`{"x":1}`)
@@ -63,7 +78,7 @@ func post(t *testing.T, s *Sink, secret []byte, exec, job uuid.UUID, slot time.T
 	req.Header.Set(firing.HeaderScheduledAt, slot.Format(time.RFC3339Nano))
 	req.Header.Set(firing.HeaderFenceToken, strconv.FormatInt(fence, 10))
 	req.Header.Set(firing.HeaderAttempt, "1")
-	req.Header.Set(firing.HeaderSignature, signature.Sign(secret, time.Now(), exec.String(), body))
+	req.Header.Set(firing.HeaderSignature, signature.SignKeys([]signature.Key{{ID: testKeyID, Secret: secret}}, time.Now(), exec.String(), body))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +91,7 @@ func post(t *testing.T, s *Sink, secret []byte, exec, job uuid.UUID, slot time.T
 
 func TestSinkRecordsAndAnalyzes(t *testing.T) {
 	secret := []byte("s3cret")
-	s, err := NewSink(secret)
+	s, err := NewSink(testKeys(secret))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +282,7 @@ func TestJobRowIsWhatTheAPIStores(t *testing.T) {
 // hang ends, or not at all to a client that gives up first.
 func TestSinkHang(t *testing.T) {
 	secret := []byte("s3cret")
-	s, err := NewSink(secret)
+	s, err := NewSink(testKeys(secret))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +313,7 @@ func TestSinkHang(t *testing.T) {
 func TestSinkSlowURL(t *testing.T) {
 	secret := []byte("s3cret")
 	clk := clock.NewFake(time.Now())
-	s, err := NewSink(secret, SinkClock(clk))
+	s, err := NewSink(testKeys(secret), SinkClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,5 +361,29 @@ func TestSinkSlowURL(t *testing.T) {
 			return
 		case <-tick.C:
 		}
+	}
+}
+
+// Keys verify a tenant key's signature, named by its id; a signature by
+// no tenant's key (the platform's secret alone, unnamed) or by a key it
+// cannot find does not verify.
+func TestKeysVerifyTenantKeysOnly(t *testing.T) {
+	k := testKeys([]byte("s3cret"))
+	now, body := time.Now(), []byte("b")
+	good := signature.SignKeys([]signature.Key{{ID: testKeyID, Secret: []byte("s3cret")}}, now, "e1", body)
+	if err := k.Verify(good, "e1", body, now, time.Minute); err != nil {
+		t.Fatalf("the tenant's key: %v", err)
+	}
+	// The tenant key beside an unnamed platform signature still verifies.
+	both := signature.SignKeys([]signature.Key{{ID: testKeyID, Secret: []byte("s3cret")}, {Secret: []byte("platform")}}, now, "e1", body)
+	if err := k.Verify(both, "e1", body, now, time.Minute); err != nil {
+		t.Fatalf("the tenant's key beside the platform's: %v", err)
+	}
+	if err := k.Verify(signature.Sign([]byte("s3cret"), now, "e1", body), "e1", body, now, time.Minute); !errors.Is(err, ErrNoTenantKey) {
+		t.Fatalf("an unnamed signature: %v", err)
+	}
+	other := signature.SignKeys([]signature.Key{{ID: "k-other", Secret: []byte("s3cret")}}, now, "e1", body)
+	if err := k.Verify(other, "e1", body, now, time.Minute); !errors.Is(err, ErrNoTenantKey) {
+		t.Fatalf("a key no tenant has: %v", err)
 	}
 }

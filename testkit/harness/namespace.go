@@ -34,6 +34,10 @@ type Namespace struct {
 	RedisPrefix  string
 	Keyspace     string // Cassandra keyspace of the ledger (the api creates it)
 	ElectionPath string // ZooKeeper path of the prefetchers' election
+	// SigningKEK seals the tenants' signing keys (the api's and workers'
+	// --signing-key-encryption-key-file): Platform gives it to them, and
+	// Sink verifies with the keys it opens.
+	SigningKEK []byte
 
 	infra Infra
 }
@@ -46,7 +50,12 @@ func NewNamespace(ctx context.Context, infra Infra, base string) (*Namespace, er
 	if err != nil {
 		return nil, err
 	}
+	kek, err := NewKEK()
+	if err != nil {
+		return nil, err
+	}
 	n := &Namespace{
+		SigningKEK:   kek,
 		Name:         name,
 		Schema:       name,
 		PostgresDSN:  WithSearchPath(infra.PostgresDSN, name),

@@ -33,7 +33,11 @@ type Config struct {
 
 	Token  string // the api's bearer token (default "harness-token")
 	Tenant string // its tenant (default "harness")
-	Secret string // the workers' signing secret (default "harness-signing-secret")
+	// Secret is the platform's signing secret, given to the workers only
+	// when set; it signs nothing unless they also get
+	// --platform-signature-until (a migration). The tenants' own keys
+	// sign every request (Namespace.SigningKEK, Sink).
+	Secret string
 
 	// Env is extra environment for every process (KEY=VALUE), applied after
 	// the platform's own settings so it can override them. Variables named
@@ -63,6 +67,7 @@ type Platform struct {
 	grpcAddr string
 	conn     *grpc.ClientConn
 	tls      string // <LogDir>/tls once dev-tls made it
+	kekFile  string // the namespace's SigningKEK, for the api and workers
 }
 
 // NewPlatform checks cfg and fills its defaults; it starts nothing.
@@ -84,9 +89,6 @@ func NewPlatform(cfg Config) (*Platform, error) {
 	if cfg.Tenant == "" {
 		cfg.Tenant = "harness"
 	}
-	if cfg.Secret == "" {
-		cfg.Secret = "harness-signing-secret"
-	}
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = 90 * time.Second
 	}
@@ -99,10 +101,14 @@ func NewPlatform(cfg Config) (*Platform, error) {
 	if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
 		return nil, err
 	}
-	return &Platform{cfg: cfg, log: cfg.Logger}, nil
+	p := &Platform{cfg: cfg, log: cfg.Logger, kekFile: filepath.Join(cfg.LogDir, "signing-kek")}
+	if err := os.WriteFile(p.kekFile, cfg.Namespace.SigningKEK, 0o600); err != nil {
+		return nil, fmt.Errorf("harness: key-encryption key file: %w", err)
+	}
+	return p, nil
 }
 
-// Secret is the workers' signing secret (for Sink).
+// Secret is the platform's signing secret (Config.Secret), if any.
 func (p *Platform) Secret() []byte { return []byte(p.cfg.Secret) }
 
 // Tenant is the tenant the api token belongs to.
@@ -133,7 +139,10 @@ func (p *Platform) env(admin string) []string {
 	set("TOPIC_PREFIX", ns.TopicPrefix)
 	set("GROUP", ns.Group)
 	set("ELECTION_PATH", ns.ElectionPath)
-	set("SIGNING_SECRET", p.cfg.Secret)
+	set("SIGNING_KEY_ENCRYPTION_KEY_FILE", p.kekFile)
+	if p.cfg.Secret != "" {
+		set("SIGNING_SECRET", p.cfg.Secret)
+	}
 	set("ADMIN_ADDR", admin)
 	set("LOG_FORMAT", "text")
 	set("LOG_LEVEL", "info")

@@ -17,7 +17,6 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/pkg/signature"
 )
 
 // Via is how a delivery reached the sink.
@@ -58,8 +57,8 @@ type Delivery struct {
 // Sink is a target recording every delivery. It serves HTTP on a loopback
 // port and can also read Kafka topics that jobs produce to.
 type Sink struct {
-	secret []byte
-	clock  clock.Clock
+	keys  *Keys // the tenants' signing keys, which verify every delivery
+	clock clock.Clock
 
 	ln  net.Listener
 	srv *http.Server
@@ -92,20 +91,22 @@ func SinkAddr(addr string) SinkOption { return func(o *sinkOptions) { o.addr = a
 // SinkClock stamps arrivals with c instead of the real clock.
 func SinkClock(c clock.Clock) SinkOption { return func(o *sinkOptions) { o.clock = c } }
 
-// NewSink starts a sink verifying signatures with secret (the workers'
-// signing secret). Close stops it.
-func NewSink(secret []byte, opts ...SinkOption) (*Sink, error) {
+// NewSink starts a sink verifying signatures with keys (each request must
+// carry its tenant's key's signature, as the tenant's target checks; see
+// Namespace.SigningKeys). Close stops it and closes keys.
+func NewSink(keys *Keys, opts ...SinkOption) (*Sink, error) {
 	o := sinkOptions{addr: "127.0.0.1:0", clock: clock.Real{}}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
+		keys.Close()
 		return nil, fmt.Errorf("harness: sink: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Sink{
-		secret: append([]byte(nil), secret...),
+		keys:   keys,
 		clock:  o.clock,
 		ln:     ln,
 		ctx:    ctx,
@@ -129,6 +130,9 @@ func NewSink(secret []byte, opts ...SinkOption) (*Sink, error) {
 	}()
 	return s, nil
 }
+
+// Keys are the keys the sink verifies with.
+func (s *Sink) Keys() *Keys { return s.keys }
 
 // Connections is how many HTTP connections the sink has accepted so far: a
 // worker that reuses its connections to a host opens a handful, one that
@@ -158,6 +162,7 @@ func (s *Sink) Close() error {
 	defer cancel()
 	err := s.srv.Shutdown(ctx)
 	s.wg.Wait()
+	s.keys.Close()
 	s.serveMu.Lock()
 	defer s.serveMu.Unlock()
 	return errors.Join(err, s.serve)
@@ -225,7 +230,7 @@ func (s *Sink) parse(via Via, received time.Time, get func(string) string, body 
 	d.Attempt = int32(attempt)
 	if key := get(firing.HeaderIdempotencyKey); key != execID {
 		errs = append(errs, fmt.Errorf("%s %q differs from the execution id %q", firing.HeaderIdempotencyKey, key, execID))
-	} else if err := signature.Verify(s.secret, get(firing.HeaderSignature), execID, body, received, 5*time.Minute); err != nil {
+	} else if err := s.keys.Verify(get(firing.HeaderSignature), execID, body, received, 5*time.Minute); err != nil {
 		errs = append(errs, err)
 	}
 	d.Err = errors.Join(errs...)

@@ -80,7 +80,7 @@ func TestBrowserConsoleFiresEndToEnd(t *testing.T) {
 	} else {
 		t.Log("SUNDIAL_PROMETHEUS is not set: the overview's charts are not checked")
 	}
-	s := newSink(t, p.secret)
+	s := newSink(t, p)
 	base := p.plat.URL(httpAddr)
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],

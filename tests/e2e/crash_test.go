@@ -38,7 +38,7 @@ func TestPrefetcherLeaderKilled(t *testing.T) {
 	pf2 := p.start("prefetcher-2", "prefetcher", "--node-id", "pf-2", "--window", "5s")
 	p.start("worker-1", "worker", "--worker-id", "w1")
 
-	s := newSink(t, p.secret)
+	s := newSink(t, p)
 	start := time.Now().Add(5 * time.Second).Truncate(time.Second)
 	end := start.Add(30 * time.Second)
 	want, _ := p.register(t, everySecond(40), s, "", start, end)
@@ -86,7 +86,7 @@ func TestWorkerKilled(t *testing.T) {
 	w1 := p.start("worker-1", "worker", "--worker-id", "w1", "--session-timeout", "6s")
 	p.start("worker-2", "worker", "--worker-id", "w2", "--session-timeout", "6s")
 
-	s := newSink(t, p.secret)
+	s := newSink(t, p)
 	start := time.Now().Add(5 * time.Second).Truncate(time.Second)
 	end := start.Add(25 * time.Second)
 	want, _ := p.register(t, everySecond(60), s, "", start, end)

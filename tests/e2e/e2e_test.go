@@ -249,7 +249,7 @@ func TestFiringPipelineEndToEnd(t *testing.T) {
 	p.start("worker-1", "worker", "--worker-id", "w1")
 	p.start("worker-2", "worker", "--worker-id", "w2")
 
-	s := newSink(t, p.secret)
+	s := newSink(t, p)
 	kafkaTopic := testinfra.KafkaTopic(t, 2)
 	if err := s.ReadKafka(testinfra.KafkaBrokers(t), kafkaTopic); err != nil {
 		t.Fatal(err)

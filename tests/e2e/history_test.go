@@ -26,7 +26,7 @@ func TestTenantTTLAndExecutionsEndToEnd(t *testing.T) {
 	p := newPlatform(t, "--quotas-file", quotas)
 	p.start("prefetcher-1", "prefetcher", "--node-id", "pf-1")
 	p.start("worker-1", "worker", "--worker-id", "w1")
-	s := newSink(t, p.secret)
+	s := newSink(t, p)
 	ctx := ctxT(t, 3*time.Minute)
 	cl := p.client()
 	var ids []string

@@ -57,7 +57,7 @@ func TestPrefetcherOutageCatchUpAndResume(t *testing.T) {
 	pfArgs := []string{"--window", "2s", "--tick", "200ms", "--misfire-threshold", "1s", "--catch-up-rate", "4"}
 	pf := p.start("prefetcher-1", "prefetcher", append([]string{"--node-id", "pf-1"}, pfArgs...)...)
 	p.start("worker-1", "worker", "--worker-id", "w1")
-	s := newSink(t, p.secret)
+	s := newSink(t, p)
 	ctx := ctxT(t, 5*time.Minute)
 	cl := p.client()
 

@@ -60,9 +60,8 @@ func runMain(m *testing.M) int {
 // Postgres schema, topic prefix, consumer group, Redis key prefix,
 // Cassandra keyspace and election path, shared by the processes it starts.
 type platform struct {
-	t      *testing.T
-	plat   *harness.Platform
-	secret string
+	t    *testing.T
+	plat *harness.Platform
 }
 
 // newPlatform starts the api (with apiArgs) and a relay; tests start the
@@ -81,7 +80,7 @@ func newPlatform(t *testing.T, apiArgs ...string) *platform {
 			t.Logf("namespace %s not cleaned up: %v", ns.Name, err)
 		}
 	})
-	p := &platform{t: t, secret: "e2e-signing-secret"}
+	p := &platform{t: t}
 	// The log folder is made before stopAll is registered, so it outlives
 	// the processes (cleanups run last-registered first) and their logs can
 	// be shown when the test fails.
@@ -94,7 +93,6 @@ func newPlatform(t *testing.T, apiArgs ...string) *platform {
 		Logger:    slog.New(slog.NewTextHandler(t.Output(), nil)),
 		Token:     "e2e-token",
 		Tenant:    "e2e",
-		Secret:    p.secret,
 		TLS:       tlsMode,
 		// The sinks are httptest servers on loopback, which the worker's
 		// outbound-address policy refuses unless allowlisted.

@@ -38,7 +38,7 @@ func TestPartitionedPrefetchLeadersKilledAndJoining(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	s := newSink(t, p.secret)
+	s := newSink(t, p)
 	start := time.Now().Add(5 * time.Second).Truncate(time.Second)
 	end := start.Add(30 * time.Second)
 	want, _ := p.register(t, everySecond(40), s, "", start, end)

@@ -28,8 +28,14 @@ type delivery struct {
 // HTTP server, which can also read a Kafka topic.
 type sink struct{ *harness.Sink }
 
-func newSink(t *testing.T, secret string) *sink {
-	s, err := harness.NewSink([]byte(secret))
+// newSink starts a sink verifying each delivery with its tenant's own
+// signing key, as the tenant's target would.
+func newSink(t *testing.T, p *platform) *sink {
+	keys, err := p.plat.Namespace().SigningKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := harness.NewSink(keys)
 	if err != nil {
 		t.Fatal(err)
 	}

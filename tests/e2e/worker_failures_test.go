@@ -31,7 +31,7 @@ func TestPauseAndRetryAcrossTheProcesses(t *testing.T) {
 	p := newPlatform(t)
 	p.start("prefetcher-1", "prefetcher", "--node-id", "pf-1")
 	p.start("worker-1", "worker", "--worker-id", "w1")
-	s := newSink(t, p.secret)
+	s := newSink(t, p)
 	ctx := ctxT(t, 5*time.Minute)
 	cl := p.client()
 

@@ -7,12 +7,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sundialhq/sundial/pkg/signingkey"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/testkit/harness"
 )
@@ -193,13 +195,23 @@ func (r *Runner) Chaos(ctx context.Context, cfg ChaosConfig) (res Result, err er
 	if err := c.netnsPreflight(ctx); err != nil {
 		return res, err
 	}
-	if c.hung, err = harness.NewSink([]byte(r.secret), harness.SinkClock(r.clock)); err != nil {
+	// The hung sink verifies with the deployment's tenant keys, which
+	// exist once the deployment (started after it, on its address) does.
+	var keys atomic.Pointer[harness.Keys]
+	later := harness.NewKeys(harness.KeySourceFunc(func(ctx context.Context) (map[string][]signingkey.Key, []signingkey.Unopened, error) {
+		if k := keys.Load(); k != nil {
+			return k.Valid(ctx)
+		}
+		return nil, nil, errors.New("bench: no deployment yet")
+	}))
+	if c.hung, err = harness.NewSink(later, harness.SinkClock(r.clock)); err != nil {
 		return res, err
 	}
 	defer func() { err = errors.Join(err, c.hung.Close()) }()
 	if c.d, err = r.deploy(ctx, "chaos", topology{apis: 2, prefetchers: 2, relays: 2, workers: 2, ranges: r.opts.Deploy.Ranges, extraTargets: []string{c.hung.Addr()}}); err != nil {
 		return res, err
 	}
+	keys.Store(c.d.sink.Keys())
 	defer func() {
 		if cerr := c.d.close(context.WithoutCancel(ctx)); cerr != nil {
 			r.log.Warn("deployment not cleaned up", "err", cerr)

@@ -94,7 +94,11 @@ func (r *Runner) deploy(ctx context.Context, name string, topo topology) (d *dep
 	if d.ns, err = harness.NewNamespace(ctx, r.opts.Infra, "bench_"+name); err != nil {
 		return d, err
 	}
-	if d.sink, err = harness.NewSink([]byte(r.secret), harness.SinkClock(r.clock)); err != nil {
+	keys, err := d.ns.SigningKeys()
+	if err != nil {
+		return d, err
+	}
+	if d.sink, err = harness.NewSink(keys, harness.SinkClock(r.clock)); err != nil {
 		return d, err
 	}
 	d.pcfg = harness.Config{
@@ -105,7 +109,6 @@ func (r *Runner) deploy(ctx context.Context, name string, topo topology) (d *dep
 		Logger:    r.log,
 		Token:     "bench-token",
 		Tenant:    "bench",
-		Secret:    r.secret,
 		Pprof:     r.opts.ProfileDir != "",
 		Env:       r.serviceEnv(strings.Join(append([]string{d.sink.Addr()}, topo.extraTargets...), ",")),
 		TLS:       harness.TLS,

@@ -63,7 +63,6 @@ type Runner struct {
 	opts            Options
 	log             *slog.Logger
 	clock           clock.Clock
-	secret          string
 	topicPartitions int
 
 	mu      sync.Mutex
@@ -102,7 +101,6 @@ func NewRunner(opts Options) (*Runner, error) {
 		opts:            opts,
 		log:             opts.Logger,
 		clock:           opts.Clock,
-		secret:          "bench-signing-secret",
 		topicPartitions: 4,
 	}, nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
 
@@ -86,8 +87,17 @@ func Start(t testing.TB, o Options) *API {
 		t.Fatal(err)
 	}
 	rdb, prefix := testinfra.Redis(t)
-	st := store.New(pool)
-	api := &API{Store: st, Pool: pool}
+	kek, err := signingkey.NewKEK([]byte(TestKEKMaterial))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As the api's app wires it: a tenant's first job makes its key.
+	keyStore := signingkey.NewStore(pool, kek)
+	st := store.New(pool, store.WithCreateHook(func(ctx context.Context, tx pgx.Tx, tenant string) error {
+		_, err := keyStore.EnsureTx(ctx, tx, tenant, "sundial-api (first job)")
+		return err
+	}))
+	api := &API{Store: st, Pool: pool, SigningKEK: kek}
 	calendars := calendar.NewStore(pool)
 	leases := lease.New(rdb, lease.WithPrefix(prefix))
 	cfg := server.Config{

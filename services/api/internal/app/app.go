@@ -25,8 +25,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -85,7 +87,19 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 		return nil, err
 	}
 	u.add(pool.Close)
-	st := store.New(pool)
+	// A tenant's first job makes its signing key, in the job's
+	// transaction (pkg/signingkey).
+	var storeOpts []store.Option
+	if cfg.kek != nil {
+		keys := signingkey.NewStore(pool, cfg.kek)
+		storeOpts = append(storeOpts, store.WithCreateHook(func(ctx context.Context, tx pgx.Tx, tenant string) error {
+			_, err := keys.EnsureTx(ctx, tx, tenant, FirstJobActor)
+			return err
+		}))
+	} else {
+		deps.Logger.Warn("no --signing-key-encryption-key-file: the api makes no tenant's signing key and cannot show one; the workers make each tenant's at its first firing")
+	}
+	st := store.New(pool, storeOpts...)
 	b, err := openBackends(cfg, deps, &u)
 	if err != nil {
 		return nil, err
@@ -164,12 +178,11 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 	if cfg.HTTPAddr != "" {
 		// The HTTP/JSON API and console: a client of the gRPC server, so
 		// started after it and stopped before it.
-		httpSrv, con, err := newHTTP(cfg, deps, pool, grpcSrv, httpTLS)
+		httpSrv, err := newHTTP(cfg, deps, grpcSrv, httpTLS)
 		if err != nil {
 			return nil, err
 		}
-		// The console's sweep of expired sessions beside the server.
-		services = append(services, con, httpSrv)
+		services = append(services, httpSrv)
 	}
 	return &App{Services: services, Checks: checks}, nil
 }
@@ -278,6 +291,10 @@ func openBackends(cfg Config, deps Deps, u *undo) (b backends, err error) {
 	return b, nil
 }
 
+// FirstJobActor is who the signing-key audit trail says made the key a
+// tenant's first job made.
+const FirstJobActor = "sundial-api (first job)"
+
 // handlers are the gRPC services the server registers.
 type handlers struct {
 	metrics     *server.Metrics
@@ -363,23 +380,28 @@ func newGRPC(cfg Config, deps Deps, h handlers, storesReady func(context.Context
 
 // newHTTP builds the HTTP/JSON API and the console over an in-process
 // connection to the gRPC server.
-func newHTTP(cfg Config, deps Deps, pool *pgxpool.Pool, grpcSrv *server.GRPC, tlsCfg *tls.Config) (*httpapi.Server, *console.Console, error) {
+func newHTTP(cfg Config, deps Deps, grpcSrv *server.GRPC, tlsCfg *tls.Config) (*httpapi.Server, error) {
 	conn, err := httpapi.Dial(grpcSrv.DialLocal)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	var key []byte
 	if cfg.ConsoleKeyFile != "" {
-		deps.Logger.Warn("--console-session-key-file is ignored: console sessions live in Postgres and need no shared key")
+		if key, err = os.ReadFile(cfg.ConsoleKeyFile); err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("console-session-key-file: %w", err)
+		}
+	} else {
+		deps.Logger.Warn("console sessions use a random key: they end when this process does and do not span replicas (set --console-session-key-file)")
 	}
-	con, err := console.New(console.Config{Conn: conn, Tokens: cfg.tokens, Pool: pool, SessionTTL: cfg.ConsoleTTL, IdleTimeout: cfg.ConsoleIdle,
-		SecureCookies: cfg.ConsoleSecure, Registerer: deps.Registry,
+	con, err := console.New(console.Config{Conn: conn, Tokens: cfg.tokens, SessionKey: key, SecureCookies: cfg.ConsoleSecure,
 		PrometheusURL: cfg.ConsolePrometheus, OperatorTenants: splitList(cfg.ConsoleOperators), Logger: deps.Logger, Clock: clock.Real{}})
 	if err != nil {
 		_ = conn.Close()
-		return nil, nil, err
+		return nil, err
 	}
 	// httpapi.New owns conn from here: it closes it on failure and on Stop.
-	srv, err := httpapi.New(httpapi.Config{
+	return httpapi.New(httpapi.Config{
 		Addr:        cfg.HTTPAddr,
 		Conn:        conn,
 		Console:     con,
@@ -387,7 +409,6 @@ func newHTTP(cfg Config, deps Deps, pool *pgxpool.Pool, grpcSrv *server.GRPC, tl
 		StopTimeout: cfg.GRPCStopTimeout,
 		TLS:         tlsCfg,
 	})
-	return srv, con, err
 }
 
 // closer is a lifecycle.Service whose Stop releases a client.

@@ -34,16 +34,11 @@ const DefaultPostgresDSN = "postgres://sundial:sundial@127.0.0.1:5432/sundial?ss
 type Config struct {
 	GRPCAddr string
 	HTTPAddr string
-	// ConsoleKeyFile is no longer used (sessions live in Postgres since
-	// migration 00021; accepted so existing deployments start);
-	// ConsoleIdle and ConsoleTTL end a session after that long without a
-	// request and after sign-in; ConsoleSecure marks the cookie Secure
-	// behind a TLS-terminating proxy;
+	// ConsoleKeyFile holds the key sealing console sessions; ConsoleSecure
+	// marks the cookie Secure behind a TLS-terminating proxy;
 	// ConsolePrometheus is where the overview reads each tenant's series,
 	// and ConsoleOperators the tenants shown the whole platform's.
 	ConsoleKeyFile    string
-	ConsoleIdle       time.Duration
-	ConsoleTTL        time.Duration
 	ConsoleSecure     bool
 	ConsolePrometheus string
 	ConsoleOperators  string
@@ -77,8 +72,9 @@ type Config struct {
 	// secret its tenant lacks is refused.
 	SecretsDir string
 	// SigningKEKFile holds the key-encryption key sealing tenants' webhook
-	// signing keys in Postgres (pkg/signingkey); empty: SigningKeyService
-	// is off.
+	// signing keys in Postgres (pkg/signingkey), which a tenant's first
+	// job makes. Empty: SigningKeyService is off and the api makes no
+	// key; the workers make each tenant's at its first firing, unseen.
 	SigningKEKFile string
 	// TLS is the certificate both ports serve (--tls-*, pkg/connsec) and
 	// the gRPC port's client CAs; HTTPClientCAFile the HTTP port's, apart
@@ -104,9 +100,7 @@ type Config struct {
 func (s *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&s.GRPCAddr, "grpc-addr", "127.0.0.1:9090", "address the gRPC JobService listens on")
 	fs.StringVar(&s.HTTPAddr, "http-addr", "", "address the HTTP/JSON API (/v1/) and the web console (/) listen on, e.g. 127.0.0.1:8080; empty (the default): no HTTP listener")
-	fs.StringVar(&s.ConsoleKeyFile, "console-session-key-file", "", "deprecated and ignored: console sessions live in Postgres and need no shared key")
-	fs.DurationVar(&s.ConsoleIdle, "console-idle-timeout", 30*time.Minute, "end a console session this long after its last request")
-	fs.DurationVar(&s.ConsoleTTL, "console-session-ttl", 12*time.Hour, "end a console session this long after sign-in, however busy")
+	fs.StringVar(&s.ConsoleKeyFile, "console-session-key-file", "", "file of at least 32 bytes sealing the console's session cookies; replicas behind one load balancer need the same (empty: a random key, sessions end on restart)")
 	fs.BoolVar(&s.ConsoleSecure, "console-secure-cookies", false, "mark the console's session cookie Secure even on plain HTTP (TLS terminated in front of the api); always set over TLS")
 	fs.StringVar(&s.ConsoleOperators, "console-operator-tenants", "", "comma-separated tenants whose console sessions also see the whole platform on the overview (every tenant's firings, consumer lag, outbox, components, leaders; needs --console-prometheus-url): the platform team's tenant, not its users'")
 	fs.StringVar(&s.ConsolePrometheus, "console-prometheus-url", "", "base URL of a Prometheus that scrapes the workers, e.g. http://127.0.0.1:9091; the console's overview charts each tenant's firings and lateness of the last hour from it (empty: no charts)")
@@ -131,7 +125,7 @@ func (s *Config) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&s.ReleaseLead, "release-lead", server.DefaultReleaseLead, "how long before its paced fire instant a backfilled or re-driven firing is published")
 	fs.StringVar(&s.KafkaBrokers, "kafka-brokers", "", "comma-separated brokers of the cluster Kafka targets produce to; when set, a job whose target topic does not exist there is refused (empty: no check)")
 	fs.StringVar(&s.SecretsDir, "secrets-dir", "", "the workers' target-secret directory (<dir>/<tenant>/<NAME>, the workers' --secrets-dir), whose file names (never contents) say which secrets each tenant has; a job referencing a secret its tenant lacks is refused (empty: every {{secret:NAME}} reference is refused)")
-	fs.StringVar(&s.SigningKEKFile, "signing-key-encryption-key-file", "", "file of at least 32 bytes sealing tenants' webhook signing keys in Postgres (the workers need the same file); enables SigningKeyService (empty: off, every tenant is signed for with the workers' --signing-secret)")
+	fs.StringVar(&s.SigningKEKFile, "signing-key-encryption-key-file", "", "file of at least 32 bytes sealing tenants' webhook signing keys in Postgres (the workers need the same file): a tenant's first job makes its key, which SigningKeyService shows (empty: SigningKeyService is off and the workers make each tenant's key at its first firing, which the tenant cannot see)")
 	s.TLS.Register(fs, "the gRPC port and the HTTP port (--http-addr)")
 	fs.StringVar(&s.HTTPClientCAFile, "http-tls-client-ca-file", "", "PEM CAs whose client certificates the HTTP port requires (mutual TLS on the HTTP/JSON API and the console; --tls-client-ca-file covers the gRPC port only); empty: none asked for. Read again when the file changes")
 	fs.BoolVar(&s.AllowPlaintext, "allow-plaintext", false, "serve without TLS on an address that is not loopback (--grpc-addr, --http-addr): every call carries a bearer token, so only where something else encrypts the path (a service mesh's mutual TLS); without it, such an address and no certificate stop the api at start")
@@ -170,12 +164,6 @@ func (s *Config) Validate(p *config.Problems) {
 	}
 	if s.GRPCStopTimeout <= 0 {
 		p.Addf("grpc-stop-timeout", "must be positive, got %s", s.GRPCStopTimeout)
-	}
-	if s.ConsoleIdle < time.Minute {
-		p.Addf("console-idle-timeout", "must be at least 1m, got %s", s.ConsoleIdle)
-	}
-	if s.ConsoleTTL < time.Minute {
-		p.Addf("console-session-ttl", "must be at least 1m, got %s", s.ConsoleTTL)
 	}
 	if s.ReleaseLead < 0 {
 		p.Addf("release-lead", "must not be negative, got %s", s.ReleaseLead)

@@ -19,7 +19,7 @@ import (
 
 // SigningKeyStore is the part of *signingkey.Store the service uses.
 type SigningKeyStore interface {
-	Create(ctx context.Context, tenant, actor string, platformOverlap time.Duration) (signingkey.Key, error)
+	Create(ctx context.Context, tenant, actor string) (signingkey.Key, error)
 	Rotate(ctx context.Context, tenant, actor string, overlap time.Duration) (cur, prev signingkey.Key, err error)
 	List(ctx context.Context, tenant string) ([]signingkey.Key, error)
 	ListAudit(ctx context.Context, tenant string, before int64, limit int) ([]signingkey.AuditEntry, error)
@@ -55,9 +55,6 @@ func keyToProto(k signingkey.Key) *sundialv1.SigningKey {
 	if !k.Current() {
 		p.ExpireTime = timestamppb.New(k.ExpiresAt)
 	}
-	if !k.PlatformUntil.IsZero() {
-		p.PlatformOverlapEndTime = timestamppb.New(k.PlatformUntil)
-	}
 	return p
 }
 
@@ -80,7 +77,7 @@ func overlapOf(field string, d *durationpb.Duration) (time.Duration, error) {
 func (s *SigningKeyService) status(ctx context.Context, op string, err error) error {
 	switch {
 	case errors.Is(err, signingkey.ErrExists):
-		return status.Error(codes.AlreadyExists, "the tenant already has a signing key; rotate it (RotateSigningKey)")
+		return status.Error(codes.AlreadyExists, "the tenant's signing key was shown already; rotate it (RotateSigningKey) for a new one")
 	case errors.Is(err, signingkey.ErrNone):
 		return status.Error(codes.FailedPrecondition, "the tenant has no signing key; create one first (CreateSigningKey)")
 	}
@@ -93,15 +90,18 @@ func (s *SigningKeyService) CreateSigningKey(ctx context.Context, req *sundialv1
 	if err != nil {
 		return nil, err
 	}
-	platformOverlap, err := overlapOf("platform_overlap", req.GetPlatformOverlap())
-	if err != nil {
-		return nil, err
+	// The platform's secret no longer signs beside a tenant's key: only
+	// the workers' --platform-signature-until keeps it, for every tenant,
+	// during a migration. Zero (or unset) asks for nothing and is taken.
+	if o := req.GetPlatformOverlap(); o != nil && (o.CheckValid() != nil || o.AsDuration() != 0) {
+		return nil, invalidf("platform_overlap", "is no longer supported: the platform secret signs nothing beside a tenant's key (operators keep it for a migration with the workers' --platform-signature-until); leave it unset")
 	}
-	k, err := s.store.Create(ctx, tenant, actorOf(ctx, tenant), platformOverlap)
+	actor := actorOf(ctx, tenant)
+	k, err := s.store.Create(ctx, tenant, actor)
 	if err != nil {
 		return nil, s.status(ctx, "CreateSigningKey", err)
 	}
-	s.logger.InfoContext(ctx, "signing key created", "tenant", tenant, "key_id", k.ID, "actor", k.CreatedBy, "platform_secret_until", k.PlatformUntil)
+	s.logger.InfoContext(ctx, "signing key shown", "tenant", tenant, "key_id", k.ID, "made_by", k.CreatedBy, "actor", actor)
 	return &sundialv1.CreateSigningKeyResponse{Key: keyToProto(k), Secret: string(k.Secret)}, nil
 }
 

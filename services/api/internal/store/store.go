@@ -62,6 +62,20 @@ type Store struct {
 	// shift maps the database clock's reading to the one transactions use;
 	// the identity but in tests (WithClockShift).
 	shift func(time.Time) time.Time
+	// onCreate runs in each create's transaction (WithCreateHook).
+	onCreate CreateHook
+}
+
+// CreateHook runs inside the transaction of every create that inserts a
+// job, after the insert: what a tenant needs from its first job on is made
+// there, committed with the job or not at all. An error aborts the create.
+type CreateHook func(ctx context.Context, tx pgx.Tx, tenant string) error
+
+// WithCreateHook runs fn in every create's transaction. The api gives the
+// signing keys' (signingkey.Store.EnsureTx): a tenant's first job makes
+// its signing key, so no request of it is signed with a shared secret.
+func WithCreateHook(fn CreateHook) Option {
+	return func(s *Store) { s.onCreate = fn }
 }
 
 // Option configures a Store.
@@ -311,6 +325,11 @@ func (s *Store) Create(ctx context.Context, tenant string, opts CreateOptions, b
 		}
 		if err := insertAudit(ctx, tx, tenant, j.GetId(), j.GetVersion(), now, Audit{Actor: opts.Actor, Action: ActionCreate, Detail: detail}); err != nil {
 			return err
+		}
+		if s.onCreate != nil {
+			if err := s.onCreate(ctx, tx, tenant); err != nil {
+				return err
+			}
 		}
 		job = j
 		return notifyIfScheduled(ctx, tx, j)

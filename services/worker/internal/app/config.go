@@ -48,11 +48,15 @@ type Config struct {
 	ClockOffset         time.Duration
 	ClockSampleInterval time.Duration
 
-	SigningSecret     string
-	SigningSecretFile string
+	// SigningSecret (or SigningSecretFile) is the platform's secret, which
+	// signs only during a migration from it: every request sent before
+	// PlatformSignatureUntil also carries its signature. Zero: never.
+	SigningSecret          string
+	SigningSecretFile      string
+	PlatformSignatureUntil time.Time
 	// SigningKEKFile opens the tenants' own signing keys in Postgres
-	// (pkg/signingkey); empty: every tenant is signed for with the
-	// signing secret. SigningKeyRefresh is how often they are reloaded.
+	// (pkg/signingkey), which sign every request. SigningKeyRefresh is how
+	// often they are reloaded.
 	SigningKEKFile    string
 	SigningKeyRefresh time.Duration
 
@@ -184,8 +188,20 @@ func (c *Config) Register(fs *flag.FlagSet) {
 		"connections for settling attempts; a herd of one-off jobs completes one transaction per firing, so this bounds how fast it drains")
 	fs.DurationVar(&c.ClockOffset, "clock-offset", 0, "for tests: shift this worker's own clock by this much, as if it were skewed")
 	fs.DurationVar(&c.ClockSampleInterval, "clock-sample-interval", 30*time.Second, "how often the offset from the database clock is re-estimated")
-	fs.StringVar(&c.SigningSecret, "signing-secret", "", "HMAC secret signing target requests (or --signing-secret-file)")
-	fs.StringVar(&c.SigningSecretFile, "signing-secret-file", "", "file holding the signing secret")
+	fs.StringVar(&c.SigningSecret, "signing-secret", "", "the platform's HMAC secret (or --signing-secret-file), which signs requests only before --platform-signature-until, beside the tenant's keys")
+	fs.StringVar(&c.SigningSecretFile, "signing-secret-file", "", "file holding the platform's signing secret")
+	fs.Func("platform-signature-until", "RFC 3339 instant, e.g. 2026-12-31T00:00:00Z: requests sent before it also carry a signature by the platform's --signing-secret, after their tenant's keys, while targets move from the platform secret to their tenant's key; from it on, and without it, the platform secret signs nothing", func(v string) error {
+		if v == "" {
+			c.PlatformSignatureUntil = time.Time{}
+			return nil
+		}
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return fmt.Errorf("not an RFC 3339 instant such as 2026-12-31T00:00:00Z: %q", v)
+		}
+		c.PlatformSignatureUntil = t
+		return nil
+	})
 	fs.StringVar(&c.WorkerID, "worker-id", defaultWorkerID(), "this worker's name in leases, ledger rows and the consumer group")
 	fs.StringVar(&c.InstanceID, "instance-id", "auto", "static consumer-group member id: a worker killed and restarted with the same id gets its partitions back at once, without a rebalance, and a graceful stop leaves the group; it must be unique per worker and stable across its restarts. auto: <hostname>-<admin port> (workers on one host cannot share the admin port); empty: a dynamic member")
 	if f := fs.Lookup("admin-addr"); f != nil {
@@ -243,7 +259,7 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.BreakerCooldown, "breaker-cooldown", 30*time.Second, "how long an open circuit breaker fails attempts fast before letting a probe through")
 	fs.IntVar(&c.MetricsMaxTenants, "metrics-max-tenants", metrics.DefaultMaxTenants, "tenants labelled by name on sundial_worker_firings_total and sundial_worker_fire_lateness_seconds; firings of any further tenant are labelled tenant=\"other\" (bounds the series count)")
 	fs.StringVar(&c.MetricsJobIDs, "metrics-job-ids", "", "comma-separated job ids (UUIDs) to watch: their firings are also counted on sundial_worker_job_firings_total and sundial_worker_job_lateness_seconds, labelled by job_id (about 36 series per job); other jobs add none")
-	fs.StringVar(&c.SigningKEKFile, "signing-key-encryption-key-file", "", "the api's --signing-key-encryption-key-file: sign each tenant's requests with its own keys from Postgres (the signing secret signs for tenants without one); empty: the signing secret signs for every tenant")
+	fs.StringVar(&c.SigningKEKFile, "signing-key-encryption-key-file", "", "the api's --signing-key-encryption-key-file (required): sign each tenant's requests with its own keys from Postgres, making a tenant's first key if it has none")
 	fs.DurationVar(&c.SigningKeyRefresh, "signing-key-refresh", 5*time.Second, "how often the tenants' signing keys are reloaded from Postgres (a new key is used within this; an expired one is dropped at its expiry)")
 	fs.BoolVar(&c.ClusterLimits, "cluster-limits", true, "hold --host-rate, --host-concurrency, the circuit breakers and the tenants' firing-rate quotas across every worker, in Redis (a second worker does not double them); false: each worker counts alone")
 	fs.IntVar(&c.HostConcurrency, "host-concurrency", 0, "attempts in flight to one target host at most (across the cluster with --cluster-limits); a firing over it waits for a slot; 0 no cap")
@@ -280,10 +296,10 @@ func (c *Config) Validate(p *config.Problems) {
 		p.Addf("cassandra-keyspace", "must not be empty")
 	}
 	switch {
-	case c.SigningSecret == "" && c.SigningSecretFile == "":
-		p.Addf("signing-secret", "required (or --signing-secret-file): targets verify every request with it")
 	case c.SigningSecret != "" && c.SigningSecretFile != "":
 		p.Addf("signing-secret", "give --signing-secret or --signing-secret-file, not both")
+	case !c.PlatformSignatureUntil.IsZero() && c.SigningSecret == "" && c.SigningSecretFile == "":
+		p.Addf("platform-signature-until", "needs the platform's secret (--signing-secret or --signing-secret-file) to sign with")
 	}
 	if c.WorkerID == "" {
 		p.Addf("worker-id", "must not be empty")
@@ -431,7 +447,10 @@ func (c *Config) Validate(p *config.Problems) {
 			p.Addf("secrets-dir", "%q is not a readable directory", c.SecretsDir)
 		}
 	}
-	if c.SigningKEKFile != "" {
+	switch {
+	case c.SigningKEKFile == "":
+		p.Addf("signing-key-encryption-key-file", "required: every request is signed with its tenant's keys, which it opens (the api's file)")
+	default:
 		if c.PostgresDSN == "" {
 			p.Addf("signing-key-encryption-key-file", "needs --postgres-dsn, where the keys are")
 		}
@@ -447,10 +466,14 @@ func (c *Config) Validate(p *config.Problems) {
 	c.CassandraSecurity.Validate(p)
 }
 
-// Secret returns the signing secret from the flag or the file.
+// Secret returns the platform's signing secret from the flag or the file;
+// nil when neither is given.
 func (c *Config) Secret() ([]byte, error) {
 	if c.SigningSecret != "" {
 		return []byte(c.SigningSecret), nil
+	}
+	if c.SigningSecretFile == "" {
+		return nil, nil
 	}
 	b, err := os.ReadFile(c.SigningSecretFile)
 	if err != nil {

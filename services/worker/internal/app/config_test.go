@@ -2,10 +2,13 @@ package app
 
 import (
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -16,8 +19,23 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// kekFile is a key-encryption key file, which every worker needs.
+func kekFile(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kek")
+	if err := os.WriteFile(path, []byte(strings.Repeat("k", 48)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// load loads and validates args and env, with a key-encryption key file
+// unless they name one (an empty one: none).
 func load(t *testing.T, args []string, env map[string]string) (Config, error) {
 	t.Helper()
+	if _, ok := env["SUNDIAL_SIGNING_KEY_ENCRYPTION_KEY_FILE"]; !ok && !slices.Contains(args, "--signing-key-encryption-key-file") {
+		args = append([]string{"--signing-key-encryption-key-file", kekFile(t)}, args...)
+	}
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	var c Config
 	c.Register(fs)
@@ -29,12 +47,21 @@ func load(t *testing.T, args []string, env map[string]string) (Config, error) {
 	return c, p.Err()
 }
 
-func TestDefaultsNeedOnlyASecret(t *testing.T) {
-	_, err := load(t, nil, nil)
-	if err == nil || !strings.Contains(err.Error(), "signing-secret") {
-		t.Fatalf("no secret: %v", err)
+// The key-encryption key is all a worker needs beside the defaults: the
+// tenants' keys sign, and the platform's secret is optional.
+func TestDefaultsNeedOnlyAKeyEncryptionKey(t *testing.T) {
+	_, err := load(t, nil, map[string]string{"SUNDIAL_SIGNING_KEY_ENCRYPTION_KEY_FILE": ""})
+	if err == nil || !strings.Contains(err.Error(), "signing-key-encryption-key-file: required") || strings.Contains(err.Error(), "signing-secret") {
+		t.Fatalf("no key-encryption key: %v", err)
 	}
-	c, err := load(t, nil, map[string]string{"SUNDIAL_SIGNING_SECRET": "s"})
+	c, err := load(t, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := c.Secret(); err != nil || s != nil || !c.PlatformSignatureUntil.IsZero() {
+		t.Fatalf("platform secret %q, until %s, %v: want none", s, c.PlatformSignatureUntil, err)
+	}
+	c, err = load(t, nil, map[string]string{"SUNDIAL_SIGNING_SECRET": "s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +123,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{[]string{"--signing-key-encryption-key-file", "/nonexistent/kek"}, "signing-key-encryption-key-file"},
 		{[]string{"--signing-key-encryption-key-file", "config_test.go", "--postgres-dsn", ""}, "signing-key-encryption-key-file"},
 		{[]string{"--signing-key-refresh", "-1s"}, "signing-key-refresh"},
+		{[]string{"--signing-secret", "", "--platform-signature-until", "2026-12-31T00:00:00Z"}, "platform-signature-until"},
 		{[]string{"--metrics-job-ids", "0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6b,nightly-report"}, "metrics-job-ids"},
 		// The components' TLS and credentials (the Security of lease,
 		// kafkaconn and ledger) are validated with the rest.
@@ -227,7 +255,7 @@ func TestInstanceIDFromTheAdminPort(t *testing.T) {
 		fs.String("admin-addr", admin, "")
 		var c Config
 		c.Register(fs)
-		if err := config.Load(fs, append([]string{"--signing-secret", "s"}, args...), func(string) (string, bool) { return "", false }); err != nil {
+		if err := config.Load(fs, append([]string{"--signing-key-encryption-key-file", kekFile(t)}, args...), func(string) (string, bool) { return "", false }); err != nil {
 			t.Fatal(err)
 		}
 		var p config.Problems
@@ -254,5 +282,23 @@ func TestInstanceIDFromTheAdminPort(t *testing.T) {
 	// worker id names each.
 	if a, b := id("127.0.0.1:0", "--worker-id", "proc-a"), id("127.0.0.1:0", "--worker-id", "proc-b"); a != "proc-a" || b != "proc-b" {
 		t.Fatalf("admin port 0: ids %q and %q, want the worker ids", a, b)
+	}
+}
+
+// --platform-signature-until takes an RFC 3339 instant (from the flag or
+// SUNDIAL_PLATFORM_SIGNATURE_UNTIL) and needs the platform's secret; any
+// other value is refused, naming the flag.
+func TestPlatformSignatureUntil(t *testing.T) {
+	c, err := load(t, []string{"--signing-secret", "s"}, map[string]string{"SUNDIAL_PLATFORM_SIGNATURE_UNTIL": "2026-12-31T00:00:00Z"})
+	if err != nil || !c.PlatformSignatureUntil.Equal(time.Date(2026, 12, 31, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("until %s, %v", c.PlatformSignatureUntil, err)
+	}
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var bad Config
+	bad.Register(fs)
+	err = config.Load(fs, []string{"--platform-signature-until", "next week"}, func(string) (string, bool) { return "", false })
+	if err == nil || !strings.Contains(err.Error(), "platform-signature-until") {
+		t.Fatalf("a value that is no instant: %v", err)
 	}
 }

@@ -44,7 +44,7 @@ func TestRedisCredentialsReachTheLeaseClient(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg, err := load(t, []string{
-			"--signing-secret", "s", "--postgres-dsn", "", "--kafka-brokers", "127.0.0.1:1",
+			"--postgres-dsn", testinfra.PostgresDSN(t), "--kafka-brokers", "127.0.0.1:1",
 			"--redis-addr", testinfra.RedisAddr(t), "--redis-key-prefix", prefix,
 		}, map[string]string{"SUNDIAL_REDIS_USERNAME": user, "SUNDIAL_REDIS_PASSWORD_FILE": file})
 		if err != nil {
@@ -86,7 +86,7 @@ func TestWorkerStartsOnlyWithTheRightRedisSettings(t *testing.T) {
 	cred := testinfra.SecureCredentials()
 	start := func(password, caFile string) (time.Duration, error) {
 		cfg, err := load(t, []string{
-			"--signing-secret", "s", "--postgres-dsn", "", "--kafka-brokers", "127.0.0.1:1",
+			"--postgres-dsn", testinfra.PostgresDSN(t), "--kafka-brokers", "127.0.0.1:1",
 			"--redis-addr", testinfra.SecureRedisAddr(t), "--redis-key-prefix", "t:" + testinfra.UniqueName(t, 40) + ":",
 			"--redis-tls", "--redis-tls-ca-file", caFile, "--redis-username", cred.Username,
 		}, map[string]string{"SUNDIAL_REDIS_PASSWORD": password})
