@@ -221,6 +221,11 @@ func commands() []command {
 		{name: "token audit", usage: "[flags]",
 			summary: "Show who created and revoked your tenant's tokens, newest first.",
 			run:     remoteCmd[tokenAuditOpts]{flags: (*tokenAuditOpts).register, run: runTokenAudit}},
+		{name: "token hash", usage: "[--principal TENANT[:NAME[:ROLE]]] [--generate] < TOKEN",
+			summary: "Hash a bootstrap token for the api's --tokens-file: reads the token from stdin (never an argument, which\n" +
+				"other users see in ps), or with --generate makes a random one and prints it too. Prints the argon2id hash,\n" +
+				"with --principal as the whole line to put in the file. Needs no server.",
+			run: localCmd[tokenHashOpts]{flags: (*tokenHashOpts).register, run: runTokenHash}},
 		{name: "dlq list", usage: "[flags]",
 			summary: "List dead letters (executions that exhausted their attempts), newest first.",
 			run:     remoteCmd[dlqListOpts]{flags: (*dlqListOpts).register, run: runDLQList}},

@@ -20,6 +20,8 @@ require (
 
 require (
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
+	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20261026165753-2ffab32bce7e // indirect
 )
 

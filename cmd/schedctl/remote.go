@@ -34,7 +34,9 @@ const defaultAddr = "127.0.0.1:9090"
 // cmdIO is what a subcommand reads and writes; tests substitute them.
 type cmdIO struct {
 	Stdout, Stderr io.Writer
-	Getenv         func(string) string
+	// Stdin is what a command reads a secret from; nil is os.Stdin.
+	Stdin  io.Reader
+	Getenv func(string) string
 	// Now is the clock relative instants ("--since 24h") count back from;
 	// nil is the real one.
 	Now func() time.Time

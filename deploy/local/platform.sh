@@ -162,8 +162,15 @@ service_env() {
     api)
       echo "SUNDIAL_GRPC_ADDR=$(grpc_addr "$1")"
       echo "SUNDIAL_HTTP_ADDR=$(http_addr "$1")"
-      # a development tenant, so `make run` serves requests out of the box
-      echo "SUNDIAL_TOKENS=${SUNDIAL_TOKENS:-$DEV_TOKEN=dev}"
+      # a development tenant, so `make run` serves requests out of the box:
+      # its token's argon2id hash in a tokens file (dev_files), which the
+      # api reads again when it changes; a caller's SUNDIAL_TOKENS (plain,
+      # deprecated) is passed on as given
+      if [ -n "${SUNDIAL_TOKENS:-}" ]; then
+        echo "SUNDIAL_TOKENS=$SUNDIAL_TOKENS"
+      else
+        echo "SUNDIAL_TOKENS_FILE=${SUNDIAL_TOKENS_FILE:-$RUN/api-tokens.yaml}"
+      fi
       # TLS with the development CA's certificate (dev_files), unless the
       # caller gave one or turned it off
       if dev_tls; then
@@ -275,6 +282,19 @@ dev_files() {
     (umask 077 && head -c 48 /dev/urandom | base64 >"$RUN/dev-signing-kek")
   fi
   [ -n "${SUNDIAL_SECRETS_DIR:-}" ] || mkdir -p "$RUN/target-secrets/dev"
+  # The dev tenant's bootstrap token: the api's tokens file holds only its
+  # hash; the token itself is $DEV_TOKEN (SUNDIAL_DEV_TOKEN), kept in
+  # $RUN/dev-token for the operator. Hashed again when it changes.
+  if [ -z "${SUNDIAL_TOKENS_FILE:-}" ] && [ -z "${SUNDIAL_TOKENS:-}" ] &&
+    { [ ! -s "$RUN/api-tokens.yaml" ] || [ "$(cat "$RUN/dev-token" 2>/dev/null)" != "$DEV_TOKEN" ]; }; then
+    [ -x "$BIN/schedctl" ] || die "$BIN/schedctl is missing: run 'make build' first"
+    (
+      umask 077
+      printf %s "$DEV_TOKEN" >"$RUN/dev-token"
+      printf %s "$DEV_TOKEN" | "$BIN/schedctl" token hash --principal dev >"$RUN/api-tokens.yaml.tmp" &&
+        mv "$RUN/api-tokens.yaml.tmp" "$RUN/api-tokens.yaml"
+    ) || die "hashing the development token into $RUN/api-tokens.yaml failed"
+  fi
   if dev_tls; then
     [ -x "$BIN/sundial-api" ] || die "$BIN/sundial-api is missing: run 'make build' first"
     # Kept while valid for another week, so a SUNDIAL_CA exported earlier

@@ -322,7 +322,7 @@ func (c *Console) signedIn(h handler) http.HandlerFunc {
 			ended()
 			return
 		}
-		row, token, why, err := c.sessions.get(r.Context(), ck.Value)
+		_, token, why, err := c.sessions.get(r.Context(), ck.Value)
 		switch {
 		case errors.Is(err, errNoSession):
 			if why != "" {
@@ -350,11 +350,13 @@ func (c *Console) signedIn(h handler) http.HandlerFunc {
 			ended()
 			return
 		}
-		s := &session{token: token, id: ck.Value, role: p.Role, CSRF: csrfOf(ck.Value), Tenant: row.tenant, Actor: row.actor}
+		// The principal as the calls will see it (a static token's
+		// mapping may have changed since sign-in).
+		s := &session{token: token, id: ck.Value, role: p.Role, CSRF: csrfOf(ck.Value), Tenant: p.Tenant, Actor: p.Actor}
 		if r.Method == http.MethodPost {
 			r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
 			if !checkCSRF(ck.Value, r.PostFormValue("csrf")) {
-				c.cfg.Logger.WarnContext(r.Context(), "console: refused a POST without a valid CSRF token", "path", r.URL.Path, "tenant", row.tenant)
+				c.cfg.Logger.WarnContext(r.Context(), "console: refused a POST without a valid CSRF token", "path", r.URL.Path, "tenant", p.Tenant)
 				c.render(w, http.StatusForbidden, "error", s, map[string]any{"Title": "Refused", "Message": "This action is missing its CSRF token. Reload the page and try again."})
 				return
 			}
@@ -382,10 +384,14 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	next := safeNext(r.PostFormValue("next"))
 	ctx := r.Context()
 	a := newAttempt(r, token)
-	wait, err := c.throttle.blocked(ctx, a)
-	if err != nil {
-		c.unavailable(w, next, "console: sign-in throttle not read", err)
-		return
+	wait := time.Second // another sign-in with the same address or token is being checked
+	if c.throttle.enter(a) {
+		defer c.throttle.leave(a)
+		var err error
+		if wait, err = c.throttle.blocked(ctx, a); err != nil {
+			c.unavailable(w, next, "console: sign-in throttle not read", err)
+			return
+		}
 	}
 	if wait > 0 {
 		c.metrics.signIns.WithLabelValues("throttled").Inc()

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -468,5 +469,79 @@ func TestIntegrationConsoleHSTSOverTLSOnly(t *testing.T) {
 	}
 	if _, _, h := newBrowser(t, api).do("GET", "/login", nil); h.Get("Strict-Transport-Security") != "" {
 		t.Fatalf("over plain HTTP: %q", h.Get("Strict-Transport-Security"))
+	}
+}
+
+// A burst of concurrent wrong tokens from one address gets no more
+// guesses checked than a sequence would: one sign-in per address is
+// checked at a time, so at most ThrottleAfter are refused (checked) and
+// the rest throttled.
+func TestIntegrationConsoleSignInThrottleConcurrent(t *testing.T) {
+	api := startConsole(t, false)
+	b := newBrowser(t, api)
+	codes := make(chan int, 40)
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("POST", b.base+"/login", strings.NewReader(url.Values{"token": {"wrong-" + strconv.Itoa(i)}}.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			resp, err := b.c.Do(req)
+			if err != nil {
+				codes <- 0
+				return
+			}
+			_ = resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	wg.Wait()
+	close(codes)
+	checked := 0
+	for code := range codes {
+		switch code {
+		case http.StatusUnauthorized:
+			checked++
+		case http.StatusTooManyRequests:
+		default:
+			t.Fatalf("a concurrent sign-in answered %d", code)
+		}
+	}
+	var failures int
+	if err := api.Pool.QueryRow(context.Background(), `SELECT failures FROM console_signin_throttle WHERE key = 'addr:127.0.0.1'`).Scan(&failures); err != nil {
+		t.Fatal(err)
+	}
+	if checked == 0 || checked > 5 || failures != checked {
+		t.Fatalf("%d of 40 concurrent wrong tokens were checked (%d failures counted), want 1 to 5", checked, failures)
+	}
+}
+
+// The sweep deletes the sessions of a revoked api token even when no
+// request came after the revocation to end them.
+func TestIntegrationConsoleSweepRemovesRevokedTokensSessions(t *testing.T) {
+	api, con := startConsoleHandler(t, false)
+	ts := sundialv1.NewTokenServiceClient(jobsClient(t, api, apitest.TokenAcme))
+	made, err := ts.CreateToken(context.Background(), &sundialv1.CreateTokenRequest{Name: "laptop", Role: sundialv1.Role_ROLE_TENANT_ADMIN})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newBrowser(t, api).signIn(made.GetSecret())
+	newBrowser(t, api).signIn(apitest.TokenAcme)
+	id := made.GetToken().GetId()
+	if n := sessionRows(t, api.Pool, `token_id = $1`, id); n != 1 {
+		t.Fatalf("%d sessions of the token", n)
+	}
+	if err := con.Sweep(context.Background()); err != nil || sessionRows(t, api.Pool, `true`) != 2 {
+		t.Fatalf("the sweep took live sessions: %v", err)
+	}
+	if _, err := ts.RevokeToken(context.Background(), &sundialv1.RevokeTokenRequest{Id: id}); err != nil {
+		t.Fatal(err)
+	}
+	if err := con.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n, all := sessionRows(t, api.Pool, `token_id = $1`, id), sessionRows(t, api.Pool, `true`); n != 0 || all != 1 {
+		t.Fatalf("after the sweep: %d sessions of the revoked token, %d in all", n, all)
 	}
 }

@@ -32,6 +32,12 @@ import (
 // one valid token would reset the address's count for any number of
 // guesses at others).
 //
+// Counting after the check would let a burst of concurrent guesses all
+// pass the check before any failure is counted; so one sign-in per key
+// is checked at a time on a replica (enter/leave), and another arriving
+// meanwhile is throttled for a second. Across replicas a burst gets at
+// most one guess per replica ahead of the count.
+//
 // Refusals and throttles are written to console_audit, sampled per
 // replica: at most auditPerSource rows a minute from one source and
 // auditPerMinute in all, the rest counted in metrics only.
@@ -48,6 +54,7 @@ type throttle struct {
 	minute    time.Time
 	perSource map[string]int
 	total     int
+	inFlight  map[string]bool
 }
 
 const (
@@ -65,7 +72,7 @@ func newThrottle(pool *pgxpool.Pool, clk clock.Clock, after int, base, max time.
 	if 2*max > window {
 		window = 2 * max
 	}
-	return &throttle{pool: pool, clock: clk, after: after, base: base, max: max, window: window, m: m, perSource: map[string]int{}}
+	return &throttle{pool: pool, clock: clk, after: after, base: base, max: max, window: window, m: m, perSource: map[string]int{}, inFlight: map[string]bool{}}
 }
 
 // attempt is what the throttle knows of one sign-in.
@@ -133,6 +140,32 @@ func (t *throttle) delay(n int) time.Duration {
 		d *= 2
 	}
 	return min(d, t.max)
+}
+
+// enter claims the attempt's keys for its check; false when another
+// sign-in with one of them is being checked on this replica. The map
+// holds only attempts in progress, so it stays as small as they are few.
+func (t *throttle) enter(a attempt) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, k := range a.keys {
+		if t.inFlight[k] {
+			return false
+		}
+	}
+	for _, k := range a.keys {
+		t.inFlight[k] = true
+	}
+	return true
+}
+
+// leave releases what enter claimed.
+func (t *throttle) leave(a attempt) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, k := range a.keys {
+		delete(t.inFlight, k)
+	}
 }
 
 // blocked is how long the attempt must wait; 0 when it may go on.
