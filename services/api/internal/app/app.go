@@ -25,7 +25,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
@@ -178,11 +177,12 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 	if cfg.HTTPAddr != "" {
 		// The HTTP/JSON API and console: a client of the gRPC server, so
 		// started after it and stopped before it.
-		httpSrv, err := newHTTP(cfg, deps, grpcSrv, httpTLS)
+		httpSrv, con, err := newHTTP(cfg, deps, pool, grpcSrv, httpTLS)
 		if err != nil {
 			return nil, err
 		}
-		services = append(services, httpSrv)
+		// The console's sweep of expired sessions beside the server.
+		services = append(services, con, httpSrv)
 	}
 	return &App{Services: services, Checks: checks}, nil
 }
@@ -380,28 +380,23 @@ func newGRPC(cfg Config, deps Deps, h handlers, storesReady func(context.Context
 
 // newHTTP builds the HTTP/JSON API and the console over an in-process
 // connection to the gRPC server.
-func newHTTP(cfg Config, deps Deps, grpcSrv *server.GRPC, tlsCfg *tls.Config) (*httpapi.Server, error) {
+func newHTTP(cfg Config, deps Deps, pool *pgxpool.Pool, grpcSrv *server.GRPC, tlsCfg *tls.Config) (*httpapi.Server, *console.Console, error) {
 	conn, err := httpapi.Dial(grpcSrv.DialLocal)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var key []byte
 	if cfg.ConsoleKeyFile != "" {
-		if key, err = os.ReadFile(cfg.ConsoleKeyFile); err != nil {
-			_ = conn.Close()
-			return nil, fmt.Errorf("console-session-key-file: %w", err)
-		}
-	} else {
-		deps.Logger.Warn("console sessions use a random key: they end when this process does and do not span replicas (set --console-session-key-file)")
+		deps.Logger.Warn("--console-session-key-file is ignored: console sessions live in Postgres and need no shared key")
 	}
-	con, err := console.New(console.Config{Conn: conn, Tokens: cfg.tokens, SessionKey: key, SecureCookies: cfg.ConsoleSecure,
+	con, err := console.New(console.Config{Conn: conn, Tokens: cfg.tokens, Pool: pool, SessionTTL: cfg.ConsoleTTL, IdleTimeout: cfg.ConsoleIdle,
+		SecureCookies: cfg.ConsoleSecure, Registerer: deps.Registry,
 		PrometheusURL: cfg.ConsolePrometheus, OperatorTenants: splitList(cfg.ConsoleOperators), Logger: deps.Logger, Clock: clock.Real{}})
 	if err != nil {
 		_ = conn.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	// httpapi.New owns conn from here: it closes it on failure and on Stop.
-	return httpapi.New(httpapi.Config{
+	srv, err := httpapi.New(httpapi.Config{
 		Addr:        cfg.HTTPAddr,
 		Conn:        conn,
 		Console:     con,
@@ -409,6 +404,7 @@ func newHTTP(cfg Config, deps Deps, grpcSrv *server.GRPC, tlsCfg *tls.Config) (*
 		StopTimeout: cfg.GRPCStopTimeout,
 		TLS:         tlsCfg,
 	})
+	return srv, con, err
 }
 
 // closer is a lifecycle.Service whose Stop releases a client.

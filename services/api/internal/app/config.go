@@ -34,11 +34,16 @@ const DefaultPostgresDSN = "postgres://sundial:sundial@127.0.0.1:5432/sundial?ss
 type Config struct {
 	GRPCAddr string
 	HTTPAddr string
-	// ConsoleKeyFile holds the key sealing console sessions; ConsoleSecure
-	// marks the cookie Secure behind a TLS-terminating proxy;
+	// ConsoleKeyFile is no longer used (sessions live in Postgres since
+	// migration 00021; accepted so existing deployments start);
+	// ConsoleIdle and ConsoleTTL end a session after that long without a
+	// request and after sign-in; ConsoleSecure marks the cookie Secure
+	// behind a TLS-terminating proxy;
 	// ConsolePrometheus is where the overview reads each tenant's series,
 	// and ConsoleOperators the tenants shown the whole platform's.
 	ConsoleKeyFile    string
+	ConsoleIdle       time.Duration
+	ConsoleTTL        time.Duration
 	ConsoleSecure     bool
 	ConsolePrometheus string
 	ConsoleOperators  string
@@ -100,7 +105,9 @@ type Config struct {
 func (s *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&s.GRPCAddr, "grpc-addr", "127.0.0.1:9090", "address the gRPC JobService listens on")
 	fs.StringVar(&s.HTTPAddr, "http-addr", "", "address the HTTP/JSON API (/v1/) and the web console (/) listen on, e.g. 127.0.0.1:8080; empty (the default): no HTTP listener")
-	fs.StringVar(&s.ConsoleKeyFile, "console-session-key-file", "", "file of at least 32 bytes sealing the console's session cookies; replicas behind one load balancer need the same (empty: a random key, sessions end on restart)")
+	fs.StringVar(&s.ConsoleKeyFile, "console-session-key-file", "", "deprecated and ignored: console sessions live in Postgres and need no shared key")
+	fs.DurationVar(&s.ConsoleIdle, "console-idle-timeout", 30*time.Minute, "end a console session this long after its last request")
+	fs.DurationVar(&s.ConsoleTTL, "console-session-ttl", 12*time.Hour, "end a console session this long after sign-in, however busy")
 	fs.BoolVar(&s.ConsoleSecure, "console-secure-cookies", false, "mark the console's session cookie Secure even on plain HTTP (TLS terminated in front of the api); always set over TLS")
 	fs.StringVar(&s.ConsoleOperators, "console-operator-tenants", "", "comma-separated tenants whose console sessions also see the whole platform on the overview (every tenant's firings, consumer lag, outbox, components, leaders; needs --console-prometheus-url): the platform team's tenant, not its users'")
 	fs.StringVar(&s.ConsolePrometheus, "console-prometheus-url", "", "base URL of a Prometheus that scrapes the workers, e.g. http://127.0.0.1:9091; the console's overview charts each tenant's firings and lateness of the last hour from it (empty: no charts)")
@@ -164,6 +171,12 @@ func (s *Config) Validate(p *config.Problems) {
 	}
 	if s.GRPCStopTimeout <= 0 {
 		p.Addf("grpc-stop-timeout", "must be positive, got %s", s.GRPCStopTimeout)
+	}
+	if s.ConsoleIdle < time.Minute {
+		p.Addf("console-idle-timeout", "must be at least 1m, got %s", s.ConsoleIdle)
+	}
+	if s.ConsoleTTL < time.Minute {
+		p.Addf("console-session-ttl", "must be at least 1m, got %s", s.ConsoleTTL)
 	}
 	if s.ReleaseLead < 0 {
 		p.Addf("release-lead", "must not be negative, got %s", s.ReleaseLead)
