@@ -13,6 +13,12 @@
 // round trip. The api turns an *Error into a gRPC InvalidArgument status with
 // google.rpc.BadRequest field violations.
 //
+// URLs: CheckURL is the rule for every URL a job names (target, cancel and
+// callback URLs): RFC 3986, written exactly as it will be sent. Validate
+// applies it, and the worker applies it again before a request, so a job
+// stored before the rule is dead-lettered with its reason instead of being
+// sent.
+//
 // Secrets: an HTTP target's header values may reference secrets as
 // {{secret:NAME}} (secrets.go). Validate accepts well-formed references and
 // refuses malformed ones (naming the header, never quoting its value); the

@@ -52,3 +52,19 @@ func ExampleExpandSecrets() {
 	fmt.Println(v, err)
 	// Output: Bearer s3cr3t <nil>
 }
+
+func ExampleCheckURL() {
+	for _, u := range []string{
+		"http://127.0.0.1:18500/x?q=a b",
+		"http://127.0.0.1:18500/x?q=a%20b",
+		"reports.example/run",
+		"https://reports.example/run#today",
+	} {
+		fmt.Printf("%s: %v\n", u, jobspec.CheckURL(u))
+	}
+	// Output:
+	// http://127.0.0.1:18500/x?q=a b: contains a space at character 29: percent-encode it as %20
+	// http://127.0.0.1:18500/x?q=a%20b: <nil>
+	// reports.example/run: must be an absolute http or https URL: it has no scheme (start it with https:// or http://)
+	// https://reports.example/run#today: has a fragment (from '#' at character 28), which is never sent to the target: leave it out, or percent-encode a '#' of the path or query as %23
+}
