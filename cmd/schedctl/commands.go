@@ -192,11 +192,11 @@ func commands() []command {
 		{name: "calendar audit", usage: "[flags] [NAME] [--page-size 100] [--page-token T]",
 			summary: "Show who created, updated, imported and deleted your calendars (or one's), newest first.",
 			run:     remoteCmd[calendarAuditOpts]{flags: (*calendarAuditOpts).register, run: runCalendarAudit}},
-		{name: "signing-key create", usage: "[flags] [--platform-overlap 24h]",
-			summary: "Give your tenant its own webhook signing key; from then on the workers sign your requests with it\n" +
-				"(and, for --platform-overlap, with the platform's secret beside it, so targets can switch at leisure).\n" +
-				"Prints the secret once: store it where your targets verify.",
-			run: remoteCmd[createKeyOpts]{flags: (*createKeyOpts).register, run: runSigningKeyCreate}},
+		{name: "signing-key create", usage: "[flags]",
+			summary: "Show your tenant's webhook signing key, which its first job made (or make it now, before any job);\n" +
+				"the workers sign your requests with it. Prints the secret once: store it where your targets verify;\n" +
+				"after that, rotate for a new one.",
+			run: remoteCmd[noOpts]{run: runSigningKeyCreate}},
 		{name: "signing-key rotate", usage: "[flags] [--overlap 24h]",
 			summary: "Make a new signing key current; the previous one stays valid for --overlap, and requests carry\n" +
 				"both signatures meanwhile, so targets can switch keys at any moment within it. Prints the new secret once.",

@@ -15,24 +15,13 @@ import (
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
-type createKeyOpts struct {
-	platformOverlap time.Duration
-}
-
-func (o *createKeyOpts) register(fs *flag.FlagSet) {
-	fs.DurationVar(&o.platformOverlap, "platform-overlap", 24*time.Hour, "how long the platform's signing secret keeps signing beside the new key, so targets can move to the key without refusing a request; 0: not at all; at most 720h")
-}
-
-func runSigningKeyCreate(ctx context.Context, r *remote, o *createKeyOpts, args []string) error {
+func runSigningKeyCreate(ctx context.Context, r *remote, _ *noOpts, args []string) error {
 	if len(args) != 0 {
 		return usagef("takes no arguments, got %d", len(args))
 	}
-	if o.platformOverlap < 0 {
-		return usagef("--platform-overlap must not be negative, got %s", o.platformOverlap)
-	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	resp, err := r.keys.CreateSigningKey(ctx, &sundialv1.CreateSigningKeyRequest{PlatformOverlap: durationpb.New(o.platformOverlap)})
+	resp, err := r.keys.CreateSigningKey(ctx, &sundialv1.CreateSigningKeyRequest{})
 	if err != nil {
 		return err
 	}
@@ -77,9 +66,6 @@ func (r *remote) printNewKey(k *sundialv1.SigningKey, secret string, prev *sundi
 	fmt.Fprintf(tw, "key_id:\t%s\n", k.GetKeyId())
 	fmt.Fprintf(tw, "secret:\t%s\n", secret)
 	fmt.Fprintf(tw, "created:\t%s\n", instant(k.GetCreateTime()))
-	if t := k.GetPlatformOverlapEndTime(); t != nil {
-		fmt.Fprintf(tw, "platform secret:\talso signs until %s\n", instant(t))
-	}
 	if prev != nil {
 		fmt.Fprintf(tw, "previous:\t%s, valid until %s\n", prev.GetKeyId(), instant(prev.GetExpireTime()))
 	}

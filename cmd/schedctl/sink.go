@@ -19,7 +19,7 @@ type sinkOpts struct{ addr, secret string }
 
 func (o *sinkOpts) register(fs *flag.FlagSet, e *env) {
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8099", "address to listen on")
-	fs.StringVar(&o.secret, "signing-secret", e.io.Getenv("SUNDIAL_SIGNING_SECRET"), "the workers' signing secret, to verify signatures (env SUNDIAL_SIGNING_SECRET)")
+	fs.StringVar(&o.secret, "signing-secret", e.io.Getenv("SUNDIAL_SIGNING_SECRET"), "your tenant's signing key (schedctl signing-key create shows it), to verify signatures (env SUNDIAL_SIGNING_SECRET)")
 }
 
 // runSink implements
