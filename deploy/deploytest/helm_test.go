@@ -556,7 +556,31 @@ func checkDeployment(t *testing.T, svc string, dep object, config map[string]any
 			}
 		}
 	}
-	wantSecret := map[string][]string{"api": {"SUNDIAL_TOKENS"}, "worker": {"SUNDIAL_SIGNING_SECRET"}}[svc]
+	wantSecret := map[string][]string{"worker": {"SUNDIAL_SIGNING_SECRET"}}[svc]
+	if svc == "api" {
+		// The bootstrap tokens: a file of hashes mounted from the Secret
+		// as a directory (a subPath mount would never see an update).
+		if want := "/etc/sundial/api-tokens/tokens.yaml"; str(config["SUNDIAL_TOKENS_FILE"]) != want {
+			t.Errorf("api: SUNDIAL_TOKENS_FILE=%v, want %s", config["SUNDIAL_TOKENS_FILE"], want)
+		}
+		if _, ok := env["SUNDIAL_TOKENS"]; ok {
+			t.Errorf("api: SUNDIAL_TOKENS (plain tokens) is set")
+		}
+		mounted := false
+		for _, m := range list(dig(c, "volumeMounts")) {
+			if str(dig(m, "name")) == "api-tokens" && str(dig(m, "mountPath")) == "/etc/sundial/api-tokens" && dig(m, "subPath") == nil {
+				mounted = true
+			}
+		}
+		for _, v := range list(dig(spec, "volumes")) {
+			if str(dig(v, "name")) == "api-tokens" && (dig(v, "secret", "secretName") == nil || str(dig(list(dig(v, "secret", "items"))[0], "path")) != "tokens.yaml") {
+				mounted = false
+			}
+		}
+		if !mounted {
+			t.Errorf("api: the tokens file is not mounted from the Secret at /etc/sundial/api-tokens")
+		}
+	}
 	for _, name := range wantSecret {
 		if dig(env[name], "valueFrom", "secretKeyRef", "name") == nil {
 			t.Errorf("%s: %s does not come from a Secret", svc, name)
@@ -698,7 +722,7 @@ func TestChartRefusesWhatItCannotDo(t *testing.T) {
 		t.Errorf("zookeeper.openACL=true without an identity: %v", err)
 	}
 	// And the checks above must catch a secret in a ConfigMap.
-	objs, err := render(t, def, "api.flags.grpc-stop-timeout=ci-token=ci")
+	objs, err := render(t, def, "api.flags.grpc-stop-timeout=ci-signing-secret")
 	if err != nil {
 		t.Fatal(err)
 	}

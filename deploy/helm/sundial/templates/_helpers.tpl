@@ -160,7 +160,7 @@ PGPASSWORD, which comes from the Secret, so the DSN can live in a ConfigMap.
 {{- end -}}
 {{- if not .Values.secrets.existingSecret -}}
 {{- if not .Values.secrets.create.apiTokens -}}
-{{- fail "secrets: set secrets.existingSecret, or secrets.create.apiTokens (token=tenant,...): the api refuses to start without a token" -}}
+{{- fail "secrets: set secrets.existingSecret, or secrets.create.apiTokens (the api's tokens file: one `'<argon2id hash>': 'tenant[:name[:role]]'` line per token, as `schedctl token hash --principal` prints it): the api refuses to start without a token" -}}
 {{- end -}}
 {{- if not .Values.secrets.create.signingSecret -}}
 {{- fail "secrets: set secrets.existingSecret, or secrets.create.signingSecret: workers sign every target request with it" -}}
@@ -233,13 +233,6 @@ Called with (dict "ctx" $ "component" c "settings" (dict flag value)).
       key: {{ $ctx.Values.secrets.keys.postgresPassword }}
       optional: true
 {{- end }}
-{{- end }}
-{{- if eq .component "api" }}
-- name: SUNDIAL_TOKENS
-  valueFrom:
-    secretKeyRef:
-      name: {{ $secret }}
-      key: {{ $ctx.Values.secrets.keys.apiTokens }}
 {{- end }}
 {{- if eq .component "worker" }}
 - name: SUNDIAL_SIGNING_SECRET
@@ -348,6 +341,15 @@ Called with (dict "ctx" $ "component" c).
 */}}
 {{- define "sundial.secretVolumes" -}}
 {{- $ctx := .ctx -}}
+{{- if eq .component "api" }}
+- name: api-tokens
+  secret:
+    secretName: {{ include "sundial.secretName" $ctx }}
+    defaultMode: 0440
+    items:
+      - key: {{ $ctx.Values.secrets.keys.apiTokens }}
+        path: tokens.yaml
+{{- end }}
 {{- if $ctx.Values.tls.postgres.enabled }}
 - name: tls-postgres
   secret:
@@ -418,6 +420,13 @@ Called with (dict "ctx" $ "component" c).
 
 {{- define "sundial.secretMounts" -}}
 {{- $ctx := .ctx -}}
+{{- if eq .component "api" }}
+{{- /* A directory, not a subPath: the kubelet updates it when the Secret
+changes, and the api reads the file again within seconds. */}}
+- name: api-tokens
+  mountPath: /etc/sundial/api-tokens
+  readOnly: true
+{{- end }}
 {{- if $ctx.Values.tls.postgres.enabled }}
 - name: tls-postgres
   mountPath: /etc/sundial/tls/postgres

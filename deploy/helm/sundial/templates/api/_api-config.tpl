@@ -11,6 +11,7 @@
   "migrate-on-start" (not $v.migrate.enabled)
   "grpc-stop-timeout" $v.api.grpcStopTimeout
   "idempotency-key-ttl" $v.api.idempotencyKeyTTL
+  "tokens-file" "/etc/sundial/api-tokens/tokens.yaml"
 -}}
 {{- with $v.api.tls -}}
 {{- if .enabled -}}
