@@ -129,6 +129,12 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.DeleteStaged.Jobs, "delete-staged-jobs", 3000, "delete-staged (only when named in --scenarios): per-second jobs that fire with their window staged, then are bulk-deleted")
 	fs.DurationVar(&c.DeleteStaged.Fire, "delete-staged-fire", 30*time.Second, "delete-staged: how long they fire before the delete")
 	fs.IntVar(&c.DeleteStaged.NewJobs, "delete-staged-new-jobs", 100, "delete-staged: per-second jobs created while the delete runs, whose lateness is measured")
+	fs.IntVar(&c.RegisterDelete.Base, "register-delete-base", 500, "register-delete (only when named in --scenarios): jittered per-second jobs that fire throughout and are measured")
+	fs.IntVar(&c.RegisterDelete.Herd, "register-delete-herd", 2500, "register-delete: per-second herd jobs registered next to them, fired, then bulk-deleted")
+	fs.DurationVar(&c.RegisterDelete.Baseline, "register-delete-baseline", 30*time.Second, "register-delete: how long the base fires before the herd is registered")
+	fs.DurationVar(&c.RegisterDelete.Ahead, "register-delete-ahead", 150*time.Second, "register-delete: the herd's first slot after its registration begins")
+	fs.DurationVar(&c.RegisterDelete.Fire, "register-delete-fire", 60*time.Second, "register-delete: how long the herd fires before the delete")
+	fs.DurationVar(&c.RegisterDelete.After, "register-delete-after", 60*time.Second, "register-delete: how long the base is measured after the delete")
 	fs.DurationVar(&c.DeleteStaged.After, "delete-staged-after", 90*time.Second, "delete-staged: how long after the delete the discarding, the memory and the new jobs are measured")
 	fs.IntVar(&c.Tenants.FloodJobs, "tenants-flood-jobs", 2000, "tenants (only when named in --scenarios): one-off jobs of the flooding tenant due at one instant")
 	fs.Float64Var(&c.Tenants.FloodRate, "tenants-flood-rate", 200, "tenants: the flooding tenant's firing_rate_per_second in the workers' quotas file")
@@ -310,6 +316,8 @@ func (f *flags) finish() error {
 		return fmt.Errorf("--worker-kill-rate: want at least 1, got %d", c.WorkerKill.Rate)
 	case c.CPUHog.Rate < 1:
 		return fmt.Errorf("--cpu-hog-rate: want at least 1, got %d", c.CPUHog.Rate)
+	case c.RegisterDelete.Base < 1 || c.RegisterDelete.Herd < 1 || c.RegisterDelete.Fire < 2*time.Second || c.RegisterDelete.After < 40*time.Second || c.RegisterDelete.Ahead < 10*time.Second:
+		return errors.New("--register-delete-base and --register-delete-herd: at least 1; --register-delete-fire: at least 2s; --register-delete-after: at least 40s; --register-delete-ahead: at least 10s")
 	case c.DeleteStaged.Jobs < 1 || c.DeleteStaged.NewJobs < 1:
 		return errors.New("--delete-staged-jobs and --delete-staged-new-jobs: want at least 1")
 	case c.Overload.Surge < 2*time.Second || c.CPUHog.Hog < 2*time.Second || c.DeleteStaged.Fire < 2*time.Second || c.DeleteStaged.After < 10*time.Second:

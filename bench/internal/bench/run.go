@@ -14,9 +14,10 @@ var Scenarios = []string{"steady", "herd", "max", "burst", "cancel", "registered
 // Optional names the scenarios a run takes only when --scenarios names
 // them: staging starts deployments of its own, several prefetchers each;
 // tenants one with a quotas file for its workers; the overload and
-// recovery scenarios (overload, worker-kill, cpu-hog, delete-staged) put
+// recovery scenarios (overload, worker-kill, cpu-hog, delete-staged,
+// register-delete) put
 // the platform behind on purpose and take minutes each.
-var Optional = []string{"staging", "tenants", "overload", "worker-kill", "cpu-hog", "delete-staged"}
+var Optional = []string{"staging", "tenants", "overload", "worker-kill", "cpu-hog", "delete-staged", "register-delete"}
 
 // Config selects and sizes the scenarios of a run.
 type Config struct {
@@ -36,6 +37,9 @@ type Config struct {
 	WorkerKill   WorkerKillConfig
 	CPUHog       CPUHogConfig
 	DeleteStaged DeleteStagedConfig
+	// RegisterDelete is a herd registered, fired and deleted next to
+	// jittered jobs (registerdelete.go).
+	RegisterDelete RegisterDeleteConfig
 	// Topology is the deployment of the scenarios that run on one of
 	// their own (all but failover and staging): how many prefetchers,
 	// relays and workers (their --ranges is Options.Deploy's). Zero counts
@@ -146,6 +150,8 @@ func (r *Runner) runOne(ctx context.Context, name string, cfg Config, shared *de
 		return r.CPUHog(ctx, d, cfg.CPUHog)
 	case "delete-staged":
 		return r.DeleteStaged(ctx, d, cfg.DeleteStaged)
+	case "register-delete":
+		return r.RegisterDelete(ctx, d, cfg.RegisterDelete)
 	}
 	return res, errors.New("unknown scenario " + name)
 }
