@@ -863,8 +863,9 @@ func writeChange(ctx context.Context, tx pgx.Tx, tenant, id string, cur, next *s
 // never ran: the scheduled slots as one SKIPPED summary row per version
 // they were staged at ("N slots due from T1 to T2 dropped", the shape the
 // workers use for the published ones: firing.DroppedID), and a trigger, a
-// re-drive or a retry — an execution someone may look up by its id — as a
-// SKIPPED attempt of its own. to is the job's version after the change.
+// backfill or catch-up, a re-drive or a retry — an execution someone may
+// look up by its id — as a SKIPPED attempt of its own. to is the job's
+// version after the change.
 func dropUnpublished(ctx context.Context, tx pgx.Tx, tenant, jobID string, to int64, reason string) (int64, error) {
 	dropped, err := outbox.DeleteJob(ctx, tx, jobID)
 	if err != nil {
@@ -883,7 +884,7 @@ func dropUnpublished(ctx context.Context, tx pgx.Tx, tenant, jobID string, to in
 		slots   = map[int64]*span{}
 	)
 	for _, d := range dropped {
-		if d.Attempt <= 1 && d.ExecutionID == firing.ExecutionID(job, d.ScheduledAt).String() {
+		if d.Attempt <= 1 && !d.CatchUp && d.ExecutionID == firing.ExecutionID(job, d.ScheduledAt).String() {
 			sp := slots[d.JobVersion]
 			switch {
 			case sp == nil:
