@@ -26,6 +26,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/firing"
+	"github.com/sundialhq/sundial/pkg/jobspec"
 	"github.com/sundialhq/sundial/pkg/netpolicy"
 	"github.com/sundialhq/sundial/pkg/signature"
 )
@@ -293,9 +294,15 @@ func (n *Notifier) send(j job) {
 
 // post sends one request; it reports whether a failure may be retried.
 func (n *Notifier) post(j job, body []byte) (bool, error) {
+	// The api's rule (jobspec.CheckURL): a callback stored before it was
+	// checked is refused here, never sent as written. The error does not
+	// repeat the URL, whose query may hold a token.
+	if err := jobspec.CheckURL(j.url); err != nil {
+		return false, fmt.Errorf("notify: callback url: %w", err)
+	}
 	u, err := url.Parse(j.url)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return false, fmt.Errorf("notify: callback url %q is not an absolute http(s) URL", j.url)
+	if err != nil {
+		return false, errors.New("notify: callback url does not parse")
 	}
 	if n.policy != nil {
 		port := uint16(80)

@@ -137,9 +137,15 @@ func TestNotificationRetries(t *testing.T) {
 	if r := <-res.ch; r != "refused" {
 		t.Fatalf("metadata address: %s", r)
 	}
+	// A callback URL stored before the api checked URLs (a space in it)
+	// fails without being sent, as the api's rule says.
+	n.Notify(srv.URL+"/with space", Summary{ExecutionID: "d", Event: EventSucceeded})
+	if r := <-res.ch; r != "failed" {
+		t.Fatalf("a URL with a space: %s", r)
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	if calls["/flaky"] != 3 || calls["/bad"] != 1 {
+	if calls["/flaky"] != 3 || calls["/bad"] != 1 || len(calls) != 2 {
 		t.Fatalf("calls %v", calls)
 	}
 }
