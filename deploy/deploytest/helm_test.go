@@ -699,6 +699,7 @@ func TestChartRefusesWhatItCannotDo(t *testing.T) {
 		"client certificates on a plaintext api":                  {[]string{"api.tls.enabled=false", "api.tls.clientCA.existingSecret=clients"}, "api.tls.clientCA:"},
 		"client certificates on the HTTP port without client CAs": {[]string{"api.tls.clientCA.http=true"}, "api.tls.clientCA.http:"},
 		"a tenant's target secrets without a Secret":              {[]string{"targetSecrets.tenants.acme="}, "targetSecrets.tenants.acme:"},
+		"no key-encryption key for the tenants' signing keys":     {[]string{"signingKeys.kekSecret.existingSecret="}, "signingKeys.kekSecret.existingSecret:"},
 		"a tenant name with a path separator":                     {[]string{"targetSecrets.tenants.a/b=sundial-target-secrets"}, `"a/b" is not a tenant name`},
 		"a tenant name that climbs out of the directory":          {[]string{"targetSecrets.tenants.\\.\\.=sundial-target-secrets"}, `".." is not a tenant name`},
 	}
@@ -722,7 +723,7 @@ func TestChartRefusesWhatItCannotDo(t *testing.T) {
 		t.Errorf("zookeeper.openACL=true without an identity: %v", err)
 	}
 	// And the checks above must catch a secret in a ConfigMap.
-	objs, err := render(t, def, "api.flags.grpc-stop-timeout=ci-signing-secret")
+	objs, err := render(t, def, "api.flags.grpc-stop-timeout=ci-password")
 	if err != nil {
 		t.Fatal(err)
 	}

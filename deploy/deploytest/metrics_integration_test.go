@@ -5,6 +5,7 @@ package deploytest
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"fmt"
 	"net"
 	"net/http"
@@ -39,6 +40,11 @@ func TestQueriedMetricsAreExported(t *testing.T) {
 
 	_, redisPrefix := testinfra.Redis(t)
 	topics := testinfra.UniqueName(t, 60)
+	// The tenants' signing keys are sealed with it (api and worker).
+	kek := filepath.Join(t.TempDir(), "signing-kek")
+	if err := os.WriteFile(kek, []byte(rand.Text()+rand.Text()), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	env := []string{
 		"SUNDIAL_POSTGRES_DSN=" + testinfra.PostgresDSN(t),
 		"SUNDIAL_REDIS_ADDR=" + testinfra.RedisAddr(t),
@@ -50,7 +56,7 @@ func TestQueriedMetricsAreExported(t *testing.T) {
 		"SUNDIAL_TOPIC_PREFIX=" + topics,
 		"SUNDIAL_GROUP=" + testinfra.UniqueName(t, 60),
 		"SUNDIAL_ELECTION_PATH=/sundial-deploytest/" + testinfra.UniqueName(t, 60),
-		"SUNDIAL_SIGNING_SECRET=deploytest-secret",
+		"SUNDIAL_SIGNING_KEY_ENCRYPTION_KEY_FILE=" + kek,
 		"SUNDIAL_LOG_FORMAT=text",
 		"SUNDIAL_DRAIN_TIMEOUT=20s",
 		// The sink is an httptest server on loopback, which the worker's

@@ -18,8 +18,8 @@
 # gRPC on 9090+N-1.
 #
 # `up` remembers its configuration in .run/platform.env: the replica counts
-# and every SUNDIAL_* setting it ran with (tokens, target allowlist, signing
-# secret, log level...). A later up or restart loads it first, so a service
+# and every SUNDIAL_* setting it ran with (tokens, target allowlist, log
+# level...). A later up or restart loads it first, so a service
 # restarted after a kill keeps them; a variable set in the caller's
 # environment still wins and is remembered in turn. Delete the file to forget.
 #
@@ -63,7 +63,7 @@ load_config() {
 save_config() {
   local tmp=$ENV_FILE.tmp
   (
-    umask 077 # it may hold tokens and the signing secret
+    umask 077 # it may hold tokens
     # (grep finding no line, in a shell without SUNDIAL_* settings, is
     # an empty file, not a failure)
     { env | grep '^SUNDIAL_' || true; } |
@@ -79,7 +79,6 @@ STOP_TIMEOUT=${SUNDIAL_PLATFORM_STOP_TIMEOUT:-40}
 DEMO=${SUNDIAL_DEMO:-1}
 SINK_ADDR=${SUNDIAL_DEMO_SINK_ADDR:-127.0.0.1:8099}
 DEV_TOKEN=${SUNDIAL_DEV_TOKEN:-dev-token}
-DEV_SECRET=${SUNDIAL_SIGNING_SECRET:-sundial-dev-signing-secret}
 DEV_TLS=${SUNDIAL_DEV_TLS:-1}
 
 count_of() { # service -> how many instances run
@@ -189,8 +188,8 @@ service_env() {
       ;;
     relay) ;;
     worker)
-      # a development secret for the HMAC signature on target requests
-      [ -n "${SUNDIAL_SIGNING_SECRET_FILE:-}" ] || echo "SUNDIAL_SIGNING_SECRET=$DEV_SECRET"
+      # (each tenant's own key signs its target requests: no platform
+      # secret; the demo sink verifies with the dev tenant's, dev_signing_key)
       # the demo sink listens on loopback, which the outbound-address
       # policy refuses unless allowlisted
       echo "SUNDIAL_ALLOW_TARGET_ADDRS=${SUNDIAL_ALLOW_TARGET_ADDRS:-$SINK_ADDR}"
@@ -380,16 +379,36 @@ cmd_restart() {
   start_instances "${targets[@]}"
 }
 
+# dev_signing_key keeps the development tenant's webhook signing key in
+# $RUN/dev-signing-key for the demo sink to verify with: the api shows a
+# tenant's key once (signing-key create; made now, or by its first job),
+# so it is asked for when the file is missing and whenever the api shows
+# one (a fresh database); a key shown before whose file is gone is
+# replaced by a rotation without overlap.
+dev_signing_key() {
+  local sctl=$BIN/schedctl file=$RUN/dev-signing-key out secret
+  out=$(SUNDIAL_CA=$(api_ca) "$sctl" signing-key create --addr "$(grpc_addr api)" --token "$DEV_TOKEN" -o json 2>/dev/null) || out=
+  if [ -z "$out" ]; then
+    [ -s "$file" ] && return 0
+    out=$(SUNDIAL_CA=$(api_ca) "$sctl" signing-key rotate --overlap 0s --addr "$(grpc_addr api)" --token "$DEV_TOKEN" -o json) ||
+      die "getting the dev tenant's signing key failed"
+  fi
+  secret=$(printf '%s' "$out" | sed -n 's/.*"secret": *"\([^"]*\)".*/\1/p' | head -n 1)
+  [ -n "$secret" ] || die "the api showed no signing key for the dev tenant"
+  (umask 077 && printf '%s\n' "$secret" >"$file.tmp") && mv "$file.tmp" "$file"
+}
+
 # demo_up starts the demo sink and registers the demo job (once: the
 # idempotency key makes a second registration return the first job).
 demo_up() {
   local sctl=$BIN/schedctl out id deadline
   [ -x "$sctl" ] || die "$sctl is missing: run 'make build' first"
+  dev_signing_key
   if is_running sink; then
     log "sink: already running (pid $(pid_of sink)), left alone"
   else
     rm -f "$RUN/sink.pid"
-    setsid env SUNDIAL_SIGNING_SECRET="$DEV_SECRET" bash -c 'echo $$ >"$0"; exec "$@"' "$RUN/sink.pid" \
+    setsid env SUNDIAL_SIGNING_SECRET="$(cat "$RUN/dev-signing-key")" bash -c 'echo $$ >"$0"; exec "$@"' "$RUN/sink.pid" \
       "$sctl" sink --addr "$SINK_ADDR" >>"$RUN/sink.log" 2>&1 </dev/null 9>&- &
     disown || true
     deadline=$((SECONDS + 10))

@@ -158,12 +158,12 @@ PGPASSWORD, which comes from the Secret, so the DSN can live in a ConfigMap.
 {{- if not (has .Values.autoscaling.mode (list "keda" "hpa" "none")) -}}
 {{- fail (printf "autoscaling.mode: %q is not one of keda, hpa, none" .Values.autoscaling.mode) -}}
 {{- end -}}
+{{- if not .Values.signingKeys.kekSecret.existingSecret -}}
+{{- fail "signingKeys.kekSecret.existingSecret: required, a Secret holding the key-encryption key of tenants' signing keys under signingKeys.kekSecret.key (kubectl create secret generic sundial-signing-kek --from-literal=kek=$(openssl rand -base64 48)): a tenant's first job makes its key, and the workers sign with nothing else" -}}
+{{- end -}}
 {{- if not .Values.secrets.existingSecret -}}
 {{- if not .Values.secrets.create.apiTokens -}}
 {{- fail "secrets: set secrets.existingSecret, or secrets.create.apiTokens (the api's tokens file: one `'<argon2id hash>': 'tenant[:name[:role]]'` line per token, as `schedctl token hash --principal` prints it): the api refuses to start without a token" -}}
-{{- end -}}
-{{- if not .Values.secrets.create.signingSecret -}}
-{{- fail "secrets: set secrets.existingSecret, or secrets.create.signingSecret: workers sign every target request with it" -}}
 {{- end -}}
 {{- end -}}
 {{- range $c := list "api" "prefetcher" "relay" "worker" -}}
@@ -240,6 +240,7 @@ Called with (dict "ctx" $ "component" c "settings" (dict flag value)).
     secretKeyRef:
       name: {{ $secret }}
       key: {{ $ctx.Values.secrets.keys.signingSecret }}
+      optional: true
 {{- end }}
 {{- end -}}
 
