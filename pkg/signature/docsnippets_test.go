@@ -2,6 +2,7 @@ package signature
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,7 +60,10 @@ func TestDocSnippets(t *testing.T) {
 		{map[string]string{cur.ID: "sdk_wrong"}, overlap, string(body), false},
 		{map[string]string{cur.ID: string(cur.Secret)}, overlap, `{"report":"forged"}`, false},
 		{map[string]string{cur.ID: string(cur.Secret)}, late, string(body), false},
-		{map[string]string{"any": "platform"}, platform, string(body), true},
+		// An unnamed v1 (the platform secret's, during a migration) is
+		// no tenant key's.
+		{map[string]string{"any": "platform"}, platform, string(body), false},
+		{map[string]string{cur.ID: string(cur.Secret)}, SignKeys([]Key{cur, {Secret: []byte("platform")}}, now, exec1, body), string(body), true},
 	}
 	in, err := json.Marshal(map[string]any{"exec": exec1, "checks": checks})
 	if err != nil {
@@ -76,6 +80,35 @@ const d = JSON.parse(require("node:fs").readFileSync(0, "utf8"));
 console.log(JSON.stringify(d.checks.map(c => verify(c.keys, c.header, d.exec, Buffer.from(c.body)))));
 `},
 	}
+	t.Run("sh", func(t *testing.T) {
+		for _, bin := range []string{"bash", "openssl"} {
+			if _, err := exec.LookPath(bin); err != nil {
+				t.Skipf("%s not installed", bin)
+			}
+		}
+		code := snippet(t, "sh")
+		for i, c := range checks {
+			bodyFile := filepath.Join(t.TempDir(), "body")
+			if err := os.WriteFile(bodyFile, []byte(c.Body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got := false
+			for kid, secret := range c.Keys {
+				cmd := exec.Command("bash", "-c", code+`sundial_verify "$@"`, "sh", kid, secret, c.Header, exec1, bodyFile)
+				out, err := cmd.CombinedOutput()
+				var exit *exec.ExitError
+				switch {
+				case err == nil:
+					got = true
+				case !errors.As(err, &exit) || len(out) > 0:
+					t.Fatalf("check %d: %v\n%s", i, err, out)
+				}
+			}
+			if got != c.Want {
+				t.Errorf("check %d (keys %v, header %q): %v, want %v", i, c.Keys, c.Header, got, c.Want)
+			}
+		}
+	})
 	for bin, code := range drivers {
 		t.Run(bin, func(t *testing.T) {
 			if _, err := exec.LookPath(bin); err != nil {

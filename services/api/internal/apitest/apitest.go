@@ -147,9 +147,6 @@ func Start(t testing.TB, o Options) *API {
 		t.Fatal(err)
 	}
 	tokens := static.WithVerifier(api.Verifier)
-	if api.SigningKEK, err = signingkey.NewKEK([]byte(TestKEKMaterial)); err != nil {
-		t.Fatal(err)
-	}
 	keys, err := server.NewSigningKeyService(signingkey.NewStore(pool, api.SigningKEK), nil, nil)
 	if err != nil {
 		t.Fatal(err)
