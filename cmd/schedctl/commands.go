@@ -221,6 +221,11 @@ func commands() []command {
 		{name: "token audit", usage: "[flags]",
 			summary: "Show who created and revoked your tenant's tokens, newest first.",
 			run:     remoteCmd[tokenAuditOpts]{flags: (*tokenAuditOpts).register, run: runTokenAudit}},
+		{name: "token denied", usage: "[flags] [--page-size 100] [--page-token T]",
+			summary: "Show calls the api refused (unknown, revoked or expired token; a role that may not), newest first,\n" +
+				"sampled per caller (MORE: how many more of that caller's the trail left out). An admin sees its tenant's\n" +
+				"tokens' refusals; an operator every tenant's (or --tenant's), those of unknown tokens included.",
+			run: remoteCmd[tokenAuditOpts]{flags: (*tokenAuditOpts).register, run: runTokenDenied}},
 		{name: "token hash", usage: "[--principal TENANT[:NAME[:ROLE]]] [--generate] < TOKEN",
 			summary: "Hash a bootstrap token for the api's --tokens-file: reads the token from stdin (never an argument, which\n" +
 				"other users see in ps), or with --generate makes a random one and prints it too. Prints the argon2id hash,\n" +

@@ -211,7 +211,7 @@ func TestCompletionValuesAreAccepted(t *testing.T) {
 		"calendar create": {"c1"}, "calendar update": {"c1"}, "calendar import": {"c1", "testdata/holidays.ics"},
 		"calendar list": {}, "calendar show": {"c1"}, "calendar delete": {"c1"}, "calendar audit": {},
 		"signing-key create": {}, "signing-key rotate": {}, "signing-key list": {}, "signing-key audit": {},
-		"token create": {"ci"}, "token list": {}, "token revoke": {"0123456789abcdef"}, "token audit": {},
+		"token create": {"ci"}, "token list": {}, "token revoke": {"0123456789abcdef"}, "token audit": {}, "token denied": {},
 		"bulk pause": {"--dry-run"}, "bulk resume": {"--dry-run"}, "bulk delete": {"--dry-run"},
 	}
 	tree, err := buildTree(commands())

@@ -108,6 +108,9 @@ var Methods = map[string]Access{
 	"/sundial.v1.TokenService/ListTokens":     ManageTokens,
 	"/sundial.v1.TokenService/RevokeToken":    ManageTokens,
 	"/sundial.v1.TokenService/ListTokenAudit": ManageTokens,
+	// Refused calls: an admin its tenant's, an operator every tenant's
+	// (the handler narrows).
+	"/sundial.v1.TokenService/ListAccessDenied": ManageTokens,
 }
 
 // Allowed says whether role may call fullMethod: nil, or PermissionDenied

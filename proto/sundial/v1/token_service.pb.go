@@ -688,6 +688,229 @@ func (x *ListTokenAuditResponse) GetNextPageToken() string {
 	return ""
 }
 
+type ListAccessDeniedRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Default 100, at most 1000.
+	PageSize      int32  `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAccessDeniedRequest) Reset() {
+	*x = ListAccessDeniedRequest{}
+	mi := &file_sundial_v1_token_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAccessDeniedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAccessDeniedRequest) ProtoMessage() {}
+
+func (x *ListAccessDeniedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_token_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAccessDeniedRequest.ProtoReflect.Descriptor instead.
+func (*ListAccessDeniedRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_token_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ListAccessDeniedRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListAccessDeniedRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// AccessDeniedEntry is one refused call, or with suppressed > 0 the count
+// of a caller's refusals left out of the trail in one minute.
+type AccessDeniedEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Time  *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	// "Unauthenticated" or "PermissionDenied".
+	Code string `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
+	// The full gRPC method name.
+	Method string `protobuf:"bytes,3,opt,name=method,proto3" json:"method,omitempty"`
+	// The caller's address as the api saw it.
+	Source string `protobuf:"bytes,4,opt,name=source,proto3" json:"source,omitempty"`
+	// The principal, when the token was known (PermissionDenied).
+	Tenant string `protobuf:"bytes,5,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Actor  string `protobuf:"bytes,6,opt,name=actor,proto3" json:"actor,omitempty"`
+	// The api-made token id the presented token claimed, if any.
+	TokenId string `protobuf:"bytes,7,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	// The first 12 hex digits of the presented token's SHA-256; never the
+	// token.
+	Fingerprint string `protobuf:"bytes,8,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	// How many more refusals of this caller the trail left out.
+	Suppressed    int64 `protobuf:"varint,9,opt,name=suppressed,proto3" json:"suppressed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AccessDeniedEntry) Reset() {
+	*x = AccessDeniedEntry{}
+	mi := &file_sundial_v1_token_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AccessDeniedEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AccessDeniedEntry) ProtoMessage() {}
+
+func (x *AccessDeniedEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_token_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AccessDeniedEntry.ProtoReflect.Descriptor instead.
+func (*AccessDeniedEntry) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_token_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *AccessDeniedEntry) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *AccessDeniedEntry) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *AccessDeniedEntry) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *AccessDeniedEntry) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *AccessDeniedEntry) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *AccessDeniedEntry) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *AccessDeniedEntry) GetTokenId() string {
+	if x != nil {
+		return x.TokenId
+	}
+	return ""
+}
+
+func (x *AccessDeniedEntry) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+func (x *AccessDeniedEntry) GetSuppressed() int64 {
+	if x != nil {
+		return x.Suppressed
+	}
+	return 0
+}
+
+type ListAccessDeniedResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*AccessDeniedEntry   `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAccessDeniedResponse) Reset() {
+	*x = ListAccessDeniedResponse{}
+	mi := &file_sundial_v1_token_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAccessDeniedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAccessDeniedResponse) ProtoMessage() {}
+
+func (x *ListAccessDeniedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_token_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAccessDeniedResponse.ProtoReflect.Descriptor instead.
+func (*ListAccessDeniedResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_token_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListAccessDeniedResponse) GetEntries() []*AccessDeniedEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *ListAccessDeniedResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_sundial_v1_token_service_proto protoreflect.FileDescriptor
 
 const file_sundial_v1_token_service_proto_rawDesc = "" +
@@ -741,18 +964,38 @@ const file_sundial_v1_token_service_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"w\n" +
 	"\x16ListTokenAuditResponse\x125\n" +
 	"\aentries\x18\x01 \x03(\v2\x1b.sundial.v1.TokenAuditEntryR\aentries\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"U\n" +
+	"\x17ListAccessDeniedRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"\x92\x02\n" +
+	"\x11AccessDeniedEntry\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\tR\x04code\x12\x16\n" +
+	"\x06method\x18\x03 \x01(\tR\x06method\x12\x16\n" +
+	"\x06source\x18\x04 \x01(\tR\x06source\x12\x16\n" +
+	"\x06tenant\x18\x05 \x01(\tR\x06tenant\x12\x14\n" +
+	"\x05actor\x18\x06 \x01(\tR\x05actor\x12\x19\n" +
+	"\btoken_id\x18\a \x01(\tR\atokenId\x12 \n" +
+	"\vfingerprint\x18\b \x01(\tR\vfingerprint\x12\x1e\n" +
+	"\n" +
+	"suppressed\x18\t \x01(\x03R\n" +
+	"suppressed\"{\n" +
+	"\x18ListAccessDeniedResponse\x127\n" +
+	"\aentries\x18\x01 \x03(\v2\x1d.sundial.v1.AccessDeniedEntryR\aentries\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*j\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11ROLE_TENANT_ADMIN\x10\x01\x12\x19\n" +
 	"\x15ROLE_TENANT_READ_ONLY\x10\x02\x12\x1a\n" +
-	"\x16ROLE_PLATFORM_OPERATOR\x10\x032\xd4\x02\n" +
+	"\x16ROLE_PLATFORM_OPERATOR\x10\x032\xb3\x03\n" +
 	"\fTokenService\x12N\n" +
 	"\vCreateToken\x12\x1e.sundial.v1.CreateTokenRequest\x1a\x1f.sundial.v1.CreateTokenResponse\x12K\n" +
 	"\n" +
 	"ListTokens\x12\x1d.sundial.v1.ListTokensRequest\x1a\x1e.sundial.v1.ListTokensResponse\x12N\n" +
 	"\vRevokeToken\x12\x1e.sundial.v1.RevokeTokenRequest\x1a\x1f.sundial.v1.RevokeTokenResponse\x12W\n" +
-	"\x0eListTokenAudit\x12!.sundial.v1.ListTokenAuditRequest\x1a\".sundial.v1.ListTokenAuditResponseB9Z7github.com/sundialhq/sundial/proto/sundial/v1;sundialv1b\x06proto3"
+	"\x0eListTokenAudit\x12!.sundial.v1.ListTokenAuditRequest\x1a\".sundial.v1.ListTokenAuditResponse\x12]\n" +
+	"\x10ListAccessDenied\x12#.sundial.v1.ListAccessDeniedRequest\x1a$.sundial.v1.ListAccessDeniedResponseB9Z7github.com/sundialhq/sundial/proto/sundial/v1;sundialv1b\x06proto3"
 
 var (
 	file_sundial_v1_token_service_proto_rawDescOnce sync.Once
@@ -767,50 +1010,57 @@ func file_sundial_v1_token_service_proto_rawDescGZIP() []byte {
 }
 
 var file_sundial_v1_token_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sundial_v1_token_service_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_sundial_v1_token_service_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_sundial_v1_token_service_proto_goTypes = []any{
-	(Role)(0),                      // 0: sundial.v1.Role
-	(*Token)(nil),                  // 1: sundial.v1.Token
-	(*CreateTokenRequest)(nil),     // 2: sundial.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),    // 3: sundial.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),      // 4: sundial.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),     // 5: sundial.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),     // 6: sundial.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),    // 7: sundial.v1.RevokeTokenResponse
-	(*ListTokenAuditRequest)(nil),  // 8: sundial.v1.ListTokenAuditRequest
-	(*TokenAuditEntry)(nil),        // 9: sundial.v1.TokenAuditEntry
-	(*ListTokenAuditResponse)(nil), // 10: sundial.v1.ListTokenAuditResponse
-	nil,                            // 11: sundial.v1.TokenAuditEntry.DetailEntry
-	(*timestamppb.Timestamp)(nil),  // 12: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),    // 13: google.protobuf.Duration
+	(Role)(0),                        // 0: sundial.v1.Role
+	(*Token)(nil),                    // 1: sundial.v1.Token
+	(*CreateTokenRequest)(nil),       // 2: sundial.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),      // 3: sundial.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),        // 4: sundial.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),       // 5: sundial.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),       // 6: sundial.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),      // 7: sundial.v1.RevokeTokenResponse
+	(*ListTokenAuditRequest)(nil),    // 8: sundial.v1.ListTokenAuditRequest
+	(*TokenAuditEntry)(nil),          // 9: sundial.v1.TokenAuditEntry
+	(*ListTokenAuditResponse)(nil),   // 10: sundial.v1.ListTokenAuditResponse
+	(*ListAccessDeniedRequest)(nil),  // 11: sundial.v1.ListAccessDeniedRequest
+	(*AccessDeniedEntry)(nil),        // 12: sundial.v1.AccessDeniedEntry
+	(*ListAccessDeniedResponse)(nil), // 13: sundial.v1.ListAccessDeniedResponse
+	nil,                              // 14: sundial.v1.TokenAuditEntry.DetailEntry
+	(*timestamppb.Timestamp)(nil),    // 15: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 16: google.protobuf.Duration
 }
 var file_sundial_v1_token_service_proto_depIdxs = []int32{
 	0,  // 0: sundial.v1.Token.role:type_name -> sundial.v1.Role
-	12, // 1: sundial.v1.Token.create_time:type_name -> google.protobuf.Timestamp
-	12, // 2: sundial.v1.Token.expire_time:type_name -> google.protobuf.Timestamp
-	12, // 3: sundial.v1.Token.revoke_time:type_name -> google.protobuf.Timestamp
-	12, // 4: sundial.v1.Token.last_use_time:type_name -> google.protobuf.Timestamp
+	15, // 1: sundial.v1.Token.create_time:type_name -> google.protobuf.Timestamp
+	15, // 2: sundial.v1.Token.expire_time:type_name -> google.protobuf.Timestamp
+	15, // 3: sundial.v1.Token.revoke_time:type_name -> google.protobuf.Timestamp
+	15, // 4: sundial.v1.Token.last_use_time:type_name -> google.protobuf.Timestamp
 	0,  // 5: sundial.v1.CreateTokenRequest.role:type_name -> sundial.v1.Role
-	13, // 6: sundial.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
+	16, // 6: sundial.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
 	1,  // 7: sundial.v1.CreateTokenResponse.token:type_name -> sundial.v1.Token
 	1,  // 8: sundial.v1.ListTokensResponse.tokens:type_name -> sundial.v1.Token
 	1,  // 9: sundial.v1.RevokeTokenResponse.token:type_name -> sundial.v1.Token
-	12, // 10: sundial.v1.TokenAuditEntry.time:type_name -> google.protobuf.Timestamp
-	11, // 11: sundial.v1.TokenAuditEntry.detail:type_name -> sundial.v1.TokenAuditEntry.DetailEntry
+	15, // 10: sundial.v1.TokenAuditEntry.time:type_name -> google.protobuf.Timestamp
+	14, // 11: sundial.v1.TokenAuditEntry.detail:type_name -> sundial.v1.TokenAuditEntry.DetailEntry
 	9,  // 12: sundial.v1.ListTokenAuditResponse.entries:type_name -> sundial.v1.TokenAuditEntry
-	2,  // 13: sundial.v1.TokenService.CreateToken:input_type -> sundial.v1.CreateTokenRequest
-	4,  // 14: sundial.v1.TokenService.ListTokens:input_type -> sundial.v1.ListTokensRequest
-	6,  // 15: sundial.v1.TokenService.RevokeToken:input_type -> sundial.v1.RevokeTokenRequest
-	8,  // 16: sundial.v1.TokenService.ListTokenAudit:input_type -> sundial.v1.ListTokenAuditRequest
-	3,  // 17: sundial.v1.TokenService.CreateToken:output_type -> sundial.v1.CreateTokenResponse
-	5,  // 18: sundial.v1.TokenService.ListTokens:output_type -> sundial.v1.ListTokensResponse
-	7,  // 19: sundial.v1.TokenService.RevokeToken:output_type -> sundial.v1.RevokeTokenResponse
-	10, // 20: sundial.v1.TokenService.ListTokenAudit:output_type -> sundial.v1.ListTokenAuditResponse
-	17, // [17:21] is the sub-list for method output_type
-	13, // [13:17] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	15, // 13: sundial.v1.AccessDeniedEntry.time:type_name -> google.protobuf.Timestamp
+	12, // 14: sundial.v1.ListAccessDeniedResponse.entries:type_name -> sundial.v1.AccessDeniedEntry
+	2,  // 15: sundial.v1.TokenService.CreateToken:input_type -> sundial.v1.CreateTokenRequest
+	4,  // 16: sundial.v1.TokenService.ListTokens:input_type -> sundial.v1.ListTokensRequest
+	6,  // 17: sundial.v1.TokenService.RevokeToken:input_type -> sundial.v1.RevokeTokenRequest
+	8,  // 18: sundial.v1.TokenService.ListTokenAudit:input_type -> sundial.v1.ListTokenAuditRequest
+	11, // 19: sundial.v1.TokenService.ListAccessDenied:input_type -> sundial.v1.ListAccessDeniedRequest
+	3,  // 20: sundial.v1.TokenService.CreateToken:output_type -> sundial.v1.CreateTokenResponse
+	5,  // 21: sundial.v1.TokenService.ListTokens:output_type -> sundial.v1.ListTokensResponse
+	7,  // 22: sundial.v1.TokenService.RevokeToken:output_type -> sundial.v1.RevokeTokenResponse
+	10, // 23: sundial.v1.TokenService.ListTokenAudit:output_type -> sundial.v1.ListTokenAuditResponse
+	13, // 24: sundial.v1.TokenService.ListAccessDenied:output_type -> sundial.v1.ListAccessDeniedResponse
+	20, // [20:25] is the sub-list for method output_type
+	15, // [15:20] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_token_service_proto_init() }
@@ -824,7 +1074,7 @@ func file_sundial_v1_token_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_v1_token_service_proto_rawDesc), len(file_sundial_v1_token_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   11,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,10 +19,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	TokenService_CreateToken_FullMethodName    = "/sundial.v1.TokenService/CreateToken"
-	TokenService_ListTokens_FullMethodName     = "/sundial.v1.TokenService/ListTokens"
-	TokenService_RevokeToken_FullMethodName    = "/sundial.v1.TokenService/RevokeToken"
-	TokenService_ListTokenAudit_FullMethodName = "/sundial.v1.TokenService/ListTokenAudit"
+	TokenService_CreateToken_FullMethodName      = "/sundial.v1.TokenService/CreateToken"
+	TokenService_ListTokens_FullMethodName       = "/sundial.v1.TokenService/ListTokens"
+	TokenService_RevokeToken_FullMethodName      = "/sundial.v1.TokenService/RevokeToken"
+	TokenService_ListTokenAudit_FullMethodName   = "/sundial.v1.TokenService/ListTokenAudit"
+	TokenService_ListAccessDenied_FullMethodName = "/sundial.v1.TokenService/ListAccessDenied"
 )
 
 // TokenServiceClient is the client API for TokenService service.
@@ -47,6 +48,13 @@ type TokenServiceClient interface {
 	RevokeToken(ctx context.Context, in *RevokeTokenRequest, opts ...grpc.CallOption) (*RevokeTokenResponse, error)
 	// Who created and revoked which of the tenant's tokens, newest first.
 	ListTokenAudit(ctx context.Context, in *ListTokenAuditRequest, opts ...grpc.CallOption) (*ListTokenAuditResponse, error)
+	// Calls the api refused before any handler ran (Unauthenticated,
+	// PermissionDenied), newest first, as sampled into its trail
+	// (docs/security.md, Refused calls). A tenant admin sees the refusals of
+	// its tenant's tokens; a platform operator those of the tenant its
+	// "sundial-tenant" header names, or without it every refusal, those of
+	// unknown tokens included.
+	ListAccessDenied(ctx context.Context, in *ListAccessDeniedRequest, opts ...grpc.CallOption) (*ListAccessDeniedResponse, error)
 }
 
 type tokenServiceClient struct {
@@ -97,6 +105,16 @@ func (c *tokenServiceClient) ListTokenAudit(ctx context.Context, in *ListTokenAu
 	return out, nil
 }
 
+func (c *tokenServiceClient) ListAccessDenied(ctx context.Context, in *ListAccessDeniedRequest, opts ...grpc.CallOption) (*ListAccessDeniedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAccessDeniedResponse)
+	err := c.cc.Invoke(ctx, TokenService_ListAccessDenied_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TokenServiceServer is the server API for TokenService service.
 // All implementations must embed UnimplementedTokenServiceServer
 // for forward compatibility.
@@ -119,6 +137,13 @@ type TokenServiceServer interface {
 	RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error)
 	// Who created and revoked which of the tenant's tokens, newest first.
 	ListTokenAudit(context.Context, *ListTokenAuditRequest) (*ListTokenAuditResponse, error)
+	// Calls the api refused before any handler ran (Unauthenticated,
+	// PermissionDenied), newest first, as sampled into its trail
+	// (docs/security.md, Refused calls). A tenant admin sees the refusals of
+	// its tenant's tokens; a platform operator those of the tenant its
+	// "sundial-tenant" header names, or without it every refusal, those of
+	// unknown tokens included.
+	ListAccessDenied(context.Context, *ListAccessDeniedRequest) (*ListAccessDeniedResponse, error)
 	mustEmbedUnimplementedTokenServiceServer()
 }
 
@@ -140,6 +165,9 @@ func (UnimplementedTokenServiceServer) RevokeToken(context.Context, *RevokeToken
 }
 func (UnimplementedTokenServiceServer) ListTokenAudit(context.Context, *ListTokenAuditRequest) (*ListTokenAuditResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTokenAudit not implemented")
+}
+func (UnimplementedTokenServiceServer) ListAccessDenied(context.Context, *ListAccessDeniedRequest) (*ListAccessDeniedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAccessDenied not implemented")
 }
 func (UnimplementedTokenServiceServer) mustEmbedUnimplementedTokenServiceServer() {}
 func (UnimplementedTokenServiceServer) testEmbeddedByValue()                      {}
@@ -234,6 +262,24 @@ func _TokenService_ListTokenAudit_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TokenService_ListAccessDenied_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAccessDeniedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TokenServiceServer).ListAccessDenied(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TokenService_ListAccessDenied_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TokenServiceServer).ListAccessDenied(ctx, req.(*ListAccessDeniedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TokenService_ServiceDesc is the grpc.ServiceDesc for TokenService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -256,6 +302,10 @@ var TokenService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListTokenAudit",
 			Handler:    _TokenService_ListTokenAudit_Handler,
+		},
+		{
+			MethodName: "ListAccessDenied",
+			Handler:    _TokenService_ListAccessDenied_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -136,7 +136,10 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 	}
 	cfg.tokens = cfg.tokens.WithRefusals(denied.Record)
 	tokenServices = append(tokenServices, verifier, denied)
-	if h.tokens, err = tokens.NewService(tokenStore, clock.Real{}, deps.Logger); err != nil {
+	listDenied := func(ctx context.Context, tenant string, before int64, limit int) ([]deniedaudit.Entry, error) {
+		return deniedaudit.List(ctx, pool, tenant, before, limit)
+	}
+	if h.tokens, err = tokens.NewService(tokenStore, clock.Real{}, deps.Logger, tokens.WithDenied(listDenied)); err != nil {
 		return nil, err
 	}
 	grpcSrv, httpTLS, err := newGRPC(cfg, deps, h, func(ctx context.Context) error {

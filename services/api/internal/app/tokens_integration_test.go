@@ -40,6 +40,7 @@ type tokensAPI struct {
 	logs     *syncBuffer
 	pool     *pgxpool.Pool
 	jobs     sundialv1.JobServiceClient
+	tokens   sundialv1.TokenServiceClient
 	httpAddr string
 }
 
@@ -100,6 +101,7 @@ func startTokensAPI(t *testing.T, body string) *tokensAPI {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
 	a.jobs = sundialv1.NewJobServiceClient(conn)
+	a.tokens = sundialv1.NewTokenServiceClient(conn)
 	a.pool = testinfra.PostgresPool(t, dsn)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -203,7 +205,8 @@ func TestTokensFileHashedAndReloaded(t *testing.T) {
 // written to access_denied_audit; a flood of 1,000 from one caller writes
 // a bounded number of rows.
 func TestRefusedCallsAudited(t *testing.T) {
-	a := startTokensAPI(t, hashLine(t, "sdb_admin", "acme:ops")+hashLine(t, "sdb_viewer", "acme:viewer:read-only"))
+	a := startTokensAPI(t, hashLine(t, "sdb_admin", "acme:ops")+hashLine(t, "sdb_viewer", "acme:viewer:read-only")+
+		hashLine(t, "sdb_oncall", "platform:oncall:operator"))
 
 	require.Equal(t, codes.Unauthenticated, a.grpcCode("sdb_nobody"))
 	require.Equal(t, http.StatusUnauthorized, a.httpStatus("sdb_nobody_http"))
@@ -233,4 +236,37 @@ func TestRefusedCallsAudited(t *testing.T) {
 	time.Sleep(2 * deniedaudit.DefaultFlushInterval) // two more writes of the queue, which must add nothing
 	require.Equal(t, deniedaudit.DefaultPerCaller, a.auditCount(flood))
 	require.Equal(t, codes.OK, a.grpcCode("sdb_admin"), "the api serves on")
+
+	// ListAccessDenied: an operator reads every row, an admin its
+	// tenant's, a read-only token none.
+	list := func(token string) ([]*sundialv1.AccessDeniedEntry, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := a.tokens.ListAccessDenied(ctx, &sundialv1.ListAccessDeniedRequest{PageSize: 1000}, grpc.PerRPCCredentials(auth.Bearer(token)))
+		return resp.GetEntries(), err
+	}
+	all, err := list("sdb_oncall")
+	require.NoError(t, err)
+	require.Len(t, all, 2+deniedaudit.DefaultPerCaller)
+	require.Equal(t, "acme/viewer", all[0].GetActor(), "newest first")
+	require.Equal(t, "Unauthenticated", all[len(all)-1].GetCode())
+	require.Equal(t, auth.Fingerprint("sdb_nobody"), all[len(all)-1].GetFingerprint())
+	mine, err := list("sdb_admin")
+	require.NoError(t, err)
+	require.Len(t, mine, deniedaudit.DefaultPerCaller)
+	for _, e := range mine {
+		require.Equal(t, "acme", e.GetTenant())
+	}
+	_, err = list("sdb_viewer")
+	require.Equal(t, codes.PermissionDenied, status.Code(err))
+	req, err := http.NewRequest("GET", "http://"+a.httpAddr+"/v1/access-denied?pageSize=1", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer sdb_oncall")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	require.Contains(t, string(body), `"next_page_token"`)
+	require.Contains(t, string(body), `"actor":"acme/viewer"`)
 }

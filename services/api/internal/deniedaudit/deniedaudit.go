@@ -22,6 +22,7 @@ package deniedaudit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -305,3 +306,40 @@ func (r *Recorder) Start(context.Context) error {
 
 // Stop writes what is queued and ends the loop.
 func (r *Recorder) Stop() { r.runner.Stop() }
+
+// Entry is a row of access_denied_audit as read back.
+type Entry struct {
+	Seq int64
+	Row
+	CodeName string
+}
+
+// List returns up to limit rows, newest first, before seq (0: from the
+// newest); only tenant's when tenant is not "".
+func List(ctx context.Context, pool *pgxpool.Pool, tenant string, before int64, limit int) ([]Entry, error) {
+	q := `SELECT id, at, code, method, source, tenant, actor, token_id, fingerprint, suppressed FROM access_denied_audit WHERE true`
+	var args []any
+	if tenant != "" {
+		args = append(args, tenant)
+		q += fmt.Sprintf(` AND tenant = $%d`, len(args))
+	}
+	if before > 0 {
+		args = append(args, before)
+		q += fmt.Sprintf(` AND id < $%d`, len(args))
+	}
+	args = append(args, limit)
+	q += fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args))
+	rows, err := pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("deniedaudit: list: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Entry, error) {
+		var e Entry
+		err := r.Scan(&e.Seq, &e.At, &e.CodeName, &e.Method, &e.Source, &e.Tenant, &e.Actor, &e.TokenID, &e.Fingerprint, &e.Suppressed)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("deniedaudit: list: %w", err)
+	}
+	return out, nil
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/auth"
 	"github.com/sundialhq/sundial/pkg/clock"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/services/api/internal/deniedaudit"
 )
 
 // Bounds of CreateTokenRequest.ttl.
@@ -49,10 +50,22 @@ type Service struct {
 	store  *Store
 	clock  clock.Clock
 	logger *slog.Logger
+	denied DeniedLister
 }
 
+// DeniedLister reads the refused-call trail (deniedaudit.List): up to
+// limit rows, newest first, before seq; tenant's only unless "".
+type DeniedLister func(ctx context.Context, tenant string, before int64, limit int) ([]deniedaudit.Entry, error)
+
+// ServiceOption varies NewService.
+type ServiceOption func(*Service)
+
+// WithDenied serves ListAccessDenied from l; without it the call is
+// Unimplemented.
+func WithDenied(l DeniedLister) ServiceOption { return func(s *Service) { s.denied = l } }
+
 // NewService returns the service over store.
-func NewService(store *Store, clk clock.Clock, logger *slog.Logger) (*Service, error) {
+func NewService(store *Store, clk clock.Clock, logger *slog.Logger, opts ...ServiceOption) (*Service, error) {
 	if store == nil {
 		return nil, errors.New("tokens: Service needs a store")
 	}
@@ -62,7 +75,11 @@ func NewService(store *Store, clk clock.Clock, logger *slog.Logger) (*Service, e
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{store: store, clock: clk, logger: logger}, nil
+	s := &Service{store: store, clock: clk, logger: logger}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
 }
 
 func caller(ctx context.Context) (auth.Principal, error) {
@@ -196,22 +213,9 @@ func (s *Service) ListTokenAudit(ctx context.Context, req *sundialv1.ListTokenAu
 	if !ok {
 		return nil, status.Error(codes.Unauthenticated, "no tenant for this call")
 	}
-	size := int(req.GetPageSize())
-	switch {
-	case size == 0:
-		size = 100
-	case size < 0 || size > 1000:
-		return nil, invalid("page_size", "must be between 1 and 1000 (0: 100)")
-	}
-	var before int64
-	if tok := req.GetPageToken(); tok != "" {
-		b, err := base64.RawURLEncoding.DecodeString(tok)
-		if err == nil {
-			before, err = strconv.ParseInt(string(b), 10, 64)
-		}
-		if err != nil || before <= 0 {
-			return nil, invalid("page_token", "is not a token this server issued")
-		}
+	size, before, err := page(req.GetPageSize(), req.GetPageToken())
+	if err != nil {
+		return nil, err
 	}
 	rows, err := s.store.ListAudit(ctx, tenant, before, size+1)
 	if err != nil {
@@ -220,10 +224,70 @@ func (s *Service) ListTokenAudit(ctx context.Context, req *sundialv1.ListTokenAu
 	resp := &sundialv1.ListTokenAuditResponse{}
 	if len(rows) > size {
 		rows = rows[:size]
-		resp.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(rows[size-1].Seq, 10)))
+		resp.NextPageToken = pageToken(rows[size-1].Seq)
 	}
 	for _, e := range rows {
 		resp.Entries = append(resp.Entries, &sundialv1.TokenAuditEntry{TokenId: e.TokenID, Actor: e.Actor, Action: e.Action, Time: timestamppb.New(e.At), Detail: e.Detail})
+	}
+	return resp, nil
+}
+
+// page reads a list call's page size (default 100, at most 1000) and
+// token (the sequence number to continue before).
+func page(size32 int32, token string) (size int, before int64, err error) {
+	size = int(size32)
+	switch {
+	case size == 0:
+		size = 100
+	case size < 0 || size > 1000:
+		return 0, 0, invalid("page_size", "must be between 1 and 1000 (0: 100)")
+	}
+	if token != "" {
+		b, err := base64.RawURLEncoding.DecodeString(token)
+		if err == nil {
+			before, err = strconv.ParseInt(string(b), 10, 64)
+		}
+		if err != nil || before <= 0 {
+			return 0, 0, invalid("page_token", "is not a token this server issued")
+		}
+	}
+	return size, before, nil
+}
+
+func pageToken(seq int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(seq, 10)))
+}
+
+// ListAccessDenied pages through the refused-call trail: an admin's
+// tenant's rows, an operator's named tenant's or every row.
+func (s *Service) ListAccessDenied(ctx context.Context, req *sundialv1.ListAccessDeniedRequest) (*sundialv1.ListAccessDeniedResponse, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if s.denied == nil {
+		return nil, status.Error(codes.Unimplemented, "this api keeps no refused-call trail")
+	}
+	tenant := p.Tenant
+	if named, ok := auth.OperatorTenant(ctx); ok {
+		tenant = named // "" when the operator named none: every tenant
+	}
+	size, before, err := page(req.GetPageSize(), req.GetPageToken())
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.denied(ctx, tenant, before, size+1)
+	if err != nil {
+		return nil, s.internal(ctx, "ListAccessDenied", err)
+	}
+	resp := &sundialv1.ListAccessDeniedResponse{}
+	if len(rows) > size {
+		rows = rows[:size]
+		resp.NextPageToken = pageToken(rows[size-1].Seq)
+	}
+	for _, e := range rows {
+		resp.Entries = append(resp.Entries, &sundialv1.AccessDeniedEntry{Time: timestamppb.New(e.At), Code: e.CodeName, Method: e.Method,
+			Source: e.Source, Tenant: e.Tenant, Actor: e.Actor, TokenId: e.TokenID, Fingerprint: e.Fingerprint, Suppressed: e.Suppressed})
 	}
 	return resp, nil
 }
