@@ -272,6 +272,12 @@ func TestFiringPipelineEndToEnd(t *testing.T) {
 
 	awaitDeliveries(t, s, want, end.Add(60*time.Second))
 	checkDeliveries(t, s, want, false, true)
+	// Every delivery verified with the key the api made with the tenant's
+	// first job (the sink checks the v1 its key id names, and nothing
+	// else): one key, none other.
+	if valid, _, err := s.Keys().Valid(ctxT(t, 10*time.Second)); err != nil || len(valid) != 1 || len(valid["e2e"]) != 1 {
+		t.Errorf("signing keys after the run: %d tenants, %d of e2e's (%v); want the one its first job made", len(valid), len(valid["e2e"]), err)
+	}
 	got, _ := s.snapshot()
 	t.Logf("lateness at the target (received − scheduled), HTTP: %s", lateness(got, func(d delivery) bool { return d.via == "http" }))
 	t.Logf("lateness at the target, Kafka target: %s", lateness(got, func(d delivery) bool { return d.via == "kafka" }))
