@@ -34,9 +34,9 @@ type SigningKey struct {
 	Current    bool                   `protobuf:"varint,4,opt,name=current,proto3" json:"current,omitempty"`
 	// Who created it, as the audit trail names callers.
 	CreatedBy string `protobuf:"bytes,5,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
-	// For a tenant's first key: until when the platform's secret also signs
-	// the tenant's requests (an unnamed v1 beside this key's); unset when it
-	// does not.
+	// No longer set: the platform's secret signs beside no key (the
+	// workers' --platform-signature-until keeps it for every tenant during
+	// a migration).
 	PlatformOverlapEndTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=platform_overlap_end_time,json=platformOverlapEndTime,proto3" json:"platform_overlap_end_time,omitempty"`
 	unknownFields          protoimpl.UnknownFields
 	sizeCache              protoimpl.SizeCache
@@ -116,8 +116,8 @@ func (x *SigningKey) GetPlatformOverlapEndTime() *timestamppb.Timestamp {
 
 type CreateSigningKeyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// How long the platform's secret keeps signing beside the new key:
-	// unset for 24 hours, zero for not at all, at most 30 days.
+	// No longer supported: unset or zero; anything else is INVALID_ARGUMENT
+	// (the platform's secret signs beside no key).
 	PlatformOverlap *durationpb.Duration `protobuf:"bytes,1,opt,name=platform_overlap,json=platformOverlap,proto3" json:"platform_overlap,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
@@ -458,15 +458,18 @@ func (x *ListSigningKeyAuditRequest) GetPageToken() string {
 // SigningKeyAuditEntry is one change to a tenant's signing keys.
 type SigningKeyAuditEntry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The key the change made (create, rotate).
+	// The key the change made or showed (create, rotate, show).
 	KeyId string `protobuf:"bytes,1,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
-	// Who made the change, as the audit trail names callers.
+	// Who made the change, as the audit trail names callers (a key made with
+	// a tenant's first job: "sundial-api (first job)"; by a worker for a
+	// tenant without one: "sundial-worker").
 	Actor string `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
-	// "create" or "rotate".
+	// "create", "rotate" or "show" (CreateSigningKey showed a key made for
+	// the tenant).
 	Action string                 `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
 	Time   *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=time,proto3" json:"time,omitempty"`
-	// The change. create: platform_overlap_end_time when the platform's
-	// secret signs beside the key. rotate: previous_key_id and
+	// The change. create: made_for when the api or a worker made it. show:
+	// made_by, who made the key. rotate: previous_key_id and
 	// previous_expire_time (the rotated-out key), ended_key_ids (keys of an
 	// earlier overlap the rotation ended at once) and deleted_key_ids (rows
 	// of keys expired over 30 days, removed).

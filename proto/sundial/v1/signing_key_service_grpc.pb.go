@@ -32,14 +32,13 @@ const (
 // SigningKeyService manages the calling tenant's webhook signing keys: the
 // keys the workers sign the tenant's target requests, Kafka target records
 // and completion callbacks with (header Sundial-Signature,
-// "t=<unix>,kid=<key id>,v1=<hex>"; docs/security.md). A tenant without a
-// key is signed for with the platform's secret.
+// "t=<unix>,kid=<key id>,v1=<hex>"; docs/security.md). A tenant's first
+// job makes its first key; nothing is signed with a secret shared between
+// tenants.
 type SigningKeyServiceClient interface {
-	// Gives the tenant its first key. The answer is the only place its
-	// secret is ever shown. For platform_overlap the platform's secret keeps
-	// signing beside it, so the tenant's targets can move from the platform
-	// secret to the key without refusing a request. ALREADY_EXISTS when the
-	// tenant has one (rotate).
+	// Shows the tenant's first key, which its first job made (or makes it,
+	// before any job). The answer is the only place its secret is ever
+	// shown. ALREADY_EXISTS once it was shown (rotate for a new one).
 	CreateSigningKey(ctx context.Context, in *CreateSigningKeyRequest, opts ...grpc.CallOption) (*CreateSigningKeyResponse, error)
 	// Makes a new current key and keeps the previous one valid for the
 	// overlap; requests are signed with both meanwhile. A rotation during an
@@ -110,14 +109,13 @@ func (c *signingKeyServiceClient) ListSigningKeyAudit(ctx context.Context, in *L
 // SigningKeyService manages the calling tenant's webhook signing keys: the
 // keys the workers sign the tenant's target requests, Kafka target records
 // and completion callbacks with (header Sundial-Signature,
-// "t=<unix>,kid=<key id>,v1=<hex>"; docs/security.md). A tenant without a
-// key is signed for with the platform's secret.
+// "t=<unix>,kid=<key id>,v1=<hex>"; docs/security.md). A tenant's first
+// job makes its first key; nothing is signed with a secret shared between
+// tenants.
 type SigningKeyServiceServer interface {
-	// Gives the tenant its first key. The answer is the only place its
-	// secret is ever shown. For platform_overlap the platform's secret keeps
-	// signing beside it, so the tenant's targets can move from the platform
-	// secret to the key without refusing a request. ALREADY_EXISTS when the
-	// tenant has one (rotate).
+	// Shows the tenant's first key, which its first job made (or makes it,
+	// before any job). The answer is the only place its secret is ever
+	// shown. ALREADY_EXISTS once it was shown (rotate for a new one).
 	CreateSigningKey(context.Context, *CreateSigningKeyRequest) (*CreateSigningKeyResponse, error)
 	// Makes a new current key and keeps the previous one valid for the
 	// overlap; requests are signed with both meanwhile. A rotation during an
