@@ -260,21 +260,41 @@ type Dropped struct {
 // is unpublished; a row a relay is publishing right now is locked, and the
 // delete waits for it.
 func DeleteJob(ctx context.Context, q Querier, jobID string) ([]Dropped, error) {
-	rows, err := q.Query(ctx, `
-		DELETE FROM `+Table+` WHERE job_id = $1
-		RETURNING execution_id::text, attempt, job_version, scheduled_at, fire_at, catch_up`, jobID)
+	rows, err := q.Query(ctx, deleteJobSQL, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: delete rows of job %s: %w", jobID, err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Dropped, error) {
-		var d Dropped
-		err := r.Scan(&d.ExecutionID, &d.Attempt, &d.JobVersion, &d.ScheduledAt, &d.FireAt, &d.CatchUp)
-		return d, err
-	})
+	out, err := collectDropped(rows)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: delete rows of job %s: %w", jobID, err)
 	}
 	return out, nil
+}
+
+// QueueDeleteJob queues DeleteJob in b: once the batch ran, *into holds
+// what the rows were. A bulk change sends one batch for many jobs rather
+// than a round trip each.
+func QueueDeleteJob(b *pgx.Batch, jobID string, into *[]Dropped) {
+	b.Queue(deleteJobSQL, jobID).Query(func(rows pgx.Rows) error {
+		out, err := collectDropped(rows)
+		if err != nil {
+			return fmt.Errorf("outbox: delete rows of job %s: %w", jobID, err)
+		}
+		*into = out
+		return nil
+	})
+}
+
+const deleteJobSQL = `
+		DELETE FROM ` + Table + ` WHERE job_id = $1
+		RETURNING execution_id::text, attempt, job_version, scheduled_at, fire_at, catch_up`
+
+func collectDropped(rows pgx.Rows) ([]Dropped, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Dropped, error) {
+		var d Dropped
+		err := r.Scan(&d.ExecutionID, &d.Attempt, &d.JobVersion, &d.ScheduledAt, &d.FireAt, &d.CatchUp)
+		return d, err
+	})
 }
 
 func timestamptz(t time.Time) pgtype.Timestamptz {

@@ -46,20 +46,29 @@ func cloneDetail(d map[string]any) map[string]any {
 }
 
 func insertAudit(ctx context.Context, tx pgx.Tx, tenant, jobID string, version int64, now time.Time, a Audit) error {
+	args, err := auditArgs(tenant, jobID, version, now, a)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, auditSQL, args...); err != nil {
+		return fmt.Errorf("store: insert audit row: %w", err)
+	}
+	return nil
+}
+
+const auditSQL = `
+		INSERT INTO job_audit (job_id, tenant, actor, action, version, at, detail)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`
+
+func auditArgs(tenant, jobID string, version int64, now time.Time, a Audit) ([]any, error) {
 	if a.Detail == nil {
 		a.Detail = map[string]any{}
 	}
 	detail, err := json.Marshal(a.Detail)
 	if err != nil {
-		return fmt.Errorf("store: encode audit detail: %w", err)
+		return nil, fmt.Errorf("store: encode audit detail: %w", err)
 	}
-	_, err = tx.Exec(ctx, `
-		INSERT INTO job_audit (job_id, tenant, actor, action, version, at, detail)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`, jobID, tenant, a.Actor, a.Action, version, now, detail)
-	if err != nil {
-		return fmt.Errorf("store: insert audit row: %w", err)
-	}
-	return nil
+	return []any{jobID, tenant, a.Actor, a.Action, version, now, detail}, nil
 }
 
 // AuditQuery selects a page of one job's audit trail, or of every job's

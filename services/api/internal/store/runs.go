@@ -39,6 +39,8 @@ UPDATE jobs AS j
            AND o.scheduled_at <= jj.runs_counted_through) AS d
  WHERE j.id = $1 AND d.n > 0`
 
+const runsSQL = `SELECT ` + runsColumn + ` FROM jobs WHERE id = $1`
+
 // uncountDropped runs uncountSQL in the change's transaction, before the
 // drop, and returns the job's run count after it.
 func uncountDropped(ctx context.Context, tx pgx.Tx, id string, now time.Time) (int64, error) {
@@ -46,7 +48,7 @@ func uncountDropped(ctx context.Context, tx pgx.Tx, id string, now time.Time) (i
 		return 0, fmt.Errorf("store: uncount dropped runs: %w", err)
 	}
 	var staged int64
-	if err := tx.QueryRow(ctx, `SELECT `+runsColumn+` FROM jobs WHERE id = $1`, id).Scan(&staged); err != nil {
+	if err := tx.QueryRow(ctx, runsSQL, id).Scan(&staged); err != nil {
 		return 0, fmt.Errorf("store: read run count: %w", err)
 	}
 	return staged, nil

@@ -711,32 +711,131 @@ type Mutation struct {
 }
 
 // MutateEach applies the same change to each of the tenant's jobs ids, in
-// that order, exactly as Mutate would to each (row lock, version+1, outbox
-// rows dropped, audit row), but in one transaction and one commit for all:
-// a bulk change of thousands of jobs costs one durable commit per call
-// rather than one per job. A job fn refuses or that is gone is reported in
-// its Mutation and the others go on; any other error rolls the whole call
-// back, and repeating it is safe since each change is idempotent. fn must
-// decide from the job alone (it runs under the transaction's locks).
+// that order, exactly as Mutate would to each (row lock, version+1, run
+// count, outbox rows dropped and recorded, audit row), in one transaction
+// and four round trips in all: the rows locked with one statement, then
+// every job's writes sent as one batch, then the ledger rows and audit rows
+// as another. Deleting 3,000 jobs one Mutate each took 19 s on the 2-core
+// machine, most of it round trips. A job fn refuses or that is gone is
+// reported in its Mutation and the others go on; any other error rolls the
+// whole call back, and repeating it is safe since each change is
+// idempotent. It is for changes decided from the job alone (a pause, a
+// delete): a change naming skipped slots, or one that completes a paused
+// job, is refused.
 func (s *Store) MutateEach(ctx context.Context, tenant string, ids []string, change Change, fn MutateFunc) ([]Mutation, error) {
+	if change.Skipped != nil {
+		return nil, errors.New("store: MutateEach does not record skipped slots; use Mutate")
+	}
 	var out []Mutation
 	err := s.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
-		out = out[:0]
-		for _, id := range ids {
-			var refused error
-			m, err := mutate(ctx, tx, now, tenant, id, change, func(now time.Time, cur *sundialv1.Job) (*sundialv1.Job, error) {
-				next, err := fn(now, cur)
-				refused = err
-				return next, err
-			})
-			switch {
-			case err == nil:
-			case errors.Is(err, ErrNotFound), refused != nil && err == refused:
-				// Nothing of this job was written: fn runs before any write.
-			default:
+		out = make([]Mutation, len(ids))
+		rows, err := tx.Query(ctx, `SELECT `+jobColumns+` FROM jobs WHERE tenant = $1 AND id = ANY($2::uuid[]) ORDER BY id FOR UPDATE`, tenant, ids)
+		if err != nil {
+			return fmt.Errorf("store: lock jobs: %w", err)
+		}
+		locked := map[string]*sundialv1.Job{}
+		for rows.Next() {
+			j, err := scanJob(rows)
+			if err != nil {
+				rows.Close()
+				return fmt.Errorf("store: lock jobs: %w", err)
+			}
+			locked[j.GetId()] = j
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("store: lock jobs: %w", err)
+		}
+		type write struct {
+			i         int
+			cur, next *sundialv1.Job
+			staged    int64
+			dropped   []outbox.Dropped
+		}
+		var ws []*write
+		writes := &pgx.Batch{}
+		for i, id := range ids {
+			out[i].ID = id
+			cur := locked[id]
+			if cur == nil {
+				out[i].Err = ErrNotFound
+				continue
+			}
+			if change.ExpectedVersion != 0 && change.ExpectedVersion != cur.GetVersion() {
+				out[i].Err = &VersionMismatchError{Expected: change.ExpectedVersion, Current: cur.GetVersion()}
+				continue
+			}
+			next, err := fn(now, proto.Clone(cur).(*sundialv1.Job))
+			if err != nil {
+				out[i].Err = err
+				continue
+			}
+			if next == nil {
+				out[i].Mutated = Mutated{Job: cur}
+				continue
+			}
+			if completesPaused(cur, next) {
+				return fmt.Errorf("store: job %s: MutateEach does not complete paused jobs; use Mutate", id)
+			}
+			next.Id, next.Tenant, next.CreateTime = cur.Id, cur.Tenant, cur.CreateTime
+			next.Version = cur.Version + 1
+			next.UpdateTime = timestamppb.New(now)
+			spec, err := encodeSpec(next)
+			if err != nil {
 				return err
 			}
-			out = append(out, Mutation{ID: id, Mutated: m, Err: err})
+			w := &write{i: i, cur: cur, next: next}
+			ws = append(ws, w)
+			// In Mutate's order: the job, its run count taken back for the
+			// staged firings, then those firings dropped.
+			writes.Queue(changeSQL, changeArgs(tenant, id, next, spec, now)...)
+			writes.Queue(uncountSQL, id, now)
+			writes.Queue(runsSQL, id).QueryRow(func(r pgx.Row) error { return r.Scan(&w.staged) })
+			outbox.QueueDeleteJob(writes, id, &w.dropped)
+		}
+		if len(ws) == 0 {
+			return nil
+		}
+		if err := tx.SendBatch(ctx, writes).Close(); err != nil {
+			return fmt.Errorf("store: change jobs: %w", err)
+		}
+		var ledger []ledgerpending.Row
+		audits := &pgx.Batch{}
+		for _, w := range ws {
+			id := w.next.GetId()
+			setRemainingRuns(w.next, w.staged)
+			reason := "job changed to version " + fmt.Sprint(w.next.Version)
+			if change.DropReason != nil {
+				reason = change.DropReason(w.next)
+			}
+			rows, err := droppedRows(tenant, id, w.next.Version, reason, w.dropped)
+			if err != nil {
+				return err
+			}
+			ledger = append(ledger, rows...)
+			detail := cloneDetail(change.Audit.Detail)
+			detail["dropped_firings"] = int64(len(w.dropped))
+			if w.cur.GetStatus() != w.next.GetStatus() {
+				detail["status"] = map[string]string{"from": firing.JobStatusSQL(w.cur.GetStatus()), "to": firing.JobStatusSQL(w.next.GetStatus())}
+			}
+			audit := change.Audit
+			audit.Detail = detail
+			args, err := auditArgs(tenant, id, w.next.Version, now, audit)
+			if err != nil {
+				return err
+			}
+			audits.Queue(auditSQL, args...)
+			out[w.i].Mutated = Mutated{Job: w.next, Changed: true, DroppedFirings: int64(len(w.dropped))}
+		}
+		if err := ledgerpending.Insert(ctx, tx, ledger); err != nil {
+			return fmt.Errorf("store: record dropped firings: %w", err)
+		}
+		if err := tx.SendBatch(ctx, audits).Close(); err != nil {
+			return fmt.Errorf("store: insert audit rows: %w", err)
+		}
+		for _, w := range ws {
+			if err := notifyIfScheduled(ctx, tx, w.next); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -822,7 +921,7 @@ func mutate(ctx context.Context, tx pgx.Tx, now time.Time, tenant, id string, ch
 // completes; such a change touches nothing but the status, the version,
 // next_fire_at, updated_at and the stored definition.
 func writeChange(ctx context.Context, tx pgx.Tx, tenant, id string, cur, next *sundialv1.Job, spec []byte, now time.Time) error {
-	if cur.GetStatus() == sundialv1.JobStatus_JOB_STATUS_PAUSED && next.GetStatus() == sundialv1.JobStatus_JOB_STATUS_COMPLETED {
+	if completesPaused(cur, next) {
 		if next.GetName() != cur.GetName() || next.GetPriority() != cur.GetPriority() || !maps.Equal(labelsOf(next), labelsOf(cur)) {
 			return fmt.Errorf("store: job %s: a change that completes a paused job changes nothing else", id)
 		}
@@ -840,20 +939,30 @@ func writeChange(ctx context.Context, tx pgx.Tx, tenant, id string, cur, next *s
 		}
 		return nil
 	}
+	if _, err := tx.Exec(ctx, changeSQL, changeArgs(tenant, id, next, spec, now)...); err != nil {
+		return fmt.Errorf("store: update job: %w", err)
+	}
+	return nil
+}
+
+// completesPaused is writeChange's special case: a paused job that a
+// resume finds with no slot left.
+func completesPaused(cur, next *sundialv1.Job) bool {
+	return cur.GetStatus() == sundialv1.JobStatus_JOB_STATUS_PAUSED && next.GetStatus() == sundialv1.JobStatus_JOB_STATUS_COMPLETED
+}
+
+const changeSQL = `
+		UPDATE jobs SET name = $3, labels = $4, spec = $5, priority = $6, status = $7, version = $8,
+		       next_fire_at = $9, updated_at = $10, deleted_at = COALESCE(deleted_at, $11)
+		WHERE tenant = $1 AND id = $2`
+
+func changeArgs(tenant, id string, next *sundialv1.Job, spec []byte, now time.Time) []any {
 	var deletedAt *time.Time
 	if next.GetStatus() == sundialv1.JobStatus_JOB_STATUS_DELETED {
 		deletedAt = &now
 	}
-	_, err := tx.Exec(ctx, `
-		UPDATE jobs SET name = $3, labels = $4, spec = $5, priority = $6, status = $7, version = $8,
-		       next_fire_at = $9, updated_at = $10, deleted_at = COALESCE(deleted_at, $11)
-		WHERE tenant = $1 AND id = $2`,
-		tenant, id, next.GetName(), labelsOf(next), spec, int16(next.GetPriority()), firing.JobStatusSQL(next.GetStatus()),
-		next.Version, nullableTime(next.GetNextFireTime()), now, deletedAt)
-	if err != nil {
-		return fmt.Errorf("store: update job: %w", err)
-	}
-	return nil
+	return []any{tenant, id, next.GetName(), labelsOf(next), spec, int16(next.GetPriority()), firing.JobStatusSQL(next.GetStatus()),
+		next.Version, nullableTime(next.GetNextFireTime()), now, deletedAt}
 }
 
 // dropUnpublished deletes the job's outbox rows (the relay deletes rows once
@@ -871,9 +980,22 @@ func dropUnpublished(ctx context.Context, tx pgx.Tx, tenant, jobID string, to in
 	if err != nil {
 		return 0, fmt.Errorf("store: drop unpublished firings: %w", err)
 	}
+	skipped, err := droppedRows(tenant, jobID, to, reason, dropped)
+	if err != nil {
+		return 0, err
+	}
+	if err := ledgerpending.Insert(ctx, tx, skipped); err != nil {
+		return 0, fmt.Errorf("store: record dropped firings: %w", err)
+	}
+	return int64(len(dropped)), nil
+}
+
+// droppedRows are the ledger_pending rows that record dropped (see
+// dropUnpublished).
+func droppedRows(tenant, jobID string, to int64, reason string, dropped []outbox.Dropped) ([]ledgerpending.Row, error) {
 	job, err := uuid.Parse(jobID)
 	if err != nil {
-		return 0, fmt.Errorf("store: job id %q: %w", jobID, err)
+		return nil, fmt.Errorf("store: job id %q: %w", jobID, err)
 	}
 	type span struct {
 		n           int
@@ -912,8 +1034,5 @@ func dropUnpublished(ctx context.Context, tx pgx.Tx, tenant, jobID string, to in
 			Reason: firing.DroppedReason(sp.n, sp.first.FireAt, sp.last.FireAt, from, to, reason),
 		})
 	}
-	if err := ledgerpending.Insert(ctx, tx, skipped); err != nil {
-		return 0, fmt.Errorf("store: record dropped firings: %w", err)
-	}
-	return int64(len(dropped)), nil
+	return skipped, nil
 }
