@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -233,16 +234,31 @@ func (s *JobService) bulkGroup(ctx context.Context, tenant string, c bulkChange,
 	}
 	what := strings.ToLower(strings.TrimSuffix(c.op, "Job")) + "d"
 	outs := make([]bulkOutcome, len(muts))
+	// The announcements go out side by side, bulkAnnounce at a time: one
+	// after the other they took a Redis round trip per job.
+	var wg sync.WaitGroup
+	turn := make(chan struct{}, bulkAnnounce)
 	for i, m := range muts {
 		if m.Err != nil {
 			outs[i].err = s.statusOf(ctx, c.op, m.Err)
 			continue
 		}
-		s.changed(ctx, what, m.Mutated)
 		outs[i].job = m.Mutated.Job
+		turn <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-turn }()
+			s.changed(ctx, what, m.Mutated)
+		}()
 	}
+	wg.Wait()
 	return outs, nil
 }
+
+// bulkAnnounce is how many of a group's version announcements are in
+// flight at once.
+const bulkAnnounce = 16
 
 // countBulk adds one job's outcome to the response (j as listed, got as
 // it is now); an error other than a refusal or a job gone ends the call.
