@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -487,7 +488,9 @@ func (b *builder) stages(clk *clocks, rs redisSide, led ledgerSide, rec *recorde
 	// job and change, finishing them after (package discard). Late
 	// firings are judged by their jobs' misfire policies (package
 	// misfire) before they are leased.
-	sum := discard.NewSummarizer(rec, discard.Config{WorkerID: cfg.WorkerID}, clk.corrected, b.logger.With("component", "discard"))
+	// A bulk delete frees hundreds of megabytes of held firings at once:
+	// handed back to the system when they are finished, not gradually.
+	sum := discard.NewSummarizer(rec, discard.Config{WorkerID: cfg.WorkerID, ReturnMemory: debug.FreeOSMemory}, clk.corrected, b.logger.With("component", "discard"))
 	judge := misfire.New(misfire.Config{Threshold: cfg.MisfireThreshold}, clk.corrected)
 	var sweep *discard.Sweeper
 	watch := versions.New(rs.rdb, rs.leases.VersionsChannel(), clk.local, b.logger.With("component", "versions"),

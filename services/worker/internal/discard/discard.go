@@ -40,6 +40,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -72,12 +73,22 @@ type Config struct {
 	// for Linger, so the firings it holds (and their offsets) are not kept
 	// waiting behind a large drop. Default 5,000.
 	MaxGroup int
+	// ReturnMemory, when set, is called (on the Summarizer's goroutine)
+	// once at least ReturnAfter dropped firings were finished and none is
+	// pending any more: a bulk delete frees hundreds of megabytes of held
+	// firings at once, which the Go runtime would otherwise hand back to
+	// the system only gradually (the worker passes debug.FreeOSMemory).
+	ReturnMemory func()
+	// ReturnAfter is how many finished drops call ReturnMemory. Default
+	// 50,000.
+	ReturnAfter int
 }
 
 // Defaults.
 const (
-	DefaultLinger   = 2 * time.Second
-	DefaultMaxGroup = 5000
+	DefaultLinger      = 2 * time.Second
+	DefaultMaxGroup    = 5000
+	DefaultReturnAfter = 50_000
 )
 
 // Validate checks the config, naming the field at fault.
@@ -87,6 +98,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxGroup < 0 {
 		return fmt.Errorf("discard-max-group: must not be negative, got %d", c.MaxGroup)
+	}
+	if c.ReturnAfter < 0 {
+		return fmt.Errorf("discard: ReturnAfter must not be negative, got %d", c.ReturnAfter)
 	}
 	return nil
 }
@@ -102,6 +116,9 @@ type Summarizer struct {
 	mu     sync.Mutex
 	groups map[groupKey]*group
 	full   chan struct{}
+	// finished counts the drops finished since memory was last returned
+	// (Config.ReturnMemory).
+	finished atomic.Int64
 
 	runner lifecycle.Runner
 }
@@ -125,6 +142,9 @@ func NewSummarizer(rec Recorder, cfg Config, clk clock.Clock, logger *slog.Logge
 	}
 	if cfg.MaxGroup == 0 {
 		cfg.MaxGroup = DefaultMaxGroup
+	}
+	if cfg.ReturnAfter == 0 {
+		cfg.ReturnAfter = DefaultReturnAfter
 	}
 	return &Summarizer{rec: rec, cfg: cfg, clk: clk, logger: logger, groups: map[groupKey]*group{}, full: make(chan struct{}, 1)}
 }
@@ -185,7 +205,20 @@ func (s *Summarizer) loop(ctx context.Context) error {
 		case <-s.full:
 		}
 		s.flush(ctx)
+		s.returnMemory()
 	}
+}
+
+// returnMemory calls Config.ReturnMemory once enough drops finished and
+// none is pending: the held firings they were are garbage by then.
+func (s *Summarizer) returnMemory() {
+	if s.cfg.ReturnMemory == nil || s.finished.Load() < int64(s.cfg.ReturnAfter) || s.Pending() > 0 {
+		return
+	}
+	n := s.finished.Swap(0)
+	start := s.clk.Now()
+	s.cfg.ReturnMemory()
+	s.logger.Info("returned the memory of dropped firings to the system", "firings", n, "took", s.clk.Now().Sub(start))
 }
 
 // flush hands every group that lingered long enough, or is full, to the
@@ -210,6 +243,7 @@ func (s *Summarizer) flush(ctx context.Context) {
 			for _, it := range items {
 				it.Owner.Finish(it)
 			}
+			s.finished.Add(int64(len(items)))
 		}
 		// Held: a skip is stored without the fence check (there is no
 		// lease, and the read would cost the ledger more than the write).

@@ -284,3 +284,54 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 	require.ErrorContains(t, Config{Linger: -1}.Validate(), "discard-linger")
 	require.ErrorContains(t, Config{MaxGroup: -1}.Validate(), "discard-max-group")
 }
+
+// Once enough dropped firings are finished and none is pending, the
+// memory they held is handed back, once per such batch.
+func TestMemoryIsReturnedAfterALargeDrop(t *testing.T) {
+	clk := clock.NewFake(t0)
+	rec, o := newRecorder(), newOwner()
+	returned := make(chan struct{}, 10)
+	s := NewSummarizer(rec, Config{WorkerID: "w1", Linger: 2 * time.Second, ReturnAfter: 5,
+		ReturnMemory: func() { returned <- struct{}{} }}, clk, discardLog)
+	require.NoError(t, s.Start(context.Background()))
+	t.Cleanup(s.Stop)
+
+	// step moves the clock in the loop's ticks for a while, or until a
+	// record is handed in (the loop re-arms its timer itself).
+	step := func(n int, wantRecord bool) {
+		t.Helper()
+		for range n {
+			select {
+			case <-rec.got:
+				if wantRecord {
+					return
+				}
+				t.Fatal("an unexpected record")
+			case <-time.After(5 * time.Millisecond):
+				clk.Advance(500 * time.Millisecond)
+			}
+		}
+		if wantRecord {
+			t.Fatal("no record within the steps")
+		}
+	}
+	for i := range 3 {
+		s.Drop(claimed(o, "a", 1, t0.Add(time.Duration(i)*time.Second)), 2)
+	}
+	step(100, true)
+	rec.release()
+	step(10, false)
+	require.Empty(t, returned, "3 finished drops are below ReturnAfter")
+
+	for i := range 4 {
+		s.Drop(claimed(o, "b", 1, t0.Add(time.Duration(i)*time.Second)), 2)
+	}
+	step(100, true)
+	step(10, false)
+	require.Empty(t, returned, "not before the drops' record is written")
+	rec.release()
+	step(10, false)
+	require.Len(t, returned, 1, "7 finished drops, none pending: returned once")
+	step(10, false)
+	require.Len(t, returned, 1, "returned again without new drops")
+}
