@@ -491,10 +491,6 @@ func TestIntegrationChangesRecordDroppedFirings(t *testing.T) {
 	}
 }
 
-func sameSet(a, b []string) bool {
-	return len(a) == len(b) && !slices.ContainsFunc(a, func(x string) bool { return !slices.Contains(b, x) })
-}
-
 // BackfillJob over a past range: the dry run lists the schedule's slots and
 // writes nothing; the real one stages one catch-up BACKFILL firing per slot
 // under the slot's own execution id, paced, and audits it; ranges in the
