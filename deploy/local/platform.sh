@@ -78,7 +78,19 @@ READY_TIMEOUT=${SUNDIAL_PLATFORM_READY_TIMEOUT:-90}
 STOP_TIMEOUT=${SUNDIAL_PLATFORM_STOP_TIMEOUT:-40}
 DEMO=${SUNDIAL_DEMO:-1}
 SINK_ADDR=${SUNDIAL_DEMO_SINK_ADDR:-127.0.0.1:8099}
-DEV_TOKEN=${SUNDIAL_DEV_TOKEN:-dev-token}
+# The dev tenant's bootstrap token: SUNDIAL_DEV_TOKEN, else the one made at
+# the first start (random, kept in $RUN/dev-token), never a constant anyone
+# could guess (a .run/ of an older version held the string "dev-token").
+dev_token() {
+  if [ -n "${SUNDIAL_DEV_TOKEN:-}" ]; then
+    printf %s "$SUNDIAL_DEV_TOKEN"
+  elif [ -s "$RUN/dev-token" ] && [ "$(cat "$RUN/dev-token")" != dev-token ]; then
+    cat "$RUN/dev-token"
+  else
+    printf 'dev-%s' "$(head -c 48 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 32)"
+  fi
+}
+DEV_TOKEN=$(dev_token)
 DEV_TLS=${SUNDIAL_DEV_TLS:-1}
 
 count_of() { # service -> how many instances run
