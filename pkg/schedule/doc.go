@@ -25,6 +25,13 @@
 // "FRI#3"). Day-of-week keeps cron's numbering, so Quartz's "6L" (last
 // Friday, Sunday being 1) is "5L" here; names avoid the question.
 //
+// Hashed values (Jenkins' H): "H" is one value of the field chosen by a
+// stable hash of Options.HashSeed (Sundial passes the job's id) and the
+// field's name, so jobs written "H H * * *" spread over the day instead of
+// all firing at midnight; "H(a-b)" picks within a-b, and "H/n" and
+// "H(a-b)/n" step by n from a hashed offset. Day-of-month H stays within
+// 1-28. Without a seed, H is a ParseError naming the field. See HashSlot.
+//
 // Macros: @yearly (@annually), @monthly, @weekly, @daily (@midnight),
 // @hourly, and "@every <duration>" with a Go duration that is a whole number
 // of seconds and at least 1s. "@every" fires at anchor + k*interval for

@@ -114,7 +114,7 @@ func Parse(expr string, opts Options) (Schedule, error) {
 		return nil, &ParseError{Field: fieldExpr, Token: s,
 			Reason: fmt.Sprintf("%q has %d fields; want 5 (minute hour day-of-month month day-of-week) or 6 (a leading second field, then those five)", s, len(fields))}
 	}
-	c, err := parseFields(fields)
+	c, err := parseFields(fields, opts.HashSeed)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +158,7 @@ func parseMacro(s string, opts Options) (Schedule, error) {
 		return nil, &ParseError{Field: fieldExpr, Token: s,
 			Reason: fmt.Sprintf("%q: %s takes no fields after it", s, fields[0])}
 	}
-	c, err := parseFields(append([]string{"0"}, strings.Fields(body)...))
+	c, err := parseFields(append([]string{"0"}, strings.Fields(body)...), "")
 	if err != nil {
 		panic("schedule: bad built-in macro " + name + ": " + err.Error())
 	}
@@ -167,29 +167,30 @@ func parseMacro(s string, opts Options) (Schedule, error) {
 }
 
 // parseFields parses exactly six fields: second minute hour dom month dow.
-func parseFields(f []string) (*cron, error) {
+// seed is what H hashes (Options.HashSeed).
+func parseFields(f []string, seed string) (*cron, error) {
 	c := &cron{}
 	var err error
-	if c.second, err = parseNumeric(f[0], secondSpec); err != nil {
+	if c.second, err = parseNumeric(f[0], secondSpec, seed); err != nil {
 		return nil, err
 	}
-	if c.minute, err = parseNumeric(f[1], minuteSpec); err != nil {
+	if c.minute, err = parseNumeric(f[1], minuteSpec, seed); err != nil {
 		return nil, err
 	}
 	var hour uint64
-	if hour, err = parseNumeric(f[2], hourSpec); err != nil {
+	if hour, err = parseNumeric(f[2], hourSpec, seed); err != nil {
 		return nil, err
 	}
 	c.hour = uint32(hour)
-	if err = c.parseDom(f[3]); err != nil {
+	if err = c.parseDom(f[3], seed); err != nil {
 		return nil, err
 	}
 	var month uint64
-	if month, err = parseNumeric(f[4], monthSpec); err != nil {
+	if month, err = parseNumeric(f[4], monthSpec, seed); err != nil {
 		return nil, err
 	}
 	c.month = uint16(month)
-	if err = c.parseDow(f[5]); err != nil {
+	if err = c.parseDow(f[5], seed); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -208,7 +209,7 @@ func errQuestion(spec fieldSpec, field string) error {
 
 // parseNumeric parses a field of numbers, names, "*", ranges, steps and
 // lists into a bitset (bit v set when v matches).
-func parseNumeric(field string, spec fieldSpec) (uint64, error) {
+func parseNumeric(field string, spec fieldSpec, seed string) (uint64, error) {
 	if field == "?" {
 		return 0, errQuestion(spec, field)
 	}
@@ -218,7 +219,7 @@ func parseNumeric(field string, spec fieldSpec) (uint64, error) {
 	}
 	var set uint64
 	for _, item := range items {
-		b, err := parseItem(item, spec)
+		b, err := parseItem(item, spec, seed)
 		if err != nil {
 			return 0, err
 		}
@@ -246,9 +247,13 @@ func splitList(field string, spec fieldSpec) ([]string, error) {
 }
 
 // parseItem parses one list item: "*", "v", "a-b", each optionally "/step",
-// or "v/step" meaning v through the end of the range.
-func parseItem(item string, spec fieldSpec) (uint64, error) {
+// "v/step" meaning v through the end of the range, or a hashed "H" form
+// (see parseHash).
+func parseItem(item string, spec fieldSpec, seed string) (uint64, error) {
 	base, stepStr, hasStep := strings.Cut(item, "/")
+	if base != "" && (base[0] == 'H' || base[0] == 'h') {
+		return parseHash(item, base, stepStr, hasStep, spec, seed)
+	}
 	lo, hi := spec.min, spec.starMax
 	switch {
 	case base == "?":
@@ -284,21 +289,34 @@ func parseItem(item string, spec fieldSpec) (uint64, error) {
 	}
 	step := 1
 	if hasStep {
-		n, err := strconv.Atoi(stepStr)
-		maxStep := spec.starMax - spec.min
-		if maxStep < 1 {
-			maxStep = 1
+		var err error
+		if step, err = parseStep(stepStr, item, spec); err != nil {
+			return 0, err
 		}
-		if err != nil || !isDigits(stepStr) {
-			return 0, &ParseError{Field: spec.name, Token: item,
-				Reason: fmt.Sprintf("the step %q in %s is not a number", stepStr, item)}
-		}
-		if n < 1 || n > maxStep {
-			return 0, &ParseError{Field: spec.name, Token: item,
-				Reason: fmt.Sprintf("the step %d in %s is out of range 1-%d", n, item, maxStep)}
-		}
-		step = n
 	}
+	return spanSet(lo, hi, step, spec), nil
+}
+
+// parseStep parses the n of "/n" within spec.
+func parseStep(stepStr, item string, spec fieldSpec) (int, error) {
+	n, err := strconv.Atoi(stepStr)
+	maxStep := spec.starMax - spec.min
+	if maxStep < 1 {
+		maxStep = 1
+	}
+	if err != nil || !isDigits(stepStr) {
+		return 0, &ParseError{Field: spec.name, Token: item,
+			Reason: fmt.Sprintf("the step %q in %s is not a number", stepStr, item)}
+	}
+	if n < 1 || n > maxStep {
+		return 0, &ParseError{Field: spec.name, Token: item,
+			Reason: fmt.Sprintf("the step %d in %s is out of range 1-%d", n, item, maxStep)}
+	}
+	return n, nil
+}
+
+// spanSet returns the bitset of lo, lo+step, ... up to hi.
+func spanSet(lo, hi, step int, spec fieldSpec) uint64 {
 	var set uint64
 	for v := lo; v <= hi; v += step {
 		set |= 1 << uint(v)
@@ -306,7 +324,86 @@ func parseItem(item string, spec fieldSpec) (uint64, error) {
 	if spec.name == fieldDow && set&(1<<7) != 0 {
 		set = set&^(1<<7) | 1 // 7 is Sunday, as is 0
 	}
-	return set, nil
+	return set
+}
+
+// hashDomMax is the top of a bare "H" in day-of-month: every month has a
+// 28th, so a hashed day never lands on a date some months lack.
+const hashDomMax = 28
+
+// parseHash parses Jenkins-style hashed items: "H" (one value in the
+// field's range, 1-28 for day-of-month), "H(a-b)" (one value in a-b), "H/n"
+// (every n-th value from a hashed offset below n) and "H(a-b)/n". The value
+// is a stable function of seed and the field's name, so a job keeps its
+// slot across restarts and releases, and different fields of one job are
+// independent (a job at minute 7 is not therefore at hour 7).
+func parseHash(item, base, stepStr string, hasStep bool, spec fieldSpec, seed string) (uint64, error) {
+	lo, hi := spec.min, spec.starMax
+	if spec.name == fieldDom {
+		hi = hashDomMax
+	}
+	if rest := base[1:]; rest != "" {
+		inner, ok := strings.CutPrefix(rest, "(")
+		if ok {
+			inner, ok = strings.CutSuffix(inner, ")")
+		}
+		a, b, dash := strings.Cut(inner, "-")
+		if !ok || !dash {
+			return 0, &ParseError{Field: spec.name, Token: item,
+				Reason: fmt.Sprintf("%s: H takes an optional range in parentheses and an optional step, such as H, H(0-29), H/15 or H(0-29)/10", item)}
+		}
+		var err error
+		if lo, err = parseValue(a, item, spec); err != nil {
+			return 0, err
+		}
+		if hi, err = parseValue(b, item, spec); err != nil {
+			return 0, err
+		}
+		if lo > hi {
+			return 0, &ParseError{Field: spec.name, Token: item,
+				Reason: fmt.Sprintf("the range %s in %s runs backwards; ranges do not wrap around", inner, item)}
+		}
+	} else if spec.name == fieldDom && hasStep {
+		hi = spec.starMax // H/n steps through the whole month, like */n
+	}
+	n := hi - lo + 1
+	step := n // no step: exactly one value
+	if hasStep {
+		var err error
+		if step, err = parseStep(stepStr, item, spec); err != nil {
+			return 0, err
+		}
+	}
+	if seed == "" {
+		return 0, &ParseError{Field: spec.name, Token: item,
+			Reason: fmt.Sprintf("%s: H picks a value hashed from the job, and no hash seed was given (the job's id, Options.HashSeed)", item)}
+	}
+	off := int(HashSlot(seed, spec.name) % uint64(min(step, n)))
+	return spanSet(lo+off, hi, step, spec), nil
+}
+
+// HashSlot is the stable 64-bit hash behind H: FNV-1a of seed, a zero byte
+// and field, through the SplitMix64 finaliser so that the low bits, which
+// the modulo reads, depend on every input byte. It is part of the schedule
+// format: changing it would move every H job, so TestHashSlotIsStable pins
+// it. Exported so that tools (the forecast's slot suggestions) can say
+// where H would put a job without parsing an expression.
+func HashSlot(seed, field string) uint64 {
+	const offset64, prime64 = 14695981039346656037, 1099511628211
+	h := uint64(offset64)
+	for i := 0; i < len(seed); i++ {
+		h = (h ^ uint64(seed[i])) * prime64
+	}
+	h *= prime64 // the zero byte between seed and field: h ^ 0 is h
+	for i := 0; i < len(field); i++ {
+		h = (h ^ uint64(field[i])) * prime64
+	}
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
+	return h
 }
 
 // parseValue parses a number or a name within spec's range.
@@ -351,7 +448,7 @@ func isDigits(s string) bool {
 
 // parseDom parses day-of-month: the numeric syntax plus Quartz's L, L-n, LW
 // and nW.
-func (c *cron) parseDom(field string) error {
+func (c *cron) parseDom(field, seed string) error {
 	if isStar(field) {
 		c.domStar = true
 		c.dom = fullDays
@@ -389,7 +486,7 @@ func (c *cron) parseDom(field string) error {
 			return &ParseError{Field: fieldDom, Token: item,
 				Reason: fmt.Sprintf("%s: L and W are written alone (L, L-3, LW, 15W), not with ranges or steps", item)}
 		default:
-			b, err := parseItem(item, domSpec)
+			b, err := parseItem(item, domSpec, seed)
 			if err != nil {
 				return err
 			}
@@ -402,7 +499,7 @@ func (c *cron) parseDom(field string) error {
 // parseDow parses day-of-week: the numeric syntax plus Quartz's dL (last
 // such weekday of the month) and d#n (n-th such weekday), with cron's
 // numbering (0 or 7 is Sunday), not Quartz's (1 is Sunday).
-func (c *cron) parseDow(field string) error {
+func (c *cron) parseDow(field, seed string) error {
 	if isStar(field) {
 		c.dowStar = true
 		c.dow = allWeekdays
@@ -440,7 +537,7 @@ func (c *cron) parseDow(field string) error {
 			return &ParseError{Field: fieldDow, Token: item,
 				Reason: fmt.Sprintf("%s: L and # are written alone (5L, FRI#3), not with ranges or steps", item)}
 		default:
-			b, err := parseItem(item, dowSpec)
+			b, err := parseItem(item, dowSpec, seed)
 			if err != nil {
 				return err
 			}
