@@ -27,6 +27,9 @@ var bulkActions = map[string]sundialv1.BulkAction{
 // list's filter matches. The first POST counts and asks; the confirmation
 // applies.
 func (c *Console) bulk(w http.ResponseWriter, r *http.Request, s *session) {
+	if !c.permit(w, s, "bulk") {
+		return
+	}
 	action := r.PostFormValue("action")
 	verb, ok := bulkVerbs[action]
 	if !ok {

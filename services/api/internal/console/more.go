@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -64,6 +65,9 @@ type backfillForm struct {
 }
 
 func (c *Console) backfillPage(w http.ResponseWriter, r *http.Request, s *session) {
+	if !c.permit(w, s, "backfill") {
+		return
+	}
 	got, err := c.jobs.GetJob(s.call(r.Context()), &sundialv1.GetJobRequest{Id: r.PathValue("id")})
 	if err != nil {
 		c.fail(w, r, s, err)
@@ -97,6 +101,11 @@ func parseRangeEnd(s string) (time.Time, bool) {
 // confirmation, which repeats the request for real.
 func (c *Console) backfill(w http.ResponseWriter, r *http.Request, s *session) {
 	ctx, id := s.call(r.Context()), r.PathValue("id")
+	// The dry run too: BackfillJob is a write whether or not it stages
+	// (it used to come back as a form error, 400).
+	if !c.permit(w, s, "backfill") {
+		return
+	}
 	got, err := c.jobs.GetJob(ctx, &sundialv1.GetJobRequest{Id: id})
 	if err != nil {
 		c.fail(w, r, s, err)
@@ -136,6 +145,12 @@ func (c *Console) backfill(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 		vs := client.FieldViolations(err)
 		if vs == nil {
+			if code := status.Code(err); code != codes.InvalidArgument && code != codes.FailedPrecondition && code != codes.OutOfRange {
+				// Refused for who asks, not for what: 403 naming the
+				// role, 404, 503 — never a form error.
+				c.fail(w, r, s, err)
+				return
+			}
 			f.Other = append(f.Other, status.Convert(err).Message())
 		}
 		for _, v := range vs {

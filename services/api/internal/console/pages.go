@@ -392,6 +392,9 @@ func (c *Console) confirmJobAction(w http.ResponseWriter, r *http.Request, s *se
 		c.render(w, http.StatusNotFound, "error", s, map[string]any{"Title": "Not found", "Message": "no such action"})
 		return
 	}
+	if !c.permit(w, s, action) {
+		return
+	}
 	exec := r.URL.Query().Get("execution")
 	if action == "cancel" && !executionID.MatchString(exec) {
 		// The page would print it: only an id, never a link's own words.
@@ -417,6 +420,9 @@ func (c *Console) confirmJobAction(w http.ResponseWriter, r *http.Request, s *se
 
 func (c *Console) jobAction(w http.ResponseWriter, r *http.Request, s *session) {
 	ctx, id := s.call(r.Context()), r.PathValue("id")
+	if _, ok := actions[r.PathValue("action")]; ok && !c.permit(w, s, r.PathValue("action")) {
+		return
+	}
 	var err error
 	var n notice
 	switch r.PathValue("action") {
@@ -569,6 +575,9 @@ func headerText(m map[string]string) string {
 var priorities = []string{"critical", "high", "medium", "low"}
 
 func (c *Console) newJobPage(w http.ResponseWriter, r *http.Request, s *session) {
+	if !c.permit(w, s, "create") {
+		return
+	}
 	f := form{Timezone: "UTC", Method: "POST", Priority: "medium", Kind: "http"}
 	f.SchedKind = "cron"
 	c.render(w, http.StatusOK, "new", s, map[string]any{"Form": f,
@@ -722,6 +731,9 @@ func (f *form) refused(err error) bool {
 }
 
 func (c *Console) createJob(w http.ResponseWriter, r *http.Request, s *session) {
+	if !c.permit(w, s, "create") {
+		return
+	}
 	f, job := readForm(r)
 	if len(f.Errors) == 0 {
 		resp, err := c.jobs.CreateJob(s.call(r.Context()), &sundialv1.CreateJobRequest{Job: job, IdempotencyKey: f.IdempotencyKey})
@@ -868,6 +880,9 @@ func normDuration(s string) string {
 }
 
 func (c *Console) editJobPage(w http.ResponseWriter, r *http.Request, s *session) {
+	if !c.permit(w, s, "edit") {
+		return
+	}
 	got, err := c.jobs.GetJob(s.call(r.Context()), &sundialv1.GetJobRequest{Id: r.PathValue("id")})
 	if err != nil {
 		c.fail(w, r, s, err)
@@ -911,6 +926,9 @@ func (c *Console) confirmEdit(w http.ResponseWriter, r *http.Request, s *session
 }
 
 func (c *Console) editJob(w http.ResponseWriter, r *http.Request, s *session) {
+	if !c.permit(w, s, "edit") {
+		return
+	}
 	ctx := s.call(r.Context())
 	got, err := c.jobs.GetJob(ctx, &sundialv1.GetJobRequest{Id: r.PathValue("id")})
 	if err != nil {
@@ -1041,6 +1059,9 @@ func groupDeadLetters(dls []*sundialv1.DeadLetter) map[string][]group {
 // execution ids, or (scope=filter) every dead letter the list's filter
 // matches that was not re-driven yet, up to 1,000, at a chosen rate.
 func (c *Console) redrive(w http.ResponseWriter, r *http.Request, s *session) {
+	if !c.permit(w, s, "redrive") {
+		return
+	}
 	req := &sundialv1.RedriveDeadLettersRequest{DryRun: r.PostFormValue("confirm") != "yes", Limit: 1000}
 	hidden := [][2]string{}
 	if r.PostFormValue("scope") == "filter" {
