@@ -82,9 +82,24 @@ func newPartition(c *Consumer, topic string, id int32) *partition {
 // add tracks and holds arriving records.
 func (p *partition) add(recs []*kgo.Record) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	drops := p.addLocked(recs)
+	p.mu.Unlock()
+	// Outside the lock: Drop releases each (Release takes it).
+	for _, d := range drops {
+		p.c.cfg.Drop(d.it, d.current)
+	}
+}
+
+// drop is an arriving firing whose job changed since it was staged.
+type drop struct {
+	it      *work.Item
+	current int64
+}
+
+// addLocked is add under p.mu; it returns the arriving firings to drop.
+func (p *partition) addLocked(recs []*kgo.Record) (drops []drop) {
 	if p.detached {
-		return
+		return nil
 	}
 	for _, r := range recs {
 		if r.Offset < p.skipBelow {
@@ -160,7 +175,7 @@ func (p *partition) add(recs []*kgo.Record) {
 				// lock is held) and dropped, never decoded again or leased.
 				it.State = work.Executing
 				p.executing++
-				cfg.Drop(it, v)
+				drops = append(drops, drop{it, v})
 				continue
 			}
 		}
@@ -169,6 +184,7 @@ func (p *partition) add(recs []*kgo.Record) {
 		}
 		p.c.holder.Add(it)
 	}
+	return drops
 }
 
 // Claim implements work.Owner. A kept firing of a detached partition may
@@ -188,14 +204,32 @@ func (p *partition) Claim(it *work.Item) bool {
 func (p *partition) Finish(it *work.Item) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if it.State != work.Executing {
+	switch it.State {
+	case work.Executing:
+		p.held.Add(-1)
+	case work.Released:
+	default:
 		return
 	}
 	it.State = work.Finished
-	p.held.Add(-1)
 	p.wm.Finish(it.Token.(*offsets.Mark[*work.Item]))
 	p.doneExecuting()
 	it.Trace.End("")
+}
+
+// Release implements work.Owner: a dropped firing stops counting against
+// Config.MaxHeld as soon as it is taken out, so the records behind it (a
+// new job's among a deleted job's thousands) are fetched at once, not once
+// its summary is written.
+func (p *partition) Release(it *work.Item) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if it.State != work.Executing {
+		return
+	}
+	it.State = work.Released
+	it.Envelope, it.Firing = nil, nil
+	p.held.Add(-1)
 }
 
 // Requeue implements work.Owner. A firing given back has not sent its

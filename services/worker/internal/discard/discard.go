@@ -153,8 +153,10 @@ func NewSummarizer(rec Recorder, cfg Config, clk clock.Clock, logger *slog.Logge
 // superseded by version current: it will be recorded in its group's
 // summary and finished (it.Owner.Finish) once that record is written. The
 // caller must have claimed it (it.Owner.Claim) and must not touch it
-// again. Drop never blocks on I/O.
+// again. Drop releases it at once (it.Owner.Release): a dropped firing no
+// longer counts against what the worker may hold. Drop never blocks on I/O.
 func (s *Summarizer) Drop(it *work.Item, current int64) {
+	it.Owner.Release(it)
 	k := groupKey{job: it.JobID, from: it.JobVersion, to: current}
 	s.mu.Lock()
 	g := s.groups[k]

@@ -32,6 +32,7 @@ type owner struct {
 	mu       sync.Mutex
 	finished map[*work.Item]int
 	gone     map[*work.Item]bool
+	released int
 }
 
 func newOwner() *owner { return &owner{finished: map[*work.Item]int{}, gone: map[*work.Item]bool{}} }
@@ -54,6 +55,15 @@ func (o *owner) Finish(it *work.Item) {
 }
 
 func (o *owner) Requeue(*work.Item) bool { return false }
+
+func (o *owner) Release(it *work.Item) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if it.State == work.Executing {
+		it.State = work.Released
+		o.released++
+	}
+}
 
 func (o *owner) count() int {
 	o.mu.Lock()
@@ -121,6 +131,9 @@ func TestOneRecordPerJobAndReasonAndItemsFinishedOnlyAfterIt(t *testing.T) {
 	s.Drop(claimed(o, "b", 7, t0.Add(time.Minute)), 9)
 	s.Drop(claimed(o, "b", 7, t0.Add(2*time.Minute)), 9)
 	require.Equal(t, 123, s.Pending())
+	o.mu.Lock()
+	require.Equal(t, 123, o.released, "each dropped firing is released at once, before its record")
+	o.mu.Unlock()
 
 	// The loop's timer is re-armed by its goroutine: move the clock in
 	// steps until the three groups, lingered 2 s, are written.

@@ -33,6 +33,7 @@ type doneOwner struct{ done chan struct{} }
 func (doneOwner) Claim(*work.Item) bool   { return true }
 func (o doneOwner) Finish(*work.Item)     { o.done <- struct{}{} }
 func (doneOwner) Requeue(*work.Item) bool { return true }
+func (doneOwner) Release(*work.Item)      {}
 
 // nopLeaser grants every lease and writes every marker at once.
 type nopLeaser struct{ Leaser }

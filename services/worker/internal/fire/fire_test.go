@@ -53,6 +53,7 @@ func (o *owner) Finish(it *work.Item) {
 	o.mu.Unlock()
 	o.events <- "finish " + id(it)
 }
+func (o *owner) Release(*work.Item) {}
 func (o *owner) Requeue(it *work.Item) bool {
 	o.mu.Lock()
 	o.requeued = append(o.requeued, id(it))

@@ -43,6 +43,7 @@ func (o *owner) Finish(it *work.Item) {
 	defer o.mu.Unlock()
 	o.finished = append(o.finished, exec(it))
 }
+func (o *owner) Release(*work.Item) {}
 func (o *owner) Requeue(it *work.Item) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -136,20 +136,30 @@ const (
 	Executing              // claimed by an executor
 	Finished               // done; its offset may be committed past
 	Abandoned              // its partition went away before it ran
+	// Released: executing but no longer waiting to fire (dropped: its
+	// job changed), so it counts no more against what a worker may hold;
+	// its offset still waits for Finish.
+	Released
 )
 
 // FireTime is FireAt as a time.
 func (it *Item) FireTime() time.Time { return time.Unix(0, it.FireAt) }
 
 // Owner is the partition an item came from. Its methods are the item's
-// state machine: held → (Claim) executing → (Finish | Requeue).
+// state machine: held → (Claim) executing → (Release →) (Finish | Requeue).
 type Owner interface {
 	// Claim moves a held item to executing. It returns false when the item
 	// was abandoned (its partition revoked or lost): the new owner of the
 	// partition will get it again, so the caller drops it.
 	Claim(it *Item) bool
-	// Finish ends an executing item: its offset may now be committed past.
+	// Finish ends an executing or released item: its offset may now be
+	// committed past.
 	Finish(it *Item)
+	// Release marks an executing item that will not fire (it is dropped
+	// and waits only for its summary to be recorded): it stops counting
+	// against the worker's bound on held firings, and its envelope is let
+	// go. Finish still ends it.
+	Release(it *Item)
 	// Requeue moves an executing item back to held, to try again later (the
 	// lease was held by another delivery, or Redis was unreachable). It
 	// returns false when the partition is gone; the caller drops the item.
