@@ -68,6 +68,7 @@ var allowed = map[Access][]Role{
 // that every RPC of every sundial.v1 service is here).
 var Methods = map[string]Access{
 	"/sundial.v1.JobService/CreateJob":       Write,
+	"/sundial.v1.JobService/CreateJobs":      Write,
 	"/sundial.v1.JobService/GetJob":          Read,
 	"/sundial.v1.JobService/ListJobs":        Read,
 	"/sundial.v1.JobService/UpdateJob":       Write,

@@ -23,6 +23,64 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// CreateJobsMode is what CreateJobs does when some items are refused.
+type CreateJobsMode int32
+
+const (
+	// ALL_OR_NOTHING.
+	CreateJobsMode_CREATE_JOBS_MODE_UNSPECIFIED CreateJobsMode = 0
+	// Any refused item refuses the call and nothing is written: an invalid
+	// item is InvalidArgument whose google.rpc.BadRequest names every bad
+	// field as "items[<index>].<field>"; a reused idempotency key is
+	// AlreadyExists, and a quota ResourceExhausted, naming the item likewise.
+	CreateJobsMode_CREATE_JOBS_MODE_ALL_OR_NOTHING CreateJobsMode = 1
+	// The valid items are written; each refused one gets an error in its
+	// result and the call succeeds. Under a quota, the items in order up to
+	// what the quota allows are written and the rest refused.
+	CreateJobsMode_CREATE_JOBS_MODE_PER_ITEM CreateJobsMode = 2
+)
+
+// Enum value maps for CreateJobsMode.
+var (
+	CreateJobsMode_name = map[int32]string{
+		0: "CREATE_JOBS_MODE_UNSPECIFIED",
+		1: "CREATE_JOBS_MODE_ALL_OR_NOTHING",
+		2: "CREATE_JOBS_MODE_PER_ITEM",
+	}
+	CreateJobsMode_value = map[string]int32{
+		"CREATE_JOBS_MODE_UNSPECIFIED":    0,
+		"CREATE_JOBS_MODE_ALL_OR_NOTHING": 1,
+		"CREATE_JOBS_MODE_PER_ITEM":       2,
+	}
+)
+
+func (x CreateJobsMode) Enum() *CreateJobsMode {
+	p := new(CreateJobsMode)
+	*p = x
+	return p
+}
+
+func (x CreateJobsMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CreateJobsMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_sundial_v1_job_service_proto_enumTypes[0].Descriptor()
+}
+
+func (CreateJobsMode) Type() protoreflect.EnumType {
+	return &file_sundial_v1_job_service_proto_enumTypes[0]
+}
+
+func (x CreateJobsMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CreateJobsMode.Descriptor instead.
+func (CreateJobsMode) EnumDescriptor() ([]byte, []int) {
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{0}
+}
+
 // BulkAction is what BulkJobAction does to each job it matches.
 type BulkAction int32
 
@@ -60,11 +118,11 @@ func (x BulkAction) String() string {
 }
 
 func (BulkAction) Descriptor() protoreflect.EnumDescriptor {
-	return file_sundial_v1_job_service_proto_enumTypes[0].Descriptor()
+	return file_sundial_v1_job_service_proto_enumTypes[1].Descriptor()
 }
 
 func (BulkAction) Type() protoreflect.EnumType {
-	return &file_sundial_v1_job_service_proto_enumTypes[0]
+	return &file_sundial_v1_job_service_proto_enumTypes[1]
 }
 
 func (x BulkAction) Number() protoreflect.EnumNumber {
@@ -73,7 +131,7 @@ func (x BulkAction) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use BulkAction.Descriptor instead.
 func (BulkAction) EnumDescriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{0}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{1}
 }
 
 type ListTenantExecutionsRequest struct {
@@ -317,6 +375,324 @@ func (x *CreateJobResponse) GetJob() *Job {
 	return nil
 }
 
+type CreateJobsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 1,000 items. Idempotency keys must differ between the items of
+	// one call. The whole request is bounded in bytes too (16 MiB over
+	// gRPC, 4 MiB of JSON over HTTP).
+	Items         []*CreateJobRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	Mode          CreateJobsMode      `protobuf:"varint,2,opt,name=mode,proto3,enum=sundial.v1.CreateJobsMode" json:"mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateJobsRequest) Reset() {
+	*x = CreateJobsRequest{}
+	mi := &file_sundial_v1_job_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateJobsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateJobsRequest) ProtoMessage() {}
+
+func (x *CreateJobsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_job_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateJobsRequest.ProtoReflect.Descriptor instead.
+func (*CreateJobsRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CreateJobsRequest) GetItems() []*CreateJobRequest {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+func (x *CreateJobsRequest) GetMode() CreateJobsMode {
+	if x != nil {
+		return x.Mode
+	}
+	return CreateJobsMode_CREATE_JOBS_MODE_UNSPECIFIED
+}
+
+type CreateJobsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per item, in the request's order.
+	Results []*CreateJobsResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// How many items made a new job, returned an earlier call's job (their
+	// idempotency key had made it) and were refused.
+	Created       int32 `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
+	Replayed      int32 `protobuf:"varint,3,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	Refused       int32 `protobuf:"varint,4,opt,name=refused,proto3" json:"refused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateJobsResponse) Reset() {
+	*x = CreateJobsResponse{}
+	mi := &file_sundial_v1_job_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateJobsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateJobsResponse) ProtoMessage() {}
+
+func (x *CreateJobsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_job_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateJobsResponse.ProtoReflect.Descriptor instead.
+func (*CreateJobsResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CreateJobsResponse) GetResults() []*CreateJobsResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *CreateJobsResponse) GetCreated() int32 {
+	if x != nil {
+		return x.Created
+	}
+	return 0
+}
+
+func (x *CreateJobsResponse) GetReplayed() int32 {
+	if x != nil {
+		return x.Replayed
+	}
+	return 0
+}
+
+func (x *CreateJobsResponse) GetRefused() int32 {
+	if x != nil {
+		return x.Refused
+	}
+	return 0
+}
+
+// CreateJobsResult is one item's outcome: its job, or why it was refused.
+type CreateJobsResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The item's position in the request, from 0.
+	Index int32 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// The job created, or the one the item's idempotency key created
+	// earlier (replayed). Unset when refused.
+	Job      *Job `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
+	Replayed bool `protobuf:"varint,3,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	// Set when refused (PER_ITEM only): what CreateJob would have answered.
+	Error         *CreateJobsItemError `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateJobsResult) Reset() {
+	*x = CreateJobsResult{}
+	mi := &file_sundial_v1_job_service_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateJobsResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateJobsResult) ProtoMessage() {}
+
+func (x *CreateJobsResult) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_job_service_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateJobsResult.ProtoReflect.Descriptor instead.
+func (*CreateJobsResult) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *CreateJobsResult) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *CreateJobsResult) GetJob() *Job {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+func (x *CreateJobsResult) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
+}
+
+func (x *CreateJobsResult) GetError() *CreateJobsItemError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+// CreateJobsItemError is why one item of a PER_ITEM call was refused.
+type CreateJobsItemError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The gRPC code name CreateJob would have answered with:
+	// INVALID_ARGUMENT, ALREADY_EXISTS (idempotency key reused with another
+	// job) or RESOURCE_EXHAUSTED (a quota).
+	Code    string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// Each bad field, as paths relative to the job (schedule.cron) or
+	// idempotency_key.
+	Fields        []*FieldError `protobuf:"bytes,3,rep,name=fields,proto3" json:"fields,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateJobsItemError) Reset() {
+	*x = CreateJobsItemError{}
+	mi := &file_sundial_v1_job_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateJobsItemError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateJobsItemError) ProtoMessage() {}
+
+func (x *CreateJobsItemError) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_job_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateJobsItemError.ProtoReflect.Descriptor instead.
+func (*CreateJobsItemError) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *CreateJobsItemError) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *CreateJobsItemError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *CreateJobsItemError) GetFields() []*FieldError {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+// FieldError is one bad field of a request.
+type FieldError struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Field         string                 `protobuf:"bytes,1,opt,name=field,proto3" json:"field,omitempty"`
+	Description   string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FieldError) Reset() {
+	*x = FieldError{}
+	mi := &file_sundial_v1_job_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FieldError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FieldError) ProtoMessage() {}
+
+func (x *FieldError) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_job_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FieldError.ProtoReflect.Descriptor instead.
+func (*FieldError) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *FieldError) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+func (x *FieldError) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
 type GetJobRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -326,7 +702,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[4]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -338,7 +714,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[4]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -351,7 +727,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{4}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetJobRequest) GetId() string {
@@ -370,7 +746,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[5]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -382,7 +758,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[5]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -395,7 +771,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{5}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetJobResponse) GetJob() *Job {
@@ -444,7 +820,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[6]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -456,7 +832,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[6]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -469,7 +845,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{6}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListJobsRequest) GetPageSize() int32 {
@@ -538,7 +914,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[7]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -550,7 +926,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[7]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -563,7 +939,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{7}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -595,7 +971,7 @@ type UpdateJobRequest struct {
 
 func (x *UpdateJobRequest) Reset() {
 	*x = UpdateJobRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[8]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -607,7 +983,7 @@ func (x *UpdateJobRequest) String() string {
 func (*UpdateJobRequest) ProtoMessage() {}
 
 func (x *UpdateJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[8]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -620,7 +996,7 @@ func (x *UpdateJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateJobRequest.ProtoReflect.Descriptor instead.
 func (*UpdateJobRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{8}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *UpdateJobRequest) GetJob() *Job {
@@ -653,7 +1029,7 @@ type UpdateJobResponse struct {
 
 func (x *UpdateJobResponse) Reset() {
 	*x = UpdateJobResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[9]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +1041,7 @@ func (x *UpdateJobResponse) String() string {
 func (*UpdateJobResponse) ProtoMessage() {}
 
 func (x *UpdateJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[9]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +1054,7 @@ func (x *UpdateJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateJobResponse.ProtoReflect.Descriptor instead.
 func (*UpdateJobResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{9}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *UpdateJobResponse) GetJob() *Job {
@@ -701,7 +1077,7 @@ type PauseJobRequest struct {
 
 func (x *PauseJobRequest) Reset() {
 	*x = PauseJobRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[10]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -713,7 +1089,7 @@ func (x *PauseJobRequest) String() string {
 func (*PauseJobRequest) ProtoMessage() {}
 
 func (x *PauseJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[10]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -726,7 +1102,7 @@ func (x *PauseJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseJobRequest.ProtoReflect.Descriptor instead.
 func (*PauseJobRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{10}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PauseJobRequest) GetId() string {
@@ -752,7 +1128,7 @@ type PauseJobResponse struct {
 
 func (x *PauseJobResponse) Reset() {
 	*x = PauseJobResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[11]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -764,7 +1140,7 @@ func (x *PauseJobResponse) String() string {
 func (*PauseJobResponse) ProtoMessage() {}
 
 func (x *PauseJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[11]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -777,7 +1153,7 @@ func (x *PauseJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseJobResponse.ProtoReflect.Descriptor instead.
 func (*PauseJobResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{11}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PauseJobResponse) GetJob() *Job {
@@ -800,7 +1176,7 @@ type ResumeJobRequest struct {
 
 func (x *ResumeJobRequest) Reset() {
 	*x = ResumeJobRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[12]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -812,7 +1188,7 @@ func (x *ResumeJobRequest) String() string {
 func (*ResumeJobRequest) ProtoMessage() {}
 
 func (x *ResumeJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[12]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -825,7 +1201,7 @@ func (x *ResumeJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeJobRequest.ProtoReflect.Descriptor instead.
 func (*ResumeJobRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{12}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ResumeJobRequest) GetId() string {
@@ -851,7 +1227,7 @@ type ResumeJobResponse struct {
 
 func (x *ResumeJobResponse) Reset() {
 	*x = ResumeJobResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[13]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -863,7 +1239,7 @@ func (x *ResumeJobResponse) String() string {
 func (*ResumeJobResponse) ProtoMessage() {}
 
 func (x *ResumeJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[13]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -876,7 +1252,7 @@ func (x *ResumeJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeJobResponse.ProtoReflect.Descriptor instead.
 func (*ResumeJobResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{13}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ResumeJobResponse) GetJob() *Job {
@@ -899,7 +1275,7 @@ type DeleteJobRequest struct {
 
 func (x *DeleteJobRequest) Reset() {
 	*x = DeleteJobRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[14]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -911,7 +1287,7 @@ func (x *DeleteJobRequest) String() string {
 func (*DeleteJobRequest) ProtoMessage() {}
 
 func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[14]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -924,7 +1300,7 @@ func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobRequest.ProtoReflect.Descriptor instead.
 func (*DeleteJobRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{14}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeleteJobRequest) GetId() string {
@@ -950,7 +1326,7 @@ type DeleteJobResponse struct {
 
 func (x *DeleteJobResponse) Reset() {
 	*x = DeleteJobResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[15]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1338,7 @@ func (x *DeleteJobResponse) String() string {
 func (*DeleteJobResponse) ProtoMessage() {}
 
 func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[15]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1351,7 @@ func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobResponse.ProtoReflect.Descriptor instead.
 func (*DeleteJobResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{15}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteJobResponse) GetJob() *Job {
@@ -994,7 +1370,7 @@ type TriggerJobRequest struct {
 
 func (x *TriggerJobRequest) Reset() {
 	*x = TriggerJobRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[16]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1006,7 +1382,7 @@ func (x *TriggerJobRequest) String() string {
 func (*TriggerJobRequest) ProtoMessage() {}
 
 func (x *TriggerJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[16]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1019,7 +1395,7 @@ func (x *TriggerJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerJobRequest.ProtoReflect.Descriptor instead.
 func (*TriggerJobRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{16}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TriggerJobRequest) GetId() string {
@@ -1039,7 +1415,7 @@ type TriggerJobResponse struct {
 
 func (x *TriggerJobResponse) Reset() {
 	*x = TriggerJobResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[17]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1051,7 +1427,7 @@ func (x *TriggerJobResponse) String() string {
 func (*TriggerJobResponse) ProtoMessage() {}
 
 func (x *TriggerJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[17]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1064,7 +1440,7 @@ func (x *TriggerJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerJobResponse.ProtoReflect.Descriptor instead.
 func (*TriggerJobResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{17}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TriggerJobResponse) GetExecutionId() string {
@@ -1097,7 +1473,7 @@ type PreviewScheduleRequest struct {
 
 func (x *PreviewScheduleRequest) Reset() {
 	*x = PreviewScheduleRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[18]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1109,7 +1485,7 @@ func (x *PreviewScheduleRequest) String() string {
 func (*PreviewScheduleRequest) ProtoMessage() {}
 
 func (x *PreviewScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[18]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1122,7 +1498,7 @@ func (x *PreviewScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PreviewScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{18}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PreviewScheduleRequest) GetSchedule() *Schedule {
@@ -1172,7 +1548,7 @@ type PreviewScheduleResponse struct {
 
 func (x *PreviewScheduleResponse) Reset() {
 	*x = PreviewScheduleResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[19]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1184,7 +1560,7 @@ func (x *PreviewScheduleResponse) String() string {
 func (*PreviewScheduleResponse) ProtoMessage() {}
 
 func (x *PreviewScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[19]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1197,7 +1573,7 @@ func (x *PreviewScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PreviewScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{19}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PreviewScheduleResponse) GetTimes() []*timestamppb.Timestamp {
@@ -1240,7 +1616,7 @@ type ListExecutionsRequest struct {
 
 func (x *ListExecutionsRequest) Reset() {
 	*x = ListExecutionsRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[20]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1252,7 +1628,7 @@ func (x *ListExecutionsRequest) String() string {
 func (*ListExecutionsRequest) ProtoMessage() {}
 
 func (x *ListExecutionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[20]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1265,7 +1641,7 @@ func (x *ListExecutionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionsRequest.ProtoReflect.Descriptor instead.
 func (*ListExecutionsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{20}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListExecutionsRequest) GetJobId() string {
@@ -1300,7 +1676,7 @@ type ListExecutionsResponse struct {
 
 func (x *ListExecutionsResponse) Reset() {
 	*x = ListExecutionsResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[21]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1688,7 @@ func (x *ListExecutionsResponse) String() string {
 func (*ListExecutionsResponse) ProtoMessage() {}
 
 func (x *ListExecutionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[21]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1701,7 @@ func (x *ListExecutionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionsResponse.ProtoReflect.Descriptor instead.
 func (*ListExecutionsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{21}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListExecutionsResponse) GetAttempts() []*ExecutionAttempt {
@@ -1351,7 +1727,7 @@ type GetExecutionRequest struct {
 
 func (x *GetExecutionRequest) Reset() {
 	*x = GetExecutionRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[22]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1363,7 +1739,7 @@ func (x *GetExecutionRequest) String() string {
 func (*GetExecutionRequest) ProtoMessage() {}
 
 func (x *GetExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[22]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1376,7 +1752,7 @@ func (x *GetExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecutionRequest.ProtoReflect.Descriptor instead.
 func (*GetExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{22}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetExecutionRequest) GetExecutionId() string {
@@ -1395,7 +1771,7 @@ type GetExecutionResponse struct {
 
 func (x *GetExecutionResponse) Reset() {
 	*x = GetExecutionResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[23]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1407,7 +1783,7 @@ func (x *GetExecutionResponse) String() string {
 func (*GetExecutionResponse) ProtoMessage() {}
 
 func (x *GetExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[23]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1420,7 +1796,7 @@ func (x *GetExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecutionResponse.ProtoReflect.Descriptor instead.
 func (*GetExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{23}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetExecutionResponse) GetAttempts() []*ExecutionAttempt {
@@ -1447,7 +1823,7 @@ type BackfillJobRequest struct {
 
 func (x *BackfillJobRequest) Reset() {
 	*x = BackfillJobRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[24]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1835,7 @@ func (x *BackfillJobRequest) String() string {
 func (*BackfillJobRequest) ProtoMessage() {}
 
 func (x *BackfillJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[24]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +1848,7 @@ func (x *BackfillJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillJobRequest.ProtoReflect.Descriptor instead.
 func (*BackfillJobRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{24}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *BackfillJobRequest) GetId() string {
@@ -1530,7 +1906,7 @@ type BackfillJobResponse struct {
 
 func (x *BackfillJobResponse) Reset() {
 	*x = BackfillJobResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[25]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1918,7 @@ func (x *BackfillJobResponse) String() string {
 func (*BackfillJobResponse) ProtoMessage() {}
 
 func (x *BackfillJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[25]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1931,7 @@ func (x *BackfillJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillJobResponse.ProtoReflect.Descriptor instead.
 func (*BackfillJobResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{25}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *BackfillJobResponse) GetSlots() []*timestamppb.Timestamp {
@@ -1605,7 +1981,7 @@ type ListJobAuditRequest struct {
 
 func (x *ListJobAuditRequest) Reset() {
 	*x = ListJobAuditRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[26]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1617,7 +1993,7 @@ func (x *ListJobAuditRequest) String() string {
 func (*ListJobAuditRequest) ProtoMessage() {}
 
 func (x *ListJobAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[26]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1630,7 +2006,7 @@ func (x *ListJobAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListJobAuditRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{26}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListJobAuditRequest) GetId() string {
@@ -1664,7 +2040,7 @@ type ListJobAuditResponse struct {
 
 func (x *ListJobAuditResponse) Reset() {
 	*x = ListJobAuditResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[27]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1676,7 +2052,7 @@ func (x *ListJobAuditResponse) String() string {
 func (*ListJobAuditResponse) ProtoMessage() {}
 
 func (x *ListJobAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[27]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1689,7 +2065,7 @@ func (x *ListJobAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListJobAuditResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{27}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListJobAuditResponse) GetEntries() []*AuditEntry {
@@ -1726,7 +2102,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[28]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1738,7 +2114,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[28]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1751,7 +2127,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{28}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AuditEntry) GetJobId() string {
@@ -1834,7 +2210,7 @@ type BulkJobActionRequest struct {
 
 func (x *BulkJobActionRequest) Reset() {
 	*x = BulkJobActionRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[29]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1846,7 +2222,7 @@ func (x *BulkJobActionRequest) String() string {
 func (*BulkJobActionRequest) ProtoMessage() {}
 
 func (x *BulkJobActionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[29]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1859,7 +2235,7 @@ func (x *BulkJobActionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkJobActionRequest.ProtoReflect.Descriptor instead.
 func (*BulkJobActionRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{29}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *BulkJobActionRequest) GetAction() BulkAction {
@@ -1953,7 +2329,7 @@ type BulkJobActionResponse struct {
 
 func (x *BulkJobActionResponse) Reset() {
 	*x = BulkJobActionResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[30]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1965,7 +2341,7 @@ func (x *BulkJobActionResponse) String() string {
 func (*BulkJobActionResponse) ProtoMessage() {}
 
 func (x *BulkJobActionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[30]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1978,7 +2354,7 @@ func (x *BulkJobActionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkJobActionResponse.ProtoReflect.Descriptor instead.
 func (*BulkJobActionResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{30}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *BulkJobActionResponse) GetMatched() int64 {
@@ -2035,7 +2411,7 @@ type BulkJobRefusal struct {
 
 func (x *BulkJobRefusal) Reset() {
 	*x = BulkJobRefusal{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[31]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2047,7 +2423,7 @@ func (x *BulkJobRefusal) String() string {
 func (*BulkJobRefusal) ProtoMessage() {}
 
 func (x *BulkJobRefusal) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[31]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2060,7 +2436,7 @@ func (x *BulkJobRefusal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkJobRefusal.ProtoReflect.Descriptor instead.
 func (*BulkJobRefusal) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{31}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *BulkJobRefusal) GetId() string {
@@ -2094,7 +2470,7 @@ type CancelExecutionRequest struct {
 
 func (x *CancelExecutionRequest) Reset() {
 	*x = CancelExecutionRequest{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[32]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2106,7 +2482,7 @@ func (x *CancelExecutionRequest) String() string {
 func (*CancelExecutionRequest) ProtoMessage() {}
 
 func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[32]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2119,7 +2495,7 @@ func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecutionRequest.ProtoReflect.Descriptor instead.
 func (*CancelExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{32}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CancelExecutionRequest) GetJobId() string {
@@ -2150,7 +2526,7 @@ type CancelExecutionResponse struct {
 
 func (x *CancelExecutionResponse) Reset() {
 	*x = CancelExecutionResponse{}
-	mi := &file_sundial_v1_job_service_proto_msgTypes[33]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2162,7 +2538,7 @@ func (x *CancelExecutionResponse) String() string {
 func (*CancelExecutionResponse) ProtoMessage() {}
 
 func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_service_proto_msgTypes[33]
+	mi := &file_sundial_v1_job_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2175,7 +2551,7 @@ func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecutionResponse.ProtoReflect.Descriptor instead.
 func (*CancelExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{33}
+	return file_sundial_v1_job_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CancelExecutionResponse) GetExecutionId() string {
@@ -2220,7 +2596,28 @@ const file_sundial_v1_job_service_proto_rawDesc = "" +
 	"\x03job\x18\x01 \x01(\v2\x0f.sundial.v1.JobR\x03job\x12'\n" +
 	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\"6\n" +
 	"\x11CreateJobResponse\x12!\n" +
-	"\x03job\x18\x01 \x01(\v2\x0f.sundial.v1.JobR\x03job\"\x1f\n" +
+	"\x03job\x18\x01 \x01(\v2\x0f.sundial.v1.JobR\x03job\"w\n" +
+	"\x11CreateJobsRequest\x122\n" +
+	"\x05items\x18\x01 \x03(\v2\x1c.sundial.v1.CreateJobRequestR\x05items\x12.\n" +
+	"\x04mode\x18\x02 \x01(\x0e2\x1a.sundial.v1.CreateJobsModeR\x04mode\"\x9c\x01\n" +
+	"\x12CreateJobsResponse\x126\n" +
+	"\aresults\x18\x01 \x03(\v2\x1c.sundial.v1.CreateJobsResultR\aresults\x12\x18\n" +
+	"\acreated\x18\x02 \x01(\x05R\acreated\x12\x1a\n" +
+	"\breplayed\x18\x03 \x01(\x05R\breplayed\x12\x18\n" +
+	"\arefused\x18\x04 \x01(\x05R\arefused\"\x9e\x01\n" +
+	"\x10CreateJobsResult\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x05R\x05index\x12!\n" +
+	"\x03job\x18\x02 \x01(\v2\x0f.sundial.v1.JobR\x03job\x12\x1a\n" +
+	"\breplayed\x18\x03 \x01(\bR\breplayed\x125\n" +
+	"\x05error\x18\x04 \x01(\v2\x1f.sundial.v1.CreateJobsItemErrorR\x05error\"s\n" +
+	"\x13CreateJobsItemError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12.\n" +
+	"\x06fields\x18\x03 \x03(\v2\x16.sundial.v1.FieldErrorR\x06fields\"D\n" +
+	"\n" +
+	"FieldError\x12\x14\n" +
+	"\x05field\x18\x01 \x01(\tR\x05field\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\"\x1f\n" +
 	"\rGetJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"3\n" +
 	"\x0eGetJobResponse\x12!\n" +
@@ -2354,17 +2751,23 @@ const file_sundial_v1_job_service_proto_rawDesc = "" +
 	"\x17CancelExecutionResponse\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x123\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x1b.sundial.v1.ExecutionStatusR\x06status\x12!\n" +
-	"\fcancelled_by\x18\x03 \x01(\tR\vcancelledBy*p\n" +
+	"\fcancelled_by\x18\x03 \x01(\tR\vcancelledBy*v\n" +
+	"\x0eCreateJobsMode\x12 \n" +
+	"\x1cCREATE_JOBS_MODE_UNSPECIFIED\x10\x00\x12#\n" +
+	"\x1fCREATE_JOBS_MODE_ALL_OR_NOTHING\x10\x01\x12\x1d\n" +
+	"\x19CREATE_JOBS_MODE_PER_ITEM\x10\x02*p\n" +
 	"\n" +
 	"BulkAction\x12\x1b\n" +
 	"\x17BULK_ACTION_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11BULK_ACTION_PAUSE\x10\x01\x12\x16\n" +
 	"\x12BULK_ACTION_RESUME\x10\x02\x12\x16\n" +
-	"\x12BULK_ACTION_DELETE\x10\x032\x98\n" +
+	"\x12BULK_ACTION_DELETE\x10\x032\xe5\n" +
 	"\n" +
 	"\n" +
 	"JobService\x12H\n" +
-	"\tCreateJob\x12\x1c.sundial.v1.CreateJobRequest\x1a\x1d.sundial.v1.CreateJobResponse\x12?\n" +
+	"\tCreateJob\x12\x1c.sundial.v1.CreateJobRequest\x1a\x1d.sundial.v1.CreateJobResponse\x12K\n" +
+	"\n" +
+	"CreateJobs\x12\x1d.sundial.v1.CreateJobsRequest\x1a\x1e.sundial.v1.CreateJobsResponse\x12?\n" +
 	"\x06GetJob\x12\x19.sundial.v1.GetJobRequest\x1a\x1a.sundial.v1.GetJobResponse\x12E\n" +
 	"\bListJobs\x12\x1b.sundial.v1.ListJobsRequest\x1a\x1c.sundial.v1.ListJobsResponse\x12H\n" +
 	"\tUpdateJob\x12\x1c.sundial.v1.UpdateJobRequest\x1a\x1d.sundial.v1.UpdateJobResponse\x12E\n" +
@@ -2394,135 +2797,149 @@ func file_sundial_v1_job_service_proto_rawDescGZIP() []byte {
 	return file_sundial_v1_job_service_proto_rawDescData
 }
 
-var file_sundial_v1_job_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sundial_v1_job_service_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_sundial_v1_job_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_sundial_v1_job_service_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_sundial_v1_job_service_proto_goTypes = []any{
-	(BulkAction)(0),                      // 0: sundial.v1.BulkAction
-	(*ListTenantExecutionsRequest)(nil),  // 1: sundial.v1.ListTenantExecutionsRequest
-	(*ListTenantExecutionsResponse)(nil), // 2: sundial.v1.ListTenantExecutionsResponse
-	(*CreateJobRequest)(nil),             // 3: sundial.v1.CreateJobRequest
-	(*CreateJobResponse)(nil),            // 4: sundial.v1.CreateJobResponse
-	(*GetJobRequest)(nil),                // 5: sundial.v1.GetJobRequest
-	(*GetJobResponse)(nil),               // 6: sundial.v1.GetJobResponse
-	(*ListJobsRequest)(nil),              // 7: sundial.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),             // 8: sundial.v1.ListJobsResponse
-	(*UpdateJobRequest)(nil),             // 9: sundial.v1.UpdateJobRequest
-	(*UpdateJobResponse)(nil),            // 10: sundial.v1.UpdateJobResponse
-	(*PauseJobRequest)(nil),              // 11: sundial.v1.PauseJobRequest
-	(*PauseJobResponse)(nil),             // 12: sundial.v1.PauseJobResponse
-	(*ResumeJobRequest)(nil),             // 13: sundial.v1.ResumeJobRequest
-	(*ResumeJobResponse)(nil),            // 14: sundial.v1.ResumeJobResponse
-	(*DeleteJobRequest)(nil),             // 15: sundial.v1.DeleteJobRequest
-	(*DeleteJobResponse)(nil),            // 16: sundial.v1.DeleteJobResponse
-	(*TriggerJobRequest)(nil),            // 17: sundial.v1.TriggerJobRequest
-	(*TriggerJobResponse)(nil),           // 18: sundial.v1.TriggerJobResponse
-	(*PreviewScheduleRequest)(nil),       // 19: sundial.v1.PreviewScheduleRequest
-	(*PreviewScheduleResponse)(nil),      // 20: sundial.v1.PreviewScheduleResponse
-	(*ListExecutionsRequest)(nil),        // 21: sundial.v1.ListExecutionsRequest
-	(*ListExecutionsResponse)(nil),       // 22: sundial.v1.ListExecutionsResponse
-	(*GetExecutionRequest)(nil),          // 23: sundial.v1.GetExecutionRequest
-	(*GetExecutionResponse)(nil),         // 24: sundial.v1.GetExecutionResponse
-	(*BackfillJobRequest)(nil),           // 25: sundial.v1.BackfillJobRequest
-	(*BackfillJobResponse)(nil),          // 26: sundial.v1.BackfillJobResponse
-	(*ListJobAuditRequest)(nil),          // 27: sundial.v1.ListJobAuditRequest
-	(*ListJobAuditResponse)(nil),         // 28: sundial.v1.ListJobAuditResponse
-	(*AuditEntry)(nil),                   // 29: sundial.v1.AuditEntry
-	(*BulkJobActionRequest)(nil),         // 30: sundial.v1.BulkJobActionRequest
-	(*BulkJobActionResponse)(nil),        // 31: sundial.v1.BulkJobActionResponse
-	(*BulkJobRefusal)(nil),               // 32: sundial.v1.BulkJobRefusal
-	(*CancelExecutionRequest)(nil),       // 33: sundial.v1.CancelExecutionRequest
-	(*CancelExecutionResponse)(nil),      // 34: sundial.v1.CancelExecutionResponse
-	nil,                                  // 35: sundial.v1.ListJobsRequest.LabelsEntry
-	nil,                                  // 36: sundial.v1.BulkJobActionRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),        // 37: google.protobuf.Timestamp
-	(ExecutionStatus)(0),                 // 38: sundial.v1.ExecutionStatus
-	(*ExecutionAttempt)(nil),             // 39: sundial.v1.ExecutionAttempt
-	(*Job)(nil),                          // 40: sundial.v1.Job
-	(JobStatus)(0),                       // 41: sundial.v1.JobStatus
-	(Priority)(0),                        // 42: sundial.v1.Priority
-	(*fieldmaskpb.FieldMask)(nil),        // 43: google.protobuf.FieldMask
-	(*Schedule)(nil),                     // 44: sundial.v1.Schedule
-	(*CalendarAdjustment)(nil),           // 45: sundial.v1.CalendarAdjustment
+	(CreateJobsMode)(0),                  // 0: sundial.v1.CreateJobsMode
+	(BulkAction)(0),                      // 1: sundial.v1.BulkAction
+	(*ListTenantExecutionsRequest)(nil),  // 2: sundial.v1.ListTenantExecutionsRequest
+	(*ListTenantExecutionsResponse)(nil), // 3: sundial.v1.ListTenantExecutionsResponse
+	(*CreateJobRequest)(nil),             // 4: sundial.v1.CreateJobRequest
+	(*CreateJobResponse)(nil),            // 5: sundial.v1.CreateJobResponse
+	(*CreateJobsRequest)(nil),            // 6: sundial.v1.CreateJobsRequest
+	(*CreateJobsResponse)(nil),           // 7: sundial.v1.CreateJobsResponse
+	(*CreateJobsResult)(nil),             // 8: sundial.v1.CreateJobsResult
+	(*CreateJobsItemError)(nil),          // 9: sundial.v1.CreateJobsItemError
+	(*FieldError)(nil),                   // 10: sundial.v1.FieldError
+	(*GetJobRequest)(nil),                // 11: sundial.v1.GetJobRequest
+	(*GetJobResponse)(nil),               // 12: sundial.v1.GetJobResponse
+	(*ListJobsRequest)(nil),              // 13: sundial.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),             // 14: sundial.v1.ListJobsResponse
+	(*UpdateJobRequest)(nil),             // 15: sundial.v1.UpdateJobRequest
+	(*UpdateJobResponse)(nil),            // 16: sundial.v1.UpdateJobResponse
+	(*PauseJobRequest)(nil),              // 17: sundial.v1.PauseJobRequest
+	(*PauseJobResponse)(nil),             // 18: sundial.v1.PauseJobResponse
+	(*ResumeJobRequest)(nil),             // 19: sundial.v1.ResumeJobRequest
+	(*ResumeJobResponse)(nil),            // 20: sundial.v1.ResumeJobResponse
+	(*DeleteJobRequest)(nil),             // 21: sundial.v1.DeleteJobRequest
+	(*DeleteJobResponse)(nil),            // 22: sundial.v1.DeleteJobResponse
+	(*TriggerJobRequest)(nil),            // 23: sundial.v1.TriggerJobRequest
+	(*TriggerJobResponse)(nil),           // 24: sundial.v1.TriggerJobResponse
+	(*PreviewScheduleRequest)(nil),       // 25: sundial.v1.PreviewScheduleRequest
+	(*PreviewScheduleResponse)(nil),      // 26: sundial.v1.PreviewScheduleResponse
+	(*ListExecutionsRequest)(nil),        // 27: sundial.v1.ListExecutionsRequest
+	(*ListExecutionsResponse)(nil),       // 28: sundial.v1.ListExecutionsResponse
+	(*GetExecutionRequest)(nil),          // 29: sundial.v1.GetExecutionRequest
+	(*GetExecutionResponse)(nil),         // 30: sundial.v1.GetExecutionResponse
+	(*BackfillJobRequest)(nil),           // 31: sundial.v1.BackfillJobRequest
+	(*BackfillJobResponse)(nil),          // 32: sundial.v1.BackfillJobResponse
+	(*ListJobAuditRequest)(nil),          // 33: sundial.v1.ListJobAuditRequest
+	(*ListJobAuditResponse)(nil),         // 34: sundial.v1.ListJobAuditResponse
+	(*AuditEntry)(nil),                   // 35: sundial.v1.AuditEntry
+	(*BulkJobActionRequest)(nil),         // 36: sundial.v1.BulkJobActionRequest
+	(*BulkJobActionResponse)(nil),        // 37: sundial.v1.BulkJobActionResponse
+	(*BulkJobRefusal)(nil),               // 38: sundial.v1.BulkJobRefusal
+	(*CancelExecutionRequest)(nil),       // 39: sundial.v1.CancelExecutionRequest
+	(*CancelExecutionResponse)(nil),      // 40: sundial.v1.CancelExecutionResponse
+	nil,                                  // 41: sundial.v1.ListJobsRequest.LabelsEntry
+	nil,                                  // 42: sundial.v1.BulkJobActionRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),        // 43: google.protobuf.Timestamp
+	(ExecutionStatus)(0),                 // 44: sundial.v1.ExecutionStatus
+	(*ExecutionAttempt)(nil),             // 45: sundial.v1.ExecutionAttempt
+	(*Job)(nil),                          // 46: sundial.v1.Job
+	(JobStatus)(0),                       // 47: sundial.v1.JobStatus
+	(Priority)(0),                        // 48: sundial.v1.Priority
+	(*fieldmaskpb.FieldMask)(nil),        // 49: google.protobuf.FieldMask
+	(*Schedule)(nil),                     // 50: sundial.v1.Schedule
+	(*CalendarAdjustment)(nil),           // 51: sundial.v1.CalendarAdjustment
 }
 var file_sundial_v1_job_service_proto_depIdxs = []int32{
-	37, // 0: sundial.v1.ListTenantExecutionsRequest.start_time:type_name -> google.protobuf.Timestamp
-	37, // 1: sundial.v1.ListTenantExecutionsRequest.end_time:type_name -> google.protobuf.Timestamp
-	38, // 2: sundial.v1.ListTenantExecutionsRequest.statuses:type_name -> sundial.v1.ExecutionStatus
-	39, // 3: sundial.v1.ListTenantExecutionsResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
-	40, // 4: sundial.v1.CreateJobRequest.job:type_name -> sundial.v1.Job
-	40, // 5: sundial.v1.CreateJobResponse.job:type_name -> sundial.v1.Job
-	40, // 6: sundial.v1.GetJobResponse.job:type_name -> sundial.v1.Job
-	41, // 7: sundial.v1.ListJobsRequest.status:type_name -> sundial.v1.JobStatus
-	35, // 8: sundial.v1.ListJobsRequest.labels:type_name -> sundial.v1.ListJobsRequest.LabelsEntry
-	37, // 9: sundial.v1.ListJobsRequest.next_fire_after:type_name -> google.protobuf.Timestamp
-	37, // 10: sundial.v1.ListJobsRequest.next_fire_before:type_name -> google.protobuf.Timestamp
-	42, // 11: sundial.v1.ListJobsRequest.priority:type_name -> sundial.v1.Priority
-	40, // 12: sundial.v1.ListJobsResponse.jobs:type_name -> sundial.v1.Job
-	40, // 13: sundial.v1.UpdateJobRequest.job:type_name -> sundial.v1.Job
-	43, // 14: sundial.v1.UpdateJobRequest.update_mask:type_name -> google.protobuf.FieldMask
-	40, // 15: sundial.v1.UpdateJobResponse.job:type_name -> sundial.v1.Job
-	40, // 16: sundial.v1.PauseJobResponse.job:type_name -> sundial.v1.Job
-	40, // 17: sundial.v1.ResumeJobResponse.job:type_name -> sundial.v1.Job
-	40, // 18: sundial.v1.DeleteJobResponse.job:type_name -> sundial.v1.Job
-	37, // 19: sundial.v1.TriggerJobResponse.scheduled_time:type_name -> google.protobuf.Timestamp
-	44, // 20: sundial.v1.PreviewScheduleRequest.schedule:type_name -> sundial.v1.Schedule
-	37, // 21: sundial.v1.PreviewScheduleRequest.from:type_name -> google.protobuf.Timestamp
-	37, // 22: sundial.v1.PreviewScheduleResponse.times:type_name -> google.protobuf.Timestamp
-	45, // 23: sundial.v1.PreviewScheduleResponse.adjustments:type_name -> sundial.v1.CalendarAdjustment
-	39, // 24: sundial.v1.ListExecutionsResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
-	39, // 25: sundial.v1.GetExecutionResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
-	37, // 26: sundial.v1.BackfillJobRequest.start_time:type_name -> google.protobuf.Timestamp
-	37, // 27: sundial.v1.BackfillJobRequest.end_time:type_name -> google.protobuf.Timestamp
-	37, // 28: sundial.v1.BackfillJobResponse.slots:type_name -> google.protobuf.Timestamp
-	37, // 29: sundial.v1.BackfillJobResponse.last_release_time:type_name -> google.protobuf.Timestamp
-	29, // 30: sundial.v1.ListJobAuditResponse.entries:type_name -> sundial.v1.AuditEntry
-	37, // 31: sundial.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	0,  // 32: sundial.v1.BulkJobActionRequest.action:type_name -> sundial.v1.BulkAction
-	41, // 33: sundial.v1.BulkJobActionRequest.status:type_name -> sundial.v1.JobStatus
-	36, // 34: sundial.v1.BulkJobActionRequest.labels:type_name -> sundial.v1.BulkJobActionRequest.LabelsEntry
-	37, // 35: sundial.v1.BulkJobActionRequest.next_fire_after:type_name -> google.protobuf.Timestamp
-	37, // 36: sundial.v1.BulkJobActionRequest.next_fire_before:type_name -> google.protobuf.Timestamp
-	42, // 37: sundial.v1.BulkJobActionRequest.priority:type_name -> sundial.v1.Priority
-	32, // 38: sundial.v1.BulkJobActionResponse.refused:type_name -> sundial.v1.BulkJobRefusal
-	40, // 39: sundial.v1.BulkJobActionResponse.sample:type_name -> sundial.v1.Job
-	38, // 40: sundial.v1.CancelExecutionResponse.status:type_name -> sundial.v1.ExecutionStatus
-	3,  // 41: sundial.v1.JobService.CreateJob:input_type -> sundial.v1.CreateJobRequest
-	5,  // 42: sundial.v1.JobService.GetJob:input_type -> sundial.v1.GetJobRequest
-	7,  // 43: sundial.v1.JobService.ListJobs:input_type -> sundial.v1.ListJobsRequest
-	9,  // 44: sundial.v1.JobService.UpdateJob:input_type -> sundial.v1.UpdateJobRequest
-	11, // 45: sundial.v1.JobService.PauseJob:input_type -> sundial.v1.PauseJobRequest
-	13, // 46: sundial.v1.JobService.ResumeJob:input_type -> sundial.v1.ResumeJobRequest
-	15, // 47: sundial.v1.JobService.DeleteJob:input_type -> sundial.v1.DeleteJobRequest
-	17, // 48: sundial.v1.JobService.TriggerJob:input_type -> sundial.v1.TriggerJobRequest
-	19, // 49: sundial.v1.JobService.PreviewSchedule:input_type -> sundial.v1.PreviewScheduleRequest
-	21, // 50: sundial.v1.JobService.ListExecutions:input_type -> sundial.v1.ListExecutionsRequest
-	23, // 51: sundial.v1.JobService.GetExecution:input_type -> sundial.v1.GetExecutionRequest
-	25, // 52: sundial.v1.JobService.BackfillJob:input_type -> sundial.v1.BackfillJobRequest
-	27, // 53: sundial.v1.JobService.ListJobAudit:input_type -> sundial.v1.ListJobAuditRequest
-	30, // 54: sundial.v1.JobService.BulkJobAction:input_type -> sundial.v1.BulkJobActionRequest
-	33, // 55: sundial.v1.JobService.CancelExecution:input_type -> sundial.v1.CancelExecutionRequest
-	1,  // 56: sundial.v1.JobService.ListTenantExecutions:input_type -> sundial.v1.ListTenantExecutionsRequest
-	4,  // 57: sundial.v1.JobService.CreateJob:output_type -> sundial.v1.CreateJobResponse
-	6,  // 58: sundial.v1.JobService.GetJob:output_type -> sundial.v1.GetJobResponse
-	8,  // 59: sundial.v1.JobService.ListJobs:output_type -> sundial.v1.ListJobsResponse
-	10, // 60: sundial.v1.JobService.UpdateJob:output_type -> sundial.v1.UpdateJobResponse
-	12, // 61: sundial.v1.JobService.PauseJob:output_type -> sundial.v1.PauseJobResponse
-	14, // 62: sundial.v1.JobService.ResumeJob:output_type -> sundial.v1.ResumeJobResponse
-	16, // 63: sundial.v1.JobService.DeleteJob:output_type -> sundial.v1.DeleteJobResponse
-	18, // 64: sundial.v1.JobService.TriggerJob:output_type -> sundial.v1.TriggerJobResponse
-	20, // 65: sundial.v1.JobService.PreviewSchedule:output_type -> sundial.v1.PreviewScheduleResponse
-	22, // 66: sundial.v1.JobService.ListExecutions:output_type -> sundial.v1.ListExecutionsResponse
-	24, // 67: sundial.v1.JobService.GetExecution:output_type -> sundial.v1.GetExecutionResponse
-	26, // 68: sundial.v1.JobService.BackfillJob:output_type -> sundial.v1.BackfillJobResponse
-	28, // 69: sundial.v1.JobService.ListJobAudit:output_type -> sundial.v1.ListJobAuditResponse
-	31, // 70: sundial.v1.JobService.BulkJobAction:output_type -> sundial.v1.BulkJobActionResponse
-	34, // 71: sundial.v1.JobService.CancelExecution:output_type -> sundial.v1.CancelExecutionResponse
-	2,  // 72: sundial.v1.JobService.ListTenantExecutions:output_type -> sundial.v1.ListTenantExecutionsResponse
-	57, // [57:73] is the sub-list for method output_type
-	41, // [41:57] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	43, // 0: sundial.v1.ListTenantExecutionsRequest.start_time:type_name -> google.protobuf.Timestamp
+	43, // 1: sundial.v1.ListTenantExecutionsRequest.end_time:type_name -> google.protobuf.Timestamp
+	44, // 2: sundial.v1.ListTenantExecutionsRequest.statuses:type_name -> sundial.v1.ExecutionStatus
+	45, // 3: sundial.v1.ListTenantExecutionsResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
+	46, // 4: sundial.v1.CreateJobRequest.job:type_name -> sundial.v1.Job
+	46, // 5: sundial.v1.CreateJobResponse.job:type_name -> sundial.v1.Job
+	4,  // 6: sundial.v1.CreateJobsRequest.items:type_name -> sundial.v1.CreateJobRequest
+	0,  // 7: sundial.v1.CreateJobsRequest.mode:type_name -> sundial.v1.CreateJobsMode
+	8,  // 8: sundial.v1.CreateJobsResponse.results:type_name -> sundial.v1.CreateJobsResult
+	46, // 9: sundial.v1.CreateJobsResult.job:type_name -> sundial.v1.Job
+	9,  // 10: sundial.v1.CreateJobsResult.error:type_name -> sundial.v1.CreateJobsItemError
+	10, // 11: sundial.v1.CreateJobsItemError.fields:type_name -> sundial.v1.FieldError
+	46, // 12: sundial.v1.GetJobResponse.job:type_name -> sundial.v1.Job
+	47, // 13: sundial.v1.ListJobsRequest.status:type_name -> sundial.v1.JobStatus
+	41, // 14: sundial.v1.ListJobsRequest.labels:type_name -> sundial.v1.ListJobsRequest.LabelsEntry
+	43, // 15: sundial.v1.ListJobsRequest.next_fire_after:type_name -> google.protobuf.Timestamp
+	43, // 16: sundial.v1.ListJobsRequest.next_fire_before:type_name -> google.protobuf.Timestamp
+	48, // 17: sundial.v1.ListJobsRequest.priority:type_name -> sundial.v1.Priority
+	46, // 18: sundial.v1.ListJobsResponse.jobs:type_name -> sundial.v1.Job
+	46, // 19: sundial.v1.UpdateJobRequest.job:type_name -> sundial.v1.Job
+	49, // 20: sundial.v1.UpdateJobRequest.update_mask:type_name -> google.protobuf.FieldMask
+	46, // 21: sundial.v1.UpdateJobResponse.job:type_name -> sundial.v1.Job
+	46, // 22: sundial.v1.PauseJobResponse.job:type_name -> sundial.v1.Job
+	46, // 23: sundial.v1.ResumeJobResponse.job:type_name -> sundial.v1.Job
+	46, // 24: sundial.v1.DeleteJobResponse.job:type_name -> sundial.v1.Job
+	43, // 25: sundial.v1.TriggerJobResponse.scheduled_time:type_name -> google.protobuf.Timestamp
+	50, // 26: sundial.v1.PreviewScheduleRequest.schedule:type_name -> sundial.v1.Schedule
+	43, // 27: sundial.v1.PreviewScheduleRequest.from:type_name -> google.protobuf.Timestamp
+	43, // 28: sundial.v1.PreviewScheduleResponse.times:type_name -> google.protobuf.Timestamp
+	51, // 29: sundial.v1.PreviewScheduleResponse.adjustments:type_name -> sundial.v1.CalendarAdjustment
+	45, // 30: sundial.v1.ListExecutionsResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
+	45, // 31: sundial.v1.GetExecutionResponse.attempts:type_name -> sundial.v1.ExecutionAttempt
+	43, // 32: sundial.v1.BackfillJobRequest.start_time:type_name -> google.protobuf.Timestamp
+	43, // 33: sundial.v1.BackfillJobRequest.end_time:type_name -> google.protobuf.Timestamp
+	43, // 34: sundial.v1.BackfillJobResponse.slots:type_name -> google.protobuf.Timestamp
+	43, // 35: sundial.v1.BackfillJobResponse.last_release_time:type_name -> google.protobuf.Timestamp
+	35, // 36: sundial.v1.ListJobAuditResponse.entries:type_name -> sundial.v1.AuditEntry
+	43, // 37: sundial.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	1,  // 38: sundial.v1.BulkJobActionRequest.action:type_name -> sundial.v1.BulkAction
+	47, // 39: sundial.v1.BulkJobActionRequest.status:type_name -> sundial.v1.JobStatus
+	42, // 40: sundial.v1.BulkJobActionRequest.labels:type_name -> sundial.v1.BulkJobActionRequest.LabelsEntry
+	43, // 41: sundial.v1.BulkJobActionRequest.next_fire_after:type_name -> google.protobuf.Timestamp
+	43, // 42: sundial.v1.BulkJobActionRequest.next_fire_before:type_name -> google.protobuf.Timestamp
+	48, // 43: sundial.v1.BulkJobActionRequest.priority:type_name -> sundial.v1.Priority
+	38, // 44: sundial.v1.BulkJobActionResponse.refused:type_name -> sundial.v1.BulkJobRefusal
+	46, // 45: sundial.v1.BulkJobActionResponse.sample:type_name -> sundial.v1.Job
+	44, // 46: sundial.v1.CancelExecutionResponse.status:type_name -> sundial.v1.ExecutionStatus
+	4,  // 47: sundial.v1.JobService.CreateJob:input_type -> sundial.v1.CreateJobRequest
+	6,  // 48: sundial.v1.JobService.CreateJobs:input_type -> sundial.v1.CreateJobsRequest
+	11, // 49: sundial.v1.JobService.GetJob:input_type -> sundial.v1.GetJobRequest
+	13, // 50: sundial.v1.JobService.ListJobs:input_type -> sundial.v1.ListJobsRequest
+	15, // 51: sundial.v1.JobService.UpdateJob:input_type -> sundial.v1.UpdateJobRequest
+	17, // 52: sundial.v1.JobService.PauseJob:input_type -> sundial.v1.PauseJobRequest
+	19, // 53: sundial.v1.JobService.ResumeJob:input_type -> sundial.v1.ResumeJobRequest
+	21, // 54: sundial.v1.JobService.DeleteJob:input_type -> sundial.v1.DeleteJobRequest
+	23, // 55: sundial.v1.JobService.TriggerJob:input_type -> sundial.v1.TriggerJobRequest
+	25, // 56: sundial.v1.JobService.PreviewSchedule:input_type -> sundial.v1.PreviewScheduleRequest
+	27, // 57: sundial.v1.JobService.ListExecutions:input_type -> sundial.v1.ListExecutionsRequest
+	29, // 58: sundial.v1.JobService.GetExecution:input_type -> sundial.v1.GetExecutionRequest
+	31, // 59: sundial.v1.JobService.BackfillJob:input_type -> sundial.v1.BackfillJobRequest
+	33, // 60: sundial.v1.JobService.ListJobAudit:input_type -> sundial.v1.ListJobAuditRequest
+	36, // 61: sundial.v1.JobService.BulkJobAction:input_type -> sundial.v1.BulkJobActionRequest
+	39, // 62: sundial.v1.JobService.CancelExecution:input_type -> sundial.v1.CancelExecutionRequest
+	2,  // 63: sundial.v1.JobService.ListTenantExecutions:input_type -> sundial.v1.ListTenantExecutionsRequest
+	5,  // 64: sundial.v1.JobService.CreateJob:output_type -> sundial.v1.CreateJobResponse
+	7,  // 65: sundial.v1.JobService.CreateJobs:output_type -> sundial.v1.CreateJobsResponse
+	12, // 66: sundial.v1.JobService.GetJob:output_type -> sundial.v1.GetJobResponse
+	14, // 67: sundial.v1.JobService.ListJobs:output_type -> sundial.v1.ListJobsResponse
+	16, // 68: sundial.v1.JobService.UpdateJob:output_type -> sundial.v1.UpdateJobResponse
+	18, // 69: sundial.v1.JobService.PauseJob:output_type -> sundial.v1.PauseJobResponse
+	20, // 70: sundial.v1.JobService.ResumeJob:output_type -> sundial.v1.ResumeJobResponse
+	22, // 71: sundial.v1.JobService.DeleteJob:output_type -> sundial.v1.DeleteJobResponse
+	24, // 72: sundial.v1.JobService.TriggerJob:output_type -> sundial.v1.TriggerJobResponse
+	26, // 73: sundial.v1.JobService.PreviewSchedule:output_type -> sundial.v1.PreviewScheduleResponse
+	28, // 74: sundial.v1.JobService.ListExecutions:output_type -> sundial.v1.ListExecutionsResponse
+	30, // 75: sundial.v1.JobService.GetExecution:output_type -> sundial.v1.GetExecutionResponse
+	32, // 76: sundial.v1.JobService.BackfillJob:output_type -> sundial.v1.BackfillJobResponse
+	34, // 77: sundial.v1.JobService.ListJobAudit:output_type -> sundial.v1.ListJobAuditResponse
+	37, // 78: sundial.v1.JobService.BulkJobAction:output_type -> sundial.v1.BulkJobActionResponse
+	40, // 79: sundial.v1.JobService.CancelExecution:output_type -> sundial.v1.CancelExecutionResponse
+	3,  // 80: sundial.v1.JobService.ListTenantExecutions:output_type -> sundial.v1.ListTenantExecutionsResponse
+	64, // [64:81] is the sub-list for method output_type
+	47, // [47:64] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_job_service_proto_init() }
@@ -2538,8 +2955,8 @@ func file_sundial_v1_job_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_v1_job_service_proto_rawDesc), len(file_sundial_v1_job_service_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   36,
+			NumEnums:      2,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	JobService_CreateJob_FullMethodName            = "/sundial.v1.JobService/CreateJob"
+	JobService_CreateJobs_FullMethodName           = "/sundial.v1.JobService/CreateJobs"
 	JobService_GetJob_FullMethodName               = "/sundial.v1.JobService/GetJob"
 	JobService_ListJobs_FullMethodName             = "/sundial.v1.JobService/ListJobs"
 	JobService_UpdateJob_FullMethodName            = "/sundial.v1.JobService/UpdateJob"
@@ -47,6 +48,13 @@ type JobServiceClient interface {
 	// Creates a job. A repeated call with the same idempotency_key and the
 	// same job returns the job the first call created.
 	CreateJob(ctx context.Context, in *CreateJobRequest, opts ...grpc.CallOption) (*CreateJobResponse, error)
+	// Creates up to 1,000 jobs in one call, in one transaction: each item is
+	// what CreateJob takes (a job and an optional idempotency key) and is
+	// validated, checked against the quotas (which count items, not calls)
+	// and stored as CreateJob would store it. ALL_OR_NOTHING (the default)
+	// writes every item or none; PER_ITEM writes the valid ones and answers
+	// each refused one with its own error.
+	CreateJobs(ctx context.Context, in *CreateJobsRequest, opts ...grpc.CallOption) (*CreateJobsResponse, error)
 	GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*GetJobResponse, error)
 	ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsResponse, error)
 	// Changes the fields named in update_mask and bumps the version.
@@ -97,6 +105,16 @@ func (c *jobServiceClient) CreateJob(ctx context.Context, in *CreateJobRequest, 
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateJobResponse)
 	err := c.cc.Invoke(ctx, JobService_CreateJob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *jobServiceClient) CreateJobs(ctx context.Context, in *CreateJobsRequest, opts ...grpc.CallOption) (*CreateJobsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateJobsResponse)
+	err := c.cc.Invoke(ctx, JobService_CreateJobs_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -263,6 +281,13 @@ type JobServiceServer interface {
 	// Creates a job. A repeated call with the same idempotency_key and the
 	// same job returns the job the first call created.
 	CreateJob(context.Context, *CreateJobRequest) (*CreateJobResponse, error)
+	// Creates up to 1,000 jobs in one call, in one transaction: each item is
+	// what CreateJob takes (a job and an optional idempotency key) and is
+	// validated, checked against the quotas (which count items, not calls)
+	// and stored as CreateJob would store it. ALL_OR_NOTHING (the default)
+	// writes every item or none; PER_ITEM writes the valid ones and answers
+	// each refused one with its own error.
+	CreateJobs(context.Context, *CreateJobsRequest) (*CreateJobsResponse, error)
 	GetJob(context.Context, *GetJobRequest) (*GetJobResponse, error)
 	ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error)
 	// Changes the fields named in update_mask and bumps the version.
@@ -311,6 +336,9 @@ type UnimplementedJobServiceServer struct{}
 
 func (UnimplementedJobServiceServer) CreateJob(context.Context, *CreateJobRequest) (*CreateJobResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateJob not implemented")
+}
+func (UnimplementedJobServiceServer) CreateJobs(context.Context, *CreateJobsRequest) (*CreateJobsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateJobs not implemented")
 }
 func (UnimplementedJobServiceServer) GetJob(context.Context, *GetJobRequest) (*GetJobResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetJob not implemented")
@@ -392,6 +420,24 @@ func _JobService_CreateJob_Handler(srv interface{}, ctx context.Context, dec fun
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(JobServiceServer).CreateJob(ctx, req.(*CreateJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _JobService_CreateJobs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateJobsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobServiceServer).CreateJobs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobService_CreateJobs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobServiceServer).CreateJobs(ctx, req.(*CreateJobsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -676,6 +722,10 @@ var JobService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CreateJob",
 			Handler:    _JobService_CreateJob_Handler,
+		},
+		{
+			MethodName: "CreateJobs",
+			Handler:    _JobService_CreateJobs_Handler,
 		},
 		{
 			MethodName: "GetJob",

@@ -43,6 +43,7 @@ import (
 // Store is the job storage the handlers use; *store.Store implements it.
 type Store interface {
 	Create(ctx context.Context, tenant string, opts store.CreateOptions, build store.BuildFunc) (*sundialv1.Job, bool, error)
+	CreateMany(ctx context.Context, tenant string, items []store.CreateItem, opts store.CreateManyOptions, build store.ManyBuildFunc) ([]store.Created, error)
 	Get(ctx context.Context, tenant, id string) (*sundialv1.Job, error)
 	List(ctx context.Context, tenant string, q store.ListQuery) ([]*sundialv1.Job, error)
 	ListBounded(ctx context.Context, tenant string, q store.ListQuery, scan int) ([]*sundialv1.Job, string, error)
@@ -325,49 +326,18 @@ func (s *JobService) CreateJob(ctx context.Context, req *sundialv1.CreateJobRequ
 	if err != nil {
 		return nil, err
 	}
-	if req.GetJob() == nil {
-		return nil, invalidf("job", "is required")
-	}
-	key := req.GetIdempotencyKey()
-	if len(key) > maxIdempotencyKey || !utf8.ValidString(key) || strings.IndexFunc(key, unicode.IsControl) >= 0 {
-		return nil, invalidf("idempotency_key", "must be at most %d bytes of UTF-8 without control characters", maxIdempotencyKey)
-	}
-	job := outputOnlyCleared(req.GetJob())
-	if err := jobspec.Validate(job); err != nil {
-		return nil, fromSpec(err)
-	}
-	var hash []byte
-	if key != "" {
-		if hash, err = requestHash(job); err != nil {
-			return nil, s.statusOf(ctx, "CreateJob", err)
-		}
-	}
-	if err := s.checkSecrets(tenant, job); err != nil {
-		return nil, err
-	}
-	if err := s.checkTopic(ctx, job); err != nil {
-		return nil, err
-	}
-	jobspec.Normalize(job)
-	id, err := s.newID()
+	p, err := s.prepareCreate(ctx, tenant, req, s.checkTopic)
 	if err != nil {
 		return nil, s.statusOf(ctx, "CreateJob", err)
 	}
-	job.Id, job.Tenant = id.String(), tenant
-	job.Status, job.Version = sundialv1.JobStatus_JOB_STATUS_ACTIVE, 1
-	job.RemainingRuns = job.GetMaxRuns() // nothing staged yet
-
+	job := p.job
 	limits := s.quotas.For(tenant)
 	opts := store.CreateOptions{
-		IdempotencyKey: key,
-		RequestHash:    hash,
+		IdempotencyKey: p.key,
+		RequestHash:    p.hash,
 		IdempotencyTTL: s.idemTTL,
 		Actor:          actorOf(ctx, tenant),
-		Usage: store.UsageQuery{
-			JobsUpTo:      limits.MaxJobs,
-			CreatedWithin: quota.CreateRateWindow,
-			CreatedUpTo:   limits.CreatesPerMinute,
-		},
+		Usage:          createUsage(limits),
 	}
 	if ctx, err = s.preloadCalendars(ctx, tenant, job.GetSchedule().GetCalendar()); err != nil {
 		return nil, s.statusOf(ctx, "CreateJob", err)
@@ -376,19 +346,7 @@ func (s *JobService) CreateJob(ctx context.Context, req *sundialv1.CreateJobRequ
 		if err := limits.CheckCreate(tenant, usage.Jobs, usage.CreatedRecently); err != nil {
 			return nil, err
 		}
-		sch, err := s.scheduleOf(ctx, tenant, job, now)
-		if err != nil {
-			return nil, err
-		}
-		next := sch.Next(now)
-		if next.IsZero() {
-			return nil, rejectErr(noInstantAfter(now))
-		}
-		if err := limits.CheckInterval(tenant, sch, now); err != nil {
-			return nil, err
-		}
-		job.NextFireTime = timestamppb.New(next)
-		return job, nil
+		return s.firstSlot(ctx, tenant, limits, job, now)
 	})
 	if err != nil {
 		return nil, s.statusOf(ctx, "CreateJob", err)
@@ -399,6 +357,82 @@ func (s *JobService) CreateJob(ctx context.Context, req *sundialv1.CreateJobRequ
 		s.logger.InfoContext(ctx, "job created", "tenant", tenant, "job", created.GetId(), "next_fire_time", created.GetNextFireTime().AsTime())
 	}
 	return &sundialv1.CreateJobResponse{Job: created}, nil
+}
+
+// preparedCreate is a create's job checked, normalized and given its id,
+// status and version, with the idempotency key and the request's hash.
+type preparedCreate struct {
+	job  *sundialv1.Job
+	key  string
+	hash []byte
+}
+
+// prepareCreate is everything a create checks and fills before its
+// transaction: the key, the job's fields, its secrets and (with topic) its
+// Kafka topic; an error is InvalidArgument naming the field, or what
+// statusOf maps.
+func (s *JobService) prepareCreate(ctx context.Context, tenant string, req *sundialv1.CreateJobRequest, topic func(context.Context, *sundialv1.Job) error) (preparedCreate, error) {
+	if req.GetJob() == nil {
+		return preparedCreate{}, invalidf("job", "is required")
+	}
+	key := req.GetIdempotencyKey()
+	if len(key) > maxIdempotencyKey || !utf8.ValidString(key) || strings.IndexFunc(key, unicode.IsControl) >= 0 {
+		return preparedCreate{}, invalidf("idempotency_key", "must be at most %d bytes of UTF-8 without control characters", maxIdempotencyKey)
+	}
+	job := outputOnlyCleared(req.GetJob())
+	if err := jobspec.Validate(job); err != nil {
+		return preparedCreate{}, fromSpec(err)
+	}
+	var hash []byte
+	if key != "" {
+		var err error
+		if hash, err = requestHash(job); err != nil {
+			return preparedCreate{}, err
+		}
+	}
+	if err := s.checkSecrets(tenant, job); err != nil {
+		return preparedCreate{}, err
+	}
+	if err := topic(ctx, job); err != nil {
+		return preparedCreate{}, err
+	}
+	jobspec.Normalize(job)
+	id, err := s.newID()
+	if err != nil {
+		return preparedCreate{}, err
+	}
+	job.Id, job.Tenant = id.String(), tenant
+	job.Status, job.Version = sundialv1.JobStatus_JOB_STATUS_ACTIVE, 1
+	job.RemainingRuns = job.GetMaxRuns() // nothing staged yet
+	return preparedCreate{job: job, key: key, hash: hash}, nil
+}
+
+// createUsage is what a create counts for the tenant's quotas.
+func createUsage(limits quota.Limits) store.UsageQuery {
+	return store.UsageQuery{
+		JobsUpTo:      limits.MaxJobs,
+		CreatedWithin: quota.CreateRateWindow,
+		CreatedUpTo:   limits.CreatesPerMinute,
+	}
+}
+
+// firstSlot gives a new job its first slot after now (by the database
+// clock, inside the create's transaction), refusing a schedule that never
+// fires again or fires closer than the tenant's min_interval.
+func (s *JobService) firstSlot(ctx context.Context, tenant string, limits quota.Limits, job *sundialv1.Job, now time.Time) (*sundialv1.Job, error) {
+	sch, err := s.scheduleOf(ctx, tenant, job, now)
+	if err != nil {
+		return nil, err
+	}
+	next := sch.Next(now)
+	if next.IsZero() {
+		return nil, rejectErr(noInstantAfter(now))
+	}
+	if err := limits.CheckInterval(tenant, sch, now); err != nil {
+		return nil, err
+	}
+	job.NextFireTime = timestamppb.New(next)
+	return job, nil
 }
 
 // GetJob returns one of the tenant's jobs, deleted ones included.

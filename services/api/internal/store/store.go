@@ -42,7 +42,7 @@ import (
 )
 
 // notifyIfScheduled wakes the prefetcher for an active job with a slot.
-func notifyIfScheduled(ctx context.Context, tx pgx.Tx, job *sundialv1.Job) error {
+func notifyIfScheduled(ctx context.Context, tx jobwake.Execer, job *sundialv1.Job) error {
 	if job.GetStatus() != sundialv1.JobStatus_JOB_STATUS_ACTIVE || job.GetNextFireTime() == nil {
 		return nil
 	}
@@ -284,27 +284,11 @@ func (s *Store) Create(ctx context.Context, tenant string, opts CreateOptions, b
 		if err != nil {
 			return fmt.Errorf("store: built job id: %w", err)
 		}
-		// The creation instant anchors interval schedules, so spec carries it.
-		j.CreateTime, j.UpdateTime = timestamppb.New(now), timestamppb.New(now)
-		spec, err := encodeSpec(j)
+		args, err := insertJobArgs(tenant, j, id, idempotencyKey, opts.RequestHash, now)
 		if err != nil {
 			return err
 		}
-		var key *string
-		if idempotencyKey != "" {
-			key = &idempotencyKey
-		}
-		var hash []byte
-		if idempotencyKey != "" && len(opts.RequestHash) > 0 {
-			hash = opts.RequestHash
-		}
-		tag, err := tx.Exec(ctx, `
-			INSERT INTO jobs (id, tenant, name, labels, spec, priority, status, version, partition,
-			                  next_fire_at, idempotency_key, idempotency_hash, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)
-			ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`,
-			id, tenant, j.GetName(), labelsOf(j), spec, int16(j.GetPriority()), firing.JobStatusSQL(j.GetStatus()),
-			j.GetVersion(), firing.Partition(id), nullableTime(j.GetNextFireTime()), key, hash, now)
+		tag, err := tx.Exec(ctx, insertJobSQL, args...)
 		if err != nil {
 			return fmt.Errorf("store: insert job: %w", err)
 		}
@@ -319,11 +303,7 @@ func (s *Store) Create(ctx context.Context, tenant string, opts CreateOptions, b
 			job, existed = prev, true
 			return nil
 		}
-		detail := map[string]any{"status": firing.JobStatusSQL(j.GetStatus())}
-		if idempotencyKey != "" {
-			detail["idempotency_key"] = idempotencyKey
-		}
-		if err := insertAudit(ctx, tx, tenant, j.GetId(), j.GetVersion(), now, Audit{Actor: opts.Actor, Action: ActionCreate, Detail: detail}); err != nil {
+		if err := insertAudit(ctx, tx, tenant, j.GetId(), j.GetVersion(), now, createAudit(opts.Actor, idempotencyKey, j)); err != nil {
 			return err
 		}
 		if s.onCreate != nil {
@@ -338,6 +318,45 @@ func (s *Store) Create(ctx context.Context, tenant string, opts CreateOptions, b
 		return nil, false, err
 	}
 	return job, existed, nil
+}
+
+// insertJobSQL inserts one new job; a live idempotency key another
+// transaction holds makes it insert nothing (ON CONFLICT waits for that
+// transaction, so its row is visible afterwards).
+const insertJobSQL = `
+	INSERT INTO jobs (id, tenant, name, labels, spec, priority, status, version, partition,
+	                  next_fire_at, idempotency_key, idempotency_hash, created_at, updated_at)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)
+	ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`
+
+// insertJobArgs stamps the built job j with its creation instant (which
+// anchors interval schedules, so spec carries it) and returns
+// insertJobSQL's arguments: key and hash are stored only when key is set.
+func insertJobArgs(tenant string, j *sundialv1.Job, id uuid.UUID, key string, hash []byte, now time.Time) ([]any, error) {
+	j.CreateTime, j.UpdateTime = timestamppb.New(now), timestamppb.New(now)
+	spec, err := encodeSpec(j)
+	if err != nil {
+		return nil, err
+	}
+	var keyArg *string
+	var hashArg []byte
+	if key != "" {
+		keyArg = &key
+		if len(hash) > 0 {
+			hashArg = hash
+		}
+	}
+	return []any{id, tenant, j.GetName(), labelsOf(j), spec, int16(j.GetPriority()), firing.JobStatusSQL(j.GetStatus()),
+		j.GetVersion(), firing.Partition(id), nullableTime(j.GetNextFireTime()), keyArg, hashArg, now}, nil
+}
+
+// createAudit is the audit row of a new job.
+func createAudit(actor, key string, j *sundialv1.Job) Audit {
+	detail := map[string]any{"status": firing.JobStatusSQL(j.GetStatus())}
+	if key != "" {
+		detail["idempotency_key"] = key
+	}
+	return Audit{Actor: actor, Action: ActionCreate, Detail: detail}
 }
 
 // countUsage takes the tenant's quota lock and counts what q asks for.
@@ -374,33 +393,72 @@ func countUsage(ctx context.Context, tx pgx.Tx, tenant string, q UsageQuery) (Us
 // key has not expired (created after expiredAt) and the request hashes
 // agree; ErrNotFound if no live job holds the key, *IdempotencyMismatchError
 // if the hashes differ. A job holding the key past its expiry loses it
-// here (the key's two columns cleared, nothing else: no version bump, no
-// audit row), so the unique index lets the caller insert with it; the
-// UPDATE locks that job's row until the transaction ends.
+// here (see lookUpKeys).
 func (s *Store) lookUpKey(ctx context.Context, tx pgx.Tx, tenant, key string, expiredAt time.Time, opts CreateOptions) (*sundialv1.Job, error) {
+	held, err := lookUpKeys(ctx, tx, tenant, []string{key}, expiredAt)
+	if err != nil {
+		return nil, err
+	}
+	k, ok := held[key]
+	if !ok {
+		return nil, ErrNotFound
+	}
+	return k.replay(opts.RequestHash, opts.IdempotencyTTL)
+}
+
+// keyedJob is a live job holding an idempotency key, with the hash of the
+// request that created it.
+type keyedJob struct {
+	job  *sundialv1.Job
+	hash []byte
+}
+
+// replay is the job a create with the key and request hash gets back, or
+// *IdempotencyMismatchError when the hashes differ. A NULL hash is a key
+// used before hashes were kept: nothing to compare, so it replays as it
+// always did.
+func (k keyedJob) replay(hash []byte, ttl time.Duration) (*sundialv1.Job, error) {
+	if k.hash != nil && len(hash) > 0 && !bytes.Equal(k.hash, hash) {
+		created := k.job.GetCreateTime().AsTime()
+		return nil, &IdempotencyMismatchError{JobID: k.job.GetId(), CreatedAt: created, ExpiresAt: created.Add(ttl)}
+	}
+	return k.job, nil
+}
+
+// lookUpKeys returns the live jobs (created after expiredAt) holding any of
+// the tenant's keys, by key. Jobs holding one of the keys past its expiry
+// lose it first (the key's two columns cleared, nothing else: no version
+// bump, no audit row), so the unique index lets the caller insert with it;
+// the UPDATE locks those jobs' rows until the transaction ends.
+func lookUpKeys(ctx context.Context, tx pgx.Tx, tenant string, keys []string, expiredAt time.Time) (map[string]keyedJob, error) {
 	_, err := tx.Exec(ctx, `
 		UPDATE jobs SET idempotency_key = NULL, idempotency_hash = NULL
-		 WHERE tenant = $1 AND idempotency_key = $2 AND created_at <= $3`, tenant, key, expiredAt)
+		 WHERE tenant = $1 AND idempotency_key = ANY($2) AND created_at <= $3`, tenant, keys, expiredAt)
 	if err != nil {
 		return nil, fmt.Errorf("store: expire idempotency key: %w", err)
 	}
-	var hash []byte
-	row := tx.QueryRow(ctx, `SELECT `+jobColumns+`, idempotency_hash FROM jobs
-		WHERE tenant = $1 AND idempotency_key = $2 AND created_at > $3`, tenant, key, expiredAt)
-	job, err := scanJob(scanFunc(func(dest ...any) error { return row.Scan(append(dest, &hash)...) }))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
-	}
+	rows, err := tx.Query(ctx, `SELECT `+jobColumns+`, idempotency_key, idempotency_hash FROM jobs
+		WHERE tenant = $1 AND idempotency_key = ANY($2) AND created_at > $3`, tenant, keys, expiredAt)
 	if err != nil {
-		return nil, fmt.Errorf("store: read job by idempotency key: %w", err)
+		return nil, fmt.Errorf("store: read jobs by idempotency key: %w", err)
 	}
-	// A NULL hash is a key used before hashes were kept: nothing to
-	// compare, so it replays as it always did.
-	if hash != nil && len(opts.RequestHash) > 0 && !bytes.Equal(hash, opts.RequestHash) {
-		created := job.GetCreateTime().AsTime()
-		return nil, &IdempotencyMismatchError{JobID: job.GetId(), CreatedAt: created, ExpiresAt: created.Add(opts.IdempotencyTTL)}
+	defer rows.Close()
+	held := map[string]keyedJob{}
+	for rows.Next() {
+		var (
+			key  string
+			hash []byte
+		)
+		job, err := scanJob(scanFunc(func(dest ...any) error { return rows.Scan(append(dest, &key, &hash)...) }))
+		if err != nil {
+			return nil, fmt.Errorf("store: read job by idempotency key: %w", err)
+		}
+		held[key] = keyedJob{job: job, hash: hash}
 	}
-	return job, nil
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: read jobs by idempotency key: %w", err)
+	}
+	return held, nil
 }
 
 // scanFunc adapts a function to rowScanner.
