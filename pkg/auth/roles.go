@@ -90,6 +90,8 @@ var Methods = map[string]Access{
 	"/sundial.v1.DeadLetterService/GetDeadLetter":      Read,
 	"/sundial.v1.DeadLetterService/RedriveDeadLetters": Redrive,
 
+	"/sundial.v1.ForecastService/GetForecast": Read,
+
 	"/sundial.v1.CalendarService/CreateCalendar": Write,
 	"/sundial.v1.CalendarService/GetCalendar":    Read,
 	"/sundial.v1.CalendarService/ListCalendars":  Read,

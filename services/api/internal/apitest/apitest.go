@@ -56,6 +56,8 @@ type Options struct {
 	// is no limit. RateClock times it (nil: the real clock).
 	RateLimit ratelimit.Config
 	RateClock clock.Clock
+	// ForecastClock is the ForecastService's "now" (nil: the real clock).
+	ForecastClock clock.Clock
 }
 
 // API is a running api.
@@ -155,8 +157,12 @@ func Start(t testing.TB, o Options) *API {
 	if err != nil {
 		t.Fatal(err)
 	}
+	forecasts, err := server.NewForecastService(server.ForecastConfig{Store: st, Clock: o.ForecastClock})
+	if err != nil {
+		t.Fatal(err)
+	}
 	grpcSrv, err := server.NewGRPC(server.GRPCConfig{Addr: "127.0.0.1:0", Tokens: tokens, Jobs: jobs, DeadLetters: dlq,
-		SigningKeys: keys, Calendars: cals, TokenService: tokenSvc, RateLimit: o.RateLimit, Clock: o.RateClock})
+		SigningKeys: keys, Calendars: cals, TokenService: tokenSvc, Forecast: forecasts, RateLimit: o.RateLimit, Clock: o.RateClock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -307,6 +307,7 @@ type handlers struct {
 	// signingKeys is nil without --signing-key-encryption-key-file.
 	signingKeys sundialv1.SigningKeyServiceServer
 	tokens      sundialv1.TokenServiceServer
+	forecast    *server.ForecastService
 }
 
 func newHandlers(cfg Config, deps Deps, pool *pgxpool.Pool, st *store.Store, b backends) (h handlers, err error) {
@@ -349,6 +350,10 @@ func newHandlers(cfg Config, deps Deps, pool *pgxpool.Pool, st *store.Store, b b
 		ReleaseLead: cfg.ReleaseLead,
 		Tracer:      deps.Tracer,
 	})
+	if err != nil {
+		return h, err
+	}
+	h.forecast, err = server.NewForecastService(server.ForecastConfig{Store: st, Logger: deps.Logger, Clock: clock.Real{}})
 	return h, err
 }
 
@@ -367,6 +372,7 @@ func newGRPC(cfg Config, deps Deps, h handlers, storesReady func(context.Context
 		SigningKeys:     h.signingKeys,
 		Calendars:       h.calendars,
 		TokenService:    h.tokens,
+		Forecast:        h.forecast,
 		Metrics:         h.metrics,
 		Logger:          deps.Logger,
 		GracefulTimeout: cfg.GRPCStopTimeout,

@@ -58,8 +58,11 @@ type GRPCConfig struct {
 	// TokenService serves sundial.v1.TokenService (the api-made bearer
 	// tokens, services/api/internal/tokens); nil leaves it unregistered.
 	TokenService sundialv1.TokenServiceServer
-	Metrics      *Metrics
-	Logger       *slog.Logger
+	// Forecast serves sundial.v1.ForecastService; nil leaves it
+	// unregistered.
+	Forecast sundialv1.ForecastServiceServer
+	Metrics  *Metrics
+	Logger   *slog.Logger
 	// GracefulTimeout bounds how long Stop waits for in-flight calls
 	// before cutting them off; 15 s by default.
 	GracefulTimeout time.Duration
@@ -172,6 +175,9 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	if cfg.TokenService != nil {
 		sundialv1.RegisterTokenServiceServer(srv, cfg.TokenService)
 	}
+	if cfg.Forecast != nil {
+		sundialv1.RegisterForecastServiceServer(srv, cfg.Forecast)
+	}
 	reflection.Register(srv)
 	// Not serving until Start: a probe during start-up gets a truthful
 	// answer.
@@ -188,6 +194,9 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	}
 	if cfg.TokenService != nil {
 		h.SetServingStatus(sundialv1.TokenService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	}
+	if cfg.Forecast != nil {
+		h.SetServingStatus(sundialv1.ForecastService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
 	}
 	return &GRPC{cfg: cfg, srv: srv, health: h, local: newLocalListener()}, nil
 }
