@@ -3,6 +3,7 @@ package console
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -82,35 +83,85 @@ func executionsRequest(q url.Values) (*sundialv1.ListTenantExecutionsRequest, ex
 
 // executions is the Executions page: the tenant's attempts of every job in
 // a time range (the last 24 hours by default), filtered by status, newest
-// first, a page at a time.
+// first, a page at a time. With a job (its id, or the start of its name)
+// it reads that job's history instead (ListExecutions, newest first) and
+// keeps the rows in the range and of the statuses ticked.
 func (c *Console) executions(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
 	req, form := executionsRequest(q)
 	data := map[string]any{"Form": form, "Statuses": executionStatuses}
 	if req == nil {
 		data["Error"] = form.Problem
+		data["Job"] = jobChoice{Text: strings.TrimSpace(q.Get("job"))}
 		c.render(w, http.StatusBadRequest, "executions", s, data)
 		return
 	}
-	resp, err := c.jobs.ListTenantExecutions(s.call(r.Context()), req)
+	job, err := c.resolveJob(r.Context(), s, q.Get("job"))
 	if err != nil {
-		if st := status.Convert(err); st.Code() == codes.InvalidArgument { // the api names the field
-			data["Error"] = st.Message()
-			c.render(w, http.StatusBadRequest, "executions", s, data)
-			return
-		}
-		c.fail(w, r, s, err)
+		c.cfg.Logger.WarnContext(r.Context(), "console: job filter not read", "err", err)
+		c.render(w, http.StatusServiceUnavailable, "error", s, map[string]any{"Title": "Unavailable", "Message": "The console cannot search job names right now (Postgres is not answering). Filter by the job's id, or try again shortly."})
 		return
 	}
-	if t := resp.GetNextPageToken(); t != "" {
+	job.withLinks("/executions", q)
+	data["Job"] = job
+	if job.Text != "" && job.ID == "" {
+		c.render(w, http.StatusOK, "executions", s, data)
+		return
+	}
+	var attempts []*sundialv1.ExecutionAttempt
+	var token string
+	if job.ID != "" {
+		resp, err := c.jobs.ListExecutions(s.call(r.Context()), &sundialv1.ListExecutionsRequest{JobId: job.ID, PageSize: 100, PageToken: q.Get("page")})
+		if err != nil {
+			c.fail(w, r, s, err)
+			return
+		}
+		attempts, token = keepExecutions(resp.GetAttempts(), req), resp.GetNextPageToken()
+	} else {
+		resp, err := c.jobs.ListTenantExecutions(s.call(r.Context()), req)
+		if err != nil {
+			if st := status.Convert(err); st.Code() == codes.InvalidArgument { // the api names the field
+				data["Error"] = st.Message()
+				c.render(w, http.StatusBadRequest, "executions", s, data)
+				return
+			}
+			c.fail(w, r, s, err)
+			return
+		}
+		attempts, token = resp.GetAttempts(), resp.GetNextPageToken()
+	}
+	if token != "" {
 		nq := url.Values{}
 		for k, v := range q {
 			nq[k] = v
 		}
-		nq.Set("page", t)
+		nq.Set("page", token)
 		data["Next"] = "/executions?" + nq.Encode()
 	}
-	data["Attempts"] = resp.GetAttempts()
+	ids := make([]string, 0, len(attempts))
+	for _, a := range attempts {
+		ids = append(ids, a.GetJobId())
+	}
+	data["Attempts"], data["Names"] = attempts, c.namesFor(r.Context(), s, ids)
 	data["Paged"] = q.Get("page") != ""
 	c.render(w, http.StatusOK, "executions", s, data)
+}
+
+// keepExecutions keeps the attempts of one job's page whose slot is in
+// the request's range (when it names one) and whose status is ticked
+// (none ticked: all).
+func keepExecutions(in []*sundialv1.ExecutionAttempt, req *sundialv1.ListTenantExecutionsRequest) []*sundialv1.ExecutionAttempt {
+	var out []*sundialv1.ExecutionAttempt
+	for _, a := range in {
+		t := a.GetScheduledTime().AsTime()
+		if req.GetStartTime() != nil && t.Before(req.GetStartTime().AsTime()) ||
+			req.GetEndTime() != nil && !t.Before(req.GetEndTime().AsTime()) {
+			continue
+		}
+		if len(req.GetStatuses()) > 0 && !slices.Contains(req.GetStatuses(), a.GetStatus()) {
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
 }

@@ -43,7 +43,8 @@ func (c *Console) deadLetter(w http.ResponseWriter, r *http.Request, s *session)
 	}
 	d := resp.GetDeadLetter()
 	payload, kind := payloadText(d.GetFiring().GetPayload())
-	c.render(w, http.StatusOK, "deadletter", s, map[string]any{"D": d, "Payload": payload, "PayloadKind": kind})
+	c.render(w, http.StatusOK, "deadletter", s, map[string]any{"D": d, "Payload": payload, "PayloadKind": kind,
+		"Names": c.namesFor(r.Context(), s, []string{d.GetFiring().GetJobId()})})
 }
 
 // execution: every attempt of one execution, with its full error and
@@ -54,7 +55,12 @@ func (c *Console) execution(w http.ResponseWriter, r *http.Request, s *session) 
 		c.fail(w, r, s, err)
 		return
 	}
-	c.render(w, http.StatusOK, "execution", s, map[string]any{"ID": r.PathValue("id"), "Attempts": resp.GetAttempts()})
+	var ids []string
+	for _, a := range resp.GetAttempts() {
+		ids = append(ids, a.GetJobId())
+	}
+	c.render(w, http.StatusOK, "execution", s, map[string]any{"ID": r.PathValue("id"), "Attempts": resp.GetAttempts(),
+		"Names": c.namesFor(r.Context(), s, ids)})
 }
 
 // backfillForm is the backfill form's values.

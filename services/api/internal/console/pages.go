@@ -62,6 +62,10 @@ var funcs = template.FuncMap{
 	"target":           describeTarget,
 	"labels":           labelText,
 	"excerpt":          excerpt,
+	// jobOf pairs a job's id with its name from a page's names (none: a
+	// purged job, shown by id).
+	"jobOf": func(names map[string]string, id string) jobRef { return jobRef{ID: id, Name: names[id]} },
+	"minus": func(a int64, b int) int64 { return a - int64(b) },
 }
 
 // excerptRunes is how much of an attempt's error the history shows: a
@@ -162,8 +166,12 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 		c.fail(w, r, s, err)
 		return
 	}
+	ids := make([]string, 0, len(recent.GetDeadLetters()))
+	for _, d := range recent.GetDeadLetters() {
+		ids = append(ids, d.GetFiring().GetJobId())
+	}
 	data := map[string]any{
-		"DeadHour": dh.hour, "DeadDay": dh.day, "DeadChart": dh.chart, "Recent": recent.GetDeadLetters(),
+		"DeadHour": dh.hour, "DeadDay": dh.day, "DeadChart": dh.chart, "Recent": recent.GetDeadLetters(), "Names": c.namesFor(r.Context(), s, ids),
 		"Paused": paused.GetJobs(), "MorePaused": paused.GetNextPageToken() != "",
 		"Now": now.UTC().Format("2006-01-02 15:04:05Z"), "Prometheus": c.cfg.PrometheusURL != "",
 		"Refresh": c.cfg.OverviewRefresh.String(), "RefreshSeconds": max(1, int(c.cfg.OverviewRefresh.Seconds())),
@@ -967,12 +975,26 @@ func (c *Console) editJob(w http.ResponseWriter, r *http.Request, s *session) {
 	c.render(w, http.StatusBadRequest, "new", s, map[string]any{"Form": f, "Priorities": priorities, "Backoffs": backoffs, "Calendars": c.calendarNames(r.Context(), s), "Edit": cur})
 }
 
-// deadLetters: newest first, filtered by job and error class, each
-// selectable for a re-drive.
+// deadLetters: newest first, filtered by job (its id, or the start of its
+// name) and error class, each selectable for a re-drive; above them the
+// groups of everything the filter matches, counted in Postgres.
 func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
 	ctx := s.call(r.Context())
-	filter := &sundialv1.DeadLetterFilter{JobId: strings.TrimSpace(q.Get("job")), ErrorClass: strings.TrimSpace(q.Get("class")), IncludeRedriven: q.Get("redriven") == "on"}
+	job, err := c.resolveJob(r.Context(), s, q.Get("job"))
+	if err != nil {
+		c.cfg.Logger.WarnContext(r.Context(), "console: job filter not read", "err", err)
+		c.render(w, http.StatusServiceUnavailable, "error", s, map[string]any{"Title": "Unavailable", "Message": "The console cannot search job names right now (Postgres is not answering). Filter by the job's id, or try again shortly."})
+		return
+	}
+	job.withLinks("/dead-letters", q)
+	filter := &sundialv1.DeadLetterFilter{JobId: job.ID, ErrorClass: strings.TrimSpace(q.Get("class")), IncludeRedriven: q.Get("redriven") == "on"}
+	data := map[string]any{"Filter": filter, "Job": job, "Done": bannerOf(q)}
+	if job.ID == "" && job.Text != "" {
+		// The text names no one job: offer the jobs it could mean.
+		c.render(w, http.StatusOK, "deadletters", s, data)
+		return
+	}
 	resp, err := c.dlq.ListDeadLetters(ctx, &sundialv1.ListDeadLettersRequest{Filter: filter, PageSize: 100, PageToken: q.Get("page")})
 	if err != nil {
 		c.fail(w, r, s, err)
@@ -987,13 +1009,23 @@ func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request, s *session
 		nq.Set("page", t)
 		next = "/dead-letters?" + nq.Encode()
 	}
-	data := map[string]any{"DeadLetters": resp.GetDeadLetters(), "Filter": filter, "Next": next, "Done": bannerOf(q)}
+	ids := make([]string, 0, len(resp.GetDeadLetters()))
+	for _, d := range resp.GetDeadLetters() {
+		ids = append(ids, d.GetFiring().GetJobId())
+	}
+	data["DeadLetters"], data["Next"], data["Names"] = resp.GetDeadLetters(), next, c.namesFor(r.Context(), s, ids)
 	if q.Get("page") == "" && len(resp.GetDeadLetters()) > 0 {
-		// Groups over the newest 1,000 the filter matches: what is failing,
-		// where, and for which jobs, at a glance.
-		sample, err := c.dlq.ListDeadLetters(ctx, &sundialv1.ListDeadLettersRequest{Filter: filter, PageSize: 1000})
+		groups, err := c.deadLetterGroups(r.Context(), s, filter, q)
+		if err != nil {
+			c.cfg.Logger.WarnContext(r.Context(), "console: dead-letter groups not counted", "err", err)
+			data["GroupsError"] = "The groups are unavailable (Postgres did not answer)."
+		}
+		data["Groups"] = groups
+		// The target host is inside each record's envelope, not a column:
+		// it is counted over the newest 1,000 only, and says so.
+		sample, err := c.dlq.ListDeadLetters(ctx, &sundialv1.ListDeadLettersRequest{Filter: filter, PageSize: deadLetterWindow})
 		if err == nil {
-			data["Groups"] = groupDeadLetters(sample.GetDeadLetters())
+			data["Hosts"] = hostGroups(sample.GetDeadLetters())
 			data["Sampled"] = len(sample.GetDeadLetters())
 			data["SampleCapped"] = sample.GetNextPageToken() != ""
 		}
@@ -1001,57 +1033,43 @@ func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request, s *session
 	c.render(w, http.StatusOK, "deadletters", s, data)
 }
 
-// group is one value of a grouping and how many dead letters have it.
+// group is one value of a grouping and how many dead letters have it;
+// Name is a job's name when the grouping is by job.
 type group struct {
-	Key, Link string
-	Count     int
+	Key, Name, Link string
+	Count           int64
 }
 
-// groupDeadLetters counts dead letters by error class, target host and
-// job, largest first.
-func groupDeadLetters(dls []*sundialv1.DeadLetter) map[string][]group {
-	count := func(key func(*sundialv1.DeadLetter) (string, string)) []group {
-		m := map[string]*group{}
-		for _, d := range dls {
-			k, link := key(d)
-			if m[k] == nil {
-				m[k] = &group{Key: k, Link: link}
-			}
-			m[k].Count++
+// hostGroups counts dead letters by target host, largest first.
+func hostGroups(dls []*sundialv1.DeadLetter) []group {
+	m := map[string]*group{}
+	for _, d := range dls {
+		k := "–"
+		t := d.GetFiring().GetTarget()
+		if kf := t.GetKafka(); kf != nil {
+			k = "kafka " + kf.GetTopic()
+		} else if u, err := url.Parse(t.GetHttp().GetUrl()); err == nil && u.Host != "" {
+			k = u.Host
 		}
-		out := make([]group, 0, len(m))
-		for _, g := range m {
-			out = append(out, *g)
+		if m[k] == nil {
+			m[k] = &group{Key: k}
 		}
-		sort.Slice(out, func(i, j int) bool {
-			if out[i].Count != out[j].Count {
-				return out[i].Count > out[j].Count
-			}
-			return out[i].Key < out[j].Key
-		})
-		if len(out) > 10 {
-			out = out[:10]
-		}
-		return out
+		m[k].Count++
 	}
-	return map[string][]group{
-		"Class": count(func(d *sundialv1.DeadLetter) (string, string) {
-			return d.GetErrorClass(), "/dead-letters?class=" + url.QueryEscape(d.GetErrorClass())
-		}),
-		"Host": count(func(d *sundialv1.DeadLetter) (string, string) {
-			t := d.GetFiring().GetTarget()
-			if k := t.GetKafka(); k != nil {
-				return "kafka " + k.GetTopic(), ""
-			}
-			if u, err := url.Parse(t.GetHttp().GetUrl()); err == nil && u.Host != "" {
-				return u.Host, ""
-			}
-			return "–", ""
-		}),
-		"Job": count(func(d *sundialv1.DeadLetter) (string, string) {
-			return d.GetFiring().GetJobId(), "/dead-letters?job=" + url.QueryEscape(d.GetFiring().GetJobId())
-		}),
+	out := make([]group, 0, len(m))
+	for _, g := range m {
+		out = append(out, *g)
 	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Count != out[j].Count {
+			return out[i].Count > out[j].Count
+		}
+		return out[i].Key < out[j].Key
+	})
+	if len(out) > groupsShown {
+		out = out[:groupsShown]
+	}
+	return out
 }
 
 // redrive is a dry run unless the form confirms one: the first press shows
