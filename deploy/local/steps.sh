@@ -39,9 +39,9 @@ for spec in "$@"; do
   echo "=== step $name (budget ${budget}s) started $(date -u +%H:%M:%S)"
   start=$(date +%s)
   rc=0
-  # --foreground: make keeps the terminal's signals; -k: a step that does
-  # not stop within 30 s of its budget is killed.
-  timeout --foreground -k 30 "$budget" make --no-print-directory "$name" || rc=$?
+  # timeout signals the step's whole process group (make and the tests it
+  # started); -k: what does not stop within 30 s of the budget is killed.
+  timeout -k 30 "$budget" make --no-print-directory "$name" || rc=$?
   took=$(($(date +%s) - start))
   result=ok
   if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
