@@ -10,7 +10,7 @@ import (
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
-// Limits on a schedule's union, exclusions and run count (issue 17).
+// Limits on a schedule's union, exclusions and run count.
 const (
 	// MaxAdditionalSchedules: with the primary, schedule.MaxUnion in all.
 	MaxAdditionalSchedules = schedule.MaxUnion - 1

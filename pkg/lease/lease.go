@@ -1,5 +1,6 @@
-// Package lease decides, in one Redis round trip per firing, whether a worker
-// may fire an execution now, and hands it the fence token to fire with.
+// Package lease decides, in one Redis round trip per batch of firings,
+// whether a worker may fire each execution now, and hands it the fence
+// token to fire with.
 //
 // One Lua script (Acquire) checks, in order:
 //

@@ -17,7 +17,7 @@ import (
 // TestTenantTTLAndExecutionsEndToEnd runs the api with a quotas file that
 // gives the test's tenant a 2-day ledger TTL: the rows the workers write
 // for its firings carry that TTL (read from Cassandra), and
-// ListTenantExecutions lists them across the tenant's jobs (issue 17).
+// ListTenantExecutions lists them across the tenant's jobs.
 func TestTenantTTLAndExecutionsEndToEnd(t *testing.T) {
 	quotas := filepath.Join(t.TempDir(), "quotas.yaml")
 	if err := os.WriteFile(quotas, []byte("tenants:\n  e2e:\n    ledger_ttl: 48h\n"), 0o644); err != nil {

@@ -239,7 +239,7 @@ func TestPrefetcherOutageCatchUpAndResume(t *testing.T) {
 	// Its history has no hole: every slot from its first delivery to its
 	// last fired or is in the ledger as SKIPPED — dropped by the pause
 	// ("job paused"), found stale by a worker, or fallen in the pause and
-	// recorded at the resume ("paused", issue 17).
+	// recorded at the resume ("paused").
 	ds := got[resumed]
 	fired := map[time.Time]bool{}
 	for _, d := range ds {

@@ -166,7 +166,7 @@ type chaos struct {
 // chaosRow is what one fault did, in time.
 // phasedRows are the component outages whose rows are also reported by
 // phase (see outagePhases), as the cut rows are: what was leased or held
-// before the outage is what issue 12's targets speak of.
+// before the outage is what the outage targets speak of.
 var phasedRows = []string{"redis-restart", "kafka-restart"}
 
 type chaosRow struct {

@@ -35,7 +35,7 @@ func (s stagingRun) String() string {
 	return fmt.Sprintf("%d, %d ranges", s.prefetchers, s.ranges)
 }
 
-// Staging measures the staging rate the scale-out asks for: how
+// Staging measures the staging rate of partitioned prefetch: how
 // many slots per second the prefetchers write to the outbox when a herd
 // enters the window at once, for one elected leader and for 1, 2, 4…
 // prefetchers sharing ranges. Each arrangement gets a deployment of its

@@ -1,6 +1,6 @@
 package tokens
 
-// The bootstrap tokens of --tokens-file (issue 25, item 5): the tokens an
+// The bootstrap tokens of --tokens-file: the tokens an
 // operator writes by hand before any api-made token exists, kept in the
 // file as argon2id hashes (auth.HashToken, `schedctl token hash`) and
 // read again whenever the file changes.

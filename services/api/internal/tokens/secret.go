@@ -1,4 +1,4 @@
-// Package tokens is the api's own bearer tokens (issue 15, item 3): made,
+// Package tokens is the api's own bearer tokens: made,
 // listed and revoked through TokenService, stored in Postgres
 // (api_tokens, token_audit; migration 00015) as argon2id hashes, and
 // verified for pkg/auth's interceptor (Verifier).

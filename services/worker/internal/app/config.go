@@ -135,7 +135,7 @@ type Config struct {
 	StagingWindow     time.Duration
 	AllowKafkaTargets string
 
-	// Failure handling and safety (issue 5).
+	// Failure handling and safety.
 	MaxDeliveries    int
 	AllowTargetAddrs string
 	DenyTargetAddrs  string
@@ -145,7 +145,7 @@ type Config struct {
 	BreakerCooldown  time.Duration
 	SecretsDir       string
 
-	// Limits across the cluster (issue 15): --host-rate, the breakers,
+	// Limits across the cluster: --host-rate, the breakers,
 	// HostConcurrency and the tenants' firing-rate quotas held in Redis
 	// (ClusterLimits), or by each worker alone.
 	ClusterLimits     bool

@@ -663,10 +663,10 @@ func (c *Consumer) pollLoop(ctx context.Context) error {
 
 // paceFetches pauses and resumes the fetching of the pausable topics' partitions
 // by how far ahead each has fetched (see Config.FetchAhead and MaxHeld),
-// and reports whether any is paused. A global pause, as this once was,
-// let the partitions that happened to fetch first fill the worker while
-// the others' firings waited in Kafka past their instants (at 4,000/s for
-// ten minutes, a sixth of the firings minutes late).
+// and reports whether any is paused. Pausing per partition, not all at
+// once, matters: a global pause lets the partitions that happen to fetch
+// first fill the worker while the others' firings wait in Kafka past their
+// instants.
 //
 // The memory bound is per tier of topics (Config.HeldShares): a tier is
 // over when the firings held from it and from the less urgent tiers reach

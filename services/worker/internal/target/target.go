@@ -120,7 +120,7 @@ func (r Router) Fire(ctx context.Context, req Request) Result {
 type Header struct{ Name, Value string }
 
 // Signer makes an attempt's signature header for the firing's tenant:
-// *signing.Keyring signs with the tenant's own keys (issue 15, item 2),
+// *signing.Keyring signs with the tenant's own keys,
 // Secret with one platform secret.
 type Signer interface {
 	Sign(tenant string, ts time.Time, executionID string, body []byte) string
