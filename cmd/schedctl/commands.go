@@ -115,18 +115,6 @@ func commands() []command {
 			summary: "Register a job from flags and/or a job file (-f job.yaml|job.json).",
 			values:  jobFlagValues(),
 			run:     remoteCmd[createOpts]{flags: (*createOpts).register, run: runCreate}},
-		{name: "import", usage: "[flags] (--target-template URL | --kafka-topic-template TOPIC) FILE...",
-			summary: "Register the jobs of crontab files or Kubernetes CronJob manifests, 1,000 per CreateJobs call.\n" +
-				"Each line's command (or container command) becomes the target through the template; CRON_TZ= applies\n" +
-				"to the lines after it; @reboot is refused. Errors name file:line and import nothing; --dry-run lists the\n" +
-				"jobs offline. Importing a file again creates nothing twice (each job is keyed by its name and content).",
-			run: importCmd{}},
-		{name: "export", usage: "[flags] [--format crontab|cronjob] [--label K=V]... [--status active|paused] [--out FILE]",
-			summary: "Write your jobs out as a crontab or as Kubernetes CronJob manifests, the formats import reads.\n" +
-				"Jobs a format cannot express (intervals, one-offs, rrules, seconds, calendars, exclusions) are skipped\n" +
-				"and listed on stderr with why.",
-			values: map[string][]string{"format": {"crontab", "cronjob"}, "status": {"active", "paused"}},
-			run:    remoteCmd[exportOpts]{flags: (*exportOpts).register, run: runExport}},
 		{name: "get", usage: "[flags] JOB_ID", summary: "Show one job.",
 			run: remoteCmd[noOpts]{run: runGet}},
 		{name: "list", usage: "[flags]", summary: "List your jobs, oldest first.",
@@ -243,6 +231,7 @@ func commands() []command {
 				"other users see in ps), or with --generate makes a random one and prints it too. Prints the argon2id hash,\n" +
 				"with --principal as the whole line to put in the file. Needs no server.",
 			run: localCmd[tokenHashOpts]{flags: (*tokenHashOpts).register, run: runTokenHash}},
+		{name: "forecast", usage: "[flags] [--window 24h] [--priority P]", summary: "Show the firings your schedules make due per minute ahead, the busiest seconds, and the herds.\nA herd is an instant with many firings due at once; it comes with the jobs that make it and a suggested max_jitter or H slot.", run: remoteCmd[forecastOpts]{flags: (*forecastOpts).register, run: runForecast}},
 		{name: "dlq list", usage: "[flags]",
 			summary: "List dead letters (executions that exhausted their attempts), newest first.",
 			run:     remoteCmd[dlqListOpts]{flags: (*dlqListOpts).register, run: runDLQList}},

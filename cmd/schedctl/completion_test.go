@@ -205,7 +205,7 @@ func TestCompletionValuesAreAccepted(t *testing.T) {
 	_, addr := startFake(t)
 	base := map[string][]string{
 		"preview": {"--cron", "@daily", "--count", "1"}, "create": {}, "get": {"J1"}, "list": {}, "update": {"J1", "--name", "n"},
-		"pause": {"J1"}, "resume": {"J1"}, "delete": {"J1"}, "trigger": {"J1"}, "cancel": {"J1", "E1"}, "history": {"J1"}, "executions": {},
+		"pause": {"J1"}, "resume": {"J1"}, "delete": {"J1"}, "trigger": {"J1"}, "cancel": {"J1", "E1"}, "history": {"J1"}, "executions": {}, "forecast": {"--window", "1h"},
 		"server-preview": {"--cron", "@daily"}, "backfill": {"J1", "--from", "2h", "--to", "1h"}, "audit": {"J1"},
 		"dlq list": {}, "dlq show": {"E1"}, "dlq redrive": {"--all"},
 		"calendar create": {"c1"}, "calendar update": {"c1"}, "calendar import": {"c1", "testdata/holidays.ics"},
@@ -213,7 +213,6 @@ func TestCompletionValuesAreAccepted(t *testing.T) {
 		"signing-key create": {}, "signing-key rotate": {}, "signing-key list": {}, "signing-key audit": {},
 		"token create": {"ci"}, "token list": {}, "token revoke": {"0123456789abcdef"}, "token audit": {}, "token denied": {},
 		"bulk pause": {"--dry-run"}, "bulk resume": {"--dry-run"}, "bulk delete": {"--dry-run"},
-		"export": {}, "import": {"--dry-run", "--target-template", "http://runner/run?cmd={{urlquery .Command}}", "testdata/import.cron"},
 	}
 	tree, err := buildTree(commands())
 	if err != nil {

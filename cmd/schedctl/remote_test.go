@@ -96,6 +96,7 @@ func startFake(t *testing.T) (*fakeAPI, string) {
 	sundialv1.RegisterCalendarServiceServer(srv, &f.cals)
 	sundialv1.RegisterSigningKeyServiceServer(srv, &f.keys)
 	sundialv1.RegisterTokenServiceServer(srv, &f.toks)
+	sundialv1.RegisterForecastServiceServer(srv, fakeForecast{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
