@@ -115,6 +115,18 @@ func commands() []command {
 			summary: "Register a job from flags and/or a job file (-f job.yaml|job.json).",
 			values:  jobFlagValues(),
 			run:     remoteCmd[createOpts]{flags: (*createOpts).register, run: runCreate}},
+		{name: "import", usage: "[flags] (--target-template URL | --kafka-topic-template TOPIC) FILE...",
+			summary: "Register the jobs of crontab files or Kubernetes CronJob manifests, 1,000 per CreateJobs call.\n" +
+				"Each line's command (or container command) becomes the target through the template; CRON_TZ= applies\n" +
+				"to the lines after it; @reboot is refused. Errors name file:line and import nothing; --dry-run lists the\n" +
+				"jobs offline. Importing a file again creates nothing twice (each job is keyed by its name and content).",
+			run: importCmd{}},
+		{name: "export", usage: "[flags] [--format crontab|cronjob] [--label K=V]... [--status active|paused] [--out FILE]",
+			summary: "Write your jobs out as a crontab or as Kubernetes CronJob manifests, the formats import reads.\n" +
+				"Jobs a format cannot express (intervals, one-offs, rrules, seconds, calendars, exclusions) are skipped\n" +
+				"and listed on stderr with why.",
+			values: map[string][]string{"format": {"crontab", "cronjob"}, "status": {"active", "paused"}},
+			run:    remoteCmd[exportOpts]{flags: (*exportOpts).register, run: runExport}},
 		{name: "get", usage: "[flags] JOB_ID", summary: "Show one job.",
 			run: remoteCmd[noOpts]{run: runGet}},
 		{name: "list", usage: "[flags]", summary: "List your jobs, oldest first.",

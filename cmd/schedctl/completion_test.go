@@ -213,6 +213,7 @@ func TestCompletionValuesAreAccepted(t *testing.T) {
 		"signing-key create": {}, "signing-key rotate": {}, "signing-key list": {}, "signing-key audit": {},
 		"token create": {"ci"}, "token list": {}, "token revoke": {"0123456789abcdef"}, "token audit": {}, "token denied": {},
 		"bulk pause": {"--dry-run"}, "bulk resume": {"--dry-run"}, "bulk delete": {"--dry-run"},
+		"export": {}, "import": {"--dry-run", "--target-template", "http://runner/run?cmd={{urlquery .Command}}", "testdata/import.cron"},
 	}
 	tree, err := buildTree(commands())
 	if err != nil {

@@ -39,6 +39,12 @@ import (
 // api). The token "cli-token" is tenant acme, named cli.
 func startAPI(t *testing.T) (addr string, conn *pgx.Conn, keyspace string) {
 	t.Helper()
+	return startAPIWith(t)
+}
+
+// startAPIWith is startAPI with more flags for the api (quotas).
+func startAPIWith(t *testing.T, extra ...string) (addr string, conn *pgx.Conn, keyspace string) {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), "sundial-api")
 	build := exec.Command("go", "build", "-o", bin, ".")
 	build.Dir = filepath.Join("..", "..", "services", "api")
@@ -78,6 +84,7 @@ func startAPI(t *testing.T) (addr string, conn *pgx.Conn, keyspace string) {
 		"--tokens", "cli-token=acme:cli", "--redis-key-prefix", prefix, "--log-format", "text",
 		"--cassandra-hosts", strings.Join(testinfra.CassandraHosts(t), ","), "--cassandra-keyspace", keyspace,
 		"--secrets-dir", secretsDir, "--signing-key-encryption-key-file", kekFile)
+	cmd.Args = append(cmd.Args, extra...)
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

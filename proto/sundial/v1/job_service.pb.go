@@ -283,8 +283,13 @@ type CreateJobRequest struct {
 	// different job is refused with ALREADY_EXISTS and writes nothing. Once
 	// expired, the key creates a new job.
 	IdempotencyKey string `protobuf:"bytes,2,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Create the job paused: it is stored and validated (its schedule must
+	// still have an instant to come) but fires only once resumed
+	// (ResumeJob), from then on. A suspended Kubernetes CronJob imported by
+	// schedctl import sets it. Part of what an idempotency key stands for.
+	Paused        bool `protobuf:"varint,3,opt,name=paused,proto3" json:"paused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateJobRequest) Reset() {
@@ -329,6 +334,13 @@ func (x *CreateJobRequest) GetIdempotencyKey() string {
 		return x.IdempotencyKey
 	}
 	return ""
+}
+
+func (x *CreateJobRequest) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
 }
 
 type CreateJobResponse struct {
@@ -2591,10 +2603,11 @@ const file_sundial_v1_job_service_proto_rawDesc = "" +
 	"page_token\x18\x05 \x01(\tR\tpageToken\"\x80\x01\n" +
 	"\x1cListTenantExecutionsResponse\x128\n" +
 	"\battempts\x18\x01 \x03(\v2\x1c.sundial.v1.ExecutionAttemptR\battempts\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"^\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"v\n" +
 	"\x10CreateJobRequest\x12!\n" +
 	"\x03job\x18\x01 \x01(\v2\x0f.sundial.v1.JobR\x03job\x12'\n" +
-	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\"6\n" +
+	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\x12\x16\n" +
+	"\x06paused\x18\x03 \x01(\bR\x06paused\"6\n" +
 	"\x11CreateJobResponse\x12!\n" +
 	"\x03job\x18\x01 \x01(\v2\x0f.sundial.v1.JobR\x03job\"w\n" +
 	"\x11CreateJobsRequest\x122\n" +

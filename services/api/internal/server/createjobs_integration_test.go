@@ -278,3 +278,31 @@ func TestIntegrationCreateJobsSizeLimit(t *testing.T) {
 		t.Fatalf("%d audit rows for 1,000 jobs", n)
 	}
 }
+
+// An item created paused is stored PAUSED with no next fire time, wakes
+// no prefetcher, and fires from its resume on.
+func TestIntegrationCreateJobsPaused(t *testing.T) {
+	h := newHarness(t, nil)
+	items := batch("paused", 2, true)
+	items[1].Paused = true
+	resp, err := h.client.CreateJobs(h.ctx, &sundialv1.CreateJobsRequest{Items: items}, as(tokenAcme))
+	if err != nil {
+		t.Fatal(err)
+	}
+	active, paused := resp.GetResults()[0].GetJob(), resp.GetResults()[1].GetJob()
+	if active.GetStatus() != sundialv1.JobStatus_JOB_STATUS_ACTIVE || paused.GetStatus() != sundialv1.JobStatus_JOB_STATUS_PAUSED || paused.GetNextFireTime() != nil {
+		t.Fatalf("statuses %v / %v, paused next %v", active.GetStatus(), paused.GetStatus(), paused.GetNextFireTime())
+	}
+	if n := h.count(`SELECT count(*) FROM jobs WHERE id = $1 AND status = 'paused' AND next_fire_at IS NULL`, paused.GetId()); n != 1 {
+		t.Fatal("the paused job is not stored paused")
+	}
+	// The same key sent active is another request.
+	items[1].Paused = false
+	if _, err := h.client.CreateJobs(h.ctx, &sundialv1.CreateJobsRequest{Items: items}, as(tokenAcme)); status.Code(err) != codes.AlreadyExists {
+		t.Fatalf("the paused item's key sent active: %v", err)
+	}
+	res, err := h.client.ResumeJob(h.ctx, &sundialv1.ResumeJobRequest{Id: paused.GetId()}, as(tokenAcme))
+	if err != nil || res.GetJob().GetNextFireTime() == nil {
+		t.Fatalf("resume: %v, %v", res, err)
+	}
+}

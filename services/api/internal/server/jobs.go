@@ -385,8 +385,16 @@ func (s *JobService) prepareCreate(ctx context.Context, tenant string, req *sund
 	}
 	var hash []byte
 	if key != "" {
+		hashed := job
+		if req.GetPaused() {
+			// A paused create is another request than an active one of the
+			// same job; status is cleared otherwise, so active creates
+			// hash as they always did.
+			hashed = proto.Clone(job).(*sundialv1.Job)
+			hashed.Status = sundialv1.JobStatus_JOB_STATUS_PAUSED
+		}
 		var err error
-		if hash, err = requestHash(job); err != nil {
+		if hash, err = requestHash(hashed); err != nil {
 			return preparedCreate{}, err
 		}
 	}
@@ -403,6 +411,9 @@ func (s *JobService) prepareCreate(ctx context.Context, tenant string, req *sund
 	}
 	job.Id, job.Tenant = id.String(), tenant
 	job.Status, job.Version = sundialv1.JobStatus_JOB_STATUS_ACTIVE, 1
+	if req.GetPaused() {
+		job.Status = sundialv1.JobStatus_JOB_STATUS_PAUSED
+	}
 	job.RemainingRuns = job.GetMaxRuns() // nothing staged yet
 	return preparedCreate{job: job, key: key, hash: hash}, nil
 }
@@ -432,6 +443,9 @@ func (s *JobService) firstSlot(ctx context.Context, tenant string, limits quota.
 		return nil, err
 	}
 	job.NextFireTime = timestamppb.New(next)
+	if job.GetStatus() == sundialv1.JobStatus_JOB_STATUS_PAUSED {
+		job.NextFireTime = nil // as PauseJob leaves it; ResumeJob sets it
+	}
 	return job, nil
 }
 
