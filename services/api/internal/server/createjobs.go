@@ -105,12 +105,13 @@ func (s *JobService) CreateJobs(ctx context.Context, req *sundialv1.CreateJobsRe
 		stored, err := s.store.CreateMany(ctx, tenant, storeItems, opts, func(now time.Time, usage store.Usage, fresh []int) ([]store.Built, error) {
 			built := make([]store.Built, len(fresh))
 			accepted := 0 // the quotas count every job this call adds
+			gaps := map[string]error{}
 			for n, si := range fresh {
 				if err := limits.CheckCreate(tenant, usage.Jobs+accepted, usage.CreatedRecently+accepted); err != nil {
 					built[n].Err = err
 					continue
 				}
-				job, err := s.firstSlot(ctx, tenant, limits, prepared[toStore[si]].job, now)
+				job, err := s.firstSlot(ctx, tenant, limits, prepared[toStore[si]].job, now, gaps)
 				if err != nil && !isItemError(err) {
 					return nil, err
 				}

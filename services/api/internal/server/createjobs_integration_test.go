@@ -306,3 +306,34 @@ func TestIntegrationCreateJobsPaused(t *testing.T) {
 		t.Fatalf("resume: %v, %v", res, err)
 	}
 }
+
+// min_interval is checked for every item; items with the same schedule
+// share one verdict within a call (checkIntervalOnce), the same one each
+// would get alone.
+func TestIntegrationCreateJobsMinInterval(t *testing.T) {
+	f, err := quota.ParseFile([]byte("tenants:\n  acme: {min_interval: 1m}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := quota.New(quota.DefaultLimits(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessWith(t, harnessOptions{quotas: q})
+	items := batch("gap", 4, false)
+	items[1].Job.Schedule.Spec = &sundialv1.Schedule_Cron{Cron: "*/30 * * * * *"}
+	items[3].Job.Schedule.Spec = &sundialv1.Schedule_Cron{Cron: "*/30 * * * * *"}
+	resp, err := h.client.CreateJobs(h.ctx, &sundialv1.CreateJobsRequest{Items: items, Mode: sundialv1.CreateJobsMode_CREATE_JOBS_MODE_PER_ITEM}, as(tokenAcme))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range resp.GetResults() {
+		fast := i == 1 || i == 3
+		if e := r.GetError(); fast != (e != nil) || fast && (e.GetCode() != "RESOURCE_EXHAUSTED" || !strings.HasPrefix(e.GetMessage(), "quota min_interval: ")) {
+			t.Fatalf("item %d: %v", i, r)
+		}
+	}
+	if n := h.count(`SELECT count(*) FROM jobs`); n != 2 {
+		t.Fatalf("%d jobs, want the 2 slow ones", n)
+	}
+}

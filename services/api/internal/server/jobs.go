@@ -346,7 +346,7 @@ func (s *JobService) CreateJob(ctx context.Context, req *sundialv1.CreateJobRequ
 		if err := limits.CheckCreate(tenant, usage.Jobs, usage.CreatedRecently); err != nil {
 			return nil, err
 		}
-		return s.firstSlot(ctx, tenant, limits, job, now)
+		return s.firstSlot(ctx, tenant, limits, job, now, nil)
 	})
 	if err != nil {
 		return nil, s.statusOf(ctx, "CreateJob", err)
@@ -429,8 +429,12 @@ func createUsage(limits quota.Limits) store.UsageQuery {
 
 // firstSlot gives a new job its first slot after now (by the database
 // clock, inside the create's transaction), refusing a schedule that never
-// fires again or fires closer than the tenant's min_interval.
-func (s *JobService) firstSlot(ctx context.Context, tenant string, limits quota.Limits, job *sundialv1.Job, now time.Time) (*sundialv1.Job, error) {
+// fires again or fires closer than the tenant's min_interval. gaps, when
+// not nil, remembers the min_interval verdict by schedule for the rest of
+// one transaction (one now): two identical schedule messages make the same
+// instants from the same now, and the check walks 1,001 of them, which is
+// most of a create's CPU.
+func (s *JobService) firstSlot(ctx context.Context, tenant string, limits quota.Limits, job *sundialv1.Job, now time.Time, gaps map[string]error) (*sundialv1.Job, error) {
 	sch, err := s.scheduleOf(ctx, tenant, job, now)
 	if err != nil {
 		return nil, err
@@ -439,7 +443,7 @@ func (s *JobService) firstSlot(ctx context.Context, tenant string, limits quota.
 	if next.IsZero() {
 		return nil, rejectErr(noInstantAfter(now))
 	}
-	if err := limits.CheckInterval(tenant, sch, now); err != nil {
+	if err := checkIntervalOnce(limits, tenant, job.GetSchedule(), sch, now, gaps); err != nil {
 		return nil, err
 	}
 	job.NextFireTime = timestamppb.New(next)
@@ -447,6 +451,24 @@ func (s *JobService) firstSlot(ctx context.Context, tenant string, limits quota.
 		job.NextFireTime = nil // as PauseJob leaves it; ResumeJob sets it
 	}
 	return job, nil
+}
+
+// checkIntervalOnce is limits.CheckInterval, looked up in gaps (by the
+// schedule message's deterministic encoding) before it is computed.
+func checkIntervalOnce(limits quota.Limits, tenant string, spec *sundialv1.Schedule, sch schedule.Schedule, now time.Time, gaps map[string]error) error {
+	if gaps == nil || limits.MinInterval <= 0 {
+		return limits.CheckInterval(tenant, sch, now)
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(spec)
+	if err != nil {
+		return limits.CheckInterval(tenant, sch, now)
+	}
+	if err, done := gaps[string(b)]; done {
+		return err
+	}
+	err = limits.CheckInterval(tenant, sch, now)
+	gaps[string(b)] = err
+	return err
 }
 
 // GetJob returns one of the tenant's jobs, deleted ones included.
