@@ -117,14 +117,16 @@ func leaderRow(t *testing.T, pool *pgxpool.Pool, election string) epochRow {
 	return r
 }
 
-// The issue's crash test: kill -9 the leader while a standby runs. No slot
-// is lost or doubled, and the standby takes over within 5 s.
+// The crash test of a single leader (--ranges 1): kill -9 the leader while
+// a standby runs. No slot is lost or doubled, and the standby takes the
+// range over within 5 s.
 func TestKillDashNineLeaderStandbyTakesOver(t *testing.T) {
 	bin := buildBinary(t)
 	dsn := pgtest.Schema(t)
 	pool := pgtest.Pool(t, dsn)
-	_, root := testinfra.ZooKeeper(t)
-	election := root + "/election"
+	conn, root := testinfra.ZooKeeper(t)
+	group := root + "/election"
+	election := group + "/ranges/r0000" // the only range's leader_epochs row
 
 	var jobs []uuid.UUID
 	for range 50 {
@@ -134,17 +136,20 @@ func TestKillDashNineLeaderStandbyTakesOver(t *testing.T) {
 		}, `date_trunc('second', now()) + interval '1 second'`))
 	}
 
-	// The single elected leader's mode (--ranges 0); ranges_integration_test
-	// kills a range leader.
-	pa := startProc(t, bin, "proc-a", dsn, election, "--ranges", "0")
+	// A single leader is one range; ranges_integration_test kills one of
+	// several range leaders.
+	pa := startProc(t, bin, "proc-a", dsn, group, "--ranges", "1")
 	require.Eventually(t, func() bool { return leaderRow(t, pool, election).leader == "proc-a" }, 30*time.Second, 20*time.Millisecond)
-	pb := startProc(t, bin, "proc-b", dsn, election, "--ranges", "0")
+	pb := startProc(t, bin, "proc-b", dsn, group, "--ranges", "1")
 	require.Eventually(t, func() bool {
-		return pb.metric(t, `sundial_prefetcher_election_state{state="following"}`) == "1"
-	}, 30*time.Second, 20*time.Millisecond, "proc-b never lined up as standby")
+		members, _, err := conn.Children(group + "/members")
+		return err == nil && len(members) == 2
+	}, 30*time.Second, 20*time.Millisecond, "proc-b never joined the group as standby")
 	first := leaderRow(t, pool, election)
-	// The leader gauge names its election.
-	require.Equal(t, "1", pa.metric(t, `sundial_prefetcher_leader{election="`+election+`"}`))
+	// The leader gauge names its group; only the leader's is 1.
+	require.Equal(t, "1", pa.metric(t, `sundial_prefetcher_leader{election="`+group+`"}`))
+	require.Equal(t, "1", pa.metric(t, `sundial_prefetcher_ranges_led`))
+	require.Equal(t, "0", pb.metric(t, `sundial_prefetcher_leader{election="`+group+`"}`))
 
 	// Let the leader run a few passes, then kill it without warning.
 	require.Eventually(t, func() bool { return leaderRow(t, pool, election).updated.After(first.updated.Add(2 * time.Second)) }, 30*time.Second, 20*time.Millisecond)

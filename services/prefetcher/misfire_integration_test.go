@@ -126,11 +126,12 @@ func TestStoppedPrefetcherCatchesUpByPolicyAndRecordsEverySkippedSlot(t *testing
 		mk(sundialv1.MisfireAction_MISFIRE_ACTION_RUN_ALL, 4*time.Second, 2, 2, "4s", "misfire: policy RUN_ALL replays only the 2 most recent missed slots"),
 		mk(sundialv1.MisfireAction_MISFIRE_ACTION_RUN_ALL, time.Hour, 3, 3, "1h", "misfire: policy RUN_ALL replays only the 3 most recent missed slots"),
 	}
-	// One elected leader (--ranges 0): its catch-up pacing is one schedule
-	// at --catch-up-rate, which the replay instants below are checked
-	// against (ranges pace each range at its share; ranges_integration_test).
+	// One range (--ranges 1, a single leader): its catch-up pacing is one
+	// schedule at the whole --catch-up-rate, which the replay instants
+	// below are checked against (N ranges pace each range at its share;
+	// ranges_integration_test).
 	args := []string{
-		"--ranges", "0",
+		"--ranges", "1",
 		"--window", testWindow.String(), "--chunk", testChunk.String(), "--tick", "200ms", "--misfire-threshold", "1s", "--catch-up-rate", "2",
 		"--cassandra-hosts", strings.Join(testinfra.CassandraHosts(t), ","), "--cassandra-keyspace", ks,
 		"--ledger-drain-interval", "100ms",

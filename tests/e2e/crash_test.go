@@ -16,26 +16,52 @@ func everySecond(n int) []jobPlan {
 	return plans
 }
 
-// leader returns the prefetcher whose metrics say it leads, or nil.
-func leader(t *testing.T, ps ...*proc) *proc {
-	for _, pr := range ps {
-		if !pr.Alive() {
-			continue
-		}
-		if v, ok := metric(t, pr, "sundial_prefetcher_leader"); ok && v == 1 {
-			return pr
-		}
+// led is how many partition ranges pr says it leads, and whether it could
+// be read (a dead process reads as leading nothing).
+func led(t *testing.T, pr *proc) (float64, bool) {
+	if !pr.Alive() {
+		return 0, true
 	}
-	return nil
+	return metric(t, pr, "sundial_prefetcher_ranges_led")
 }
 
-// TestPrefetcherLeaderKilled kills -9 the prefetcher leader while a standby
-// runs. The window is short (5 s) so the standby must stage most of the
-// run's slots itself: no slot may be lost or doubled.
+// soleLeader returns the one prefetcher of ps that leads the only range of
+// a --ranges 1 group, failing the test if two lead at once; nil while none
+// does (or a gauge cannot be read).
+func soleLeader(t *testing.T, ps ...*proc) *proc {
+	t.Helper()
+	var leading *proc
+	for _, pr := range ps {
+		n, ok := led(t, pr)
+		if !ok {
+			return nil
+		}
+		if n > 1 {
+			t.Fatalf("%s leads %v ranges of a one-range group", pr.Name, n)
+		}
+		if n == 1 {
+			if leading != nil {
+				t.Fatalf("%s and %s both lead the only range", leading.Name, pr.Name)
+			}
+			leading = pr
+		}
+	}
+	return leading
+}
+
+// TestPrefetcherLeaderKilled runs a single leader (--ranges 1) and a
+// standby, and kills -9 the leader mid-run. What moves: the only range,
+// every partition. To whom: the standby, and only it (never both at once).
+// Within what time: the 3 s ZooKeeper session timeout plus 4 s (the
+// server's expiry check, the standby's reconciliation, its first pass).
+// The window is short (5 s) so the standby must stage most of the run's
+// slots itself: no firing of the range's jobs may be lost or doubled.
 func TestPrefetcherLeaderKilled(t *testing.T) {
+	const sessionTimeout = 3 * time.Second
+	args := []string{"--ranges", "1", "--window", "5s", "--zk-session-timeout", sessionTimeout.String()}
 	p := newPlatform(t)
-	pf1 := p.start("prefetcher-1", "prefetcher", "--node-id", "pf-1", "--window", "5s")
-	pf2 := p.start("prefetcher-2", "prefetcher", "--node-id", "pf-2", "--window", "5s")
+	pf1 := p.start("prefetcher-1", "prefetcher", append([]string{"--node-id", "pf-1"}, args...)...)
+	pf2 := p.start("prefetcher-2", "prefetcher", append([]string{"--node-id", "pf-2"}, args...)...)
 	p.start("worker-1", "worker", "--worker-id", "w1")
 
 	s := newSink(t, p)
@@ -44,26 +70,47 @@ func TestPrefetcherLeaderKilled(t *testing.T) {
 	want, _ := p.register(t, everySecond(40), s, "", start, end)
 	t.Logf("%d slots expected between %s and %s", len(want), start.Format(time.TimeOnly), end.Format(time.TimeOnly))
 
-	time.Sleep(time.Until(start.Add(8 * time.Second))) // a point in the run, not synchronisation
-	old := leader(t, pf1, pf2)
+	// Until the kill, exactly one of the two leads, checked every 50 ms.
+	kill := start.Add(8 * time.Second) // a point in the run, not synchronisation
+	var old *proc
+	for time.Now().Before(kill) {
+		if l := soleLeader(t, pf1, pf2); l != nil {
+			if old != nil && l != old {
+				t.Fatalf("the range moved from %s to %s with nobody killed", old.Name, l.Name)
+			}
+			old = l
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	if old == nil {
-		t.Fatal("no prefetcher says it leads")
+		t.Fatal("no prefetcher says it leads the range")
 	}
 	standby := pf1
 	if old == pf1 {
 		standby = pf2
 	}
+	if v, _ := metric(t, old, "sundial_prefetcher_leader"); v != 1 {
+		t.Fatalf("%s leads the range but its leader gauge is %v", old.Name, v)
+	}
+	if v, _ := metric(t, standby, "sundial_prefetcher_leader"); v != 0 {
+		t.Fatalf("standby %s says it leads (leader gauge %v)", standby.Name, v)
+	}
+
 	old.kill(t)
 	killed := time.Now()
-	deadline := killed.Add(20 * time.Second)
-	for leader(t, standby) == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("the standby did not take over within 20s")
+	bound := sessionTimeout + 4*time.Second
+	for soleLeader(t, pf1, pf2) != standby {
+		if time.Since(killed) > bound {
+			n, _ := led(t, standby)
+			t.Fatalf("standby %s did not take the range over within %s of the kill -9 (leads %v)", standby.Name, bound, n)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	takeover := time.Since(killed)
-	t.Logf("standby %s leads %s after the kill -9 (target: within 5s)", standby.Name, takeover.Round(time.Millisecond))
+	if v, _ := metric(t, standby, "sundial_prefetcher_leader"); v != 1 {
+		t.Fatalf("%s leads the range but its leader gauge is %v", standby.Name, v)
+	}
+	t.Logf("%s led the only range until its kill -9; %s leads it %s later (bound %s)", old.Name, standby.Name, takeover.Round(time.Millisecond), bound)
 
 	awaitDeliveries(t, s, want, end.Add(60*time.Second))
 	checkDeliveries(t, s, want, false, true)

@@ -62,7 +62,7 @@ func (f *chaosFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.Loaded.Rate, "loaded-rate", 1000, "kill-worker-loaded: jittered per-second firings of its own load (the worker-kill scenario's), on top of --rate")
 	fs.DurationVar(&c.Loaded.Baseline, "loaded-baseline", 20*time.Second, "kill-worker-loaded: its load alone before the kill")
 	fs.DurationVar(&c.Loaded.MaxWait, "loaded-max-wait", 3*time.Minute, "kill-worker-loaded: the most waited after the replacement joined for its firings to be on time again")
-	fs.IntVar(&f.deploy.Ranges, "ranges", bench.DefaultRanges, "the prefetchers' --ranges (make run's 16; 0: one elected leader)")
+	fs.IntVar(&f.deploy.Ranges, "ranges", bench.DefaultRanges, "the prefetchers' --ranges (make run's 16; 1: one leader)")
 	fs.BoolVar(&f.deploy.Plaintext, "plaintext-api", false, "serve the api without TLS (make run serves TLS with a development CA, and so does the matrix unless this is set)")
 }
 
@@ -111,8 +111,8 @@ func (f *chaosFlags) finish() error {
 		return errors.New("--loaded-baseline: at least 5s")
 	case c.Loaded.MaxWait < bench.NormalWindow:
 		return fmt.Errorf("--loaded-max-wait: at least %s", bench.NormalWindow)
-	case f.deploy.Ranges < 0 || (f.deploy.Ranges > 0 && 256%f.deploy.Ranges != 0):
-		return fmt.Errorf("--ranges: want 0 or a divisor of 256, got %d", f.deploy.Ranges)
+	case f.deploy.Ranges < 1 || 256%f.deploy.Ranges != 0:
+		return fmt.Errorf("--ranges: want a divisor of 256 (1: one leader), got %d", f.deploy.Ranges)
 	}
 	return nil
 }

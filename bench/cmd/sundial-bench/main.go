@@ -103,7 +103,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.Failover.Rate, "failover-rate", 1000, "failover: firings per second during the kills")
 	fs.DurationVar(&c.Failover.Duration, "failover-duration", 2*time.Minute, "failover: measured duration (kills at 20, 40 and 60 %)")
 	fs.IntVar(&c.Failover.Prefetchers, "failover-prefetchers", 4, "failover: prefetchers in its deployment (at least 2; --quick shares one deployment of 2)")
-	fs.IntVar(&c.Failover.Ranges, "failover-ranges", 16, "failover (and --quick's shared deployment): the prefetchers' --ranges; 0: one elected leader and standbys")
+	fs.IntVar(&c.Failover.Ranges, "failover-ranges", 16, "failover (and --quick's shared deployment): the prefetchers' --ranges; 1: one leader and standbys")
 	fs.IntVar(&c.Priority.LowJobs, "priority-low-jobs", 500, "priority: LOW one-off jobs due at one instant, whose target answers slowly (enough to keep LOW's executors busy through the window)")
 	fs.DurationVar(&c.Priority.Slow, "priority-slow", 10*time.Second, "priority: how long the LOW jobs' target takes to answer each request")
 	fs.IntVar(&c.Priority.Critical, "priority-critical", 20, "priority: CRITICAL jobs firing every second while the LOW herd waits")
@@ -112,7 +112,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.Topology.Prefetchers, "prefetchers", 1, "prefetchers in each scenario's deployment (failover and staging size their own)")
 	fs.IntVar(&c.Topology.Relays, "relays", 1, "relays in each scenario's deployment (failover sizes its own)")
 	fs.IntVar(&c.Topology.Workers, "workers", 1, "workers in each scenario's deployment (failover sizes its own)")
-	fs.IntVar(&f.deploy.Ranges, "ranges", bench.DefaultRanges, "the prefetchers' --ranges in each scenario's deployment and the chaos matrix's (make run's 16; 0: one elected leader)")
+	fs.IntVar(&f.deploy.Ranges, "ranges", bench.DefaultRanges, "the prefetchers' --ranges in each scenario's deployment and the chaos matrix's (make run's 16; 1: one leader)")
 	fs.BoolVar(&f.deploy.Plaintext, "plaintext-api", false, "serve the api without TLS (make run serves TLS with a development CA, and so does the bench unless this is set)")
 	fs.BoolVar(&f.deploy.APILimits, "api-limits", false, "keep make run's api rate limit (200 calls/s per token) and tenant quotas while registering; by default the bench lifts them, since every scenario registers thousands of jobs a minute and no firing passes through the api")
 	fs.IntVar(&c.Overload.Held, "overload-held", 3000, "overload (only when named in --scenarios): the held rate; a herd at 2× it for --overload-surge, at 0.5× before and after")
@@ -143,7 +143,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Tenants.Duration, "tenants-duration", 15*time.Second, "tenants: how long the quiet tenant's jobs fire from the flood's instant")
 	fs.IntVar(&c.Tenants.Workers, "tenants-workers", 2, "tenants: workers sharing the quota (through Redis)")
 	fs.IntVar(&c.Staging.Jobs, "staging-jobs", 200_000, "staging (only when named in --scenarios): daily jobs due at one instant, staged by each arrangement of prefetchers")
-	fs.StringVar(&f.stagingPrefetchers, "staging-prefetchers", "1,2,4", "staging: the counts of prefetchers sharing --staging-ranges ranges, each measured after one elected leader")
+	fs.StringVar(&f.stagingPrefetchers, "staging-prefetchers", "1,2,4", "staging: the counts of prefetchers sharing --staging-ranges ranges, each measured after one prefetcher leading one range")
 	fs.IntVar(&c.Staging.Ranges, "staging-ranges", 16, "staging: the prefetchers' --ranges")
 	fs.IntVar(&c.Staging.Chunk, "staging-chunk", 50_000, "staging: rows per COPY transaction")
 }
@@ -279,11 +279,11 @@ func (f *flags) finish() error {
 	if t := f.cfg.Topology; t.Prefetchers < 1 || t.Relays < 1 || t.Workers < 1 || t.Prefetchers > 16 || t.Relays > 16 || t.Workers > 16 {
 		return errors.New("--prefetchers, --relays and --workers: want 1 to 16 each")
 	}
-	if r := f.deploy.Ranges; r < 0 || (r > 0 && 256%r != 0) {
-		return fmt.Errorf("--ranges: want 0 or a divisor of 256, got %d", r)
+	if r := f.deploy.Ranges; r < 1 || 256%r != 0 {
+		return fmt.Errorf("--ranges: want a divisor of 256 (1: one leader), got %d", r)
 	}
-	if r := f.cfg.Failover.Ranges; r < 0 || (r > 0 && 256%r != 0) {
-		return fmt.Errorf("--failover-ranges: want 0 or a divisor of 256, got %d", r)
+	if r := f.cfg.Failover.Ranges; r < 1 || 256%r != 0 {
+		return fmt.Errorf("--failover-ranges: want a divisor of 256 (1: one leader and standbys), got %d", r)
 	}
 	if f.cfg.Failover.Prefetchers < 2 {
 		return fmt.Errorf("--failover-prefetchers: want at least 2, got %d", f.cfg.Failover.Prefetchers)

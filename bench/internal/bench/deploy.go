@@ -26,7 +26,7 @@ const DefaultRanges = 16
 // departure from it that the tables then name.
 type Deploy struct {
 	// Ranges is the prefetchers' --ranges of the deployments that do not
-	// size their own (0: one elected leader stages every partition).
+	// size their own (1: one leader stages every partition).
 	Ranges int
 	// Plaintext serves the api without TLS; make run serves TLS with a
 	// development CA (`sundial-api dev-tls`), which the harness makes the
@@ -49,7 +49,7 @@ func DefaultDeploy() Deploy { return Deploy{Ranges: DefaultRanges} }
 // 0 is one).
 type topology struct {
 	apis, prefetchers, relays, workers int
-	// ranges is the prefetchers' --ranges (0: one elected leader).
+	// ranges is the prefetchers' --ranges (1: one leader).
 	ranges int
 	// extraTargets are more target addresses the workers may reach besides
 	// the sink (the chaos matrix's hanging target).
@@ -202,8 +202,8 @@ func (d *deployment) describe() string {
 		tls = "plaintext api"
 	}
 	ranges := fmt.Sprintf("--ranges %d", d.topo.ranges)
-	if d.topo.ranges == 0 {
-		ranges = "--ranges 0 (one elected leader)"
+	if d.topo.ranges == 1 {
+		ranges = "--ranges 1 (one leader)"
 	}
 	workerArgs := append(append([]string(nil), o.WorkerArgs...), d.topo.workerArgs...)
 	limits := "breakers and cluster limits on"

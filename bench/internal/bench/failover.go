@@ -17,7 +17,7 @@ type FailoverConfig struct {
 	// Window is how long after each kill the lateness is attributed to it.
 	Window time.Duration
 	// Prefetchers is how many prefetchers run (at least 2); Ranges their
-	// --ranges (0: one elected leader and standbys).
+	// --ranges (1: one leader and standbys).
 	Prefetchers, Ranges int
 }
 
@@ -70,12 +70,12 @@ func (r *Runner) Failover(ctx context.Context, d *deployment, cfg FailoverConfig
 	if err := victim.Kill(); err != nil {
 		return res, err
 	}
-	k := kill{what: victim.Name + map[bool]string{true: " (leading ranges)", false: " (leader)"}[cfg.Ranges > 0], at: r.clock.Now()}
+	k := kill{what: victim.Name + map[bool]string{true: " (leading ranges)", false: " (leader)"}[cfg.Ranges > 1], at: r.clock.Now()}
 	if took, ok, err := r.until(ctx, k.at, served); err != nil {
 		return res, err
 	} else if ok {
 		takeover = FormatLatency(took)
-		k.note = map[bool]string{true: "every range led again after ", false: "standby leads after "}[cfg.Ranges > 0] + took.Round(time.Millisecond).String()
+		k.note = map[bool]string{true: "every range led again after ", false: "standby leads after "}[cfg.Ranges > 1] + took.Round(time.Millisecond).String()
 	}
 	kills = append(kills, k)
 
@@ -149,13 +149,10 @@ func (r *Runner) Failover(ctx context.Context, d *deployment, cfg FailoverConfig
 	return res, nil
 }
 
-// prefetchVictim picks the prefetcher the failover kills — the leader, or
-// with ranges the first that leads some — and says when prefetching is
-// served again: a leader elected, or every range led by the others.
+// prefetchVictim picks the prefetcher the failover kills — the first that
+// leads a range (with --ranges 1, the leader) — and says when prefetching
+// is served again: every range led by the others.
 func prefetchVictim(ctx context.Context, ps []*harness.Process, ranges int) (*harness.Process, func() bool) {
-	if ranges == 0 {
-		return leaderOf(ctx, ps), func() bool { return leaderOf(ctx, ps) != nil }
-	}
 	led := func(pr *harness.Process) float64 {
 		if !pr.Alive() {
 			return 0

@@ -29,7 +29,7 @@ type stagingRun struct {
 }
 
 func (s stagingRun) String() string {
-	if s.ranges == 0 {
+	if s.ranges == 1 {
 		return fmt.Sprintf("%d, one leader", s.prefetchers)
 	}
 	return fmt.Sprintf("%d, %d ranges", s.prefetchers, s.ranges)
@@ -48,7 +48,7 @@ func (s stagingRun) String() string {
 func (r *Runner) Staging(ctx context.Context, cfg StagingConfig) (Result, error) {
 	res := Result{Scenario: "staging",
 		Header: []string{"prefetchers", "jobs", "staged in", "staged/s", "first staged after", "prefetcher CPU (cores)", "postgres CPU (cores)", "CPU per slot: prefetchers (ms)", "duplicates"}}
-	runs := []stagingRun{{prefetchers: 1}}
+	runs := []stagingRun{{prefetchers: 1, ranges: 1}}
 	for _, k := range cfg.Prefetchers {
 		runs = append(runs, stagingRun{prefetchers: k, ranges: cfg.Ranges})
 	}
@@ -186,9 +186,8 @@ func (d *deployment) outboxRows(ctx context.Context) (int, error) {
 	return n, err
 }
 
-// awaitRanges waits until the prefetchers lead their share: with ranges,
-// every range led and each prefetcher leading one at least; with one
-// leader, a leader elected.
+// awaitRanges waits until the prefetchers lead their share: every range
+// led and each prefetcher leading one at least.
 func (d *deployment) awaitRanges(ctx context.Context, sr stagingRun) error {
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
@@ -207,7 +206,7 @@ func (d *deployment) awaitRanges(ctx context.Context, sr stagingRun) error {
 				leaders += v
 			}
 		}
-		if (sr.ranges > 0 && total == float64(sr.ranges) && each) || (sr.ranges == 0 && leaders == 1) {
+		if total == float64(sr.ranges) && each {
 			return nil
 		}
 		if err := Sleep(ctx, d.r.clock, 250*time.Millisecond); err != nil {

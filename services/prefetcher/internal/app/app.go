@@ -3,13 +3,12 @@
 //
 // The services are started in order and stopped in reverse: the pool's
 // closer, the job-notification listener, the ledger TTLs' reloader
-// (pkg/ledgerttl), the ledger drainer, then what
-// stages. With one leader, the prefetch loop stops first (ending the
-// term's work, the retention sweep included, and rolling back an in-flight
-// transaction), then the elector (closing the session hands leadership
-// over at once). With ranges, the coordinator stops first (ending every
-// range's work, then closing the session), then the loop's notification
-// fan-out. Then the ledger drainer, the listener, the pool.
+// (pkg/ledgerttl), the ledger drainer, the ZooKeeper startup check, then
+// what stages: the prefetch loop and the range coordinator. The
+// coordinator stops first (ending every range's work, range 0's retention
+// sweep included, rolling back in-flight transactions, then closing the
+// session, which hands the ranges to the others at once), then the loop's
+// notification fan-out. Then the ledger drainer, the listener, the pool.
 package app
 
 import (
@@ -77,7 +76,6 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 		SessionTimeout: cfg.ZKSessionTimeout,
 		Logger:         deps.Logger,
 		Clock:          clk,
-		OnTransition:   metrics.ObserveElection,
 	}
 	if err := cfg.ZKSecurity.Apply(&lcfg); err != nil {
 		return nil, fmt.Errorf("zookeeper: %w", err)
@@ -98,8 +96,11 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	parts := stagingParts{store: store, wake: listener.C(), logger: deps.Logger, clock: clk, metrics: metrics, sweeper: sweeper}
-	staging, zkCheck, err := newStaging(cfg, lcfg, parts)
+	loop, err := prefetch.New(cfg.Config, cfg.Ranges, store, listener.C(), deps.Logger, clk, metrics, sweeper)
+	if err != nil {
+		return nil, err
+	}
+	coord, err := newStaging(cfg, lcfg, loop, deps.Logger, clk, metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -112,8 +113,8 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 		"window", cfg.Window, "chunk", cfg.Chunk, "tick", cfg.Tick, "batch_size", cfg.BatchSize, "zk_session_timeout", cfg.ZKSessionTimeout,
 		"catch_up_rate", cfg.CatchUpRate, "fill_step", cfg.FillStep, "retention", cfg.Retention.Retention)
 	return &App{
-		Services: append([]lifecycle.Service{poolCloser{pool}, listener, ttls, drainer, zkStartupCheck(lcfg, deps.Logger)}, staging...),
-		Checks:   map[string]admin.Check{"postgres": store.Ping, "zookeeper": zkCheck},
+		Services: []lifecycle.Service{poolCloser{pool}, listener, ttls, drainer, zkStartupCheck(lcfg, deps.Logger), loop, coord},
+		Checks:   map[string]admin.Check{"postgres": store.Ping, "zookeeper": coord.Check},
 	}, nil
 }
 
@@ -136,49 +137,16 @@ func openPool(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// stagingParts are what the prefetch loop stages with, in either mode.
-type stagingParts struct {
-	store   *stage.Store
-	wake    <-chan struct{}
-	logger  *slog.Logger
-	clock   clock.Clock
-	metrics *prefetch.Metrics
-	sweeper *retention.Sweeper
-}
-
-// newStaging builds what stages: the single leader's elector and loop, or
-// the range group's coordinator and the loop it runs per range. The first
-// item starts first and stops last. zkCheck is the ZooKeeper readiness
-// check of whichever holds the session.
-func newStaging(cfg Config, lcfg leader.Config, p stagingParts) (staging []lifecycle.Service, zkCheck admin.Check, err error) {
-	if cfg.Ranges == 0 {
-		elector, err := leader.New(lcfg)
-		if err != nil {
-			return nil, nil, err
-		}
-		loop, err := prefetch.New(cfg.Config, elector, p.store, p.wake, p.logger, p.clock, p.metrics, p.sweeper)
-		if err != nil {
-			return nil, nil, err
-		}
-		return []lifecycle.Service{elector, loop}, elector.Check, nil
-	}
-	loop, err := prefetch.NewRanges(cfg.Config, cfg.Ranges, p.store, p.wake, p.logger, p.clock, p.metrics, p.sweeper)
-	if err != nil {
-		return nil, nil, err
-	}
-	coord, err := rangeleader.New(rangeleader.Config{
+// newStaging builds what stages: the range group's coordinator and the
+// loop it runs for each range this process leads. The loop starts first
+// and stops last.
+func newStaging(cfg Config, lcfg leader.Config, loop *prefetch.Service, logger *slog.Logger, clk clock.Clock, metrics *prefetch.Metrics) (*rangeleader.Coordinator, error) {
+	return rangeleader.New(rangeleader.Config{
 		Servers: lcfg.Servers, Path: cfg.Election, NodeID: cfg.NodeID, Ranges: cfg.Ranges,
-		SessionTimeout: cfg.ZKSessionTimeout, Logger: p.logger, Clock: p.clock,
+		SessionTimeout: cfg.ZKSessionTimeout, Logger: logger, Clock: clk,
 		Dialer: lcfg.Dialer, Credentials: lcfg.Credentials,
-		Work: loop.Work, OnChange: p.metrics.ObserveRanges,
+		Work: loop.Work, OnChange: metrics.ObserveRanges,
 	})
-	if err != nil {
-		return nil, nil, err
-	}
-	// The coordinator stops first: it ends every range's work (rolling
-	// back in-flight transactions) and closes the session, which hands
-	// the ranges to the others at once.
-	return []lifecycle.Service{loop, coord}, coord.Check, nil
 }
 
 // newDrainer builds the ledger drainer, which moves ledger_pending rows

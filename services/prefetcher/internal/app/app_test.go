@@ -30,10 +30,11 @@ func validConfig(t *testing.T, args ...string) Config {
 	return cfg
 }
 
-// New connects to nothing before Start, in either mode, and its services
-// stop cleanly unstarted: the pool's closer first in, last out.
+// New connects to nothing before Start, with one range or the default 16,
+// and its services stop cleanly unstarted: the pool's closer first in,
+// last out.
 func TestNewComposesWithoutConnecting(t *testing.T) {
-	for want, args := range map[float64][]string{0: {"--ranges", "0"}, 16: nil} {
+	for want, args := range map[float64][]string{1: {"--ranges", "1"}, 16: nil} {
 		reg := prometheus.NewRegistry()
 		a, err := New(context.Background(), validConfig(t, args...), Deps{Logger: slog.New(slog.DiscardHandler), Registry: reg})
 		require.NoError(t, err, "%v", args)
@@ -42,7 +43,7 @@ func TestNewComposesWithoutConnecting(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 1, got, "%v", args)
 		require.Equal(t, want, gaugeValue(t, reg, "sundial_prefetcher_ranges"), "%v", args)
-		require.Len(t, a.Services, 7, "%v", args) // pool closer, listener, ledger TTLs, drainer, ZooKeeper's startup check, staging (2)
+		require.Len(t, a.Services, 7, "%v", args) // pool closer, listener, ledger TTLs, drainer, ZooKeeper's startup check, loop, coordinator
 		_, first := a.Services[0].(poolCloser)
 		require.True(t, first, "%v: the pool is closed last", args)
 		require.ElementsMatch(t, []string{"postgres", "zookeeper"}, keys(a.Checks), "%v", args)

@@ -36,10 +36,9 @@ type Config struct {
 	CassandraSecurity ledger.Security
 	// chunk is --chunk as given; Validate resolves it into Config.Chunk.
 	chunk chunkFlag
-	// Ranges > 0 is partitioned prefetch (the default, 16): the 256
-	// partitions split into this many ranges, each led by one live
-	// prefetcher of the group at --election-path (pkg/rangeleader). 0: one
-	// elected leader for all.
+	// Ranges is how many ranges the 256 partitions split into (default
+	// 16), each led by one live prefetcher of the group at --election-path
+	// (pkg/rangeleader); 1 is a single leader for every partition.
 	Ranges int
 }
 
@@ -47,9 +46,9 @@ type Config struct {
 func (s *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&s.PostgresDSN, "postgres-dsn", "postgres://sundial:sundial@127.0.0.1:5432/sundial?sslmode=disable", "Postgres connection string (search_path selects the schema)")
 	fs.StringVar(&s.ZKAddrs, "zk-addrs", "127.0.0.1:2181", "comma-separated ZooKeeper host:port list")
-	fs.DurationVar(&s.ZKSessionTimeout, "zk-session-timeout", 3*time.Second, "ZooKeeper session timeout; a standby takes over about this long after a leader dies without closing its session")
-	fs.StringVar(&s.Election, "election-path", "/sundial/elections/prefetcher", "ZooKeeper path of the election (also its leader_epochs key)")
-	fs.IntVar(&s.Ranges, "ranges", 16, "partitioned prefetch: split the 256 job partitions into this many ranges (a divisor of 256; 16 is the tested choice) and spread them over every live prefetcher, each range with its own leader and epoch (members under <election-path>/members, range locks under <election-path>/ranges, each lock's path its leader_epochs key); 0: one elected leader stages every partition")
+	fs.DurationVar(&s.ZKSessionTimeout, "zk-session-timeout", 3*time.Second, "ZooKeeper session timeout; a dead prefetcher's ranges move to the others about this long after it dies without closing its session")
+	fs.StringVar(&s.Election, "election-path", "/sundial/elections/prefetcher", "ZooKeeper path of the range group (members under <election-path>/members, range locks under <election-path>/ranges)")
+	fs.IntVar(&s.Ranges, "ranges", 16, "split the 256 job partitions into this many ranges (a divisor of 256; 16 is the tested choice) and spread them over every live prefetcher, each range with its own leader and epoch (each lock's path its leader_epochs key); 1: one leader stages every partition")
 	fs.StringVar(&s.NodeID, "node-id", defaultNodeID(), "this candidate's name in ZooKeeper, leader_epochs and logs")
 	fs.DurationVar(&s.Window, "window", 2*time.Minute, "stage slots due up to this far ahead of the database clock")
 	s.chunk = chunkFlag{auto: true}
@@ -70,7 +69,7 @@ func (s *Config) Register(fs *flag.FlagSet) {
 	fs.Float64Var(&s.Drain.MaxRate, "ledger-drain-max-rate", 5000, "most ledger records the drain writes per second, however healthy Cassandra is (its pace follows Cassandra's latency and errors below this)")
 	fs.Float64Var(&s.Drain.MinRate, "ledger-drain-min-rate", 100, "ledger records per second the drain keeps writing while Cassandra fails, as probes that notice its recovery")
 	fs.DurationVar(&s.Retention.Retention, "retention", 7*24*time.Hour, "completed and deleted jobs are purged this long after they completed or were deleted")
-	fs.DurationVar(&s.Retention.Interval, "retention-interval", time.Minute, "interval between retention sweeps (leader only)")
+	fs.DurationVar(&s.Retention.Interval, "retention-interval", time.Minute, "interval between retention sweeps (run by range 0's leader)")
 	fs.IntVar(&s.Retention.BatchSize, "retention-batch-size", 100, "jobs purged per transaction")
 	s.ZKSecurity.Register(fs)
 	s.CassandraSecurity.Register(fs)
@@ -130,8 +129,14 @@ func (s *Config) Validate(p *config.Problems) {
 	if s.ZKSessionTimeout < 500*time.Millisecond {
 		p.Addf("zk-session-timeout", "must be at least 500ms, got %s", s.ZKSessionTimeout)
 	}
-	if s.Ranges != 0 && !prefetch.ValidRanges(s.Ranges) {
-		p.Addf("ranges", "must be 0 or a divisor of 256, got %d", s.Ranges)
+	switch {
+	case s.Ranges == 0:
+		// The single elected leader of earlier versions is one range now,
+		// under another ZooKeeper layout and another fencing row: said at
+		// start rather than mapped silently (docs/architecture/prefetcher.md).
+		p.Addf("ranges", "0 (one elected leader) is gone: a single leader is --ranges 1; every prefetcher of the group must then run with it")
+	case !prefetch.ValidRanges(s.Ranges):
+		p.Addf("ranges", "must be a divisor of 256 (1 for a single leader), got %d", s.Ranges)
 	}
 	if len(splitList(s.CassandraHosts)) == 0 {
 		p.Addf("cassandra-hosts", "must name at least one host")

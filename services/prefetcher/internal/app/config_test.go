@@ -85,12 +85,15 @@ func TestComponentSecuritySettingsAreNamed(t *testing.T) {
 	}
 }
 
-// --ranges is 0 (one leader) or splits the 256 partitions evenly.
+// --ranges splits the 256 partitions evenly (1: a single leader); 0, the
+// single elected leader of earlier versions, is refused by name and points
+// at --ranges 1.
 func TestRangesMustDivideThePartitions(t *testing.T) {
-	for _, ok := range []string{"0", "1", "16", "256"} {
+	for _, ok := range []string{"1", "16", "256"} {
 		require.NoError(t, parse(t, "--ranges", ok), ok)
 	}
-	for _, bad := range []string{"3", "-1", "512"} {
+	for _, bad := range []string{"0", "3", "-1", "512"} {
 		require.ErrorContains(t, parse(t, "--ranges", bad), "ranges:", bad)
 	}
+	require.ErrorContains(t, parse(t, "--ranges", "0"), "--ranges 1")
 }

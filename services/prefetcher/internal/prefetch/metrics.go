@@ -3,19 +3,17 @@ package prefetch
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sundialhq/sundial/pkg/leader"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/stage"
 )
 
 // Metrics are the prefetcher's Prometheus series.
 type Metrics struct {
-	// Leader is 1 while this process works a term (and has not been fenced):
-	// the election's child of sundial_prefetcher_leader{election}.
+	// Leader is 1 while this process stages for at least one range (led
+	// and not fenced): the group's child of
+	// sundial_prefetcher_leader{election}.
 	Leader prometheus.Gauge
-	// Epoch of the current or last term.
-	Epoch prometheus.Gauge
-	// ElectionState is 1 for the elector's current state, 0 for the others.
-	ElectionState *prometheus.GaugeVec
+	// Epoch of the range term this process began last.
+	Epoch         prometheus.Gauge
 	TickDuration  prometheus.Histogram
 	JobsClaimed   prometheus.Counter
 	SlotsStaged   *prometheus.CounterVec
@@ -31,30 +29,26 @@ type Metrics struct {
 	Lag            prometheus.Histogram
 	Fenced         prometheus.Counter
 	Errors         prometheus.Counter
-	// RangesLed is how many partition ranges this process leads
-	// (partitioned prefetch; 0 with a single leader).
+	// RangesLed is how many partition ranges this process leads.
 	RangesLed prometheus.Gauge
-	// Ranges is how many ranges the partitions are cut into (--ranges; 0
-	// with a single leader): what every prefetcher's RangesLed should sum
-	// to, so a range nobody leads can be alerted on.
+	// Ranges is how many ranges the partitions are cut into (--ranges):
+	// what every prefetcher's RangesLed should sum to, so a range nobody
+	// leads can be alerted on.
 	Ranges prometheus.Gauge
 }
 
-// NewMetrics registers the series on reg. election (the election path)
-// labels the leader gauge, so dashboards count leaders per election once
-// several prefetcher deployments (or partition ranges) share a Prometheus.
+// NewMetrics registers the series on reg. election (the range group's
+// path) labels the leader gauge, so dashboards count leaders per group once
+// several prefetcher deployments share a Prometheus.
 func NewMetrics(reg prometheus.Registerer, election string) *Metrics {
 	leaders := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "sundial_prefetcher_leader", Help: "1 while this prefetcher works a leadership term of the election.",
+		Name: "sundial_prefetcher_leader", Help: "1 while this prefetcher stages for at least one partition range it leads (and is not fenced).",
 	}, []string{"election"})
 	m := &Metrics{
 		Leader: leaders.WithLabelValues(election),
 		Epoch: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "sundial_prefetcher_leader_epoch", Help: "Fencing epoch (candidate czxid) of the current or last term.",
+			Name: "sundial_prefetcher_leader_epoch", Help: "Fencing epoch (range lock czxid) of the range term this prefetcher began last.",
 		}),
-		ElectionState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "sundial_prefetcher_election_state", Help: "1 for the leader elector's current state.",
-		}, []string{"state"}),
 		TickDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "sundial_prefetcher_tick_duration_seconds", Help: "Duration of one prefetch pass (all its batches).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
@@ -99,35 +93,23 @@ func NewMetrics(reg prometheus.Registerer, election string) *Metrics {
 			Name: "sundial_prefetcher_errors_total", Help: "Prefetch passes that failed (retried next tick).",
 		}),
 		RangesLed: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "sundial_prefetcher_ranges_led", Help: "Partition ranges this prefetcher leads (partitioned prefetch, --ranges).",
+			Name: "sundial_prefetcher_ranges_led", Help: "Partition ranges this prefetcher leads (--ranges).",
 		}),
 		Ranges: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "sundial_prefetcher_ranges", Help: "Ranges the job partitions are cut into (--ranges; 0: one leader stages every partition).",
+			Name: "sundial_prefetcher_ranges", Help: "Ranges the job partitions are cut into (--ranges; 1: one leader stages every partition).",
 		}),
 	}
-	reg.MustRegister(leaders, m.Epoch, m.ElectionState, m.TickDuration, m.JobsClaimed, m.SlotsStaged,
+	reg.MustRegister(leaders, m.Epoch, m.TickDuration, m.JobsClaimed, m.SlotsStaged,
 		m.Duplicates, m.SlotsSkipped, m.SkipsRecorded, m.JobsCompleted, m.CatchUpRate, m.CatchUpHorizon,
 		m.Unschedulable, m.Lag, m.Fenced, m.Errors, m.RangesLed, m.Ranges)
 	for _, r := range []string{"expired", "policy"} {
 		m.SlotsSkipped.WithLabelValues(r)
 	}
-	for _, s := range allStates {
-		m.ElectionState.WithLabelValues(s.String()).Set(0)
-	}
-	m.ElectionState.WithLabelValues(leader.StateStopped.String()).Set(1)
 	return m
 }
 
-var allStates = []leader.State{
-	leader.StateStopped, leader.StateConnecting, leader.StateCampaigning,
-	leader.StateFollowing, leader.StateLeading, leader.StateSuspect,
-}
-
-// ObserveElection is the elector's OnTransition hook.
-func (m *Metrics) ObserveElection(from, to leader.State, _ int64) {
-	m.ElectionState.WithLabelValues(from.String()).Set(0)
-	m.ElectionState.WithLabelValues(to.String()).Set(1)
-}
+// ObserveRanges is the coordinator's OnChange hook.
+func (m *Metrics) ObserveRanges(led int) { m.RangesLed.Set(float64(led)) }
 
 func (m *Metrics) observe(r stage.Result) {
 	m.JobsClaimed.Add(float64(r.Claimed))

@@ -1,17 +1,17 @@
-// Package prefetch is the prefetcher's loop: while this process holds a
-// leadership term, it stages every slot due within the window, tick after
-// tick, until the term ends. Service works the terms of the single
-// election; Ranges works the terms of partition ranges that a
-// rangeleader.Coordinator hands out, several at once, each over its own
-// partitions and under its own fence (ranges.go).
+// Package prefetch is the prefetcher's loop: for each partition range
+// this process leads (a rangeleader.Coordinator hands the terms out and
+// runs Service.Work for each, several at once), it stages every slot of the
+// range's partitions due within the window, tick after tick, until the
+// term ends. A single leader is one range (--ranges 1): the same loop over
+// all 256 partitions.
 //
-// Terms are handled one at a time. A term's work runs under a context that
-// ends with the term (the elector cancels it on any doubt about the
-// ZooKeeper session), so an in-flight transaction is cancelled and rolled
-// back when leadership is lost; the epoch check in Postgres catches
-// anything that slips past (a process paused between its check and its
-// write), and a fenced term does no more work until the elector hands out
-// a new one.
+// A term's work runs under a context that ends with the term (the
+// coordinator cancels it on any doubt about the ZooKeeper session), so an
+// in-flight transaction is cancelled and rolled back when leadership is
+// lost; the epoch check in Postgres, on the range's own leader_epochs row,
+// catches anything that slips past (a process paused between its check and
+// its write), and a fenced term does no more work until the coordinator
+// ends it.
 package prefetch
 
 import (
@@ -24,15 +24,11 @@ import (
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/leader"
+	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/pkg/rangeleader"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/stage"
 )
-
-// Terms is the part of the elector the loop uses.
-type Terms interface {
-	Terms() <-chan leader.Term
-}
 
 // Stager runs one staging transaction; *stage.Store implements it.
 type Stager interface {
@@ -41,8 +37,7 @@ type Stager interface {
 
 // Config of the loop.
 type Config struct {
-	// Election names the election (its ZooKeeper path), the key of its
-	// leader_epochs row.
+	// Election is the range group's ZooKeeper path (--election-path).
 	Election string
 	// NodeID identifies this process in leader_epochs and logs.
 	NodeID string
@@ -110,16 +105,29 @@ func (c Config) Validate() error {
 }
 
 // TermTask is leader-only work beside staging (the retention sweep): it
-// runs for as long as a term lasts and must return once ctx ends. The loop
-// owns its goroutine and waits for it before the term is over.
+// runs with range 0's term, for as long as the term lasts, and must return
+// once ctx ends. Whoever leads range 0 runs it; the loop owns its goroutine
+// and waits for it before the term is over.
 type TermTask interface {
-	RunTerm(ctx context.Context, term leader.Term)
+	RunTerm(ctx context.Context, term rangeleader.Term)
 }
 
-// Service is the prefetch loop; a lifecycle.Service.
+// ValidRanges reports whether the 256 partitions split into n equal
+// ranges.
+func ValidRanges(n int) bool {
+	return n >= 1 && n <= firing.Partitions && firing.Partitions%n == 0
+}
+
+// Service is the prefetch loop; a lifecycle.Service. The coordinator runs
+// Work for each range this process leads, in goroutines the coordinator
+// owns; each stages only its range's partitions, fenced by the range's own
+// leader_epochs row (keyed by the range's lock path), with the range's
+// share of the catch-up rate and a release cursor kept in that row.
+// Service itself owns one goroutine, which hands each job notification to
+// every range's loop. Start it before the coordinator and stop it after.
 type Service struct {
 	cfg     Config
-	terms   Terms
+	ranges  int
 	stager  Stager
 	wake    <-chan struct{}
 	log     *slog.Logger
@@ -127,90 +135,101 @@ type Service struct {
 	metrics *Metrics
 	tasks   []TermTask
 	runner  lifecycle.Runner
+
+	mu      sync.Mutex
+	subs    map[int]chan struct{}
+	working int // ranges staging now (led and not fenced): the leader gauge
 }
 
-// New returns the loop. wake may be nil (ticks only). tasks run beside
-// staging for each term.
-func New(cfg Config, terms Terms, stager Stager, wake <-chan struct{}, log *slog.Logger, clk clock.Clock, m *Metrics, tasks ...TermTask) (*Service, error) {
+// New returns the loop for ranges ranges (a divisor of 256; 1: a single
+// leader for every partition). wake may be nil (ticks only). The term
+// tasks (retention) run with range 0's term only: they work on the whole
+// table and one runner is enough.
+func New(cfg Config, ranges int, stager Stager, wake <-chan struct{}, log *slog.Logger, clk clock.Clock, m *Metrics, tasks ...TermTask) (*Service, error) {
+	if !ValidRanges(ranges) {
+		return nil, fmt.Errorf("ranges: must divide %d partitions, got %d", firing.Partitions, ranges)
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	m.CatchUpRate.Set(cfg.CatchUpRate)
-	return &Service{cfg: cfg, terms: terms, stager: stager, wake: wake, log: log, clk: clk, metrics: m, tasks: tasks}, nil
+	return &Service{cfg: cfg, ranges: ranges, stager: stager, wake: wake, log: log, clk: clk, metrics: m, tasks: tasks,
+		subs: map[int]chan struct{}{}}, nil
 }
 
-// Start runs the loop in the background.
-func (s *Service) Start(context.Context) error { return s.runner.Run(s.run) }
+// Start runs the notification fan-out.
+func (s *Service) Start(context.Context) error { return s.runner.Run(s.fanOut) }
 
-// Stop ends the current term's work (rolling back an in-flight
-// transaction) and waits for it.
+// Stop stops the fan-out. Range work is stopped by the coordinator.
 func (s *Service) Stop() { s.runner.Stop() }
 
-// Done is closed if the loop returns on its own.
-func (s *Service) Done() <-chan struct{} { return s.runner.Done() }
-
-// Err is why the loop returned on its own, if it did (lifecycle.Watched).
-func (s *Service) Err() error { return s.runner.Err() }
-
-var _ lifecycle.Watched = (*Service)(nil)
-
-func (s *Service) run(ctx context.Context) error {
+func (s *Service) fanOut(ctx context.Context) error {
+	if s.wake == nil {
+		<-ctx.Done()
+		return nil
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case term := <-s.terms.Terms():
-			s.lead(ctx, term)
+		case <-s.wake:
+			s.mu.Lock()
+			for _, ch := range s.subs {
+				select {
+				case ch <- struct{}{}:
+				default:
+				}
+			}
+			s.mu.Unlock()
 		}
 	}
 }
 
-// lead works one term of the single election until it ends (or the
-// service stops).
-func (s *Service) lead(ctx context.Context, term leader.Term) {
-	s.work(ctx, termWork{
-		term: term, election: s.cfg.Election, rate: s.cfg.CatchUpRate,
-		tasks: true, wake: s.wake, gauges: true, log: s.log,
-	})
-}
-
-// termWork is what one term stages: the single leader's (every partition)
-// or one range leader's.
-type termWork struct {
-	term     leader.Term
-	election string // the leader_epochs row that fences it
-	// partitions limits the claim (nil: all).
-	partitions *stage.Partitions
-	// keepCursor keeps the catch-up cursor in the election's row.
-	keepCursor bool
-	// rate is this term's share of the catch-up release rate.
-	rate float64
-	// tasks: run the term tasks (retention) beside staging.
-	tasks bool
-	wake  <-chan struct{}
-	// gauges: set the single leader's leader and epoch gauges.
-	gauges bool
-	log    *slog.Logger
-}
-
-// work stages for one term until it ends (or the service stops).
-func (s *Service) work(ctx context.Context, w termWork) {
-	term := w.term
-	if term.Ctx.Err() != nil {
+// Work is rangeleader.Config.Work: it stages range t.Range until ctx ends
+// (or the range is fenced, then idles until ctx ends).
+func (s *Service) Work(ctx context.Context, t rangeleader.Term) {
+	if ctx.Err() != nil {
 		return // ended before we got to it
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := context.AfterFunc(term.Ctx, func() { cancel(context.Cause(term.Ctx)) })
-	defer stop()
+	wake := make(chan struct{}, 1)
+	s.mu.Lock()
+	s.subs[t.Range] = wake
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.subs, t.Range)
+		s.mu.Unlock()
+	}()
+	lo, hi := rangeleader.Bounds(t.Range, s.ranges, firing.Partitions)
+	s.work(ctx, t, &stage.Partitions{Lo: lo, Hi: hi}, wake,
+		s.log.With("range", t.Range, "partitions", fmt.Sprintf("%d-%d", lo, hi)))
+}
 
-	log := w.log.With("epoch", term.Epoch)
-	log.Info("prefetching as leader", "node", term.Node)
-	if w.gauges {
+// setWorking moves the leader gauge: 1 while any range of this process
+// stages (led and not fenced).
+func (s *Service) setWorking(delta int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.working += delta
+	if s.working > 0 {
 		s.metrics.Leader.Set(1)
-		s.metrics.Epoch.Set(float64(term.Epoch))
-		defer s.metrics.Leader.Set(0)
+	} else {
+		s.metrics.Leader.Set(0)
 	}
+}
+
+// work stages range t's partitions until ctx ends.
+func (s *Service) work(ctx context.Context, t rangeleader.Term, parts *stage.Partitions, wake <-chan struct{}, log *slog.Logger) {
+	log = log.With("epoch", t.Epoch)
+	log.Info("prefetching as range leader", "lock", t.Lock)
+	s.metrics.Epoch.Set(float64(t.Epoch))
+	s.setWorking(1)
+	working := true
+	defer func() {
+		if working {
+			s.setWorking(-1)
+		}
+	}()
 
 	// Term tasks stop with the term, or as soon as it is fenced; the term
 	// is not over before they have returned.
@@ -218,24 +237,23 @@ func (s *Service) work(ctx context.Context, w termWork) {
 	var tasks sync.WaitGroup
 	defer tasks.Wait()
 	defer stopTasks()
-	if w.tasks {
-		for _, t := range s.tasks {
-			tasks.Go(func() { t.RunTerm(taskCtx, term) })
+	if t.Range == 0 {
+		for _, task := range s.tasks {
+			tasks.Go(func() { task.RunTerm(taskCtx, t) })
 		}
 	}
 
-	// The catch-up release cursor lives as long as the term: every pass
-	// continues the release schedule of the passes before it. A new term
-	// of the single leader starts it at now(), so a handover in
-	// mid-recovery can briefly release up to twice the rate (the old
-	// schedule's tail is already in the outbox); a range leader starts
-	// from the cursor its range's row keeps.
+	// The catch-up release cursor lives in the range's leader_epochs row
+	// (KeepCursor): a new term continues the release schedule its range's
+	// last leader left, so a handover in mid-recovery does not release a
+	// second schedule on top of the first. Within a term, every pass
+	// continues the cursor of the passes before it.
 	opts := stage.Options{
-		Election: w.election, Epoch: term.Epoch, Leader: s.cfg.NodeID,
+		Election: t.Lock, Epoch: t.Epoch, Leader: s.cfg.NodeID,
 		Window: s.cfg.Window, Chunk: s.cfg.Chunk, Limit: s.cfg.BatchSize,
 		MisfireThreshold: s.cfg.MisfireThreshold, MaxSlotsPerJob: s.cfg.MaxSlotsPerJob,
-		MaxSkipRecords: s.cfg.MaxSkipRecords, CatchUpRate: w.rate, Step: s.cfg.FillStep,
-		Partitions: w.partitions, KeepCursor: w.keepCursor,
+		MaxSkipRecords: s.cfg.MaxSkipRecords, CatchUpRate: s.cfg.CatchUpRate / float64(s.ranges), Step: s.cfg.FillStep,
+		Partitions: parts, KeepCursor: true,
 	}
 	timer := s.clk.NewTimer(0) // a new leader stages at once
 	defer timer.Stop()
@@ -245,17 +263,17 @@ func (s *Service) work(ctx context.Context, w termWork) {
 			log.Info("stopped prefetching", "cause", context.Cause(ctx))
 			return
 		case <-timer.C():
-		case <-w.wake:
+		case <-wake:
 		}
 		err := s.pass(ctx, &opts, log)
 		switch {
 		case errors.Is(err, stage.ErrFenced):
-			// A newer leader has written: ours is over whatever ZooKeeper
-			// told us. Do nothing more until the elector ends this term.
+			// A newer leader of the range has written: ours is over
+			// whatever ZooKeeper told us. Do nothing more until the
+			// coordinator ends this term.
 			s.metrics.Fenced.Inc()
-			if w.gauges {
-				s.metrics.Leader.Set(0)
-			}
+			s.setWorking(-1)
+			working = false
 			stopTasks()
 			log.Warn("fenced by a newer leader epoch; standing by until the term ends")
 			<-ctx.Done()

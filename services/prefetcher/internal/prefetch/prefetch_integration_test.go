@@ -12,15 +12,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/jobwake"
-	"github.com/sundialhq/sundial/pkg/leader"
+	"github.com/sundialhq/sundial/pkg/rangeleader"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/pgtest"
-	"github.com/sundialhq/sundial/services/prefetcher/internal/stage"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
@@ -30,51 +29,15 @@ func electionPath(t *testing.T) string {
 	return root + "/election"
 }
 
-// instance is one in-process prefetcher: elector, listener and loop over
-// its own pool, like main composes them.
-type instance struct {
-	id      string
-	elector *leader.Elector
-	loop    *Service
-	list    *Listener
-	metrics *Metrics
-	stopped bool
-}
-
-func startInstance(t *testing.T, dsn, path, id string, tick time.Duration) *instance {
+// startInstance is a one-range prefetcher (--ranges 1: a single leader
+// for every partition).
+func startInstance(t *testing.T, dsn, path, id string, tick time.Duration) *rangeInstance {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(t.Output(), nil)).With("instance", id)
-	pool := pgtest.Pool(t, dsn)
-	m := NewMetrics(prometheus.NewRegistry(), "/test-election")
-	el, err := leader.New(leader.Config{
-		Servers: testinfra.ZooKeeperAddrs(t), Path: path, NodeID: id, SessionTimeout: 2 * time.Second,
-		Logger: log, OnTransition: m.ObserveElection,
-	})
-	require.NoError(t, err)
-	list := NewListener(pool.Config().ConnConfig.Copy(), jobwake.Channel, log, clock.Real{})
-	loop, err := New(Config{
-		Election: path, NodeID: id, Window: 2 * time.Minute, Tick: tick,
-		BatchSize: 7, MisfireThreshold: 5 * time.Second, MaxSlotsPerJob: 10000,
-	}, el, stage.New(pool, log), list.C(), log, clock.Real{}, m)
-	require.NoError(t, err)
-	in := &instance{id: id, elector: el, loop: loop, list: list, metrics: m}
-	require.NoError(t, el.Start(context.Background()))
-	require.NoError(t, list.Start(context.Background()))
-	require.NoError(t, loop.Start(context.Background()))
-	t.Cleanup(in.stop)
-	return in
+	return startInstanceWith(t, dsn, path, id, 1, Config{Tick: tick, BatchSize: 7}, slog.LevelInfo)
 }
 
-// stop shuts down in main's order: loop, listener, elector.
-func (in *instance) stop() {
-	if in.stopped {
-		return
-	}
-	in.stopped = true
-	in.loop.Stop()
-	in.list.Stop()
-	in.elector.Stop()
-}
+// rangeZero is the leader_epochs key of a one-range group's only range.
+func rangeZero(path string) string { return path + "/ranges/" + rangeleader.LockName(0) }
 
 type epochRow struct {
 	leader  string
@@ -109,10 +72,14 @@ func assertEverySecondExactlyOnce(t *testing.T, pool *pgxpool.Pool, jobs []uuid.
 	}
 }
 
+// With one range, two prefetchers are a leader and a standby: exactly one
+// stages; when it stops, the other takes the range over on a newer epoch
+// and every slot is staged exactly once across the handover.
 func TestTwoInstancesStageEachSlotOnceAcrossAHandover(t *testing.T) {
 	dsn := pgtest.Schema(t)
 	pool := pgtest.Pool(t, dsn)
-	path := electionPath(t)
+	group := electionPath(t)
+	path := rangeZero(group)
 	var jobs []uuid.UUID
 	for range 20 {
 		jobs = append(jobs, pgtest.InsertJob(t, pool, &sundialv1.Job{
@@ -121,8 +88,8 @@ func TestTwoInstancesStageEachSlotOnceAcrossAHandover(t *testing.T) {
 		}, `date_trunc('second', now()) + interval '1 second'`))
 	}
 
-	a := startInstance(t, dsn, path, "a", 200*time.Millisecond)
-	b := startInstance(t, dsn, path, "b", 200*time.Millisecond)
+	a := startInstance(t, dsn, group, "a", 200*time.Millisecond)
+	b := startInstance(t, dsn, group, "b", 200*time.Millisecond)
 	var first epochRow
 	require.Eventually(t, func() bool { first = currentLeader(t, pool, path); return first.leader != "" }, 15*time.Second, 20*time.Millisecond)
 	lead, standby := a, b
@@ -131,7 +98,9 @@ func TestTwoInstancesStageEachSlotOnceAcrossAHandover(t *testing.T) {
 	}
 	// A few passes by the first leader.
 	require.Eventually(t, func() bool { return currentLeader(t, pool, path).updated.After(first.updated.Add(time.Second)) }, 15*time.Second, 20*time.Millisecond)
-	require.Equal(t, leader.StateFollowing, standby.elector.State())
+	require.Equal(t, []int{0}, lead.coord.Led())
+	require.Empty(t, standby.coord.Led(), "one range, one leader: the standby leads nothing")
+	require.Equal(t, 0.0, testutil.ToFloat64(standby.metrics.Leader))
 
 	handover := time.Now()
 	lead.stop()
@@ -151,7 +120,8 @@ func TestTwoInstancesStageEachSlotOnceAcrossAHandover(t *testing.T) {
 func TestJobsNotificationWakesTheLeader(t *testing.T) {
 	dsn := pgtest.Schema(t)
 	pool := pgtest.Pool(t, dsn)
-	path := electionPath(t)
+	group := electionPath(t)
+	path := rangeZero(group)
 	// With a tick just under the window, only a notification can wake the
 	// loop within the test's deadline once its start-up passes are done:
 	// one for the new term and one for the listener's wake-up on
@@ -160,7 +130,7 @@ func TestJobsNotificationWakesTheLeader(t *testing.T) {
 	// the application name this instance connects with): its wake-up is
 	// sent right after, well before the job below exists.
 	app := testinfra.UniqueName(t, 60)
-	in := startInstance(t, dsn+"&application_name="+app, path, "a", 119*time.Second)
+	in := startInstance(t, dsn+"&application_name="+app, group, "a", 119*time.Second)
 	require.Eventually(t, func() bool { return currentLeader(t, pool, path).leader == "a" }, 15*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool {
 		var listening bool

@@ -28,12 +28,12 @@ import (
 
 const testRanges = 16
 
-// rangeInstance is one in-process prefetcher in partitioned mode, composed
-// as main composes it: listener, range loop, coordinator.
+// rangeInstance is one in-process prefetcher, composed as main composes
+// it: listener, loop, coordinator.
 type rangeInstance struct {
 	id      string
 	coord   *rangeleader.Coordinator
-	loop    *Ranges
+	loop    *Service
 	list    *Listener
 	metrics *Metrics
 	once    sync.Once
@@ -41,17 +41,24 @@ type rangeInstance struct {
 
 func startRangeInstance(t *testing.T, dsn, path, id string) *rangeInstance {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})).With("instance", id)
+	return startInstanceWith(t, dsn, path, id, testRanges, Config{Tick: 200 * time.Millisecond, BatchSize: 50, CatchUpRate: 100}, slog.LevelWarn)
+}
+
+// startInstanceWith starts an instance with ranges ranges and cfg's Tick,
+// BatchSize and CatchUpRate.
+func startInstanceWith(t *testing.T, dsn, path, id string, ranges int, cfg Config, level slog.Level) *rangeInstance {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: level})).With("instance", id)
 	pool := pgtest.Pool(t, dsn)
 	m := NewMetrics(prometheus.NewRegistry(), path)
 	list := NewListener(pool.Config().ConnConfig.Copy(), jobwake.Channel, log, clock.Real{})
-	loop, err := NewRanges(Config{
-		Election: path, NodeID: id, Window: 2 * time.Minute, Tick: 200 * time.Millisecond,
-		BatchSize: 50, MisfireThreshold: 5 * time.Second, MaxSlotsPerJob: 10000, CatchUpRate: 100,
-	}, testRanges, stage.New(pool, log), list.C(), log, clock.Real{}, m)
+	loop, err := New(Config{
+		Election: path, NodeID: id, Window: 2 * time.Minute, Tick: cfg.Tick,
+		BatchSize: cfg.BatchSize, MisfireThreshold: 5 * time.Second, MaxSlotsPerJob: 10000, CatchUpRate: cfg.CatchUpRate,
+	}, ranges, stage.New(pool, log), list.C(), log, clock.Real{}, m)
 	require.NoError(t, err)
 	coord, err := rangeleader.New(rangeleader.Config{
-		Servers: testinfra.ZooKeeperAddrs(t), Path: path, NodeID: id, Ranges: testRanges,
+		Servers: testinfra.ZooKeeperAddrs(t), Path: path, NodeID: id, Ranges: ranges,
 		SessionTimeout: 2 * time.Second, Logger: log, Work: loop.Work, OnChange: m.ObserveRanges,
 	})
 	require.NoError(t, err)

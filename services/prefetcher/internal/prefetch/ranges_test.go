@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/leader"
 	"github.com/sundialhq/sundial/pkg/rangeleader"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/stage"
 )
@@ -24,18 +23,18 @@ type taskRecorder struct {
 	terms []int64
 }
 
-func (r *taskRecorder) RunTerm(ctx context.Context, term leader.Term) {
+func (r *taskRecorder) RunTerm(ctx context.Context, term rangeleader.Term) {
 	r.mu.Lock()
 	r.terms = append(r.terms, term.Epoch)
 	r.mu.Unlock()
 	<-ctx.Done()
 }
 
-func newRanges(t *testing.T, st *scriptStager, tasks ...TermTask) (*Ranges, chan struct{}, *Metrics) {
+func newRanges(t *testing.T, st *scriptStager, tasks ...TermTask) (*Service, chan struct{}, *Metrics) {
 	t.Helper()
 	wake := make(chan struct{}, 1)
 	m := NewMetrics(prometheus.NewRegistry(), "/e")
-	r, err := NewRanges(Config{Election: "/e", NodeID: "n1", Window: 2 * time.Minute, Tick: time.Second, BatchSize: 2, MaxSlotsPerJob: 100, CatchUpRate: 160},
+	r, err := New(Config{Election: "/e", NodeID: "n1", Window: 2 * time.Minute, Tick: time.Second, BatchSize: 2, MaxSlotsPerJob: 100, CatchUpRate: 160},
 		16, st, wake, slog.New(slog.NewTextHandler(io.Discard, nil)), clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)), m, tasks...)
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background()))
@@ -45,7 +44,7 @@ func newRanges(t *testing.T, st *scriptStager, tasks ...TermTask) (*Ranges, chan
 
 // runRange runs Work for a range as the coordinator would, in a goroutine
 // the test owns; the returned func ends the term and waits.
-func runRange(r *Ranges, term rangeleader.Term) func() {
+func runRange(r *Service, term rangeleader.Term) func() {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { r.Work(ctx, term) })
@@ -105,17 +104,21 @@ func TestTermTasksRunWithRangeZeroOnly(t *testing.T) {
 		defer rec.mu.Unlock()
 		return len(rec.terms) == 1
 	}, 5*time.Second, time.Millisecond)
+	require.Equal(t, 1.0, testutil.ToFloat64(m.Leader), "staging for two ranges")
 	stop0()
+	require.Equal(t, 1.0, testutil.ToFloat64(m.Leader), "still staging for range 5")
 	stop5()
+	require.Equal(t, 0.0, testutil.ToFloat64(m.Leader))
 	require.Equal(t, []int64{9}, rec.terms)
 	m.ObserveRanges(2)
 	require.Equal(t, 2.0, testutil.ToFloat64(m.RangesLed))
-	require.Equal(t, 1.0, testutil.ToFloat64(m.Leader))
 	m.ObserveRanges(0)
-	require.Equal(t, 0.0, testutil.ToFloat64(m.Leader))
+	require.Equal(t, 0.0, testutil.ToFloat64(m.RangesLed))
 }
 
-func TestNewRangesRefusesAnUnevenSplit(t *testing.T) {
-	_, err := NewRanges(Config{}, 3, nil, nil, nil, nil, nil)
-	require.ErrorContains(t, err, "ranges")
+func TestNewRefusesAnUnevenSplit(t *testing.T) {
+	for _, n := range []int{0, 3, 512} {
+		_, err := New(Config{}, n, nil, nil, nil, nil, nil)
+		require.ErrorContains(t, err, "ranges", n)
+	}
 }

@@ -43,8 +43,8 @@ func TestStagingRateByPrefetchers(t *testing.T) {
 	if jobs <= 0 {
 		t.Skip("a measurement: set SUNDIAL_MEASURE_STAGING=<jobs> to run it")
 	}
-	// 0: the single leader's way, one transaction at a time over every
-	// partition (the baseline).
+	// 0: one transaction at a time over every partition, as one range
+	// (--ranges 1) stages (the baseline).
 	for _, n := range []int{0, 1, 2, 4} {
 		for run := range 3 {
 			took := measureBurst(t, jobs, n)
@@ -53,7 +53,7 @@ func TestStagingRateByPrefetchers(t *testing.T) {
 	}
 }
 
-// stageSingle stages as the single leader does: batch after batch, one at
+// stageSingle stages as a one-range leader does: batch after batch, one at
 // a time, across all partitions, until a batch comes back short.
 func stageSingle(t *testing.T, st *stage.Store) {
 	o := stage.Options{
@@ -127,7 +127,7 @@ func measureBurst(t *testing.T, jobs, prefetchers int) time.Duration {
 		log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 		ipool := pgtest.Pool(t, dsn)
 		m := NewMetrics(prometheus.NewRegistry(), path)
-		loop, err := NewRanges(Config{
+		loop, err := New(Config{
 			Election: path, NodeID: string(rune('a' + i)), Window: 2 * time.Minute, Chunk: 30 * time.Second, Tick: 50 * time.Millisecond,
 			BatchSize: 500, MisfireThreshold: 5 * time.Second, MaxSlotsPerJob: 10000, MaxSkipRecords: 100, FillStep: 10 * time.Second, CatchUpRate: 100,
 		}, testRanges, stage.New(ipool, log), nil, log, clock.Real{}, m)

@@ -7,8 +7,8 @@
 // action purge) saying when and why the job went. Dead letters are kept:
 // the api lists and re-drives them independently of the job row.
 //
-// The sweep is leader work: the prefetch loop runs it for each term
-// (RunTerm) and stops it with the term. It deletes in small transactions
+// The sweep is leader work: whoever leads partition range 0 runs it, for
+// each term of that range (RunTerm), and stops it with the term. It deletes in small transactions
 // so it never holds many row locks or a long transaction on the hot jobs
 // table, and skips rows someone else has locked (the api changing a job)
 // until the next sweep. Purging is idempotent, so a deposed leader's
@@ -29,7 +29,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/pkg/leader"
+	"github.com/sundialhq/sundial/pkg/rangeleader"
 )
 
 // Actor is the audit trail's name for the prefetcher.
@@ -102,7 +102,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger, clk clock.Clock, m *M
 }
 
 // RunTerm sweeps at once and then every Interval until ctx ends.
-func (s *Sweeper) RunTerm(ctx context.Context, term leader.Term) {
+func (s *Sweeper) RunTerm(ctx context.Context, term rangeleader.Term) {
 	log := s.log.With("epoch", term.Epoch)
 	timer := s.clk.NewTimer(0)
 	defer timer.Stop()

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/leader"
+	"github.com/sundialhq/sundial/pkg/rangeleader"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/pgtest"
 )
@@ -163,7 +163,7 @@ func TestRunTermSweepsUntilTheTermEnds(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.RunTerm(ctx, leader.Term{Epoch: 1, Ctx: ctx})
+		s.RunTerm(ctx, rangeleader.Term{Range: 0, Epoch: 1, Lock: "/test/ranges/r0000"})
 	}()
 	require.Eventually(t, func() bool { return !exists(t, pool, first) }, 30*time.Second, 10*time.Millisecond)
 	// A job that passes its retention later is purged by a later sweep.
