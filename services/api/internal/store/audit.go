@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"time"
@@ -10,11 +9,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/pkg/audittrail"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
 // Audit actions the api writes. The prefetcher and workers add their own
-// (complete, purge) to the same table.
+// (complete, purge) to the same trail.
 const (
 	ActionCreate   = "create"
 	ActionUpdate   = "update"
@@ -26,8 +26,9 @@ const (
 	ActionRedrive  = "redrive"
 )
 
-// Audit is one job_audit row a change appends inside its own transaction,
-// so the trail holds exactly the changes that committed.
+// Audit is one entry of the job trail a change appends inside its own
+// transaction (through pkg/audittrail), so the trail holds exactly the
+// changes that committed.
 type Audit struct {
 	// Actor is who made the change (auth.ActorFrom).
 	Actor string
@@ -45,30 +46,34 @@ func cloneDetail(d map[string]any) map[string]any {
 	return out
 }
 
+func jobRecord(tenant, jobID string, version int64, now time.Time, a Audit) audittrail.Record {
+	return audittrail.Record{Kind: audittrail.KindJob, Tenant: tenant, Subject: jobID, Actor: a.Actor, Action: a.Action,
+		Version: version, At: now, Detail: a.Detail}
+}
+
 func insertAudit(ctx context.Context, tx pgx.Tx, tenant, jobID string, version int64, now time.Time, a Audit) error {
-	args, err := auditArgs(tenant, jobID, version, now, a)
-	if err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, auditSQL, args...); err != nil {
-		return fmt.Errorf("store: insert audit row: %w", err)
+	if err := audittrail.Append(ctx, tx, jobRecord(tenant, jobID, version, now, a)); err != nil {
+		return fmt.Errorf("store: %w", err)
 	}
 	return nil
 }
 
-const auditSQL = `
-		INSERT INTO job_audit (job_id, tenant, actor, action, version, at, detail)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`
+// auditSQL and auditArgs are the job trail's append split for a
+// pgx.Batch: the statement is the same for every job entry.
+var auditSQL = func() string {
+	sql, _, err := jobRecord("-", "-", 0, time.Unix(0, 0), Audit{Action: "-"}).Statement()
+	if err != nil {
+		panic(err)
+	}
+	return sql
+}()
 
 func auditArgs(tenant, jobID string, version int64, now time.Time, a Audit) ([]any, error) {
-	if a.Detail == nil {
-		a.Detail = map[string]any{}
-	}
-	detail, err := json.Marshal(a.Detail)
+	_, args, err := jobRecord(tenant, jobID, version, now, a).Statement()
 	if err != nil {
-		return nil, fmt.Errorf("store: encode audit detail: %w", err)
+		return nil, fmt.Errorf("store: %w", err)
 	}
-	return []any{jobID, tenant, a.Actor, a.Action, version, now, detail}, nil
+	return args, nil
 }
 
 // AuditQuery selects a page of one job's audit trail, or of every job's
@@ -90,41 +95,16 @@ type AuditEntry struct {
 
 // ListAudit returns up to q.Limit audit entries of the tenant's job (or
 // jobs), newest first. The trail outlives the job (it stays when the job
-// is purged), so it does not look at jobs. The tenant-wide trail walks the
-// table's primary key backwards and keeps the tenant's rows: cheap while
-// the tenant's changes are a fair share of recent ones.
+// is purged), so it does not look at jobs.
 func (s *Store) ListAudit(ctx context.Context, tenant string, q AuditQuery) ([]AuditEntry, error) {
-	sql := `SELECT id, job_id::text, tenant, actor, action, version, at, detail::text
-	          FROM job_audit WHERE tenant = $1`
-	args := []any{tenant, q.Limit}
-	if q.JobID != "" {
-		args = append(args, q.JobID)
-		sql += fmt.Sprintf(` AND job_id = $%d`, len(args))
-	}
-	if q.Before > 0 {
-		args = append(args, q.Before)
-		sql += fmt.Sprintf(` AND id < $%d`, len(args))
-	}
-	sql += ` ORDER BY id DESC LIMIT $2`
-	rows, err := s.pool.Query(ctx, sql, args...)
+	es, err := audittrail.Trail(ctx, s.pool, audittrail.KindJob, tenant, q.JobID, q.Before, q.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: list audit: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditEntry, error) {
-		var (
-			e  AuditEntry
-			at time.Time
-			ae sundialv1.AuditEntry
-		)
-		if err := r.Scan(&e.Seq, &ae.JobId, &ae.Tenant, &ae.Actor, &ae.Action, &ae.Version, &at, &ae.Detail); err != nil {
-			return e, err
-		}
-		ae.Time = timestamppb.New(at)
-		e.Entry = &ae
-		return e, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: list audit: %w", err)
+	out := make([]AuditEntry, len(es))
+	for i, e := range es {
+		out[i] = AuditEntry{Seq: e.Seq, Entry: &sundialv1.AuditEntry{JobId: e.Subject, Tenant: e.Tenant, Actor: e.Actor,
+			Action: e.Action, Version: e.Version, Time: timestamppb.New(e.At), Detail: e.Detail}}
 	}
 	return out, nil
 }
