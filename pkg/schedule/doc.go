@@ -26,7 +26,7 @@
 // Friday, Sunday being 1) is "5L" here; names avoid the question.
 //
 // Hashed values (Jenkins' H): "H" is one value of the field chosen by a
-// stable hash of Options.HashSeed (Sundial passes the job's id) and the
+// stable hash of Options.HashSeed (meant to be the job's id) and the
 // field's name, so jobs written "H H * * *" spread over the day instead of
 // all firing at midnight; "H(a-b)" picks within a-b, and "H/n" and
 // "H(a-b)/n" step by n from a hashed offset. Day-of-month H stays within

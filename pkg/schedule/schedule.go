@@ -52,10 +52,10 @@ type Options struct {
 	// unbounded. Parse also anchors "@every" at Start.
 	Start, End time.Time
 	// HashSeed is what the hashed field values ("H", "H(0-29)", "H/15")
-	// are computed from. Sundial passes the job's id: unique across
-	// tenants (two tenants' "nightly-report" jobs do not share a slot) and
-	// fixed for the job's life (editing or renaming it does not move it).
-	// Empty means H is refused with a ParseError naming the field.
+	// are computed from: the job's id, unique across tenants (two
+	// tenants' "nightly-report" jobs do not share a slot) and fixed for
+	// the job's life (editing or renaming it does not move it). Empty
+	// means H is refused with a ParseError naming the field.
 	HashSeed string
 }
 
