@@ -179,7 +179,7 @@ func New(cfg Config) (*Console, error) {
 		cals:  sundialv1.NewCalendarServiceClient(cfg.Conn),
 		pages: map[string]*template.Template{}, prom: &http.Client{Timeout: 5 * time.Second},
 	}
-	for _, p := range []string{"login", "overview", "jobs", "job", "new", "confirm", "deadletters", "deadletter", "execution", "executions", "backfill", "audit", "sessions", "error"} {
+	for _, p := range []string{"login", "overview", "jobs", "job", "new", "confirm", "deadletters", "deadletter", "execution", "executions", "backfill", "audit", "sessions", "error", "forecast"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+p+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: template %s: %w", p, err)
@@ -197,6 +197,7 @@ func New(cfg Config) (*Console, error) {
 	mux.HandleFunc("POST /jobs/bulk", c.signedIn(c.bulk))
 	mux.HandleFunc("POST /jobs/new", c.signedIn(c.createJob))
 	mux.HandleFunc("GET /preview", c.signedIn(c.preview))
+	mux.HandleFunc("GET /forecast", c.signedIn(c.forecastPage))
 	mux.HandleFunc("GET /jobs/{id}", c.signedIn(c.jobPage))
 	mux.HandleFunc("GET /jobs/{id}/confirm", c.signedIn(c.confirmJobAction))
 	mux.HandleFunc("GET /jobs/{id}/edit", c.signedIn(c.editJobPage))
