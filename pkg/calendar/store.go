@@ -2,7 +2,6 @@ package calendar
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -15,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/pkg/audittrail"
 	"github.com/sundialhq/sundial/pkg/firing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
@@ -105,13 +105,9 @@ func insertAudit(ctx context.Context, tx pgx.Tx, tenant, name, action string, ve
 	all := make(map[string]any, len(a.Detail)+len(detail))
 	maps.Copy(all, a.Detail)
 	maps.Copy(all, detail)
-	b, err := json.Marshal(all)
-	if err != nil {
-		return fmt.Errorf("calendar: encode audit detail: %w", err)
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO calendar_audit (tenant, calendar, actor, action, version, detail) VALUES ($1, $2, $3, $4, $5, $6)`,
-		tenant, name, a.Actor, action, version, b); err != nil {
-		return fmt.Errorf("calendar: insert audit row: %w", err)
+	if err := audittrail.Append(ctx, tx, audittrail.Record{Kind: audittrail.KindCalendar, Tenant: tenant, Subject: name,
+		Actor: a.Actor, Action: action, Version: version, Detail: all}); err != nil {
+		return fmt.Errorf("calendar: %w", err)
 	}
 	return nil
 }
@@ -133,28 +129,13 @@ type AuditEntry struct {
 // calendar name; "" for all), newest first, those before seq (0: from
 // the newest).
 func (s *Store) ListAudit(ctx context.Context, tenant, name string, before int64, limit int) ([]AuditEntry, error) {
-	q, args := `SELECT id, calendar, actor, action, version, at, detail::text FROM calendar_audit WHERE tenant = $1`, []any{tenant}
-	if name != "" {
-		args = append(args, name)
-		q += fmt.Sprintf(` AND calendar = $%d`, len(args))
-	}
-	if before > 0 {
-		args = append(args, before)
-		q += fmt.Sprintf(` AND id < $%d`, len(args))
-	}
-	args = append(args, limit)
-	q += fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args))
-	rows, err := s.pool.Query(ctx, q, args...)
+	es, err := audittrail.Trail(ctx, s.pool, audittrail.KindCalendar, tenant, name, before, limit)
 	if err != nil {
 		return nil, fmt.Errorf("calendar: list audit: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditEntry, error) {
-		var e AuditEntry
-		err := r.Scan(&e.Seq, &e.Calendar, &e.Actor, &e.Action, &e.Version, &e.At, &e.Detail)
-		return e, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("calendar: list audit: %w", err)
+	out := make([]AuditEntry, len(es))
+	for i, e := range es {
+		out[i] = AuditEntry{Seq: e.Seq, Calendar: e.Subject, Actor: e.Actor, Action: e.Action, Version: e.Version, At: e.At, Detail: e.Detail}
 	}
 	return out, nil
 }

@@ -39,6 +39,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/sundialhq/sundial/pkg/audittrail"
 	"github.com/sundialhq/sundial/pkg/firing"
 )
 
@@ -63,7 +64,7 @@ type Querier interface {
 // it happens once (status active) and only to the version that staged the
 // last slot, after next_fire_at was cleared; an audit row is written for
 // each job the update changed.
-const completeSQL = `
+var completeSQL = `
 WITH input AS (
   SELECT i.id, i.version, i.detail
   FROM unnest($1::uuid[], $2::bigint[], $3::jsonb[]) AS i(id, version, detail)),
@@ -72,8 +73,7 @@ done AS (
   FROM input i
   WHERE j.id = i.id AND j.status = '` + firing.JobActiveSQL + `' AND j.version = i.version AND j.next_fire_at IS NULL
   RETURNING j.id, j.tenant, j.version, i.detail)
-INSERT INTO job_audit (job_id, tenant, actor, action, version, detail)
-SELECT id, tenant, $4, 'complete', version, detail
+` + audittrail.InsertFrom(audittrail.KindJob) + `SELECT id, tenant, $4, 'complete', version, detail
 FROM done
 RETURNING job_id`
 

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sundialhq/sundial/pkg/audittrail"
 )
 
 // Key is one signing key of a tenant.
@@ -302,13 +304,9 @@ type AuditEntry struct {
 }
 
 func insertAudit(ctx context.Context, tx pgx.Tx, tenant, keyID, actor, action string, at time.Time, detail map[string]string) error {
-	b, err := json.Marshal(detail)
-	if err != nil {
-		return fmt.Errorf("signingkey: encode audit detail: %w", err)
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO signing_key_audit (tenant, key_id, actor, action, at, detail) VALUES ($1, $2, $3, $4, $5, $6)`,
-		tenant, keyID, actor, action, at, b); err != nil {
-		return fmt.Errorf("signingkey: insert audit row: %w", err)
+	if err := audittrail.Append(ctx, tx, audittrail.Record{Kind: audittrail.KindSigningKey, Tenant: tenant, Subject: keyID,
+		Actor: actor, Action: action, At: at, Detail: detail}); err != nil {
+		return fmt.Errorf("signingkey: %w", err)
 	}
 	return nil
 }
@@ -316,27 +314,16 @@ func insertAudit(ctx context.Context, tx pgx.Tx, tenant, keyID, actor, action st
 // ListAudit returns up to limit of tenant's audit rows, newest first,
 // those before seq (0: from the newest).
 func (s *Store) ListAudit(ctx context.Context, tenant string, before int64, limit int) ([]AuditEntry, error) {
-	q, args := `SELECT id, key_id, actor, action, at, detail FROM signing_key_audit WHERE tenant = $1`, []any{tenant}
-	if before > 0 {
-		args = append(args, before)
-		q += ` AND id < $2`
-	}
-	args = append(args, limit)
-	q += fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args))
-	rows, err := s.pool.Query(ctx, q, args...)
+	es, err := audittrail.Trail(ctx, s.pool, audittrail.KindSigningKey, tenant, "", before, limit)
 	if err != nil {
 		return nil, fmt.Errorf("signingkey: list audit: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditEntry, error) {
-		var e AuditEntry
-		var detail []byte
-		if err := r.Scan(&e.Seq, &e.KeyID, &e.Actor, &e.Action, &e.At, &detail); err != nil {
-			return e, err
+	out := make([]AuditEntry, len(es))
+	for i, e := range es {
+		out[i] = AuditEntry{Seq: e.Seq, KeyID: e.Subject, Actor: e.Actor, Action: e.Action, At: e.At}
+		if err := json.Unmarshal([]byte(e.Detail), &out[i].Detail); err != nil {
+			return nil, fmt.Errorf("signingkey: list audit: detail of %d: %w", e.Seq, err)
 		}
-		return e, json.Unmarshal(detail, &e.Detail)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("signingkey: list audit: %w", err)
 	}
 	return out, nil
 }

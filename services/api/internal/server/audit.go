@@ -2,19 +2,12 @@ package server
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
+	"errors"
 
+	"github.com/sundialhq/sundial/pkg/audittrail"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/store"
 )
-
-// auditCursor is what a ListJobAudit page token carries: the job it pages
-// through and the last entry of the previous page.
-type auditCursor struct {
-	Job    string `json:"j"`
-	Before int64  `json:"b"`
-}
 
 // ListJobAudit returns a job's audit trail (without an id, the trail of
 // every job of the tenant), newest first: every committed
@@ -40,15 +33,15 @@ func (s *JobService) ListJobAudit(ctx context.Context, req *sundialv1.ListJobAud
 	}
 	q := store.AuditQuery{JobID: id, Limit: size + 1}
 	if tok := req.GetPageToken(); tok != "" {
-		var c auditCursor
-		b, err := base64.RawURLEncoding.DecodeString(tok)
-		if err != nil || json.Unmarshal(b, &c) != nil || c.Before <= 0 {
+		// The token's scope is the job it pages through ("" for all).
+		c, err := audittrail.Decode(tok, map[string]string{"j": id})
+		switch {
+		case errors.Is(err, audittrail.ErrOtherScope):
+			return nil, invalidf("page_token", "was issued for another job")
+		case err != nil:
 			return nil, invalidf("page_token", "is not a token this server issued")
 		}
-		if c.Job != id {
-			return nil, invalidf("page_token", "was issued for another job")
-		}
-		q.Before = c.Before
+		q.Before = c.Seq
 	}
 	entries, err := s.store.ListAudit(ctx, tenant, q)
 	if err != nil {
@@ -64,8 +57,7 @@ func (s *JobService) ListJobAudit(ctx context.Context, req *sundialv1.ListJobAud
 	resp := &sundialv1.ListJobAuditResponse{}
 	if len(entries) > size {
 		entries = entries[:size]
-		b, _ := json.Marshal(auditCursor{Job: id, Before: entries[size-1].Seq})
-		resp.NextPageToken = base64.RawURLEncoding.EncodeToString(b)
+		resp.NextPageToken = audittrail.Cursor{Seq: entries[size-1].Seq, Scope: map[string]string{"j": id}}.Encode()
 	}
 	for _, e := range entries {
 		resp.Entries = append(resp.Entries, e.Entry)

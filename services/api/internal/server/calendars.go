@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/pkg/audittrail"
 	"github.com/sundialhq/sundial/pkg/calendar"
 	"github.com/sundialhq/sundial/pkg/jobspec"
 	"github.com/sundialhq/sundial/pkg/schedule"
@@ -403,15 +403,6 @@ func (s *CalendarService) ImportCalendar(ctx context.Context, req *sundialv1.Imp
 	return &sundialv1.ImportCalendarResponse{Calendar: out, Skipped: skipped}, nil
 }
 
-// calendarAuditCursor is what a ListCalendarAudit page token carries: the
-// tenant and calendar it pages through and the last entry of the previous
-// page.
-type calendarAuditCursor struct {
-	Tenant   string `json:"t"`
-	Calendar string `json:"c"`
-	Before   int64  `json:"b"`
-}
-
 // ListCalendarAudit pages through the tenant's calendar trail (one
 // calendar's, when named), newest first.
 func (s *CalendarService) ListCalendarAudit(ctx context.Context, req *sundialv1.ListCalendarAuditRequest) (*sundialv1.ListCalendarAuditResponse, error) {
@@ -431,15 +422,16 @@ func (s *CalendarService) ListCalendarAudit(ctx context.Context, req *sundialv1.
 	}
 	var before int64
 	if tok := req.GetPageToken(); tok != "" {
-		var c calendarAuditCursor
-		b, err := base64.RawURLEncoding.DecodeString(tok)
-		if err != nil || json.Unmarshal(b, &c) != nil || c.Before <= 0 {
+		// The token's scope is the tenant and calendar ("" for all) it
+		// pages through.
+		c, err := audittrail.Decode(tok, map[string]string{"t": tenant, "c": name})
+		switch {
+		case errors.Is(err, audittrail.ErrOtherScope):
+			return nil, invalidf("page_token", "was issued for another tenant or calendar")
+		case err != nil:
 			return nil, invalidf("page_token", "is not a token this server issued")
 		}
-		if c.Tenant != tenant || c.Calendar != name {
-			return nil, invalidf("page_token", "was issued for another tenant or calendar")
-		}
-		before = c.Before
+		before = c.Seq
 	}
 	entries, err := s.store.ListAudit(ctx, tenant, name, before, size+1)
 	if err != nil {
@@ -448,8 +440,7 @@ func (s *CalendarService) ListCalendarAudit(ctx context.Context, req *sundialv1.
 	resp := &sundialv1.ListCalendarAuditResponse{}
 	if len(entries) > size {
 		entries = entries[:size]
-		b, _ := json.Marshal(calendarAuditCursor{Tenant: tenant, Calendar: name, Before: entries[size-1].Seq})
-		resp.NextPageToken = base64.RawURLEncoding.EncodeToString(b)
+		resp.NextPageToken = audittrail.Cursor{Seq: entries[size-1].Seq, Scope: map[string]string{"t": tenant, "c": name}}.Encode()
 	}
 	for _, e := range entries {
 		resp.Entries = append(resp.Entries, &sundialv1.CalendarAuditEntry{Calendar: e.Calendar, Actor: e.Actor, Action: e.Action,

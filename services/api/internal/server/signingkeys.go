@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"time"
@@ -13,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/pkg/audittrail"
 	"github.com/sundialhq/sundial/pkg/signingkey"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
@@ -141,13 +140,6 @@ func (s *SigningKeyService) ListSigningKeys(ctx context.Context, _ *sundialv1.Li
 	return out, nil
 }
 
-// keyAuditCursor is what a ListSigningKeyAudit page token carries: the
-// tenant it pages through and the last entry of the previous page.
-type keyAuditCursor struct {
-	Tenant string `json:"t"`
-	Before int64  `json:"b"`
-}
-
 // ListSigningKeyAudit implements sundialv1.SigningKeyServiceServer: the
 // tenant's signing-key trail, newest first (a platform operator's, of the
 // tenant its call names).
@@ -162,15 +154,15 @@ func (s *SigningKeyService) ListSigningKeyAudit(ctx context.Context, req *sundia
 	}
 	var before int64
 	if tok := req.GetPageToken(); tok != "" {
-		var c keyAuditCursor
-		b, err := base64.RawURLEncoding.DecodeString(tok)
-		if err != nil || json.Unmarshal(b, &c) != nil || c.Before <= 0 {
+		// The token's scope is the tenant it pages through.
+		c, err := audittrail.Decode(tok, map[string]string{"t": tenant})
+		switch {
+		case errors.Is(err, audittrail.ErrOtherScope):
+			return nil, invalidf("page_token", "was issued for another tenant")
+		case err != nil:
 			return nil, invalidf("page_token", "is not a token this server issued")
 		}
-		if c.Tenant != tenant {
-			return nil, invalidf("page_token", "was issued for another tenant")
-		}
-		before = c.Before
+		before = c.Seq
 	}
 	entries, err := s.store.ListAudit(ctx, tenant, before, size+1)
 	if err != nil {
@@ -179,8 +171,7 @@ func (s *SigningKeyService) ListSigningKeyAudit(ctx context.Context, req *sundia
 	out := &sundialv1.ListSigningKeyAuditResponse{}
 	if len(entries) > size {
 		entries = entries[:size]
-		b, _ := json.Marshal(keyAuditCursor{Tenant: tenant, Before: entries[size-1].Seq})
-		out.NextPageToken = base64.RawURLEncoding.EncodeToString(b)
+		out.NextPageToken = audittrail.Cursor{Seq: entries[size-1].Seq, Scope: map[string]string{"t": tenant}}.Encode()
 	}
 	for _, e := range entries {
 		out.Entries = append(out.Entries, &sundialv1.SigningKeyAuditEntry{KeyId: e.KeyID, Actor: e.Actor, Action: e.Action,

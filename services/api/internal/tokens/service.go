@@ -2,16 +2,15 @@ package tokens
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/pkg/audittrail"
 	"github.com/sundialhq/sundial/pkg/auth"
 	"github.com/sundialhq/sundial/pkg/clock"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -243,20 +242,14 @@ func page(size32 int32, token string) (size int, before int64, err error) {
 		return 0, 0, invalid("page_size", "must be between 1 and 1000 (0: 100)")
 	}
 	if token != "" {
-		b, err := base64.RawURLEncoding.DecodeString(token)
-		if err == nil {
-			before, err = strconv.ParseInt(string(b), 10, 64)
-		}
-		if err != nil || before <= 0 {
+		if before, err = audittrail.DecodeSeqToken(token); err != nil {
 			return 0, 0, invalid("page_token", "is not a token this server issued")
 		}
 	}
 	return size, before, nil
 }
 
-func pageToken(seq int64) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(seq, 10)))
-}
+func pageToken(seq int64) string { return audittrail.SeqToken(seq) }
 
 // ListAccessDenied pages through the refused-call trail: an admin's
 // tenant's rows, an operator's named tenant's or every row.

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sundialhq/sundial/pkg/audittrail"
 	"github.com/sundialhq/sundial/pkg/auth"
 )
 
@@ -117,13 +118,9 @@ func (s *Store) Create(ctx context.Context, tenant, name string, role auth.Role,
 }
 
 func insertAudit(ctx context.Context, tx pgx.Tx, tenant, tokenID, actor, action string, detail map[string]string) error {
-	b, err := json.Marshal(detail)
-	if err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO token_audit (tenant, token_id, actor, action, detail) VALUES ($1, $2, $3, $4, $5)`,
-		tenant, tokenID, actor, action, b); err != nil {
-		return fmt.Errorf("tokens: insert audit row: %w", err)
+	if err := audittrail.Append(ctx, tx, audittrail.Record{Kind: audittrail.KindToken, Tenant: tenant, Subject: tokenID,
+		Actor: actor, Action: action, Detail: detail}); err != nil {
+		return fmt.Errorf("tokens: %w", err)
 	}
 	return nil
 }
@@ -191,27 +188,16 @@ func (s *Store) Revoke(ctx context.Context, tenant, id, actor string, allow func
 // ListAudit returns up to limit of the tenant's token audit rows, newest
 // first, before seq (0: from the newest).
 func (s *Store) ListAudit(ctx context.Context, tenant string, before int64, limit int) ([]AuditEntry, error) {
-	q, args := `SELECT id, token_id, actor, action, at, detail FROM token_audit WHERE tenant = $1`, []any{tenant}
-	if before > 0 {
-		args = append(args, before)
-		q += ` AND id < $2`
-	}
-	args = append(args, limit)
-	q += fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args))
-	rows, err := s.pool.Query(ctx, q, args...)
+	es, err := audittrail.Trail(ctx, s.pool, audittrail.KindToken, tenant, "", before, limit)
 	if err != nil {
 		return nil, fmt.Errorf("tokens: list audit: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditEntry, error) {
-		var e AuditEntry
-		var detail []byte
-		if err := r.Scan(&e.Seq, &e.TokenID, &e.Actor, &e.Action, &e.At, &detail); err != nil {
-			return e, err
+	out := make([]AuditEntry, len(es))
+	for i, e := range es {
+		out[i] = AuditEntry{Seq: e.Seq, TokenID: e.Subject, Actor: e.Actor, Action: e.Action, At: e.At}
+		if err := json.Unmarshal([]byte(e.Detail), &out[i].Detail); err != nil {
+			return nil, fmt.Errorf("tokens: list audit: detail of %d: %w", e.Seq, err)
 		}
-		return e, json.Unmarshal(detail, &e.Detail)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("tokens: list audit: %w", err)
 	}
 	return out, nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sundialhq/sundial/pkg/audittrail"
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/rangeleader"
@@ -128,7 +129,7 @@ func (s *Sweeper) RunTerm(ctx context.Context, term rangeleader.Term) {
 // appends their purge audit rows, in one statement. Without an index on
 // (status, updated_at) the inner SELECT is a scan of jobs that stops at
 // $2 matches; it runs once per interval, not per tick.
-const purgeSQL = `
+var purgeSQL = `
 WITH gone AS (
   DELETE FROM jobs
    WHERE id IN (
@@ -138,8 +139,7 @@ WITH gone AS (
       LIMIT $2
       FOR UPDATE SKIP LOCKED)
   RETURNING id, tenant, version, status, COALESCE(deleted_at, updated_at) AS since)
-INSERT INTO job_audit (job_id, tenant, actor, action, version, detail)
-SELECT id, tenant, $3, 'purge', version,
+` + audittrail.InsertFrom(audittrail.KindJob) + `SELECT id, tenant, $3, 'purge', version,
        jsonb_build_object('status', status, 'since', since, 'retention', $4::text)
   FROM gone
 RETURNING detail->>'status'`
