@@ -142,23 +142,25 @@ func TestBrowserConsoleScheduleKinds(t *testing.T) {
 		t.Fatal("a new form shows another kind's field than cron's")
 	}
 
-	// One-off: an instant the console cannot read, then one in the past
-	// (the api's "no instant after now"), each beside the field.
-	run("once unreadable",
+	// One-off: no instant (the field is the browser's date and time
+	// picker, which takes nothing else), then one in the past (the api's
+	// "no instant after now"), each beside the field.
+	run("once missing",
 		chromedp.SendKeys(css("#name"), "launch-once"),
 		chromedp.SendKeys(css("#url"), "https://reports.example/launch"),
 		chromedp.Click(css("#schedule_kind-once")),
 		chromedp.WaitVisible(css("#once")),
-		chromedp.SendKeys(css("#once"), "next tuesday"),
-		chromedp.WaitVisible(css("#preview li.field-error")),
 		chromedp.Click(css("#create")),
 		chromedp.WaitVisible(css("#once-error")),
 	)
-	if e := text("#once-error"); !strings.HasPrefix(e, "a time such as") || hidden("once") || !hidden("cron") {
+	if typ, err := chromedp.Run(step(), chromedp.Evaluate[string](`document.getElementById('once').type`)); err != nil || typ != "datetime-local" {
+		t.Fatalf("a one-off's instant is a %q field (%v), not the date and time picker", typ, err)
+	}
+	if e := text("#once-error"); !strings.HasPrefix(e, "the instant to run at") || hidden("once") || !hidden("cron") {
 		t.Fatalf("beside once: %q (the field hidden: %v)", e, hidden("once"))
 	}
 	run("once in the past",
-		chromedp.SetValue(css("#once"), "2020-01-01 09:00"),
+		chromedp.SetValue(css("#once"), "2020-01-01T09:00"),
 		clearErrors,
 		chromedp.Click(css("#create")),
 		chromedp.WaitVisible(css("#once-error")),
@@ -174,7 +176,7 @@ func TestBrowserConsoleScheduleKinds(t *testing.T) {
 	at := time.Date(time.Now().Year()+1, 3, 1, 9, 0, 0, 0, paris)
 	run("once created",
 		chromedp.WaitVisible(css("#create")),
-		chromedp.SetValue(css("#once"), at.Format("2006-01-02 15:04")),
+		chromedp.SetValue(css("#once"), at.Format("2006-01-02T15:04")),
 		chromedp.SetValue(css("#timezone"), "Europe/Paris"),
 		chromedp.Poll[chromedp.Void](`document.getElementById('preview').textContent.includes('`+at.UTC().Format("2006-01-02 15:04:05Z")+`')`),
 		shot("02e-form-once-preview"),
@@ -198,6 +200,7 @@ func TestBrowserConsoleScheduleKinds(t *testing.T) {
 		chromedp.SendKeys(css("#url"), "https://reports.example/tick"),
 		chromedp.Click(css("#schedule_kind-interval")),
 		chromedp.SendKeys(css("#interval"), "1500ms"),
+		chromedp.Click(css("#schedule-more > summary")), // folded: bounds, DST, calendar
 		chromedp.SendKeys(css("#start_time"), start.Format("2006-01-02 15:04")),
 		chromedp.SendKeys(css("#end_time"), start.Add(-24*time.Hour).Format("2006-01-02 15:04")),
 		chromedp.Click(css("#create")),
@@ -236,6 +239,7 @@ func TestBrowserConsoleScheduleKinds(t *testing.T) {
 		chromedp.SendKeys(css("#url"), "https://reports.example/daily"),
 		chromedp.Click(css("#schedule_kind-rrule")),
 		chromedp.SendKeys(css("#rrule"), "FREQ=DAILY;BYHOUR=9;BYMINUTE=0;BYSECOND=0"),
+		chromedp.Click(css("#schedule-more > summary")),
 		chromedp.SendKeys(css("#calendar"), "nope"),
 		chromedp.Click(css("#create")),
 		chromedp.WaitVisible(css("#calendar-error")),

@@ -430,6 +430,7 @@ func TestBrowserConsole(t *testing.T) {
 		chromedp.SendKeys(css("#cron"), "0 3 * * *"),
 		chromedp.Click(css("#kind-kafka")),
 		chromedp.SendKeys(css("#topic"), "billing.exports"),
+		chromedp.Click(css("#retry-more > summary")), // folded until opened
 		chromedp.SendKeys(css("#max_attempts"), "3"),
 		chromedp.SendKeys(css("#initial_delay"), "1m"),
 		chromedp.SendKeys(css("#max_delay"), "10s"),
@@ -459,6 +460,7 @@ func TestBrowserConsole(t *testing.T) {
 		chromedp.SendKeys(css("#name"), "nightly-with-policies"),
 		chromedp.SendKeys(css("#cron"), "30 1 * * *"),
 		chromedp.SendKeys(css("#url"), "https://reports.example/nightly"),
+		chromedp.Click(css("#policies-more > summary")),
 		chromedp.SetValue(css("#misfire"), "run_all"),
 		chromedp.SendKeys(css("#misfire_grace"), "-1m"),
 		chromedp.SendKeys(css("#max_catch_up"), "100000"),

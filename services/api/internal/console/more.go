@@ -70,6 +70,34 @@ type backfillForm struct {
 	Other          []string
 }
 
+// slotsShown is how many of a dry run's slots one page lists: a 20 s
+// cron over the default 24 hours has 4,321, once a 44,000-pixel page.
+const slotsShown = 100
+
+// slotPage is one page of a dry run's slots: which (1-based, as shown),
+// how many there are in all, and the offsets of the pages around it.
+type slotPage struct {
+	Slots              []*timestamppb.Timestamp
+	First, Last, Total int
+	More               int
+	Prev, Next         int
+	HasPrev, HasNext   bool
+}
+
+// pageSlots cuts a dry run's slots to the page at offset (clamped to the
+// slots there are, in steps of slotsShown).
+func pageSlots(all []*timestamppb.Timestamp, offset int) slotPage {
+	n := len(all)
+	offset = max(0, min(offset, n-1)) / slotsShown * slotsShown
+	end := min(n, offset+slotsShown)
+	p := slotPage{Slots: all[offset:end], First: offset + 1, Last: end, Total: n, More: n - end,
+		Prev: max(0, offset-slotsShown), Next: end, HasPrev: offset > 0, HasNext: end < n}
+	if n == 0 {
+		p.First = 0
+	}
+	return p
+}
+
 func (c *Console) backfillPage(w http.ResponseWriter, r *http.Request, s *session) {
 	if !c.permit(w, s, "backfill") {
 		return
@@ -143,7 +171,9 @@ func (c *Console) backfill(w http.ResponseWriter, r *http.Request, s *session) {
 		resp, err := c.jobs.BackfillJob(ctx, req)
 		switch {
 		case err == nil && req.DryRun:
-			c.render(w, http.StatusOK, "backfill", s, map[string]any{"Job": got.GetJob(), "Form": f, "Preview": resp})
+			offset, _ := strconv.Atoi(r.PostFormValue("offset"))
+			c.render(w, http.StatusOK, "backfill", s, map[string]any{"Job": got.GetJob(), "Form": f, "Preview": resp,
+				"SlotPage": pageSlots(resp.GetSlots(), offset)})
 			return
 		case err == nil:
 			http.Redirect(w, r, "/jobs/"+url.PathEscape(id)+"?"+notice{code: "backfilled", n: int64(resp.GetCount())}.query(), http.StatusSeeOther)

@@ -64,8 +64,10 @@ var funcs = template.FuncMap{
 	"excerpt":          excerpt,
 	// jobOf pairs a job's id with its name from a page's names (none: a
 	// purged job, shown by id).
-	"jobOf": func(names map[string]string, id string) jobRef { return jobRef{ID: id, Name: names[id]} },
-	"minus": func(a int64, b int) int64 { return a - int64(b) },
+	"jobOf":       func(names map[string]string, id string) jobRef { return jobRef{ID: id, Name: names[id]} },
+	"minus":       func(a int64, b int) int64 { return a - int64(b) },
+	"thousands":   func(n int) string { return thousands(int64(n)) },
+	"pickerValue": pickerValue,
 }
 
 // excerptRunes is how much of an attempt's error the history shows: a
@@ -289,6 +291,13 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request, s *session) {
 		} else {
 			data["NextError"] = status.Convert(err).Message()
 		}
+	}
+	if r.URL.Query().Get("history") == "" {
+		// The newest page is live, as the overview is: the script asks
+		// for the page again and swaps in the history (#live); an older
+		// page stays as it was read.
+		data["Refresh"], data["RefreshSeconds"] = c.cfg.OverviewRefresh.String(), max(1, int(c.cfg.OverviewRefresh.Seconds()))
+		data["Now"] = c.cfg.Clock.Now().UTC().Format("2006-01-02 15:04:05Z")
 	}
 	hist, err := c.jobs.ListExecutions(ctx, &sundialv1.ListExecutionsRequest{JobId: id, PageSize: 50, PageToken: r.URL.Query().Get("history")})
 	switch {

@@ -290,3 +290,58 @@ func (c *Console) calendarNames(ctx context.Context, s *session) []string {
 	}
 	return names
 }
+
+// The create and edit form's folded sections (<details>) open when they
+// hold a value or an error, so nothing set or refused is hidden; a new
+// job's form shows only name, schedule, time zone, target, priority and
+// labels.
+
+func (f form) anyOf(values []string, fields ...string) bool {
+	for _, v := range values {
+		if v != "" {
+			return true
+		}
+	}
+	for _, k := range fields {
+		if f.Errors[k] != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// ScheduleMoreOpen: bounds, DST policies, calendar.
+func (f form) ScheduleMoreOpen() bool {
+	return f.anyOf([]string{f.Start, f.End, f.DstGap, f.DstRepeat, f.Calendar, f.CalPolicy},
+		"Start", "End", "DstGap", "DstRepeat", "Calendar", "CalPolicy")
+}
+
+// RetryOpen: attempts and backoff.
+func (f form) RetryOpen() bool {
+	return f.anyOf([]string{f.MaxAttempts, f.Backoff, f.InitialDelay, f.MaxDelay}, "MaxAttempts", "Backoff", "InitialDelay", "MaxDelay")
+}
+
+// PoliciesOpen: misfire, overlap, timeout, jitter, callback.
+func (f form) PoliciesOpen() bool {
+	return f.anyOf([]string{f.Misfire, f.MisfireGrace, f.MaxCatchUp, f.Overlap, f.Timeout, f.Jitter, f.Callback},
+		"Misfire", "MisfireGrace", "MaxCatchUp", "Overlap", "Timeout", "Jitter", "Callback")
+}
+
+// MoreOpen: payload and idempotency key.
+func (f form) MoreOpen() bool {
+	return f.anyOf([]string{f.Payload, f.IdempotencyKey}, "Payload", "IdempotencyKey")
+}
+
+// pickerValue is a one-off's instant as the date and time picker
+// (datetime-local, to the second) takes it: a wall-clock time the form
+// can read becomes 2026-12-01T09:00:00; anything else (an instant with
+// an offset typed without the picker, text that was refused) is kept as
+// typed, for the field's error to stand beside.
+func pickerValue(text string) string {
+	for _, l := range wallLayouts {
+		if t, err := time.ParseInLocation(l, text, time.UTC); err == nil {
+			return t.Format(localInput)
+		}
+	}
+	return text
+}

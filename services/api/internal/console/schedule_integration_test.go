@@ -194,7 +194,8 @@ func TestIntegrationConsoleScheduleKinds(t *testing.T) {
 	}
 	// An edit that changes the name of the one-off keeps its instant.
 	_, page, _ = acme.do("GET", "/jobs/"+once.GetId()+"/edit", nil)
-	if !strings.Contains(page, `name="once" value="`+onceAt.Format("2006-01-02 15:04")+`"`) {
+	// In the date and time picker's format, to the second.
+	if !strings.Contains(page, `name="once" value="`+onceAt.Format("2006-01-02T15:04:05")+`"`) {
 		t.Fatalf("the edit form does not show the Paris wall clock:\n%s", page)
 	}
 	f = formValues(page)
