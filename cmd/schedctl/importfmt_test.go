@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -341,4 +342,48 @@ func TestExportCronJobsRoundTrip(t *testing.T) {
 			t.Errorf("job %d: read back as\n%v\nwant\n%v\n%s", i, got, want, out.String())
 		}
 	}
+}
+
+// No crontab makes the parser panic, and every problem it reports names
+// the file and a line within it.
+func FuzzParseCrontab(f *testing.F) {
+	f.Add(sampleCrontab)
+	f.Add("@reboot x\nCRON_TZ=\n* * * *\n# name: \n0 0 * * * a\n0 0 * * * a\n")
+	tg, err := newImportTarget("http://runner/run?cmd={{urlquery .Command}}", "", "")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		items, errs := parseCrontab("f.cron", strings.NewReader(src), tg, nil)
+		lines := strings.Count(src, "\n") + 1
+		for _, err := range errs {
+			var n int
+			if _, serr := fmt.Sscanf(err.Error(), "f.cron:%d:", &n); serr != nil || n < 1 || n > lines+1 {
+				t.Fatalf("error %q does not name a line of the file (%d lines)", err, lines)
+			}
+		}
+		for _, it := range items {
+			if it.req.GetIdempotencyKey() == "" || it.req.GetJob().GetName() == "" {
+				t.Fatalf("item without a key or name: %v", it.req)
+			}
+		}
+	})
+}
+
+// No YAML makes the CronJob parser panic, and every problem names the file.
+func FuzzParseCronJobs(f *testing.F) {
+	f.Add(sampleManifests)
+	f.Add("kind: CronJob\napiVersion: batch/v1\nspec: [1]\n---\n- a\n")
+	tg, err := newImportTarget("http://runner/run?cmd={{urlquery .Command}}", "", "")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		_, _, errs := parseCronJobs("f.yaml", strings.NewReader(src), tg, nil)
+		for _, err := range errs {
+			if !strings.HasPrefix(err.Error(), "f.yaml:") {
+				t.Fatalf("error %q does not name the file", err)
+			}
+		}
+	})
 }
