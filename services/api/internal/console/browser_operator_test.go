@@ -176,6 +176,20 @@ func TestBrowserConsoleOperatorsDay(t *testing.T) {
 		t.Logf("the new-job form is %d pixels tall", h)
 	}
 
+	// The overview: a new dead letter reaches the tiles and the newest
+	// table in the same refresh (the table once stayed as first loaded,
+	// under a tile that counted it).
+	run("overview", chromedp.Navigate(base+"/"), chromedp.WaitVisible(css("#recent-dead-letters")),
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := chromedp.Evaluate[int](`(window.__stay = 1)`)(ctx, tg)
+			return err
+		}))
+	api.DeadLetter(t, other, time.Now().UTC().Truncate(time.Second), "connect_refused")
+	run("overview live", chromedp.Poll[chromedp.Void](`document.getElementById('recent-dead-letters').textContent.includes('connect_refused')`))
+	if stay, err := chromedp.Run(step(), chromedp.Evaluate[int](`window.__stay || 0`)); err != nil || stay != 1 {
+		t.Fatal("the overview reloaded instead of updating in place")
+	}
+
 	// The job page's history: a new attempt appears without a reload.
 	run("job page", chromedp.Navigate(base+"/jobs/"+jobID), chromedp.WaitVisible(css("#history")),
 		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {

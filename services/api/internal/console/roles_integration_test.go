@@ -4,6 +4,7 @@ package console_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -113,6 +114,24 @@ func TestIntegrationConsoleRolesInTheUI(t *testing.T) {
 	refused("POST", jobPath+"/backfill", url.Values{"from": {"2026-11-20T00:00:00"}, "to": {"2026-11-20T01:00:00"}, "rate": {"10"}}, "JobService/BackfillJob")
 	refused("POST", "/jobs/bulk", url.Values{"action": {"pause"}, "id": {jobID}}, "JobService/BulkJobAction")
 	refused("POST", "/dead-letters/redrive", url.Values{"id": {"00000000-0000-0000-0000-000000000001"}}, "DeadLetterService/RedriveDeadLetters")
+
+	// The HTTP/JSON API on the same listener refuses the dry run alike.
+	req, err := http.NewRequest("POST", "http://"+api.HTTPAddr+"/v1/jobs/"+jobID+":backfill",
+		strings.NewReader(`{"start_time": "2026-11-20T00:00:00Z", "end_time": "2026-11-20T01:00:00Z", "dry_run": true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+secret)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(raw), "role read-only may not call sundial.v1.JobService/BackfillJob") {
+		t.Errorf("HTTP API backfill dry run as read-only: %d %s", resp.StatusCode, raw)
+	}
 
 	_, page, _ = viewer.do("GET", jobPath, nil)
 	if !strings.Contains(page, "nightly-report") || !strings.Contains(page, `id="job-status">active</span>`) {
