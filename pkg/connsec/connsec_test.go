@@ -28,9 +28,9 @@ import (
 	"github.com/sundialhq/sundial/pkg/config"
 	"github.com/sundialhq/sundial/pkg/connsec"
 	"github.com/sundialhq/sundial/pkg/kafkaconn"
-	"github.com/sundialhq/sundial/pkg/leader"
 	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/ledger"
+	"github.com/sundialhq/sundial/pkg/rangeleader"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -41,7 +41,7 @@ type all struct {
 	Redis     lease.Security
 	Kafka     kafkaconn.Security
 	Cassandra ledger.Security
-	ZooKeeper leader.Security
+	ZooKeeper rangeleader.Security
 }
 
 func load(t *testing.T, args []string, env map[string]string) (*all, error) {
@@ -90,7 +90,7 @@ func TestDefaultsChangeNothing(t *testing.T) {
 	require.Nil(t, cc.TLS)
 	require.Nil(t, cc.Authenticator)
 
-	var lc leader.Config
+	var lc rangeleader.Config
 	require.NoError(t, a.ZooKeeper.Apply(&lc))
 	require.Empty(t, lc.Credentials)
 	require.NotNil(t, lc.Dialer, "a plain dialer (net.DialTimeout)")
@@ -305,10 +305,10 @@ func TestZooKeeperApply(t *testing.T) {
 	file := writeFile(t, "pw", "s3cret\n")
 	a, err := load(t, []string{"--zk-username=sundial", "--zk-password-file=" + file}, nil)
 	require.NoError(t, err)
-	lc := leader.Config{Servers: []string{"127.0.0.1:2181"}, Path: "/x", NodeID: "n"}
+	lc := rangeleader.Config{Servers: []string{"127.0.0.1:2181"}, Path: "/x", NodeID: "n", Ranges: 1, Work: func(context.Context, rangeleader.Term) {}}
 	require.NoError(t, a.ZooKeeper.Apply(&lc))
-	require.Equal(t, []leader.Credential{{Scheme: "digest", Payload: []byte("sundial:s3cret")}}, lc.Credentials)
-	_, err = leader.New(lc)
+	require.Equal(t, []rangeleader.Credential{{Scheme: "digest", Payload: []byte("sundial:s3cret")}}, lc.Credentials)
+	_, err = rangeleader.New(lc)
 	require.NoError(t, err)
 }
 
@@ -430,7 +430,7 @@ func TestTLSOffIsNil(t *testing.T) {
 func TestZooKeeperTLSDialer(t *testing.T) {
 	ca := newTestCA(t, "zk")
 	srv := startTLSServer(t, ca, ca.server("zk"), false)
-	z := leader.Security{TLS: connsec.TLS{Enabled: true, CAFile: ca.CAFile}}
+	z := rangeleader.Security{TLS: connsec.TLS{Enabled: true, CAFile: ca.CAFile}}
 	dial, err := z.Dialer(nil)
 	require.NoError(t, err)
 	c, err := dial("tcp", srv.addr, 5*time.Second)

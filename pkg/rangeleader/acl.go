@@ -1,4 +1,4 @@
-package leader
+package rangeleader
 
 import (
 	"context"
@@ -12,17 +12,21 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// NodeACL is the ACL of every node the elector and pkg/rangeleader create
-// (the election path and the parents they create for it, candidates,
-// members/, ranges/, member nodes and range locks). With a digest
-// credential, that identity may do everything and the world may only read:
-// nobody else can add a fake candidate or member, delete a lock (deleting
-// a child takes the DELETE permission on its parent), overwrite a node or
-// change its ACL, while an operator's zkCli still shows who leads. Without
-// one, every node is world:anyone:cdrwa, as before there were credentials.
-//
-// It lives here, beside Credential, because the elector owns the
-// credentials and pkg/rangeleader already takes them from it.
+// Credential is one AddAuth: a scheme ("digest") and its payload
+// ("user:password" for digest). Payload is secret; it is never logged.
+type Credential struct {
+	Scheme  string
+	Payload []byte
+}
+
+// NodeACL is the ACL of every node the coordinator creates (the group's
+// path and the parents it creates for it, members/, ranges/, member nodes
+// and range locks). With a digest credential, that identity may do
+// everything and the world may only read: nobody else can add a fake
+// member, delete a lock (deleting a child takes the DELETE permission on
+// its parent), overwrite a node or change its ACL, while an operator's
+// zkCli still shows who leads. Without one, every node is
+// world:anyone:cdrwa.
 func NodeACL(creds []Credential) []zk.ACL {
 	var acl []zk.ACL
 	for _, c := range creds {
@@ -79,21 +83,21 @@ const (
 		"with zkCli as that identity or the super user: " + setACLHint
 )
 
-// ErrNotAdmitted marks a node on the election path whose ACL neither is
+// ErrNotAdmitted marks a node on the group's path whose ACL neither is
 // world-writable (so Tighten could set it) nor admits the configured
-// identity: the engines could not create or delete below it.
-var ErrNotAdmitted = errors.New("leader: zookeeper ACL does not admit this identity")
+// identity: the coordinator could not create or delete below it.
+var ErrNotAdmitted = errors.New("rangeleader: zookeeper ACL does not admit this identity")
 
 // Tighten walks root and every node below it, as conn (with creds added)
 // sees them, and gives each world-writable node the ACL NodeACL(creds) —
-// what a tree created before the engines set ACLs, or by a prefetcher
+// what a tree created before the coordinator set ACLs, or by a prefetcher
 // without credentials, looks like. Each change is a SetACL at the ACL
 // version just read, so a concurrent change is read again rather than
 // overwritten, and is logged with its path. A node whose ACL is not
 // world-writable must admit the identity; otherwise, or when the server
 // refuses the change, the error names the node and how to fix it (wrapping
-// ErrNotAdmitted, or zk.ErrNoAuth). A missing root is fine: the engines
-// create it. Without a digest credential Tighten does nothing.
+// ErrNotAdmitted, or zk.ErrNoAuth). A missing root is fine: the coordinator
+// creates it. Without a digest credential Tighten does nothing.
 func Tighten(ctx context.Context, conn *zk.Conn, root string, creds []Credential, log *slog.Logger) error {
 	want := NodeACL(creds)
 	if worldWritable(want) {

@@ -12,11 +12,10 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sundialhq/sundial/pkg/leader"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
-var testCredentials = []leader.Credential{{
+var testCredentials = []Credential{{
 	Scheme:  "digest",
 	Payload: []byte(testinfra.ZooKeeperDigestUser + ":" + testinfra.ZooKeeperDigestPassword),
 }}
@@ -69,7 +68,7 @@ func TestRangeGroupNodesAdmitOnlyItsIdentity(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, locks, testRanges)
 	member, lock := path+"/members/"+members[0], path+"/ranges/"+locks[0]
-	want := leader.NodeACL(testCredentials)
+	want := NodeACL(testCredentials)
 	for _, n := range []string{parent, path, path + "/members", path + "/ranges", member, lock} {
 		acl, _, err := authed.GetACL(n)
 		require.NoError(t, err)
@@ -129,7 +128,7 @@ func TestWrongIdentityCannotJoinTheGroup(t *testing.T) {
 		SessionTimeout: testSessionTimeout,
 		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Work:           b.work("wrong"),
-		Credentials:    []leader.Credential{{Scheme: "digest", Payload: []byte(testinfra.ZooKeeperDigestUser + ":guessed")}},
+		Credentials:    []Credential{{Scheme: "digest", Payload: []byte(testinfra.ZooKeeperDigestUser + ":guessed")}},
 	})
 	require.NoError(t, err)
 	require.NoError(t, wrong.Start(context.Background()))

@@ -1,12 +1,15 @@
 // Package rangeleader spreads numbered ranges of work (the prefetcher's
 // partition ranges) over every live member of a group through ZooKeeper,
-// one leader per range, each range leadership with an epoch of its own.
+// one leader per range, each range leadership with an epoch of its own. A
+// single leader is one range: one member leads, the others stand by.
 //
-// pkg/leader elects one leader and leaves every other candidate idle; this
-// package is its many-leaders counterpart, built from the same parts: an
-// ephemeral node per process, a trust window that ends work before the
-// server could have expired the session, and an epoch from a czxid that a
-// store uses to fence a deposed leader's writes.
+// It is Sundial's one coordination engine: an ephemeral node per process,
+// a trust window that ends work before the server could have expired the
+// session, and an epoch from a czxid that a store uses to fence a deposed
+// leader's writes; with them the identity the nodes admit (NodeACL), the
+// prefetcher's startup check of its ZooKeeper settings (Check, Tighten)
+// and their flags (Security). DESIGN.md beside this file has the full
+// argument; this is the summary.
 //
 // # Layout
 //
@@ -50,7 +53,7 @@
 //
 // # Trust window
 //
-// As in pkg/leader: each reconciliation reads the members list, which
+// Each reconciliation reads the members list, which
 // succeeds only on a live session and confirms it as of the request's send
 // time; trust lasts until sent + session timeout - margin. A guard goroutine
 // ends every range's work when trust lapses, and the client's disconnect

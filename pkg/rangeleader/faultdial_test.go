@@ -1,6 +1,6 @@
 //go:build integration
 
-package leader
+package rangeleader
 
 import (
 	"errors"

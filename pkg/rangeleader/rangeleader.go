@@ -17,7 +17,6 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/leader"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
 )
 
@@ -81,12 +80,15 @@ type Config struct {
 	// Dialer replaces net.DialTimeout for ZooKeeper connections (TLS, or a
 	// test's that cuts the network).
 	Dialer zk.Dialer
-	// Credentials are added to the session before its first request; a
-	// digest credential is also the identity every node the coordinator
-	// creates admits (leader.NodeACL: the path and the parents it creates,
-	// members/, ranges/, member nodes and range locks), so only members
-	// with it can join, lock or release, and the world may only read.
-	Credentials []leader.Credential
+	// Credentials are added to the session before its first request; the
+	// client itself sends them again on every reconnection, a new
+	// session's included (go-zookeeper v1.0.4 conn.go: loop calls
+	// resendZkAuth after each authenticate). A digest credential is also
+	// the identity every node the coordinator creates admits (NodeACL: the
+	// path and the parents it creates, members/, ranges/, member nodes and
+	// range locks), so only members with it can join, lock or release, and
+	// the world may only read; Check tightens a world-writable tree to it.
+	Credentials []Credential
 	// Work runs while this member leads a range, in a goroutine the
 	// coordinator owns; it must return soon after ctx ends. The range's
 	// lock is given up only once Work has returned.
@@ -135,7 +137,7 @@ func (c *Config) Validate() error {
 	for i, cr := range c.Credentials {
 		if cr.Scheme == "" || len(cr.Payload) == 0 {
 			errs = append(errs, fmt.Errorf("credentials[%d]: scheme and payload are required", i))
-		} else if cr.Scheme == "digest" && !strings.Contains(string(cr.Payload), ":") {
+		} else if _, _, ok := digestUser(cr); cr.Scheme == "digest" && !ok {
 			errs = append(errs, fmt.Errorf("credentials[%d]: a digest payload is user:password", i))
 		}
 	}
@@ -222,8 +224,8 @@ const (
 type Coordinator struct {
 	cfg    Config
 	log    *slog.Logger
-	zlog   *leader.SessionLogger // also learns the negotiated session timeout
-	acl    []zk.ACL              // of every node it creates (leader.NodeACL)
+	zlog   *zkLogger // also learns the negotiated session timeout
+	acl    []zk.ACL  // of every node it creates (NodeACL)
 	clk    clock.Clock
 	runner lifecycle.Runner
 
@@ -260,8 +262,8 @@ func New(cfg Config) (*Coordinator, error) {
 	return &Coordinator{
 		cfg:       cfg,
 		log:       log,
-		zlog:      leader.NewSessionLogger(log),
-		acl:       leader.NodeACL(cfg.Credentials),
+		zlog:      &zkLogger{logger: log},
+		acl:       NodeACL(cfg.Credentials),
 		clk:       cfg.Clock,
 		locks:     map[int]held{},
 		wake:      make(chan struct{}, 1),
@@ -328,7 +330,9 @@ func (c *Coordinator) Led() []int {
 
 // SessionTimeout is the timeout the trust window is computed from: the
 // configured one, or the smaller one the server negotiated.
-func (c *Coordinator) SessionTimeout() time.Duration { return c.zlog.Timeout(c.cfg.SessionTimeout) }
+func (c *Coordinator) SessionTimeout() time.Duration {
+	return effectiveTimeout(c.cfg.SessionTimeout, time.Duration(c.zlog.negotiated.Load()))
+}
 
 // onEvent runs on the client's goroutine and must not block: it records the
 // event and, when the session is in doubt, ends every range's work at once
@@ -715,7 +719,7 @@ func (c *Coordinator) acquire(r int, sid int64) error {
 // succeeded: the server cannot have expired it before sent+timeout.
 func (c *Coordinator) confirm(sent time.Time) {
 	c.mu.Lock()
-	c.trustedUntil = sent.Add(c.SessionTimeout() - c.cfg.SafetyMargin)
+	c.trustedUntil = trustDeadline(sent, c.SessionTimeout(), c.cfg.SafetyMargin)
 	c.mu.Unlock()
 	signal(c.guardWake)
 }

@@ -34,10 +34,13 @@ type board struct {
 	active map[int]string
 	epochs map[int][]int64
 	causes []error
+	// began and ended are when each term (by epoch) began and ended.
+	began, ended map[int64]time.Time
 }
 
 func newBoard(t *testing.T) *board {
-	return &board{t: t, active: map[int]string{}, epochs: map[int][]int64{}}
+	return &board{t: t, active: map[int]string{}, epochs: map[int][]int64{},
+		began: map[int64]time.Time{}, ended: map[int64]time.Time{}}
 }
 
 func (b *board) work(name string) func(ctx context.Context, term Term) {
@@ -48,11 +51,13 @@ func (b *board) work(name string) func(ctx context.Context, term Term) {
 		}
 		b.active[term.Range] = name
 		b.epochs[term.Range] = append(b.epochs[term.Range], term.Epoch)
+		b.began[term.Epoch] = time.Now()
 		b.mu.Unlock()
 		<-ctx.Done()
 		b.mu.Lock()
 		delete(b.active, term.Range)
 		b.causes = append(b.causes, context.Cause(ctx))
+		b.ended[term.Epoch] = time.Now()
 		b.mu.Unlock()
 	}
 }
@@ -113,15 +118,23 @@ func (d *cutDialer) Heal() {
 
 func start(t *testing.T, path, name string, b *board, d *cutDialer) *Coordinator {
 	t.Helper()
+	return startWith(t, path, name, b, func(cfg *Config) {
+		if d != nil {
+			cfg.Dialer = d.Dial
+		}
+	})
+}
+
+// startWith starts a member of testRanges ranges with cfg adjusted.
+func startWith(t *testing.T, path, name string, b *board, adjust func(*Config)) *Coordinator {
+	t.Helper()
 	cfg := Config{
 		Servers: testinfra.ZooKeeperAddrs(t), Path: path, NodeID: name, Ranges: testRanges,
 		SessionTimeout: testSessionTimeout,
 		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Work:           b.work(name),
 	}
-	if d != nil {
-		cfg.Dialer = d.Dial
-	}
+	adjust(&cfg)
 	c, err := New(cfg)
 	require.NoError(t, err)
 	require.NoError(t, c.Start(context.Background()))

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sundialhq/sundial/pkg/connsec"
-	"github.com/sundialhq/sundial/pkg/leader"
 	"github.com/sundialhq/sundial/testkit/harness"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 )
@@ -23,18 +22,18 @@ type quietZKLog struct{}
 func (quietZKLog) Printf(string, ...any) {}
 
 // Over ZooKeeper's TLS port (deploy/local/infra.sh's secureClientPort),
-// with the dialer and digest credentials leader.Security gives the
+// with the dialer and digest credentials Security gives the
 // prefetcher, two members spread the ranges of a group whose path admits
 // only the digest user.
 func TestRangesOverTheSecureListener(t *testing.T) {
 	_, root := testinfra.ZooKeeper(t)
 	servers := testinfra.SecureZooKeeperAddrs(t)
-	sec := leader.Security{
+	sec := Security{
 		Username: "sundial",
 		Password: connsec.Password{Value: connsec.NewSecret("digest-password")},
 		TLS:      connsec.TLS{Enabled: true, CAFile: testinfra.SecureCAFile(t)},
 	}
-	var lc leader.Config
+	var lc Config
 	require.NoError(t, sec.Apply(&lc))
 
 	path := root + "/ranges"

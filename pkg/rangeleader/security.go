@@ -1,4 +1,4 @@
-package leader
+package rangeleader
 
 import (
 	"context"
@@ -20,8 +20,8 @@ import (
 // Security is how the prefetcher authenticates to ZooKeeper (the digest
 // scheme) and whether it uses TLS (the server's secureClientPort): the
 // --zk-username, --zk-password[-file] and --zk-tls* flags. It lives with
-// the elector, the one ZooKeeper client, so that only the prefetcher links
-// go-zookeeper; connsec has the TLS and password pieces every component's
+// the coordinator, the one ZooKeeper client, so that only the prefetcher
+// links go-zookeeper; connsec has the TLS and password pieces every component's
 // settings share.
 type Security struct {
 	Username string
@@ -129,8 +129,8 @@ func tlsDialer(base zk.Dialer, tc *tls.Config) zk.Dialer {
 // tree the identity's ACL (NodeACL) and refuses a node that admits another
 // identity only (a wrong digest password: ZooKeeper accepts any digest and
 // checks it only against ACLs); without one, a path closed to the world is
-// refused. Either refusal is an error now, where the elector would never
-// become a candidate. Its error names ZooKeeper, the servers and the node;
+// refused. Either refusal is an error now, where the coordinator would
+// never join the group. Its error names ZooKeeper, the servers and the node;
 // those refusals are marked connsec.ErrRefused.
 func Check(ctx context.Context, cfg Config) error {
 	servers := strings.Join(cfg.Servers, ",")
@@ -204,7 +204,7 @@ func Check(ctx context.Context, cfg Config) error {
 	acl, _, err := conn.GetACL(cfg.Path)
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
-		// The elector creates it, with NodeACL(cfg.Credentials).
+		// The coordinator creates it, with NodeACL(cfg.Credentials).
 		return nil
 	case errors.Is(err, zk.ErrNoAuth):
 		return fail("%s: %w (its ACL does not admit these credentials: a wrong --zk-username or --zk-password?)", cfg.Path, connsec.Refused(err))

@@ -1,6 +1,6 @@
 //go:build integration
 
-package leader_test
+package rangeleader_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sundialhq/sundial/pkg/connsec"
-	"github.com/sundialhq/sundial/pkg/leader"
+	"github.com/sundialhq/sundial/pkg/rangeleader"
 	"github.com/sundialhq/sundial/testkit/harness"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 )
@@ -54,7 +54,7 @@ func (quietLogger) Printf(string, ...any) {}
 // zkConnect opens a session through z's dialer and digest, the way the
 // elector does, and waits for it. sessions counts established sessions
 // (reconnections included).
-func zkConnect(t *testing.T, z leader.Security, rec *recordingDialer) (conn *zk.Conn, sessions func() int) {
+func zkConnect(t *testing.T, z rangeleader.Security, rec *recordingDialer) (conn *zk.Conn, sessions func() int) {
 	t.Helper()
 	dial, err := z.Dialer(nil)
 	require.NoError(t, err)
@@ -100,7 +100,7 @@ func zkConnect(t *testing.T, z leader.Security, rec *recordingDialer) (conn *zk.
 func TestZooKeeperDigestAuth(t *testing.T) {
 	_, root := testinfra.ZooKeeper(t)
 	pwFile := writeSecretFile(t, "zk-password", "digest-password\n")
-	sundial := leader.Security{Username: "sundial", Password: connsec.Password{File: pwFile}}
+	sundial := rangeleader.Security{Username: "sundial", Password: connsec.Password{File: pwFile}}
 	rec := &recordingDialer{}
 	authed, sessions := zkConnect(t, sundial, rec)
 
@@ -119,7 +119,7 @@ func TestZooKeeperDigestAuth(t *testing.T) {
 	_, _, err = anonymous.Get(node)
 	require.ErrorIs(t, err, zk.ErrNoAuth)
 
-	wrong, _ := zkConnect(t, leader.Security{Username: "sundial", Password: connsec.Password{Value: connsec.NewSecret("not-it")}}, nil)
+	wrong, _ := zkConnect(t, rangeleader.Security{Username: "sundial", Password: connsec.Password{Value: connsec.NewSecret("not-it")}}, nil)
 	_, _, err = wrong.Get(node)
 	require.ErrorIs(t, err, zk.ErrNoAuth)
 
@@ -134,45 +134,45 @@ func TestZooKeeperDigestAuth(t *testing.T) {
 	require.Equal(t, "only for sundial", string(data))
 }
 
-// The prefetcher's elector, given the credentials through Apply, campaigns
-// on an election path an operator locked down to the sundial digest user;
-// one without them cannot even become a candidate.
-func TestZooKeeperElectorOnLockedPath(t *testing.T) {
+// The prefetcher's coordinator, given the credentials through Apply, leads
+// on a group path an operator locked down to the sundial digest user; one
+// without them cannot even join.
+func TestZooKeeperCoordinatorOnLockedPath(t *testing.T) {
 	_, root := testinfra.ZooKeeper(t)
-	sundial := leader.Security{Username: "sundial", Password: connsec.Password{Value: connsec.NewSecret("digest-password")}}
+	sundial := rangeleader.Security{Username: "sundial", Password: connsec.Password{Value: connsec.NewSecret("digest-password")}}
 	authed, _ := zkConnect(t, sundial, nil)
 	path := root + "/election"
 	_, err := authed.Create(path, nil, 0, zk.DigestACL(zk.PermAll, "sundial", "digest-password"))
 	require.NoError(t, err)
-	// Runs after the electors' Stop (registered later, run earlier).
+	// Runs after the members' Stop (registered later, run earlier).
 	t.Cleanup(func() {
 		if err := harness.DeleteZNodeTree(authed, path); err != nil {
 			t.Logf("znode %s left behind: %v", path, err)
 		}
 	})
 
-	start := func(id string, z leader.Security) *leader.Elector {
-		cfg := leader.Config{
+	start := func(id string, z rangeleader.Security) *rangeleader.Coordinator {
+		cfg := rangeleader.Config{
 			Servers: testinfra.ZooKeeperAddrs(t), Path: path, NodeID: id,
+			Ranges: 1, Work: idle,
 			SessionTimeout: 2 * time.Second,
 			Logger:         slog.New(slog.DiscardHandler),
 		}
 		require.NoError(t, z.Apply(&cfg))
-		e, err := leader.New(cfg)
+		e, err := rangeleader.New(cfg)
 		require.NoError(t, err)
 		require.NoError(t, e.Start(context.Background()))
 		t.Cleanup(e.Stop)
 		return e
 	}
 	withCreds := start("with-credentials", sundial)
-	require.Eventually(t, func() bool { return withCreds.State() == leader.StateLeading }, 20*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return leads(withCreds) }, 20*time.Second, 20*time.Millisecond)
 
-	without := start("without-credentials", leader.Security{})
+	without := start("without-credentials", rangeleader.Security{})
 	require.Never(t, func() bool {
-		s := without.State()
-		return s == leader.StateLeading || s == leader.StateFollowing
-	}, 3*time.Second, 50*time.Millisecond, "a candidate without credentials got a node under the locked path")
-	require.Equal(t, leader.StateLeading, withCreds.State())
+		return len(without.Led()) > 0 || members(authed, path) != 1
+	}, 3*time.Second, 50*time.Millisecond, "a member without credentials got a node under the locked path")
+	require.True(t, leads(withCreds))
 }
 
 // writeSecretFile writes content into a file of the test's own, as a

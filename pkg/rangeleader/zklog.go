@@ -1,4 +1,4 @@
-package leader
+package rangeleader
 
 import (
 	"fmt"
@@ -55,22 +55,12 @@ func effectiveTimeout(requested, negotiated time.Duration) time.Duration {
 	return requested
 }
 
-// SessionLogger is the elector's ZooKeeper client logger, for other users
-// of a ZooKeeper session that must know how long the server keeps it
-// (pkg/rangeleader's trust window): it logs the client at debug level and
-// captures the negotiated session timeout. Pass it to zk.WithLogger.
-type SessionLogger struct{ zl zkLogger }
-
-// NewSessionLogger returns a logger writing to log.
-func NewSessionLogger(log *slog.Logger) *SessionLogger {
-	return &SessionLogger{zl: zkLogger{logger: log}}
-}
-
-// Printf implements zk.Logger.
-func (l *SessionLogger) Printf(format string, args ...any) { l.zl.Printf(format, args...) }
-
-// Timeout is the session timeout to trust: the smaller of requested and
-// what the server negotiated at the last handshake.
-func (l *SessionLogger) Timeout(requested time.Duration) time.Duration {
-	return effectiveTimeout(requested, time.Duration(l.zl.negotiated.Load()))
+// trustDeadline is how long a member may act on a confirmation of its
+// session sent at confirmed: the server expires a session timeout after it
+// last heard from the client, and it heard the confirming request no
+// earlier than it was sent, so the session (and its nodes) cannot have been
+// expired before confirmed+timeout. The margin absorbs timer lateness, GC
+// pauses and clock-rate differences between the two machines.
+func trustDeadline(confirmed time.Time, timeout, margin time.Duration) time.Time {
+	return confirmed.Add(timeout - margin)
 }

@@ -24,7 +24,6 @@ import (
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/connsec"
 	"github.com/sundialhq/sundial/pkg/jobwake"
-	"github.com/sundialhq/sundial/pkg/leader"
 	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/ledgerttl"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
@@ -69,15 +68,17 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 	}()
 	metrics := prefetch.NewMetrics(deps.Registry, cfg.Election)
 	metrics.Ranges.Set(float64(cfg.Ranges))
-	lcfg := leader.Config{
+	zcfg := rangeleader.Config{
 		Servers:        cfg.zkServers(),
 		Path:           cfg.Election,
 		NodeID:         cfg.NodeID,
+		Ranges:         cfg.Ranges,
 		SessionTimeout: cfg.ZKSessionTimeout,
 		Logger:         deps.Logger,
 		Clock:          clk,
+		OnChange:       metrics.ObserveRanges,
 	}
-	if err := cfg.ZKSecurity.Apply(&lcfg); err != nil {
+	if err := cfg.ZKSecurity.Apply(&zcfg); err != nil {
 		return nil, fmt.Errorf("zookeeper: %w", err)
 	}
 	if cfg.ZKSecurity.Username == "" {
@@ -100,7 +101,12 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	coord, err := newStaging(cfg, lcfg, loop, deps.Logger, clk, metrics)
+	// The coordinator stops first: it ends every range's work (rolling
+	// back in-flight transactions) and closes the session, which hands
+	// the ranges to the others at once. The loop starts first and stops
+	// last.
+	zcfg.Work = loop.Work
+	coord, err := rangeleader.New(zcfg)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +119,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 		"window", cfg.Window, "chunk", cfg.Chunk, "tick", cfg.Tick, "batch_size", cfg.BatchSize, "zk_session_timeout", cfg.ZKSessionTimeout,
 		"catch_up_rate", cfg.CatchUpRate, "fill_step", cfg.FillStep, "retention", cfg.Retention.Retention)
 	return &App{
-		Services: []lifecycle.Service{poolCloser{pool}, listener, ttls, drainer, zkStartupCheck(lcfg, deps.Logger), loop, coord},
+		Services: []lifecycle.Service{poolCloser{pool}, listener, ttls, drainer, zkStartupCheck(zcfg, deps.Logger), loop, coord},
 		Checks:   map[string]admin.Check{"postgres": store.Ping, "zookeeper": coord.Check},
 	}, nil
 }
@@ -135,18 +141,6 @@ func openPool(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	return pool, nil
-}
-
-// newStaging builds what stages: the range group's coordinator and the
-// loop it runs for each range this process leads. The loop starts first
-// and stops last.
-func newStaging(cfg Config, lcfg leader.Config, loop *prefetch.Service, logger *slog.Logger, clk clock.Clock, metrics *prefetch.Metrics) (*rangeleader.Coordinator, error) {
-	return rangeleader.New(rangeleader.Config{
-		Servers: lcfg.Servers, Path: cfg.Election, NodeID: cfg.NodeID, Ranges: cfg.Ranges,
-		SessionTimeout: cfg.ZKSessionTimeout, Logger: logger, Clock: clk,
-		Dialer: lcfg.Dialer, Credentials: lcfg.Credentials,
-		Work: loop.Work, OnChange: metrics.ObserveRanges,
-	})
 }
 
 // newDrainer builds the ledger drainer, which moves ledger_pending rows
@@ -205,17 +199,17 @@ type poolCloser struct{ pool *pgxpool.Pool }
 func (poolCloser) Start(context.Context) error { return nil }
 func (p poolCloser) Stop()                     { p.pool.Close() }
 
-// zkStartupCheck is started just before the election: an untrusted
-// certificate, or credentials the election path's ACL does not admit, stop
+// zkStartupCheck is started just before the coordinator: an untrusted
+// certificate, or credentials the group path's ACL does not admit, stop
 // the prefetcher at start with an error naming ZooKeeper and the node
-// (leader.Check), where the elector would retry forever; with an identity,
-// it first gives every world-writable node of the election's tree (left by
-// an older version, or a prefetcher without one) the identity's ACL,
-// logging each path. A ZooKeeper that is down is waited for by the
-// elector, as before. (New itself connects to nothing.)
-func zkStartupCheck(lcfg leader.Config, logger *slog.Logger) lifecycle.Service {
+// (rangeleader.Check), where the coordinator would retry forever; with an
+// identity, it first gives every world-writable node of the group's tree
+// (left by an older version, or a prefetcher without one) the identity's
+// ACL, logging each path. A ZooKeeper that is down is waited for by the
+// coordinator. (New itself connects to nothing.)
+func zkStartupCheck(zcfg rangeleader.Config, logger *slog.Logger) lifecycle.Service {
 	return startupCheck(func(ctx context.Context) error {
-		return connsec.AtStart(ctx, logger, func(ctx context.Context) error { return leader.Check(ctx, lcfg) })
+		return connsec.AtStart(ctx, logger, func(ctx context.Context) error { return rangeleader.Check(ctx, zcfg) })
 	})
 }
 

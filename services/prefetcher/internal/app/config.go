@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sundialhq/sundial/pkg/config"
-	"github.com/sundialhq/sundial/pkg/leader"
 	"github.com/sundialhq/sundial/pkg/ledger"
+	"github.com/sundialhq/sundial/pkg/rangeleader"
 
 	"github.com/sundialhq/sundial/services/prefetcher/internal/ledgerdrain"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/prefetch"
@@ -31,8 +31,9 @@ type Config struct {
 	Drain     ledgerdrain.Config
 	Retention retention.Config
 	// TLS and credentials towards ZooKeeper and Cassandra (--zk-*,
-	// --cassandra-*; see leader.Security, ledger.Security). Off by default.
-	ZKSecurity        leader.Security
+	// --cassandra-*; see rangeleader.Security, ledger.Security). Off by
+	// default.
+	ZKSecurity        rangeleader.Security
 	CassandraSecurity ledger.Security
 	// chunk is --chunk as given; Validate resolves it into Config.Chunk.
 	chunk chunkFlag
@@ -49,7 +50,7 @@ func (s *Config) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&s.ZKSessionTimeout, "zk-session-timeout", 3*time.Second, "ZooKeeper session timeout; a dead prefetcher's ranges move to the others about this long after it dies without closing its session")
 	fs.StringVar(&s.Election, "election-path", "/sundial/elections/prefetcher", "ZooKeeper path of the range group (members under <election-path>/members, range locks under <election-path>/ranges)")
 	fs.IntVar(&s.Ranges, "ranges", 16, "split the 256 job partitions into this many ranges (a divisor of 256; 16 is the tested choice) and spread them over every live prefetcher, each range with its own leader and epoch (each lock's path its leader_epochs key); 1: one leader stages every partition")
-	fs.StringVar(&s.NodeID, "node-id", defaultNodeID(), "this candidate's name in ZooKeeper, leader_epochs and logs")
+	fs.StringVar(&s.NodeID, "node-id", defaultNodeID(), "this member's name in ZooKeeper, leader_epochs and logs")
 	fs.DurationVar(&s.Window, "window", 2*time.Minute, "stage slots due up to this far ahead of the database clock")
 	s.chunk = chunkFlag{auto: true}
 	fs.Var(&s.chunk, "chunk", "a job due within the window gets its slots staged this far beyond it too, so a frequent job is claimed about once per chunk instead of every tick; auto: a quarter of the window, at most 30s (0: up to the window only)")

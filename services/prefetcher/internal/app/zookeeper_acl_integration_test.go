@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sundialhq/sundial/pkg/connsec"
-	"github.com/sundialhq/sundial/pkg/leader"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/pkg/rangeleader"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
@@ -93,7 +93,7 @@ func TestPrefetcherTightensAnOpenTreeAtStart(t *testing.T) {
 	wrongLogs := &syncBuffer{}
 	_, err = start(t, wrongLogs, "--zk-password", "guessed")
 	require.ErrorIs(t, err, connsec.ErrRefused)
-	require.ErrorIs(t, err, leader.ErrNotAdmitted)
+	require.ErrorIs(t, err, rangeleader.ErrNotAdmitted)
 	require.ErrorContains(t, err, election+": ")
 	require.ErrorContains(t, err, "a wrong --zk-username or --zk-password?")
 	require.False(t, strings.Contains(wrongLogs.String(), "guessed"), "the password never reaches the log")

@@ -80,7 +80,7 @@ var ErrFenced = errors.New("stage: fenced by a newer leader epoch")
 
 // Options of a batch.
 type Options struct {
-	// Election names the row in leader_epochs (the election path).
+	// Election names the row in leader_epochs (the range's lock path).
 	Election string
 	// Epoch of the caller's leadership term.
 	Epoch int64
@@ -125,8 +125,8 @@ type Options struct {
 	// KeepCursor, the cursor kept in the election's row).
 	CatchUpCursor time.Time
 	// Partitions, when set, limits the claim to jobs of these partitions:
-	// the share of one range leader. Nil claims across all partitions (the
-	// single leader).
+	// the share of one range leader (all 256 with --ranges 1). Nil claims
+	// across all partitions without the partition filter.
 	Partitions *Partitions
 	// KeepCursor keeps the catch-up release cursor in the election's
 	// leader_epochs row (catch_up_cursor): a batch given no cursor starts
