@@ -5,12 +5,15 @@ package audittrail_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -168,4 +171,56 @@ func TestInsertFromAuditsManyRowsInOneStatement(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, es, 2)
 	require.EqualValues(t, 3, es[0].Version)
+}
+
+// capture is a Querier that records the statement List sends instead of
+// running it, so the test can ask Postgres for its plan.
+type capture struct {
+	audittrail.Querier
+	sql  string
+	args []any
+}
+
+func (c *capture) Query(_ context.Context, sql string, args ...any) (pgx.Rows, error) {
+	c.sql, c.args = sql, args
+	return nil, errors.New("captured")
+}
+
+// Every trail's part of the merged read can be an ordered index scan of
+// the migration 00025 indexes (with or without an actor) that its LIMIT
+// stops, and none is a sequential scan. Sequential and bitmap scans and
+// sorts are disabled so that a missing or misshapen index shows on
+// tables this small, where the planner would otherwise scan anyway.
+func TestListReadsEachTrailByIndex(t *testing.T) {
+	pool := migrated(t)
+	ctx := context.Background()
+	for _, q := range []audittrail.Query{
+		{Tenant: "acme", Limit: 51},
+		{Tenant: "acme", Actor: "acme/ci", Since: t0, Limit: 51},
+		{Tenant: "acme", Limit: 51, After: audittrail.Cursor{Seq: 9, At: t0, Kind: audittrail.KindSigningKey}},
+	} {
+		c := &capture{}
+		_, err := audittrail.List(ctx, c, q)
+		require.ErrorContains(t, err, "captured")
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		for _, off := range []string{"enable_seqscan", "enable_bitmapscan", "enable_sort"} {
+			_, err = tx.Exec(ctx, "SET LOCAL "+off+" = off")
+			require.NoError(t, err)
+		}
+		rows, err := tx.Query(ctx, "EXPLAIN "+c.sql, c.args...)
+		require.NoError(t, err)
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		require.NoError(t, tx.Rollback(ctx))
+		plan := strings.Join(lines, "\n")
+		require.NotContains(t, plan, "Seq Scan", plan)
+		suffix := "_tenant_at"
+		if q.Actor != "" {
+			suffix = "_tenant_actor_at"
+		}
+		for _, table := range []string{"job_audit", "token_audit", "signing_key_audit", "calendar_audit"} {
+			require.Contains(t, plan, "Index Scan using "+table+suffix+" on "+table, plan)
+		}
+	}
 }
