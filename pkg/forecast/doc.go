@@ -8,9 +8,11 @@
 //
 // Nothing is sampled. Each job is counted, but a schedule is evaluated once
 // however many jobs share it: a job comes with a Key that is equal for
-// jobs with identical firings (FromJob derives it from the schedule's
-// canonical encoding, plus the creation anchor where an interval or a
-// recurrence rule counts from it), and the builder enumerates one Key's
+// jobs with identical firings (FromJob and Decoder derive it from the
+// schedule's encoding, plus the creation anchor where an interval or a
+// recurrence rule counts from it; Decoder reads it straight out of a stored
+// spec without decoding the rest, and decodes each distinct schedule
+// once), and the builder enumerates one Key's
 // firings in the window with the engine's Next — so daylight saving is
 // exactly what the prefetcher will do, per zone — and adds them once per
 // (tenant, priority, jitter) class of the jobs that share it. A fleet of

@@ -9,7 +9,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -107,15 +106,17 @@ func (s *ForecastService) GetForecast(ctx context.Context, req *sundialv1.GetFor
 		return c, nil
 	}
 	var undecodable int
+	// The decoder reads only each spec's schedule and jitter, and decodes
+	// a schedule once however many jobs share it; the columns are
+	// authoritative for the rest, as for the prefetcher.
+	dec := forecast.NewDecoder(lookup)
 	more, err := s.cfg.Store.ForEachActiveJob(ctx, tenant, req.GetPriority(), s.cfg.MaxJobs, func(j store.ForecastJob) error {
-		job := &sundialv1.Job{}
-		if err := proto.Unmarshal(j.Spec, job); err != nil {
+		fj, err := dec.Job(j.Spec, j.ID.String(), j.Tenant, j.Name, j.Priority, j.Created)
+		if err != nil {
 			undecodable++
 			return nil
 		}
-		// The columns are authoritative, as for the prefetcher.
-		job.Id, job.Tenant, job.Name, job.Priority = j.ID.String(), j.Tenant, j.Name, j.Priority
-		b.Add(forecast.FromJob(job, j.Created, lookup))
+		b.Add(fj)
 		return nil
 	})
 	if err != nil {
