@@ -1,7 +1,8 @@
 // Package hostguard protects target hosts from the worker and the worker
-// from broken hosts: a token bucket per host bounds the request rate
-// (Limiter), and a circuit breaker per host stops calling a host that keeps
-// failing (Breakers).
+// from broken hosts: a rate per host bounds the requests (Limiter, package
+// gcra's algorithm, the one the cluster-wide limits run in Redis), and a
+// circuit breaker per host stops calling a host that keeps failing
+// (Breakers).
 //
 // The two sit at different places on the firing path. The rate limit is
 // checked before the lease is taken: a firing over its host's rate is held
@@ -18,27 +19,19 @@ package hostguard
 
 import (
 	"context"
-	"sync"
 	"time"
+
+	"github.com/sundialhq/sundial/pkg/gcra"
 
 	"github.com/sundialhq/sundial/services/worker/internal/target"
 	"github.com/sundialhq/sundial/services/worker/internal/work"
 )
 
-// Limiter is a token bucket per host: Rate requests a second on average,
-// bursts of up to Burst. It is safe for concurrent use.
+// Limiter is a rate per host: Rate requests a second on average, bursts
+// of up to Burst. It is safe for concurrent use.
 type Limiter struct {
-	rate  float64 // tokens per second
-	burst float64
-
-	mu      sync.Mutex
-	buckets map[string]*bucket
-	sweepAt time.Time
-}
-
-type bucket struct {
-	tokens float64
-	at     time.Time // when tokens was computed
+	rate  gcra.Rate
+	hosts *gcra.Limiter
 }
 
 // NewLimiter returns a limiter of rate requests per second per host with
@@ -48,33 +41,20 @@ func NewLimiter(rate float64, burst int) *Limiter {
 	if rate <= 0 {
 		return nil
 	}
-	return &Limiter{rate: rate, burst: float64(max(burst, 1)), buckets: map[string]*bucket{}}
+	return &Limiter{rate: gcra.PerSecond(rate, burst), hosts: gcra.New()}
 }
 
-// Reserve takes a token for host at now if one is available and returns
-// 0; otherwise it takes nothing and returns how long until one is.
+// Reserve takes host's turn at now if it has come and returns 0;
+// otherwise it takes nothing and returns how long until it comes (at
+// least a millisecond).
 func (l *Limiter) Reserve(host string, now time.Time) time.Duration {
 	if l == nil || host == "" {
 		return 0
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.sweep(now)
-	b := l.buckets[host]
-	if b == nil {
-		b = &bucket{tokens: l.burst, at: now}
-		l.buckets[host] = b
+	if w := l.hosts.Allow(host, l.rate, now); w > 0 {
+		return max(w, time.Millisecond)
 	}
-	if el := now.Sub(b.at); el > 0 {
-		b.tokens = min(l.burst, b.tokens+el.Seconds()*l.rate)
-		b.at = now
-	}
-	if b.tokens >= 1 {
-		b.tokens--
-		return 0
-	}
-	wait := time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
-	return max(wait, time.Millisecond)
+	return 0
 }
 
 // Admit is Reserve for the firing's host, as the fire stage asks it
@@ -91,25 +71,5 @@ func (l *Limiter) Admit(_ context.Context, it *work.Item, now time.Time) (time.D
 // by its host's rate.
 const OutcomeRateLimited = "rate_limited"
 
-// sweep forgets the buckets that have been full long enough that a fresh
-// bucket is the same thing, once a minute, so hosts seen once do not
-// accumulate.
-func (l *Limiter) sweep(now time.Time) {
-	if now.Before(l.sweepAt) {
-		return
-	}
-	l.sweepAt = now.Add(time.Minute)
-	full := time.Duration(l.burst / l.rate * float64(time.Second))
-	for h, b := range l.buckets {
-		if now.Sub(b.at) > full {
-			delete(l.buckets, h)
-		}
-	}
-}
-
 // Len is the number of hosts tracked (tests).
-func (l *Limiter) Len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.buckets)
-}
+func (l *Limiter) Len() int { return l.hosts.Len() }

@@ -57,6 +57,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/gcra"
 	"github.com/sundialhq/sundial/pkg/quotas"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
@@ -131,8 +132,8 @@ type Guard struct {
 	m      Metrics
 	logger *slog.Logger
 
-	hostT, hostBurst int64 // host rate: µs per request, burst
-	breakerOn        bool
+	hostRate  gcra.Rate // the host rate (zero: none)
+	breakerOn bool
 
 	// wasDown: a call failed; the per-process limits serve until a probe
 	// (made after an attempt, off the firing path, once downUntil has
@@ -146,7 +147,7 @@ type Guard struct {
 	states   map[string]seenHost // by host: the breaker last read
 	// refreshing: a firing of the host is reading its breaker again.
 	refreshing map[string]bool
-	tenants    map[string]*hostguard.Limiter
+	tenants    *gcra.Limiter  // per-process tenant rates (fallback)
 	slots      map[string]int // per-process slots in flight, by host (fallback)
 	sweepAt    time.Time
 
@@ -199,17 +200,12 @@ func New(rdb redis.Cmdable, next target.Target, cfg Config, clk clock.Clock, m M
 		cfg.Breaker.Cooldown = 30 * time.Second
 	}
 	g := &Guard{rdb: rdb, cfg: cfg, clk: clk, m: m, logger: logger, next: next,
-		verdicts: map[string]verdict{}, states: map[string]seenHost{}, refreshing: map[string]bool{}, tenants: map[string]*hostguard.Limiter{}, slots: map[string]int{},
+		verdicts: map[string]verdict{}, states: map[string]seenHost{}, refreshing: map[string]bool{}, tenants: gcra.New(), slots: map[string]int{},
 		hostLocal: hostguard.NewLimiter(cfg.HostRate, cfg.HostBurst), breakerOn: cfg.Breaker.Failures > 0}
-	if cfg.HostRate > 0 {
-		g.hostT, g.hostBurst = interval(cfg.HostRate), int64(max(cfg.HostBurst, 1))
-	}
+	g.hostRate = gcra.PerSecond(cfg.HostRate, cfg.HostBurst)
 	g.local = hostguard.NewBreakers(next, cfg.Breaker, clk, hostguard.BreakerMetrics{Transition: m.Transition, Rejected: m.Rejected})
 	return g
 }
-
-// interval is a rate's time between two requests, in µs.
-func interval(rate float64) int64 { return max(int64(1e6/rate), 1) }
 
 // Keys of the limits, all under one hash tag, so every call is one
 // Redis Cluster slot.
@@ -231,7 +227,7 @@ func (g *Guard) Admit(ctx context.Context, it *work.Item, now time.Time) (time.D
 	host := target.Host(f)
 	tq := g.cfg.Tenants.For(f.GetTenant())
 	needTenant := tq.Rate > 0 && it.Admitted&admittedTenant == 0
-	needHost := host != "" && g.hostT > 0 && it.Admitted&admittedHost == 0
+	needHost := host != "" && g.hostRate.Limits() && it.Admitted&admittedHost == 0
 	needSlot := host != "" && g.cfg.HostConcurrency > 0
 	needBreaker := host != "" && g.breakerOn
 	if !needTenant && !needHost && !needSlot && !needBreaker {
@@ -261,10 +257,11 @@ func (g *Guard) Admit(ctx context.Context, it *work.Item, now time.Time) (time.D
 	}
 	args := []any{now.UnixMicro(), 0, 0, 0, 0, 0, 0, m, 0, g.breakerTTL().Milliseconds()}
 	if needTenant {
-		args[1], args[2] = interval(tq.Rate), max(tq.Burst, 1)
+		r := gcra.PerSecond(tq.Rate, tq.Burst)
+		args[1], args[2] = r.Interval, r.Burst
 	}
 	if needHost {
-		args[3], args[4] = g.hostT, g.hostBurst
+		args[3], args[4] = g.hostRate.Interval, g.hostRate.Burst
 	}
 	if needBreaker {
 		args[5] = g.cfg.Breaker.Cooldown.Microseconds()
@@ -401,8 +398,8 @@ func (g *Guard) breakerTTL() time.Duration { return max(10*g.cfg.Breaker.Cooldow
 // admitLocal is Admit by the per-process limits (Redis did not answer).
 func (g *Guard) admitLocal(it *work.Item, m, host string, tq quotas.FiringRate, needTenant, needHost, needSlot bool, now time.Time) (time.Duration, string) {
 	if needTenant {
-		if w := g.tenantLocal(it.Firing.GetTenant(), tq).Reserve(it.Firing.GetTenant(), now); w > 0 {
-			return w, OutcomeTenantLimited
+		if w := g.tenants.Allow(it.Firing.GetTenant(), gcra.PerSecond(tq.Rate, tq.Burst), now); w > 0 {
+			return max(w, time.Millisecond), OutcomeTenantLimited
 		}
 		it.Admitted |= admittedTenant
 	}
@@ -431,17 +428,6 @@ func (g *Guard) admitLocal(it *work.Item, m, host string, tq quotas.FiringRate, 
 	it.AdmitWaits = 0
 	g.keep(m, verdict{host: host, local: true, slot: needSlot}, now)
 	return 0, ""
-}
-
-func (g *Guard) tenantLocal(t string, q quotas.FiringRate) *hostguard.Limiter {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	l := g.tenants[t]
-	if l == nil {
-		l = hostguard.NewLimiter(q.Rate, q.Burst)
-		g.tenants[t] = l
-	}
-	return l
 }
 
 // keep stores an attempt's verdict for Fire, forgetting, once a minute,

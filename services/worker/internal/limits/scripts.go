@@ -1,6 +1,10 @@
 package limits
 
-import "github.com/redis/go-redis/v9"
+import (
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sundialhq/sundial/pkg/gcra"
+)
 
 // admitScript admits one attempt. Times are Unix µs.
 //
@@ -23,29 +27,19 @@ import "github.com/redis/go-redis/v9"
 //	3 no slot free (both turns taken)
 //	4 breaker open: a failures, b when a probe may go, c the state
 //
-// A rate is a generic cell-rate algorithm: the key holds the theoretical
-// arrival time (TAT); a request at now moves it to max(TAT, now) +
-// interval and may go at TAT' - burst*interval, now or later. A request
-// that must wait keeps its reservation: it is not charged again.
-var admitScript = redis.NewScript(`
+// A rate is package gcra's reserve (gcra.Lua, the same arithmetic as the
+// per-process fallback's gcra.Limiter): a request that must wait keeps its
+// reservation, and is not charged again.
+var admitScript = redis.NewScript(gcra.Lua + `
 local now = tonumber(ARGV[1])
-local function reserve(key, T, burst)
-  local tat = tonumber(redis.call('GET', key) or '0')
-  if tat < now then tat = now end
-  local nt = tat + T
-  redis.call('SET', key, string.format('%d', nt), 'PX', math.floor((nt - now) / 1000) + 1000)
-  local at = nt - burst * T
-  if at <= now then return 0 end
-  return at - now
-end
 local T = tonumber(ARGV[2])
 if T > 0 then
-  local w = reserve(KEYS[1], T, tonumber(ARGV[3]))
+  local w = reserve(KEYS[1], now, T, tonumber(ARGV[3]))
   if w > 0 then return {1, w, 0, 0} end
 end
 T = tonumber(ARGV[4])
 if T > 0 then
-  local w = reserve(KEYS[2], T, tonumber(ARGV[5]))
+  local w = reserve(KEYS[2], now, T, tonumber(ARGV[5]))
   if w > 0 then return {2, w, 0, 0} end
 end
 local cap = tonumber(ARGV[7])
