@@ -92,7 +92,7 @@ func TestIntegrationConsolePlansNamesAndGroups(t *testing.T) {
 	// map is current, as it is on a table autovacuum keeps up with. On
 	// this shared database other tests' transactions can hold the vacuum
 	// back; then the plan is asked for with sequential scans priced out,
-	// which still fails when the index is missing or does not serve it.
+	// and must still read only the tenant's range of an index.
 	var pages, visible int64
 	if err := api.Pool.QueryRow(ctx, `SELECT relpages, relallvisible FROM pg_class WHERE oid = 'dead_letters'::regclass`).Scan(&pages, &visible); err != nil {
 		t.Fatal(err)
@@ -101,9 +101,13 @@ func TestIntegrationConsolePlansNamesAndGroups(t *testing.T) {
 	for _, f := range []struct{ job, class string }{{"", ""}, {"", "timeout"}, {jobs["seed"].GetId(), ""}} {
 		for _, q := range console.DeadLetterGroupQueries("acme", f.job, f.class) {
 			plan, took := planOf(t, api.Pool, !current, q[0].(string), q[1:]...)
-			if strings.Contains(plan, "Seq Scan") || f.job == "" && !strings.Contains(plan, `"Index Name": "dead_letters_tenant_class_job"`) ||
-				current && f.job == "" && !strings.Contains(plan, `"Node Type": "Index Only Scan"`) {
-				t.Errorf("groups (job %q, class %q; visibility map current: %v): not a range of dead_letters_tenant_class_job: %s", f.job, f.class, current, plan)
+			// With a current visibility map: the index-only scan of
+			// dead_letters_tenant_class_job. Without one, any index range
+			// of the tenant's rows (the planner may take the older
+			// (tenant, dead_at) index for a bitmap scan), never the table.
+			if strings.Contains(plan, "Seq Scan") || !strings.Contains(plan, `(tenant = 'acme'::text)`) && !strings.Contains(plan, `(tenant = $1)`) ||
+				current && f.job == "" && (!strings.Contains(plan, `"Node Type": "Index Only Scan"`) || !strings.Contains(plan, `"Index Name": "dead_letters_tenant_class_job"`)) {
+				t.Errorf("groups (job %q, class %q; visibility map current: %v): not a range of the tenant's rows: %s", f.job, f.class, current, plan)
 			}
 			t.Logf("groups over acme's 10,000 dead letters of 80,000 (job %q, class %q): %s; index-only: %v (visibility map current: %v)",
 				f.job, f.class, took, strings.Contains(plan, "Index Only Scan"), current)
