@@ -1,14 +1,14 @@
 // Package ratelimit bounds how fast each caller may call the api.
 //
-// Every authenticated call spends a token from its caller's bucket
-// (golang.org/x/time/rate: Config.PerSecond tokens a second, at most
-// Config.Burst saved up). The caller is the principal the bearer token
+// Every authenticated call spends a turn of its caller's rate
+// (Config.PerSecond calls a second, bursts of Config.Burst after being
+// idle), counted by package gcra's algorithm: the one the worker's
+// limits run across the cluster in Redis, here counted per process. The caller is the principal the bearer token
 // stands for (auth.ActorFrom: "<tenant>/<name>", or "<tenant>/token:<fp>"
 // for an unnamed token), so each token has a bucket of its own, and two
-// tokens of one tenant do not starve each other. A call that finds its
-// bucket empty is refused before its handler runs, with ResourceExhausted
-// carrying a google.rpc.RetryInfo that says when the bucket will hold a
-// token again, and a google.rpc.QuotaFailure naming the caller; the
+// tokens of one tenant do not starve each other. A call whose turn has not
+// come is refused before its handler runs, with ResourceExhausted
+// carrying a google.rpc.RetryInfo that says when it comes, and a google.rpc.QuotaFailure naming the caller; the
 // HTTP/JSON API turns it into 429 with Retry-After. A refused call spends
 // nothing, so a client that waits the retry delay gets through.
 //
@@ -18,8 +18,8 @@
 // quotas (services/api/internal/quota) are the cluster-wide limits on what
 // a tenant may create. Health checks and server reflection are not
 // limited, nor are calls without a token (the authentication interceptor
-// refuses those first), so the table of buckets never holds more entries
-// than there are configured principals.
+// refuses those first), so the table of callers never holds more entries
+// than there are configured principals (and forgets idle ones).
 package ratelimit
 
 import (
@@ -27,10 +27,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -39,6 +37,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/auth"
 	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/gcra"
 )
 
 // Defaults: well above what a person, the console or schedctl does, and
@@ -79,15 +78,14 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Limiter holds one bucket per caller. The zero value is not usable; call
+// Limiter holds one rate per caller. The zero value is not usable; call
 // New.
 type Limiter struct {
 	cfg     Config
+	rate    gcra.Rate
 	clk     clock.Clock
 	limited func(tenant string)
-
-	mu      sync.Mutex
-	buckets map[string]*rate.Limiter
+	callers *gcra.Limiter
 }
 
 // Option configures a Limiter.
@@ -106,42 +104,23 @@ func New(cfg Config, clk clock.Clock, opts ...Option) (*Limiter, error) {
 	if clk == nil {
 		return nil, errors.New("ratelimit: clock is required")
 	}
-	l := &Limiter{cfg: cfg, clk: clk, buckets: map[string]*rate.Limiter{}}
+	l := &Limiter{cfg: cfg, rate: gcra.PerSecond(cfg.PerSecond, cfg.Burst), clk: clk, callers: gcra.New()}
 	for _, o := range opts {
 		o(l)
 	}
 	return l, nil
 }
 
-// Allow spends one call of caller's bucket. When the bucket is empty it
-// spends nothing and returns how long until it holds a call again.
+// Allow spends one call of caller's rate. When its turn has not come it
+// spends nothing and returns how long until it does.
 func (l *Limiter) Allow(caller string) (wait time.Duration, ok bool) {
 	if !l.cfg.Enabled() {
 		return 0, true
 	}
-	now := l.clk.Now()
-	b := l.bucket(caller)
-	r := b.ReserveN(now, 1)
-	if !r.OK() {
-		// Only when Burst < 1, which Validate refuses.
-		return time.Second, false
-	}
-	if d := r.DelayFrom(now); d > 0 {
-		r.CancelAt(now)
+	if d := l.callers.Allow(caller, l.rate, l.clk.Now()); d > 0 {
 		return d, false
 	}
 	return 0, true
-}
-
-func (l *Limiter) bucket(caller string) *rate.Limiter {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b, ok := l.buckets[caller]
-	if !ok {
-		b = rate.NewLimiter(rate.Limit(l.cfg.PerSecond), l.cfg.Burst)
-		l.buckets[caller] = b
-	}
-	return b
 }
 
 // check admits or refuses the call whose context the authentication
