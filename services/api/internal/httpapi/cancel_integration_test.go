@@ -65,6 +65,21 @@ func TestIntegrationHTTPOverlapAndCancel(t *testing.T) {
 	if code, got, _ := call(t, api, "POST", path, apitest.TokenGlobex, "{}"); code != 404 {
 		t.Fatalf("another tenant: %d %v", code, got)
 	}
+	// Each cancel request the api recorded is in the job's trail, naming
+	// who asked and the execution; the other tenant's refused one is not.
+	code, got, _ = call(t, api, "GET", "/v1/jobs/"+id+"/audit", apitest.TokenAcme, "")
+	cancels := 0
+	for _, e := range got["entries"].([]any) {
+		if e := e.(map[string]any); e["action"] == "cancel" {
+			cancels++
+			if e["actor"] != who || !strings.Contains(e["detail"].(string), exec) {
+				t.Fatalf("the cancel's audit entry: %v", e)
+			}
+		}
+	}
+	if code != 200 || cancels != 2 {
+		t.Fatalf("the job's trail has %d cancel entries (%d), want 2", cancels, code)
+	}
 	record(sundialv1.ExecutionStatus_EXECUTION_STATUS_CANCELLED)
 	if code, got, _ := call(t, api, "POST", path, apitest.TokenAcme, "{}"); code != 400 || got["code"] != float64(9) {
 		t.Fatalf("cancel of an ended execution: %d %v, want FailedPrecondition", code, got)

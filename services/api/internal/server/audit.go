@@ -10,10 +10,10 @@ import (
 )
 
 // ListJobAudit returns a job's audit trail (without an id, the trail of
-// every job of the tenant), newest first: every committed
-// change (create, update with the paths it changed, pause, resume, delete,
-// trigger, backfill, redrive, and the platform's complete and purge), who
-// made it and the version it produced. The trail outlives the job, so a
+// every job of the tenant), newest first: every committed change (create,
+// update with the paths it changed, pause, resume, delete, trigger,
+// backfill, redrive, cancel of an execution, and the platform's complete
+// and purge), who made it and the version it produced. The trail outlives the job, so a
 // purged job's trail is still readable.
 func (s *JobService) ListJobAudit(ctx context.Context, req *sundialv1.ListJobAuditRequest) (*sundialv1.ListJobAuditResponse, error) {
 	tenant, err := tenantOf(ctx)

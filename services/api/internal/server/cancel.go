@@ -9,6 +9,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/lease"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/services/api/internal/store"
 )
 
 // Canceller records an execution's cancel request where the workers look
@@ -41,7 +42,8 @@ func (s *JobService) CancelExecution(ctx context.Context, req *sundialv1.CancelE
 	if c == nil || s.executions == nil {
 		return nil, status.Error(codes.Unavailable, "cancelling executions is not available on this server (it needs Redis and the ledger)")
 	}
-	if _, err := s.store.Get(ctx, tenant, jobIDv); err != nil {
+	job, err := s.store.Get(ctx, tenant, jobIDv)
+	if err != nil {
 		return nil, s.statusOf(ctx, "CancelExecution", err)
 	}
 	attempts, err := s.executions.GetExecution(ctx, execID)
@@ -67,6 +69,13 @@ func (s *JobService) CancelExecution(ctx context.Context, req *sundialv1.CancelE
 	}
 	if st == lease.CancelFinished {
 		return nil, status.Error(codes.FailedPrecondition, "execution already ended")
+	}
+	// The request is recorded (in Redis); its audit entry follows it. A
+	// failed append leaves the cancel standing and is logged, not answered
+	// as a failure the caller would retry.
+	if err := s.store.AppendAudit(ctx, tenant, jobIDv, job.GetVersion(), store.Audit{Actor: actor, Action: store.ActionCancel,
+		Detail: map[string]any{"execution_id": execID, "running": st == lease.CancelRunning}}); err != nil {
+		s.logger.ErrorContext(ctx, "the cancel request's audit entry was not written", "job", jobIDv, "execution_id", execID, "err", err)
 	}
 	s.logger.InfoContext(ctx, "execution cancel requested", "tenant", tenant, "job", jobIDv, "execution_id", execID, "by", who,
 		"running", st == lease.CancelRunning, "status", firing.ExecutionStatusWord(latest.GetStatus()))

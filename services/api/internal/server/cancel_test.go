@@ -13,10 +13,17 @@ import (
 	"github.com/sundialhq/sundial/services/api/internal/store"
 )
 
-// oneJob is a store holding one job of acme's.
+// oneJob is a store holding one job of acme's, recording the audit
+// entries appended to its trail.
 type oneJob struct {
 	untouchable
-	id string
+	id      string
+	audited *[]string
+}
+
+func (o oneJob) AppendAudit(_ context.Context, tenant, jobID string, _ int64, a store.Audit) error {
+	*o.audited = append(*o.audited, tenant+" "+jobID+" "+a.Actor+" "+a.Action+" "+a.Detail["execution_id"].(string))
+	return nil
 }
 
 func (o oneJob) Get(_ context.Context, tenant, id string) (*sundialv1.Job, error) {
@@ -45,7 +52,8 @@ func TestCancelExecution(t *testing.T) {
 		other   = "01900000-0000-7000-8000-0000000000e3"
 	)
 	c := &cancels{}
-	s, err := NewJobService(Config{Store: oneJob{untouchable: untouchable{t: t}, id: jobA}, Versions: noVersions{}, Cancels: c, Executions: ledgerFake{attempts: []*sundialv1.ExecutionAttempt{
+	var audited []string
+	s, err := NewJobService(Config{Store: oneJob{untouchable: untouchable{t: t}, id: jobA, audited: &audited}, Versions: noVersions{}, Cancels: c, Executions: ledgerFake{attempts: []*sundialv1.ExecutionAttempt{
 		{ExecutionId: running, JobId: jobA, Tenant: "acme", Attempt: 1, Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_RETRY_SCHEDULED},
 		{ExecutionId: running, JobId: jobA, Tenant: "acme", Attempt: 2, Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_RUNNING},
 		{ExecutionId: done, JobId: jobA, Tenant: "acme", Attempt: 1, Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED},
@@ -61,6 +69,9 @@ func TestCancelExecution(t *testing.T) {
 	}
 	if len(c.asked) != 1 || c.asked[0] != jobA+" "+running+" acme/alice" {
 		t.Fatalf("asked %v", c.asked)
+	}
+	if len(audited) != 1 || audited[0] != "acme "+jobA+" acme/alice cancel "+running {
+		t.Fatalf("the job's trail got %v, want the cancel by acme/alice", audited)
 	}
 	for name, tc := range map[string]struct {
 		req   *sundialv1.CancelExecutionRequest

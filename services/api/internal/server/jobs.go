@@ -51,6 +51,7 @@ type Store interface {
 	MutateEach(ctx context.Context, tenant string, ids []string, change store.Change, fn store.MutateFunc) ([]store.Mutation, error)
 	Stage(ctx context.Context, tenant, id string, dryRun bool, fn store.StageFunc) (store.StageResult, error)
 	ListAudit(ctx context.Context, tenant string, q store.AuditQuery) ([]store.AuditEntry, error)
+	AppendAudit(ctx context.Context, tenant, jobID string, version int64, a store.Audit) error
 	Count(ctx context.Context, tenant string, q store.ListQuery, upTo int) (int64, error)
 }
 

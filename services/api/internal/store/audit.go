@@ -24,6 +24,9 @@ const (
 	ActionTrigger  = "trigger"
 	ActionBackfill = "backfill"
 	ActionRedrive  = "redrive"
+	// ActionCancel: a request to cancel one of the job's executions. The
+	// request itself lives in Redis beside the execution's lease.
+	ActionCancel = "cancel"
 )
 
 // Audit is one entry of the job trail a change appends inside its own
@@ -53,6 +56,17 @@ func jobRecord(tenant, jobID string, version int64, now time.Time, a Audit) audi
 
 func insertAudit(ctx context.Context, tx pgx.Tx, tenant, jobID string, version int64, now time.Time, a Audit) error {
 	if err := audittrail.Append(ctx, tx, jobRecord(tenant, jobID, version, now, a)); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	return nil
+}
+
+// AppendAudit appends one entry to a job's trail on its own, for a
+// change recorded outside Postgres (a cancel request, which lives in
+// Redis): written after that change, at the database's now(), with the
+// job's current version.
+func (s *Store) AppendAudit(ctx context.Context, tenant, jobID string, version int64, a Audit) error {
+	if err := audittrail.Append(ctx, s.pool, jobRecord(tenant, jobID, version, time.Time{}, a)); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
 	return nil
