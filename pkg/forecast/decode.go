@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -64,10 +65,12 @@ func (d *Decoder) Job(spec []byte, id, tenant, name string, priority sundialv1.P
 			if m < 0 {
 				return Job{}, fmt.Errorf("forecast: job spec: %w", protowire.ParseError(m))
 			}
+			// A message field met twice is the merge of both, which is
+			// what decoding their concatenation gives (protobuf's rule).
 			if num == jobFieldSchedule {
-				sched = v
+				sched = merged(sched, v)
 			} else {
-				jitter = v
+				jitter = merged(jitter, v)
 			}
 			b = b[m:]
 			continue
@@ -87,7 +90,7 @@ func (d *Decoder) Job(spec []byte, id, tenant, name string, priority sundialv1.P
 		ds = &decoded{spec: s, expr: describe(s), zone: cmpOr(s.GetTimezone(), "UTC"),
 			anchored: anchored(s) && s.GetStartTime() == nil, hashed: hashed(s), withCalendar: s.GetCalendar() != "" && d.cal != nil}
 		if c, ok := s.GetSpec().(*sundialv1.Schedule_Cron); ok && len(s.GetAdditionalSchedules()) == 0 && len(s.GetExclusions()) == 0 {
-			ds.cron = c.Cron
+			ds.cron = strings.TrimSpace(c.Cron)
 		}
 		d.schedules[string(sched)] = ds
 	}
@@ -125,6 +128,15 @@ func (d *Decoder) Job(spec []byte, id, tenant, name string, priority sundialv1.P
 		j.Build = ds.build
 	}
 	return j, nil
+}
+
+// merged is the encoding of a message field met again: the earlier bytes
+// followed by v, copied so the spec is never written to.
+func merged(earlier, v []byte) []byte {
+	if earlier == nil {
+		return v
+	}
+	return append(append(make([]byte, 0, len(earlier)+len(v)), earlier...), v...)
 }
 
 // duration reads an encoded google.protobuf.Duration.

@@ -108,3 +108,43 @@ func BenchmarkDecoderJob(b *testing.B) {
 		}
 	}
 }
+
+// FuzzDecoderJob: any bytes either fail to decode or give the view that
+// decoding the job whole and calling FromJob gives (same schedule display,
+// zone and jitter), and never panic. It found that a schedule field met
+// twice must be merged, not replaced (testdata/fuzz).
+func FuzzDecoderJob(f *testing.F) {
+	for _, j := range []*sundialv1.Job{
+		{Schedule: &sundialv1.Schedule{Spec: &sundialv1.Schedule_Cron{Cron: "0 0 * * *"}}, MaxJitter: durationpb.New(time.Second)},
+		{Schedule: &sundialv1.Schedule{Spec: &sundialv1.Schedule_Interval{Interval: durationpb.New(time.Minute)}, Timezone: "Asia/Tokyo"}, Name: "x"},
+	} {
+		raw, err := proto.Marshal(j)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(raw)
+	}
+	f.Add([]byte{0x2a, 0x03, 0x0a, 0x01, 0x2a})
+	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, err := NewDecoder(nil).Job(raw, "id", "t", "n", 0, created)
+		whole := &sundialv1.Job{}
+		werr := proto.Unmarshal(raw, whole)
+		if err != nil {
+			return // the decoder may refuse more (a bad jitter) but must not accept less
+		}
+		if werr != nil {
+			// Bytes the full decoder refuses in a field the forecast
+			// skips are not the forecast's concern.
+			return
+		}
+		whole.Id, whole.Tenant, whole.Name = "id", "t", "n"
+		want := FromJob(whole, created, nil)
+		if got.Expr != want.Expr || got.Zone != want.Zone || got.Cron != want.Cron {
+			t.Fatalf("decoder %q %q %q, FromJob %q %q %q", got.Expr, got.Zone, got.Cron, want.Expr, want.Zone, want.Cron)
+		}
+		if got.Jitter != max(want.Jitter, 0) {
+			t.Fatalf("decoder jitter %s, FromJob %s", got.Jitter, want.Jitter)
+		}
+	})
+}
