@@ -125,6 +125,7 @@ test-unit: deploy-tools ## Unit tests (no infrastructure), with the race detecto
 # fixed in Go 1.27; likelier on a loaded machine): that target runs again,
 # once.
 FUZZ_TARGETS := pkg/schedule:FuzzParse pkg/schedule:FuzzNext pkg/schedule:FuzzEvery pkg/schedule:FuzzParseRRule \
+	pkg/schedule:FuzzParseHash pkg/forecast:FuzzDecoderJob \
 	pkg/jobspec:FuzzValidate pkg/jobspec:FuzzHeader pkg/jobspec:FuzzSecretReferences pkg/secrets:FuzzExpand pkg/calendar:FuzzParseICS \
 	pkg/firing:FuzzDecode pkg/firing:FuzzEnvelope pkg/firing:FuzzTraceparent \
 	pkg/signature:FuzzVerify pkg/signature:FuzzVerifyErrors pkg/signature:FuzzSignVerify pkg/signature:FuzzVerifyKeys pkg/netpolicy:FuzzCheckURLHost \
