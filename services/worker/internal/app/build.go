@@ -46,6 +46,7 @@ import (
 	"github.com/sundialhq/sundial/services/worker/internal/prepare"
 	"github.com/sundialhq/sundial/services/worker/internal/readyq"
 	"github.com/sundialhq/sundial/services/worker/internal/recorder"
+	"github.com/sundialhq/sundial/services/worker/internal/rollup"
 	"github.com/sundialhq/sundial/services/worker/internal/settle"
 	"github.com/sundialhq/sundial/services/worker/internal/signing"
 	"github.com/sundialhq/sundial/services/worker/internal/target"
@@ -601,6 +602,11 @@ func (b *builder) settler(ctx context.Context, clk *clocks, dlq *settle.KafkaDLQ
 	// (settling waits and retries, records spill nowhere until it
 	// answers), and /readyz names Postgres until it does.
 	b.w.Checks["postgres"] = pg.Ping
+	// The per-minute rollup of firings the console reads without
+	// Prometheus, in the same pool: started before the executors, stopped
+	// after them with a last flush (package rollup).
+	b.m.Rollup = rollup.New(rollup.Config{WorkerID: b.cfg.WorkerID}, rollup.NewPG(pg), clk.corrected, b.logger.With("component", "rollup"))
+	b.run(b.m.Rollup)
 	_ = connsec.AtStart(ctx, b.logger, func(ctx context.Context) error { // logs, never fails
 		if err := pg.Ping(ctx); err != nil {
 			return fmt.Errorf("postgres: %w", err)

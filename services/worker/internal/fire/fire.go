@@ -361,6 +361,8 @@ func (p *Stage) attempt(ctx context.Context, it *work.Item, f *sundialv1.Firing,
 	}
 	late := max(0, started.Sub(fireAt).Seconds())
 	p.m.Lateness.WithLabelValues(pr, "target", p.m.Tenant(f.GetTenant())).Observe(late)
+	p.m.Rollup.Started(f.GetTenant(), f.GetPriority(), late)
+	defer p.m.Rollup.Finished(f.GetTenant())
 	if j := p.m.Job(f.GetJobId()); j != nil {
 		j.Lateness.Observe(late)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/tracing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
+	"github.com/sundialhq/sundial/services/worker/internal/rollup"
 	"github.com/sundialhq/sundial/services/worker/internal/work"
 )
 
@@ -120,6 +121,10 @@ type Metrics struct {
 	// path.
 	JobFirings  *prometheus.CounterVec
 	JobLateness *prometheus.HistogramVec
+
+	// Rollup counts every outcome Count counts into the per-minute rollup
+	// the console reads without Prometheus (package rollup); nil: none.
+	Rollup *rollup.Rollup
 
 	tenants tenantLabels
 	// jobs holds the watched jobs' series by job id. Written in New only,
@@ -409,6 +414,7 @@ func (m *Metrics) Count(it *work.Item, f *sundialv1.Firing, outcome string) {
 		j.Fired(outcome)
 	}
 	m.Firings.WithLabelValues(firing.PriorityName(f.GetPriority()), outcome, m.Tenant(f.GetTenant())).Inc()
+	m.Rollup.Outcome(f.GetTenant(), f.GetPriority(), outcome)
 	if it != nil && it.Trace != nil {
 		it.Trace.Consume.SetAttributes(tracing.AttrOutcome.String(outcome))
 	}
