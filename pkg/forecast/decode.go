@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sundialhq/sundial/pkg/jobspec"
 	"github.com/sundialhq/sundial/pkg/schedule"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
@@ -88,7 +89,7 @@ func (d *Decoder) Job(spec []byte, id, tenant, name string, priority sundialv1.P
 			return Job{}, fmt.Errorf("forecast: job spec: schedule: %w", err)
 		}
 		ds = &decoded{spec: s, expr: describe(s), zone: cmpOr(s.GetTimezone(), "UTC"),
-			anchored: anchored(s) && s.GetStartTime() == nil, hashed: hashed(s), withCalendar: s.GetCalendar() != "" && d.cal != nil}
+			anchored: anchored(s) && s.GetStartTime() == nil, hashed: jobspec.Hashed(s), withCalendar: s.GetCalendar() != "" && d.cal != nil}
 		if c, ok := s.GetSpec().(*sundialv1.Schedule_Cron); ok && len(s.GetAdditionalSchedules()) == 0 && len(s.GetExclusions()) == 0 {
 			ds.cron = strings.TrimSpace(c.Cron)
 		}

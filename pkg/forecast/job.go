@@ -38,7 +38,7 @@ func FromJob(job *sundialv1.Job, created time.Time, cal CalendarLookup) Job {
 		j.Cron = strings.TrimSpace(c.Cron)
 	}
 	j.Key = key(s, job.GetTenant(), created, cal != nil)
-	if hashed(s) {
+	if jobspec.Hashed(s) {
 		// H resolves per job (schedule.Options.HashSeed), so such a
 		// schedule is shared by no other job.
 		j.Key += "\x00" + job.GetId()
@@ -82,20 +82,6 @@ func key(s *sundialv1.Schedule, tenant string, created time.Time, calendars bool
 		h.Write([]byte(tenant))
 	}
 	return string(h.Sum(nil))
-}
-
-// hashed reports whether any of s's cron expressions has an H item.
-func hashed(s *sundialv1.Schedule) bool {
-	for _, x := range append([]*sundialv1.Schedule{s}, s.GetAdditionalSchedules()...) {
-		for _, field := range strings.Fields(x.GetCron()) {
-			for _, item := range strings.Split(field, ",") {
-				if item != "" && (item[0] == 'H' || item[0] == 'h') {
-					return true
-				}
-			}
-		}
-	}
-	return false
 }
 
 // anchored reports whether any of s's schedules counts from the job's

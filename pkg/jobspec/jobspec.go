@@ -116,8 +116,11 @@ func normalizeSpec(s *sundialv1.Schedule) {
 // Schedule builds the engine schedule of a job. created anchors an interval
 // schedule that has no start_time (pass the job's creation instant, so every
 // service computes the same slots).
+//
+// Hashed cron values (H) resolve from the job's id (schedule.Options.
+// HashSeed): every service computes the same slots from the stored job.
 func Schedule(job *sundialv1.Job, created time.Time) (schedule.Schedule, error) {
-	return FromProto(job.GetSchedule(), created)
+	return fromProto(job.GetSchedule(), created, job.GetId())
 }
 
 // FromProto builds the engine schedule of s; created anchors an interval
@@ -125,14 +128,21 @@ func Schedule(job *sundialv1.Job, created time.Time) (schedule.Schedule, error) 
 // (schedule.Union), with exclusions the union less them
 // (schedule.Excluded); a calendar (pkg/calendar) goes under the
 // exclusions. It fails on a schedule Validate would reject.
+// A cron with H is refused naming the field: it has no job to hash (see
+// Schedule).
 func FromProto(s *sundialv1.Schedule, created time.Time) (schedule.Schedule, error) {
-	primary, err := fromSpec(s, "schedule", created)
+	return fromProto(s, created, "")
+}
+
+// fromProto is FromProto with H hashed from seed.
+func fromProto(s *sundialv1.Schedule, created time.Time, seed string) (schedule.Schedule, error) {
+	primary, err := fromSpec(s, "schedule", created, seed)
 	if err != nil || (len(s.GetAdditionalSchedules()) == 0 && len(s.GetExclusions()) == 0) {
 		return primary, err
 	}
 	members := []schedule.Schedule{primary}
 	for i, a := range s.GetAdditionalSchedules() {
-		m, err := fromSpec(inheritZone(a, s), fmt.Sprintf("schedule.additional_schedules[%d]", i), created)
+		m, err := fromSpec(inheritZone(a, s), fmt.Sprintf("schedule.additional_schedules[%d]", i), created, seed)
 		if err != nil {
 			return nil, err
 		}
@@ -156,7 +166,7 @@ func FromProto(s *sundialv1.Schedule, created time.Time) (schedule.Schedule, err
 
 // fromSpec builds one schedule of a job (the primary, or one of its
 // additional schedules, named by field in errors).
-func fromSpec(s *sundialv1.Schedule, field string, created time.Time) (schedule.Schedule, error) {
+func fromSpec(s *sundialv1.Schedule, field string, created time.Time, seed string) (schedule.Schedule, error) {
 	if s == nil {
 		return nil, fmt.Errorf("jobspec: %s is not set", field)
 	}
@@ -168,6 +178,7 @@ func fromSpec(s *sundialv1.Schedule, field string, created time.Time) (schedule.
 		Location: loc,
 		Gap:      gapPolicy(s.GetDstGap()),
 		Repeat:   repeatPolicy(s.GetDstRepeat()),
+		HashSeed: seed,
 	}
 	if ts := s.GetStartTime(); ts != nil {
 		opts.Start = ts.AsTime()
@@ -233,4 +244,20 @@ func repeatPolicy(p sundialv1.DstRepeatPolicy) schedule.RepeatPolicy {
 
 func sortedKeys(m map[string]string) []string {
 	return slices.Sorted(maps.Keys(m))
+}
+
+// Hashed reports whether any cron of s (its own or an additional schedule's)
+// has a hashed value (H): its instants depend on the job's id, so it is
+// shared by no other job.
+func Hashed(s *sundialv1.Schedule) bool {
+	for _, x := range append([]*sundialv1.Schedule{s}, s.GetAdditionalSchedules()...) {
+		for _, field := range strings.Fields(x.GetCron()) {
+			for _, item := range strings.Split(field, ",") {
+				if item != "" && (item[0] == 'H' || item[0] == 'h') {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

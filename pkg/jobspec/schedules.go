@@ -136,7 +136,7 @@ func validateExclusions(c collector, field string, s *sundialv1.Schedule) {
 // validateAdditional checks a schedule's additional schedules: each as a
 // schedule of its own (an empty timezone is the primary's), without the
 // parts that belong to the union.
-func validateAdditional(c collector, field string, s *sundialv1.Schedule) {
+func validateAdditional(c collector, field string, s *sundialv1.Schedule, seed string) {
 	as := s.GetAdditionalSchedules()
 	if len(as) > MaxAdditionalSchedules {
 		c.add(field+".additional_schedules", "has %d schedules, at most %d allowed (%d with the primary)", len(as), MaxAdditionalSchedules, schedule.MaxUnion)
@@ -157,7 +157,7 @@ func validateAdditional(c collector, field string, s *sundialv1.Schedule) {
 		if len(a.GetExclusions()) > 0 {
 			c.add(f+".exclusions", "must be empty: %s.exclusions apply to every schedule of the job", field)
 		}
-		validateSchedule(c, f, inheritZone(a, s))
+		validateSchedule(c, f, inheritZone(a, s), seed)
 	}
 }
 

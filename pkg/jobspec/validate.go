@@ -1,6 +1,7 @@
 package jobspec
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"regexp"
@@ -93,8 +94,12 @@ func Validate(job *sundialv1.Job) error {
 	if job.GetSchedule() == nil {
 		c.add("schedule", "is required: set one of cron, once, interval or rrule")
 	} else {
-		validateSchedule(c, "schedule", job.GetSchedule())
-		validateAdditional(c, "schedule", job.GetSchedule())
+		// A new job has no id yet; H is checked with a stand-in seed
+		// (only the slot depends on it), and the create resolves it from
+		// the id it gives the job (Schedule).
+		seed := cmp.Or(job.GetId(), "validation")
+		validateSchedule(c, "schedule", job.GetSchedule(), seed)
+		validateAdditional(c, "schedule", job.GetSchedule(), seed)
 		validateExclusions(c, "schedule", job.GetSchedule())
 	}
 	validateMaxRuns(c, job.GetMaxRuns())
@@ -133,8 +138,8 @@ func ValidateSchedule(s *sundialv1.Schedule) error {
 		c.add("schedule", "is required: set one of cron, once, interval or rrule")
 		return c.err()
 	}
-	validateSchedule(c, "schedule", s)
-	validateAdditional(c, "schedule", s)
+	validateSchedule(c, "schedule", s, "")
+	validateAdditional(c, "schedule", s, "")
 	validateExclusions(c, "schedule", s)
 	return c.err()
 }
@@ -184,7 +189,8 @@ func isLabelKey(k string) bool {
 	return true
 }
 
-func validateSchedule(c collector, field string, s *sundialv1.Schedule) {
+// seed is what H hashes; "" refuses H, naming the field.
+func validateSchedule(c collector, field string, s *sundialv1.Schedule, seed string) {
 	loc, tzErr := location(s.GetTimezone())
 	if tzErr != nil {
 		c.add(field+".timezone", "%v", tzErr)
@@ -206,7 +212,7 @@ func validateSchedule(c collector, field string, s *sundialv1.Schedule) {
 	if !start.IsZero() && !end.IsZero() && !end.After(start) {
 		c.add(field+".end_time", "must be after start_time")
 	}
-	opts := schedule.Options{Location: loc, Gap: gapPolicy(s.GetDstGap()), Repeat: repeatPolicy(s.GetDstRepeat()), Start: start, End: end}
+	opts := schedule.Options{Location: loc, Gap: gapPolicy(s.GetDstGap()), Repeat: repeatPolicy(s.GetDstRepeat()), Start: start, End: end, HashSeed: seed}
 	switch spec := s.GetSpec().(type) {
 	case nil:
 		c.add(field, "set one of cron, once, interval or rrule")
