@@ -1,12 +1,15 @@
-// Package quotas is the quotas file operators write: the defaults and the
-// per-tenant overrides of every per-tenant limit, read by the api (how
-// many jobs, how close their slots, how fast they are created: package
-// services/api/internal/quota enforces those) and by the worker (how fast
-// a tenant's firings may go out: FiringRates here).
+// Package quotas is every per-tenant limit, in one view: the quotas file
+// operators write (defaults and per-tenant overrides), a tenant's Limits
+// resolved from it over the flag defaults (Resolve, Tenants.For), and the
+// checks against them. The api enforces the job limits (how many jobs, how
+// close their slots, how fast they are created: CheckCreate,
+// CheckInterval); the worker enforces the firing rate (Limits.Firing, in
+// services/worker/internal/limits).
 //
-// One file, one format, so an operator configures a tenant in one place;
-// each reader ignores the keys the other enforces, and neither accepts a
-// key it does not know.
+// One file, one format, one resolution, so an operator configures a
+// tenant in one place and both readers see the same Limits; neither
+// accepts a key it does not know, nor a negative limit, whichever of the
+// two enforces it.
 package quotas
 
 import (
@@ -25,7 +28,7 @@ import (
 // unset fields keep the value beneath (the flag defaults, then the file's
 // defaults).
 type Overrides struct {
-	// The api's (services/api/internal/quota).
+	// The api's (CheckCreate, CheckInterval).
 	MaxJobs          *int           `yaml:"max_jobs"`
 	MinInterval      *time.Duration `yaml:"min_interval"`
 	CreatesPerMinute *int           `yaml:"create_rate_per_minute"`
@@ -90,6 +93,30 @@ func LoadFile(path string) (File, error) {
 	return f, nil
 }
 
+// Defaults when nothing is configured: the job limits' (the api's flags
+// start from these); no firing-rate quota.
+const (
+	DefaultMaxJobs          = 100_000
+	DefaultMinInterval      = time.Second
+	DefaultCreatesPerMinute = 6_000 // 100 per second on average
+)
+
+// Limits are one tenant's quotas, every one of them. A zero field means no
+// limit.
+type Limits struct {
+	// MaxJobs bounds the tenant's jobs that are not deleted (active,
+	// paused and completed ones count until purged).
+	MaxJobs int
+	// MinInterval is the smallest gap allowed between two consecutive
+	// slots of one job's schedule.
+	MinInterval time.Duration
+	// CreatesPerMinute bounds job creations in any sliding minute.
+	CreatesPerMinute int
+	// Firing is the rate the tenant's firings may go out at, across the
+	// cluster (the worker's).
+	Firing FiringRate
+}
+
 // FiringRate is a tenant's firing-rate quota: Rate firings a second on
 // average, Burst at once above it. A zero Rate limits nothing.
 type FiringRate struct {
@@ -97,91 +124,131 @@ type FiringRate struct {
 	Burst int
 }
 
-// Validate names the first bad field.
-func (r FiringRate) Validate() error {
+// DefaultLimits are the built-in defaults.
+func DefaultLimits() Limits {
+	return Limits{MaxJobs: DefaultMaxJobs, MinInterval: DefaultMinInterval, CreatesPerMinute: DefaultCreatesPerMinute}
+}
+
+// Validate names the first negative limit by its key in the quotas file.
+func (l Limits) Validate() error {
 	switch {
-	case r.Rate < 0:
-		return fmt.Errorf("firing_rate_per_second must not be negative, got %g", r.Rate)
-	case r.Burst < 0:
-		return fmt.Errorf("firing_burst must not be negative, got %d", r.Burst)
+	case l.MaxJobs < 0:
+		return fmt.Errorf("%s must not be negative, got %d", MaxJobs, l.MaxJobs)
+	case l.MinInterval < 0:
+		return fmt.Errorf("%s must not be negative, got %s", MinInterval, l.MinInterval)
+	case l.CreatesPerMinute < 0:
+		return fmt.Errorf("create_rate_per_minute must not be negative, got %d", l.CreatesPerMinute)
+	case l.Firing.Rate < 0:
+		return fmt.Errorf("firing_rate_per_second must not be negative, got %g", l.Firing.Rate)
+	case l.Firing.Burst < 0:
+		return fmt.Errorf("firing_burst must not be negative, got %d", l.Firing.Burst)
 	}
 	return nil
 }
 
-func (o Overrides) applyFiring(r FiringRate) FiringRate {
+// apply returns l with o's fields over it.
+func (o Overrides) apply(l Limits) Limits {
+	if o.MaxJobs != nil {
+		l.MaxJobs = *o.MaxJobs
+	}
+	if o.MinInterval != nil {
+		l.MinInterval = *o.MinInterval
+	}
+	if o.CreatesPerMinute != nil {
+		l.CreatesPerMinute = *o.CreatesPerMinute
+	}
 	if o.FiringRate != nil {
-		r.Rate = *o.FiringRate
+		l.Firing.Rate = *o.FiringRate
 	}
 	if o.FiringBurst != nil {
-		r.Burst = *o.FiringBurst
+		l.Firing.Burst = *o.FiringBurst
 	}
-	return r
+	return l
 }
 
-// FiringRates resolves each tenant's firing-rate quota.
-type FiringRates struct {
-	defaults FiringRate
-	tenants  map[string]FiringRate
+// norm gives a firing rate without a burst a burst of 1.
+func (l Limits) norm() Limits {
+	if l.Firing.Rate > 0 && l.Firing.Burst < 1 {
+		l.Firing.Burst = 1
+	}
+	return l
 }
 
-// NewFiringRates returns the firing-rate quotas: defaults, then f's
-// defaults over them, then each tenant's overrides over those. A burst
-// under 1 with a rate is 1.
-func NewFiringRates(defaults FiringRate, f File) (*FiringRates, error) {
-	norm := func(r FiringRate) FiringRate {
-		if r.Rate > 0 && r.Burst < 1 {
-			r.Burst = 1
-		}
-		return r
-	}
+// Tenants are every tenant's Limits, resolved once.
+type Tenants struct {
+	defaults Limits
+	tenants  map[string]Limits
+}
+
+// Resolve returns the tenants' limits: defaults (the flags), then f's
+// defaults over them, then each tenant's overrides over those. The first
+// negative limit is an error naming its place.
+func Resolve(defaults Limits, f File) (*Tenants, error) {
 	if err := defaults.Validate(); err != nil {
-		return nil, fmt.Errorf("firing-rate defaults: %w", err)
+		return nil, fmt.Errorf("defaults: %w", err)
 	}
-	d := f.Defaults.applyFiring(defaults)
+	d := f.Defaults.apply(defaults)
 	if err := d.Validate(); err != nil {
 		return nil, fmt.Errorf("quotas file defaults: %w", err)
 	}
-	q := &FiringRates{defaults: norm(d), tenants: map[string]FiringRate{}}
+	q := &Tenants{defaults: d.norm(), tenants: map[string]Limits{}}
 	names := make([]string, 0, len(f.Tenants))
 	for t := range f.Tenants {
 		names = append(names, t)
 	}
 	sort.Strings(names)
 	for _, t := range names {
-		o := f.Tenants[t]
-		if o.FiringRate == nil && o.FiringBurst == nil {
-			continue
-		}
-		r := o.applyFiring(d)
-		if err := r.Validate(); err != nil {
+		l := f.Tenants[t].apply(d)
+		if err := l.Validate(); err != nil {
 			return nil, fmt.Errorf("quotas of tenant %s: %w", t, err)
 		}
-		q.tenants[t] = norm(r)
+		q.tenants[t] = l.norm()
 	}
 	return q, nil
 }
 
-// For returns the tenant's quota. A nil FiringRates limits nothing.
-func (q *FiringRates) For(tenant string) FiringRate {
+// For returns the tenant's limits. A nil Tenants limits nothing.
+func (q *Tenants) For(tenant string) Limits {
 	if q == nil {
-		return FiringRate{}
+		return Limits{}
 	}
-	if r, ok := q.tenants[tenant]; ok {
-		return r
+	if l, ok := q.tenants[tenant]; ok {
+		return l
 	}
 	return q.defaults
 }
 
-// Limited reports whether any tenant has a firing-rate quota.
-func (q *FiringRates) Limited() bool {
+// Defaults are the limits of tenants without overrides.
+func (q *Tenants) Defaults() Limits {
+	if q == nil {
+		return Limits{}
+	}
+	return q.defaults
+}
+
+// Overridden lists the tenants with their own limits, sorted, for logging.
+func (q *Tenants) Overridden() []string {
+	if q == nil {
+		return nil
+	}
+	out := make([]string, 0, len(q.tenants))
+	for t := range q.tenants {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// FiringLimited reports whether any tenant has a firing-rate quota.
+func (q *Tenants) FiringLimited() bool {
 	if q == nil {
 		return false
 	}
-	if q.defaults.Rate > 0 {
+	if q.defaults.Firing.Rate > 0 {
 		return true
 	}
-	for _, r := range q.tenants {
-		if r.Rate > 0 {
+	for _, l := range q.tenants {
+		if l.Firing.Rate > 0 {
 			return true
 		}
 	}

@@ -26,7 +26,7 @@ tenants:
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := quotas.NewFiringRates(quotas.FiringRate{Rate: 1, Burst: 7}, f)
+	q, err := quotas.Resolve(quotas.Limits{Firing: quotas.FiringRate{Rate: 1, Burst: 7}}, f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,21 +37,21 @@ tenants:
 		"other":    {Rate: 50, Burst: 7},
 		"loadtest": {Rate: 0, Burst: 7},
 	} {
-		if got := q.For(tenant); got != want {
+		if got := q.For(tenant).Firing; got != want {
 			t.Errorf("%s: %+v, want %+v", tenant, got, want)
 		}
 	}
-	if !q.Limited() {
+	if !q.FiringLimited() {
 		t.Fatal("Limited with a default rate")
 	}
-	var none *quotas.FiringRates
-	if none.For("x") != (quotas.FiringRate{}) || none.Limited() {
+	var none *quotas.Tenants
+	if none.For("x") != (quotas.Limits{}) || none.FiringLimited() {
 		t.Fatal("nil limits something")
 	}
 	// A rate without a burst bursts one.
-	q, _ = quotas.NewFiringRates(quotas.FiringRate{Rate: 2}, quotas.File{})
-	if q.For("x").Burst != 1 {
-		t.Fatalf("burst %d", q.For("x").Burst)
+	q, _ = quotas.Resolve(quotas.Limits{Firing: quotas.FiringRate{Rate: 2}}, quotas.File{})
+	if q.For("x").Firing.Burst != 1 {
+		t.Fatalf("burst %d", q.For("x").Firing.Burst)
 	}
 }
 
@@ -63,7 +63,7 @@ func TestFileRejectsUnknownKeysAndNegativeRates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := quotas.NewFiringRates(quotas.FiringRate{}, f); err == nil || !strings.Contains(err.Error(), "tenant acme") || !strings.Contains(err.Error(), "firing_rate_per_second") {
+	if _, err := quotas.Resolve(quotas.Limits{}, f); err == nil || !strings.Contains(err.Error(), "tenant acme") || !strings.Contains(err.Error(), "firing_rate_per_second") {
 		t.Fatalf("negative rate: %v", err)
 	}
 }

@@ -15,9 +15,9 @@ import (
 	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/ledgerttl"
+	"github.com/sundialhq/sundial/pkg/quotas"
 	"github.com/sundialhq/sundial/pkg/signingkey"
 
-	"github.com/sundialhq/sundial/services/api/internal/quota"
 	"github.com/sundialhq/sundial/services/api/internal/ratelimit"
 	"github.com/sundialhq/sundial/services/api/internal/server"
 	"github.com/sundialhq/sundial/services/api/internal/tokens"
@@ -58,7 +58,7 @@ type Config struct {
 	MigrateOnStart    bool
 	GRPCStopTimeout   time.Duration
 	QuotasFile        string
-	QuotaDefaults     quota.Limits
+	QuotaDefaults     quotas.Limits
 	RateLimit         ratelimit.Config
 	ReleaseLead       time.Duration
 	// IdempotencyKeyTTL is how long a CreateJob idempotency key lasts.
@@ -95,7 +95,7 @@ type Config struct {
 	// bootstrap is --tokens-file's set, loaded by Validate.
 	bootstrap *tokens.BootstrapSet
 	kek       *signingkey.KEK // loaded by Validate
-	quotas    *quota.Quotas   // loaded by Validate
+	quotas    *quotas.Tenants // loaded by Validate
 	// ledgerTTLs: the quotas file's ledger_ttl settings, loaded by
 	// Validate (ledgerttl.go).
 	ledgerTTLs ledgerttl.TTLs
@@ -122,7 +122,7 @@ func (s *Config) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&s.MigrateOnStart, "migrate-on-start", true, "apply the Postgres migrations and create the ledger's keyspace and tables before serving")
 	fs.DurationVar(&s.GRPCStopTimeout, "grpc-stop-timeout", 15*time.Second, "how long a shutdown waits for in-flight gRPC calls before cutting them off")
 	fs.StringVar(&s.QuotasFile, "quotas-file", "", "YAML file of quota defaults and per-tenant overrides (see docs/architecture/api.md)")
-	d := quota.DefaultLimits()
+	d := quotas.DefaultLimits()
 	fs.IntVar(&s.QuotaDefaults.MaxJobs, "quota-max-jobs", d.MaxJobs, "default per-tenant limit of jobs not deleted (0: no limit)")
 	fs.DurationVar(&s.QuotaDefaults.MinInterval, "quota-min-interval", d.MinInterval, "default per-tenant minimum gap between two slots of a schedule (0: no minimum)")
 	fs.IntVar(&s.QuotaDefaults.CreatesPerMinute, "quota-create-rate-per-minute", d.CreatesPerMinute, "default per-tenant limit of job creations in any sliding minute (0: no limit)")
@@ -274,9 +274,9 @@ func (s *Config) validateQuotas(p *config.Problems) {
 		p.Addf("quota", "%v", err)
 		return
 	}
-	var file quota.File
+	var file quotas.File
 	if s.QuotasFile != "" {
-		f, err := quota.LoadFile(s.QuotasFile)
+		f, err := quotas.LoadFile(s.QuotasFile)
 		if err != nil {
 			p.Addf("quotas-file", "%v", err)
 			return
@@ -294,7 +294,7 @@ func (s *Config) validateQuotas(p *config.Problems) {
 			}
 		}
 	}
-	q, err := quota.New(s.QuotaDefaults, file)
+	q, err := quotas.Resolve(s.QuotaDefaults, file)
 	if err != nil {
 		p.Addf("quotas-file", "%v", err)
 		return

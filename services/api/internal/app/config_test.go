@@ -12,7 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sundialhq/sundial/pkg/config"
-	"github.com/sundialhq/sundial/services/api/internal/quota"
+	"github.com/sundialhq/sundial/pkg/quotas"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -47,10 +47,10 @@ func TestQuotaSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := s.quotas.For("acme"); got != (quota.Limits{MaxJobs: 50, MinInterval: time.Minute, CreatesPerMinute: 7}) {
+	if got := s.quotas.For("acme"); got != (quotas.Limits{MaxJobs: 50, MinInterval: time.Minute, CreatesPerMinute: 7}) {
 		t.Fatalf("acme = %+v", got)
 	}
-	if got := s.quotas.For("globex"); got != (quota.Limits{MaxJobs: 50, MinInterval: time.Second, CreatesPerMinute: 7}) {
+	if got := s.quotas.For("globex"); got != (quotas.Limits{MaxJobs: 50, MinInterval: time.Second, CreatesPerMinute: 7}) {
 		t.Fatalf("globex = %+v", got)
 	}
 	// One value in two places is refused, whether the flag came from the
@@ -68,7 +68,7 @@ func TestQuotaSettings(t *testing.T) {
 		t.Fatalf("missing file: %v", err)
 	}
 	s, err = load(nil, nil)
-	if err != nil || s.quotas.Defaults() != quota.DefaultLimits() {
+	if err != nil || s.quotas.Defaults() != quotas.DefaultLimits() {
 		t.Fatalf("built-in defaults: %+v %v", s.quotas.Defaults(), err)
 	}
 }

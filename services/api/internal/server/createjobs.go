@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sundialhq/sundial/pkg/jobspec"
+	"github.com/sundialhq/sundial/pkg/quotas"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/services/api/internal/quota"
 	"github.com/sundialhq/sundial/services/api/internal/store"
 )
 
@@ -157,7 +157,7 @@ func (s *JobService) CreateJobs(ctx context.Context, req *sundialv1.CreateJobsRe
 // quota or a reused key) rather than failing the call (the database).
 func isItemError(err error) bool {
 	var rej *rejection
-	var over *quota.ExceededError
+	var over *quotas.ExceededError
 	var reused *store.IdempotencyMismatchError
 	var jerr *jobspec.Error
 	if errors.As(err, &rej) || errors.As(err, &over) || errors.As(err, &reused) || errors.As(err, &jerr) {

@@ -15,8 +15,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/jobwake"
+	"github.com/sundialhq/sundial/pkg/quotas"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/services/api/internal/quota"
 )
 
 // batch is n every-minute jobs named prefix-<i>, keyed prefix-<i> when keyed.
@@ -209,7 +209,7 @@ func TestIntegrationCreateJobsIdempotentRepeat(t *testing.T) {
 // take the tenant past max_jobs or create_rate is refused whole in
 // ALL_OR_NOTHING mode and cut at the limit in PER_ITEM mode.
 func TestIntegrationCreateJobsQuotaCountsItems(t *testing.T) {
-	f, err := quota.ParseFile([]byte(`
+	f, err := quotas.ParseFile([]byte(`
 tenants:
   acme: {max_jobs: 10}
   globex: {create_rate_per_minute: 4}
@@ -217,7 +217,7 @@ tenants:
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := quota.New(quota.DefaultLimits(), f)
+	q, err := quotas.Resolve(quotas.DefaultLimits(), f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,11 +311,11 @@ func TestIntegrationCreateJobsPaused(t *testing.T) {
 // share one verdict within a call (checkIntervalOnce), the same one each
 // would get alone.
 func TestIntegrationCreateJobsMinInterval(t *testing.T) {
-	f, err := quota.ParseFile([]byte("tenants:\n  acme: {min_interval: 1m}\n"))
+	f, err := quotas.ParseFile([]byte("tenants:\n  acme: {min_interval: 1m}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := quota.New(quota.DefaultLimits(), f)
+	q, err := quotas.Resolve(quotas.DefaultLimits(), f)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sundialhq/sundial/pkg/jobspec"
-	"github.com/sundialhq/sundial/services/api/internal/quota"
+	"github.com/sundialhq/sundial/pkg/quotas"
 	"github.com/sundialhq/sundial/services/api/internal/store"
 )
 
@@ -95,7 +95,7 @@ func statusOf(ctx context.Context, logger *slog.Logger, metrics *Metrics, op str
 	if errors.As(err, &stale) {
 		return versionMismatch(stale)
 	}
-	var over *quota.ExceededError
+	var over *quotas.ExceededError
 	if errors.As(err, &over) {
 		metrics.quotaRejections.WithLabelValues(over.Quota).Inc()
 		logger.InfoContext(ctx, "quota exceeded", "op", op, "tenant", over.Tenant, "quota", over.Quota)

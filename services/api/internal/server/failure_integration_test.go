@@ -26,9 +26,9 @@ import (
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/outbox"
+	"github.com/sundialhq/sundial/pkg/quotas"
 	"github.com/sundialhq/sundial/pkg/secrets"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/services/api/internal/quota"
 	"github.com/sundialhq/sundial/services/api/internal/store"
 )
 
@@ -702,7 +702,7 @@ func TestIntegrationAuditTrail(t *testing.T) {
 // Quotas refuse with ResourceExhausted naming the quota and write nothing;
 // max_jobs holds under concurrent creates through two api replicas.
 func TestIntegrationQuotas(t *testing.T) {
-	f, err := quota.ParseFile([]byte(`
+	f, err := quotas.ParseFile([]byte(`
 tenants:
   acme: {max_jobs: 4, min_interval: 1m}
   globex: {create_rate_per_minute: 2}
@@ -710,7 +710,7 @@ tenants:
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := quota.New(quota.DefaultLimits(), f)
+	q, err := quotas.Resolve(quotas.DefaultLimits(), f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -788,8 +788,8 @@ tenants:
 	if n := h.count(`SELECT count(*) FROM jobs WHERE tenant = 'globex'`); n != 2 {
 		t.Fatalf("globex has %d jobs", n)
 	}
-	rejections := testutil.ToFloat64(h.metrics.quotaRejections.WithLabelValues(quota.MaxJobs)) +
-		testutil.ToFloat64(h2.metrics.quotaRejections.WithLabelValues(quota.MaxJobs))
+	rejections := testutil.ToFloat64(h.metrics.quotaRejections.WithLabelValues(quotas.MaxJobs)) +
+		testutil.ToFloat64(h2.metrics.quotaRejections.WithLabelValues(quotas.MaxJobs))
 	if rejections != 6 {
 		t.Fatalf("max_jobs rejections = %v, want 6", rejections)
 	}

@@ -17,14 +17,14 @@ import (
 	"github.com/sundialhq/sundial/pkg/auth"
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/outbox"
+	"github.com/sundialhq/sundial/pkg/quotas"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/services/api/internal/quota"
 	"github.com/sundialhq/sundial/services/api/internal/store"
 )
 
-func quotaService(t *testing.T, st Store, l quota.Limits) (*JobService, *Metrics) {
+func quotaService(t *testing.T, st Store, l quotas.Limits) (*JobService, *Metrics) {
 	t.Helper()
-	q, err := quota.New(l, quota.File{})
+	q, err := quotas.Resolve(l, quotas.File{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func resourceExhausted(t *testing.T, err error, q string) {
 func TestCreateJobQuotas(t *testing.T) {
 	now := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
 	var asked store.CreateOptions
-	limits := quota.Limits{MaxJobs: 10, MinInterval: time.Minute, CreatesPerMinute: 5}
+	limits := quotas.Limits{MaxJobs: 10, MinInterval: time.Minute, CreatesPerMinute: 5}
 
 	// The store is asked to count as far as the limits, over a minute.
 	s, _ := quotaService(t, fixedNowStore{now: now, usage: store.Usage{Jobs: 9, CreatedRecently: 4}, asked: &asked}, limits)
@@ -70,18 +70,18 @@ func TestCreateJobQuotas(t *testing.T) {
 
 	s, m := quotaService(t, fixedNowStore{now: now, usage: store.Usage{Jobs: 10}}, limits)
 	_, err := s.CreateJob(tenantCtx, &sundialv1.CreateJobRequest{Job: validJob()})
-	resourceExhausted(t, err, quota.MaxJobs)
+	resourceExhausted(t, err, quotas.MaxJobs)
 	if !strings.Contains(err.Error(), "tenant acme has 10 jobs (limit 10)") {
 		t.Fatalf("message: %v", err)
 	}
-	if got := testutil.ToFloat64(m.quotaRejections.WithLabelValues(quota.MaxJobs)); got != 1 {
+	if got := testutil.ToFloat64(m.quotaRejections.WithLabelValues(quotas.MaxJobs)); got != 1 {
 		t.Fatalf("max_jobs rejections = %v", got)
 	}
 
 	s, m = quotaService(t, fixedNowStore{now: now, usage: store.Usage{CreatedRecently: 5}}, limits)
 	_, err = s.CreateJob(tenantCtx, &sundialv1.CreateJobRequest{Job: validJob()})
-	resourceExhausted(t, err, quota.CreateRate)
-	if got := testutil.ToFloat64(m.quotaRejections.WithLabelValues(quota.CreateRate)); got != 1 {
+	resourceExhausted(t, err, quotas.CreateRate)
+	if got := testutil.ToFloat64(m.quotaRejections.WithLabelValues(quotas.CreateRate)); got != 1 {
 		t.Fatalf("create_rate rejections = %v", got)
 	}
 
@@ -89,8 +89,8 @@ func TestCreateJobQuotas(t *testing.T) {
 	j := validJob()
 	j.Schedule.Spec = &sundialv1.Schedule_Cron{Cron: "*/30 * * * * *"}
 	_, err = s.CreateJob(tenantCtx, &sundialv1.CreateJobRequest{Job: j})
-	resourceExhausted(t, err, quota.MinInterval)
-	if got := testutil.ToFloat64(m.quotaRejections.WithLabelValues(quota.MinInterval)); got != 1 {
+	resourceExhausted(t, err, quotas.MinInterval)
+	if got := testutil.ToFloat64(m.quotaRejections.WithLabelValues(quotas.MinInterval)); got != 1 {
 		t.Fatalf("min_interval rejections = %v", got)
 	}
 }
@@ -122,10 +122,10 @@ func TestUpdateJobChecksMinInterval(t *testing.T) {
 	cur.Id, cur.Tenant, cur.Version, cur.Status = someID, "acme", 3, sundialv1.JobStatus_JOB_STATUS_ACTIVE
 	cur.CreateTime = timestamppb.New(now.Add(-time.Hour))
 	var change store.Change
-	s, _ := quotaService(t, mutateStore{now: now, job: cur, change: &change}, quota.Limits{MinInterval: time.Hour})
+	s, _ := quotaService(t, mutateStore{now: now, job: cur, change: &change}, quotas.Limits{MinInterval: time.Hour})
 	_, err := s.UpdateJob(tenantCtx, &sundialv1.UpdateJobRequest{Job: &sundialv1.Job{Id: someID,
 		Schedule: &sundialv1.Schedule{Spec: &sundialv1.Schedule_Cron{Cron: "*/5 * * * *"}}}})
-	resourceExhausted(t, err, quota.MinInterval)
+	resourceExhausted(t, err, quotas.MinInterval)
 
 	// A change elsewhere is not checked against the schedule; the audit
 	// row names the changed paths and the dropped firings' reason the

@@ -31,8 +31,8 @@ import (
 	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/migrations"
 	"github.com/sundialhq/sundial/pkg/outbox"
+	"github.com/sundialhq/sundial/pkg/quotas"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/services/api/internal/quota"
 	"github.com/sundialhq/sundial/services/api/internal/store"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 )
@@ -92,7 +92,7 @@ const (
 // harnessOptions vary what newHarnessWith builds.
 type harnessOptions struct {
 	executions ExecutionReader
-	quotas     *quota.Quotas
+	quotas     *quotas.Tenants
 	// releaseLead is Config.ReleaseLead (0: the default).
 	releaseLead time.Duration
 	// pool, when set, is used instead of a fresh schema (a second

@@ -33,10 +33,10 @@ import (
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/jobspec"
 	"github.com/sundialhq/sundial/pkg/ledger"
+	"github.com/sundialhq/sundial/pkg/quotas"
 	"github.com/sundialhq/sundial/pkg/schedule"
 	"github.com/sundialhq/sundial/pkg/tracing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/services/api/internal/quota"
 	"github.com/sundialhq/sundial/services/api/internal/store"
 )
 
@@ -92,7 +92,7 @@ type Config struct {
 	// default.
 	PublishTimeout time.Duration
 	// Quotas are the per-tenant limits; nil limits nothing.
-	Quotas *quota.Quotas
+	Quotas *quotas.Tenants
 	// ReleaseLead is how long before its fire instant a paced firing (a
 	// backfill's or a re-drive's) becomes publishable; DefaultReleaseLead
 	// by default.
@@ -144,7 +144,7 @@ type JobService struct {
 	metrics        *Metrics
 	newID          func() (uuid.UUID, error)
 	publishTimeout time.Duration
-	quotas         *quota.Quotas
+	quotas         *quotas.Tenants
 	pacer          pacer
 	tracer         trace.Tracer
 	topics         TopicChecker
@@ -420,10 +420,10 @@ func (s *JobService) prepareCreate(ctx context.Context, tenant string, req *sund
 }
 
 // createUsage is what a create counts for the tenant's quotas.
-func createUsage(limits quota.Limits) store.UsageQuery {
+func createUsage(limits quotas.Limits) store.UsageQuery {
 	return store.UsageQuery{
 		JobsUpTo:      limits.MaxJobs,
-		CreatedWithin: quota.CreateRateWindow,
+		CreatedWithin: quotas.CreateRateWindow,
 		CreatedUpTo:   limits.CreatesPerMinute,
 	}
 }
@@ -435,7 +435,7 @@ func createUsage(limits quota.Limits) store.UsageQuery {
 // one transaction (one now): two identical schedule messages make the same
 // instants from the same now, and the check walks 1,001 of them, which is
 // most of a create's CPU.
-func (s *JobService) firstSlot(ctx context.Context, tenant string, limits quota.Limits, job *sundialv1.Job, now time.Time, gaps map[string]error) (*sundialv1.Job, error) {
+func (s *JobService) firstSlot(ctx context.Context, tenant string, limits quotas.Limits, job *sundialv1.Job, now time.Time, gaps map[string]error) (*sundialv1.Job, error) {
 	sch, err := s.scheduleOf(ctx, tenant, job, now)
 	if err != nil {
 		return nil, err
@@ -459,7 +459,7 @@ func (s *JobService) firstSlot(ctx context.Context, tenant string, limits quota.
 
 // checkIntervalOnce is limits.CheckInterval, looked up in gaps (by the
 // schedule message's deterministic encoding) before it is computed.
-func checkIntervalOnce(limits quota.Limits, tenant string, spec *sundialv1.Schedule, sch schedule.Schedule, now time.Time, gaps map[string]error) error {
+func checkIntervalOnce(limits quotas.Limits, tenant string, spec *sundialv1.Schedule, sch schedule.Schedule, now time.Time, gaps map[string]error) error {
 	if gaps == nil || limits.MinInterval <= 0 {
 		return limits.CheckInterval(tenant, sch, now)
 	}

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
-	"github.com/sundialhq/sundial/services/api/internal/quota"
+	"github.com/sundialhq/sundial/pkg/quotas"
 )
 
 // Metrics are the api's Prometheus series.
@@ -84,7 +84,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	// Failure-only series exist at zero from the start, so dashboards and
 	// alerts see 0 on a healthy api rather than no data.
-	for _, q := range []string{quota.MaxJobs, quota.MinInterval, quota.CreateRate, QuotaRequestRate} {
+	for _, q := range []string{quotas.MaxJobs, quotas.MinInterval, quotas.CreateRate, QuotaRequestRate} {
 		m.quotaRejections.WithLabelValues(q)
 	}
 	if reg != nil {

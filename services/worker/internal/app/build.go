@@ -372,11 +372,11 @@ func (b *builder) secretResolver(clk clock.Clock) *secrets.Resolver {
 // with --breaker-failures 0) and the per-process --host-rate.
 func (b *builder) limits(route target.Target, clk clock.Clock, rs redisSide) (target.Target, error) {
 	cfg, m := b.cfg, b.m
-	rates, err := cfg.TenantFiringRates()
+	rates, err := cfg.Quotas()
 	if err != nil {
 		return nil, fmt.Errorf("quotas-file: %w", err)
 	}
-	if !cfg.ClusterLimits && !rates.Limited() && cfg.HostConcurrency == 0 {
+	if !cfg.ClusterLimits && !rates.FiringLimited() && cfg.HostConcurrency == 0 {
 		fire := b.breakers(route, clk)
 		b.w.Breakers, _ = fire.(*hostguard.Breakers)
 		return fire, nil
@@ -400,7 +400,7 @@ func (b *builder) limits(route target.Target, clk clock.Clock, rs redisSide) (ta
 	}, logger)
 	b.w.Limits = g
 	logger.Info("limits", "cluster", cfg.ClusterLimits, "host_rate", cfg.HostRate, "host_concurrency", cfg.HostConcurrency,
-		"breaker_failures", cfg.BreakerFailures, "tenant_firing_rate", rates.For("").Rate)
+		"breaker_failures", cfg.BreakerFailures, "tenant_firing_rate", rates.Defaults().Firing.Rate)
 	return g.Target(), nil
 }
 

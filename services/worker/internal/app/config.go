@@ -156,7 +156,7 @@ type Config struct {
 	LimitsTimeout     time.Duration
 	LimitsFallback    time.Duration
 	BreakerSync       time.Duration
-	firingRates       *quotas.FiringRates // loaded by Validate
+	quotas            *quotas.Tenants // loaded by Validate
 
 	// MetricsMaxTenants bounds the tenant label of the firing metrics.
 	MetricsMaxTenants int
@@ -562,8 +562,8 @@ func (c *Config) procsSetting() (auto bool, fixed int, err error) {
 	return false, n, nil
 }
 
-// validateLimits checks the limits' flags and loads the tenants' firing-rate
-// quotas from --tenant-firing-rate and --quotas-file.
+// validateLimits checks the limits' flags and resolves the tenants' quotas
+// from --tenant-firing-rate, --tenant-firing-burst and --quotas-file.
 func (c *Config) validateLimits(p *config.Problems) {
 	if c.HostConcurrency < 0 {
 		p.Addf("host-concurrency", "must not be negative, got %d", c.HostConcurrency)
@@ -585,29 +585,27 @@ func (c *Config) validateLimits(p *config.Problems) {
 			p.Addf("breaker-sync", "must not be negative, got %s", c.BreakerSync)
 		}
 	}
-	var file quotas.File
-	if c.QuotasFile != "" {
-		f, err := quotas.LoadFile(c.QuotasFile)
-		if err != nil {
-			p.Addf("quotas-file", "%v", err)
-			return
-		}
-		file = f
-	}
-	q, err := quotas.NewFiringRates(quotas.FiringRate{Rate: max(c.TenantFiringRate, 0), Burst: max(c.TenantFiringBurst, 0)}, file)
+	q, err := c.resolveQuotas(quotas.FiringRate{Rate: max(c.TenantFiringRate, 0), Burst: max(c.TenantFiringBurst, 0)})
 	if err != nil {
 		p.Addf("quotas-file", "%v", err)
 		return
 	}
-	c.firingRates = q
+	c.quotas = q
 }
 
-// TenantFiringRates are the tenants' firing-rate quotas: those Validate
-// loaded, or loaded now from the flags and --quotas-file.
-func (c *Config) TenantFiringRates() (*quotas.FiringRates, error) {
-	if c.firingRates != nil {
-		return c.firingRates, nil
+// Quotas are the tenants' limits (the worker enforces their Firing): those
+// Validate resolved, or resolved now from the flags and --quotas-file.
+func (c *Config) Quotas() (*quotas.Tenants, error) {
+	if c.quotas != nil {
+		return c.quotas, nil
 	}
+	return c.resolveQuotas(quotas.FiringRate{Rate: c.TenantFiringRate, Burst: c.TenantFiringBurst})
+}
+
+// resolveQuotas resolves the quotas file over the firing-rate flags; the
+// job limits' defaults are the api's flags, so the worker's view holds
+// only those the file sets.
+func (c *Config) resolveQuotas(firing quotas.FiringRate) (*quotas.Tenants, error) {
 	var file quotas.File
 	if c.QuotasFile != "" {
 		f, err := quotas.LoadFile(c.QuotasFile)
@@ -616,5 +614,5 @@ func (c *Config) TenantFiringRates() (*quotas.FiringRates, error) {
 		}
 		file = f
 	}
-	return quotas.NewFiringRates(quotas.FiringRate{Rate: c.TenantFiringRate, Burst: c.TenantFiringBurst}, file)
+	return quotas.Resolve(quotas.Limits{Firing: firing}, file)
 }

@@ -218,11 +218,11 @@ func TestLimitsFlagsAndQuotasFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rates, err := c.TenantFiringRates()
+	rates, err := c.Quotas()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, o := rates.For("acme"), rates.For("other"); a.Rate != 5 || a.Burst != 3 || o.Rate != 50 {
+	if a, o := rates.For("acme").Firing, rates.For("other").Firing; a.Rate != 5 || a.Burst != 3 || o.Rate != 50 {
 		t.Fatalf("acme %+v, other %+v", a, o)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.yaml")

@@ -94,8 +94,8 @@ type Config struct {
 	// Breaker opens a host's breaker after Failures consecutive failed
 	// attempts (connection, timeout, 5xx) anywhere in the cluster.
 	Breaker hostguard.BreakerConfig
-	// Tenants are the tenants' firing-rate quotas.
-	Tenants *quotas.FiringRates
+	// Tenants are the tenants' quotas; their Firing rates are enforced.
+	Tenants *quotas.Tenants
 	// Timeout bounds one Redis call (default 100 ms).
 	Timeout time.Duration
 	// Fallback is how long the per-process limits serve after a Redis
@@ -225,7 +225,7 @@ func member(f *sundialv1.Firing) string {
 func (g *Guard) Admit(ctx context.Context, it *work.Item, now time.Time) (time.Duration, string) {
 	f := it.Firing
 	host := target.Host(f)
-	tq := g.cfg.Tenants.For(f.GetTenant())
+	tq := g.cfg.Tenants.For(f.GetTenant()).Firing
 	needTenant := tq.Rate > 0 && it.Admitted&admittedTenant == 0
 	needHost := host != "" && g.hostRate.Limits() && it.Admitted&admittedHost == 0
 	needSlot := host != "" && g.cfg.HostConcurrency > 0

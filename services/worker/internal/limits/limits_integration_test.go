@@ -233,7 +233,7 @@ func TestBreakerStateSeenWithinTheSync(t *testing.T) {
 // delayed in order while another tenant is not charged for it.
 func TestTenantQuotaAcrossWorkers(t *testing.T) {
 	ctx := context.Background()
-	rates, err := quotas.NewFiringRates(quotas.FiringRate{}, quotas.File{Tenants: map[string]quotas.Overrides{
+	rates, err := quotas.Resolve(quotas.Limits{}, quotas.File{Tenants: map[string]quotas.Overrides{
 		"flood": {FiringRate: ptr(100.0), FiringBurst: ptr(10)},
 	}})
 	if err != nil {
@@ -312,7 +312,7 @@ func TestRedisDownFallsBackToPerProcessLimits(t *testing.T) {
 // (the slot is freed after the attempt: a second call), "ping" is a bare
 // round trip for comparison.
 func BenchmarkAdmit(b *testing.B) {
-	rates, _ := quotas.NewFiringRates(quotas.FiringRate{Rate: 1e9, Burst: 1}, quotas.File{})
+	rates, _ := quotas.Resolve(quotas.Limits{Firing: quotas.FiringRate{Rate: 1e9, Burst: 1}}, quotas.File{})
 	rdb, prefix := testinfra.Redis(b)
 	ctx := context.Background()
 	for _, bc := range []struct {

@@ -56,7 +56,7 @@ func ptr[T any](v T) *T { return &v }
 // waited is not charged again.
 func TestPerProcessLimits(t *testing.T) {
 	ctx := context.Background()
-	rates, err := quotas.NewFiringRates(quotas.FiringRate{}, quotas.File{Tenants: map[string]quotas.Overrides{"flood": {FiringRate: ptr(10.0), FiringBurst: ptr(2)}}})
+	rates, err := quotas.Resolve(quotas.Limits{}, quotas.File{Tenants: map[string]quotas.Overrides{"flood": {FiringRate: ptr(10.0), FiringBurst: ptr(2)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
