@@ -58,6 +58,9 @@ type Options struct {
 	RateClock clock.Clock
 	// ForecastClock is the ForecastService's "now" (nil: the real clock).
 	ForecastClock clock.Clock
+	// Tracer, when set, sees every statement run on the API's Postgres
+	// pool (the store's and the console's), for tests of query plans.
+	Tracer pgx.QueryTracer
 }
 
 // API is a running api.
@@ -85,6 +88,9 @@ func Start(t testing.TB, o Options) *API {
 	t.Helper()
 	ctx := context.Background()
 	pool := testinfra.Postgres(t)
+	if o.Tracer != nil {
+		pool = tracedPool(t, testinfra.PostgresSchema(t, pool), o.Tracer)
+	}
 	if err := migrations.Up(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
@@ -190,6 +196,23 @@ func Start(t testing.TB, o Options) *API {
 	t.Cleanup(httpSrv.Stop)
 	api.GRPCAddr, api.HTTPAddr = grpcSrv.Addr(), httpSrv.Addr()
 	return api
+}
+
+// tracedPool opens a second pool on the test's schema whose connections
+// report every statement to tracer; it closes before the schema is dropped.
+func tracedPool(t testing.TB, schema string, tracer pgx.QueryTracer) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(testinfra.WithSearchPath(testinfra.PostgresBaseDSN(), schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = tracer
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }
 
 // DeadLetter writes a dead_letters row as a worker does when the last
