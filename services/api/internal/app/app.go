@@ -180,7 +180,13 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 	if cfg.HTTPAddr != "" {
 		// The HTTP/JSON API and console: a client of the gRPC server, so
 		// started after it and stopped before it.
-		httpSrv, con, err := newHTTP(cfg, deps, pool, grpcSrv, httpTLS)
+		// The console's operator panel probes what the api reaches:
+		// the readiness checks, and Redis.
+		probes := map[string]func(context.Context) error{"redis": func(ctx context.Context) error { return b.redis.Ping(ctx).Err() }}
+		for n, c := range checks {
+			probes[n] = c
+		}
+		httpSrv, con, err := newHTTP(cfg, deps, pool, grpcSrv, httpTLS, probes)
 		if err != nil {
 			return nil, err
 		}
@@ -389,7 +395,7 @@ func newGRPC(cfg Config, deps Deps, h handlers, storesReady func(context.Context
 
 // newHTTP builds the HTTP/JSON API and the console over an in-process
 // connection to the gRPC server.
-func newHTTP(cfg Config, deps Deps, pool *pgxpool.Pool, grpcSrv *server.GRPC, tlsCfg *tls.Config) (*httpapi.Server, *console.Console, error) {
+func newHTTP(cfg Config, deps Deps, pool *pgxpool.Pool, grpcSrv *server.GRPC, tlsCfg *tls.Config, probes map[string]func(context.Context) error) (*httpapi.Server, *console.Console, error) {
 	conn, err := httpapi.Dial(grpcSrv.DialLocal)
 	if err != nil {
 		return nil, nil, err
@@ -399,7 +405,7 @@ func newHTTP(cfg Config, deps Deps, pool *pgxpool.Pool, grpcSrv *server.GRPC, tl
 	}
 	con, err := console.New(console.Config{Conn: conn, Tokens: cfg.tokens, Pool: pool, SessionTTL: cfg.ConsoleTTL, IdleTimeout: cfg.ConsoleIdle,
 		SecureCookies: cfg.ConsoleSecure, Registerer: deps.Registry,
-		PrometheusURL: cfg.ConsolePrometheus, OperatorTenants: splitList(cfg.ConsoleOperators), Logger: deps.Logger, Clock: clock.Real{}})
+		PrometheusURL: cfg.ConsolePrometheus, OperatorTenants: splitList(cfg.ConsoleOperators), Components: probes, Logger: deps.Logger, Clock: clock.Real{}})
 	if err != nil {
 		_ = conn.Close()
 		return nil, nil, err

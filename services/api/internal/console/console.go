@@ -105,6 +105,10 @@ type Config struct {
 	// outbox, components, leaders): the platform team's own tenant, not
 	// its users'. Needs PrometheusURL.
 	OperatorTenants []string
+	// Components are what the api connects to, by name, each with a
+	// check (nil when reachable): the operator's overview shows each
+	// one's answer and latency.
+	Components map[string]func(context.Context) error
 	// OverviewRefresh is how often the overview asks for itself again and
 	// swaps in its numbers and charts (polling, by static/live.js; without
 	// script the page reloads at that pace); 10 s by default.

@@ -144,8 +144,12 @@ func describeTarget(t *sundialv1.Target) string {
 }
 
 // overview: what the api can answer for one tenant without scanning its
-// jobs: the dead letters of the last hour and day, and the newest ones.
-// Rates and lateness are the workers' metrics (Grafana), not the api's.
+// jobs: the dead letters of the last hour and day, and the newest ones;
+// firings, success, lateness and what runs now from the workers' rollup
+// (numbers.go), with the hour's charts from Prometheus when there is one
+// (charts.go) and from the rollup when not. An operator tenant also sees
+// the platform: every tenant's rollup, the outbox, range leaders and the
+// api's components, and with Prometheus its charts (consumer lag too).
 func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 	ctx := s.call(r.Context())
 	now := c.cfg.Clock.Now()
@@ -178,6 +182,22 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 		"Now": now.UTC().Format("2006-01-02 15:04:05Z"), "Prometheus": c.cfg.PrometheusURL != "",
 		"Refresh": c.cfg.OverviewRefresh.String(), "RefreshSeconds": max(1, int(c.cfg.OverviewRefresh.Seconds())),
 	}
+	operator := slices.Contains(c.cfg.OperatorTenants, s.Tenant)
+	data["Operator"] = operator
+	own, err := c.ownNumbers(r.Context(), s.Tenant, true)
+	if err != nil {
+		c.cfg.Logger.WarnContext(r.Context(), "console: the rollup is unavailable", "err", err)
+		data["OwnError"] = err.Error()
+	}
+	data["Own"] = own
+	if operator {
+		p, err := c.platformOwn(r.Context())
+		if err != nil {
+			c.cfg.Logger.WarnContext(r.Context(), "console: the platform's own numbers are unavailable", "err", err)
+			data["PlatformOwnError"] = err.Error()
+		}
+		data["PlatformOwn"] = p
+	}
 	if c.cfg.PrometheusURL != "" {
 		charts, err := c.firingCharts(r.Context(), s.Tenant)
 		if err != nil {
@@ -185,14 +205,13 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 			data["ChartsError"] = err.Error()
 		}
 		data["Charts"] = charts
-		if slices.Contains(c.cfg.OperatorTenants, s.Tenant) {
+		if operator {
 			p, err := c.platform(r.Context())
 			if err != nil {
 				c.cfg.Logger.WarnContext(r.Context(), "console: the platform panel is unavailable", "err", err)
 				data["PlatformError"] = err.Error()
 			}
 			data["Platform"] = p
-			data["Operator"] = true
 		}
 	}
 	c.render(w, http.StatusOK, "overview", s, data)
