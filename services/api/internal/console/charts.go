@@ -17,12 +17,13 @@ import (
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
-// The overview's charts come from Prometheus, which scrapes the workers:
-// sundial_worker_firings_total and sundial_worker_fire_lateness_seconds
-// carry a tenant label, so every query names the session's tenant and a
-// tenant sees its own firings only. The api holds no such aggregates (the
-// ledger is partitioned by job), and reading Prometheus keeps the console
-// free of a metrics store of its own.
+// With a Prometheus, the overview's hour charts come from it, which
+// scrapes the workers: sundial_worker_firings_total and
+// sundial_worker_fire_lateness_seconds carry a tenant label, so every
+// query names the session's tenant and a tenant sees its own firings only.
+// Without one, the same charts are drawn from the workers' per-minute
+// rollup in Postgres (numbers.go), which also gives the hour's and day's
+// numbers either way; the ledger, partitioned by job, answers neither.
 
 // series is one line of a range query: its labels and a value per step
 // (NaN where Prometheus had none).
