@@ -3,10 +3,13 @@ package hostguard
 import (
 	"context"
 	"fmt"
+	"math"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/clock"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
 	"github.com/sundialhq/sundial/services/worker/internal/target"
 )
@@ -65,14 +68,7 @@ type Breakers struct {
 	m    BreakerMetrics
 
 	mu    sync.Mutex
-	hosts map[string]*breaker
-}
-
-type breaker struct {
-	state    State
-	failures int
-	openedAt time.Time
-	probing  bool
+	hosts map[string]*Breaker
 }
 
 // NewBreakers decorates next. With cfg.Failures 0 it returns next itself.
@@ -83,7 +79,7 @@ func NewBreakers(next target.Target, cfg BreakerConfig, clk clock.Clock, m Break
 	if cfg.Cooldown <= 0 {
 		cfg.Cooldown = 30 * time.Second
 	}
-	return &Breakers{next: next, cfg: cfg, clk: clk, m: m, hosts: map[string]*breaker{}}
+	return &Breakers{next: next, cfg: cfg, clk: clk, m: m, hosts: map[string]*Breaker{}}
 }
 
 // Fire implements target.Target.
@@ -92,15 +88,22 @@ func (b *Breakers) Fire(ctx context.Context, req target.Request) target.Result {
 	if host == "" {
 		return b.next.Fire(ctx, req)
 	}
-	if err := b.allow(host); err != nil {
+	attempt := Member(req.Firing)
+	if err := b.allow(host, attempt); err != nil {
 		if b.m.Rejected != nil {
 			b.m.Rejected()
 		}
 		return target.Failed(target.ClassCircuitOpen, false, err)
 	}
 	res := b.next.Fire(ctx, req)
-	b.report(host, res)
+	b.report(host, attempt, res)
 	return res
+}
+
+// Member names an attempt: its execution and attempt number (the
+// breaker's probe, and the attempt's slot among its host's in Redis).
+func Member(f *sundialv1.Firing) string {
+	return f.GetExecutionId() + "/" + strconv.FormatInt(int64(max(f.GetAttempt(), 1)), 10)
 }
 
 // State reports host's breaker state (tests, debugging).
@@ -108,69 +111,60 @@ func (b *Breakers) State(host string) State {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if br := b.hosts[host]; br != nil {
-		return br.state
+		return br.State
 	}
 	return Closed
 }
 
-func (b *Breakers) allow(host string) error {
+// allow admits attempt to host, or says why it fails fast. A probe here
+// has no deadline: the attempt reports in this process, when it ends.
+func (b *Breakers) allow(host, attempt string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	br := b.hosts[host]
 	if br == nil {
 		return nil
 	}
-	switch br.state {
-	case Open:
-		if b.clk.Now().Sub(br.openedAt) < b.cfg.Cooldown {
-			return fmt.Errorf("hostguard: circuit open for %s after %d consecutive failures (probe at %s)",
-				host, br.failures, br.openedAt.Add(b.cfg.Cooldown).UTC().Format(time.RFC3339))
+	a := br.Admit(b.clk.Now().UnixMicro(), attempt, b.cfg.Cooldown.Microseconds(), math.MaxInt64)
+	switch {
+	case a.Denied && a.Before == HalfOpen:
+		return fmt.Errorf("hostguard: circuit half-open for %s, a probe is in flight", host)
+	case a.Denied:
+		return fmt.Errorf("hostguard: circuit open for %s after %d consecutive failures (probe at %s)",
+			host, br.Failures, time.UnixMicro(a.RetryAt).UTC().Format(time.RFC3339))
+	}
+	b.transition(a.Before, br.State)
+	return nil
+}
+
+func (b *Breakers) report(host, attempt string, res target.Result) {
+	o := OutcomeOf(res)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	br := b.hosts[host]
+	if br == nil {
+		if o != Failure {
+			return // the common case: a healthy host needs no state
 		}
-		b.transition(br, HalfOpen)
-		br.probing = true
-		return nil
-	case HalfOpen:
-		if br.probing {
-			return fmt.Errorf("hostguard: circuit half-open for %s, a probe is in flight", host)
-		}
-		br.probing = true
-		return nil
-	default:
-		return nil
+		br = &Breaker{}
+		b.hosts[host] = br
+	}
+	before := br.Report(b.clk.Now().UnixMicro(), attempt, o, int64(b.cfg.Failures))
+	b.transition(before, br.State)
+	if *br == (Breaker{}) {
+		delete(b.hosts, host)
 	}
 }
 
-func (b *Breakers) report(host string, res target.Result) {
-	failed := Unhealthy(res)
-	neutral := !res.OK && !failed
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	br := b.hosts[host]
-	if br == nil {
-		if !failed {
-			return // the common case: a healthy host needs no state
-		}
-		br = &breaker{}
-		b.hosts[host] = br
-	}
-	wasProbe := br.probing
-	br.probing = false
+// OutcomeOf is how res counts for its host's breaker.
+func OutcomeOf(res target.Result) Outcome {
 	switch {
-	case failed:
-		br.failures++
-		if br.state == HalfOpen || (br.state == Closed && br.failures >= b.cfg.Failures) {
-			br.openedAt = b.clk.Now()
-			b.transition(br, Open)
-		}
-	case neutral:
-		// Says nothing about the host's health; a half-open probe that
-		// ended so lets the next attempt probe.
-	default:
-		if br.state != Closed || wasProbe {
-			b.transition(br, Closed)
-		}
-		delete(b.hosts, host)
+	case res.OK:
+		return Success
+	case Unhealthy(res):
+		return Failure
 	}
+	return Neutral
 }
 
 // Unhealthy reports whether res counts against its host's breaker: a
@@ -180,13 +174,8 @@ func Unhealthy(res target.Result) bool {
 	return !res.OK && (res.Class == target.ClassConnection || res.Class == target.ClassTimeout || res.Class == target.ClassHTTP5xx)
 }
 
-func (b *Breakers) transition(br *breaker, to State) {
-	from := br.state
-	if from == to {
-		return
-	}
-	br.state = to
-	if b.m.Transition != nil {
+func (b *Breakers) transition(from, to State) {
+	if from != to && b.m.Transition != nil {
 		b.m.Transition(from, to)
 	}
 }

@@ -136,10 +136,10 @@ func TestBreakerOneProbeAtATime(t *testing.T) {
 	b := NewBreakers(&scripted{results: []target.Result{down}}, BreakerConfig{Failures: 1, Cooldown: time.Second}, clk, BreakerMetrics{}).(*Breakers)
 	b.Fire(context.Background(), req("http://h/"))
 	clk.Advance(time.Second)
-	if err := b.allow("h"); err != nil {
+	if err := b.allow("h", "probe/1"); err != nil {
 		t.Fatalf("probe refused: %v", err)
 	}
-	if err := b.allow("h"); err == nil {
+	if err := b.allow("h", "other/1"); err == nil {
 		t.Fatal("a second probe was let through")
 	}
 }

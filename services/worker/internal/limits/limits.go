@@ -49,7 +49,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -214,11 +213,6 @@ func (g *Guard) hostKey(h string) string    { return g.cfg.Prefix + "{limits}:ho
 func (g *Guard) breakerKey(h string) string { return g.cfg.Prefix + "{limits}:breaker:" + h }
 func (g *Guard) slotsKey(h string) string   { return g.cfg.Prefix + "{limits}:slots:" + h }
 
-// member names an attempt among its host's slots and in the verdicts.
-func member(f *sundialv1.Firing) string {
-	return f.GetExecutionId() + "/" + strconv.FormatInt(int64(max(f.GetAttempt(), 1)), 10)
-}
-
 // Admit decides whether the firing may go to its target now: 0 and no
 // outcome when it may (an open breaker then fails it fast, in Fire), or
 // how long it waits first and the outcome it counts as.
@@ -233,7 +227,7 @@ func (g *Guard) Admit(ctx context.Context, it *work.Item, now time.Time) (time.D
 	if !needTenant && !needHost && !needSlot && !needBreaker {
 		return 0, ""
 	}
-	m := member(f)
+	m := hostguard.Member(f)
 	if !needTenant && !needHost && !needSlot {
 		// The breaker alone: its state read lately will do; once that is
 		// old, one firing of the host reads it again while the others go
@@ -531,7 +525,7 @@ func (t guarded) Fire(ctx context.Context, req target.Request) target.Result {
 	if host == "" {
 		return g.next.Fire(ctx, req)
 	}
-	m := member(req.Firing)
+	m := hostguard.Member(req.Firing)
 	v, ok := g.take(m)
 	if !ok || v.local {
 		// Not admitted here, or admitted while Redis was away: this
@@ -558,14 +552,8 @@ func (t guarded) Fire(ctx context.Context, req target.Request) target.Result {
 // report frees the attempt's slot and tells the shared breaker how the
 // host did, in one call, when there is anything to say.
 func (g *Guard) report(ctx context.Context, host, m string, v verdict, res target.Result) {
-	outcome := 2 // neutral
-	switch {
-	case res.OK:
-		outcome = 0
-	case hostguard.Unhealthy(res):
-		outcome = 1
-	}
-	breaker := g.breakerOn && (outcome == 1 || v.probe || (outcome == 0 && v.dirty))
+	outcome := hostguard.OutcomeOf(res)
+	breaker := g.breakerOn && (outcome == hostguard.Failure || v.probe || (outcome == hostguard.Success && v.dirty))
 	if !v.slot && !breaker {
 		return
 	}
@@ -579,7 +567,7 @@ func (g *Guard) report(ctx context.Context, host, m string, v verdict, res targe
 	now := g.clk.Now()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.Timeout)
 	out, err := reportScript.Run(cctx, g.rdb, []string{g.breakerKey(host), g.slotsKey(host)},
-		now.UnixMicro(), outcome, m, g.cfg.Breaker.Failures, g.breakerTTL().Milliseconds(), rel, br).Int64Slice()
+		now.UnixMicro(), int(outcome), m, g.cfg.Breaker.Failures, g.breakerTTL().Milliseconds(), rel, br).Int64Slice()
 	cancel()
 	if err == nil && len(out) != 3 {
 		err = errors.New("limits: report script answered badly")
@@ -603,7 +591,7 @@ func (g *Guard) report(ctx context.Context, host, m string, v verdict, res targe
 	case hostguard.Open:
 		g.states[host] = seenHost{open: true, retryAt: now.Add(g.cfg.Breaker.Cooldown), fails: out[2], until: now.Add(g.cfg.BreakerSync)}
 	case hostguard.Closed:
-		g.states[host] = seenHost{dirty: outcome == 1, until: now.Add(g.cfg.BreakerSync)}
+		g.states[host] = seenHost{dirty: outcome == hostguard.Failure, until: now.Add(g.cfg.BreakerSync)}
 	default:
 		delete(g.states, host)
 	}

@@ -18,6 +18,9 @@ import (
 // no breaker), 7 the host's cap (0: none), 8 the attempt's member, 9 its
 // slot's expiry, 10 the breaker hash's TTL in ms.
 //
+// The breaker's part is hostguard.Breaker.Admit, field for field (the Go
+// breaker is the per-process fallback of these transitions).
+//
 // Answer {code, a, b, c}:
 //
 //	0 admitted: a 0 (breaker closed), 1 (closed, counting failures) or 2
@@ -91,10 +94,11 @@ return {0, bv, 0, prev}
 // failures that open the breaker, 5 the breaker hash's TTL in ms, 6 1:
 // free the slot, 7 1: report to the breaker.
 //
-// Answer {state before, state after, consecutive failures}. A failure
-// while half-open, or the threshold's reached while closed, opens the
-// breaker; a success closes it and forgets its failures; a neutral
-// outcome only ends a probe.
+// Answer {state before, state after, consecutive failures}: the
+// transitions of hostguard.Breaker.Report (outcomes as hostguard.Outcome).
+// A failure while half-open, or the threshold's reached while closed,
+// opens the breaker; a success closes it and forgets its failures; a
+// neutral outcome only ends a probe.
 var reportScript = redis.NewScript(`
 if ARGV[6] == '1' then redis.call('ZREM', KEYS[2], ARGV[3]) end
 if ARGV[7] ~= '1' then return {0, 0, 0} end
