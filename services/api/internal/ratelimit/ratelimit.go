@@ -15,8 +15,8 @@
 // The limit is per api process: N replicas behind a load balancer let a
 // token make up to N times the rate. It guards each replica (and the
 // database behind it) against one caller's loop or flood; the per-tenant
-// quotas (services/api/internal/quota) are the cluster-wide limits on what
-// a tenant may create. Health checks and server reflection are not
+// quotas (pkg/quotas) are the cluster-wide limits on what a tenant may
+// create. Health checks and server reflection are not
 // limited, nor are calls without a token (the authentication interceptor
 // refuses those first), so the table of callers never holds more entries
 // than there are configured principals (and forgets idle ones).
