@@ -253,7 +253,7 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxDeliveries, "max-deliveries", 5, "an attempt taken this many times without finishing (its workers crashed on it) is dead-lettered as poison on the next delivery; 0 never")
 	fs.StringVar(&c.AllowTargetAddrs, "allow-target-addrs", "", "comma-separated CIDRs, IPs or IP:port that targets and callbacks may reach even though the outbound policy refuses them (loopback, link-local, metadata)")
 	fs.StringVar(&c.DenyTargetAddrs, "deny-target-addrs", "", "comma-separated CIDRs or IPs targets and callbacks must not reach, on top of the built-in ones (e.g. private ranges)")
-	fs.Float64Var(&c.HostRate, "host-rate", 0, "requests per second per target host (token bucket); 0 no limit")
+	fs.Float64Var(&c.HostRate, "host-rate", 0, "requests per second per target host, in bursts of --host-burst (pkg/gcra); 0 no limit")
 	fs.IntVar(&c.HostBurst, "host-burst", 100, "burst of the per-host rate limit")
 	fs.IntVar(&c.BreakerFailures, "breaker-failures", 20, "consecutive failed attempts (connection, timeout, 5xx) to one host that open its circuit breaker; 0 disables breakers")
 	fs.DurationVar(&c.BreakerCooldown, "breaker-cooldown", 30*time.Second, "how long an open circuit breaker fails attempts fast before letting a probe through")
