@@ -57,7 +57,7 @@ type BreakerMetrics struct {
 }
 
 // Breakers is a circuit breaker per target host, as a target.Target
-// decorator. Failures are what a host's health explains: connection
+// decorator: each host's Breaker, run in this process. Failures are what a host's health explains: connection
 // errors, timeouts and 5xx. A 4xx, a 429 (the rate limit and Retry-After
 // handle it), a refused address or a missing secret say nothing about the
 // host and neither open nor close a breaker.
