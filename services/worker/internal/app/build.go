@@ -557,8 +557,10 @@ func (b *builder) fireAndSettle(ctx context.Context, clk *clocks, rs redisSide, 
 	}
 	executors := cfg.Executors + cfg.CriticalExecutors
 	settling := settle.NewStage(settle.StageConfig{
-		Batch: cfg.SettleBatch, Linger: cfg.SettleLinger, Queue: 2 * executors, WorkerID: cfg.WorkerID, DoneTTL: cfg.DoneTTL,
+		Batch: cfg.SettleBatch, Linger: cfg.SettleLinger, Queue: settleQueue(executors), WorkerID: cfg.WorkerID, DoneTTL: cfg.DoneTTL,
 		MaxDeliveries: cfg.MaxDeliveries, RunningGrace: max(time.Minute, 3*cfg.LeaseTTL),
+		// Settled after the instant's requests: see settle.StageConfig.Firing.
+		Firing: func() bool { return st.queue.Len() > 0 },
 	}, sd)
 	fd := fire.Deps{
 		Queue: st.queue, Holder: st.fire, Prepare: st.prep, Settle: settling, Leaser: rs.leases, Target: out, Recorder: rec,
@@ -685,3 +687,8 @@ func (b *builder) evictor(clk *clocks, rs redisSide, kafka kafkaSide) error {
 		g, rs.leases, clk.local, b.logger.With("component", "evict")))
 	return nil
 }
+
+// settleQueue is the settle stage's queue for this many executors: room for
+// a herd's attempts while the settlers yield to the firings still waiting
+// (at least 8,192, about 100 bytes each beside the firings held anyway).
+func settleQueue(executors int) int { return max(2*executors, 8192) }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -214,6 +215,9 @@ type rigConfig struct {
 	Executors, CriticalExecutors int
 	Settlers, SettleBatch        int
 	SettleLinger                 time.Duration
+	// Firing and MaxYield are settle.StageConfig's.
+	Firing   func() bool
+	MaxYield time.Duration
 }
 
 func newRig(t *testing.T, executors int, fire func(ctx context.Context, req target.Request) target.Result) *rig {
@@ -249,7 +253,7 @@ func newQueueRig(t *testing.T, q *readyq.Queue, executors int, fire func(ctx con
 func (r *rig) start(t *testing.T) {
 	t.Helper()
 	r.settle = settle.NewStage(settle.StageConfig{Settlers: r.cfg.Settlers, Batch: r.cfg.SettleBatch, Linger: r.cfg.SettleLinger, WorkerID: "w1",
-		RunningGrace: 3 * time.Minute},
+		RunningGrace: 3 * time.Minute, Firing: r.cfg.Firing, MaxYield: r.cfg.MaxYield},
 		settle.StageDeps{Leaser: r.leaser, Recorder: r.deps.Recorder, Settler: r.deps.Settler, Notifier: r.deps.Notifier, Marks: r.deps.Marks,
 			Target: r.target, Tracer: r.deps.Tracer, Clock: r.clk, Metrics: r.m, Logger: r.logger})
 	d := Deps{Queue: r.q, Holder: r.held, Prepare: r.stage, Settle: r.settle, Leaser: r.leaser, Target: r.target, Recorder: r.deps.Recorder,
@@ -697,6 +701,70 @@ func TestAttemptsEndingTogetherShareAMarkerCall(t *testing.T) {
 	if r.leaser.finishCalls != 1 || len(r.leaser.marks) != 3 {
 		t.Fatalf("%d marker calls for %v, want one for the three", r.leaser.finishCalls, r.leaser.marks)
 	}
+}
+
+// While due firings wait for an executor, a finished attempt is settled
+// after them: its marker call waits until the ready queue is empty, or
+// for MaxYield at most.
+func TestSettlingYieldsToWaitingFirings(t *testing.T) {
+	var firing atomic.Bool
+	fired := make(chan struct{}, 2)
+	r := newRig(t, 1, func(ctx context.Context, req target.Request) target.Result {
+		fired <- struct{}{}
+		return ok(ctx, req)
+	})
+	r.cfg.Firing, r.cfg.MaxYield = firing.Load, time.Second
+	r.start(t)
+	finishCalls := func() int {
+		r.leaser.mu.Lock()
+		defer r.leaser.mu.Unlock()
+		return r.leaser.finishCalls
+	}
+
+	// Firings wait: the attempt is made, its settling waits for them
+	// (without the yield it is settled at once: no timer stands between).
+	firing.Store(true)
+	r.push(t, "e1", 0)
+	<-fired
+	time.Sleep(100 * time.Millisecond)
+	if n := finishCalls(); n != 0 {
+		t.Fatalf("%d marker calls while firings waited, want 0", n)
+	}
+	// They went out: the next look settles it.
+	firing.Store(false)
+	advanceUntil(t, r, "finish e1")
+
+	// Firings wait longer than MaxYield: settled at MaxYield anyway.
+	firing.Store(true)
+	r.push(t, "e2", 0)
+	<-fired
+	time.Sleep(100 * time.Millisecond)
+	if n := finishCalls(); n != 1 {
+		t.Fatalf("%d marker calls before MaxYield, want 1", n)
+	}
+	start := r.clk.Now()
+	advanceUntil(t, r, "finish e2")
+	if waited := r.clk.Now().Sub(start); waited < time.Second-10*time.Millisecond {
+		t.Fatalf("settled after %v of yielding, want MaxYield (1s)", waited)
+	}
+}
+
+// advanceUntil moves the fake clock 2 ms at a time until the owner reports
+// want.
+func advanceUntil(t *testing.T, r *rig, want string) {
+	t.Helper()
+	for range 2000 {
+		r.clk.Advance(2 * time.Millisecond)
+		select {
+		case ev := <-r.own.events:
+			if ev != want {
+				t.Fatalf("event %q, want %q", ev, want)
+			}
+			return
+		case <-time.After(time.Millisecond):
+		}
+	}
+	t.Fatalf("no %q after 4 s of the fake clock", want)
 }
 
 // outageMarks is settle.Marks with Redis down: nothing is written until the

@@ -148,11 +148,23 @@ type StageConfig struct {
 	// MaxDeliveries is the poison threshold (for the ledger's wording; the
 	// lease store enforces it).
 	MaxDeliveries int
+	// Firing, when set, reports whether due firings wait for an executor
+	// (the ready queue is not empty). A gathered group then waits, up to
+	// MaxYield, before it is settled: at a herd's instant the requests go
+	// out first, and the markers, the Postgres consequences and the ledger
+	// records — which need no instant — come after them instead of taking
+	// the cores the requests wait for. Leases are held and renewed
+	// meanwhile; Queue should hold a herd's attempts, or the executors
+	// wait for room while the settlers yield.
+	Firing func() bool
+	// MaxYield bounds how long a group waits while firings do
+	// (DefaultStageConfig's when zero).
+	MaxYield time.Duration
 }
 
 // DefaultStageConfig values.
 var DefaultStageConfig = StageConfig{Settlers: 8, Batch: 256, Linger: 20 * time.Millisecond, Queue: 264, DoneTTL: 7 * 24 * time.Hour,
-	RedisTimeout: 2 * time.Second, RunningGrace: time.Minute}
+	RedisTimeout: 2 * time.Second, RunningGrace: time.Minute, MaxYield: 250 * time.Millisecond}
 
 // StageDeps are what the stage works with. Leaser, Recorder, Clock,
 // Metrics and Logger are required.
@@ -201,6 +213,9 @@ func NewStage(cfg StageConfig, d StageDeps) *Stage {
 	}
 	if cfg.RunningGrace <= 0 {
 		cfg.RunningGrace = def.RunningGrace
+	}
+	if cfg.MaxYield <= 0 {
+		cfg.MaxYield = def.MaxYield
 	}
 	s := &Stage{cfg: cfg, leaser: d.Leaser, settler: d.Settler, notifier: d.Notifier, marks: d.Marks, target: d.Target, rec: d.Recorder,
 		tracer: d.Tracer, clk: d.Clock, m: d.Metrics, logger: d.Logger, in: make(chan *Fired, cfg.Queue)}
@@ -415,8 +430,36 @@ func (s *Stage) settleLoop() {
 		if len(batch) == 0 {
 			return // the executors are gone and everything is settled
 		}
+		s.yield()
 		s.settleBatch(batch)
 		clear(batch)
+	}
+}
+
+// yieldPoll is how often a yielding settler looks at the ready queue again.
+const yieldPoll = 2 * time.Millisecond
+
+// yield waits while due firings wait for an executor (StageConfig.Firing),
+// up to MaxYield; not once the worker is stopping.
+func (s *Stage) yield() {
+	if s.cfg.Firing == nil || !s.cfg.Firing() {
+		return
+	}
+	start := s.clk.Now()
+	defer func() { s.m.SettleYield.Observe(s.clk.Now().Sub(start).Seconds()) }()
+	deadline := s.clk.NewTimer(s.cfg.MaxYield)
+	defer deadline.Stop()
+	for s.cfg.Firing() {
+		poll := s.clk.NewTimer(yieldPoll)
+		select {
+		case <-deadline.C():
+			poll.Stop()
+			return
+		case <-s.stopping.Done():
+			poll.Stop()
+			return
+		case <-poll.C():
+		}
 	}
 }
 
