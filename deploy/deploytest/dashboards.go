@@ -217,7 +217,7 @@ func servicesDashboard() dashboard {
 					Targets: []target{{fmt.Sprintf(`histogram_quantile(0.99, sum by (le, instance) (rate(sundial_prefetcher_tick_duration_seconds_bucket{instance=~"$instance"}[%s])))`, rate), "{{instance}}"}}},
 				{Title: "Ranges led", Unit: "short",
 					Description: "Partition ranges each prefetcher leads; summed over the deployment they equal --ranges (SundialPrefetchRangeUnled fires when they do not).",
-					Targets: []target{{`max by (instance) (sundial_prefetcher_ranges_led{instance=~"$instance"})`, "{{instance}}"}}},
+					Targets:     []target{{`max by (instance) (sundial_prefetcher_ranges_led{instance=~"$instance"})`, "{{instance}}"}}},
 				{Title: "Leader epoch", Unit: "none",
 					Targets: []target{{`max by (instance) (sundial_prefetcher_leader_epoch{instance=~"$instance"})`, "{{instance}}"}}},
 				{Title: "Catch-up release horizon", Unit: "s",
