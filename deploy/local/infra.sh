@@ -373,10 +373,11 @@ start_kafka() {
   local klog=(-Dlog4j.configuration="file:$d/conf/log4j.properties" -Dkafka.logs.dir="$d/logs")
   if [ ! -f "$d/data/meta.properties" ]; then
     # A KRaft log directory is formatted once with a cluster id: 16 random bytes, URL-safe base64 without padding.
+    # Passed as --cluster-id=…: one id in 64 starts with "-", which the tool's parser would take for an option.
     id=$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
     log "kafka: formatting $d/data (cluster id $id)"
     "$JAVA" -Xmx256m "${klog[@]}" -cp "$d/lib/*" kafka.tools.StorageTool format --ignore-formatted \
-      -t "$id" -c "$d/conf/server.properties" --add-scram "$(kafka_scram_user)" >"$d/logs/format.log" 2>&1 \
+      --cluster-id="$id" -c "$d/conf/server.properties" --add-scram "$(kafka_scram_user)" >"$d/logs/format.log" 2>&1 \
       || { tail -n 20 "$d/logs/format.log" >&2; die "kafka: storage format failed"; }
     echo "$SECURE_USER" >"$d/data/.scram-users"
   fi
