@@ -118,10 +118,10 @@ func (d *Decoder) Job(spec []byte, id, tenant, name string, priority sundialv1.P
 		key += "\x00c" + tenant
 	}
 	j.Key = key
-	if ds.build == nil || ds.anchored || ds.withCalendar {
-		// What FromJob builds, for this job's anchor and tenant.
-		b := FromJob(&sundialv1.Job{Tenant: tenant, Schedule: ds.spec}, created, d.cal).Build
-		if !ds.anchored && !ds.withCalendar {
+	if ds.build == nil || ds.anchored || ds.withCalendar || ds.hashed {
+		// What FromJob builds, for this job's id, anchor and tenant.
+		b := FromJob(&sundialv1.Job{Id: id, Tenant: tenant, Schedule: ds.spec}, created, d.cal).Build
+		if !ds.anchored && !ds.withCalendar && !ds.hashed {
 			ds.build = b
 		}
 		j.Build = b

@@ -43,6 +43,9 @@ func TestDecoderAgreesWithFromJob(t *testing.T) {
 		{rrule, nil, created, 0},
 		{rrule, nil, created.Add(24 * time.Hour), 0},
 		{union, durationpb.New(20 * time.Second), created, sundialv1.Priority_PRIORITY_LOW},
+		// H hashes each job's id: the same spec, a schedule per job.
+		{cron("H H * * *", "Europe/Berlin"), nil, created, 0},
+		{cron("H H * * *", "Europe/Berlin"), nil, created, 0},
 	}
 	d := NewDecoder(nil)
 	var viaFrom, viaDec []Job
@@ -81,8 +84,11 @@ func TestDecoderAgreesWithFromJob(t *testing.T) {
 			}
 		}
 	}
-	if len(d.schedules) != 7 {
-		t.Errorf("the decoder decoded %d schedules, want the 7 distinct encodings", len(d.schedules))
+	if len(d.schedules) != 8 {
+		t.Errorf("the decoder decoded %d schedules, want the 8 distinct encodings", len(d.schedules))
+	}
+	if n := len(viaDec); viaDec[n-1].Key == viaDec[n-2].Key {
+		t.Error("two jobs with H share a forecast key")
 	}
 	if _, err := d.Job([]byte{0x2a, 0xff}, "x", "t", "n", 0, created); err == nil {
 		t.Error("a truncated spec was accepted")

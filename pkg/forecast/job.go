@@ -45,7 +45,7 @@ func FromJob(job *sundialv1.Job, created time.Time, cal CalendarLookup) Job {
 	}
 	tenant := job.GetTenant()
 	j.Build = func() (schedule.Schedule, error) {
-		sch, err := jobspec.FromProto(s, created)
+		sch, err := jobspec.Schedule(job, created) // H hashed from the job's id
 		if err != nil {
 			return nil, err
 		}
