@@ -92,6 +92,10 @@ var Methods = map[string]Access{
 
 	"/sundial.v1.ForecastService/GetForecast": Read,
 
+	// Each trail as its own List…Audit call allows it: the handler keeps a
+	// role to the trails it may read (the token trail: ManageTokens).
+	"/sundial.v1.AuditService/ListAudit": Read,
+
 	"/sundial.v1.CalendarService/CreateCalendar": Write,
 	"/sundial.v1.CalendarService/GetCalendar":    Read,
 	"/sundial.v1.CalendarService/ListCalendars":  Read,

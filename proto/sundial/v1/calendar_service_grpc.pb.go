@@ -51,6 +51,9 @@ type CalendarServiceClient interface {
 	// Who created, updated, imported and deleted the tenant's calendars (or
 	// one's), newest first: one entry per change, written in the change's
 	// own transaction. The trail outlives the calendar.
+	// Deprecated: use AuditService.ListAudit (kinds: [AUDIT_KIND_CALENDAR],
+	// subject: the calendar's name). Kept serving, with its own page tokens,
+	// for existing clients.
 	ListCalendarAudit(ctx context.Context, in *ListCalendarAuditRequest, opts ...grpc.CallOption) (*ListCalendarAuditResponse, error)
 }
 
@@ -155,6 +158,9 @@ type CalendarServiceServer interface {
 	// Who created, updated, imported and deleted the tenant's calendars (or
 	// one's), newest first: one entry per change, written in the change's
 	// own transaction. The trail outlives the calendar.
+	// Deprecated: use AuditService.ListAudit (kinds: [AUDIT_KIND_CALENDAR],
+	// subject: the calendar's name). Kept serving, with its own page tokens,
+	// for existing clients.
 	ListCalendarAudit(context.Context, *ListCalendarAuditRequest) (*ListCalendarAuditResponse, error)
 	mustEmbedUnimplementedCalendarServiceServer()
 }

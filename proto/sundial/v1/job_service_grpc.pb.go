@@ -76,6 +76,9 @@ type JobServiceClient interface {
 	BackfillJob(ctx context.Context, in *BackfillJobRequest, opts ...grpc.CallOption) (*BackfillJobResponse, error)
 	// Every change made to a job: who, when, what; newest first. Without an
 	// id, every change to any of the tenant's jobs.
+	// Deprecated: use AuditService.ListAudit (kinds: [AUDIT_KIND_JOB],
+	// subject: the job's id), which reads every trail with one cursor. Kept
+	// serving, with its own page tokens, for existing clients.
 	ListJobAudit(ctx context.Context, in *ListJobAuditRequest, opts ...grpc.CallOption) (*ListJobAuditResponse, error)
 	// Pauses, resumes or deletes every job a filter matches, in batches: each
 	// job changes as PauseJob, ResumeJob or DeleteJob would change it (its
@@ -309,6 +312,9 @@ type JobServiceServer interface {
 	BackfillJob(context.Context, *BackfillJobRequest) (*BackfillJobResponse, error)
 	// Every change made to a job: who, when, what; newest first. Without an
 	// id, every change to any of the tenant's jobs.
+	// Deprecated: use AuditService.ListAudit (kinds: [AUDIT_KIND_JOB],
+	// subject: the job's id), which reads every trail with one cursor. Kept
+	// serving, with its own page tokens, for existing clients.
 	ListJobAudit(context.Context, *ListJobAuditRequest) (*ListJobAuditResponse, error)
 	// Pauses, resumes or deletes every job a filter matches, in batches: each
 	// job changes as PauseJob, ResumeJob or DeleteJob would change it (its

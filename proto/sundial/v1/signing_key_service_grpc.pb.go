@@ -51,6 +51,9 @@ type SigningKeyServiceClient interface {
 	// entry per change, written in the change's own transaction; key ids,
 	// never a secret. A platform operator reads a tenant's by naming it
 	// (the "sundial-tenant" header).
+	// Deprecated: use AuditService.ListAudit (kinds:
+	// [AUDIT_KIND_SIGNING_KEY]). Kept serving, with its own page tokens, for
+	// existing clients.
 	ListSigningKeyAudit(ctx context.Context, in *ListSigningKeyAuditRequest, opts ...grpc.CallOption) (*ListSigningKeyAuditResponse, error)
 }
 
@@ -128,6 +131,9 @@ type SigningKeyServiceServer interface {
 	// entry per change, written in the change's own transaction; key ids,
 	// never a secret. A platform operator reads a tenant's by naming it
 	// (the "sundial-tenant" header).
+	// Deprecated: use AuditService.ListAudit (kinds:
+	// [AUDIT_KIND_SIGNING_KEY]). Kept serving, with its own page tokens, for
+	// existing clients.
 	ListSigningKeyAudit(context.Context, *ListSigningKeyAuditRequest) (*ListSigningKeyAuditResponse, error)
 	mustEmbedUnimplementedSigningKeyServiceServer()
 }

@@ -47,6 +47,8 @@ type TokenServiceClient interface {
 	// within the revocation bound. Revoking a revoked token changes nothing.
 	RevokeToken(ctx context.Context, in *RevokeTokenRequest, opts ...grpc.CallOption) (*RevokeTokenResponse, error)
 	// Who created and revoked which of the tenant's tokens, newest first.
+	// Deprecated: use AuditService.ListAudit (kinds: [AUDIT_KIND_TOKEN]).
+	// Kept serving, with its own page tokens, for existing clients.
 	ListTokenAudit(ctx context.Context, in *ListTokenAuditRequest, opts ...grpc.CallOption) (*ListTokenAuditResponse, error)
 	// Calls the api refused before any handler ran (Unauthenticated,
 	// PermissionDenied), newest first, as sampled into its trail
@@ -136,6 +138,8 @@ type TokenServiceServer interface {
 	// within the revocation bound. Revoking a revoked token changes nothing.
 	RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error)
 	// Who created and revoked which of the tenant's tokens, newest first.
+	// Deprecated: use AuditService.ListAudit (kinds: [AUDIT_KIND_TOKEN]).
+	// Kept serving, with its own page tokens, for existing clients.
 	ListTokenAudit(context.Context, *ListTokenAuditRequest) (*ListTokenAuditResponse, error)
 	// Calls the api refused before any handler ran (Unauthenticated,
 	// PermissionDenied), newest first, as sampled into its trail

@@ -167,8 +167,12 @@ func Start(t testing.TB, o Options) *API {
 	if err != nil {
 		t.Fatal(err)
 	}
+	audit, err := server.NewAuditService(server.AuditConfig{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
 	grpcSrv, err := server.NewGRPC(server.GRPCConfig{Addr: "127.0.0.1:0", Tokens: tokens, Jobs: jobs, DeadLetters: dlq,
-		SigningKeys: keys, Calendars: cals, TokenService: tokenSvc, Forecast: forecasts, RateLimit: o.RateLimit, Clock: o.RateClock})
+		SigningKeys: keys, Calendars: cals, TokenService: tokenSvc, Forecast: forecasts, Audit: audit, RateLimit: o.RateLimit, Clock: o.RateClock})
 	if err != nil {
 		t.Fatal(err)
 	}

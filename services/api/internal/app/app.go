@@ -314,6 +314,7 @@ type handlers struct {
 	signingKeys sundialv1.SigningKeyServiceServer
 	tokens      sundialv1.TokenServiceServer
 	forecast    *server.ForecastService
+	audit       *server.AuditService
 }
 
 func newHandlers(cfg Config, deps Deps, pool *pgxpool.Pool, st *store.Store, b backends) (h handlers, err error) {
@@ -360,6 +361,10 @@ func newHandlers(cfg Config, deps Deps, pool *pgxpool.Pool, st *store.Store, b b
 		return h, err
 	}
 	h.forecast, err = server.NewForecastService(server.ForecastConfig{Store: st, Logger: deps.Logger, Clock: clock.Real{}})
+	if err != nil {
+		return h, err
+	}
+	h.audit, err = server.NewAuditService(server.AuditConfig{Store: st, Logger: deps.Logger, Metrics: h.metrics})
 	return h, err
 }
 
@@ -379,6 +384,7 @@ func newGRPC(cfg Config, deps Deps, h handlers, storesReady func(context.Context
 		Calendars:       h.calendars,
 		TokenService:    h.tokens,
 		Forecast:        h.forecast,
+		Audit:           h.audit,
 		Metrics:         h.metrics,
 		Logger:          deps.Logger,
 		GracefulTimeout: cfg.GRPCStopTimeout,

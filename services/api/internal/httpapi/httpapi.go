@@ -173,6 +173,9 @@ func Gateway(ctx context.Context, conn *grpc.ClientConn) (http.Handler, error) {
 	if err := sundialv1.RegisterForecastServiceHandler(ctx, mux, conn); err != nil {
 		return nil, fmt.Errorf("httpapi: ForecastService routes: %w", err)
 	}
+	if err := sundialv1.RegisterAuditServiceHandler(ctx, mux, conn); err != nil {
+		return nil, fmt.Errorf("httpapi: AuditService routes: %w", err)
+	}
 	return mux, nil
 }
 

@@ -61,8 +61,10 @@ type GRPCConfig struct {
 	// Forecast serves sundial.v1.ForecastService; nil leaves it
 	// unregistered.
 	Forecast sundialv1.ForecastServiceServer
-	Metrics  *Metrics
-	Logger   *slog.Logger
+	// Audit serves sundial.v1.AuditService; nil leaves it unregistered.
+	Audit   sundialv1.AuditServiceServer
+	Metrics *Metrics
+	Logger  *slog.Logger
 	// GracefulTimeout bounds how long Stop waits for in-flight calls
 	// before cutting them off; 15 s by default.
 	GracefulTimeout time.Duration
@@ -178,6 +180,9 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	if cfg.Forecast != nil {
 		sundialv1.RegisterForecastServiceServer(srv, cfg.Forecast)
 	}
+	if cfg.Audit != nil {
+		sundialv1.RegisterAuditServiceServer(srv, cfg.Audit)
+	}
 	reflection.Register(srv)
 	// Not serving until Start: a probe during start-up gets a truthful
 	// answer.
@@ -197,6 +202,9 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	}
 	if cfg.Forecast != nil {
 		h.SetServingStatus(sundialv1.ForecastService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	}
+	if cfg.Audit != nil {
+		h.SetServingStatus(sundialv1.AuditService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
 	}
 	return &GRPC{cfg: cfg, srv: srv, health: h, local: newLocalListener()}, nil
 }

@@ -122,3 +122,13 @@ func (s *Store) ListAudit(ctx context.Context, tenant string, q AuditQuery) ([]A
 	}
 	return out, nil
 }
+
+// ListTrails returns a page of the tenant's change trails merged, newest
+// first, as q selects (audittrail.List).
+func (s *Store) ListTrails(ctx context.Context, q audittrail.Query) ([]audittrail.Entry, error) {
+	es, err := audittrail.List(ctx, s.pool, q)
+	if err != nil {
+		return nil, fmt.Errorf("store: list trails: %w", err)
+	}
+	return es, nil
+}
