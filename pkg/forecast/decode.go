@@ -82,24 +82,45 @@ func (d *Decoder) Job(spec []byte, id, tenant, name string, priority sundialv1.P
 		}
 		b = b[m:]
 	}
-	ds, ok := d.schedules[string(sched)]
-	if !ok {
-		s := &sundialv1.Schedule{}
-		if err := proto.Unmarshal(sched, s); err != nil {
-			return Job{}, fmt.Errorf("forecast: job spec: schedule: %w", err)
-		}
-		ds = &decoded{spec: s, expr: describe(s), zone: cmpOr(s.GetTimezone(), "UTC"),
-			anchored: anchored(s) && s.GetStartTime() == nil, hashed: jobspec.Hashed(s), withCalendar: s.GetCalendar() != "" && d.cal != nil}
-		if c, ok := s.GetSpec().(*sundialv1.Schedule_Cron); ok && len(s.GetAdditionalSchedules()) == 0 && len(s.GetExclusions()) == 0 {
-			ds.cron = strings.TrimSpace(c.Cron)
-		}
-		d.schedules[string(sched)] = ds
+	ds, err := d.schedule(sched)
+	if err != nil {
+		return Job{}, err
 	}
+	j, err := d.job(ds, sched, jitter, id, tenant, priority, created)
+	if err != nil {
+		return Job{}, err
+	}
+	j.Name = name
+	return j, nil
+}
+
+// schedule is the distinct schedule encoded as sched, decoded once.
+func (d *Decoder) schedule(sched []byte) (*decoded, error) {
+	ds, ok := d.schedules[string(sched)]
+	if ok {
+		return ds, nil
+	}
+	s := &sundialv1.Schedule{}
+	if err := proto.Unmarshal(sched, s); err != nil {
+		return nil, fmt.Errorf("forecast: job spec: schedule: %w", err)
+	}
+	ds = &decoded{spec: s, expr: describe(s), zone: cmpOr(s.GetTimezone(), "UTC"),
+		anchored: anchored(s) && s.GetStartTime() == nil, hashed: jobspec.Hashed(s), withCalendar: s.GetCalendar() != "" && d.cal != nil}
+	if c, ok := s.GetSpec().(*sundialv1.Schedule_Cron); ok && len(s.GetAdditionalSchedules()) == 0 && len(s.GetExclusions()) == 0 {
+		ds.cron = strings.TrimSpace(c.Cron)
+	}
+	d.schedules[string(sched)] = ds
+	return ds, nil
+}
+
+// job is the forecast's view of a job of schedule ds (encoded as sched)
+// and max_jitter encoded as jitter (nil: none).
+func (d *Decoder) job(ds *decoded, sched, jitter []byte, id, tenant string, priority sundialv1.Priority, created time.Time) (Job, error) {
 	if priority == sundialv1.Priority_PRIORITY_UNSPECIFIED {
 		priority = sundialv1.Priority_PRIORITY_MEDIUM
 	}
-	j := Job{ID: id, Tenant: tenant, Name: name, Priority: priority, Expr: ds.expr, Cron: ds.cron, Zone: ds.zone}
-	if jitter != nil {
+	j := Job{ID: id, Tenant: tenant, Priority: priority, Expr: ds.expr, Cron: ds.cron, Zone: ds.zone}
+	if len(jitter) > 0 {
 		var err error
 		if j.Jitter, err = duration(jitter); err != nil {
 			return Job{}, fmt.Errorf("forecast: job spec: max_jitter: %w", err)

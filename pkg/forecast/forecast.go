@@ -145,13 +145,23 @@ func New(opts Options) (*Builder, error) {
 // Add counts one job. It does no schedule work: that happens once per Key
 // in Forecast.
 func (b *Builder) Add(j Job) {
-	b.jobs++
+	b.AddN(j, 1, []Job{j})
+}
+
+// AddN counts n jobs alike in j's Key, tenant, priority and jitter (a
+// Decoder.Count), listing the jobs of sample in a herd. Like Add, it does
+// no schedule work.
+func (b *Builder) AddN(j Job, n int, sample []Job) {
+	if n <= 0 {
+		return
+	}
+	b.jobs += n
 	g := b.groups[j.Key]
 	if g == nil {
 		g = &group{key: j.Key, expr: j.Expr, cron: j.Cron, zone: j.Zone, build: j.Build, classes: map[class]int{}}
 		b.groups[j.Key] = g
 	}
-	g.jobs++
+	g.jobs += n
 	ti, ok := b.tenantIdx[j.Tenant]
 	if !ok {
 		ti = len(b.tenants)
@@ -159,10 +169,13 @@ func (b *Builder) Add(j Job) {
 		b.tenantIdx[j.Tenant] = ti
 	}
 	js := int(min((j.Jitter+time.Second-1)/time.Second, maxJitterSec))
-	g.classes[class{tenant: ti, priority: j.Priority, jitter: max(js, 0)}]++
-	if len(g.sample) < b.opts.JobsPerHerd {
-		j.Build = nil // the group keeps one; the sample is for display
-		g.sample = append(g.sample, j)
+	g.classes[class{tenant: ti, priority: j.Priority, jitter: max(js, 0)}] += n
+	for _, s := range sample {
+		if len(g.sample) >= b.opts.JobsPerHerd {
+			break
+		}
+		s.Build = nil // the group keeps one; the sample is for display
+		g.sample = append(g.sample, s)
 	}
 }
 

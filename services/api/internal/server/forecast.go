@@ -3,10 +3,10 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -24,19 +24,15 @@ import (
 // ForecastStore is what the ForecastService reads; *store.Store
 // implements it.
 type ForecastStore interface {
-	ForEachActiveJob(ctx context.Context, tenant string, priority sundialv1.Priority, limit int, fn func(store.ForecastJob) error) (more bool, err error)
+	ForEachForecastCount(ctx context.Context, tenant string, priority sundialv1.Priority, fn func(store.ForecastCount) error) error
+	JobNames(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]string, error)
 	LoadCalendar(ctx context.Context, tenant, name string) (*sundialv1.Calendar, error)
 }
 
 // Forecast defaults and limits.
 const (
 	DefaultForecastWindow = 24 * time.Hour
-	// DefaultForecastMaxJobs caps the jobs one forecast reads. The
-	// arithmetic is cheap (pkg/forecast: 10 M jobs in about a second once
-	// read); reading and decoding each job's spec from Postgres is what
-	// costs, a few microseconds a job, so a forecast stays within seconds.
-	DefaultForecastMaxJobs = 1_000_000
-	maxForecastHerds       = 100
+	maxForecastHerds      = 100
 )
 
 // ForecastConfig is what a ForecastService needs.
@@ -45,9 +41,6 @@ type ForecastConfig struct {
 	Logger *slog.Logger
 	// Clock says when "now" is; nil: the real clock.
 	Clock clock.Clock
-	// MaxJobs caps the jobs one forecast reads (DefaultForecastMaxJobs
-	// when 0); past it the forecast is partial and says so.
-	MaxJobs int
 }
 
 // ForecastService implements sundial.v1.ForecastService.
@@ -66,9 +59,6 @@ func NewForecastService(cfg ForecastConfig) (*ForecastService, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
-	}
-	if cfg.MaxJobs <= 0 {
-		cfg.MaxJobs = DefaultForecastMaxJobs
 	}
 	return &ForecastService{cfg: cfg}, nil
 }
@@ -105,38 +95,82 @@ func (s *ForecastService) GetForecast(ctx context.Context, req *sundialv1.GetFor
 		cals[key] = c
 		return c, nil
 	}
-	var undecodable int
-	// The decoder reads only each spec's schedule and jitter, and decodes
-	// a schedule once however many jobs share it; the columns are
-	// authoritative for the rest, as for the prefetcher.
+	var undecodable int64
+	// The counts are per (tenant, priority, jitter, schedule): the
+	// database keeps them from every write of jobs (migration 00027), so
+	// this reads one row per distinct schedule, not one per job, and the
+	// decoder decodes each distinct schedule once.
 	dec := forecast.NewDecoder(lookup)
-	more, err := s.cfg.Store.ForEachActiveJob(ctx, tenant, req.GetPriority(), s.cfg.MaxJobs, func(j store.ForecastJob) error {
-		fj, err := dec.Job(j.Spec, j.ID.String(), j.Tenant, j.Name, j.Priority, j.Created)
+	err = s.cfg.Store.ForEachForecastCount(ctx, tenant, req.GetPriority(), func(c store.ForecastCount) error {
+		fc := forecast.Count{Tenant: c.Tenant, Priority: c.Priority, Schedule: c.Schedule, Jitter: c.Jitter, Jobs: int(c.Jobs)}
+		if c.Anchor != nil {
+			fc.Anchor = *c.Anchor
+		}
+		if c.JobID != nil {
+			fc.JobID = c.JobID.String()
+		}
+		for _, id := range c.Sample {
+			fc.Sample = append(fc.Sample, id.String())
+		}
+		j, sample, err := dec.Count(fc)
 		if err != nil {
-			undecodable++
+			undecodable += c.Jobs
 			return nil
 		}
-		b.Add(fj)
+		b.AddN(j, fc.Jobs, sample)
 		return nil
 	})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, status.FromContextError(ctx.Err()).Err()
 		}
-		s.cfg.Logger.ErrorContext(ctx, "forecast: read jobs", slog.Any("error", err))
+		s.cfg.Logger.ErrorContext(ctx, "forecast: read schedule counts", slog.Any("error", err))
 		return nil, status.Error(codes.Unavailable, "forecast: reading the jobs failed; try again")
 	}
 	f := b.Forecast()
-	resp := forecastResponse(f)
-	resp.FailedJobs += int64(undecodable)
-	if more {
-		note := fmt.Sprintf("read the first %d active jobs only (the api's forecast cap)", s.cfg.MaxJobs)
-		if resp.Partial != "" {
-			note += "; " + resp.Partial
+	if err := s.nameSample(ctx, f); err != nil {
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
 		}
-		resp.Partial = note
+		s.cfg.Logger.ErrorContext(ctx, "forecast: read herd job names", slog.Any("error", err))
+		return nil, status.Error(codes.Unavailable, "forecast: reading the jobs failed; try again")
 	}
+	resp := forecastResponse(f)
+	resp.FailedJobs += undecodable
 	return resp, nil
+}
+
+// nameSample fills in the names of the jobs listed in f's herds (the
+// counts carry their ids only), with one read.
+func (s *ForecastService) nameSample(ctx context.Context, f *forecast.Forecast) error {
+	var ids []uuid.UUID
+	for _, h := range f.Herds {
+		for _, hs := range h.Schedules {
+			for _, j := range hs.Sample {
+				if id, err := uuid.Parse(j.ID); err == nil {
+					ids = append(ids, id)
+				}
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	names, err := s.cfg.Store.JobNames(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for hi := range f.Herds {
+		for si := range f.Herds[hi].Schedules {
+			sample := f.Herds[hi].Schedules[si].Sample
+			for ji := range sample {
+				if id, err := uuid.Parse(sample[ji].ID); err == nil {
+					sample[ji].Name = names[id]
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // forecastTenant is the tenant a forecast reads: a tenant's token its own

@@ -1,77 +1,203 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/sundialhq/sundial/pkg/calendar"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
-// ForecastJob is one active job as the forecast reads it: the columns that
-// are authoritative (id, tenant, priority, creation) and the stored spec.
-type ForecastJob struct {
-	ID       uuid.UUID
+// ForecastCount is one row of forecast_schedules (migration 00027): how
+// many active jobs of a tenant and priority share a schedule and jitter.
+type ForecastCount struct {
 	Tenant   string
-	Name     string
 	Priority sundialv1.Priority
-	Created  time.Time
-	Spec     []byte
+	// Schedule and Jitter are the encoded fields of the jobs' specs.
+	Schedule, Jitter []byte
+	// Anchor is the creation second of an anchored schedule's jobs, nil
+	// otherwise; JobID the one job of a schedule with H, nil otherwise.
+	Anchor *time.Time
+	JobID  *uuid.UUID
+	Jobs   int64
+	// Sample is up to 20 of the jobs.
+	Sample []uuid.UUID
 }
 
-// ForEachActiveJob calls fn with each active job of tenant (every tenant's
-// for AllTenants), of priority when it is not UNSPECIFIED, a tenant's in id
-// order, streaming: the rows are never all in memory. It stops after limit jobs
-// and reports whether more were left.
-func (s *Store) ForEachActiveJob(ctx context.Context, tenant string, priority sundialv1.Priority, limit int, fn func(ForecastJob) error) (more bool, err error) {
-	// The (tenant, status, id) index serves a tenant's scan; the priority
-	// filter rides along (a tenant's non-MEDIUM jobs have their own index,
-	// but this reads the tenant's active jobs either way).
-	sql := `SELECT id, tenant, name, priority, created_at, spec FROM jobs WHERE status = 'active'`
-	args := []any{}
-	if tenant != AllTenants {
-		args = append(args, tenant)
-		sql += fmt.Sprintf(` AND tenant = $%d`, len(args))
+// forecastFoldLock serialises folds, so a forecast that folds after
+// another sees every change that one moved (see ForEachForecastCount).
+const forecastFoldLock = `SELECT pg_advisory_xact_lock(hashtextextended('sundial.forecast/fold', 0))`
+
+// foldedChange is the net of the changes of one forecast_schedules key.
+type foldedChange struct {
+	tenant, status   string
+	priority         int16
+	digest, schedule []byte
+	jitter           []byte
+	anchor           *time.Time
+	jobID            *uuid.UUID
+	jobs             int64
+	added, removed   []uuid.UUID
+}
+
+// foldSQL adds one key's net change to its row; the sample keeps none of
+// the jobs removed ($11) and takes the ones added, up to 20.
+const foldSQL = `
+INSERT INTO forecast_schedules AS f (tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, sample)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+ON CONFLICT (tenant, status, priority, digest) DO UPDATE
+   SET jobs = f.jobs + EXCLUDED.jobs,
+       sample = ARRAY(SELECT x FROM unnest(f.sample || EXCLUDED.sample) AS x WHERE x <> ALL($11::uuid[]) LIMIT 20)`
+
+// ForEachForecastCount calls fn with each row of forecast_schedules for
+// tenant's (every tenant's for AllTenants) active jobs, of priority when
+// it is not UNSPECIFIED. It first folds the changes the jobs' triggers
+// recorded since the last forecast into the counts, in the same
+// transaction, so the rows count every job committed before it began.
+func (s *Store) ForEachForecastCount(ctx context.Context, tenant string, priority sundialv1.Priority, fn func(ForecastCount) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := foldForecastChanges(ctx, tx); err != nil {
+			return err
+		}
+		sql := `SELECT tenant, priority, schedule, jitter, anchor, job_id, jobs, sample
+		          FROM forecast_schedules WHERE status = 'active' AND jobs > 0`
+		args := []any{}
+		if tenant != AllTenants {
+			args = append(args, tenant)
+			sql += fmt.Sprintf(` AND tenant = $%d`, len(args))
+		}
+		if priority != sundialv1.Priority_PRIORITY_UNSPECIFIED {
+			args = append(args, int16(priority))
+			sql += fmt.Sprintf(` AND priority = $%d`, len(args))
+		}
+		rows, err := tx.Query(ctx, sql, args...)
+		if err != nil {
+			return fmt.Errorf("store: forecast counts: %w", err)
+		}
+		defer rows.Close()
+		var c ForecastCount
+		var prio int16
+		for rows.Next() {
+			if err := rows.Scan(&c.Tenant, &prio, &c.Schedule, &c.Jitter, &c.Anchor, &c.JobID, &c.Jobs, &c.Sample); err != nil {
+				return fmt.Errorf("store: forecast counts: %w", err)
+			}
+			c.Priority = sundialv1.Priority(prio)
+			if err := fn(c); err != nil {
+				return err
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("store: forecast counts: %w", err)
+		}
+		return nil
+	})
+}
+
+// foldForecastChanges moves forecast_schedule_changes into
+// forecast_schedules: each key's changes summed, written in key order
+// (two folds never wait on each other in a cycle), rows left at no jobs
+// deleted.
+func foldForecastChanges(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, forecastFoldLock); err != nil {
+		return fmt.Errorf("store: forecast fold lock: %w", err)
 	}
-	if priority != sundialv1.Priority_PRIORITY_UNSPECIFIED {
-		args = append(args, int16(priority))
-		sql += fmt.Sprintf(` AND priority = $%d`, len(args))
-	}
-	if tenant != AllTenants {
-		sql += ` ORDER BY id` // the index's order: no sort
-	}
-	// Every tenant's: no order, so no sort of the whole table; which jobs
-	// a cap leaves out is then arbitrary, and the forecast says partial.
-	args = append(args, limit+1)
-	sql += fmt.Sprintf(` LIMIT $%d`, len(args))
-	rows, err := s.pool.Query(ctx, sql, args...)
+	rows, err := tx.Query(ctx, `DELETE FROM forecast_schedule_changes
+		RETURNING tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, ids`)
 	if err != nil {
-		return false, fmt.Errorf("store: forecast jobs: %w", err)
+		return fmt.Errorf("store: forecast fold: %w", err)
+	}
+	byKey := map[string]*foldedChange{}
+	for rows.Next() {
+		var c foldedChange
+		var ids []uuid.UUID
+		if err := rows.Scan(&c.tenant, &c.status, &c.priority, &c.digest, &c.schedule, &c.jitter, &c.anchor, &c.jobID, &c.jobs, &ids); err != nil {
+			rows.Close()
+			return fmt.Errorf("store: forecast fold: %w", err)
+		}
+		k := fmt.Sprintf("%s\x00%s\x00%d\x00%s", c.tenant, c.status, c.priority, c.digest)
+		delta := c.jobs
+		f := byKey[k]
+		if f == nil {
+			f = &c
+			f.jobs = 0
+			byKey[k] = f
+		}
+		f.jobs += delta
+		if delta > 0 {
+			f.added = append(f.added, ids...)
+		} else {
+			f.removed = append(f.removed, ids...)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("store: forecast fold: %w", err)
+	}
+	if len(byKey) == 0 {
+		return nil
+	}
+	folded := make([]*foldedChange, 0, len(byKey))
+	for _, f := range byKey {
+		folded = append(folded, f)
+	}
+	slices.SortFunc(folded, func(a, b *foldedChange) int {
+		return cmp.Or(cmp.Compare(a.tenant, b.tenant), cmp.Compare(a.status, b.status),
+			cmp.Compare(a.priority, b.priority), slices.Compare(a.digest, b.digest))
+	})
+	batch := &pgx.Batch{}
+	for _, f := range folded {
+		removed := make(map[uuid.UUID]bool, len(f.removed))
+		for _, id := range f.removed {
+			removed[id] = true
+		}
+		sample := make([]uuid.UUID, 0, 20)
+		for _, id := range f.added {
+			if !removed[id] && len(sample) < 20 {
+				sample = append(sample, id)
+			}
+		}
+		if f.removed == nil {
+			f.removed = []uuid.UUID{}
+		}
+		batch.Queue(foldSQL, f.tenant, f.status, f.priority, f.digest, f.schedule, f.jitter, f.anchor, f.jobID, f.jobs, sample, f.removed)
+		batch.Queue(`DELETE FROM forecast_schedules WHERE tenant = $1 AND status = $2 AND priority = $3 AND digest = $4 AND jobs <= 0`,
+			f.tenant, f.status, f.priority, f.digest)
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("store: forecast fold: %w", err)
+	}
+	return nil
+}
+
+// JobNames returns the names of the jobs ids that exist, by id.
+func (s *Store) JobNames(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]string, error) {
+	names := make(map[uuid.UUID]string, len(ids))
+	if len(ids) == 0 {
+		return names, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, name FROM jobs WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("store: job names: %w", err)
 	}
 	defer rows.Close()
-	n := 0
-	var j ForecastJob
-	var prio int16
 	for rows.Next() {
-		if n == limit {
-			return true, nil
+		var id uuid.UUID
+		var name string
+		if err := rows.Scan(&id, &name); err != nil {
+			return nil, fmt.Errorf("store: job names: %w", err)
 		}
-		if err := rows.Scan(&j.ID, &j.Tenant, &j.Name, &prio, &j.Created, &j.Spec); err != nil {
-			return false, fmt.Errorf("store: forecast jobs: %w", err)
-		}
-		j.Priority = sundialv1.Priority(prio)
-		if err := fn(j); err != nil {
-			return false, err
-		}
-		n++
+		names[id] = name
 	}
 	if err := rows.Err(); err != nil {
-		return false, fmt.Errorf("store: forecast jobs: %w", err)
+		return nil, fmt.Errorf("store: job names: %w", err)
 	}
-	return false, nil
+	return names, nil
 }
 
 // LoadCalendar reads one of tenant's business calendars

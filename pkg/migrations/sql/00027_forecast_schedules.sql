@@ -1,0 +1,253 @@
+-- The forecast's count of jobs per distinct schedule (issue 26, items 4
+-- and 9; docs/forecast.md "How it is computed"). The forecast needs of a
+-- job only its schedule, its jitter, its tenant and priority and whether
+-- it is active; jobs sharing all of these count alike. Instead of reading
+-- every job's spec on each forecast (4 µs a job), the api reads
+-- forecast_schedules: one row per (tenant, status, priority, schedule
+-- key) with how many jobs have it.
+--
+-- A schedule key is the spec's encoded sundial.v1.Schedule (field 5 of
+-- the stored sundial.v1.Job) and its max_jitter (field 13), plus what
+-- else decides a job's instants: the creation second (anchor) when an
+-- interval or recurrence rule without start_time counts from it, and the
+-- job's id (job_id) when a cron has H, whose values are hashed from the
+-- id — such a job is a key of its own, so H stays exact per job. digest
+-- is the SHA-256 of those parts, the key's identity.
+--
+-- Who keeps it: every write of jobs. Three packages change which jobs are
+-- live (the api's store; pkg/jobcompletion, from the worker and the api's
+-- resume; the prefetcher's retention), so the count is kept by triggers
+-- on jobs, in the writing transaction. A trigger does not update the
+-- count row (that would serialise every writer of a popular schedule on
+-- one row, and two bulk actions touching two schedules in opposite
+-- orders could deadlock): it appends a change (+n or -n) to
+-- forecast_schedule_changes, which takes no lock another writer waits
+-- for. The forecast folds the changes into forecast_schedules before it
+-- reads (services/api/internal/store/forecast.go).
+--
+-- Inserts (one job, a CreateJobs batch, a COPY) are counted once per
+-- statement, grouped. Updates are counted per row, and only when status,
+-- spec, priority or tenant is named in the UPDATE and changed: the
+-- prefetcher's per-slot updates (next_fire_at, runs_staged) never fire
+-- it. Deletes are counted per statement (retention purges only completed
+-- and deleted jobs, which are not counted: the trigger finds nothing).
+
+-- +goose Up
+-- +goose StatementBegin
+-- forecast_parts reads a stored job spec's schedule and max_jitter fields
+-- (a field met twice is the concatenation of both, protobuf's merge) and
+-- whether the schedule counts from the creation instant (anchored) or
+-- hashes H from the job's id (hashed), as pkg/forecast's Decoder does.
+CREATE FUNCTION forecast_parts(spec bytea, OUT schedule bytea, OUT jitter bytea, OUT anchored boolean, OUT hashed boolean)
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+DECLARE
+    -- level 0: the Job; level 1: the Schedule; level 2: one of its
+    -- additional_schedules.
+    buf bytea := spec;
+    pos int := 0;
+    n int;
+    tag bigint;
+    len bigint;
+    b int;
+    sh int;
+    num int;
+    wt int;
+    extras bytea[] := '{}';
+    level int := 0;
+    has_start boolean := false;
+    anchoring boolean := false;
+    cron text;
+BEGIN
+    schedule := ''::bytea;
+    jitter := ''::bytea;
+    hashed := false;
+    LOOP
+        n := length(buf);
+        WHILE pos < n LOOP
+            tag := 0; sh := 0;
+            LOOP
+                b := get_byte(buf, pos); pos := pos + 1;
+                tag := tag | ((b & 127)::bigint << sh);
+                EXIT WHEN b < 128;
+                sh := sh + 7;
+            END LOOP;
+            num := (tag >> 3)::int; wt := (tag & 7)::int;
+            IF wt = 0 THEN
+                LOOP b := get_byte(buf, pos); pos := pos + 1; EXIT WHEN b < 128; END LOOP;
+            ELSIF wt = 1 THEN
+                pos := pos + 8;
+            ELSIF wt = 5 THEN
+                pos := pos + 4;
+            ELSIF wt = 2 THEN
+                len := 0; sh := 0;
+                LOOP
+                    b := get_byte(buf, pos); pos := pos + 1;
+                    len := len | ((b & 127)::bigint << sh);
+                    EXIT WHEN b < 128;
+                    sh := sh + 7;
+                END LOOP;
+                IF level = 0 THEN
+                    IF num = 5 THEN
+                        schedule := schedule || substr(buf, pos + 1, len::int);
+                    ELSIF num = 13 THEN
+                        jitter := jitter || substr(buf, pos + 1, len::int);
+                    END IF;
+                ELSE
+                    IF num = 1 THEN -- cron
+                        cron := convert_from(substr(buf, pos + 1, len::int), 'UTF8');
+                        -- jobspec.Hashed: a list item of a field starts with H.
+                        IF cron ~ '(^|[[:space:],])[Hh]' THEN
+                            hashed := true;
+                        END IF;
+                    ELSIF num = 3 OR num = 9 THEN -- interval, rrule
+                        anchoring := true;
+                    ELSIF num = 5 AND level = 1 THEN -- start_time
+                        has_start := true;
+                    ELSIF num = 12 AND level = 1 THEN -- additional_schedules
+                        extras := extras || substr(buf, pos + 1, len::int);
+                    END IF;
+                END IF;
+                pos := pos + len::int;
+            ELSE
+                RAISE EXCEPTION 'forecast_parts: wire type % at byte %', wt, pos;
+            END IF;
+        END LOOP;
+        IF level = 0 THEN
+            level := 1; buf := schedule;
+        ELSIF cardinality(extras) > 0 THEN
+            level := 2; buf := extras[1]; extras := extras[2:];
+        ELSE
+            EXIT;
+        END IF;
+        pos := 0;
+    END LOOP;
+    anchored := anchoring AND NOT has_start;
+END
+$$;
+-- +goose StatementEnd
+
+CREATE TABLE forecast_schedules (
+    tenant    text        NOT NULL,
+    status    text        NOT NULL, -- 'active' or 'paused'
+    priority  smallint    NOT NULL,
+    digest    bytea       NOT NULL, -- SHA-256 of schedule, jitter, anchor, job_id
+    schedule  bytea       NOT NULL, -- the encoded sundial.v1.Schedule
+    jitter    bytea       NOT NULL, -- the encoded max_jitter ('' for none)
+    anchor    timestamptz,          -- the creation second, for an anchored schedule
+    job_id    uuid,                 -- the job, for a schedule with H
+    jobs      bigint      NOT NULL,
+    sample    uuid[]      NOT NULL DEFAULT '{}', -- up to 20 of the jobs, for a herd's listing
+    PRIMARY KEY (tenant, status, priority, digest)
+);
+
+-- Changes not yet folded into forecast_schedules; written by the
+-- triggers only, emptied by the forecast's fold.
+CREATE TABLE forecast_schedule_changes (
+    tenant    text        NOT NULL,
+    status    text        NOT NULL,
+    priority  smallint    NOT NULL,
+    digest    bytea       NOT NULL,
+    schedule  bytea       NOT NULL,
+    jitter    bytea       NOT NULL,
+    anchor    timestamptz,
+    job_id    uuid,
+    jobs      bigint      NOT NULL, -- +n or -n
+    ids       uuid[]      NOT NULL  -- +: up to 20 of the jobs added; -: every job removed
+);
+
+-- +goose StatementBegin
+-- forecast_key is the forecast_schedules key columns of one job.
+CREATE FUNCTION forecast_key(spec bytea, id uuid, created timestamptz,
+    OUT digest bytea, OUT schedule bytea, OUT jitter bytea, OUT anchor timestamptz, OUT job_id uuid)
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+DECLARE
+    p record;
+BEGIN
+    p := forecast_parts(spec);
+    schedule := p.schedule;
+    jitter := p.jitter;
+    IF p.anchored THEN
+        anchor := date_trunc('second', created);
+    END IF;
+    IF p.hashed THEN
+        job_id := id;
+    END IF;
+    digest := sha256(p.schedule || '\x00'::bytea || p.jitter || '\x00'::bytea
+        || convert_to(coalesce(extract(epoch FROM anchor)::bigint::text, ''), 'UTF8') || '\x00'::bytea
+        || convert_to(coalesce(job_id::text, ''), 'UTF8'));
+END
+$$;
+
+CREATE FUNCTION forecast_jobs_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO forecast_schedule_changes (tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, ids)
+    SELECT r.tenant, r.status, r.priority, k.digest, k.schedule, k.jitter, k.anchor, k.job_id,
+           count(*), (array_agg(r.id ORDER BY r.id))[1:20]
+      FROM new_jobs AS r, LATERAL forecast_key(r.spec, r.id, r.created_at) AS k
+     WHERE r.status IN ('active', 'paused')
+     GROUP BY r.tenant, r.status, r.priority, k.digest, k.schedule, k.jitter, k.anchor, k.job_id;
+    RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION forecast_jobs_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO forecast_schedule_changes (tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, ids)
+    SELECT r.tenant, r.status, r.priority, k.digest, k.schedule, k.jitter, k.anchor, k.job_id,
+           -count(*), array_agg(r.id)
+      FROM old_jobs AS r, LATERAL forecast_key(r.spec, r.id, r.created_at) AS k
+     WHERE r.status IN ('active', 'paused')
+     GROUP BY r.tenant, r.status, r.priority, k.digest, k.schedule, k.jitter, k.anchor, k.job_id;
+    RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION forecast_job_updated() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    k record;
+BEGIN
+    IF OLD.status IN ('active', 'paused') THEN
+        k := forecast_key(OLD.spec, OLD.id, OLD.created_at);
+        INSERT INTO forecast_schedule_changes (tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, ids)
+        VALUES (OLD.tenant, OLD.status, OLD.priority, k.digest, k.schedule, k.jitter, k.anchor, k.job_id, -1, ARRAY[OLD.id]);
+    END IF;
+    IF NEW.status IN ('active', 'paused') THEN
+        k := forecast_key(NEW.spec, NEW.id, NEW.created_at);
+        INSERT INTO forecast_schedule_changes (tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, ids)
+        VALUES (NEW.tenant, NEW.status, NEW.priority, k.digest, k.schedule, k.jitter, k.anchor, k.job_id, 1, ARRAY[NEW.id]);
+    END IF;
+    RETURN NULL;
+END
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER forecast_jobs_inserted AFTER INSERT ON jobs
+    REFERENCING NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION forecast_jobs_inserted();
+CREATE TRIGGER forecast_jobs_deleted AFTER DELETE ON jobs
+    REFERENCING OLD TABLE AS old_jobs FOR EACH STATEMENT EXECUTE FUNCTION forecast_jobs_deleted();
+CREATE TRIGGER forecast_job_updated AFTER UPDATE OF status, spec, priority, tenant, created_at ON jobs
+    FOR EACH ROW
+    WHEN (OLD.status IS DISTINCT FROM NEW.status OR OLD.spec IS DISTINCT FROM NEW.spec
+          OR OLD.priority IS DISTINCT FROM NEW.priority OR OLD.tenant IS DISTINCT FROM NEW.tenant
+          OR OLD.created_at IS DISTINCT FROM NEW.created_at)
+    EXECUTE FUNCTION forecast_job_updated();
+
+-- The fill: every live job already stored, grouped.
+INSERT INTO forecast_schedules (tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, sample)
+SELECT r.tenant, r.status, r.priority, k.digest, k.schedule, k.jitter, k.anchor, k.job_id,
+       count(*), (array_agg(r.id ORDER BY r.id))[1:20]
+  FROM jobs AS r, LATERAL forecast_key(r.spec, r.id, r.created_at) AS k
+ WHERE r.status IN ('active', 'paused')
+ GROUP BY r.tenant, r.status, r.priority, k.digest, k.schedule, k.jitter, k.anchor, k.job_id;
+
+-- +goose Down
+DROP TRIGGER forecast_job_updated ON jobs;
+DROP TRIGGER forecast_jobs_deleted ON jobs;
+DROP TRIGGER forecast_jobs_inserted ON jobs;
+DROP FUNCTION forecast_job_updated();
+DROP FUNCTION forecast_jobs_deleted();
+DROP FUNCTION forecast_jobs_inserted();
+DROP TABLE forecast_schedule_changes;
+DROP TABLE forecast_schedules;
+DROP FUNCTION forecast_key(bytea, uuid, timestamptz);
+DROP FUNCTION forecast_parts(bytea);
