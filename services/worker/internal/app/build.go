@@ -559,8 +559,8 @@ func (b *builder) fireAndSettle(ctx context.Context, clk *clocks, rs redisSide, 
 	settling := settle.NewStage(settle.StageConfig{
 		Batch: cfg.SettleBatch, Linger: cfg.SettleLinger, Queue: settleQueue(executors), WorkerID: cfg.WorkerID, DoneTTL: cfg.DoneTTL,
 		MaxDeliveries: cfg.MaxDeliveries, RunningGrace: max(time.Minute, 3*cfg.LeaseTTL),
-		// Settled after the instant's requests: see settle.StageConfig.Firing.
-		Firing: func() bool { return st.queue.Len() > 0 },
+		// Settled after the instant's requests: see settle.StageConfig.Emptied.
+		Emptied: st.queue.Emptied,
 	}, sd)
 	fd := fire.Deps{
 		Queue: st.queue, Holder: st.fire, Prepare: st.prep, Settle: settling, Leaser: rs.leases, Target: out, Recorder: rec,

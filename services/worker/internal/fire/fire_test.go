@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -215,8 +214,8 @@ type rigConfig struct {
 	Executors, CriticalExecutors int
 	Settlers, SettleBatch        int
 	SettleLinger                 time.Duration
-	// Firing and MaxYield are settle.StageConfig's.
-	Firing   func() bool
+	// Emptied and MaxYield are settle.StageConfig's.
+	Emptied  func() <-chan struct{}
 	MaxYield time.Duration
 }
 
@@ -253,7 +252,7 @@ func newQueueRig(t *testing.T, q *readyq.Queue, executors int, fire func(ctx con
 func (r *rig) start(t *testing.T) {
 	t.Helper()
 	r.settle = settle.NewStage(settle.StageConfig{Settlers: r.cfg.Settlers, Batch: r.cfg.SettleBatch, Linger: r.cfg.SettleLinger, WorkerID: "w1",
-		RunningGrace: 3 * time.Minute, Firing: r.cfg.Firing, MaxYield: r.cfg.MaxYield},
+		RunningGrace: 3 * time.Minute, Emptied: r.cfg.Emptied, MaxYield: r.cfg.MaxYield},
 		settle.StageDeps{Leaser: r.leaser, Recorder: r.deps.Recorder, Settler: r.deps.Settler, Notifier: r.deps.Notifier, Marks: r.deps.Marks,
 			Target: r.target, Tracer: r.deps.Tracer, Clock: r.clk, Metrics: r.m, Logger: r.logger})
 	d := Deps{Queue: r.q, Holder: r.held, Prepare: r.stage, Settle: r.settle, Leaser: r.leaser, Target: r.target, Recorder: r.deps.Recorder,
@@ -707,13 +706,13 @@ func TestAttemptsEndingTogetherShareAMarkerCall(t *testing.T) {
 // after them: its marker call waits until the ready queue is empty, or
 // for MaxYield at most.
 func TestSettlingYieldsToWaitingFirings(t *testing.T) {
-	var firing atomic.Bool
+	firing := &emptySignal{}
 	fired := make(chan struct{}, 2)
 	r := newRig(t, 1, func(ctx context.Context, req target.Request) target.Result {
 		fired <- struct{}{}
 		return ok(ctx, req)
 	})
-	r.cfg.Firing, r.cfg.MaxYield = firing.Load, time.Second
+	r.cfg.Emptied, r.cfg.MaxYield = firing.Emptied, time.Second
 	r.start(t)
 	finishCalls := func() int {
 		r.leaser.mu.Lock()
@@ -747,6 +746,36 @@ func TestSettlingYieldsToWaitingFirings(t *testing.T) {
 	if waited := r.clk.Now().Sub(start); waited < time.Second-10*time.Millisecond {
 		t.Fatalf("settled after %v of yielding, want MaxYield (1s)", waited)
 	}
+}
+
+// emptySignal stands for the ready queue's Emptied: Store(true) says
+// firings wait, Store(false) that the executors took the last one.
+type emptySignal struct {
+	mu    sync.Mutex
+	empty chan struct{} // nil while nothing waits
+}
+
+func (e *emptySignal) Store(waiting bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case waiting && e.empty == nil:
+		e.empty = make(chan struct{})
+	case !waiting && e.empty != nil:
+		close(e.empty)
+		e.empty = nil
+	}
+}
+
+func (e *emptySignal) Emptied() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.empty == nil {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return e.empty
 }
 
 // advanceUntil moves the fake clock 2 ms at a time until the owner reports

@@ -83,7 +83,14 @@ type Queue struct {
 	// popped counts every item taken, for the drain rate the prepare
 	// stage admits leases by (Drained).
 	popped atomic.Uint64
+	// empty is closed when the queue next becomes empty; nil while nobody
+	// asked (Emptied).
+	empty chan struct{}
 }
+
+// closed is a channel that is always closed: Emptied's answer for a queue
+// that is empty already.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // Limits caps, out of a pool of executors, how many the less urgent
 // priorities may occupy, counting each priority with those below it, so a
@@ -209,6 +216,7 @@ func (q *Queue) TryPop() *work.Item {
 			q.running[i]++
 			q.n--
 			q.popped.Add(1)
+			q.signalEmpty()
 			depth, more := l.Len(), q.n > 0
 			q.mu.Unlock()
 			if more {
@@ -286,6 +294,7 @@ func (q *Queue) PopCritical(ctx context.Context) *work.Item {
 			q.running[0]++
 			q.n--
 			q.popped.Add(1)
+			q.signalEmpty()
 			depth, n = l.Len(), q.n
 		}
 		q.mu.Unlock()
@@ -306,6 +315,31 @@ func (q *Queue) PopCritical(ctx context.Context) *work.Item {
 		case <-ctx.Done():
 			return nil
 		}
+	}
+}
+
+// Emptied returns a channel closed once no item waits: at once if none
+// does now, else when the executors have taken the last one. It is how a
+// stage that gives way to firing (the settlers at a herd's instant) learns
+// the executors have caught up, without looking again and again.
+func (q *Queue) Emptied() <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.n == 0 {
+		return closed
+	}
+	if q.empty == nil {
+		q.empty = make(chan struct{})
+	}
+	return q.empty
+}
+
+// signalEmpty closes the Emptied channel once the last item is taken.
+// Called with q.mu held.
+func (q *Queue) signalEmpty() {
+	if q.n == 0 && q.empty != nil {
+		close(q.empty)
+		q.empty = nil
 	}
 }
 

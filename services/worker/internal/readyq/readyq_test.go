@@ -365,3 +365,47 @@ func TestPopWaitsForTheCapAndWakesOnDone(t *testing.T) {
 		t.Fatalf("Pop = %v, want the second LOW once the first was done", it)
 	}
 }
+
+// Emptied is closed at once for an empty queue and, for a queue with items,
+// exactly when the last one is taken, by Pop or PopCritical.
+func TestEmptiedClosesWhenTheLastItemIsTaken(t *testing.T) {
+	q := New()
+	isClosed := func(c <-chan struct{}) bool {
+		select {
+		case <-c:
+			return true
+		default:
+			return false
+		}
+	}
+	if !isClosed(q.Emptied()) {
+		t.Fatal("an empty queue's Emptied is open")
+	}
+	q.Push(item(med, 1))
+	q.Push(item(crit, 2))
+	c := q.Emptied()
+	if isClosed(c) {
+		t.Fatal("Emptied closed with two items waiting")
+	}
+	if it := q.PopCritical(context.Background()); it == nil || it.Seq != 2 {
+		t.Fatalf("PopCritical = %v, want item 2", it)
+	}
+	if isClosed(c) || isClosed(q.Emptied()) {
+		t.Fatal("Emptied closed with one item waiting")
+	}
+	if it := q.TryPop(); it == nil || it.Seq != 1 {
+		t.Fatalf("TryPop = %v, want item 1", it)
+	}
+	if !isClosed(c) {
+		t.Fatal("Emptied still open after the last item was taken")
+	}
+	// A queue filled again gives a new, open channel.
+	q.Push(item(low, 3))
+	if isClosed(q.Emptied()) {
+		t.Fatal("Emptied closed after a push")
+	}
+	q.Pop(context.Background())
+	if !isClosed(q.Emptied()) {
+		t.Fatal("Emptied open on an empty queue")
+	}
+}

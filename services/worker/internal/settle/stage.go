@@ -148,15 +148,16 @@ type StageConfig struct {
 	// MaxDeliveries is the poison threshold (for the ledger's wording; the
 	// lease store enforces it).
 	MaxDeliveries int
-	// Firing, when set, reports whether due firings wait for an executor
-	// (the ready queue is not empty). A gathered group then waits, up to
-	// MaxYield, before it is settled: at a herd's instant the requests go
-	// out first, and the markers, the Postgres consequences and the ledger
-	// records — which need no instant — come after them instead of taking
-	// the cores the requests wait for. Leases are held and renewed
-	// meanwhile; Queue should hold a herd's attempts, or the executors
-	// wait for room while the settlers yield.
-	Firing func() bool
+	// Emptied, when set, returns a channel closed once no due firing waits
+	// for an executor (the ready queue's Emptied). While one is open, a
+	// gathered group waits on it, up to MaxYield, before it is settled: at
+	// a herd's instant the requests go out first, and the markers, the
+	// Postgres consequences and the ledger records — which need no
+	// instant — come after them instead of taking the cores the requests
+	// wait for. Leases are held and renewed meanwhile; Queue should hold a
+	// herd's attempts, or the executors wait for room while the settlers
+	// yield.
+	Emptied func() <-chan struct{}
 	// MaxYield bounds how long a group waits while firings do
 	// (DefaultStageConfig's when zero).
 	MaxYield time.Duration
@@ -436,30 +437,26 @@ func (s *Stage) settleLoop() {
 	}
 }
 
-// yieldPoll is how often a yielding settler looks at the ready queue again.
-const yieldPoll = 2 * time.Millisecond
-
-// yield waits while due firings wait for an executor (StageConfig.Firing),
+// yield waits while due firings wait for an executor (StageConfig.Emptied),
 // up to MaxYield; not once the worker is stopping.
 func (s *Stage) yield() {
-	if s.cfg.Firing == nil || !s.cfg.Firing() {
+	if s.cfg.Emptied == nil {
 		return
+	}
+	emptied := s.cfg.Emptied()
+	select {
+	case <-emptied:
+		return
+	default:
 	}
 	start := s.clk.Now()
 	defer func() { s.m.SettleYield.Observe(s.clk.Now().Sub(start).Seconds()) }()
 	deadline := s.clk.NewTimer(s.cfg.MaxYield)
 	defer deadline.Stop()
-	for s.cfg.Firing() {
-		poll := s.clk.NewTimer(yieldPoll)
-		select {
-		case <-deadline.C():
-			poll.Stop()
-			return
-		case <-s.stopping.Done():
-			poll.Stop()
-			return
-		case <-poll.C():
-		}
+	select {
+	case <-emptied:
+	case <-deadline.C():
+	case <-s.stopping.Done():
 	}
 }
 
