@@ -49,7 +49,7 @@ type Metrics struct {
 	// stage.
 	SettleBatch prometheus.Histogram
 	// SettleYield observes how long a settle group waited for the due
-	// firings to go out first (settle.StageConfig.Firing).
+	// firings to go out first (settle.StageConfig.Emptied).
 	SettleYield prometheus.Histogram
 	// ReadyDepth is the ready queue's depth by priority.
 	ReadyDepth *prometheus.GaugeVec
