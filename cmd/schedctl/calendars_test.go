@@ -5,12 +5,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
@@ -24,34 +22,6 @@ type fakeCalendars struct {
 	updated *sundialv1.UpdateCalendarRequest
 	import_ *sundialv1.ImportCalendarRequest
 	deleted string
-	audit   *sundialv1.ListCalendarAuditRequest
-}
-
-func (f *fakeCalendars) ListCalendarAudit(_ context.Context, req *sundialv1.ListCalendarAuditRequest) (*sundialv1.ListCalendarAuditResponse, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.audit = req
-	return &sundialv1.ListCalendarAuditResponse{Entries: []*sundialv1.CalendarAuditEntry{
-		{Calendar: "us", Actor: "acme/ops", Action: "delete", Version: 3, Time: timestamppb.New(time.Date(2026, 11, 26, 5, 0, 0, 0, time.UTC)), Detail: "{}"},
-		{Calendar: "us", Actor: "acme/ops", Action: "create", Version: 1, Time: timestamppb.New(time.Date(2026, 11, 26, 4, 0, 0, 0, time.UTC)), Detail: `{"holidays": 2}`},
-	}, NextPageToken: "next"}, nil
-}
-
-func TestCalendarAudit(t *testing.T) {
-	f, addr := startFake(t)
-	code, out, stderr := run(t, addr, nil, "calendar audit", "us", "--page-size", "2")
-	if code != 0 || !strings.Contains(out, "2026-11-26T05:00:00Z  us        delete  3        acme/ops  -") ||
-		!strings.Contains(out, `create  1        acme/ops  {"holidays": 2}`) || !strings.Contains(stderr, "more: --page-token next") {
-		t.Fatalf("audit: %d\n%s%s", code, out, stderr)
-	}
-	f.cals.mu.Lock()
-	if f.cals.audit.GetName() != "us" || f.cals.audit.GetPageSize() != 2 {
-		t.Errorf("sent %v", f.cals.audit)
-	}
-	f.cals.mu.Unlock()
-	if code, _, stderr := run(t, addr, nil, "calendar audit", "a", "b"); code != 2 || !strings.Contains(stderr, "at most one") {
-		t.Fatalf("two names: %d %s", code, stderr)
-	}
 }
 
 func (f *fakeCalendars) CreateCalendar(_ context.Context, req *sundialv1.CreateCalendarRequest) (*sundialv1.CreateCalendarResponse, error) {

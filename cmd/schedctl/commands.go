@@ -177,9 +177,13 @@ func commands() []command {
 		{name: "backfill", usage: "[flags] JOB_ID --from T --to T",
 			summary: "Fire a job once for every slot of its schedule in a past range, paced (--dry-run lists the slots).",
 			run:     remoteCmd[backfillOpts]{flags: (*backfillOpts).register, run: runBackfill}},
-		{name: "audit", usage: "[flags] JOB_ID",
-			summary: "Show a job's audit trail, newest first: who changed what, when.",
-			run:     remoteCmd[auditOpts]{flags: (*auditOpts).register, run: runAudit}},
+		{name: "audit", usage: "[flags] [JOB_ID] [--kind job|token|signing-key|calendar]... [--actor A] [--subject S] [--since T] [--until T]",
+			summary: "Show who changed what and when across every trail your role may read, newest first.\n" +
+				"The trails: jobs (bulk actions, triggers, backfills, dead-letter re-drives, cancels, completions and purges\n" +
+				"among them), tokens, signing keys and calendars. Filter by kind, actor, subject and time; a JOB_ID is one\n" +
+				"job's trail (--kind job --subject JOB_ID). A platform operator names the tenant with --tenant.",
+			values: map[string][]string{"kind": auditKindWords()},
+			run:    remoteCmd[auditOpts]{flags: (*auditOpts).register, run: auditAs("", "JOB_ID")}},
 		{name: "calendar create", usage: "[flags] NAME [--holiday YYYY-MM-DD[=NAME]]... [--weekend SAT,SUN|none]",
 			summary: "Create a business calendar: holidays plus weekend days (default Saturday and Sunday).\n" +
 				"Jobs name it with --calendar; --calendar-policy says whether their instants on those days\n" +
@@ -201,9 +205,10 @@ func commands() []command {
 		{name: "calendar delete", usage: "[flags] NAME",
 			summary: "Delete a calendar; refused while a job that is not deleted uses it.",
 			run:     remoteCmd[noOpts]{run: runCalendarDelete}},
-		{name: "calendar audit", usage: "[flags] [NAME] [--page-size 100] [--page-token T]",
-			summary: "Show who created, updated, imported and deleted your calendars (or one's), newest first.",
-			run:     remoteCmd[calendarAuditOpts]{flags: (*calendarAuditOpts).register, run: runCalendarAudit}},
+		{name: "calendar audit", usage: "[flags] [NAME]",
+			summary: "Show who created, updated, imported and deleted your calendars (or one's), newest first.\n" +
+				"The same as schedctl audit --kind calendar [--subject NAME], with its flags.",
+			run: remoteCmd[auditOpts]{flags: (*auditOpts).register, run: auditAs("calendar", "NAME")}},
 		{name: "signing-key create", usage: "[flags]",
 			summary: "Show your tenant's webhook signing key, which its first job made (or make it now, before any job);\n" +
 				"the workers sign your requests with it. Prints the secret once: store it where your targets verify;\n" +
@@ -215,10 +220,10 @@ func commands() []command {
 			run: remoteCmd[rotateKeyOpts]{flags: (*rotateKeyOpts).register, run: runSigningKeyRotate}},
 		{name: "signing-key list", usage: "[flags]", summary: "List your valid signing keys (ids and validity, never secrets), the current first.",
 			run: remoteCmd[noOpts]{run: runSigningKeyList}},
-		{name: "signing-key audit", usage: "[flags] [--page-size 100] [--page-token T]",
+		{name: "signing-key audit", usage: "[flags]",
 			summary: "Show who created and rotated your tenant's signing keys, newest first (key ids, never secrets).\n" +
-				"A platform operator names the tenant with --tenant.",
-			run: remoteCmd[keyAuditOpts]{flags: (*keyAuditOpts).register, run: runSigningKeyAudit}},
+				"The same as schedctl audit --kind signing-key, with its flags. A platform operator names the tenant with --tenant.",
+			run: remoteCmd[auditOpts]{flags: (*auditOpts).register, run: auditAs("signing-key", "")}},
 		{name: "token create", usage: "[flags] NAME [--role admin|read-only|operator] [--ttl 720h]",
 			summary: "Make a bearer token for your tenant (an operator: an operator token), with a role and an optional expiry.\n" +
 				"Prints the token once: the api keeps only its argon2id hash.",
@@ -231,8 +236,9 @@ func commands() []command {
 			summary: "Revoke a token: every api replica refuses it within seconds, without a restart.",
 			run:     remoteCmd[noOpts]{run: runTokenRevoke}},
 		{name: "token audit", usage: "[flags]",
-			summary: "Show who created and revoked your tenant's tokens, newest first.",
-			run:     remoteCmd[tokenAuditOpts]{flags: (*tokenAuditOpts).register, run: runTokenAudit}},
+			summary: "Show who created and revoked your tenant's tokens, newest first.\n" +
+				"The same as schedctl audit --kind token, with its flags.",
+			run: remoteCmd[auditOpts]{flags: (*auditOpts).register, run: auditAs("token", "")}},
 		{name: "token denied", usage: "[flags] [--page-size 100] [--page-token T]",
 			summary: "Show calls the api refused (unknown, revoked or expired token; a role that may not), newest first,\n" +
 				"sampled per caller (MORE: how many more of that caller's the trail left out). An admin sees its tenant's\n" +

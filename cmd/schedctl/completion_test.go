@@ -206,7 +206,7 @@ func TestCompletionValuesAreAccepted(t *testing.T) {
 	base := map[string][]string{
 		"preview": {"--cron", "@daily", "--count", "1"}, "create": {}, "get": {"J1"}, "list": {}, "update": {"J1", "--name", "n"},
 		"pause": {"J1"}, "resume": {"J1"}, "delete": {"J1"}, "trigger": {"J1"}, "cancel": {"J1", "E1"}, "history": {"J1"}, "executions": {}, "forecast": {"--window", "1h"},
-		"server-preview": {"--cron", "@daily"}, "backfill": {"J1", "--from", "2h", "--to", "1h"}, "audit": {"J1"},
+		"server-preview": {"--cron", "@daily"}, "backfill": {"J1", "--from", "2h", "--to", "1h"}, "audit": {},
 		"dlq list": {}, "dlq show": {"E1"}, "dlq redrive": {"--all"},
 		"calendar create": {"c1"}, "calendar update": {"c1"}, "calendar import": {"c1", "testdata/holidays.ics"},
 		"calendar list": {}, "calendar show": {"c1"}, "calendar delete": {"c1"}, "calendar audit": {},

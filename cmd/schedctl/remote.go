@@ -60,6 +60,7 @@ type remote struct {
 	keys    sundialv1.SigningKeyServiceClient
 	tokens  sundialv1.TokenServiceClient
 	fcast   sundialv1.ForecastServiceClient
+	audit   sundialv1.AuditServiceClient
 	output  string // "table" or "json"
 	timeout time.Duration
 }
@@ -235,7 +236,8 @@ func runRemote(ctx context.Context, cio cmdIO, fs *flag.FlagSet, cf *connFlags, 
 	defer conn.Close()
 	r := &remote{io: cio, client: sundialv1.NewJobServiceClient(conn), dlq: sundialv1.NewDeadLetterServiceClient(conn),
 		cals: sundialv1.NewCalendarServiceClient(conn), keys: sundialv1.NewSigningKeyServiceClient(conn),
-		tokens: sundialv1.NewTokenServiceClient(conn), fcast: sundialv1.NewForecastServiceClient(conn), output: cf.output, timeout: cf.timeout}
+		tokens: sundialv1.NewTokenServiceClient(conn), fcast: sundialv1.NewForecastServiceClient(conn),
+		audit: sundialv1.NewAuditServiceClient(conn), output: cf.output, timeout: cf.timeout}
 	if err := run(ctx, r); err != nil {
 		if errors.Is(err, errUsage) {
 			fmt.Fprintf(cio.Stderr, "%s: %v\n", name, err)

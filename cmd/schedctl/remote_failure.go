@@ -135,57 +135,6 @@ func runBackfill(ctx context.Context, r *remote, o *backfillOpts, args []string)
 	return nil
 }
 
-type auditOpts struct {
-	pageSize  int
-	pageToken string
-	all       bool
-}
-
-func (o *auditOpts) register(fs *flag.FlagSet) {
-	fs.IntVar(&o.pageSize, "page-size", 100, "entries per page (at most 1000)")
-	fs.StringVar(&o.pageToken, "page-token", "", "continue from a previous page")
-	fs.BoolVar(&o.all, "all", false, "follow every page")
-}
-
-func runAudit(ctx context.Context, r *remote, o *auditOpts, args []string) error {
-	id, err := oneID(args, "JOB_ID")
-	if err != nil {
-		return err
-	}
-	req := &sundialv1.ListJobAuditRequest{Id: id, PageSize: int32(o.pageSize), PageToken: o.pageToken}
-	var entries []*sundialv1.AuditEntry
-	next := ""
-	for {
-		cctx, cancel := r.call(ctx)
-		resp, err := r.client.ListJobAudit(cctx, req)
-		cancel()
-		if err != nil {
-			return err
-		}
-		entries = append(entries, resp.GetEntries()...)
-		next = resp.GetNextPageToken()
-		if !o.all || next == "" {
-			break
-		}
-		req.PageToken = next
-	}
-	if r.output == "json" {
-		return r.printJSON(&sundialv1.ListJobAuditResponse{Entries: entries, NextPageToken: next})
-	}
-	tw := tabwriter.NewWriter(r.io.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tACTION\tVERSION\tACTOR\tDETAIL")
-	for _, e := range entries {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", instant(e.GetTime()), e.GetAction(), e.GetVersion(), e.GetActor(), orDash(truncate(e.GetDetail(), 100)))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if next != "" {
-		fmt.Fprintf(r.io.Stderr, "more entries: --page-token %s (or --all)\n", next)
-	}
-	return nil
-}
-
 type dlqListOpts struct {
 	filter    dlqFilterFlags
 	pageSize  int

@@ -62,18 +62,6 @@ func (f *fakeAPI) BackfillJob(_ context.Context, req *sundialv1.BackfillJobReque
 		LastReleaseTime: timestamppb.New(fakeNow.Add(100 * time.Millisecond))}, nil
 }
 
-func (f *fakeAPI) ListJobAudit(_ context.Context, req *sundialv1.ListJobAuditRequest) (*sundialv1.ListJobAuditResponse, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.audits = append(f.audits, req)
-	if req.GetPageToken() == "" {
-		return &sundialv1.ListJobAuditResponse{Entries: []*sundialv1.AuditEntry{{JobId: req.GetId(), Action: "pause", Actor: "acme/ops", Version: 2,
-			Time: timestamppb.New(fakeNow), Detail: `{"dropped_firings":2}`}}, NextPageToken: "a2"}, nil
-	}
-	return &sundialv1.ListJobAuditResponse{Entries: []*sundialv1.AuditEntry{{JobId: req.GetId(), Action: "create", Actor: "acme/ops", Version: 1,
-		Time: timestamppb.New(fakeNow.Add(-time.Hour)), Detail: `{}`}}}, nil
-}
-
 func TestDLQList(t *testing.T) {
 	f, addr := startFake(t)
 	code, out, stderr := run(t, addr, nil, "dlq list", "--job", "J1", "--since", "24h", "--until", "2026-11-22T11:00:00Z",
@@ -175,25 +163,6 @@ func TestBackfill(t *testing.T) {
 		if code, _, stderr := run(t, addr, nil, args...); code != 2 {
 			t.Errorf("%s: exit %d, want 2 (%s)", name, code, stderr)
 		}
-	}
-}
-
-func TestAudit(t *testing.T) {
-	f, addr := startFake(t)
-	code, out, stderr := run(t, addr, nil, "audit", "J1", "--all")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
-	if len(f.audits) != 2 || f.audits[1].GetPageToken() != "a2" {
-		t.Fatalf("requests: %v", f.audits)
-	}
-	if !strings.Contains(out, "pause") || !strings.Contains(out, "acme/ops") || !strings.Contains(out, `{"dropped_firings":2}`) ||
-		strings.Index(out, "pause") > strings.Index(out, "create") {
-		t.Fatalf("table:\n%s", out)
-	}
-	code, _, stderr = run(t, addr, nil, "audit", "J1")
-	if code != 0 || !strings.Contains(stderr, "--page-token a2") {
-		t.Fatalf("one page: %d %s", code, stderr)
 	}
 }
 

@@ -30,11 +30,12 @@ import (
 var fakeNow = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
 type fakeAPI struct {
-	dlq  fakeDLQ
-	jobs fakeJobCalls  // remote_jobs_test.go
-	cals fakeCalendars // calendars_test.go
-	keys fakeKeys      // signingkeys_test.go
-	toks fakeTokens    // tokens_test.go
+	dlq   fakeDLQ
+	jobs  fakeJobCalls  // remote_jobs_test.go
+	cals  fakeCalendars // calendars_test.go
+	keys  fakeKeys      // signingkeys_test.go
+	toks  fakeTokens    // tokens_test.go
+	audit fakeAudit     // audit_test.go
 
 	sundialv1.UnimplementedJobServiceServer
 	mu       sync.Mutex
@@ -42,7 +43,6 @@ type fakeAPI struct {
 	update   *sundialv1.UpdateJobRequest
 	lists    []*sundialv1.ListJobsRequest
 	backfill *sundialv1.BackfillJobRequest
-	audits   []*sundialv1.ListJobAuditRequest
 	tenant   string
 }
 
@@ -97,6 +97,7 @@ func startFake(t *testing.T) (*fakeAPI, string) {
 	sundialv1.RegisterSigningKeyServiceServer(srv, &f.keys)
 	sundialv1.RegisterTokenServiceServer(srv, &f.toks)
 	sundialv1.RegisterForecastServiceServer(srv, fakeForecast{})
+	sundialv1.RegisterAuditServiceServer(srv, &f.audit)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

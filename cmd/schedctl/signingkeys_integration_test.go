@@ -40,7 +40,7 @@ func TestIntegrationSigningKeyCommands(t *testing.T) {
 	out, _ = do("signing-key", "audit")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 3 || !strings.Contains(lines[1], "rotate") || !strings.Contains(lines[1], second) || !strings.Contains(lines[1], "acme/cli") ||
-		!strings.Contains(lines[1], "previous_key_id="+first) || !strings.Contains(lines[2], "create") || !strings.Contains(lines[2], first) ||
+		!strings.Contains(lines[1], `"previous_key_id": "`+first+`"`) || !strings.Contains(lines[2], "create") || !strings.Contains(lines[2], first) ||
 		strings.Contains(out, "sdk_") {
 		t.Fatalf("audit:\n%s", out)
 	}

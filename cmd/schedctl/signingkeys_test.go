@@ -21,7 +21,6 @@ type fakeKeys struct {
 	mu     sync.Mutex
 	create *sundialv1.CreateSigningKeyRequest
 	rotate *sundialv1.RotateSigningKeyRequest
-	audit  *sundialv1.ListSigningKeyAuditRequest
 }
 
 var (
@@ -48,31 +47,6 @@ func (f *fakeKeys) RotateSigningKey(_ context.Context, req *sundialv1.RotateSign
 
 func (f *fakeKeys) ListSigningKeys(context.Context, *sundialv1.ListSigningKeysRequest) (*sundialv1.ListSigningKeysResponse, error) {
 	return &sundialv1.ListSigningKeysResponse{Keys: []*sundialv1.SigningKey{fakeCur, fakePrev}}, nil
-}
-
-func (f *fakeKeys) ListSigningKeyAudit(_ context.Context, req *sundialv1.ListSigningKeyAuditRequest) (*sundialv1.ListSigningKeyAuditResponse, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.audit = req
-	return &sundialv1.ListSigningKeyAuditResponse{Entries: []*sundialv1.SigningKeyAuditEntry{
-		{KeyId: "k2", Actor: "acme/ops", Action: "rotate", Time: timestamppb.New(fakeKeyNow), Detail: map[string]string{"previous_key_id": "k1"}},
-	}, NextPageToken: "next-page"}, nil
-}
-
-func TestSigningKeyAuditCommand(t *testing.T) {
-	f, addr := startFake(t)
-	code, out, stderr := run(t, addr, nil, "signing-key audit", "--page-size", "5", "--page-token", "p2")
-	if code != 0 || !strings.Contains(out, "2026-11-26T05:00:00Z  rotate  k2      acme/ops  previous_key_id=k1") || !strings.Contains(stderr, "more: --page-token next-page") {
-		t.Fatalf("audit: %d\n%s%s", code, out, stderr)
-	}
-	f.keys.mu.Lock()
-	if f.keys.audit.GetPageSize() != 5 || f.keys.audit.GetPageToken() != "p2" {
-		t.Errorf("sent %v", f.keys.audit)
-	}
-	f.keys.mu.Unlock()
-	if code, _, stderr := run(t, addr, nil, "signing-key audit", "extra"); code != 2 || !strings.Contains(stderr, "no arguments") {
-		t.Fatalf("with an argument: %d %s", code, stderr)
-	}
 }
 
 func TestSigningKeyCommands(t *testing.T) {

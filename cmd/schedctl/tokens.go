@@ -7,8 +7,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"sort"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -155,40 +153,4 @@ type tokenAuditOpts struct {
 func (o *tokenAuditOpts) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.pageSize, "page-size", 100, "entries per page (at most 1000)")
 	fs.StringVar(&o.pageToken, "page-token", "", "continue from a previous page")
-}
-
-func runTokenAudit(ctx context.Context, r *remote, o *tokenAuditOpts, args []string) error {
-	if len(args) != 0 {
-		return usagef("takes no arguments, got %d", len(args))
-	}
-	ctx, cancel := r.call(ctx)
-	defer cancel()
-	resp, err := r.tokens.ListTokenAudit(ctx, &sundialv1.ListTokenAuditRequest{PageSize: int32(o.pageSize), PageToken: o.pageToken})
-	if err != nil {
-		return err
-	}
-	if r.output == "json" {
-		return r.printJSON(resp)
-	}
-	tw := tabwriter.NewWriter(r.io.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tACTION\tTOKEN\tACTOR\tDETAIL")
-	for _, e := range resp.GetEntries() {
-		keys := make([]string, 0, len(e.GetDetail()))
-		for k := range e.GetDetail() {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		detail := make([]string, len(keys))
-		for i, k := range keys {
-			detail[i] = k + "=" + e.GetDetail()[k]
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", instant(e.GetTime()), e.GetAction(), e.GetTokenId(), e.GetActor(), orDash(strings.Join(detail, " ")))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if resp.GetNextPageToken() != "" {
-		fmt.Fprintf(r.io.Stderr, "more: --page-token %s\n", resp.GetNextPageToken())
-	}
-	return nil
 }
