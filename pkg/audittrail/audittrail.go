@@ -6,9 +6,10 @@
 // Queue, for a pgx.Batch; InsertFrom for a set-based statement that
 // audits many rows at once) inside the change's own transaction, so a
 // trail holds exactly the changes that committed; Trail to page one
-// trail by its sequence, as the per-trail RPCs always have; List for
-// every trail merged, newest first, filtered by kind, actor and time,
-// paged by one keyset Cursor.
+// trail by its sequence, as the deprecated per-trail RPCs always have;
+// List for every trail merged, newest first, filtered by kind, actor,
+// subject and time, paged by one keyset Cursor (the api's ListAudit and
+// the console's audit page).
 //
 // Detail is a JSON object that never holds a value that may be a secret
 // (header values, payloads, key material): a caller records the paths it
