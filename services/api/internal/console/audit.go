@@ -13,22 +13,12 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/audittrail"
-	"github.com/sundialhq/sundial/pkg/auth"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/services/api/internal/server"
 )
 
 // auditPage is how many entries one page of the audit view shows.
 const auditPage = 50
-
-// auditKindReads names the call each trail's reading is allowed as: a
-// role sees in the merged view exactly the trails it may read over the
-// api (a read-only token no token trail).
-var auditKindReads = map[audittrail.Kind]string{
-	audittrail.KindJob:        "/sundial.v1.JobService/ListJobAudit",
-	audittrail.KindToken:      "/sundial.v1.TokenService/ListTokenAudit",
-	audittrail.KindSigningKey: "/sundial.v1.SigningKeyService/ListSigningKeyAudit",
-	audittrail.KindCalendar:   "/sundial.v1.CalendarService/ListCalendarAudit",
-}
 
 // auditRow is one entry of the merged view, with where it links: a job
 // to its page (by name while it exists); a token, signing key or
@@ -112,18 +102,9 @@ func (f auditFilter) query(s *session) (audittrail.Query, error) {
 	} else if f.Subject != "" {
 		return q, errors.New("subject: needs a kind")
 	}
-	// Keep to the trails the session's role may read.
-	kinds := q.Kinds
-	if len(kinds) == 0 {
-		kinds = audittrail.Kinds
-	}
-	q.Kinds = nil
-	for _, k := range kinds {
-		if auth.Allowed(s.role, auditKindReads[k]) == nil {
-			q.Kinds = append(q.Kinds, k)
-		}
-	}
-	if len(q.Kinds) == 0 {
+	// Keep to the trails the session's role may read: the rule
+	// AuditService.ListAudit enforces (a read-only token no token trail).
+	if q.Kinds = server.ReadableTrails(s.role, q.Kinds); len(q.Kinds) == 0 {
 		return q, status.Errorf(codes.PermissionDenied, "kind: role %s may not read the %s trail", s.role, f.Kind)
 	}
 	return q, nil
