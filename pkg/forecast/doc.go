@@ -20,6 +20,12 @@
 // enumerations plus one map update per job; BenchmarkForecast10M measures
 // it (docs/benchmarks.md).
 //
+// A caller that already knows how many jobs share a schedule (the api
+// reads the per-schedule counts Postgres keeps, migration 00027) passes
+// them with Decoder.Count and Builder.AddN: one call per (tenant,
+// priority, jitter, schedule), with a few of the jobs' ids to list, the
+// same forecast as adding the jobs one by one.
+//
 // What bounds the time is therefore the number of distinct schedules and
 // their firings in the window, and two caps hold it: MaxSchedules (distinct
 // Keys evaluated) and MaxFirings (Next calls in all). Keys are evaluated in

@@ -33,99 +33,6 @@
 -- and deleted jobs, which are not counted: the trigger finds nothing).
 
 -- +goose Up
--- +goose StatementBegin
--- forecast_parts reads a stored job spec's schedule and max_jitter fields
--- (a field met twice is the concatenation of both, protobuf's merge) and
--- whether the schedule counts from the creation instant (anchored) or
--- hashes H from the job's id (hashed), as pkg/forecast's Decoder does.
-CREATE FUNCTION forecast_parts(spec bytea, OUT schedule bytea, OUT jitter bytea, OUT anchored boolean, OUT hashed boolean)
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
-DECLARE
-    -- level 0: the Job; level 1: the Schedule; level 2: one of its
-    -- additional_schedules.
-    buf bytea := spec;
-    pos int := 0;
-    n int;
-    tag bigint;
-    len bigint;
-    b int;
-    sh int;
-    num int;
-    wt int;
-    extras bytea[] := '{}';
-    level int := 0;
-    has_start boolean := false;
-    anchoring boolean := false;
-    cron text;
-BEGIN
-    schedule := ''::bytea;
-    jitter := ''::bytea;
-    hashed := false;
-    LOOP
-        n := length(buf);
-        WHILE pos < n LOOP
-            tag := 0; sh := 0;
-            LOOP
-                b := get_byte(buf, pos); pos := pos + 1;
-                tag := tag | ((b & 127)::bigint << sh);
-                EXIT WHEN b < 128;
-                sh := sh + 7;
-            END LOOP;
-            num := (tag >> 3)::int; wt := (tag & 7)::int;
-            IF wt = 0 THEN
-                LOOP b := get_byte(buf, pos); pos := pos + 1; EXIT WHEN b < 128; END LOOP;
-            ELSIF wt = 1 THEN
-                pos := pos + 8;
-            ELSIF wt = 5 THEN
-                pos := pos + 4;
-            ELSIF wt = 2 THEN
-                len := 0; sh := 0;
-                LOOP
-                    b := get_byte(buf, pos); pos := pos + 1;
-                    len := len | ((b & 127)::bigint << sh);
-                    EXIT WHEN b < 128;
-                    sh := sh + 7;
-                END LOOP;
-                IF level = 0 THEN
-                    IF num = 5 THEN
-                        schedule := schedule || substr(buf, pos + 1, len::int);
-                    ELSIF num = 13 THEN
-                        jitter := jitter || substr(buf, pos + 1, len::int);
-                    END IF;
-                ELSE
-                    IF num = 1 THEN -- cron
-                        cron := convert_from(substr(buf, pos + 1, len::int), 'UTF8');
-                        -- jobspec.Hashed: a list item of a field starts with H.
-                        IF cron ~ '(^|[[:space:],])[Hh]' THEN
-                            hashed := true;
-                        END IF;
-                    ELSIF num = 3 OR num = 9 THEN -- interval, rrule
-                        anchoring := true;
-                    ELSIF num = 5 AND level = 1 THEN -- start_time
-                        has_start := true;
-                    ELSIF num = 12 AND level = 1 THEN -- additional_schedules
-                        extras := extras || substr(buf, pos + 1, len::int);
-                    END IF;
-                END IF;
-                pos := pos + len::int;
-            ELSE
-                RAISE EXCEPTION 'forecast_parts: wire type % at byte %', wt, pos;
-            END IF;
-        END LOOP;
-        IF level = 0 THEN
-            level := 1; buf := schedule;
-        ELSIF cardinality(extras) > 0 THEN
-            level := 2; buf := extras[1]; extras := extras[2:];
-        ELSE
-            EXIT;
-        END IF;
-        pos := 0;
-    END LOOP;
-    anchored := anchoring AND NOT has_start;
-END
-$$;
--- +goose StatementEnd
-
 CREATE TABLE forecast_schedules (
     tenant    text        NOT NULL,
     status    text        NOT NULL, -- 'active' or 'paused'
@@ -156,25 +63,119 @@ CREATE TABLE forecast_schedule_changes (
 );
 
 -- +goose StatementBegin
--- forecast_key is the forecast_schedules key columns of one job.
+-- forecast_key is the forecast_schedules key of the job whose stored spec
+-- is spec: it reads the spec's schedule (field 5) and max_jitter (field
+-- 13) — a field met twice is the concatenation of both, protobuf's merge
+-- — and, inside the schedule and its additional_schedules, whether it
+-- counts from the creation instant (an interval or rrule without a
+-- start_time: anchor) or has a cron item starting with H (jobspec.Hashed:
+-- job_id), as pkg/forecast's Decoder does. It runs for every job written
+-- (about 30 µs; docs/benchmarks.md), so it reads the bytes once with
+-- one-byte tags and lengths taken without a loop, and stops at the Job's
+-- first field past 13: the api encodes specs with proto.Marshal, which
+-- writes fields in field-number order.
 CREATE FUNCTION forecast_key(spec bytea, id uuid, created timestamptz,
     OUT digest bytea, OUT schedule bytea, OUT jitter bytea, OUT anchor timestamptz, OUT job_id uuid)
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
 DECLARE
-    p record;
+    -- level 0: the Job; 1: its Schedule; 2: one of additional_schedules.
+    buf bytea := spec;
+    pos int := 0;
+    n int := length(spec);
+    b int;
+    t bigint;
+    sh int;
+    num bigint;
+    wt int;
+    len int;
+    level int := 0;
+    extras bytea[] := '{}';
+    has_start boolean := false;
+    anchoring boolean := false;
+    hashed boolean := false;
 BEGIN
-    p := forecast_parts(spec);
-    schedule := p.schedule;
-    jitter := p.jitter;
-    IF p.anchored THEN
+    schedule := ''::bytea;
+    jitter := ''::bytea;
+    LOOP
+        WHILE pos < n LOOP
+            b := get_byte(buf, pos);
+            pos := pos + 1;
+            IF b < 128 THEN
+                num := b >> 3; wt := b & 7;
+            ELSE
+                t := b & 127; sh := 7;
+                LOOP
+                    b := get_byte(buf, pos); pos := pos + 1;
+                    t := t | ((b & 127)::bigint << sh);
+                    EXIT WHEN b < 128;
+                    sh := sh + 7;
+                END LOOP;
+                num := t >> 3; wt := (t & 7)::int;
+            END IF;
+            EXIT WHEN level = 0 AND num > 13;
+            IF wt = 2 THEN
+                b := get_byte(buf, pos);
+                pos := pos + 1;
+                IF b < 128 THEN
+                    len := b;
+                ELSE
+                    len := b & 127; sh := 7;
+                    LOOP
+                        b := get_byte(buf, pos); pos := pos + 1;
+                        len := len | ((b & 127) << sh);
+                        EXIT WHEN b < 128;
+                        sh := sh + 7;
+                    END LOOP;
+                END IF;
+                IF level = 0 THEN
+                    IF num = 5 THEN
+                        schedule := schedule || substr(buf, pos + 1, len);
+                    ELSIF num = 13 THEN
+                        jitter := jitter || substr(buf, pos + 1, len);
+                    END IF;
+                ELSIF num = 1 THEN -- cron
+                    IF convert_from(substr(buf, pos + 1, len), 'UTF8') ~ '(^|[[:space:],])[Hh]' THEN
+                        hashed := true;
+                    END IF;
+                ELSIF num = 3 OR num = 9 THEN -- interval, rrule
+                    anchoring := true;
+                ELSIF level = 1 AND num = 5 THEN -- start_time
+                    has_start := true;
+                ELSIF level = 1 AND num = 12 THEN -- additional_schedules
+                    extras := extras || substr(buf, pos + 1, len);
+                END IF;
+                pos := pos + len;
+            ELSIF wt = 0 THEN
+                LOOP
+                    b := get_byte(buf, pos); pos := pos + 1;
+                    EXIT WHEN b < 128;
+                END LOOP;
+            ELSIF wt = 1 THEN
+                pos := pos + 8;
+            ELSIF wt = 5 THEN
+                pos := pos + 4;
+            ELSE
+                RAISE EXCEPTION 'forecast_key: job %: wire type % at byte %', id, wt, pos;
+            END IF;
+        END LOOP;
+        IF level = 0 THEN
+            level := 1; buf := schedule;
+        ELSIF cardinality(extras) > 0 THEN
+            level := 2; buf := extras[1]; extras := extras[2:];
+        ELSE
+            EXIT;
+        END IF;
+        pos := 0;
+        n := length(buf);
+    END LOOP;
+    IF anchoring AND NOT has_start THEN
         anchor := date_trunc('second', created);
     END IF;
-    IF p.hashed THEN
+    IF hashed THEN
         job_id := id;
     END IF;
-    digest := sha256(p.schedule || '\x00'::bytea || p.jitter || '\x00'::bytea
-        || convert_to(coalesce(extract(epoch FROM anchor)::bigint::text, ''), 'UTF8') || '\x00'::bytea
-        || convert_to(coalesce(job_id::text, ''), 'UTF8'));
+    digest := sha256(schedule || '\x00'::bytea || jitter || '\x00'::bytea
+        || convert_to(coalesce(extract(epoch FROM anchor)::bigint::text, '') || '/' || coalesce(job_id::text, ''), 'UTF8'));
 END
 $$;
 
@@ -204,15 +205,28 @@ $$;
 
 CREATE FUNCTION forecast_job_updated() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
+    o record;
     k record;
+    counted_old boolean := OLD.status IN ('active', 'paused');
+    counted_new boolean := NEW.status IN ('active', 'paused');
 BEGIN
-    IF OLD.status IN ('active', 'paused') THEN
-        k := forecast_key(OLD.spec, OLD.id, OLD.created_at);
-        INSERT INTO forecast_schedule_changes (tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, ids)
-        VALUES (OLD.tenant, OLD.status, OLD.priority, k.digest, k.schedule, k.jitter, k.anchor, k.job_id, -1, ARRAY[OLD.id]);
+    IF counted_old THEN
+        o := forecast_key(OLD.spec, OLD.id, OLD.created_at);
     END IF;
-    IF NEW.status IN ('active', 'paused') THEN
+    IF counted_new THEN
         k := forecast_key(NEW.spec, NEW.id, NEW.created_at);
+    END IF;
+    -- An edit that keeps the job's key (its name, target, retries...)
+    -- changes no count.
+    IF counted_old AND counted_new AND OLD.tenant = NEW.tenant AND OLD.status = NEW.status
+       AND OLD.priority = NEW.priority AND o.digest = k.digest THEN
+        RETURN NULL;
+    END IF;
+    IF counted_old THEN
+        INSERT INTO forecast_schedule_changes (tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, ids)
+        VALUES (OLD.tenant, OLD.status, OLD.priority, o.digest, o.schedule, o.jitter, o.anchor, o.job_id, -1, ARRAY[OLD.id]);
+    END IF;
+    IF counted_new THEN
         INSERT INTO forecast_schedule_changes (tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, ids)
         VALUES (NEW.tenant, NEW.status, NEW.priority, k.digest, k.schedule, k.jitter, k.anchor, k.job_id, 1, ARRAY[NEW.id]);
     END IF;
@@ -250,4 +264,3 @@ DROP FUNCTION forecast_jobs_inserted();
 DROP TABLE forecast_schedule_changes;
 DROP TABLE forecast_schedules;
 DROP FUNCTION forecast_key(bytea, uuid, timestamptz);
-DROP FUNCTION forecast_parts(bytea);

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -46,14 +47,33 @@ type foldedChange struct {
 	added, removed   []uuid.UUID
 }
 
-// foldSQL adds one key's net change to its row; the sample keeps none of
-// the jobs removed ($11) and takes the ones added, up to 20.
-const foldSQL = `
+// The fold's three statements, each over every key changed (parallel
+// arrays, one element per key, in key order, so two folds would take the
+// rows' locks in the same order): the jobs removed leave the rows'
+// samples, the net changes are added (with up to 20 of the jobs added,
+// while there is room), and rows left with no jobs are deleted. A sample
+// travels as its ids joined by commas: arrays of arrays must be even.
+const (
+	foldUnsampleSQL = `
+UPDATE forecast_schedules AS f
+   SET sample = ARRAY(SELECT x FROM unnest(f.sample) AS x WHERE x <> ALL(string_to_array(u.removed, ',')::uuid[]))
+  FROM unnest($1::text[], $2::text[], $3::int2[], $4::bytea[], $5::text[]) AS u(tenant, status, priority, digest, removed)
+ WHERE f.tenant = u.tenant AND f.status = u.status AND f.priority = u.priority AND f.digest = u.digest`
+	foldAddSQL = `
 INSERT INTO forecast_schedules AS f (tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, sample)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+SELECT u.tenant, u.status, u.priority, u.digest, u.schedule, u.jitter, u.anchor, u.job_id, u.jobs,
+       coalesce(string_to_array(nullif(u.sample, ''), ',')::uuid[], '{}')
+  FROM unnest($1::text[], $2::text[], $3::int2[], $4::bytea[], $5::bytea[], $6::bytea[], $7::timestamptz[], $8::uuid[], $9::int8[], $10::text[])
+       WITH ORDINALITY AS u(tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, sample, n)
+ ORDER BY u.n
 ON CONFLICT (tenant, status, priority, digest) DO UPDATE
    SET jobs = f.jobs + EXCLUDED.jobs,
-       sample = ARRAY(SELECT x FROM unnest(f.sample || EXCLUDED.sample) AS x WHERE x <> ALL($11::uuid[]) LIMIT 20)`
+       sample = (f.sample || EXCLUDED.sample)[1:20]`
+	foldDropSQL = `
+DELETE FROM forecast_schedules AS f
+ USING unnest($1::text[], $2::text[], $3::int2[], $4::bytea[]) AS u(tenant, status, priority, digest)
+ WHERE f.tenant = u.tenant AND f.status = u.status AND f.priority = u.priority AND f.digest = u.digest AND f.jobs <= 0`
+)
 
 // ForEachForecastCount calls fn with each row of forecast_schedules for
 // tenant's (every tenant's for AllTenants) active jobs, of priority when
@@ -150,27 +170,48 @@ func foldForecastChanges(ctx context.Context, tx pgx.Tx) error {
 		return cmp.Or(cmp.Compare(a.tenant, b.tenant), cmp.Compare(a.status, b.status),
 			cmp.Compare(a.priority, b.priority), slices.Compare(a.digest, b.digest))
 	})
-	batch := &pgx.Batch{}
-	for _, f := range folded {
+	n := len(folded)
+	var (
+		tenants, statuses = make([]string, n), make([]string, n)
+		priorities        = make([]int16, n)
+		digests, scheds   = make([][]byte, n), make([][]byte, n)
+		jitters           = make([][]byte, n)
+		anchors           = make([]*time.Time, n)
+		jobIDs            = make([]*uuid.UUID, n)
+		jobs              = make([]int64, n)
+		samples, removals = make([]string, n), make([]string, n)
+		unsample          bool
+	)
+	for i, f := range folded {
 		removed := make(map[uuid.UUID]bool, len(f.removed))
 		for _, id := range f.removed {
 			removed[id] = true
 		}
-		sample := make([]uuid.UUID, 0, 20)
+		var sample []string
 		for _, id := range f.added {
 			if !removed[id] && len(sample) < 20 {
-				sample = append(sample, id)
+				sample = append(sample, id.String())
 			}
 		}
-		if f.removed == nil {
-			f.removed = []uuid.UUID{}
+		var gone []string
+		for id := range removed {
+			gone = append(gone, id.String())
 		}
-		batch.Queue(foldSQL, f.tenant, f.status, f.priority, f.digest, f.schedule, f.jitter, f.anchor, f.jobID, f.jobs, sample, f.removed)
-		batch.Queue(`DELETE FROM forecast_schedules WHERE tenant = $1 AND status = $2 AND priority = $3 AND digest = $4 AND jobs <= 0`,
-			f.tenant, f.status, f.priority, f.digest)
+		unsample = unsample || len(gone) > 0
+		tenants[i], statuses[i], priorities[i], digests[i] = f.tenant, f.status, f.priority, f.digest
+		scheds[i], jitters[i], anchors[i], jobIDs[i], jobs[i] = f.schedule, f.jitter, f.anchor, f.jobID, f.jobs
+		samples[i], removals[i] = strings.Join(sample, ","), strings.Join(gone, ",")
 	}
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return fmt.Errorf("store: forecast fold: %w", err)
+	if unsample {
+		if _, err := tx.Exec(ctx, foldUnsampleSQL, tenants, statuses, priorities, digests, removals); err != nil {
+			return fmt.Errorf("store: forecast fold: samples: %w", err)
+		}
+	}
+	if _, err := tx.Exec(ctx, foldAddSQL, tenants, statuses, priorities, digests, scheds, jitters, anchors, jobIDs, jobs, samples); err != nil {
+		return fmt.Errorf("store: forecast fold: counts: %w", err)
+	}
+	if _, err := tx.Exec(ctx, foldDropSQL, tenants, statuses, priorities, digests); err != nil {
+		return fmt.Errorf("store: forecast fold: empty rows: %w", err)
 	}
 	return nil
 }
