@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/forecast"
+	"github.com/sundialhq/sundial/pkg/jobcompletion"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/apitest"
 )
@@ -25,9 +27,10 @@ import (
 // their creation, a recurrence rule, a one-off, additional schedules, four
 // priorities, two tenants. After each write path — CreateJob, a CreateJobs
 // batch, UpdateJob changing the schedule and the jitter, pause and resume,
-// DeleteJob, bulk pause, resume and delete — the two are compared field by
-// field, and the table's active and paused totals are compared with the
-// jobs.
+// DeleteJob, bulk pause, resume and delete, and the writers beside the
+// api (pkg/jobcompletion completing a job, a row deleted outright) — the
+// two are compared field by field, and the table's active and paused
+// totals are compared with the jobs.
 func TestIntegrationForecastCountsFollowWrites(t *testing.T) {
 	from := time.Now().UTC().Truncate(time.Hour).Add(time.Hour)
 	api := apitest.Start(t, apitest.Options{ForecastClock: fixedClock{at: from}})
@@ -176,6 +179,24 @@ func TestIntegrationForecastCountsFollowWrites(t *testing.T) {
 	if err := api.Pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE labels @> '{"set":"batch"}' AND status <> 'deleted'`).Scan(&left); err != nil || left != 0 {
 		t.Fatalf("bulk delete left %d batch jobs (%v)", left, err)
 	}
+
+	// The writers beside the api's store: a job that ran out, completed
+	// by pkg/jobcompletion as the worker does, and a row deleted outright
+	// (retention purges only completed and deleted jobs, never counted).
+	var done uuid.UUID
+	var version int64
+	if err := api.Pool.QueryRow(ctx, `UPDATE jobs SET next_fire_at = NULL WHERE id = $1 RETURNING id, version`, ids[10]).Scan(&done, &version); err != nil {
+		t.Fatal(err)
+	}
+	completed, err := jobcompletion.Complete(ctx, api.Pool, "system:test", []jobcompletion.Job{{ID: done, Version: version, Detail: map[string]any{"why": "test"}}})
+	if err != nil || !completed[0] {
+		t.Fatalf("complete %s: %v %v", done, completed, err)
+	}
+	check("jobcompletion.Complete")
+	if _, err := api.Pool.Exec(ctx, `DELETE FROM jobs WHERE id = ANY($1::uuid[])`, ids[11:13]); err != nil {
+		t.Fatal(err)
+	}
+	check("DELETE FROM jobs")
 }
 
 // perJobForecast is the forecast as the api computed it before the
