@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -74,5 +75,44 @@ func TestMsPerFiring(t *testing.T) {
 		if got := MsPerFiring(c.cores, c.rate); got < c.want-1e-12 || got > c.want+1e-12 {
 			t.Errorf("MsPerFiring(%v, %v) = %v, want %v", c.cores, c.rate, got, c.want)
 		}
+	}
+}
+
+// The discarding CPU net of firing: the firings received while discarding
+// are priced at the platform CPU per firing of the 15 s before the delete
+// and taken from the window's CPU.
+func TestNetOfFiringTakesTheFiringsAtTheirPriceBefore(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	snap := func(at time.Duration, worker, bench time.Duration) UsageSnap {
+		return UsageSnap{
+			machineKey: {At: t0.Add(at)},
+			"worker-1": {At: t0.Add(at), CPU: worker},
+			BenchKey:   {At: t0.Add(at), CPU: bench},
+		}
+	}
+	// 15 s before the delete: 3 s of worker CPU for 1,000 firings (3 ms
+	// each); the bench's own CPU is not the platform's.
+	snaps := []UsageSnap{snap(0, 0, 0), snap(15*time.Second, 3*time.Second, time.Hour), snap(25*time.Second, 8*time.Second, time.Hour)}
+	var got []harness.Delivery
+	for i := range 1000 {
+		got = append(got, harness.Delivery{Received: t0.Add(time.Duration(i) * 15 * time.Millisecond)})
+	}
+	del0 := t0.Add(15 * time.Second)
+	for i := range 500 { // 500 fired while discarding: 1.5 s of the 5 s
+		got = append(got, harness.Delivery{Received: del0.Add(time.Duration(i) * 10 * time.Millisecond)})
+	}
+	net, note, ok := netOfFiring(snaps, got, del0, t0.Add(25*time.Second), 5)
+	if !ok {
+		t.Fatal("no estimate")
+	}
+	if math.Abs(net-3.5) > 1e-9 {
+		t.Fatalf("net %.3f s, want 3.5 (%s)", net, note)
+	}
+	if !strings.Contains(note, "500 firings") || !strings.Contains(note, "3.000 ms") {
+		t.Fatalf("note %q", note)
+	}
+	// No samples before the delete: no estimate.
+	if _, _, ok := netOfFiring(snaps[1:], got, del0, t0.Add(25*time.Second), 5); ok {
+		t.Fatal("an estimate without a window before the delete")
 	}
 }

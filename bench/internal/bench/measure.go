@@ -79,6 +79,18 @@ func (r *Runner) snapUsage(d *deployment) usageSnap {
 	return s
 }
 
+// at is when the snapshot was read (by the machine's reading, else any
+// process's).
+func (s UsageSnap) at() time.Time {
+	if u, ok := s[machineKey]; ok {
+		return u.At
+	}
+	for _, u := range s {
+		return u.At
+	}
+	return time.Time{}
+}
+
 // window is the time between two snapshots (by the machine's reading,
 // else any process's).
 func (s UsageSnap) window(prev UsageSnap) time.Duration {

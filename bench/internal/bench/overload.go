@@ -728,6 +728,13 @@ func (r *Runner) DeleteStaged(ctx context.Context, d *deployment, cfg DeleteStag
 		secs := platformCPU(pa, pb)
 		cpu = fmt.Sprintf("%.1f s (≤ %.4f ms per staged firing)", secs, secs*1000/droppable)
 		res.detailf("%s: discarding from %s to %s: CPU cores / RSS %s", name, del0.Format(time.TimeOnly), lastAt.Format(time.TimeOnly), usageLine(pa, pb))
+		// The same less the firing done meanwhile: the firings the sink
+		// received in the window, each at the platform's CPU per firing
+		// over the 15 s before the delete (the old jobs alone, on time).
+		if net, note, ok := netOfFiring(snaps, d.sink.Deliveries(), del0, pb.at(), secs); ok {
+			cpu += fmt.Sprintf("; net of firing: %.1f s (%.4f ms)", net, net*1000/droppable)
+			res.detailf("%s: %s", name, note)
+		}
 	}
 	workersRSS := func(s UsageSnap) string {
 		var sum int64
@@ -767,6 +774,36 @@ func (r *Runner) DeleteStaged(ctx context.Context, d *deployment, cfg DeleteStag
 		res.Problems = append(res.Problems, fmt.Sprintf("%s: %d healthy firings dead-lettered as poison", name, poison))
 	}
 	return res, nil
+}
+
+// netOfFiring takes from secs, the platform CPU spent from del0 to end,
+// the CPU of the firings the sink received in that window, priced at the
+// platform CPU per firing received over the 15 s before del0. It reports
+// false when that earlier window has no samples or no firings.
+func netOfFiring(snaps []UsageSnap, got []harness.Delivery, del0, end time.Time, secs float64) (float64, string, bool) {
+	from := del0.Add(-15 * time.Second)
+	pa, pb, ok := snapsAround(snaps, from, del0)
+	if !ok {
+		return 0, "", false
+	}
+	count := func(a, b time.Time) int {
+		n := 0
+		for _, d := range got {
+			if !d.Received.Before(a) && d.Received.Before(b) {
+				n++
+			}
+		}
+		return n
+	}
+	before := count(pa.at(), pb.at())
+	if before == 0 {
+		return 0, "", false
+	}
+	per := platformCPU(pa, pb) / float64(before)
+	during := count(del0, end)
+	net := max(0, secs-per*float64(during))
+	return net, fmt.Sprintf("firing while discarding: %d firings received from the delete to the end of discarding, at %.3f ms of platform CPU each (%d firings and %.1f s over the %s before the delete): %.1f s of the %.1f s",
+		during, per*1000, before, platformCPU(pa, pb), pb.at().Sub(pa.at()).Round(time.Second), per*float64(during), secs), true
 }
 
 // platformCPU is the CPU seconds every process but the benchmark's own

@@ -142,17 +142,8 @@ func arrivalsBetween(timeline []harness.Late, from, to time.Time) int {
 // or before from and the first at or after to: the narrowest pair that
 // covers [from, to]. ok is false when the samples do not cover it.
 func snapsAround(snaps []UsageSnap, from, to time.Time) (a, b UsageSnap, ok bool) {
-	at := func(s UsageSnap) time.Time {
-		if u, ok := s[machineKey]; ok {
-			return u.At
-		}
-		for _, u := range s {
-			return u.At
-		}
-		return time.Time{}
-	}
 	for _, s := range snaps {
-		t := at(s)
+		t := s.at()
 		if !t.After(from) {
 			a = s
 		}
@@ -160,5 +151,5 @@ func snapsAround(snaps []UsageSnap, from, to time.Time) (a, b UsageSnap, ok bool
 			b = s
 		}
 	}
-	return a, b, a != nil && b != nil && at(b).After(at(a))
+	return a, b, a != nil && b != nil && b.at().After(a.at())
 }
