@@ -1,3 +1,4 @@
+-- +goose NO TRANSACTION
 -- The forecast's count of jobs per distinct schedule (issue 26, items 4
 -- and 9; docs/forecast.md "How it is computed"). The forecast needs of a
 -- job only its schedule, its jitter, its tenant and priority and whether
@@ -33,7 +34,7 @@
 -- and deleted jobs, which are not counted: the trigger finds nothing).
 
 -- +goose Up
-CREATE TABLE forecast_schedules (
+CREATE TABLE IF NOT EXISTS forecast_schedules (
     tenant    text        NOT NULL,
     status    text        NOT NULL, -- 'active' or 'paused'
     priority  smallint    NOT NULL,
@@ -49,7 +50,7 @@ CREATE TABLE forecast_schedules (
 
 -- Changes not yet folded into forecast_schedules; written by the
 -- triggers only, emptied by the forecast's fold.
-CREATE TABLE forecast_schedule_changes (
+CREATE TABLE IF NOT EXISTS forecast_schedule_changes (
     tenant    text        NOT NULL,
     status    text        NOT NULL,
     priority  smallint    NOT NULL,
@@ -74,7 +75,7 @@ CREATE TABLE forecast_schedule_changes (
 -- one-byte tags and lengths taken without a loop, and stops at the Job's
 -- first field past 13: the api encodes specs with proto.Marshal, which
 -- writes fields in field-number order.
-CREATE FUNCTION forecast_key(spec bytea, id uuid, created timestamptz,
+CREATE OR REPLACE FUNCTION forecast_key(spec bytea, id uuid, created timestamptz,
     OUT digest bytea, OUT schedule bytea, OUT jitter bytea, OUT anchor timestamptz, OUT job_id uuid)
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
 DECLARE
@@ -179,7 +180,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION forecast_jobs_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION forecast_jobs_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO forecast_schedule_changes (tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, ids)
     SELECT r.tenant, r.status, r.priority, k.digest, k.schedule, k.jitter, k.anchor, k.job_id,
@@ -191,7 +192,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION forecast_jobs_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION forecast_jobs_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO forecast_schedule_changes (tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, ids)
     SELECT r.tenant, r.status, r.priority, k.digest, k.schedule, k.jitter, k.anchor, k.job_id,
@@ -203,7 +204,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION forecast_job_updated() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION forecast_job_updated() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     o record;
     k record;
@@ -235,32 +236,56 @@ END
 $$;
 -- +goose StatementEnd
 
-CREATE TRIGGER forecast_jobs_inserted AFTER INSERT ON jobs
-    REFERENCING NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION forecast_jobs_inserted();
-CREATE TRIGGER forecast_jobs_deleted AFTER DELETE ON jobs
-    REFERENCING OLD TABLE AS old_jobs FOR EACH STATEMENT EXECUTE FUNCTION forecast_jobs_deleted();
-CREATE TRIGGER forecast_job_updated AFTER UPDATE OF status, spec, priority, tenant, created_at ON jobs
-    FOR EACH ROW
-    WHEN (OLD.status IS DISTINCT FROM NEW.status OR OLD.spec IS DISTINCT FROM NEW.spec
-          OR OLD.priority IS DISTINCT FROM NEW.priority OR OLD.tenant IS DISTINCT FROM NEW.tenant
-          OR OLD.created_at IS DISTINCT FROM NEW.created_at)
-    EXECUTE FUNCTION forecast_job_updated();
+-- +goose StatementBegin
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'jobs'::regclass AND tgname = 'forecast_jobs_inserted') THEN
+        CREATE TRIGGER forecast_jobs_inserted AFTER INSERT ON jobs
+            REFERENCING NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION forecast_jobs_inserted();
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'jobs'::regclass AND tgname = 'forecast_jobs_deleted') THEN
+        CREATE TRIGGER forecast_jobs_deleted AFTER DELETE ON jobs
+            REFERENCING OLD TABLE AS old_jobs FOR EACH STATEMENT EXECUTE FUNCTION forecast_jobs_deleted();
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'jobs'::regclass AND tgname = 'forecast_job_updated') THEN
+        CREATE TRIGGER forecast_job_updated AFTER UPDATE OF status, spec, priority, tenant, created_at ON jobs
+            FOR EACH ROW
+            WHEN (OLD.status IS DISTINCT FROM NEW.status OR OLD.spec IS DISTINCT FROM NEW.spec
+                  OR OLD.priority IS DISTINCT FROM NEW.priority OR OLD.tenant IS DISTINCT FROM NEW.tenant
+                  OR OLD.created_at IS DISTINCT FROM NEW.created_at)
+            EXECUTE FUNCTION forecast_job_updated();
+    END IF;
+END
+$$;
+-- +goose StatementEnd
 
--- The fill: every live job already stored, grouped.
+-- The fill: every live job already stored, grouped. Not in the
+-- triggers' transaction (NO TRANSACTION above): creating a trigger locks
+-- jobs against writes until its transaction ends, and the fill reads
+-- every job's spec (about 14 µs a job: minutes at 10 M), which would
+-- stop the prefetcher's staging for as long. The triggers are in place
+-- (committed) before this statement starts, so every write either
+-- committed before its snapshot — counted here from jobs, and its change
+-- rows, visible to the same snapshot, deleted by the same statement — or
+-- after it, left in forecast_schedule_changes for the first fold. Run
+-- again after a failure, it fills only an empty table.
+WITH counted_here AS (
+    DELETE FROM forecast_schedule_changes WHERE NOT EXISTS (SELECT 1 FROM forecast_schedules)
+)
 INSERT INTO forecast_schedules (tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, sample)
 SELECT r.tenant, r.status, r.priority, k.digest, k.schedule, k.jitter, k.anchor, k.job_id,
        count(*), (array_agg(r.id ORDER BY r.id))[1:20]
   FROM jobs AS r, LATERAL forecast_key(r.spec, r.id, r.created_at) AS k
- WHERE r.status IN ('active', 'paused')
+ WHERE r.status IN ('active', 'paused') AND NOT EXISTS (SELECT 1 FROM forecast_schedules)
  GROUP BY r.tenant, r.status, r.priority, k.digest, k.schedule, k.jitter, k.anchor, k.job_id;
 
 -- +goose Down
-DROP TRIGGER forecast_job_updated ON jobs;
-DROP TRIGGER forecast_jobs_deleted ON jobs;
-DROP TRIGGER forecast_jobs_inserted ON jobs;
-DROP FUNCTION forecast_job_updated();
-DROP FUNCTION forecast_jobs_deleted();
-DROP FUNCTION forecast_jobs_inserted();
-DROP TABLE forecast_schedule_changes;
-DROP TABLE forecast_schedules;
-DROP FUNCTION forecast_key(bytea, uuid, timestamptz);
+DROP TRIGGER IF EXISTS forecast_job_updated ON jobs;
+DROP TRIGGER IF EXISTS forecast_jobs_deleted ON jobs;
+DROP TRIGGER IF EXISTS forecast_jobs_inserted ON jobs;
+DROP FUNCTION IF EXISTS forecast_job_updated();
+DROP FUNCTION IF EXISTS forecast_jobs_deleted();
+DROP FUNCTION IF EXISTS forecast_jobs_inserted();
+DROP TABLE IF EXISTS forecast_schedule_changes;
+DROP TABLE IF EXISTS forecast_schedules;
+DROP FUNCTION IF EXISTS forecast_key(bytea, uuid, timestamptz);
