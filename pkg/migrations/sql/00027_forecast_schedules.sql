@@ -51,6 +51,7 @@ CREATE TABLE IF NOT EXISTS forecast_schedules (
 -- Changes not yet folded into forecast_schedules; written by the
 -- triggers only, emptied by the forecast's fold.
 CREATE TABLE IF NOT EXISTS forecast_schedule_changes (
+    seq       bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY, -- the fold drains in this order
     tenant    text        NOT NULL,
     status    text        NOT NULL,
     priority  smallint    NOT NULL,

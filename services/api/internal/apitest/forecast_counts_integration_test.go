@@ -165,6 +165,21 @@ func TestIntegrationForecastCountsFollowWrites(t *testing.T) {
 	check("DeleteJob")
 
 	batchLabel := map[string]string{"set": "batch"}
+	// Three bulk actions with no forecast between: 1,200 changes, more
+	// than one round of the fold.
+	for _, action := range []sundialv1.BulkAction{sundialv1.BulkAction_BULK_ACTION_PAUSE, sundialv1.BulkAction_BULK_ACTION_RESUME, sundialv1.BulkAction_BULK_ACTION_PAUSE} {
+		if _, err := acme.BulkJobAction(ctx, &sundialv1.BulkJobActionRequest{Action: action, Labels: batchLabel}); err != nil {
+			t.Fatalf("%s: %v", action, err)
+		}
+	}
+	var pending int
+	if err := api.Pool.QueryRow(ctx, `SELECT count(*) FROM forecast_schedule_changes`).Scan(&pending); err != nil || pending <= 1000 {
+		t.Fatalf("%d changes pending (%v), want more than one fold round", pending, err)
+	}
+	check("three bulk actions, one fold")
+	if _, err := acme.BulkJobAction(ctx, &sundialv1.BulkJobActionRequest{Action: sundialv1.BulkAction_BULK_ACTION_RESUME, Labels: batchLabel}); err != nil {
+		t.Fatal(err)
+	}
 	for _, step := range []struct {
 		action sundialv1.BulkAction
 		name   string

@@ -119,26 +119,45 @@ func (s *Store) ForEachForecastCount(ctx context.Context, tenant string, priorit
 	})
 }
 
+// foldBatch is how many change rows one round of the fold drains: a
+// range of the changes' primary key (no read of the whole queue, however
+// long it grew), and a bounded amount in memory.
+const foldBatch = 1000
+
 // foldForecastChanges moves forecast_schedule_changes into
-// forecast_schedules: each key's changes summed, written in key order
-// (two folds never wait on each other in a cycle), rows left at no jobs
-// deleted.
+// forecast_schedules, foldBatch changes at a time in the order they were
+// written: each key's changes summed, written in key order (two folds
+// never wait on each other in a cycle), rows left at no jobs deleted.
 func foldForecastChanges(ctx context.Context, tx pgx.Tx) error {
 	if _, err := tx.Exec(ctx, forecastFoldLock); err != nil {
 		return fmt.Errorf("store: forecast fold lock: %w", err)
 	}
+	for {
+		n, err := foldForecastBatch(ctx, tx)
+		if err != nil || n < foldBatch {
+			return err
+		}
+	}
+}
+
+// foldForecastBatch folds the oldest foldBatch changes and says how many
+// there were.
+func foldForecastBatch(ctx context.Context, tx pgx.Tx) (int, error) {
 	rows, err := tx.Query(ctx, `DELETE FROM forecast_schedule_changes
-		RETURNING tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, ids`)
+		WHERE seq IN (SELECT seq FROM forecast_schedule_changes ORDER BY seq LIMIT $1)
+		RETURNING tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, ids`, foldBatch)
 	if err != nil {
-		return fmt.Errorf("store: forecast fold: %w", err)
+		return 0, fmt.Errorf("store: forecast fold: %w", err)
 	}
 	byKey := map[string]*foldedChange{}
+	read := 0
 	for rows.Next() {
+		read++
 		var c foldedChange
 		var ids []uuid.UUID
 		if err := rows.Scan(&c.tenant, &c.status, &c.priority, &c.digest, &c.schedule, &c.jitter, &c.anchor, &c.jobID, &c.jobs, &ids); err != nil {
 			rows.Close()
-			return fmt.Errorf("store: forecast fold: %w", err)
+			return 0, fmt.Errorf("store: forecast fold: %w", err)
 		}
 		k := fmt.Sprintf("%s\x00%s\x00%d\x00%s", c.tenant, c.status, c.priority, c.digest)
 		delta := c.jobs
@@ -157,10 +176,10 @@ func foldForecastChanges(ctx context.Context, tx pgx.Tx) error {
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("store: forecast fold: %w", err)
+		return 0, fmt.Errorf("store: forecast fold: %w", err)
 	}
 	if len(byKey) == 0 {
-		return nil
+		return read, nil
 	}
 	folded := make([]*foldedChange, 0, len(byKey))
 	for _, f := range byKey {
@@ -204,16 +223,16 @@ func foldForecastChanges(ctx context.Context, tx pgx.Tx) error {
 	}
 	if unsample {
 		if _, err := tx.Exec(ctx, foldUnsampleSQL, tenants, statuses, priorities, digests, removals); err != nil {
-			return fmt.Errorf("store: forecast fold: samples: %w", err)
+			return 0, fmt.Errorf("store: forecast fold: samples: %w", err)
 		}
 	}
 	if _, err := tx.Exec(ctx, foldAddSQL, tenants, statuses, priorities, digests, scheds, jitters, anchors, jobIDs, jobs, samples); err != nil {
-		return fmt.Errorf("store: forecast fold: counts: %w", err)
+		return 0, fmt.Errorf("store: forecast fold: counts: %w", err)
 	}
 	if _, err := tx.Exec(ctx, foldDropSQL, tenants, statuses, priorities, digests); err != nil {
-		return fmt.Errorf("store: forecast fold: empty rows: %w", err)
+		return 0, fmt.Errorf("store: forecast fold: empty rows: %w", err)
 	}
-	return nil
+	return read, nil
 }
 
 // JobNames returns the names of the jobs ids that exist, by id.
