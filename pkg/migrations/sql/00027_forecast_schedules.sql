@@ -219,10 +219,13 @@ BEGIN
         k := forecast_key(NEW.spec, NEW.id, NEW.created_at);
     END IF;
     -- An edit that keeps the job's key (its name, target, retries...)
-    -- changes no count.
-    IF counted_old AND counted_new AND OLD.tenant = NEW.tenant AND OLD.status = NEW.status
-       AND OLD.priority = NEW.priority AND o.digest = k.digest THEN
-        RETURN NULL;
+    -- changes no count. Nested: PL/pgSQL does not stop at the first false
+    -- operand, and k is unassigned when the job leaves the count (a delete).
+    IF counted_old AND counted_new THEN
+        IF OLD.tenant = NEW.tenant AND OLD.status = NEW.status
+           AND OLD.priority = NEW.priority AND o.digest = k.digest THEN
+            RETURN NULL;
+        END IF;
     END IF;
     IF counted_old THEN
         INSERT INTO forecast_schedule_changes (tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, ids)
