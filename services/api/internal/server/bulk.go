@@ -99,8 +99,9 @@ const (
 )
 
 // BulkJobAction pauses, resumes or deletes the tenant's jobs a filter
-// matches, up to limit of them per call in id order, each through the same
-// transition as PauseJob, ResumeJob or DeleteJob (its own transaction,
+// matches, up to limit of them per call in id order (a pause or delete
+// changes the jobs another transaction holds after the others), each
+// through the same transition as PauseJob, ResumeJob or DeleteJob (its
 // version, audit row, dropped firings and published version), so a bulk
 // change is exactly the single changes it stands for. A page token carries
 // on after the last job of the previous call; since every change is
@@ -176,26 +177,46 @@ func (s *JobService) BulkJobAction(ctx context.Context, req *sundialv1.BulkJobAc
 		jobs = jobs[:limit]
 		resp.NextPageToken = encodeCursor(listCursor{After: jobs[limit-1].GetId(), Filter: digest})
 	}
-	outcome := func(ctx context.Context, from int) ([]bulkOutcome, error) {
-		if group == nil {
-			got, err := apply(ctx, jobs[from].GetId())
-			return []bulkOutcome{{job: got, err: err}}, nil
-		}
-		return s.bulkGroup(ctx, tenant, *group, jobs[from:min(from+bulkGroup, len(jobs))])
-	}
-	for i := 0; i < len(jobs); {
-		if err := ctx.Err(); err != nil {
-			return nil, status.FromContextError(err).Err()
-		}
-		outs, err := outcome(ctx, i)
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range outs {
-			if err := countBulk(resp, jobs[i], o.job, o.err); err != nil {
+	if group == nil {
+		for _, j := range jobs {
+			if err := ctx.Err(); err != nil {
+				return nil, status.FromContextError(err).Err()
+			}
+			got, err := apply(ctx, j.GetId())
+			if err := countBulk(resp, j, got, err); err != nil {
 				return nil, err
 			}
-			i++
+		}
+		return resp, nil
+	}
+	// Grouped: a first pass passes over the jobs another transaction holds
+	// (a prefetcher staging their chunk, which takes seconds for thousands
+	// of per-second jobs) instead of waiting for it, and a second pass
+	// changes those, waiting for their locks then.
+	var busy []*sundialv1.Job
+	for _, skipLocked := range []bool{true, false} {
+		todo := jobs
+		if !skipLocked {
+			todo = busy
+		}
+		for from := 0; from < len(todo); from += bulkGroup {
+			if err := ctx.Err(); err != nil {
+				return nil, status.FromContextError(err).Err()
+			}
+			part := todo[from:min(from+bulkGroup, len(todo))]
+			outs, err := s.bulkGroup(ctx, tenant, *group, part, skipLocked)
+			if err != nil {
+				return nil, err
+			}
+			for k, o := range outs {
+				if o.busy {
+					busy = append(busy, part[k])
+					continue
+				}
+				if err := countBulk(resp, part[k], o.job, o.err); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
 	return resp, nil
@@ -218,17 +239,19 @@ type bulkChange struct {
 type bulkOutcome struct {
 	job *sundialv1.Job
 	err error
+	// busy: passed over, held by another transaction (skipLocked).
+	busy bool
 }
 
 // bulkGroup applies c to jobs in one transaction and then, for each job
 // changed, does what the single RPC does after its commit (the log line,
 // the published version).
-func (s *JobService) bulkGroup(ctx context.Context, tenant string, c bulkChange, jobs []*sundialv1.Job) ([]bulkOutcome, error) {
+func (s *JobService) bulkGroup(ctx context.Context, tenant string, c bulkChange, jobs []*sundialv1.Job, skipLocked bool) ([]bulkOutcome, error) {
 	ids := make([]string, len(jobs))
 	for i, j := range jobs {
 		ids[i] = j.GetId()
 	}
-	muts, err := s.store.MutateEach(ctx, tenant, ids, store.Change{Audit: store.Audit{Actor: actorOf(ctx, tenant), Action: c.action}, DropReason: c.reason}, c.fn)
+	muts, err := s.store.MutateEach(ctx, tenant, ids, store.Change{Audit: store.Audit{Actor: actorOf(ctx, tenant), Action: c.action}, DropReason: c.reason, SkipLocked: skipLocked}, c.fn)
 	if err != nil {
 		return nil, s.statusOf(ctx, "BulkJobAction", err)
 	}
@@ -239,6 +262,10 @@ func (s *JobService) bulkGroup(ctx context.Context, tenant string, c bulkChange,
 	var wg sync.WaitGroup
 	turn := make(chan struct{}, bulkAnnounce)
 	for i, m := range muts {
+		if errors.Is(m.Err, store.ErrBusy) {
+			outs[i].busy = true
+			continue
+		}
 		if m.Err != nil {
 			outs[i].err = s.statusOf(ctx, c.op, m.Err)
 			continue

@@ -307,3 +307,71 @@ func TestIntegrationBulkChangesInGroups(t *testing.T) {
 		t.Fatalf("%d audit rows of the group, want 2 (the refused and the missing write none)", c)
 	}
 }
+
+// TestIntegrationBulkPassesOverLockedJobs: a job another transaction holds
+// (as a prefetcher staging its chunk does) does not stop a bulk delete:
+// every other job is deleted while the lock is held, and the held one is
+// deleted once the lock is let go, within the same call.
+func TestIntegrationBulkPassesOverLockedJobs(t *testing.T) {
+	h := newHarness(t, nil)
+	n := bulkGroup + 20
+	label := map[string]string{"team": "held"}
+	var jobs []*sundialv1.Job
+	for i := range n {
+		j := everyMinute("held-" + strconv.Itoa(i))
+		j.Labels = label
+		jobs = append(jobs, h.create(tokenAcme, j))
+	}
+	held := jobs[5]
+	tx, err := h.pool.Begin(h.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(h.ctx) //nolint:errcheck // committed below unless the test failed first
+	if _, err := tx.Exec(h.ctx, `SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE`, held.GetId()); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		resp *sundialv1.BulkJobActionResponse
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := h.client.BulkJobAction(h.ctx, &sundialv1.BulkJobActionRequest{Action: sundialv1.BulkAction_BULK_ACTION_DELETE, Labels: label, Limit: int32(n)}, as(tokenAcmeOps))
+		done <- result{resp, err}
+	}()
+	// Every job but the held one is deleted while the lock is held.
+	deadline := time.Now().Add(30 * time.Second)
+	for h.count(`SELECT count(*) FROM jobs WHERE labels @> '{"team":"held"}' AND status = 'deleted'`) < n-1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d jobs deleted while one was held, want every other", h.count(`SELECT count(*) FROM jobs WHERE labels @> '{"team":"held"}' AND status = 'deleted'`), n)
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("the call returned while a job was held: %+v, %v", r.resp, r.err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("the call returned while a job was held: %+v, %v", r.resp, r.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := tx.Commit(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.resp.GetMatched() != int64(n) || r.resp.GetChanged() != int64(n) || len(r.resp.GetRefused()) != 0 {
+		t.Fatalf("matched %d, changed %d, refused %v; want %d changed", r.resp.GetMatched(), r.resp.GetChanged(), r.resp.GetRefused(), n)
+	}
+	got, err := h.client.GetJob(h.ctx, &sundialv1.GetJobRequest{Id: held.GetId()}, as(tokenAcme))
+	if err != nil || got.GetJob().GetStatus() != sundialv1.JobStatus_JOB_STATUS_DELETED || got.GetJob().GetVersion() != held.GetVersion()+1 {
+		t.Fatalf("the held job after the call: %v version %d (%v)", got.GetJob().GetStatus(), got.GetJob().GetVersion(), err)
+	}
+	if c := h.count(`SELECT count(*) FROM job_audit WHERE action = 'delete' AND actor = 'acme/ops'`); c != n {
+		t.Fatalf("%d delete audit rows, want one per job (%d)", c, n)
+	}
+}

@@ -719,7 +719,16 @@ type Change struct {
 	// records as SKIPPED in ledger_pending, in its transaction (a resume:
 	// the slots that fell in the pause; see paused.go).
 	Skipped SkippedFunc
+	// SkipLocked, in MutateEach, passes over the jobs another transaction
+	// holds (a prefetcher staging their chunk) instead of waiting for it:
+	// each is reported with ErrBusy and nothing of it is written, for the
+	// caller to change later.
+	SkipLocked bool
 }
+
+// ErrBusy is MutateEach's report of a job another transaction held while
+// Change.SkipLocked was set: nothing of it was written.
+var ErrBusy = errors.New("store: job locked by another transaction")
 
 // VersionMismatchError is Mutate's refusal of a change made against a
 // version the job is no longer (or never was) at.
@@ -787,7 +796,11 @@ func (s *Store) MutateEach(ctx context.Context, tenant string, ids []string, cha
 	var out []Mutation
 	err := s.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
 		out = make([]Mutation, len(ids))
-		rows, err := tx.Query(ctx, `SELECT `+jobColumns+` FROM jobs WHERE tenant = $1 AND id = ANY($2::uuid[]) ORDER BY id FOR UPDATE`, tenant, ids)
+		lock := "FOR UPDATE"
+		if change.SkipLocked {
+			lock = "FOR UPDATE SKIP LOCKED"
+		}
+		rows, err := tx.Query(ctx, `SELECT `+jobColumns+` FROM jobs WHERE tenant = $1 AND id = ANY($2::uuid[]) ORDER BY id `+lock, tenant, ids)
 		if err != nil {
 			return fmt.Errorf("store: lock jobs: %w", err)
 		}
@@ -815,7 +828,12 @@ func (s *Store) MutateEach(ctx context.Context, tenant string, ids []string, cha
 			out[i].ID = id
 			cur := locked[id]
 			if cur == nil {
+				// Skipped rows are reported busy: a job that is gone
+				// too is found so when it is changed without skipping.
 				out[i].Err = ErrNotFound
+				if change.SkipLocked {
+					out[i].Err = ErrBusy
+				}
 				continue
 			}
 			if change.ExpectedVersion != 0 && change.ExpectedVersion != cur.GetVersion() {
