@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -76,6 +77,23 @@ func (t Topics) FireAll() []string {
 		t.Fire(sundialv1.Priority_PRIORITY_MEDIUM),
 		t.Fire(sundialv1.Priority_PRIORITY_LOW),
 	}
+}
+
+// FirePriority is the priority whose fire topic topic is, under any
+// prefix (the inverse of Fire); false for any other topic.
+func FirePriority(topic string) (sundialv1.Priority, bool) {
+	i := strings.LastIndex(topic, ".fire.")
+	if i < 0 {
+		return sundialv1.Priority_PRIORITY_UNSPECIFIED, false
+	}
+	name := topic[i+len(".fire."):]
+	for _, p := range []sundialv1.Priority{sundialv1.Priority_PRIORITY_CRITICAL, sundialv1.Priority_PRIORITY_HIGH,
+		sundialv1.Priority_PRIORITY_MEDIUM, sundialv1.Priority_PRIORITY_LOW} {
+		if PriorityName(p) == name {
+			return p, true
+		}
+	}
+	return sundialv1.Priority_PRIORITY_UNSPECIFIED, false
 }
 
 // DLQ is the dead-letter topic.

@@ -178,3 +178,22 @@ func TestEnvelopeCarriesTheJobsMisfirePolicy(t *testing.T) {
 		t.Fatalf("a retry carries %v, want %v", r, f.GetMisfire())
 	}
 }
+
+// FirePriority reads back the priority of every fire topic under any
+// prefix, and of nothing else.
+func TestFirePriorityIsFiresInverse(t *testing.T) {
+	for _, prefix := range []string{"sundial", "bench_x.y"} {
+		tp := Topics{Prefix: prefix}
+		for _, topic := range tp.FireAll() {
+			p, ok := FirePriority(topic)
+			if !ok || tp.Fire(p) != topic {
+				t.Errorf("FirePriority(%q) = %v, %v", topic, p, ok)
+			}
+		}
+		for _, other := range []string{tp.DLQ(), prefix + ".fire.urgent", prefix + ".fire.", "fire.high"} {
+			if p, ok := FirePriority(other); ok {
+				t.Errorf("FirePriority(%q) = %v, want none", other, p)
+			}
+		}
+	}
+}

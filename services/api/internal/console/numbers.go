@@ -9,11 +9,12 @@ package console
 // is every tenant's 240 rows by the minute index; the outbox is counted
 // up to outboxCap; leader_epochs holds one row per election.
 //
-// Consumer lag is not here: it is Kafka's (the group's committed offsets),
-// the api holds no connection to the firing brokers (its --kafka-brokers
-// is the Kafka targets' cluster), and the workers export it to Prometheus
-// (sundial_worker_group_lag_records); the platform panel draws it from
-// there when the console has a Prometheus.
+// Consumer lag is Kafka's (the group's committed offsets), and the api
+// holds no connection to the firing brokers (its --kafka-brokers is the
+// Kafka targets' cluster): the workers read it and write it per priority
+// topic to group_lag (migration 00028, the worker's rollup package) every
+// ~10 s, four rows in all. With a Prometheus the platform panel also
+// charts it over the hour (sundial_worker_group_lag_records).
 
 import (
 	"context"
@@ -24,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/firingstats"
 )
 
@@ -251,6 +253,18 @@ type leader struct {
 	Election, Leader, Epoch, Updated string
 }
 
+// groupLag is one priority topic's consumer lag, as a worker last wrote it.
+type groupLag struct {
+	Priority, Topic, Records, Updated string
+	// Stale: not written for lagFresh (no worker could read Kafka, or
+	// none runs); shown with its age, not as the lag now.
+	Stale bool
+}
+
+// lagFresh is how old a group_lag row may be before it is shown as stale:
+// workers write it every ~10 s.
+const lagFresh = time.Minute
+
 // component is one dependency of the api: reachable or not, how fast.
 type component struct {
 	Name, Error, Latency string
@@ -263,6 +277,7 @@ type component struct {
 type platformOwn struct {
 	Numbers              *ownNumbers
 	OutboxDue, OutboxAll string
+	Lag                  []groupLag
 	Leaders              []leader
 	Components           []component
 }
@@ -285,6 +300,9 @@ func (c *Console) platformOwn(ctx context.Context) (*platformOwn, error) {
 		return countText(n)
 	}
 	p.OutboxDue, p.OutboxAll = capped(due), capped(all)
+	if p.Lag, err = c.groupLag(ctx); err != nil {
+		return nil, err
+	}
 	rows, err := c.cfg.Pool.Query(ctx, `SELECT election, leader, epoch, updated_at FROM leader_epochs ORDER BY election LIMIT 500`)
 	if err != nil {
 		return nil, fmt.Errorf("leader_epochs: %w", err)
@@ -307,6 +325,45 @@ func (c *Console) platformOwn(ctx context.Context) (*platformOwn, error) {
 	}
 	p.Components = c.probe(ctx)
 	return p, nil
+}
+
+// groupLag reads group_lag (a row per priority topic), most urgent first.
+func (c *Console) groupLag(ctx context.Context) ([]groupLag, error) {
+	rows, err := c.cfg.Pool.Query(ctx, `SELECT topic, records, updated_at FROM group_lag ORDER BY topic LIMIT 100`)
+	if err != nil {
+		return nil, fmt.Errorf("group_lag: %w", err)
+	}
+	defer rows.Close()
+	now := c.cfg.Clock.Now()
+	type row struct {
+		rank int
+		lag  groupLag
+	}
+	var out []row
+	for rows.Next() {
+		var topic string
+		var records int64
+		var at time.Time
+		if err := rows.Scan(&topic, &records, &at); err != nil {
+			return nil, err
+		}
+		l := groupLag{Topic: topic, Records: countText(records), Priority: "–", Stale: now.Sub(at) > lagFresh,
+			Updated: now.Sub(at).Round(time.Second).String() + " ago"}
+		rank := 5 // after the four priorities (CRITICAL is 1)
+		if p, ok := firing.FirePriority(topic); ok {
+			l.Priority, rank = firing.PriorityName(p), int(p)
+		}
+		out = append(out, row{rank, l})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(out, func(a, b row) int { return a.rank - b.rank })
+	lags := make([]groupLag, len(out))
+	for i, r := range out {
+		lags[i] = r.lag
+	}
+	return lags, nil
 }
 
 // probe checks every component the api connects to (Config.Components)

@@ -77,6 +77,13 @@ func numbersFixture(t *testing.T, api *apitest.API) {
 		ON CONFLICT (election) DO UPDATE SET epoch = 12, leader = 'prefetcher-b'`); err != nil {
 		t.Fatal(err)
 	}
+	// The group's lag as the workers' rollups write it: low read two
+	// minutes ago (stale), high just now.
+	if _, err := api.Pool.Exec(ctx, `INSERT INTO group_lag (topic, records, updated_at, worker_id) VALUES
+		('sundial.fire.low', 3, now() - interval '2 minutes', 'worker-1'), ('sundial.fire.high', 1200, now() - interval '4 seconds', 'worker-2')
+		ON CONFLICT (topic) DO UPDATE SET records = excluded.records, updated_at = excluded.updated_at`); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // cell is the text of the first element of class cls in the row of class
@@ -152,11 +159,19 @@ func TestIntegrationOverviewNumbersFromTheRollup(t *testing.T) {
 		`<td class="mono">prefetcher-range-0007</td><td class="mono">prefetcher-b</td><td>12</td>`,
 		`<td>postgres</td><td><span class="status succeeded">reachable</span>`,
 		`<td>zookeeper</td><td><span class="status failed">unreachable</span> <span class="clip">dial tcp 10.0.0.9:2181: connection refused</span>`,
-		`id="platform-rollup-firings-chart"`, `id="lag-note"`,
+		`id="platform-rollup-firings-chart"`,
+		`<tr><td>high</td><td class="mono">sundial.fire.high</td><td>1200</td>`,
+		`<tr class="stale"><td>low</td><td class="mono">sundial.fire.low</td><td>3</td>`,
 	} {
 		if !strings.Contains(plat, want) {
 			t.Errorf("the platform panel lacks %s", want)
 		}
+	}
+	if hi, lo := strings.Index(plat, "sundial.fire.high"), strings.Index(plat, "sundial.fire.low"); hi > lo {
+		t.Error("the lag of LOW is listed before HIGH's")
+	}
+	if i := strings.Index(plat, "sundial.fire.low"); !strings.Contains(plat[i:i+200], `<span class="status failed">stale</span>`) {
+		t.Errorf("a lag read two minutes ago is not marked stale: %s", plat[i:i+200])
 	}
 
 	globex := newBrowser(t, api)
@@ -220,7 +235,7 @@ func TestBrowserOverviewWithoutPrometheus(t *testing.T) {
 		chromedp.Navigate(base+"/login"), chromedp.WaitVisible(css("#token")),
 		chromedp.SendKeys(css("#token"), apitest.TokenAcme), chromedp.Click(css("#signin")), chromedp.WaitVisible(css("#role")),
 		chromedp.Navigate(base+"/"), chromedp.WaitVisible(css("#own-numbers")), chromedp.WaitVisible(css("#firings-chart svg")),
-		chromedp.WaitVisible(css("#api-components")),
+		chromedp.WaitVisible(css("#api-components")), chromedp.WaitVisible(css("#group-lag")),
 	); err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +247,7 @@ func TestBrowserOverviewWithoutPrometheus(t *testing.T) {
 		}
 		return strings.TrimSpace(v)
 	}
-	hour, running, redis := text("#own-numbers tr.hour td.firings"), text("#own .running"), text("#api-components")
+	hour, running, redis, lag := text("#own-numbers tr.hour td.firings"), text("#own .running"), text("#api-components"), text("#group-lag")
 	png, err := chromedp.Run(step, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)
@@ -245,6 +260,9 @@ func TestBrowserOverviewWithoutPrometheus(t *testing.T) {
 	}
 	if strings.TrimSpace(running) != "5" {
 		t.Errorf("running now %q, want 5", running)
+	}
+	if !strings.Contains(lag, "sundial.fire.high") || !strings.Contains(lag, "1200") || !strings.Contains(lag, "stale") {
+		t.Errorf("the consumer lag table reads %q, want HIGH's 1200 and LOW's read marked stale", lag)
 	}
 	if !strings.Contains(redis, "unreachable") {
 		t.Errorf("the components table does not show redis unreachable: %q", redis)

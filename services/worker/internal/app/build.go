@@ -659,7 +659,7 @@ func (b *builder) consumer(clk *clocks, st stageSet, kafka kafkaSide, poison *se
 	b.run(c)
 	b.w.Checks["kafka"] = c.Ping
 	lag, err := lagexporter.Dial(lagexporter.Config{Group: cfg.Group, Topics: kafka.topics.FireAll(),
-		OverdueAfter: cfg.StagingWindow, Ready: st.queue.Len, Positions: c.Positions},
+		OverdueAfter: cfg.StagingWindow, Ready: st.queue.Len, Positions: c.Positions, Publish: func(lag map[string]int64) { b.m.Rollup.SetLag(lag) }},
 		splitList(cfg.KafkaBrokers), cfg.WorkerID+"-lag", b.logger.With("component", "lagexporter"), b.reg, kafka.security...)
 	if err != nil {
 		return err

@@ -98,6 +98,10 @@ type Config struct {
 	// record it will fetch, or -1 if it has fetched none yet (it starts at
 	// the group's committed offset). nil: the worker owns nothing.
 	Positions func() map[string]map[int32]int64
+	// Publish, when set, is given the group's lag per topic (summed over
+	// its partitions) after each successful read: the worker's rollup
+	// writes it to Postgres for the console without Prometheus.
+	Publish func(lag map[string]int64)
 }
 
 // DefaultOverdueAfter is the prefetcher's default staging window.
@@ -232,6 +236,16 @@ func (e *Exporter) poll(parent context.Context) {
 		}
 	}
 	e.seen = next
+	if e.cfg.Publish != nil {
+		perTopic := make(map[string]int64, len(e.cfg.Topics))
+		for _, t := range e.cfg.Topics {
+			perTopic[t] = 0 // a topic with no lag is published as 0
+		}
+		for k, v := range lags {
+			perTopic[k[0]] += v
+		}
+		e.cfg.Publish(perTopic)
+	}
 	// The positions and the ready queue are read after Kafka answered: a
 	// position read earlier could count records fetched meanwhile.
 	var positions map[string]map[int32]int64

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -268,5 +269,34 @@ func TestDueBacklogIsNotLag(t *testing.T) {
 	e.poll(context.Background())
 	if k := due(t, e, "kafka"); k != 0 {
 		t.Errorf("kafka due of partitions owned by nobody here = %v, want 0", k)
+	}
+}
+
+// Publish is given the lag per topic, summed over its partitions, after a
+// read that succeeded (a topic with no partition read counts 0), and not
+// after one that failed.
+func TestPublishGivesTheLagPerTopic(t *testing.T) {
+	cl, adm := cluster(t)
+	produce(t, cl, "a", 0, 10)
+	produce(t, cl, "a", 1, 3)
+	produce(t, cl, "b", 0, 5)
+	ctx := context.Background()
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "a", Partition: 0, At: 4, LeaderEpoch: -1})
+	offs.Add(kadm.Offset{Topic: "b", Partition: 0, At: 5, LeaderEpoch: -1})
+	if _, err := adm.CommitOffsets(ctx, "g", offs); err != nil {
+		t.Fatal(err)
+	}
+	var got []map[string]int64
+	publish := func(lag map[string]int64) { got = append(got, lag) }
+	e := New(Config{Group: "g", Topics: []string{"a", "b", "missing"}, Publish: publish}, adm, clock.Real{}, discard, prometheus.NewRegistry())
+	e.poll(ctx)
+	if len(got) != 1 || !maps.Equal(got[0], map[string]int64{"a": 9, "b": 0, "missing": 0}) {
+		t.Fatalf("published %v, want a 9 (6+3), b 0, missing 0", got)
+	}
+	f := New(Config{Group: "g", Topics: []string{"a"}, Publish: publish}, failing{adm}, clock.Real{}, discard, prometheus.NewRegistry())
+	f.poll(ctx)
+	if len(got) != 1 {
+		t.Fatalf("a failed read published %v", got[1:])
 	}
 }

@@ -1,9 +1,10 @@
 // Package rollup counts the worker's firings per (tenant, minute,
 // priority) in memory and adds them to Postgres's firing_minutes table in
 // groups, so the console shows the platform's own numbers (firings per
-// minute by outcome, lateness p50/p99, executions running now) without
-// Prometheus. It is the table's one writer: the flush, and the deletion of
-// what is past retention, are here.
+// minute by outcome, lateness p50/p99, executions running now, the group's
+// consumer lag per priority topic) without Prometheus. It is the one
+// writer of firing_minutes, worker_running and group_lag: the flush, and
+// the deletion of what is past retention, are here.
 //
 // The cost per firing is two map updates under a mutex (an outcome, and
 // the lateness bucket with a running count when the attempt starts): no
@@ -104,6 +105,9 @@ type Rollup struct {
 	mu      sync.Mutex
 	rows    map[Key]*Counts
 	running map[string]int64
+	// lag is the group's lag per topic from the lag exporter's last read,
+	// nil once written (a read that failed is not written again).
+	lag map[string]int64
 }
 
 // New builds a rollup writing to store.
@@ -155,6 +159,18 @@ func (r *Rollup) Finished(tenant string) {
 	}
 	r.mu.Lock()
 	r.running[tenant]--
+	r.mu.Unlock()
+}
+
+// SetLag keeps the consumer group's lag per topic (records not yet
+// committed) from a successful read, for the next flush to write to
+// group_lag.
+func (r *Rollup) SetLag(lag map[string]int64) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.lag = lag
 	r.mu.Unlock()
 }
 
@@ -219,6 +235,8 @@ func (r *Rollup) Flush(ctx context.Context) error {
 	for t, n := range r.running {
 		running[t] = n
 	}
+	lag := r.lag
+	r.lag = nil
 	r.mu.Unlock()
 	rows := make([]Row, 0, len(taken))
 	for k, c := range taken {
@@ -227,11 +245,16 @@ func (r *Rollup) Flush(ctx context.Context) error {
 	slices.SortFunc(rows, func(a, b Row) int {
 		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Minute, b.Minute), cmp.Compare(a.Priority, b.Priority))
 	})
-	if len(rows) == 0 && len(running) == 0 {
+	if len(rows) == 0 && len(running) == 0 && len(lag) == 0 {
 		return nil
 	}
-	if err := r.store.Write(ctx, r.cfg.WorkerID, rows, running); err != nil {
+	if err := r.store.Write(ctx, r.cfg.WorkerID, rows, running, lag); err != nil {
 		r.putBack(taken)
+		r.mu.Lock()
+		if r.lag == nil {
+			r.lag = lag // unless a newer read came meanwhile
+		}
+		r.mu.Unlock()
 		return err
 	}
 	return nil
@@ -265,9 +288,9 @@ func (r *Rollup) putBack(taken map[Key]*Counts) {
 // Store is where the rollup writes: Postgres's firing_minutes and
 // worker_running (PG), or a test's fake.
 type Store interface {
-	// Write adds rows to firing_minutes and sets worker's running counts,
-	// in one statement.
-	Write(ctx context.Context, worker string, rows []Row, running map[string]int64) error
+	// Write adds rows to firing_minutes, sets worker's running counts and
+	// the group's lag per topic (when not empty), in one statement.
+	Write(ctx context.Context, worker string, rows []Row, running map[string]int64, lag map[string]int64) error
 	// Expire deletes firing_minutes rows before before, and worker_running
 	// rows an hour stale.
 	Expire(ctx context.Context, before time.Time) error
@@ -288,6 +311,10 @@ WITH running AS (
   INSERT INTO worker_running (worker_id, tenant, running, updated_at)
   SELECT $1, t, n, now() FROM unnest($12::text[], $13::int[]) AS u(t, n)
   ON CONFLICT (worker_id, tenant) DO UPDATE SET running = excluded.running, updated_at = excluded.updated_at
+), lag AS (
+  INSERT INTO group_lag (topic, records, updated_at, worker_id)
+  SELECT t, n, now(), $1 FROM unnest($16::text[], $17::bigint[]) AS l(t, n)
+  ON CONFLICT (topic) DO UPDATE SET records = excluded.records, updated_at = excluded.updated_at, worker_id = excluded.worker_id
 )
 INSERT INTO firing_minutes AS f (tenant, minute, priority, succeeded, failed, retried, dead, skipped, cancelled, other, lateness)
 SELECT u.tenant, to_timestamp(u.minute), u.priority, u.s, u.f, u.r, u.d, u.k, u.c, u.o, ($11::bigint[])[(u.i-1)*$14::int+1 : u.i*$14::int]
@@ -302,7 +329,7 @@ ON CONFLICT (tenant, minute, priority) DO UPDATE SET
               FROM unnest(f.lateness, excluded.lateness) WITH ORDINALITY AS l(a, b, n))`
 
 // Write implements Store.
-func (s *PG) Write(ctx context.Context, worker string, rows []Row, running map[string]int64) error {
+func (s *PG) Write(ctx context.Context, worker string, rows []Row, running map[string]int64, lag map[string]int64) error {
 	n := len(rows)
 	tenants, minutes, prios := make([]string, n), make([]int64, n), make([]int16, n)
 	var cols [firingstats.NumOutcomes][]int64
@@ -323,9 +350,15 @@ func (s *PG) Write(ctx context.Context, worker string, rows []Row, running map[s
 		rt = append(rt, t)
 		rn = append(rn, int32(max(v, 0)))
 	}
+	lt := make([]string, 0, len(lag))
+	ln := make([]int64, 0, len(lag))
+	for t, v := range lag {
+		lt = append(lt, t)
+		ln = append(ln, v)
+	}
 	_, err := s.pool.Exec(ctx, writeSQL, worker, tenants, minutes, prios,
 		cols[firingstats.Succeeded], cols[firingstats.Failed], cols[firingstats.Retried], cols[firingstats.Dead],
-		cols[firingstats.Skipped], cols[firingstats.Cancelled], lateness, rt, rn, firingstats.Buckets, cols[firingstats.Other])
+		cols[firingstats.Skipped], cols[firingstats.Cancelled], lateness, rt, rn, firingstats.Buckets, cols[firingstats.Other], lt, ln)
 	return err
 }
 

@@ -4,14 +4,15 @@ package rollup
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"testing"
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/firingstats"
-	"github.com/sundialhq/sundial/pkg/migrations"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/testkit/testinfra"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 )
 
 // Against the real Postgres: two workers count firings of the same
@@ -22,10 +23,7 @@ import (
 func TestTwoWorkersRowsMergeInPostgres(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pool := testinfra.Postgres(t)
-	if err := migrations.Up(ctx, pool, discardLog); err != nil {
-		t.Fatal(err)
-	}
+	pool := pgtest.Migrated(t)
 	t0 := time.Date(2026, 11, 28, 12, 0, 10, 0, time.UTC)
 	clk := clock.NewFake(t0)
 	a := New(Config{WorkerID: "worker-a"}, NewPG(pool), clk, discardLog)
@@ -89,5 +87,47 @@ func TestTwoWorkersRowsMergeInPostgres(t *testing.T) {
 	}
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM firing_minutes`).Scan(&rows); err != nil || rows != 0 {
 		t.Errorf("rows past retention kept: %d (%v)", rows, err)
+	}
+}
+
+// Against the real Postgres: the group's lag per topic is upserted by
+// whichever worker flushes, the newest write winning, with the database's
+// clock as its time.
+func TestGroupLagIsUpsertedPerTopic(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := pgtest.Migrated(t)
+	clk := clock.NewFake(time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC))
+	a := New(Config{WorkerID: "worker-a"}, NewPG(pool), clk, discardLog)
+	b := New(Config{WorkerID: "worker-b"}, NewPG(pool), clk, discardLog)
+	a.SetLag(map[string]int64{"fire.high": 120, "fire.low": 3})
+	if err := a.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.SetLag(map[string]int64{"fire.high": 40})
+	if err := b.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	rows, err := pool.Query(ctx, `SELECT topic, records, worker_id, now() - updated_at < interval '1 minute' FROM group_lag`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var topic, worker string
+		var records int64
+		var fresh bool
+		if err := rows.Scan(&topic, &records, &worker, &fresh); err != nil {
+			t.Fatal(err)
+		}
+		got[topic] = fmt.Sprintf("%d by %s fresh=%v", records, worker, fresh)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"fire.high": "40 by worker-b fresh=true", "fire.low": "3 by worker-a fresh=true"}
+	if !maps.Equal(got, want) {
+		t.Fatalf("group_lag %v, want %v", got, want)
 	}
 }

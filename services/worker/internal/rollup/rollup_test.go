@@ -24,14 +24,18 @@ type memStore struct {
 	fail    bool
 	rows    map[Key]Counts
 	running map[string]int64
+	lags    []map[string]int64 // every non-empty lag written
 	writes  int
 }
 
-func (m *memStore) Write(_ context.Context, _ string, rows []Row, running map[string]int64) error {
+func (m *memStore) Write(_ context.Context, _ string, rows []Row, running map[string]int64, lag map[string]int64) error {
 	if m.fail {
 		return errors.New("postgres is down")
 	}
 	m.writes++
+	if len(lag) > 0 {
+		m.lags = append(m.lags, lag)
+	}
 	for _, r := range rows {
 		c, ok := m.rows[r.Key]
 		if !ok {
@@ -109,8 +113,55 @@ func TestAFailedFlushKeepsItsCountsForTheNext(t *testing.T) {
 	}
 }
 
+// The group's lag is written with the next flush after a read, once: a
+// flush with no read since writes none (the row's age then says the read
+// stopped), and a failed flush keeps it for the next unless a newer read
+// came.
+func TestLagIsWrittenOncePerRead(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC))
+	st := &memStore{rows: map[Key]Counts{}}
+	r := New(Config{WorkerID: "w1"}, st, clk, discardLog)
+	ctx := context.Background()
+	r.SetLag(map[string]int64{"fire.high": 7})
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.lags) != 1 || st.lags[0]["fire.high"] != 7 {
+		t.Fatalf("lags written %v, want one {fire.high: 7}", st.lags)
+	}
+	st.fail = true
+	r.SetLag(map[string]int64{"fire.high": 8})
+	if err := r.Flush(ctx); err == nil {
+		t.Fatal("flush to a store that refuses succeeded")
+	}
+	st.fail = false
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.lags) != 2 || st.lags[1]["fire.high"] != 8 {
+		t.Fatalf("lags written %v, want the kept read written next", st.lags)
+	}
+	st.fail = true
+	r.SetLag(map[string]int64{"fire.high": 9})
+	if err := r.Flush(ctx); err == nil {
+		t.Fatal("flush to a store that refuses succeeded")
+	}
+	r.SetLag(map[string]int64{"fire.high": 10})
+	st.fail = false
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.lags) != 3 || st.lags[2]["fire.high"] != 10 {
+		t.Fatalf("lags written %v, want the newer read, not the failed one", st.lags)
+	}
+}
+
 func TestNilRollupCountsNothing(t *testing.T) {
 	var r *Rollup
+	r.SetLag(map[string]int64{"fire.low": 1})
 	r.Outcome("acme", sundialv1.Priority_PRIORITY_LOW, "succeeded")
 	r.Started("acme", sundialv1.Priority_PRIORITY_LOW, 1)
 	r.Finished("acme")
