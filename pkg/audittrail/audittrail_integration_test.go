@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -18,18 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sundialhq/sundial/pkg/audittrail"
-	"github.com/sundialhq/sundial/pkg/migrations"
-	"github.com/sundialhq/sundial/testkit/testinfra"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 )
-
-func migrated(t *testing.T) *pgxpool.Pool {
-	t.Helper()
-	pool := testinfra.Postgres(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	require.NoError(t, migrations.Up(ctx, pool, slog.New(slog.NewTextHandler(io.Discard, nil))))
-	return pool
-}
 
 var t0 = time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 
@@ -64,7 +52,7 @@ func kindsAndActions(es []audittrail.Entry) []string {
 }
 
 func TestListMergesEveryTrailWithFilters(t *testing.T) {
-	pool := migrated(t)
+	pool := pgtest.Migrated(t)
 	ctx := context.Background()
 	job := seed(t, pool)
 
@@ -104,7 +92,7 @@ func TestListMergesEveryTrailWithFilters(t *testing.T) {
 // entries appended between pages, at the same instant as the cursor's
 // entry included (the tie-break by kind and sequence).
 func TestListCursorIsStableAcrossAppends(t *testing.T) {
-	pool := migrated(t)
+	pool := pgtest.Migrated(t)
 	ctx := context.Background()
 	// Twelve entries, three trails, four instants: ties at every instant.
 	for i := range 12 {
@@ -145,7 +133,7 @@ func TestListCursorIsStableAcrossAppends(t *testing.T) {
 }
 
 func TestTrailPagesOneTrailBySequence(t *testing.T) {
-	pool := migrated(t)
+	pool := pgtest.Migrated(t)
 	ctx := context.Background()
 	job := seed(t, pool)
 	es, err := audittrail.Trail(ctx, pool, audittrail.KindJob, "acme", job, 0, 1)
@@ -161,7 +149,7 @@ func TestTrailPagesOneTrailBySequence(t *testing.T) {
 
 // InsertFrom's head takes a set-based writer's SELECT in its column order.
 func TestInsertFromAuditsManyRowsInOneStatement(t *testing.T) {
-	pool := migrated(t)
+	pool := pgtest.Migrated(t)
 	ctx := context.Background()
 	a, b := uuid.New(), uuid.New()
 	_, err := pool.Exec(ctx, audittrail.InsertFrom(audittrail.KindJob)+
@@ -192,7 +180,7 @@ func (c *capture) Query(_ context.Context, sql string, args ...any) (pgx.Rows, e
 // sorts are disabled so that a missing or misshapen index shows on
 // tables this small, where the planner would otherwise scan anyway.
 func TestListReadsEachTrailByIndex(t *testing.T) {
-	pool := migrated(t)
+	pool := pgtest.Migrated(t)
 	ctx := context.Background()
 	for _, q := range []audittrail.Query{
 		{Tenant: "acme", Limit: 51},

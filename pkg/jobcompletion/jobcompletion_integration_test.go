@@ -5,8 +5,6 @@ package jobcompletion_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -14,28 +12,18 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/jobcompletion"
-	"github.com/sundialhq/sundial/pkg/migrations"
-	"github.com/sundialhq/sundial/testkit/testinfra"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 )
-
-func migrated(t *testing.T) *pgxpool.Pool {
-	t.Helper()
-	pool := testinfra.Postgres(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	require.NoError(t, migrations.Up(ctx, pool, slog.New(slog.NewTextHandler(io.Discard, nil))))
-	return pool
-}
 
 // job inserts a job row as the api would have left it, with its updated_at
 // an hour in the past.
 func job(t *testing.T, pool *pgxpool.Pool, status string, version int64, next *time.Time) uuid.UUID {
 	t.Helper()
-	id := uuid.New()
-	_, err := pool.Exec(context.Background(), `
-INSERT INTO jobs (id, tenant, spec, priority, status, version, partition, next_fire_at, updated_at)
-VALUES ($1, 'acme', '\x'::bytea, 3, $2, $3, 7, $4, now() - interval '1 hour')`, id, status, version, next)
+	id := pgtest.InsertJob(t, pool, &sundialv1.Job{Tenant: "acme", Status: firing.JobStatusFromSQL(status), Version: version}, "$1", next)
+	_, err := pool.Exec(context.Background(), `UPDATE jobs SET updated_at = now() - interval '1 hour' WHERE id = $1`, id)
 	require.NoError(t, err)
 	return id
 }
@@ -87,7 +75,7 @@ func audits(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) []audit {
 // its last slot, with an audit row saying who and why; a job changed since
 // (another version, a slot again), or no longer active, is left alone.
 func TestCompleteEndsOnlyTheVersionWithNoSlotLeft(t *testing.T) {
-	pool := migrated(t)
+	pool := pgtest.Migrated(t)
 	ctx := context.Background()
 	soon := time.Now().Add(time.Hour)
 	ended := job(t, pool, "active", 2, nil)
@@ -132,7 +120,7 @@ func TestCompleteEndsOnlyTheVersionWithNoSlotLeft(t *testing.T) {
 // Inside a caller's transaction the completion and its audit row commit or
 // roll back with it; a job named twice in one call is completed once.
 func TestCompleteFollowsTheTransaction(t *testing.T) {
-	pool := migrated(t)
+	pool := pgtest.Migrated(t)
 	ctx := context.Background()
 	id := job(t, pool, "active", 1, nil)
 	jobs := []jobcompletion.Job{{ID: id, Version: 1, Detail: map[string]any{"reason": "no slot left"}}}
@@ -162,7 +150,7 @@ func TestCompleteFollowsTheTransaction(t *testing.T) {
 // own (the api's resume row goes beside it); an active, completed or
 // deleted job, or one changed since it was read, is left alone.
 func TestCompleteOnResumeEndsOnlyThePausedVersionRead(t *testing.T) {
-	pool := migrated(t)
+	pool := pgtest.Migrated(t)
 	ctx := context.Background()
 	paused := job(t, pool, "paused", 2, nil)
 	edited := job(t, pool, "paused", 3, nil) // edited since the resume read it

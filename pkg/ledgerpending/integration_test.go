@@ -4,31 +4,18 @@ package ledgerpending_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/ledgerpending"
-	"github.com/sundialhq/sundial/pkg/migrations"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/testkit/testinfra"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 )
-
-func migrated(t *testing.T) *pgxpool.Pool {
-	t.Helper()
-	pool := testinfra.Postgres(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	require.NoError(t, migrations.Up(ctx, pool, slog.New(slog.NewTextHandler(io.Discard, nil))))
-	return pool
-}
 
 func skipped(slot time.Time, reason string) ledgerpending.Row {
 	return ledgerpending.Row{
@@ -40,7 +27,7 @@ func skipped(slot time.Time, reason string) ledgerpending.Row {
 // Rows inserted in a transaction exist only if it commits, and claiming
 // them deletes them only if the claimer commits.
 func TestInsertAndClaimFollowTheirTransactions(t *testing.T) {
-	pool := migrated(t)
+	pool := pgtest.Migrated(t)
 	ctx := context.Background()
 	slot := time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC)
 
@@ -100,7 +87,7 @@ func TestInsertAndClaimFollowTheirTransactions(t *testing.T) {
 
 // Two drainers claiming at once get disjoint rows.
 func TestConcurrentClaimsAreDisjoint(t *testing.T) {
-	pool := migrated(t)
+	pool := pgtest.Migrated(t)
 	ctx := context.Background()
 	slot := time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC)
 	var rows []ledgerpending.Row
@@ -135,7 +122,7 @@ func TestConcurrentClaimsAreDisjoint(t *testing.T) {
 // timings, worker — beside the rows Insert wrote, which stay as they were;
 // a record without a slot is refused and nothing is written.
 func TestSpilledRecordsComeBackWhole(t *testing.T) {
-	pool := migrated(t)
+	pool := pgtest.Migrated(t)
 	ctx := context.Background()
 	slot := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	fired := &sundialv1.ExecutionAttempt{

@@ -12,18 +12,14 @@ import (
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/ledgerttl"
-	"github.com/sundialhq/sundial/pkg/migrations"
-	"github.com/sundialhq/sundial/testkit/testinfra"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 )
 
 func TestReplaceLoadAndCache(t *testing.T) {
-	pool := testinfra.Postgres(t)
+	pool := pgtest.Migrated(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if err := migrations.Up(ctx, pool, log); err != nil {
-		t.Fatal(err)
-	}
 	replace := func(ttls ledgerttl.TTLs) error {
 		tx, err := pool.Begin(ctx)
 		if err != nil {

@@ -5,7 +5,6 @@ package migrations_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"slices"
 	"strconv"
@@ -14,10 +13,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sundialhq/sundial/pkg/migrations"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/testkit/harness"
-	"github.com/sundialhq/sundial/testkit/testinfra"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 )
 
 // TestTimingNameIndexWriteCost measures what the trigram index on job
@@ -35,10 +33,7 @@ func TestTimingNameIndexWriteCost(t *testing.T) {
 		t.Skip("set SUNDIAL_WRITE_COST_JOBS to run")
 	}
 	ctx := context.Background()
-	pool := testinfra.Postgres(t)
-	if err := migrations.Up(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
+	pool := pgtest.Migrated(t)
 	s := time.Now()
 	if _, err := harness.CopyJobs(ctx, pool, "acme", n, harness.CopyOptions{Streams: 1}, func(i int) *sundialv1.Job {
 		return &sundialv1.Job{

@@ -4,8 +4,6 @@ package outbox_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -14,20 +12,17 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sundialhq/sundial/pkg/migrations"
 	"github.com/sundialhq/sundial/pkg/outbox"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/testkit/testinfra"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 )
 
+// migrated is a pool on a fresh migrated schema and the schema's DSN,
+// for a LISTEN connection of its own.
 func migrated(t *testing.T) (*pgxpool.Pool, string) {
 	t.Helper()
-	dsn := testinfra.PostgresDSN(t)
-	pool := testinfra.PostgresPool(t, dsn)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	require.NoError(t, migrations.Up(ctx, pool, slog.New(slog.NewTextHandler(io.Discard, nil))))
-	return pool, dsn
+	dsn := pgtest.Schema(t)
+	return pgtest.Pool(t, dsn), dsn
 }
 
 // row is attempt 1 of a slot of job, due at the slot less a minute.

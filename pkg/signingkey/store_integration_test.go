@@ -6,14 +6,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/migrations"
 	"github.com/sundialhq/sundial/pkg/signingkey"
-	"github.com/sundialhq/sundial/testkit/testinfra"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 )
 
 // Create, rotate with an overlap, rotate again during it, and rotate with
@@ -22,10 +20,7 @@ import (
 func TestStoreRotation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pool := testinfra.Postgres(t)
-	if err := migrations.Up(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
+	pool := pgtest.Migrated(t)
 	kek, err := signingkey.NewKEK([]byte(strings.Repeat("e", 32)))
 	if err != nil {
 		t.Fatal(err)
@@ -109,10 +104,7 @@ func TestStoreRotation(t *testing.T) {
 func TestEnsureMakesOneKey(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pool := testinfra.Postgres(t)
-	if err := migrations.Up(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
+	pool := pgtest.Migrated(t)
 	kek, err := signingkey.NewKEK([]byte(strings.Repeat("e", 32)))
 	if err != nil {
 		t.Fatal(err)
