@@ -5,7 +5,6 @@ package deniedaudit
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -17,8 +16,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/auth"
 	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/migrations"
-	"github.com/sundialhq/sundial/testkit/testinfra"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -45,8 +43,7 @@ func readRows(t *testing.T, r *Recorder) []auditRow {
 
 func newRecorder(t *testing.T, clk clock.Clock, reg prometheus.Registerer) *Recorder {
 	t.Helper()
-	pool := testinfra.Postgres(t)
-	require.NoError(t, migrations.Up(context.Background(), pool, slog.New(slog.DiscardHandler)))
+	pool := pgtest.Migrated(t)
 	r, err := New(Config{Pool: pool, Clock: clk, Registry: reg, PerCaller: 5, Total: 50})
 	require.NoError(t, err)
 	return r

@@ -4,12 +4,14 @@ package store
 
 import (
 	"context"
-	"log/slog"
+	"fmt"
 	"strings"
 	"testing"
 
-	"github.com/sundialhq/sundial/pkg/migrations"
-	"github.com/sundialhq/sundial/testkit/testinfra"
+	"github.com/google/uuid"
+
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 )
 
 // Every ListJobs page is an index range scan on (tenant, id) wherever
@@ -19,18 +21,20 @@ import (
 // id::text output column once made every page a scan and sort.)
 func TestIntegrationListUsesTheTenantIDIndex(t *testing.T) {
 	ctx := context.Background()
-	pool := testinfra.Postgres(t)
-	if err := migrations.Up(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
-	_, err := pool.Exec(ctx, `
-		INSERT INTO jobs (id, tenant, name, spec, priority, status, partition)
-		SELECT gen_random_uuid(), CASE WHEN g % 10 = 0 THEN 'other' ELSE 'acme' END, 'j' || g, '\x00', 3,
-		       CASE WHEN g % 100 = 0 THEN 'paused' ELSE 'active' END, g % 256
-		FROM generate_series(1, 50000) g`)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool := pgtest.Migrated(t)
+	// Random (version 4) ids, spread over the whole id range the pages
+	// below start from.
+	pgtest.CopyJobs(t, pool, 50000, func(i int) *sundialv1.Job {
+		g := i + 1
+		j := &sundialv1.Job{Id: uuid.NewString(), Tenant: "acme", Name: fmt.Sprintf("j%d", g)}
+		if g%10 == 0 {
+			j.Tenant = "other"
+		}
+		if g%100 == 0 {
+			j.Status = sundialv1.JobStatus_JOB_STATUS_PAUSED
+		}
+		return j
+	})
 	if _, err := pool.Exec(ctx, `ANALYZE jobs`); err != nil {
 		t.Fatal(err)
 	}

@@ -4,15 +4,16 @@ package store
 
 import (
 	"context"
-	"log/slog"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sundialhq/sundial/pkg/migrations"
-	"github.com/sundialhq/sundial/testkit/testinfra"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 )
 
 // A name search that matches few jobs reads them through the trigram
@@ -21,21 +22,12 @@ import (
 // The text is matched as written, LIKE's % _ \ included.
 func TestIntegrationNameSearchUsesTheTrigramIndex(t *testing.T) {
 	ctx := context.Background()
-	pool := testinfra.Postgres(t)
-	if err := migrations.Up(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
-	_, err := pool.Exec(ctx, `
-		INSERT INTO jobs (id, tenant, name, spec, priority, status, partition)
-		SELECT gen_random_uuid(), 'acme', 'Job-' || g, ''::bytea, 3, 'active', g % 256
-		FROM generate_series(1, 50000) g`)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool := pgtest.Migrated(t)
+	pgtest.CopyJobs(t, pool, 50000, func(i int) *sundialv1.Job {
+		return &sundialv1.Job{Id: uuid.NewString(), Tenant: "acme", Name: fmt.Sprintf("Job-%d", i+1)}
+	})
 	for _, name := range []string{`100% done`, `1000 done`, `a_b`, `axb`, `back\slash`} {
-		if _, err := pool.Exec(ctx, `INSERT INTO jobs (id, tenant, name, spec, priority, status, partition) VALUES (gen_random_uuid(), 'acme', $1, ''::bytea, 3, 'active', 0)`, name); err != nil {
-			t.Fatal(err)
-		}
+		pgtest.InsertJob(t, pool, &sundialv1.Job{Id: uuid.NewString(), Tenant: "acme", Name: name}, "NULL")
 	}
 	if _, err := pool.Exec(ctx, `ANALYZE jobs`); err != nil {
 		t.Fatal(err)
@@ -77,10 +69,7 @@ func TestIntegrationNameSearchUsesTheTrigramIndex(t *testing.T) {
 // through the primary key.
 func TestIntegrationTenantAuditUsesItsIndex(t *testing.T) {
 	ctx := context.Background()
-	pool := testinfra.Postgres(t)
-	if err := migrations.Up(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
+	pool := pgtest.Migrated(t)
 	_, err := pool.Exec(ctx, `
 		INSERT INTO job_audit (job_id, tenant, actor, action, version)
 		SELECT gen_random_uuid(), CASE WHEN g % 500 = 0 THEN 'quiet' ELSE 'busy' END, 'a', 'update', 1

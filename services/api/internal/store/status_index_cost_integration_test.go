@@ -5,17 +5,15 @@ package store
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/migrations"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/testkit/harness"
-	"github.com/sundialhq/sundial/testkit/testinfra"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 )
 
 // TestTimingStatusIndexWriteCost measures what jobs_tenant_status
@@ -46,10 +44,7 @@ func indexWriteCost(t *testing.T, index, create string, priority sundialv1.Prior
 		t.Skip("set SUNDIAL_WRITE_COST_JOBS to run")
 	}
 	ctx := context.Background()
-	pool := testinfra.Postgres(t)
-	if err := migrations.Up(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
+	pool := pgtest.Migrated(t)
 	s := time.Now()
 	if _, err := harness.CopyJobs(ctx, pool, "acme", n, harness.CopyOptions{Streams: 1}, func(i int) *sundialv1.Job {
 		return &sundialv1.Job{

@@ -5,14 +5,12 @@ package store
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/sundialhq/sundial/pkg/migrations"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/testkit/testinfra"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 )
 
 // A status filter reads its own range of jobs_tenant_status (migration
@@ -21,20 +19,19 @@ import (
 // would reach only after every other job.
 func TestIntegrationStatusFilterUsesItsIndex(t *testing.T) {
 	ctx := context.Background()
-	pool := testinfra.Postgres(t)
-	if err := migrations.Up(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
+	pool := pgtest.Migrated(t)
 	// 50,000 jobs in id order (ids from the series, so "newest" is
 	// deterministic): the last 5 completed, 1 in 100 paused.
-	_, err := pool.Exec(ctx, `
-		INSERT INTO jobs (id, tenant, name, spec, priority, status, partition)
-		SELECT ('00000000-0000-7000-8000-' || lpad(to_hex(g), 12, '0'))::uuid, 'acme', 'j' || g, ''::bytea, 3,
-		       CASE WHEN g > 49995 THEN 'completed' WHEN g % 100 = 0 THEN 'paused' ELSE 'active' END, g % 256
-		FROM generate_series(1, 50000) g`)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pgtest.CopyJobs(t, pool, 50000, func(i int) *sundialv1.Job {
+		g := i + 1
+		status := sundialv1.JobStatus_JOB_STATUS_ACTIVE
+		if g > 49995 {
+			status = sundialv1.JobStatus_JOB_STATUS_COMPLETED
+		} else if g%100 == 0 {
+			status = sundialv1.JobStatus_JOB_STATUS_PAUSED
+		}
+		return &sundialv1.Job{Id: fmt.Sprintf("00000000-0000-7000-8000-%012x", g), Tenant: "acme", Name: fmt.Sprintf("j%d", g), Status: status}
+	})
 	if _, err := pool.Exec(ctx, `ANALYZE jobs`); err != nil {
 		t.Fatal(err)
 	}
@@ -91,22 +88,26 @@ func TestNameIndexable(t *testing.T) {
 // with the other filters and LIKE's wildcards as written.
 func TestIntegrationShortNameSearchIsBounded(t *testing.T) {
 	ctx := context.Background()
-	pool := testinfra.Postgres(t)
-	if err := migrations.Up(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
+	pool := pgtest.Migrated(t)
 	// 20,000 jobs "j<g>"; 7 of them (spread, one paused) named with "Zq",
 	// and one "5%" to check the escaping.
-	_, err := pool.Exec(ctx, `
-		INSERT INTO jobs (id, tenant, name, spec, priority, status, partition)
-		SELECT ('00000000-0000-7000-8000-' || lpad(to_hex(g), 12, '0'))::uuid,
-		       CASE WHEN g % 10 = 3 THEN 'other' ELSE 'acme' END,
-		       CASE WHEN g IN (5, 2500, 2501, 9000, 15000, 19998, 20000) THEN 'x-zQ-' || g WHEN g = 777 THEN '5% off' ELSE 'j' || g END,
-		       ''::bytea, 3, CASE WHEN g = 9000 THEN 'paused' ELSE 'active' END, g % 256
-		FROM generate_series(1, 20000) g`)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pgtest.CopyJobs(t, pool, 20000, func(i int) *sundialv1.Job {
+		g := i + 1
+		j := &sundialv1.Job{Id: fmt.Sprintf("00000000-0000-7000-8000-%012x", g), Tenant: "acme", Name: fmt.Sprintf("j%d", g)}
+		if g%10 == 3 {
+			j.Tenant = "other"
+		}
+		switch g {
+		case 5, 2500, 2501, 9000, 15000, 19998, 20000:
+			j.Name = fmt.Sprintf("x-zQ-%d", g)
+		case 777:
+			j.Name = "5% off"
+		}
+		if g == 9000 {
+			j.Status = sundialv1.JobStatus_JOB_STATUS_PAUSED
+		}
+		return j
+	})
 	if _, err := pool.Exec(ctx, `ANALYZE jobs`); err != nil {
 		t.Fatal(err)
 	}
