@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/services/prefetcher/internal/pgtest"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 

@@ -23,7 +23,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/ledgerpending"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/services/prefetcher/internal/pgtest"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 

@@ -19,7 +19,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/jobwake"
 	"github.com/sundialhq/sundial/pkg/rangeleader"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/services/prefetcher/internal/pgtest"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 

@@ -22,8 +22,8 @@ import (
 	"github.com/sundialhq/sundial/pkg/jobspec"
 	"github.com/sundialhq/sundial/pkg/rangeleader"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/services/prefetcher/internal/pgtest"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/stage"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 

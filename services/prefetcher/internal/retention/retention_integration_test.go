@@ -18,7 +18,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/rangeleader"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/services/prefetcher/internal/pgtest"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 )
 
 func newSweeper(t *testing.T, batch int) (*Sweeper, *pgxpool.Pool, *Metrics) {

@@ -15,7 +15,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/jobspec"
 	"github.com/sundialhq/sundial/pkg/schedule"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/services/prefetcher/internal/pgtest"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 )
 
 // testAudit names the test as the calendars' changer.

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/services/prefetcher/internal/pgtest"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 )
 
 const testChunk = 30 * time.Second

@@ -14,7 +14,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/misfire"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/services/prefetcher/internal/pgtest"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 )
 
 // Every staged firing, on time and catch-up alike, carries its job's

@@ -11,9 +11,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/services/prefetcher/internal/pgtest"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 )
 
 // Partitioned prefetch (--ranges): each range leader claims only its
@@ -172,12 +174,11 @@ func TestRangeCatchUpCursorSurvivesTheLeader(t *testing.T) {
 func TestRangeClaimUsesTheDueIndex(t *testing.T) {
 	_, pool := newStore(t)
 	ctx := context.Background()
-	_, err := pool.Exec(ctx, `
-		INSERT INTO jobs (id, tenant, spec, priority, partition, next_fire_at)
-		SELECT gen_random_uuid(), 't', '\x'::bytea, 3, (g % 256), now() + (g || ' seconds')::interval
-		  FROM generate_series(1, 20000) AS g`)
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `ANALYZE jobs`)
+	now := time.Now()
+	pgtest.CopyJobs(t, pool, 20000, func(i int) *sundialv1.Job {
+		return &sundialv1.Job{Tenant: "t", NextFireTime: timestamppb.New(now.Add(time.Duration(i+1) * time.Second))}
+	})
+	_, err := pool.Exec(ctx, `ANALYZE jobs`)
 	require.NoError(t, err)
 	r, err := pool.Query(ctx, `EXPLAIN `+claimRangeSQL, time.Now().Add(2*time.Minute), 500, 32, 47)
 	require.NoError(t, err)

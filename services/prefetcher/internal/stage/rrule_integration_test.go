@@ -14,7 +14,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/services/prefetcher/internal/pgtest"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 )
 
 // rruleJob is a job on a recurrence rule, with DTSTART at start.

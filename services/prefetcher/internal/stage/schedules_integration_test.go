@@ -13,7 +13,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/services/prefetcher/internal/pgtest"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 )
 
 // A job with two schedules that share instants stages each instant once:

@@ -23,7 +23,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/tracing"
 	"github.com/sundialhq/sundial/pkg/tracing/tracingtest"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/services/prefetcher/internal/pgtest"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 )
 
 const election = "/sundial/elections/prefetcher"
@@ -770,12 +770,11 @@ func TestUnschedulableJobIsParked(t *testing.T) {
 func TestClaimUsesTheDueIndex(t *testing.T) {
 	_, pool := newStore(t)
 	ctx := context.Background()
-	_, err := pool.Exec(ctx, `
-		INSERT INTO jobs (id, tenant, spec, priority, partition, next_fire_at)
-		SELECT gen_random_uuid(), 't', '\x'::bytea, 3, (g % 256), now() + (g || ' seconds')::interval
-		  FROM generate_series(1, 20000) AS g`)
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `ANALYZE jobs`)
+	now := time.Now()
+	pgtest.CopyJobs(t, pool, 20000, func(i int) *sundialv1.Job {
+		return &sundialv1.Job{Tenant: "t", NextFireTime: timestamppb.New(now.Add(time.Duration(i+1) * time.Second))}
+	})
+	_, err := pool.Exec(ctx, `ANALYZE jobs`)
 	require.NoError(t, err)
 	r, err := pool.Query(ctx, `EXPLAIN `+claimSQL, time.Now().Add(2*time.Minute), 500)
 	require.NoError(t, err)
