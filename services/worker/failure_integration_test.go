@@ -22,13 +22,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/ledger"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 
 	"github.com/sundialhq/sundial/services/worker/internal/app"
@@ -916,12 +916,7 @@ func TestOutboundPolicyAndSecrets(t *testing.T) {
 // whose slot is staged), as the prefetcher leaves it.
 func (e *env) insertJob(id string, version int64) {
 	e.t.Helper()
-	spec, _ := proto.Marshal(&sundialv1.Job{Id: id, Tenant: "acme", Version: version})
-	if _, err := e.pg.Exec(context.Background(), `
-		INSERT INTO jobs (id, tenant, spec, priority, status, version, partition, next_fire_at)
-		VALUES ($1, 'acme', $2, 3, 'active', $3, 0, NULL)`, id, spec, version); err != nil {
-		e.t.Fatal(err)
-	}
+	pgtest.InsertJob(e.t, e.pg, &sundialv1.Job{Id: id, Tenant: "acme", Version: version}, "NULL")
 }
 
 func (e *env) jobStatus(id string) string {

@@ -33,10 +33,10 @@ import (
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
-	"github.com/sundialhq/sundial/pkg/migrations"
 	"github.com/sundialhq/sundial/pkg/signingkey"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/testkit/harness"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 
 	"github.com/sundialhq/sundial/services/worker/internal/app"
@@ -114,8 +114,8 @@ func newEnv(t *testing.T, partitions int32) *env {
 	e.topics = firing.Topics{Prefix: "test." + testinfra.UniqueName(t, 150)}
 	e.group = testinfra.KafkaGroup(t)
 	e.rdb, e.redisPfx = testinfra.Redis(t)
-	e.dsn = testinfra.PostgresDSN(t)
-	e.pg = testinfra.PostgresPool(t, e.dsn)
+	e.dsn = pgtest.Schema(t)
+	e.pg = pgtest.Pool(t, e.dsn)
 	e.kafka = testinfra.KafkaClient(t, kgo.ProducerLinger(0))
 	e.adm = kadm.NewClient(e.kafka)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -132,9 +132,6 @@ func newEnv(t *testing.T, partitions int32) *env {
 		}
 	})
 	e.waitTopics(ctx, all, partitions)
-	if err := migrations.Up(ctx, e.pg, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
-		t.Fatalf("migrations: %v", err)
-	}
 
 	e.keyspace = testinfra.CassandraKeyspace(t)
 	s, err := ledger.Connect(ledger.ConnectConfig{Hosts: testinfra.CassandraHosts(t)})
