@@ -5,13 +5,17 @@ package console_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/console"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 )
 
 // planOf runs EXPLAIN (ANALYZE, FORMAT JSON) and returns the plan's JSON
@@ -55,13 +59,17 @@ func TestIntegrationConsolePlansNamesAndGroups(t *testing.T) {
 	api := startConsole(t, false)
 	ctx := context.Background()
 	jobs := createJobs(t, api, "seed")
-	if _, err := api.Pool.Exec(ctx, `
-		INSERT INTO jobs (id, tenant, name, spec, priority, partition)
-		SELECT gen_random_uuid(), CASE WHEN i % 5 = 0 THEN 'globex' ELSE 'acme' END,
-		       CASE WHEN i % 100 = 0 THEN 'Billing-' ELSE 'job-' END || i, '\x'::bytea, 3, i % 256
-		  FROM generate_series(1, 125000) i`); err != nil {
-		t.Fatal(err)
-	}
+	pgtest.CopyJobs(t, api.Pool, 125000, func(n int) *sundialv1.Job {
+		i := n + 1
+		j := &sundialv1.Job{Id: uuid.NewString(), Tenant: "acme", Name: fmt.Sprintf("job-%d", i)}
+		if i%5 == 0 {
+			j.Tenant = "globex"
+		}
+		if i%100 == 0 {
+			j.Name = fmt.Sprintf("Billing-%d", i)
+		}
+		return j
+	})
 	seed := api.DeadLetter(t, jobs["seed"], time.Now().Add(-time.Hour), "http_5xx")
 	if _, err := api.Pool.Exec(ctx, `
 		INSERT INTO dead_letters (execution_id, tenant, job_id, error_class, last_error, http_status, attempts, last_attempt, envelope, dead_at)
