@@ -20,6 +20,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/lease"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/store"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
@@ -32,7 +33,7 @@ type calHarness struct {
 
 func newCalHarness(t *testing.T) *calHarness {
 	t.Helper()
-	pool := testSchema(t)
+	pool := pgtest.Migrated(t)
 	rdb, prefix := testinfra.Redis(t)
 	versions := &recordingVersions{Store: lease.New(rdb, lease.WithPrefix(prefix)), published: map[string][]int64{}}
 	metrics := NewMetrics(nil)

@@ -4,7 +4,6 @@ package server
 
 import (
 	"context"
-	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
@@ -29,24 +28,13 @@ import (
 	"github.com/sundialhq/sundial/pkg/jobwake"
 	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/ledger"
-	"github.com/sundialhq/sundial/pkg/migrations"
 	"github.com/sundialhq/sundial/pkg/outbox"
 	"github.com/sundialhq/sundial/pkg/quotas"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/store"
+	"github.com/sundialhq/sundial/testkit/pgtest"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 )
-
-// testSchema returns a pool on a fresh, migrated Postgres schema of the
-// test's own (testkit/testinfra drops it when the test ends).
-func testSchema(t *testing.T) *pgxpool.Pool {
-	t.Helper()
-	pool := testinfra.Postgres(t)
-	if err := migrations.Up(context.Background(), pool, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
-	return pool
-}
 
 // recordingVersions publishes to real Redis (through pkg/lease) and
 // remembers what it published, so tests can assert both.
@@ -117,7 +105,7 @@ func newHarnessWith(t *testing.T, o harnessOptions) *harness {
 	t.Helper()
 	pool := o.pool
 	if pool == nil {
-		pool = testSchema(t)
+		pool = pgtest.Migrated(t)
 	}
 	rdb, prefix := testinfra.Redis(t)
 	ls := lease.New(rdb, lease.WithPrefix(prefix))
