@@ -10,16 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/pkg/jobspec"
 	"github.com/sundialhq/sundial/pkg/rangeleader"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/stage"
@@ -83,23 +78,16 @@ func measureBurst(t *testing.T, jobs, prefetchers int) time.Duration {
 	var now time.Time
 	require.NoError(t, pool.QueryRow(ctx, `SELECT now()`).Scan(&now))
 	at := now.Add(time.Minute).Truncate(time.Second)
-	rows := make([][]any, 0, jobs)
-	for range jobs {
-		id := uuid.Must(uuid.NewV7())
-		job := &sundialv1.Job{
-			Id: id.String(), Tenant: "t", Name: "burst",
+	// No NextFireTime, so next_fire_at NULL: not claimable until the
+	// burst is released.
+	pgtest.CopyJobs(t, pool, jobs, func(int) *sundialv1.Job {
+		return &sundialv1.Job{
+			Tenant: "t", Name: "burst",
 			Schedule: &sundialv1.Schedule{Spec: &sundialv1.Schedule_Once{Once: timestamppb.New(at)}},
 			Target:   &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: "http://127.0.0.1:1/x"}}},
 		}
-		jobspec.Normalize(job)
-		spec, err := proto.Marshal(job)
-		require.NoError(t, err)
-		// next_fire_at NULL: not claimable until the burst is released.
-		rows = append(rows, []any{id, "t", spec, int16(job.GetPriority()), int16(firing.Partition(id))})
-	}
-	_, err := pool.CopyFrom(ctx, pgx.Identifier{"jobs"}, []string{"id", "tenant", "spec", "priority", "partition"}, pgx.CopyFromRows(rows))
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `ANALYZE jobs`)
+	})
+	_, err := pool.Exec(ctx, `ANALYZE jobs`)
 	require.NoError(t, err)
 
 	if prefetchers == 0 {
