@@ -155,9 +155,14 @@ $(DATEUTIL)/bin/python:
 .PHONY: dateutil
 dateutil: $(DATEUTIL)/bin/python ## Install python-dateutil (the RRULE oracle) into a virtualenv under .tools
 
+# The integration tier runs the tests of the integration-tagged files only
+# (deploy/local/integration.sh derives the list from the files): the unit
+# tests beside them already ran in test-unit, with the race detector. One
+# go test over every module keeps both cores busy to the end.
 .PHONY: test-integration
-test-integration: dateutil ## Integration tests against the running infrastructure (make infra-up first)
-	@export SUNDIAL_DATEUTIL_PYTHON=$(DATEUTIL)/bin/python && source <($(INFRA) env) && for m in $(MODULES); do (cd $$m && go test -tags integration -count=1 -p 2 -timeout $(INTEGRATION_TIMEOUT) $(GOTESTFLAGS) ./...) || exit 1; done
+test-integration: dateutil ## Integration tests (the integration-tagged files' tests) against the running infrastructure (make infra-up first)
+	@export SUNDIAL_DATEUTIL_PYTHON=$(DATEUTIL)/bin/python && source <($(INFRA) env) && \
+	  $(ROOT)/deploy/local/integration.sh run $(MODULES) -- -count=1 -p 2 -timeout $(INTEGRATION_TIMEOUT) $(GOTESTFLAGS)
 
 .PHONY: test-e2e
 test-e2e: ## End-to-end tests: the four services as processes against the running infrastructure

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Runs the integration tier: the tests that only build with the
+# integration tag, against the running components, in one `go test` over
+# every module so both cores stay busy to the end.
+#
+#   deploy/local/integration.sh list MODULE...          package and test names
+#   deploy/local/integration.sh run MODULE... -- FLAGS  go test them (FLAGS: -count=1 -p 2 ...)
+#
+# The unit tests (the files without the tag) already ran in make test-unit,
+# with the race detector; building with -tags integration would run them a
+# second time. So the tier is derived from the files: a package takes part
+# when `go list -tags integration` gives it test files that plain `go list`
+# does not, and `go test -run` names exactly the Test, Fuzz and Example
+# functions of those files. A new integration test joins the tier by being
+# in such a file; nothing else to keep in step. The one regular expression
+# covers every package, so a unit test that shares its name with an
+# integration test of another package runs here too (three did when this
+# was written: a few seconds).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+mode=${1:-}
+shift || true
+modules=()
+while [ $# -gt 0 ] && [ "$1" != -- ]; do modules+=("$1"); shift; done
+[ $# -gt 0 ] && shift
+if [ "$mode" != list ] && [ "$mode" != run ] || [ ${#modules[@]} -eq 0 ]; then
+  echo "usage: $0 list|run MODULE... [-- go test flags]" >&2
+  exit 2
+fi
+
+patterns=()
+for m in "${modules[@]}"; do patterns+=("./$m/..."); done
+format='{{.ImportPath}} {{.Dir}}{{range .TestGoFiles}} {{.}}{{end}}{{range .XTestGoFiles}} {{.}}{{end}}'
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+go list -tags integration -f "$format" "${patterns[@]}" | sort >"$tmp/tagged"
+go list -f "$format" "${patterns[@]}" | sort >"$tmp/plain"
+
+# One line per package with integration-only test files:
+# import path, then the test functions those files declare (TestMain
+# always runs and is not named).
+pkgs=()
+names=()
+while read -r path dir files; do
+  plain=$(awk -v p="$path" '$1 == p { $1 = ""; $2 = ""; print }' "$tmp/plain")
+  own=()
+  for f in $files; do
+    case " $plain " in *" $f "*) ;; *) own+=("$dir/$f") ;; esac
+  done
+  [ ${#own[@]} -eq 0 ] && continue
+  found=$(sed -nE 's/^func ((Test|Fuzz|Example)[A-Za-z0-9_]*)\(.*/\1/p' "${own[@]}" | grep -vx TestMain || true)
+  # A package whose integration files hold only helpers or benchmarks has
+  # no test to run here (make lint still compiles it with the tag).
+  [ -z "$found" ] && continue
+  pkgs+=("$path")
+  names+=($found)
+  if [ "$mode" = list ]; then echo "$path" $found; fi
+done <"$tmp/tagged"
+
+[ "$mode" = list ] && exit 0
+if [ ${#pkgs[@]} -eq 0 ]; then
+  echo "integration: no integration-tagged tests found in ${modules[*]}" >&2
+  exit 1
+fi
+run=$(printf '%s\n' "${names[@]}" | sort -u | paste -sd '|')
+echo "integration: ${#names[@]} tests in ${#pkgs[@]} packages"
+go test -tags integration -run "^($run)\$" "$@" "${pkgs[@]}"
