@@ -144,7 +144,7 @@ func foldForecastChanges(ctx context.Context, tx pgx.Tx) error {
 // there were.
 func foldForecastBatch(ctx context.Context, tx pgx.Tx) (int, error) {
 	rows, err := tx.Query(ctx, `DELETE FROM forecast_schedule_changes
-		WHERE seq IN (SELECT seq FROM forecast_schedule_changes ORDER BY seq LIMIT $1)
+		WHERE seq = ANY(ARRAY(SELECT seq FROM forecast_schedule_changes ORDER BY seq LIMIT $1))
 		RETURNING tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, ids`, foldBatch)
 	if err != nil {
 		return 0, fmt.Errorf("store: forecast fold: %w", err)
