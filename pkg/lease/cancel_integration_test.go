@@ -281,3 +281,29 @@ func TestCancel(t *testing.T) {
 		t.Fatalf("cancel of a finished execution: %v", st)
 	}
 }
+
+// A cancel request lives CancelTTL, not the markers' TTL: markers last
+// the redelivery horizon (an hour by default), while a cancelled
+// execution's next attempt may come a day later. With markers of a
+// second, the request still stops a retry that comes after they expired.
+func TestCancelOutlivesShortMarkers(t *testing.T) {
+	_, rdb, prefix := newStore(t)
+	s := lease.New(rdb, lease.WithPrefix(prefix), lease.WithMarkerTTL(time.Second))
+	ctx := context.Background()
+	r1 := exo("job", "r", 1, lease.OverlapAllow)
+	acquire(t, s, r1, "h1")
+	if err := s.MarkRetryPending(ctx, r1, "h1", time.Second, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if st, _, err := s.Cancel(ctx, "job", "r", "user:alice"); err != nil || st != lease.CancelPending {
+		t.Fatalf("cancel between attempts: %v %v", st, err)
+	}
+	k := s.Keys("job", "r")
+	if ttl := rdb.PTTL(ctx, k.Cancel).Val(); ttl < lease.CancelTTL-time.Minute {
+		t.Fatalf("the cancel request lives %s, want CancelTTL (%s)", ttl, lease.CancelTTL)
+	}
+	time.Sleep(1500 * time.Millisecond) // the markers expire
+	if r := acquire(t, s, exo("job", "r", 2, lease.OverlapAllow), "h2"); r.Outcome != lease.Cancelled || r.CancelledBy != "user:alice" {
+		t.Fatalf("the retry after the markers expired: %+v, want cancelled by user:alice", r)
+	}
+}

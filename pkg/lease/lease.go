@@ -271,9 +271,21 @@ type Store struct {
 	liveness      bool
 }
 
-// DefaultMarkerTTL is how long delivery counters and the done markers of
-// skipped executions live unless WithMarkerTTL says otherwise.
-const DefaultMarkerTTL = 7 * 24 * time.Hour
+// DefaultMarkerTTL is how long delivery counters and done markers live
+// unless WithMarkerTTL says otherwise: the redelivery horizon (a firing is
+// redelivered while its record is fetched and not yet committed: the
+// staging window and a backlog), with a wide margin, not a week. Every
+// firing leaves a marker and a counter (about 400 bytes): at 1,000
+// firings/s an hour of them is about 1.4 GB of Redis, a week 240 GB. A
+// copy older than that — an offset reset, a backfill of a slot that ran —
+// is answered by the ledger instead (the worker's prepare stage).
+const DefaultMarkerTTL = time.Hour
+
+// CancelTTL is how long a cancel request lives, whatever the markers'
+// TTL: it waits for an execution's next attempt, which a retry may
+// schedule up to a day away (jobspec.MaxRetryDelay), and requests are
+// one per user action, not one per firing.
+const CancelTTL = 7 * 24 * time.Hour
 
 // Option configures a Store.
 type Option func(*Store)
@@ -1132,14 +1144,15 @@ return {1, who}
 // Cancel asks that an execution be cancelled, by whom (a principal, or an
 // overlap policy): a running attempt is abandoned by its worker at its
 // next renewal (Renew returns a *CancelledError), and an attempt not yet
-// started is Cancelled by Acquire. The request lasts the marker TTL. It
+// started is Cancelled by Acquire. The request lasts CancelTTL (or the
+// marker TTL, if longer). It
 // reports what it found and who the ledger will name (the first to ask).
 func (s *Store) Cancel(ctx context.Context, jobID, executionID, by string) (CancelState, string, error) {
 	if jobID == "" || executionID == "" || by == "" {
 		return 0, "", errors.New("lease: cancel: job id, execution id and who are required")
 	}
 	k := s.Keys(jobID, executionID)
-	vals, err := cancelScript.Run(ctx, s.rdb, []string{k.Done, k.Lease, k.Cancel, k.Running}, by, s.markerTTL.Milliseconds(), executionID).Slice()
+	vals, err := cancelScript.Run(ctx, s.rdb, []string{k.Done, k.Lease, k.Cancel, k.Running}, by, max(s.markerTTL, CancelTTL).Milliseconds(), executionID).Slice()
 	if err != nil {
 		return 0, "", fmt.Errorf("lease: cancel %s: %w", executionID, err)
 	}

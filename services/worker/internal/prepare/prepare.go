@@ -99,7 +99,13 @@ type Config struct {
 	// firing dropped, not fired again. Jobs with an overlap policy are not
 	// asked (their running marker must follow the execution's own).
 	Recorded func(ctx context.Context, f *sundialv1.Firing) (sundialv1.ExecutionStatus, bool)
-	// DoneTTL is how long a marker written for a recorded attempt lives.
+	// DoneTTL is how long done markers and delivery counters live (the
+	// marker written for a recorded attempt too). A firing staged more
+	// than half of it ago may be a copy of one finished long enough ago
+	// that its marker is gone (an offset reset, a redelivery after a long
+	// outage), and a backfill's firing has the id of a slot that may have
+	// run days ago: those are asked of the ledger (Recorded) before they
+	// fire, as a dead delivery's are.
 	DoneTTL time.Duration
 	// HasRecord and RecordLost, when both set, keep the ledger whole when
 	// a worker dies between writing an attempt's marker and its record
@@ -208,7 +214,7 @@ func New(cfg Config, l Leaser, routes Routes, clk clock.Clock, m *metrics.Metric
 		cfg.RetryAfter = d.RetryAfter
 	}
 	if cfg.DoneTTL <= 0 {
-		cfg.DoneTTL = 7 * 24 * time.Hour
+		cfg.DoneTTL = lease.DefaultMarkerTTL
 	}
 	if cfg.CheckAfter <= 0 {
 		cfg.CheckAfter = d.CheckAfter
@@ -430,7 +436,7 @@ func (s *Stage) prepare(ctx context.Context, batch []*work.Item) {
 			// Our own earlier leases of this item (one that ran out
 			// while it waited) fired nothing; another delivery's may
 			// have.
-			if s.cfg.Recorded != nil && res[i].Deliveries > int64(it.Acquired) && !it.Overlap {
+			if s.cfg.Recorded != nil && !it.Overlap && (res[i].Deliveries > int64(it.Acquired) || s.pastMarkers(it.Firing)) {
 				suspects = append(suspects, it)
 				continue
 			}
@@ -486,6 +492,18 @@ func (s *Stage) prepare(ctx context.Context, batch []*work.Item) {
 	if len(done) > 0 {
 		s.checking.Go(func() { s.checkRecorded(ctx, done) })
 	}
+}
+
+// pastMarkers reports whether f may be a copy of an attempt finished so
+// long ago that its done marker is gone (Config.DoneTTL): staged more
+// than half the markers' life ago, or a backfill (a slot's own id, for a
+// slot that may have run days ago).
+func (s *Stage) pastMarkers(f *sundialv1.Firing) bool {
+	if f.GetOrigin() == sundialv1.FiringOrigin_FIRING_ORIGIN_BACKFILL {
+		return true
+	}
+	staged := f.GetStagedTime()
+	return staged != nil && s.clk.Now().Sub(staged.AsTime()) > s.cfg.DoneTTL/2
 }
 
 // fire hands a leased firing to the fire holder, unless it is late and its
@@ -610,8 +628,8 @@ func (s *Stage) verify(ctx context.Context, items []*work.Item) {
 			continue
 		}
 		f := it.Firing
-		s.logger.Warn("a delivery before this one fired the attempt and died before its marker was written; the ledger has its outcome, so it is not fired again",
-			"execution_id", f.GetExecutionId(), "attempt", max(f.GetAttempt(), 1), "recorded", status[i].String())
+		s.logger.Warn("the ledger has this attempt's outcome, so it is not fired again (a delivery before this one fired it and died before its marker was written, or its marker ran out: a backfill of a slot that ran, or a copy older than the markers)",
+			"execution_id", f.GetExecutionId(), "attempt", max(f.GetAttempt(), 1), "origin", f.GetOrigin().String(), "recorded", status[i].String())
 		mark := lease.FinishAttempt
 		if status[i] == sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED {
 			mark = lease.FinishDone

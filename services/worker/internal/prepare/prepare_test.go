@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -360,6 +361,61 @@ func TestAttemptRecordedByADeadDeliveryIsNotFiredAgain(t *testing.T) {
 		if id == "first" {
 			t.Fatal("the ledger was asked about a first delivery")
 		}
+	}
+}
+
+// Done markers live DoneTTL (an hour by default), not a week: a firing
+// staged more than half of that ago, or a backfill's (a slot's own id, for
+// a slot that may have run days ago), is asked of the ledger before it
+// fires even on its first delivery. One the ledger has is marked and not
+// fired; one it has not fires; a fresh firing is not asked about.
+func TestFiringsOlderThanTheMarkersAreAskedOfTheLedger(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l := &leaser{answer: map[string]lease.Result{}}
+	ran := map[string]bool{"old-ran": true, "backfill-ran": true}
+	var asked []string
+	var mu sync.Mutex
+	recorded := func(_ context.Context, f *sundialv1.Firing) (sundialv1.ExecutionStatus, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, f.GetExecutionId())
+		return sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED, ran[f.GetExecutionId()]
+	}
+	s, r := newStage(t, Config{Recorded: recorded, DoneTTL: time.Hour}, l, clk)
+	o := &owner{}
+	at := t0.Add(time.Second)
+	mk := func(id string, staged time.Time, origin sundialv1.FiringOrigin) *work.Item {
+		b, err := firing.Encode(&sundialv1.Firing{ExecutionId: id, JobId: "job-" + id, Tenant: "acme", Attempt: 1, JobVersion: 3,
+			ScheduledTime: timestamppb.New(at), FireTime: timestamppb.New(at), StagedTime: timestamppb.New(staged), Origin: origin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.answer[id] = lease.Result{Outcome: lease.Acquired, Fence: 9, Deliveries: 1}
+		return &work.Item{FireAt: at.UnixNano(), Envelope: b, Owner: o, HeapIndex: -1}
+	}
+	sched := sundialv1.FiringOrigin_FIRING_ORIGIN_SCHEDULE
+	s.Prepare(context.Background(), []*work.Item{
+		mk("old-ran", t0.Add(-40*time.Minute), sched), mk("old-new", t0.Add(-40*time.Minute), sched),
+		mk("backfill-ran", t0, sundialv1.FiringOrigin_FIRING_ORIGIN_BACKFILL), mk("fresh", t0.Add(-time.Minute), sched),
+	})
+	fired := map[string]bool{}
+	for _, it := range r.fire {
+		fired[exec(it)] = true
+	}
+	if len(fired) != 2 || !fired["old-new"] || !fired["fresh"] {
+		t.Fatalf("fired %v, want old-new and fresh only", fired)
+	}
+	slices.Sort(asked)
+	if !slices.Equal(asked, []string{"backfill-ran", "old-new", "old-ran"}) {
+		t.Fatalf("the ledger was asked about %v, want the old and the backfill only", asked)
+	}
+	var marked []string
+	for _, f := range l.finished {
+		marked = append(marked, f.Execution.ExecutionID)
+	}
+	slices.Sort(marked)
+	if !slices.Equal(marked, []string{"backfill-ran", "old-ran"}) {
+		t.Fatalf("marked %v, want the two the ledger has", marked)
 	}
 }
 

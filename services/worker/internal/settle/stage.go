@@ -164,7 +164,7 @@ type StageConfig struct {
 }
 
 // DefaultStageConfig values.
-var DefaultStageConfig = StageConfig{Settlers: 8, Batch: 256, Linger: 20 * time.Millisecond, Queue: 264, DoneTTL: 7 * 24 * time.Hour,
+var DefaultStageConfig = StageConfig{Settlers: 8, Batch: 256, Linger: 20 * time.Millisecond, Queue: 264, DoneTTL: lease.DefaultMarkerTTL,
 	RedisTimeout: 2 * time.Second, RunningGrace: time.Minute, MaxYield: 250 * time.Millisecond}
 
 // StageDeps are what the stage works with. Leaser, Recorder, Clock,
