@@ -86,9 +86,39 @@ type CopyOptions struct {
 	Progress func(done int)
 }
 
-// jobRowColumns are the columns store.Create inserts.
-var jobRowColumns = []string{"id", "tenant", "name", "labels", "spec", "priority", "status", "version",
-	"partition", "next_fire_at", "idempotency_key", "created_at", "updated_at"}
+// JobColumns are the columns of a jobs row that the api's store.Create
+// writes, less the idempotency key and hash and the instants; StoredJobRow
+// gives their values up to partition (next_fire_at is the caller's).
+var JobColumns = []string{"id", "tenant", "name", "labels", "spec", "priority", "status", "version", "partition", "next_fire_at"}
+
+// jobRowColumns are the columns CopyJobs loads: JobColumns, no key, and
+// the creation instants.
+var jobRowColumns = append(append([]string{}, JobColumns...), "idempotency_key", "created_at", "updated_at")
+
+// StoredJobRow is the row of JobColumns up to partition that the api's
+// store.Create writes for job, which carries its id, tenant, status and
+// version already: spec is job encoded without next_fire_time and the
+// runs staged (the columns carry those), labels never NULL, partition
+// firing.Partition(id). The one encoding of a jobs row in testkit
+// (CopyJobs here, and testkit/pgtest, use it); job is not changed.
+func StoredJobRow(job *sundialv1.Job) ([]any, error) {
+	id, err := uuid.Parse(job.GetId())
+	if err != nil {
+		return nil, fmt.Errorf("harness: job id %q: %w", job.GetId(), err)
+	}
+	c := proto.Clone(job).(*sundialv1.Job)
+	c.NextFireTime, c.RemainingRuns = nil, 0
+	spec, err := proto.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("harness: encode job %s: %w", id, err)
+	}
+	labels := job.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	return []any{id, job.GetTenant(), job.GetName(), labels, spec, int16(job.GetPriority()),
+		firing.JobStatusSQL(job.GetStatus()), job.GetVersion(), int16(firing.Partition(id))}, nil
+}
 
 // jobRows is a pgx.CopyFromSource building rows [from, to) on demand.
 type jobRows struct {
@@ -138,17 +168,10 @@ func JobRow(job *sundialv1.Job, tenant string, now time.Time) ([]any, error) {
 	if next.IsZero() {
 		return nil, fmt.Errorf("harness: job %q has no instant after %s", job.GetName(), now.Format(time.RFC3339))
 	}
-	// spec never carries next_fire_time: only the column tracks it.
-	job.NextFireTime = nil
-	spec, err := proto.Marshal(job)
+	job.NextFireTime = timestamppb.New(next)
+	row, err := StoredJobRow(job)
 	if err != nil {
 		return nil, err
 	}
-	job.NextFireTime = timestamppb.New(next)
-	labels := job.GetLabels()
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	return []any{id, tenant, job.GetName(), labels, spec, int16(job.GetPriority()), "active",
-		job.GetVersion(), int16(firing.Partition(id)), next, nil, now, now}, nil
+	return append(row, next, nil, now, now), nil
 }

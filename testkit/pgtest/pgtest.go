@@ -7,9 +7,9 @@
 // It is the one place tests get either from: a test that needs the schema
 // calls Migrated (or Schema and Pool, to share the DSN with a child
 // process), and a test that needs a job row calls InsertJob, or CopyJobs
-// for the tens of thousands a query plan is tested on. (The benchmark's
-// loads of millions go through harness.CopyJobs, which also validates each
-// job and derives its first slot.)
+// for the tens of thousands a query plan is tested on. The row itself is
+// harness.StoredJobRow, which the benchmark's harness.CopyJobs (loads of
+// millions, each job validated and given its first slot) writes too.
 package pgtest
 
 import (
@@ -29,6 +29,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/jobspec"
 	"github.com/sundialhq/sundial/pkg/migrations"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/testkit/harness"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
@@ -63,10 +64,9 @@ func Migrated(t testing.TB) *pgxpool.Pool {
 	return Pool(t, Schema(t))
 }
 
-// jobColumns are the columns the api's store.Create writes but the
-// idempotency key and hash (none here) and the instants, which are the
-// database clock's now() as in one CreateJob transaction.
-var jobColumns = []string{"id", "tenant", "name", "labels", "spec", "priority", "status", "version", "partition", "next_fire_at"}
+// jobColumns are harness.JobColumns; the instants are the database
+// clock's now() as in one CreateJob transaction.
+var jobColumns = harness.JobColumns
 
 // InsertJob stores job as the api's CreateJob would, with next_fire_at
 // given as a SQL expression (e.g. "date_trunc('second', now()) + interval
@@ -131,7 +131,9 @@ func CopyJobs(t testing.TB, pool *pgxpool.Pool, n int, job func(i int) *sundialv
 	return ids
 }
 
-// jobRow is the job's id and its row in jobColumns order up to partition.
+// jobRow is the job's id and its row in jobColumns order up to partition,
+// the job's unset id, tenant, status and version defaulted and the job
+// normalised as the api normalises it.
 func jobRow(job *sundialv1.Job) (uuid.UUID, []any, error) {
 	job = proto.Clone(job).(*sundialv1.Job)
 	id := uuid.Must(uuid.NewV7())
@@ -152,19 +154,8 @@ func jobRow(job *sundialv1.Job) (uuid.UUID, []any, error) {
 		job.Version = 1
 	}
 	jobspec.Normalize(job)
-	// As the api's encodeSpec: the columns, not spec, carry the next slot
-	// and the runs staged.
-	job.NextFireTime, job.RemainingRuns = nil, 0
-	spec, err := proto.Marshal(job)
-	if err != nil {
-		return id, nil, fmt.Errorf("marshal job %s: %w", id, err)
-	}
-	labels := job.GetLabels()
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	return id, []any{id, job.Tenant, job.GetName(), labels, spec, int16(job.GetPriority()),
-		firing.JobStatusSQL(job.Status), job.Version, int16(firing.Partition(id))}, nil
+	row, err := harness.StoredJobRow(job)
+	return id, row, err
 }
 
 // insert writes row (jobColumns up to partition) with next_fire_at the
