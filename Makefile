@@ -182,13 +182,20 @@ test-browser: ## The api's web console in headless Chromium (Debian's package, i
 test-restarts: ## The worker's outage tests that stop and start Redis and the Kafka broker (the components must be this run's own: make test runs them last)
 	@source <($(INFRA) env) && cd services/worker && SUNDIAL_TEST_RESTART_INFRA=1 go test -tags integration -count=1 -timeout 10m $(GOTESTFLAGS) -run 'Restart' .
 
+.PHONY: test-deps
+test-deps: deploy-tools dateutil ## Install what the test steps use besides Go tools (helm, promtool, Chromium, python-dateutil), once
+	$(ROOT)/deploy/local/chromium.sh install
+
 # make test's steps in order, each with its budget in seconds on the 2-core
 # CI machine from a fresh clone (tools, packages and jars installed by the
-# steps themselves). deploy/local/steps.sh stops a step at its budget and
-# fails the run naming it, and prints every step's time at the end (kept in
-# .run/steps.tsv). The budgets are tripwires about twice each step's time
-# in CI, not the 15-minute goal: docs/operations.md#ci.
-TEST_STEPS := infra-up:600 lint:480 proto-check:240 test-unit:900 fuzz-quick:360 \
+# steps themselves). Steps joined by + run side by side, a , chains steps
+# within such a lane: lint needs no component, so it runs while infra-up
+# starts them and test-deps installs packages after it (both use apt-get,
+# which takes one lock). deploy/local/steps.sh stops a step at its budget
+# and fails the run naming it, and prints every step's time at the end
+# (kept in .run/steps.tsv). The budgets are tripwires about twice each
+# step's time in CI, not the 15-minute goal: docs/operations.md#ci.
+TEST_STEPS := infra-up:600,test-deps:600+lint:480 proto-check:240 test-unit:900 fuzz-quick:360 \
 	test-integration:1500 test-browser:480 test-e2e:900 bench-quick:480 chaos-quick:480 test-restarts:420
 
 .PHONY: test

@@ -1,20 +1,29 @@
 #!/usr/bin/env bash
-# Runs make targets one after the other, each against its budget, and
-# prints how long each took — what `make test` is made of.
+# Runs make targets, each against its budget, and prints how long each
+# took — what `make test` is made of.
 #
 #   deploy/local/steps.sh target:budget-seconds ...
+#   deploy/local/steps.sh a:budget+b:budget ...          a and b side by side
+#   deploy/local/steps.sh a:budget,c:budget+b:budget ... a then c, beside b
 #
-# A step that fails stops the run with its exit status. A step still
-# running at its budget is stopped and fails the run, naming the step and
-# its budget: a tier that grew past what was stated is a finding, not a
-# slower CI. The summary (each step's time, its budget, and the total) is
-# printed at the end whatever happened, and kept in .run/steps.tsv.
+# Steps run one after the other; lanes joined by + start together and the
+# run goes on when all of them have ended (each step still against its own
+# budget); a lane is one step or several joined by , one after the other.
+# Side by side, each step's output goes to .run/steps/<step>.log and is
+# printed whole once its group has ended, so the log reads step by step.
+#
+# A step that fails stops the run with its exit status (its lane at once,
+# the lanes beside it when they have ended). A step still running at its budget is stopped and
+# fails the run, naming the step and its budget: a tier that grew past
+# what was stated is a finding, not a slower CI. The summary (each step's
+# time, its budget, and the total) is printed at the end whatever
+# happened, and kept in .run/steps.tsv.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 summary=()
 total_start=$(date +%s)
-mkdir -p .run
+mkdir -p .run/steps
 out=.run/steps.tsv
 printf 'step\tseconds\tbudget\tresult\n' >"$out"
 
@@ -22,7 +31,7 @@ report() {
   local rc=$?
   local total=$(($(date +%s) - total_start))
   echo
-  echo "--- make test: time per step"
+  echo "--- make test: time per step (steps joined by + ran side by side)"
   printf '  %-18s %8s %8s  %s\n' step took budget result
   for line in "${summary[@]}"; do
     IFS=$'\t' read -r name took budget result <<<"$line"
@@ -33,27 +42,74 @@ report() {
 }
 trap report EXIT
 
-for spec in "$@"; do
-  name=${spec%%:*}
-  budget=${spec##*:}
-  echo "=== step $name (budget ${budget}s) started $(date -u +%H:%M:%S)"
+# run_step name budget: make name under its budget; prints "rc took".
+run_step() {
+  local start rc=0
   start=$(date +%s)
-  rc=0
   # timeout signals the step's whole process group (make and the tests it
   # started); -k: what does not stop within 30 s of the budget is killed.
-  timeout -k 30 "$budget" make --no-print-directory "$name" || rc=$?
-  took=$(($(date +%s) - start))
-  result=ok
+  timeout -k 30 "$2" make --no-print-directory "$1" || rc=$?
+  echo "$rc $(($(date +%s) - start))" >".run/steps/$1.rc"
+}
+
+# record name budget label: adds the step's line to the summary; fails
+# (returns its exit status) when the step did.
+record() {
+  local name=$1 budget=$2 label=$3 rc took result=ok
+  read -r rc took <".run/steps/$name.rc"
   if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
     result="over budget (stopped at ${budget}s)"
   elif [ "$rc" -ne 0 ]; then
     result="failed (exit $rc)"
   fi
-  summary+=("$name"$'\t'"$took"$'\t'"$budget"$'\t'"$result")
+  summary+=("$label"$'\t'"$took"$'\t'"$budget"$'\t'"$result")
   printf '%s\t%s\t%s\t%s\n' "$name" "$took" "$budget" "$result" >>"$out"
   echo "=== step $name: $result in ${took}s (budget ${budget}s)"
   if [ "$rc" -ne 0 ]; then
     echo "make test: step $name $result" >&2
-    exit "$rc"
   fi
+  return "$rc"
+}
+
+for spec in "$@"; do
+  IFS=+ read -ra group <<<"$spec"
+  if [ ${#group[@]} -eq 1 ]; then
+    name=${spec%%:*}
+    budget=${spec##*:}
+    echo "=== step $name (budget ${budget}s) started $(date -u +%H:%M:%S)"
+    run_step "$name" "$budget"
+    record "$name" "$budget" "$name" || exit $?
+    continue
+  fi
+  pids=()
+  for lane in "${group[@]}"; do
+    IFS=, read -ra chain <<<"$lane"
+    for member in "${chain[@]}"; do
+      rm -f ".run/steps/${member%%:*}.rc"
+      echo "=== step ${member%%:*} (budget ${member##*:}s) in a lane side by side; output in .run/steps/${member%%:*}.log"
+    done
+    (
+      for member in "${chain[@]}"; do
+        name=${member%%:*}
+        echo "=== step $name started $(date -u +%H:%M:%S)" >".run/steps/$name.log"
+        run_step "$name" "${member##*:}" >>".run/steps/$name.log" 2>&1
+        read -r rc _ <".run/steps/$name.rc"
+        [ "$rc" -eq 0 ] || break
+      done
+    ) &
+    pids+=($!)
+  done
+  wait "${pids[@]}" || true
+  failed=0
+  for lane in "${group[@]}"; do
+    IFS=, read -ra chain <<<"$lane"
+    for member in "${chain[@]}"; do
+      name=${member%%:*}
+      [ -f ".run/steps/$name.rc" ] || continue # after a failure in its lane
+      echo "=== step $name: output"
+      cat ".run/steps/$name.log"
+      record "$name" "${member##*:}" "+$name" || failed=$?
+    done
+  done
+  [ "$failed" -eq 0 ] || exit "$failed"
 done
