@@ -5,6 +5,7 @@ package migrations
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -158,5 +159,43 @@ func TestForecastFillMatchesDecoder(t *testing.T) {
 		if _, ok := want[k]; !ok {
 			t.Errorf("%s %s key %.80s: filled %d jobs the Decoder does not key so", k.tenant, k.status, k.key, n)
 		}
+	}
+}
+
+// A spec that is not a job's encoding is still written: the counting
+// trigger never refuses a write. The job is counted under a schedule no
+// decoder reads, so the forecast counts it as failed.
+func TestForecastTriggerTakesMalformedSpecs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := testinfra.Postgres(t)
+	if err := Up(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	for i, spec := range [][]byte{{0xff}, {0x2a, 0x7f, 0x01}, {0x0f}, {0x2a, 0x02, 0x0a, 0x05}, {0x2a, 0x03, 0x0a, 0x01, 0xff}} {
+		if _, err := pool.Exec(ctx, `INSERT INTO jobs (id, tenant, spec, priority, partition) VALUES ($1, 'acme', $2, 2, 0)`,
+			fmt.Sprintf("0193a1b2-0000-7000-8000-%012d", i), spec); err != nil {
+			t.Fatalf("spec %x: %v", spec, err)
+		}
+	}
+	rows, err := pool.Query(ctx, `SELECT schedule, jobs FROM forecast_schedule_changes`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	jobs := 0
+	for rows.Next() {
+		var schedule []byte
+		var n int
+		if err := rows.Scan(&schedule, &n); err != nil {
+			t.Fatal(err)
+		}
+		jobs += n
+		if _, _, err := forecast.NewDecoder(nil).Count(forecast.Count{Tenant: "acme", Schedule: schedule, Jobs: n}); err == nil {
+			t.Errorf("schedule %x of a malformed spec decodes", schedule)
+		}
+	}
+	if rows.Err() != nil || jobs != 5 {
+		t.Fatalf("%d jobs counted (%v), want the 5 written", jobs, rows.Err())
 	}
 }
