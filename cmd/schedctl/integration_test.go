@@ -89,8 +89,12 @@ func startAPIWith(t *testing.T, extra ...string) (addr string, conn *pgx.Conn, k
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	// exited is closed when the api has exited (waitErr says how), so the
+	// start loop below and the cleanup can both see it: a value sent on a
+	// channel would be taken by one and leave the other waiting forever.
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -113,8 +117,8 @@ func startAPIWith(t *testing.T, extra ...string) (addr string, conn *pgx.Conn, k
 			return addr, conn, keyspace
 		}
 		select {
-		case err := <-exited:
-			t.Fatalf("api exited: %v\n%s", err, stderr.String())
+		case <-exited:
+			t.Fatalf("api exited: %v\n%s", waitErr, stderr.String())
 		case <-ctx.Done():
 			t.Fatalf("api never became SERVING: %v\n%s", err, stderr.String())
 		case <-time.After(100 * time.Millisecond):
