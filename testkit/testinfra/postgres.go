@@ -89,8 +89,22 @@ func PostgresPool(t testing.TB, dsn string) *pgxpool.Pool {
 		pool.Close()
 		t.Fatalf("testinfra: postgres ping: %v", err)
 	}
-	t.Cleanup(pool.Close)
+	t.Cleanup(func() { closeWithin(t, pool, 10*time.Second) })
 	return pool
+}
+
+// closeWithin closes pool, giving up after d: pgxpool's Close waits for
+// every acquired connection, and a test that failed (FailNow) inside a
+// transaction never returns its connection, which hung the whole package
+// until its timeout. The connection is left to the process's exit.
+func closeWithin(t testing.TB, pool *pgxpool.Pool, d time.Duration) {
+	done := make(chan struct{})
+	go func() { pool.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Logf("testinfra: a postgres connection was not returned (a transaction left open by a failed test?); not waiting for it")
+	}
 }
 
 // Postgres returns a pool whose connections use a fresh schema of the test's

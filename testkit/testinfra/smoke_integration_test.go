@@ -13,6 +13,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/gocql/gocql"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -254,4 +255,25 @@ func TestCassandraRoundTrip(t *testing.T) {
 	} else if !errors.Is(err, gocql.ErrNotFound) {
 		t.Fatal(err)
 	}
+}
+
+// A pool whose connection a failed test never returned (a transaction
+// left open by FailNow) is given up on at cleanup instead of waiting for
+// it forever: pgxpool's Close waits for every acquired connection.
+func TestPoolCloseGivesUpOnAConnectionNeverReturned(t *testing.T) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, PostgresDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	closeWithin(t, pool, 200*time.Millisecond)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("closing took %s with a connection held", took)
+	}
+	conn.Release() // the close finishes now, before goleak looks
 }
