@@ -132,33 +132,41 @@ func foldForecastChanges(ctx context.Context, tx pgx.Tx) error {
 	if _, err := tx.Exec(ctx, forecastFoldLock); err != nil {
 		return fmt.Errorf("store: forecast fold lock: %w", err)
 	}
+	// Each round starts past the last one's changes: the entries it
+	// deleted stay in the index until this transaction ends, and a round
+	// starting from the queue's head would walk them all again.
+	after := int64(-1)
 	for {
-		n, err := foldForecastBatch(ctx, tx)
+		n, last, err := foldForecastBatch(ctx, tx, after)
 		if err != nil || n < foldBatch {
 			return err
 		}
+		after = last
 	}
 }
 
-// foldForecastBatch folds the oldest foldBatch changes and says how many
-// there were.
-func foldForecastBatch(ctx context.Context, tx pgx.Tx) (int, error) {
+// foldForecastBatch folds the oldest foldBatch changes after the change
+// numbered after and says how many there were and the last one's number.
+func foldForecastBatch(ctx context.Context, tx pgx.Tx, after int64) (int, int64, error) {
 	rows, err := tx.Query(ctx, `DELETE FROM forecast_schedule_changes
-		WHERE seq = ANY(ARRAY(SELECT seq FROM forecast_schedule_changes ORDER BY seq LIMIT $1))
-		RETURNING tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, ids`, foldBatch)
+		WHERE seq = ANY(ARRAY(SELECT seq FROM forecast_schedule_changes WHERE seq > $2 ORDER BY seq LIMIT $1))
+		RETURNING seq, tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, ids`, foldBatch, after)
 	if err != nil {
-		return 0, fmt.Errorf("store: forecast fold: %w", err)
+		return 0, 0, fmt.Errorf("store: forecast fold: %w", err)
 	}
 	byKey := map[string]*foldedChange{}
 	read := 0
+	last := after
 	for rows.Next() {
 		read++
 		var c foldedChange
 		var ids []uuid.UUID
-		if err := rows.Scan(&c.tenant, &c.status, &c.priority, &c.digest, &c.schedule, &c.jitter, &c.anchor, &c.jobID, &c.jobs, &ids); err != nil {
+		var seq int64
+		if err := rows.Scan(&seq, &c.tenant, &c.status, &c.priority, &c.digest, &c.schedule, &c.jitter, &c.anchor, &c.jobID, &c.jobs, &ids); err != nil {
 			rows.Close()
-			return 0, fmt.Errorf("store: forecast fold: %w", err)
+			return 0, 0, fmt.Errorf("store: forecast fold: %w", err)
 		}
+		last = max(last, seq)
 		k := fmt.Sprintf("%s\x00%s\x00%d\x00%s", c.tenant, c.status, c.priority, c.digest)
 		delta := c.jobs
 		f := byKey[k]
@@ -176,10 +184,10 @@ func foldForecastBatch(ctx context.Context, tx pgx.Tx) (int, error) {
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("store: forecast fold: %w", err)
+		return 0, 0, fmt.Errorf("store: forecast fold: %w", err)
 	}
 	if len(byKey) == 0 {
-		return read, nil
+		return read, last, nil
 	}
 	folded := make([]*foldedChange, 0, len(byKey))
 	for _, f := range byKey {
@@ -223,16 +231,16 @@ func foldForecastBatch(ctx context.Context, tx pgx.Tx) (int, error) {
 	}
 	if unsample {
 		if _, err := tx.Exec(ctx, foldUnsampleSQL, tenants, statuses, priorities, digests, removals); err != nil {
-			return 0, fmt.Errorf("store: forecast fold: samples: %w", err)
+			return 0, 0, fmt.Errorf("store: forecast fold: samples: %w", err)
 		}
 	}
 	if _, err := tx.Exec(ctx, foldAddSQL, tenants, statuses, priorities, digests, scheds, jitters, anchors, jobIDs, jobs, samples); err != nil {
-		return 0, fmt.Errorf("store: forecast fold: counts: %w", err)
+		return 0, 0, fmt.Errorf("store: forecast fold: counts: %w", err)
 	}
 	if _, err := tx.Exec(ctx, foldDropSQL, tenants, statuses, priorities, digests); err != nil {
-		return 0, fmt.Errorf("store: forecast fold: empty rows: %w", err)
+		return 0, 0, fmt.Errorf("store: forecast fold: empty rows: %w", err)
 	}
-	return read, nil
+	return read, last, nil
 }
 
 // JobNames returns the names of the jobs ids that exist, by id.
