@@ -45,14 +45,6 @@ const pageBudget = 200 * time.Millisecond
 // an index) crosses it.
 const planCostBound = 10_000
 
-// forecastPerJob is the forecast page's budget per active job of the
-// tenant. It reads every one (up to server.DefaultForecastMaxJobs) and
-// counts their firings ahead, by design, so it cannot answer in 200 ms
-// past 40,000–100,000 jobs; the bound keeps its time linear in the jobs
-// (measured: 2–5 µs a job; the rest is room for a loaded machine) and
-// the plan check keeps its read a range of an index.
-const forecastPerJob = 20 * time.Microsecond
-
 // largeTable: a table with at least this many rows (pg_class.reltuples)
 // is one a page must never read with a sequential scan.
 const largeTable = 5_000
@@ -172,7 +164,7 @@ func (fx *pageFixture) planProblems(t *testing.T, rec *statements, large map[str
 		for _, n := range tableSorts(plan) {
 			problems = append(problems, fmt.Sprintf("%s: a sort of %.0f rows read from a table (an ordered index is missing):\n%s\n%s", p.name, n, st.sql, planText(plan)))
 		}
-		if cost > costBound && !p.readsEveryJob {
+		if cost > costBound {
 			problems = append(problems, fmt.Sprintf("%s: a plan of total cost %.0f (bound %.0f):\n%s\n%s", p.name, cost, costBound, st.sql, planText(plan)))
 		}
 		t.Logf("%-34s cost %8.1f  %s", p.name, cost, oneLine(st.sql, 110))
@@ -605,18 +597,11 @@ type consolePage struct {
 	form               url.Values
 	// postgres: the page reads Postgres.
 	postgres bool
-	// readsEveryJob: the forecast, which reads each active job of the
-	// tenant: no cost bound on its plan, and forecastPerJob a job.
-	readsEveryJob bool
 }
 
-// budget is the median time p must answer in.
-func (fx *pageFixture) budget(p consolePage) time.Duration {
-	if p.readsEveryJob {
-		return max(pageBudget, time.Duration(fx.active)*forecastPerJob)
-	}
-	return pageBudget
-}
+// budget is the median time p must answer in: every page, the forecast
+// included (it reads per-schedule counts, not every job).
+func (fx *pageFixture) budget(consolePage) time.Duration { return pageBudget }
 
 func (p consolePage) code() int { return http.StatusOK }
 
@@ -656,7 +641,7 @@ func (fx *pageFixture) pages() []consolePage {
 		get("dead letters, job by name", "/dead-letters?job="+url.QueryEscape(fx.job.GetName())),
 		get("dead-letter detail", "/dead-letters/"+fx.dead),
 		get("audit", "/audit"),
-		{name: "forecast (24 h)", method: "GET", path: "/forecast", postgres: true, readsEveryJob: true},
+		{name: "forecast (24 h)", method: "GET", path: "/forecast", postgres: true},
 		get("sessions", "/sessions"),
 	}
 }
