@@ -42,7 +42,9 @@
 // layout.
 //
 // Every key of one job carries the hash tag {j:<job id>}, so a script that
-// touches several of them runs on one Redis Cluster slot.
+// touches several of them runs on one Redis Cluster slot; the batch calls
+// send one script call per slot of their batch (pipelined) on a cluster
+// client, and one call on a single Redis.
 package lease
 
 import (
@@ -264,7 +266,8 @@ func (e *CancelledError) Is(target error) bool { return target == ErrCancelled }
 
 // Store runs the lease scripts against Redis.
 type Store struct {
-	rdb           redis.Scripter
+	rdb           Client
+	cluster       bool // rdb is a Redis Cluster client: batches are split by hash slot
 	prefix        string
 	maxDeliveries int
 	markerTTL     time.Duration
@@ -383,10 +386,15 @@ if out[1] == 0 then redis.call('SET', KEYS[1], '1') end
 for i = 2, #KEYS do out[i] = redis.call('EXISTS', KEYS[i]) end
 return out`)
 
-// New returns a Store over rdb: a *redis.Client, *redis.ClusterClient or
-// anything else that can run scripts.
-func New(rdb redis.Scripter, opts ...Option) *Store {
-	s := &Store{rdb: rdb, prefix: DefaultPrefix, markerTTL: DefaultMarkerTTL}
+// New returns a Store over rdb: a *redis.Client (one Redis, or Sentinel's
+// failover client), a *redis.ClusterClient, or a redis.UniversalClient
+// that is either. On a cluster client the batch calls (AcquireMany,
+// ReleaseMany, FinishMany) send one script call per hash slot of the
+// batch, pipelined; elsewhere a batch is one call. See DESIGN.md, "Redis
+// Cluster".
+func New(rdb Client, opts ...Option) *Store {
+	_, cluster := rdb.(*redis.ClusterClient)
+	s := &Store{rdb: rdb, cluster: cluster, prefix: DefaultPrefix, markerTTL: DefaultMarkerTTL}
 	for _, o := range opts {
 		o(s)
 	}
@@ -690,19 +698,18 @@ type Acquisition struct {
 // each. An invalid entry fails the whole call before anything is sent.
 //
 // Every key of one entry shares its job's hash tag, but a batch spans jobs:
-// on Redis Cluster, call it with the entries of one slot at a time.
+// on Redis Cluster it is one script call per hash slot, pipelined (see
+// slotBatch), each deciding its entries in order.
 func (s *Store) AcquireMany(ctx context.Context, batch []Acquisition) ([]Result, error) {
 	if len(batch) == 0 {
 		return nil, nil
 	}
-	keys := make([]string, 0, 9*len(batch))
-	args := make([]any, 0, 4+9*len(batch))
 	live := ""
 	if s.liveness {
 		live = s.prefix + "live:"
 	}
-	args = append(args, s.maxDeliveries, s.markerTTL.Milliseconds(), live, MaxBuffered)
-	for _, a := range batch {
+	b := s.newBatch(s.maxDeliveries, s.markerTTL.Milliseconds(), live, MaxBuffered)
+	for i, a := range batch {
 		ex := a.Execution
 		if err := check(ex, a.Holder, a.TTL); err != nil {
 			return nil, err
@@ -712,19 +719,16 @@ func (s *Store) AcquireMany(ctx context.Context, batch []Acquisition) ([]Result,
 		if ex.continuing() {
 			continuing = "1"
 		}
-		keys = append(keys, k.Lease, k.Done, k.Version, k.Fence, k.Running, k.Buffered, k.BufferSeen, k.Deliveries, k.Cancel)
-		args = append(args, a.Holder, a.TTL.Milliseconds(), ex.Version, ex.Attempt, ex.ExecutionID, int(ex.Overlap), continuing, ex.MaxConcurrency, ex.Order)
+		b.add(i, []string{k.Lease, k.Done, k.Version, k.Fence, k.Running, k.Buffered, k.BufferSeen, k.Deliveries, k.Cancel},
+			a.Holder, a.TTL.Milliseconds(), ex.Version, ex.Attempt, ex.ExecutionID, int(ex.Overlap), continuing, ex.MaxConcurrency, ex.Order)
 	}
-	vals, err := acquireScript.Run(ctx, s.rdb, keys, args...).Slice()
+	vals, err := b.run(ctx, s.rdb, acquireScript, len(batch), 4)
 	if err != nil {
 		return nil, fmt.Errorf("lease: acquire %s (%d in the batch): %w", batch[0].Execution.ExecutionID, len(batch), err)
 	}
-	if len(vals) != 4*len(batch) {
-		return nil, fmt.Errorf("lease: acquire %d executions: unexpected reply of %d values", len(batch), len(vals))
-	}
 	out := make([]Result, len(batch))
 	for i := range batch {
-		r, err := acquireResult(vals[4*i : 4*i+4])
+		r, err := acquireResult(vals[i])
 		if err != nil {
 			return nil, fmt.Errorf("lease: acquire %s: %w", batch[i].Execution.ExecutionID, err)
 		}
@@ -871,15 +875,14 @@ type Release struct {
 // ReleaseMany gives back a batch of leases in one round trip, as Release
 // would one by one, and uncounts the deliveries marked Unstarted. It
 // reports, per entry, whether the holder still had the lease. An invalid
-// entry fails the whole call before anything is sent. On Redis Cluster,
-// call it with the entries of one slot at a time.
+// entry fails the whole call before anything is sent. On Redis Cluster it
+// is one script call per hash slot, pipelined.
 func (s *Store) ReleaseMany(ctx context.Context, batch []Release) ([]bool, error) {
 	if len(batch) == 0 {
 		return nil, nil
 	}
-	keys := make([]string, 0, 3*len(batch))
-	args := make([]any, 0, 4*len(batch))
-	for _, r := range batch {
+	b := s.newBatch()
+	for i, r := range batch {
 		ex := r.Execution
 		if ex.JobID == "" || ex.ExecutionID == "" {
 			return nil, errors.New("lease: release: job and execution id are required")
@@ -892,19 +895,16 @@ func (s *Store) ReleaseMany(ctx context.Context, batch []Release) ([]bool, error
 			unstarted = "1"
 		}
 		k := s.Keys(ex.JobID, ex.ExecutionID)
-		keys = append(keys, k.Lease, k.Running, k.Deliveries)
-		args = append(args, r.Holder, ex.ExecutionID, max(ex.Attempt, 1), unstarted)
+		b.add(i, []string{k.Lease, k.Running, k.Deliveries}, r.Holder, ex.ExecutionID, max(ex.Attempt, 1), unstarted)
 	}
-	vals, err := releaseScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
+	vals, err := b.run(ctx, s.rdb, releaseScript, len(batch), 1)
 	if err != nil {
 		return nil, fmt.Errorf("lease: release %s (%d in the batch): %w", batch[0].Execution.ExecutionID, len(batch), err)
 	}
-	if len(vals) != len(batch) {
-		return nil, fmt.Errorf("lease: release %d executions: unexpected reply of %d values", len(batch), len(vals))
-	}
 	out := make([]bool, len(batch))
 	for i, v := range vals {
-		out[i] = v == 1
+		n, _ := v[0].(int64)
+		out[i] = n == 1
 	}
 	return out, nil
 }
@@ -1007,15 +1007,14 @@ type Finish struct {
 // releases their leases in one Redis round trip, as MarkDone,
 // MarkAttemptDone and MarkRetryPending would one by one. The worker settles
 // the attempts that ended in the same moment with one call. An invalid
-// entry fails the whole call before anything is sent. On Redis Cluster,
-// call it with the entries of one slot at a time.
+// entry fails the whole call before anything is sent. On Redis Cluster it
+// is one script call per hash slot, pipelined.
 func (s *Store) FinishMany(ctx context.Context, batch []Finish) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	keys := make([]string, 0, 3*len(batch))
-	args := make([]any, 0, 5*len(batch))
-	for _, f := range batch {
+	b := s.newBatch()
+	for i, f := range batch {
 		ex := f.Execution
 		if ex.JobID == "" || ex.ExecutionID == "" {
 			return errors.New("lease: job and execution id are required")
@@ -1040,10 +1039,9 @@ func (s *Store) FinishMany(ctx context.Context, batch []Finish) error {
 			return fmt.Errorf("lease: unknown finish mark %d", f.Mark)
 		}
 		k := s.Keys(ex.JobID, ex.ExecutionID)
-		keys = append(keys, k.Lease, k.Done, k.Running)
-		args = append(args, f.Holder, f.TTL.Milliseconds(), mark, ex.ExecutionID, keep.Milliseconds())
+		b.add(i, []string{k.Lease, k.Done, k.Running}, f.Holder, f.TTL.Milliseconds(), mark, ex.ExecutionID, keep.Milliseconds())
 	}
-	if err := finishScript.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
+	if _, err := b.run(ctx, s.rdb, finishScript, len(batch), 0); err != nil {
 		return fmt.Errorf("lease: mark %s (%d in the batch): %w", batch[0].Execution.ExecutionID, len(batch), err)
 	}
 	return nil
