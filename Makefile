@@ -87,8 +87,13 @@ lint: $(TOOLS)/staticcheck ## gofmt, go vet and staticcheck over every module
 tidy: ## go mod tidy in every module
 	@for m in $(MODULES); do (cd $$m && go mod tidy) || exit 1; done
 
+# CLUSTER=1 (make infra-up CLUSTER=1, or in the environment): infra-up,
+# infra-down, infra-status and the test tiers' `infra.sh env` also run the
+# cluster profile, deploy/local/cluster/*.sh (docs/operations.md#cluster-profile).
+export CLUSTER
+
 .PHONY: infra-up
-infra-up: ## Install (if missing) and start Postgres, Redis, ZooKeeper, Kafka, Cassandra on 127.0.0.1, each with its secure listener beside it (docs/operations.md#secure-listeners)
+infra-up: ## Install (if missing) and start Postgres, Redis, ZooKeeper, Kafka, Cassandra on 127.0.0.1, each with its secure listener beside it (docs/operations.md#secure-listeners); CLUSTER=1 adds the cluster profile
 	$(INFRA) up
 
 .PHONY: infra-down

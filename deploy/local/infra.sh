@@ -13,6 +13,8 @@
 #   infra.sh kafka-topics list | create T [PARTITIONS] | describe T | read T [MAX]
 #                        Kafka topics: a job's Kafka target topic must exist before the job is created
 #   infra.sh reset       down, then delete the data (keeps downloaded jars)
+#   CLUSTER=1 infra.sh up|down|status|env   the same, plus the cluster profile: every
+#                        deploy/local/cluster/*.sh (ZooKeeper ensemble, Postgres standby, ...)
 #
 # Everything it makes (jars, data, logs, pid files) lives under .infra/ at the
 # repository root (override with SUNDIAL_INFRA_DIR). The JVM components are
@@ -837,13 +839,27 @@ cmd_reset() {
   log "data and logs deleted; jars kept (rm -rf $INFRA for a cold start)"
 }
 
+# cluster SUB: with CLUSTER=1 (any value but empty or 0), every
+# deploy/local/cluster/*.sh (the cluster profile: a ZooKeeper ensemble, a
+# Postgres primary and standby, ...) runs SUB as well, on ports of its own;
+# without it nothing changes. docs/operations.md, "Cluster profile".
+cluster() {
+  case ${CLUSTER:-0} in 0 | "") return 0 ;; esac
+  local s rc=0
+  for s in "$SRC"/cluster/*.sh; do
+    [ -f "$s" ] || continue
+    bash "$s" "$1" || rc=$?
+  done
+  return $rc
+}
+
 case ${1:-} in
-  up) cmd_up ;;
-  down) cmd_down ;;
+  up) cmd_up; cluster up ;;
+  down) rc=0; cluster down || rc=$?; cmd_down; exit $rc ;;
   stop) shift; cmd_stop "$@" ;;
   start) shift; cmd_start "$@" ;;
-  status) cmd_status ;;
-  env) cmd_env ;;
+  status) rc=0; cmd_status || rc=$?; cluster status || rc=1; exit $rc ;;
+  env) cmd_env; cluster env ;;
   logs) shift; cmd_logs "$@" ;;
   cli) shift; cmd_cli "$@" ;;
   kafka-topics) shift; cmd_kafka_topics "$@" ;;
