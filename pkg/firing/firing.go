@@ -69,14 +69,24 @@ func (t Topics) Fire(p sundialv1.Priority) string {
 	return t.Prefix + ".fire." + PriorityName(p)
 }
 
+// Priorities are the four priorities a firing can have, most urgent first:
+// the order topics are listed, served and leased in.
+func Priorities() [4]sundialv1.Priority {
+	return [4]sundialv1.Priority{
+		sundialv1.Priority_PRIORITY_CRITICAL,
+		sundialv1.Priority_PRIORITY_HIGH,
+		sundialv1.Priority_PRIORITY_MEDIUM,
+		sundialv1.Priority_PRIORITY_LOW,
+	}
+}
+
 // FireAll lists the four priority topics, most urgent first.
 func (t Topics) FireAll() []string {
-	return []string{
-		t.Fire(sundialv1.Priority_PRIORITY_CRITICAL),
-		t.Fire(sundialv1.Priority_PRIORITY_HIGH),
-		t.Fire(sundialv1.Priority_PRIORITY_MEDIUM),
-		t.Fire(sundialv1.Priority_PRIORITY_LOW),
+	var topics []string
+	for _, p := range Priorities() {
+		topics = append(topics, t.Fire(p))
 	}
+	return topics
 }
 
 // FirePriority is the priority whose fire topic topic is, under any
@@ -87,8 +97,7 @@ func FirePriority(topic string) (sundialv1.Priority, bool) {
 		return sundialv1.Priority_PRIORITY_UNSPECIFIED, false
 	}
 	name := topic[i+len(".fire."):]
-	for _, p := range []sundialv1.Priority{sundialv1.Priority_PRIORITY_CRITICAL, sundialv1.Priority_PRIORITY_HIGH,
-		sundialv1.Priority_PRIORITY_MEDIUM, sundialv1.Priority_PRIORITY_LOW} {
+	for _, p := range Priorities() {
 		if PriorityName(p) == name {
 			return p, true
 		}

@@ -95,10 +95,7 @@ func Stage(t testing.TB, pool *pgxpool.Pool, n int, delay time.Duration, notify 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	prios := []sundialv1.Priority{
-		sundialv1.Priority_PRIORITY_CRITICAL, sundialv1.Priority_PRIORITY_HIGH,
-		sundialv1.Priority_PRIORITY_MEDIUM, sundialv1.Priority_PRIORITY_LOW,
-	}
+	prios := firing.Priorities()
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)

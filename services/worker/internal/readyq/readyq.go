@@ -27,6 +27,7 @@ import (
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
+	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/services/worker/internal/work"
 )
 
@@ -39,12 +40,7 @@ type Lane interface {
 }
 
 // priorities in the order they are served.
-var priorities = [...]sundialv1.Priority{
-	sundialv1.Priority_PRIORITY_CRITICAL,
-	sundialv1.Priority_PRIORITY_HIGH,
-	sundialv1.Priority_PRIORITY_MEDIUM,
-	sundialv1.Priority_PRIORITY_LOW,
-}
+var priorities = firing.Priorities()
 
 // Rank is p's place in the order firings are served, 0 (CRITICAL) first;
 // unspecified counts as MEDIUM. The prepare stage leases in the same order.
