@@ -320,3 +320,33 @@ func restartNode(t *testing.T, rdb *redis.ClusterClient, addr, conf string) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// The services' client over the cluster's addresses (lease.NewClient, as
+// --redis-addr with several nodes builds it) passes the startup check on
+// every node and runs a batch across slots.
+func TestNewClientOnTheCluster(t *testing.T) {
+	_, prefix := testinfra.RedisCluster(t) // the keys' cleanup
+	rdb, err := lease.NewClient(testinfra.RedisClusterAddrs(t), lease.Security{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	if err := lease.Check(ctx, rdb); err != nil {
+		t.Fatalf("startup check on the cluster: %v", err)
+	}
+	s := lease.New(rdb, lease.WithPrefix(prefix))
+	batch := make([]lease.Acquisition, 64)
+	for i := range batch {
+		batch[i] = lease.Acquisition{Execution: ex(fmt.Sprintf("job-%d", i), "exec", 1, 1), Holder: fmt.Sprintf("w/%d", i), TTL: time.Minute}
+	}
+	res, err := s.AcquireMany(ctx, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Outcome != lease.Acquired {
+			t.Fatalf("%s: %v, want acquired", batch[i].Execution.JobID, r.Outcome)
+		}
+	}
+}

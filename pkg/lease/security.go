@@ -83,7 +83,27 @@ func isAuthError(err error) bool {
 // a service stopped knows which component refused it (WRONGPASS for a wrong
 // password, "certificate signed by unknown authority" for a server its CA
 // bundle does not cover); those refusals are marked connsec.ErrRefused.
-func Check(ctx context.Context, rdb *redis.Client) error {
+//
+// On a Redis Cluster client every node the cluster names is dialed and
+// pinged the same way.
+func Check(ctx context.Context, rdb redis.UniversalClient) error {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return checkNode(ctx, c)
+	case *redis.ClusterClient:
+		if err := c.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error { return checkNode(ctx, node) }); err != nil {
+			return fmt.Errorf("redis cluster at %s: %w", strings.Join(c.Options().Addrs, ","), err)
+		}
+		return nil
+	default:
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("redis: %w", err)
+		}
+		return nil
+	}
+}
+
+func checkNode(ctx context.Context, rdb *redis.Client) error {
 	o := rdb.Options()
 	fail := func(err error) error {
 		if connsec.IsTLSRefusal(err) || isAuthError(err) {

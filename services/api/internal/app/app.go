@@ -247,7 +247,7 @@ func openStores(ctx context.Context, cfg Config, logger *slog.Logger) (pool *pgx
 
 // backends are the api's clients of the other stores.
 type backends struct {
-	redis    *redis.Client
+	redis    redis.UniversalClient
 	versions *lease.Store
 	ledger   *history.Lazy
 	// topics is nil without --kafka-brokers; closeTopics closes it.
@@ -260,11 +260,15 @@ type backends struct {
 // openBackends makes the clients of Redis, the Cassandra ledger and Kafka;
 // none connects yet. u closes those that need it should New fail later.
 func openBackends(cfg Config, deps Deps, u *undo) (b backends, err error) {
-	ropts := &redis.Options{Addr: cfg.RedisAddr}
-	if err := cfg.RedisSecurity.Apply(ropts); err != nil {
+	addrs, err := lease.ParseAddrs(cfg.RedisAddr)
+	if err != nil {
+		return b, fmt.Errorf("redis-addr: %w", err)
+	}
+	// One address: a single Redis; several: a Redis Cluster's nodes.
+	rdb, err := lease.NewClient(addrs, cfg.RedisSecurity, nil)
+	if err != nil {
 		return b, fmt.Errorf("redis: %w", err)
 	}
-	rdb := redis.NewClient(ropts)
 	u.add(func() { _ = rdb.Close() })
 	b.redis, b.versions = rdb, lease.New(rdb, lease.WithPrefix(cfg.RedisKeyPrefix))
 
@@ -436,7 +440,7 @@ type closer func()
 // naming Redis, where every version publish would fail; a Redis that is
 // down is logged and waited for, as before).
 type redisOwner struct {
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	logger *slog.Logger
 }
 

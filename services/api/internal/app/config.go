@@ -112,7 +112,7 @@ func (s *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&s.ConsoleOperators, "console-operator-tenants", "", "comma-separated tenants whose console sessions also see the whole platform on the overview (every tenant's firings, consumer lag, outbox, components, leaders; needs --console-prometheus-url): the platform team's tenant, not its users'")
 	fs.StringVar(&s.ConsolePrometheus, "console-prometheus-url", "", "base URL of a Prometheus that scrapes the workers, e.g. http://127.0.0.1:9091; the console's overview charts each tenant's firings and lateness of the last hour from it (empty: no charts)")
 	fs.StringVar(&s.PostgresDSN, "postgres-dsn", DefaultPostgresDSN, "Postgres connection string (its search_path picks the schema)")
-	fs.StringVar(&s.RedisAddr, "redis-addr", "127.0.0.1:6379", "Redis address, where job versions are published for workers")
+	fs.StringVar(&s.RedisAddr, "redis-addr", "127.0.0.1:6379", "Redis address, where job versions are published for workers; several, comma-separated, are a Redis Cluster's nodes")
 	fs.StringVar(&s.RedisKeyPrefix, "redis-key-prefix", lease.DefaultPrefix, "prefix of every Redis key (must match the workers')")
 	fs.StringVar(&s.CassandraHosts, "cassandra-hosts", "127.0.0.1:9042", "comma-separated Cassandra contact points of the execution ledger")
 	fs.StringVar(&s.CassandraKeyspace, "cassandra-keyspace", "sundial", "Cassandra keyspace of the execution ledger")
@@ -160,8 +160,8 @@ func (s *Config) Validate(p *config.Problems) {
 	} else if _, err := pgxpool.ParseConfig(s.PostgresDSN); err != nil {
 		p.Addf("postgres-dsn", "cannot be parsed: %v", err)
 	}
-	if s.RedisAddr == "" {
-		p.Addf("redis-addr", "must not be empty")
+	if _, err := lease.ParseAddrs(s.RedisAddr); err != nil {
+		p.Addf("redis-addr", "%v", err)
 	}
 	if len(splitList(s.CassandraHosts)) == 0 {
 		p.Addf("cassandra-hosts", "must name at least one host")

@@ -110,7 +110,7 @@ func (b *builder) clocks() (*clocks, error) {
 // markers and delivery counts (the lease store), and the markers Redis
 // could not take, written when it answers.
 type redisSide struct {
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	leases *lease.Store
 	marks  *settle.Marks
 }
@@ -118,11 +118,15 @@ type redisSide struct {
 // redis connects to Redis and builds the lease store, the liveness key's
 // refresher (with --liveness-ttl) and the deferred markers.
 func (b *builder) redis(clk *clocks) (redisSide, error) {
-	ropts := &redis.Options{Addr: b.cfg.RedisAddr, Dialer: b.deps.RedisDialer}
-	if err := b.cfg.RedisSecurity.Apply(ropts); err != nil {
+	addrs, err := lease.ParseAddrs(b.cfg.RedisAddr)
+	if err != nil {
+		return redisSide{}, fmt.Errorf("redis-addr: %w", err)
+	}
+	// One address: a single Redis; several: a Redis Cluster's nodes.
+	rdb, err := lease.NewClient(addrs, b.cfg.RedisSecurity, b.deps.RedisDialer)
+	if err != nil {
 		return redisSide{}, fmt.Errorf("redis: %w", err)
 	}
-	rdb := redis.NewClient(ropts)
 	b.cl.add(func() { _ = rdb.Close() })
 	// A wrong password or an untrusted certificate stops the worker now,
 	// naming Redis; a Redis that is down is waited for, as before.

@@ -177,7 +177,7 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.KafkaBrokers, "kafka-brokers", "127.0.0.1:9092", "comma-separated Kafka seed brokers")
 	fs.StringVar(&c.TopicPrefix, "topic-prefix", "sundial", "prefix of the priority topics (<prefix>.fire.critical …)")
 	fs.StringVar(&c.Group, "group", "sundial-workers", "Kafka consumer group of the workers")
-	fs.StringVar(&c.RedisAddr, "redis-addr", "127.0.0.1:6379", "Redis address for leases and fences")
+	fs.StringVar(&c.RedisAddr, "redis-addr", "127.0.0.1:6379", "Redis address for leases and fences; several, comma-separated, are a Redis Cluster's nodes (then --liveness-ttl=0)")
 	fs.StringVar(&c.RedisKeyPrefix, "redis-key-prefix", "sundial:", "prefix of every Redis key")
 	fs.StringVar(&c.CassandraHosts, "cassandra-hosts", "127.0.0.1:9042", "comma-separated Cassandra contact points for the ledger")
 	fs.StringVar(&c.CassandraKeyspace, "cassandra-keyspace", "sundial", "ledger keyspace")
@@ -286,8 +286,12 @@ func (c *Config) Validate(p *config.Problems) {
 	if c.Group == "" {
 		p.Addf("group", "must not be empty")
 	}
-	if c.RedisAddr == "" {
-		p.Addf("redis-addr", "must not be empty")
+	if addrs, err := lease.ParseAddrs(c.RedisAddr); err != nil {
+		p.Addf("redis-addr", "%v", err)
+	} else if len(addrs) > 1 && c.LivenessTTL != 0 {
+		// The liveness key is per worker, outside the lease script's
+		// slot: a cluster refuses it (pkg/lease/DESIGN.md).
+		p.Addf("liveness-ttl", "must be 0 with a Redis Cluster (--redis-addr names %d nodes), got %s", len(addrs), c.LivenessTTL)
 	}
 	if len(splitList(c.CassandraHosts)) == 0 {
 		p.Addf("cassandra-hosts", "must name at least one host")

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sundialhq/sundial/pkg/config"
+	"github.com/sundialhq/sundial/pkg/lease"
 
 	"github.com/sundialhq/sundial/services/worker/internal/prepare"
 )
@@ -116,6 +117,10 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{[]string{"--allow-target-addrs", "sink.internal:8099"}, "allow-target-addrs"},
 		{[]string{"--deny-target-addrs", "10.0.0.0/99"}, "deny-target-addrs"},
 		{[]string{"--max-deliveries", "-1"}, "max-deliveries"},
+		{[]string{"--redis-addr", "127.0.0.1"}, "redis-addr"},
+		{[]string{"--redis-addr", " , "}, "redis-addr"},
+		// A Redis Cluster refuses the per-worker liveness key.
+		{[]string{"--redis-addr", "127.0.0.1:7101,127.0.0.1:7102"}, "liveness-ttl"},
 		{[]string{"--host-rate", "-3"}, "host-rate"},
 		{[]string{"--host-rate", "5", "--host-burst", "0"}, "host-burst"},
 		{[]string{"--breaker-failures", "-1"}, "breaker-failures"},
@@ -135,6 +140,18 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		if _, err := load(t, args, nil); err == nil || !strings.Contains(err.Error(), tc.flag+":") {
 			t.Errorf("%v: error %v, want one naming %s", tc.args, err, tc.flag)
 		}
+	}
+}
+
+// Several --redis-addr are a Redis Cluster's nodes, accepted once the
+// liveness key (which a cluster refuses) is off.
+func TestRedisClusterAddrs(t *testing.T) {
+	c, err := load(t, []string{"--signing-secret", "s", "--redis-addr", "127.0.0.1:7101, 127.0.0.1:7102", "--liveness-ttl", "0"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if addrs, err := lease.ParseAddrs(c.RedisAddr); err != nil || len(addrs) != 2 || addrs[1] != "127.0.0.1:7102" {
+		t.Fatalf("cluster addresses %q: %v, %v", c.RedisAddr, addrs, err)
 	}
 }
 
