@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -45,12 +46,7 @@ func startAPI(t *testing.T) (addr string, conn *pgx.Conn, keyspace string) {
 // startAPIWith is startAPI with more flags for the api (quotas).
 func startAPIWith(t *testing.T, extra ...string) (addr string, conn *pgx.Conn, keyspace string) {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "sundial-api")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Dir = filepath.Join("..", "..", "services", "api")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the api: %v\n%s", err, out)
-	}
+	bin := apiBinary(t)
 	dsn := testinfra.PostgresDSN(t)
 	conn, err := pgx.Connect(context.Background(), dsn)
 	if err != nil {
@@ -124,6 +120,37 @@ func startAPIWith(t *testing.T, extra ...string) (addr string, conn *pgx.Conn, k
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// apiBuild is the api binary, built once for every test of the run: the
+// build, a link of the whole api, took longer than most of the tests.
+var apiBuild struct {
+	once sync.Once
+	bin  string
+	out  []byte
+	err  error
+}
+
+// apiBinary builds the api on first use and returns its path; it is
+// removed when the run ends (atExit).
+func apiBinary(t *testing.T) string {
+	t.Helper()
+	apiBuild.once.Do(func() {
+		dir, err := os.MkdirTemp("", "schedctl-test-api")
+		if err != nil {
+			apiBuild.err = err
+			return
+		}
+		atExit = append(atExit, func() { _ = os.RemoveAll(dir) })
+		apiBuild.bin = filepath.Join(dir, "sundial-api")
+		build := exec.Command("go", "build", "-o", apiBuild.bin, ".")
+		build.Dir = filepath.Join("..", "..", "services", "api")
+		apiBuild.out, apiBuild.err = build.CombinedOutput()
+	})
+	if apiBuild.err != nil {
+		t.Fatalf("build the api: %v\n%s", apiBuild.err, apiBuild.out)
+	}
+	return apiBuild.bin
 }
 
 // schedctlAt runs remote subcommands in-process against the api at addr

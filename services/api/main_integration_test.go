@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -48,14 +49,33 @@ func freshSchema(t *testing.T) (string, *pgx.Conn, string) {
 	return dsn, conn, schema
 }
 
+// built is the api binary, built once for every test of the run: a link
+// of the whole api takes longer than some of the tests.
+var built struct {
+	once sync.Once
+	bin  string
+	out  []byte
+	err  error
+}
+
+// buildBinary builds the api on first use and returns its path; it is
+// removed when the run ends (atExit).
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "sundial-api")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	built.once.Do(func() {
+		dir, err := os.MkdirTemp("", "sundial-api-test")
+		if err != nil {
+			built.err = err
+			return
+		}
+		atExit = append(atExit, func() { _ = os.RemoveAll(dir) })
+		built.bin = filepath.Join(dir, "sundial-api")
+		built.out, built.err = exec.Command("go", "build", "-o", built.bin, ".").CombinedOutput()
+	})
+	if built.err != nil {
+		t.Fatalf("go build: %v\n%s", built.err, built.out)
 	}
-	return bin
+	return built.bin
 }
 
 func tablesIn(t *testing.T, conn *pgx.Conn, schema string) map[string]bool {

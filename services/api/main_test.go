@@ -12,7 +12,17 @@ import (
 	"github.com/sundialhq/sundial/services/api/internal/app"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// atExit holds what tests share across the whole run (a binary built
+// once) and must remove when it ends.
+var atExit []func()
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
+		for _, f := range atExit {
+			f()
+		}
+	}))
+}
 
 // The Redis and Cassandra TLS and credentials are validated with the other
 // settings, and so are the migrate subcommand's Cassandra ones (it exits 2
