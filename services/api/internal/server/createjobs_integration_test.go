@@ -102,10 +102,10 @@ func TestIntegrationCreateJobsAllOrNothing(t *testing.T) {
 			t.Fatalf("job %d has %d create audit rows by acme/ops", i, n)
 		}
 		ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
-		n, err := listener.WaitForNotification(ctx)
+		woke, err := h.jobWake(ctx, listener)
 		cancel()
-		if err != nil || n.Payload != j.GetId() {
-			t.Fatalf("notification %d: %v, %v; want %s", i, n, err, j.GetId())
+		if err != nil || woke != j.GetId() {
+			t.Fatalf("notification %d: %q, %v; want %s", i, woke, err, j.GetId())
 		}
 		got, err := h.client.GetJob(h.ctx, &sundialv1.GetJobRequest{Id: j.GetId()}, as(tokenAcme))
 		if err != nil || got.GetJob().GetName() != j.GetName() {
