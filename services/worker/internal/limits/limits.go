@@ -207,7 +207,10 @@ func New(rdb redis.Cmdable, next target.Target, cfg Config, clk clock.Clock, m M
 }
 
 // Keys of the limits, all under one hash tag, so every call is one
-// Redis Cluster slot.
+// Redis Cluster slot (tested on the local cluster: the *AcrossWorkers
+// tests' redis-cluster cases). That puts every limit on one shard: a
+// limited firing's admit and report are that shard's load, however many
+// shards the cluster has (docs/capacity.md).
 func (g *Guard) tenantKey(t string) string  { return g.cfg.Prefix + "{limits}:tenant:" + t }
 func (g *Guard) hostKey(h string) string    { return g.cfg.Prefix + "{limits}:host:" + h }
 func (g *Guard) breakerKey(h string) string { return g.cfg.Prefix + "{limits}:breaker:" + h }

@@ -25,9 +25,12 @@ import (
 	"github.com/sundialhq/sundial/services/worker/internal/work"
 )
 
-// workers are two guards on two Redis clients under one prefix: two
+// pairFunc makes two guards on two Redis clients under one prefix: two
 // workers of one cluster.
-func workers(t *testing.T, cfg limits.Config, clk clock.Clock, next target.Target) (*limits.Guard, *limits.Guard) {
+type pairFunc func(t *testing.T, cfg limits.Config, clk clock.Clock, next target.Target) (*limits.Guard, *limits.Guard)
+
+// redisWorkers are two workers on the single Redis.
+func redisWorkers(t *testing.T, cfg limits.Config, clk clock.Clock, next target.Target) (*limits.Guard, *limits.Guard) {
 	t.Helper()
 	rdb, prefix := testinfra.Redis(t)
 	other := redis.NewClient(&redis.Options{Addr: testinfra.RedisAddr(t)})
@@ -37,10 +40,32 @@ func workers(t *testing.T, cfg limits.Config, clk clock.Clock, next target.Targe
 	return limits.New(rdb, next, cfg, clk, limits.Metrics{}, logger), limits.New(other, next, cfg, clk, limits.Metrics{}, logger)
 }
 
+// clusterWorkers are two workers on the local Redis Cluster
+// (deploy/local/cluster/redis.sh): every limit key carries the {limits}
+// tag, so each admit and report script runs on one slot.
+func clusterWorkers(t *testing.T, cfg limits.Config, clk clock.Clock, next target.Target) (*limits.Guard, *limits.Guard) {
+	t.Helper()
+	rdb, prefix := testinfra.RedisCluster(t)
+	other := redis.NewClusterClient(&redis.ClusterOptions{Addrs: testinfra.RedisClusterAddrs(t)})
+	t.Cleanup(func() { _ = other.Close() })
+	cfg.Prefix = prefix
+	logger := slog.New(slog.DiscardHandler)
+	return limits.New(rdb, next, cfg, clk, limits.Metrics{}, logger), limits.New(other, next, cfg, clk, limits.Metrics{}, logger)
+}
+
+// onEachRedis runs check with workers on the single Redis and on the
+// Redis Cluster.
+func onEachRedis(t *testing.T, check func(t *testing.T, workers pairFunc)) {
+	t.Run("redis", func(t *testing.T) { check(t, redisWorkers) })
+	t.Run("redis-cluster", func(t *testing.T) { check(t, clusterWorkers) })
+}
+
 // Two workers share a host's rate: 200 firings due at once, split between
 // them, get turns 50 ms apart (20/s) in one sequence, not two; a firing
 // that waited for its turn is not charged again when it comes back.
-func TestHostRateHoldsAcrossWorkers(t *testing.T) {
+func TestHostRateHoldsAcrossWorkers(t *testing.T) { onEachRedis(t, checkHostRateHoldsAcrossWorkers) }
+
+func checkHostRateHoldsAcrossWorkers(t *testing.T, workers pairFunc) {
 	ctx := context.Background()
 	a, b := workers(t, limits.Config{HostRate: 20, HostBurst: 1}, clock.NewFake(t0), &counting{})
 	var turns []time.Duration
@@ -86,6 +111,10 @@ func TestHostRateHoldsAcrossWorkers(t *testing.T) {
 // its slot for another, and a slot whose worker died comes back once its
 // attempt timeout and grace have passed.
 func TestHostConcurrencyHoldsAcrossWorkers(t *testing.T) {
+	onEachRedis(t, checkHostConcurrencyHoldsAcrossWorkers)
+}
+
+func checkHostConcurrencyHoldsAcrossWorkers(t *testing.T, workers pairFunc) {
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
 	next := &counting{}
@@ -145,6 +174,10 @@ func TestHostConcurrencyHoldsAcrossWorkers(t *testing.T) {
 // after the cool-down one probe goes, from either, and its success closes
 // the breaker everywhere.
 func TestBreakerOpenedByOneWorkerStopsTheOther(t *testing.T) {
+	onEachRedis(t, checkBreakerOpenedByOneWorkerStopsTheOther)
+}
+
+func checkBreakerOpenedByOneWorkerStopsTheOther(t *testing.T, workers pairFunc) {
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
 	next := &counting{}
@@ -207,6 +240,10 @@ func TestBreakerOpenedByOneWorkerStopsTheOther(t *testing.T) {
 // trusted for a while: a worker sees another's opening within it, and
 // admits healthy hosts' firings without a call.
 func TestBreakerStateSeenWithinTheSync(t *testing.T) {
+	onEachRedis(t, checkBreakerStateSeenWithinTheSync)
+}
+
+func checkBreakerStateSeenWithinTheSync(t *testing.T, workers pairFunc) {
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
 	next := &counting{}
@@ -231,7 +268,9 @@ func TestBreakerStateSeenWithinTheSync(t *testing.T) {
 
 // A tenant's quota is shared by the workers, and a tenant over it is
 // delayed in order while another tenant is not charged for it.
-func TestTenantQuotaAcrossWorkers(t *testing.T) {
+func TestTenantQuotaAcrossWorkers(t *testing.T) { onEachRedis(t, checkTenantQuotaAcrossWorkers) }
+
+func checkTenantQuotaAcrossWorkers(t *testing.T, workers pairFunc) {
 	ctx := context.Background()
 	rates, err := quotas.Resolve(quotas.Limits{}, quotas.File{Tenants: map[string]quotas.Overrides{
 		"flood": {FiringRate: ptr(100.0), FiringBurst: ptr(10)},
