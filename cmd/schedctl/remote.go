@@ -161,14 +161,14 @@ func (f *connFlags) transportHint(err error) string {
 	case strings.Contains(msg, "first record does not look like a TLS handshake"):
 		return "the api answered in plaintext: pass --plaintext if that is expected (the token then crosses the path readable)"
 	case strings.Contains(msg, "certificate signed by unknown authority"):
-		return "the api's certificate is not signed by a CA this schedctl trusts: pass --ca with the CA's certificate (make run: .run/tls/ca.crt)"
+		return "the api's certificate is not signed by a CA this schedctl trusts: pass --ca with the CA's certificate (make run: .infra/tls/ca.crt)"
 	case strings.Contains(msg, "certificate is valid for"), strings.Contains(msg, "doesn't contain any IP SANs"):
 		return "the api's certificate does not carry the host of --addr: pass --tls-server-name with a name it carries"
 	case strings.Contains(msg, "certificate required"):
 		return "the api requires a client certificate: pass --tls-cert and --tls-key"
 	case status.Code(err) != codes.Unavailable:
 	case f.plaintext || !f.tlsAsked() && connsec.IsLoopback(f.addr):
-		return "this call was plaintext: if the api serves TLS, pass --ca (make run: .run/tls/ca.crt) or --tls"
+		return "this call was plaintext: if the api serves TLS, pass --ca (make run: .infra/tls/ca.crt) or --tls"
 	case f.certFile == "" && closedAfterHandshake(msg):
 		// TLS 1.3 completes the client's side of the handshake before
 		// the server checks for a client certificate: a refusal shows

@@ -23,11 +23,12 @@
 # restarted after a kill keeps them; a variable set in the caller's
 # environment still wins and is remembered in turn. Delete the file to forget.
 #
-# The api serves TLS on its gRPC and HTTP ports with a development CA made
-# once in .run/tls (`sundial-api dev-tls`): schedctl needs
-# SUNDIAL_CA=.run/tls/ca.crt, which `up` prints. SUNDIAL_DEV_TLS=0 serves
-# plaintext instead; SUNDIAL_TLS_CERT_FILE and SUNDIAL_TLS_KEY_FILE serve a
-# certificate of yours.
+# The api serves TLS on its gRPC and HTTP ports with certificates in
+# .run/tls signed by the one development CA, the one infra.sh makes in
+# .infra/tls for the components (`sundial-api dev-tls --ca-dir .infra/tls`):
+# schedctl needs SUNDIAL_CA=.infra/tls/ca.crt, which `up` prints.
+# SUNDIAL_DEV_TLS=0 serves plaintext instead; SUNDIAL_TLS_CERT_FILE and
+# SUNDIAL_TLS_KEY_FILE serve a certificate of yours.
 #
 # After the services, `up` starts a demo target (bin/schedctl sink on
 # 127.0.0.1:8099, printing every request to .run/sink.log) and registers a
@@ -268,12 +269,16 @@ take_lock() {
 # default), rather than the caller's or none.
 dev_tls() { [ "$DEV_TLS" != 0 ] && [ -z "${SUNDIAL_TLS_CERT_FILE:-}" ]; }
 
+# dev_ca_dir: the development CA's directory, the one infra.sh makes (in
+# its SUNDIAL_INFRA_DIR, .infra by default): ca.crt and ca.key.
+dev_ca_dir() { echo "${SUNDIAL_INFRA_DIR:-$ROOT/.infra}/tls"; }
+
 # api_ca: the CA file schedctl verifies the api with: the development CA,
 # the caller's SUNDIAL_CA with a certificate of the caller's, or empty for
 # plaintext.
 api_ca() {
   if dev_tls; then
-    echo "$RUN/tls/ca.crt"
+    echo "$(dev_ca_dir)/ca.crt"
   elif [ -n "${SUNDIAL_TLS_CERT_FILE:-}" ]; then
     echo "${SUNDIAL_CA:-}"
   fi
@@ -308,9 +313,10 @@ dev_files() {
   fi
   if dev_tls; then
     [ -x "$BIN/sundial-api" ] || die "$BIN/sundial-api is missing: run 'make build' first"
-    # Kept while valid for another week, so a SUNDIAL_CA exported earlier
-    # keeps working; the api reloads renewed files by itself.
-    "$BIN/sundial-api" dev-tls --dir "$RUN/tls" >/dev/null || die "making the development CA in $RUN/tls failed"
+    # Signed by infra.sh's CA; kept while valid for another week, and the
+    # api reloads renewed files by itself.
+    "$BIN/sundial-api" dev-tls --ca-dir "$(dev_ca_dir)" --dir "$RUN/tls" >/dev/null ||
+      die "signing the api's certificates in $RUN/tls with the development CA in $(dev_ca_dir) failed"
   fi
 }
 
@@ -341,7 +347,7 @@ start_instances() {
       wait_ready api
       log "api: ready on $(admin_addr api)"
       if dev_tls; then
-        log "api: serves TLS on gRPC $(grpc_addr api) and HTTP $(http_addr api) with the development CA $RUN/tls/ca.crt (SUNDIAL_DEV_TLS=0 make run for plaintext)"
+        log "api: serves TLS on gRPC $(grpc_addr api) and HTTP $(http_addr api) with the development CA $(api_ca) (SUNDIAL_DEV_TLS=0 make run for plaintext)"
       elif [ -z "${SUNDIAL_TLS_CERT_FILE:-}" ]; then
         log "api: serves plaintext on gRPC $(grpc_addr api) and HTTP $(http_addr api) (SUNDIAL_DEV_TLS=0)"
       fi

@@ -1,11 +1,20 @@
 package main
 
-// `sundial-api dev-tls`: a local CA and the certificates `make run` serves
-// the api with, so the development platform speaks TLS like a production
-// one and schedctl verifies it (--ca). Development only: the CA's key sits
-// beside its certificate, readable by whoever can read the directory.
+// `sundial-api dev-tls`: the certificates `make run` serves the api with,
+// so the development platform speaks TLS like a production one and
+// schedctl verifies it (--ca).
+//
+// They are signed by the one development CA, the one deploy/local/infra.sh
+// makes in .infra/tls for every component's secure listener, named with
+// --ca-dir. Without --ca-dir dev-tls refuses rather than make a CA of its
+// own: a second CA would be a second file for schedctl, the browser and the
+// tests to trust, and every machine that runs the platform runs infra.sh
+// first (make run is infra-up, build, platform.sh up). A machine without
+// infra.sh passes the directory of any CA it keeps as ca.crt and ca.key.
+// Development only: the CA's key sits beside its certificate.
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -24,7 +33,7 @@ import (
 	"time"
 )
 
-// The files dev-tls writes in its directory.
+// The files dev-tls reads in --ca-dir (infra.sh's names) and writes in --dir.
 const (
 	devCAFile         = "ca.crt"
 	devCAKeyFile      = "ca.key"
@@ -39,11 +48,12 @@ const (
 const devTLSRenewBefore = 7 * 24 * time.Hour
 
 // devTLSMain is `sundial-api dev-tls`: exit 0 with the files in place, 1
-// when they cannot be written, 2 for bad flags.
+// when they cannot be written or the CA cannot be read, 2 for bad flags.
 func devTLSMain(args []string, stdout, stderr io.Writer, now time.Time) int {
 	fs := flag.NewFlagSet("sundial-api dev-tls", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dir := fs.String("dir", ".run/tls", "directory of the CA and certificates (created 0700)")
+	caDir := fs.String("ca-dir", "", "directory of the development CA to sign with: ca.crt and ca.key (deploy/local/infra.sh's .infra/tls); required")
+	dir := fs.String("dir", ".run/tls", "directory of the api's certificates (created 0700); not --ca-dir")
 	client := fs.String("client-name", "dev", "common name of the client certificate (client.crt), for trying --tls-client-ca-file")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -51,11 +61,21 @@ func devTLSMain(args []string, stdout, stderr io.Writer, now time.Time) int {
 		}
 		return 2
 	}
-	if fs.NArg() > 0 || *dir == "" || *client == "" {
-		fmt.Fprintln(stderr, "sundial-api dev-tls: --dir and --client-name must not be empty, and no arguments are taken")
+	switch {
+	case fs.NArg() > 0:
+		fmt.Fprintln(stderr, "sundial-api dev-tls: takes no arguments, only flags")
+		return 2
+	case *caDir == "":
+		fmt.Fprintln(stderr, "sundial-api dev-tls: --ca-dir is required: the directory of the development CA (ca.crt, ca.key) that deploy/local/infra.sh makes in .infra/tls; dev-tls makes no CA of its own")
+		return 2
+	case *dir == "" || *client == "":
+		fmt.Fprintln(stderr, "sundial-api dev-tls: --dir and --client-name must not be empty")
+		return 2
+	case sameDir(*dir, *caDir):
+		fmt.Fprintf(stderr, "sundial-api dev-tls: --dir %s is --ca-dir: the api's certificates go in a directory of their own\n", *dir)
 		return 2
 	}
-	made, err := devTLS(*dir, *client, now)
+	made, err := devTLS(*caDir, *dir, *client, now)
 	if err != nil {
 		fmt.Fprintf(stderr, "sundial-api dev-tls: %v\n", err)
 		return 1
@@ -64,44 +84,60 @@ func devTLSMain(args []string, stdout, stderr io.Writer, now time.Time) int {
 	if made {
 		verb = "made"
 	}
-	fmt.Fprintf(stdout, "%s a development CA %s and, signed by it, the api's certificate %s (localhost, 127.0.0.1, ::1) and a client certificate %s\n",
-		verb, filepath.Join(*dir, devCAFile), filepath.Join(*dir, devServerCertFile), filepath.Join(*dir, devClientCertFile))
+	fmt.Fprintf(stdout, "%s, signed by the development CA %s, the api's certificate %s (localhost, 127.0.0.1, ::1) and a client certificate %s\n",
+		verb, filepath.Join(*caDir, devCAFile), filepath.Join(*dir, devServerCertFile), filepath.Join(*dir, devClientCertFile))
 	return 0
 }
 
-// devTLS makes a CA, a server certificate for loopback and a client
-// certificate in dir, unless valid ones are there already (so a schedctl
-// holding the CA keeps working across runs). It reports whether it made
-// new ones.
-func devTLS(dir, clientName string, now time.Time) (bool, error) {
-	if devTLSValid(dir, now) {
+// sameDir reports whether a and b name one directory.
+func sameDir(a, b string) bool {
+	aa, err1 := filepath.Abs(a)
+	bb, err2 := filepath.Abs(b)
+	if err1 != nil || err2 != nil {
+		return filepath.Clean(a) == filepath.Clean(b)
+	}
+	if aa == bb {
+		return true
+	}
+	sa, err1 := os.Stat(aa)
+	sb, err2 := os.Stat(bb)
+	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
+}
+
+// devTLS signs, with the CA in caDir, a server certificate for loopback
+// and a client certificate into dir, unless valid ones signed by that CA
+// are there already (an api reloading them and a schedctl holding the CA
+// keep working across runs). It reports whether it made new ones. A ca.crt
+// and ca.key in dir, the CA an older dev-tls made there, are removed, so
+// the only CA left to trust is caDir's.
+func devTLS(caDir, dir, clientName string, now time.Time) (bool, error) {
+	caPath, keyPath := filepath.Join(caDir, devCAFile), filepath.Join(caDir, devCAKeyFile)
+	pair, err := tls.LoadX509KeyPair(caPath, keyPath)
+	if err != nil {
+		return false, fmt.Errorf("the development CA %s with its key %s (deploy/local/infra.sh up makes them): %w", caPath, keyPath, err)
+	}
+	ca := pair.Leaf
+	signer, ok := pair.PrivateKey.(crypto.Signer)
+	if !ok || !ca.IsCA || ca.KeyUsage&x509.KeyUsageCertSign == 0 {
+		return false, fmt.Errorf("%s is not a CA certificate with a signing key (basicConstraints CA:TRUE, keyUsage keyCertSign)", caPath)
+	}
+	if !now.Before(ca.NotAfter) {
+		return false, fmt.Errorf("the development CA %s expired at %s (rm -rf its directory and run deploy/local/infra.sh up again)", caPath, ca.NotAfter.UTC().Format(time.RFC3339))
+	}
+	for _, old := range []string{devCAFile, devCAKeyFile} {
+		if err := os.Remove(filepath.Join(dir, old)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return false, err
+		}
+	}
+	if devTLSValid(ca, dir, now) {
 		return false, nil
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return false, err
 	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return false, err
-	}
-	ca := &x509.Certificate{
-		Subject:               pkix.Name{CommonName: "Sundial development CA", Organization: []string{"Sundial (make run)"}},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(365 * 24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		MaxPathLenZero:        true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-	}
-	if ca.SerialNumber, err = devSerial(); err != nil {
-		return false, err
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		return false, err
-	}
-	if ca, err = x509.ParseCertificate(caDER); err != nil {
-		return false, err
+	notAfter := now.Add(90 * 24 * time.Hour)
+	if notAfter.After(ca.NotAfter) {
+		notAfter = ca.NotAfter
 	}
 	server := &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "localhost"},
@@ -113,10 +149,7 @@ func devTLS(dir, clientName string, now time.Time) (bool, error) {
 		Subject:     pkix.Name{CommonName: clientName},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
-	files := map[string][]byte{devCAFile: pemBlock("CERTIFICATE", caDER)}
-	if files[devCAKeyFile], err = pemKey(caKey); err != nil {
-		return false, err
-	}
+	files := map[string][]byte{}
 	for _, leaf := range []struct {
 		tmpl              *x509.Certificate
 		certFile, keyFile string
@@ -125,12 +158,12 @@ func devTLS(dir, clientName string, now time.Time) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		leaf.tmpl.NotBefore, leaf.tmpl.NotAfter = now.Add(-time.Hour), now.Add(90*24*time.Hour)
+		leaf.tmpl.NotBefore, leaf.tmpl.NotAfter = now.Add(-time.Hour), notAfter
 		leaf.tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 		if leaf.tmpl.SerialNumber, err = devSerial(); err != nil {
 			return false, err
 		}
-		der, err := x509.CreateCertificate(rand.Reader, leaf.tmpl, ca, &key.PublicKey, caKey)
+		der, err := x509.CreateCertificate(rand.Reader, leaf.tmpl, ca, &key.PublicKey, signer)
 		if err != nil {
 			return false, err
 		}
@@ -142,7 +175,7 @@ func devTLS(dir, clientName string, now time.Time) (bool, error) {
 	// Keys before certificates, each renamed into place: an api running
 	// on the old files reloads only once a certificate matches its key
 	// (pkg/connsec keeps serving the old pair meanwhile).
-	for _, name := range []string{devCAKeyFile, devServerKeyFile, devClientKeyFile, devCAFile, devServerCertFile, devClientCertFile} {
+	for _, name := range []string{devServerKeyFile, devClientKeyFile, devServerCertFile, devClientCertFile} {
 		if err := writeAtomically(filepath.Join(dir, name), files[name]); err != nil {
 			return false, err
 		}
@@ -150,19 +183,17 @@ func devTLS(dir, clientName string, now time.Time) (bool, error) {
 	return true, nil
 }
 
-// devTLSValid reports whether dir holds a server certificate that the CA
-// there signs for every loopback name, matches its key, and has more than
-// devTLSRenewBefore left; and a client certificate the CA signs.
-func devTLSValid(dir string, now time.Time) bool {
-	caPEM, err := os.ReadFile(filepath.Join(dir, devCAFile))
-	if err != nil {
-		return false
-	}
+// devTLSValid reports whether dir holds a server certificate that ca
+// signs for every loopback name, matches its key, and has more than
+// devTLSRenewBefore left; and a client certificate ca signs.
+func devTLSValid(ca *x509.Certificate, dir string, now time.Time) bool {
 	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(caPEM) {
-		return false
-	}
+	roots.AddCert(ca)
 	at := now.Add(devTLSRenewBefore)
+	if at.After(ca.NotAfter) {
+		// The leaves end with the CA: kept until it expires.
+		at = now
+	}
 	server, err := tls.LoadX509KeyPair(filepath.Join(dir, devServerCertFile), filepath.Join(dir, devServerKeyFile))
 	if err != nil {
 		return false

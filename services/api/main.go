@@ -4,7 +4,7 @@
 //
 //	sundial-api [flags]          serve (applies migrations first unless --migrate-on-start=false)
 //	sundial-api migrate [flags]  apply the Postgres migrations and the ledger schema, then exit
-//	sundial-api dev-tls [flags]  make a development CA and loopback certificates (make run), then exit
+//	sundial-api dev-tls [flags]  sign loopback certificates with the development CA (make run), then exit
 //
 // Every flag can also be set as SUNDIAL_<FLAG> (upper case, '-' as '_').
 //

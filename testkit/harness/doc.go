@@ -10,9 +10,9 @@
 //	Build       the four service binaries, built once
 //	Platform    service processes started with the namespace's settings, waited
 //	            for on /readyz, stopped gracefully or killed with SIGKILL; with
-//	            Config.TLS the api serves TLS (or mutual TLS) with a CA of the
-//	            deployment's own, from `sundial-api dev-tls`, and Conn and
-//	            HTTPClient verify it
+//	            Config.TLS the api serves TLS (or mutual TLS) with certificates
+//	            `sundial-api dev-tls` signs with the development CA
+//	            (Infra.CAFile, infra.sh's), and Conn and HTTPClient verify them
 //	Sink        an HTTP target (and Kafka topic reader) recording every delivery:
 //	            execution id, slot, fire instant, arrival, fence, signature check
 //	CreateJobs  concurrent CreateJob calls through the gRPC api

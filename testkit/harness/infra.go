@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -15,6 +16,9 @@ const (
 	EnvZooKeeperAddrs = "SUNDIAL_TEST_ZK_ADDRS"
 	EnvKafkaBrokers   = "SUNDIAL_TEST_KAFKA_BROKERS"
 	EnvCassandraHosts = "SUNDIAL_TEST_CASSANDRA_HOSTS"
+	// EnvCAFile is the development CA's certificate; its key, ca.key, is
+	// beside it.
+	EnvCAFile = "SUNDIAL_TEST_SECURE_CA_FILE"
 )
 
 // Defaults match deploy/local/infra.sh's default ports.
@@ -33,18 +37,34 @@ type Infra struct {
 	ZooKeeperAddrs []string
 	KafkaBrokers   []string
 	CassandraHosts []string
+	// CAFile is the one development CA (infra.sh's .infra/tls/ca.crt, its
+	// key ca.key beside it): it signs the components' secure listeners
+	// and, under Config.TLS, the api's certificates.
+	CAFile string
 }
 
 // InfraFromEnv reads the SUNDIAL_TEST_* variables, falling back to the
-// local defaults for each one unset.
+// local defaults for each one unset (for CAFile, .infra/tls/ca.crt in the
+// checkout holding the working directory).
 func InfraFromEnv() Infra {
 	return Infra{
+		CAFile:         EnvOr(EnvCAFile, defaultCAFile()),
 		PostgresDSN:    EnvOr(EnvPostgresDSN, DefaultPostgresDSN),
 		RedisAddr:      EnvOr(EnvRedisAddr, DefaultRedisAddr),
 		ZooKeeperAddrs: SplitList(EnvOr(EnvZooKeeperAddrs, DefaultZooKeeperAddrs)),
 		KafkaBrokers:   SplitList(EnvOr(EnvKafkaBrokers, DefaultKafkaBrokers)),
 		CassandraHosts: SplitList(EnvOr(EnvCassandraHosts, DefaultCassandraHosts)),
 	}
+}
+
+// defaultCAFile is .infra/tls/ca.crt in the checkout holding the working
+// directory (where infra.sh makes it), or empty outside a checkout.
+func defaultCAFile() string {
+	root, err := RepoRoot(".")
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(root, ".infra", "tls", "ca.crt")
 }
 
 // EnvOr is the trimmed value of the environment variable name, or def when

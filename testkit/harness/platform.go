@@ -47,9 +47,10 @@ type Config struct {
 	// Pprof serves /debug/pprof on every admin server.
 	Pprof bool
 	// TLS secures the api's gRPC and HTTP ports (the zero value is
-	// plaintext). Under TLS or MutualTLS the first StartAPI makes a CA and
-	// certificates with `sundial-api dev-tls` in <LogDir>/tls, and Conn
-	// and HTTPClient verify the api with that CA.
+	// plaintext). Under TLS or MutualTLS the first StartAPI has
+	// `sundial-api dev-tls` sign the api's certificates in <LogDir>/tls with
+	// the development CA (Infra.CAFile), and Conn and HTTPClient verify the
+	// api with that CA.
 	TLS TLSMode
 	// ReadyTimeout bounds each start-up (default 90 s); StopTimeout each
 	// graceful stop before SIGKILL (default 40 s).
@@ -66,7 +67,7 @@ type Platform struct {
 	procs    []*Process
 	grpcAddr string
 	conn     *grpc.ClientConn
-	tls      string // <LogDir>/tls once dev-tls made it
+	tls      string // <LogDir>/tls once dev-tls signed the certificates there
 	kekFile  string // the namespace's SigningKEK, for the api and workers
 }
 

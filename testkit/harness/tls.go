@@ -18,11 +18,11 @@ import (
 )
 
 // The files `sundial-api dev-tls` writes in its directory (services/api
-// devtls.go): the harness serves and verifies with the same ones a
-// developer's `make run` does, so the certificates the tests trust are
-// made by the binary under test and not by a second generator here.
+// devtls.go), signed by the development CA (Infra.CAFile): the harness
+// serves and verifies with the same ones a developer's `make run` does, so
+// the certificates the tests trust are made by the binary under test and
+// by no second generator or CA here.
 const (
-	tlsCAFile         = "ca.crt"
 	tlsServerCertFile = "tls.crt"
 	tlsServerKeyFile  = "tls.key"
 	tlsClientCertFile = "client.crt"
@@ -35,8 +35,8 @@ type TLSMode int
 const (
 	// Plaintext: no TLS, as a loopback-only api may run.
 	Plaintext TLSMode = iota
-	// TLS: the api serves a certificate signed by the platform's own CA
-	// and every client here verifies it.
+	// TLS: the api serves a certificate signed by the development CA
+	// (Infra.CAFile) and every client here verifies it.
 	TLS
 	// MutualTLS: TLS, and the api also requires a client certificate
 	// signed by that CA on both ports, which every client here presents.
@@ -66,18 +66,22 @@ func ParseTLSMode(s string) (TLSMode, error) {
 	return 0, fmt.Errorf("harness: TLS mode %q: want plaintext, tls or mtls", s)
 }
 
-// tlsDir makes the CA and certificates in <LogDir>/tls with the api binary
-// under test, once per platform.
+// tlsDir signs the api's certificates in <LogDir>/tls with the development
+// CA, by the api binary under test, once per platform.
 func (p *Platform) tlsDir(ctx context.Context) (string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.tls != "" {
 		return p.tls, nil
 	}
+	if p.cfg.Infra.CAFile == "" {
+		return "", fmt.Errorf("harness: Config.Infra.CAFile is empty: TLS %v needs the development CA that deploy/local/infra.sh makes (.infra/tls/ca.crt, %s)", p.cfg.TLS, EnvCAFile)
+	}
 	dir := filepath.Join(p.cfg.LogDir, "tls")
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(p.cfg.BinDir, Binary("api")), "dev-tls", "--dir", dir, "--client-name", "harness")
+	cmd := exec.CommandContext(ctx, filepath.Join(p.cfg.BinDir, Binary("api")), "dev-tls",
+		"--ca-dir", filepath.Dir(p.cfg.Infra.CAFile), "--dir", dir, "--client-name", "harness")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
@@ -102,7 +106,7 @@ func (p *Platform) apiTLSArgs(ctx context.Context) ([]string, error) {
 		"--tls-key-file", filepath.Join(dir, tlsServerKeyFile),
 	}
 	if p.cfg.TLS == MutualTLS {
-		ca := filepath.Join(dir, tlsCAFile)
+		ca := p.cfg.Infra.CAFile
 		args = append(args, "--tls-client-ca-file", ca, "--http-tls-client-ca-file", ca)
 	}
 	return args, nil
@@ -111,8 +115,8 @@ func (p *Platform) apiTLSArgs(ctx context.Context) ([]string, error) {
 // TLSMode is the platform's TLS mode.
 func (p *Platform) TLSMode() TLSMode { return p.cfg.TLS }
 
-// TLSDir is the directory of the CA (ca.crt), the api's certificate
-// (tls.crt, tls.key) and the client certificate (client.crt, client.key);
+// TLSDir is the directory of the api's certificate (tls.crt, tls.key) and
+// the client certificate (client.crt, client.key), both signed by CAFile;
 // empty in plaintext or before the first api started.
 func (p *Platform) TLSDir() string {
 	p.mu.Lock()
@@ -120,10 +124,11 @@ func (p *Platform) TLSDir() string {
 	return p.tls
 }
 
-// CAFile is the CA that signs the api's certificate; empty in plaintext.
+// CAFile is the CA that signs the api's certificate, the development CA
+// (Infra.CAFile); empty in plaintext or before the first api started.
 func (p *Platform) CAFile() string {
-	if d := p.TLSDir(); d != "" {
-		return filepath.Join(d, tlsCAFile)
+	if p.TLSDir() != "" {
+		return p.cfg.Infra.CAFile
 	}
 	return ""
 }
@@ -138,7 +143,7 @@ func (p *Platform) clientTLS() (*tls.Config, error) {
 	if dir == "" {
 		return nil, errors.New("harness: no api started, so no TLS certificates yet")
 	}
-	caFile := filepath.Join(dir, tlsCAFile)
+	caFile := p.cfg.Infra.CAFile
 	pem, err := os.ReadFile(caFile)
 	if err != nil {
 		return nil, err

@@ -30,13 +30,27 @@ func TestParseTLSMode(t *testing.T) {
 	}
 }
 
-// TestHTTPClientVerifiesWithThePlatformsCA gives a platform the files
-// `sundial-api dev-tls` writes, made here by tlstest, and checks its
+// TestTLSNeedsTheDevelopmentCA: without Infra.CAFile a TLS platform makes
+// no CA of its own; it refuses, naming the field and where the CA comes
+// from.
+func TestTLSNeedsTheDevelopmentCA(t *testing.T) {
+	p := &Platform{cfg: Config{TLS: TLS, LogDir: t.TempDir(), BinDir: t.TempDir()}}
+	_, err := p.apiTLSArgs(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "Config.Infra.CAFile is empty") || !strings.Contains(err.Error(), EnvCAFile) {
+		t.Fatalf("got %v, want an error naming Config.Infra.CAFile and %s", err, EnvCAFile)
+	}
+	if p.TLSDir() != "" || p.CAFile() != "" {
+		t.Fatalf("TLSDir %q, CAFile %q after a refusal", p.TLSDir(), p.CAFile())
+	}
+}
+
+// TestHTTPClientVerifiesWithThePlatformsCA gives a platform a CA and the
+// files `sundial-api dev-tls` signs with it, made here by tlstest, and checks its
 // HTTP client against a server requiring client certificates from that
 // CA: under MutualTLS it presents one, under TLS it does not, and a server
 // of another CA is refused.
 func TestHTTPClientVerifiesWithThePlatformsCA(t *testing.T) {
-	dir, ca := devTLSFiles(t)
+	dir, caFile, ca := devTLSFiles(t)
 	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, tlsServerCertFile), filepath.Join(dir, tlsServerKeyFile))
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +64,7 @@ func TestHTTPClientVerifiesWithThePlatformsCA(t *testing.T) {
 	addr := strings.TrimPrefix(srv.URL, "https://")
 
 	get := func(mode TLSMode) error {
-		p := &Platform{cfg: Config{TLS: mode}, tls: dir}
+		p := &Platform{cfg: Config{TLS: mode, Infra: Infra{CAFile: caFile}}, tls: dir}
 		hc, err := p.HTTPClient()
 		if err != nil {
 			return err
@@ -73,8 +87,8 @@ func TestHTTPClientVerifiesWithThePlatformsCA(t *testing.T) {
 		t.Error("TLS (no client certificate) was let in by a server requiring one")
 	}
 
-	other, _ := devTLSFiles(t)
-	p := &Platform{cfg: Config{TLS: MutualTLS}, tls: other}
+	other, otherCA, _ := devTLSFiles(t)
+	p := &Platform{cfg: Config{TLS: MutualTLS, Infra: Infra{CAFile: otherCA}}, tls: other}
 	hc, err := p.HTTPClient()
 	if err != nil {
 		t.Fatal(err)
@@ -86,15 +100,16 @@ func TestHTTPClientVerifiesWithThePlatformsCA(t *testing.T) {
 	}
 }
 
-// devTLSFiles lays out, under dev-tls's names, a CA of the test's own, a
-// loopback server certificate and a client certificate.
-func devTLSFiles(t *testing.T) (string, *x509.CertPool) {
+// devTLSFiles lays out, under dev-tls's names, a loopback server
+// certificate and a client certificate signed by a CA of the test's own,
+// whose certificate file it returns too.
+func devTLSFiles(t *testing.T) (string, string, *x509.CertPool) {
 	t.Helper()
 	ca := tlstest.NewCA(t, "harness-test")
 	srv, cl := ca.Server("api"), ca.Client("client", "harness")
 	dir := t.TempDir()
 	for dst, src := range map[string]string{
-		tlsCAFile: ca.CertFile, tlsServerCertFile: srv.CertFile, tlsServerKeyFile: srv.KeyFile,
+		tlsServerCertFile: srv.CertFile, tlsServerKeyFile: srv.KeyFile,
 		tlsClientCertFile: cl.CertFile, tlsClientKeyFile: cl.KeyFile,
 	} {
 		b, err := os.ReadFile(src)
@@ -105,5 +120,5 @@ func devTLSFiles(t *testing.T) (string, *x509.CertPool) {
 			t.Fatal(err)
 		}
 	}
-	return dir, ca.Pool()
+	return dir, ca.CertFile, ca.Pool()
 }

@@ -4,8 +4,9 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/sundialhq/sundial/testkit/harness"
 )
 
 // The secure listeners deploy/local/infra.sh runs beside the open ones, as
@@ -14,7 +15,7 @@ import (
 // localhost), and the user the script creates in each component is
 // SecureUser (Cassandra's secure node has its default superuser instead).
 const (
-	EnvSecureCAFile            = "SUNDIAL_TEST_SECURE_CA_FILE"
+	EnvSecureCAFile            = harness.EnvCAFile
 	EnvSecurePostgresDSN       = "SUNDIAL_TEST_SECURE_POSTGRES_DSN"
 	EnvSecureRedisAddr         = "SUNDIAL_TEST_SECURE_REDIS_ADDR"
 	EnvSecureZooKeeperAddrs    = "SUNDIAL_TEST_SECURE_ZK_ADDRS"
@@ -41,15 +42,13 @@ const (
 // SecureUser is a component user and its password.
 type SecureUser struct{ Username, Password string }
 
-// SecureCAFile is the PEM file of the local CA that signs every secure
-// listener's certificate (SUNDIAL_TEST_SECURE_CA_FILE, or .infra/tls/ca.crt
+// SecureCAFile is the PEM file of the development CA that signs every
+// secure listener's certificate and the api's under make run
+// (harness.Infra.CAFile: SUNDIAL_TEST_SECURE_CA_FILE, or .infra/tls/ca.crt
 // at the repository root), checked to be readable.
 func SecureCAFile(t testing.TB) string {
 	t.Helper()
-	f := os.Getenv(EnvSecureCAFile)
-	if f == "" {
-		f = filepath.Join(checkoutRoot(), ".infra", "tls", "ca.crt")
-	}
+	f := harness.InfraFromEnv().CAFile
 	if _, err := os.Stat(f); err != nil {
 		t.Fatalf("testinfra: the local CA (%s) is missing: %v.\n"+
 			"deploy/local/infra.sh up makes it with the secure listeners; set %s if the infrastructure lives elsewhere (source <(deploy/local/infra.sh env)).",
@@ -139,18 +138,9 @@ func SecureCassandraHosts(t testing.TB) []string {
 // checkoutRoot is the directory holding go.work above the working directory
 // (a test runs in its package's directory), or "." if there is none.
 func checkoutRoot() string {
-	dir, err := os.Getwd()
+	root, err := harness.RepoRoot(".")
 	if err != nil {
 		return "."
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "."
-		}
-		dir = parent
-	}
+	return root
 }

@@ -3,8 +3,8 @@
 // ZooKeeper, Kafka and Cassandra, and a local sink checks what targets
 // receive. Run them with `make test-e2e` after `make infra-up`.
 //
-// The api serves TLS with a CA of each platform's own (`sundial-api
-// dev-tls`), and the tests' gRPC and HTTP clients verify it, as a
-// deployment does; SUNDIAL_E2E_TLS=plaintext runs the suite without TLS,
+// The api serves TLS with certificates `sundial-api dev-tls` signs with
+// the development CA (infra.sh's .infra/tls/ca.crt), and the tests' gRPC
+// and HTTP clients verify them, as a deployment does; SUNDIAL_E2E_TLS=plaintext runs the suite without TLS,
 // SUNDIAL_E2E_TLS=mtls with client certificates required too.
 package e2e

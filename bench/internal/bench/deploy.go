@@ -28,9 +28,9 @@ type Deploy struct {
 	// Ranges is the prefetchers' --ranges of the deployments that do not
 	// size their own (1: one leader stages every partition).
 	Ranges int
-	// Plaintext serves the api without TLS; make run serves TLS with a
-	// development CA (`sundial-api dev-tls`), which the harness makes the
-	// same way.
+	// Plaintext serves the api without TLS; make run serves TLS with
+	// certificates `sundial-api dev-tls` signs with the development CA,
+	// which the harness makes the same way.
 	Plaintext bool
 	// APILimits keeps make run's api rate limit (200 calls/s per token)
 	// and tenant quotas (6,000 creations a minute, 100,000 jobs) while the
