@@ -17,6 +17,11 @@
 # No persistence, as the single Redis: the data is throwaway; a node's
 # nodes.conf (its view of the cluster) is kept, so a killed node started
 # again by `up` rejoins, as a replica if its replica was promoted meanwhile.
+# Idle cost on the 2-core machine: about 33 MiB PSS for the six nodes and
+# 1.5 s of CPU a minute (2.5 % of one core: the cluster bus's pings), measured
+# 2026-11-29 01:45 UTC over 64 s from /proc.
+# Tests reach it through testkit/testinfra (RedisCluster, RedisClusterAddrs),
+# which fail, never skip, when it is not running.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
