@@ -16,8 +16,9 @@
 # moves .infra); either may be the primary, a failover swaps them. Replication
 # is synchronous (synchronous_standby_names = '*', synchronous_commit = on):
 # a commit is acknowledged once the standby has the WAL, so a promotion loses
-# nothing acknowledged. `promote` clears synchronous_standby_names on the new
-# primary, which has no standby to wait for until the next `up` rebuilds one.
+# nothing acknowledged. The setting lives in each node's own run/sync.conf,
+# '*' on the primary and '' on the standby, so the promoted standby commits
+# alone at once (it has no standby to wait for until the next `up` rebuilds one).
 # fsync is off on both (throwaway data, like the main cluster): the pair
 # survives a process's death, not the machine's. docs/reliability.md.
 set -euo pipefail
@@ -96,9 +97,11 @@ max_wal_senders = 5
 wal_keep_size = 256MB
 hot_standby = on
 wal_receiver_status_interval = 1s
-# Synchronous replication (the primary's synchronous_standby_names is set with
-# ALTER SYSTEM once its standby streams): an acknowledged commit is on both.
+# Synchronous replication: an acknowledged commit is on both nodes. Whom this
+# node waits for is in sync.conf (set_sync): '*' while it is the primary and
+# its standby streams, '' otherwise.
 synchronous_commit = on
+include_if_exists = '$d/run/sync.conf'
 # Throwaway data: survives a process's death, not the machine's.
 fsync = off
 full_page_writes = off
@@ -113,7 +116,8 @@ host     all          all                127.0.0.1/32    scram-sha-256
 local    replication  all                                trust
 host     replication  all                127.0.0.1/32    scram-sha-256
 EOF
-  chown postgres: "$d/run/ha.conf" "$d/run/pg_hba.conf"
+  [ -f "$d/run/sync.conf" ] || echo "synchronous_standby_names = ''" >"$d/run/sync.conf"
+  chown postgres: "$d/run/ha.conf" "$d/run/pg_hba.conf" "$d/run/sync.conf"
   grep -q "include_if_exists = '$d/run/ha.conf'" "$d/data/postgresql.conf" ||
     echo "include_if_exists = '$d/run/ha.conf'" >>"$d/data/postgresql.conf"
 }
@@ -125,6 +129,14 @@ start_node() {
   configure "$n"
   as_pg "$PGBIN/pg_ctl" -D "$D/$n/data" -l "$D/$n/logs/postgres.log" -w -t 60 -s start >/dev/null </dev/null 9>&- ||
     { tail -n 20 "$D/$n/logs/postgres.log" >&2; die "node $n: pg_ctl start failed"; }
+}
+
+# set_sync N VALUE: node N waits for VALUE's standbys at commit ('*' or '');
+# reloaded at once when it runs.
+set_sync() {
+  echo "synchronous_standby_names = '$2'" >"$D/$1/run/sync.conf"
+  chown postgres: "$D/$1/run/sync.conf"
+  if is_running "$1"; then sql "$1" "select pg_reload_conf()" >/dev/null; fi
 }
 
 stop_node() { # N MODE
@@ -195,13 +207,15 @@ cmd_up() {
   fi
   start_node "$p"
   [ "$(role "$p")" = primary ] || die "node $p was chosen as the primary but is in recovery"
+  s=$(other "$p")
+  set_sync "$s" ""
+  # (before sync.conf, an older script set it with ALTER SYSTEM)
+  sql "$p" "alter system reset synchronous_standby_names" >/dev/null
   if [ -z "$(sql "$p" "select 1 from pg_database where datname = 'sundial'")" ]; then
     # no standby yet may be waited for: create the database first
-    sql "$p" "alter system reset synchronous_standby_names" >/dev/null
-    sql "$p" "select pg_reload_conf()" >/dev/null
+    set_sync "$p" ""
     as_pg psql -h "$D/$p/run" -p "${PORT[$p]}" -U sundial -d postgres -XqAc 'create database sundial' >/dev/null
   fi
-  s=$(other "$p")
   # The other node stays only if it runs as a standby streaming from p; else it
   # is rebuilt (it was down, or it is a former primary whose history forked).
   if ! { is_running "$s" && [ "$(role "$s")" = standby ] && streaming "$p"; }; then
@@ -224,8 +238,7 @@ cmd_up() {
     [ "$SECONDS" -lt "$deadline" ] || { tail -n 20 "$D/$s/logs/postgres.log" >&2; die "node $s does not stream from node $p after 60s"; }
     sleep 0.2
   done
-  sql "$p" "alter system set synchronous_standby_names = '*'" >/dev/null
-  sql "$p" "select pg_reload_conf()" >/dev/null
+  set_sync "$p" "*"
   log "pair ready after $((SECONDS - t0))s: primary node $p ($HOST:${PORT[$p]}), synchronous standby node $s ($HOST:${PORT[$s]})"
 }
 
@@ -261,10 +274,9 @@ cmd_promote() {
     if is_running "$n" && [ "$(role "$n")" = standby ]; then s=$n; fi
   done
   [ -n "$s" ] || die "no standby is running"
+  # A standby's sync.conf says '' (cmd_up): once promoted it commits alone
+  # at once, not waiting for a standby that does not exist.
   as_pg "$PGBIN/pg_ctl" -D "$D/$s/data" -w -t 60 -s promote || die "node $s: pg_ctl promote failed"
-  # Alone now: a commit waiting for a standby that does not exist would wait forever.
-  sql "$s" "alter system reset synchronous_standby_names" >/dev/null
-  sql "$s" "select pg_reload_conf()" >/dev/null
   log "node $s (${PORT[$s]}) promoted; it commits without a standby until the next 'postgres.sh up'"
 }
 
