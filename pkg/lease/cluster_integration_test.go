@@ -350,3 +350,40 @@ func TestNewClientOnTheCluster(t *testing.T) {
 		}
 	}
 }
+
+// PublishVersion on the cluster reaches a subscriber on another node: the
+// script's PUBLISH goes over the cluster bus to every node, so the
+// workers' version watch (a cluster client's Subscribe) hears every job's
+// raise, whichever slot the job is in.
+func TestPublishVersionHeardAcrossTheCluster(t *testing.T) {
+	rdb, prefix := testinfra.RedisCluster(t)
+	s := lease.New(rdb, lease.WithPrefix(prefix))
+	ctx := context.Background()
+	sub := rdb.Subscribe(ctx, s.VersionsChannel())
+	t.Cleanup(func() { _ = sub.Close() })
+	if _, err := sub.Receive(ctx); err != nil { // the subscription's confirmation
+		t.Fatal(err)
+	}
+	ch := sub.Channel()
+	want := map[string]bool{}
+	for i := range 20 {
+		job := fmt.Sprintf("job-%d", i)
+		want[job] = true
+		if err := s.PublishVersion(ctx, job, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	timeout := time.After(10 * time.Second)
+	for len(want) > 0 {
+		select {
+		case m := <-ch:
+			job, v, ok := lease.Version(m.Payload)
+			if !ok || v != 2 {
+				t.Fatalf("message %q", m.Payload)
+			}
+			delete(want, job)
+		case <-timeout:
+			t.Fatalf("not heard within 10 s: %v", want)
+		}
+	}
+}

@@ -6,7 +6,7 @@
 #   redis.sh up       start the nodes that are not running, create the cluster
 #                     once, wait until every node says cluster_state:ok
 #   redis.sh down     stop exactly the nodes `up` started (their pid files)
-#   redis.sh status   one line per node: up/down, port, pid, role
+#   redis.sh status   one line per node: up/down, port, pid, role; exits 1 unless all are up and ok
 #   redis.sh env      export SUNDIAL_TEST_REDIS_CLUSTER_ADDRS='127.0.0.1:7101,...'
 #
 # Ports: SUNDIAL_REDIS_CLUSTER_PORT [7101] and the five after it (7101-7106);
@@ -150,17 +150,20 @@ down() {
   log "down"
 }
 
+# status exits 1 unless every node runs and says cluster_state:ok.
 status() {
-  local p pid role
+  local p pid role rc=0
   for p in $(ports); do
     if pid=$(pid_of "$p"); then
       role=$(cli "$p" role 2>/dev/null | head -1 || true)
       echo "redis-cluster $p up pid $pid ${role:-?}"
     else
       echo "redis-cluster $p down"
+      rc=1
     fi
   done
-  if all_ok 2>/dev/null; then echo "redis-cluster state ok"; else echo "redis-cluster state not ok"; fi
+  if all_ok 2>/dev/null; then echo "redis-cluster state ok"; else echo "redis-cluster state not ok"; rc=1; fi
+  return $rc
 }
 
 env_lines() { echo "export SUNDIAL_TEST_REDIS_CLUSTER_ADDRS='$(addrs)'"; }
