@@ -9,7 +9,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/firing"
@@ -97,26 +96,19 @@ var jobRowColumns = append(append([]string{}, JobColumns...), "idempotency_key",
 
 // StoredJobRow is the row of JobColumns up to partition that the api's
 // store.Create writes for job, which carries its id, tenant, status and
-// version already: spec is job encoded without next_fire_time and the
-// runs staged (the columns carry those), labels never NULL, partition
-// firing.Partition(id). The one encoding of a jobs row in testkit
+// version already: spec and labels as jobspec.StoredSpec and StoredLabels
+// encode them (the api's encoding), partition firing.Partition(id). The one encoding of a jobs row in testkit
 // (CopyJobs here, and testkit/pgtest, use it); job is not changed.
 func StoredJobRow(job *sundialv1.Job) ([]any, error) {
 	id, err := uuid.Parse(job.GetId())
 	if err != nil {
 		return nil, fmt.Errorf("harness: job id %q: %w", job.GetId(), err)
 	}
-	c := proto.Clone(job).(*sundialv1.Job)
-	c.NextFireTime, c.RemainingRuns = nil, 0
-	spec, err := proto.Marshal(c)
+	spec, err := jobspec.StoredSpec(job)
 	if err != nil {
-		return nil, fmt.Errorf("harness: encode job %s: %w", id, err)
+		return nil, fmt.Errorf("harness: %w", err)
 	}
-	labels := job.GetLabels()
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	return []any{id, job.GetTenant(), job.GetName(), labels, spec, int16(job.GetPriority()),
+	return []any{id, job.GetTenant(), job.GetName(), jobspec.StoredLabels(job), spec, int16(job.GetPriority()),
 		firing.JobStatusSQL(job.GetStatus()), job.GetVersion(), int16(firing.Partition(id))}, nil
 }
 

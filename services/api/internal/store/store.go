@@ -35,6 +35,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/jobcompletion"
+	"github.com/sundialhq/sundial/pkg/jobspec"
 	"github.com/sundialhq/sundial/pkg/jobwake"
 	"github.com/sundialhq/sundial/pkg/ledgerpending"
 	"github.com/sundialhq/sundial/pkg/outbox"
@@ -144,15 +145,11 @@ func decodeJob(id, tenant string, spec []byte, status string, version int64, nex
 	return job, nil
 }
 
-// encodeSpec is the jobs.spec of job: everything but next_fire_time, which
-// only the column tracks (the prefetcher moves it without touching spec).
+// encodeSpec is the jobs.spec of job (jobspec.StoredSpec).
 func encodeSpec(job *sundialv1.Job) ([]byte, error) {
-	c := proto.Clone(job).(*sundialv1.Job)
-	c.NextFireTime = nil
-	c.RemainingRuns = 0 // the runs_staged column's, output only
-	b, err := proto.Marshal(c)
+	b, err := jobspec.StoredSpec(job)
 	if err != nil {
-		return nil, fmt.Errorf("store: encode spec: %w", err)
+		return nil, fmt.Errorf("store: %w", err)
 	}
 	return b, nil
 }
@@ -163,13 +160,6 @@ func nullableTime(ts *timestamppb.Timestamp) *time.Time {
 	}
 	t := ts.AsTime()
 	return &t
-}
-
-func labelsOf(job *sundialv1.Job) map[string]string {
-	if job.GetLabels() == nil {
-		return map[string]string{}
-	}
-	return job.GetLabels()
 }
 
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx, now time.Time) error) error {
@@ -346,7 +336,7 @@ func insertJobArgs(tenant string, j *sundialv1.Job, id uuid.UUID, key string, ha
 			hashArg = hash
 		}
 	}
-	return []any{id, tenant, j.GetName(), labelsOf(j), spec, int16(j.GetPriority()), firing.JobStatusSQL(j.GetStatus()),
+	return []any{id, tenant, j.GetName(), jobspec.StoredLabels(j), spec, int16(j.GetPriority()), firing.JobStatusSQL(j.GetStatus()),
 		j.GetVersion(), firing.Partition(id), nullableTime(j.GetNextFireTime()), keyArg, hashArg, now}, nil
 }
 
@@ -998,7 +988,7 @@ func mutate(ctx context.Context, tx pgx.Tx, now time.Time, tenant, id string, ch
 // next_fire_at, updated_at and the stored definition.
 func writeChange(ctx context.Context, tx pgx.Tx, tenant, id string, cur, next *sundialv1.Job, spec []byte, now time.Time) error {
 	if completesPaused(cur, next) {
-		if next.GetName() != cur.GetName() || next.GetPriority() != cur.GetPriority() || !maps.Equal(labelsOf(next), labelsOf(cur)) {
+		if next.GetName() != cur.GetName() || next.GetPriority() != cur.GetPriority() || !maps.Equal(jobspec.StoredLabels(next), jobspec.StoredLabels(cur)) {
 			return fmt.Errorf("store: job %s: a change that completes a paused job changes nothing else", id)
 		}
 		jobID, err := uuid.Parse(id)
@@ -1037,7 +1027,7 @@ func changeArgs(tenant, id string, next *sundialv1.Job, spec []byte, now time.Ti
 	if next.GetStatus() == sundialv1.JobStatus_JOB_STATUS_DELETED {
 		deletedAt = &now
 	}
-	return []any{tenant, id, next.GetName(), labelsOf(next), spec, int16(next.GetPriority()), firing.JobStatusSQL(next.GetStatus()),
+	return []any{tenant, id, next.GetName(), jobspec.StoredLabels(next), spec, int16(next.GetPriority()), firing.JobStatusSQL(next.GetStatus()),
 		next.Version, nullableTime(next.GetNextFireTime()), now, deletedAt}
 }
 
