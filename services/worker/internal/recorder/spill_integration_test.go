@@ -4,6 +4,7 @@ package recorder
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -164,15 +165,33 @@ func TestSlowLedgerSpillsToPostgresAndDrainsAfter(t *testing.T) {
 	if drained != spilled.Load() {
 		t.Fatalf("drained %d rows, want the %d spilled", drained, spilled.Load())
 	}
+	// Every execution read back, 16 reads at a time: one after another,
+	// the 4,000 reads took most of the test's three minutes.
 	reader := ledger.NewReader(s, keyspace)
+	todo := make(chan string)
+	wrong := make(chan error, len(ids))
+	var readers sync.WaitGroup
+	for range 16 {
+		readers.Go(func() {
+			for id := range todo {
+				as, err := reader.GetExecution(ctx, id)
+				switch {
+				case err != nil:
+					wrong <- fmt.Errorf("execution %s: %w", id, err)
+				case len(as) != 1 || as[0].GetStatus() != sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED || as[0].GetFenceToken() != 1:
+					wrong <- fmt.Errorf("execution %s in the ledger: %v, want its one SUCCEEDED attempt as recorded (fence 1)", id, as)
+				}
+			}
+		})
+	}
 	for _, id := range ids {
-		as, err := reader.GetExecution(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(as) != 1 || as[0].GetStatus() != sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED || as[0].GetFenceToken() != 1 {
-			t.Fatalf("execution %s in the ledger: %v, want its one SUCCEEDED attempt as recorded (fence 1)", id, as)
-		}
+		todo <- id
+	}
+	close(todo)
+	readers.Wait()
+	close(wrong)
+	if err := <-wrong; err != nil {
+		t.Fatalf("%v (and %d more)", err, len(wrong))
 	}
 }
 
