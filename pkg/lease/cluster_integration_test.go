@@ -204,6 +204,19 @@ func TestBatchSurvivesClusterPrimaryFailover(t *testing.T) {
 
 	// The primary that owns job-0's slot.
 	victim := primaryOf(t, rdb, s.Keys("job-0", "").Fence)
+	// Its replica must be in sync, or it would not take over ("data too
+	// old"): one restarted by the test before may still be loading.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		repl, err := victim.Info(ctx, "replication").Result()
+		if err == nil && strings.Contains(repl, "state=online") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the primary at %s has no replica in sync: %v\n%s", victim.Options().Addr, err, repl)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	info, err := victim.Info(ctx, "server").Result()
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +233,8 @@ func TestBatchSurvivesClusterPrimaryFailover(t *testing.T) {
 	t.Logf("killed the primary at %s (pid %d)", victim.Options().Addr, n)
 	killed := time.Now()
 
-	failed, deadline := 0, time.Now().Add(60*time.Second)
+	failed := 0
+	deadline = time.Now().Add(60 * time.Second)
 	for {
 		err := lease1()
 		if err == nil {
@@ -308,8 +322,9 @@ func restartNode(t *testing.T, rdb *redis.ClusterClient, addr, conf string) {
 	for {
 		info, err := node.ClusterInfo(context.Background()).Result()
 		if err == nil && strings.Contains(info, "cluster_state:ok") {
-			role, _ := node.Do(context.Background(), "ROLE").Slice()
-			if len(role) > 0 && role[0] == "slave" {
+			// A replica again, and in sync with its primary.
+			repl, _ := node.Info(context.Background(), "replication").Result()
+			if strings.Contains(repl, "role:slave") && strings.Contains(repl, "master_link_status:up") {
 				return
 			}
 		}

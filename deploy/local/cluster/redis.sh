@@ -4,7 +4,8 @@
 # deploy/local/infra.sh installs).
 #
 #   redis.sh up       start the nodes that are not running, create the cluster
-#                     once, wait until every node says cluster_state:ok
+#                     once, wait until every node says cluster_state:ok and
+#                     every replica is in sync
 #   redis.sh down     stop exactly the nodes `up` started (their pid files)
 #   redis.sh status   one line per node: up/down, port, pid, role; exits 1 unless all are up and ok
 #   redis.sh env      export SUNDIAL_TEST_REDIS_CLUSTER_ADDRS='127.0.0.1:7101,...'
@@ -117,6 +118,16 @@ all_known() {
   done
 }
 
+# Every replica streams from its primary (a replica still loading could
+# not take over: a failover drill right after `up` would find none).
+all_synced() {
+  local p r
+  for p in $(ports); do
+    r=$(cli "$p" info replication 2>/dev/null | tr -d '\r')
+    if grep -qx 'role:slave' <<<"$r"; then grep -qx 'master_link_status:up' <<<"$r" || return 1; fi
+  done
+}
+
 up() {
   command -v redis-server >/dev/null && command -v redis-cli >/dev/null ||
     die "redis-server and redis-cli are needed: run deploy/local/infra.sh up (it installs them)"
@@ -132,6 +143,7 @@ up() {
   fi
   wait_for "every node to know all $NODES nodes" all_known
   wait_for "cluster_state:ok on every node" all_ok
+  wait_for "every replica in sync with its primary" all_synced
   log "up: $(addrs)"
 }
 
