@@ -203,7 +203,10 @@ test-deps: deploy-tools dateutil ## Install what the test steps use besides Go t
 TEST_STEPS := infra-up:600,test-deps:600+lint:480 proto-check:240 test-unit:900 fuzz-quick:360 \
 	test-integration:1500 test-browser:480 test-e2e:900 bench-quick:480 chaos-quick:480 test-restarts:420
 
+# make test starts the cluster profile too (CLUSTER=1): the integration tier
+# tests the Redis Cluster, the ZooKeeper ensemble and the Postgres standby.
 .PHONY: test
+test: export CLUSTER = 1
 test: ## Everything, against the real components (what CI runs), each step timed against its budget (TEST_STEPS)
 	@$(ROOT)/deploy/local/steps.sh $(TEST_STEPS)
 

@@ -843,8 +843,12 @@ cmd_reset() {
 # deploy/local/cluster/*.sh (the cluster profile: a ZooKeeper ensemble, a
 # Postgres primary and standby, ...) runs SUB as well, on ports of its own;
 # without it nothing changes. docs/operations.md, "Cluster profile".
+# down runs whatever CLUSTER says: each script stops only what it started,
+# so a profile started by make test is stopped by a plain make infra-down.
 cluster() {
-  case ${CLUSTER:-0} in 0 | "") return 0 ;; esac
+  if [ "$1" != down ]; then
+    case ${CLUSTER:-0} in 0 | "") return 0 ;; esac
+  fi
   local s rc=0
   for s in "$SRC"/cluster/*.sh; do
     [ -f "$s" ] || continue
