@@ -141,18 +141,20 @@ func (p *partition) addLocked(recs []*kgo.Record) (drops []drop) {
 			at = f.GetScheduledTime()
 		}
 		it := &work.Item{
-			FireAt:     at.AsTime().UnixNano(),
-			Priority:   firing.Normalize(f.GetPriority()),
-			Tenant:     f.GetTenant(),
-			JobID:      f.GetJobId(),
-			JobVersion: f.GetJobVersion(),
-			Overlap:    prepare.Overlap(f.GetOverlap()) != lease.OverlapAllow,
-			// A private copy: the record's value aliases its whole fetch
-			// batch, which must not stay alive for one held firing.
-			Envelope:  bytes.Clone(r.Value),
-			Owner:     p,
-			HeapIndex: -1,
-			State:     work.Held,
+			Facts: work.Facts{
+				FireAt:     at.AsTime().UnixNano(),
+				Priority:   firing.Normalize(f.GetPriority()),
+				Tenant:     f.GetTenant(),
+				JobID:      f.GetJobId(),
+				JobVersion: f.GetJobVersion(),
+				Overlap:    prepare.Overlap(f.GetOverlap()) != lease.OverlapAllow,
+				// A private copy: the record's value aliases its whole fetch
+				// batch, which must not stay alive for one held firing.
+				Envelope: bytes.Clone(r.Value),
+				Owner:    p,
+			},
+			Hold:  work.Hold{HeapIndex: -1},
+			Owned: work.Owned{State: work.Held},
 		}
 		if f.GetCatchUp() {
 			// Released at the catch-up rate, however late they arrive;

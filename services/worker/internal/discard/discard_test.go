@@ -104,8 +104,8 @@ func (r *recorder) release() {
 }
 
 func item(o *owner, job string, version int64, fireAt time.Time) *work.Item {
-	return &work.Item{JobID: job, JobVersion: version, Tenant: "acme", FireAt: fireAt.UnixNano(),
-		Owner: o, HeapIndex: -1, State: work.Held}
+	return &work.Item{Facts: work.Facts{JobID: job, JobVersion: version, Tenant: "acme", FireAt: fireAt.UnixNano(), Owner: o},
+		Hold: work.Hold{HeapIndex: -1}, Owned: work.Owned{State: work.Held}}
 }
 
 func claimed(o *owner, job string, version int64, fireAt time.Time) *work.Item {

@@ -117,8 +117,8 @@ func BenchmarkProcess(b *testing.B) {
 			own := doneOwner{make(chan struct{}, 1)}
 			b.ReportAllocs()
 			for b.Loop() {
-				it := &work.Item{FireAt: t0.UnixNano(), Ready: t0.UnixNano(), Priority: sundialv1.Priority_PRIORITY_HIGH, Tenant: "acme",
-					Envelope: env, Owner: own, HeapIndex: -1}
+				it := &work.Item{Facts: work.Facts{FireAt: t0.UnixNano(), Priority: sundialv1.Priority_PRIORITY_HIGH, Tenant: "acme",
+					Envelope: env, Owner: own}, Hold: work.Hold{Ready: t0.UnixNano(), HeapIndex: -1}}
 				if tr != nil {
 					cctx, consume := tr.Start(tracing.Context(ctx, mode.tp), "worker.consume")
 					_, hold := tr.Start(cctx, SpanHold)

@@ -292,7 +292,7 @@ func (r *rig) pushJob(t *testing.T, exec, job string, p sundialv1.Priority) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.enqueue(&work.Item{FireAt: t0.UnixNano(), Ready: t0.UnixNano(), Priority: firing.Normalize(p), Envelope: b, Owner: r.own, HeapIndex: -1})
+	r.enqueue(&work.Item{Facts: work.Facts{FireAt: t0.UnixNano(), Priority: firing.Normalize(p), Envelope: b, Owner: r.own}, Hold: work.Hold{Ready: t0.UnixNano(), HeapIndex: -1}})
 }
 
 func ok(context.Context, target.Request) target.Result {
@@ -886,8 +886,12 @@ func leasedItem(t *testing.T, r *rig, exec string, until time.Time) *work.Item {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &work.Item{FireAt: t0.UnixNano(), Ready: t0.UnixNano(), Priority: f.GetPriority(), Envelope: b, Owner: r.own, HeapIndex: -1,
-		Firing: f, Lease: lease.Result{Outcome: lease.Acquired, Fence: 7, Deliveries: 1}, LeaseHolder: "w1/1", Acquired: 1, LeaseUntil: until.UnixNano()}
+	return &work.Item{
+		Facts: work.Facts{FireAt: t0.UnixNano(), Priority: f.GetPriority(), Envelope: b, Owner: r.own},
+		Hold:  work.Hold{Ready: t0.UnixNano(), HeapIndex: -1},
+		Prepared: work.Prepared{Firing: f, Lease: lease.Result{Outcome: lease.Acquired, Fence: 7, Deliveries: 1},
+			LeaseHolder: "w1/1", Acquired: 1, LeaseUntil: until.UnixNano()},
+	}
 }
 
 // A firing that waited in the ready queue or behind a limit until less

@@ -89,7 +89,7 @@ func (r *rig) pushFiring(t *testing.T, f *sundialv1.Firing) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.enqueue(&work.Item{FireAt: t0.UnixNano(), Ready: t0.UnixNano(), Priority: firing.Normalize(f.GetPriority()), Tenant: f.GetTenant(), Envelope: b, Owner: r.own, HeapIndex: -1})
+	r.enqueue(&work.Item{Facts: work.Facts{FireAt: t0.UnixNano(), Priority: firing.Normalize(f.GetPriority()), Tenant: f.GetTenant(), Envelope: b, Owner: r.own}, Hold: work.Hold{Ready: t0.UnixNano(), HeapIndex: -1}})
 }
 
 func policyFiring(exec string, maxAttempts int32) *sundialv1.Firing {

@@ -29,8 +29,11 @@ func (r *rig) pushTraced(t *testing.T, tr trace.Tracer, f *sundialv1.Firing, par
 	}
 	ctx, consume := tr.Start(tracing.Context(context.Background(), parent), "worker.consume")
 	_, hold := tr.Start(ctx, SpanHold)
-	it := &work.Item{FireAt: t0.UnixNano(), Ready: t0.UnixNano(), Priority: firing.Normalize(f.GetPriority()), Tenant: f.GetTenant(),
-		Envelope: b, Owner: r.own, HeapIndex: -1, Trace: &work.Trace{Consume: consume, Hold: hold}}
+	it := &work.Item{
+		Facts: work.Facts{FireAt: t0.UnixNano(), Priority: firing.Normalize(f.GetPriority()), Tenant: f.GetTenant(), Envelope: b, Owner: r.own},
+		Hold:  work.Hold{Ready: t0.UnixNano(), HeapIndex: -1},
+		Trace: &work.Trace{Consume: consume, Hold: hold},
+	}
 	r.enqueue(it)
 	return it
 }

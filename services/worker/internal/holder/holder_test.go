@@ -51,7 +51,7 @@ func (r *rig) settle() {
 }
 
 func at(d time.Duration, name string) *work.Item {
-	return &work.Item{FireAt: t0.Add(d).UnixNano(), Tenant: name, HeapIndex: -1}
+	return &work.Item{Facts: work.Facts{FireAt: t0.Add(d).UnixNano(), Tenant: name}, Hold: work.Hold{HeapIndex: -1}}
 }
 
 // take blocks for the next n fired items (the test's timeout guards it).

@@ -45,7 +45,7 @@ func (c *counting) Fire(_ context.Context, _ target.Request) target.Result {
 func item(tenant, host string, n int) *work.Item {
 	f := &sundialv1.Firing{ExecutionId: tenant + "-" + strconv.Itoa(n), JobId: "job-" + strconv.Itoa(n), Tenant: tenant, Attempt: 1,
 		Target: &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: "http://" + host + "/hook"}}}}
-	return &work.Item{Firing: f, Tenant: tenant}
+	return &work.Item{Facts: work.Facts{Tenant: tenant}, Prepared: work.Prepared{Firing: f}}
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -98,7 +98,7 @@ func TestPerProcessLimits(t *testing.T) {
 // breakers alone) are admitted without a look.
 func TestUnlimitedFiringsAreAdmitted(t *testing.T) {
 	g := limits.New(nil, &counting{}, limits.Config{Breaker: hostguard.BreakerConfig{Failures: 1}}, clock.NewFake(t0), limits.Metrics{}, slog.New(slog.DiscardHandler))
-	kafka := &work.Item{Firing: &sundialv1.Firing{ExecutionId: "k", Tenant: "acme", Target: &sundialv1.Target{Kind: &sundialv1.Target_Kafka{Kafka: &sundialv1.KafkaTarget{Topic: "t"}}}}}
+	kafka := &work.Item{Prepared: work.Prepared{Firing: &sundialv1.Firing{ExecutionId: "k", Tenant: "acme", Target: &sundialv1.Target{Kind: &sundialv1.Target_Kafka{Kafka: &sundialv1.KafkaTarget{Topic: "t"}}}}}}
 	if wait, outcome := g.Admit(context.Background(), kafka, t0); wait != 0 || outcome != "" {
 		t.Fatalf("%s %q", wait, outcome)
 	}

@@ -120,8 +120,9 @@ func item(t *testing.T, o work.Owner, id string, fireAt time.Time, overlap sundi
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &work.Item{FireAt: fireAt.UnixNano(), Envelope: b, Owner: o, HeapIndex: -1,
-		Overlap: overlap != sundialv1.OverlapPolicy_OVERLAP_POLICY_UNSPECIFIED && overlap != sundialv1.OverlapPolicy_OVERLAP_POLICY_ALLOW}
+	return &work.Item{Facts: work.Facts{FireAt: fireAt.UnixNano(), Envelope: b, Owner: o,
+		Overlap: overlap != sundialv1.OverlapPolicy_OVERLAP_POLICY_UNSPECIFIED && overlap != sundialv1.OverlapPolicy_OVERLAP_POLICY_ALLOW},
+		Hold: work.Hold{HeapIndex: -1}}
 }
 
 // One batch is one lease call; each outcome goes its own way, and a lease
@@ -391,7 +392,7 @@ func TestFiringsOlderThanTheMarkersAreAskedOfTheLedger(t *testing.T) {
 			t.Fatal(err)
 		}
 		l.answer[id] = lease.Result{Outcome: lease.Acquired, Fence: 9, Deliveries: 1}
-		return &work.Item{FireAt: at.UnixNano(), Envelope: b, Owner: o, HeapIndex: -1}
+		return &work.Item{Facts: work.Facts{FireAt: at.UnixNano(), Envelope: b, Owner: o}, Hold: work.Hold{HeapIndex: -1}}
 	}
 	sched := sundialv1.FiringOrigin_FIRING_ORIGIN_SCHEDULE
 	s.Prepare(context.Background(), []*work.Item{

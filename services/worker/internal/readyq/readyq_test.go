@@ -22,7 +22,7 @@ const (
 )
 
 func item(p sundialv1.Priority, seq uint64) *work.Item {
-	return &work.Item{Priority: p, Seq: seq}
+	return &work.Item{Facts: work.Facts{Priority: p}, Hold: work.Hold{Seq: seq}}
 }
 
 func TestCriticalNeverWaitsBehindLow(t *testing.T) {
@@ -165,7 +165,7 @@ func TestWithLaneAndDepthObserver(t *testing.T) {
 }
 
 func titem(tenant string, seq uint64) *work.Item {
-	return &work.Item{Priority: med, Tenant: tenant, Seq: seq}
+	return &work.Item{Facts: work.Facts{Priority: med, Tenant: tenant}, Hold: work.Hold{Seq: seq}}
 }
 
 // One tenant's 100,000 firings due at once do not delay another tenant's
@@ -205,9 +205,9 @@ func TestFairLaneServesEachTenantInTurn(t *testing.T) {
 // still goes before a LOW one of the quiet tenant.
 func TestFairLaneKeepsStrictPriority(t *testing.T) {
 	q := New(WithLane(FairLanes))
-	q.Push(&work.Item{Priority: low, Tenant: "quiet"})
+	q.Push(&work.Item{Facts: work.Facts{Priority: low, Tenant: "quiet"}})
 	for range 10 {
-		q.Push(&work.Item{Priority: crit, Tenant: "busy"})
+		q.Push(&work.Item{Facts: work.Facts{Priority: crit, Tenant: "busy"}})
 	}
 	for i := range 10 {
 		if it := q.TryPop(); it.Priority != crit {

@@ -2,6 +2,31 @@
 // from the Kafka record it came from through prepare (decoded, leased ahead
 // of its instant), fire (the request, at the instant) and settle (markers,
 // ledger, retries, after it).
+//
+// An Item is one struct made of parts, each written by one stage and only
+// read by the later ones, so a reader of a field knows where it was set:
+//
+//   - Facts: the envelope's facts, set by the consumer when the record
+//     arrives and never changed (Release, the owner letting the firing go,
+//     only drops the encoded envelope).
+//   - Hold: the holders' bookkeeping (package holder): when the item is
+//     due, its place in the heap, its arrival order and turn. NotBefore
+//     is the one field of it a stage that sends an item back sets: the
+//     earliest instant it asks the holder to release the item at.
+//   - Prepared: what the prepare stage returns: the decoded firing and
+//     the lease it took (package prepare).
+//   - Admission: what the fire stage's limits granted (package limits).
+//   - Owned: the owner's state machine (package consumer, under the
+//     partition's lock).
+//   - Trace: the firing's open spans.
+//
+// The parts are embedded structs, not separate values passed from stage to
+// stage: the worker holds 100,000 and more items, and an item that moved
+// between types would cost an allocation (or a copy) at each stage on the
+// path of every firing. Embedding keeps one allocation per firing, the
+// fields promoted (it.FireAt, it.Lease), and the size of the flat struct
+// it replaces (each part is laid out so its padding is no larger than the
+// flat struct's was; TestItemSize keeps it so).
 package work
 
 import (
@@ -19,38 +44,85 @@ import (
 // decoded message (a tree of allocations several times larger) and decodes
 // it again when it fires.
 type Item struct {
+	Facts
+	Hold
+	Prepared
+	Owned
+	Admission
+	// Trace is the firing's spans in this worker; nil when tracing is off,
+	// so an untraced item costs one pointer. The consumer starts and ends
+	// it; the fire stage ends its hold span and opens another when the
+	// firing waits again.
+	Trace *Trace
+}
+
+// Facts are what the record said when it arrived: the consumer sets them
+// and no stage changes them.
+type Facts struct {
 	// FireAt is the instant to fire, by the database clock, in Unix ns.
 	FireAt int64
-	// Priority is normalized (never unspecified).
-	Priority sundialv1.Priority
-	// Tenant keys per-tenant fairness in the ready queue.
-	Tenant string
 	// JobID and JobVersion are the envelope's, read when the record
 	// arrived: a firing of a job changed or deleted since it was staged is
 	// found and dropped by them without decoding (package discard).
-	JobID      string
 	JobVersion int64
-	// Overlap: the job has an overlap policy (SKIP, BUFFER_ONE), so its
-	// lease is taken at the instant, not ahead of it.
-	Overlap bool
+	JobID      string
+	// Tenant keys per-tenant fairness in the ready queue.
+	Tenant string
 	// Envelope is the encoded sundial.v1.Firing (a private copy, not a
 	// slice of the fetch buffer, so finished records free their batch).
+	// The owner lets it go (nil) when the item is released.
 	Envelope []byte
 	// Owner is the partition that delivered the item; it decides whether
 	// the item may still run and learns when it has finished.
 	Owner Owner
-	// Seq orders items with the same FireAt (arrival order), so ties fire
-	// FIFO.
+	// Priority is normalized (never unspecified).
+	Priority sundialv1.Priority
+	// Overlap: the job has an overlap policy (SKIP, BUFFER_ONE), so its
+	// lease is taken at the instant, not ahead of it.
+	Overlap bool
+}
+
+// Hold is the holders' bookkeeping (package holder): Add sets it, the
+// heap keeps HeapIndex, the release sets Ready.
+type Hold struct {
+	// Due is when the holder the item is in releases it: its prepare
+	// instant in the prepare holder, FireAt (or later, when it waits
+	// again) in the fire holder.
+	Due int64
+	// NotBefore holds the item back after a failed try (another delivery
+	// holds the lease, Redis did not answer, a limit said wait) or to
+	// pace a catch-up: no holder releases it earlier, whatever its
+	// instant. The stage that sends the item to a holder sets it; the
+	// holders only read it.
+	NotBefore int64
+	// Ready is when the item entered the ready queue (corrected clock, Unix
+	// ns), for the queueing part of the lateness.
+	Ready int64
+	// Seq orders items with the same Due (the order they were added to
+	// the holder), so ties fire FIFO; the ready queue keeps the order.
 	Seq uint64
+	// HeapIndex is the item's position in the holder's heap, -1 outside.
+	HeapIndex int
 	// Turn is the item's place among its tenant's items due at the same
 	// instant (1 for the first), in a holder that takes turns between
 	// tenants (holder.WithTenantTurns); 0 elsewhere.
 	Turn uint32
-	// HeapIndex is the item's position in the holder's heap, -1 outside.
-	HeapIndex int
-	// Ready is when the item entered the ready queue (corrected clock, Unix
-	// ns), for the queueing part of the lateness.
-	Ready int64
+}
+
+// Prepared is what the prepare stage returns (package prepare); the fire
+// and settle stages read it.
+type Prepared struct {
+	// Firing is the decoded envelope, kept from prepare on (only for the
+	// few seconds before the instant, so held firings stay small). The
+	// owner lets it go (nil) when the item is released.
+	Firing *sundialv1.Firing
+	// Lease is what the lease script decided for this delivery.
+	Lease lease.Result
+	// LeaseHolder names this delivery in Redis.
+	LeaseHolder string
+	// LeaseUntil is when the lease ends unless renewed (corrected clock,
+	// Unix ns; measured from before the call, so it errs early).
+	LeaseUntil int64
 	// Deliveries counts how often this worker tried and had to hold it
 	// again (another holder had the lease).
 	Deliveries int32
@@ -61,38 +133,18 @@ type Item struct {
 	// LedgerChecked: found done by its marker once, this copy is looked
 	// up in the ledger the next time (prepare.Config.HasRecord).
 	LedgerChecked bool
-	// State and Token belong to the Owner (guarded by its lock): where the
-	// item is in its life, and the owner's bookkeeping handle.
-	State State
+}
+
+// Owned belongs to the Owner (guarded by its lock): where the item is in
+// its life, and the owner's bookkeeping handle.
+type Owned struct {
 	Token any
-	// Trace is the firing's spans in this worker; nil when tracing is off,
-	// so an untraced item costs one pointer.
-	Trace *Trace
+	State State
+}
 
-	// Due is when the holder the item is in releases it: its prepare
-	// instant in the prepare holder, FireAt (or later, when it waits
-	// again) in the fire holder. The holders set and read it.
-	Due int64
-	// NotBefore holds the item back after a failed try (another delivery
-	// holds the lease, Redis did not answer): no holder releases it
-	// earlier, whatever its instant.
-	NotBefore int64
-
-	// Set by the prepare stage, read by the fire and settle stages.
-	//
-	// Firing is the decoded envelope, kept from prepare on (only for the
-	// few seconds before the instant, so held firings stay small).
-	Firing *sundialv1.Firing
-	// Lease is what the lease script decided for this delivery.
-	Lease lease.Result
-	// LeaseHolder names this delivery in Redis.
-	LeaseHolder string
-	// LeaseUntil is when the lease ends unless renewed (corrected clock,
-	// Unix ns; measured from before the call, so it errs early).
-	LeaseUntil int64
-
-	// Set and read by the fire stage's limits (package limits).
-	//
+// Admission is what the fire stage's limits (package limits) keep between
+// a firing's tries.
+type Admission struct {
 	// Admitted is what the limits already granted this firing (its
 	// tenant's rate, its host's rate: bits), so a firing that waits is not
 	// charged again when it comes back.
