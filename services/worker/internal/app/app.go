@@ -216,7 +216,9 @@ type stages struct {
 	unleased      func() int
 }
 
-func (s *stages) Add(it *work.Item)         { s.prepare.Add(it) }
+func (s *stages) AddAfter(it *work.Item, notBefore int64) {
+	s.prepare.AddAfter(it, notBefore)
+}
 func (s *stages) Remove(it *work.Item) bool { return s.prepare.Remove(it) }
 func (s *stages) Len() int {
 	return s.prepare.Len() + s.unleased() + s.fire.Len() + s.ready.Len()

@@ -511,7 +511,7 @@ func (b *builder) stages(clk *clocks, rs redisSide, led ledgerSide, rec *recorde
 		},
 		Admission: adm, Changed: watch.Newer,
 		Late: func(f *sundialv1.Firing) (bool, string) { v := judge.Judge(f); return v.Fire, v.Reason },
-	}, rs.leases, prepare.Routes{Fire: fireHolder.Add, Now: q.Push, Again: prepHolder.Add, Drop: sum.Drop,
+	}, rs.leases, prepare.Routes{Fire: fireHolder.Add, Now: q.Push, Again: prepHolder.AddAfter, Drop: sum.Drop,
 		Skip: func(it *work.Item, reason string) { b.misfired(rec, clk, it, reason) },
 	}, clk.corrected, m, b.logger.With("component", "prepare"))
 	sweep = discard.NewSweeper([]discard.Holder{prepHolder, discard.Claimed{Holder: fireHolder}}, sum, 0, clk.corrected, b.logger.With("component", "discard"))

@@ -25,9 +25,9 @@ import (
 // lastHolder keeps only the last item it was given.
 type lastHolder struct{ it *work.Item }
 
-func (h *lastHolder) Add(it *work.Item)      { h.it = it }
-func (h *lastHolder) Remove(*work.Item) bool { return true }
-func (h *lastHolder) Len() int               { return 0 }
+func (h *lastHolder) AddAfter(it *work.Item, _ int64) { h.it = it }
+func (h *lastHolder) Remove(*work.Item) bool          { return true }
+func (h *lastHolder) Len() int                        { return 0 }
 func benchRecord(b testing.TB, tp string) *kgo.Record {
 	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	v, err := firing.Encode(&sundialv1.Firing{

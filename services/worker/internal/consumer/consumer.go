@@ -73,7 +73,9 @@ import (
 // Holder is where arriving firings go, and where a revoke takes back the
 // ones that have not started.
 type Holder interface {
-	Add(it *work.Item)
+	// AddAfter holds it, not to be released before notBefore (0: from
+	// its instant on).
+	AddAfter(it *work.Item, notBefore int64)
 	Remove(it *work.Item) bool
 }
 

@@ -43,7 +43,8 @@ func newRecHolder() *recHolder {
 	return &recHolder{items: map[string]*work.Item{}, removed: map[string]bool{}, added: make(chan *work.Item, 1000)}
 }
 
-func (h *recHolder) Add(it *work.Item) {
+func (h *recHolder) AddAfter(it *work.Item, notBefore int64) {
+	it.NotBefore = notBefore
 	f, _ := firing.Decode(it.Envelope)
 	h.mu.Lock()
 	h.items[f.GetExecutionId()] = it

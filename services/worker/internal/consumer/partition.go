@@ -153,14 +153,14 @@ func (p *partition) addLocked(recs []*kgo.Record) (drops []drop) {
 				Envelope: bytes.Clone(r.Value),
 				Owner:    p,
 			},
-			Hold:  work.Hold{HeapIndex: -1},
 			Owned: work.Owned{State: work.Held},
 		}
+		var notBefore int64
 		if f.GetCatchUp() {
 			// Released at the catch-up rate, however late they arrive;
 			// the fire instant (and the lateness measured from it) stays.
 			if at := p.c.pace.release(it.FireAt, p.c.cfg.Clock.Now().UnixNano()); at > it.FireAt {
-				it.NotBefore = at
+				notBefore = at
 			}
 		}
 		if p.c.cfg.Tracer != nil {
@@ -184,7 +184,7 @@ func (p *partition) addLocked(recs []*kgo.Record) (drops []drop) {
 		if p.c.cfg.Arrived != nil {
 			p.c.cfg.Arrived(f)
 		}
-		p.c.holder.Add(it)
+		p.c.holder.AddAfter(it, notBefore)
 	}
 	return drops
 }

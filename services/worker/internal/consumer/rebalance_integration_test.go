@@ -28,7 +28,10 @@ import (
 // chanHolder hands arriving firings to a miniWorker's stage.
 type chanHolder struct{ q chan *work.Item }
 
-func (h chanHolder) Add(it *work.Item)         { h.q <- it }
+func (h chanHolder) AddAfter(it *work.Item, notBefore int64) {
+	it.NotBefore = notBefore
+	h.q <- it
+}
 func (h chanHolder) Remove(it *work.Item) bool { return true } // the stage's Claim refuses it
 
 // outcomes is what every member fired, shared by the test's members.

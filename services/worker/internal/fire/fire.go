@@ -70,8 +70,11 @@ type Recorder interface {
 	Running(a *sundialv1.ExecutionAttempt)
 }
 
-// Holder holds a leased firing until it may fire (the fire holder).
-type Holder interface{ Add(it *work.Item) }
+// Holder holds a leased firing until it may fire (the fire holder); a
+// firing a limit holds back goes to it again, not before notBefore.
+type Holder interface {
+	AddAfter(it *work.Item, notBefore int64)
+}
 
 // Preparer takes a firing back to lease it again (*prepare.Stage).
 type Preparer interface {
@@ -296,9 +299,8 @@ func (p *Stage) process(ctx context.Context, it *work.Item) {
 			if wait, outcome := p.limiter.Admit(ctx, it, p.clk.Now()); wait > 0 {
 				p.count(it, f, outcome)
 				p.m.RateLimited.Inc()
-				it.NotBefore = p.clk.Now().Add(wait).UnixNano()
 				p.hold(it)
-				p.holder.Add(it)
+				p.holder.AddAfter(it, p.clk.Now().Add(wait).UnixNano())
 				return
 			}
 		}

@@ -171,7 +171,8 @@ type heldList struct {
 	events chan string
 }
 
-func (h *heldList) Add(it *work.Item) {
+func (h *heldList) AddAfter(it *work.Item, notBefore int64) {
+	it.NotBefore = notBefore
 	h.mu.Lock()
 	h.items = append(h.items, it)
 	h.mu.Unlock()
@@ -241,7 +242,7 @@ func newQueueRig(t *testing.T, q *readyq.Queue, executors int, fire func(ctx con
 	r.clk = clock.NewFake(t0.Add(3 * time.Millisecond))
 	r.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	r.stage = prepare.New(prepare.Config{WorkerID: "w1", LeaseTTL: time.Minute}, r.leaser,
-		prepare.Routes{Fire: r.q.Push, Now: r.q.Push, Again: r.held.Add}, r.clk, r.m, r.logger)
+		prepare.Routes{Fire: r.q.Push, Now: r.q.Push, Again: r.held.AddAfter}, r.clk, r.m, r.logger)
 	r.cfg = rigConfig{Executors: executors}
 	r.deps = rigDeps{Recorder: r.rec}
 	r.target = fakeTarget{fire}

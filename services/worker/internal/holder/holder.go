@@ -92,8 +92,18 @@ func New(clk clock.Clock, sink func(*work.Item), opts ...Option) *Holder {
 	return h
 }
 
+// AddAfter holds it as Add does, and releases it no earlier than
+// notBefore (Unix ns, corrected clock), whatever its instant. It is the one
+// way a stage sends a firing back to wait again (another delivery holds
+// its lease, Redis did not answer, a limit said wait) or paces it (a
+// catch-up): only the holders write an item's Hold.
+func (h *Holder) AddAfter(it *work.Item, notBefore int64) {
+	it.NotBefore = notBefore
+	h.Add(it)
+}
+
 // Add holds it until it.FireAt (less the lead, if any; never before
-// it.NotBefore). Items due at the same instant are released most urgent
+// it.NotBefore, which AddAfter set). Items due at the same instant are released most urgent
 // priority first, then (WithTenantTurns) by turns between tenants, then in
 // the order they were added.
 func (h *Holder) Add(it *work.Item) {

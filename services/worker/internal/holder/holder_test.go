@@ -119,6 +119,32 @@ func TestFiresInOrderAtDeadline(t *testing.T) {
 	}
 }
 
+// A firing sent back to wait (AddAfter) is not released before the instant
+// it names, though its own instant is past; its FireAt stays.
+func TestAddAfterHoldsUntilNotBefore(t *testing.T) {
+	fake := clock.NewFake(t0)
+	r := newRig(t, fake, fake)
+	back := at(-time.Second, "back")
+	r.h.AddAfter(back, t0.Add(2*time.Second).UnixNano())
+	r.settle() // armed for 2s
+	r.h.Add(at(time.Second, "next"))
+	r.settle()
+	fake.Set(t0.Add(time.Second))
+	if got := r.take(1); !equal(got, "next") {
+		t.Fatalf("at 1s fired %v, want [next]", got)
+	}
+	r.settle()
+	fake.Set(t0.Add(2*time.Second - time.Millisecond))
+	r.none(t, "a millisecond before its NotBefore")
+	fake.Set(t0.Add(2 * time.Second))
+	if got := r.take(1); !equal(got, "back") {
+		t.Fatalf("at 2s fired %v, want [back]", got)
+	}
+	if back.NotBefore != t0.Add(2*time.Second).UnixNano() || back.FireAt != t0.Add(-time.Second).UnixNano() {
+		t.Fatalf("NotBefore %d FireAt %d", back.NotBefore, back.FireAt)
+	}
+}
+
 func TestPastDueFiresAtOnce(t *testing.T) {
 	fake := clock.NewFake(t0)
 	r := newRig(t, fake, fake)

@@ -156,9 +156,9 @@ type Routes struct {
 	// Now hands a firing an executor must deal with at once (a skip to
 	// record, a poison to dead-letter) to the ready queue.
 	Now func(*work.Item)
-	// Again holds a firing to be prepared later (the prepare holder); the
-	// item's NotBefore says when.
-	Again func(*work.Item)
+	// Again holds a firing to be prepared again, not before notBefore
+	// (the prepare holder's AddAfter).
+	Again func(it *work.Item, notBefore int64)
 	// Drop takes a claimed firing of a job changed since it was staged
 	// (discard.Summarizer.Drop); required with Config.Changed.
 	Drop func(it *work.Item, current int64)
@@ -664,8 +664,7 @@ func (s *Stage) again(it *work.Item, after time.Duration) {
 	// it.Lease stays: a revoke that abandons the firing before it is
 	// prepared again gives the lease back unstarted (consumer.Unstarted).
 	it.LeaseUntil = 0
-	it.NotBefore = s.clk.Now().Add(after).UnixNano()
-	s.routes.Again(it)
+	s.routes.Again(it, s.clk.Now().Add(after).UnixNano())
 }
 
 func (s *Stage) count(it *work.Item, outcome string) {

@@ -106,9 +106,16 @@ func newStage(t *testing.T, cfg Config, l Leaser, clk clock.Clock) (*Stage, *rou
 			}
 		}
 	}
+	// again holds as the prepare holder's AddAfter does.
+	again := func(add func(*work.Item)) func(*work.Item, int64) {
+		return func(it *work.Item, notBefore int64) {
+			it.NotBefore = notBefore
+			add(it)
+		}
+	}
 	m := metrics.New(prometheus.NewRegistry(), metrics.DefaultMaxTenants)
 	cfg.WorkerID = "w1"
-	s := New(cfg, l, Routes{Fire: add(&r.fire, true), Now: add(&r.now, false), Again: add(&r.again, false)}, clk, m,
+	s := New(cfg, l, Routes{Fire: add(&r.fire, true), Now: add(&r.now, false), Again: again(add(&r.again, false))}, clk, m,
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	return s, r
 }
@@ -590,7 +597,7 @@ func TestChangedAndLateFiringsAreNotLeased(t *testing.T) {
 		Drop:  func(it *work.Item, v int64) { dropped = append(dropped, fmt.Sprint(exec(it), "@", v)) },
 		Skip:  func(it *work.Item, reason string) { skipped = append(skipped, exec(it)+": "+reason) },
 		Now:   func(*work.Item) {},
-		Again: func(*work.Item) {},
+		Again: func(*work.Item, int64) {},
 	}, clk, m, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	o := &owner{}
 	s.Prepare(context.Background(), []*work.Item{item(t, o, "changed", t0, 0), item(t, o, "late", t0, 0), item(t, o, "fine", t0, 0)})

@@ -10,9 +10,9 @@
 //     arrives and never changed (Release, the owner letting the firing go,
 //     only drops the encoded envelope).
 //   - Hold: the holders' bookkeeping (package holder): when the item is
-//     due, its place in the heap, its arrival order and turn. NotBefore
-//     is the one field of it a stage that sends an item back sets: the
-//     earliest instant it asks the holder to release the item at.
+//     due, its place in the heap, its arrival order and turn. A stage that
+//     sends an item to wait again (or paces it) says until when through
+//     the holder's one port, Holder.AddAfter, which sets NotBefore.
 //   - Prepared: what the prepare stage returns: the decoded firing and
 //     the lease it took (package prepare).
 //   - Admission: what the fire stage's limits granted (package limits).
@@ -82,8 +82,8 @@ type Facts struct {
 	Overlap bool
 }
 
-// Hold is the holders' bookkeeping (package holder): Add sets it, the
-// heap keeps HeapIndex, the release sets Ready.
+// Hold is the holders' bookkeeping (package holder): Add and AddAfter set
+// it, the heap keeps HeapIndex, the release sets Ready.
 type Hold struct {
 	// Due is when the holder the item is in releases it: its prepare
 	// instant in the prepare holder, FireAt (or later, when it waits
@@ -92,8 +92,8 @@ type Hold struct {
 	// NotBefore holds the item back after a failed try (another delivery
 	// holds the lease, Redis did not answer, a limit said wait) or to
 	// pace a catch-up: no holder releases it earlier, whatever its
-	// instant. The stage that sends the item to a holder sets it; the
-	// holders only read it.
+	// instant. The stage that sends the item to a holder names it
+	// (holder.Holder.AddAfter), and the holder sets it.
 	NotBefore int64
 	// Ready is when the item entered the ready queue (corrected clock, Unix
 	// ns), for the queueing part of the lateness.
@@ -101,7 +101,9 @@ type Hold struct {
 	// Seq orders items with the same Due (the order they were added to
 	// the holder), so ties fire FIFO; the ready queue keeps the order.
 	Seq uint64
-	// HeapIndex is the item's position in the holder's heap, -1 outside.
+	// HeapIndex is the item's position in the holder's heap, -1 once it
+	// left one (a new item's 0 is safe too: the holder checks the slot
+	// holds the item before it trusts the index).
 	HeapIndex int
 	// Turn is the item's place among its tenant's items due at the same
 	// instant (1 for the first), in a holder that takes turns between
