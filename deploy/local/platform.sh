@@ -4,6 +4,8 @@
 # by `make build`) as background processes against the local infrastructure
 # (deploy/local/infra.sh). Pid files and logs go to .run/ at the repository root.
 #
+#   platform.sh run          what `make run` is: infra.sh up and `make build` side by side,
+#                            then up; prints the time each part took
 #   platform.sh up           start what is not running; wait for each /healthz and /readyz
 #   platform.sh down         SIGTERM each instance, wait for its drain (SIGKILL after a timeout)
 #   platform.sh restart I..  stop and start instances (worker-2) or every instance of a service (worker)
@@ -35,7 +37,8 @@
 # demo job firing it every second (idempotently: a second `up` finds the same
 # job). SUNDIAL_DEMO=0 skips both.
 #
-# `make run` is infra-up + build + platform.sh up; `make stop` is platform.sh down.
+# `make run` is platform.sh run (infra.sh up beside make build, then up);
+# `make stop` is platform.sh down.
 # See docs/operations.md.
 set -euo pipefail
 
@@ -369,14 +372,44 @@ cmd_up() {
   local s
   for s in "${SERVICES[@]}"; do count_of "$s" >/dev/null; done
   save_config
-  local want
+  local want t=$SECONDS
   mapfile -t want < <(all_instances)
   start_instances "${want[@]}"
   # instances beyond the counts (a scale-down since the last up) are stopped
   for s in $(running_instances); do
     if ! printf '%s\n' "${want[@]}" | grep -qx "$s"; then stop_one "$s"; fi
   done
+  UP_SERVICES_S=$((SECONDS - t)) t=$SECONDS
   [ "$DEMO" = 0 ] || demo_up
+  UP_DEMO_S=$((SECONDS - t))
+}
+
+# run: the components (infra.sh up) and the binaries (make build) side by
+# side — a fresh machine spends the one downloading packages and jars and
+# booting JVMs while the other downloads modules and compiles — then up,
+# and the time each part took. The components' output is prefixed [infra].
+cmd_run() {
+  local t0 rc_file infra irc=0 iend brc=0 bend
+  t0=$(date +%s)
+  mkdir -p "$RUN"
+  rc_file=$(mktemp "$RUN/.infra-up.XXXXXX")
+  (
+    rc=0
+    "$ROOT/deploy/local/infra.sh" up || rc=$?
+    echo "$rc $(date +%s)" >"$rc_file"
+  ) &
+  infra=$!
+  make -C "$ROOT" --no-print-directory build || brc=$?
+  bend=$(date +%s)
+  wait "$infra" || true
+  read -r irc iend <"$rc_file" || irc=1 iend=$(date +%s)
+  rm -f "$rc_file"
+  [ "$irc" = 0 ] || die "infra.sh up failed (above; logs: deploy/local/infra.sh logs <component>)"
+  [ "$brc" = 0 ] || die "make build failed (above)"
+  cmd_up
+  local demo="demo job ${UP_DEMO_S}s"
+  [ "$DEMO" != 0 ] || demo="no demo job (SUNDIAL_DEMO=0)"
+  log "make run took $(($(date +%s) - t0))s: components $((iend - t0))s and build $((bend - t0))s side by side, services ${UP_SERVICES_S}s, $demo"
 }
 
 # restart I...: instances by name (worker-2), or every instance of a service
@@ -519,6 +552,7 @@ cmd_logs() {
 }
 
 case ${1:-} in
+  run) cmd_run ;;
   up) cmd_up ;;
   down) cmd_down ;;
   restart) shift; cmd_restart "$@" ;;
