@@ -40,18 +40,13 @@ func (s *JobService) ListJobAudit(ctx context.Context, req *sundialv1.ListJobAud
 	if err != nil {
 		return nil, err
 	}
-	q := store.AuditQuery{JobID: id, Limit: size + 1}
-	if tok := req.GetPageToken(); tok != "" {
-		// The token's scope is the job it pages through ("" for all).
-		c, err := audittrail.Decode(tok, map[string]string{"j": id})
-		switch {
-		case errors.Is(err, audittrail.ErrOtherScope):
-			return nil, invalidf("page_token", "was issued for another job")
-		case err != nil:
-			return nil, invalidf("page_token", "is not a token this server issued")
-		}
-		q.Before = c.Seq
+	// The token's scope is the job it pages through ("" for all).
+	scope := map[string]string{"j": id}
+	c, err := auditCursor(req.GetPageToken(), scope, false, "another job")
+	if err != nil {
+		return nil, err
 	}
+	q := store.AuditQuery{JobID: id, Before: c.Seq, Limit: size + 1}
 	entries, err := s.store.ListAudit(ctx, tenant, q)
 	if err != nil {
 		return nil, s.statusOf(ctx, "ListJobAudit", err)
@@ -64,10 +59,9 @@ func (s *JobService) ListJobAudit(ctx context.Context, req *sundialv1.ListJobAud
 		}
 	}
 	resp := &sundialv1.ListJobAuditResponse{}
-	if len(entries) > size {
-		entries = entries[:size]
-		resp.NextPageToken = audittrail.Cursor{Seq: entries[size-1].Seq, Scope: map[string]string{"j": id}}.Encode()
-	}
+	entries, resp.NextPageToken = auditPage(entries, size, func(e store.AuditEntry) audittrail.Cursor {
+		return audittrail.Cursor{Seq: e.Seq, Scope: scope}
+	})
 	for _, e := range entries {
 		resp.Entries = append(resp.Entries, e.Entry)
 	}
@@ -258,15 +252,9 @@ func (s *AuditService) ListAudit(ctx context.Context, req *sundialv1.ListAuditRe
 		return nil, err
 	}
 	q.Limit = size + 1
-	if tok := req.GetPageToken(); tok != "" {
-		c, err := audittrail.Decode(tok, scope)
-		switch {
-		case errors.Is(err, audittrail.ErrOtherScope):
-			return nil, invalidf("page_token", "was issued for another tenant or other filters; pass the filters it was issued with, or start without it")
-		case err != nil || c.At.IsZero():
-			return nil, invalidf("page_token", "is not a token ListAudit issued")
-		}
-		q.After = c
+	if q.After, err = auditCursor(req.GetPageToken(), scope, true,
+		"another tenant or other filters; pass the filters it was issued with, or start without it"); err != nil {
+		return nil, err
 	}
 	entries, err := s.cfg.Store.ListTrails(ctx, q)
 	if err != nil {
@@ -280,10 +268,7 @@ func (s *AuditService) ListAudit(ctx context.Context, req *sundialv1.ListAuditRe
 		}
 	}
 	resp := &sundialv1.ListAuditResponse{}
-	if len(entries) > size {
-		entries = entries[:size]
-		resp.NextPageToken = entries[size-1].Cursor(scope).Encode()
-	}
+	entries, resp.NextPageToken = auditPage(entries, size, func(e audittrail.Entry) audittrail.Cursor { return e.Cursor(scope) })
 	for _, e := range entries {
 		resp.Entries = append(resp.Entries, &sundialv1.AuditTrailEntry{Kind: AuditKindOf(e.Kind), Subject: e.Subject, Tenant: e.Tenant,
 			Actor: e.Actor, Action: e.Action, Time: timestamppb.New(e.At), Version: e.Version, Detail: e.Detail})

@@ -420,28 +420,21 @@ func (s *CalendarService) ListCalendarAudit(ctx context.Context, req *sundialv1.
 	if err != nil {
 		return nil, err
 	}
-	var before int64
-	if tok := req.GetPageToken(); tok != "" {
-		// The token's scope is the tenant and calendar ("" for all) it
-		// pages through.
-		c, err := audittrail.Decode(tok, map[string]string{"t": tenant, "c": name})
-		switch {
-		case errors.Is(err, audittrail.ErrOtherScope):
-			return nil, invalidf("page_token", "was issued for another tenant or calendar")
-		case err != nil:
-			return nil, invalidf("page_token", "is not a token this server issued")
-		}
-		before = c.Seq
+	// The token's scope is the tenant and calendar ("" for all) it pages
+	// through.
+	scope := map[string]string{"t": tenant, "c": name}
+	c, err := auditCursor(req.GetPageToken(), scope, false, "another tenant or calendar")
+	if err != nil {
+		return nil, err
 	}
-	entries, err := s.store.ListAudit(ctx, tenant, name, before, size+1)
+	entries, err := s.store.ListAudit(ctx, tenant, name, c.Seq, size+1)
 	if err != nil {
 		return nil, s.statusOf(ctx, "ListCalendarAudit", err)
 	}
 	resp := &sundialv1.ListCalendarAuditResponse{}
-	if len(entries) > size {
-		entries = entries[:size]
-		resp.NextPageToken = audittrail.Cursor{Seq: entries[size-1].Seq, Scope: map[string]string{"t": tenant, "c": name}}.Encode()
-	}
+	entries, resp.NextPageToken = auditPage(entries, size, func(e calendar.AuditEntry) audittrail.Cursor {
+		return audittrail.Cursor{Seq: e.Seq, Scope: scope}
+	})
 	for _, e := range entries {
 		resp.Entries = append(resp.Entries, &sundialv1.CalendarAuditEntry{Calendar: e.Calendar, Actor: e.Actor, Action: e.Action,
 			Version: e.Version, Time: timestamppb.New(e.At), Detail: e.Detail})

@@ -6,9 +6,12 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"sort"
 
 	"github.com/google/uuid"
+
+	"github.com/sundialhq/sundial/pkg/audittrail"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
@@ -82,4 +85,37 @@ func decodeCursor(tok, filter string) (listCursor, error) {
 		return c, invalidf("page_token", "was issued for different filters; repeat the query's status and labels, or start over without a token")
 	}
 	return c, nil
+}
+
+// auditCursor reads a page token of an audit trail RPC, issued for scope
+// by audittrail's one cursor codec (the per-trail RPCs' and ListAudit's
+// tokens alike); "" is the first page, the zero Cursor. Every refusal is
+// InvalidArgument on page_token: a token of another scope "was issued for
+// <otherScope>"; anything else, or a per-trail token given to the merged
+// view (merged), is not a token this server (ListAudit) issued.
+func auditCursor(tok string, scope map[string]string, merged bool, otherScope string) (audittrail.Cursor, error) {
+	if tok == "" {
+		return audittrail.Cursor{}, nil
+	}
+	c, err := audittrail.Decode(tok, scope)
+	switch {
+	case errors.Is(err, audittrail.ErrOtherScope):
+		return audittrail.Cursor{}, invalidf("page_token", "was issued for %s", otherScope)
+	case merged && (err != nil || c.At.IsZero()):
+		return audittrail.Cursor{}, invalidf("page_token", "is not a token ListAudit issued")
+	case err != nil:
+		return audittrail.Cursor{}, invalidf("page_token", "is not a token this server issued")
+	}
+	return c, nil
+}
+
+// auditPage cuts entries, read with one more than size to learn whether
+// there is a next page, to the page, and returns the next page's token
+// (cursor of its last entry), "" after the last page.
+func auditPage[E any](entries []E, size int, cursor func(E) audittrail.Cursor) ([]E, string) {
+	if len(entries) <= size {
+		return entries, ""
+	}
+	entries = entries[:size]
+	return entries, cursor(entries[size-1]).Encode()
 }

@@ -152,27 +152,20 @@ func (s *SigningKeyService) ListSigningKeyAudit(ctx context.Context, req *sundia
 	if err != nil {
 		return nil, err
 	}
-	var before int64
-	if tok := req.GetPageToken(); tok != "" {
-		// The token's scope is the tenant it pages through.
-		c, err := audittrail.Decode(tok, map[string]string{"t": tenant})
-		switch {
-		case errors.Is(err, audittrail.ErrOtherScope):
-			return nil, invalidf("page_token", "was issued for another tenant")
-		case err != nil:
-			return nil, invalidf("page_token", "is not a token this server issued")
-		}
-		before = c.Seq
+	// The token's scope is the tenant it pages through.
+	scope := map[string]string{"t": tenant}
+	c, err := auditCursor(req.GetPageToken(), scope, false, "another tenant")
+	if err != nil {
+		return nil, err
 	}
-	entries, err := s.store.ListAudit(ctx, tenant, before, size+1)
+	entries, err := s.store.ListAudit(ctx, tenant, c.Seq, size+1)
 	if err != nil {
 		return nil, s.status(ctx, "ListSigningKeyAudit", err)
 	}
 	out := &sundialv1.ListSigningKeyAuditResponse{}
-	if len(entries) > size {
-		entries = entries[:size]
-		out.NextPageToken = audittrail.Cursor{Seq: entries[size-1].Seq, Scope: map[string]string{"t": tenant}}.Encode()
-	}
+	entries, out.NextPageToken = auditPage(entries, size, func(e signingkey.AuditEntry) audittrail.Cursor {
+		return audittrail.Cursor{Seq: e.Seq, Scope: scope}
+	})
 	for _, e := range entries {
 		out.Entries = append(out.Entries, &sundialv1.SigningKeyAuditEntry{KeyId: e.KeyID, Actor: e.Actor, Action: e.Action,
 			Time: timestamppb.New(e.At), Detail: e.Detail})
