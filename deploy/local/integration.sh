@@ -70,7 +70,7 @@ fi
 # packages measured slowest go first and the short ones fill the other
 # lane. This is only an order: a package not named here still runs, in
 # its sorted place, and a name no longer found is passed over. Measured
-# per package: docs/operations.md#ci.
+# per package: docs/integration-tier.md.
 slowest_first=(
   services/worker
   services/api/internal/console
