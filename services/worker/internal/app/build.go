@@ -501,8 +501,13 @@ func (b *builder) stages(clk *clocks, rs redisSide, led ledgerSide, rec *recorde
 	watch := versions.New(rs.rdb, rs.leases.VersionsChannel(), clk.local, b.logger.With("component", "versions"),
 		versions.WithChanged(func(job string, v int64) { sweep.Changed(job, v) }))
 	var prep *prepare.Stage
+	// The prepare holder takes turns between tenants too: when leasing a
+	// herd takes longer than the lead (a busy machine, a herd beyond what
+	// is leased ahead), one tenant's thousands must not keep another's
+	// firing of the same instant out of the fire holder until they are
+	// leased.
 	prepHolder := holder.New(clk.corrected, func(it *work.Item) { prep.Add(it) }, holder.WithLead(func(it *work.Item) time.Duration { return prep.Lead(it) }),
-		holder.WithBatchSink(func(items []*work.Item) { prep.AddMany(items) }))
+		holder.WithBatchSink(func(items []*work.Item) { prep.AddMany(items) }), holder.WithTenantTurns())
 	prep = prepare.New(prepare.Config{
 		Lead: cfg.PrepareLead, Grain: cfg.PrepareGrain, Batch: cfg.PrepareBatch, WorkerID: cfg.WorkerID, LeaseTTL: cfg.LeaseTTL, Unmarked: rs.marks.Pending,
 		Recorded: led.recorded, DoneTTL: cfg.DoneTTL, HasRecord: led.hasRecord,

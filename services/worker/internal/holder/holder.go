@@ -76,10 +76,11 @@ func WithReleased(f func(n int)) Option { return func(h *Holder) { h.released = 
 
 // WithTenantTurns orders the items due at the same instant with the same
 // priority by turns between tenants — each tenant's first, then each one's
-// second, … — instead of by arrival alone. The fire holder takes turns, so
-// a herd of one tenant's thousands released a chunk at a time does not keep
-// another tenant's firing of the same instant for the last chunk (the ready
-// queue is fair only among what it already holds).
+// second, … — instead of by arrival alone. Both of the worker's holders
+// take turns, so a herd of one tenant's thousands released a chunk at a
+// time does not keep another tenant's firing of the same instant for the
+// last chunk, neither in the prepare stage (which leases in the order it is
+// given) nor in the ready queue (fair only among what it already holds).
 func WithTenantTurns() Option { return func(h *Holder) { h.turns = map[turnKey]uint32{} } }
 
 // New returns a holder that reads time from clk (the corrected clock) and
