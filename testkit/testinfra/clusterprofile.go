@@ -2,6 +2,7 @@ package testinfra
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os/exec"
@@ -12,21 +13,27 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// The cluster profile's ZooKeeper ensemble and Postgres primary/standby pair
-// (deploy/local/cluster/zookeeper.sh and postgres.sh, started by
-// `CLUSTER=1 make infra-up`), for the failover tests. Like every component,
-// one that is not running fails the test, never skips it.
+// The cluster profile's ZooKeeper ensemble, Postgres primary/standby pair
+// and three Kafka brokers (deploy/local/cluster/zookeeper.sh, postgres.sh
+// and kafka.sh, started by `CLUSTER=1 make infra-up`), for the failover
+// tests. Like every component, one that is not running fails the test,
+// never skips it.
 const (
 	EnvZooKeeperEnsembleAddrs = "SUNDIAL_TEST_ZK_ENSEMBLE_ADDRS"
 	EnvPostgresHADSN          = "SUNDIAL_TEST_PG_HA_DSN"
+	EnvKafkaClusterBrokers    = "SUNDIAL_TEST_KAFKA_CLUSTER_BROKERS"
 )
 
 // Defaults match the scripts' ports.
 const (
 	DefaultZooKeeperEnsembleAddrs = "127.0.0.1:2191,127.0.0.1:2192,127.0.0.1:2193"
 	DefaultPostgresHADSN          = "postgres://sundial:sundial@127.0.0.1:5441,127.0.0.1:5442/sundial?target_session_attrs=read-write&sslmode=disable"
+	DefaultKafkaClusterBrokers    = "127.0.0.1:9191,127.0.0.1:9192,127.0.0.1:9193"
 )
 
 // ZooKeeperEnsembleAddrs are the ensemble's client addresses
@@ -112,4 +119,92 @@ func RunClusterScript(name string, args ...string) (string, error) {
 		return "", fmt.Errorf("%s %s: %v\n%s", script, strings.Join(args, " "), err, stderr.String())
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// kafkaClusterComponent names the three brokers and how to start them in
+// the failure message.
+const kafkaClusterComponent = "the Kafka cluster (CLUSTER=kafka make infra-up, or deploy/local/cluster/kafka.sh up)"
+
+// KafkaClusterBrokers are the three brokers' addresses
+// (SUNDIAL_TEST_KAFKA_CLUSTER_BROKERS or the default), each checked to
+// accept connections: a failover test needs all three at its start.
+func KafkaClusterBrokers(t testing.TB) []string {
+	t.Helper()
+	brokers := splitList(envOr(EnvKafkaClusterBrokers, DefaultKafkaClusterBrokers))
+	for _, b := range brokers {
+		requireReachable(t, kafkaClusterComponent, EnvKafkaClusterBrokers, []string{b})
+	}
+	return brokers
+}
+
+// KafkaClusterTopic creates a topic of the test's own on the three-broker
+// cluster with the given number of partitions and replication factor 3,
+// waits until every partition has a leader and all three replicas in sync,
+// and deletes the topic when the test ends.
+func KafkaClusterTopic(t testing.TB, partitions int32) string {
+	t.Helper()
+	if partitions < 1 {
+		t.Fatalf("testinfra: KafkaClusterTopic: partitions must be positive, got %d", partitions)
+	}
+	brokers := KafkaClusterBrokers(t)
+	topic := "test." + UniqueName(t, 200)
+	adm, err := kadm.NewOptClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatalf("testinfra: kafka cluster admin client: %v", err)
+	}
+	defer adm.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := adm.CreateTopic(ctx, partitions, 3, nil, topic); err != nil {
+		t.Fatalf("testinfra: create topic %s on the Kafka cluster: %v", topic, err)
+	}
+	t.Cleanup(func() {
+		adm, err := kadm.NewOptClient(kgo.SeedBrokers(brokers...))
+		if err != nil {
+			t.Logf("testinfra: kafka cluster topic %s left behind: %v", topic, err)
+			return
+		}
+		defer adm.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := adm.DeleteTopic(ctx, topic); err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+			t.Logf("testinfra: kafka cluster topic %s left behind: %v", topic, err)
+		}
+	})
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := fullyReplicated(ctx, adm, topic, partitions)
+		if err == nil {
+			return topic
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("testinfra: topic %s on the Kafka cluster is not fully replicated: %v", topic, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// fullyReplicated: every partition of topic has a leader and 3 replicas, all in sync.
+func fullyReplicated(ctx context.Context, adm *kadm.Client, topic string, partitions int32) error {
+	details, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return err
+	}
+	d, ok := details[topic]
+	switch {
+	case !ok:
+		return errors.New("not in metadata yet")
+	case d.Err != nil:
+		return d.Err
+	case int32(len(d.Partitions)) != partitions:
+		return fmt.Errorf("%d of %d partitions in metadata", len(d.Partitions), partitions)
+	}
+	for _, p := range d.Partitions {
+		if p.Err != nil || p.Leader < 0 || len(p.Replicas) != 3 || len(p.ISR) != 3 {
+			return fmt.Errorf("partition %d: leader %d, replicas %v, in sync %v, err %v", p.Partition, p.Leader, p.Replicas, p.ISR, p.Err)
+		}
+	}
+	return nil
 }
