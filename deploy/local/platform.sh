@@ -364,15 +364,18 @@ start_instances() {
   log "up in $((SECONDS - t0))s: $*"
 }
 
-cmd_up() {
+cmd_up() { # [--infra-checked: infra.sh up just succeeded, skip its status]
+  local t=$SECONDS
   command -v curl >/dev/null || die "curl is missing (apt-get install curl)"
   take_lock
-  "$ROOT/deploy/local/infra.sh" status >/dev/null ||
-    log "warning: not every infrastructure component is up (make infra-up); services may not become ready"
+  if [ "${1:-}" != --infra-checked ]; then
+    "$ROOT/deploy/local/infra.sh" status >/dev/null ||
+      log "warning: not every infrastructure component is up (make infra-up); services may not become ready"
+  fi
   local s
   for s in "${SERVICES[@]}"; do count_of "$s" >/dev/null; done
   save_config
-  local want t=$SECONDS
+  local want
   mapfile -t want < <(all_instances)
   start_instances "${want[@]}"
   # instances beyond the counts (a scale-down since the last up) are stopped
@@ -406,7 +409,7 @@ cmd_run() {
   rm -f "$rc_file"
   [ "$irc" = 0 ] || die "infra.sh up failed (above; logs: deploy/local/infra.sh logs <component>)"
   [ "$brc" = 0 ] || die "make build failed (above)"
-  cmd_up
+  cmd_up --infra-checked
   local demo="demo job ${UP_DEMO_S}s"
   [ "$DEMO" != 0 ] || demo="no demo job (SUNDIAL_DEMO=0)"
   log "make run took $(($(date +%s) - t0))s: components $((iend - t0))s and build $((bend - t0))s side by side, services ${UP_SERVICES_S}s, $demo"
