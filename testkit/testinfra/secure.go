@@ -131,7 +131,7 @@ func SecureKafkaBrokers(t testing.TB) []string {
 func SecureCassandraHosts(t testing.TB) []string {
 	t.Helper()
 	hosts := splitList(envOr(EnvSecureCassandraHosts, DefaultSecureCassandraHosts))
-	requireReachable(t, "Cassandra (the cassandra-secure node)", EnvSecureCassandraHosts, hosts)
+	requireReachable(t, "Cassandra (the cassandra-secure node, which infra.sh starts only when asked: SECURE_CASSANDRA=1 make infra-up)", EnvSecureCassandraHosts, hosts)
 	return hosts
 }
 
