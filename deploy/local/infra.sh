@@ -3,7 +3,10 @@
 # Sundial's local infrastructure without Docker: PostgreSQL 15, Redis 7,
 # ZooKeeper 3.9, Kafka 3.9 (KRaft) and Cassandra 5.0, on 127.0.0.1 only.
 #
-#   infra.sh up          install what is missing, start what is not running, wait until each answers
+#   infra.sh up          install what is missing, start what is not running, wait until each answers;
+#                        the five side by side, without the cassandra-secure node (below)
+#   SECURE_CASSANDRA=1 infra.sh up   the same plus cassandra-secure, a second Cassandra node
+#                        that only the secure-mode tests use (make test asks for it)
 #   infra.sh down        stop exactly the processes `up` started, wait until they are gone
 #   infra.sh stop C      stop component C only; infra.sh start C starts it again on the ports it had
 #   infra.sh status      one line per component: up/starting/down, address, pid
@@ -14,7 +17,8 @@
 #                        Kafka topics: a job's Kafka target topic must exist before the job is created
 #   infra.sh reset       down, then delete the data (keeps downloaded jars)
 #   CLUSTER=1 infra.sh up|down|status|env   the same, plus the cluster profile: every
-#                        deploy/local/cluster/*.sh (ZooKeeper ensemble, Postgres standby, ...)
+#                        deploy/local/cluster/*.sh (ZooKeeper ensemble, Postgres standby, ...);
+#                        CLUSTER=redis,zookeeper names some of them (down stops them all)
 #
 # Everything it makes (jars, data, logs, pid files) lives under .infra/ at the
 # repository root (override with SUNDIAL_INFRA_DIR). The JVM components are
@@ -43,6 +47,9 @@ HOST=127.0.0.1
 # cassandra-secure: a second, small Cassandra node with PasswordAuthenticator and
 # client TLS required, for the secure-mode tests (authentication in Cassandra
 # applies to every client of a node, so it cannot sit beside the open one).
+# Every command knows all six; `up` starts cassandra-secure only when asked
+# (secure_cassandra_wanted): a second Cassandra JVM booting beside the first
+# takes the two cores of a small machine for one test's sake.
 COMPONENTS=(postgres redis zookeeper kafka cassandra cassandra-secure)
 PG_VERSION=15
 PGBIN=/usr/lib/postgresql/$PG_VERSION/bin
@@ -597,15 +604,28 @@ take_lock() {
   flock -w 600 9 || die "another infra.sh up/down of this checkout has held $INFRA/.lock for 10 minutes"
 }
 
+# secure_cassandra_wanted: SECURE_CASSANDRA is set to anything but empty or 0.
+secure_cassandra_wanted() {
+  case ${SECURE_CASSANDRA:-0} in 0 | "") return 1 ;; esac
+}
+
+# up_components: what `up` starts and waits for, slowest first: the five,
+# and cassandra-secure when asked for or already running (left alone then).
+up_components() {
+  echo cassandra
+  if secure_cassandra_wanted || is_running cassandra-secure; then echo cassandra-secure; fi
+  printf '%s\n' zookeeper kafka postgres redis
+}
+
 cmd_up() {
   mkdir -p "$INFRA"
   take_lock
   for c in "${COMPONENTS[@]}"; do mkdir -p "$INFRA/$c/logs"; done
   ensure_packages
   ensure_certs
-  local t0=$SECONDS c started=()
-  # Start the slowest first; each JVM boots while the next one's jars resolve.
-  for c in cassandra cassandra-secure zookeeper kafka postgres redis; do
+  local t0=$SECONDS c want=() started=() jvms=() natives=() chain rc=0
+  mapfile -t want < <(up_components)
+  for c in "${want[@]}"; do
     if is_running "$c" && stale_config "$c"; then
       log "$c: started by an older infra.sh (no secure listener), restarting it on the same ports"
       restore_ports "$c"
@@ -614,16 +634,36 @@ cmd_up() {
     if is_running "$c"; then
       log "$c: already running (pid $(pid_of "$c")), left alone"
     else
-      log "$c: starting"
-      "start_$c"
       started+=("$c")
+      case $c in postgres | redis) natives+=("$c") ;; *) jvms+=("$c") ;; esac
     fi
   done
+  # Every component starts at once. The JVMs start one after the other in
+  # the background, slowest first, each booting while the next one's jars
+  # resolve (Maven 3.8's local repository is not safe for two mvn writing at
+  # once, so the fetches stay in one line); Postgres and Redis start here
+  # meanwhile. Then each is waited for with its own readiness check.
+  (
+    for c in "${jvms[@]}"; do
+      log "$c: starting"
+      "start_$c"
+    done
+  ) &
+  chain=$!
+  for c in "${natives[@]}"; do
+    log "$c: starting"
+    "start_$c"
+  done
+  wait "$chain" || rc=$?
+  [ "$rc" = 0 ] || die "starting ${jvms[*]} failed (above)"
   for c in "${COMPONENTS[@]}"; do
+    [[ " ${want[*]} " == *" $c "* ]] || continue
     wait_ready "$c"
     after_ready "$c"
     log "$c: ready on $HOST:$(port "$c" port) after $((SECONDS - t0))s"
   done
+  secure_cassandra_wanted || is_running cassandra-secure ||
+    log "cassandra-secure: not started (only the secure-mode tests use it: SECURE_CASSANDRA=1 infra.sh up)"
   log "all components up in $((SECONDS - t0))s (started: ${started[*]:-none})"
 }
 
@@ -733,6 +773,8 @@ cmd_status() {
     pid=$(pid_of "$c")
     if is_running "$c"; then
       if "ready_$c"; then state=up; else state=starting; rc=1; fi
+    elif [ "$c" = cassandra-secure ] && ! secure_cassandra_wanted; then
+      state=off; pid=- # started on request only: not a failure
     else
       state=down; pid=-; rc=1
     fi
@@ -839,19 +881,35 @@ cmd_reset() {
   log "data and logs deleted; jars kept (rm -rf $INFRA for a cold start)"
 }
 
-# cluster SUB: with CLUSTER=1 (any value but empty or 0), every
-# deploy/local/cluster/*.sh (the cluster profile: a ZooKeeper ensemble, a
-# Postgres primary and standby, ...) runs SUB as well, on ports of its own;
-# without it nothing changes. docs/operations.md, "Cluster profile".
-# down runs whatever CLUSTER says: each script stops only what it started,
-# so a profile started by make test is stopped by a plain make infra-down.
+# cluster SUB: the cluster profile (docs/operations.md, "Cluster profile"):
+# deploy/local/cluster/*.sh run SUB as well, each on ports of its own.
+# CLUSTER says which: empty or 0 none (nothing changes), 1 or all every
+# script, or a comma-separated list of script names (CLUSTER=redis,zookeeper:
+# redis.sh and zookeeper.sh), so heavy ones (kafka.sh) start only when asked.
+# A name without a script is an error, before any cluster script runs.
+# down runs every script whatever CLUSTER says: each stops only what it
+# started, so a profile started by make test is stopped by a plain make infra-down.
 cluster() {
-  if [ "$1" != down ]; then
-    case ${CLUSTER:-0} in 0 | "") return 0 ;; esac
+  local s name names rc=0 want=" " all=
+  if [ "$1" = down ]; then
+    all=1
+  else
+    case ${CLUSTER:-0} in
+      0 | "") return 0 ;;
+      1 | all) all=1 ;;
+      *)
+        IFS=', ' read -ra names <<<"$CLUSTER"
+        for name in "${names[@]}"; do
+          [[ $name =~ ^[a-z0-9-]+$ ]] && [ -f "$SRC/cluster/$name.sh" ] ||
+            die "CLUSTER=$CLUSTER: no cluster script \"$name\" (have: $(cd "$SRC/cluster" && ls -- *.sh | sed 's/\.sh$//' | paste -sd ' ' -)); 1 or all means every one"
+          want+="$name "
+        done ;;
+    esac
   fi
-  local s rc=0
   for s in "$SRC"/cluster/*.sh; do
     [ -f "$s" ] || continue
+    name=$(basename "$s" .sh)
+    [ -n "$all" ] || [[ $want == *" $name "* ]] || continue
     bash "$s" "$1" || rc=$?
   done
   return $rc
