@@ -8,10 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/testkit/harness"
 )
 
@@ -368,4 +372,69 @@ func (r *Runner) sampleGauges(ctx context.Context, d *deployment) (stop func() s
 		}
 		return strings.Join(parts, "; ")
 	}
+}
+
+// redisSnap is what the shared Redis holds at one instant: the bytes its
+// allocator reports in use and its number of keys.
+type redisSnap struct {
+	used, keys int64
+	ok         bool
+}
+
+// snapRedis reads INFO memory's used_memory and DBSIZE: two cheap calls,
+// neither of which walks the keyspace, so sampling them does not disturb
+// the run being measured.
+func (r *Runner) snapRedis(ctx context.Context) redisSnap {
+	rdb := redis.NewClient(&redis.Options{Addr: r.opts.Infra.RedisAddr})
+	defer func() { _ = rdb.Close() }()
+	info, err := rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		return redisSnap{}
+	}
+	var s redisSnap
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			s.used, err = strconv.ParseInt(v, 10, 64)
+			s.ok = err == nil
+		}
+	}
+	if s.keys, err = rdb.DBSize(ctx).Result(); err != nil {
+		return redisSnap{}
+	}
+	return s
+}
+
+// redisGrowth says how Redis grew per firing between a and b and what that
+// comes to when every firing's markers live for ttl at rate firings/s:
+// the markers' steady state, since a marker written in the window outlives
+// it. Other clients of the same Redis add to it, so read it on a quiet one.
+func redisGrowth(a, b redisSnap, firings int, rate int, ttl time.Duration) string {
+	if !a.ok || !b.ok || firings <= 0 {
+		return "not read"
+	}
+	per := float64(b.used-a.used) / float64(firings)
+	keys := float64(b.keys-a.keys) / float64(firings)
+	steady := per * float64(rate) * ttl.Seconds()
+	return fmt.Sprintf("used_memory %s → %s, %.0f bytes and %.2f keys per firing over %d firings; at %d/s with markers of %s: ≈ %.2f GiB",
+		mib(a.used), mib(b.used), per, keys, firings, rate, ttl, steady/(1<<30))
+}
+
+// markerTTL is how long the deployment's workers keep a firing's done
+// marker and delivery counter: their --done-ttl when the bench passes one,
+// the worker's default otherwise.
+func (d *deployment) markerTTL() time.Duration {
+	args := append(append([]string(nil), d.r.opts.WorkerArgs...), d.topo.workerArgs...)
+	ttl := lease.DefaultMarkerTTL
+	for i, a := range args {
+		v, ok := strings.CutPrefix(a, "--done-ttl=")
+		if !ok && a == "--done-ttl" && i+1 < len(args) {
+			v, ok = args[i+1], true
+		}
+		if ok {
+			if t, err := time.ParseDuration(v); err == nil {
+				ttl = t
+			}
+		}
+	}
+	return ttl
 }

@@ -53,6 +53,7 @@ func (r *Runner) rate(ctx context.Context, d *deployment, name string, cfg Stead
 	}
 	res.detailf("%s: at the first slot: %s", name, d.pipelineState(ctx))
 	u0 := r.snapUsage(d)
+	redis0 := r.snapRedis(ctx)
 	conns0 := d.sink.Connections()
 	timer0 := d.workerLateness(ctx, "timer")
 	wait := r.profiles(ctx, d, name, cfg.Duration)
@@ -61,6 +62,7 @@ func (r *Runner) rate(ctx context.Context, d *deployment, name string, cfg Stead
 		return res, err
 	}
 	u1 := r.snapUsage(d)
+	redis1 := r.snapRedis(ctx)
 	conns := d.sink.Connections() - conns0
 	timer := d.workerLateness(ctx, "timer").Sub(timer0)
 	sampled := gauges()
@@ -91,6 +93,7 @@ func (r *Runner) rate(ctx context.Context, d *deployment, name string, cfg Stead
 		FormatLatency(harness.Seconds(timer.Quantile(0.5))), FormatLatency(harness.Seconds(timer.Quantile(0.99))))
 	res.detailf("%s: CPU cores / RSS over the measured window: %s", name, usageLine(u0, u1))
 	res.detailf("%s: sampled every second: %s", name, sampled)
+	res.detailf("%s: Redis over the measured window: %s", name, redisGrowth(redis0, redis1, a.Expected, cfg.Rate, d.markerTTL()))
 	res.detailf("%s: connections the target accepted over the window: %d (for %d firings)", name, conns, a.Expected)
 	for _, f := range files {
 		res.detailf("%s: profile %s", name, f)
