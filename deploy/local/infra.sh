@@ -910,7 +910,10 @@ cluster() {
     [ -f "$s" ] || continue
     name=$(basename "$s" .sh)
     [ -n "$all" ] || [[ $want == *" $name "* ]] || continue
-    bash "$s" "$1" || rc=$?
+    # 9>&-: not this script's lock (fd 9, held by up and down) — a
+    # component a cluster script starts would inherit it and hold the
+    # lock for its whole life, and the next infra.sh up would wait on it.
+    bash "$s" "$1" 9>&- || rc=$?
   done
   return $rc
 }

@@ -85,7 +85,7 @@ start_node() { # port
   if pid_of "$p" >/dev/null; then return 0; fi
   if answers "$p"; then die "port $p answers but is not a node this script started (see $DIR/$p)"; fi
   write_conf "$p"
-  redis-server "$DIR/$p/redis.conf" >>"$DIR/$p/stdout.log" 2>&1 </dev/null || die "node $p failed to start (see $DIR/$p/redis.log)"
+  redis-server "$DIR/$p/redis.conf" >>"$DIR/$p/stdout.log" 2>&1 </dev/null 9>&- || die "node $p failed to start (see $DIR/$p/redis.log)"
 }
 
 wait_for() { # description, command...
