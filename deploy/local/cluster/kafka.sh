@@ -28,6 +28,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+# shellcheck source=nodes.bash
+source "$(dirname "${BASH_SOURCE[0]}")/nodes.bash"
 INFRA=${SUNDIAL_INFRA_DIR:-$ROOT/.infra}
 D=$INFRA/kafka-cluster
 LIB=$INFRA/kafka/lib
@@ -223,27 +225,6 @@ cmd_up() {
     sleep 1
   done
   log "cluster ready on $(addrs) after $((SECONDS - t0))s (started: ${started[*]:-none})"
-}
-
-# alive PID: the process exists and has not exited (a zombie waiting to be reaped is not alive).
-alive() {
-  local st
-  st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null) || return 1
-  [ -n "$st" ] && [ "${st%% *}" != Z ]
-}
-
-stop_node() { # N SIGNAL: signal node N, wait (escalating to SIGKILL) until it is gone
-  local n=$1 sig=$2 pid deadline
-  is_running "$n" || { rm -f "$D/$n/pid"; return 0; }
-  pid=$(pid_of "$n")
-  kill -"$sig" "$pid" 2>/dev/null || true
-  deadline=$((SECONDS + STOP_TIMEOUT))
-  while alive "$pid"; do
-    if [ "$SECONDS" -ge "$deadline" ]; then kill -KILL "$pid" 2>/dev/null || true; fi
-    sleep 0.05
-  done
-  rm -f "$D/$n/pid"
-  log "node $n stopped (was pid $pid, SIG$sig)"
 }
 
 cmd_down() {

@@ -17,6 +17,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+# shellcheck source=nodes.bash
+source "$(dirname "${BASH_SOURCE[0]}")/nodes.bash"
 INFRA=${SUNDIAL_INFRA_DIR:-$ROOT/.infra}
 D=$INFRA/zk-ensemble
 LIB=$INFRA/zookeeper/lib
@@ -145,28 +147,6 @@ cmd_up() {
     sleep 0.25
   done
   log "ensemble ready on $(addrs) after $((SECONDS - t0))s (started: ${started[*]:-none}; leader: node $(leader))"
-}
-
-# alive PID: the process exists and has not exited. A dead node's zombie
-# waits for PID 1 to reap it, which here takes about a second: not alive.
-alive() {
-  local st
-  st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null) || return 1
-  [ -n "$st" ] && [ "${st%% *}" != Z ]
-}
-
-stop_node() { # N SIGNAL: signal node N, wait (escalating to SIGKILL) until it is gone
-  local n=$1 sig=$2 pid deadline
-  is_running "$n" || { rm -f "$D/$n/pid"; return 0; }
-  pid=$(pid_of "$n")
-  kill -"$sig" "$pid" 2>/dev/null || true
-  deadline=$((SECONDS + STOP_TIMEOUT))
-  while alive "$pid"; do
-    if [ "$SECONDS" -ge "$deadline" ]; then kill -KILL "$pid" 2>/dev/null || true; fi
-    sleep 0.02
-  done
-  rm -f "$D/$n/pid"
-  log "node $n stopped (was pid $pid, SIG$sig)"
 }
 
 cmd_down() {
