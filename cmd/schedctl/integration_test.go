@@ -54,12 +54,6 @@ func startAPIWith(t *testing.T, extra ...string) (addr string, conn *pgx.Conn, k
 	}
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	_, prefix := testinfra.Redis(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr = ln.Addr().String()
-	_ = ln.Close()
 	keyspace = testinfra.CassandraKeyspace(t)
 	// acme's target secrets, which the api reads for their names only:
 	// a job may reference billing_key.
@@ -75,12 +69,50 @@ func startAPIWith(t *testing.T, extra ...string) (addr string, conn *pgx.Conn, k
 	if err := os.WriteFile(kekFile, []byte(strings.Repeat("k", 32)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
-	cmd := exec.Command(bin, "--grpc-addr", addr, "--admin-addr", "127.0.0.1:0", "--postgres-dsn", dsn,
+	args := []string{"--postgres-dsn", dsn,
 		"--tokens", "cli-token=acme:cli", "--redis-key-prefix", prefix, "--log-format", "text",
 		"--cassandra-hosts", strings.Join(testinfra.CassandraHosts(t), ","), "--cassandra-keyspace", keyspace,
-		"--secrets-dir", secretsDir, "--signing-key-encryption-key-file", kekFile)
-	cmd.Args = append(cmd.Args, extra...)
+		"--secrets-dir", secretsDir, "--signing-key-encryption-key-file", kekFile}
+	args = append(args, extra...)
+	// The addresses were free a moment ago; another process may take one
+	// before the api binds it. That lost race, and only it, is retried.
+	for attempt := 1; ; attempt++ {
+		addr, inUse := runAPI(t, bin, args)
+		if !inUse {
+			return addr, conn, keyspace
+		}
+		if attempt == 3 {
+			t.Fatalf("api lost the race for a free port %d times", attempt)
+		}
+	}
+}
+
+// freeAddrs returns n distinct loopback addresses that were free a moment
+// ago: every listener is held until all are chosen, so the kernel cannot
+// hand out one port twice.
+func freeAddrs(t *testing.T, n int) []string {
+	t.Helper()
+	var addrs []string
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		addrs = append(addrs, ln.Addr().String())
+	}
+	return addrs
+}
+
+// runAPI starts the api with args on fresh gRPC and admin addresses and
+// waits until it serves. It returns the gRPC address, or inUse when the
+// api exited because an address was taken meanwhile.
+func runAPI(t *testing.T, bin string, args []string) (addr string, inUse bool) {
+	t.Helper()
+	addrs := freeAddrs(t, 2)
+	addr = addrs[0]
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin, append([]string{"--grpc-addr", addr, "--admin-addr", addrs[1]}, args...)...)
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -110,10 +142,14 @@ func startAPIWith(t *testing.T, extra ...string) (addr string, conn *pgx.Conn, k
 	for {
 		h, err := healthpb.NewHealthClient(gc).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
 		if err == nil && h.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			return addr, conn, keyspace
+			return addr, false
 		}
 		select {
 		case <-exited:
+			if strings.Contains(stderr.String(), "address already in use") {
+				t.Logf("api lost an address to another process, starting again: %v", waitErr)
+				return "", true
+			}
 			t.Fatalf("api exited: %v\n%s", waitErr, stderr.String())
 		case <-ctx.Done():
 			t.Fatalf("api never became SERVING: %v\n%s", err, stderr.String())
