@@ -31,6 +31,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/lease"
 	"github.com/sundialhq/sundial/pkg/ledger"
 	"github.com/sundialhq/sundial/pkg/rangeleader"
+	"github.com/sundialhq/sundial/testkit/tlstest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -97,8 +98,8 @@ func TestDefaultsChangeNothing(t *testing.T) {
 }
 
 func TestValidateNamesTheFlag(t *testing.T) {
-	ca := newTestCA(t, "v")
-	cl := ca.client("c", "sundial")
+	ca := tlstest.NewCA(t, "v")
+	cl := ca.Client("c", "sundial")
 	empty := writeFile(t, "empty", "\n")
 	notPEM := writeFile(t, "ca.crt", "not a certificate")
 	cases := []struct {
@@ -111,12 +112,12 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{"redis password twice", []string{"--redis-password-file=" + cl.CertFile}, map[string]string{"SUNDIAL_REDIS_PASSWORD": "x"}, []string{"redis-password: give --redis-password or --redis-password-file, not both"}},
 		{"redis password file missing", []string{"--redis-password-file=/nonexistent/pw"}, nil, []string{"redis-password-file: open /nonexistent/pw"}},
 		{"redis password file empty", []string{"--redis-password-file=" + empty}, nil, []string{"redis-password-file: " + empty + " is empty"}},
-		{"tls setting without tls", []string{"--redis-tls-ca-file=" + ca.CAFile}, nil, []string{"redis-tls-ca-file: has no effect without --redis-tls"}},
+		{"tls setting without tls", []string{"--redis-tls-ca-file=" + ca.CertFile}, nil, []string{"redis-tls-ca-file: has no effect without --redis-tls"}},
 		{"ca file not PEM", []string{"--kafka-tls", "--kafka-tls-ca-file=" + notPEM}, nil, []string{"kafka-tls-ca-file: " + notPEM + " holds no PEM certificate"}},
 		{"cert without key", []string{"--cassandra-tls", "--cassandra-tls-cert-file=" + cl.CertFile}, nil, []string{"cassandra-tls-key-file: required with --cassandra-tls-cert-file"}},
 		{"key without cert", []string{"--zk-tls", "--zk-tls-key-file=" + cl.KeyFile}, nil, []string{"zk-tls-cert-file: required with --zk-tls-key-file"}},
-		{"cert and key mismatched", []string{"--redis-tls", "--redis-tls-cert-file=" + cl.CertFile, "--redis-tls-key-file=" + ca.server("s").KeyFile}, nil, []string{"redis-tls-cert-file: "}},
-		{"skip verify and a CA", []string{"--redis-tls", "--redis-tls-insecure-skip-verify", "--redis-tls-ca-file=" + ca.CAFile}, nil, []string{"redis-tls-insecure-skip-verify: skips the verification"}},
+		{"cert and key mismatched", []string{"--redis-tls", "--redis-tls-cert-file=" + cl.CertFile, "--redis-tls-key-file=" + ca.Server("s").KeyFile}, nil, []string{"redis-tls-cert-file: "}},
+		{"skip verify and a CA", []string{"--redis-tls", "--redis-tls-insecure-skip-verify", "--redis-tls-ca-file=" + ca.CertFile}, nil, []string{"redis-tls-insecure-skip-verify: skips the verification"}},
 		{"kafka unknown mechanism", []string{"--kafka-sasl-mechanism=GSSAPI"}, nil, []string{`kafka-sasl-mechanism: "GSSAPI" is not one of`}},
 		{"kafka user without mechanism", []string{"--kafka-sasl-username=app"}, nil, []string{"kafka-sasl-mechanism: required with a SASL user or password"}},
 		{"kafka mechanism without user or password", []string{"--kafka-sasl-mechanism=scram-sha-512"}, nil, []string{"kafka-sasl-username: required", "kafka-sasl-password: required"}},
@@ -137,11 +138,11 @@ func TestValidateNamesTheFlag(t *testing.T) {
 }
 
 func TestValidSettingsPass(t *testing.T) {
-	ca := newTestCA(t, "ok")
-	cl := ca.client("c", "sundial")
+	ca := tlstest.NewCA(t, "ok")
+	cl := ca.Client("c", "sundial")
 	pw := writeFile(t, "pw", "s3cret\n")
 	_, err := load(t, []string{
-		"--redis-username=app", "--redis-password-file=" + pw, "--redis-tls", "--redis-tls-ca-file=" + ca.CAFile,
+		"--redis-username=app", "--redis-password-file=" + pw, "--redis-tls", "--redis-tls-ca-file=" + ca.CertFile,
 		"--kafka-sasl-mechanism=scram-sha-256", "--kafka-sasl-username=app", "--kafka-tls", "--kafka-tls-cert-file=" + cl.CertFile, "--kafka-tls-key-file=" + cl.KeyFile,
 		"--cassandra-username=app", "--cassandra-tls", "--cassandra-tls-server-name=cassandra.internal",
 		"--zk-username=app", "--zk-password-file=" + pw, "--zk-tls", "--zk-tls-insecure-skip-verify",
@@ -216,8 +217,8 @@ func TestRedisApply(t *testing.T) {
 		require.Equal(t, "two", p)
 	})
 	t.Run("tls", func(t *testing.T) {
-		ca := newTestCA(t, "redis")
-		a, err := load(t, []string{"--redis-tls", "--redis-tls-ca-file=" + ca.CAFile, "--redis-tls-server-name=redis.internal"}, nil)
+		ca := tlstest.NewCA(t, "redis")
+		a, err := load(t, []string{"--redis-tls", "--redis-tls-ca-file=" + ca.CertFile, "--redis-tls-server-name=redis.internal"}, nil)
 		require.NoError(t, err)
 		var o redis.Options
 		require.NoError(t, a.Redis.Apply(&o))
@@ -245,8 +246,8 @@ func TestKafkaOptsChooseTheMechanism(t *testing.T) {
 		})
 	}
 	t.Run("tls", func(t *testing.T) {
-		ca := newTestCA(t, "kafka")
-		a, err := load(t, []string{"--kafka-tls", "--kafka-tls-ca-file=" + ca.CAFile}, nil)
+		ca := tlstest.NewCA(t, "kafka")
+		a, err := load(t, []string{"--kafka-tls", "--kafka-tls-ca-file=" + ca.CertFile}, nil)
 		require.NoError(t, err)
 		opts, err := a.Kafka.Opts()
 		require.NoError(t, err)
@@ -291,8 +292,8 @@ func TestCassandraApply(t *testing.T) {
 		require.Error(t, err, "only the authenticators gocql approves are answered")
 	})
 	t.Run("tls", func(t *testing.T) {
-		ca := newTestCA(t, "cass")
-		a, err := load(t, []string{"--cassandra-tls", "--cassandra-tls-ca-file=" + ca.CAFile}, nil)
+		ca := tlstest.NewCA(t, "cass")
+		a, err := load(t, []string{"--cassandra-tls", "--cassandra-tls-ca-file=" + ca.CertFile}, nil)
 		require.NoError(t, err)
 		var cc ledger.ConnectConfig
 		require.NoError(t, a.Cassandra.Apply(&cc))
@@ -321,9 +322,9 @@ type tlsServer struct {
 	wg      sync.WaitGroup
 }
 
-func startTLSServer(t *testing.T, ca *testCA, server issued, requireClientCert bool) *tlsServer {
+func startTLSServer(t *testing.T, ca *tlstest.CA, server tlstest.Issued, requireClientCert bool) *tlsServer {
 	t.Helper()
-	cfg := &tls.Config{Certificates: []tls.Certificate{server.Pair}, ClientCAs: ca.pool(), ClientAuth: tls.VerifyClientCertIfGiven}
+	cfg := &tls.Config{Certificates: []tls.Certificate{server.Pair}, ClientCAs: ca.Pool(), ClientAuth: tls.VerifyClientCertIfGiven}
 	if requireClientCert {
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	}
@@ -377,11 +378,11 @@ func (s *tlsServer) dial(t *testing.T, cfg *tls.Config) (string, error) {
 }
 
 func TestTLSConfigVerifiesAndPresents(t *testing.T) {
-	ca := newTestCA(t, "sundial-test")
-	srv := startTLSServer(t, ca, ca.server("server"), true)
-	cl := ca.client("client", "sundial-worker")
+	ca := tlstest.NewCA(t, "sundial-test")
+	srv := startTLSServer(t, ca, ca.Server("server"), true)
+	cl := ca.Client("client", "sundial-worker")
 
-	good := connsec.TLS{Enabled: true, CAFile: ca.CAFile, CertFile: cl.CertFile, KeyFile: cl.KeyFile}
+	good := connsec.TLS{Enabled: true, CAFile: ca.CertFile, CertFile: cl.CertFile, KeyFile: cl.KeyFile}
 	cfg, err := good.Config()
 	require.NoError(t, err)
 	seen, err := srv.dial(t, cfg)
@@ -390,7 +391,7 @@ func TestTLSConfigVerifiesAndPresents(t *testing.T) {
 
 	// A renewed certificate (the mounted Secret rewritten) is presented at
 	// the next handshake, without building a new config.
-	renewed := ca.client("renewed", "sundial-worker-renewed")
+	renewed := ca.Client("renewed", "sundial-worker-renewed")
 	require.NoError(t, os.Rename(renewed.CertFile, cl.CertFile))
 	require.NoError(t, os.Rename(renewed.KeyFile, cl.KeyFile))
 	seen, err = srv.dial(t, cfg)
@@ -398,22 +399,22 @@ func TestTLSConfigVerifiesAndPresents(t *testing.T) {
 	require.Equal(t, "sundial-worker-renewed", seen)
 
 	// Another CA's server is refused: the client verifies.
-	other := newTestCA(t, "other")
-	wrongCA, err := connsec.TLS{Enabled: true, CAFile: other.CAFile, CertFile: cl.CertFile, KeyFile: cl.KeyFile}.Config()
+	other := tlstest.NewCA(t, "other")
+	wrongCA, err := connsec.TLS{Enabled: true, CAFile: other.CertFile, CertFile: cl.CertFile, KeyFile: cl.KeyFile}.Config()
 	require.NoError(t, err)
 	_, err = srv.dial(t, wrongCA)
 	var unknown x509.UnknownAuthorityError
 	require.ErrorAs(t, err, &unknown)
 
 	// A name the certificate lacks is refused.
-	wrongName, err := connsec.TLS{Enabled: true, CAFile: ca.CAFile, ServerName: "redis.elsewhere", CertFile: cl.CertFile, KeyFile: cl.KeyFile}.Config()
+	wrongName, err := connsec.TLS{Enabled: true, CAFile: ca.CertFile, ServerName: "redis.elsewhere", CertFile: cl.CertFile, KeyFile: cl.KeyFile}.Config()
 	require.NoError(t, err)
 	_, err = srv.dial(t, wrongName)
 	var hostErr x509.HostnameError
 	require.ErrorAs(t, err, &hostErr)
 
 	// No client certificate: the server (mutual TLS) refuses.
-	noCert, err := connsec.TLS{Enabled: true, CAFile: ca.CAFile}.Config()
+	noCert, err := connsec.TLS{Enabled: true, CAFile: ca.CertFile}.Config()
 	require.NoError(t, err)
 	seen, _ = srv.dial(t, noCert)
 	require.True(t, strings.HasPrefix(seen, "error:"), "server saw %q", seen)
@@ -428,9 +429,9 @@ func TestTLSOffIsNil(t *testing.T) {
 // The ZooKeeper dialer does the handshake itself (the client only sees a
 // net.Conn), with the host of the address as the name to verify.
 func TestZooKeeperTLSDialer(t *testing.T) {
-	ca := newTestCA(t, "zk")
-	srv := startTLSServer(t, ca, ca.server("zk"), false)
-	z := rangeleader.Security{TLS: connsec.TLS{Enabled: true, CAFile: ca.CAFile}}
+	ca := tlstest.NewCA(t, "zk")
+	srv := startTLSServer(t, ca, ca.Server("zk"), false)
+	z := rangeleader.Security{TLS: connsec.TLS{Enabled: true, CAFile: ca.CertFile}}
 	dial, err := z.Dialer(nil)
 	require.NoError(t, err)
 	c, err := dial("tcp", srv.addr, 5*time.Second)
@@ -440,8 +441,8 @@ func TestZooKeeperTLSDialer(t *testing.T) {
 	require.NoError(t, c.Close())
 	require.Equal(t, "", <-srv.results)
 
-	other := newTestCA(t, "other")
-	z.TLS.CAFile = other.CAFile
+	other := tlstest.NewCA(t, "other")
+	z.TLS.CAFile = other.CertFile
 	dial, err = z.Dialer(nil)
 	require.NoError(t, err)
 	_, err = dial("tcp", srv.addr, 5*time.Second)

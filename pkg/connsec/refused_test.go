@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sundialhq/sundial/pkg/connsec"
+	"github.com/sundialhq/sundial/testkit/tlstest"
 )
 
 func TestRefusedKeepsTheMessageAndTheCause(t *testing.T) {
@@ -29,8 +30,8 @@ func TestRefusedKeepsTheMessageAndTheCause(t *testing.T) {
 // Real handshakes: what the server presents or answers is a refusal; a
 // port nobody listens on, or a server that never answers, is not.
 func TestIsTLSRefusal(t *testing.T) {
-	ca := newTestCA(t, "trusted")
-	addr := serveTLS(t, &tls.Config{Certificates: []tls.Certificate{ca.server("server").Pair}})
+	ca := tlstest.NewCA(t, "trusted")
+	addr := serveTLS(t, &tls.Config{Certificates: []tls.Certificate{ca.Server("server").Pair}})
 	dial := func(cfg *tls.Config, addr string) error {
 		d := &net.Dialer{Timeout: 2 * time.Second}
 		c, err := tls.DialWithDialer(d, "tcp", addr, cfg)
@@ -39,11 +40,11 @@ func TestIsTLSRefusal(t *testing.T) {
 		}
 		return err
 	}
-	require.NoError(t, dial(&tls.Config{RootCAs: ca.pool()}, addr))
+	require.NoError(t, dial(&tls.Config{RootCAs: ca.Pool()}, addr))
 
-	other := newTestCA(t, "other")
-	require.True(t, connsec.IsTLSRefusal(dial(&tls.Config{RootCAs: other.pool()}, addr)), "an untrusted certificate")
-	require.True(t, connsec.IsTLSRefusal(dial(&tls.Config{RootCAs: ca.pool(), ServerName: "elsewhere"}, addr)), "another name")
+	other := tlstest.NewCA(t, "other")
+	require.True(t, connsec.IsTLSRefusal(dial(&tls.Config{RootCAs: other.Pool()}, addr)), "an untrusted certificate")
+	require.True(t, connsec.IsTLSRefusal(dial(&tls.Config{RootCAs: ca.Pool(), ServerName: "elsewhere"}, addr)), "another name")
 
 	// A plaintext server's answer is not TLS.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -58,12 +59,12 @@ func TestIsTLSRefusal(t *testing.T) {
 		_, _ = c.Write([]byte("-ERR unknown command\r\n"))
 		_ = c.Close()
 	}()
-	require.True(t, connsec.IsTLSRefusal(dial(&tls.Config{RootCAs: ca.pool()}, ln.Addr().String())), "a plaintext reply")
+	require.True(t, connsec.IsTLSRefusal(dial(&tls.Config{RootCAs: ca.Pool()}, ln.Addr().String())), "a plaintext reply")
 	_ = ln.Close()
 	<-done
 
 	closed := ln.Addr().String() // nobody listens there any more
-	require.False(t, connsec.IsTLSRefusal(dial(&tls.Config{RootCAs: ca.pool()}, closed)), "a refused connection is a network failure")
+	require.False(t, connsec.IsTLSRefusal(dial(&tls.Config{RootCAs: ca.Pool()}, closed)), "a refused connection is a network failure")
 	require.False(t, connsec.IsTLSRefusal(errors.New("i/o timeout")))
 	require.False(t, connsec.IsTLSRefusal(nil))
 }

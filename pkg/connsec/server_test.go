@@ -18,6 +18,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/config"
 	"github.com/sundialhq/sundial/pkg/connsec"
+	"github.com/sundialhq/sundial/testkit/tlstest"
 )
 
 func loadServerTLS(t *testing.T, args ...string) (connsec.ServerTLS, error) {
@@ -33,9 +34,9 @@ func loadServerTLS(t *testing.T, args ...string) (connsec.ServerTLS, error) {
 }
 
 func TestServerTLSValidateNamesTheFlag(t *testing.T) {
-	ca := newTestCA(t, "srv")
-	srv := ca.server("srv")
-	other := newTestCA(t, "other").server("other")
+	ca := tlstest.NewCA(t, "srv")
+	srv := ca.Server("srv")
+	other := tlstest.NewCA(t, "other").Server("other")
 	notPEM := writeFile(t, "ca.pem", "not a certificate")
 	cases := map[string]struct {
 		args []string
@@ -46,7 +47,7 @@ func TestServerTLSValidateNamesTheFlag(t *testing.T) {
 		"certificate of other key": {[]string{"--tls-cert-file", srv.CertFile, "--tls-key-file", other.KeyFile}, "tls-cert-file: "},
 		"missing certificate":      {[]string{"--tls-cert-file", "/nonexistent.crt", "--tls-key-file", srv.KeyFile}, "tls-cert-file: open /nonexistent.crt"},
 		"client CA not PEM":        {[]string{"--tls-cert-file", srv.CertFile, "--tls-key-file", srv.KeyFile, "--tls-client-ca-file", notPEM}, "tls-client-ca-file: " + notPEM + " holds no PEM certificate"},
-		"client CA without TLS":    {[]string{"--tls-client-ca-file", ca.CAFile}, "tls-client-ca-file: has no effect without --tls-cert-file"},
+		"client CA without TLS":    {[]string{"--tls-client-ca-file", ca.CertFile}, "tls-client-ca-file: has no effect without --tls-cert-file"},
 		"min version without TLS":  {[]string{"--tls-min-version", "1.3"}, "tls-min-version: has no effect without --tls-cert-file"},
 		"unknown min version":      {[]string{"--tls-cert-file", srv.CertFile, "--tls-key-file", srv.KeyFile, "--tls-min-version", "1.1"}, `tls-min-version: must be 1.2 or 1.3, got "1.1"`},
 	}
@@ -56,7 +57,7 @@ func TestServerTLSValidateNamesTheFlag(t *testing.T) {
 			require.ErrorContains(t, err, c.want)
 		})
 	}
-	s, err := loadServerTLS(t, "--tls-cert-file", srv.CertFile, "--tls-key-file", srv.KeyFile, "--tls-client-ca-file", ca.CAFile, "--tls-min-version", "1.3")
+	s, err := loadServerTLS(t, "--tls-cert-file", srv.CertFile, "--tls-key-file", srv.KeyFile, "--tls-client-ca-file", ca.CertFile, "--tls-min-version", "1.3")
 	require.NoError(t, err)
 	require.True(t, s.Enabled())
 	s, err = loadServerTLS(t)
@@ -115,30 +116,30 @@ func handshake(addr string, cfg *tls.Config) (tls.ConnectionState, error) {
 }
 
 func TestServerCertsServeAndVerifyClients(t *testing.T) {
-	ca := newTestCA(t, "api")
-	srv := ca.server("api")
-	client := ca.client("client", "deployer")
-	stranger := newTestCA(t, "stranger").client("stranger", "deployer")
+	ca := tlstest.NewCA(t, "api")
+	srv := ca.Server("api")
+	client := ca.Client("client", "deployer")
+	stranger := tlstest.NewCA(t, "stranger").Client("stranger", "deployer")
 
 	plain, err := connsec.ServerTLS{CertFile: srv.CertFile, KeyFile: srv.KeyFile}.Load(nil)
 	require.NoError(t, err)
 	require.False(t, plain.MutualTLS())
 	addr := serveTLS(t, plain.Config("h2"))
 
-	st, err := handshake(addr, &tls.Config{RootCAs: ca.pool(), ServerName: "localhost", NextProtos: []string{"h2"}})
+	st, err := handshake(addr, &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", NextProtos: []string{"h2"}})
 	require.NoError(t, err)
 	require.Equal(t, "h2", st.NegotiatedProtocol, "ALPN offers what Config was given")
 	_, err = handshake(addr, &tls.Config{ServerName: "localhost"}) // the system roots only
 	require.ErrorContains(t, err, "certificate signed by unknown authority")
-	_, err = handshake(addr, &tls.Config{RootCAs: ca.pool(), ServerName: "api.example.com"})
+	_, err = handshake(addr, &tls.Config{RootCAs: ca.Pool(), ServerName: "api.example.com"})
 	require.ErrorContains(t, err, "not api.example.com")
 
-	mutual, err := connsec.ServerTLS{CertFile: srv.CertFile, KeyFile: srv.KeyFile, ClientCAFile: ca.CAFile, MinVersion: "1.3"}.Load(nil)
+	mutual, err := connsec.ServerTLS{CertFile: srv.CertFile, KeyFile: srv.KeyFile, ClientCAFile: ca.CertFile, MinVersion: "1.3"}.Load(nil)
 	require.NoError(t, err)
 	require.True(t, mutual.MutualTLS())
 	addr = serveTLS(t, mutual.Config("h2"))
-	base := &tls.Config{RootCAs: ca.pool(), ServerName: "localhost"}
-	withCert := func(c issued) *tls.Config {
+	base := &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"}
+	withCert := func(c tlstest.Issued) *tls.Config {
 		cfg := base.Clone()
 		// Sent whatever CAs the server asks for, so the server's own
 		// verification is what is tested.
@@ -192,28 +193,28 @@ func copyFile(t *testing.T, from, to string) {
 func TestServerCertsReload(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile, caFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), filepath.Join(dir, "ca.crt")
-	first := newTestCA(t, "first")
-	second := newTestCA(t, "second")
-	initial := first.server("a")
+	first := tlstest.NewCA(t, "first")
+	second := tlstest.NewCA(t, "second")
+	initial := first.Server("a")
 	copyFile(t, initial.CertFile, certFile)
 	copyFile(t, initial.KeyFile, keyFile)
-	copyFile(t, first.CAFile, caFile)
+	copyFile(t, first.CertFile, caFile)
 	var logs syncBuffer
 	sc, err := connsec.ServerTLS{CertFile: certFile, KeyFile: keyFile, ClientCAFile: caFile}.Load(slog.New(slog.NewTextHandler(&logs, nil)))
 	require.NoError(t, err)
 	addr := serveTLS(t, sc.Config())
 
-	trusting := func(ca *testCA, client issued) *tls.Config {
-		return &tls.Config{RootCAs: ca.pool(), ServerName: "localhost",
+	trusting := func(ca *tlstest.CA, client tlstest.Issued) *tls.Config {
+		return &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost",
 			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &client.Pair, nil }}
 	}
-	firstClient, secondClient := first.client("c1", "one"), second.client("c2", "two")
+	firstClient, secondClient := first.Client("c1", "one"), second.Client("c2", "two")
 	_, err = handshake(addr, trusting(first, firstClient))
 	require.NoError(t, err)
 
 	// Renewed by another CA: the key first, then the certificate. In
 	// between, the pair does not match and the old one keeps serving.
-	renewed := second.server("b")
+	renewed := second.Server("b")
 	copyFile(t, renewed.KeyFile, keyFile)
 	_, err = handshake(addr, trusting(first, firstClient))
 	require.NoError(t, err, "a half-rotated pair must not take the listener down")
@@ -229,9 +230,9 @@ func TestServerCertsReload(t *testing.T) {
 	// bundle, then accepted, without a restart.
 	_, err = handshake(addr, trusting(second, secondClient))
 	require.ErrorContains(t, err, "unknown certificate authority")
-	both, err := os.ReadFile(first.CAFile)
+	both, err := os.ReadFile(first.CertFile)
 	require.NoError(t, err)
-	more, err := os.ReadFile(second.CAFile)
+	more, err := os.ReadFile(second.CertFile)
 	require.NoError(t, err)
 	tmp := filepath.Join(dir, "bundle")
 	require.NoError(t, os.WriteFile(tmp, append(both, more...), 0o600))
