@@ -7,7 +7,8 @@ import (
 
 // benchRRulePreview measures what PreviewSchedule does for a rule: parse
 // it (from the job's DTSTART) and list the next 100 instants, reported per
-// instant. The target is at most 50 µs per instant (issue 17).
+// instant. The budget is at most 50 µs per instant (docs/schedules.md,
+// "Recurrence rules").
 func benchRRulePreview(b *testing.B, rule, zone string) {
 	loc, err := time.LoadLocation(zone)
 	if err != nil {

@@ -301,8 +301,8 @@ func TestParseTimeOfDay(t *testing.T) {
 	}
 }
 
-// Preview's cost per instant for the shapes issue 17 names: two schedules
-// and an exclusion, as PreviewSchedule pays it (build, then 100 instants).
+// Preview's cost per instant for a job of two schedules and exclusions,
+// as PreviewSchedule pays it (build, then 100 instants).
 func BenchmarkUnionExcludedPreview(b *testing.B) {
 	loc, _ := time.LoadLocation("America/New_York")
 	// The day before a two-day freeze that holds the spring-forward night.

@@ -34,8 +34,8 @@ const DefaultPostgresDSN = "postgres://sundial:sundial@127.0.0.1:5432/sundial?ss
 type Config struct {
 	GRPCAddr string
 	HTTPAddr string
-	// ConsoleKeyFile is no longer used (sessions live in Postgres since
-	// migration 00021; accepted so existing deployments start);
+	// ConsoleKeyFile is accepted and ignored, so deployments that still
+	// pass it start (sessions live in Postgres, console_sessions);
 	// ConsoleIdle and ConsoleTTL end a session after that long without a
 	// request and after sign-in; ConsoleSecure marks the cookie Secure
 	// behind a TLS-terminating proxy;

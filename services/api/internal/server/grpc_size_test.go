@@ -16,9 +16,9 @@ import (
 )
 
 // An oversized payload is a validation error naming the field, whatever its
-// size up to MaxRequestBytes: the transport's own limit used to answer a
-// 10 MB payload with ResourceExhausted ("received message larger than max")
-// while a 900 kB one got InvalidArgument naming payload.
+// size up to MaxRequestBytes: a 10 MB payload gets the same InvalidArgument
+// naming payload as a 900 kB one, not the transport's own ResourceExhausted
+// ("received message larger than max").
 func TestOversizedPayloadIsInvalidArgumentOverGRPC(t *testing.T) {
 	tokens, err := auth.NewTokens(map[string]string{"tok": "acme"})
 	if err != nil {

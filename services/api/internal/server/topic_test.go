@@ -61,8 +61,9 @@ func topicService(t *testing.T, st Store, tc TopicChecker) *JobService {
 	return s
 }
 
-// A Kafka target whose topic does not exist used to be accepted, and every
-// firing was then dead-lettered with UNKNOWN_TOPIC_OR_PARTITION.
+// A Kafka target whose topic does not exist is refused when the job is
+// made: accepted, every firing would be dead-lettered with
+// UNKNOWN_TOPIC_OR_PARTITION.
 func TestKafkaTargetTopicMustExist(t *testing.T) {
 	tc := &topics{have: map[string]bool{"orders.tick": true}}
 
