@@ -9,9 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/firing"
@@ -175,16 +173,11 @@ func invalidf(format string, args ...any) Result {
 }
 
 // Host is the host (and port, if the URL names one) an HTTP firing goes
-// to, lower-cased: the key of per-host rate limits and circuit breakers.
-// Empty for other targets or an unparsable URL.
+// to, lower-cased (firing.TargetHost): the key of per-host rate limits and
+// circuit breakers. Empty for other targets or an unparsable URL.
 func Host(f *sundialv1.Firing) string {
-	h := f.GetTarget().GetHttp()
-	if h == nil {
+	if f.GetTarget().GetHttp() == nil {
 		return ""
 	}
-	u, err := url.Parse(h.GetUrl())
-	if err != nil {
-		return ""
-	}
-	return strings.ToLower(u.Host)
+	return firing.TargetHost(f.GetTarget())
 }
