@@ -1031,19 +1031,39 @@ func TestVersionChangeSkipsQueuedFirings(t *testing.T) {
 	if err := lease.New(e.rdb, lease.WithPrefix(e.redisPfx)).PublishVersion(context.Background(), job.String(), 2); err != nil {
 		t.Fatal(err)
 	}
-	// The five held firings are dropped together (one pass over the
-	// holders) and recorded as one summary row, not one row each; the
-	// worker holds nothing more and their offsets are committed past.
-	sum := e.waitRow(firing.DroppedID(job.String(), 1, 2, fs[0].GetFireTime().AsTime().UnixNano()), 1, stSkipped, 30*time.Second)
-	if want := "5 slots due from " + fs[0].GetFireTime().AsTime().UTC().Format(time.RFC3339Nano); !strings.HasPrefix(sum.GetReason(), want) ||
-		!strings.Contains(sum.GetReason(), "job version 1 superseded by 2") {
-		t.Fatalf("summary reason %q", sum.GetReason())
-	}
-	for _, f := range fs {
-		if rows := e.rows(f.GetExecutionId()); len(rows) != 0 {
-			t.Fatalf("%s has rows of its own: %v", f.GetExecutionId(), rows)
+	// The held firings are dropped together (one pass over the holders)
+	// and recorded as one summary row, not one row each. A firing moving
+	// between the worker's stages as the version lands (the prepare stage
+	// takes each 1.5 s before its instant, the pause is a second before the
+	// first) misses that pass and is skipped at its lease instead, with a
+	// row of its own, or in a summary of its own. Either way all five are
+	// recorded skipped, most in one summary, and none fires.
+	var summarized, alone, largest int
+	eventually(t, 30*time.Second, "all five firings recorded skipped", func() bool {
+		summarized, alone, largest = 0, 0, 0
+		for _, f := range fs {
+			if r := e.rows(f.GetExecutionId())[1]; r != nil && r.GetStatus() == stSkipped {
+				alone++
+			}
+			id := firing.DroppedID(job.String(), 1, 2, f.GetFireTime().AsTime().UnixNano())
+			sum := e.rows(id)[1]
+			if sum == nil || sum.GetStatus() != stSkipped {
+				continue
+			}
+			var n int
+			if _, err := fmt.Sscanf(sum.GetReason(), "%d slots due from", &n); err != nil ||
+				!strings.Contains(sum.GetReason(), "job version 1 superseded by 2") {
+				t.Fatalf("summary reason %q", sum.GetReason())
+			}
+			summarized += n
+			largest = max(largest, n)
 		}
+		return summarized+alone == len(fs)
+	})
+	if largest < 3 {
+		t.Fatalf("the held firings were not dropped together: largest summary %d slots (%d summarized, %d alone)", largest, summarized, alone)
 	}
+	t.Logf("%d firings in summaries (the largest %d), %d skipped alone", summarized, largest, alone)
 	eventually(t, 10*time.Second, "nothing held", func() bool { return w.Holder.Len() == 0 })
 	if n := len(e.sink.snapshot()); n != 0 {
 		t.Fatalf("%d firings of the paused job reached the target", n)
