@@ -73,6 +73,9 @@ SECURE_STAMP=1
 
 log() { printf '[infra] %s\n' "$*" >&2; }
 die() { printf '[infra] error: %s\n' "$*" >&2; exit 1; }
+# find_java17, port_open, hold_lock:
+# shellcheck source-path=SCRIPTDIR source=host.bash
+source "$SRC/host.bash"
 
 # ---------------------------------------------------------------- ports
 
@@ -118,10 +121,6 @@ record_ports() { # component keys...
 # secure listeners this one configures), so `up` restarts it.
 stale_config() {
   [ "$(sed -n 's/^secure=//p' "$INFRA/$1/ports" 2>/dev/null)" != "$SECURE_STAMP" ]
-}
-
-port_open() { # port: does something accept TCP connections on 127.0.0.1:port?
-  timeout 2 bash -c "exec 3<>/dev/tcp/$HOST/$1" 2>/dev/null
 }
 
 require_free() { # component port...
@@ -206,16 +205,6 @@ apt_install() { # packages...
   fi
   [ -n "$made_policy" ] && rm -f "$policy"
   return 0
-}
-
-find_java17() {
-  local j
-  if [ -n "${SUNDIAL_JAVA:-}" ]; then echo "$SUNDIAL_JAVA"; return 0; fi
-  # Debian's OpenJDK 17 only: Cassandra 5.0 runs on Java 11 or 17, never newer.
-  for j in /usr/lib/jvm/java-17-openjdk-*/bin/java; do
-    if [ -x "$j" ]; then echo "$j"; return 0; fi
-  done
-  return 1
 }
 
 ensure_packages() {
@@ -599,10 +588,7 @@ after_ready() {
 # ---------------------------------------------------------------- commands
 
 # One `up` or `down` at a time per checkout (two `make` runs, say).
-take_lock() {
-  exec 9>"$INFRA/.lock"
-  flock -w 600 9 || die "another infra.sh up/down of this checkout has held $INFRA/.lock for 10 minutes"
-}
+take_lock() { hold_lock "$INFRA/.lock" 600; }
 
 # secure_cassandra_wanted: SECURE_CASSANDRA is set to anything but empty or 0.
 secure_cassandra_wanted() {

@@ -50,6 +50,8 @@ ENV_FILE=$RUN/platform.env
 
 log() { printf '[platform] %s\n' "$*" >&2; }
 die() { printf '[platform] error: %s\n' "$*" >&2; exit 1; }
+# shellcheck source-path=SCRIPTDIR source=host.bash
+source "$ROOT/deploy/local/host.bash"
 
 # load_config: the remembered settings, for every variable the caller did not set.
 load_config() {
@@ -264,8 +266,7 @@ wait_ready() { # service: /healthz (alive) then /readyz (dependencies answer)
 
 take_lock() {
   mkdir -p "$RUN"
-  exec 9>"$RUN/.lock"
-  flock -w 300 9 || die "another platform.sh command holds $RUN/.lock"
+  hold_lock "$RUN/.lock" 300
 }
 
 # dev_tls: whether the api serves the development CA's certificate (the

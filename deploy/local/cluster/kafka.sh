@@ -28,13 +28,16 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
-# shellcheck source=nodes.bash
-source "$(dirname "${BASH_SOURCE[0]}")/nodes.bash"
+# shellcheck source-path=SCRIPTDIR source=../host.bash
+source "$ROOT/deploy/local/host.bash"
+# shellcheck source-path=SCRIPTDIR source=nodes.bash
+source "$ROOT/deploy/local/cluster/nodes.bash"
 INFRA=${SUNDIAL_INFRA_DIR:-$ROOT/.infra}
 D=$INFRA/kafka-cluster
 LIB=$INFRA/kafka/lib
 HOST=127.0.0.1
 NODES=(1 2 3)
+CONF=server.properties # node N's configuration: $D/N/conf/$CONF
 READY_TIMEOUT=180
 STOP_TIMEOUT=30
 # The topic `up` creates (replication factor 3) to prove the cluster places replicas.
@@ -47,28 +50,6 @@ broker_port() { echo $((9190 + $1)); }
 controller_port() { echo $((9290 + $1)); }
 
 addrs() { echo "$HOST:$(broker_port 1),$HOST:$(broker_port 2),$HOST:$(broker_port 3)"; }
-
-port_open() { timeout 2 bash -c "exec 3<>/dev/tcp/$HOST/$1" 2>/dev/null; }
-
-pid_of() { [ -s "$D/$1/pid" ] && tr -dc '0-9' <"$D/$1/pid"; return 0; }
-
-# is_running N: the pid file names a live JVM that is this node (pids get reused).
-is_running() {
-  local pid cmd
-  pid=$(pid_of "$1")
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
-  cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
-  [[ $cmd == *"$D/$1/conf/server.properties"* ]]
-}
-
-find_java() {
-  local j
-  if [ -n "${SUNDIAL_JAVA:-}" ]; then echo "$SUNDIAL_JAVA"; return 0; fi
-  for j in /usr/lib/jvm/java-17-openjdk-*/bin/java; do
-    if [ -x "$j" ]; then echo "$j"; return 0; fi
-  done
-  return 1
-}
 
 # brokers_seen N: how many live brokers node N's Metadata v0 answer lists
 # (a KRaft broker lists only registered, unfenced brokers); empty if it does not answer.
@@ -150,7 +131,7 @@ start_node() { # N
   for port in "$(broker_port "$n")" "$(controller_port "$n")"; do
     if port_open "$port"; then die "node $n: port $HOST:$port is taken by a process this script did not start"; fi
   done
-  java=$(find_java) || die "no OpenJDK 17 under /usr/lib/jvm (run deploy/local/infra.sh up first, or set SUNDIAL_JAVA)"
+  java=$(find_java17) || die "no OpenJDK 17 under /usr/lib/jvm (run deploy/local/infra.sh up first, or set SUNDIAL_JAVA)"
   ls "$LIB"/kafka_2.13-*.jar >/dev/null 2>&1 || die "no Kafka jars in $LIB: run deploy/local/infra.sh up first (it resolves them)"
   write_conf "$n"
   local klog=(-Dlog4j.configuration="file:$d/conf/log4j.properties" -Dkafka.logs.dir="$d/logs")
@@ -172,7 +153,7 @@ start_node() { # N
 # admin ARGS...: KafkaClusterAdmin.java, compiled when the source changed.
 admin() {
   local src=$ROOT/deploy/local/cluster/KafkaClusterAdmin.java out=$D/tools java javac want
-  java=$(find_java) || die "no OpenJDK 17 under /usr/lib/jvm"
+  java=$(find_java17) || die "no OpenJDK 17 under /usr/lib/jvm"
   javac=$(dirname "$(readlink -f "$java")")/javac
   want=$(sha256sum "$src" | cut -d' ' -f1)
   if [ "$(cat "$out/source.sha256" 2>/dev/null)" != "$want" ]; then
@@ -193,28 +174,8 @@ registered() {
 }
 
 cmd_up() {
-  local n t0=$SECONDS started=()
-  mkdir -p "$D"
-  exec 9>"$D/.lock"
-  flock -w 300 9 || die "another kafka.sh up/down holds $D/.lock"
-  for n in "${NODES[@]}"; do
-    if is_running "$n"; then continue; fi
-    start_node "$n"
-    started+=("$n")
-  done
-  while ! registered; do
-    for n in "${NODES[@]}"; do
-      if ! is_running "$n" && [ $((SECONDS - t0)) -ge 5 ]; then
-        tail -n 20 "$D/$n/logs/server.log" >&2 2>/dev/null || true
-        die "node $n exited while starting (logs: $D/$n/logs/)"
-      fi
-    done
-    if [ $((SECONDS - t0)) -ge "$READY_TIMEOUT" ]; then
-      cmd_status >&2 || true
-      die "not all three brokers registered after ${READY_TIMEOUT}s (logs: $D/N/logs/)"
-    fi
-    sleep 0.5
-  done
+  local t0=$SECONDS
+  up_nodes registered server.log 0.5 "not all three brokers registered"
   # Registered is not yet serving: a topic must get three replicas, all in sync
   # (a broker started again catches up on its replicas first).
   until admin ready "$READY_TOPIC" 2>"$D/ready.err"; do
@@ -224,18 +185,7 @@ cmd_up() {
     fi
     sleep 1
   done
-  log "cluster ready on $(addrs) after $((SECONDS - t0))s (started: ${started[*]:-none})"
-}
-
-cmd_down() {
-  [ -d "$D" ] || return 0
-  exec 9>"$D/.lock"
-  flock -w 300 9 || die "another kafka.sh up/down holds $D/.lock"
-  local n
-  # All at once: the last broker of a lost quorum would otherwise wait out
-  # its controlled shutdown alone.
-  for n in "${NODES[@]}"; do stop_node "$n" TERM & done
-  wait
+  log "cluster ready on $(addrs) after $((SECONDS - t0))s (started: ${STARTED[*]:-none})"
 }
 
 cmd_kill() {
@@ -266,7 +216,7 @@ cmd_status() {
 
 case ${1:-} in
   up) cmd_up ;;
-  down) cmd_down ;;
+  down) down_nodes ;;
   status) cmd_status ;;
   env) echo "export SUNDIAL_TEST_KAFKA_CLUSTER_BROKERS='$(addrs)'" ;;
   kill) shift; cmd_kill "$@" ;;

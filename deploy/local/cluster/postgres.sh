@@ -24,6 +24,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+# shellcheck source-path=SCRIPTDIR source=../host.bash
+source "$ROOT/deploy/local/host.bash"
 INFRA=${SUNDIAL_INFRA_DIR:-$ROOT/.infra}
 D=$INFRA/pg-ha
 HOST=127.0.0.1
@@ -36,7 +38,6 @@ die() { printf '[pg-ha] error: %s\n' "$*" >&2; exit 1; }
 
 other() { if [ "$1" = a ]; then echo b; else echo a; fi; }
 as_pg() { runuser -u postgres -- "$@"; }
-port_open() { timeout 2 bash -c "exec 3<>/dev/tcp/$HOST/$1" 2>/dev/null; }
 
 pid_of() { [ -s "$D/$1/data/postmaster.pid" ] && head -n1 "$D/$1/data/postmaster.pid" | tr -dc '0-9'; return 0; }
 
@@ -197,8 +198,7 @@ cmd_up() {
   command -v runuser >/dev/null && [ -x "$PGBIN/postgres" ] || die "PostgreSQL 15 is missing: run deploy/local/infra.sh up first (it installs it)"
   [ "$(id -u)" = 0 ] || die "run as root: the clusters run as the postgres user"
   prepare_dirs
-  exec 9>"$D/.lock"
-  flock -w 300 9 || die "another postgres.sh up/down holds $D/.lock"
+  hold_lock "$D/.lock" 300
   local t0=$SECONDS p s
   p=$(pick_primary)
   if [ -z "$p" ]; then
@@ -244,8 +244,7 @@ cmd_up() {
 
 cmd_down() {
   [ -d "$D" ] || return 0
-  exec 9>"$D/.lock"
-  flock -w 300 9 || die "another postgres.sh up/down holds $D/.lock"
+  hold_lock "$D/.lock" 300
   local n
   for n in "${NODES[@]}"; do stop_node "$n" fast & done
   wait

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A local Redis Cluster for Sundial's cluster profile (issue 28): 3 primaries
+# A local Redis Cluster for Sundial's cluster profile: 3 primaries
 # with one replica each, on 127.0.0.1 only, from Debian's redis-server (which
 # deploy/local/infra.sh installs).
 #
@@ -14,7 +14,8 @@
 # each node's cluster bus is its port + 10000. Not 7001-7006: the secure
 # Cassandra node of infra.sh listens on 7002 (its storage port).
 # Data, configuration, logs and pid files live under
-# $SUNDIAL_INFRA_DIR/redis-cluster/ (default .infra/redis-cluster/, gitignored).
+# $SUNDIAL_INFRA_DIR/redis-cluster/ (default .infra/redis-cluster/, gitignored);
+# `up` and `down` hold its .lock, so two of them never interleave.
 # No persistence, as the single Redis: the data is throwaway; a node's
 # nodes.conf (its view of the cluster) is kept, so a killed node started
 # again by `up` rejoins, as a replica if its replica was promoted meanwhile.
@@ -26,6 +27,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+# shellcheck source-path=SCRIPTDIR source=../host.bash
+source "$ROOT/deploy/local/host.bash"
 INFRA=${SUNDIAL_INFRA_DIR:-$ROOT/.infra}
 DIR=$INFRA/redis-cluster
 HOST=127.0.0.1
@@ -132,6 +135,7 @@ up() {
   command -v redis-server >/dev/null && command -v redis-cli >/dev/null ||
     die "redis-server and redis-cli are needed: run deploy/local/infra.sh up (it installs them)"
   mkdir -p "$DIR"
+  hold_lock "$DIR/.lock" 300
   local p
   for p in $(ports); do start_node "$p"; done
   wait_for "every node to answer PING" all_answer
@@ -149,6 +153,7 @@ up() {
 
 down() {
   local p pid pids=()
+  if [ -d "$DIR" ]; then hold_lock "$DIR/.lock" 300; fi
   for p in $(ports); do
     if pid=$(pid_of "$p"); then kill "$pid"; pids+=("$pid"); fi
   done

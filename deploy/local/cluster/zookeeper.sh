@@ -17,13 +17,16 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
-# shellcheck source=nodes.bash
-source "$(dirname "${BASH_SOURCE[0]}")/nodes.bash"
+# shellcheck source-path=SCRIPTDIR source=../host.bash
+source "$ROOT/deploy/local/host.bash"
+# shellcheck source-path=SCRIPTDIR source=nodes.bash
+source "$ROOT/deploy/local/cluster/nodes.bash"
 INFRA=${SUNDIAL_INFRA_DIR:-$ROOT/.infra}
 D=$INFRA/zk-ensemble
 LIB=$INFRA/zookeeper/lib
 HOST=127.0.0.1
 NODES=(1 2 3)
+CONF=zoo.cfg # node N's configuration: $D/N/conf/$CONF
 READY_TIMEOUT=90
 STOP_TIMEOUT=15
 
@@ -34,19 +37,6 @@ client_port() { echo $((2190 + $1)); }
 quorum_port() { echo $((2890 + $1)); }
 election_port() { echo $((3890 + $1)); }
 
-port_open() { timeout 2 bash -c "exec 3<>/dev/tcp/$HOST/$1" 2>/dev/null; }
-
-pid_of() { [ -s "$D/$1/pid" ] && tr -dc '0-9' <"$D/$1/pid"; return 0; }
-
-# is_running N: the pid file names a live JVM that is this node (pids get reused).
-is_running() {
-  local pid cmd
-  pid=$(pid_of "$1")
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
-  cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
-  [[ $cmd == *"$D/$1/conf/zoo.cfg"* ]]
-}
-
 # fourlw N WORD: ZooKeeper's four-letter word WORD on node N's client port.
 fourlw() {
   timeout 3 bash -c 'exec 3<>/dev/tcp/'"$HOST/$(client_port "$1")"' && printf %s "$0" >&3 && cat <&3' "$2" 2>/dev/null || true
@@ -54,22 +44,13 @@ fourlw() {
 
 mode_of() { fourlw "$1" srvr | sed -n 's/^Mode: //p'; }
 
-find_java() {
-  local j
-  if [ -n "${SUNDIAL_JAVA:-}" ]; then echo "$SUNDIAL_JAVA"; return 0; fi
-  for j in /usr/lib/jvm/java-17-openjdk-*/bin/java; do
-    if [ -x "$j" ]; then echo "$j"; return 0; fi
-  done
-  return 1
-}
-
 start_node() {
   local n=$1 d=$D/$1 p java peers=""
   p=$(client_port "$n")
   for port in "$p" "$(quorum_port "$n")" "$(election_port "$n")"; do
     if port_open "$port"; then die "node $n: port $HOST:$port is taken by a process this script did not start"; fi
   done
-  java=$(find_java) || die "no OpenJDK 17 under /usr/lib/jvm (run deploy/local/infra.sh up first, or set SUNDIAL_JAVA)"
+  java=$(find_java17) || die "no OpenJDK 17 under /usr/lib/jvm (run deploy/local/infra.sh up first, or set SUNDIAL_JAVA)"
   ls "$LIB"/zookeeper-*.jar >/dev/null 2>&1 || die "no ZooKeeper jars in $LIB: run deploy/local/infra.sh up first (it resolves them)"
   mkdir -p "$d/conf" "$d/data" "$d/logs"
   echo "$n" >"$d/data/myid"
@@ -124,38 +105,9 @@ ready() {
 }
 
 cmd_up() {
-  local n t0=$SECONDS started=()
-  mkdir -p "$D"
-  exec 9>"$D/.lock"
-  flock -w 300 9 || die "another zookeeper.sh up/down holds $D/.lock"
-  for n in "${NODES[@]}"; do
-    if is_running "$n"; then continue; fi
-    start_node "$n"
-    started+=("$n")
-  done
-  while ! ready; do
-    for n in "${NODES[@]}"; do
-      if ! is_running "$n" && [ $((SECONDS - t0)) -ge 5 ]; then
-        tail -n 20 "$D/$n/logs/zookeeper.log" >&2 2>/dev/null || true
-        die "node $n exited while starting (log: $D/$n/logs/)"
-      fi
-    done
-    if [ $((SECONDS - t0)) -ge "$READY_TIMEOUT" ]; then
-      cmd_status >&2 || true
-      die "the ensemble has no leader after ${READY_TIMEOUT}s (logs: $D/N/logs/)"
-    fi
-    sleep 0.25
-  done
-  log "ensemble ready on $(addrs) after $((SECONDS - t0))s (started: ${started[*]:-none}; leader: node $(leader))"
-}
-
-cmd_down() {
-  [ -d "$D" ] || return 0
-  exec 9>"$D/.lock"
-  flock -w 300 9 || die "another zookeeper.sh up/down holds $D/.lock"
-  local n
-  for n in "${NODES[@]}"; do stop_node "$n" TERM & done
-  wait
+  local t0=$SECONDS
+  up_nodes ready zookeeper.log 0.25 "the ensemble has no leader"
+  log "ensemble ready on $(addrs) after $((SECONDS - t0))s (started: ${STARTED[*]:-none}; leader: node $(leader))"
 }
 
 cmd_kill() {
@@ -194,7 +146,7 @@ cmd_status() {
 
 case ${1:-} in
   up) cmd_up ;;
-  down) cmd_down ;;
+  down) down_nodes ;;
   status) cmd_status ;;
   env) echo "export SUNDIAL_TEST_ZK_ENSEMBLE_ADDRS='$(addrs)'" ;;
   leader) leader || die "no node leads now" ;;
