@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sundialhq/sundial/testkit/testinfra"
+	"github.com/sundialhq/sundial/testkit/tlstest"
 )
 
 // TestDevTLSWithTheInfraCA signs the api's certificates with the CA that
@@ -49,12 +49,7 @@ func TestDevTLSWithTheInfraCA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{server}, ClientCAs: roots, ClientAuth: tls.RequireAndVerifyClientCert}
-	srv.StartTLS()
-	defer srv.Close()
+	srv := tlstest.MutualTLSServer(t, server, roots)
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{client}, MinVersion: tls.VersionTLS12}}
 	defer tr.CloseIdleConnections()
 	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get(srv.URL)

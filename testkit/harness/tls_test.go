@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,12 +54,7 @@ func TestHTTPClientVerifiesWithThePlatformsCA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: ca, ClientAuth: tls.RequireAndVerifyClientCert}
-	srv.StartTLS()
-	defer srv.Close()
+	srv := tlstest.MutualTLSServer(t, pair, ca)
 	addr := strings.TrimPrefix(srv.URL, "https://")
 
 	get := func(mode TLSMode) error {

@@ -1,7 +1,8 @@
 // Package tlstest makes TLS material for tests: a CA of the test's
 // own, and server and client certificates it signs, written as PEM files
 // into the test's temporary directory, so a test can start a real server
-// with --tls-cert-file and point a real client at --ca. Everything
+// with --tls-cert-file and point a real client at --ca; and an HTTPS
+// server that demands a client certificate, to check a client's. Everything
 // expires an hour after it is made.
 package tlstest
 
@@ -15,6 +16,8 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -117,6 +120,21 @@ func (ca *CA) issue(name string, tmpl *x509.Certificate) Issued {
 		ca.t.Fatal(err)
 	}
 	return out
+}
+
+// MutualTLSServer starts an HTTPS server, closed when the test ends, that
+// presents cert and lets in only a client whose certificate clientCAs
+// verifies; whoever it lets in gets 204 No Content. A client that reaches
+// it has checked the server's certificate and passed its own.
+func MutualTLSServer(t testing.TB, cert tls.Certificate, clientCAs *x509.CertPool) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: clientCAs, ClientAuth: tls.RequireAndVerifyClientCert}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv
 }
 
 func (ca *CA) write(name, typ string, der []byte) string {
