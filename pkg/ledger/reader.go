@@ -85,13 +85,13 @@ func NewReader(s Session, keyspace string, opts ...ReaderOption) *Reader {
 		o(r)
 	}
 	r.selectDay = fmt.Sprintf("SELECT %s FROM %s.%s WHERE bucket = ? AND day = ? AND job_id = ? LIMIT ?",
-		readColumns, keyspace, TableAttempts)
+		groupedReadColumns, keyspace, TableAttempts)
 	r.selectDayAfter = fmt.Sprintf("SELECT %s FROM %s.%s WHERE bucket = ? AND day = ? AND job_id = ?"+
-		" AND (scheduled_at, execution_id, attempt, fence) < (?, ?, ?, ?) LIMIT ?", readColumns, keyspace, TableAttempts)
+		" AND (scheduled_at, execution_id, attempt, fence) < (?, ?, ?, ?) LIMIT ?", groupedReadColumns, keyspace, TableAttempts)
 	r.selectIndex = fmt.Sprintf("SELECT job_id, scheduled_at FROM %s.%s WHERE bucket = ? AND day IN ? AND execution_id = ?",
 		keyspace, TableIndex)
 	r.selectExecution = fmt.Sprintf("SELECT %s FROM %s.%s WHERE bucket = ? AND day = ? AND job_id = ? AND scheduled_at = ? AND execution_id = ?",
-		readColumns, keyspace, TableAttempts)
+		groupedReadColumns, keyspace, TableAttempts)
 	r.selectByJob = fmt.Sprintf("SELECT %s FROM %s.%s WHERE job_id = ? AND month = ? LIMIT ?",
 		readColumns, keyspace, TableByJob)
 	r.selectByJobAfter = fmt.Sprintf("SELECT %s FROM %s.%s WHERE job_id = ? AND month = ?"+
@@ -118,7 +118,7 @@ func (r *Reader) GetExecution(ctx context.Context, executionID string) ([]*sundi
 		return nil, fmt.Errorf("ledger: get execution %s: %w", executionID, err)
 	}
 	if len(out) == 0 && r.legacy {
-		out, err = r.scanExecution(r.s.Iter(ctx, Statement{CQL: r.selectByID, Values: []any{executionID}, Idempotent: true}))
+		out, err = r.scanExecution(r.s.Iter(ctx, Statement{CQL: r.selectByID, Values: []any{executionID}, Idempotent: true}), false)
 		if err != nil {
 			return nil, fmt.Errorf("ledger: get execution %s (legacy): %w", executionID, err)
 		}
@@ -152,7 +152,7 @@ func (r *Reader) getExecution(ctx context.Context, executionID string) ([]*sundi
 		return nil, nil
 	}
 	out, err := r.scanExecution(r.s.Iter(ctx, Statement{CQL: r.selectExecution, Idempotent: true,
-		Values: []any{bucketOf(jobID), int(dayOf(sched)), jobID, sched, executionID}}))
+		Values: []any{bucketOf(jobID), int(dayOf(sched)), jobID, sched, executionID}}), true)
 	if err != nil {
 		return nil, err
 	}
@@ -162,20 +162,30 @@ func (r *Reader) getExecution(ctx context.Context, executionID string) ([]*sundi
 	return out, nil
 }
 
-// scanExecution presents one execution's rows, attempt by attempt.
-func (r *Reader) scanExecution(it Iter) ([]*sundialv1.ExecutionAttempt, error) {
+// scanExecution presents one execution's rows, attempt by attempt, from
+// a grouped table (packed records) or a legacy one.
+func (r *Reader) scanExecution(it Iter, grouped bool) ([]*sundialv1.ExecutionAttempt, error) {
 	var (
 		out  []*sundialv1.ExecutionAttempt
 		prev *groupKey
 		sr   scanRow
+		bad  error
 	)
-	for it.Scan(sr.dest()...) {
-		if a := present(&sr, prev); a != nil {
+	for it.Scan(sr.destFor(grouped)...) {
+		a := present(&sr, prev)
+		if sr.err != nil {
+			bad = cmp.Or(bad, sr.err)
+			continue
+		}
+		if a != nil {
 			out = append(out, a)
 		}
 		prev = sr.group(prev)
 	}
-	return out, it.Close()
+	if err := it.Close(); err != nil {
+		return nil, err
+	}
+	return out, bad
 }
 
 // ListByJob returns a job's attempts newest slot first (within a slot, the
@@ -270,13 +280,19 @@ func (r *Reader) readPart(ctx context.Context, jobID string, cur *cursor, limit 
 	st.Idempotent = true
 	it := r.s.Iter(ctx, st)
 	var sr scanRow
-	for it.Scan(sr.dest()...) {
+	var bad error
+	for it.Scan(sr.destFor(!cur.Legacy)...) {
 		got++
-		if full {
-			continue // drain the peeked row
+		if full || bad != nil {
+			continue // drain the peeked row, or the rest after a corrupt one
 		}
 		prev := cur.group()
-		if !take(present(&sr, prev)) {
+		a := present(&sr, prev)
+		if sr.err != nil {
+			bad = sr.err
+			continue
+		}
+		if !take(a) {
 			full = true
 			continue
 		}
@@ -287,6 +303,9 @@ func (r *Reader) readPart(ctx context.Context, jobID string, cur *cursor, limit 
 	}
 	if err := it.Close(); err != nil {
 		return 0, false, fmt.Errorf("ledger: list job %s bucket %d: %w", jobID, cur.Part, err)
+	}
+	if bad != nil {
+		return 0, false, fmt.Errorf("ledger: list job %s bucket %d: %w", jobID, cur.Part, bad)
 	}
 	return got, full, nil
 }

@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"time"
 	"unicode/utf8"
 
 	"github.com/gocql/gocql"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -268,14 +271,35 @@ type scanRow struct {
 	catchUp     *bool
 	jobVersion  *int64
 	reason      *string
+	// parts are the packed records of a grouped table's row, by status
+	// rank; empty for a row written as columns.
+	parts map[int][]byte
+	// err is why a packed record could not be read (a corrupt cell).
+	err error
 }
 
+// dest is where a legacy table's row (readColumns) scans.
 func (s *scanRow) dest() []any {
+	s.err = nil
 	return []any{
 		&s.jobID, &s.scheduled, &s.executionID, &s.attempt, &s.fence,
 		&s.tenant, &s.status, &s.fire, &s.started, &s.finished, &s.latenessNs, &s.durationNs,
 		&s.worker, &s.httpStatus, &s.errText, &s.excerpt, &s.catchUp, &s.jobVersion, &s.reason,
 	}
+}
+
+// destFor is groupedDest for a grouped table's row, dest for a legacy one.
+func (s *scanRow) destFor(grouped bool) []any {
+	if grouped {
+		return s.groupedDest()
+	}
+	return s.dest()
+}
+
+// groupedDest is where a grouped table's row (groupedReadColumns) scans.
+func (s *scanRow) groupedDest() []any {
+	clear(s.parts)
+	return append(s.dest(), &s.parts)
 }
 
 func (s *scanRow) attemptProto() *sundialv1.ExecutionAttempt {
@@ -310,7 +334,58 @@ func (s *scanRow) attemptProto() *sundialv1.ExecutionAttempt {
 	if s.durationNs != nil {
 		a.Duration = durationpb.New(time.Duration(*s.durationNs))
 	}
+	if len(s.parts) > 0 {
+		s.err = mergeParts(a, s.parts)
+	}
 	return a
+}
+
+// packRecord is the record's packed cell: the attempt's fields outside
+// the row's key and status (which are columns), text clipped as the
+// columns clip it, as a protobuf ExecutionAttempt. Unset fields are absent,
+// so merging (mergeParts) keeps what an earlier record of the attempt
+// wrote, as the column layout's unset values did.
+func packRecord(a *sundialv1.ExecutionAttempt) ([]byte, error) {
+	return proto.Marshal(&sundialv1.ExecutionAttempt{
+		Tenant:          a.GetTenant(),
+		FireTime:        a.GetFireTime(),
+		StartedTime:     a.GetStartedTime(),
+		FinishedTime:    a.GetFinishedTime(),
+		Lateness:        a.GetLateness(),
+		Duration:        a.GetDuration(),
+		Worker:          a.GetWorker(),
+		HttpStatus:      a.GetHttpStatus(),
+		Error:           clip(a.GetError()),
+		ResponseExcerpt: clip(a.GetResponseExcerpt()),
+		CatchUp:         a.GetCatchUp(),
+		JobVersion:      a.GetJobVersion(),
+		Reason:          clip(a.GetReason()),
+	})
+}
+
+// mergeParts lays a row's packed records over what its columns held
+// (written before records were packed), lowest status rank first, so each
+// later transition's fields replace the earlier ones it sets and keep
+// those it does not. The status is the column's, written with every
+// record: the latest by write timestamp.
+func mergeParts(a *sundialv1.ExecutionAttempt, parts map[int][]byte) error {
+	ranks := make([]int, 0, len(parts))
+	for r := range parts {
+		ranks = append(ranks, r)
+	}
+	slices.Sort(ranks)
+	into := a.ProtoReflect()
+	for _, r := range ranks {
+		var p sundialv1.ExecutionAttempt
+		if err := proto.Unmarshal(parts[r], &p); err != nil {
+			return fmt.Errorf("ledger: execution %s attempt %d: packed record of rank %d: %w", a.GetExecutionId(), a.GetAttempt(), r, err)
+		}
+		p.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+			into.Set(fd, v)
+			return true
+		})
+	}
+	return nil
 }
 
 func optTime(ts *timestamppb.Timestamp) *time.Time {

@@ -63,12 +63,27 @@ const columns = "job_id, month, " + tailColumns
 // attemptColumns are TableAttempts' columns in write order.
 const attemptColumns = "bucket, day, job_id, " + tailColumns
 
+// partsDef is the packed-record column of the grouped tables: one cell per
+// record written to the row, keyed by its status rank (statusRank), each
+// the attempt's fields outside the key as a protobuf ExecutionAttempt
+// (packRecord). One cell instead of one per field is what the write costs
+// Cassandra; a map instead of a single blob keeps the column layout's
+// merge: a later record of the attempt adds its own entry and never
+// buries fields an earlier one wrote (Reader merges them in rank order).
+const partsDef = `
+    parts             map<int, blob>, -- packed records by status rank`
+
 // tenantColumns are TableByTenant's columns in write order.
 // (tenant, a partition key column, is among the tail's.)
 const tenantColumns = "hour, job_id, " + tailColumns
 
-// readColumns are what every read selects, from either layout.
+// readColumns are what every read of the legacy tables selects.
 const readColumns = "job_id, " + tailColumns
+
+// groupedReadColumns are what every read of the grouped tables
+// (TableAttempts, TableByTenant) selects: the columns, for rows written
+// before records were packed, and the packed records.
+const groupedReadColumns = readColumns + ", parts"
 
 const columnDefs = `
     job_id            text,
@@ -148,14 +163,14 @@ func schema(keyspace, replication string) []string {
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (%s
     PRIMARY KEY ((bucket, day), job_id, scheduled_at, execution_id, attempt, fence)
 ) WITH CLUSTERING ORDER BY (job_id ASC, scheduled_at DESC, execution_id DESC, attempt DESC, fence DESC)`+tableOptions,
-			keyspace, TableAttempts, attemptDefs, ttl),
+			keyspace, TableAttempts, attemptDefs+partsDef, ttl),
 		// A tenant's records by the hour of their slot (yyyymmddhh, UTC):
 		// newest slot first, an attempt's rows together, highest fence
 		// first, every clustering column descending so the page cursor is
 		// one tuple comparison. An hour, not a day: a tenant firing 1,000
 		// times a second writes 3.6 M rows an hour.
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (
-    hour              int,        -- yyyymmddhh of scheduled_at in UTC`+strings.Replace(tailDefs, "scheduled_at      timestamp,  -- the slot", "scheduled_at      timestamp,  -- the slot\n    job_id            text,", 1)+`
+    hour              int,        -- yyyymmddhh of scheduled_at in UTC`+strings.Replace(tailDefs, "scheduled_at      timestamp,  -- the slot", "scheduled_at      timestamp,  -- the slot\n    job_id            text,", 1)+partsDef+`
     PRIMARY KEY ((tenant, hour), scheduled_at, job_id, execution_id, attempt, fence)
 ) WITH CLUSTERING ORDER BY (scheduled_at DESC, job_id DESC, execution_id DESC, attempt DESC, fence DESC)`+tableOptions,
 			keyspace, TableByTenant, ttl),
@@ -172,14 +187,19 @@ func schema(keyspace, replication string) []string {
 ) WITH compaction = {'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': 'DAYS', 'compaction_window_size': 3}
   AND default_time_to_live = %d AND gc_grace_seconds = 86400`,
 			keyspace, TableIndex, ttl),
+		// Tables created before records were packed gain the column; rows
+		// written before keep their columns, which the Reader still reads.
+		fmt.Sprintf(`ALTER TABLE %s.%s ADD IF NOT EXISTS parts map<int, blob>`, keyspace, TableAttempts),
+		fmt.Sprintf(`ALTER TABLE %s.%s ADD IF NOT EXISTS parts map<int, blob>`, keyspace, TableByTenant),
 	}
 }
 
 // Migrate creates the ledger's keyspace (with the given replication map, a
 // CQL literal such as DefaultReplication; empty means DefaultReplication) and
-// tables if they do not exist, waiting for schema agreement after each
-// statement. It never alters or drops anything, so it is safe to run at every
-// start; changing replication later is an operator's ALTER KEYSPACE.
+// tables if they do not exist, and the columns later versions added to them
+// (ADD IF NOT EXISTS), waiting for schema agreement after each statement. It
+// never drops or changes anything, so it is safe to run at every start;
+// changing replication later is an operator's ALTER KEYSPACE.
 func Migrate(ctx context.Context, s Session, keyspace, replication string) error {
 	if err := ValidKeyspace(keyspace); err != nil {
 		return err

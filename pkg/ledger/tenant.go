@@ -100,10 +100,11 @@ func (r *Reader) ListByTenant(ctx context.Context, q TenantQuery) ([]*sundialv1.
 			got                    int
 			stopped, end, resumeAt bool
 		)
-		for it.Scan(sr.dest()...) {
+		var bad error
+		for it.Scan(sr.groupedDest()...) {
 			got++
 			switch {
-			case stopped:
+			case stopped || bad != nil:
 				continue // drain
 			case sr.scheduled.Before(q.From):
 				stopped, end = true, true
@@ -114,6 +115,10 @@ func (r *Reader) ListByTenant(ctx context.Context, q TenantQuery) ([]*sundialv1.
 			}
 			prev := cur.group()
 			a := present(&sr, prev)
+			if sr.err != nil {
+				bad = sr.err
+				continue
+			}
 			if a != nil && (len(want) == 0 || want[a.GetStatus()]) {
 				if len(out) == pageSize {
 					stopped, resumeAt = true, true
@@ -127,6 +132,9 @@ func (r *Reader) ListByTenant(ctx context.Context, q TenantQuery) ([]*sundialv1.
 		}
 		if err := it.Close(); err != nil {
 			return nil, "", fmt.Errorf("ledger: list tenant %s hour %d: %w", q.Tenant, cur.Part, err)
+		}
+		if bad != nil {
+			return nil, "", fmt.Errorf("ledger: list tenant %s hour %d: %w", q.Tenant, cur.Part, bad)
 		}
 		switch {
 		case end:
@@ -144,10 +152,10 @@ func (r *Reader) ListByTenant(ctx context.Context, q TenantQuery) ([]*sundialv1.
 func (r *Reader) selectTenant(after bool) string {
 	if after {
 		return fmt.Sprintf("SELECT %s FROM %s.%s WHERE tenant = ? AND hour = ?"+
-			" AND (scheduled_at, job_id, execution_id, attempt, fence) < (?, ?, ?, ?, ?) LIMIT ?", readColumns, r.keyspace, TableByTenant)
+			" AND (scheduled_at, job_id, execution_id, attempt, fence) < (?, ?, ?, ?, ?) LIMIT ?", groupedReadColumns, r.keyspace, TableByTenant)
 	}
 	return fmt.Sprintf("SELECT %s FROM %s.%s WHERE tenant = ? AND hour = ? AND scheduled_at < ? LIMIT ?",
-		readColumns, r.keyspace, TableByTenant)
+		groupedReadColumns, r.keyspace, TableByTenant)
 }
 
 // hash binds a page token to the tenant and statuses it was issued for

@@ -43,11 +43,16 @@ type Writer struct {
 	noTenant   bool
 	logged     bool
 	checkFence bool
+	// columns writes each record's fields as columns (WithColumnRecords)
+	// instead of one packed cell.
+	columns bool
 	// ttl, when set, names each row's time to live by its tenant (USING
 	// TTL); nil leaves every row to the tables' default (TTL).
 	ttl func(tenant string) time.Duration
 
 	insertAttempt, insertIndex, insertTenant, maxFence string
+	// The packed records' statements (the default).
+	packAttempt, packTenant string
 	// The first layout's statements (WithLegacyLayout).
 	insertByJob, insertByID, maxFenceByID string
 }
@@ -79,6 +84,12 @@ func WithoutIndex() WriterOption { return func(w *Writer) { w.noIndex = true } }
 // only: the cross-job listing (Reader.ListByTenant) cannot find what such
 // a Writer records.
 func WithoutTenantCopy() WriterOption { return func(w *Writer) { w.noTenant = true } }
+
+// WithColumnRecords writes each record's fields as columns of the grouped
+// tables, as the Writer did before records were packed into one cell. For
+// measurement (the packed cell is what the write saves Cassandra) and to
+// test reading rows written before the change.
+func WithColumnRecords() WriterOption { return func(w *Writer) { w.columns = true } }
 
 // WithWriterClock sets the clock that dates index entries (the day
 // partition of TableIndex); the real clock by default.
@@ -118,6 +129,15 @@ func NewWriter(s Session, keyspace string, opts ...WriterOption) *Writer {
 		keyspace, TableIndex, using)
 	w.insertTenant = fmt.Sprintf("INSERT INTO %s.%s (%s) VALUES (%s) %s",
 		keyspace, TableByTenant, tenantColumns, marks(tenantColumns), using)
+	// A packed record is an update of the row's status and of its own
+	// entry of parts: two cells whatever the record holds, and no
+	// tombstone (an entry set by key, not the map replaced).
+	w.packAttempt = fmt.Sprintf("UPDATE %s.%s %s SET status = ?, parts[?] = ?"+
+		" WHERE bucket = ? AND day = ? AND job_id = ? AND scheduled_at = ? AND execution_id = ? AND attempt = ? AND fence = ?",
+		keyspace, TableAttempts, using)
+	w.packTenant = fmt.Sprintf("UPDATE %s.%s %s SET status = ?, parts[?] = ?"+
+		" WHERE tenant = ? AND hour = ? AND scheduled_at = ? AND job_id = ? AND execution_id = ? AND attempt = ? AND fence = ?",
+		keyspace, TableByTenant, using)
 	w.maxFence = fmt.Sprintf("SELECT fence FROM %s.%s WHERE bucket = ? AND day = ? AND job_id = ? AND scheduled_at = ?"+
 		" AND execution_id = ? AND attempt = ? LIMIT 1", keyspace, TableAttempts)
 	w.insertByJob = fmt.Sprintf("INSERT INTO %s.%s (%s) VALUES (%s)", keyspace, TableByJob, columns, marks(columns))
@@ -190,9 +210,16 @@ func (w *Writer) RecordMany(ctx context.Context, recs []Rec) []error {
 	fail := func(i int, err error) { errs[i], failed = err, true }
 
 	rows := make([]row, len(recs))
+	var packed [][]byte
+	if !w.columns {
+		packed = make([][]byte, len(recs))
+	}
 	var valid []int
 	for i, rc := range recs {
 		r, err := rowFrom(rc.Attempt)
+		if err == nil && packed != nil {
+			packed[i], err = packRecord(rc.Attempt)
+		}
 		if err != nil {
 			fail(i, err)
 			continue
@@ -255,7 +282,13 @@ func (w *Writer) RecordMany(ctx context.Context, recs []Rec) []error {
 		copying.Go(func() {
 			w.writeGroups(ctx, tenanted, func(i int) (uint64, Statement) {
 				r := rows[i]
-				return tenantPart(r.tenant, hourOf(r.scheduled)), Statement{
+				part := tenantPart(r.tenant, hourOf(r.scheduled))
+				if packed != nil {
+					return part, Statement{CQL: w.packTenant, Values: append(w.usingFirst(r, recs[i].Attempt.GetStatus()),
+						r.status, int(statusRank(recs[i].Attempt.GetStatus())), packed[i],
+						r.tenant, int(hourOf(r.scheduled)), r.scheduled, r.jobID, r.executionID, r.attempt, r.fence)}
+				}
+				return part, Statement{
 					CQL: w.insertTenant, Values: w.using(r.tenantValues(), r, recs[i].Attempt.GetStatus()),
 				}
 			}, func(i int, err error) {
@@ -265,7 +298,13 @@ func (w *Writer) RecordMany(ctx context.Context, recs []Rec) []error {
 	}
 	w.writeGroups(ctx, indexed, func(i int) (uint64, Statement) {
 		r := rows[i]
-		return uint64(r.bucket)<<32 | uint64(r.day), Statement{
+		part := uint64(r.bucket)<<32 | uint64(r.day)
+		if packed != nil {
+			return part, Statement{CQL: w.packAttempt, Values: append(w.usingFirst(r, recs[i].Attempt.GetStatus()),
+				r.status, int(statusRank(recs[i].Attempt.GetStatus())), packed[i],
+				r.bucket, int(r.day), r.jobID, r.scheduled, r.executionID, r.attempt, r.fence)}
+		}
+		return part, Statement{
 			CQL: w.insertAttempt, Values: w.using(r.attemptValues(), r, recs[i].Attempt.GetStatus()),
 		}
 	}, func(i int, err error) {
@@ -305,6 +344,12 @@ func (w *Writer) using(vals []any, r row, status sundialv1.ExecutionStatus) []an
 		vals = append(vals, TTLSeconds(w.ttl(r.tenant)))
 	}
 	return append(vals, r.writeTimestamp(status))
+}
+
+// usingFirst is the values of an UPDATE's USING clause, which come before
+// the rest: the row's TTL (WithTenantTTL only), then its write timestamp.
+func (w *Writer) usingFirst(r row, status sundialv1.ExecutionStatus) []any {
+	return w.using(make([]any, 0, 12), r, status)
 }
 
 // TTLSeconds is the USING TTL value of a row meant to live d: TTL when d
@@ -397,6 +442,8 @@ func statementBytes(st Statement) int {
 	for _, v := range st.Values {
 		switch v := v.(type) {
 		case string:
+			n += len(v) + 8
+		case []byte:
 			n += len(v) + 8
 		default:
 			n += 12

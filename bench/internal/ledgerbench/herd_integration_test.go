@@ -36,6 +36,9 @@ import (
 //     (executions_by_tenant), to price it. The herd's jobs belong to 16
 //     tenants.
 //
+//   - grouped-columns: the same with each record's fields as columns,
+//     as before records were packed into one cell, to price the packing.
+//
 //     source <(deploy/local/infra.sh env)
 //     cd bench && go test -tags integration -run '^$' -bench Herd -benchtime 20000x ./internal/ledgerbench
 func BenchmarkHerd(b *testing.B) {
@@ -65,6 +68,7 @@ func BenchmarkHerd(b *testing.B) {
 		{name: "grouped+check", herd: 1000, group: 1000, callers: 2, check: true},
 		{name: "grouped-noindex", opts: []ledger.WriterOption{ledger.WithoutIndex()}, herd: 1000, group: 1000, callers: 2},
 		{name: "grouped-notenant", opts: []ledger.WriterOption{ledger.WithoutTenantCopy()}, herd: 1000, group: 1000, callers: 2},
+		{name: "grouped-columns", opts: []ledger.WriterOption{ledger.WithColumnRecords()}, herd: 1000, group: 1000, callers: 2},
 	}
 	for _, v := range vs {
 		b.Run(fmt.Sprintf("%s/herd=%d/group=%d", v.name, v.herd, v.group), func(b *testing.B) {
