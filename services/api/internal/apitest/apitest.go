@@ -220,7 +220,8 @@ func tracedPool(t testing.TB, schema string, tracer pgx.QueryTracer) *pgxpool.Po
 }
 
 // DeadLetter writes a dead_letters row as a worker does when the last
-// attempt of the job's slot dies with an HTTP 503, and returns its
+// attempt of the job's slot dies with an HTTP 503 (its target's host
+// stored beside the envelope, firing.TargetHost), and returns its
 // execution id.
 func (a *API) DeadLetter(t testing.TB, job *sundialv1.Job, slot time.Time, class string) string {
 	t.Helper()
@@ -234,9 +235,9 @@ func (a *API) DeadLetter(t testing.TB, job *sundialv1.Job, slot time.Time, class
 		t.Fatal(err)
 	}
 	_, err = a.Pool.Exec(context.Background(), `
-		INSERT INTO dead_letters (execution_id, tenant, job_id, error_class, last_error, http_status, attempts, last_attempt, envelope, dead_at)
-		VALUES ($1, $2, $3, $4, 'HTTP 503 from target', 503, 1, 1, $5, now())`,
-		execID, job.GetTenant(), job.GetId(), class, env)
+		INSERT INTO dead_letters (execution_id, tenant, job_id, error_class, last_error, http_status, attempts, last_attempt, envelope, dead_at, target_host)
+		VALUES ($1, $2, $3, $4, 'HTTP 503 from target', 503, 1, 1, $5, now(), $6)`,
+		execID, job.GetTenant(), job.GetId(), class, env, firing.TargetHost(f.GetTarget()))
 	if err != nil {
 		t.Fatal(err)
 	}

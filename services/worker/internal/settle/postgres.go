@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/jobcompletion"
 	"github.com/sundialhq/sundial/pkg/outbox"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -38,15 +39,18 @@ func (p *Postgres) InsertRetry(ctx context.Context, next *sundialv1.Firing, enve
 }
 
 // upsertDeadLetterSQL keeps redrive_count and redriven_at, and never lets an
-// older attempt's death (a late redelivery) overwrite a newer one.
+// older attempt's death (a late redelivery) overwrite a newer one. The
+// target's host is stored beside the envelope that holds it, so the
+// console counts dead letters by host in the database (migration 00029).
 const upsertDeadLetterSQL = `
 INSERT INTO dead_letters AS d (execution_id, tenant, job_id, error_class, last_error, http_status, attempts,
-                               last_attempt, envelope, dead_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                               last_attempt, envelope, dead_at, target_host)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 ON CONFLICT (execution_id) DO UPDATE SET
   tenant = EXCLUDED.tenant, job_id = EXCLUDED.job_id, error_class = EXCLUDED.error_class,
   last_error = EXCLUDED.last_error, http_status = EXCLUDED.http_status, attempts = EXCLUDED.attempts,
-  last_attempt = EXCLUDED.last_attempt, envelope = EXCLUDED.envelope, dead_at = EXCLUDED.dead_at
+  last_attempt = EXCLUDED.last_attempt, envelope = EXCLUDED.envelope, dead_at = EXCLUDED.dead_at,
+  target_host = EXCLUDED.target_host
 WHERE d.last_attempt <= EXCLUDED.last_attempt
 RETURNING redrive_count, redriven_at`
 
@@ -61,7 +65,8 @@ func (p *Postgres) UpsertDeadLetter(ctx context.Context, dl *sundialv1.DeadLette
 	)
 	err := p.pool.QueryRow(ctx, upsertDeadLetterSQL,
 		f.GetExecutionId(), f.GetTenant(), f.GetJobId(), dl.GetErrorClass(), dl.GetLastError(), dl.GetHttpStatus(),
-		dl.GetAttempts(), max(f.GetAttempt(), 1), envelope, dl.GetDeadTime().AsTime()).Scan(&n, &at)
+		dl.GetAttempts(), max(f.GetAttempt(), 1), envelope, dl.GetDeadTime().AsTime(),
+		firing.TargetHost(f.GetTarget())).Scan(&n, &at)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// A newer attempt already died; report that row's counts.
 		err = p.pool.QueryRow(ctx, redriveOfSQL, f.GetExecutionId()).Scan(&n, &at)
