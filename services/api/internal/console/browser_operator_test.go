@@ -23,7 +23,8 @@ import (
 // headless Chromium against the api on real Postgres, Redis and
 // Cassandra: a read-only user is shown its role and no write control,
 // and a typed URL to one is refused naming the role; dead letters show
-// job names and groups over all 1,201 of a job's; the job filter takes
+// job names and groups (by job and by target host) over all 1,201 of a
+// job's; the job filter takes
 // the start of a name; a 20 s cron's 24-hour backfill dry run lists 100
 // slots "and 4,221 more" and pages on; the create form opens folded; the
 // job page's history updates in place. Screenshots go to
@@ -140,6 +141,10 @@ func TestBrowserConsoleOperatorsDay(t *testing.T) {
 	run("dead letters", chromedp.Navigate(base+"/dead-letters"), chromedp.WaitVisible(css("#groups-job")), view("10b-dead-letters-groups"))
 	if g := strings.Join(strings.Fields(text("#groups-job")), " "); !strings.Contains(g, "nightly-report 1201") || !strings.Contains(g, "reports-weekly 1") {
 		t.Fatalf("the job groups say %q", g)
+	}
+	// Both jobs' targets are on 127.0.0.1:9: one host, every dead letter.
+	if g := strings.Join(strings.Fields(text("#groups-host")), " "); !strings.Contains(g, "127.0.0.1:9 1202") {
+		t.Fatalf("the host groups say %q", g)
 	}
 	if n := count(`#dead-letters td.job a[href="/jobs/` + jobID + `"]`); n == 0 || !strings.Contains(text("#dead-letters"), "nightly-report") {
 		t.Fatal("the dead letters do not name their job")

@@ -221,8 +221,8 @@ func New(cfg Config) (*Console, error) {
 	return c, nil
 }
 
-// Start sweeps expired sessions, stale throttle rows and old audit rows
-// every SweepInterval until Stop.
+// Start sweeps expired sessions, stale throttle rows and old audit rows,
+// and fills in dead letters' target hosts, every SweepInterval until Stop.
 func (c *Console) Start(context.Context) error {
 	return c.runner.Run(func(ctx context.Context) error {
 		t := c.cfg.Clock.NewTimer(c.cfg.SweepInterval)
@@ -239,7 +239,7 @@ func (c *Console) Start(context.Context) error {
 			cancel()
 			switch {
 			case err != nil && !failing && ctx.Err() == nil:
-				c.cfg.Logger.Warn("console: sweep failed; expired sessions stay refused, their rows wait for a sweep that works", "err", err)
+				c.cfg.Logger.Warn("console: sweep failed; expired sessions stay refused, and the rows it clears or fills wait for a sweep that works", "err", err)
 				failing = true
 			case err == nil && failing:
 				c.cfg.Logger.Info("console: sweep works again")
@@ -255,7 +255,8 @@ func (c *Console) Stop() { c.runner.Stop() }
 
 // Sweep deletes one bounded batch each of sessions past their expiry or
 // of tokens that were revoked, throttle rows past their window and audit
-// rows past their retention.
+// rows past their retention, then fills in a bounded number of dead
+// letters' target hosts not stored yet (fillHosts).
 func (c *Console) Sweep(ctx context.Context) error {
 	expired, revoked, err := c.sessions.sweep(ctx)
 	c.metrics.sessionsEnded.WithLabelValues("expired").Add(float64(expired))
@@ -263,7 +264,14 @@ func (c *Console) Sweep(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.throttle.sweep(ctx)
+	if err := c.throttle.sweep(ctx); err != nil {
+		return err
+	}
+	filled, err := c.fillHosts(ctx)
+	if filled > 0 {
+		c.cfg.Logger.InfoContext(ctx, "console: filled in dead letters' target hosts", "rows", filled)
+	}
+	return err
 }
 
 // ServeHTTP sets the headers every answer carries, then routes.

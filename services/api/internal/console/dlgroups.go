@@ -6,6 +6,7 @@ import (
 	"net/url"
 
 	"github.com/sundialhq/sundial/pkg/auth"
+	"github.com/sundialhq/sundial/pkg/firing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -13,7 +14,10 @@ import (
 const groupsShown = 10
 
 // groupings are the dead-letter page's groupings counted in Postgres.
-var groupings = []struct{ name, col string }{{"Class", "d.error_class"}, {"Job", "d.job_id::text"}}
+// The host is the target's as the worker stores it with each dead letter
+// (firing.TargetHost, migration 00029); NULL for rows written before it
+// was stored and not filled in yet (fillHosts).
+var groupings = []struct{ name, col string }{{"Class", "d.error_class"}, {"Job", "d.job_id::text"}, {"Host", "d.target_host"}}
 
 // deadLetterGroupsWhere is the filter's conditions on dead_letters d, the
 // ones the api applies to the list (store.DeadLetterFilter.where): the
@@ -41,11 +45,12 @@ func deadLetterGroupsWhere(s *session, f *sundialv1.DeadLetterFilter) (string, [
 }
 
 // deadLetterGroups counts every dead letter the filter matches — not a
-// sample — by error class and by job, in Postgres: each grouping is one
-// index-only scan of dead_letters_tenant_class_job (migration 00024) over
-// the tenant's range (the class's, when the filter names one), reading
-// no envelope, and returns its largest groupsShown with the number of
-// groups and of dead letters in all.
+// sample — by error class, by job and by target host, in Postgres: each
+// grouping is one index-only scan over the tenant's range (the class's,
+// when the filter names one) of dead_letters_tenant_class_job (migration
+// 00024; class and job) or dead_letters_tenant_host (00029; host),
+// reading no envelope, and returns its largest groupsShown with the
+// number of groups and of dead letters in all.
 func (c *Console) deadLetterGroups(ctx context.Context, s *session, f *sundialv1.DeadLetterFilter, q url.Values) (map[string]groupSet, error) {
 	where, args := deadLetterGroupsWhere(s, f)
 	out := map[string]groupSet{}
@@ -56,10 +61,18 @@ func (c *Console) deadLetterGroups(ctx context.Context, s *session, f *sundialv1
 		}
 		var set groupSet
 		for rows.Next() {
-			var gr group
-			if err := rows.Scan(&gr.Key, &gr.Count, &set.Groups, &set.Total); err != nil {
+			var (
+				gr  group
+				key *string
+			)
+			if err := rows.Scan(&key, &gr.Count, &set.Groups, &set.Total); err != nil {
 				rows.Close()
 				return nil, fmt.Errorf("console: dead-letter groups: %w", err)
+			}
+			if key == nil {
+				gr.Unrecorded = true
+			} else {
+				gr.Key = *key
 			}
 			set.Shown = append(set.Shown, gr)
 		}
@@ -109,4 +122,84 @@ func deadLetterGroupSQL(col, where string) string {
 type groupSet struct {
 	Shown         []group
 	Groups, Total int64
+}
+
+// A dead letter written before the worker stored its target's host
+// (before migration 00029, or by a worker of the release before it during
+// a rolling deploy) has a NULL target_host; the host is in its envelope.
+// The sweep fills them in, hostFillBatch rows a statement and at most
+// hostFillBatches statements a sweep (10,000 a minute at the default
+// SweepInterval, per api replica), so a large backlog never holds the
+// table or the sweep for long. Until a row is filled the page counts it
+// in one group, "recorded before hosts were stored".
+const (
+	hostFillBatch   = 1000
+	hostFillBatches = 10
+)
+
+// fillHosts fills in up to hostFillBatches batches of target hosts and
+// returns how many rows it filled.
+func (c *Console) fillHosts(ctx context.Context) (int, error) {
+	filled := 0
+	for range hostFillBatches {
+		n, err := c.fillHostBatch(ctx)
+		filled += n
+		if err != nil || n < hostFillBatch {
+			return filled, err
+		}
+	}
+	return filled, nil
+}
+
+// hostsToFillSQL finds a batch of rows without their host.
+const hostsToFillSQL = `SELECT execution_id::text, envelope FROM dead_letters
+	WHERE target_host IS NULL LIMIT $1 FOR UPDATE SKIP LOCKED`
+
+// fillHostBatch fills one batch in a transaction of its own. The rows are
+// found through dead_letters_host_unknown (the NULL rows only, no read of
+// the table) and locked with SKIP LOCKED, so api replicas sweeping at
+// once fill different rows, and a worker re-writing a row waits for one
+// short transaction at most. An envelope that does not decode gets the
+// empty host ("–" on the page, as a target without a host), so it is not
+// read again at every sweep.
+func (c *Console) fillHostBatch(ctx context.Context) (int, error) {
+	tx, err := c.cfg.Pool.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("console: fill dead letters' hosts: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	rows, err := tx.Query(ctx, hostsToFillSQL, hostFillBatch)
+	if err != nil {
+		return 0, fmt.Errorf("console: fill dead letters' hosts: %w", err)
+	}
+	var ids, hosts []string
+	for rows.Next() {
+		var (
+			id  string
+			env []byte
+		)
+		if err := rows.Scan(&id, &env); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("console: fill dead letters' hosts: %w", err)
+		}
+		host := ""
+		if f, err := firing.Decode(env); err == nil {
+			host = firing.TargetHost(f.GetTarget())
+		}
+		ids, hosts = append(ids, id), append(hosts, host)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("console: fill dead letters' hosts: %w", err)
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	if _, err := tx.Exec(ctx, `UPDATE dead_letters d SET target_host = u.host
+		FROM unnest($1::uuid[], $2::text[]) AS u(id, host) WHERE d.execution_id = u.id AND d.target_host IS NULL`, ids, hosts); err != nil {
+		return 0, fmt.Errorf("console: fill dead letters' hosts: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("console: fill dead letters' hosts: %w", err)
+	}
+	return len(ids), nil
 }

@@ -43,8 +43,8 @@ func createJobs(t *testing.T, api *apitest.API, names ...string) map[string]*sun
 func manyDeadLetters(t *testing.T, api *apitest.API, execID string, n int) {
 	t.Helper()
 	if _, err := api.Pool.Exec(context.Background(), `
-		INSERT INTO dead_letters (execution_id, tenant, job_id, error_class, last_error, http_status, attempts, last_attempt, envelope, dead_at)
-		SELECT gen_random_uuid(), tenant, job_id, error_class, last_error, http_status, attempts, last_attempt, envelope, dead_at - i * interval '1 second'
+		INSERT INTO dead_letters (execution_id, tenant, job_id, error_class, last_error, http_status, attempts, last_attempt, envelope, dead_at, target_host)
+		SELECT gen_random_uuid(), tenant, job_id, error_class, last_error, http_status, attempts, last_attempt, envelope, dead_at - i * interval '1 second', target_host
 		  FROM dead_letters, generate_series(1, $2) i WHERE execution_id = $1`, execID, n); err != nil {
 		t.Fatal(err)
 	}

@@ -469,12 +469,12 @@ func seedPages(t *testing.T, api *apitest.API, sc pageScale, streams int) *pageF
 		ids[i] = j.GetId()
 	}
 	// acme's, then three times as many of three other tenants, arriving
-	// interleaved as workers write them.
+	// interleaved as workers write them, to a few dozen target hosts.
 	if _, err := api.Pool.Exec(ctx, `
-		INSERT INTO dead_letters (execution_id, tenant, job_id, error_class, last_error, http_status, attempts, last_attempt, envelope, dead_at)
+		INSERT INTO dead_letters (execution_id, tenant, job_id, error_class, last_error, http_status, attempts, last_attempt, envelope, dead_at, target_host)
 		SELECT gen_random_uuid(), CASE WHEN i % 4 = 0 THEN tenant ELSE 'tenant-' || i % 4 END, ($3::uuid[])[1 + i % cardinality($3::uuid[])],
 		       (ARRAY['http_5xx', 'timeout', 'connect', 'http_4xx'])[1 + (i / 7) % 4], last_error, http_status, attempts, last_attempt, envelope,
-		       dead_at - (i * (604800.0 / $2)) * interval '1 second'
+		       dead_at - (i * (604800.0 / $2)) * interval '1 second', 'host-' || i % 41 || '.example'
 		  FROM dead_letters, generate_series(1, $2) i WHERE execution_id = $1`, fx.dead, 4*sc.DeadLetters-4, ids); err != nil {
 		t.Fatal(err)
 	}

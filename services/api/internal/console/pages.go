@@ -1049,55 +1049,17 @@ func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request, s *session
 			data["GroupsError"] = "The groups are unavailable (Postgres did not answer)."
 		}
 		data["Groups"] = groups
-		// The target host is inside each record's envelope, not a column:
-		// it is counted over the newest 1,000 only, and says so.
-		sample, err := c.dlq.ListDeadLetters(ctx, &sundialv1.ListDeadLettersRequest{Filter: filter, PageSize: deadLetterWindow})
-		if err == nil {
-			data["Hosts"] = hostGroups(sample.GetDeadLetters())
-			data["Sampled"] = len(sample.GetDeadLetters())
-			data["SampleCapped"] = sample.GetNextPageToken() != ""
-		}
 	}
 	c.render(w, http.StatusOK, "deadletters", s, data)
 }
 
 // group is one value of a grouping and how many dead letters have it;
-// Name is a job's name when the grouping is by job.
+// Name is a job's name when the grouping is by job. Unrecorded: the
+// grouping's column is NULL for these rows (a host not stored yet).
 type group struct {
 	Key, Name, Link string
 	Count           int64
-}
-
-// hostGroups counts dead letters by target host, largest first.
-func hostGroups(dls []*sundialv1.DeadLetter) []group {
-	m := map[string]*group{}
-	for _, d := range dls {
-		k := "–"
-		t := d.GetFiring().GetTarget()
-		if kf := t.GetKafka(); kf != nil {
-			k = "kafka " + kf.GetTopic()
-		} else if u, err := url.Parse(t.GetHttp().GetUrl()); err == nil && u.Host != "" {
-			k = u.Host
-		}
-		if m[k] == nil {
-			m[k] = &group{Key: k}
-		}
-		m[k].Count++
-	}
-	out := make([]group, 0, len(m))
-	for _, g := range m {
-		out = append(out, *g)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Count != out[j].Count {
-			return out[i].Count > out[j].Count
-		}
-		return out[i].Key < out[j].Key
-	})
-	if len(out) > groupsShown {
-		out = out[:groupsShown]
-	}
-	return out
+	Unrecorded      bool
 }
 
 // redrive is a dry run unless the form confirms one: the first press shows
