@@ -3,8 +3,7 @@
 -- as firing.TargetHost derives it (an HTTP URL's host[:port],
 -- lower-cased; "kafka <topic>" for a Kafka target; '' for neither), so
 -- the console's dead-letter page counts every match by host in the
--- database (issue 26). Until now the host was only inside the envelope,
--- and the page counted the newest 1,000 rows' envelopes.
+-- database, without reading an envelope.
 --
 -- The worker writes it with every dead letter (settle.Postgres). Rows
 -- written before — and by a worker of the previous release during a

@@ -11,7 +11,7 @@ import (
 // The host groups as the page draws them: a host as stored, a target
 // without a host as "–", and the rows whose host is not stored yet as
 // one group saying so; the note counts classes, jobs and hosts over
-// every match, and nothing says the hosts are a sample any more.
+// every match, and nothing calls the hosts a sample.
 func TestDeadLetterPageDrawsHostGroups(t *testing.T) {
 	page, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/deadletters.html")
 	if err != nil {
