@@ -446,7 +446,9 @@ func (b *builder) callbacks(secret []byte, clk *clocks, out outboundSide, dlq *s
 type stageSet struct {
 	queue *readyq.Queue
 	fire  *holder.Holder
-	prep  *prepare.Stage
+	// prep is the prepare holder: a firing whose lease ran low before
+	// its request goes back through it to be leased again.
+	prep *holder.Holder
 	// unstarted gives back the leases of firings let go unstarted.
 	unstarted *consumer.Unstarted
 	// watch knows the announced job versions; judge the late firings;
@@ -529,7 +531,7 @@ func (b *builder) stages(clk *clocks, rs redisSide, led ledgerSide, rec *recorde
 	unstarted := consumer.NewUnstarted(rs.leases, 2*time.Second, b.logger.With("component", "unstarted"))
 	b.run(unstarted)
 	b.run(sum, watch, sweep, fireHolder, prepHolder, prep)
-	return stageSet{queue: q, fire: fireHolder, prep: prep, unstarted: unstarted, watch: watch, judge: judge, discard: sum}, nil
+	return stageSet{queue: q, fire: fireHolder, prep: prepHolder, unstarted: unstarted, watch: watch, judge: judge, discard: sum}, nil
 }
 
 // misfired records a firing its job's misfire policy skipped (SKIPPED, at

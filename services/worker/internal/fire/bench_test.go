@@ -82,6 +82,11 @@ func benchEnvelope(b *testing.B, tp string) []byte {
 // sampled trace the firing (its consume and hold spans are opened in the
 // loop, as the consumer would) with a tracer exporting to nowhere through
 // the batch processor, sampled out or in upstream.
+// dropHolder is a holder that lets go of what it is given.
+type dropHolder struct{}
+
+func (dropHolder) AddAfter(*work.Item, int64) {}
+
 func BenchmarkProcess(b *testing.B) {
 	const sampled = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	const unsampled = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"
@@ -103,7 +108,7 @@ func BenchmarkProcess(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer st.Stop()
-			d := Deps{Queue: readyq.New(), Leaser: nopLeaser{}, Prepare: stage, Settle: st, Target: fire, Recorder: nopRecorder{}, Clock: clock.Real{}, Metrics: m, Logger: logger}
+			d := Deps{Queue: readyq.New(), Leaser: nopLeaser{}, Prepare: dropHolder{}, Settle: st, Target: fire, Recorder: nopRecorder{}, Clock: clock.Real{}, Metrics: m, Logger: logger}
 			var tr trace.Tracer
 			if mode.traced {
 				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(tracing.NewSampler(1, 1)), sdktrace.WithBatcher(tracetest.NewNoopExporter()))

@@ -70,21 +70,18 @@ type Recorder interface {
 	Running(a *sundialv1.ExecutionAttempt)
 }
 
-// Holder holds a leased firing until it may fire (the fire holder); a
-// firing a limit holds back goes to it again, not before notBefore.
+// Holder is the holders' one port back (*holder.Holder): a firing that
+// must wait again is held, not to be released before notBefore. The fire
+// holder takes a firing a limit holds back (it keeps its lease); the
+// prepare holder one whose lease ran low (it is leased again).
 type Holder interface {
 	AddAfter(it *work.Item, notBefore int64)
 }
 
-// Preparer takes a firing back to lease it again (*prepare.Stage).
-type Preparer interface {
-	Again(it *work.Item, after time.Duration)
-}
-
-// Settle is the settle stage (*settle.Stage): it takes each attempt made,
-// and records the firings not to be fired.
+// Settle is the settle stage (*settle.Stage): it takes the outcome of each
+// attempt made, and records the firings not to be fired.
 type Settle interface {
-	Settle(a *settle.Fired)
+	Settle(it *work.Item, o work.Outcome)
 	Stale(it *work.Item, f *sundialv1.Firing, current int64, when string)
 	Unfired(ctx context.Context, it *work.Item, ex lease.Execution) bool
 	// Stopping: the worker stops; settling gives up retrying.
@@ -132,9 +129,12 @@ var DefaultConfig = Config{Executors: 128, LeaseTTL: 5 * time.Second, RedisTimeo
 // Deps are what the stage works with. Queue, Holder, Prepare, Settle,
 // Leaser, Target, Recorder, Clock, Metrics and Logger are required.
 type Deps struct {
-	Queue   *readyq.Queue
-	Holder  Holder
-	Prepare Preparer
+	Queue *readyq.Queue
+	// Holder is the fire holder: a firing over a limit waits in it.
+	Holder Holder
+	// Prepare is the prepare holder: a firing whose lease ran low goes
+	// back through it to be leased again.
+	Prepare Holder
 	Settle  Settle
 	Leaser  Leaser
 	Target  target.Target
@@ -160,7 +160,7 @@ type Stage struct {
 	cfg      Config
 	queue    *readyq.Queue
 	holder   Holder
-	prepare  Preparer
+	prepare  Holder
 	settle   Settle
 	leaser   Leaser
 	target   target.Target
@@ -311,7 +311,7 @@ func (p *Stage) process(ctx context.Context, it *work.Item) {
 	default:
 		// The prepare stage routes nothing else here.
 		p.logger.Error("firing reached an executor without a lease decision", "execution_id", f.GetExecutionId(), "outcome", it.Lease.Outcome.String())
-		p.prepare.Again(it, 0)
+		p.leaseAgain(it)
 	}
 }
 
@@ -327,8 +327,19 @@ func (p *Stage) leaseLeft(it *work.Item) bool {
 		return true
 	}
 	p.count(it, it.Firing, "lease_again")
-	p.prepare.Again(it, 0)
+	p.leaseAgain(it)
 	return false
+}
+
+// leaseAgain sends a firing back to be leased again, through the prepare
+// holder's AddAfter, the one way back: its owner takes it back first
+// (work.Owner.Requeue: it is held again, not fired), and drops it when its
+// partition is gone.
+func (p *Stage) leaseAgain(it *work.Item) {
+	if !it.Owner.Requeue(it) {
+		return
+	}
+	p.prepare.AddAfter(it, p.clk.Now().UnixNano())
 }
 
 // hold reopens the hold span of a traced firing that waits again.
@@ -399,8 +410,8 @@ func (p *Stage) attempt(ctx context.Context, it *work.Item, f *sundialv1.Firing,
 	}
 	// The renewer keeps the lease until the settle stage has written the
 	// attempt's marker.
-	p.settle.Settle(&settle.Fired{
-		Item: it, Firing: f, Execution: ex, Started: started, Finished: finished, FireAt: fireAt, Result: res,
+	p.settle.Settle(it, work.Outcome{
+		Execution: ex, Started: started, Finished: finished, FireAt: fireAt, Result: res,
 		Fenced:      errors.Is(context.Cause(actx), lease.ErrFenced),
 		CancelledBy: cancelledBy,
 		StopRenewing: func() bool {

@@ -256,7 +256,7 @@ func (r *rig) start(t *testing.T) {
 		RunningGrace: 3 * time.Minute, Emptied: r.cfg.Emptied, MaxYield: r.cfg.MaxYield},
 		settle.StageDeps{Leaser: r.leaser, Recorder: r.deps.Recorder, Settler: r.deps.Settler, Notifier: r.deps.Notifier, Marks: r.deps.Marks,
 			Target: r.target, Tracer: r.deps.Tracer, Clock: r.clk, Metrics: r.m, Logger: r.logger})
-	d := Deps{Queue: r.q, Holder: r.held, Prepare: r.stage, Settle: r.settle, Leaser: r.leaser, Target: r.target, Recorder: r.deps.Recorder,
+	d := Deps{Queue: r.q, Holder: r.held, Prepare: r.held, Settle: r.settle, Leaser: r.leaser, Target: r.target, Recorder: r.deps.Recorder,
 		Limiter: r.deps.Limiter, Versions: r.deps.Versions, Tracer: r.deps.Tracer, Clock: r.clk, Metrics: r.m, Logger: r.logger}
 	r.fire = New(Config{Executors: r.cfg.Executors, CriticalExecutors: r.cfg.CriticalExecutors, WorkerID: "w1", LeaseTTL: time.Minute}, d)
 	if err := r.settle.Start(context.Background()); err != nil {

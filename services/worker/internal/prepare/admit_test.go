@@ -95,7 +95,7 @@ func TestBacklogIsLeasedAtTheDrainRate(t *testing.T) {
 	r.mu.Lock()
 	back := r.fire[5]
 	r.mu.Unlock()
-	s.Again(back, 0)
+	s.again(back, 0)
 	s.AddMany([]*work.Item{back})
 	// The executors take 200: 200 more may be leased, the returned one first.
 	drained.Add(200)

@@ -652,18 +652,17 @@ func (s *Stage) verify(ctx context.Context, items []*work.Item) {
 // firing held by another delivery looks again.
 const heldAgainMargin = 50 * time.Millisecond
 
-// Again gives a claimed firing back to its partition and holds it to be
-// prepared after a while; the fire stage calls it too (a lease lost before
-// the instant).
-func (s *Stage) Again(it *work.Item, after time.Duration) { s.again(it, after) }
-
+// again gives a claimed firing back to its partition and holds it to be
+// prepared after a while, through the prepare holder's AddAfter
+// (Routes.Again), the one way back; the fire stage sends a firing whose
+// lease ran low there the same way. it.Lease stays: a revoke that abandons
+// the firing before it is prepared again gives the lease back unstarted
+// (consumer.Unstarted); LeaseUntil is set again by the next lease call,
+// before anything reads it.
 func (s *Stage) again(it *work.Item, after time.Duration) {
 	if !it.Owner.Requeue(it) {
 		return
 	}
-	// it.Lease stays: a revoke that abandons the firing before it is
-	// prepared again gives the lease back unstarted (consumer.Unstarted).
-	it.LeaseUntil = 0
 	s.routes.Again(it, s.clk.Now().Add(after).UnixNano())
 }
 

@@ -73,7 +73,7 @@ type Stage struct {
 	// back-pressure that keeps settling from falling behind without
 	// limit. closing guards it: Settle holds it read while sending, the
 	// loop takes it to close in.
-	in      chan *Fired
+	in      chan *fired
 	closing sync.RWMutex
 	closed  bool
 	// gathering is held by the settler whose turn it is to gather.
@@ -219,28 +219,18 @@ func NewStage(cfg StageConfig, d StageDeps) *Stage {
 		cfg.MaxYield = def.MaxYield
 	}
 	s := &Stage{cfg: cfg, leaser: d.Leaser, settler: d.Settler, notifier: d.Notifier, marks: d.Marks, target: d.Target, rec: d.Recorder,
-		tracer: d.Tracer, clk: d.Clock, m: d.Metrics, logger: d.Logger, in: make(chan *Fired, cfg.Queue)}
+		tracer: d.Tracer, clk: d.Clock, m: d.Metrics, logger: d.Logger, in: make(chan *fired, cfg.Queue)}
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	return s
 }
 
-// Fired is one request the fire stage made, handed to the settle stage
-// with its lease still held and renewed.
-type Fired struct {
-	Item      *work.Item
-	Firing    *sundialv1.Firing
-	Execution lease.Execution
-	// Started and Finished bound the request; FireAt is its instant.
-	Started, Finished, FireAt time.Time
-	Result                    target.Result
-	// Fenced: a renewal found another holder; the result is stale.
-	Fenced bool
-	// CancelledBy names who cancelled the execution while its request
-	// was out (the request was abandoned); empty otherwise.
-	CancelledBy string
-	// StopRenewing ends the lease's renewal and reports whether any
-	// renewal failed.
-	StopRenewing func() (failed bool)
+// fired is an attempt in the settle stage: the firing, what the fire stage
+// returned for it (work.Outcome, read here and never written), and what
+// settling decided and wrote.
+type fired struct {
+	Item   *work.Item
+	Firing *sundialv1.Firing
+	work.Outcome
 
 	// Set while settling.
 	d   retry.Decision
@@ -250,18 +240,18 @@ type Fired struct {
 	dropped bool
 }
 
-// Settle takes an attempt to settle; it waits while the stage's queue is
-// full. After the stage has stopped, the attempt is left unfinished (its
-// lease is released when StopRenewing's renewals end, and it is
-// redelivered).
-func (s *Stage) Settle(a *Fired) {
+// Settle takes the outcome o of it's request to settle; it waits while the
+// stage's queue is full. After the stage has stopped, the attempt is left
+// unfinished (its lease is released when StopRenewing's renewals end, and
+// it is redelivered).
+func (s *Stage) Settle(it *work.Item, o work.Outcome) {
 	s.closing.RLock()
 	defer s.closing.RUnlock()
 	if s.closed {
-		a.StopRenewing()
+		o.StopRenewing()
 		return
 	}
-	s.in <- a
+	s.in <- &fired{Item: it, Firing: it.Firing, Outcome: o}
 }
 
 // Stopping tells the stage the worker is stopping: settling still under
@@ -423,7 +413,7 @@ func (s *Stage) poison(ctx context.Context, it *work.Item, f *sundialv1.Firing, 
 // settler waits on Postgres or Redis, the next is already gathering, and
 // attempts that end spread out still share a marker call.
 func (s *Stage) settleLoop() {
-	batch := make([]*Fired, 0, s.cfg.Batch)
+	batch := make([]*fired, 0, s.cfg.Batch)
 	for {
 		s.gathering.Lock()
 		batch = s.gather(batch[:0])
@@ -462,7 +452,7 @@ func (s *Stage) yield() {
 
 // gather appends the next group of finished attempts to batch; none when
 // the executors are gone and nothing is left.
-func (s *Stage) gather(batch []*Fired) []*Fired {
+func (s *Stage) gather(batch []*fired) []*fired {
 	a, ok := <-s.in
 	if !ok {
 		return batch
@@ -503,7 +493,7 @@ func (s *Stage) gather(batch []*Fired) []*Fired {
 // settleBatch settles attempts that ended about together: each one's
 // decision and Postgres consequences, then every marker in one Redis
 // call, then the records.
-func (s *Stage) settleBatch(batch []*Fired) {
+func (s *Stage) settleBatch(batch []*fired) {
 	ctx := context.WithoutCancel(s.stopping)
 	group := make([]settling, 0, len(batch))
 	for _, a := range batch {
@@ -513,9 +503,6 @@ func (s *Stage) settleBatch(batch []*Fired) {
 			a.StopRenewing()
 			a.d = retry.Decision{Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_FENCED, Attempts: retry.AttemptsMade(a.Firing),
 				Reason: "lease taken over by another delivery during the attempt; this result is discarded"}
-			if a.Result.Err == nil {
-				a.Result.Err = lease.ErrFenced
-			}
 			continue
 		}
 		if a.CancelledBy != "" {
@@ -611,8 +598,11 @@ func (w *markWait) then(f func()) func() {
 
 // record counts an attempt's outcome and hands its final record in; with
 // wait, the firing finishes only once its group's markers are written too.
-func (s *Stage) record(at *Fired, held bool, wait *markWait) {
+func (s *Stage) record(at *fired, held bool, wait *markWait) {
 	f, d, res := at.Firing, at.d, at.Result
+	if at.Fenced && res.Err == nil {
+		res.Err = lease.ErrFenced
+	}
 	s.count(at.Item, f, firing.ExecutionStatusWord(d.Status))
 	a := s.attemptRecord(f, d.Status, at.Item.Lease.Fence)
 	a.StartedTime = timestamppb.New(at.Started)
