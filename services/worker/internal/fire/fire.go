@@ -9,9 +9,11 @@
 // → target. Neither Redis, Postgres nor the ledger is on it: the lease was
 // taken before, within what the executors fire before it runs low
 // (prepare.Admission), and everything else happens after the target
-// answered, in the settle stage. A firing whose lease did run low goes back
-// to the prepare stage, which takes it again in a batch; one over a host's
-// or tenant's limit waits in the fire holder, keeping its lease.
+// answered, in the settle stage, which gets the request's work.Outcome. A
+// firing whose lease did run low goes back through the prepare holder
+// (AddAfter, the holders' one port back) to be leased again in a batch;
+// one over a host's or tenant's limit waits in the fire holder, keeping its
+// lease. The stage calls no earlier stage.
 //
 // Firings the prepare stage could not lease to fire (stale, overlapping,
 // poison, cancelled) come through the ready queue too, and are handed to

@@ -27,8 +27,9 @@ import (
 )
 
 // Stage is the worker's settle stage, the last of its three (prepare,
-// fire, settle): it takes each attempt the fire stage made (Settle) and
-// records what followed, several attempts at a time, off the executors.
+// fire, settle): it takes each attempt the fire stage made, with its
+// work.Outcome (Settle), and records what followed, several attempts at a
+// time, off the executors.
 // Settlers take turns gathering the attempts that end within
 // StageConfig.Linger (up to StageConfig.Batch); each settles its group
 // while the others gather, and, while each lease is still held and renewed

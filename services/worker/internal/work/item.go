@@ -20,6 +20,9 @@
 //     partition's lock).
 //   - Trace: the firing's open spans.
 //
+// Beside the Item, not in it, the fire stage returns one Outcome per
+// request it sent (outcome.go), which only the settle stage reads.
+//
 // The parts are embedded structs, not separate values passed from stage to
 // stage: the worker holds 100,000 and more items, and an item that moved
 // between types would cost an allocation (or a copy) at each stage on the
