@@ -404,18 +404,20 @@ func (p *Stage) attempt(ctx context.Context, it *work.Item, f *sundialv1.Firing,
 	if ce := (*lease.CancelledError)(nil); !res.OK && errors.As(context.Cause(actx), &ce) {
 		cancelledBy = ce.By
 	}
+	traceparent := ""
 	if span != nil {
 		endTargetSpan(span, f, res, fence)
 		// A retry or dead letter staged from here carries this attempt's
 		// context: the next attempt continues the trace.
-		f.Traceparent = tracing.Format(it.Trace.Consume.SpanContext())
+		traceparent = tracing.Format(it.Trace.Consume.SpanContext())
 	}
 	// The renewer keeps the lease until the settle stage has written the
 	// attempt's marker.
 	p.settle.Settle(it, work.Outcome{
 		Execution: ex, Started: started, Finished: finished, FireAt: fireAt, Result: res,
-		Fenced:      errors.Is(context.Cause(actx), lease.ErrFenced),
-		CancelledBy: cancelledBy,
+		Fenced:          errors.Is(context.Cause(actx), lease.ErrFenced),
+		CancelledBy:     cancelledBy,
+		NextTraceparent: traceparent,
 		StopRenewing: func() bool {
 			failed := p.renewals.stop(rn)
 			cancel(nil)

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -512,7 +513,8 @@ func (s *Stage) settleBatch(batch []*fired) {
 		} else {
 			a.d = s.decide(a.Firing, a.Result, a.Finished)
 		}
-		group = append(group, settling{it: a.Item, f: a.Firing, ex: a.Execution, holder: a.Item.LeaseHolder, d: &a.d, res: a.Result, out: &a.out})
+		group = append(group, settling{it: a.Item, f: a.Firing, ex: a.Execution, holder: a.Item.LeaseHolder, d: &a.d, res: a.Result, out: &a.out,
+			traceparent: a.NextTraceparent})
 	}
 	// Settled under the leases, which are still being renewed.
 	settled := s.settleGroup(ctx, group)
@@ -643,6 +645,24 @@ type settling struct {
 	d      *retry.Decision
 	res    target.Result
 	out    *Outcome
+	// traceparent is what a retry or dead letter staged from the attempt
+	// carries (work.Outcome.NextTraceparent); empty: the firing's own.
+	traceparent string
+}
+
+// staged is the firing a retry or dead letter is staged from: f, or a copy
+// carrying the attempt's trace context (f, the prepare stage's, is not
+// changed).
+func (g *settling) staged() *sundialv1.Firing {
+	f := g.f
+	switch g.d.Status {
+	case sundialv1.ExecutionStatus_EXECUTION_STATUS_RETRY_SCHEDULED, sundialv1.ExecutionStatus_EXECUTION_STATUS_DEAD:
+		if g.traceparent != "" && g.traceparent != f.GetTraceparent() {
+			f = proto.CloneOf(f)
+			f.Traceparent = g.traceparent
+		}
+	}
+	return f
 }
 
 // settle runs the settler for one firing; see settleGroup.
@@ -672,7 +692,7 @@ func (s *Stage) settleGroup(ctx context.Context, group []settling) []bool {
 	as := make([]Attempt, len(group))
 	spans := make([]trace.Span, len(group))
 	for i, g := range group {
-		as[i] = Attempt{Firing: g.f, Decision: *g.d, Result: g.res}
+		as[i] = Attempt{Firing: g.staged(), Decision: *g.d, Result: g.res}
 		if s.traced(g.it) {
 			_, spans[i] = s.tracer.Start(trace.ContextWithSpan(s.stopping, g.it.Trace.Consume), SpanSettle,
 				trace.WithAttributes(attribute.String("sundial.decision", firing.ExecutionStatusWord(g.d.Status))))

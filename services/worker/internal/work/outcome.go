@@ -34,4 +34,8 @@ type Outcome struct {
 	// StopRenewing ends the lease's renewal and reports whether any
 	// renewal failed.
 	StopRenewing func() (failed bool)
+	// NextTraceparent is the context a retry or dead letter staged from this
+	// attempt carries (its consume span), so the next attempt continues
+	// the trace; empty when the firing is not traced.
+	NextTraceparent string
 }
