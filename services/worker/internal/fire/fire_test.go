@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -169,6 +170,8 @@ type heldList struct {
 	mu     sync.Mutex
 	items  []*work.Item
 	events chan string
+	// event names what an AddAfter is in events ("held" when empty).
+	event string
 }
 
 func (h *heldList) AddAfter(it *work.Item, notBefore int64) {
@@ -176,7 +179,11 @@ func (h *heldList) AddAfter(it *work.Item, notBefore int64) {
 	h.mu.Lock()
 	h.items = append(h.items, it)
 	h.mu.Unlock()
-	h.events <- "held " + id(it)
+	ev := h.event
+	if ev == "" {
+		ev = "held"
+	}
+	h.events <- ev + " " + id(it)
 }
 
 type rig struct {
@@ -191,9 +198,12 @@ type rig struct {
 	leaser *fakeLeaser
 	rec    *memRecorder
 	held   *heldList
-	m      *metrics.Metrics
-	logger *slog.Logger
-	target target.Target
+	// leaseAgain is the fire stage's prepare holder: firings whose lease
+	// ran low go back through it.
+	leaseAgain *heldList
+	m          *metrics.Metrics
+	logger     *slog.Logger
+	target     target.Target
 }
 
 // rigDeps are the two stages' replaceable parts a test sets before start.
@@ -238,6 +248,7 @@ func newQueueRig(t *testing.T, q *readyq.Queue, executors int, fire func(ctx con
 	t.Helper()
 	r := &rig{q: q, own: newOwner(), leaser: &fakeLeaser{acquire: map[string]lease.Result{}, err: map[string]error{}}, rec: &memRecorder{}}
 	r.held = &heldList{events: r.own.events}
+	r.leaseAgain = &heldList{events: r.own.events, event: "lease again"}
 	r.m = metrics.New(prometheus.NewRegistry(), metrics.DefaultMaxTenants, watched...)
 	r.clk = clock.NewFake(t0.Add(3 * time.Millisecond))
 	r.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -256,7 +267,7 @@ func (r *rig) start(t *testing.T) {
 		RunningGrace: 3 * time.Minute, Emptied: r.cfg.Emptied, MaxYield: r.cfg.MaxYield},
 		settle.StageDeps{Leaser: r.leaser, Recorder: r.deps.Recorder, Settler: r.deps.Settler, Notifier: r.deps.Notifier, Marks: r.deps.Marks,
 			Target: r.target, Tracer: r.deps.Tracer, Clock: r.clk, Metrics: r.m, Logger: r.logger})
-	d := Deps{Queue: r.q, Holder: r.held, Prepare: r.held, Settle: r.settle, Leaser: r.leaser, Target: r.target, Recorder: r.deps.Recorder,
+	d := Deps{Queue: r.q, Holder: r.held, Prepare: r.leaseAgain, Settle: r.settle, Leaser: r.leaser, Target: r.target, Recorder: r.deps.Recorder,
 		Limiter: r.deps.Limiter, Versions: r.deps.Versions, Tracer: r.deps.Tracer, Clock: r.clk, Metrics: r.m, Logger: r.logger}
 	r.fire = New(Config{Executors: r.cfg.Executors, CriticalExecutors: r.cfg.CriticalExecutors, WorkerID: "w1", LeaseTTL: time.Minute}, d)
 	if err := r.settle.Start(context.Background()); err != nil {
@@ -914,10 +925,25 @@ func TestShortLeaseGoesBackToThePrepareStage(t *testing.T) {
 		// The rig's lease TTL is a minute: 2 s left is under half; -1 s has
 		// run out.
 		r.q.Push(leasedItem(t, r, c.exec, r.clk.Now().Add(c.left)))
-		if ev := <-r.own.events; ev != "held "+c.exec {
-			t.Fatalf("%s: event %q, want it back in the prepare stage", c.exec, ev)
+		if ev := <-r.own.events; ev != "lease again "+c.exec {
+			t.Fatalf("%s: event %q, want it back in the prepare holder", c.exec, ev)
 		}
 	}
+	// Given back to its owner first (held again, not executing), and due
+	// at once: the prepare stage takes it in its next batch.
+	r.own.mu.Lock()
+	requeued := slices.Clone(r.own.requeued)
+	r.own.mu.Unlock()
+	if !slices.Equal(requeued, []string{"e1", "e2"}) {
+		t.Fatalf("requeued %v, want [e1 e2]", requeued)
+	}
+	r.leaseAgain.mu.Lock()
+	for _, it := range r.leaseAgain.items {
+		if it.NotBefore != r.clk.Now().UnixNano() {
+			t.Errorf("%s held until %v, want now (%v)", id(it), time.Unix(0, it.NotBefore), r.clk.Now())
+		}
+	}
+	r.leaseAgain.mu.Unlock()
 	r.leaser.mu.Lock()
 	defer r.leaser.mu.Unlock()
 	if r.leaser.renews != 0 || len(r.leaser.marks) != 0 || r.leaser.acquires != 0 {
