@@ -76,6 +76,7 @@ func (e *env) startWithRegistry(cfg app.Config, reg *prometheus.Registry) *app.W
 // past their instant waiting for an executor while a hanging target holds
 // every executor, and 0 again once the target answers.
 func TestDueBacklogCountsOnlyFiringsPastTheirInstant(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1)
 	cfg := e.config("w1")
 	cfg.Executors, cfg.CriticalExecutors = 4, 0
@@ -155,6 +156,7 @@ func TestDueBacklogCountsOnlyFiringsPastTheirInstant(t *testing.T) {
 // is older than the staging window, so the gauge shows the whole backlog
 // (ready queue + unfetched) and not only what the worker holds.
 func TestDueBacklogCountsTheBacklogLeftInKafka(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1)
 	cfg := e.config("w1")
 	cfg.Executors, cfg.CriticalExecutors = 4, 0

@@ -164,6 +164,7 @@ func (e *env) deadLetterRow(exec string) (class string, attempts, lastAttempt, r
 // permanent failure at once, go to the DLQ topic and the dead_letters
 // table, and the ledger says DEAD.
 func TestRetriesGoThroughTheOutbox(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 2)
 	e.startRelay()
 	d := e.watchDLQ()
@@ -291,6 +292,7 @@ func jitteredJob(t *testing.T, at time.Time, initial, maxDelay time.Duration, re
 // of the exponential delay d. The ledger row of every attempt says what
 // happened and when the next one fires.
 func TestWhichOutcomesRetry(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 2)
 	e.startRelay()
 	d := e.watchDLQ()
@@ -515,6 +517,7 @@ func TestWhichOutcomesRetry(t *testing.T) {
 // The retry survives the worker that scheduled it: kill -9 it right after
 // the failed attempt is recorded, and the other worker fires the retry.
 func TestRetrySurvivesAWorkerKill(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 4)
 	e.startRelay()
 	procs := map[string]*proc{"proc-a": e.startProcess(e.config("proc-a")), "proc-b": e.startProcess(e.config("proc-b"))}
@@ -549,6 +552,7 @@ func TestRetrySurvivesAWorkerKill(t *testing.T) {
 // instead of being fired again; an undecodable record goes to the DLQ
 // topic as it was, and the offset passes it.
 func TestPoisonGoesToTheDLQ(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1)
 	d := e.watchDLQ()
 	cfg := e.config("proc-a")
@@ -608,6 +612,7 @@ func TestPoisonGoesToTheDLQ(t *testing.T) {
 // different priority topics reach different workers, and still a slot is
 // skipped (SKIP) or one waits (BUFFER_ONE) while the first runs.
 func TestOverlapPolicies(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 4)
 	w1 := e.startInProcess(e.config("w1"))
 	w2 := e.startInProcess(e.config("w2"))
@@ -807,6 +812,7 @@ func hostRateLimitAndCircuitBreaker(t *testing.T, cluster bool) {
 // would have refused) never resolves it, and neither does an unscoped file
 // or SUNDIAL_SECRET_* variable of the old layout.
 func TestOutboundPolicyAndSecrets(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1)
 	d := e.watchDLQ()
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -930,6 +936,7 @@ func (e *env) jobStatus(id string) string {
 // success and on death, and a re-driven execution that dies again updates
 // its dead letter keeping the re-drive count.
 func TestCompletionNotificationsAndDeadLetterUpsert(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1)
 	d := e.watchDLQ()
 	w := e.startInProcess(e.config("w1"))
@@ -1131,6 +1138,7 @@ func TestInFlightAttemptFinishesAcrossAVersionChange(t *testing.T) {
 // --fetch-ahead once did by default, a minute) left such firings in Kafka
 // until the horizon passed them, up to a minute late.
 func TestLateStagedFiringIsFetchedInTime(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1)
 	cfg := e.config("w1")
 	var defaults app.Config
@@ -1172,6 +1180,7 @@ func TestLateStagedFiringIsFetchedInTime(t *testing.T) {
 // newest late firing and records the older ones skipped; a firing not of
 // the schedule (a retry) is never judged late.
 func TestLateFiringsAreJudgedByTheJobsMisfirePolicy(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1)
 	e.startInProcess(e.config("w1"))
 	now := time.Now()

@@ -47,6 +47,15 @@ import (
 
 var workerBinary, relayBinary string
 
+// Most tests run side by side (t.Parallel): each has its own env, so they
+// share only the components, and most of their time is waiting on real
+// time. A test stays serial (go test runs those first, one at a time)
+// when others' load would stretch a bound it asserts past what a busy
+// 2-core machine allows — fairness positions, a host limit's spread, a
+// quiet tenant's p99, the catch-up rate, the clock offset estimate, a
+// version published in time, a ledger read in time — or when its own
+// load would stretch theirs (100,000 firings held). The restart tests
+// stop shared components: serial, and make test-restarts runs them alone.
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "sundial-worker-test")
 	if err != nil {
@@ -134,7 +143,9 @@ func newEnv(t *testing.T, partitions int32) *env {
 	e.waitTopics(ctx, all, partitions)
 
 	e.keyspace = testinfra.CassandraKeyspace(t)
-	s, err := ledger.Connect(ledger.ConnectConfig{Hosts: testinfra.CassandraHosts(t)})
+	// 30 s a request, as the other packages' test sessions: the keyspace's
+	// schema changes queue behind other tests' in Cassandra.
+	s, err := ledger.Connect(ledger.ConnectConfig{Hosts: testinfra.CassandraHosts(t), Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

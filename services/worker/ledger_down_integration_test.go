@@ -21,6 +21,7 @@ import (
 // firings, and spills their records whole to ledger_pending, where the
 // prefetcher's drainer will find them.
 func TestWorkerStartsAndSpillsWhileCassandraIsDown(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1)
 	cfg := e.config("w1")
 	cfg.CassandraHosts = "127.0.0.1:1"

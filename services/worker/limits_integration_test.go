@@ -119,6 +119,7 @@ func TestTenantFloodDoesNotDelayOtherTenants(t *testing.T) {
 // first failed call, and nothing waits on Redis for them — and every
 // firing is fired once, as without limits.
 func TestRedisOutageWithClusterLimits(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 2)
 	cut := newCutter()
 	cfg := e.config("w1")

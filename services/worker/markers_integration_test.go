@@ -24,6 +24,7 @@ import (
 // reset) — are answered by the ledger and not fired again; a backfill of a
 // slot that never ran, and a fresh firing, fire.
 func TestCopiesPastTheMarkersAreAnsweredByTheLedger(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1)
 	base := time.Now().Add(3 * time.Second).Truncate(time.Second)
 	var ran []*sundialv1.Firing

@@ -137,6 +137,7 @@ func checkOnTime(t *testing.T, label string, arr []arrival, bound time.Duration)
 // session timeout) goes on firing the firings it held, on time; when Kafka
 // answers again it gets its partitions back and commits them to their end.
 func TestKafkaOutageHeldFiringsFireOnTime(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 2)
 	cut := newCutter()
 	w := e.startInProcessWith(e.config("w1"), app.Deps{KafkaOpts: []kgo.Opt{kgo.Dialer(cut.dial)}})
@@ -186,6 +187,7 @@ func (e *env) kafkaOutage(w *app.Worker, label string, down, up func()) {
 // both now hold the firings the first one kept: each fires exactly once
 // (the lease), on time (the kept copy), and has one ledger record.
 func TestKafkaCutWorkerAndNewOwnerFireOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 2)
 	cut := newCutter()
 	w1 := e.startInProcessWith(e.config("w1"), app.Deps{KafkaOpts: []kgo.Opt{kgo.Dialer(cut.dial)}})
@@ -265,6 +267,7 @@ func (e *env) checkCommittedToEnd(partitions int32) {
 // dropped as done instead of firing a second time. Firings due later in
 // the outage could not be leased and fire, once each, when it ends.
 func TestRedisOutageLeasedFiringsOnTimeAndMarkersKept(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 2)
 	cut := newCutter()
 	cfg := e.config("w1")
@@ -389,6 +392,7 @@ func TestLateCatchUpsArriveAtTheCatchUpRate(t *testing.T) {
 // due within 10 s, and the newcomer fetches copies of them from the last
 // commit. Each fires once, on time, with one ledger row.
 func TestRevokeKeepsFiringsDueSoonAndTheyFireOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 2)
 	w1 := e.startInProcess(e.config("w1"))
 	eventually(t, 60*time.Second, "8 partitions assigned", func() bool { return testutil.ToFloat64(w1.Metrics.Assigned) == 8 })

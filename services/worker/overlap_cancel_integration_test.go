@@ -68,6 +68,7 @@ func (e *env) overlapJob(policy sundialv1.OverlapPolicy, concurrency int32, base
 //     once it has ended;
 //   - max_concurrency 2 with a slow target: two at once, never three.
 func TestOverlapPoliciesBeyondBufferOne(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 4)
 	w1 := e.startInProcess(e.config("w1"))
 	w2 := e.startInProcess(e.config("w2"))
@@ -172,6 +173,7 @@ func TestOverlapPoliciesBeyondBufferOne(t *testing.T) {
 // no retry follows. An execution between attempts is cancelled too: its
 // retry is recorded CANCELLED without being sent.
 func TestCancelExecution(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1)
 	w := e.startInProcess(e.config("w1"))
 	e.startRelay() // publishes the staged retry

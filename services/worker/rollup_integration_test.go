@@ -13,6 +13,7 @@ import (
 // targets were called, firing_minutes counts every firing succeeded, at
 // its priority, and its lateness buckets hold one count per attempt.
 func TestWorkerRollsUpItsFirings(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 2)
 	e.startInProcess(e.config("w-rollup"))
 	base := time.Now().Add(2 * time.Second).Truncate(time.Second).Add(time.Second)

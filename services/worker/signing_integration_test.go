@@ -87,6 +87,7 @@ func (r signedRequest) verify(keys ...signingkey.Key) error {
 // carries the previous and the new key's signatures, and nothing else;
 // after a rotation without one, only the new key's.
 func TestSigningWithTenantKeys(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1)
 	ctx := context.Background()
 	keys := e.keys
@@ -212,6 +213,7 @@ func TestSigningWithTenantKeys(t *testing.T) {
 // signature, after the tenant's key's, until the stated instant, and not
 // after it.
 func TestPlatformSignatureUntil(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1)
 	ctx := context.Background()
 	key, err := e.keys.Create(ctx, "acme", "acme/ops")

@@ -50,6 +50,7 @@ func ready(w *app.Worker, name string) bool {
 // the real ones opened at the address it was given) joins the group and
 // fires without a restart.
 func TestWorkerStartsWhileKafkaIsDownAndJoinsWhenItAnswers(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1)
 	addr := testinfra.UnusedAddr(t)
 	cfg := e.config("w1")
@@ -76,6 +77,7 @@ func TestWorkerStartsWhileKafkaIsDownAndJoinsWhenItAnswers(t *testing.T) {
 // A worker whose Postgres does not answer starts, and its postgres
 // readiness check names it.
 func TestWorkerStartsWhilePostgresIsDown(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1)
 	cfg := e.config("w1")
 	cfg.PostgresDSN = "postgres://sundial@127.0.0.1:1/sundial?connect_timeout=2"
@@ -92,6 +94,7 @@ func TestWorkerStartsWhilePostgresIsDown(t *testing.T) {
 // A worker whose Redis does not answer starts, says so, and is ready once
 // a Redis started later at that address answers, without a restart.
 func TestWorkerStartsWhileRedisIsDownAndIsReadyWhenItAnswers(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1)
 	addr := testinfra.UnusedAddr(t)
 	cfg := e.config("w1")

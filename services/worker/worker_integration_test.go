@@ -82,6 +82,7 @@ func checkExactlyOnce(t *testing.T, fs []*sundialv1.Firing, arr []arrival) {
 // signatures, a Kafka target, a catch-up firing; the ledger agrees with
 // the sink; offsets end up committed to the end.
 func TestWorkerFiresHTTPAndKafkaTargets(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 2)
 	base := time.Now().Add(4 * time.Second).Truncate(time.Second)
 	fs := e.schedule(24, 3, base)
@@ -172,6 +173,7 @@ func TestWorkerFiresHTTPAndKafkaTargets(t *testing.T) {
 // target holds the commit of its partition at its offset while later
 // firings of the same partition finish.
 func TestOffsetsNeverPassAnUnfinishedFiring(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1)
 	job := uuid.Must(uuid.NewV7())
 	base := time.Now().Add(3 * time.Second)
@@ -224,6 +226,7 @@ func TestOffsetsNeverPassAnUnfinishedFiring(t *testing.T) {
 // topic so the copies reach different workers): the target sees each
 // execution exactly once, the duplicates are dropped before the target.
 func TestTwoWorkersFireEachExecutionOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 4)
 	w1 := e.startInProcess(e.config("w1"))
 	w2 := e.startInProcess(e.config("w2"))
@@ -314,6 +317,7 @@ func TestClockOffsetInjection(t *testing.T) {
 // and the done markers keep what the dead one already delivered from being
 // delivered again.
 func TestKillWorkerMidBatch(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 4)
 	a := e.startProcess(e.config("proc-a"))
 	b := e.startProcess(e.config("proc-b"))
@@ -439,6 +443,7 @@ func TestMemoryHolding100kFirings(t *testing.T) {
 // An attempt longer than the lease TTL renews its lease, so a second copy
 // of the same execution waiting for the lease never fires it.
 func TestLongAttemptKeepsItsLease(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1)
 	f := e.firing(uuid.Must(uuid.NewV7()), time.Now().Add(3*time.Second), sundialv1.Priority_PRIORITY_HIGH)
 	release := make(chan struct{})
