@@ -7,6 +7,10 @@ ROOT     := $(abspath .)
 TOOLS    := $(ROOT)/.tools/bin
 export PATH := $(TOOLS):$(PATH)
 MODULES  := pkg testkit proto cmd/schedctl services/api services/prefetcher services/relay services/worker tests/e2e deploy/deploytest bench
+# Every module's packages, for one go command over the workspace (go.work):
+# one package graph, loaded and built once, and both cores busy across
+# module boundaries instead of idling through each module's slowest test.
+MODULE_PATTERNS := $(foreach m,$(MODULES),./$(m)/...)
 SERVICES := api prefetcher relay worker
 INFRA    := $(ROOT)/deploy/local/infra.sh
 PLATFORM := $(ROOT)/deploy/local/platform.sh
@@ -30,6 +34,12 @@ DATEUTIL_VERSION       := 2.9.0.post0
 DATEUTIL               := $(ROOT)/.tools/dateutil
 
 GOTESTFLAGS ?=
+# TESTVET=off (make test sets it): the test steps skip go test's own vet.
+# make lint vetted every file with the tags integration,e2e, every check
+# go test's vet runs and more; go test's, under other tags, shares no cache
+# with it and would type-check every test package again.
+TESTVET ?=
+VETFLAG = $(if $(filter off,$(TESTVET)),-vet=off)
 UNIT_TIMEOUT ?= 10m
 INTEGRATION_TIMEOUT ?= 20m
 E2E_TIMEOUT ?= 20m
@@ -81,7 +91,8 @@ proto-check: proto ## Fail when the committed generated code differs from a fres
 lint: $(TOOLS)/staticcheck ## gofmt, go vet and staticcheck over every module
 	@bad=$$(git ls-files '*.go' | grep -v '\.pb\.go$$' | xargs gofmt -l); \
 	  if [ -n "$$bad" ]; then echo "gofmt needed:"; echo "$$bad"; exit 1; fi
-	@for m in $(MODULES); do (cd $$m && go vet -tags integration,e2e ./... && staticcheck -tags integration,e2e ./...) || exit 1; done
+	go vet -tags integration,e2e $(MODULE_PATTERNS)
+	staticcheck -tags integration,e2e $(MODULE_PATTERNS)
 
 .PHONY: tidy
 tidy: ## go mod tidy in every module
@@ -121,7 +132,7 @@ deploy-generate: deploy-tools ## Regenerate dashboards, the chart's copies of da
 
 .PHONY: test-unit
 test-unit: deploy-tools ## Unit tests (no infrastructure), with the race detector
-	@for m in $(MODULES); do (cd $$m && go test -race -count=1 -timeout $(UNIT_TIMEOUT) $(GOTESTFLAGS) ./...) || exit 1; done
+	go test -race -count=1 -timeout $(UNIT_TIMEOUT) $(VETFLAG) $(GOTESTFLAGS) $(MODULE_PATTERNS)
 
 # Every fuzz target of what a request or a record reaches (docs/security.md),
 # as dir:Target. A failure leaves its input in the package's
@@ -129,7 +140,10 @@ test-unit: deploy-tools ## Unit tests (no infrastructure), with the race detecto
 # A failure that left no input and says only "context deadline exceeded" is
 # Go's fuzz coordinator racing its own -fuzztime deadline (golang/go#75804,
 # fixed in Go 1.27; likelier on a loaded machine): that target runs again,
-# once.
+# once. Each package's test binary is built once, instrumented for
+# fuzzing as go test -fuzz builds it, and runs its targets one by one in
+# the package's folder with the fuzz cache go test would give it: one
+# link per package instead of one per target.
 FUZZ_TARGETS := pkg/schedule:FuzzParse pkg/schedule:FuzzNext pkg/schedule:FuzzEvery pkg/schedule:FuzzParseRRule \
 	pkg/schedule:FuzzParseHash pkg/forecast:FuzzDecoderJob \
 	pkg/jobspec:FuzzValidate pkg/jobspec:FuzzHeader pkg/jobspec:FuzzSecretReferences pkg/secrets:FuzzExpand pkg/calendar:FuzzParseICS \
@@ -142,10 +156,14 @@ FUZZTIME ?= 1500ms
 
 .PHONY: fuzz-quick
 fuzz-quick: ## Run every fuzz target for FUZZTIME (1.5 s) each, about a minute in all (make test-unit runs their corpora)
-	@log=$$(mktemp); trap 'rm -f $$log' EXIT; for t in $(FUZZ_TARGETS); do dir=$${t%%:*}; name=$${t##*:}; echo "fuzz $$t"; \
+	@bins=$$(mktemp -d); log=$$bins/log; trap 'rm -rf $$bins' EXIT; for t in $(FUZZ_TARGETS); do dir=$${t%%:*}; name=$${t##*:}; \
+	  bin=$$bins/$$(echo $$dir | tr / _).test; \
+	  if [ ! -x $$bin ]; then (cd $$dir && go test -c $(VETFLAG) -fuzz . -o $$bin . && go list . >$$bin.path) || exit 1; fi; \
+	  echo "fuzz $$t"; \
 	  for try in 1 2; do \
 	    before=$$(ls $$dir/testdata/fuzz/$$name 2>/dev/null | wc -l || true); \
-	    if (cd $$dir && go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) . >$$log 2>&1); then break; fi; \
+	    if (cd $$dir && $$bin -test.paniconexit0 -test.run '^$$' -test.fuzz "^$$name\$$" -test.fuzztime $(FUZZTIME) \
+	      -test.fuzzcachedir "$$(go env GOCACHE)/fuzz/$$(cat $$bin.path)" >$$log 2>&1); then break; fi; \
 	    after=$$(ls $$dir/testdata/fuzz/$$name 2>/dev/null | wc -l || true); \
 	    if [ $$try = 1 ] && [ "$$after" = "$$before" ] && grep -qx '    context deadline exceeded' $$log; then \
 	      echo "  the fuzz coordinator's deadline race (golang/go#75804), no input found: once more"; continue; fi; \
@@ -168,28 +186,31 @@ dateutil: $(DATEUTIL)/bin/python ## Install python-dateutil (the RRULE oracle) i
 # make lint already vetted these files (tags integration,e2e), and go
 # test's own vet (a subset of the checks, under other tags) shares no
 # cache with it: it would type-check every package of the tier again.
+# -parallel 4: services/worker's tests that mostly wait on real time run
+# four at a time (the only package of the tier with t.Parallel tests;
+# docs/integration-tier.md).
 .PHONY: test-integration
 test-integration: dateutil ## Integration tests (the integration-tagged files' tests) against the running infrastructure (make infra-up first)
 	@export SUNDIAL_DATEUTIL_PYTHON=$(DATEUTIL)/bin/python && source <($(INFRA) env) && \
-	  $(ROOT)/deploy/local/integration.sh run $(MODULES) -- -count=1 -p 2 -vet=off -timeout $(INTEGRATION_TIMEOUT) $(GOTESTFLAGS)
+	  $(ROOT)/deploy/local/integration.sh run $(MODULES) -- -count=1 -p 2 -parallel 4 -vet=off -timeout $(INTEGRATION_TIMEOUT) $(GOTESTFLAGS)
 
 .PHONY: test-e2e
 test-e2e: ## End-to-end tests: the four services as processes against the running infrastructure
-	@source <($(INFRA) env) && cd tests/e2e && go test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) $(GOTESTFLAGS) ./...
+	@source <($(INFRA) env) && cd tests/e2e && go test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) $(VETFLAG) $(GOTESTFLAGS) ./...
 
 .PHONY: test-browser
 test-browser: ## The api's web console in headless Chromium (Debian's package, installed if missing) against the running infrastructure, then against the four services as processes with Prometheus for the overview's charts; screenshots in .run/console
 	$(ROOT)/deploy/local/chromium.sh install
 	$(ROOT)/deploy/local/observability.sh install
 	@source <($(INFRA) env) && cd services/api && SUNDIAL_CHROMIUM="$$($(ROOT)/deploy/local/chromium.sh path)" SUNDIAL_SCREENSHOTS=$(ROOT)/.run/console \
-	  go test -tags integration -count=1 -timeout 5m $(GOTESTFLAGS) -run 'TestBrowser' ./internal/console/
+	  go test -tags integration -count=1 -timeout 5m $(VETFLAG) $(GOTESTFLAGS) -run 'TestBrowser' ./internal/console/
 	@source <($(INFRA) env) && cd tests/e2e && SUNDIAL_CHROMIUM="$$($(ROOT)/deploy/local/chromium.sh path)" SUNDIAL_SCREENSHOTS=$(ROOT)/.run/console \
 	  SUNDIAL_PROMETHEUS="$$(ls $(ROOT)/.tools/bin/prometheus 2>/dev/null || command -v prometheus)" \
-	  go test -tags e2e -count=1 -timeout 10m $(GOTESTFLAGS) -run 'TestBrowser' .
+	  go test -tags e2e -count=1 -timeout 10m $(VETFLAG) $(GOTESTFLAGS) -run 'TestBrowser' .
 
 .PHONY: test-restarts
-test-restarts: ## The worker's outage tests that stop and start Redis and the Kafka broker (the components must be this run's own: make test runs them last)
-	@source <($(INFRA) env) && cd services/worker && SUNDIAL_TEST_RESTART_INFRA=1 go test -tags integration -count=1 -timeout 10m $(GOTESTFLAGS) -run 'Restart' .
+test-restarts: ## The worker's outage tests that stop and start Redis and the Kafka broker (the components must be this run's own: make test runs them before any other step uses the components)
+	@source <($(INFRA) env) && cd services/worker && SUNDIAL_TEST_RESTART_INFRA=1 go test -tags integration -count=1 -timeout 10m $(VETFLAG) $(GOTESTFLAGS) -run 'Restart' .
 
 .PHONY: test-deps
 test-deps: deploy-tools dateutil ## Install what the test steps use besides Go tools (helm, promtool, Chromium, python-dateutil), once
@@ -198,14 +219,28 @@ test-deps: deploy-tools dateutil ## Install what the test steps use besides Go t
 # make test's steps in order, each with its budget in seconds on the 2-core
 # CI machine from a fresh clone (tools, packages and jars installed by the
 # steps themselves). Steps joined by + run side by side, a , chains steps
-# within such a lane: lint needs no component, so it runs while infra-up
-# starts them and test-deps installs packages after it (both use apt-get,
-# which takes one lock). deploy/local/steps.sh stops a step at its budget
-# and fails the run naming it, and prints every step's time at the end
-# (kept in .run/steps.tsv). The budgets are tripwires about twice each
-# step's time in CI, not the 15-minute goal: docs/operations.md#ci.
-TEST_STEPS := infra-up:600,test-deps:600+lint:480 proto-check:240 test-unit:900 fuzz-quick:360 \
-	test-integration:1500 test-browser:480 test-e2e:900 bench-quick:480 chaos-quick:480 test-restarts:420
+# within such a lane. Each pairing puts a step that keeps both cores busy
+# (lint, the race-detector unit tier, fuzzing) beside steps that mostly
+# wait on real time:
+#   - proto-check, then lint, need no component, so they run while
+#     infra-up starts them, test-deps installs packages after it (both use
+#     apt-get, which takes one lock), and the restart tests, which stop and
+#     start the run's own Redis and Kafka broker, run before any other step
+#     uses them (proto-check rewrites the generated code lint reads, so the
+#     two go one after the other);
+#   - the unit tier beside the end-to-end and browser tiers, whose
+#     checks are counts and order, or bounds of seconds;
+#   - the integration tier alone: its timing tests (fairness, a quiet
+#     tenant's p99) assert bounds a second CPU-bound step would stretch;
+#   - fuzzing beside bench-quick, which asserts nothing about speed, and
+#     chaos-quick last, alone: it waits at most 30 s for firings to be on
+#     time again after a worker kill under 1,000 firings/s.
+# deploy/local/steps.sh stops a step at its budget and fails the run naming
+# it, and prints every step's time at the end (kept in .run/steps.tsv). The
+# budgets are tripwires about twice each step's time in CI, not the
+# 15-minute goal: docs/operations.md#ci.
+TEST_STEPS := infra-up:600,test-deps:600,test-restarts:420+proto-check:240,lint:480 \
+	test-unit:900+test-e2e:900,test-browser:480 test-integration:1500 bench-quick:480+fuzz-quick:360 chaos-quick:480
 
 # make test starts the cheap part of the cluster profile too: the integration
 # tier tests the Redis Cluster, the ZooKeeper ensemble and the Postgres
@@ -216,6 +251,8 @@ test: export CLUSTER = redis,zookeeper,postgres
 # And the secure Cassandra node (infra.sh starts it only when asked), for
 # pkg/ledger's TestSecureCassandra.
 test: export SECURE_CASSANDRA = 1
+# make lint vets every file, so the test steps skip go test's own vet.
+test: export TESTVET = off
 test: ## Everything, against the real components (what CI runs), each step timed against its budget (TEST_STEPS)
 	@$(ROOT)/deploy/local/steps.sh $(TEST_STEPS)
 
@@ -223,7 +260,7 @@ test: ## Everything, against the real components (what CI runs), each step timed
 test-fast: ## The inner loop (a few minutes, no components): gofmt, then every module's tests that need no component, without the race detector
 	@bad=$$(git ls-files '*.go' | grep -v '\.pb\.go$$' | xargs gofmt -l); \
 	  if [ -n "$$bad" ]; then echo "gofmt needed:"; echo "$$bad"; exit 1; fi
-	@start=$$(date +%s); for m in $(MODULES); do (cd $$m && go test -count=1 -timeout $(UNIT_TIMEOUT) $(GOTESTFLAGS) ./...) || exit 1; done; \
+	@start=$$(date +%s); go test -count=1 -timeout $(UNIT_TIMEOUT) $(GOTESTFLAGS) $(MODULE_PATTERNS); \
 	  echo "test-fast: $$(( $$(date +%s) - start ))s"
 
 .PHONY: run
