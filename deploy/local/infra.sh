@@ -17,7 +17,7 @@
 #                        Kafka topics: a job's Kafka target topic must exist before the job is created
 #   infra.sh reset       down, then delete the data (keeps downloaded jars)
 #   CLUSTER=1 infra.sh up|down|status|env   the same, plus the cluster profile: every
-#                        deploy/local/cluster/*.sh (ZooKeeper ensemble, Postgres standby, ...);
+#                        deploy/local/cluster/*.sh (ZooKeeper ensemble, Postgres standby, Cassandra ring, ...);
 #                        CLUSTER=redis,zookeeper names some of them (down stops them all)
 #
 # Everything it makes (jars, data, logs, pid files) lives under .infra/ at the
@@ -871,7 +871,8 @@ cmd_reset() {
 # deploy/local/cluster/*.sh run SUB as well, each on ports of its own.
 # CLUSTER says which: empty or 0 none (nothing changes), 1 or all every
 # script, or a comma-separated list of script names (CLUSTER=redis,zookeeper:
-# redis.sh and zookeeper.sh), so heavy ones (kafka.sh) start only when asked.
+# redis.sh and zookeeper.sh), so heavy ones (kafka.sh, cassandra.sh: three
+# JVMs each) start only when asked (CLUSTER=kafka,cassandra, or 1).
 # A name without a script is an error, before any cluster script runs.
 # down runs every script whatever CLUSTER says: each stops only what it
 # started, so a profile started by make test is stopped by a plain make infra-down.
