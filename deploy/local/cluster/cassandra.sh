@@ -148,10 +148,18 @@ write_conf() { # N
 start_node() { # N
   local n=$1 d=$D/$1 java jamm a
   a=$(addr_of "$n")
-  for p in "$NATIVE_PORT" "$STORAGE_PORT"; do
-    if open "$a" "$p"; then die "node $n: port $a:$p is taken by a process this script did not start"; fi
+  # A node just stopped may hold its ports for a moment: its main thread
+  # is a zombie (stop_node's "gone") while other threads still exit.
+  local tries=0 taken
+  while :; do
+    taken=
+    for p in "$NATIVE_PORT" "$STORAGE_PORT"; do if open "$a" "$p"; then taken=$a:$p; fi; done
+    if port_open "$(jmx_port "$n")"; then taken=$HOST:$(jmx_port "$n"); fi
+    [ -n "$taken" ] || break
+    tries=$((tries + 1))
+    [ "$tries" -lt 20 ] || die "node $n: port $taken is taken by a process this script did not start"
+    sleep 0.5
   done
-  if port_open "$(jmx_port "$n")"; then die "node $n: port $HOST:$(jmx_port "$n") is taken by a process this script did not start"; fi
   java=$(find_java17) || die "no OpenJDK 17 under /usr/lib/jvm (run deploy/local/infra.sh up first, or set SUNDIAL_JAVA)"
   jamm=$(ls "$LIB"/jamm-*.jar 2>/dev/null | head -n1)
   [ -n "$jamm" ] || die "no Cassandra jars in $LIB: run deploy/local/infra.sh up first (it fetches them)"
