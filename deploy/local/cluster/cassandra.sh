@@ -41,7 +41,8 @@
 # it comes back, instead of only through read repair.
 #
 # Start 55 s from nothing on the 2-core machine (three JVMs booting at
-# once); one node started again is back in the ring in about 57 s. Idle
+# once), 34 s again, 13 s down; one node started again is back in the
+# ring in 10-57 s (the machine's load decides). Idle
 # about 2.7 GiB RSS (2.4 GiB PSS) for the three JVMs, 1.5 GiB of it heap,
 # and 4.2 s of CPU a minute (7 % of one core), measured 2026-11-29 05:20
 # UTC over 60 s from /proc (docs/reliability.md, "Clustered components").
