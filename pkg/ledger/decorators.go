@@ -3,6 +3,9 @@ package ledger
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
+	"syscall"
 	"time"
 
 	"github.com/gocql/gocql"
@@ -74,7 +77,10 @@ func (r retrying) do(ctx context.Context, idempotent bool, f func() error) error
 }
 
 // Transient reports whether err is worth retrying: the request may not have
-// reached enough replicas, but nothing says it is wrong.
+// reached enough replicas, but nothing says it is wrong. A connection that
+// broke under the request (a node killed or restarted: reset, broken pipe,
+// closed mid-frame) is one: the driver sends the retry over another
+// connection, to another replica when the node is gone.
 func Transient(err error) bool {
 	var (
 		wt *gocql.RequestErrWriteTimeout
@@ -88,6 +94,9 @@ func Transient(err error) bool {
 	case errors.Is(err, gocql.ErrTimeoutNoResponse), errors.Is(err, gocql.ErrConnectionClosed),
 		errors.Is(err, gocql.ErrNoConnections), errors.Is(err, gocql.ErrTooManyTimeouts),
 		errors.Is(err, gocql.ErrNoStreams):
+		return true
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ECONNABORTED),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
 		return true
 	case errors.As(err, &re):
 		return re.Code() == gocql.ErrCodeOverloaded || re.Code() == gocql.ErrCodeBootstrapping

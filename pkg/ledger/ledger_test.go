@@ -3,7 +3,12 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -177,6 +182,18 @@ func TestRetryingRetriesTransientIdempotentWrites(t *testing.T) {
 	inner = &failingBatch{err: timeout, n: 5}
 	if err := Retrying(inner, p).ExecBatch(context.Background(), Batch{}); err == nil || inner.calls != 1 {
 		t.Fatalf("non-idempotent batch retried: calls=%d", inner.calls)
+	}
+	// A node killed under the request: the socket's own errors, as the
+	// driver returns them, are retried too.
+	for _, broken := range []error{
+		&net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)},
+		&net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", syscall.EPIPE)},
+		fmt.Errorf("gocql: reading frame: %w", io.ErrUnexpectedEOF),
+	} {
+		inner = &failingBatch{err: broken, n: 2}
+		if err := Retrying(inner, p).ExecBatch(context.Background(), Batch{Idempotent: true}); err != nil || inner.calls != 3 {
+			t.Fatalf("%v: err=%v calls=%d, want success on the third try", broken, err, inner.calls)
+		}
 	}
 	inner = &failingBatch{err: errors.New("syntax error"), n: 5}
 	if err := Retrying(inner, p).ExecBatch(context.Background(), Batch{Idempotent: true}); err == nil || inner.calls != 1 {
