@@ -421,20 +421,44 @@ func (c *chaos) gapsByRow(want harness.Expected, gaps []uuid.UUID, rows []chaosR
 	return strings.Join(parts, ", ")
 }
 
+// awaitStall is how long await goes on once every slot it waits for is
+// past its instant and no missing firing has arrived: a firing the
+// platform skipped by its job's misfire policy never arrives, and one still
+// on its way after a takeover or a redelivery arrives within seconds.
+const awaitStall = 45 * time.Second
+
 // await waits (until deadline) for every slot of want at its target, then
 // quiet more for late duplicates; slots still missing then are left to the
-// analysis to count.
+// analysis to count (as skipped by misfire policy, or lost). It stops
+// early, the same way, once nothing missing has arrived for awaitStall after
+// the last slot's instant: waiting to the deadline would only add time.
 func (c *chaos) await(ctx context.Context, want harness.Expected, deadline time.Time, quiet time.Duration) error {
 	mainWant := want.Filter(func(s harness.Slot) bool { return !c.hungIDs[s.JobID] })
 	hungWant := want.Filter(func(s harness.Slot) bool { return c.hungIDs[s.JobID] })
+	var last time.Time
+	for _, s := range want {
+		if s.FireAt.After(last) {
+			last = s.FireAt
+		}
+	}
+	fewest, progress := -1, c.r.clock.Now()
 	for {
 		missing := c.d.sink.Missing(mainWant) + c.hung.Missing(hungWant)
 		if missing == 0 {
 			break
 		}
-		if c.r.clock.Now().After(deadline) {
+		now := c.r.clock.Now()
+		if fewest < 0 || missing < fewest {
+			fewest, progress = missing, now
+		}
+		if now.After(deadline) {
 			c.r.log.Warn("chaos: firings still missing at the deadline", "missing", missing)
 			return nil
+		}
+		if stalled := now.Sub(progress); stalled >= awaitStall && now.Sub(last) >= awaitStall {
+			c.r.log.Warn("chaos: firings still missing, none arrived for a while; the analysis counts them",
+				"missing", missing, "none_for", stalled.Round(time.Second))
+			return Sleep(ctx, c.r.clock, quiet)
 		}
 		if err := Sleep(ctx, c.r.clock, time.Second); err != nil {
 			return err
