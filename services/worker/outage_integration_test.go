@@ -368,22 +368,31 @@ func TestLateCatchUpsArriveAtTheCatchUpRate(t *testing.T) {
 	e.sink.checkProblems(t)
 	checkExactlyOnce(t, fs, arr)
 	slices.SortFunc(arr, func(a, b arrival) int { return a.received.Compare(b.received) })
-	most, from := 0, time.Time{}
-	for i := range arr {
-		n := 0
-		for j := i; j < len(arr) && arr[j].received.Sub(arr[i].received) < time.Second; j++ {
-			n++
+	// busiest is the most arrivals within any window of d, and where it began.
+	busiest := func(d time.Duration) (most int, from time.Time) {
+		for i := range arr {
+			n := 0
+			for j := i; j < len(arr) && arr[j].received.Sub(arr[i].received) < d; j++ {
+				n++
+			}
+			if n > most {
+				most, from = n, arr[i].received
+			}
 		}
-		if n > most {
-			most, from = n, arr[i].received
-		}
+		return most, from
 	}
-	t.Logf("300 catch-ups due from 2 s before they were published, 10 ms apart: the busiest second had %d (from %s), all in %s",
-		most, from.Format(time.StampMilli), arr[len(arr)-1].received.Sub(arr[0].received).Round(time.Millisecond))
-	// A few over: a window can hold both ends of 100 intervals of 10 ms,
-	// and the target's receive times jitter by a few milliseconds.
-	if most > 105 {
-		t.Errorf("%d catch-ups reached the target within one second, rate 100/s", most)
+	second, from := busiest(time.Second)
+	twoSeconds, _ := busiest(2 * time.Second)
+	t.Logf("300 catch-ups due from 2 s before they were published, 10 ms apart: the busiest second had %d (from %s), the busiest two %d, all in %s",
+		second, from.Format(time.StampMilli), twoSeconds, arr[len(arr)-1].received.Sub(arr[0].received).Round(time.Millisecond))
+	// The rate is judged over two seconds, 200 at 100/s plus a few (a
+	// window can hold both ends of 200 intervals of 10 ms). Deliveries a
+	// loaded machine delays by a hundred milliseconds or two move from one
+	// second into the next and crowd a one-second window (115 were seen at
+	// load 14); over two seconds those shifts mostly cancel. Unpaced, the
+	// 300 would all arrive within one second.
+	if twoSeconds > 205 {
+		t.Errorf("%d catch-ups reached the target within two seconds, rate 100/s", twoSeconds)
 	}
 }
 
