@@ -78,8 +78,11 @@ func TestMain(m *testing.M) {
 	if code == 0 {
 		if err := goleak.Find(
 			// Owned by closed clients and on their way out: gocql's event
-			// debouncer, idle HTTP connections of the default transport.
+			// debouncer and the schema-agreement wait it starts when another
+			// test's keyspace changes (it runs out its own timeout), idle
+			// HTTP connections of the default transport.
 			goleak.IgnoreAnyFunction("github.com/gocql/gocql.(*eventDebouncer).flusher"),
+			goleak.IgnoreAnyFunction("github.com/gocql/gocql.(*Session).handleSchemaEvent"),
 			goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
 			goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
 		); err != nil {
