@@ -208,7 +208,7 @@ func (c *Config) Register(fs *flag.FlagSet) {
 		c.adminAddr = f.Value
 	}
 	fs.IntVar(&c.Executors, "executors", 128, "attempts in flight at most (executor pool size)")
-	fs.StringVar(&c.Procs, "procs", "auto", "GOMAXPROCS: auto runs on one core's worth of threads while the worker uses under a quarter of a core and on all of them (the CPU or container limit) from half a core or a herd on (fewer cross-thread wake-ups per firing at a light load); a number fixes it (the GOMAXPROCS variable, when set, wins over auto)")
+	fs.StringVar(&c.Procs, "procs", "auto", "GOMAXPROCS: auto runs on one core's worth of threads while the worker uses under 0.45 of a core over 10 s and on all of them (the CPU or container limit) from 0.6 of a core over 1 s or a herd on (fewer cross-thread wake-ups per firing at a light load); a number fixes it (the GOMAXPROCS variable, when set, wins over auto)")
 	fs.IntVar(&c.CriticalExecutors, "critical-executors", 4, "executors on top of --executors reserved for CRITICAL firings, so one finds an executor free however busy the rest are")
 	fs.IntVar(&c.HighExecutorsPercent, "high-executors-percent", 90,
 		"HIGH, MEDIUM and LOW attempts together occupy at most this percentage of --executors; the rest is kept for CRITICAL (on top of --critical-executors)")

@@ -53,7 +53,14 @@ type Config struct {
 }
 
 // DefaultConfig is the policy the worker runs with (Max filled in at start).
-var DefaultConfig = Config{Interval: 100 * time.Millisecond, High: 0.6, Rise: time.Second, Low: 0.3, Calm: 10 * time.Second}
+//
+// Low is well above half of High on purpose: the same load costs more CPU
+// at Max than at one P (the cross-thread wake-ups this package avoids;
+// 0.33 against 0.28 of a core at jittered 1,000/s), so a Low close to what
+// one P uses at that load would keep the worker at Max for good once a
+// registration or a herd raised it. Between Low and High the hysteresis
+// holds for any such ratio up to High/Low (1.33).
+var DefaultConfig = Config{Interval: 100 * time.Millisecond, High: 0.6, Rise: time.Second, Low: 0.45, Calm: 10 * time.Second}
 
 // Governor is a lifecycle.Service.
 type Governor struct {

@@ -72,6 +72,36 @@ func TestStateAveragesOverSpans(t *testing.T) {
 	}
 }
 
+// TestDefaultConfigSettlesAtOnePUnderASteadyLoad: the measured shape of a
+// jittered 1,000/s on the 2-core machine — 0.28 of a core at one P, 0.33 at
+// two — must settle at one P once a registration's burst raised it, and
+// stay there; only a load over High raises it again.
+func TestDefaultConfigSettlesAtOnePUnderASteadyLoad(t *testing.T) {
+	cfg := DefaultConfig
+	cfg.Max = 2
+	var cpu time.Duration
+	now := t0
+	s := newState(cfg, now, cpu)
+	run := func(d time.Duration) int {
+		for end := now.Add(d); now.Before(end); {
+			now = now.Add(cfg.Interval)
+			cores := 0.28
+			if s.procs > 1 {
+				cores = 0.33
+			}
+			cpu += time.Duration(cores * float64(cfg.Interval))
+			s.procs = s.observe(now, cpu)
+		}
+		return s.procs
+	}
+	if got := run(15 * time.Second); got != 1 {
+		t.Fatalf("15 s of 0.33 of a core at two P: %d procs, want 1", got)
+	}
+	if got := run(60 * time.Second); got != 1 {
+		t.Fatalf("a minute of 0.28 of a core at one P: %d procs, want 1 (no flapping)", got)
+	}
+}
+
 // governorRun drives a Governor's loop on a fake clock with a fake CPU
 // meter, recording every GOMAXPROCS it sets and reports.
 type governorRun struct {
