@@ -18,10 +18,19 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sundialhq/sundial/pkg/lifecycle"
 )
+
+// NewRegistry returns a Prometheus registry with the Go runtime and process
+// collectors, so every service exports memory, GC and CPU figures.
+func NewRegistry() *prometheus.Registry {
+	r := prometheus.NewRegistry()
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return r
+}
 
 // Check reports whether one dependency is usable; nil means ready.
 type Check func(ctx context.Context) error

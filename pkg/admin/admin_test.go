@@ -10,8 +10,6 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
-
-	"github.com/sundialhq/sundial/pkg/telemetry"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -28,7 +26,7 @@ func get(t *testing.T, url string) (int, string) {
 }
 
 func TestEndpoints(t *testing.T) {
-	s := New("127.0.0.1:0", slog.New(slog.DiscardHandler), telemetry.NewRegistry(), false)
+	s := New("127.0.0.1:0", slog.New(slog.DiscardHandler), NewRegistry(), false)
 	var dbErr error
 	s.AddCheck("postgres", func(context.Context) error { return dbErr })
 	if err := s.Start(context.Background()); err != nil {

@@ -1,6 +1,6 @@
 // Package daemon is the shared shape of a Sundial service's main: settings
-// every service has (admin address, logging, drain timeout), the logger and
-// metrics registry, the admin server, and the run-until-signal-then-drain
+// every service has (admin address, logging, drain timeout), the logger
+// (NewLogger) and metrics registry, the admin server, and the run-until-signal-then-drain
 // sequence. A service's main registers its own flags next to these, builds
 // its components and hands them to Run.
 package daemon
@@ -22,7 +22,6 @@ import (
 	"github.com/sundialhq/sundial/pkg/admin"
 	"github.com/sundialhq/sundial/pkg/config"
 	"github.com/sundialhq/sundial/pkg/lifecycle"
-	"github.com/sundialhq/sundial/pkg/telemetry"
 	"github.com/sundialhq/sundial/pkg/tracing"
 )
 
@@ -77,11 +76,11 @@ type Env struct {
 // fails first so traffic moves away, then components stop, bounded by the
 // drain timeout.
 func Run(ctx context.Context, name string, c Common, stderr io.Writer, build func(ctx context.Context, env Env) ([]lifecycle.Service, error)) error {
-	logger, err := telemetry.NewLogger(stderr, c.LogFormat, c.LogLevel, name)
+	logger, err := NewLogger(stderr, c.LogFormat, c.LogLevel, name)
 	if err != nil {
 		return err
 	}
-	reg := telemetry.NewRegistry()
+	reg := admin.NewRegistry()
 	adm := admin.New(c.AdminAddr, logger, reg, c.Pprof)
 	tp, err := tracing.New(ctx, name, c.Tracing)
 	if err != nil {

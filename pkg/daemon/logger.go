@@ -1,15 +1,10 @@
-// Package telemetry builds the logger and the Prometheus registry a service
-// passes to its components.
-package telemetry
+package daemon
 
 import (
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // NewLogger returns a structured logger writing to w. format is "json" or
@@ -30,12 +25,4 @@ func NewLogger(w io.Writer, format, level, service string) (*slog.Logger, error)
 		return nil, fmt.Errorf("log-format: %q is not one of json, text", format)
 	}
 	return slog.New(h).With("service", service), nil
-}
-
-// NewRegistry returns a Prometheus registry with the Go runtime and process
-// collectors, so every service exports memory, GC and CPU figures.
-func NewRegistry() *prometheus.Registry {
-	r := prometheus.NewRegistry()
-	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return r
 }
