@@ -1,17 +1,14 @@
 // Package calendar is Sundial's business calendars: a tenant's named
 // holiday sets (sundial.v1.Calendar) checked, turned into the engine's
-// schedule.Calendar, imported from iCalendar files, and stored in the
-// calendars table, which only this package writes.
+// schedule.Calendar and imported from iCalendar files. Package
+// calendarstore keeps them in the calendars table.
 //
 // A job names a calendar in its schedule (schedule.calendar) with a policy
 // (schedule.calendar_policy): its instants on holidays and weekend days are
 // skipped or moved to the next or previous business day (Apply). The api
 // resolves the calendar when it computes a job's next instant and for
-// PreviewSchedule; the prefetcher loads it (Load) inside its staging
-// transaction, so an edit applies to every instant staged after the edit
-// commits. Update also pulls the next_fire_at of the tenant's active jobs
-// that use the calendar back to their first unstaged instant, so an
-// instant the edit brings back (a holiday removed) is not passed over.
+// PreviewSchedule; the prefetcher loads it (calendarstore.Load) inside its
+// staging transaction.
 package calendar
 
 import (

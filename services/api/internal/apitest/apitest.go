@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sundialhq/sundial/pkg/auth"
-	"github.com/sundialhq/sundial/pkg/calendar"
+	"github.com/sundialhq/sundial/pkg/calendarstore"
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/lease"
@@ -106,7 +106,7 @@ func Start(t testing.TB, o Options) *API {
 		return err
 	}))
 	api := &API{Store: st, Pool: pool, SigningKEK: kek}
-	calendars := calendar.NewStore(pool)
+	calendars := calendarstore.NewStore(pool)
 	leases := lease.New(rdb, lease.WithPrefix(prefix))
 	cfg := server.Config{
 		Store:     st,

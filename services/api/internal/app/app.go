@@ -34,7 +34,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sundialhq/sundial/pkg/admin"
-	"github.com/sundialhq/sundial/pkg/calendar"
+	"github.com/sundialhq/sundial/pkg/calendarstore"
 	"github.com/sundialhq/sundial/pkg/clock"
 	"github.com/sundialhq/sundial/pkg/connsec"
 	"github.com/sundialhq/sundial/pkg/lease"
@@ -323,7 +323,7 @@ type handlers struct {
 
 func newHandlers(cfg Config, deps Deps, pool *pgxpool.Pool, st *store.Store, b backends) (h handlers, err error) {
 	h.metrics = server.NewMetrics(deps.Registry)
-	calendars := calendar.NewStore(pool)
+	calendars := calendarstore.NewStore(pool)
 	h.calendars, err = server.NewCalendarService(server.CalendarConfig{Store: calendars, Logger: deps.Logger, Metrics: h.metrics})
 	if err != nil {
 		return h, err

@@ -63,6 +63,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialhq/sundial/pkg/calendar"
+	"github.com/sundialhq/sundial/pkg/calendarstore"
 	"github.com/sundialhq/sundial/pkg/firing"
 	"github.com/sundialhq/sundial/pkg/jobcompletion"
 	"github.com/sundialhq/sundial/pkg/jobspec"
@@ -607,7 +608,7 @@ func (c *calendars) get(ctx context.Context, tenant, name string) (*schedule.Cal
 	if cal, ok := c.loaded[key]; ok {
 		return cal, nil
 	}
-	stored, err := calendar.Load(ctx, c.tx, tenant, name)
+	stored, err := calendarstore.Load(ctx, c.tx, tenant, name)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,13 @@
-package calendar
+// Package calendarstore is the calendars table and its calendar_audit
+// trail, which only this package writes: a tenant's business calendars
+// (sundial.v1.Calendar, checked by package calendar) created, read,
+// updated and deleted. Update also pulls the next_fire_at of the tenant's
+// active jobs that use the calendar back to their first unstaged instant,
+// so an instant the edit brings back (a holiday removed) is not passed
+// over; Delete refuses a calendar jobs still use. The prefetcher reads a
+// calendar with Load inside its staging transaction, so an edit applies to
+// every instant staged after the edit commits.
+package calendarstore
 
 import (
 	"context"
@@ -32,7 +41,7 @@ var (
 )
 
 // MaxPerTenant bounds a tenant's calendars, so one tenant cannot fill the
-// table (each holds up to MaxHolidays dates).
+// table (each holds up to calendar.MaxHolidays dates).
 const MaxPerTenant = 1000
 
 // InUseError refuses deleting a calendar that jobs still use.
@@ -150,7 +159,7 @@ type Store struct {
 func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 // Create stores a new calendar of tenant, with its audit row, in one
-// transaction; Validate it first.
+// transaction; calendar.Validate it first.
 func (s *Store) Create(ctx context.Context, tenant string, c *sundialv1.Calendar, a Audit) (*sundialv1.Calendar, error) {
 	spec, err := encode(c)
 	if err != nil {
@@ -218,7 +227,7 @@ func (s *Store) List(ctx context.Context, tenant, after string, limit int) ([]*s
 	return out, nil
 }
 
-// UpdateFunc turns the stored calendar into the new one (Validate the
+// UpdateFunc turns the stored calendar into the new one (calendar.Validate the
 // result); returning an error aborts the update.
 type UpdateFunc func(cur *sundialv1.Calendar) (*sundialv1.Calendar, error)
 
