@@ -99,22 +99,22 @@ func TestViolationRules(t *testing.T) {
 		test     bool // the import is made by a test file of from
 	}{
 		{"services/api/internal/store", "services/api/internal/server", false, false},
-		{"services/api/internal/store", "pkg/outbox", false, false},
+		{"services/api/internal/store", "pkg/postgres/outbox", false, false},
 		{"services/api", "proto/sundial/v1", false, false},
 		{"services/api/internal/store", "services/worker/internal/settle", true, false},
 		{"services/relay", "services/prefetcher/internal/stage", true, false},
-		{"pkg/outbox", "proto/sundial/v1", false, false},
-		{"pkg/outbox", "pkg/firing", false, false},
-		{"pkg/outbox", "services/relay/internal/outbox", true, false},
+		{"pkg/postgres/outbox", "proto/sundial/v1", false, false},
+		{"pkg/postgres/outbox", "pkg/domain/firing", false, false},
+		{"pkg/postgres/outbox", "services/relay/internal/outbox", true, false},
 		{"testkit/harness", "cmd/schedctl", true, false},
 		{"testkit/harness", "bench/internal/scenario", true, false},
-		{"proto/sundial/v1", "pkg/firing", true, false},
+		{"proto/sundial/v1", "pkg/domain/firing", true, false},
 		{"cmd/schedctl", "pkg/client", false, false},
 		{"bench/cmd/bench", "testkit/harness", false, false},
-		{"testkit/harness", "pkg/migrations", false, false},
+		{"testkit/harness", "pkg/postgres/migrations", false, false},
 		{"testkit/harness", "services/api/internal/store", true, true},
-		{"pkg/lease", "testkit/testinfra", false, true},
-		{"pkg/lease", "testkit/testinfra", true, false},
+		{"pkg/store/lease", "testkit/testinfra", false, true},
+		{"pkg/store/lease", "testkit/testinfra", true, false},
 		{"services/worker/internal/app", "testkit/testinfra", false, true},
 		{"services/worker/internal/app", "testkit/testinfra", true, false},
 		{"services/api/internal/apitest", "testkit/testinfra", false, false},
@@ -127,7 +127,7 @@ func TestViolationRules(t *testing.T) {
 			t.Errorf("%s → %s (test %v): violation %v, want %v", c.from, c.to, c.test, got, c.bad)
 		}
 	}
-	if v := violation(module+"pkg/outbox", "github.com/jackc/pgx/v5", false); v != "" {
+	if v := violation(module+"pkg/postgres/outbox", "github.com/jackc/pgx/v5", false); v != "" {
 		t.Errorf("a third-party import is no violation: %s", v)
 	}
 }
@@ -232,7 +232,7 @@ func TestImportGraphKeepsTheRoomsApart(t *testing.T) {
 		}
 	}
 	// A graph that lost most of the workspace would pass vacuously.
-	for _, want := range []string{"services/api", "services/prefetcher", "services/relay", "services/worker", "pkg/outbox", "proto/sundial/v1", "cmd/schedctl", "testkit/harness"} {
+	for _, want := range []string{"services/api", "services/prefetcher", "services/relay", "services/worker", "pkg/postgres/outbox", "proto/sundial/v1", "cmd/schedctl", "testkit/harness"} {
 		if _, ok := g[module+want]; !ok {
 			t.Errorf("go list did not list %s", want)
 		}
@@ -254,7 +254,7 @@ var clients = map[string]string{
 
 // Each binary links the clients of the components it talks to and no
 // other (each client package owns its TLS and credential settings, so
-// sharing pkg/connsec drags no client along), and never a test kit.
+// sharing pkg/process/connsec drags no client along), and never a test kit.
 func TestBinariesLinkOnlyTheirClients(t *testing.T) {
 	root := workspace(t)
 	for bin, want := range map[string][]string{
