@@ -26,7 +26,7 @@ import (
 // median time per 1,000-job advance and how many of the updates were HOT,
 // e.g.
 //
-//	SUNDIAL_WRITE_COST_JOBS=1000000 go test -tags integration -run TestTimingNameIndexWriteCost -v -timeout 30m ./migrations/
+//	SUNDIAL_WRITE_COST_JOBS=1000000 go test -tags integration -run TestTimingNameIndexWriteCost -v -timeout 30m ./postgres/migrations/
 func TestTimingNameIndexWriteCost(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("SUNDIAL_WRITE_COST_JOBS"))
 	if n <= 0 {

@@ -18,7 +18,7 @@ import (
 // lightweight transaction (one Paxos round on one table) for reference.
 // Each op records a new attempt's RUNNING state, as a worker does at lease.
 //
-//	go test -tags integration -run '^$' -bench Record -benchtime 2000x ./ledger/
+//	go test -tags integration -run '^$' -bench Record -benchtime 2000x ./store/ledger/
 func BenchmarkRecord(b *testing.B) {
 	s, ks := testLedger(b)
 	ctx := ctxFor(b)
