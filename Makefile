@@ -28,7 +28,7 @@ STATICCHECK_VERSION    := v0.8.2
 # deploy/local/observability.sh for why `go install` cannot build them).
 HELM_VERSION           := v3.22.0
 # python-dateutil, the independent oracle of the recurrence-rule tests
-# (pkg/schedule/rrule_dateutil_test.go), from PyPI into a virtualenv under
+# (pkg/domain/schedule/rrule_dateutil_test.go), from PyPI into a virtualenv under
 # .tools: CI machines have python3 but not necessarily dateutil.
 DATEUTIL_VERSION       := 2.9.0.post0
 DATEUTIL               := $(ROOT)/.tools/dateutil
@@ -144,11 +144,11 @@ test-unit: deploy-tools ## Unit tests (no infrastructure), with the race detecto
 # fuzzing as go test -fuzz builds it, and runs its targets one by one in
 # the package's folder with the fuzz cache go test would give it: one
 # link per package instead of one per target.
-FUZZ_TARGETS := pkg/schedule:FuzzParse pkg/schedule:FuzzNext pkg/schedule:FuzzEvery pkg/schedule:FuzzParseRRule \
-	pkg/schedule:FuzzParseHash pkg/forecast:FuzzDecoderJob \
-	pkg/jobspec:FuzzValidate pkg/jobspec:FuzzHeader pkg/jobspec:FuzzSecretReferences pkg/secrets:FuzzExpand pkg/calendar:FuzzParseICS \
-	pkg/firing:FuzzDecode pkg/firing:FuzzEnvelope pkg/firing:FuzzTraceparent \
-	pkg/signature:FuzzVerify pkg/signature:FuzzVerifyErrors pkg/signature:FuzzSignVerify pkg/signature:FuzzVerifyKeys pkg/netpolicy:FuzzCheckURLHost \
+FUZZ_TARGETS := pkg/domain/schedule:FuzzParse pkg/domain/schedule:FuzzNext pkg/domain/schedule:FuzzEvery pkg/domain/schedule:FuzzParseRRule \
+	pkg/domain/schedule:FuzzParseHash pkg/domain/forecast:FuzzDecoderJob \
+	pkg/domain/jobspec:FuzzValidate pkg/domain/jobspec:FuzzHeader pkg/domain/jobspec:FuzzSecretReferences pkg/domain/secrets:FuzzExpand pkg/domain/calendar:FuzzParseICS \
+	pkg/domain/firing:FuzzDecode pkg/domain/firing:FuzzEnvelope pkg/domain/firing:FuzzTraceparent \
+	pkg/domain/signature:FuzzVerify pkg/domain/signature:FuzzVerifyErrors pkg/domain/signature:FuzzSignVerify pkg/domain/signature:FuzzVerifyKeys pkg/domain/netpolicy:FuzzCheckURLHost \
 	services/worker/internal/retry:FuzzDecide services/worker/internal/retry:FuzzBackoff \
 	services/worker/internal/settle:FuzzDeadLetterRecord services/worker/internal/target:FuzzHeaders services/worker/internal/target:FuzzTargetURL \
 	services/api/internal/server:FuzzDeadLetterToProto
@@ -249,7 +249,7 @@ TEST_STEPS := infra-up:600,test-deps:600,test-restarts:420+proto-check:240,lint:
 .PHONY: test
 test: export CLUSTER = redis,zookeeper,postgres
 # And the secure Cassandra node (infra.sh starts it only when asked), for
-# pkg/ledger's TestSecureCassandra.
+# pkg/store/ledger's TestSecureCassandra.
 test: export SECURE_CASSANDRA = 1
 # make lint vets every file, so the test steps skip go test's own vet.
 test: export TESTVET = off

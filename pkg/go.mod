@@ -32,7 +32,7 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20261026165753-2ffab32bce7e // indirect
 )
 
-require github.com/robfig/cron/v3 v3.0.1 // test-only: differential test of pkg/schedule
+require github.com/robfig/cron/v3 v3.0.1 // test-only: differential test of pkg/domain/schedule
 
 require (
 	github.com/go-zookeeper/zk v1.0.4

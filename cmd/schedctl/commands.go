@@ -15,7 +15,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/sundialhq/sundial/pkg/schedule"
+	"github.com/sundialhq/sundial/pkg/domain/schedule"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 

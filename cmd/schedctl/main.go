@@ -3,7 +3,7 @@
 //	schedctl COMMAND [flags] [args]
 //
 // `schedctl preview` computes a schedule's next instants offline, with the
-// same engine the services use (pkg/schedule); the other subcommands talk to
+// same engine the services use (pkg/domain/schedule); the other subcommands talk to
 // a running api over gRPC (remote.go). `schedctl help` lists them all, and
 // `schedctl COMMAND -h` shows a command's flags. Exit status: 0 success, 1
 // the work failed (an api call, writing output), 2 a mistake on the command

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/jobspec"
-	"github.com/sundialhq/sundial/pkg/schedule"
+	"github.com/sundialhq/sundial/pkg/domain/jobspec"
+	"github.com/sundialhq/sundial/pkg/domain/schedule"
 )
 
 // previewOpts are preview's flags.

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sundialhq/sundial/pkg/jobspec"
-	"github.com/sundialhq/sundial/pkg/schedule"
+	"github.com/sundialhq/sundial/pkg/domain/jobspec"
+	"github.com/sundialhq/sundial/pkg/domain/schedule"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 

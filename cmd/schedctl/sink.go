@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/pkg/signature"
+	"github.com/sundialhq/sundial/pkg/domain/firing"
+	"github.com/sundialhq/sundial/pkg/domain/signature"
 )
 
 // sinkOpts are sink's flags.

@@ -15,7 +15,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/sundialhq/sundial/pkg/auth"
+	"github.com/sundialhq/sundial/pkg/domain/auth"
 )
 
 // bootstrapPrefix starts the tokens --generate makes, so a secret scanner

@@ -8,7 +8,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/sundialhq/sundial/pkg/auth"
+	"github.com/sundialhq/sundial/pkg/domain/auth"
 )
 
 func runHash(t *testing.T, stdin string, o tokenHashOpts, args ...string) (string, string, int) {

@@ -21,8 +21,8 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/sundialhq/sundial/pkg/auth"
 	"github.com/sundialhq/sundial/pkg/client"
+	"github.com/sundialhq/sundial/pkg/domain/auth"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 	"github.com/sundialhq/sundial/testkit/tlstest"

@@ -330,7 +330,7 @@ func TestQueriedMetricsAreDeclared(t *testing.T) {
 	var missing []string
 	for name, where := range queriedMetrics(t) {
 		if strings.HasPrefix(name, "go_") || strings.HasPrefix(name, "process_") {
-			continue // client_golang's collectors, registered by pkg/telemetry
+			continue // client_golang's collectors, registered by pkg/process/admin.NewRegistry
 		}
 		found := false
 		for _, c := range exportedName(name) {

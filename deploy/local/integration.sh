@@ -77,7 +77,7 @@ slowest_first=(
   services/api/internal/server
   cmd/schedctl
   services/prefetcher
-  pkg/ledger
+  pkg/store/ledger
   services/prefetcher/internal/stage
   services/api/internal/store
 )

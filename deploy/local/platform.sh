@@ -154,7 +154,7 @@ grpc_addr() { # api instance
 }
 
 # service_env I: the settings instance I starts with, as SUNDIAL_<FLAG>=value.
-# pkg/config fills every flag not given on the command line from SUNDIAL_<FLAG>
+# pkg/process/config fills every flag not given on the command line from SUNDIAL_<FLAG>
 # (upper case, '-' as '_'), and a service without that flag ignores the
 # variable, so wiring a new flag is one line here. A variable already set in
 # the caller's environment wins for the shared settings (SUNDIAL_LOG_LEVEL=debug

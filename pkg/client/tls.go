@@ -5,7 +5,7 @@ import (
 
 	"google.golang.org/grpc/credentials"
 
-	"github.com/sundialhq/sundial/pkg/connsec"
+	"github.com/sundialhq/sundial/pkg/process/connsec"
 )
 
 // TLSFiles say how a client verifies the api, and what it presents when

@@ -14,11 +14,16 @@
 //     (the kits are for tests: only test files, test helper packages named
 //     *test like apitest, bench/, tests/ and deploy/ may use them, so no
 //     binary links them);
+//   - a package of pkg/ sits in no layer folder, or its production code
+//     imports a package of pkg/ its layer may not (layerImports: domain
+//     knows only domain and the clock, store clients know no Postgres rows,
+//     process plumbing knows only itself; tests may cross layers, no
+//     binary links them);
 //
 // when a binary links the Go client of a component it does not talk to,
 // or a test kit; and when docs/architecture/README.md does not name a
-// service, a package directly under pkg/ or testkit/, or a command under
-// cmd/.
+// service, a package of pkg/ (pkg/<layer>/<name>), a package directly
+// under testkit/, or a command under cmd/.
 package importgraph_test
 
 import (
@@ -27,6 +32,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,10 +69,70 @@ func testHelper(path string) bool {
 	return strings.HasSuffix(path[strings.LastIndex(path, "/")+1:], "test")
 }
 
+// layerImports is the rule of each layer folder of pkg/: the layers (or
+// single packages, "layer/name") that its production code may import.
+// docs/architecture/README.md states the same rules in words.
+//
+//   - process: a service's plumbing (clock, config, lifecycle, admin,
+//     daemon, tracing, connsec) knows nothing of Sundial's domain or its
+//     stores, so any of them can use it;
+//   - domain: what a job, a schedule, a firing and a tenant's limits are,
+//     talking to no component; it reads the time only through the
+//     injected clock;
+//   - store: the Redis, Cassandra, ZooKeeper and Kafka clients; they carry
+//     domain values and use the plumbing, and know no Postgres rows;
+//   - postgres: the rows, schema and NOTIFYs in Postgres; ledgerttl checks
+//     a tenant's TTL against the ledger's bounds, its one store import;
+//   - client: the api's Go client, linked by schedctl, so it links neither
+//     a store nor Postgres;
+//   - importgraph: this check, tests only.
+var layerImports = map[string][]string{
+	"process":     {"process"},
+	"domain":      {"domain", "process/clock"},
+	"store":       {"store", "domain", "process"},
+	"postgres":    {"postgres", "domain", "process", "store/ledger"},
+	"client":      {"client", "domain", "process"},
+	"importgraph": nil,
+}
+
+// layer is the layer folder of a package of pkg/ ("domain", "store", …),
+// "" when path is outside pkg/ or in no layer folder. rel is path below
+// pkg/.
+func layer(path string) (name, rel string) {
+	rel, ok := strings.CutPrefix(path, module+"pkg/")
+	if !ok {
+		return "", ""
+	}
+	first, _, _ := strings.Cut(rel, "/")
+	if _, ok := layerImports[first]; !ok {
+		return "", rel
+	}
+	return first, rel
+}
+
+// layerViolation says why from, a package of pkg/, may not import to,
+// another package of pkg/, or "" when it may.
+func layerViolation(from, to string) string {
+	lf, _ := layer(from)
+	lt, rt := layer(to)
+	if lf == "" {
+		return "a package of pkg/ sits in a layer folder (" + strings.Join(slices.Sorted(maps.Keys(layerImports)), ", ") + ")"
+	}
+	for _, ok := range layerImports[lf] {
+		if lt == ok || rt == ok || strings.HasPrefix(rt, ok+"/") {
+			return ""
+		}
+	}
+	return "pkg/" + lf + " may import only " + strings.Join(layerImports[lf], ", ") + " of pkg/ (see layerImports)"
+}
+
 // violation says why from may not import to, or "" when it may. test is
 // whether the import is made by a test file of from.
 func violation(from, to string, test bool) string {
 	rf, rt := room(from), room(to)
+	if rf == "pkg" && rt == "pkg" && !test {
+		return layerViolation(from, to)
+	}
 	if rt == "" || rf == rt {
 		return ""
 	}
@@ -99,35 +165,60 @@ func TestViolationRules(t *testing.T) {
 		test     bool // the import is made by a test file of from
 	}{
 		{"services/api/internal/store", "services/api/internal/server", false, false},
-		{"services/api/internal/store", "pkg/outbox", false, false},
+		{"services/api/internal/store", "pkg/postgres/outbox", false, false},
 		{"services/api", "proto/sundial/v1", false, false},
 		{"services/api/internal/store", "services/worker/internal/settle", true, false},
 		{"services/relay", "services/prefetcher/internal/stage", true, false},
-		{"pkg/outbox", "proto/sundial/v1", false, false},
-		{"pkg/outbox", "pkg/firing", false, false},
-		{"pkg/outbox", "services/relay/internal/outbox", true, false},
+		{"pkg/postgres/outbox", "proto/sundial/v1", false, false},
+		{"pkg/postgres/outbox", "pkg/domain/firing", false, false},
+		{"pkg/postgres/outbox", "services/relay/internal/outbox", true, false},
 		{"testkit/harness", "cmd/schedctl", true, false},
 		{"testkit/harness", "bench/internal/scenario", true, false},
-		{"proto/sundial/v1", "pkg/firing", true, false},
+		{"proto/sundial/v1", "pkg/domain/firing", true, false},
 		{"cmd/schedctl", "pkg/client", false, false},
 		{"bench/cmd/bench", "testkit/harness", false, false},
-		{"testkit/harness", "pkg/migrations", false, false},
+		{"testkit/harness", "pkg/postgres/migrations", false, false},
 		{"testkit/harness", "services/api/internal/store", true, true},
-		{"pkg/lease", "testkit/testinfra", false, true},
-		{"pkg/lease", "testkit/testinfra", true, false},
+		{"pkg/store/lease", "testkit/testinfra", false, true},
+		{"pkg/store/lease", "testkit/testinfra", true, false},
 		{"services/worker/internal/app", "testkit/testinfra", false, true},
 		{"services/worker/internal/app", "testkit/testinfra", true, false},
 		{"services/api/internal/apitest", "testkit/testinfra", false, false},
 		{"cmd/schedctl", "testkit/tlstest", true, false},
 		{"tests/e2e", "testkit/harness", false, false},
 		{"deploy/deploytest", "testkit/testinfra", false, false},
+		// The layers of pkg/.
+		{"pkg/domain/secrets", "pkg/domain/jobspec", false, false},
+		{"pkg/domain/secrets", "pkg/process/clock", false, false},
+		{"pkg/domain/firing", "pkg/process/config", true, false},
+		{"pkg/domain/jobspec", "pkg/postgres/outbox", true, false},
+		{"pkg/domain/forecast", "pkg/postgres/calendarstore", true, false},
+		{"pkg/domain/firing", "pkg/store/ledger", true, false},
+		{"pkg/store/ledger", "pkg/domain/firing", false, false},
+		{"pkg/store/lease", "pkg/process/connsec", false, false},
+		{"pkg/store/ledger", "pkg/postgres/ledgerpending", true, false},
+		{"pkg/store/lease", "pkg/client", true, false},
+		{"pkg/postgres/outbox", "pkg/postgres/migrations", false, false},
+		{"pkg/postgres/ledgerttl", "pkg/store/ledger", false, false},
+		{"pkg/postgres/outbox", "pkg/store/lease", true, false},
+		{"pkg/postgres/ledgerttl", "pkg/store/ledgerx", true, false},
+		{"pkg/process/daemon", "pkg/process/tracing/tracingtest", false, false},
+		{"pkg/process/tracing", "pkg/domain/firing", true, false},
+		{"pkg/process/connsec", "pkg/store/lease", true, false},
+		{"pkg/process/connsec", "pkg/store/lease", false, true},
+		{"pkg/client", "pkg/domain/auth", false, false},
+		{"pkg/client", "pkg/process/connsec", false, false},
+		{"pkg/client", "pkg/postgres/outbox", true, false},
+		{"pkg/importgraph", "pkg/domain/firing", true, false},
+		{"pkg/newthing", "pkg/domain/firing", true, false},
+		{"pkg/domain/firing", "services/worker/internal/fire", true, true},
 	} {
 		from, to := module+c.from, module+c.to
 		if got := violation(from, to, c.test) != ""; got != c.bad {
 			t.Errorf("%s → %s (test %v): violation %v, want %v", c.from, c.to, c.test, got, c.bad)
 		}
 	}
-	if v := violation(module+"pkg/outbox", "github.com/jackc/pgx/v5", false); v != "" {
+	if v := violation(module+"pkg/postgres/outbox", "github.com/jackc/pgx/v5", false); v != "" {
 		t.Errorf("a third-party import is no violation: %s", v)
 	}
 }
@@ -225,6 +316,9 @@ func TestImportGraphKeepsTheRoomsApart(t *testing.T) {
 			continue
 		}
 		ours++
+		if l, rel := layer(from); room(from) == "pkg" && l == "" {
+			t.Errorf("pkg/%s sits in no layer folder of pkg/: put it in one of %v", rel, slices.Sorted(maps.Keys(layerImports)))
+		}
 		for _, e := range imports {
 			if why := violation(from, e.to, e.test); why != "" {
 				t.Errorf("%s imports %s: %s", strings.TrimPrefix(from, module), strings.TrimPrefix(e.to, module), why)
@@ -232,7 +326,7 @@ func TestImportGraphKeepsTheRoomsApart(t *testing.T) {
 		}
 	}
 	// A graph that lost most of the workspace would pass vacuously.
-	for _, want := range []string{"services/api", "services/prefetcher", "services/relay", "services/worker", "pkg/outbox", "proto/sundial/v1", "cmd/schedctl", "testkit/harness"} {
+	for _, want := range []string{"services/api", "services/prefetcher", "services/relay", "services/worker", "pkg/postgres/outbox", "proto/sundial/v1", "cmd/schedctl", "testkit/harness"} {
 		if _, ok := g[module+want]; !ok {
 			t.Errorf("go list did not list %s", want)
 		}
@@ -254,7 +348,7 @@ var clients = map[string]string{
 
 // Each binary links the clients of the components it talks to and no
 // other (each client package owns its TLS and credential settings, so
-// sharing pkg/connsec drags no client along), and never a test kit.
+// sharing pkg/process/connsec drags no client along), and never a test kit.
 func TestBinariesLinkOnlyTheirClients(t *testing.T) {
 	root := workspace(t)
 	for bin, want := range map[string][]string{
@@ -284,7 +378,8 @@ func TestBinariesLinkOnlyTheirClients(t *testing.T) {
 }
 
 // The architecture picture names every room: each service, each package
-// directly under pkg/ or testkit/ and each command under cmd/.
+// of pkg/ (pkg/<layer>/<name>, or pkg/<name> for a layer of one package),
+// each package directly under testkit/ and each command under cmd/.
 func TestArchitecturePictureNamesEveryRoom(t *testing.T) {
 	root := workspace(t)
 	doc, err := os.ReadFile(filepath.Join(root, "docs", "architecture", "README.md"))
@@ -298,6 +393,10 @@ func TestArchitecturePictureNamesEveryRoom(t *testing.T) {
 			continue
 		}
 		parts := strings.Split(rel, "/")
+		if l, _ := layer(from); l != "" && len(parts) >= 3 && l == parts[1] {
+			rooms = append(rooms, strings.Join(parts[:3], "/"))
+			continue
+		}
 		if len(parts) >= 2 && (parts[0] == "services" || parts[0] == "pkg" || parts[0] == "testkit" || parts[0] == "cmd") {
 			rooms = append(rooms, parts[0]+"/"+parts[1])
 		}

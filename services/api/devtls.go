@@ -174,7 +174,7 @@ func devTLS(caDir, dir, clientName string, now time.Time) (bool, error) {
 	}
 	// Keys before certificates, each renamed into place: an api running
 	// on the old files reloads only once a certificate matches its key
-	// (pkg/connsec keeps serving the old pair meanwhile).
+	// (pkg/process/connsec keeps serving the old pair meanwhile).
 	for _, name := range []string{devServerKeyFile, devClientKeyFile, devServerCertFile, devClientCertFile} {
 		if err := writeAtomically(filepath.Join(dir, name), files[name]); err != nil {
 			return false, err

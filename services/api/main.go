@@ -21,11 +21,10 @@ import (
 	"os"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/config"
-	"github.com/sundialhq/sundial/pkg/daemon"
-	"github.com/sundialhq/sundial/pkg/ledger"
-	"github.com/sundialhq/sundial/pkg/lifecycle"
-	"github.com/sundialhq/sundial/pkg/telemetry"
+	"github.com/sundialhq/sundial/pkg/process/config"
+	"github.com/sundialhq/sundial/pkg/process/daemon"
+	"github.com/sundialhq/sundial/pkg/process/lifecycle"
+	"github.com/sundialhq/sundial/pkg/store/ledger"
 
 	"github.com/sundialhq/sundial/services/api/internal/app"
 )
@@ -91,7 +90,7 @@ func migrateMain(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sundial-api migrate: invalid configuration:\n%v\n", err)
 		return 2
 	}
-	logger, err := telemetry.NewLogger(stderr, *logFormat, *logLevel, "api")
+	logger, err := daemon.NewLogger(stderr, *logFormat, *logLevel, "api")
 	if err != nil {
 		fmt.Fprintf(stderr, "sundial-api migrate: %v\n", err)
 		return 2

@@ -8,7 +8,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/sundialhq/sundial/pkg/config"
+	"github.com/sundialhq/sundial/pkg/process/config"
 	"github.com/sundialhq/sundial/services/api/internal/app"
 )
 

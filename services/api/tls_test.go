@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/config"
+	"github.com/sundialhq/sundial/pkg/process/config"
 	"github.com/sundialhq/sundial/services/api/internal/app"
 )
 

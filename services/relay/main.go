@@ -9,8 +9,8 @@ import (
 	"context"
 	"flag"
 
-	"github.com/sundialhq/sundial/pkg/daemon"
-	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/pkg/process/daemon"
+	"github.com/sundialhq/sundial/pkg/process/lifecycle"
 
 	"github.com/sundialhq/sundial/services/relay/internal/app"
 	"github.com/sundialhq/sundial/services/relay/internal/relay"

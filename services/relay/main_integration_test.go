@@ -18,7 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sundialhq/sundial/pkg/firing"
+	"github.com/sundialhq/sundial/pkg/domain/firing"
 	"github.com/sundialhq/sundial/services/relay/internal/itest"
 )
 

@@ -30,10 +30,10 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/pkg/ledger"
-	"github.com/sundialhq/sundial/pkg/lifecycle"
-	"github.com/sundialhq/sundial/pkg/signingkey"
+	"github.com/sundialhq/sundial/pkg/domain/firing"
+	"github.com/sundialhq/sundial/pkg/postgres/signingkey"
+	"github.com/sundialhq/sundial/pkg/process/lifecycle"
+	"github.com/sundialhq/sundial/pkg/store/ledger"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/testkit/harness"
 	"github.com/sundialhq/sundial/testkit/pgtest"
@@ -109,7 +109,7 @@ type env struct {
 	dsn      string
 	pg       *pgxpool.Pool
 	// kekFile seals the tenants' signing keys, which keys reads and sign
-	// every request the workers send (pkg/signingkey).
+	// every request the workers send (pkg/postgres/signingkey).
 	kekFile string
 	keys    *signingkey.Store
 	sink    *sink

@@ -9,8 +9,8 @@ import (
 	"flag"
 	"os"
 
-	"github.com/sundialhq/sundial/pkg/daemon"
-	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/pkg/process/daemon"
+	"github.com/sundialhq/sundial/pkg/process/lifecycle"
 
 	"github.com/sundialhq/sundial/services/worker/internal/app"
 )

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/sundialhq/sundial/pkg/migrations"
+	"github.com/sundialhq/sundial/pkg/postgres/migrations"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 

@@ -136,8 +136,8 @@ func (p *Platform) CAFile() string {
 // clientTLS is how a client here verifies the api (the platform's CA
 // only) and, under MutualTLS, the certificate it presents. It is built
 // here rather than with pkg/client's TLSCredentials: testkit/testinfra
-// imports this package, and pkg/client's pkg/connsec imports pkg/rangeleader,
-// whose tests import testkit/testinfra.
+// imports this package, and pkg/client's pkg/process/connsec imports
+// pkg/store/rangeleader, whose tests import testkit/testinfra.
 func (p *Platform) clientTLS() (*tls.Config, error) {
 	dir := p.TLSDir()
 	if dir == "" {

@@ -22,7 +22,7 @@ const ZooKeeperRoot = "/sundial-test"
 const DefaultZooKeeperSessionTimeout = 5 * time.Second
 
 // ZooKeeperDigestUser and ZooKeeperDigestPassword are the digest identity
-// tests give the coordinator (pkg/rangeleader) and the prefetcher: the
+// tests give the coordinator (pkg/store/rangeleader) and the prefetcher: the
 // nodes those create admit only it, so ZooKeeper's cleanup adds it to
 // its session before deleting a test's subtree.
 const (

@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/process/clock"
 	"github.com/sundialhq/sundial/testkit/harness"
 
 	"github.com/sundialhq/sundial/bench/internal/bench"

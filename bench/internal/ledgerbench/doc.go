@@ -1,6 +1,6 @@
 // Package ledgerbench measures the worker's ledger writes on their own, for
 // the question the platform benchmark raised: how many attempt records per
-// second can Cassandra take with the options pkg/ledger offers (logged or
+// second can Cassandra take with the options pkg/store/ledger offers (logged or
 // unlogged batch, with or without the fence-check read) and the recorder's
 // concurrency. Run it against the local Cassandra:
 //

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/process/clock"
 	"github.com/sundialhq/sundial/testkit/harness"
 )
 

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/process/clock"
 )
 
 // The headers a peer's request carries: the job's number, its due instant

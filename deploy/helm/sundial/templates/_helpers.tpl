@@ -287,7 +287,7 @@ Called with (dict "ctx" $ "settings" dict).
 {{- end -}}
 
 {{/*
-Sets, in .settings, the TLS and credential flags (pkg/connsec, and each
+Sets, in .settings, the TLS and credential flags (pkg/process/connsec, and each
 client's Security: lease, kafkaconn, ledger, leader) of every
 component .component uses: file paths and names only, never a secret.
 Called with (dict "ctx" $ "component" c "settings" dict).

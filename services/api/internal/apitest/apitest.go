@@ -18,14 +18,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
 
-	"github.com/sundialhq/sundial/pkg/auth"
-	"github.com/sundialhq/sundial/pkg/calendar"
-	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/pkg/lease"
-	"github.com/sundialhq/sundial/pkg/ledger"
-	"github.com/sundialhq/sundial/pkg/migrations"
-	"github.com/sundialhq/sundial/pkg/signingkey"
+	"github.com/sundialhq/sundial/pkg/domain/auth"
+	"github.com/sundialhq/sundial/pkg/domain/firing"
+	"github.com/sundialhq/sundial/pkg/postgres/calendarstore"
+	"github.com/sundialhq/sundial/pkg/postgres/migrations"
+	"github.com/sundialhq/sundial/pkg/postgres/signingkey"
+	"github.com/sundialhq/sundial/pkg/process/clock"
+	"github.com/sundialhq/sundial/pkg/store/lease"
+	"github.com/sundialhq/sundial/pkg/store/ledger"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/httpapi"
 	"github.com/sundialhq/sundial/services/api/internal/ratelimit"
@@ -106,7 +106,7 @@ func Start(t testing.TB, o Options) *API {
 		return err
 	}))
 	api := &API{Store: st, Pool: pool, SigningKEK: kek}
-	calendars := calendar.NewStore(pool)
+	calendars := calendarstore.NewStore(pool)
 	leases := lease.New(rdb, lease.WithPrefix(prefix))
 	cfg := server.Config{
 		Store:     st,

@@ -13,22 +13,22 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/sundialhq/sundial/pkg/forecast"
-	"github.com/sundialhq/sundial/pkg/jobcompletion"
+	"github.com/sundialhq/sundial/pkg/domain/forecast"
+	"github.com/sundialhq/sundial/pkg/postgres/jobcompletion"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/apitest"
 )
 
 // The forecast's per-schedule counts (migration 00027) follow every write
 // of jobs, and GetForecast over them answers what the per-job computation
-// it replaced (every active job's spec read and counted, pkg/forecast's
+// it replaced (every active job's spec read and counted, pkg/domain/forecast's
 // Decoder) answers, on a mixed set: plain and zoned crons with DST
 // policies, jitter, H crons (one schedule per job), intervals anchored at
 // their creation, a recurrence rule, a one-off, additional schedules, four
 // priorities, two tenants. After each write path — CreateJob, a CreateJobs
 // batch, UpdateJob changing the schedule and the jitter, pause and resume,
 // DeleteJob, bulk pause, resume and delete, and the writers beside the
-// api (pkg/jobcompletion completing a job, a row deleted outright) — the
+// api (pkg/postgres/jobcompletion completing a job, a row deleted outright) — the
 // two are compared field by field, and the table's active and paused
 // totals are compared with the jobs.
 func TestIntegrationForecastCountsFollowWrites(t *testing.T) {
@@ -196,7 +196,7 @@ func TestIntegrationForecastCountsFollowWrites(t *testing.T) {
 	}
 
 	// The writers beside the api's store: a job that ran out, completed
-	// by pkg/jobcompletion as the worker does, and a row deleted outright
+	// by pkg/postgres/jobcompletion as the worker does, and a row deleted outright
 	// (retention purges only completed and deleted jobs, never counted).
 	var done uuid.UUID
 	var version int64

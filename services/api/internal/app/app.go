@@ -33,16 +33,16 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/sundialhq/sundial/pkg/admin"
-	"github.com/sundialhq/sundial/pkg/calendar"
-	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/connsec"
-	"github.com/sundialhq/sundial/pkg/lease"
-	"github.com/sundialhq/sundial/pkg/ledger"
-	"github.com/sundialhq/sundial/pkg/lifecycle"
-	"github.com/sundialhq/sundial/pkg/migrations"
-	"github.com/sundialhq/sundial/pkg/secrets"
-	"github.com/sundialhq/sundial/pkg/signingkey"
+	"github.com/sundialhq/sundial/pkg/domain/secrets"
+	"github.com/sundialhq/sundial/pkg/postgres/calendarstore"
+	"github.com/sundialhq/sundial/pkg/postgres/migrations"
+	"github.com/sundialhq/sundial/pkg/postgres/signingkey"
+	"github.com/sundialhq/sundial/pkg/process/admin"
+	"github.com/sundialhq/sundial/pkg/process/clock"
+	"github.com/sundialhq/sundial/pkg/process/connsec"
+	"github.com/sundialhq/sundial/pkg/process/lifecycle"
+	"github.com/sundialhq/sundial/pkg/store/lease"
+	"github.com/sundialhq/sundial/pkg/store/ledger"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
 	"github.com/sundialhq/sundial/services/api/internal/console"
@@ -87,7 +87,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 	}
 	u.add(pool.Close)
 	// A tenant's first job makes its signing key, in the job's
-	// transaction (pkg/signingkey).
+	// transaction (pkg/postgres/signingkey).
 	var storeOpts []store.Option
 	if cfg.kek != nil {
 		keys := signingkey.NewStore(pool, cfg.kek)
@@ -323,7 +323,7 @@ type handlers struct {
 
 func newHandlers(cfg Config, deps Deps, pool *pgxpool.Pool, st *store.Store, b backends) (h handlers, err error) {
 	h.metrics = server.NewMetrics(deps.Registry)
-	calendars := calendar.NewStore(pool)
+	calendars := calendarstore.NewStore(pool)
 	h.calendars, err = server.NewCalendarService(server.CalendarConfig{Store: calendars, Logger: deps.Logger, Metrics: h.metrics})
 	if err != nil {
 		return h, err

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sundialhq/sundial/pkg/config"
+	"github.com/sundialhq/sundial/pkg/process/config"
 )
 
 // New does not wait for a Postgres (or, with --migrate-on-start, a

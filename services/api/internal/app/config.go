@@ -8,15 +8,15 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sundialhq/sundial/pkg/auth"
-	"github.com/sundialhq/sundial/pkg/config"
-	"github.com/sundialhq/sundial/pkg/connsec"
-	"github.com/sundialhq/sundial/pkg/kafkaconn"
-	"github.com/sundialhq/sundial/pkg/lease"
-	"github.com/sundialhq/sundial/pkg/ledger"
-	"github.com/sundialhq/sundial/pkg/ledgerttl"
-	"github.com/sundialhq/sundial/pkg/quotas"
-	"github.com/sundialhq/sundial/pkg/signingkey"
+	"github.com/sundialhq/sundial/pkg/domain/auth"
+	"github.com/sundialhq/sundial/pkg/domain/quotas"
+	"github.com/sundialhq/sundial/pkg/postgres/ledgerttl"
+	"github.com/sundialhq/sundial/pkg/postgres/signingkey"
+	"github.com/sundialhq/sundial/pkg/process/config"
+	"github.com/sundialhq/sundial/pkg/process/connsec"
+	"github.com/sundialhq/sundial/pkg/store/kafkaconn"
+	"github.com/sundialhq/sundial/pkg/store/lease"
+	"github.com/sundialhq/sundial/pkg/store/ledger"
 
 	"github.com/sundialhq/sundial/services/api/internal/ratelimit"
 	"github.com/sundialhq/sundial/services/api/internal/server"
@@ -77,11 +77,11 @@ type Config struct {
 	// secret its tenant lacks is refused.
 	SecretsDir string
 	// SigningKEKFile holds the key-encryption key sealing tenants' webhook
-	// signing keys in Postgres (pkg/signingkey), which a tenant's first
+	// signing keys in Postgres (pkg/postgres/signingkey), which a tenant's first
 	// job makes. Empty: SigningKeyService is off and the api makes no
 	// key; the workers make each tenant's at its first firing, unseen.
 	SigningKEKFile string
-	// TLS is the certificate both ports serve (--tls-*, pkg/connsec) and
+	// TLS is the certificate both ports serve (--tls-*, pkg/process/connsec) and
 	// the gRPC port's client CAs; HTTPClientCAFile the HTTP port's, apart
 	// because a browser on the console seldom has a client certificate
 	// while a service calling gRPC can. AllowPlaintext lets a port that

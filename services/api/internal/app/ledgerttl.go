@@ -9,9 +9,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sundialhq/sundial/pkg/config"
-	"github.com/sundialhq/sundial/pkg/ledgerttl"
-	"github.com/sundialhq/sundial/pkg/quotas"
+	"github.com/sundialhq/sundial/pkg/domain/quotas"
+	"github.com/sundialhq/sundial/pkg/postgres/ledgerttl"
+	"github.com/sundialhq/sundial/pkg/process/config"
 )
 
 // validateLedgerTTLs reads the ledger TTLs (ledger_ttl) of --quotas-file:

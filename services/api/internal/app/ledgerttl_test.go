@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/ledgerttl"
-	"github.com/sundialhq/sundial/pkg/quotas"
+	"github.com/sundialhq/sundial/pkg/domain/quotas"
+	"github.com/sundialhq/sundial/pkg/postgres/ledgerttl"
 )
 
 func TestLedgerTTLsOfTheQuotasFile(t *testing.T) {

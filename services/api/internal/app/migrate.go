@@ -6,8 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sundialhq/sundial/pkg/ledger"
-	"github.com/sundialhq/sundial/pkg/migrations"
+	"github.com/sundialhq/sundial/pkg/postgres/migrations"
+	"github.com/sundialhq/sundial/pkg/store/ledger"
 )
 
 // MigrateConfig is what `sundial-api migrate` applies, from its own flags.

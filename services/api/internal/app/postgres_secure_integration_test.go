@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sundialhq/sundial/pkg/config"
+	"github.com/sundialhq/sundial/pkg/process/config"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 	"github.com/sundialhq/sundial/testkit/tlstest"
 )

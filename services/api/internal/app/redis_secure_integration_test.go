@@ -13,9 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sundialhq/sundial/pkg/config"
-	"github.com/sundialhq/sundial/pkg/connsec"
-	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/pkg/process/config"
+	"github.com/sundialhq/sundial/pkg/process/connsec"
+	"github.com/sundialhq/sundial/pkg/process/lifecycle"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 	"github.com/sundialhq/sundial/testkit/tlstest"
 )

@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sundialhq/sundial/pkg/connsec"
+	"github.com/sundialhq/sundial/pkg/process/connsec"
 )
 
 // serverTLS loads the certificate and client CAs of each port: nil, nil

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/audittrail"
+	"github.com/sundialhq/sundial/pkg/postgres/audittrail"
 	"github.com/sundialhq/sundial/services/api/internal/apitest"
 )
 

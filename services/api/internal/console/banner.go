@@ -104,7 +104,7 @@ func init() {
 	}
 }
 
-// executionID is the shape of an execution id: a UUID (pkg/firing).
+// executionID is the shape of an execution id: a UUID (pkg/domain/firing).
 var executionID = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
 // bannerOf is the notice q asks for, "" when q names none the console

@@ -12,7 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/sundialhq/sundial/pkg/audittrail"
+	"github.com/sundialhq/sundial/pkg/postgres/audittrail"
 	"github.com/sundialhq/sundial/services/api/internal/apitest"
 )
 

@@ -3,7 +3,7 @@ package console
 // The forecast page: the firings the tenant's schedules make due ahead,
 // drawn as a bar chart on the server like the overview's charts (SVG, no
 // script), with the busiest minutes, the herds and the jobs that make
-// them (ForecastService, pkg/forecast).
+// them (ForecastService, pkg/domain/forecast).
 
 import (
 	"fmt"

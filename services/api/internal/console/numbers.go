@@ -3,7 +3,7 @@ package console
 // The overview's own numbers, without Prometheus: read from the per-minute
 // rollup the workers write in groups (firing_minutes and worker_running,
 // migration 00026, written by the worker's rollup package; the format is
-// pkg/firingstats's) and from the api's own Postgres (outbox depth, range
+// pkg/postgres/firingstats's) and from the api's own Postgres (outbox depth, range
 // leaders). Every read is bounded: a tenant's hour is at most 60 minutes ×
 // 4 priorities rows by its primary key, its day 5,760; the platform's hour
 // is every tenant's 240 rows by the minute index; the outbox is counted
@@ -25,8 +25,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/pkg/firingstats"
+	"github.com/sundialhq/sundial/pkg/domain/firing"
+	"github.com/sundialhq/sundial/pkg/postgres/firingstats"
 )
 
 // minuteCounts are one minute's rollup, summed over priorities (and

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/firingstats"
+	"github.com/sundialhq/sundial/pkg/postgres/firingstats"
 )
 
 // The rollup's hour: a minute without a row is 0 firings and a gap in

@@ -16,7 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
 
-	"github.com/sundialhq/sundial/pkg/firingstats"
+	"github.com/sundialhq/sundial/pkg/postgres/firingstats"
 	"github.com/sundialhq/sundial/services/api/internal/apitest"
 	"github.com/sundialhq/sundial/services/api/internal/console"
 )

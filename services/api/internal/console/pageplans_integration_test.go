@@ -23,10 +23,10 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/sundialhq/sundial/pkg/auth"
-	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/pkg/firingstats"
-	"github.com/sundialhq/sundial/pkg/ledger"
+	"github.com/sundialhq/sundial/pkg/domain/auth"
+	"github.com/sundialhq/sundial/pkg/domain/firing"
+	"github.com/sundialhq/sundial/pkg/postgres/firingstats"
+	"github.com/sundialhq/sundial/pkg/store/ledger"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/apitest"
 	"github.com/sundialhq/sundial/services/api/internal/console"
@@ -64,7 +64,7 @@ const largeTable = 5_000
 // 2-core machine the time is the coarse check; the plans are the
 // tripwire. The ledger-backed pages (job history, executions, an
 // execution) read the real Cassandra, whose reads are by partition key by
-// construction (pkg/ledger), so only their time is asserted.
+// construction (pkg/store/ledger), so only their time is asserted.
 func TestIntegrationConsolePagePlans(t *testing.T) {
 	rec := &statements{}
 	api, con := startTracedConsole(t, rec)

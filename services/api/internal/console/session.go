@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sundialhq/sundial/pkg/auth"
-	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/domain/auth"
+	"github.com/sundialhq/sundial/pkg/process/clock"
 )
 
 // sessions are the console's sign-ins, kept in Postgres (console_sessions,

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sundialhq/sundial/pkg/auth"
+	"github.com/sundialhq/sundial/pkg/domain/auth"
 )
 
 // Ending a tenant's sessions: every console session signed in to the

@@ -4,7 +4,7 @@
 // access_denied_audit (migration 00023), the one writer of that table.
 //
 // A refused caller must not be able to fill the database, nor slow the
-// api, by being refused: Record, called by pkg/auth's interceptor on the
+// api, by being refused: Record, called by pkg/domain/auth's interceptor on the
 // call's goroutine, only takes a mutex and appends to a bounded queue;
 // the Recorder's loop writes the queue in batches every FlushInterval.
 // Rows are sampled per caller — the principal for PermissionDenied, the
@@ -32,9 +32,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 
-	"github.com/sundialhq/sundial/pkg/auth"
-	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/pkg/domain/auth"
+	"github.com/sundialhq/sundial/pkg/process/clock"
+	"github.com/sundialhq/sundial/pkg/process/lifecycle"
 )
 
 // Defaults of Config.

@@ -14,8 +14,8 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc/codes"
 
-	"github.com/sundialhq/sundial/pkg/auth"
-	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/domain/auth"
+	"github.com/sundialhq/sundial/pkg/process/clock"
 	"github.com/sundialhq/sundial/testkit/pgtest"
 )
 

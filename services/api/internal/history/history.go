@@ -14,8 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/ledger"
+	"github.com/sundialhq/sundial/pkg/process/clock"
+	"github.com/sundialhq/sundial/pkg/store/ledger"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 

@@ -47,7 +47,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/pkg/process/lifecycle"
 	"github.com/sundialhq/sundial/proto/openapi"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/ratelimit"
@@ -77,7 +77,7 @@ type Config struct {
 	// StopTimeout bounds how long Stop waits for open requests; 15 s by
 	// default.
 	StopTimeout time.Duration
-	// TLS, when set, serves HTTPS (pkg/connsec.ServerCerts.Config("h2",
+	// TLS, when set, serves HTTPS (pkg/process/connsec.ServerCerts.Config("h2",
 	// "http/1.1")); the console's session cookie is then always Secure.
 	// nil: plain HTTP.
 	TLS *tls.Config

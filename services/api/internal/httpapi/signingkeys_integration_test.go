@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/signingkey"
+	"github.com/sundialhq/sundial/pkg/postgres/signingkey"
 	"github.com/sundialhq/sundial/services/api/internal/apitest"
 )
 

@@ -15,7 +15,7 @@
 // The limit is per api process: N replicas behind a load balancer let a
 // token make up to N times the rate. It guards each replica (and the
 // database behind it) against one caller's loop or flood; the per-tenant
-// quotas (pkg/quotas) are the cluster-wide limits on what a tenant may
+// quotas (pkg/domain/quotas) are the cluster-wide limits on what a tenant may
 // create. Health checks and server reflection are not
 // limited, nor are calls without a token (the authentication interceptor
 // refuses those first), so the table of callers never holds more entries
@@ -35,9 +35,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/sundialhq/sundial/pkg/auth"
-	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/gcra"
+	"github.com/sundialhq/sundial/pkg/domain/auth"
+	"github.com/sundialhq/sundial/pkg/domain/gcra"
+	"github.com/sundialhq/sundial/pkg/process/clock"
 )
 
 // Defaults: well above what a person, the console or schedctl does, and

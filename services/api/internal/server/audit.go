@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/sundialhq/sundial/pkg/audittrail"
-	"github.com/sundialhq/sundial/pkg/auth"
+	"github.com/sundialhq/sundial/pkg/domain/auth"
+	"github.com/sundialhq/sundial/pkg/postgres/audittrail"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/store"
 )
@@ -85,7 +85,7 @@ type AuditConfig struct {
 }
 
 // AuditService implements sundial.v1.AuditService: every change trail of
-// the tenant as one view, over pkg/audittrail's merged read, the view the
+// the tenant as one view, over pkg/postgres/audittrail's merged read, the view the
 // console's audit page shows.
 type AuditService struct {
 	sundialv1.UnimplementedAuditServiceServer

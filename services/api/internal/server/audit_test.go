@@ -8,8 +8,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sundialhq/sundial/pkg/audittrail"
-	"github.com/sundialhq/sundial/pkg/auth"
+	"github.com/sundialhq/sundial/pkg/domain/auth"
+	"github.com/sundialhq/sundial/pkg/postgres/audittrail"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 

@@ -8,10 +8,10 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
 
-	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/pkg/jobspec"
-	"github.com/sundialhq/sundial/pkg/outbox"
-	"github.com/sundialhq/sundial/pkg/tracing"
+	"github.com/sundialhq/sundial/pkg/domain/firing"
+	"github.com/sundialhq/sundial/pkg/domain/jobspec"
+	"github.com/sundialhq/sundial/pkg/postgres/outbox"
+	"github.com/sundialhq/sundial/pkg/process/tracing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/store"
 )

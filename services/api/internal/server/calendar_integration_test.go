@@ -15,9 +15,9 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/sundialhq/sundial/pkg/auth"
-	"github.com/sundialhq/sundial/pkg/calendar"
-	"github.com/sundialhq/sundial/pkg/lease"
+	"github.com/sundialhq/sundial/pkg/domain/auth"
+	"github.com/sundialhq/sundial/pkg/postgres/calendarstore"
+	"github.com/sundialhq/sundial/pkg/store/lease"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/store"
 	"github.com/sundialhq/sundial/testkit/pgtest"
@@ -37,7 +37,7 @@ func newCalHarness(t *testing.T) *calHarness {
 	rdb, prefix := testinfra.Redis(t)
 	versions := &recordingVersions{Store: lease.New(rdb, lease.WithPrefix(prefix)), published: map[string][]int64{}}
 	metrics := NewMetrics(nil)
-	calStore := calendar.NewStore(pool)
+	calStore := calendarstore.NewStore(pool)
 	jobs, err := NewJobService(Config{Store: store.New(pool), Versions: versions, Metrics: metrics, Calendars: calStore})
 	if err != nil {
 		t.Fatal(err)

@@ -13,29 +13,30 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/sundialhq/sundial/pkg/audittrail"
-	"github.com/sundialhq/sundial/pkg/calendar"
-	"github.com/sundialhq/sundial/pkg/jobspec"
-	"github.com/sundialhq/sundial/pkg/schedule"
+	"github.com/sundialhq/sundial/pkg/domain/calendar"
+	"github.com/sundialhq/sundial/pkg/domain/jobspec"
+	"github.com/sundialhq/sundial/pkg/domain/schedule"
+	"github.com/sundialhq/sundial/pkg/postgres/audittrail"
+	"github.com/sundialhq/sundial/pkg/postgres/calendarstore"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/store"
 )
 
-// CalendarReader reads a tenant's business calendars; *calendar.Store
-// implements it. Another tenant's calendar is calendar.ErrNotFound.
+// CalendarReader reads a tenant's business calendars; *calendarstore.Store
+// implements it. Another tenant's calendar is calendarstore.ErrNotFound.
 type CalendarReader interface {
 	Get(ctx context.Context, tenant, name string) (*sundialv1.Calendar, error)
 }
 
 // CalendarStore is the calendar storage CalendarService uses;
-// *calendar.Store implements it.
+// *calendarstore.Store implements it.
 type CalendarStore interface {
 	CalendarReader
-	Create(ctx context.Context, tenant string, c *sundialv1.Calendar, a calendar.Audit) (*sundialv1.Calendar, error)
+	Create(ctx context.Context, tenant string, c *sundialv1.Calendar, a calendarstore.Audit) (*sundialv1.Calendar, error)
 	List(ctx context.Context, tenant, after string, limit int) ([]*sundialv1.Calendar, error)
-	Update(ctx context.Context, tenant, name string, expectedVersion int64, a calendar.Audit, fn calendar.UpdateFunc) (*sundialv1.Calendar, int, error)
-	Delete(ctx context.Context, tenant, name string, a calendar.Audit) error
-	ListAudit(ctx context.Context, tenant, name string, before int64, limit int) ([]calendar.AuditEntry, error)
+	Update(ctx context.Context, tenant, name string, expectedVersion int64, a calendarstore.Audit, fn calendarstore.UpdateFunc) (*sundialv1.Calendar, int, error)
+	Delete(ctx context.Context, tenant, name string, a calendarstore.Audit) error
+	ListAudit(ctx context.Context, tenant, name string, before int64, limit int) ([]calendarstore.AuditEntry, error)
 }
 
 // jobCalendar is the calendar a schedule names, read as tenant's: a name
@@ -54,7 +55,7 @@ func (s *JobService) jobCalendar(ctx context.Context, tenant string, spec *sundi
 	if !ok {
 		var err error
 		cal, err = s.calendars.Get(ctx, tenant, name)
-		if errors.Is(err, calendar.ErrNotFound) {
+		if errors.Is(err, calendarstore.ErrNotFound) {
 			cal, err = nil, nil
 		}
 		if err != nil {
@@ -94,7 +95,7 @@ func (s *JobService) preloadCalendars(ctx context.Context, tenant string, names 
 			continue
 		}
 		cal, err := s.calendars.Get(ctx, tenant, name)
-		if err != nil && !errors.Is(err, calendar.ErrNotFound) {
+		if err != nil && !errors.Is(err, calendarstore.ErrNotFound) {
 			return ctx, err
 		}
 		cache[key] = cal
@@ -212,15 +213,15 @@ func NewCalendarService(cfg CalendarConfig) (*CalendarService, error) {
 }
 
 func (s *CalendarService) statusOf(ctx context.Context, op string, err error) error {
-	var inUse *calendar.InUseError
+	var inUse *calendarstore.InUseError
 	switch {
-	case errors.Is(err, calendar.ErrNotFound):
+	case errors.Is(err, calendarstore.ErrNotFound):
 		return status.Error(codes.NotFound, "calendar not found")
-	case errors.Is(err, calendar.ErrExists):
+	case errors.Is(err, calendarstore.ErrExists):
 		return status.Error(codes.AlreadyExists, "a calendar of that name exists; update it, or import with replace")
-	case errors.Is(err, calendar.ErrVersion):
+	case errors.Is(err, calendarstore.ErrVersion):
 		return status.Error(codes.FailedPrecondition, err.Error())
-	case errors.Is(err, calendar.ErrTooMany):
+	case errors.Is(err, calendarstore.ErrTooMany):
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.As(err, &inUse):
 		return status.Errorf(codes.FailedPrecondition, "calendar is used by %d job(s) that are not deleted (e.g. %v): change their schedule.calendar first", inUse.Count, inUse.Jobs)
@@ -251,7 +252,7 @@ func (s *CalendarService) CreateCalendar(ctx context.Context, req *sundialv1.Cre
 		return nil, s.statusOf(ctx, "CreateCalendar", err)
 	}
 	actor := actorOf(ctx, tenant)
-	out, err := s.store.Create(ctx, tenant, c, calendar.Audit{Actor: actor})
+	out, err := s.store.Create(ctx, tenant, c, calendarstore.Audit{Actor: actor})
 	if err != nil {
 		return nil, s.statusOf(ctx, "CreateCalendar", err)
 	}
@@ -333,7 +334,7 @@ func (s *CalendarService) UpdateCalendar(ctx context.Context, req *sundialv1.Upd
 		return nil, invalidf("expected_version", "must not be negative")
 	}
 	actor := actorOf(ctx, tenant)
-	out, pulled, err := s.store.Update(ctx, tenant, c.GetName(), req.GetExpectedVersion(), calendar.Audit{Actor: actor}, func(*sundialv1.Calendar) (*sundialv1.Calendar, error) {
+	out, pulled, err := s.store.Update(ctx, tenant, c.GetName(), req.GetExpectedVersion(), calendarstore.Audit{Actor: actor}, func(*sundialv1.Calendar) (*sundialv1.Calendar, error) {
 		return c, nil
 	})
 	if err != nil {
@@ -353,7 +354,7 @@ func (s *CalendarService) DeleteCalendar(ctx context.Context, req *sundialv1.Del
 		return nil, err
 	}
 	actor := actorOf(ctx, tenant)
-	if err := s.store.Delete(ctx, tenant, req.GetName(), calendar.Audit{Actor: actor}); err != nil {
+	if err := s.store.Delete(ctx, tenant, req.GetName(), calendarstore.Audit{Actor: actor}); err != nil {
 		return nil, s.statusOf(ctx, "DeleteCalendar", err)
 	}
 	s.logger.InfoContext(ctx, "calendar deleted", "tenant", tenant, "calendar", req.GetName(), "actor", actor)
@@ -377,7 +378,7 @@ func (s *CalendarService) ImportCalendar(ctx context.Context, req *sundialv1.Imp
 	c := &sundialv1.Calendar{Name: req.GetName(), Description: req.GetDescription(), Holidays: hols, Weekend: req.GetWeekend()}
 	var out *sundialv1.Calendar
 	actor := actorOf(ctx, tenant)
-	audit := calendar.Audit{Actor: actor, Detail: map[string]any{"import": true, "skipped_events": len(skipped)}}
+	audit := calendarstore.Audit{Actor: actor, Detail: map[string]any{"import": true, "skipped_events": len(skipped)}}
 	if req.GetReplace() {
 		out, _, err = s.store.Update(ctx, tenant, req.GetName(), 0, audit, func(cur *sundialv1.Calendar) (*sundialv1.Calendar, error) {
 			next := proto.Clone(clean(cur)).(*sundialv1.Calendar)
@@ -432,7 +433,7 @@ func (s *CalendarService) ListCalendarAudit(ctx context.Context, req *sundialv1.
 		return nil, s.statusOf(ctx, "ListCalendarAudit", err)
 	}
 	resp := &sundialv1.ListCalendarAuditResponse{}
-	entries, resp.NextPageToken = auditPage(entries, size, func(e calendar.AuditEntry) audittrail.Cursor {
+	entries, resp.NextPageToken = auditPage(entries, size, func(e calendarstore.AuditEntry) audittrail.Cursor {
 		return audittrail.Cursor{Seq: e.Seq, Scope: scope}
 	})
 	for _, e := range entries {

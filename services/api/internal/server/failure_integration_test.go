@@ -22,12 +22,12 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/sundialhq/sundial/pkg/auth"
-	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/pkg/lease"
-	"github.com/sundialhq/sundial/pkg/outbox"
-	"github.com/sundialhq/sundial/pkg/quotas"
-	"github.com/sundialhq/sundial/pkg/secrets"
+	"github.com/sundialhq/sundial/pkg/domain/auth"
+	"github.com/sundialhq/sundial/pkg/domain/firing"
+	"github.com/sundialhq/sundial/pkg/domain/quotas"
+	"github.com/sundialhq/sundial/pkg/domain/secrets"
+	"github.com/sundialhq/sundial/pkg/postgres/outbox"
+	"github.com/sundialhq/sundial/pkg/store/lease"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/store"
 )

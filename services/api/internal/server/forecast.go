@@ -12,11 +12,11 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/sundialhq/sundial/pkg/auth"
-	"github.com/sundialhq/sundial/pkg/calendar"
-	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/forecast"
-	"github.com/sundialhq/sundial/pkg/schedule"
+	"github.com/sundialhq/sundial/pkg/domain/auth"
+	"github.com/sundialhq/sundial/pkg/domain/calendar"
+	"github.com/sundialhq/sundial/pkg/domain/forecast"
+	"github.com/sundialhq/sundial/pkg/domain/schedule"
+	"github.com/sundialhq/sundial/pkg/process/clock"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/store"
 )
@@ -64,7 +64,7 @@ func NewForecastService(cfg ForecastConfig) (*ForecastService, error) {
 }
 
 // GetForecast reads the active jobs the caller may see and forecasts their
-// firings (pkg/forecast).
+// firings (pkg/domain/forecast).
 func (s *ForecastService) GetForecast(ctx context.Context, req *sundialv1.GetForecastRequest) (*sundialv1.GetForecastResponse, error) {
 	tenant, err := forecastTenant(ctx, req.GetTenant())
 	if err != nil {

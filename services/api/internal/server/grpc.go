@@ -18,9 +18,9 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
-	"github.com/sundialhq/sundial/pkg/auth"
-	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/pkg/domain/auth"
+	"github.com/sundialhq/sundial/pkg/process/clock"
+	"github.com/sundialhq/sundial/pkg/process/lifecycle"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/ratelimit"
 )
@@ -81,7 +81,7 @@ type GRPCConfig struct {
 	// (naming the store) until it is nil.
 	StoresReady func(context.Context) error
 	// TLS, when set, is the network listener's server configuration
-	// (pkg/connsec.ServerCerts.Config("h2")): every connection from the
+	// (pkg/process/connsec.ServerCerts.Config("h2")): every connection from the
 	// network handshakes with it, and with mutual TLS presents a client
 	// certificate, before any call is read. nil: plaintext. In-process
 	// connections (DialLocal) never handshake.

@@ -27,15 +27,15 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/sundialhq/sundial/pkg/auth"
-	"github.com/sundialhq/sundial/pkg/calendar"
-	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/pkg/jobspec"
-	"github.com/sundialhq/sundial/pkg/ledger"
-	"github.com/sundialhq/sundial/pkg/quotas"
-	"github.com/sundialhq/sundial/pkg/schedule"
-	"github.com/sundialhq/sundial/pkg/tracing"
+	"github.com/sundialhq/sundial/pkg/domain/auth"
+	"github.com/sundialhq/sundial/pkg/domain/calendar"
+	"github.com/sundialhq/sundial/pkg/domain/firing"
+	"github.com/sundialhq/sundial/pkg/domain/jobspec"
+	"github.com/sundialhq/sundial/pkg/domain/quotas"
+	"github.com/sundialhq/sundial/pkg/domain/schedule"
+	"github.com/sundialhq/sundial/pkg/process/clock"
+	"github.com/sundialhq/sundial/pkg/process/tracing"
+	"github.com/sundialhq/sundial/pkg/store/ledger"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/store"
 )
@@ -98,7 +98,7 @@ type Config struct {
 	// by default.
 	ReleaseLead time.Duration
 	// Tracer gives every firing the api stages its trace context (see
-	// pkg/tracing); nil: tracing off.
+	// pkg/process/tracing); nil: tracing off.
 	Tracer trace.Tracer
 	// Topics refuses Kafka targets whose topic does not exist (see
 	// checkTopic); nil checks nothing.

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
-	"github.com/sundialhq/sundial/pkg/quotas"
+	"github.com/sundialhq/sundial/pkg/domain/quotas"
 )
 
 // Metrics are the api's Prometheus series.

@@ -5,8 +5,8 @@ import (
 	"math"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/jobspec"
-	"github.com/sundialhq/sundial/pkg/outbox"
+	"github.com/sundialhq/sundial/pkg/domain/jobspec"
+	"github.com/sundialhq/sundial/pkg/postgres/outbox"
 	"github.com/sundialhq/sundial/services/api/internal/store"
 )
 

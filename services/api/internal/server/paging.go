@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/sundialhq/sundial/pkg/audittrail"
+	"github.com/sundialhq/sundial/pkg/postgres/audittrail"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )

@@ -18,7 +18,7 @@ import (
 )
 
 // A paused one-off job resumed after its instant has no slot left: the
-// resume completes it (pkg/jobcompletion's completion on resume) as a new
+// resume completes it (pkg/postgres/jobcompletion's completion on resume) as a new
 // version, with the resume's own audit row and no other, drops the trigger
 // staged under the paused version (recorded skipped), publishes the new
 // version and wakes nobody. Every column of the row is what the change

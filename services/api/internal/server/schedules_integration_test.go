@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/sundialhq/sundial/pkg/firing"
+	"github.com/sundialhq/sundial/pkg/domain/firing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 

@@ -11,8 +11,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/sundialhq/sundial/pkg/audittrail"
-	"github.com/sundialhq/sundial/pkg/signingkey"
+	"github.com/sundialhq/sundial/pkg/postgres/audittrail"
+	"github.com/sundialhq/sundial/pkg/postgres/signingkey"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 

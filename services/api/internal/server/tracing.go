@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/sundialhq/sundial/pkg/auth"
-	"github.com/sundialhq/sundial/pkg/tracing"
+	"github.com/sundialhq/sundial/pkg/domain/auth"
+	"github.com/sundialhq/sundial/pkg/process/tracing"
 )
 
 // tracedPrefix: only Sundial's own services are traced. Health checks and

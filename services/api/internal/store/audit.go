@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/sundialhq/sundial/pkg/audittrail"
+	"github.com/sundialhq/sundial/pkg/postgres/audittrail"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -30,7 +30,7 @@ const (
 )
 
 // Audit is one entry of the job trail a change appends inside its own
-// transaction (through pkg/audittrail), so the trail holds exactly the
+// transaction (through pkg/postgres/audittrail), so the trail holds exactly the
 // changes that committed.
 type Audit struct {
 	// Actor is who made the change (auth.ActorFrom).

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/sundialhq/sundial/pkg/jobwake"
+	"github.com/sundialhq/sundial/pkg/postgres/jobwake"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 

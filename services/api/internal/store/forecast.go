@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sundialhq/sundial/pkg/calendar"
+	"github.com/sundialhq/sundial/pkg/postgres/calendarstore"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -269,7 +269,7 @@ func (s *Store) JobNames(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]st
 }
 
 // LoadCalendar reads one of tenant's business calendars
-// (calendar.ErrNotFound when it has none of that name).
+// (calendarstore.ErrNotFound when it has none of that name).
 func (s *Store) LoadCalendar(ctx context.Context, tenant, name string) (*sundialv1.Calendar, error) {
-	return calendar.Load(ctx, s.pool, tenant, name)
+	return calendarstore.Load(ctx, s.pool, tenant, name)
 }

@@ -33,12 +33,12 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/pkg/jobcompletion"
-	"github.com/sundialhq/sundial/pkg/jobspec"
-	"github.com/sundialhq/sundial/pkg/jobwake"
-	"github.com/sundialhq/sundial/pkg/ledgerpending"
-	"github.com/sundialhq/sundial/pkg/outbox"
+	"github.com/sundialhq/sundial/pkg/domain/firing"
+	"github.com/sundialhq/sundial/pkg/domain/jobspec"
+	"github.com/sundialhq/sundial/pkg/postgres/jobcompletion"
+	"github.com/sundialhq/sundial/pkg/postgres/jobwake"
+	"github.com/sundialhq/sundial/pkg/postgres/ledgerpending"
+	"github.com/sundialhq/sundial/pkg/postgres/outbox"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -983,7 +983,7 @@ func mutate(ctx context.Context, tx pgx.Tx, now time.Time, tenant, id string, ch
 
 // writeChange writes the job a change made of cur, at version
 // next.Version. A paused job that becomes completed (a resume that found
-// no slot left) ends through pkg/jobcompletion, the one place a job
+// no slot left) ends through pkg/postgres/jobcompletion, the one place a job
 // completes; such a change touches nothing but the status, the version,
 // next_fire_at, updated_at and the stored definition.
 func writeChange(ctx context.Context, tx pgx.Tx, tenant, id string, cur, next *sundialv1.Job, spec []byte, now time.Time) error {

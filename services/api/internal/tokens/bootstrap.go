@@ -36,9 +36,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/sundialhq/sundial/pkg/auth"
-	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/pkg/domain/auth"
+	"github.com/sundialhq/sundial/pkg/process/clock"
+	"github.com/sundialhq/sundial/pkg/process/lifecycle"
 )
 
 // maxBootstrapCache bounds the remembered answers of each kind; past it
@@ -185,7 +185,7 @@ type BootstrapConfig struct {
 	PollInterval time.Duration
 }
 
-// Bootstrap checks bootstrap tokens for pkg/auth (auth.Verifier), and is
+// Bootstrap checks bootstrap tokens for pkg/domain/auth (auth.Verifier), and is
 // a lifecycle.Service whose loop reloads the tokens file when it changes.
 type Bootstrap struct {
 	cfg    BootstrapConfig

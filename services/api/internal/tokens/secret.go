@@ -1,7 +1,7 @@
 // Package tokens is the api's own bearer tokens: made,
 // listed and revoked through TokenService, stored in Postgres
 // (api_tokens, token_audit; migration 00015) as argon2id hashes, and
-// verified for pkg/auth's interceptor (Verifier).
+// verified for pkg/domain/auth's interceptor (Verifier).
 //
 // A token is "sdl_<id>_<secret>": <id> is 16 hex digits naming its row,
 // <secret> 32 random bytes in unpadded base64url. Verifying one is a

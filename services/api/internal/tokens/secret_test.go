@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sundialhq/sundial/pkg/auth"
+	"github.com/sundialhq/sundial/pkg/domain/auth"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 

@@ -10,9 +10,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/sundialhq/sundial/pkg/audittrail"
-	"github.com/sundialhq/sundial/pkg/auth"
-	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/domain/auth"
+	"github.com/sundialhq/sundial/pkg/postgres/audittrail"
+	"github.com/sundialhq/sundial/pkg/process/clock"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/deniedaudit"
 )
@@ -25,7 +25,7 @@ const (
 
 const maxNameLen = 64
 
-// roles maps the API's roles to pkg/auth's, one to one.
+// roles maps the API's roles to pkg/domain/auth's, one to one.
 var roles = map[sundialv1.Role]auth.Role{
 	sundialv1.Role_ROLE_TENANT_ADMIN:      auth.RoleAdmin,
 	sundialv1.Role_ROLE_TENANT_READ_ONLY:  auth.RoleReadOnly,

@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/auth"
-	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/pkg/domain/auth"
+	"github.com/sundialhq/sundial/pkg/process/clock"
+	"github.com/sundialhq/sundial/pkg/process/lifecycle"
 )
 
 // Defaults of VerifierConfig.
@@ -52,7 +52,7 @@ type entry struct {
 	verified time.Time
 }
 
-// Verifier checks api-made tokens for pkg/auth (auth.Verifier), and is a
+// Verifier checks api-made tokens for pkg/domain/auth (auth.Verifier), and is a
 // lifecycle.Service whose loop forgets revoked tokens.
 type Verifier struct {
 	cfg    VerifierConfig

@@ -3,7 +3,7 @@
 //
 // The services are started in order and stopped in reverse: the pool's
 // closer, the job-notification listener, the ledger TTLs' reloader
-// (pkg/ledgerttl), the ledger drainer, the ZooKeeper startup check, then
+// (pkg/postgres/ledgerttl), the ledger drainer, the ZooKeeper startup check, then
 // what stages: the prefetch loop and the range coordinator. The
 // coordinator stops first (ending every range's work, range 0's retention
 // sweep included, rolling back in-flight transactions, then closing the
@@ -20,14 +20,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/sundialhq/sundial/pkg/admin"
-	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/connsec"
-	"github.com/sundialhq/sundial/pkg/jobwake"
-	"github.com/sundialhq/sundial/pkg/ledger"
-	"github.com/sundialhq/sundial/pkg/ledgerttl"
-	"github.com/sundialhq/sundial/pkg/lifecycle"
-	"github.com/sundialhq/sundial/pkg/rangeleader"
+	"github.com/sundialhq/sundial/pkg/postgres/jobwake"
+	"github.com/sundialhq/sundial/pkg/postgres/ledgerttl"
+	"github.com/sundialhq/sundial/pkg/process/admin"
+	"github.com/sundialhq/sundial/pkg/process/clock"
+	"github.com/sundialhq/sundial/pkg/process/connsec"
+	"github.com/sundialhq/sundial/pkg/process/lifecycle"
+	"github.com/sundialhq/sundial/pkg/store/ledger"
+	"github.com/sundialhq/sundial/pkg/store/rangeleader"
 
 	"github.com/sundialhq/sundial/services/prefetcher/internal/ledgerdrain"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/prefetch"

@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sundialhq/sundial/pkg/config"
-	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/pkg/process/config"
+	"github.com/sundialhq/sundial/pkg/process/lifecycle"
 )
 
 func validConfig(t *testing.T, args ...string) Config {

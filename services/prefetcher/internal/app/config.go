@@ -9,9 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sundialhq/sundial/pkg/config"
-	"github.com/sundialhq/sundial/pkg/ledger"
-	"github.com/sundialhq/sundial/pkg/rangeleader"
+	"github.com/sundialhq/sundial/pkg/process/config"
+	"github.com/sundialhq/sundial/pkg/store/ledger"
+	"github.com/sundialhq/sundial/pkg/store/rangeleader"
 
 	"github.com/sundialhq/sundial/services/prefetcher/internal/ledgerdrain"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/prefetch"
@@ -39,7 +39,7 @@ type Config struct {
 	chunk chunkFlag
 	// Ranges is how many ranges the 256 partitions split into (default
 	// 16), each led by one live prefetcher of the group at --election-path
-	// (pkg/rangeleader); 1 is a single leader for every partition.
+	// (pkg/store/rangeleader); 1 is a single leader for every partition.
 	Ranges int
 }
 

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/sundialhq/sundial/pkg/config"
+	"github.com/sundialhq/sundial/pkg/process/config"
 )
 
 func TestMain(m *testing.M) {

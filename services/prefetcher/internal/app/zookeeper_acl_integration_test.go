@@ -15,9 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sundialhq/sundial/pkg/connsec"
-	"github.com/sundialhq/sundial/pkg/lifecycle"
-	"github.com/sundialhq/sundial/pkg/rangeleader"
+	"github.com/sundialhq/sundial/pkg/process/connsec"
+	"github.com/sundialhq/sundial/pkg/process/lifecycle"
+	"github.com/sundialhq/sundial/pkg/store/rangeleader"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 

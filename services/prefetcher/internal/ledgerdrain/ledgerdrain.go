@@ -1,6 +1,6 @@
 // Package ledgerdrain copies ledger_pending rows into the Cassandra
 // execution ledger and deletes them: the second half of recording a
-// decision made inside a Postgres transaction (see pkg/ledgerpending).
+// decision made inside a Postgres transaction (see pkg/postgres/ledgerpending).
 //
 // Every prefetcher process runs a drainer, leader or not. Claims take rows
 // with FOR UPDATE SKIP LOCKED, so drainers split the work instead of
@@ -35,10 +35,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/ledger"
-	"github.com/sundialhq/sundial/pkg/ledgerpending"
-	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/pkg/postgres/ledgerpending"
+	"github.com/sundialhq/sundial/pkg/process/clock"
+	"github.com/sundialhq/sundial/pkg/process/lifecycle"
+	"github.com/sundialhq/sundial/pkg/store/ledger"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 

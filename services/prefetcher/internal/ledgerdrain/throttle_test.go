@@ -11,9 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/ledger"
-	"github.com/sundialhq/sundial/pkg/ledgerpending"
+	"github.com/sundialhq/sundial/pkg/postgres/ledgerpending"
+	"github.com/sundialhq/sundial/pkg/process/clock"
+	"github.com/sundialhq/sundial/pkg/store/ledger"
 )
 
 // groupLedger records the size of each RecordMany call and fails them all

@@ -23,10 +23,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/pkg/lifecycle"
-	"github.com/sundialhq/sundial/pkg/rangeleader"
+	"github.com/sundialhq/sundial/pkg/domain/firing"
+	"github.com/sundialhq/sundial/pkg/process/clock"
+	"github.com/sundialhq/sundial/pkg/process/lifecycle"
+	"github.com/sundialhq/sundial/pkg/store/rangeleader"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/stage"
 )
 

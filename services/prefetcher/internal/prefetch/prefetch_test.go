@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/rangeleader"
+	"github.com/sundialhq/sundial/pkg/process/clock"
+	"github.com/sundialhq/sundial/pkg/store/rangeleader"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/stage"
 )
 

@@ -45,7 +45,7 @@ package slots
 import (
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/misfire"
+	"github.com/sundialhq/sundial/pkg/domain/misfire"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -56,7 +56,7 @@ type Schedule interface {
 }
 
 // Policy is a job's misfire policy with defaults applied; its home is
-// pkg/misfire, shared with the worker's judge of late firings.
+// pkg/domain/misfire, shared with the worker's judge of late firings.
 type Policy = misfire.Policy
 
 // PolicyOf reads the misfire policy of a (normalized or not) job.

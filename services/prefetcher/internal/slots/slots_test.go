@@ -8,7 +8,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/sundialhq/sundial/pkg/schedule"
+	"github.com/sundialhq/sundial/pkg/domain/schedule"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 

@@ -11,15 +11,16 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sundialhq/sundial/pkg/calendar"
-	"github.com/sundialhq/sundial/pkg/jobspec"
-	"github.com/sundialhq/sundial/pkg/schedule"
+	"github.com/sundialhq/sundial/pkg/domain/calendar"
+	"github.com/sundialhq/sundial/pkg/domain/jobspec"
+	"github.com/sundialhq/sundial/pkg/domain/schedule"
+	"github.com/sundialhq/sundial/pkg/postgres/calendarstore"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/testkit/pgtest"
 )
 
 // testAudit names the test as the calendars' changer.
-var testAudit = calendar.Audit{Actor: "tenant-a/test"}
+var testAudit = calendarstore.Audit{Actor: "tenant-a/test"}
 
 func stagedSlots(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) []time.Time {
 	t.Helper()
@@ -49,7 +50,7 @@ func TestCalendarJobsAreStagedWithoutHolidays(t *testing.T) {
 	}
 	date := func(n int) string { return day(n).Format(time.DateOnly) }
 
-	cals := calendar.NewStore(pool)
+	cals := calendarstore.NewStore(pool)
 	noWeekend := &sundialv1.Weekend{}
 	_, err := cals.Create(ctx, "tenant-a", &sundialv1.Calendar{Name: "ops", Weekend: noWeekend,
 		Holidays: []*sundialv1.CalendarHoliday{{Date: date(2), Name: "Founders' Day"}}}, testAudit)
@@ -139,7 +140,7 @@ func TestCalendarEditRestoresAnUnstagedInstant(t *testing.T) {
 	now := dbNow(t, pool)
 	noon := func(n int) time.Time { return time.Date(now.Year(), now.Month(), now.Day()+n, 12, 0, 0, 0, time.UTC) }
 
-	cals := calendar.NewStore(pool)
+	cals := calendarstore.NewStore(pool)
 	_, err := cals.Create(ctx, "tenant-a", &sundialv1.Calendar{Name: "ops", Weekend: &sundialv1.Weekend{},
 		Holidays: []*sundialv1.CalendarHoliday{{Date: noon(2).Format(time.DateOnly)}}}, testAudit)
 	require.NoError(t, err)
@@ -178,5 +179,5 @@ func TestCalendarEditRestoresAnUnstagedInstant(t *testing.T) {
 
 	// A stale expected version is refused and changes nothing.
 	_, _, err = cals.Update(ctx, "tenant-a", "ops", 1, testAudit, func(cur *sundialv1.Calendar) (*sundialv1.Calendar, error) { return cur, nil })
-	require.ErrorIs(t, err, calendar.ErrVersion)
+	require.ErrorIs(t, err, calendarstore.ErrVersion)
 }

@@ -17,7 +17,7 @@
 //
 // With a tracer, the transaction is a span (prefetch.batch) and every
 // firing it stages gets a span of its own, the root of that firing's trace,
-// whose W3C context goes into the envelope's traceparent (see pkg/tracing).
+// whose W3C context goes into the envelope's traceparent (see pkg/process/tracing).
 //
 // The database clock decides: the window, the misfire cut-offs, publish_at
 // and staged_time all come from the transaction's now().
@@ -62,14 +62,15 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sundialhq/sundial/pkg/calendar"
-	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/pkg/jobcompletion"
-	"github.com/sundialhq/sundial/pkg/jobspec"
-	"github.com/sundialhq/sundial/pkg/ledgerpending"
-	"github.com/sundialhq/sundial/pkg/outbox"
-	"github.com/sundialhq/sundial/pkg/schedule"
-	"github.com/sundialhq/sundial/pkg/tracing"
+	"github.com/sundialhq/sundial/pkg/domain/calendar"
+	"github.com/sundialhq/sundial/pkg/domain/firing"
+	"github.com/sundialhq/sundial/pkg/domain/jobspec"
+	"github.com/sundialhq/sundial/pkg/domain/schedule"
+	"github.com/sundialhq/sundial/pkg/postgres/calendarstore"
+	"github.com/sundialhq/sundial/pkg/postgres/jobcompletion"
+	"github.com/sundialhq/sundial/pkg/postgres/ledgerpending"
+	"github.com/sundialhq/sundial/pkg/postgres/outbox"
+	"github.com/sundialhq/sundial/pkg/process/tracing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/prefetcher/internal/slots"
 )
@@ -607,7 +608,7 @@ func (c *calendars) get(ctx context.Context, tenant, name string) (*schedule.Cal
 	if cal, ok := c.loaded[key]; ok {
 		return cal, nil
 	}
-	stored, err := calendar.Load(ctx, c.tx, tenant, name)
+	stored, err := calendarstore.Load(ctx, c.tx, tenant, name)
 	if err != nil {
 		return nil, err
 	}

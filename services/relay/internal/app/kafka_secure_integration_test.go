@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sundialhq/sundial/pkg/connsec"
-	"github.com/sundialhq/sundial/pkg/kafkaconn"
+	"github.com/sundialhq/sundial/pkg/process/connsec"
+	"github.com/sundialhq/sundial/pkg/store/kafkaconn"
 	"github.com/sundialhq/sundial/services/relay/internal/relay"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 	"github.com/sundialhq/sundial/testkit/tlstest"

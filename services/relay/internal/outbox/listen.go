@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sundialhq/sundial/pkg/clock"
-	pgoutbox "github.com/sundialhq/sundial/pkg/outbox"
+	pgoutbox "github.com/sundialhq/sundial/pkg/postgres/outbox"
+	"github.com/sundialhq/sundial/pkg/process/clock"
 )
 
 // Listener holds one dedicated connection (LISTEN needs a session of its

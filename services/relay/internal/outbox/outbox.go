@@ -1,7 +1,7 @@
 // Package outbox is the relay's view of the Postgres outbox table: claim a
 // batch of due rows under row locks, delete the ones Kafka acknowledged,
 // watch the table's depth, and listen for the NOTIFY that says rows arrived.
-// The table and the channel are named by pkg/outbox, the one writer of the
+// The table and the channel are named by pkg/postgres/outbox, the one writer of the
 // rows.
 //
 // A claim is a transaction holding FOR UPDATE SKIP LOCKED locks on its rows,
@@ -20,7 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	pgoutbox "github.com/sundialhq/sundial/pkg/outbox"
+	pgoutbox "github.com/sundialhq/sundial/pkg/postgres/outbox"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 

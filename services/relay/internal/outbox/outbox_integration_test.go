@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sundialhq/sundial/pkg/clock"
-	pgoutbox "github.com/sundialhq/sundial/pkg/outbox"
+	pgoutbox "github.com/sundialhq/sundial/pkg/postgres/outbox"
+	"github.com/sundialhq/sundial/pkg/process/clock"
 	"github.com/sundialhq/sundial/services/relay/internal/itest"
 	"github.com/sundialhq/sundial/services/relay/internal/outbox"
 )

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/config"
-	"github.com/sundialhq/sundial/pkg/kafkaconn"
-	pgoutbox "github.com/sundialhq/sundial/pkg/outbox"
+	pgoutbox "github.com/sundialhq/sundial/pkg/postgres/outbox"
+	"github.com/sundialhq/sundial/pkg/process/config"
+	"github.com/sundialhq/sundial/pkg/store/kafkaconn"
 )
 
 // Config is the relay's settings, loaded once in main.
@@ -27,7 +27,7 @@ type Config struct {
 	Listen           bool
 	NodeID           string
 	// KafkaSecurity is TLS and SASL towards the brokers (--kafka-tls*,
-	// --kafka-sasl-*; see pkg/kafkaconn). Off by default.
+	// --kafka-sasl-*; see pkg/store/kafkaconn). Off by default.
 	KafkaSecurity kafkaconn.Security
 }
 

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/process/clock"
 	"github.com/sundialhq/sundial/services/relay/internal/outbox"
 )
 

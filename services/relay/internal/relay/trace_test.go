@@ -12,10 +12,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/pkg/tracing"
-	"github.com/sundialhq/sundial/pkg/tracing/tracingtest"
+	"github.com/sundialhq/sundial/pkg/domain/firing"
+	"github.com/sundialhq/sundial/pkg/process/clock"
+	"github.com/sundialhq/sundial/pkg/process/tracing"
+	"github.com/sundialhq/sundial/pkg/process/tracing/tracingtest"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 

@@ -13,13 +13,13 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/sundialhq/sundial/pkg/config"
-	"github.com/sundialhq/sundial/pkg/kafkaconn"
-	"github.com/sundialhq/sundial/pkg/lease"
-	"github.com/sundialhq/sundial/pkg/ledger"
-	"github.com/sundialhq/sundial/pkg/netpolicy"
-	"github.com/sundialhq/sundial/pkg/quotas"
-	"github.com/sundialhq/sundial/pkg/signingkey"
+	"github.com/sundialhq/sundial/pkg/domain/netpolicy"
+	"github.com/sundialhq/sundial/pkg/domain/quotas"
+	"github.com/sundialhq/sundial/pkg/postgres/signingkey"
+	"github.com/sundialhq/sundial/pkg/process/config"
+	"github.com/sundialhq/sundial/pkg/store/kafkaconn"
+	"github.com/sundialhq/sundial/pkg/store/lease"
+	"github.com/sundialhq/sundial/pkg/store/ledger"
 
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
 	"github.com/sundialhq/sundial/services/worker/internal/prepare"
@@ -55,7 +55,7 @@ type Config struct {
 	SigningSecretFile      string
 	PlatformSignatureUntil time.Time
 	// SigningKEKFile opens the tenants' own signing keys in Postgres
-	// (pkg/signingkey), which sign every request. SigningKeyRefresh is how
+	// (pkg/postgres/signingkey), which sign every request. SigningKeyRefresh is how
 	// often they are reloaded.
 	SigningKEKFile    string
 	SigningKeyRefresh time.Duration
@@ -65,7 +65,7 @@ type Config struct {
 	// (see GroupInstanceID): "auto", an explicit id, or empty for a
 	// dynamic member.
 	InstanceID string
-	// adminAddr is the --admin-addr flag (pkg/daemon's, registered
+	// adminAddr is the --admin-addr flag (pkg/process/daemon's, registered
 	// before these), read by GroupInstanceID; nil outside main.
 	adminAddr flag.Value
 	Executors int
@@ -253,7 +253,7 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxDeliveries, "max-deliveries", 5, "an attempt taken this many times without finishing (its workers crashed on it) is dead-lettered as poison on the next delivery; 0 never")
 	fs.StringVar(&c.AllowTargetAddrs, "allow-target-addrs", "", "comma-separated CIDRs, IPs or IP:port that targets and callbacks may reach even though the outbound policy refuses them (loopback, link-local, metadata)")
 	fs.StringVar(&c.DenyTargetAddrs, "deny-target-addrs", "", "comma-separated CIDRs or IPs targets and callbacks must not reach, on top of the built-in ones (e.g. private ranges)")
-	fs.Float64Var(&c.HostRate, "host-rate", 0, "requests per second per target host, in bursts of --host-burst (pkg/gcra); 0 no limit")
+	fs.Float64Var(&c.HostRate, "host-rate", 0, "requests per second per target host, in bursts of --host-burst (pkg/domain/gcra); 0 no limit")
 	fs.IntVar(&c.HostBurst, "host-burst", 100, "burst of the per-host rate limit")
 	fs.IntVar(&c.BreakerFailures, "breaker-failures", 20, "consecutive failed attempts (connection, timeout, 5xx) to one host that open its circuit breaker; 0 disables breakers")
 	fs.DurationVar(&c.BreakerCooldown, "breaker-cooldown", 30*time.Second, "how long an open circuit breaker fails attempts fast before letting a probe through")
@@ -290,7 +290,7 @@ func (c *Config) Validate(p *config.Problems) {
 		p.Addf("redis-addr", "%v", err)
 	} else if len(addrs) > 1 && c.LivenessTTL != 0 {
 		// The liveness key is per worker, outside the lease script's
-		// slot: a cluster refuses it (pkg/lease/DESIGN.md).
+		// slot: a cluster refuses it (pkg/store/lease/DESIGN.md).
 		p.Addf("liveness-ttl", "must be 0 with a Redis Cluster (--redis-addr names %d nodes), got %s", len(addrs), c.LivenessTTL)
 	}
 	if len(splitList(c.CassandraHosts)) == 0 {

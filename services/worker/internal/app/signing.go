@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/signingkey"
+	"github.com/sundialhq/sundial/pkg/postgres/signingkey"
+	"github.com/sundialhq/sundial/pkg/process/clock"
 	"github.com/sundialhq/sundial/services/worker/internal/signing"
 )
 

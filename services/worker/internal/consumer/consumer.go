@@ -59,10 +59,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/connsec"
-	"github.com/sundialhq/sundial/pkg/kafkaconn"
-	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/pkg/process/clock"
+	"github.com/sundialhq/sundial/pkg/process/connsec"
+	"github.com/sundialhq/sundial/pkg/process/lifecycle"
+	"github.com/sundialhq/sundial/pkg/store/kafkaconn"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
@@ -147,7 +147,7 @@ type Config struct {
 	// committed past it. It must not block. Without it the record is
 	// skipped.
 	Poison func(rec *kgo.Record, cause error, done func())
-	// Opts are extra client options: TLS and SASL (pkg/kafkaconn), and
+	// Opts are extra client options: TLS and SASL (pkg/store/kafkaconn), and
 	// tests' own.
 	Opts []kgo.Opt
 	// Tracer traces each firing's stay in the worker (see work.Trace);

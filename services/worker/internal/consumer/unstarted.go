@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/lease"
-	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/pkg/process/lifecycle"
+	"github.com/sundialhq/sundial/pkg/store/lease"
 
 	"github.com/sundialhq/sundial/services/worker/internal/prepare"
 	"github.com/sundialhq/sundial/services/worker/internal/work"

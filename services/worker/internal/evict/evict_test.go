@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/process/clock"
 )
 
 // group is a consumer group in memory.

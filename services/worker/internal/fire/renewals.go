@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/lease"
+	"github.com/sundialhq/sundial/pkg/process/clock"
+	"github.com/sundialhq/sundial/pkg/store/lease"
 )
 
 // renewals keeps the leases of attempts in flight alive: one goroutine

@@ -17,8 +17,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/pkg/process/clock"
+	"github.com/sundialhq/sundial/pkg/process/lifecycle"
 
 	"github.com/sundialhq/sundial/services/worker/internal/readyq"
 	"github.com/sundialhq/sundial/services/worker/internal/work"

@@ -21,7 +21,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/gcra"
+	"github.com/sundialhq/sundial/pkg/domain/gcra"
 
 	"github.com/sundialhq/sundial/services/worker/internal/target"
 	"github.com/sundialhq/sundial/services/worker/internal/work"

@@ -55,9 +55,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/gcra"
-	"github.com/sundialhq/sundial/pkg/quotas"
+	"github.com/sundialhq/sundial/pkg/domain/gcra"
+	"github.com/sundialhq/sundial/pkg/domain/quotas"
+	"github.com/sundialhq/sundial/pkg/process/clock"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
 	"github.com/sundialhq/sundial/services/worker/internal/hostguard"

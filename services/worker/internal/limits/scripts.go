@@ -3,7 +3,7 @@ package limits
 import (
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sundialhq/sundial/pkg/gcra"
+	"github.com/sundialhq/sundial/pkg/domain/gcra"
 )
 
 // admitScript admits one attempt. Times are Unix µs.

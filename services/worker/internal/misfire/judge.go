@@ -1,5 +1,5 @@
 // Package misfire judges the firings that reach the worker's fire stage
-// late, by each job's own misfire policy (pkg/misfire, the one the
+// late, by each job's own misfire policy (pkg/domain/misfire, the one the
 // prefetcher applies to slots that went by unstaged), so a platform that
 // fell behind sheds what its users asked it to shed instead of firing
 // everything however late.
@@ -36,8 +36,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/misfire"
+	"github.com/sundialhq/sundial/pkg/domain/misfire"
+	"github.com/sundialhq/sundial/pkg/process/clock"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 

@@ -2,7 +2,7 @@
 // succeeds, and when it dies (its final failure, which is also its entry in
 // the dead-letter queue — one notification, event "dead"), the job's
 // callback_url receives a JSON summary, signed like a target request
-// (pkg/signature over the execution id and the body).
+// (pkg/domain/signature over the execution id and the body).
 //
 // Notifications are best effort and never on the firing path: the executor
 // hands them over without waiting (a full queue drops them, counted), a few
@@ -24,11 +24,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/pkg/jobspec"
-	"github.com/sundialhq/sundial/pkg/netpolicy"
-	"github.com/sundialhq/sundial/pkg/signature"
+	"github.com/sundialhq/sundial/pkg/domain/firing"
+	"github.com/sundialhq/sundial/pkg/domain/jobspec"
+	"github.com/sundialhq/sundial/pkg/domain/netpolicy"
+	"github.com/sundialhq/sundial/pkg/domain/signature"
+	"github.com/sundialhq/sundial/pkg/process/clock"
 )
 
 // Events.

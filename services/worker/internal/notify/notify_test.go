@@ -14,10 +14,10 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/pkg/netpolicy"
-	"github.com/sundialhq/sundial/pkg/signature"
+	"github.com/sundialhq/sundial/pkg/domain/firing"
+	"github.com/sundialhq/sundial/pkg/domain/netpolicy"
+	"github.com/sundialhq/sundial/pkg/domain/signature"
+	"github.com/sundialhq/sundial/pkg/process/clock"
 
 	"github.com/sundialhq/sundial/services/worker/internal/target"
 )

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/clock"
+	"github.com/sundialhq/sundial/pkg/process/clock"
 )
 
 var t0 = time.Date(2026, 11, 26, 5, 0, 0, 0, time.UTC)

@@ -27,7 +27,7 @@ import (
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
-	"github.com/sundialhq/sundial/pkg/firing"
+	"github.com/sundialhq/sundial/pkg/domain/firing"
 	"github.com/sundialhq/sundial/services/worker/internal/work"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/sundialhq/sundial/pkg/ledger"
+	"github.com/sundialhq/sundial/pkg/store/ledger"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 

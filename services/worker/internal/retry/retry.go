@@ -30,7 +30,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/firing"
+	"github.com/sundialhq/sundial/pkg/domain/firing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
 	"github.com/sundialhq/sundial/services/worker/internal/target"

@@ -32,10 +32,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/pkg/firingstats"
-	"github.com/sundialhq/sundial/pkg/lifecycle"
+	"github.com/sundialhq/sundial/pkg/domain/firing"
+	"github.com/sundialhq/sundial/pkg/postgres/firingstats"
+	"github.com/sundialhq/sundial/pkg/process/clock"
+	"github.com/sundialhq/sundial/pkg/process/lifecycle"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 

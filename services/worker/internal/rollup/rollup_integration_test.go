@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/firingstats"
+	"github.com/sundialhq/sundial/pkg/postgres/firingstats"
+	"github.com/sundialhq/sundial/pkg/process/clock"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/testkit/pgtest"
 )

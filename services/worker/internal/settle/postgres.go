@@ -10,9 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/pkg/jobcompletion"
-	"github.com/sundialhq/sundial/pkg/outbox"
+	"github.com/sundialhq/sundial/pkg/domain/firing"
+	"github.com/sundialhq/sundial/pkg/postgres/jobcompletion"
+	"github.com/sundialhq/sundial/pkg/postgres/outbox"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 

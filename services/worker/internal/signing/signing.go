@@ -1,6 +1,6 @@
 // Package signing signs what the worker sends for a tenant — target
 // requests, Kafka target records, completion callbacks — with that
-// tenant's own webhook signing keys (pkg/signingkey), and with nothing
+// tenant's own webhook signing keys (pkg/postgres/signingkey), and with nothing
 // shared between tenants.
 //
 // A Keyring holds every tenant's valid keys in memory, refreshed from
@@ -9,7 +9,7 @@
 // of its creation, and a rotated-out key is dropped at its expiry even
 // between refreshes (its expiry travels with it). During a rotation's
 // overlap a request is signed with both keys, the current first, each
-// named (pkg/signature.SignKeys), so a target holding either verifies it;
+// named (pkg/domain/signature.SignKeys), so a target holding either verifies it;
 // a rotation overlaps with the tenant's previous key only.
 //
 // A tenant the keyring holds no key of (its first job was created since
@@ -41,10 +41,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/lifecycle"
-	"github.com/sundialhq/sundial/pkg/signature"
-	"github.com/sundialhq/sundial/pkg/signingkey"
+	"github.com/sundialhq/sundial/pkg/domain/signature"
+	"github.com/sundialhq/sundial/pkg/postgres/signingkey"
+	"github.com/sundialhq/sundial/pkg/process/clock"
+	"github.com/sundialhq/sundial/pkg/process/lifecycle"
 )
 
 // Source reads every tenant's valid keys, and one tenant's, making its

@@ -12,9 +12,9 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/sundialhq/sundial/pkg/clock"
-	"github.com/sundialhq/sundial/pkg/signature"
-	"github.com/sundialhq/sundial/pkg/signingkey"
+	"github.com/sundialhq/sundial/pkg/domain/signature"
+	"github.com/sundialhq/sundial/pkg/postgres/signingkey"
+	"github.com/sundialhq/sundial/pkg/process/clock"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -12,8 +12,8 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/sundialhq/sundial/pkg/netpolicy"
-	"github.com/sundialhq/sundial/pkg/secrets"
+	"github.com/sundialhq/sundial/pkg/domain/netpolicy"
+	"github.com/sundialhq/sundial/pkg/domain/secrets"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 

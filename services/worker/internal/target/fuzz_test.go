@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/pkg/signature"
+	"github.com/sundialhq/sundial/pkg/domain/firing"
+	"github.com/sundialhq/sundial/pkg/domain/signature"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 

@@ -13,9 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/jobspec"
-	"github.com/sundialhq/sundial/pkg/netpolicy"
-	"github.com/sundialhq/sundial/pkg/secrets"
+	"github.com/sundialhq/sundial/pkg/domain/jobspec"
+	"github.com/sundialhq/sundial/pkg/domain/netpolicy"
+	"github.com/sundialhq/sundial/pkg/domain/secrets"
 )
 
 // Secrets expands `{{secret:NAME}}` references among one tenant's secrets;

@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/net/dns/dnsmessage"
 
-	"github.com/sundialhq/sundial/pkg/netpolicy"
+	"github.com/sundialhq/sundial/pkg/domain/netpolicy"
 )
 
 // The SSRF guard against a hostile job: its URL names a host the worker

@@ -12,9 +12,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/firing"
-	"github.com/sundialhq/sundial/pkg/signature"
-	"github.com/sundialhq/sundial/pkg/tracing"
+	"github.com/sundialhq/sundial/pkg/domain/firing"
+	"github.com/sundialhq/sundial/pkg/domain/signature"
+	"github.com/sundialhq/sundial/pkg/process/tracing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 

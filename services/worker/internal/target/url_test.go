@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/sundialhq/sundial/pkg/jobspec"
+	"github.com/sundialhq/sundial/pkg/domain/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 

@@ -37,8 +37,8 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/sundialhq/sundial/pkg/lease"
-	"github.com/sundialhq/sundial/pkg/tracing"
+	"github.com/sundialhq/sundial/pkg/process/tracing"
+	"github.com/sundialhq/sundial/pkg/store/lease"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 

@@ -3,7 +3,7 @@ package work
 import (
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/lease"
+	"github.com/sundialhq/sundial/pkg/store/lease"
 
 	"github.com/sundialhq/sundial/services/worker/internal/target"
 )

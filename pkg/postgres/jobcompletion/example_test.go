@@ -1,0 +1,44 @@
+package jobcompletion_test
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sundialhq/sundial/pkg/postgres/jobcompletion"
+)
+
+// A worker whose firing of a one-off job's last slot settled completes the
+// job, if it is still the version that staged the slot.
+func ExampleComplete() {
+	ctx := context.Background()
+	var pool *pgxpool.Pool // the caller's pool
+	done, err := jobcompletion.Complete(ctx, pool, "system:worker", []jobcompletion.Job{{
+		ID:      uuid.MustParse("0190f0c2-7a1b-7c3d-8e4f-5a6b7c8d9e10"),
+		Version: 7,
+		Detail:  map[string]any{"execution_id": "0190f0c2-7a1b-7c3d-8e4f-5a6b7c8d9e0f", "outcome": "succeeded"},
+	}})
+	if err != nil || !done[0] {
+		return // an error, or the job was changed, ended or completed already
+	}
+}
+
+// The api resumes a paused one-off job whose instant has passed: the job
+// completes as version 8, in the transaction that holds its row lock and
+// writes the resume's audit row.
+func ExampleCompleteOnResume() {
+	ctx := context.Background()
+	var tx pgx.Tx     // the caller's transaction, the job's row locked
+	var spec []byte   // the job as stored at version 8
+	var now time.Time // the transaction's clock
+	done, err := jobcompletion.CompleteOnResume(ctx, tx, jobcompletion.Resumed{
+		ID:      uuid.MustParse("0190f0c2-7a1b-7c3d-8e4f-5a6b7c8d9e10"),
+		Version: 7, Spec: spec, At: now,
+	})
+	if err != nil || !done {
+		return // an error, or the job is no longer paused at version 7
+	}
+}
