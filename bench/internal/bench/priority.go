@@ -130,7 +130,7 @@ func (r *Runner) Priority(ctx context.Context, d *deployment, cfg PriorityConfig
 		fmt.Sprint(ca.RawDuplicates + ha.RawDuplicates + la.RawDuplicates)}
 	res.detailf("priority: CRITICAL lateness %s; HIGH lateness %s; LOW lateness %s (the LOW herd queues for its share of the executors by design)", cs, hs, ls)
 	target := 50 * time.Millisecond
-	res.detailf("priority: CRITICAL p99 %s and HIGH p99 %s against the 50 ms target of issue 16: %s", FormatLatency(cs.P99), FormatLatency(hs.P99),
+	res.detailf("priority: CRITICAL p99 %s and HIGH p99 %s against the 50 ms target: %s", FormatLatency(cs.P99), FormatLatency(hs.P99),
 		map[bool]string{true: "met", false: "NOT met"}[cs.P99 <= target && hs.P99 <= target])
 	// The herd's last request started ls.Max after the herd's instant and
 	// held its executor cfg.Slow more.

@@ -2,7 +2,7 @@
 -- jobs name in their schedule (sundial.v1.Schedule.calendar). spec is the
 -- serialized sundial.v1.Calendar (description, holidays, weekend); the
 -- columns are authoritative for tenant, name and version. Only
--- pkg/calendar writes this table; the prefetcher reads a job's calendar in
+-- pkg/postgres/calendarstore writes this table; the prefetcher reads a job's calendar in
 -- its staging transaction, so an edit applies to every instant staged
 -- after it commits.
 

@@ -1,11 +1,11 @@
--- signing_keys: each tenant's webhook signing keys (issue 15, item 2). A
+-- signing_keys: each tenant's webhook signing keys. A
 -- tenant has one current key (expires_at NULL) and, for the overlap after a
 -- rotation, the previous one until expires_at; workers sign with every key
 -- still valid, naming each, so a target verifying with either passes.
 --
 -- sealed is the key's secret encrypted with AES-256-GCM under the
 -- operators' key-encryption key (--signing-key-encryption-key-file on the
--- api and the workers; pkg/signingkey), with the tenant and key id as
+-- api and the workers; pkg/postgres/signingkey), with the tenant and key id as
 -- associated data: a database dump or backup holds no usable key, and a
 -- row copied to another tenant or key id does not open.
 

@@ -1,5 +1,5 @@
 -- +goose NO TRANSACTION
--- Two reads of the console (issue 14) that no index served:
+-- Two reads of the console that no index served:
 --
 -- jobs_name_trgm: the jobs list's name search (contains, ignoring case:
 -- lower(name) LIKE '%…%', the store escaping % _ \). Without it a search

@@ -1,5 +1,5 @@
 -- +goose NO TRANSACTION
--- jobs_tenant_status: the jobs list's status filter (issue 14). The list
+-- jobs_tenant_status: the jobs list's status filter. The list
 -- reads a tenant's jobs in id order (keyset paging) and filtered by status
 -- walked the tenant's (tenant, id) index keeping the rows of that status:
 -- fast when they are spread through the id order, a walk of every job

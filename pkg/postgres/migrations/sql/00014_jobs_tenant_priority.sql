@@ -1,5 +1,5 @@
 -- +goose NO TRANSACTION
--- jobs_tenant_priority: the jobs list's priority filter (issue 14), for
+-- jobs_tenant_priority: the jobs list's priority filter, for
 -- the priorities a job has only when someone chose it. A page filtered
 -- by a rare priority walked the tenant's (tenant, id) index until it
 -- filled, and a bulk action's count of it read every job (209 ms at

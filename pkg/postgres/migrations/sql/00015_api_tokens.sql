@@ -1,4 +1,4 @@
--- api_tokens: bearer tokens made through the api (issue 15, item 3), each
+-- api_tokens: bearer tokens made through the api, each
 -- with a role: admin or read-only for its tenant, or operator (the
 -- platform's: read-only across tenants, dead-letter re-drive with a
 -- tenant named). The static tokens of --tokens/--tokens-file stay as the

@@ -1,5 +1,5 @@
 -- jobs.runs_staged and jobs.runs_counted_through: a job's run-count limit
--- (Job.max_runs, issue 17). The prefetcher counts, in the transaction that
+-- (Job.max_runs). The prefetcher counts, in the transaction that
 -- stages them (fenced by its leader epoch), the slots of the job's
 -- schedule it stages to fire: runs_staged is their number, and
 -- runs_counted_through the latest slot counted, so a slot staged again

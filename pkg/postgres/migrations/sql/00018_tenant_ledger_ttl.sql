@@ -1,11 +1,11 @@
--- tenant_ledger_ttl: how long each tenant's ledger rows live in Cassandra
--- (issue 17). Operators set it in the api's --quotas-file (ledger_ttl, in
+-- tenant_ledger_ttl: how long each tenant's ledger rows live in Cassandra.
+-- Operators set it in the api's --quotas-file (ledger_ttl, in
 -- defaults and per tenant); the api writes this table from the file at
 -- start, and the ledger's writers (workers, the prefetcher's drainer) read
 -- it every minute and write each row USING TTL its tenant's
--- (pkg/ledgerttl). The row with tenant '' is the default of tenants without
+-- (pkg/postgres/ledgerttl). The row with tenant '' is the default of tenants without
 -- a row of their own; with no rows at all every tenant keeps the tables'
--- default of 90 days. The bounds are pkg/ledger's MinTTL and MaxTTL.
+-- default of 90 days. The bounds are pkg/store/ledger's MinTTL and MaxTTL.
 
 -- +goose Up
 CREATE TABLE tenant_ledger_ttl (

@@ -1,9 +1,9 @@
--- The audit trails of the changes outside jobs and tokens (issue 15,
--- item 3: every change audited). job_audit keeps the jobs' changes,
+-- The audit trails of the changes outside jobs and tokens (every change
+-- audited). job_audit keeps the jobs' changes,
 -- token_audit the tokens'.
 --
--- signing_key_audit: every change to a tenant's signing keys (issue 15,
--- item 3: every change audited), written by pkg/signingkey's Store in the
+-- signing_key_audit: every change to a tenant's signing keys (every change
+-- audited), written by pkg/postgres/signingkey's Store in the
 -- change's own transaction, so the trail holds exactly the changes that
 -- committed: who (the caller, as the audit trail names callers), which
 -- key the change made, what (create, rotate), when (Postgres's clock, as
@@ -12,7 +12,7 @@
 -- never here.
 --
 -- A table of its own rather than rows in token_audit: one writer per
--- table (pkg/signingkey writes signing keys and their trail, the api's
+-- table (pkg/postgres/signingkey writes signing keys and their trail, the api's
 -- tokens package tokens and theirs), and a key id is not a token id.
 -- Rows are never deleted, unlike signing_keys' rows of long-expired keys.
 
@@ -31,7 +31,7 @@ CREATE INDEX signing_key_audit_tenant ON signing_key_audit (tenant, id DESC);
 
 -- calendar_audit: every change to a tenant's business calendars (create,
 -- update, delete; an iCalendar import is a create or an update whose
--- detail says so), written by pkg/calendar's Store in the change's own
+-- detail says so), written by pkg/postgres/calendarstore's Store in the change's own
 -- transaction: who, which calendar, the version the change produced (the
 -- last version for a delete), when, and detail (the holidays' count, jobs
 -- rescheduled). The trail outlives the calendar.

@@ -1,4 +1,4 @@
--- The web console's server-side state (issue 25): sessions the server can
+-- The web console's server-side state: sessions the server can
 -- end, and the sign-in throttle with its audit trail. One writer: the
 -- api's console package (services/api/internal/console).
 --

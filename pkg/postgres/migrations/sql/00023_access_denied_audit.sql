@@ -1,5 +1,5 @@
--- access_denied_audit: calls the api refused before any handler ran
--- (issue 25, item 5): Unauthenticated (no bearer token, or one unknown,
+-- access_denied_audit: calls the api refused before any handler ran:
+-- Unauthenticated (no bearer token, or one unknown,
 -- revoked or expired) and PermissionDenied (the caller's role may not make
 -- the call). Written only by the api's deniedaudit package, in the
 -- background and in batches, never on the refused call's path.

@@ -1,5 +1,5 @@
 -- +goose NO TRANSACTION
--- Two reads of the console (issue 26) that no index served:
+-- Two reads of the console that no index served:
 --
 -- jobs_tenant_name_prefix: the dead-letter and execution filters take a
 -- job's name as well as its id, read as a prefix ignoring case

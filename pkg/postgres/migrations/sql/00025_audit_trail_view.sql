@@ -1,12 +1,12 @@
 -- +goose NO TRANSACTION
--- The merged audit view (pkg/audittrail.List): every change trail of a
+-- The merged audit view (pkg/postgres/audittrail.List): every change trail of a
 -- tenant, newest first by instant, filtered by actor and time. Each trail
 -- is read by its own LIMITed scan of (tenant, at, id), or of
 -- (tenant, actor, at, id) when the view keeps one actor, so a page reads
 -- at most its size from each trail whatever the filters. The per-trail
 -- reads keep their (tenant, id) and (tenant, subject, id) indexes.
 --
--- The trails stay four tables (pkg/audittrail/DESIGN.md says why); only
+-- The trails stay four tables (pkg/postgres/audittrail/DESIGN.md says why); only
 -- these indexes are new. Audit rows are written once per change, not
 -- per firing, so the two more index entries a row are cheap.
 --

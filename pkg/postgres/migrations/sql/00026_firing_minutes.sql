@@ -1,4 +1,4 @@
--- The platform's own numbers without Prometheus (issue 26): a per-minute
+-- The platform's own numbers without Prometheus: a per-minute
 -- rollup of firings, and what each worker is executing now. One writer:
 -- the worker's rollup package (services/worker/internal/rollup), which
 -- also deletes what is past retention; the api's console reads them.
@@ -7,7 +7,7 @@
 -- counts in memory and adds its counts every ~10 s with one INSERT ... ON
 -- CONFLICT DO UPDATE of all its rows, so rows of many workers merge by
 -- addition. The outcome columns and the lateness buckets are
--- pkg/firingstats's (lateness: one count per bucket bound and one above,
+-- pkg/postgres/firingstats's (lateness: one count per bucket bound and one above,
 -- at the attempt's start, against its fire instant). A minute is the
 -- worker's corrected (database) clock's, when the outcome was counted.
 -- Kept 8 days; at 100 tenants × 3 priorities it is 432,000 rows a day.

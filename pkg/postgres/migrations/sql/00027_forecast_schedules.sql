@@ -1,6 +1,6 @@
 -- +goose NO TRANSACTION
--- The forecast's count of jobs per distinct schedule (issue 26, items 4
--- and 9; docs/forecast.md "How it is computed"). The forecast needs of a
+-- The forecast's count of jobs per distinct schedule (docs/forecast.md "How
+-- it is computed"). The forecast needs of a
 -- job only its schedule, its jitter, its tenant and priority and whether
 -- it is active; jobs sharing all of these count alike. Instead of reading
 -- every job's spec on each forecast (4 µs a job), the api reads
@@ -16,7 +16,7 @@
 -- is the SHA-256 of those parts, the key's identity.
 --
 -- Who keeps it: every write of jobs. Three packages change which jobs are
--- live (the api's store; pkg/jobcompletion, from the worker and the api's
+-- live (the api's store; pkg/postgres/jobcompletion, from the worker and the api's
 -- resume; the prefetcher's retention), so the count is kept by triggers
 -- on jobs, in the writing transaction. A trigger does not update the
 -- count row (that would serialise every writer of a popular schedule on
@@ -71,7 +71,7 @@ CREATE TABLE IF NOT EXISTS forecast_schedule_changes (
 -- — and, inside the schedule and its additional_schedules, whether it
 -- counts from the creation instant (an interval or rrule without a
 -- start_time: anchor) or has a cron item starting with H (jobspec.Hashed:
--- job_id), as pkg/forecast's Decoder does. It runs for every job written
+-- job_id), as pkg/domain/forecast's Decoder does. It runs for every job written
 -- (about 30 µs; docs/benchmarks.md), so it reads the bytes once with
 -- one-byte tags and lengths taken without a loop, and stops at the Job's
 -- first field past 13: the api encodes specs with proto.Marshal, which

@@ -19,7 +19,7 @@ import (
 	"github.com/sundialhq/sundial/services/api/internal/console"
 )
 
-// TestBrowserConsoleOperatorsDay drives issue 26's console items in
+// TestBrowserConsoleOperatorsDay drives the operator's console items in
 // headless Chromium against the api on real Postgres, Redis and
 // Cassandra: a read-only user is shown its role and no write control,
 // and a typed URL to one is refused naming the role; dead letters show

@@ -34,7 +34,7 @@ import (
 )
 
 // pageBudget is the server-side time every console page must answer in
-// (the median of its runs after a warm-up), issue 26 item 9.
+// (the median of its runs after a warm-up).
 const pageBudget = 200 * time.Millisecond
 
 // planCostBound is the highest total cost (the planner's estimate, in its

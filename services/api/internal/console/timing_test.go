@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// TestTimingConsolePages is the bench-sized page check of issue 26 item 9:
+// TestTimingConsolePages is the bench-sized page check:
 // every console page within 200 ms server-side (the median of 5 runs
 // after a warm-up, through the console's handler) with, by default, 10 M
 // jobs, 10 M ledger records and 100 k dead letters. It only runs when
