@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,27 +28,10 @@ import (
 	"github.com/sundialhq/sundial/pkg/client"
 	"github.com/sundialhq/sundial/pkg/domain/auth"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/testkit/logbuf"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 	"github.com/sundialhq/sundial/testkit/tlstest"
 )
-
-// lockedBuffer collects a process's stderr while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // install copies from over to, through a rename, as the kubelet swaps a
 // mounted Secret's files.
@@ -90,7 +72,7 @@ func TestServeBinaryTLS(t *testing.T) {
 	install(t, first.KeyFile, keyFile)
 	install(t, first.CertFile, certFile)
 
-	var stderr lockedBuffer
+	var stderr logbuf.Buffer
 	cmd := exec.Command(bin,
 		"--grpc-addr", grpcAddr, "--admin-addr", adminAddr, "--http-addr", httpAddr, "--postgres-dsn", dsn,
 		"--tokens", "tls-token=acme", "--log-format", "text",

@@ -43,6 +43,7 @@ import (
 	"github.com/sundialhq/sundial/services/worker/internal/prepare"
 	"github.com/sundialhq/sundial/services/worker/internal/recorder"
 	"github.com/sundialhq/sundial/services/worker/internal/settle"
+	"github.com/sundialhq/sundial/testkit/logbuf"
 )
 
 var workerBinary, relayBinary string
@@ -117,12 +118,12 @@ type env struct {
 	adm     *kadm.Client
 	// logs has everything the env's in-process workers logged, for tests
 	// that check what a worker must never log.
-	logs *logBuffer
+	logs *logbuf.Buffer
 }
 
 func newEnv(t *testing.T, partitions int32) *env {
 	t.Helper()
-	e := &env{t: t, logs: &logBuffer{}}
+	e := &env{t: t, logs: &logbuf.Buffer{}}
 	e.topics = firing.Topics{Prefix: "test." + testinfra.UniqueName(t, 150)}
 	e.group = testinfra.KafkaGroup(t)
 	e.rdb, e.redisPfx = testinfra.Redis(t)
@@ -286,31 +287,13 @@ func (e *env) startInProcessWith(cfg app.Config, deps app.Deps) *app.Worker {
 type testWriter struct {
 	t    *testing.T
 	name string
-	copy *logBuffer
+	copy *logbuf.Buffer
 }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(w.name + ": " + strings.TrimRight(string(p), "\n"))
 	_, _ = w.copy.Write(p)
 	return len(p), nil
-}
-
-// logBuffer collects log output written from many goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // proc is a worker running as its own process.

@@ -1,7 +1,6 @@
 package connsec_test
 
 import (
-	"bytes"
 	"crypto/tls"
 	"errors"
 	"flag"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/process/config"
 	"github.com/sundialhq/sundial/pkg/process/connsec"
+	"github.com/sundialhq/sundial/testkit/logbuf"
 	"github.com/sundialhq/sundial/testkit/tlstest"
 )
 
@@ -158,24 +158,6 @@ func TestServerCertsServeAndVerifyClients(t *testing.T) {
 	require.ErrorContains(t, err, "protocol version", "--tls-min-version 1.3")
 }
 
-// syncBuffer is a log destination safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func copyFile(t *testing.T, from, to string) {
 	t.Helper()
 	b, err := os.ReadFile(from)
@@ -199,7 +181,7 @@ func TestServerCertsReload(t *testing.T) {
 	copyFile(t, initial.CertFile, certFile)
 	copyFile(t, initial.KeyFile, keyFile)
 	copyFile(t, first.CertFile, caFile)
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	sc, err := connsec.ServerTLS{CertFile: certFile, KeyFile: keyFile, ClientCAFile: caFile}.Load(slog.New(slog.NewTextHandler(&logs, nil)))
 	require.NoError(t, err)
 	addr := serveTLS(t, sc.Config())

@@ -1,14 +1,12 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/process/config"
 	"github.com/sundialhq/sundial/pkg/process/lifecycle"
 	"github.com/sundialhq/sundial/pkg/process/tracing"
+	"github.com/sundialhq/sundial/testkit/logbuf"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -34,27 +33,10 @@ func (c *component) Start(context.Context) error {
 	})
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestRunServesAdminAndDrainsComponents(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &component{stopped: make(chan struct{})}
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	ready := make(chan string, 1)
 	errc := make(chan error, 1)
 	go func() {
@@ -121,7 +103,7 @@ func TestRunExitsWhenAComponentEndsOnItsOwn(t *testing.T) {
 	healthy := &component{stopped: make(chan struct{})}
 	broken := &failing{fail: make(chan struct{})}
 	close(broken.fail)
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	errc := make(chan error, 1)
 	go func() {
 		errc <- Run(context.Background(), "test", Common{AdminAddr: "127.0.0.1:0", LogLevel: "info", LogFormat: "json", DrainTimeout: 5 * time.Second}, &logs,
@@ -148,7 +130,7 @@ func TestRunExitsWhenAComponentEndsOnItsOwn(t *testing.T) {
 }
 
 func TestRunFailsOnBuildError(t *testing.T) {
-	err := Run(context.Background(), "test", Common{AdminAddr: "127.0.0.1:0", LogLevel: "info", LogFormat: "text", DrainTimeout: time.Second}, &syncBuffer{},
+	err := Run(context.Background(), "test", Common{AdminAddr: "127.0.0.1:0", LogLevel: "info", LogFormat: "text", DrainTimeout: time.Second}, &logbuf.Buffer{},
 		func(context.Context, Env) ([]lifecycle.Service, error) { return nil, errors.New("no postgres") })
 	if err == nil || !strings.Contains(err.Error(), "no postgres") {
 		t.Fatalf("err = %v", err)
@@ -168,7 +150,7 @@ func TestRunFlushesSpansOnStop(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := Common{AdminAddr: "127.0.0.1:0", LogLevel: "info", LogFormat: "json", DrainTimeout: 5 * time.Second,
 		Tracing: tracing.Config{Exporter: tracing.ExporterOTLPHTTP, Endpoint: collector.URL, SampleRatio: 1}}
-	err := Run(ctx, "test", c, &syncBuffer{}, func(_ context.Context, env Env) ([]lifecycle.Service, error) {
+	err := Run(ctx, "test", c, &logbuf.Buffer{}, func(_ context.Context, env Env) ([]lifecycle.Service, error) {
 		tr := env.Tracing.Tracer("daemon-test")
 		if tr == nil {
 			return nil, errors.New("tracing on, but no tracer")
@@ -194,7 +176,7 @@ func TestRunFlushesSpansOnStop(t *testing.T) {
 func TestRunWithTracingOffHasNoTracer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var tr any = "unset"
-	err := Run(ctx, "test", Common{AdminAddr: "127.0.0.1:0", LogLevel: "info", LogFormat: "json", DrainTimeout: time.Second}, &syncBuffer{},
+	err := Run(ctx, "test", Common{AdminAddr: "127.0.0.1:0", LogLevel: "info", LogFormat: "json", DrainTimeout: time.Second}, &logbuf.Buffer{},
 		func(_ context.Context, env Env) ([]lifecycle.Service, error) {
 			if t := env.Tracing.Tracer("x"); t != nil {
 				tr = t

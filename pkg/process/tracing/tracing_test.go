@@ -1,7 +1,6 @@
 package tracing
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +21,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/process/config"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/testkit/logbuf"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -265,26 +264,8 @@ func TestProviderOffIsNothing(t *testing.T) {
 	p.Stop()
 }
 
-// syncBuffer is written by the exporter's goroutine and read by the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestProviderStdoutFlushesOnStop(t *testing.T) {
-	var out syncBuffer
+	var out logbuf.Buffer
 	p, err := New(context.Background(), "relay", Config{Exporter: ExporterStdout, SampleRatio: 1}, WithStdout(&out))
 	if err != nil {
 		t.Fatal(err)

@@ -3,11 +3,9 @@
 package rangeleader_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/process/connsec"
 	"github.com/sundialhq/sundial/pkg/store/rangeleader"
+	"github.com/sundialhq/sundial/testkit/logbuf"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
@@ -170,25 +169,6 @@ func TestWrongIdentityCannotTakeOver(t *testing.T) {
 	require.True(t, leads(right))
 }
 
-// syncBuffer is a log destination the coordinator's goroutines and the test
-// share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // A tree an older version left world-writable (the election path and a
 // node below it) is given the identity's ACL by the startup check, which
 // logs each path it tightened and never the password; a tree whose ACL
@@ -201,7 +181,7 @@ func TestCheckTightensWorldWritableTree(t *testing.T) {
 		_, err := conn.Create(p, []byte("old"), 0, zk.WorldACL(zk.PermAll))
 		require.NoError(t, err)
 	}
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	cfg := identityConfig(t, testIdentity(), path, "upgraded", slog.New(slog.NewTextHandler(&logs, nil)))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -3,7 +3,6 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,31 +25,15 @@ import (
 	"github.com/sundialhq/sundial/pkg/process/config"
 	"github.com/sundialhq/sundial/pkg/process/lifecycle"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/testkit/logbuf"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // downAPI is an api started in process for a startup test.
 type downAPI struct {
 	t        *testing.T
 	app      *App
-	logs     *syncBuffer
+	logs     *logbuf.Buffer
 	jobs     sundialv1.JobServiceClient
 	health   healthpb.HealthClient
 	httpAddr string
@@ -79,7 +61,7 @@ func startAPI(t *testing.T, args ...string) *downAPI {
 	cfg.Validate(&p)
 	require.NoError(t, p.Err())
 
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	t0 := time.Now()
 	a, err := New(context.Background(), cfg, Deps{Logger: slog.New(slog.NewTextHandler(logs, nil)), Registry: prometheus.NewRegistry()})
 	require.NoError(t, err)

@@ -29,6 +29,7 @@ import (
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/deniedaudit"
 	"github.com/sundialhq/sundial/services/api/internal/tokens"
+	"github.com/sundialhq/sundial/testkit/logbuf"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
@@ -37,7 +38,7 @@ import (
 type tokensAPI struct {
 	t        *testing.T
 	file     string
-	logs     *syncBuffer
+	logs     *logbuf.Buffer
 	pool     *pgxpool.Pool
 	jobs     sundialv1.JobServiceClient
 	tokens   sundialv1.TokenServiceClient
@@ -76,7 +77,7 @@ func loadConfig(t *testing.T, args ...string) (Config, error) {
 
 func startTokensAPI(t *testing.T, body string) *tokensAPI {
 	t.Helper()
-	a := &tokensAPI{t: t, file: filepath.Join(t.TempDir(), "tokens.yaml"), logs: &syncBuffer{}}
+	a := &tokensAPI{t: t, file: filepath.Join(t.TempDir(), "tokens.yaml"), logs: &logbuf.Buffer{}}
 	a.write(body)
 	dsn := testinfra.PostgresDSN(t)
 	grpcAddr := testinfra.UnusedAddr(t)

@@ -1,39 +1,21 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"io"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/sundialhq/sundial/testkit/logbuf"
 	"github.com/sundialhq/sundial/testkit/tlstest"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // With TLS the HTTP port serves HTTPS, HTTP/2 included; a client that
 // does not speak TLS gets 400 and the failed handshake is logged at debug
@@ -44,7 +26,7 @@ func TestServesHTTPS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuffer
+	var logs logbuf.Buffer
 	srv, err := New(Config{Addr: "127.0.0.1:0", Conn: conn, StopTimeout: 5 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		TLS:    &tls.Config{Certificates: []tls.Certificate{ca.Server("api").Pair}, NextProtos: []string{"h2", "http/1.1"}}})

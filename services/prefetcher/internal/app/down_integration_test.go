@@ -3,11 +3,9 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,25 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sundialhq/sundial/pkg/process/lifecycle"
+	"github.com/sundialhq/sundial/testkit/logbuf"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // The prefetcher starts within seconds whichever of Postgres, ZooKeeper
 // or Cassandra does not answer, its readiness check naming the one that
@@ -51,7 +33,7 @@ func TestPrefetcherStartsWhileAComponentIsDown(t *testing.T) {
 		{"cassandra", "", []string{"--postgres-dsn", testinfra.PostgresDSN(t), "--zk-addrs", zk, "--cassandra-hosts", "127.0.0.1:1"}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			logs := &syncBuffer{}
+			logs := &logbuf.Buffer{}
 			// Under the test's own root, which is deleted afterwards (and
 			// open, whatever the ACL of a /sundial a make run created).
 			_, root := testinfra.ZooKeeper(t)

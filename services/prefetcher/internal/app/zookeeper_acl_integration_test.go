@@ -18,6 +18,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/process/connsec"
 	"github.com/sundialhq/sundial/pkg/process/lifecycle"
 	"github.com/sundialhq/sundial/pkg/store/rangeleader"
+	"github.com/sundialhq/sundial/testkit/logbuf"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
@@ -38,7 +39,7 @@ func TestPrefetcherTightensAnOpenTreeAtStart(t *testing.T) {
 	pwFile := filepath.Join(t.TempDir(), "zk-password")
 	require.NoError(t, os.WriteFile(pwFile, []byte(testinfra.ZooKeeperDigestPassword+"\n"), 0o600))
 
-	start := func(t *testing.T, logs *syncBuffer, args ...string) (*App, error) {
+	start := func(t *testing.T, logs *logbuf.Buffer, args ...string) (*App, error) {
 		cfg := validConfig(t, append([]string{
 			"--postgres-dsn", testinfra.PostgresDSN(t), "--zk-addrs", testinfra.ZooKeeperAddrs(t)[0],
 			"--election-path", election, "--zk-username", testinfra.ZooKeeperDigestUser,
@@ -54,7 +55,7 @@ func TestPrefetcherTightensAnOpenTreeAtStart(t *testing.T) {
 		return a, nil
 	}
 
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	a, err := start(t, logs, "--zk-password-file", pwFile)
 	require.NoError(t, err)
 	for _, p := range []string{election, election + "/members", election + "/ranges"} {
@@ -90,7 +91,7 @@ func TestPrefetcherTightensAnOpenTreeAtStart(t *testing.T) {
 	_, err = conn.CreateProtectedEphemeralSequential(election+"/members/m_", []byte("intruder"), zk.WorldACL(zk.PermAll))
 	require.ErrorIs(t, err, zk.ErrNoAuth, "a fake member")
 
-	wrongLogs := &syncBuffer{}
+	wrongLogs := &logbuf.Buffer{}
 	_, err = start(t, wrongLogs, "--zk-password", "guessed")
 	require.ErrorIs(t, err, connsec.ErrRefused)
 	require.ErrorIs(t, err, rangeleader.ErrNotAdmitted)

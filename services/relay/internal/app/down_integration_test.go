@@ -3,11 +3,9 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,32 +15,15 @@ import (
 	"github.com/sundialhq/sundial/pkg/process/lifecycle"
 	"github.com/sundialhq/sundial/services/relay/internal/itest"
 	"github.com/sundialhq/sundial/services/relay/internal/relay"
+	"github.com/sundialhq/sundial/testkit/logbuf"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
-// syncBuffer is a log written from many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startRelay builds and starts the relay as daemon.Run would, failing the
 // test unless that takes a few seconds at most.
-func startRelay(t *testing.T, cfg relay.Config) (*App, *syncBuffer) {
+func startRelay(t *testing.T, cfg relay.Config) (*App, *logbuf.Buffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	a, err := New(context.Background(), cfg, Deps{Logger: slog.New(slog.NewTextHandler(logs, nil)), Registry: prometheus.NewRegistry()})
 	require.NoError(t, err)
 	var g lifecycle.Group
