@@ -8,6 +8,7 @@
   "session-timeout" $v.worker.sessionTimeout
   "revoke-drain-timeout" $v.worker.revokeDrainTimeout
   "executors" $v.worker.executors
+  "max-held" $v.worker.maxHeld
   "staging-window" $v.prefetcher.window
   "redis-addr" $v.redis.addr
   "redis-key-prefix" $v.global.redisKeyPrefix
