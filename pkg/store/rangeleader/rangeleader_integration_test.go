@@ -258,9 +258,29 @@ func TestConnectionBlipResumesTheSameRangesOnTheSameEpochs(t *testing.T) {
 	s := requireSpread(t, b, "a", "b")
 	mine := led(s, "b")
 	epochs := map[int]int64{}
-	for _, r := range mine {
-		epochs[r] = b.lastEpoch(r)
-	}
+	// The spread is settled once no range changed hands or epoch for a
+	// while: the cut must find b at rest on the terms it then resumes.
+	require.Eventually(t, func() bool {
+		before := map[int]int64{}
+		for r := range testRanges {
+			before[r] = b.lastEpoch(r)
+		}
+		time.Sleep(200 * time.Millisecond)
+		now := b.snapshot()
+		mine = led(now, "b")
+		if len(now) != testRanges {
+			return false
+		}
+		for r := range testRanges {
+			if b.lastEpoch(r) != before[r] {
+				return false
+			}
+		}
+		for _, r := range mine {
+			epochs[r] = before[r]
+		}
+		return true
+	}, 10*time.Second, time.Millisecond, "the ranges never settled")
 
 	d.Cut()
 	require.Eventually(t, func() bool {
