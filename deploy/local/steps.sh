@@ -25,46 +25,61 @@ summary=()
 total_start=$(date +%s)
 mkdir -p .run/steps
 out=.run/steps.tsv
-printf 'step\tseconds\tbudget\tresult\n' >"$out"
+printf 'step\tseconds\tbudget\tbusy\tresult\n' >"$out"
 
 report() {
   local rc=$?
   local total=$(($(date +%s) - total_start))
   echo
   echo "--- make test: time per step (steps joined by + ran side by side)"
-  printf '  %-18s %8s %8s  %s\n' step took budget result
+  printf '  %-18s %8s %8s %5s  %s\n' step took budget busy result
   for line in "${summary[@]}"; do
-    IFS=$'\t' read -r name took budget result <<<"$line"
-    printf '  %-18s %7ss %7ss  %s\n' "$name" "$took" "$budget" "$result"
+    IFS=$'\t' read -r name took budget busy result <<<"$line"
+    printf '  %-18s %7ss %7ss %5s  %s\n' "$name" "$took" "$budget" "$busy" "$result"
   done
   printf '  %-18s %7ss\n' total "$total"
   exit "$rc"
 }
 trap report EXIT
 
-# run_step name budget: make name under its budget; prints "rc took".
+# cpu_ticks: the machine's busy and total CPU ticks so far (/proc/stat's
+# first line; busy is everything but idle and iowait).
+cpu_ticks() {
+  local _ user nice system idle iowait rest
+  read -r _ user nice system idle iowait rest </proc/stat
+  local total=$((user + nice + system + idle + iowait))
+  for v in $rest; do total=$((total + v)); done
+  echo "$((total - idle - iowait)) $total"
+}
+
+# run_step name budget: make name under its budget; writes "rc took busy"
+# to .run/steps/name.rc, busy being the share of the machine's CPU (every
+# core) in use while the step ran, whoever used it: a step with a low
+# share mostly waits, and is a candidate to run beside another.
 run_step() {
-  local start rc=0
+  local start rc=0 busy0 total0 busy1 total1
+  read -r busy0 total0 < <(cpu_ticks)
   start=$(date +%s)
   # timeout signals the step's whole process group (make and the tests it
   # started); -k: what does not stop within 30 s of the budget is killed.
   timeout -k 30 "$2" make --no-print-directory "$1" || rc=$?
-  echo "$rc $(($(date +%s) - start))" >".run/steps/$1.rc"
+  read -r busy1 total1 < <(cpu_ticks)
+  echo "$rc $(($(date +%s) - start)) $(((busy1 - busy0) * 100 / (total1 - total0 + 1)))%" >".run/steps/$1.rc"
 }
 
 # record name budget label: adds the step's line to the summary; fails
 # (returns its exit status) when the step did.
 record() {
-  local name=$1 budget=$2 label=$3 rc took result=ok
-  read -r rc took <".run/steps/$name.rc"
+  local name=$1 budget=$2 label=$3 rc took busy result=ok
+  read -r rc took busy <".run/steps/$name.rc"
   if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
     result="over budget (stopped at ${budget}s)"
   elif [ "$rc" -ne 0 ]; then
     result="failed (exit $rc)"
   fi
-  summary+=("$label"$'\t'"$took"$'\t'"$budget"$'\t'"$result")
-  printf '%s\t%s\t%s\t%s\n' "$name" "$took" "$budget" "$result" >>"$out"
-  echo "=== step $name: $result in ${took}s (budget ${budget}s)"
+  summary+=("$label"$'\t'"$took"$'\t'"$budget"$'\t'"$busy"$'\t'"$result")
+  printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$took" "$budget" "$busy" "$result" >>"$out"
+  echo "=== step $name: $result in ${took}s (budget ${budget}s, machine ${busy} busy)"
   if [ "$rc" -ne 0 ]; then
     echo "make test: step $name $result" >&2
   fi
