@@ -6,11 +6,19 @@
 #   deploy/local/steps.sh a:budget+b:budget ...          a and b side by side
 #   deploy/local/steps.sh a:budget,c:budget+b:budget ... a then c, beside b
 #
+#   deploy/local/steps.sh a:budget+~b:budget ...         b beside a, at the lowest CPU priority
+#
 # Steps run one after the other; lanes joined by + start together and the
 # run goes on when all of them have ended (each step still against its own
 # budget); a lane is one step or several joined by , one after the other.
 # Side by side, each step's output goes to .run/steps/<step>.log and is
 # printed whole once its group has ended, so the log reads step by step.
+#
+# A step named with a leading ~ runs under nice 19: it takes only the CPU
+# the steps beside it leave idle, so a step that keeps the cores busy
+# (fuzzing, a smoke run that asserts nothing about speed) can fill the
+# idle time of one that mostly waits on real time and asserts bounds of
+# seconds, without stretching those bounds.
 #
 # A step that fails stops the run with its exit status (its lane at once,
 # the lanes beside it when they have ended). A step still running at its budget is stopped and
@@ -52,7 +60,8 @@ cpu_ticks() {
   echo "$((total - idle - iowait)) $total"
 }
 
-# run_step name budget: make name under its budget; writes "rc took busy"
+# run_step name budget [nice]: make name under its budget (at nice 19 when
+# the third argument is "nice"); writes "rc took busy"
 # to .run/steps/name.rc, busy being the share of the machine's CPU (every
 # core) in use while the step ran, whoever used it: a step with a low
 # share mostly waits, and is a candidate to run beside another.
@@ -62,7 +71,9 @@ run_step() {
   start=$(date +%s)
   # timeout signals the step's whole process group (make and the tests it
   # started); -k: what does not stop within 30 s of the budget is killed.
-  timeout -k 30 "$2" make --no-print-directory "$1" || rc=$?
+  local prio=()
+  [ "${3:-}" = nice ] && prio=(nice -n 19)
+  "${prio[@]}" timeout -k 30 "$2" make --no-print-directory "$1" || rc=$?
   read -r busy1 total1 < <(cpu_ticks)
   echo "$rc $(($(date +%s) - start)) $(((busy1 - busy0) * 100 / (total1 - total0 + 1)))%" >".run/steps/$1.rc"
 }
@@ -86,28 +97,40 @@ record() {
   return "$rc"
 }
 
+# parse member: sets name, budget and prio ("nice" for a leading ~) of
+# one step of TEST_STEPS.
+parse() {
+  name=${1%%:*}
+  budget=${1##*:}
+  prio=
+  if [ "${name#\~}" != "$name" ]; then
+    name=${name#\~}
+    prio=nice
+  fi
+}
+
 for spec in "$@"; do
   IFS=+ read -ra group <<<"$spec"
   if [ ${#group[@]} -eq 1 ]; then
-    name=${spec%%:*}
-    budget=${spec##*:}
-    echo "=== step $name (budget ${budget}s) started $(date -u +%H:%M:%S)"
-    run_step "$name" "$budget"
-    record "$name" "$budget" "$name" || exit $?
+    parse "$spec"
+    echo "=== step $name (budget ${budget}s${prio:+, $prio}) started $(date -u +%H:%M:%S)"
+    run_step "$name" "$budget" "$prio"
+    record "$name" "$budget" "${prio:+~}$name" || exit $?
     continue
   fi
   pids=()
   for lane in "${group[@]}"; do
     IFS=, read -ra chain <<<"$lane"
     for member in "${chain[@]}"; do
-      rm -f ".run/steps/${member%%:*}.rc"
-      echo "=== step ${member%%:*} (budget ${member##*:}s) in a lane side by side; output in .run/steps/${member%%:*}.log"
+      parse "$member"
+      rm -f ".run/steps/$name.rc"
+      echo "=== step $name (budget ${budget}s${prio:+, $prio}) in a lane side by side; output in .run/steps/$name.log"
     done
     (
       for member in "${chain[@]}"; do
-        name=${member%%:*}
+        parse "$member"
         echo "=== step $name started $(date -u +%H:%M:%S)" >".run/steps/$name.log"
-        run_step "$name" "${member##*:}" >>".run/steps/$name.log" 2>&1
+        run_step "$name" "$budget" "$prio" >>".run/steps/$name.log" 2>&1
         read -r rc _ <".run/steps/$name.rc"
         [ "$rc" -eq 0 ] || break
       done
@@ -119,11 +142,11 @@ for spec in "$@"; do
   for lane in "${group[@]}"; do
     IFS=, read -ra chain <<<"$lane"
     for member in "${chain[@]}"; do
-      name=${member%%:*}
+      parse "$member"
       [ -f ".run/steps/$name.rc" ] || continue # after a failure in its lane
       echo "=== step $name: output"
       cat ".run/steps/$name.log"
-      record "$name" "${member##*:}" "+$name" || failed=$?
+      record "$name" "$budget" "+${prio:+~}$name" || failed=$?
     done
   done
   [ "$failed" -eq 0 ] || exit "$failed"
