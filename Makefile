@@ -204,8 +204,13 @@ test-integration: dateutil ## Integration tests (the integration-tagged files' t
 	  $(ROOT)/deploy/local/integration.sh run $(MODULES) -- -count=1 -p 2 -parallel 4 -vet=off -timeout $(INTEGRATION_TIMEOUT) $(GOTESTFLAGS)
 
 .PHONY: test-e2e
-test-e2e: ## End-to-end tests: the four services as processes against the running infrastructure
-	@source <($(INFRA) env) && cd tests/e2e && go test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) $(VETFLAG) $(GOTESTFLAGS) ./...
+# Each end-to-end test runs a deployment of its own (schema, topics,
+# consumer group, Redis prefix, keyspace, election path), and most of a
+# test's time is waiting on real time (slots seconds ahead, a killed
+# process's session), so two run at once: -parallel 2.
+E2E_PARALLEL ?= 2
+test-e2e: ## End-to-end tests: the four services as processes against the running infrastructure, two tests at a time
+	@source <($(INFRA) env) && cd tests/e2e && go test -tags e2e -count=1 -v -parallel $(E2E_PARALLEL) -timeout $(E2E_TIMEOUT) $(VETFLAG) $(GOTESTFLAGS) ./...
 
 .PHONY: test-browser
 test-browser: ## The api's web console in headless Chromium (Debian's package, installed if missing) against the running infrastructure, then against the four services as processes with Prometheus for the overview's charts; screenshots in .run/console
@@ -230,29 +235,32 @@ test-deps: prometheus dateutil ## Install what the test steps use besides Go too
 # steps themselves). Steps joined by + run side by side, a , chains steps
 # within such a lane, and a step named with ~ runs at nice 19, on the CPU
 # the others leave idle. On two cores the time is the CPU work: the first
-# two groups keep both cores busy (measured 98-99 % and 84 %), the last
-# two leave half or more idle (the integration tier 50 %, chaos-quick
-# 24 %), which the ~ steps fill:
-#   - proto-check, helm and lint need no component, so they run while
-#     infra-up starts them, test-deps installs packages after it (both use
-#     apt-get, which takes one lock), and the restart tests, which stop and
-#     start the run's own Redis and Kafka broker, run before any other step
-#     uses them (proto-check rewrites the generated code lint reads, so the
-#     two go one after the other; helm is built here, for test-unit);
+# two groups keep both cores busy (measured 97-99 % and 75-80 %), the last
+# two leave a quarter or more idle (the integration tier 50 % alone,
+# chaos-quick 24-39 %, bench-quick 31 %), which the ~ steps fill:
+#   - proto-check and helm (built for the unit tier's chart checks) need
+#     no component, so they run while infra-up starts them, test-deps
+#     installs packages after it (both use apt-get, which takes one lock),
+#     and the restart tests, which stop and start the run's own Redis and
+#     Kafka broker, run before any other step uses them;
 #   - the unit tier beside the end-to-end and browser tiers, whose
 #     checks are counts and order, or bounds of seconds;
 #   - the integration tier, whose timing tests (fairness, a quiet tenant's
 #     p99) assert bounds a CPU-bound step at the same priority would
-#     stretch, with fuzzing beneath it at nice 19;
+#     stretch, with fuzzing and bench-quick (a smoke run at 100 firings/s
+#     that asserts nothing about speed, only that nothing is lost) beneath
+#     it at nice 19;
 #   - chaos-quick, which waits at most 30 s for firings to be on time again
-#     after a worker kill under 1,000 firings/s, with bench-quick, which
-#     asserts nothing about speed, beneath it at nice 19.
+#     after a worker kill under 1,000 firings/s, with lint (gofmt, vet and
+#     staticcheck: CPU alone) beneath it. Lint needs nothing else and
+#     nothing needs it but the run's verdict: the test steps skip go
+#     test's own vet because it vets every file.
 # deploy/local/steps.sh stops a step at its budget and fails the run naming
 # it, and prints every step's time and how busy the machine was at the end
 # (kept in .run/steps.tsv). The budgets are tripwires about twice each
 # step's time in CI, not the 15-minute goal: docs/operations.md#ci.
-TEST_STEPS := infra-up:600,test-deps:600,test-restarts:420+proto-check:240,helm:480,lint:480 \
-	test-unit:900+test-e2e:900,test-browser:480 test-integration:1500+~fuzz-quick:720 chaos-quick:480+~bench-quick:720
+TEST_STEPS := infra-up:600,test-deps:600,test-restarts:420+proto-check:240,helm:480 \
+	test-unit:900+test-e2e:900,test-browser:480 test-integration:1500+~fuzz-quick:720+~bench-quick:720 chaos-quick:480+~lint:720
 
 # Every build of make test leaves out debugging information (DWARF): the
 # tests, the services they start and the tools are never run under a

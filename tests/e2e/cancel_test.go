@@ -28,6 +28,7 @@ import (
 // three attempts, the target gets a cancel notice at its cancel_url, and
 // the one-off job completes (its last slot was cancelled).
 func TestCancelExecutionAcrossTheProcesses(t *testing.T) {
+	t.Parallel()
 	p := newPlatform(t)
 	p.start("prefetcher-1", "prefetcher", "--node-id", "pf-1")
 	p.start("worker-1", "worker", "--worker-id", "w1")

@@ -57,6 +57,7 @@ func soleLeader(t *testing.T, ps ...*proc) *proc {
 // The window is short (5 s) so the standby must stage most of the run's
 // slots itself: no firing of the range's jobs may be lost or doubled.
 func TestPrefetcherLeaderKilled(t *testing.T) {
+	t.Parallel()
 	const sessionTimeout = 3 * time.Second
 	args := []string{"--ranges", "1", "--window", "5s", "--zk-session-timeout", sessionTimeout.String()}
 	p := newPlatform(t)
@@ -128,6 +129,7 @@ func TestPrefetcherLeaderKilled(t *testing.T) {
 // delivered by the other, none is lost, and redeliveries of executions it
 // had finished are dropped before the target.
 func TestWorkerKilled(t *testing.T) {
+	t.Parallel()
 	p := newPlatform(t)
 	p.start("prefetcher-1", "prefetcher", "--node-id", "pf-1")
 	w1 := p.start("worker-1", "worker", "--worker-id", "w1", "--session-timeout", "6s")

@@ -244,6 +244,7 @@ func mixedPlans(start time.Time, n int) []jobPlan {
 }
 
 func TestFiringPipelineEndToEnd(t *testing.T) {
+	t.Parallel()
 	p := newPlatform(t)
 	p.start("prefetcher-1", "prefetcher", "--node-id", "pf-1")
 	p.start("worker-1", "worker", "--worker-id", "w1")

@@ -19,6 +19,7 @@ import (
 // for its firings carry that TTL (read from Cassandra), and
 // ListTenantExecutions lists them across the tenant's jobs.
 func TestTenantTTLAndExecutionsEndToEnd(t *testing.T) {
+	t.Parallel()
 	quotas := filepath.Join(t.TempDir(), "quotas.yaml")
 	if err := os.WriteFile(quotas, []byte("tenants:\n  e2e:\n    ledger_ttl: 48h\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -53,6 +53,7 @@ func misfireSlots(attempts []*sundialv1.ExecutionAttempt) map[time.Time]string {
 // resumed after it fires from now on, with neither catch-up nor misfire,
 // its history without a hole (the pause's slots recorded SKIPPED "paused").
 func TestPrefetcherOutageCatchUpAndResume(t *testing.T) {
+	t.Parallel()
 	p := newPlatform(t)
 	pfArgs := []string{"--window", "2s", "--tick", "200ms", "--misfire-threshold", "1s", "--catch-up-rate", "4"}
 	pf := p.start("prefetcher-1", "prefetcher", append([]string{"--node-id", "pf-1"}, pfArgs...)...)

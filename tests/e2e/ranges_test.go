@@ -24,6 +24,7 @@ func rangesLed(t *testing.T, pr *proc) float64 {
 // prefetcher stages slots of the run itself: every slot arrives exactly
 // once.
 func TestPartitionedPrefetchLeadersKilledAndJoining(t *testing.T) {
+	t.Parallel()
 	p := newPlatform(t)
 	args := []string{"--ranges", "16", "--window", "5s"}
 	pf1 := p.start("prefetcher-1", "prefetcher", append([]string{"--node-id", "pf-1"}, args...)...)

@@ -26,6 +26,7 @@ import (
 // plaintext client is refused on both ports, so the rest of the suite
 // cannot pass over a port that quietly fell back to plaintext.
 func TestAPIBothPortsInTheSuiteMode(t *testing.T) {
+	t.Parallel()
 	httpAddr, err := harness.FreeAddr()
 	if err != nil {
 		t.Fatal(err)

@@ -117,6 +117,7 @@ type tracedDelivery struct {
 // parent to child, and the target received that trace's traceparent
 // header, naming the worker's target span.
 func TestTracingFollowsAFiringEndToEnd(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	changed := make(chan struct{}, 1)

@@ -28,6 +28,7 @@ import (
 //     (worker → Postgres → relay → Kafka → worker), succeeds on its second
 //     attempt, and is then completed by the worker.
 func TestPauseAndRetryAcrossTheProcesses(t *testing.T) {
+	t.Parallel()
 	p := newPlatform(t)
 	p.start("prefetcher-1", "prefetcher", "--node-id", "pf-1")
 	p.start("worker-1", "worker", "--worker-id", "w1")

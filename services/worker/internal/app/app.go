@@ -224,14 +224,14 @@ func (s *stages) Len() int {
 	return s.prepare.Len() + s.unleased() + s.fire.Len() + s.ready.Len()
 }
 
-// herdChunk: a release of this many firings at once by the fire holder is a
-// herd, and GOMAXPROCS goes up before it is fired. A whole chunk of the
-// holder's (256), not a few dozen: a spread load of 1,000/s gathers 32 due
-// firings in any 32 ms the holder is woken late (a busy machine, a
-// collection), and each such "herd" held the worker at every P for the
-// governor's calm span, at more CPU per firing than one P; a herd smaller
-// than a chunk is a few milliseconds of requests for one P.
-const herdChunk = 256
+// A release of a whole chunk of the fire holder's (holder.ReleaseChunk)
+// at once is a herd, and GOMAXPROCS goes up before it is fired. A whole
+// chunk, not a few dozen: a spread load of 1,000/s gathers 32 due firings
+// in any 32 ms the holder is woken late (a busy machine, a collection),
+// and each such "herd" held the worker at every P for the governor's calm
+// span, at more CPU per firing than one P; a herd smaller than a chunk is
+// a few milliseconds of requests for one P.
+const herdChunk = holder.ReleaseChunk
 
 // procsGovernor applies --procs: auto returns the governor that sizes
 // GOMAXPROCS to the load (unless the GOMAXPROCS variable is set: then the

@@ -70,7 +70,7 @@ func WithBatchSink(sinkMany func([]*work.Item)) Option {
 }
 
 // WithReleased calls f with the size of every chunk released (at most
-// releaseChunk), before the chunk reaches the sink: the worker's GOMAXPROCS
+// ReleaseChunk), before the chunk reaches the sink: the worker's GOMAXPROCS
 // governor learns of a herd before it is fired. f must not block.
 func WithReleased(f func(n int)) Option { return func(h *Holder) { h.released = f } }
 
@@ -222,7 +222,7 @@ func (h *Holder) loop(ctx context.Context) error {
 	timer := h.clk.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
-	due := make([]*work.Item, 0, releaseChunk)
+	due := make([]*work.Item, 0, ReleaseChunk)
 	for {
 		now := h.clk.Now().UnixNano()
 		wait := time.Duration(-1)
@@ -231,12 +231,12 @@ func (h *Holder) loop(ctx context.Context) error {
 		// after the whole herd has left the heap.
 		for {
 			h.mu.Lock()
-			for len(due) < releaseChunk && len(h.h) > 0 && h.h[0].Due <= now {
+			for len(due) < ReleaseChunk && len(h.h) > 0 && h.h[0].Due <= now {
 				it := heap.Pop(&h.h).(*work.Item)
 				h.leave(it)
 				due = append(due, it)
 			}
-			more := len(due) == releaseChunk
+			more := len(due) == ReleaseChunk
 			if !more && len(h.h) > 0 {
 				wait = time.Duration(h.h[0].Due - now)
 			}
@@ -276,8 +276,9 @@ func (h *Holder) loop(ctx context.Context) error {
 	}
 }
 
-// releaseChunk is how many due items leave the heap per lock hold.
-const releaseChunk = 256
+// ReleaseChunk is how many due items leave the heap per lock hold: the
+// most one call of WithReleased's f is told of.
+const ReleaseChunk = 256
 
 type itemHeap []*work.Item
 

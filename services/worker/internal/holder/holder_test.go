@@ -218,7 +218,7 @@ func TestHeapShrinksAfterBurst(t *testing.T) {
 func TestSameInstantMostUrgentFirst(t *testing.T) {
 	fake := clock.NewFake(t0)
 	r := newRig(t, fake, fake)
-	const herd = 3*releaseChunk + 7
+	const herd = 3*ReleaseChunk + 7
 	for i := range herd {
 		it := at(time.Second, fmt.Sprintf("m%d", i))
 		if i%100 == 99 {
