@@ -143,6 +143,10 @@ deploy-generate: deploy-tools ## Regenerate dashboards, the chart's copies of da
 test-unit: deploy-tools ## Unit tests (no infrastructure), with the race detector
 	go test -race -count=1 -timeout $(UNIT_TIMEOUT) $(VETFLAG) $(GOTESTFLAGS) $(MODULE_PATTERNS)
 
+.PHONY: race-build
+race-build: ## Compile every package with the race detector into the build cache (make test runs it early, in idle CPU, for test-unit)
+	go build -race $(MODULE_PATTERNS)
+
 # Every fuzz target of what a request or a record reaches (docs/security.md),
 # as dir:Target. A failure leaves its input in the package's
 # testdata/fuzz/<Target>/: fix the code and commit the input with the fix.
@@ -242,12 +246,15 @@ test-deps: prometheus dateutil ## Install what the test steps use besides Go too
 #     no component, so they run while infra-up starts them, test-deps
 #     installs packages after it (both use apt-get, which takes one lock),
 #     and the restart tests, which stop and start the run's own Redis and
-#     Kafka broker, run before any other step uses them;
+#     Kafka broker, run before any other step uses them; the unit tier's
+#     race build of every package starts beneath them at nice 19;
 #   - the unit tier beside the end-to-end and browser tiers, whose
 #     checks are counts and order, or bounds of seconds;
 #   - the integration tier, whose timing tests (fairness, a quiet tenant's
 #     p99) assert bounds a CPU-bound step at the same priority would
-#     stretch, with fuzzing beneath it at nice 19;
+#     stretch, with fuzzing and the bench command's build (which
+#     chaos-quick and bench-quick would otherwise both start at once)
+#     beneath it at nice 19;
 #   - chaos-quick, which waits at most 30 s for firings to be on time again
 #     after a worker kill under 1,000 firings/s, beside bench-quick (a smoke
 #     run at 100 firings/s that asserts only that nothing is lost; the two
@@ -262,8 +269,8 @@ test-deps: prometheus dateutil ## Install what the test steps use besides Go too
 # it, and prints every step's time and how busy the machine was at the end
 # (kept in .run/steps.tsv). The budgets are tripwires about twice each
 # step's time in CI, not the 15-minute goal: docs/operations.md#ci.
-TEST_STEPS := infra-up:600,test-deps:600,test-restarts:420+proto-check:240,helm:480 \
-	test-unit:900+test-e2e:900,test-browser:480 test-integration:1500+~fuzz-quick:720 chaos-quick:480+bench-quick:480+~lint:720
+TEST_STEPS := infra-up:600,test-deps:600,test-restarts:420+proto-check:240,helm:480,~race-build:600 \
+	test-unit:900+test-e2e:900,test-browser:480 test-integration:1500+~fuzz-quick:720+~bench-build:480 chaos-quick:480+bench-quick:480+~lint:720
 
 # Every build of make test leaves out debugging information (DWARF): the
 # tests, the services they start and the tools are never run under a

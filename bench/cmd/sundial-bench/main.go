@@ -167,24 +167,24 @@ func (f *flags) applyQuick(set map[string]bool) {
 	def("herd-rate", func() { c.Herd.Rate = 100 })
 	def("herd-duration", func() { c.Herd.Duration = 15 * time.Second })
 	def("rate", func() { c.Steady.Rate = 100 })
-	def("duration", func() { c.Steady.Duration = 10 * time.Second })
+	def("duration", func() { c.Steady.Duration = 8 * time.Second })
 	def("max-rates", func() { f.maxRates = "100,200" })
 	def("max-step", func() { c.Max.Step = 6 * time.Second })
 	def("burst-jobs", func() { c.Burst.Jobs = 2000 })
 	def("burst-critical", func() { c.Burst.Critical = 5 })
 	def("cancel-rate", func() { c.Cancel.Rate = 100 })
-	def("cancel-window", func() { c.Cancel.Window = 6 * time.Second })
+	def("cancel-window", func() { c.Cancel.Window = 5 * time.Second })
 	def("registered-jobs", func() { c.Registered.Jobs = 20_000 })
 	def("registered-rate", func() { c.Registered.Rate = 100 })
 	def("registered-phase", func() { c.Registered.Phase = 6 * time.Second })
 	def("failover-rate", func() { c.Failover.Rate = 100 })
-	def("failover-duration", func() { c.Failover.Duration = 20 * time.Second })
+	def("failover-duration", func() { c.Failover.Duration = 16 * time.Second })
 	// Two workers with 64 LOW executors each: two waves of the slow LOW
 	// herd, the second through the window.
 	def("priority-low-jobs", func() { c.Priority.LowJobs = 200 })
 	def("priority-critical", func() { c.Priority.Critical = 5 })
 	def("priority-high", func() { c.Priority.High = 5 })
-	def("priority-duration", func() { c.Priority.Duration = 6 * time.Second })
+	def("priority-duration", func() { c.Priority.Duration = 5 * time.Second })
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
