@@ -270,7 +270,7 @@ test-deps: prometheus dateutil ## Install what the test steps use besides Go too
 # (kept in .run/steps.tsv). The budgets are tripwires about twice each
 # step's time in CI, not the 15-minute goal: docs/operations.md#ci.
 TEST_STEPS := infra-up:600,test-deps:600,test-restarts:420+proto-check:240,helm:480,~race-build:600 \
-	test-unit:900+test-e2e:900,test-browser:480 test-integration:1500+~fuzz-quick:720+~bench-build:480 chaos-quick:480+bench-quick:480+~lint:720
+	test-unit:900+test-e2e:900+test-browser:480 test-integration:1500+~fuzz-quick:720+~bench-build:480 chaos-quick:480+bench-quick:480+~lint:720
 
 # Every build of make test leaves out debugging information (DWARF): the
 # tests, the services they start and the tools are never run under a
@@ -295,7 +295,7 @@ test: ## Everything, against the real components (what CI runs), each step timed
 	@$(ROOT)/deploy/local/steps.sh $(TEST_STEPS)
 
 .PHONY: test-fast
-test-fast: ## The inner loop (a few minutes, no components): gofmt, then every module's tests that need no component, without the race detector
+test-fast: deploy-tools ## The inner loop (a few minutes, no components): gofmt, then every module's tests that need no component, without the race detector
 	@bad=$$(git ls-files '*.go' | grep -v '\.pb\.go$$' | xargs gofmt -l); \
 	  if [ -n "$$bad" ]; then echo "gofmt needed:"; echo "$$bad"; exit 1; fi
 	@start=$$(date +%s); go test -count=1 -timeout $(UNIT_TIMEOUT) $(GOTESTFLAGS) $(MODULE_PATTERNS); \
