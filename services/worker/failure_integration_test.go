@@ -694,7 +694,14 @@ func (nopLedger) RecordHeld(context.Context, *sundialv1.ExecutionAttempt) error 
 func TestFairAcrossTenants(t *testing.T) {
 	e := newEnv(t, 1)
 	const n = 5000
-	at := time.Now().Add(30 * time.Second)
+	cfg := e.config("w1")
+	cfg.Executors = 8
+	w := e.startInProcessWith(cfg, app.Deps{Ledger: nopLedger{}})
+	// The worker is in its group before the instant is set, so the 10 s
+	// ahead are the produce and the fetch alone (a fraction of a second;
+	// set before the worker started, a busy CI machine needed most of 30).
+	eventually(t, 60*time.Second, "partitions assigned", func() bool { return testutil.ToFloat64(w.Metrics.Assigned) == 4 })
+	at := time.Now().Add(10 * time.Second)
 	var fs []*sundialv1.Firing
 	for range n {
 		f := e.firing(uuid.Must(uuid.NewV7()), at, sundialv1.Priority_PRIORITY_MEDIUM)
@@ -705,26 +712,30 @@ func TestFairAcrossTenants(t *testing.T) {
 	small.Tenant = "small"
 	e.produce(fs, nil)
 	e.produce([]*sundialv1.Firing{small}, nil) // last on the partition, last into the holder
-	cfg := e.config("w1")
-	cfg.Executors = 8
-	w := e.startInProcessWith(cfg, app.Deps{Ledger: nopLedger{}})
-	eventually(t, 25*time.Second, "all firings held before their instant", func() bool { return w.Holder.Len() == n+1 })
-	if time.Now().After(at) {
-		t.Fatal("the firings were not all held before they were due; the machine is too slow for this test")
-	}
+	// Held before their prepare instant: the prepare holder hands the
+	// herd over in turns. Later, they would reach it as they arrive.
+	eventually(t, time.Until(at.Add(-cfg.PrepareLead)), "all firings held before they are leased", func() bool { return w.Holder.Len() == n+1 })
+	t.Logf("all held %s before the instant", time.Until(at).Round(time.Millisecond))
 	eventually(t, 3*time.Minute, "every firing", func() bool { return e.sink.distinct() == n+1 })
 	pos := -1
-	for i, a := range e.sink.snapshot() {
+	arr := e.sink.snapshot()
+	for i, a := range arr {
 		if a.exec == small.GetExecutionId() {
 			pos = i
 		}
 	}
-	t.Logf("tenant small's firing was executed %d of %d", pos+1, n+1)
+	if pos >= 0 {
+		t.Logf("tenant small's firing was executed %d of %d, %s after the first (the herd took %s)",
+			pos+1, n+1, arr[pos].received.Sub(arr[0].received), arr[len(arr)-1].received.Sub(arr[0].received))
+	}
 	// The fire holder releases an instant's firings by turns between
 	// tenants (tenant small's one is second of the first chunk of 256) and
-	// the ready queue takes turns too: FIFO would make it 5,001st. The
-	// bound leaves room for a busy machine's executors.
-	if pos < 0 || pos >= 100 {
+	// the ready queue takes turns too: FIFO would make it 5,001st. It is
+	// second to be taken, not to arrive: eight executors send at once, and
+	// on a busy 2-core machine the one sending it can be descheduled while
+	// the others go on (a CI run saw it arrive 190th). The bound, a tenth
+	// of the herd, still tells turns from FIFO.
+	if pos < 0 || pos >= (n+1)/10 {
 		t.Fatalf("tenant small's firing executed at position %d of %d", pos+1, n+1)
 	}
 }

@@ -110,15 +110,29 @@ func (a *Admission) Rate() float64 {
 	return a.rate
 }
 
-// dueHeap is a min-heap of firings by instant, then arrival here.
+// dueHeap is a min-heap of firings by instant, then by turns between
+// tenants, then arrival here. Turns as in the holders
+// (holder.WithTenantTurns): a firing takes the turn after those of its
+// tenant and instant already waiting here. The prepare holder hands a
+// herd over in turns already; these turns matter for what arrives here
+// apart from it — a firing consumed late (a worker catching up after a
+// rebalance) or sent back to be leased again — which would otherwise wait
+// behind every waiting firing of another tenant due at the same instant.
 type dueHeap struct {
-	q []dueEntry
-	n uint64 // arrivals so far
+	q     []dueEntry
+	n     uint64 // arrivals so far
+	turns map[dueTurn]uint32
 }
 
 type dueEntry struct {
-	it  *work.Item
-	seq uint64
+	it   *work.Item
+	seq  uint64
+	turn uint32
+}
+
+type dueTurn struct {
+	tenant string
+	at     int64
 }
 
 func (h *dueHeap) len() int { return len(h.q) }
@@ -128,12 +142,21 @@ func (h *dueHeap) less(i, j int) bool {
 	if a.it.FireAt != b.it.FireAt {
 		return a.it.FireAt < b.it.FireAt
 	}
+	if a.turn != b.turn {
+		return a.turn < b.turn
+	}
 	return a.seq < b.seq
 }
 
 func (h *dueHeap) push(it *work.Item) {
 	h.n++
-	h.q = append(h.q, dueEntry{it, h.n})
+	if h.turns == nil {
+		h.turns = map[dueTurn]uint32{}
+	}
+	k := dueTurn{it.Tenant, it.FireAt}
+	turn := h.turns[k] + 1
+	h.turns[k] = turn
+	h.q = append(h.q, dueEntry{it, h.n, turn})
 	q := h.q
 	for i := len(q) - 1; i > 0; {
 		p := (i - 1) / 2
@@ -152,6 +175,12 @@ func (h *dueHeap) pop() *work.Item {
 	q[0] = q[n]
 	q[n] = dueEntry{}
 	h.q = q[:n]
+	k := dueTurn{top.Tenant, top.FireAt}
+	if t := h.turns[k]; t > 1 {
+		h.turns[k] = t - 1
+	} else {
+		delete(h.turns, k)
+	}
 	for i := 0; ; {
 		l, r, m := 2*i+1, 2*i+2, i
 		if l < n && h.less(l, m) {
@@ -169,7 +198,7 @@ func (h *dueHeap) pop() *work.Item {
 	// A drained heap gives its array back: a backlog of 100,000 does not
 	// pin its memory afterwards.
 	if n == 0 && cap(q) > 1024 {
-		h.q = nil
+		h.q, h.turns = nil, nil
 	}
 	return top
 }

@@ -181,3 +181,43 @@ func TestLowBacklogDoesNotHoldBackUrgentLeases(t *testing.T) {
 		t.Fatalf("%d waiting, want the 50 LOW", s.Waiting())
 	}
 }
+
+// What arrives apart from the prepare holder's turns (a firing consumed
+// late, one sent back to be leased again) takes its tenant's turn among
+// the firings waiting for the same instant, instead of waiting behind all
+// of another tenant's: a herd's instant first, then turns, then arrival.
+func TestWaitingFiringsAreTakenByTurnsBetweenTenants(t *testing.T) {
+	o := &owner{}
+	var h dueHeap
+	add := func(id, tenant string, at time.Time) {
+		it := item(t, o, id, at, 0)
+		it.Tenant = tenant
+		h.push(it)
+	}
+	for i := range 5 {
+		add(fmt.Sprint("big-", i), "big", t0)
+	}
+	add("early", "big", t0.Add(-time.Second))
+	add("small", "small", t0)
+	add("small-2", "small", t0)
+	var got []string
+	for h.len() > 0 {
+		got = append(got, exec(h.pop()))
+	}
+	want := []string{"early", "big-0", "small", "big-1", "small-2", "big-2", "big-3", "big-4"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("taken in the order %v, want %v", got, want)
+	}
+	if len(h.turns) != 0 {
+		t.Fatalf("%d turn counts left after the heap drained, want none", len(h.turns))
+	}
+	// A tenant's turn counts what of it still waits: after its first
+	// ones were taken, a new one is not sent behind a turn it no longer has.
+	add("big-a", "big", t0)
+	add("big-b", "big", t0)
+	h.pop()
+	add("small-late", "small", t0)
+	if got := exec(h.pop()); got != "small-late" {
+		t.Fatalf("took %s, want small-late (turn 1) before big-b (turn 2)", got)
+	}
+}
