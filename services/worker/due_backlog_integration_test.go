@@ -81,13 +81,15 @@ func TestDueBacklogCountsOnlyFiringsPastTheirInstant(t *testing.T) {
 	cfg := e.config("w1")
 	cfg.Executors, cfg.CriticalExecutors = 4, 0
 	cfg.StagingWindow = 2 * time.Minute
+	cfg.LagInterval = time.Second
 	reg := prometheus.NewRegistry()
 	w := e.startWithRegistry(cfg, reg)
 	group := map[string]string{"group": e.group}
 	ready := map[string]string{"group": e.group, "source": "ready"}
 	kafka := map[string]string{"group": e.group, "source": "kafka"}
 
-	// readAfter waits for the exporter's next read after now (every 10 s).
+	// readAfter waits for the exporter's next read after now (every
+	// second here, --lag-interval).
 	readAfter := func(what string) {
 		t.Helper()
 		since := float64(time.Now().UnixMilli()) / 1000
@@ -97,8 +99,8 @@ func TestDueBacklogCountsOnlyFiringsPastTheirInstant(t *testing.T) {
 		})
 	}
 
-	// 400 firings due 60–70 s from now, on the four priority topics.
-	held := e.schedule(40, 10, time.Now().Add(60*time.Second))
+	// 400 firings due 30–40 s from now, on the four priority topics.
+	held := e.schedule(40, 10, time.Now().Add(30*time.Second))
 	e.produce(held, nil)
 	eventually(t, 30*time.Second, "400 firings held", func() bool { return w.Holder.Len() >= len(held) })
 	readAfter("a read with the firings held")
@@ -163,6 +165,7 @@ func TestDueBacklogCountsTheBacklogLeftInKafka(t *testing.T) {
 	cfg.MaxHeld = 100
 	// A short window, so records produced a few seconds ago are past it.
 	cfg.StagingWindow = 2 * time.Second
+	cfg.LagInterval = time.Second
 	reg := prometheus.NewRegistry()
 	e.startWithRegistry(cfg, reg)
 	ready := map[string]string{"group": e.group, "source": "ready"}

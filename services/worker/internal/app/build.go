@@ -669,7 +669,7 @@ func (b *builder) consumer(clk *clocks, st stageSet, kafka kafkaSide, poison *se
 	b.w.Consumer = c
 	b.run(c)
 	b.w.Checks["kafka"] = c.Ping
-	lag, err := lagexporter.Dial(lagexporter.Config{Group: cfg.Group, Topics: kafka.topics.FireAll(),
+	lag, err := lagexporter.Dial(lagexporter.Config{Group: cfg.Group, Topics: kafka.topics.FireAll(), Interval: cfg.LagInterval,
 		OverdueAfter: cfg.StagingWindow, Ready: st.queue.Len, Positions: c.Positions, Publish: func(lag map[string]int64) { b.m.Rollup.SetLag(lag) }},
 		splitList(cfg.KafkaBrokers), cfg.WorkerID+"-lag", b.logger.With("component", "lagexporter"), b.reg, kafka.security...)
 	if err != nil {

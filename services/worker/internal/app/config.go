@@ -21,6 +21,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/store/lease"
 	"github.com/sundialhq/sundial/pkg/store/ledger"
 
+	"github.com/sundialhq/sundial/services/worker/internal/lagexporter"
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
 	"github.com/sundialhq/sundial/services/worker/internal/prepare"
 	"github.com/sundialhq/sundial/services/worker/internal/recorder"
@@ -132,7 +133,10 @@ type Config struct {
 	// StagingWindow is the prefetcher's --window: a record the relay
 	// produced longer ago than this is a firing past its instant, counted
 	// in the due backlog (sundial_worker_due_backlog_firings).
-	StagingWindow     time.Duration
+	StagingWindow time.Duration
+	// LagInterval is how often the group's lag and the due backlog are
+	// read from the broker (lagexporter.Config.Interval).
+	LagInterval       time.Duration
 	AllowKafkaTargets string
 
 	// Failure handling and safety.
@@ -248,6 +252,7 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.IntVar(&c.LowHeldPercent, "low-held-percent", 50,
 		"LOW firings may hold at most this percentage of --max-held, then the LOW topic pauses and its backlog waits in Kafka; the other topics keep fetching")
 	fs.DurationVar(&c.FetchAhead, "fetch-ahead", 0, "pause fetching a partition once its fetched firings reach this far past now; 0 (the default): fetch the whole staging window, bounded by --max-held. A horizon saves memory but a firing staged after later ones (a new, resumed or edited job's next slot, a trigger, a retry) waits in Kafka behind them until the horizon passes them: up to window minus horizon late")
+	fs.DurationVar(&c.LagInterval, "lag-interval", lagexporter.DefaultInterval, "how often the group's lag and the due backlog (sundial_worker_group_lag_records, sundial_worker_due_backlog_firings) are read from the broker: a read is one ListOffsets and one OffsetFetch per worker")
 	fs.DurationVar(&c.StagingWindow, "staging-window", 2*time.Minute, "the prefetcher's --window: records in Kafka produced longer ago than this are firings past their instant, counted in the due backlog the autoscaler reads (sundial_worker_due_backlog_firings); keep it equal to the prefetcher's")
 	fs.StringVar(&c.AllowKafkaTargets, "allow-kafka-targets", "*", "topic prefixes jobs may produce to, comma-separated; * any, empty none (platform topics are always refused)")
 	fs.IntVar(&c.MaxDeliveries, "max-deliveries", 5, "an attempt taken this many times without finishing (its workers crashed on it) is dead-lettered as poison on the next delivery; 0 never")
@@ -400,6 +405,9 @@ func (c *Config) Validate(p *config.Problems) {
 	}
 	if c.ClockSampleInterval < time.Second {
 		p.Addf("clock-sample-interval", "must be at least 1s")
+	}
+	if c.LagInterval < time.Second || c.LagInterval > 5*time.Minute {
+		p.Addf("lag-interval", "must be between 1s and 5m, got %s", c.LagInterval)
 	}
 	if c.StagingWindow <= 0 {
 		p.Addf("staging-window", "must be positive, got %s", c.StagingWindow)

@@ -110,6 +110,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{[]string{"--prepare-grain", "2s"}, "prepare-grain"},
 		{[]string{"--ledger-spill-after", "0s"}, "ledger-spill-after"},
 		{[]string{"--lease-ttl", "1ms"}, "lease-ttl"},
+		{[]string{"--lag-interval", "100ms"}, "lag-interval"},
 		{[]string{"--session-timeout", "10ms"}, "session-timeout"},
 		{[]string{"--kafka-brokers", " , "}, "kafka-brokers"},
 		{[]string{"--signing-secret-file", "/x"}, "signing-secret"},
