@@ -74,11 +74,15 @@ fi
 slowest_first=(
   services/worker
   services/api/internal/console
-  services/api/internal/server
-  cmd/schedctl
+  pkg/store/rangeleader
   services/prefetcher
   pkg/store/ledger
-  services/prefetcher/internal/stage
+  cmd/schedctl
+  services/api/internal/app
+  pkg/store/lease
+  services/relay/internal/relay
+  services/api/internal/server
+  services/api/internal/apitest
   services/api/internal/store
 )
 ordered=()
