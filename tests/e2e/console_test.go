@@ -90,6 +90,9 @@ func TestBrowserConsoleFiresEndToEnd(t *testing.T) {
 		chromedp.NoSandbox, // as root in CI
 		chromedp.WindowSize(1280, 900),
 		chromedp.UserDataDir(t.TempDir()),
+		// Chromium's own temporary files (org.chromium.Chromium.*) in
+		// the test's directory, not left in /tmp.
+		chromedp.Env("TMPDIR="+t.TempDir()),
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	defer cancelAlloc()

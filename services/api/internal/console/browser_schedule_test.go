@@ -58,15 +58,7 @@ func TestBrowserConsoleScheduleKinds(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(bg, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin), chromedp.Flag("headless", "new"), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 900), chromedp.UserDataDir(t.TempDir()))...)
-	defer cancelAlloc()
-	ctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	defer cancelBrowser()
-	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
+	ctx := startChromium(t, bin)
 	step := func() context.Context {
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		t.Cleanup(cancel)

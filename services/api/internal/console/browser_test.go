@@ -51,24 +51,8 @@ func TestBrowserConsole(t *testing.T) {
 	api := startConsole(t, true, func(c *console.Config) { c.OverviewRefresh = time.Second })
 	base := "http://" + api.HTTPAddr
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin),
-		chromedp.Flag("headless", "new"),
-		chromedp.NoSandbox, // as root in CI
-		chromedp.WindowSize(1280, 900),
-		chromedp.UserDataDir(t.TempDir()),
-		// The date pickers' parts in en-US order (pickerKeys).
-		chromedp.Flag("lang", "en-US"),
-	)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	defer cancelBrowser()
-	// The first call starts the browser and must not carry a timeout
-	// (it would end the browser); each step below has its own.
-	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
+	// The date pickers' parts in en-US order (pickerKeys).
+	ctx := startChromium(t, bin, chromedp.Flag("lang", "en-US"))
 
 	// Any JavaScript dialog (an injected alert) fails the test.
 	var dialogs atomic.Int32

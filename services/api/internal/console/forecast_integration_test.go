@@ -121,15 +121,7 @@ func TestBrowserForecast(t *testing.T) {
 	api := startConsole(t, false)
 	forecastFleet(t, api)
 	base := "http://" + api.HTTPAddr
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.Flag("headless", "new"),
-		chromedp.NoSandbox, chromedp.WindowSize(1280, 900), chromedp.UserDataDir(t.TempDir()))
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	defer cancelBrowser()
-	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
+	ctx := startChromium(t, bin)
 	step := func() context.Context {
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		t.Cleanup(cancel)

@@ -221,12 +221,7 @@ func TestBrowserOverviewWithoutPrometheus(t *testing.T) {
 		rollupRow(t, api, "acme", now.Add(-time.Duration(i)*time.Minute), 2, o, map[int]int64{2: 20, 3: o[firingstats.Succeeded] - 20, 7 + i%3: 2})
 	}
 
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin), chromedp.Flag("headless", "new"), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 900), chromedp.UserDataDir(t.TempDir()))...)
-	defer cancelAlloc()
-	ctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	defer cancelBrowser()
+	ctx := startChromium(t, bin)
 	step, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	type css = chromedp.CSS
