@@ -27,7 +27,8 @@ import (
 // job's; the job filter takes
 // the start of a name; a 20 s cron's 24-hour backfill dry run lists 100
 // slots "and 4,221 more" and pages on; the create form opens folded; the
-// job page's history updates in place. Screenshots go to
+// job page's history updates in place; the executions' job filter takes
+// the start of a name too. Screenshots go to
 // $SUNDIAL_SCREENSHOTS (docs/console for docs/console.md).
 func TestBrowserConsoleOperatorsDay(t *testing.T) {
 	bin := os.Getenv("SUNDIAL_CHROMIUM")
@@ -203,5 +204,26 @@ func TestBrowserConsoleOperatorsDay(t *testing.T) {
 	run("history live", chromedp.WaitVisible(css(`#history a[href="/executions/`+exec+`"]`)), shot("03a-job-history-live"))
 	if stay, err := chromedp.Run(step(), chromedp.Evaluate[int](`window.__stay || 0`)); err != nil || stay != 1 {
 		t.Fatal("the page reloaded instead of updating its history in place")
+	}
+
+	// Executions: the job filter takes the start of a name, as the dead
+	// letters' does, and reads that job's own history.
+	if err := api.Writer.Record(context.Background(), &sundialv1.ExecutionAttempt{ExecutionId: uuid.NewString(), JobId: other.GetId(), Tenant: "acme",
+		Attempt: 1, Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_FAILED, ScheduledTime: timestamppb.New(at), FireTime: timestamppb.New(at),
+		HttpStatus: 503}); err != nil {
+		t.Fatal(err)
+	}
+	run("executions", chromedp.Navigate(base+"/executions"), chromedp.WaitVisible(css(`#executions a[href="/executions/`+exec+`"]`)))
+	if n := count(`#executions td.job a[href="/jobs/` + other.GetId() + `"]`); n != 1 {
+		t.Fatalf("the unfiltered executions show reports-weekly's attempt %d times, want 1", n)
+	}
+	run("executions by a name's start",
+		chromedp.SendKeys(css("#job"), "NIGHT"), chromedp.Click(css(`form[action="/executions"] button`)),
+		chromedp.WaitVisible(css("#job-filter")), chromedp.WaitVisible(css("#executions")), view("11a-executions-by-name"))
+	if f := text("#job-filter"); !strings.Contains(f, "nightly-report") {
+		t.Fatalf("the executions' job filter says %q", f)
+	}
+	if n := count(`#executions a[href="/executions/` + exec + `"]`); n != 1 || strings.Contains(text("#executions"), "reports-weekly") {
+		t.Fatalf("filtered by name: nightly-report's attempt shown %d times, reports-weekly's in the table: %v", n, strings.Contains(text("#executions"), "reports-weekly"))
 	}
 }
