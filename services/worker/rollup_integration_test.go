@@ -11,11 +11,14 @@ import (
 // A real worker (in process, against the real Kafka, Redis, Cassandra and
 // Postgres) rolls its firings up: within one flush interval after the
 // targets were called, firing_minutes counts every firing succeeded, at
-// its priority, and its lateness buckets hold one count per attempt.
+// its priority, and its lateness buckets hold one count per attempt; the
+// group's lag read from the broker reaches group_lag.
 func TestWorkerRollsUpItsFirings(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 2)
-	e.startInProcess(e.config("w-rollup"))
+	cfg := e.config("w-rollup")
+	cfg.LagInterval = time.Second
+	e.startInProcess(cfg)
 	base := time.Now().Add(2 * time.Second).Truncate(time.Second).Add(time.Second)
 	fs := e.schedule(12, 2, base)
 	e.produce(fs, nil)
@@ -36,5 +39,30 @@ func TestWorkerRollsUpItsFirings(t *testing.T) {
 		var running int64
 		err := e.pg.QueryRow(ctx, `SELECT coalesce(sum(running), -1) FROM worker_running WHERE worker_id = 'w-rollup' AND tenant = 'acme'`).Scan(&running)
 		return err == nil && running == 0
+	})
+	// The group's lag, read from the broker by the worker's lag exporter,
+	// reaches group_lag one row per priority topic (the console's
+	// platform panel reads it without Prometheus); every firing fired
+	// and committed, so none is behind.
+	want := map[string]bool{}
+	for _, p := range []string{"critical", "high", "medium", "low"} {
+		want[e.topics.Prefix+".fire."+p] = true
+	}
+	eventually(t, 30*time.Second, "the group's lag in group_lag, per priority topic, at 0", func() bool {
+		rows, err := e.pg.Query(ctx, `SELECT topic, records FROM group_lag WHERE worker_id = 'w-rollup' AND updated_at > now() - interval '30 seconds'`)
+		if err != nil {
+			return false
+		}
+		defer rows.Close()
+		seen := 0
+		for rows.Next() {
+			var topic string
+			var records int64
+			if rows.Scan(&topic, &records) != nil || !want[topic] || records != 0 {
+				return false
+			}
+			seen++
+		}
+		return rows.Err() == nil && seen == len(want)
 	})
 }
