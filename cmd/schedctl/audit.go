@@ -2,7 +2,7 @@ package main
 
 // schedctl audit: every change trail of the tenant (jobs, tokens, signing
 // keys, calendars) through AuditService.ListAudit, filtered by kind,
-// actor, subject and time, paged by its one cursor. `calendar audit`,
+// action, actor, subject and time, paged by its one cursor. `calendar audit`,
 // `signing-key audit` and `token audit` are this command with the kind
 // set (docs/cli.md says why they stay).
 
@@ -65,6 +65,7 @@ func (k *kindsFlag) Set(v string) error {
 type auditOpts struct {
 	kinds          kindsFlag
 	actor, subject string
+	action         string
 	since, until   string
 	pageSize       int
 	pageToken      string
@@ -73,6 +74,7 @@ type auditOpts struct {
 
 func (o *auditOpts) register(fs *flag.FlagSet) {
 	fs.Var(&o.kinds, "kind", "only these trails: "+strings.Join(auditKindWords(), ", ")+" (repeat the flag or separate with commas; default every trail your role may read)")
+	fs.StringVar(&o.action, "action", "", "only the changes recorded with this action (e.g. redrive, cancel, pause)")
 	fs.StringVar(&o.actor, "actor", "", "only the changes of this actor, exactly as the trail names it (e.g. acme/ci)")
 	fs.StringVar(&o.subject, "subject", "", "with one --kind: only the changes to this job id, token id, signing-key id or calendar name")
 	fs.StringVar(&o.since, "since", "", "only changes at or after: RFC 3339, or a duration ago (e.g. 24h)")
@@ -124,7 +126,7 @@ func (o *auditOpts) request(kind, arg string, args []string, cio cmdIO) (*sundia
 	case len(args) == 1:
 		subject = args[0]
 	}
-	req := &sundialv1.ListAuditRequest{Actor: o.actor, Subject: subject, PageToken: o.pageToken}
+	req := &sundialv1.ListAuditRequest{Actor: o.actor, Action: o.action, Subject: subject, PageToken: o.pageToken}
 	for _, w := range words {
 		k, err := auditKindOf(w)
 		if err != nil {

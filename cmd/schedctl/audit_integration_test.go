@@ -53,6 +53,10 @@ func TestIntegrationAuditCommand(t *testing.T) {
 		!strings.Contains(out, "viewer") || !strings.Contains(out, "show") {
 		t.Fatalf("--kind token,signing-key --actor acme/cli:\n%s", out)
 	}
+	if out, _ = do("audit", "--action", "create"); strings.Count(strings.TrimSpace(out), "\n") != 4 || strings.Contains(out, "pause") ||
+		!strings.Contains(out, "calendar") || !strings.Contains(out, "viewer") {
+		t.Fatalf("--action create (the job, the first key, the calendar and the token; not the pause):\n%s", out)
+	}
 	out, _ = do("audit", jobID)
 	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 3 || !strings.Contains(lines[1], "pause") || !strings.Contains(lines[2], "create") ||
 		strings.Contains(lines[0], "KIND") {
@@ -66,6 +70,9 @@ func TestIntegrationAuditCommand(t *testing.T) {
 	}
 	if out, _ = do("audit", "--until", "1h"); strings.TrimSpace(out) != "TIME  KIND  SUBJECT  ACTION  VERSION  ACTOR  DETAIL" {
 		t.Fatalf("--until 1h ago:\n%s", out)
+	}
+	if code, _, stderr := schedctlCode(t, addr, "cli-token", "audit", "--action", "Pause"); code == 0 || !strings.Contains(stderr, "action") {
+		t.Fatalf("--action Pause: exit %d, %s", code, stderr)
 	}
 	code, _, stderr := schedctlCode(t, addr, "cli-token", "audit", "--kind", "job", "--subject", "nightly")
 	if code != 1 || !strings.Contains(stderr, "InvalidArgument") || !strings.Contains(stderr, "subject: must be a UUID") {

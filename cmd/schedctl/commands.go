@@ -177,11 +177,12 @@ func commands() []command {
 		{name: "backfill", usage: "[flags] JOB_ID --from T --to T",
 			summary: "Fire a job once for every slot of its schedule in a past range, paced (--dry-run lists the slots).",
 			run:     remoteCmd[backfillOpts]{flags: (*backfillOpts).register, run: runBackfill}},
-		{name: "audit", usage: "[flags] [JOB_ID] [--kind job|token|signing-key|calendar]... [--actor A] [--subject S] [--since T] [--until T]",
+		{name: "audit", usage: "[flags] [JOB_ID] [--kind job|token|signing-key|calendar]... [--action W] [--actor A] [--subject S] [--since T] [--until T]",
 			summary: "Show who changed what and when across every trail your role may read, newest first.\n" +
 				"The trails: jobs (bulk actions, triggers, backfills, dead-letter re-drives, cancels, completions and purges\n" +
-				"among them), tokens, signing keys and calendars. Filter by kind, actor, subject and time; a JOB_ID is one\n" +
-				"job's trail (--kind job --subject JOB_ID). A platform operator names the tenant with --tenant.",
+				"among them), tokens, signing keys and calendars. Filter by kind, action (redrive, cancel, pause, ...), actor,\n" +
+				"subject and time; a JOB_ID is one job's trail (--kind job --subject JOB_ID). A platform operator names the\n" +
+				"tenant with --tenant.",
 			values: map[string][]string{"kind": auditKindWords()},
 			run:    remoteCmd[auditOpts]{flags: (*auditOpts).register, run: auditAs("", "JOB_ID")}},
 		{name: "calendar create", usage: "[flags] NAME [--holiday YYYY-MM-DD[=NAME]]... [--weekend SAT,SUN|none]",

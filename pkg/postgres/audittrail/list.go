@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -14,6 +15,20 @@ import (
 // MaxLimit bounds a read of Trail or List: the largest page an RPC
 // serves (1000) and the one more entry that says whether there is a next.
 const MaxLimit = 1001
+
+// actionWord is what an action filter may be: the writers' words are
+// lower-case, with _ between words.
+var actionWord = regexp.MustCompile(`^[a-z][a-z_]{0,31}$`)
+
+// CheckAction says why a is not an action word a filter may name (nil
+// when it is one). A word no writer records is not an error: it matches
+// nothing.
+func CheckAction(a string) error {
+	if !actionWord.MatchString(a) {
+		return fmt.Errorf("%q is not an action word (lower-case letters and _, at most 32)", a)
+	}
+	return nil
+}
 
 // Entry is one change read back from a trail.
 type Entry struct {
@@ -124,6 +139,9 @@ type Query struct {
 	Subject string
 	// Actor keeps one actor's entries (exact).
 	Actor string
+	// Action keeps one action's entries ("redrive", "cancel", "pause",
+	// …: the words the writers record), in every trail read.
+	Action string
 	// Since and Until keep entries at Since or later and before Until;
 	// zero leaves that side open.
 	Since, Until time.Time
@@ -141,6 +159,11 @@ func (q Query) Validate() error {
 	for _, k := range q.Kinds {
 		if _, err := tableOf(k); err != nil {
 			return err
+		}
+	}
+	if q.Action != "" {
+		if err := CheckAction(q.Action); err != nil {
+			return fmt.Errorf("audittrail: action: %w", err)
 		}
 	}
 	if q.Subject != "" && len(q.Kinds) != 1 {
@@ -165,9 +188,9 @@ func (q Query) Validate() error {
 // descending, so the order is total and a cursor stays exact however
 // many entries are appended meanwhile (a new entry lands before the
 // cursor, never inside a page not yet read). Each trail is read by its
-// own LIMITed index scan, (tenant, at, id) or with an actor
-// (tenant, actor, at, id), and the merge reads at most Limit rows of
-// each.
+// own LIMITed index scan, (tenant, at, id), with an actor
+// (tenant, actor, at, id), with an action (tenant, action, at, id), and
+// the merge reads at most Limit rows of each.
 func List(ctx context.Context, db Querier, q Query) ([]Entry, error) {
 	if err := q.Validate(); err != nil {
 		return nil, err
@@ -187,6 +210,9 @@ func List(ctx context.Context, db Querier, q Query) ([]Entry, error) {
 		}
 		if q.Actor != "" {
 			sql += " AND actor = " + arg(&args, q.Actor)
+		}
+		if q.Action != "" {
+			sql += " AND action = " + arg(&args, q.Action)
 		}
 		if !q.Since.IsZero() {
 			sql += " AND at >= " + arg(&args, q.Since)

@@ -102,7 +102,13 @@ type ListAuditRequest struct {
 	// Default 100, at most 1000.
 	PageSize int32 `protobuf:"varint,6,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// A next_page_token of a call with the same filters, tenant included.
-	PageToken     string `protobuf:"bytes,7,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,7,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only the changes recorded with this action, in every trail read:
+	// "redrive" (dead-letter re-drives), "cancel", "backfill", "pause" (a
+	// bulk pause writes one per job), "revoke", "rotate", … — the word each
+	// entry's action carries. Lower-case letters and _, at most 32; a word
+	// no trail records matches nothing.
+	Action        string `protobuf:"bytes,8,opt,name=action,proto3" json:"action,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -182,6 +188,13 @@ func (x *ListAuditRequest) GetPageSize() int32 {
 func (x *ListAuditRequest) GetPageToken() string {
 	if x != nil {
 		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListAuditRequest) GetAction() string {
+	if x != nil {
+		return x.Action
 	}
 	return ""
 }
@@ -355,7 +368,7 @@ var File_sundial_v1_audit_service_proto protoreflect.FileDescriptor
 const file_sundial_v1_audit_service_proto_rawDesc = "" +
 	"\n" +
 	"\x1esundial/v1/audit_service.proto\x12\n" +
-	"sundial.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9d\x02\n" +
+	"sundial.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb5\x02\n" +
 	"\x10ListAuditRequest\x12+\n" +
 	"\x05kinds\x18\x01 \x03(\x0e2\x15.sundial.v1.AuditKindR\x05kinds\x12\x14\n" +
 	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x18\n" +
@@ -365,7 +378,8 @@ const file_sundial_v1_audit_service_proto_rawDesc = "" +
 	"\bend_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x1b\n" +
 	"\tpage_size\x18\x06 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\a \x01(\tR\tpageToken\"r\n" +
+	"page_token\x18\a \x01(\tR\tpageToken\x12\x16\n" +
+	"\x06action\x18\b \x01(\tR\x06action\"r\n" +
 	"\x11ListAuditResponse\x125\n" +
 	"\aentries\x18\x01 \x03(\v2\x1b.sundial.v1.AuditTrailEntryR\aentries\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xfe\x01\n" +

@@ -30,7 +30,7 @@ const (
 // change to its jobs (bulk actions, triggers, backfills, dead-letter
 // re-drives, cancels and the platform's completions and purges among
 // them), tokens, signing keys and calendars, newest first, filtered by
-// kind, actor, subject and time, paged by one cursor (docs/audit.md). It
+// kind, action, actor, subject and time, paged by one cursor (docs/audit.md). It
 // is the view the console's audit page shows. A caller sees the trails of
 // its own tenant (a platform operator: of the tenant its "sundial-tenant"
 // header names), and of those only the kinds its role may read: the
@@ -66,7 +66,7 @@ func (c *auditServiceClient) ListAudit(ctx context.Context, in *ListAuditRequest
 // change to its jobs (bulk actions, triggers, backfills, dead-letter
 // re-drives, cancels and the platform's completions and purges among
 // them), tokens, signing keys and calendars, newest first, filtered by
-// kind, actor, subject and time, paged by one cursor (docs/audit.md). It
+// kind, action, actor, subject and time, paged by one cursor (docs/audit.md). It
 // is the view the console's audit page shows. A caller sees the trails of
 // its own tenant (a platform operator: of the tenant its "sundial-tenant"
 // header names), and of those only the kinds its role may read: the

@@ -140,6 +140,8 @@ func TestIntegrationListAudit(t *testing.T) {
 		// A token is bound to its filters and tenant.
 		_, err = acme.ListAudit(ctx, &sundialv1.ListAuditRequest{PageSize: 2, Actor: "acme/ci", PageToken: resp.GetNextPageToken()})
 		wantInvalid(t, "token of other filters", err, "page_token")
+		_, err = acme.ListAudit(ctx, &sundialv1.ListAuditRequest{PageSize: 2, Action: "pause", PageToken: resp.GetNextPageToken()})
+		wantInvalid(t, "token of another action", err, "page_token")
 		req.PageToken = resp.GetNextPageToken()
 	}
 	if pages != 4 || len(paged) != len(all) {
@@ -163,6 +165,13 @@ func TestIntegrationListAudit(t *testing.T) {
 	oneJob := listAudit(t, ctx, acme, &sundialv1.ListAuditRequest{Kinds: []sundialv1.AuditKind{sundialv1.AuditKind_AUDIT_KIND_JOB}, Subject: strings.ToUpper(jobID)})
 	if len(oneJob) != 2 || oneJob[0].GetAction() != "pause" || oneJob[1].GetAction() != "create" || oneJob[0].GetSubject() != jobID {
 		t.Fatalf("one job's trail: %v", oneJob)
+	}
+	pauses := listAudit(t, ctx, acme, &sundialv1.ListAuditRequest{Action: "pause"})
+	if len(pauses) != 1 || pauses[0].GetAction() != "pause" || pauses[0].GetSubject() != jobID {
+		t.Fatalf("action pause: %v", pauses)
+	}
+	if got := listAudit(t, ctx, acme, &sundialv1.ListAuditRequest{Action: "purge"}); len(got) != 0 {
+		t.Fatalf("action purge (none recorded): %v", got)
 	}
 	oneCal := listAudit(t, ctx, acme, &sundialv1.ListAuditRequest{Kinds: []sundialv1.AuditKind{sundialv1.AuditKind_AUDIT_KIND_CALENDAR}, Subject: "ops"})
 	if len(oneCal) != 1 || oneCal[0].GetSubject() != "ops" {
@@ -200,6 +209,8 @@ func TestIntegrationListAudit(t *testing.T) {
 	wantInvalid(t, "forged token", err, "page_token")
 	_, err = acme.ListAudit(ctx, &sundialv1.ListAuditRequest{Actor: strings.Repeat("a", 600)})
 	wantInvalid(t, "long actor", err, "actor")
+	_, err = acme.ListAudit(ctx, &sundialv1.ListAuditRequest{Action: "Pause; DROP"})
+	wantInvalid(t, "not an action word", err, "action")
 
 	// Another tenant's job: NotFound, as GetJob says; no trail leaks.
 	_, err = acme.ListAudit(ctx, &sundialv1.ListAuditRequest{Kinds: jobKind, Subject: globexJob.GetJob().GetId()})

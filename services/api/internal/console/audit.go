@@ -35,16 +35,21 @@ type auditRow struct {
 	Detail  string
 }
 
-// auditFilter is the view's query string: kind, actor, since and until
-// (UTC, as the datetime-local inputs send them), job (one job's trail)
-// and subject (with kind: one token's, key's or calendar's trail).
+// auditActions are the action filter's suggestions: the actions an
+// operator looks for across jobs (one-job changes are on the job's page).
+// The filter takes any action word.
+var auditActions = []string{"redrive", "cancel", "backfill", "trigger", "pause", "resume", "delete", "update", "create", "complete", "purge", "revoke", "rotate"}
+
+// auditFilter is the view's query string: kind, action, actor, since and
+// until (UTC, as the datetime-local inputs send them), job (one job's
+// trail) and subject (with kind: one token's, key's or calendar's trail).
 type auditFilter struct {
-	Kind, Actor, Since, Until, Job, Subject string
+	Kind, Action, Actor, Since, Until, Job, Subject string
 }
 
 func (f auditFilter) values() url.Values {
 	v := url.Values{}
-	for k, s := range map[string]string{"kind": f.Kind, "actor": f.Actor, "since": f.Since, "until": f.Until, "job": f.Job, "subject": f.Subject} {
+	for k, s := range map[string]string{"kind": f.Kind, "action": f.Action, "actor": f.Actor, "since": f.Since, "until": f.Until, "job": f.Job, "subject": f.Subject} {
 		if s != "" {
 			v.Set(k, s)
 		}
@@ -68,7 +73,12 @@ func parseAuditTime(field, s string) (time.Time, error) {
 // query turns the filter into the one store query, or an error naming
 // the field that is wrong.
 func (f auditFilter) query(s *session) (audittrail.Query, error) {
-	q := audittrail.Query{Tenant: s.Tenant, Actor: f.Actor, Limit: auditPage + 1}
+	q := audittrail.Query{Tenant: s.Tenant, Actor: f.Actor, Action: f.Action, Limit: auditPage + 1}
+	if f.Action != "" {
+		if err := audittrail.CheckAction(f.Action); err != nil {
+			return q, errors.New("action: " + err.Error())
+		}
+	}
 	var err error
 	if q.Since, err = parseAuditTime("since", f.Since); err != nil {
 		return q, err
@@ -112,14 +122,15 @@ func (f auditFilter) query(s *session) (audittrail.Query, error) {
 
 // audit: every change trail of the tenant merged (jobs, including bulk
 // actions, re-drives and the platform's completions and purges; tokens;
-// signing keys; calendars), newest first, filtered by kind, actor, time
-// range or one job, 50 a page, paged by the trails' one cursor.
+// signing keys; calendars), newest first, filtered by kind, action,
+// actor, time range or one job, 50 a page, paged by the trails' one
+// cursor.
 func (c *Console) audit(w http.ResponseWriter, r *http.Request, s *session) {
 	in := r.URL.Query()
-	f := auditFilter{Kind: strings.TrimSpace(in.Get("kind")), Actor: strings.TrimSpace(in.Get("actor")),
+	f := auditFilter{Kind: strings.TrimSpace(in.Get("kind")), Action: strings.TrimSpace(in.Get("action")), Actor: strings.TrimSpace(in.Get("actor")),
 		Since: strings.TrimSpace(in.Get("since")), Until: strings.TrimSpace(in.Get("until")), Job: strings.TrimSpace(in.Get("job")),
 		Subject: strings.TrimSpace(in.Get("subject"))}
-	data := map[string]any{"Filter": f, "Job": f.Job, "FirstPage": in.Get("page") == "", "Kinds": audittrail.Kinds}
+	data := map[string]any{"Filter": f, "Job": f.Job, "FirstPage": in.Get("page") == "", "Kinds": audittrail.Kinds, "Actions": auditActions}
 	q, err := f.query(s)
 	if err != nil {
 		if status.Code(err) == codes.PermissionDenied {

@@ -113,6 +113,9 @@ func TestIntegrationConsoleAuditEveryTrail(t *testing.T) {
 		"/audit?kind=job":         "job:create",
 		"/audit?actor=acme/ci":    "calendar:update",
 		"/audit?actor=acme/admin": "signing-key:rotate token:create",
+		"/audit?action=create":    "job:create signing-key:create token:create",
+		"/audit?action=rotate":    "signing-key:rotate",
+		"/audit?action=purge":     "",
 		"/audit?job=" + jobID:     "job:create",
 		"/audit?since=" + base.Add(time.Second).Format("2006-01-02T15:04:05") + "&until=" + base.Add(2*time.Second).Format("2006-01-02T15:04:05"): "signing-key:rotate",
 		"/audit?until=" + base.Format("2006-01-02T15:04:05"): "job:create signing-key:create",
@@ -128,6 +131,7 @@ func TestIntegrationConsoleAuditEveryTrail(t *testing.T) {
 		"/audit?job=not-a-uuid":                                "job:",
 		"/audit?since=2026-01-02T00:00&until=2026-01-01T00:00": "until:",
 		"/audit?page=bm90LWEtY3Vyc29y":                         "page:",
+		"/audit?action=Re-Drive":                               "action:",
 	} {
 		code, body, _ := acme.do("GET", path, nil)
 		if code != http.StatusBadRequest || !strings.Contains(body, field) {

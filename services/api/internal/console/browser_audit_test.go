@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -123,6 +124,21 @@ func TestBrowserConsoleAuditView(t *testing.T) {
 	run("actor filtered", chromedp.WaitVisible(css("#audit")), shot("16c-audit-by-actor"))
 	if got := kinds(); got != "calendar" {
 		t.Fatalf("actor=acme/calendar-sync shows %q", got)
+	}
+	// The action filter, every kind: only that action's entries.
+	run("action filter", chromedp.Navigate(base+"/audit"), chromedp.WaitVisible(css("#action")),
+		chromedp.SendKeys(css("#action"), "update"), chromedp.Click(css(`#audit-filter button`)))
+	waitURL("action=update")
+	run("action filtered", chromedp.WaitVisible(css("#audit")), shot("16d-audit-by-action"))
+	actions, err := chromedp.Run(step(), chromedp.Evaluate[string](`[...document.querySelectorAll('#audit tbody tr')].map(r => r.children[2].textContent).join(' ')`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := strings.Fields(actions); len(f) == 0 || slices.ContainsFunc(f, func(a string) bool { return a != "update" }) {
+		t.Fatalf("action=update shows the actions %q", actions)
+	}
+	if got := kinds(); !strings.Contains(got, "calendar") {
+		t.Fatalf("action=update shows the kinds %q, want the calendar's update among them", got)
 	}
 	// The calendar's entry links to its own trail.
 	run("calendar link", chromedp.Click(css(`#audit tbody a[href*="subject=eu-holidays"]`)))

@@ -95,7 +95,11 @@ func TestIntegrationConsolePagePlans(t *testing.T) {
 	// The tripwire trips: without the index a page's read needs, the page
 	// fails the check. (The dead-letter groups' own index, whose loss
 	// leaves a bitmap read of the tenant's rows, is held by
-	// TestIntegrationConsolePlansNamesAndGroups.)
+	// TestIntegrationConsolePlansNamesAndGroups. job_audit_tenant_action_at
+	// is not among these: without it the action filter's page reads
+	// (tenant, at) and filters, a cost of about 10,100 here against the
+	// bound's 10,000 and 31 with it — too close to the bound to trip
+	// reliably at this size.)
 	for _, c := range []struct{ index, page string }{
 		{"jobs_tenant_status", "jobs, status completed (5 newest)"},
 		{"dead_letters_tenant_dead", "dead letters"},
@@ -643,6 +647,7 @@ func (fx *pageFixture) pages() []consolePage {
 		get("dead letters, job by name", "/dead-letters?job="+url.QueryEscape(fx.job.GetName())),
 		get("dead-letter detail", "/dead-letters/"+fx.dead),
 		get("audit", "/audit"),
+		get("audit, action redrive (none)", "/audit?action=redrive"),
 		{name: "forecast (24 h)", method: "GET", path: "/forecast", postgres: true},
 		get("sessions", "/sessions"),
 	}

@@ -189,6 +189,12 @@ func auditQuery(tenant string, role auth.Role, req *sundialv1.ListAuditRequest) 
 	if len(q.Actor) > maxAuditActor {
 		return q, nil, invalidf("actor", "is %d bytes, at most %d", len(q.Actor), maxAuditActor)
 	}
+	if a := req.GetAction(); a != "" {
+		if err := audittrail.CheckAction(a); err != nil {
+			return q, nil, invalidf("action", "%v", err)
+		}
+		q.Action = a
+	}
 	if q.Subject != "" {
 		if len(req.GetKinds()) == 0 || len(q.Kinds) != 1 {
 			return q, nil, invalidf("subject", "needs exactly one kind (what %q names depends on the trail)", q.Subject)
@@ -222,7 +228,7 @@ func auditQuery(tenant string, role auth.Role, req *sundialv1.ListAuditRequest) 
 		kinds[i] = string(k)
 	}
 	slices.Sort(kinds)
-	scope := map[string]string{"t": tenant, "ks": strings.Join(kinds, ","), "ac": q.Actor, "s": q.Subject}
+	scope := map[string]string{"t": tenant, "ks": strings.Join(kinds, ","), "ac": q.Actor, "s": q.Subject, "an": q.Action}
 	if !q.Since.IsZero() {
 		scope["from"] = q.Since.Format(time.RFC3339Nano)
 	}
