@@ -42,6 +42,9 @@ type decoded struct {
 	expr, cron, zone               string
 	anchored, hashed, withCalendar bool
 	build                          func() (schedule.Schedule, error) // for schedules with no per-job part
+	// hashedCrons are the crons with H (its own, then its additional
+	// schedules'), resolved per job into its key.
+	hashedCrons []string
 }
 
 // NewDecoder returns a Decoder resolving calendars with cal (nil: ignore
@@ -109,6 +112,13 @@ func (d *Decoder) schedule(sched []byte) (*decoded, error) {
 	if c, ok := s.GetSpec().(*sundialv1.Schedule_Cron); ok && len(s.GetAdditionalSchedules()) == 0 && len(s.GetExclusions()) == 0 {
 		ds.cron = strings.TrimSpace(c.Cron)
 	}
+	if ds.hashed {
+		for _, x := range append([]*sundialv1.Schedule{s}, s.GetAdditionalSchedules()...) {
+			if c := x.GetCron(); jobspec.Hashed(&sundialv1.Schedule{Spec: &sundialv1.Schedule_Cron{Cron: c}}) {
+				ds.hashedCrons = append(ds.hashedCrons, c)
+			}
+		}
+	}
 	d.schedules[string(sched)] = ds
 	return ds, nil
 }
@@ -127,10 +137,12 @@ func (d *Decoder) job(ds *decoded, sched, jitter []byte, id, tenant string, prio
 		}
 	}
 	key := string(sched)
-	switch {
-	case ds.hashed:
-		key += "\x00h" + id
-	case ds.anchored:
+	if ds.hashed {
+		// Keyed by what H resolves to for this job (see FromJob): the
+		// jobs whose H lands on the same values share the schedule.
+		key += "\x00h" + resolvedCrons(ds.hashedCrons, id)
+	}
+	if ds.anchored {
 		var sec [8]byte
 		binary.BigEndian.PutUint64(sec[:], uint64(created.Unix()))
 		key += "\x00a" + string(sec[:])
@@ -139,17 +151,42 @@ func (d *Decoder) job(ds *decoded, sched, jitter []byte, id, tenant string, prio
 		key += "\x00c" + tenant
 	}
 	j.Key = key
-	if ds.build == nil || ds.anchored || ds.withCalendar || ds.hashed {
-		// What FromJob builds, for this job's id, anchor and tenant.
+	switch {
+	case ds.hashed:
+		// Built only for the first job of its key, so the job's own view
+		// is made then, not for each of a fleet's jobs.
+		spec, cal := ds.spec, d.cal
+		j.Build = func() (schedule.Schedule, error) {
+			return FromJob(&sundialv1.Job{Id: id, Tenant: tenant, Schedule: spec}, created, cal).Build()
+		}
+	case ds.build == nil || ds.anchored || ds.withCalendar:
+		// What FromJob builds, for this job's anchor and tenant.
 		b := FromJob(&sundialv1.Job{Id: id, Tenant: tenant, Schedule: ds.spec}, created, d.cal).Build
-		if !ds.anchored && !ds.withCalendar && !ds.hashed {
+		if !ds.anchored && !ds.withCalendar {
 			ds.build = b
 		}
 		j.Build = b
-	} else {
+	default:
 		j.Build = ds.build
 	}
 	return j, nil
+}
+
+// resolvedCrons is crons with H hashed from seed, each in the engine's
+// canonical form, joined: equal for two seeds exactly when H lands on the
+// same values in every one of them. A cron that does not parse keeps the
+// seed itself, so its job shares with no other.
+func resolvedCrons(crons []string, seed string) string {
+	var b strings.Builder
+	for _, c := range crons {
+		s, err := schedule.Parse(c, schedule.Options{HashSeed: seed})
+		if err != nil {
+			return "\x01" + seed
+		}
+		b.WriteString(s.String())
+		b.WriteByte(0)
+	}
+	return b.String()
 }
 
 // merged is the encoding of a message field met again: the earlier bytes

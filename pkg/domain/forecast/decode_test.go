@@ -43,7 +43,8 @@ func TestDecoderAgreesWithFromJob(t *testing.T) {
 		{rrule, nil, created, 0},
 		{rrule, nil, created.Add(24 * time.Hour), 0},
 		{union, durationpb.New(20 * time.Second), created, sundialv1.Priority_PRIORITY_LOW},
-		// H hashes each job's id: the same spec, a schedule per job.
+		// H hashes each job's id: the same spec, a schedule per job
+		// unless H lands on the same values (TestForecastHashedFleet).
 		{cron("H H * * *", "Europe/Berlin"), nil, created, 0},
 		{cron("H H * * *", "Europe/Berlin"), nil, created, 0},
 	}
@@ -153,4 +154,23 @@ func FuzzDecoderJob(f *testing.F) {
 			t.Fatalf("decoder jitter %s, FromJob %s", got.Jitter, want.Jitter)
 		}
 	})
+}
+
+// BenchmarkDecoderJobHashed is the per-job cost of a job with H: the scan,
+// H resolved from the job's id (one parse of its cron) and the key.
+func BenchmarkDecoderJobHashed(b *testing.B) {
+	job := &sundialv1.Job{Id: "0193a1b2-0000-7000-8000-000000000001", Tenant: "t", Name: "nightly",
+		Schedule: &sundialv1.Schedule{Spec: &sundialv1.Schedule_Cron{Cron: "H H * * *"}, Timezone: "Europe/Berlin"},
+		Target:   &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: "https://hooks.example/job"}}}}
+	raw, err := proto.Marshal(job)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := NewDecoder(nil)
+	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for b.Loop() {
+		if _, err := d.Job(raw, job.Id, job.Tenant, job.Name, job.Priority, created); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -268,8 +269,80 @@ func TestFromJobKeys(t *testing.T) {
 	if k(started, created) != k(started, created.Add(time.Hour)) {
 		t.Error("an interval with a start_time depends on its creation")
 	}
-	if k(cronJob("1", "t", "H 0 * * *", "UTC", 0), created) == k(cronJob("2", "t", "H 0 * * *", "UTC", 0), created) {
-		t.Error("H schedules of different jobs share a key")
+	// H resolves per job: two jobs share a key exactly when their H lands
+	// on the same minute.
+	minute := func(id string) uint64 { return schedule.HashSlot(id, "minute") % 60 }
+	var same, apart string
+	for i := 2; same == "" || apart == ""; i++ {
+		id := fmt.Sprint(i)
+		if minute(id) == minute("1") {
+			same = id
+		} else {
+			apart = id
+		}
+	}
+	if k(cronJob("1", "t", "H 0 * * *", "UTC", 0), created) != k(cronJob(same, "t", "H 0 * * *", "UTC", 0), created) {
+		t.Error("H schedules resolving to the same minute have different keys")
+	}
+	if k(cronJob("1", "t", "H 0 * * *", "UTC", 0), created) == k(cronJob(apart, "t", "H 0 * * *", "UTC", 0), created) {
+		t.Error("H schedules resolving to different minutes share a key")
+	}
+}
+
+// TestForecastHashedFleet: a fleet that follows the forecast's own advice
+// (every job "H * * * *") is counted whole within a cap far below its
+// size, through FromJob and through the Decoder alike: each job's H
+// resolves, and the jobs landing on the same minute share one schedule,
+// so 3,000 jobs are at most 60 schedules; every minute's count is what
+// each job's own schedule gives.
+func TestForecastHashedFleet(t *testing.T) {
+	from := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	want := map[time.Time]int64{}
+	var jobs []*sundialv1.Job
+	for i := range 3000 {
+		j := cronJob(fmt.Sprintf("0193a1b2-%04d-7000-8000-000000000001", i), "t", "H * * * *", "UTC", 0)
+		jobs = append(jobs, j)
+		s, err := schedule.Parse("H * * * *", schedule.Options{HashSeed: j.Id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for at := s.Next(from.Add(-time.Nanosecond)); at.Before(from.Add(time.Hour)); at = s.Next(at) {
+			want[at.Truncate(time.Minute)]++
+		}
+	}
+	decode := func() *Forecast {
+		b, err := New(Options{From: from, Window: time.Hour, MaxSchedules: 60})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := NewDecoder(nil)
+		for _, j := range jobs {
+			raw, err := proto.Marshal(j)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fj, err := d.Job(raw, j.Id, j.Tenant, j.Name, j.Priority, created)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Add(fj)
+		}
+		return b.Forecast()
+	}
+	for name, f := range map[string]*Forecast{"FromJob": build(t, Options{From: from, Window: time.Hour, MaxSchedules: 60}, jobs...), "Decoder": decode()} {
+		if f.Partial != "" || f.Failed != 0 || f.Firings != 3000 || f.Schedules > 60 || f.Schedules < 50 {
+			t.Errorf("%s: partial %q, failed %d, firings %d, schedules %d; want all 3,000 firings from at most 60 schedules", name, f.Partial, f.Failed, f.Firings, f.Schedules)
+		}
+		got := firingMinutes(f)
+		if len(got) != len(want) {
+			t.Errorf("%s: %d minutes with firings, want %d", name, len(got), len(want))
+		}
+		for m, n := range want {
+			if got[m] != n {
+				t.Errorf("%s: %s: %d firings, want %d", name, m.Format("15:04"), got[m], n)
+			}
+		}
 	}
 }
 

@@ -37,11 +37,18 @@ func FromJob(job *sundialv1.Job, created time.Time, cal CalendarLookup) Job {
 	if c, ok := s.GetSpec().(*sundialv1.Schedule_Cron); ok && len(s.GetAdditionalSchedules()) == 0 && len(s.GetExclusions()) == 0 {
 		j.Cron = strings.TrimSpace(c.Cron)
 	}
-	j.Key = key(s, job.GetTenant(), created, cal != nil)
 	if jobspec.Hashed(s) {
-		// H resolves per job (schedule.Options.HashSeed), so such a
-		// schedule is shared by no other job.
-		j.Key += "\x00" + job.GetId()
+		// H resolves per job (schedule.Options.HashSeed). Keyed by what
+		// it resolves to, the jobs whose H lands on the same values share
+		// one schedule, so a fleet of "H * * * *" jobs is at most 60
+		// schedules to count, not one per job.
+		if r, ok := resolveHashed(s, job.GetId()); ok {
+			j.Key = key(r, job.GetTenant(), created, cal != nil)
+		} else {
+			j.Key = key(s, job.GetTenant(), created, cal != nil) + "\x00" + job.GetId()
+		}
+	} else {
+		j.Key = key(s, job.GetTenant(), created, cal != nil)
 	}
 	tenant := job.GetTenant()
 	j.Build = func() (schedule.Schedule, error) {
@@ -82,6 +89,27 @@ func key(s *sundialv1.Schedule, tenant string, created time.Time, calendars bool
 		h.Write([]byte(tenant))
 	}
 	return string(h.Sum(nil))
+}
+
+// resolveHashed is s with every cron that has H (its own and its
+// additional schedules') in the engine's canonical form with H hashed from
+// seed (resolvedCrons), so two jobs whose H lands on the same values have
+// the same resolved schedule, and two whose H lands apart do not. Not ok
+// when a cron does not parse; the caller then keys the job on its own.
+func resolveHashed(s *sundialv1.Schedule, seed string) (*sundialv1.Schedule, bool) {
+	r := proto.Clone(s).(*sundialv1.Schedule)
+	for _, x := range append([]*sundialv1.Schedule{r}, r.GetAdditionalSchedules()...) {
+		c, ok := x.GetSpec().(*sundialv1.Schedule_Cron)
+		if !ok || !jobspec.Hashed(&sundialv1.Schedule{Spec: c}) {
+			continue
+		}
+		sch, err := schedule.Parse(c.Cron, schedule.Options{HashSeed: seed})
+		if err != nil {
+			return nil, false
+		}
+		x.Spec = &sundialv1.Schedule_Cron{Cron: sch.String()}
+	}
+	return r, true
 }
 
 // anchored reports whether any of s's schedules counts from the job's

@@ -247,8 +247,8 @@ func sortedKeys(m map[string]string) []string {
 }
 
 // Hashed reports whether any cron of s (its own or an additional schedule's)
-// has a hashed value (H): its instants depend on the job's id, so it is
-// shared by no other job.
+// has a hashed value (H): its instants depend on the job's id, so two jobs
+// with the same schedule fire together only if H lands alike for both.
 func Hashed(s *sundialv1.Schedule) bool {
 	for _, x := range append([]*sundialv1.Schedule{s}, s.GetAdditionalSchedules()...) {
 		for _, field := range strings.Fields(x.GetCron()) {

@@ -23,7 +23,7 @@ import (
 // of jobs, and GetForecast over them answers what the per-job computation
 // it replaced (every active job's spec read and counted, pkg/domain/forecast's
 // Decoder) answers, on a mixed set: plain and zoned crons with DST
-// policies, jitter, H crons (one schedule per job), intervals anchored at
+// policies, jitter, H crons (a count row per job), intervals anchored at
 // their creation, a recurrence rule, a one-off, additional schedules, four
 // priorities, two tenants. After each write path — CreateJob, a CreateJobs
 // batch, UpdateJob changing the schedule and the jitter, pause and resume,

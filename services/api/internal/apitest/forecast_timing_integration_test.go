@@ -28,17 +28,32 @@ import (
 // then adds 1,000 jobs through CreateJobs and times the forecast that
 // folds them. Opt-in: the load takes minutes at millions of jobs. The
 // figures are in docs/benchmarks.md.
+//
+// With SUNDIAL_FORECAST_TIMING_HASHED=1 every job is "H H * * *" instead,
+// a fleet that followed the forecast's advice: its count rows are one per
+// job (H is hashed from the id), so the 200 ms budget is not asserted,
+// only that every job is counted and the forecast is not partial (H
+// resolved, the jobs of one minute share a schedule); the times are
+// logged.
 func TestTimingForecast(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("SUNDIAL_FORECAST_TIMING_JOBS"))
 	if n <= 0 {
 		t.Skip("set SUNDIAL_FORECAST_TIMING_JOBS to run")
 	}
-	const budget = 200 * time.Millisecond
+	hashed := os.Getenv("SUNDIAL_FORECAST_TIMING_HASHED") == "1"
+	budget := 200 * time.Millisecond
+	if hashed {
+		budget = time.Hour
+	}
 	api := apitest.Start(t, apitest.Options{})
 	ctx := context.Background()
 	job := func(i int) *sundialv1.Job {
+		cron := fmt.Sprintf("%d %d * * *", i%60, (i/60)%24)
+		if hashed {
+			cron = "H H * * *"
+		}
 		return &sundialv1.Job{Name: "job-" + strconv.Itoa(i), Priority: sundialv1.Priority_PRIORITY_MEDIUM,
-			Schedule: &sundialv1.Schedule{Spec: &sundialv1.Schedule_Cron{Cron: fmt.Sprintf("%d %d * * *", i%60, (i/60)%24)}},
+			Schedule: &sundialv1.Schedule{Spec: &sundialv1.Schedule_Cron{Cron: cron}},
 			Target:   &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: "https://hooks.example/job"}}}}
 	}
 	start := time.Now()
