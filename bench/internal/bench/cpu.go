@@ -73,10 +73,10 @@ func MsPerFiring(cores, rate float64) float64 {
 // CPUPerFiring renders what each process spent per firing between two
 // snapshots while rate firings per second went through: the whole machine
 // first, then the platform (every process but the benchmark's own sink
-// and load, "bench") to the microsecond, then every process that spent at
-// least 0.005 ms, most first, e.g. "1.55 ms (platform 1.400: cassandra
-// 0.65, worker-1 0.48, bench 0.15)". Each process is rounded on its own,
-// so the platform figure is the one to compare with a target.
+// and load, "bench") and then every process that spent at least 0.005
+// ms, most first, each to the microsecond, e.g. "1.55 ms (platform 1.400:
+// cassandra 0.650, worker-1 0.480, bench 0.150)". Each process is rounded
+// on its own, so the platform figure is the one to compare with a target.
 func CPUPerFiring(a, b UsageSnap, rate float64) string {
 	return CPUPerFiringOf(Cores(a, b), rate)
 }
@@ -123,7 +123,7 @@ func cpuPerFiring(cores map[string]float64, rate float64, withPlatform bool) str
 	})
 	var procs []string
 	for _, p := range parts {
-		procs = append(procs, fmt.Sprintf("%s %.2f", p.name, p.ms))
+		procs = append(procs, fmt.Sprintf("%s %.3f", p.name, p.ms))
 	}
 	head := "machine ?"
 	if c, ok := cores[machineKey]; ok {

@@ -49,11 +49,11 @@ func TestCPUPerFiringIsCoresOverRate(t *testing.T) {
 		"machine": 15500 * time.Millisecond, "worker-1": 4800 * time.Millisecond, "postgres": time.Second, "bench": 10 * time.Millisecond, "new": time.Second})
 	got := CPUPerFiring(a, b, 1000)
 	// The platform is the worker and Postgres, not the benchmark.
-	if want := "1.55 ms (platform 0.580: worker-1 0.48, postgres 0.10)"; got != want {
+	if want := "1.55 ms (platform 0.580: worker-1 0.480, postgres 0.100)"; got != want {
 		t.Fatalf("CPUPerFiring = %q, want %q", got, want)
 	}
 	// A system inside the benchmark's process has no platform apart.
-	if got, want := CPUPerFiringInProcess(Cores(a, b), 1000), "1.55 ms (worker-1 0.48, postgres 0.10)"; got != want {
+	if got, want := CPUPerFiringInProcess(Cores(a, b), 1000), "1.55 ms (worker-1 0.480, postgres 0.100)"; got != want {
 		t.Errorf("CPUPerFiringInProcess = %q, want %q", got, want)
 	}
 	if got := CPUPerFiring(a, b, 0); got != "–" {
