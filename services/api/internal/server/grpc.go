@@ -236,6 +236,13 @@ func (g *GRPC) Start(ctx context.Context) error {
 	g.mu.Lock()
 	g.ln = ln
 	g.mu.Unlock()
+	// Ready at start (the common case): SERVING before Start returns, as
+	// a probe right after Start expects; judged here, not in the loop's
+	// goroutine, which may not have run yet when Start returns.
+	readyAtStart := g.cfg.StoresReady == nil || g.cfg.StoresReady(ctx) == nil
+	if readyAtStart {
+		g.health.Resume()
+	}
 	err = g.runner.Run(func(ctx context.Context) error {
 		errc := make(chan error, 1)
 		localErrc := make(chan error, 1)
@@ -243,10 +250,7 @@ func (g *GRPC) Start(ctx context.Context) error {
 		go func() { localErrc <- g.srv.Serve(g.local) }()
 		fctx, stopFollowing := context.WithCancel(ctx)
 		followed := make(chan struct{})
-		if g.cfg.StoresReady == nil || g.cfg.StoresReady(fctx) == nil {
-			// Ready at start (the common case): SERVING before the
-			// listening line, as a probe right after Start expects.
-			g.health.Resume()
+		if readyAtStart {
 			close(followed)
 		} else {
 			go func() { defer close(followed); g.followStores(fctx) }()
