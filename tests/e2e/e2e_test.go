@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/domain/firing"
+	"github.com/sundialhq/sundial/pkg/postgres/instances"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/testkit/harness"
 	"github.com/sundialhq/sundial/testkit/testinfra"
@@ -288,11 +290,64 @@ func TestFiringPipelineEndToEnd(t *testing.T) {
 		}))
 	}
 	checkLedger(t, p, s, jobs)
+	checkInstancesReport(t, p, map[string][]string{"relay": {"relay-1"}, "prefetcher": {"pf-1"}, "worker": {"w1", "w2"}})
 
 	// The firing path needs neither Postgres nor the relay once a firing is
 	// in Kafka: it is kept by the workers' timers (checked by the
 	// prefetcher-kill test and asserted by construction: the worker's only
 	// Postgres use is the clock offset sample).
+}
+
+// checkInstancesReport waits up to 30 s for every process named in want
+// (by service) and the api to have reported itself ready in
+// service_instances, with the checks its /readyz runs — the Kafka of the
+// relays and workers, the ZooKeeper of the prefetchers — all answering.
+func checkInstancesReport(t *testing.T, p *platform, want map[string][]string) {
+	t.Helper()
+	ctx := ctxT(t, 40*time.Second)
+	conn, err := pgx.Connect(ctx, p.ns.PostgresDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	needs := map[string]string{"relay": "kafka", "worker": "kafka", "prefetcher": "zookeeper", "api": "postgres"}
+	var missing []string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		rows, err := instances.Read(ctx, conn, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		missing = missing[:0]
+		ready := map[string]bool{}
+		apis := 0
+		for _, r := range rows {
+			ok := r.Ready && !r.Stopped
+			checked := false
+			for _, c := range r.Checks {
+				checked = checked || (c.Name == needs[r.Service] && c.OK)
+			}
+			ready[r.Service+"/"+r.Name] = ok && checked
+			if r.Service == "api" && ok && checked {
+				apis++
+			}
+		}
+		for service, names := range want {
+			for _, n := range names {
+				if !ready[service+"/"+n] {
+					missing = append(missing, service+"/"+n)
+				}
+			}
+		}
+		if apis == 0 {
+			missing = append(missing, "api")
+		}
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("service_instances: not reported ready with its checks: %v (rows %+v)", missing, rows)
+		}
+	}
 }
 
 // metric reads one unlabelled gauge or counter from a service's /metrics.

@@ -62,6 +62,7 @@ func runMain(m *testing.M) int {
 type platform struct {
 	t    *testing.T
 	plat *harness.Platform
+	ns   *harness.Namespace
 }
 
 // newPlatform starts the api (with apiArgs) and a relay; tests start the
@@ -80,7 +81,7 @@ func newPlatform(t *testing.T, apiArgs ...string) *platform {
 			t.Logf("namespace %s not cleaned up: %v", ns.Name, err)
 		}
 	})
-	p := &platform{t: t}
+	p := &platform{t: t, ns: ns}
 	// The log folder is made before stopAll is registered, so it outlives
 	// the processes (cleanups run last-registered first) and their logs can
 	// be shown when the test fails.

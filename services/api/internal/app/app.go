@@ -35,6 +35,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/domain/secrets"
 	"github.com/sundialhq/sundial/pkg/postgres/calendarstore"
+	"github.com/sundialhq/sundial/pkg/postgres/instances"
 	"github.com/sundialhq/sundial/pkg/postgres/migrations"
 	"github.com/sundialhq/sundial/pkg/postgres/signingkey"
 	"github.com/sundialhq/sundial/pkg/process/admin"
@@ -193,6 +194,9 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 		// The console's sweep of expired sessions beside the server.
 		services = append(services, con, httpSrv)
 	}
+	// This instance's report, as every service writes one (the console's
+	// services panel): started last, stopped first.
+	services = append(services, instances.NewReporter(pool, "api", instances.DefaultName(), checks, instances.Options{Logger: deps.Logger.With("component", "instances")}))
 	return &App{Services: services, Checks: checks}, nil
 }
 

@@ -280,6 +280,10 @@ type platformOwn struct {
 	Lag                  []groupLag
 	Leaders              []leader
 	Components           []component
+	// Instances are the services' own reports (service_instances), and
+	// Reached the components as those reports see them.
+	Instances []serviceInstance
+	Reached   []reachedComponent
 }
 
 func (c *Console) platformOwn(ctx context.Context) (*platformOwn, error) {
@@ -321,6 +325,9 @@ func (c *Console) platformOwn(ctx context.Context) (*platformOwn, error) {
 		p.Leaders = append(p.Leaders, l)
 	}
 	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if p.Instances, p.Reached, err = c.instancesView(ctx); err != nil {
 		return nil, err
 	}
 	p.Components = c.probe(ctx)

@@ -17,6 +17,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sundialhq/sundial/pkg/postgres/firingstats"
+	"github.com/sundialhq/sundial/pkg/postgres/instances"
+	"github.com/sundialhq/sundial/pkg/process/admin"
 	"github.com/sundialhq/sundial/services/api/internal/apitest"
 	"github.com/sundialhq/sundial/services/api/internal/console"
 )
@@ -77,12 +79,75 @@ func numbersFixture(t *testing.T, api *apitest.API) {
 		ON CONFLICT (election) DO UPDATE SET epoch = 12, leader = 'prefetcher-b'`); err != nil {
 		t.Fatal(err)
 	}
+	instancesFixture(t, api)
 	// The group's lag as the workers' rollups write it: low read two
 	// minutes ago (stale), high just now.
 	if _, err := api.Pool.Exec(ctx, `INSERT INTO group_lag (topic, records, updated_at, worker_id) VALUES
 		('sundial.fire.low', 3, now() - interval '2 minutes', 'worker-1'), ('sundial.fire.high', 1200, now() - interval '4 seconds', 'worker-2')
 		ON CONFLICT (topic) DO UPDATE SET records = excluded.records, updated_at = excluded.updated_at`); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// instancesFixture has the services report as they do, through their
+// reporters: a relay and a prefetcher ready, a worker whose Kafka check
+// fails, a relay stopped gracefully; and a worker whose last report is
+// five minutes old (it died), whose checks no longer count.
+func instancesFixture(t *testing.T, api *apitest.API) {
+	t.Helper()
+	ctx := context.Background()
+	ok := func(context.Context) error { return nil }
+	refused := func(context.Context) error {
+		return errors.New("kafka: dial tcp 127.0.0.1:9092: connect: connection refused")
+	}
+	opts := instances.Options{Interval: time.Hour} // one report, at Start
+	for _, r := range []struct {
+		service, name string
+		checks        map[string]admin.Check
+		stop          bool
+	}{
+		{"relay", "relay-a", map[string]admin.Check{"kafka": ok, "postgres": ok}, false},
+		{"prefetcher", "prefetcher-b", map[string]admin.Check{"zookeeper": ok, "postgres": ok}, false},
+		{"worker", "worker-1", map[string]admin.Check{"kafka": refused, "redis": ok, "postgres": ok}, false},
+		{"relay", "relay-old", map[string]admin.Check{"kafka": ok, "postgres": ok}, true},
+	} {
+		rep := instances.NewReporter(api.Pool, r.service, r.name, r.checks, opts)
+		if err := rep.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if r.stop {
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				var n int
+				if err := api.Pool.QueryRow(ctx, `SELECT count(*) FROM service_instances WHERE instance = $1`, r.name).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				if n == 1 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s never reported", r.name)
+				}
+			}
+			rep.Stop()
+			continue
+		}
+		t.Cleanup(rep.Stop)
+	}
+	if _, err := api.Pool.Exec(ctx, `INSERT INTO service_instances (service, instance, started_at, seen_at, ready, checks)
+		VALUES ('worker', 'worker-3', now() - interval '1 hour', now() - interval '5 minutes', true, '[{"name":"kafka","ok":true,"ms":1.5}]')`); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		rows, err := instances.Read(ctx, api.Pool, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) == 5 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d service rows, want 5", len(rows))
+		}
 	}
 }
 
@@ -162,6 +227,22 @@ func TestIntegrationOverviewNumbersFromTheRollup(t *testing.T) {
 		`id="platform-rollup-firings-chart"`,
 		`<tr><td>high</td><td class="mono">sundial.fire.high</td><td>1200</td>`,
 		`<tr class="stale"><td>low</td><td class="mono">sundial.fire.low</td><td>3</td>`,
+		// The services' own reports, and the components as they reach them.
+		`<tr><td>relay</td><td class="mono">relay-a</td>
+<td><span class="status succeeded">ready</span></td>`,
+		`<tr class="stale"><td>worker</td><td class="mono">worker-1</td>
+<td><span class="status failed">not ready</span></td>`,
+		`<span class="check">kafka <span class="status failed">failing</span> <span class="clip">kafka: dial tcp 127.0.0.1:9092: connect: connection refused</span>`,
+		`<tr class="stale"><td>relay</td><td class="mono">relay-old</td>
+<td><span class="status failed">stopped</span></td>`,
+		`<tr class="stale"><td>worker</td><td class="mono">worker-3</td>
+<td><span class="status failed">not reporting</span></td>`,
+		`<tr><td>kafka</td><td>relay, worker</td>
+<td><span class="status failed">reached by 1 of 2</span><br><span class="clip">worker worker-1: kafka: dial tcp 127.0.0.1:9092: connect: connection refused</span>`,
+		`<tr><td>postgres</td><td>prefetcher, relay, worker</td>
+<td><span class="status succeeded">reached by 3 of 3</span>`,
+		`<tr><td>zookeeper</td><td>prefetcher</td>
+<td><span class="status succeeded">reached by 1 of 1</span>`,
 	} {
 		if !strings.Contains(plat, want) {
 			t.Errorf("the platform panel lacks %s", want)
@@ -231,6 +312,7 @@ func TestBrowserOverviewWithoutPrometheus(t *testing.T) {
 		chromedp.SendKeys(css("#token"), apitest.TokenAcme), chromedp.Click(css("#signin")), chromedp.WaitVisible(css("#role")),
 		chromedp.Navigate(base+"/"), chromedp.WaitVisible(css("#own-numbers")), chromedp.WaitVisible(css("#firings-chart svg")),
 		chromedp.WaitVisible(css("#api-components")), chromedp.WaitVisible(css("#group-lag")),
+		chromedp.WaitVisible(css("#services")), chromedp.WaitVisible(css("#service-components")),
 	); err != nil {
 		t.Fatal(err)
 	}
@@ -243,6 +325,7 @@ func TestBrowserOverviewWithoutPrometheus(t *testing.T) {
 		return strings.TrimSpace(v)
 	}
 	hour, running, redis, lag := text("#own-numbers tr.hour td.firings"), text("#own .running"), text("#api-components"), text("#group-lag")
+	services, reached := text("#services"), text("#service-components")
 	png, err := chromedp.Run(step, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)
@@ -258,6 +341,14 @@ func TestBrowserOverviewWithoutPrometheus(t *testing.T) {
 	}
 	if !strings.Contains(lag, "sundial.fire.high") || !strings.Contains(lag, "1200") || !strings.Contains(lag, "stale") {
 		t.Errorf("the consumer lag table reads %q, want HIGH's 1200 and LOW's read marked stale", lag)
+	}
+	for _, want := range []string{"relay-a", "ready", "worker-1", "not ready", "relay-old", "stopped", "worker-3", "not reporting"} {
+		if !strings.Contains(services, want) {
+			t.Errorf("the services table reads %q, want %q in it", services, want)
+		}
+	}
+	if !strings.Contains(reached, "reached by 1 of 2") || !strings.Contains(reached, "zookeeper") {
+		t.Errorf("the components as the services reach them read %q, want Kafka reached by 1 of 2 and ZooKeeper", reached)
 	}
 	if !strings.Contains(redis, "unreachable") {
 		t.Errorf("the components table does not show redis unreachable: %q", redis)

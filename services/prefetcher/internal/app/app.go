@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sundialhq/sundial/pkg/postgres/instances"
 	"github.com/sundialhq/sundial/pkg/postgres/jobwake"
 	"github.com/sundialhq/sundial/pkg/postgres/ledgerttl"
 	"github.com/sundialhq/sundial/pkg/process/admin"
@@ -118,9 +119,13 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 	deps.Logger.Info("prefetcher configured", "node_id", cfg.NodeID, "election", cfg.Election, "ranges", cfg.Ranges,
 		"window", cfg.Window, "chunk", cfg.Chunk, "tick", cfg.Tick, "batch_size", cfg.BatchSize, "zk_session_timeout", cfg.ZKSessionTimeout,
 		"catch_up_rate", cfg.CatchUpRate, "fill_step", cfg.FillStep, "retention", cfg.Retention.Retention)
+	checks := map[string]admin.Check{"postgres": store.Ping, "zookeeper": coord.Check}
+	// The report of this member and of the ZooKeeper it reaches, for the
+	// console without Prometheus: started last, stopped first.
+	report := instances.NewReporter(pool, "prefetcher", cfg.NodeID, checks, instances.Options{Clock: clk, Logger: deps.Logger.With("component", "instances")})
 	return &App{
-		Services: []lifecycle.Service{poolCloser{pool}, listener, ttls, drainer, zkStartupCheck(zcfg, deps.Logger), loop, coord},
-		Checks:   map[string]admin.Check{"postgres": store.Ping, "zookeeper": coord.Check},
+		Services: []lifecycle.Service{poolCloser{pool}, listener, ttls, drainer, zkStartupCheck(zcfg, deps.Logger), loop, coord, report},
+		Checks:   checks,
 	}, nil
 }
 

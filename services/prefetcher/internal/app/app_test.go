@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sundialhq/sundial/pkg/postgres/instances"
 	"github.com/sundialhq/sundial/pkg/process/config"
 	"github.com/sundialhq/sundial/pkg/process/lifecycle"
 )
@@ -43,7 +44,9 @@ func TestNewComposesWithoutConnecting(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 1, got, "%v", args)
 		require.Equal(t, want, gaugeValue(t, reg, "sundial_prefetcher_ranges"), "%v", args)
-		require.Len(t, a.Services, 7, "%v", args) // pool closer, listener, ledger TTLs, drainer, ZooKeeper's startup check, loop, coordinator
+		require.Len(t, a.Services, 8, "%v", args) // pool closer, listener, ledger TTLs, drainer, ZooKeeper's startup check, loop, coordinator, the report
+		_, reportLast := a.Services[7].(*instances.Reporter)
+		require.True(t, reportLast, "%v: the instance's report is the last started, the first stopped", args)
 		_, first := a.Services[0].(poolCloser)
 		require.True(t, first, "%v: the pool is closed last", args)
 		require.ElementsMatch(t, []string{"postgres", "zookeeper"}, keys(a.Checks), "%v", args)

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sundialhq/sundial/pkg/postgres/instances"
 	"github.com/sundialhq/sundial/pkg/process/admin"
 	"github.com/sundialhq/sundial/pkg/process/clock"
 	"github.com/sundialhq/sundial/pkg/process/connsec"
@@ -81,12 +82,16 @@ func New(ctx context.Context, cfg relay.Config, deps Deps) (*App, error) {
 		Registry: deps.Registry,
 		Tracer:   deps.Tracer,
 	})
+	checks := map[string]admin.Check{
+		"postgres": func(ctx context.Context) error { return pool.Ping(ctx) },
+		"kafka":    func(ctx context.Context) error { return kc.Ping(ctx) },
+	}
+	// The report of this relay and of the Kafka it reaches, for the
+	// console without Prometheus: started last, stopped first.
+	report := instances.NewReporter(pool, "relay", cfg.NodeID, checks, instances.Options{Logger: deps.Logger.With("component", "instances")})
 	return &App{
-		Services: []lifecycle.Service{closer{pool: pool, kc: kc, brokers: cfg.Brokers(), logger: deps.Logger}, r},
-		Checks: map[string]admin.Check{
-			"postgres": func(ctx context.Context) error { return pool.Ping(ctx) },
-			"kafka":    func(ctx context.Context) error { return kc.Ping(ctx) },
-		},
+		Services: []lifecycle.Service{closer{pool: pool, kc: kc, brokers: cfg.Brokers(), logger: deps.Logger}, r, report},
+		Checks:   checks,
 	}, nil
 }
 

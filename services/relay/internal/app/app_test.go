@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/sundialhq/sundial/pkg/postgres/instances"
+
 	"github.com/sundialhq/sundial/services/relay/internal/relay"
 )
 
@@ -24,9 +26,11 @@ func deps() Deps {
 func TestNewComposesWithoutConnecting(t *testing.T) {
 	a, err := New(context.Background(), relay.Defaults(), deps())
 	require.NoError(t, err)
-	require.Len(t, a.Services, 2)
-	_, last := a.Services[1].(*relay.Relay)
-	require.True(t, last, "the relay is the last started, the first stopped")
+	require.Len(t, a.Services, 3)
+	_, relayLast := a.Services[1].(*relay.Relay)
+	require.True(t, relayLast, "the relay is started after the connections, stopped before they close")
+	_, reportLast := a.Services[2].(*instances.Reporter)
+	require.True(t, reportLast, "the instance's report is the last started, the first stopped")
 	names := make([]string, 0, len(a.Checks))
 	for n := range a.Checks {
 		names = append(names, n)

@@ -23,6 +23,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/domain/firing"
 	"github.com/sundialhq/sundial/pkg/domain/netpolicy"
 	"github.com/sundialhq/sundial/pkg/domain/secrets"
+	"github.com/sundialhq/sundial/pkg/postgres/instances"
 	"github.com/sundialhq/sundial/pkg/postgres/ledgerpending"
 	"github.com/sundialhq/sundial/pkg/postgres/ledgerttl"
 	"github.com/sundialhq/sundial/pkg/process/clock"
@@ -620,6 +621,10 @@ func (b *builder) settler(ctx context.Context, clk *clocks, dlq *settle.KafkaDLQ
 	// after them with a last flush (package rollup).
 	b.m.Rollup = rollup.New(rollup.Config{WorkerID: b.cfg.WorkerID}, rollup.NewPG(pg), clk.corrected, b.logger.With("component", "rollup"))
 	b.run(b.m.Rollup)
+	// This worker's report and what it reaches (Kafka, Redis, Cassandra,
+	// Postgres: every check, as the build adds them before the start),
+	// for the console's services panel without Prometheus.
+	b.run(instances.NewReporter(pg, "worker", b.cfg.WorkerID, b.w.Checks, instances.Options{Logger: b.logger.With("component", "instances")}))
 	_ = connsec.AtStart(ctx, b.logger, func(ctx context.Context) error { // logs, never fails
 		if err := pg.Ping(ctx); err != nil {
 			return fmt.Errorf("postgres: %w", err)
