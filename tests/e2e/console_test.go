@@ -21,6 +21,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
 
+	"github.com/sundialhq/sundial/testkit/chromium"
 	"github.com/sundialhq/sundial/testkit/harness"
 )
 
@@ -83,25 +84,8 @@ func TestBrowserConsoleFiresEndToEnd(t *testing.T) {
 	s := newSink(t, p)
 	base := p.plat.URL(httpAddr)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		trustAPI(t, p),
-		chromedp.ExecPath(bin),
-		chromedp.Flag("headless", "new"),
-		chromedp.NoSandbox, // as root in CI
-		chromedp.WindowSize(1280, 900),
-		chromedp.UserDataDir(t.TempDir()),
-		// Chromium's own temporary files (org.chromium.Chromium.*) in
-		// the test's directory, not left in /tmp.
-		chromedp.Env("TMPDIR="+t.TempDir()),
-	)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	defer cancelBrowser()
-	// The first call starts the browser and must not carry a timeout.
-	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
+	// The browser trusts the api's development certificate.
+	ctx := chromium.Start(t, bin, trustAPI(t, p))
 	shot := func(name string) chromedp.Action[chromedp.Void] {
 		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 			png, err := chromedp.FullScreenshot(100)(ctx, tg)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/postgres/audittrail"
 	"github.com/sundialhq/sundial/services/api/internal/apitest"
+	"github.com/sundialhq/sundial/testkit/chromium"
 )
 
 // TestBrowserConsoleAuditView drives the one audit view in headless
@@ -46,7 +47,7 @@ func TestBrowserConsoleAuditView(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ctx := startChromium(t, bin)
+	ctx := chromium.Start(t, bin)
 	step := func() context.Context {
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		t.Cleanup(cancel)

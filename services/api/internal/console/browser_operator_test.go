@@ -17,6 +17,7 @@ import (
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/apitest"
 	"github.com/sundialhq/sundial/services/api/internal/console"
+	"github.com/sundialhq/sundial/testkit/chromium"
 )
 
 // TestBrowserConsoleOperatorsDay drives the operator's console items in
@@ -54,7 +55,7 @@ func TestBrowserConsoleOperatorsDay(t *testing.T) {
 	other := createJobs(t, api, "reports-weekly")["reports-weekly"]
 	api.DeadLetter(t, other, slot.Add(time.Minute), "timeout")
 
-	ctx := startChromium(t, bin)
+	ctx := chromium.Start(t, bin)
 	step := func() context.Context {
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		t.Cleanup(cancel)

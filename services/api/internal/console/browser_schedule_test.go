@@ -15,6 +15,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/client"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/apitest"
+	"github.com/sundialhq/sundial/testkit/chromium"
 )
 
 // TestBrowserConsoleScheduleKinds drives the create and edit forms'
@@ -58,7 +59,7 @@ func TestBrowserConsoleScheduleKinds(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ctx := startChromium(t, bin)
+	ctx := chromium.Start(t, bin)
 	step := func() context.Context {
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		t.Cleanup(cancel)

@@ -22,6 +22,7 @@ import (
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/apitest"
 	"github.com/sundialhq/sundial/services/api/internal/console"
+	"github.com/sundialhq/sundial/testkit/chromium"
 
 	"github.com/google/uuid"
 )
@@ -52,7 +53,7 @@ func TestBrowserConsole(t *testing.T) {
 	base := "http://" + api.HTTPAddr
 
 	// The date pickers' parts in en-US order (pickerKeys).
-	ctx := startChromium(t, bin, chromedp.Flag("lang", "en-US"))
+	ctx := chromium.Start(t, bin, chromedp.Flag("lang", "en-US"))
 
 	// Any JavaScript dialog (an injected alert) fails the test.
 	var dialogs atomic.Int32

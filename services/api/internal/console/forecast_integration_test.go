@@ -21,6 +21,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/domain/auth"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/services/api/internal/apitest"
+	"github.com/sundialhq/sundial/testkit/chromium"
 )
 
 // forecastFleet registers, as acme, a fleet with a midnight herd: 150
@@ -121,7 +122,7 @@ func TestBrowserForecast(t *testing.T) {
 	api := startConsole(t, false)
 	forecastFleet(t, api)
 	base := "http://" + api.HTTPAddr
-	ctx := startChromium(t, bin)
+	ctx := chromium.Start(t, bin)
 	step := func() context.Context {
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		t.Cleanup(cancel)

@@ -21,6 +21,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/process/admin"
 	"github.com/sundialhq/sundial/services/api/internal/apitest"
 	"github.com/sundialhq/sundial/services/api/internal/console"
+	"github.com/sundialhq/sundial/testkit/chromium"
 )
 
 // rollupRow writes one firing_minutes row as the workers' rollup does.
@@ -302,7 +303,7 @@ func TestBrowserOverviewWithoutPrometheus(t *testing.T) {
 		rollupRow(t, api, "acme", now.Add(-time.Duration(i)*time.Minute), 2, o, map[int]int64{2: 20, 3: o[firingstats.Succeeded] - 20, 7 + i%3: 2})
 	}
 
-	ctx := startChromium(t, bin)
+	ctx := chromium.Start(t, bin)
 	step, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	type css = chromedp.CSS
