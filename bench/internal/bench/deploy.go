@@ -40,6 +40,12 @@ type Deploy struct {
 	APILimits bool
 	// Durable says how Postgres commits during the run, for the tables.
 	Durable string
+	// RedisCluster, when set, is the comma-separated nodes of a Redis
+	// Cluster (deploy/local/cluster/redis.sh) the api and workers use
+	// instead of the single Redis, the workers without liveness (a
+	// cluster refuses its key); the cluster's nodes are then measured as
+	// "redis".
+	RedisCluster string
 }
 
 // DefaultDeploy is make run's deployment.
@@ -228,6 +234,9 @@ func (d *deployment) describe() string {
 	}
 	if o.Deploy.Durable != "" {
 		s += "; " + o.Deploy.Durable
+	}
+	if o.Deploy.RedisCluster != "" {
+		s += fmt.Sprintf("; a Redis Cluster of %d nodes (liveness off)", len(strings.Split(o.Deploy.RedisCluster, ",")))
 	}
 	if len(workerArgs) > 0 {
 		s += "; workers also run with `" + strings.Join(workerArgs, " ") + "`"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -68,6 +69,12 @@ func (r *Runner) snapUsage(d *deployment) usageSnap {
 		}
 	}
 	for _, c := range infraComponents {
+		if c == "redis" && r.opts.Deploy.RedisCluster != "" {
+			if u, ok := r.clusterUsage(now); ok {
+				s[c] = u
+			}
+			continue
+		}
 		if pid := r.infraPid(c); pid != 0 {
 			if u, err := harness.ReadUsage(pid, c == "postgres", now); err == nil {
 				s[c] = u
@@ -81,6 +88,29 @@ func (r *Runner) snapUsage(d *deployment) usageSnap {
 		s[machineKey] = u
 	}
 	return s
+}
+
+// clusterUsage is the Redis Cluster's nodes (Deploy.RedisCluster, started
+// by deploy/local/cluster/redis.sh in this checkout) summed as one
+// component; not ok unless every node is found.
+func (r *Runner) clusterUsage(now time.Time) (harness.Usage, bool) {
+	var sum harness.Usage
+	for _, addr := range strings.Split(r.opts.Deploy.RedisCluster, ",") {
+		_, port, err := net.SplitHostPort(strings.TrimSpace(addr))
+		if err != nil {
+			return harness.Usage{}, false
+		}
+		pid := harness.ComponentPid(r.opts.InfraDir, filepath.Join("redis-cluster", port))
+		if pid == 0 {
+			return harness.Usage{}, false
+		}
+		u, err := harness.ReadUsage(pid, false, now)
+		if err != nil {
+			return harness.Usage{}, false
+		}
+		sum.At, sum.CPU, sum.RSS, sum.PeakRSS = u.At, sum.CPU+u.CPU, sum.RSS+u.RSS, sum.PeakRSS+u.PeakRSS
+	}
+	return sum, true
 }
 
 // at is when the snapshot was read (by the machine's reading, else any

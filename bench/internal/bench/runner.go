@@ -123,6 +123,10 @@ func (r *Runner) serviceEnv(sinkAddrs string) []string {
 		// the api, so the firings measured are make run's either way.
 		env = append(env, "SUNDIAL_QUOTA_MAX_JOBS=0", "SUNDIAL_QUOTA_CREATE_RATE_PER_MINUTE=0", "SUNDIAL_RATE_LIMIT=0")
 	}
+	if c := r.opts.Deploy.RedisCluster; c != "" {
+		// After the platform's own SUNDIAL_REDIS_ADDR, so it wins.
+		env = append(env, "SUNDIAL_REDIS_ADDR="+c, "SUNDIAL_LIVENESS_TTL=0")
+	}
 	return env
 }
 
