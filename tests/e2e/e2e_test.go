@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/domain/firing"
@@ -72,12 +74,31 @@ func (jp jobPlan) proto(s *sink, kafkaTopic string, start, end time.Time) *sundi
 // returned.
 func (p *platform) register(t *testing.T, plans []jobPlan, s *sink, kafkaTopic string, start, end time.Time) (harness.Expected, map[string]*sundialv1.Job) {
 	t.Helper()
+	return p.registerRetrying(t, plans, s, kafkaTopic, start, end, 0)
+}
+
+// registerRetrying is register that, for up to retryFor, calls again
+// after a call the api answered Unavailable (its store failing over), as
+// a client should: the idempotency keys make a repeated creation return
+// the job already made.
+func (p *platform) registerRetrying(t *testing.T, plans []jobPlan, s *sink, kafkaTopic string, start, end time.Time, retryFor time.Duration) (harness.Expected, map[string]*sundialv1.Job) {
+	t.Helper()
 	ctx := ctxT(t, 2*time.Minute)
-	created, err := harness.CreateJobs(ctx, p.client(), len(plans), 8, func(i int) *sundialv1.CreateJobRequest {
-		return &sundialv1.CreateJobRequest{Job: plans[i].proto(s, kafkaTopic, start, end), IdempotencyKey: fmt.Sprintf("e2e-%d", i)}
-	})
-	if err != nil {
-		t.Fatal(err)
+	deadline := time.Now().Add(retryFor)
+	var created []*sundialv1.Job
+	for {
+		var err error
+		created, err = harness.CreateJobs(ctx, p.client(), len(plans), 8, func(i int) *sundialv1.CreateJobRequest {
+			return &sundialv1.CreateJobRequest{Job: plans[i].proto(s, kafkaTopic, start, end), IdempotencyKey: fmt.Sprintf("e2e-%s-%d", plans[i].name, i)}
+		})
+		if err == nil {
+			break
+		}
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		t.Logf("register: %v; again", err)
+		time.Sleep(200 * time.Millisecond)
 	}
 	want := harness.Expected{}
 	jobs := map[string]*sundialv1.Job{}

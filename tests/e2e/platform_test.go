@@ -69,8 +69,13 @@ type platform struct {
 // prefetchers and workers they need with the flags they need.
 func newPlatform(t *testing.T, apiArgs ...string) *platform {
 	t.Helper()
+	return newPlatformOn(t, harness.InfraFromEnv(), apiArgs...)
+}
+
+// newPlatformOn is newPlatform on infra (another Postgres, say).
+func newPlatformOn(t *testing.T, infra harness.Infra, apiArgs ...string) *platform {
+	t.Helper()
 	ctx := ctxT(t, 2*time.Minute)
-	infra := harness.InfraFromEnv()
 	ns, err := harness.NewNamespace(ctx, infra, t.Name())
 	if err != nil {
 		t.Fatal(err)
