@@ -22,11 +22,12 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/domain/firing"
 	"github.com/sundialhq/sundial/pkg/postgres/firingstats"
+	"github.com/sundialhq/sundial/pkg/postgres/instances"
+	"github.com/sundialhq/sundial/pkg/process/admin"
 )
 
 // minuteCounts are one minute's rollup, summed over priorities (and
@@ -374,29 +375,17 @@ func (c *Console) groupLag(ctx context.Context) ([]groupLag, error) {
 }
 
 // probe checks every component the api connects to (Config.Components)
-// at once, each within 2 s, and times it.
+// at once, each within 2 s, and times it: the same run of checks each
+// service reports of itself (instances.Run).
 func (c *Console) probe(ctx context.Context) []component {
-	names := make([]string, 0, len(c.cfg.Components))
-	for n := range c.cfg.Components {
-		names = append(names, n)
+	checks := make(map[string]admin.Check, len(c.cfg.Components))
+	for n, f := range c.cfg.Components {
+		checks[n] = f
 	}
-	slices.Sort(names)
-	out := make([]component, len(names))
-	var wg sync.WaitGroup
-	for i, n := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			defer cancel()
-			t0 := c.cfg.Clock.Now()
-			err := c.cfg.Components[n](pctx)
-			out[i] = component{Name: n, OK: err == nil, Latency: c.cfg.Clock.Now().Sub(t0).Round(10 * time.Microsecond).String()}
-			if err != nil {
-				out[i].Error = err.Error()
-			}
-		}()
+	ran := instances.Run(ctx, checks, 2*time.Second, c.cfg.Clock)
+	out := make([]component, len(ran))
+	for i, r := range ran {
+		out[i] = component{Name: r.Name, OK: r.OK, Error: r.Error, Latency: (time.Duration(r.Ms*1000) * time.Microsecond).Round(10 * time.Microsecond).String()}
 	}
-	wg.Wait()
 	return out
 }
