@@ -15,6 +15,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -129,6 +130,9 @@ func New(ctx context.Context, cfg Config, deps Deps) (a *App, err error) {
 	}, nil
 }
 
+// idleInTxTimeout is the Postgres parameter openPool sets (see there).
+const idleInTxTimeout = "idle_in_transaction_session_timeout"
+
 // openPool opens the Postgres pool every part shares.
 func openPool(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig(cfg.PostgresDSN)
@@ -140,6 +144,17 @@ func openPool(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	// names one wins.
 	if _, ok := pcfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		pcfg.ConnConfig.RuntimeParams["application_name"] = "sundial-prefetcher/" + cfg.NodeID
+	}
+	// A staging transaction's first statement locks its range's
+	// leader_epochs row until commit. A prefetcher stalled inside one
+	// (paused, frozen, a long GC) would hold that lock, and with it the
+	// range's next leader, for as long as the stall lasts: Postgres does
+	// not notice a silent client. Past its ZooKeeper session timeout the
+	// stalled member has lost the range anyway, so its session is ended
+	// when idle in a transaction that long, and the lock goes with it. A
+	// DSN that sets the parameter wins.
+	if _, ok := pcfg.ConnConfig.RuntimeParams[idleInTxTimeout]; !ok {
+		pcfg.ConnConfig.RuntimeParams[idleInTxTimeout] = strconv.FormatInt(cfg.ZKSessionTimeout.Milliseconds(), 10)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
