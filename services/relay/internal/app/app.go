@@ -12,6 +12,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,14 +51,10 @@ type App struct {
 // connections it opens are closed by the first service's Stop (the last to
 // stop), after the relay has drained.
 func New(ctx context.Context, cfg relay.Config, deps Deps) (*App, error) {
-	pcfg, err := pgxpool.ParseConfig(cfg.PostgresDSN)
+	pcfg, err := poolConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("postgres-dsn: %w", err)
+		return nil, err
 	}
-	// One connection claims, one counts depth, one answers /readyz; the
-	// LISTEN connection is separate. More would only hold idle sessions.
-	pcfg.MaxConns = 4
-	pcfg.ConnConfig.RuntimeParams["application_name"] = "sundial-relay/" + cfg.NodeID
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
@@ -93,6 +91,35 @@ func New(ctx context.Context, cfg relay.Config, deps Deps) (*App, error) {
 		Services: []lifecycle.Service{closer{pool: pool, kc: kc, brokers: cfg.Brokers(), logger: deps.Logger}, r, report},
 		Checks:   checks,
 	}, nil
+}
+
+// claimIdleMargin is how much longer than --publish-timeout a claim may sit
+// idle in its transaction before Postgres ends the session (poolConfig).
+const claimIdleMargin = 2 * time.Second
+
+// poolConfig is the relay's Postgres pool configuration. One connection
+// claims, one counts depth, one answers /readyz; the LISTEN connection is
+// separate. More would only hold idle sessions.
+//
+// A claim holds its rows' locks while Kafka acknowledges the batch, and
+// the other relays skip locked rows. A relay stalled inside a claim
+// (paused, frozen, a long GC) would keep its batch from every relay for as
+// long as the stall lasts: Postgres does not notice a silent client. The
+// relay itself gives a batch up after --publish-timeout, so its sessions
+// are ended when idle in a transaction that long plus claimIdleMargin, and
+// the rows go to the next claim (published twice at worst; the workers
+// drop the copy). A DSN that sets the parameter wins.
+func poolConfig(cfg relay.Config) (*pgxpool.Config, error) {
+	pcfg, err := pgxpool.ParseConfig(cfg.PostgresDSN)
+	if err != nil {
+		return nil, fmt.Errorf("postgres-dsn: %w", err)
+	}
+	pcfg.MaxConns = 4
+	pcfg.ConnConfig.RuntimeParams["application_name"] = "sundial-relay/" + cfg.NodeID
+	if _, ok := pcfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; !ok {
+		pcfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt((cfg.PublishTimeout + claimIdleMargin).Milliseconds(), 10)
+	}
+	return pcfg, nil
 }
 
 // closer owns the connections' lifetime: its Start checks the brokers (a
