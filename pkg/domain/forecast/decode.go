@@ -113,11 +113,7 @@ func (d *Decoder) schedule(sched []byte) (*decoded, error) {
 		ds.cron = strings.TrimSpace(c.Cron)
 	}
 	if ds.hashed {
-		for _, x := range append([]*sundialv1.Schedule{s}, s.GetAdditionalSchedules()...) {
-			if c := x.GetCron(); jobspec.Hashed(&sundialv1.Schedule{Spec: &sundialv1.Schedule_Cron{Cron: c}}) {
-				ds.hashedCrons = append(ds.hashedCrons, c)
-			}
-		}
+		ds.hashedCrons = hashedCrons(s)
 	}
 	d.schedules[string(sched)] = ds
 	return ds, nil
@@ -138,7 +134,7 @@ func (d *Decoder) job(ds *decoded, sched, jitter []byte, id, tenant string, prio
 	}
 	key := string(sched)
 	if ds.hashed {
-		// Keyed by what H resolves to for this job (see FromJob): the
+		// Keyed by what H resolves to for this job, as FromJob keys it: the
 		// jobs whose H lands on the same values share the schedule.
 		key += "\x00h" + resolvedCrons(ds.hashedCrons, id)
 	}

@@ -37,18 +37,13 @@ func FromJob(job *sundialv1.Job, created time.Time, cal CalendarLookup) Job {
 	if c, ok := s.GetSpec().(*sundialv1.Schedule_Cron); ok && len(s.GetAdditionalSchedules()) == 0 && len(s.GetExclusions()) == 0 {
 		j.Cron = strings.TrimSpace(c.Cron)
 	}
+	j.Key = key(s, job.GetTenant(), created, cal != nil)
 	if jobspec.Hashed(s) {
 		// H resolves per job (schedule.Options.HashSeed). Keyed by what
 		// it resolves to, the jobs whose H lands on the same values share
 		// one schedule, so a fleet of "H * * * *" jobs is at most 60
 		// schedules to count, not one per job.
-		if r, ok := resolveHashed(s, job.GetId()); ok {
-			j.Key = key(r, job.GetTenant(), created, cal != nil)
-		} else {
-			j.Key = key(s, job.GetTenant(), created, cal != nil) + "\x00" + job.GetId()
-		}
-	} else {
-		j.Key = key(s, job.GetTenant(), created, cal != nil)
+		j.Key += "\x00h" + resolvedCrons(hashedCrons(s), job.GetId())
 	}
 	tenant := job.GetTenant()
 	j.Build = func() (schedule.Schedule, error) {
@@ -91,25 +86,16 @@ func key(s *sundialv1.Schedule, tenant string, created time.Time, calendars bool
 	return string(h.Sum(nil))
 }
 
-// resolveHashed is s with every cron that has H (its own and its
-// additional schedules') in the engine's canonical form with H hashed from
-// seed (resolvedCrons), so two jobs whose H lands on the same values have
-// the same resolved schedule, and two whose H lands apart do not. Not ok
-// when a cron does not parse; the caller then keys the job on its own.
-func resolveHashed(s *sundialv1.Schedule, seed string) (*sundialv1.Schedule, bool) {
-	r := proto.Clone(s).(*sundialv1.Schedule)
-	for _, x := range append([]*sundialv1.Schedule{r}, r.GetAdditionalSchedules()...) {
-		c, ok := x.GetSpec().(*sundialv1.Schedule_Cron)
-		if !ok || !jobspec.Hashed(&sundialv1.Schedule{Spec: c}) {
-			continue
+// hashedCrons are the crons of s with H: its own, then its additional
+// schedules'.
+func hashedCrons(s *sundialv1.Schedule) []string {
+	var out []string
+	for _, x := range append([]*sundialv1.Schedule{s}, s.GetAdditionalSchedules()...) {
+		if c := x.GetCron(); jobspec.Hashed(&sundialv1.Schedule{Spec: &sundialv1.Schedule_Cron{Cron: c}}) {
+			out = append(out, c)
 		}
-		sch, err := schedule.Parse(c.Cron, schedule.Options{HashSeed: seed})
-		if err != nil {
-			return nil, false
-		}
-		x.Spec = &sundialv1.Schedule_Cron{Cron: sch.String()}
 	}
-	return r, true
+	return out
 }
 
 // anchored reports whether any of s's schedules counts from the job's

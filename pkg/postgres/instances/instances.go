@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -215,15 +216,7 @@ func Run(ctx context.Context, checks map[string]admin.Check, timeout time.Durati
 		})
 	}
 	wg.Wait()
-	slices.SortFunc(out, func(a, b Check) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b Check) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
