@@ -345,9 +345,15 @@ bench-quick: bench-build ## Smoke run of the benchmark (under 3 min): the harnes
 
 CHAOS_FLAGS ?=
 
+# make chaos CLUSTER=1 (or a CLUSTER list naming redis): the deployment on
+# the cluster profile's Redis Cluster, and the rows it can take (its
+# primary killed instead of the single Redis's rows).
+comma := ,
+CHAOS_CLUSTER_FLAGS = $(if $(filter 1 redis,$(subst $(comma), ,$(CLUSTER))),--redis-cluster $$($(ROOT)/deploy/local/cluster/redis.sh addrs))
+
 .PHONY: chaos
-chaos: bench-build ## The fault matrix under load: kill -9 of each service, stop/restart of each component, a worker cut off from Redis or Kafka (root: a network namespace), a hanging target, a skewed clock (~25 min; restarts the components, so give it an instance of its own: docs/reliability.md)
-	$(ROOT)/bin/sundial-bench chaos $(CHAOS_FLAGS)
+chaos: bench-build ## The fault matrix under load: kill -9 of each service, stop/restart of each component, a worker cut off from Redis or Kafka (root: a network namespace), a hanging target, a skewed clock (~25 min; restarts the components, so give it an instance of its own: docs/reliability.md); CLUSTER=redis (or 1) runs it on the profile's Redis Cluster, with its primary killed
+	$(ROOT)/bin/sundial-bench chaos $(CHAOS_CLUSTER_FLAGS) $(CHAOS_FLAGS)
 
 .PHONY: chaos-quick
 chaos-quick: bench-build ## The fault matrix's make test subset (under 3 min): kill -9 a worker and the prefetcher leader, Redis losing its keys, kill -9 a worker under 1,000 firings/s more; fails on a lost, doubled or poison firing; stops no component

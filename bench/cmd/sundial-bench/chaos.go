@@ -39,7 +39,7 @@ type chaosFlags struct {
 }
 
 func (f *chaosFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.rows, "rows", strings.Join(bench.ChaosRows, ","), "comma-separated faults, in this order: "+strings.Join(bench.ChaosRows, ", "))
+	fs.StringVar(&f.rows, "rows", strings.Join(bench.ChaosRows, ","), "comma-separated faults, in this order: "+strings.Join(bench.ChaosRows, ", ")+"; of the clustered components (with their --redis-cluster): "+strings.Join(bench.ChaosClusterRows, ", ")+" (default: every row the deployment can take)")
 	fs.BoolVar(&f.quick, "quick", false, "the subset make test runs (under 4 minutes): "+strings.Join(bench.ChaosQuickRows, ", ")+" at 100 firings/s (kill-worker-loaded at --loaded-rate more); no component is stopped")
 	fs.BoolVar(&f.infraUp, "infra-up", true, "run deploy/local/infra.sh up first (it reuses running components)")
 	fs.StringVar(&f.binDir, "bin-dir", "", "use the service binaries in this folder instead of building them")
@@ -63,6 +63,7 @@ func (f *chaosFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Loaded.Baseline, "loaded-baseline", 20*time.Second, "kill-worker-loaded: its load alone before the kill")
 	fs.DurationVar(&c.Loaded.MaxWait, "loaded-max-wait", 3*time.Minute, "kill-worker-loaded: the most waited after the replacement joined for its firings to be on time again")
 	fs.IntVar(&f.deploy.Ranges, "ranges", bench.DefaultRanges, "the prefetchers' --ranges (make run's 16; 1: one leader)")
+	fs.StringVar(&f.deploy.RedisCluster, "redis-cluster", "", "comma-separated nodes of a Redis Cluster (CLUSTER=redis make infra-up; e.g. 127.0.0.1:7101,…,127.0.0.1:7106) the api and workers use instead of the single Redis; the rows that act on the single Redis are refused beside it")
 	fs.BoolVar(&f.deploy.Plaintext, "plaintext-api", false, "serve the api without TLS (make run serves TLS with a development CA, and so does the matrix unless this is set)")
 }
 
@@ -87,11 +88,15 @@ func (f *chaosFlags) applyQuick(set map[string]bool) {
 }
 
 func (f *chaosFlags) finish() error {
+	known := slices.Concat(bench.ChaosRows, bench.ChaosClusterRows)
 	for _, s := range splitList(f.rows) {
-		if !slices.Contains(bench.ChaosRows, s) {
-			return fmt.Errorf("--rows: unknown fault %q (known: %s)", s, strings.Join(bench.ChaosRows, ", "))
+		if !slices.Contains(known, s) {
+			return fmt.Errorf("--rows: unknown fault %q (known: %s)", s, strings.Join(known, ", "))
 		}
 		f.cfg.Rows = append(f.cfg.Rows, s)
+	}
+	if err := bench.CheckChaosRows(f.cfg.Rows, f.deploy); err != nil {
+		return err
 	}
 	c := f.cfg
 	switch {
@@ -117,6 +122,21 @@ func (f *chaosFlags) finish() error {
 	return nil
 }
 
+// scriptRunner runs deploy/local/<name> of the checkout at root with the
+// args it is given, logging what it printed.
+func scriptRunner(root, name string, log *slog.Logger) func(ctx context.Context, args ...string) error {
+	script := filepath.Join(root, "deploy/local", name)
+	return func(ctx context.Context, args ...string) error {
+		cmd := exec.CommandContext(ctx, script, args...)
+		out, err := cmd.CombinedOutput()
+		log.Info(name+" "+strings.Join(args, " "), "output", strings.TrimSpace(string(out)))
+		if err != nil {
+			return fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+}
+
 func runChaos(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sundial-bench chaos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -132,6 +152,9 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	if f.quick {
 		f.applyQuick(set)
+	}
+	if !set["rows"] && !f.quick {
+		f.rows = strings.Join(bench.ChaosRowsFor(f.deploy), ",")
 	}
 	if err := f.finish(); err != nil {
 		fmt.Fprintf(stderr, "sundial-bench chaos: %v\n", err)
@@ -170,16 +193,8 @@ func executeChaos(ctx context.Context, f chaosFlags, args []string, log *slog.Lo
 		}
 	}
 	cfg := f.cfg
-	script := filepath.Join(root, "deploy/local/infra.sh")
-	cfg.Infra = func(ctx context.Context, args ...string) error {
-		cmd := exec.CommandContext(ctx, script, args...)
-		out, err := cmd.CombinedOutput()
-		log.Info("infra.sh "+strings.Join(args, " "), "output", strings.TrimSpace(string(out)))
-		if err != nil {
-			return fmt.Errorf("infra.sh %s: %w\n%s", strings.Join(args, " "), err, out)
-		}
-		return nil
-	}
+	cfg.Infra = scriptRunner(root, "infra.sh", log)
+	cfg.RedisCluster = scriptRunner(root, "cluster/redis.sh", log)
 	deploy := f.deploy
 	// The matrix stops components but never changes their settings.
 	deploy.Durable = "Postgres commits as the cluster has them (see Durability)"

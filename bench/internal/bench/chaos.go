@@ -45,6 +45,9 @@ type ChaosConfig struct {
 	Loaded WorkerKillConfig
 	// Infra runs deploy/local/infra.sh with args (stop C, start C).
 	Infra func(ctx context.Context, args ...string) error
+	// RedisCluster runs deploy/local/cluster/redis.sh with args (up), for
+	// the redis-cluster-primary-kill row.
+	RedisCluster func(ctx context.Context, args ...string) error
 }
 
 // ChaosRows names every fault in the order a full matrix takes them: the
@@ -132,6 +135,9 @@ func (c *chaos) faults() map[string]fault {
 		"zookeeper-stop": {what: fmt.Sprintf("ZooKeeper stopped for %s (sessions expire) and started again", cfg.LongOutage),
 			expected: "none: leaders step down, staged firings keep flowing; staging resumes when a leader is elected again",
 			inject:   func(ctx context.Context) (string, error) { return c.outage(ctx, "zookeeper", cfg.LongOutage) }},
+		"redis-cluster-primary-kill": {what: fmt.Sprintf("a primary of the Redis Cluster killed (-9), its replica promoted; the node started again %s after the kill, as a replica", cfg.Outage),
+			expected: "firings leased before the kill fire on time; the dead primary's slots answer again once its replica is promoted (cluster-node-timeout 2 s + the election); 0 lost, 0 duplicate effects, 0 poison; added lateness ≤ the failover + 2 s",
+			inject:   c.redisClusterPrimaryKill},
 		"cassandra-stop": {what: fmt.Sprintf("Cassandra stopped for %s and started again", cfg.CassandraOutage),
 			expected: "none: ledger writes wait in bounded writers (spilling rather than losing) and land after",
 			inject:   func(ctx context.Context) (string, error) { return c.outage(ctx, "cassandra", cfg.CassandraOutage) }},

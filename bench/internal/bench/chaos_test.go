@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,5 +119,43 @@ func TestChaosLedgerGapsByRow(t *testing.T) {
 		"2 due in between rows (12:00:05.000–12:00:09.000), 2 due in kill-worker (12:00:02.000–12:00:04.000)"
 	if got != wantText {
 		t.Fatalf("gapsByRow = %q, want %q", got, wantText)
+	}
+}
+
+// A deployment on a Redis Cluster takes the cluster's rows and refuses
+// those that act on the single Redis it does not use; the cluster rows
+// need their cluster.
+func TestChaosRowsForTheDeployment(t *testing.T) {
+	single, cluster := Deploy{}, Deploy{RedisCluster: "127.0.0.1:7101,127.0.0.1:7102"}
+	if got := ChaosRowsFor(single); !slices.Equal(got, ChaosRows) {
+		t.Errorf("single node rows %v, want %v", got, ChaosRows)
+	}
+	rows := ChaosRowsFor(cluster)
+	for _, r := range singleRedisRows {
+		if slices.Contains(rows, r) {
+			t.Errorf("cluster rows %v hold the single-Redis row %s", rows, r)
+		}
+	}
+	if !slices.Contains(rows, "redis-cluster-primary-kill") || !slices.Contains(rows, "kill-worker") {
+		t.Errorf("cluster rows %v", rows)
+	}
+	if err := CheckChaosRows(rows, cluster); err != nil {
+		t.Errorf("the cluster's own rows refused: %v", err)
+	}
+	if err := CheckChaosRows([]string{"redis-cluster-primary-kill"}, single); err == nil || !strings.Contains(err.Error(), "--redis-cluster") {
+		t.Errorf("cluster row without a cluster: %v", err)
+	}
+	if err := CheckChaosRows([]string{"kill-worker", "redis-flush"}, cluster); err == nil || !strings.Contains(err.Error(), "redis-flush") {
+		t.Errorf("single-Redis row beside a cluster: %v", err)
+	}
+}
+
+func TestOnlineReplicaIsReadFromInfo(t *testing.T) {
+	info := "# Replication\r\nrole:master\r\nconnected_slaves:2\r\nslave0:ip=127.0.0.1,port=7104,state=wait_bgsave,offset=0,lag=0\r\nslave1:ip=127.0.0.1,port=7105,state=online,offset=1234,lag=0\r\nmaster_repl_offset:1234\r\n"
+	if got := onlineReplica(info); got != "127.0.0.1:7105" {
+		t.Errorf("online replica %q, want 127.0.0.1:7105", got)
+	}
+	if got := onlineReplica("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"); got != "" {
+		t.Errorf("no replica: %q", got)
 	}
 }

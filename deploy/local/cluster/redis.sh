@@ -9,6 +9,7 @@
 #   redis.sh down     stop exactly the nodes `up` started (their pid files)
 #   redis.sh status   one line per node: up/down, port, pid, role; exits 1 unless all are up and ok
 #   redis.sh env      export SUNDIAL_TEST_REDIS_CLUSTER_ADDRS='127.0.0.1:7101,...'
+#   redis.sh addrs    the nodes' addresses, comma-separated (make chaos CLUSTER=redis)
 #
 # Ports: SUNDIAL_REDIS_CLUSTER_PORT [7101] and the five after it (7101-7106);
 # each node's cluster bus is its port + 10000. Not 7001-7006: the secure
@@ -190,5 +191,6 @@ case "${1:-}" in
   down) down ;;
   status) status ;;
   env) env_lines ;;
-  *) echo "usage: $0 up|down|status|env" >&2; exit 2 ;;
+  addrs) addrs ;;
+  *) echo "usage: $0 up|down|status|env|addrs" >&2; exit 2 ;;
 esac
