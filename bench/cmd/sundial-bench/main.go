@@ -114,7 +114,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.Topology.Workers, "workers", 1, "workers in each scenario's deployment (failover sizes its own)")
 	fs.IntVar(&f.deploy.Ranges, "ranges", bench.DefaultRanges, "the prefetchers' --ranges in each scenario's deployment and the chaos matrix's (make run's 16; 1: one leader)")
 	fs.BoolVar(&f.deploy.Plaintext, "plaintext-api", false, "serve the api without TLS (make run serves TLS with a development CA, and so does the bench unless this is set)")
-	fs.StringVar(&f.deploy.RedisCluster, "redis-cluster", "", "comma-separated nodes of a Redis Cluster (CLUSTER=redis make infra-up; e.g. 127.0.0.1:7101,…,127.0.0.1:7106) the api and workers use instead of the single Redis, liveness off; its nodes are measured as redis")
+	fs.StringVar(&f.deploy.RedisCluster, "redis-cluster", "", "comma-separated nodes of a Redis Cluster (CLUSTER=redis make infra-up; e.g. 127.0.0.1:7101,…,127.0.0.1:7106) the api and workers use instead of the single Redis; its nodes are measured as redis")
 	fs.BoolVar(&f.deploy.APILimits, "api-limits", false, "keep make run's api rate limit (200 calls/s per token) and tenant quotas while registering; by default the bench lifts them, since every scenario registers thousands of jobs a minute and no firing passes through the api")
 	fs.IntVar(&c.Overload.Held, "overload-held", 3000, "overload (only when named in --scenarios): the held rate; a herd at 2× it for --overload-surge, at 0.5× before and after")
 	fs.DurationVar(&c.Overload.Surge, "overload-surge", time.Minute, "overload: how long 2× the held rate is offered")

@@ -236,7 +236,7 @@ func (d *deployment) describe() string {
 		s += "; " + o.Deploy.Durable
 	}
 	if o.Deploy.RedisCluster != "" {
-		s += fmt.Sprintf("; a Redis Cluster of %d nodes (liveness off)", len(strings.Split(o.Deploy.RedisCluster, ",")))
+		s += fmt.Sprintf("; a Redis Cluster of %d nodes", len(strings.Split(o.Deploy.RedisCluster, ",")))
 	}
 	if len(workerArgs) > 0 {
 		s += "; workers also run with `" + strings.Join(workerArgs, " ") + "`"

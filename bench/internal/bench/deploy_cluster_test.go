@@ -30,13 +30,13 @@ func TestRedisClusterDeployment(t *testing.T) {
 	}
 	r := &Runner{clock: clock.Real{}, opts: Options{InfraDir: infra, Executors: 128, Deploy: Deploy{Ranges: 16, RedisCluster: "127.0.0.1:7101,127.0.0.1:7102"}}}
 	env := r.serviceEnv("127.0.0.1:9")
-	for _, want := range []string{"SUNDIAL_REDIS_ADDR=127.0.0.1:7101,127.0.0.1:7102", "SUNDIAL_LIVENESS_TTL=0"} {
+	for _, want := range []string{"SUNDIAL_REDIS_ADDR=127.0.0.1:7101,127.0.0.1:7102"} {
 		if !slices.Contains(env, want) {
 			t.Errorf("service env %v lacks %s", env, want)
 		}
 	}
 	d := &deployment{r: r, topo: topology{ranges: 16}}
-	if got := d.describe(); !strings.Contains(got, "a Redis Cluster of 2 nodes (liveness off)") {
+	if got := d.describe(); !strings.Contains(got, "a Redis Cluster of 2 nodes") {
 		t.Errorf("describe = %q", got)
 	}
 	u, ok := r.clusterUsage(time.Now())

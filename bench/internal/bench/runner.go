@@ -125,7 +125,7 @@ func (r *Runner) serviceEnv(sinkAddrs string) []string {
 	}
 	if c := r.opts.Deploy.RedisCluster; c != "" {
 		// After the platform's own SUNDIAL_REDIS_ADDR, so it wins.
-		env = append(env, "SUNDIAL_REDIS_ADDR="+c, "SUNDIAL_LIVENESS_TTL=0")
+		env = append(env, "SUNDIAL_REDIS_ADDR="+c)
 	}
 	return env
 }

@@ -135,6 +135,8 @@ type Result struct {
 	// TTL. A live worker refreshes it, and the look finds Held again.
 	// 0 when the lease is not tied to a liveness key.
 	HolderAliveFor time.Duration
+	// Holder is the other delivery's holder, set when Held.
+	Holder string
 	// Running is the execution id of the running execution, set when
 	// Overlapping or Waiting.
 	Running string
@@ -322,12 +324,19 @@ func WithMarkerTTL(d time.Duration) Option {
 // holder gets a larger one, and the dead holder's late renewal is fenced.
 //
 // The liveness key is not among a script's declared keys (it belongs to a
-// worker, not a job), so this needs a standalone Redis or a single-slot
-// deployment; on Redis Cluster, leave it off.
+// worker, not a job). On one Redis the lease script reads it; on a Redis
+// Cluster every liveness key shares one hash tag ({live}, one slot) and
+// the Store reads them beside the script (takeOverDead).
 func WithLiveness() Option { return func(s *Store) { s.liveness = true } }
 
-// LivenessKey is the key Alive refreshes for worker.
-func (s *Store) LivenessKey(worker string) string { return s.prefix + "live:" + worker }
+// LivenessKey is the key Alive refreshes for worker: on a cluster under
+// the {live} hash tag, so that Living reads them all in one call.
+func (s *Store) LivenessKey(worker string) string {
+	if s.cluster {
+		return s.prefix + "{live}:" + worker
+	}
+	return s.prefix + "live:" + worker
+}
 
 // Alive refreshes worker's liveness key for ttl: while it exists, the
 // worker's leases are its own (see WithLiveness). A worker calls it several
@@ -351,13 +360,26 @@ var aliveScript = redis.NewScript(`redis.call('SET', KEYS[1], '1', 'PX', ARGV[1]
 // it missing: its absence says Redis lost its keys (a restart without
 // persistence), so every liveness key is missing for a moment though its
 // worker lives.
-func (s *Store) LivenessMarkerKey() string { return s.prefix + "live:marker" }
+func (s *Store) LivenessMarkerKey() string { return s.LivenessKey("") + "marker" }
 
 // Living reports, in one round trip, whether each worker's liveness key
 // exists, and kept: whether Redis kept its keys since the previous call
 // (the marker was there; when it was not, Living set it, and a missing
 // liveness key says nothing yet about its worker).
 func (s *Store) Living(ctx context.Context, workers []string) (alive []bool, kept bool, err error) {
+	left, kept, err := s.livingFor(ctx, workers)
+	if err != nil {
+		return nil, false, err
+	}
+	alive = make([]bool, len(workers))
+	for i, d := range left {
+		alive[i] = d > 0
+	}
+	return alive, kept, nil
+}
+
+// livingFor is Living with how long each liveness key has left (0: gone).
+func (s *Store) livingFor(ctx context.Context, workers []string) (left []time.Duration, kept bool, err error) {
 	keys := make([]string, 0, len(workers)+1)
 	keys = append(keys, s.LivenessMarkerKey())
 	for _, w := range workers {
@@ -370,20 +392,25 @@ func (s *Store) Living(ctx context.Context, workers []string) (alive []bool, kep
 	if len(res) != len(keys) {
 		return nil, false, fmt.Errorf("lease: living: %d answers for %d keys", len(res), len(keys))
 	}
-	alive = make([]bool, len(workers))
+	left = make([]time.Duration, len(workers))
 	for i := range workers {
-		alive[i] = res[i+1] == 1
+		left[i] = time.Duration(max(res[i+1], 0)) * time.Millisecond
 	}
-	return alive, res[0] == 1, nil
+	return left, res[0] == 1, nil
 }
 
 // livingScript: KEYS[1] the marker, KEYS[2..] liveness keys. Returns the
-// marker's presence before the call (setting it when missing), then 1 or
-// 0 per liveness key.
+// marker's presence before the call (setting it when missing), then per
+// liveness key the ms it has left, 0 when it is gone (Alive always sets a
+// TTL; a key without one counts as a day).
 var livingScript = redis.NewScript(`
 local out = {redis.call('EXISTS', KEYS[1])}
 if out[1] == 0 then redis.call('SET', KEYS[1], '1') end
-for i = 2, #KEYS do out[i] = redis.call('EXISTS', KEYS[i]) end
+for i = 2, #KEYS do
+  local p = redis.call('PTTL', KEYS[i])
+  if p == -1 then p = 86400000 elseif p < 0 then p = 0 end
+  out[i] = p
+end
 return out`)
 
 // New returns a Store over rdb: a *redis.Client (one Redis, or Sentinel's
@@ -477,9 +504,12 @@ func (s *Store) Keys(jobID, executionID string) Keys {
 // of a started execution), max concurrency, queue order; ARGV[1] is max
 // deliveries (0: no limit), ARGV[2] the marker ttl ms, ARGV[3] the
 // liveness key prefix (empty: leases are not tied to their holders'
-// liveness; see WithLiveness) and ARGV[4] the BUFFER_ALL queue's bound. A
-// lease held by another holder whose worker's liveness key is gone is
-// taken over as if it had expired (the holder is "<worker>/<n>").
+// liveness; see WithLiveness), ARGV[4] the BUFFER_ALL queue's bound and
+// ARGV[5] the holders the caller found dead, newline-separated (on a
+// cluster, where the script cannot read the liveness keys: see
+// takeOverDead). A lease held by another holder whose worker's liveness
+// key is gone, or that ARGV[5] names, is taken over as if it had expired
+// (the holder is "<worker>/<n>"). Held replies name the holder.
 //
 // The running set (runs) holds execution id → the end of its place (Redis
 // clock, ms): places that ended are dropped before the set is counted, so
@@ -504,6 +534,8 @@ local maxd = tonumber(ARGV[1])
 local marker = ARGV[2]
 local live = ARGV[3]
 local maxq = tonumber(ARGV[4])
+local dead = {}
+for d in string.gmatch(ARGV[5], '[^\n]+') do dead[d] = true end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local nowms = math.floor(now / 1000)
@@ -542,14 +574,18 @@ local function decide(k, a)
   local holder = ARGV[a+1]
   local h = redis.call('GET', KEYS[k+1])
   if h and h ~= holder then
-    local w = nil
-    if live ~= '' then w = string.match(h, '^(.+)/[^/]*$') end
-    if not w then return 3, -1, redis.call('PTTL', KEYS[k+1]), '' end
-    -- The holder's worker's liveness key left: a caller that looks
-    -- again when it ends finds the lease free if that worker died.
-    local lp = redis.call('PTTL', live .. w)
-    if lp >= 0 then return 3, lp, redis.call('PTTL', KEYS[k+1]), '' end
-    h = nil
+    if dead[h] then
+      h = nil
+    else
+      local w = nil
+      if live ~= '' then w = string.match(h, '^(.+)/[^/]*$') end
+      if not w then return 3, -1, redis.call('PTTL', KEYS[k+1]), h end
+      -- The holder's worker's liveness key left: a caller that looks
+      -- again when it ends finds the lease free if that worker died.
+      local lp = redis.call('PTTL', live .. w)
+      if lp >= 0 then return 3, lp, redis.call('PTTL', KEYS[k+1]), h end
+      h = nil
+    end
   end
   local ttl = tonumber(ARGV[a+2])
   local c = redis.call('GET', KEYS[k+9])
@@ -664,7 +700,7 @@ local function decide(k, a)
 end
 local o = 0
 for i = 0, #KEYS / 9 - 1 do
-  local c, f, x, r = decide(9*i, 4+9*i)
+  local c, f, x, r = decide(9*i, 5+9*i)
   out[o+1], out[o+2], out[o+3], out[o+4] = c, f, x, r
   o = o + 4
 end
@@ -705,10 +741,94 @@ func (s *Store) AcquireMany(ctx context.Context, batch []Acquisition) ([]Result,
 		return nil, nil
 	}
 	live := ""
-	if s.liveness {
-		live = s.prefix + "live:"
+	if s.liveness && !s.cluster {
+		live = s.LivenessKey("")
 	}
-	b := s.newBatch(s.maxDeliveries, s.markerTTL.Milliseconds(), live, MaxBuffered)
+	out, err := s.acquire(ctx, batch, live, "")
+	if err != nil || !s.liveness || !s.cluster {
+		return out, err
+	}
+	return s.takeOverDead(ctx, batch, out)
+}
+
+// takeOverDead is liveness on a Redis Cluster. The lease script cannot
+// read a worker's liveness key there (it lives in another slot than the
+// job's keys), so the first call returns Held naming the holder; this
+// reads the holders' liveness keys (one slot, one call: LivenessKey) and
+// asks again for the leases whose holder's worker is gone, naming that
+// holder, which the script takes over only if it still holds the lease.
+// A live holder's Held gets its HolderAliveFor, as on one node. When the
+// liveness keys cannot be read, or Redis lost them (Living's marker),
+// nothing is taken over: those leases end with their TTL.
+//
+// The look at the liveness key and the takeover are two calls, where one
+// node decides in one: a worker whose key lapsed and that refreshes it in
+// between loses its lease all the same — a worker that late was already
+// taken for dead (see DESIGN.md, "Liveness"), and its renewal is fenced.
+func (s *Store) takeOverDead(ctx context.Context, batch []Acquisition, out []Result) ([]Result, error) {
+	var held []int
+	var workers []string
+	seen := map[string]bool{}
+	for i, r := range out {
+		w, ok := holderWorker(r.Holder)
+		if r.Outcome != Held || !ok {
+			continue
+		}
+		held = append(held, i)
+		if !seen[w] {
+			seen[w] = true
+			workers = append(workers, w)
+		}
+	}
+	if len(held) == 0 {
+		return out, nil
+	}
+	left, kept, err := s.livingFor(ctx, workers)
+	if err != nil || !kept {
+		return out, nil
+	}
+	aliveFor := make(map[string]time.Duration, len(workers))
+	for i, w := range workers {
+		aliveFor[w] = left[i]
+	}
+	var again []Acquisition
+	var at []int
+	var dead []string
+	for _, i := range held {
+		w, _ := holderWorker(out[i].Holder)
+		if d := aliveFor[w]; d > 0 {
+			out[i].HolderAliveFor = d
+			continue
+		}
+		again = append(again, batch[i])
+		at = append(at, i)
+		dead = append(dead, out[i].Holder)
+	}
+	if len(again) == 0 {
+		return out, nil
+	}
+	res, err := s.acquire(ctx, again, "", strings.Join(dead, "\n"))
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range at {
+		out[i] = res[j]
+	}
+	return out, nil
+}
+
+// holderWorker is the worker of a holder "<worker>/<n>".
+func holderWorker(holder string) (string, bool) {
+	i := strings.LastIndexByte(holder, '/')
+	if i <= 0 {
+		return "", false
+	}
+	return holder[:i], true
+}
+
+// acquire is one AcquireMany round (see acquireScript for live and dead).
+func (s *Store) acquire(ctx context.Context, batch []Acquisition, live, dead string) ([]Result, error) {
+	b := s.newBatch(s.maxDeliveries, s.markerTTL.Milliseconds(), live, MaxBuffered, dead)
 	for i, a := range batch {
 		ex := a.Execution
 		if err := check(ex, a.Holder, a.TTL); err != nil {
@@ -750,7 +870,7 @@ func acquireResult(vals []any) (Result, error) {
 	case 2:
 		return Result{Outcome: Stale, CurrentVersion: extra}, nil
 	case 3:
-		r := Result{Outcome: Held, HeldFor: time.Duration(max(extra, 0)) * time.Millisecond}
+		r := Result{Outcome: Held, HeldFor: time.Duration(max(extra, 0)) * time.Millisecond, Holder: running}
 		if fence >= 0 {
 			r.HolderAliveFor = time.Duration(fence) * time.Millisecond
 		}

@@ -181,7 +181,7 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.KafkaBrokers, "kafka-brokers", "127.0.0.1:9092", "comma-separated Kafka seed brokers")
 	fs.StringVar(&c.TopicPrefix, "topic-prefix", "sundial", "prefix of the priority topics (<prefix>.fire.critical …)")
 	fs.StringVar(&c.Group, "group", "sundial-workers", "Kafka consumer group of the workers")
-	fs.StringVar(&c.RedisAddr, "redis-addr", "127.0.0.1:6379", "Redis address for leases and fences; several, comma-separated, are a Redis Cluster's nodes (then --liveness-ttl=0)")
+	fs.StringVar(&c.RedisAddr, "redis-addr", "127.0.0.1:6379", "Redis address for leases and fences; several, comma-separated, are a Redis Cluster's nodes")
 	fs.StringVar(&c.RedisKeyPrefix, "redis-key-prefix", "sundial:", "prefix of every Redis key")
 	fs.StringVar(&c.CassandraHosts, "cassandra-hosts", "127.0.0.1:9042", "comma-separated Cassandra contact points for the ledger")
 	fs.StringVar(&c.CassandraKeyspace, "cassandra-keyspace", "sundial", "ledger keyspace")
@@ -240,7 +240,7 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.IntVar(&c.LedgerGroupSize, "ledger-group-size", recorder.DefaultConfig.GroupSize, "ledger records written by one group at most")
 	fs.DurationVar(&c.DoneTTL, "done-ttl", lease.DefaultMarkerTTL, "how long a done marker and a delivery counter live in Redis, rejecting redeliveries of a finished execution; a firing staged more than half of it ago, and every backfill, is checked against the ledger before it fires instead (about 400 bytes of Redis per firing for this long)")
 	fs.DurationVar(&c.SessionTimeout, "session-timeout", 2*time.Second, "Kafka group session timeout: how soon a dead worker's partitions move (raised to the brokers' group.min.session.timeout.ms, which is 6s unless lowered)")
-	fs.DurationVar(&c.LivenessTTL, "liveness-ttl", time.Second, "this worker's liveness key in Redis lives this long, refreshed every quarter of it; another worker takes the leases of a worker whose key is gone (a killed worker's firings are free within it) and, with --evict-dead, takes it out of the consumer group; 0: leases end only with their TTL (Redis Cluster)")
+	fs.DurationVar(&c.LivenessTTL, "liveness-ttl", time.Second, "this worker's liveness key in Redis lives this long, refreshed every quarter of it; another worker takes the leases of a worker whose key is gone (a killed worker's firings are free within it) and, with --evict-dead, takes it out of the consumer group; 0: leases end only with their TTL")
 	fs.BoolVar(&c.EvictDead, "evict-dead", true, "take a worker whose liveness key lapsed out of the consumer group at once (a LeaveGroup by its instance id), so its partitions move within --liveness-ttl instead of the group's session timeout (at least the brokers' group.min.session.timeout.ms); needs --liveness-ttl and --instance-id")
 	fs.DurationVar(&c.RevokeDrainTimeout, "revoke-drain-timeout", 20*time.Second, "how long a rebalance (and shutdown) waits for executing firings of revoked partitions; keep it below --drain-timeout")
 	fs.DurationVar(&c.CommitInterval, "commit-interval", time.Second, "how often offsets are committed")
@@ -291,12 +291,8 @@ func (c *Config) Validate(p *config.Problems) {
 	if c.Group == "" {
 		p.Addf("group", "must not be empty")
 	}
-	if addrs, err := lease.ParseAddrs(c.RedisAddr); err != nil {
+	if _, err := lease.ParseAddrs(c.RedisAddr); err != nil {
 		p.Addf("redis-addr", "%v", err)
-	} else if len(addrs) > 1 && c.LivenessTTL != 0 {
-		// The liveness key is per worker, outside the lease script's
-		// slot: a cluster refuses it (pkg/store/lease/DESIGN.md).
-		p.Addf("liveness-ttl", "must be 0 with a Redis Cluster (--redis-addr names %d nodes), got %s", len(addrs), c.LivenessTTL)
 	}
 	if len(splitList(c.CassandraHosts)) == 0 {
 		p.Addf("cassandra-hosts", "must name at least one host")

@@ -120,8 +120,6 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{[]string{"--max-deliveries", "-1"}, "max-deliveries"},
 		{[]string{"--redis-addr", "127.0.0.1"}, "redis-addr"},
 		{[]string{"--redis-addr", " , "}, "redis-addr"},
-		// A Redis Cluster refuses the per-worker liveness key.
-		{[]string{"--redis-addr", "127.0.0.1:7101,127.0.0.1:7102"}, "liveness-ttl"},
 		{[]string{"--host-rate", "-3"}, "host-rate"},
 		{[]string{"--host-rate", "5", "--host-burst", "0"}, "host-burst"},
 		{[]string{"--breaker-failures", "-1"}, "breaker-failures"},
@@ -144,12 +142,15 @@ func TestValidateNamesTheFlag(t *testing.T) {
 	}
 }
 
-// Several --redis-addr are a Redis Cluster's nodes, accepted once the
-// liveness key (which a cluster refuses) is off.
+// Several --redis-addr are a Redis Cluster's nodes, with the liveness key
+// on as on one node.
 func TestRedisClusterAddrs(t *testing.T) {
-	c, err := load(t, []string{"--signing-secret", "s", "--redis-addr", "127.0.0.1:7101, 127.0.0.1:7102", "--liveness-ttl", "0"}, nil)
+	c, err := load(t, []string{"--signing-secret", "s", "--redis-addr", "127.0.0.1:7101, 127.0.0.1:7102"}, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c.LivenessTTL <= 0 {
+		t.Errorf("liveness TTL %s on a cluster, want the default", c.LivenessTTL)
 	}
 	if addrs, err := lease.ParseAddrs(c.RedisAddr); err != nil || len(addrs) != 2 || addrs[1] != "127.0.0.1:7102" {
 		t.Fatalf("cluster addresses %q: %v, %v", c.RedisAddr, addrs, err)
