@@ -345,14 +345,13 @@ bench-quick: bench-build ## Smoke run of the benchmark (under 3 min): the harnes
 
 CHAOS_FLAGS ?=
 
-# make chaos CLUSTER=1 (or a CLUSTER list naming redis): the deployment on
-# the cluster profile's Redis Cluster, and the rows it can take (its
-# primary killed instead of the single Redis's rows).
-comma := ,
-CHAOS_CLUSTER_FLAGS = $(if $(filter 1 redis,$(subst $(comma), ,$(CLUSTER))),--redis-cluster $$($(ROOT)/deploy/local/cluster/redis.sh addrs))
+# make chaos CLUSTER=1 (or a list: CLUSTER=redis,zookeeper,postgres,kafka,cassandra):
+# the deployment on those components of the cluster profile, and the rows
+# it can take (each one's failover instead of its single node's rows).
+CHAOS_CLUSTER_FLAGS = $(if $(CLUSTER),--cluster $(CLUSTER))
 
 .PHONY: chaos
-chaos: bench-build ## The fault matrix under load: kill -9 of each service, stop/restart of each component, a worker cut off from Redis or Kafka (root: a network namespace), a hanging target, a skewed clock (~25 min; restarts the components, so give it an instance of its own: docs/reliability.md); CLUSTER=redis (or 1) runs it on the profile's Redis Cluster, with its primary killed
+chaos: bench-build ## The fault matrix under load: kill -9 of each service, stop/restart of each component, a worker cut off from Redis or Kafka (root: a network namespace), a hanging target, a skewed clock (~25 min; restarts the components, so give it an instance of its own: docs/reliability.md); CLUSTER=1 (or some of redis,zookeeper,postgres,kafka,cassandra) runs it on the cluster profile, each component's failover among its rows
 	$(ROOT)/bin/sundial-bench chaos $(CHAOS_CLUSTER_FLAGS) $(CHAOS_FLAGS)
 
 .PHONY: chaos-quick

@@ -26,6 +26,7 @@ import (
 // chaosFlags are the flags of `sundial-bench chaos`.
 type chaosFlags struct {
 	rows       string
+	cluster    string
 	quick      bool
 	infraUp    bool
 	binDir     string
@@ -63,6 +64,7 @@ func (f *chaosFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Loaded.Baseline, "loaded-baseline", 20*time.Second, "kill-worker-loaded: its load alone before the kill")
 	fs.DurationVar(&c.Loaded.MaxWait, "loaded-max-wait", 3*time.Minute, "kill-worker-loaded: the most waited after the replacement joined for its firings to be on time again")
 	fs.IntVar(&f.deploy.Ranges, "ranges", bench.DefaultRanges, "the prefetchers' --ranges (make run's 16; 1: one leader)")
+	fs.StringVar(&f.cluster, "cluster", "", "comma-separated components the deployment reaches in the cluster profile's clustered mode ("+strings.Join(bench.ClusterComponents, ", ")+"; 1 or all: every one), started by CLUSTER=<same> make infra-up; their addresses are read from deploy/local/cluster/<component>.sh, their single nodes' rows are left out and their failover rows added")
 	fs.StringVar(&f.deploy.RedisCluster, "redis-cluster", "", "comma-separated nodes of a Redis Cluster (CLUSTER=redis make infra-up; e.g. 127.0.0.1:7101,…,127.0.0.1:7106) the api and workers use instead of the single Redis; the rows that act on the single Redis are refused beside it")
 	fs.BoolVar(&f.deploy.Plaintext, "plaintext-api", false, "serve the api without TLS (make run serves TLS with a development CA, and so does the matrix unless this is set)")
 }
@@ -122,19 +124,105 @@ func (f *chaosFlags) finish() error {
 	return nil
 }
 
+// clusterComponents checks --cluster and marks the deployment's clustered
+// components (Redis by its nodes, read later unless --redis-cluster named
+// them).
+func (f *chaosFlags) clusterComponents() error {
+	names := splitList(f.cluster)
+	if slices.Contains(names, "1") || slices.Contains(names, "all") {
+		names = bench.ClusterComponents
+	}
+	for _, c := range names {
+		switch {
+		case !slices.Contains(bench.ClusterComponents, c):
+			return fmt.Errorf("--cluster: unknown component %q (known: %s; 1 or all for every one)", c, strings.Join(bench.ClusterComponents, ", "))
+		case c == "redis":
+			if f.deploy.RedisCluster == "" {
+				f.deploy.RedisCluster = pendingRedisCluster
+			}
+		case !slices.Contains(f.deploy.Clustered, c):
+			f.deploy.Clustered = append(f.deploy.Clustered, c)
+		}
+	}
+	return nil
+}
+
+// pendingRedisCluster stands for the Redis Cluster's nodes until
+// executeChaos reads them from cluster/redis.sh (after infra.sh up).
+const pendingRedisCluster = "(cluster/redis.sh addrs)"
+
+// clusterAddrs points in and deploy at the clustered components' nodes,
+// as their scripts print them.
+func clusterAddrs(ctx context.Context, run func(ctx context.Context, component string, args ...string) (string, error), in *harness.Infra, deploy *bench.Deploy) error {
+	envOf := func(component, key string) (string, error) {
+		out, err := run(ctx, component, "env")
+		if err != nil {
+			return "", err
+		}
+		for _, line := range strings.Split(out, "\n") {
+			k, v, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "export "), "=")
+			if ok && k == key {
+				return strings.Trim(v, `'"`), nil
+			}
+		}
+		return "", fmt.Errorf("cluster/%s.sh env printed no %s", component, key)
+	}
+	if deploy.RedisCluster == pendingRedisCluster {
+		out, err := run(ctx, "redis", "addrs")
+		if err != nil {
+			return err
+		}
+		deploy.RedisCluster = strings.TrimSpace(out)
+	}
+	for _, c := range deploy.Clustered {
+		var err error
+		var v string
+		switch c {
+		case "zookeeper":
+			if v, err = envOf(c, "SUNDIAL_TEST_ZK_ENSEMBLE_ADDRS"); err == nil {
+				in.ZooKeeperAddrs = harness.SplitList(v)
+			}
+		case "postgres":
+			if v, err = envOf(c, "SUNDIAL_TEST_PG_HA_DSN"); err == nil {
+				in.PostgresDSN = v
+			}
+		case "kafka":
+			if v, err = envOf(c, "SUNDIAL_TEST_KAFKA_CLUSTER_BROKERS"); err == nil {
+				in.KafkaBrokers = harness.SplitList(v)
+			}
+		case "cassandra":
+			if v, err = envOf(c, "SUNDIAL_TEST_CASSANDRA_RING_HOSTS"); err == nil {
+				in.CassandraHosts = harness.SplitList(v)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // scriptRunner runs deploy/local/<name> of the checkout at root with the
 // args it is given, logging what it printed.
 func scriptRunner(root, name string, log *slog.Logger) func(ctx context.Context, args ...string) error {
-	script := filepath.Join(root, "deploy/local", name)
 	return func(ctx context.Context, args ...string) error {
-		cmd := exec.CommandContext(ctx, script, args...)
-		out, err := cmd.CombinedOutput()
-		log.Info(name+" "+strings.Join(args, " "), "output", strings.TrimSpace(string(out)))
-		if err != nil {
-			return fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out)
-		}
-		return nil
+		_, err := scriptOutput(ctx, root, name, log, args...)
+		return err
 	}
+}
+
+// scriptOutput runs deploy/local/<name> with args and returns its standard
+// output (its standard error is logged, and quoted on failure).
+func scriptOutput(ctx context.Context, root, name string, log *slog.Logger, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "deploy/local", name), args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	log.Info(name+" "+strings.Join(args, " "), "output", strings.TrimSpace(string(out)+stderr.String()))
+	if err != nil {
+		return string(out), fmt.Errorf("%s %s: %w\n%s%s", name, strings.Join(args, " "), err, out, stderr.String())
+	}
+	return string(out), nil
 }
 
 func runChaos(args []string, stdout, stderr io.Writer) int {
@@ -152,6 +240,10 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	if f.quick {
 		f.applyQuick(set)
+	}
+	if err := f.clusterComponents(); err != nil {
+		fmt.Fprintf(stderr, "sundial-bench chaos: %v\n", err)
+		return 2
 	}
 	if !set["rows"] && !f.quick {
 		f.rows = strings.Join(bench.ChaosRowsFor(f.deploy), ",")
@@ -194,8 +286,13 @@ func executeChaos(ctx context.Context, f chaosFlags, args []string, log *slog.Lo
 	}
 	cfg := f.cfg
 	cfg.Infra = scriptRunner(root, "infra.sh", log)
-	cfg.RedisCluster = scriptRunner(root, "cluster/redis.sh", log)
+	cfg.Cluster = func(ctx context.Context, component string, args ...string) (string, error) {
+		return scriptOutput(ctx, root, "cluster/"+component+".sh", log, args...)
+	}
 	deploy := f.deploy
+	if err := clusterAddrs(ctx, cfg.Cluster, &in, &deploy); err != nil {
+		return err
+	}
 	// The matrix stops components but never changes their settings.
 	deploy.Durable = "Postgres commits as the cluster has them (see Durability)"
 	r, err := bench.NewRunner(bench.Options{

@@ -45,9 +45,10 @@ type ChaosConfig struct {
 	Loaded WorkerKillConfig
 	// Infra runs deploy/local/infra.sh with args (stop C, start C).
 	Infra func(ctx context.Context, args ...string) error
-	// RedisCluster runs deploy/local/cluster/redis.sh with args (up), for
-	// the redis-cluster-primary-kill row.
-	RedisCluster func(ctx context.Context, args ...string) error
+	// Cluster runs deploy/local/cluster/<component>.sh with args (kill,
+	// leader, promote, up, ...) and returns what it printed, for the rows
+	// of ChaosClusterRows.
+	Cluster func(ctx context.Context, component string, args ...string) (string, error)
 }
 
 // ChaosRows names every fault in the order a full matrix takes them: the
@@ -138,6 +139,18 @@ func (c *chaos) faults() map[string]fault {
 		"redis-cluster-primary-kill": {what: fmt.Sprintf("a primary of the Redis Cluster killed (-9), its replica promoted; the node started again %s after the kill, as a replica", cfg.Outage),
 			expected: "firings leased before the kill fire on time; the dead primary's slots answer again once its replica is promoted (cluster-node-timeout 2 s + the election); 0 lost, 0 duplicate effects, 0 poison; added lateness ≤ the failover + 2 s",
 			inject:   c.redisClusterPrimaryKill},
+		"zookeeper-leader-kill": {what: fmt.Sprintf("the ZooKeeper ensemble's leader killed (-9); started again %s after the kill", cfg.Outage),
+			expected: "none: the survivors elect a leader in under a second; the prefetchers' sessions reconnect to a survivor and keep their ranges and epochs; 2 min of firings are staged ahead; 0 lost, 0 duplicate effects, 0 poison",
+			inject:   c.zookeeperLeaderKill},
+		"kafka-broker-kill": {what: fmt.Sprintf("the Kafka broker leading the most firing partitions killed (-9), 3 brokers, RF 3, min.insync.replicas 2; started again %s after the kill", cfg.Outage),
+			expected: "firings the workers already hold fire on time; the dead broker's partitions wait for their new leaders (the brokers fence a silent peer after 3 s); 0 lost, 0 duplicate effects, 0 poison; added lateness ≤ the leaders' move + 2 s",
+			inject:   c.kafkaBrokerKill},
+		"cassandra-node-kill": {what: fmt.Sprintf("node 1 of the 3-node Cassandra ring (the seed, the first contact point) killed (-9) for %s, then started again", cfg.CassandraOutage),
+			expected: "none: the ledger at replication factor 3 and LOCAL_QUORUM needs two of three nodes; history stays readable; the node back gets what it missed by hints; 0 lost, 0 duplicate effects, 0 poison",
+			inject:   c.cassandraNodeKill},
+		"postgres-primary-kill": {what: "the Postgres primary stopped as a crash does (pg_ctl stop -m immediate), the synchronous standby promoted at once; the old primary rebuilt as its standby",
+			expected: "none: the window (2 min) was staged and published before; the services' pools find the promoted node (target_session_attrs=read-write); 0 lost, 0 duplicate effects, 0 poison",
+			inject:   c.postgresPrimaryKill},
 		"cassandra-stop": {what: fmt.Sprintf("Cassandra stopped for %s and started again", cfg.CassandraOutage),
 			expected: "none: ledger writes wait in bounded writers (spilling rather than losing) and land after",
 			inject:   func(ctx context.Context) (string, error) { return c.outage(ctx, "cassandra", cfg.CassandraOutage) }},

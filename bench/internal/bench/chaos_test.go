@@ -122,31 +122,53 @@ func TestChaosLedgerGapsByRow(t *testing.T) {
 	}
 }
 
-// A deployment on a Redis Cluster takes the cluster's rows and refuses
-// those that act on the single Redis it does not use; the cluster rows
-// need their cluster.
+// A deployment on clustered components takes their failover rows and
+// refuses the rows that act on those components' single nodes; a cluster
+// row needs its cluster.
 func TestChaosRowsForTheDeployment(t *testing.T) {
-	single, cluster := Deploy{}, Deploy{RedisCluster: "127.0.0.1:7101,127.0.0.1:7102"}
+	single := Deploy{}
 	if got := ChaosRowsFor(single); !slices.Equal(got, ChaosRows) {
 		t.Errorf("single node rows %v, want %v", got, ChaosRows)
 	}
-	rows := ChaosRowsFor(cluster)
-	for _, r := range singleRedisRows {
+	redisOnly := Deploy{RedisCluster: "127.0.0.1:7101,127.0.0.1:7102"}
+	rows := ChaosRowsFor(redisOnly)
+	for _, r := range singleNodeRows["redis"] {
 		if slices.Contains(rows, r) {
-			t.Errorf("cluster rows %v hold the single-Redis row %s", rows, r)
+			t.Errorf("Redis Cluster rows %v hold the single-Redis row %s", rows, r)
 		}
 	}
-	if !slices.Contains(rows, "redis-cluster-primary-kill") || !slices.Contains(rows, "kill-worker") {
-		t.Errorf("cluster rows %v", rows)
+	if !slices.Contains(rows, "redis-cluster-primary-kill") || !slices.Contains(rows, "kill-worker") ||
+		!slices.Contains(rows, "kafka-restart") || slices.Contains(rows, "kafka-broker-kill") {
+		t.Errorf("Redis Cluster rows %v", rows)
 	}
-	if err := CheckChaosRows(rows, cluster); err != nil {
-		t.Errorf("the cluster's own rows refused: %v", err)
+	all := Deploy{RedisCluster: "127.0.0.1:7101", Clustered: []string{"zookeeper", "postgres", "kafka", "cassandra"}}
+	rows = ChaosRowsFor(all)
+	for _, want := range ChaosClusterRows {
+		if !slices.Contains(rows, want) {
+			t.Errorf("every component clustered: rows %v lack %s", rows, want)
+		}
 	}
-	if err := CheckChaosRows([]string{"redis-cluster-primary-kill"}, single); err == nil || !strings.Contains(err.Error(), "--redis-cluster") {
-		t.Errorf("cluster row without a cluster: %v", err)
+	for _, gone := range []string{"postgres-stop", "zookeeper-stop", "kafka-restart", "worker-cut-kafka", "redis-flush", "cassandra-stop"} {
+		if slices.Contains(rows, gone) {
+			t.Errorf("every component clustered: rows %v hold %s", rows, gone)
+		}
 	}
-	if err := CheckChaosRows([]string{"kill-worker", "redis-flush"}, cluster); err == nil || !strings.Contains(err.Error(), "redis-flush") {
-		t.Errorf("single-Redis row beside a cluster: %v", err)
+	if err := CheckChaosRows(rows, all); err != nil {
+		t.Errorf("the deployment's own rows refused: %v", err)
+	}
+	for _, tc := range []struct {
+		rows []string
+		d    Deploy
+		want string
+	}{
+		{[]string{"redis-cluster-primary-kill"}, single, "--cluster redis"},
+		{[]string{"kill-worker", "postgres-primary-kill"}, redisOnly, "--cluster postgres"},
+		{[]string{"kill-worker", "redis-flush"}, redisOnly, "redis-flush"},
+		{[]string{"zookeeper-stop"}, all, "zookeeper-stop"},
+	} {
+		if err := CheckChaosRows(tc.rows, tc.d); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("rows %v on %+v: %v, want an error naming %q", tc.rows, tc.d, err, tc.want)
+		}
 	}
 }
 

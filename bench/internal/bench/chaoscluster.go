@@ -2,50 +2,111 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sundialhq/sundial/pkg/domain/firing"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/testkit/harness"
 )
 
-// ChaosClusterRows are the faults of the components' clustered modes: each
-// needs the deployment on that cluster (Deploy.RedisCluster for the Redis
-// rows) and is not in the full matrix of single nodes (ChaosRows).
-var ChaosClusterRows = []string{"redis-cluster-primary-kill"}
+// ClusterComponents are the components the cluster profile runs in a
+// clustered mode that a deployment can reach (deploy/local/cluster/*.sh,
+// by script name).
+var ClusterComponents = []string{"redis", "zookeeper", "postgres", "kafka", "cassandra"}
 
-// singleRedisRows act on the single Redis, which a deployment on a Redis
-// Cluster does not use: they would measure nothing.
-var singleRedisRows = []string{"redis-flush", "redis-restart", "worker-cut-redis", "worker-drop-redis"}
+// clusteredName is how a deployment's description names a clustered
+// component (Deploy.Clustered; Redis by Deploy.RedisCluster).
+var clusteredName = map[string]string{
+	"zookeeper": "a ZooKeeper ensemble of 3",
+	"postgres":  "Postgres primary + synchronous standby (multi-host DSN)",
+	"kafka":     "3 Kafka brokers (replication factor 3, min.insync.replicas 2)",
+	"cassandra": "a 3-node Cassandra ring (the ledger at replication factor 3, LOCAL_QUORUM)",
+}
 
-// ChaosRowsFor is the full matrix a deployment can take: ChaosRows, and on
-// a Redis Cluster those without the single-Redis rows, then its cluster
-// rows.
-func ChaosRowsFor(d Deploy) []string {
-	if d.RedisCluster == "" {
-		return ChaosRows
+// RingReplication is the ledger keyspace's replication on the Cassandra
+// ring: every record on the three nodes, so LOCAL_QUORUM (two) holds
+// with one down.
+const RingReplication = "{'class': 'SimpleStrategy', 'replication_factor': 3}"
+
+// ChaosClusterRows are the faults of the components' clustered modes, one
+// per component: each needs the deployment on that cluster and is not in
+// the full matrix of single nodes (ChaosRows).
+var ChaosClusterRows = []string{"redis-cluster-primary-kill", "zookeeper-leader-kill", "kafka-broker-kill", "postgres-primary-kill", "cassandra-node-kill"}
+
+// clusterRowNeeds is the component each cluster row fails over.
+var clusterRowNeeds = map[string]string{
+	"redis-cluster-primary-kill": "redis",
+	"zookeeper-leader-kill":      "zookeeper",
+	"kafka-broker-kill":          "kafka",
+	"postgres-primary-kill":      "postgres",
+	"cassandra-node-kill":        "cassandra",
+}
+
+// singleNodeRows are the rows that act on a component's single node,
+// which a deployment on its cluster does not use: they would measure
+// nothing.
+var singleNodeRows = map[string][]string{
+	"redis":     {"redis-flush", "redis-restart", "worker-cut-redis", "worker-drop-redis"},
+	"kafka":     {"kafka-restart", "worker-cut-kafka", "worker-drop-kafka"},
+	"zookeeper": {"zookeeper-stop"},
+	"postgres":  {"postgres-stop"},
+	"cassandra": {"cassandra-stop"},
+}
+
+// clustered is the components d reaches in their clustered mode.
+func clustered(d Deploy) []string {
+	out := slices.Clone(d.Clustered)
+	if d.RedisCluster != "" {
+		out = append(out, "redis")
 	}
-	rows := slices.DeleteFunc(slices.Clone(ChaosRows), func(r string) bool { return slices.Contains(singleRedisRows, r) })
-	return append(rows, ChaosClusterRows...)
+	return out
+}
+
+// ChaosRowsFor is the full matrix a deployment can take: ChaosRows less
+// the rows of the single nodes it does not use, then the cluster rows of
+// the components it reaches clustered.
+func ChaosRowsFor(d Deploy) []string {
+	on := clustered(d)
+	rows := slices.DeleteFunc(slices.Clone(ChaosRows), func(r string) bool {
+		for _, c := range on {
+			if slices.Contains(singleNodeRows[c], r) {
+				return true
+			}
+		}
+		return false
+	})
+	for _, r := range ChaosClusterRows {
+		if slices.Contains(on, clusterRowNeeds[r]) {
+			rows = append(rows, r)
+		}
+	}
+	return rows
 }
 
 // CheckChaosRows reports a row that cannot run on the deployment: a
-// cluster row without its cluster, or a single-Redis row beside a Redis
-// Cluster.
+// cluster row without its cluster, or a single node's row beside that
+// component's cluster.
 func CheckChaosRows(rows []string, d Deploy) error {
+	on := clustered(d)
 	for _, row := range rows {
-		switch {
-		case row == "redis-cluster-primary-kill" && d.RedisCluster == "":
-			return fmt.Errorf("--rows: %s needs --redis-cluster (the deployment on a Redis Cluster: CLUSTER=redis make infra-up)", row)
-		case d.RedisCluster != "" && slices.Contains(singleRedisRows, row):
-			return fmt.Errorf("--rows: %s acts on the single Redis, which a deployment on --redis-cluster does not use", row)
+		if need, ok := clusterRowNeeds[row]; ok && !slices.Contains(on, need) {
+			return fmt.Errorf("--rows: %s needs the deployment on the %s cluster (--cluster %s; CLUSTER=%s make infra-up)", row, need, need, need)
+		}
+		for _, c := range on {
+			if slices.Contains(singleNodeRows[c], row) {
+				return fmt.Errorf("--rows: %s acts on the single %s node, which a deployment on the %s cluster does not use", row, c, c)
+			}
 		}
 	}
 	return nil
@@ -53,15 +114,12 @@ func CheckChaosRows(rows []string, d Deploy) error {
 
 // redisClusterPrimaryKill SIGKILLs a primary of the deployment's Redis
 // Cluster (one whose replica is in sync), waits for that replica to be
-// promoted, then starts the killed node again (ChaosConfig.RedisCluster
-// "up"), which rejoins as a replica. What the services see: every command
-// on the dead primary's slots fails until the cluster notices
-// (cluster-node-timeout) and the replica takes over; the clients follow
-// the new slot map on their own.
+// promoted, then starts the killed node again (cluster/redis.sh up), which
+// rejoins as a replica. What the services see: every command on the dead
+// primary's slots fails until the cluster notices (cluster-node-timeout)
+// and the replica takes over; the clients follow the new slot map on
+// their own.
 func (c *chaos) redisClusterPrimaryKill(ctx context.Context) (string, error) {
-	if c.cfg.RedisCluster == nil {
-		return "", errors.New("chaos: no cluster/redis.sh runner")
-	}
 	victim, replica, err := c.clusterVictim(ctx)
 	if err != nil {
 		return "", err
@@ -80,31 +138,201 @@ func (c *chaos) redisClusterPrimaryKill(ctx context.Context) (string, error) {
 	killed := c.r.clock.Now()
 	rc := redis.NewClient(&redis.Options{Addr: replica, DialTimeout: time.Second, ReadTimeout: time.Second})
 	defer func() { _ = rc.Close() }()
-	promoted := time.Duration(0)
-	for deadline := killed.Add(time.Minute); promoted == 0; {
-		if info, err := rc.Info(ctx, "replication").Result(); err == nil && strings.Contains(info, "role:master") {
-			promoted = c.r.clock.Now().Sub(killed)
-			break
-		}
-		if c.r.clock.Now().After(deadline) {
-			return "", fmt.Errorf("chaos: the replica %s of the killed primary %s was not promoted within a minute", replica, victim)
-		}
-		if err := Sleep(ctx, c.r.clock, 50*time.Millisecond); err != nil {
-			return "", err
-		}
-	}
-	// Down a while longer than the failover itself, as a node that died
-	// is not back at once; `up` starts it and waits for the cluster to be
-	// whole, its replicas in sync.
-	if err := Sleep(ctx, c.r.clock, max(c.cfg.Outage-promoted, 0)); err != nil {
+	promoted, err := c.waitFor(ctx, killed, "the replica "+replica+" of the killed primary "+victim+" promoted", func() bool {
+		info, err := rc.Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, "role:master")
+	})
+	if err != nil {
 		return "", err
 	}
-	if err := c.cfg.RedisCluster(context.WithoutCancel(ctx), "up"); err != nil {
+	back, err := c.restartAfterOutage(ctx, killed, promoted, "redis")
+	if err != nil {
 		return "", err
 	}
-	back := c.r.clock.Now().Sub(killed)
 	return fmt.Sprintf("primary %s killed; its replica %s promoted after %s; the node started again and in sync as a replica %s after the kill",
 		victim, replica, promoted.Round(10*time.Millisecond), back.Round(100*time.Millisecond)), nil
+}
+
+// zookeeperLeaderKill SIGKILLs the ensemble's leader, waits until another
+// member leads, and starts the killed member again after the outage. The
+// prefetchers' sessions live on the ensemble: each reconnects to a
+// survivor within its session timeout and keeps its ranges and epochs;
+// the two minutes staged ahead keep firing meanwhile.
+func (c *chaos) zookeeperLeaderKill(ctx context.Context) (string, error) {
+	out, err := c.cfg.Cluster(ctx, "zookeeper", "leader")
+	if err != nil {
+		return "", err
+	}
+	leader := strings.TrimSpace(out)
+	if _, err := c.cfg.Cluster(ctx, "zookeeper", "kill", leader); err != nil {
+		return "", err
+	}
+	killed := c.r.clock.Now()
+	var next string
+	elected, err := c.waitFor(ctx, killed, "a new ensemble leader", func() bool {
+		out, err := c.cfg.Cluster(ctx, "zookeeper", "leader")
+		next = strings.TrimSpace(out)
+		return err == nil && next != "" && next != leader
+	})
+	if err != nil {
+		return "", err
+	}
+	back, err := c.restartAfterOutage(ctx, killed, elected, "zookeeper")
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("leader (node %s) killed; node %s leads after %s; node %s back in the ensemble %s after the kill",
+		leader, next, elected.Round(10*time.Millisecond), leader, back.Round(100*time.Millisecond)), nil
+}
+
+// kafkaBrokerKill SIGKILLs the broker that leads the most partitions of
+// the deployment's firing topics, waits until every one of them has a
+// leader on another broker, and starts it again after the outage. The
+// relay's acks=all produce needs two of three replicas
+// (min.insync.replicas 2), so it goes on once the leaders moved; the
+// workers' fetches and offset commits follow the new leaders and the
+// group coordinator.
+func (c *chaos) kafkaBrokerKill(ctx context.Context) (string, error) {
+	topics := make([]string, 0, 4)
+	for _, p := range []sundialv1.Priority{sundialv1.Priority_PRIORITY_CRITICAL, sundialv1.Priority_PRIORITY_HIGH, sundialv1.Priority_PRIORITY_MEDIUM, sundialv1.Priority_PRIORITY_LOW} {
+		topics = append(topics, firing.Topics{Prefix: c.d.ns.TopicPrefix}.Fire(p))
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.r.opts.Infra.KafkaBrokers...))
+	if err != nil {
+		return "", err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	// leaders counts the firing topics' partitions by leader ("none": no
+	// leader now).
+	leaders := func() (map[string]int, int, error) {
+		mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		md, err := adm.Metadata(mctx, topics...)
+		if err != nil {
+			return nil, 0, err
+		}
+		count, total := map[string]int{}, 0
+		for _, t := range md.Topics {
+			for _, p := range t.Partitions {
+				total++
+				if p.Leader < 0 || p.Err != nil {
+					count["none"]++
+					continue
+				}
+				count[strconv.Itoa(int(p.Leader))]++
+			}
+		}
+		return count, total, nil
+	}
+	count, total, err := leaders()
+	if err != nil {
+		return "", err
+	}
+	victim, most := "", 0
+	for n, k := range count {
+		if k > most || (k == most && n < victim) {
+			victim, most = n, k
+		}
+	}
+	if victim == "" {
+		return "", fmt.Errorf("chaos: no leader found for the topics %v", topics)
+	}
+	if _, err := c.cfg.Cluster(ctx, "kafka", "kill", victim); err != nil {
+		return "", err
+	}
+	killed := c.r.clock.Now()
+	moved, err := c.waitFor(ctx, killed, "every partition of the firing topics led by another broker", func() bool {
+		count, n, err := leaders()
+		return err == nil && n == total && count[victim] == 0 && count["none"] == 0
+	})
+	if err != nil {
+		return "", err
+	}
+	back, err := c.restartAfterOutage(ctx, killed, moved, "kafka")
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("broker %s (leading %d of %d partitions) killed; all led elsewhere after %s; the broker back with its replicas in sync %s after the kill",
+		victim, most, total, moved.Round(10*time.Millisecond), back.Round(100*time.Millisecond)), nil
+}
+
+// postgresPrimaryKill stops the Postgres primary as a crash does and at
+// once promotes the standby (the failover manager's part, whose detection
+// time is left out), then rebuilds the old primary as the new standby
+// (cluster/postgres.sh up). The services' pools hold a multi-host DSN with
+// target_session_attrs=read-write and find the promoted node on their own.
+func (c *chaos) postgresPrimaryKill(ctx context.Context) (string, error) {
+	before, err := c.cfg.Cluster(ctx, "postgres", "primary")
+	if err != nil {
+		return "", err
+	}
+	if _, err := c.cfg.Cluster(ctx, "postgres", "kill-primary"); err != nil {
+		return "", err
+	}
+	killed := c.r.clock.Now()
+	if _, err := c.cfg.Cluster(ctx, "postgres", "promote"); err != nil {
+		return "", err
+	}
+	promoted := c.r.clock.Now().Sub(killed)
+	back, err := c.restartAfterOutage(ctx, killed, promoted, "postgres")
+	if err != nil {
+		return "", err
+	}
+	after, _ := c.cfg.Cluster(ctx, "postgres", "primary")
+	return fmt.Sprintf("primary :%s killed; the standby :%s promoted %s after; the old primary rebuilt as its standby %s after the kill",
+		strings.TrimSpace(before), strings.TrimSpace(after), promoted.Round(10*time.Millisecond), back.Round(100*time.Millisecond)), nil
+}
+
+// cassandraNodeKill SIGKILLs node 1 of the ring (the seed, and the
+// services' first contact point), keeps it down for the matrix's
+// Cassandra outage, and starts it again (cassandra.sh start 1 waits until
+// the ring sees it up). With replication factor 3 at LOCAL_QUORUM every
+// write and read needs two of three: the ledger goes on with one node
+// down, and the node back gets what it missed from its peers' hints.
+func (c *chaos) cassandraNodeKill(ctx context.Context) (string, error) {
+	if _, err := c.cfg.Cluster(ctx, "cassandra", "kill", "1"); err != nil {
+		return "", err
+	}
+	killed := c.r.clock.Now()
+	if err := Sleep(ctx, c.r.clock, c.cfg.CassandraOutage); err != nil {
+		return "", err
+	}
+	started := c.r.clock.Now()
+	if _, err := c.cfg.Cluster(context.WithoutCancel(ctx), "cassandra", "start", "1"); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("node 1 (the seed) killed, down %s; back in the ring %s after its start",
+		started.Sub(killed).Round(100*time.Millisecond), c.r.clock.Now().Sub(started).Round(100*time.Millisecond)), nil
+}
+
+// waitFor polls cond every 50 ms until it holds, at most a minute after
+// since, and returns how long after since it held.
+func (c *chaos) waitFor(ctx context.Context, since time.Time, what string, cond func() bool) (time.Duration, error) {
+	deadline := since.Add(time.Minute)
+	for !cond() {
+		if c.r.clock.Now().After(deadline) {
+			return 0, fmt.Errorf("chaos: not within a minute: %s", what)
+		}
+		if err := Sleep(ctx, c.r.clock, 50*time.Millisecond); err != nil {
+			return 0, err
+		}
+	}
+	return c.r.clock.Now().Sub(since), nil
+}
+
+// restartAfterOutage keeps the killed node down for the matrix's outage
+// (at least the failover itself: a node that died is not back at once),
+// then runs the cluster script's up, which starts it and waits for the
+// cluster to be whole, and returns how long after the kill that was.
+func (c *chaos) restartAfterOutage(ctx context.Context, killed time.Time, failover time.Duration, component string) (time.Duration, error) {
+	if err := Sleep(ctx, c.r.clock, max(c.cfg.Outage-failover, 0)); err != nil {
+		return 0, err
+	}
+	if _, err := c.cfg.Cluster(context.WithoutCancel(ctx), component, "up"); err != nil {
+		return 0, err
+	}
+	return c.r.clock.Now().Sub(killed), nil
 }
 
 // clusterVictim is a primary of the deployment's Redis Cluster whose
@@ -152,7 +380,9 @@ func onlineReplica(info string) string {
 			case "ip":
 				ip = v
 			case "port":
-				port = v
+				if _, err := strconv.Atoi(v); err == nil {
+					port = v
+				}
 			}
 		}
 		if ip != "" && port != "" {

@@ -42,10 +42,14 @@ type Deploy struct {
 	Durable string
 	// RedisCluster, when set, is the comma-separated nodes of a Redis
 	// Cluster (deploy/local/cluster/redis.sh) the api and workers use
-	// instead of the single Redis, the workers without liveness (a
-	// cluster refuses its key); the cluster's nodes are then measured as
+	// instead of the single Redis; the cluster's nodes are then measured as
 	// "redis".
 	RedisCluster string
+	// Clustered names the other components the deployment reaches in the
+	// cluster profile's clustered mode (zookeeper, postgres, kafka, cassandra: the
+	// Options' Infra then holds their addresses). Their nodes are not
+	// measured: a row's CPU leaves them out.
+	Clustered []string
 }
 
 // DefaultDeploy is make run's deployment.
@@ -234,6 +238,9 @@ func (d *deployment) describe() string {
 	}
 	if o.Deploy.Durable != "" {
 		s += "; " + o.Deploy.Durable
+	}
+	for _, c := range o.Deploy.Clustered {
+		s += "; " + clusteredName[c]
 	}
 	if o.Deploy.RedisCluster != "" {
 		s += fmt.Sprintf("; a Redis Cluster of %d nodes", len(strings.Split(o.Deploy.RedisCluster, ",")))

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -69,6 +70,9 @@ func (r *Runner) snapUsage(d *deployment) usageSnap {
 		}
 	}
 	for _, c := range infraComponents {
+		if slices.Contains(r.opts.Deploy.Clustered, c) {
+			continue
+		}
 		if c == "redis" && r.opts.Deploy.RedisCluster != "" {
 			if u, ok := r.clusterUsage(now); ok {
 				s[c] = u

@@ -45,8 +45,13 @@ func Describe(ctx context.Context, infraDir string, in harness.Infra) Environmen
 	zSync := zookeeperForceSync(infraDir)
 	e.Versions = fmt.Sprintf("Go %s; PostgreSQL %s; Kafka %s; Cassandra %s; Redis %s; ZooKeeper %s",
 		strings.TrimPrefix(runtime.Version(), "go"), pgVersion, kVersion, cVersion, rVersion, zVersion)
-	e.Durability = fmt.Sprintf("PostgreSQL %s; Kafka %s, one broker, acks=all on one replica; Cassandra %s; Redis %s; ZooKeeper %s",
-		pgDurable, kFlush, cSync, rPersist, zSync)
+	brokers := "one broker, acks=all on one replica"
+	if n := len(in.KafkaBrokers); n > 1 {
+		// The cluster profile's brokers (deploy/local/cluster/kafka.sh).
+		brokers = fmt.Sprintf("%d brokers, acks=all, topics at the brokers' default replication (3, min.insync.replicas 2 in the cluster profile)", n)
+	}
+	e.Durability = fmt.Sprintf("PostgreSQL %s; Kafka %s, %s; Cassandra %s; Redis %s; ZooKeeper %s",
+		pgDurable, kFlush, brokers, cSync, rPersist, zSync)
 	return e
 }
 

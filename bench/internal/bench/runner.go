@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -122,6 +123,11 @@ func (r *Runner) serviceEnv(sinkAddrs string) []string {
 		// answers them. 0 is no limit. Only registration passes through
 		// the api, so the firings measured are make run's either way.
 		env = append(env, "SUNDIAL_QUOTA_MAX_JOBS=0", "SUNDIAL_QUOTA_CREATE_RATE_PER_MINUTE=0", "SUNDIAL_RATE_LIMIT=0")
+	}
+	if slices.Contains(r.opts.Deploy.Clustered, "cassandra") {
+		// The api creates the ledger keyspace on the ring replicated to
+		// every node.
+		env = append(env, "SUNDIAL_CASSANDRA_REPLICATION="+RingReplication)
 	}
 	if c := r.opts.Deploy.RedisCluster; c != "" {
 		// After the platform's own SUNDIAL_REDIS_ADDR, so it wins.

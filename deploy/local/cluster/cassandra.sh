@@ -143,7 +143,14 @@ write_conf() { # N
     die "node $n: $SRC/cassandra.yaml no longer has the keys this script rewrites (listen_address, initial_token, seeds)"
   fi
   sed "s#@@LOGS@@#$d/logs#g" "$SRC/logback.xml" >"$d/conf/logback.xml"
-  cp "$SRC/jvm17.args" "$d/conf/jvm17.args"
+  # The single node's args skip flushing schema changes (every test creates
+  # a keyspace, and that node's data is throwaway). The ring is where a
+  # node is killed and must come back with its keyspaces: unflushed, a
+  # keyspace created since the last flush is gone from a SIGKILLed node's
+  # schema, its commit log's writes to it are skipped on replay, and the
+  # node answers "keyspace does not exist" as a coordinator.
+  grep -v -e '^-Dcassandra.unsafesystem=' -e '^-Dcassandra.test.flush_local_schema_changes=' \
+    "$SRC/jvm17.args" >"$d/conf/jvm17.args"
 }
 
 start_node() { # N
