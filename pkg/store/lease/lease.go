@@ -367,7 +367,7 @@ func (s *Store) LivenessMarkerKey() string { return s.LivenessKey("") + "marker"
 // (the marker was there; when it was not, Living set it, and a missing
 // liveness key says nothing yet about its worker).
 func (s *Store) Living(ctx context.Context, workers []string) (alive []bool, kept bool, err error) {
-	left, kept, err := s.livingFor(ctx, workers)
+	left, kept, err := s.LivingFor(ctx, workers)
 	if err != nil {
 		return nil, false, err
 	}
@@ -378,8 +378,8 @@ func (s *Store) Living(ctx context.Context, workers []string) (alive []bool, kep
 	return alive, kept, nil
 }
 
-// livingFor is Living with how long each liveness key has left (0: gone).
-func (s *Store) livingFor(ctx context.Context, workers []string) (left []time.Duration, kept bool, err error) {
+// LivingFor is Living with how long each liveness key has left (0: gone).
+func (s *Store) LivingFor(ctx context.Context, workers []string) (left []time.Duration, kept bool, err error) {
 	keys := make([]string, 0, len(workers)+1)
 	keys = append(keys, s.LivenessMarkerKey())
 	for _, w := range workers {
@@ -783,7 +783,7 @@ func (s *Store) takeOverDead(ctx context.Context, batch []Acquisition, out []Res
 	if len(held) == 0 {
 		return out, nil
 	}
-	left, kept, err := s.livingFor(ctx, workers)
+	left, kept, err := s.LivingFor(ctx, workers)
 	if err != nil || !kept {
 		return out, nil
 	}

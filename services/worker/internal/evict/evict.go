@@ -14,13 +14,18 @@
 // rebalances at once and the survivors take its partitions.
 //
 // Only a peer whose key was seen while it was a member is ever removed, so
-// a worker running without liveness (Redis Cluster) is left to the session
-// timeout. Nothing is removed while this worker's own key is missing (it
-// is the one cut off from Redis) or for a TTL after Redis lost its keys (a
-// restart without persistence: every key is missing for a moment while
-// every worker lives). A live worker removed by mistake (stalled past its
-// TTL) rejoins with its instance id; its leases were already free, and
-// fences keep its late calls out.
+// a worker running without liveness is left to the session timeout.
+// Nothing is removed while this worker's own key is missing (it is the one
+// cut off from Redis) or for a TTL after Redis lost its keys (a restart
+// without persistence: every key is missing for a moment while every
+// worker lives). Nor while this worker's own key has less than half its
+// TTL left: it refreshes every quarter, so its own refresher is behind,
+// and a worker starved of CPU cannot tell a dead peer from a peer starved
+// as it is — two starved workers used to take each other out of the
+// group, and each then waited 20 s with an empty assignment. A live
+// worker removed by mistake (stalled past its TTL) rejoins with its
+// instance id; its leases were already free, and fences keep its late
+// calls out.
 package evict
 
 import (
@@ -49,9 +54,11 @@ type Group interface {
 	Remove(ctx context.Context, instanceIDs []string) error
 }
 
-// Liveness reads workers' liveness keys (lease.Store.Living).
+// Liveness reads workers' liveness keys (lease.Store.LivingFor): how long
+// each has left (0: gone), and whether Redis kept its keys since the last
+// read.
 type Liveness interface {
-	Living(ctx context.Context, workers []string) (alive []bool, kept bool, err error)
+	LivingFor(ctx context.Context, workers []string) (left []time.Duration, kept bool, err error)
 }
 
 // Config is the Evictor's policy.
@@ -83,8 +90,9 @@ type Evictor struct {
 	listedAt  time.Time
 	seen      map[string]bool // worker ids whose key was seen as members
 	quietTill time.Time
-	read      bool // Living answered once
+	read      bool // LivingFor answered once
 	failing   bool
+	behind    bool // this worker's own key was behind at the last look
 }
 
 // New returns an Evictor; nothing is read until Start.
@@ -151,7 +159,7 @@ func (e *Evictor) Check(ctx context.Context) {
 		return
 	}
 	cctx, cancel := context.WithTimeout(ctx, e.callTimeout())
-	alive, kept, err := e.live.Living(cctx, workers)
+	left, kept, err := e.live.LivingFor(cctx, workers)
 	cancel()
 	if err != nil {
 		e.fail("could not read the workers' liveness keys", err)
@@ -171,19 +179,25 @@ func (e *Evictor) Check(ctx context.Context) {
 	if !kept {
 		return
 	}
-	if !alive[0] || now.Before(e.quietTill) {
+	if left[0] <= 0 || now.Before(e.quietTill) {
 		return // this worker is the one cut off, or Redis just came back
 	}
 	var dead []Member
 	for i, m := range peers {
 		switch {
-		case alive[i+1]:
+		case left[i+1] > 0:
 			e.seen[m.WorkerID] = true
 		case e.seen[m.WorkerID]:
 			dead = append(dead, m)
 		}
 	}
-	if len(dead) == 0 {
+	behind := left[0] < e.cfg.TTL/2
+	if behind && len(dead) > 0 && !e.behind {
+		e.logger.Info("this worker's own liveness key is behind; no peer is taken out of the group while it is (a starved worker cannot tell a dead peer from a starved one)",
+			"left", left[0], "ttl", e.cfg.TTL, "peers_lapsed", len(dead))
+	}
+	e.behind = behind
+	if len(dead) == 0 || behind {
 		return
 	}
 	ids := make([]string, len(dead))

@@ -32,21 +32,29 @@ func (g *group) Remove(_ context.Context, ids []string) error {
 	return nil
 }
 
-// keys is Redis's liveness keys in memory: present workers, and whether
-// the marker survived since the last read.
+// keys is Redis's liveness keys in memory: present workers (with a
+// second of TTL left unless left says otherwise), and whether the marker
+// survived since the last read.
 type keys struct {
 	alive map[string]bool
+	left  map[string]time.Duration
 	lost  bool
 	err   error
 }
 
-func (k *keys) Living(_ context.Context, workers []string) ([]bool, bool, error) {
+func (k *keys) LivingFor(_ context.Context, workers []string) ([]time.Duration, bool, error) {
 	if k.err != nil {
 		return nil, false, k.err
 	}
-	out := make([]bool, len(workers))
+	out := make([]time.Duration, len(workers))
 	for i, w := range workers {
-		out[i] = k.alive[w]
+		switch d, ok := k.left[w]; {
+		case !k.alive[w]:
+		case ok:
+			out[i] = d
+		default:
+			out[i] = time.Second
+		}
 	}
 	kept := !k.lost
 	k.lost = false
@@ -170,5 +178,28 @@ func TestARejoinedWorkerMustBeSeenAgain(t *testing.T) {
 	e.Check(ctx)
 	if !slices.Equal(g.removed, []string{"i-a", "i-a"}) {
 		t.Fatalf("removed %v, want i-a twice", g.removed)
+	}
+}
+
+// A worker whose own key is behind (less than half its TTL left: its
+// refresher, every quarter TTL, is late, so the process is starved) takes
+// no peer out, however lapsed; once its own key is fresh again, a peer
+// still lapsed is removed.
+func TestAStarvedWorkerRemovesNobody(t *testing.T) {
+	g, k, clk, e := setup()
+	ctx := context.Background()
+	e.Check(ctx)
+	k.alive["a"] = false
+	k.left = map[string]time.Duration{"self": 300 * time.Millisecond}
+	clk.Advance(250 * time.Millisecond)
+	e.Check(ctx)
+	if len(g.removed) != 0 {
+		t.Fatalf("own key 300ms of 1s left: removed %v, want none", g.removed)
+	}
+	k.left["self"] = 900 * time.Millisecond
+	clk.Advance(250 * time.Millisecond)
+	e.Check(ctx)
+	if !slices.Equal(g.removed, []string{"i-a"}) {
+		t.Fatalf("own key fresh again: removed %v, want [i-a]", g.removed)
 	}
 }
