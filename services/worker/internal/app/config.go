@@ -15,6 +15,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/domain/netpolicy"
 	"github.com/sundialhq/sundial/pkg/domain/quotas"
+	"github.com/sundialhq/sundial/pkg/postgres/instances"
 	"github.com/sundialhq/sundial/pkg/postgres/signingkey"
 	"github.com/sundialhq/sundial/pkg/process/config"
 	"github.com/sundialhq/sundial/pkg/store/kafkaconn"
@@ -206,7 +207,7 @@ func (c *Config) Register(fs *flag.FlagSet) {
 		c.PlatformSignatureUntil = t
 		return nil
 	})
-	fs.StringVar(&c.WorkerID, "worker-id", defaultWorkerID(), "this worker's name in leases, ledger rows and the consumer group")
+	fs.StringVar(&c.WorkerID, "worker-id", instances.DefaultName(), "this worker's name in leases, ledger rows and the consumer group")
 	fs.StringVar(&c.InstanceID, "instance-id", "auto", "static consumer-group member id: a worker killed and restarted with the same id gets its partitions back at once, without a rebalance, and a graceful stop leaves the group; it must be unique per worker and stable across its restarts. auto: <hostname>-<admin port> (workers on one host cannot share the admin port); empty: a dynamic member")
 	if f := fs.Lookup("admin-addr"); f != nil {
 		c.adminAddr = f.Value
@@ -544,14 +545,6 @@ func (c *Config) GroupInstanceID() string {
 		}
 	}
 	return c.WorkerID
-}
-
-func defaultWorkerID() string {
-	h, err := os.Hostname()
-	if err != nil || h == "" {
-		h = "worker"
-	}
-	return fmt.Sprintf("%s-%d", h, os.Getpid())
 }
 
 // procsSetting reads --procs: auto, a fixed GOMAXPROCS (> 0), or neither
