@@ -135,8 +135,6 @@ type Result struct {
 	// TTL. A live worker refreshes it, and the look finds Held again.
 	// 0 when the lease is not tied to a liveness key.
 	HolderAliveFor time.Duration
-	// Holder is the other delivery's holder, set when Held.
-	Holder string
 	// Running is the execution id of the running execution, set when
 	// Overlapping or Waiting.
 	Running string
@@ -744,11 +742,11 @@ func (s *Store) AcquireMany(ctx context.Context, batch []Acquisition) ([]Result,
 	if s.liveness && !s.cluster {
 		live = s.LivenessKey("")
 	}
-	out, err := s.acquire(ctx, batch, live, "")
+	out, holders, err := s.acquire(ctx, batch, live, "")
 	if err != nil || !s.liveness || !s.cluster {
 		return out, err
 	}
-	return s.takeOverDead(ctx, batch, out)
+	return s.takeOverDead(ctx, batch, out, holders)
 }
 
 // takeOverDead is liveness on a Redis Cluster. The lease script cannot
@@ -765,12 +763,16 @@ func (s *Store) AcquireMany(ctx context.Context, batch []Acquisition) ([]Result,
 // node decides in one: a worker whose key lapsed and that refreshes it in
 // between loses its lease all the same — a worker that late was already
 // taken for dead (see DESIGN.md, "Liveness"), and its renewal is fenced.
-func (s *Store) takeOverDead(ctx context.Context, batch []Acquisition, out []Result) ([]Result, error) {
+//
+// holders[i] is the holder of entry i's lease when it is Held (the script
+// names it; a Result does not carry it, as the worker keeps one per held
+// firing).
+func (s *Store) takeOverDead(ctx context.Context, batch []Acquisition, out []Result, holders []string) ([]Result, error) {
 	var held []int
 	var workers []string
 	seen := map[string]bool{}
 	for i, r := range out {
-		w, ok := holderWorker(r.Holder)
+		w, ok := holderWorker(holders[i])
 		if r.Outcome != Held || !ok {
 			continue
 		}
@@ -795,19 +797,19 @@ func (s *Store) takeOverDead(ctx context.Context, batch []Acquisition, out []Res
 	var at []int
 	var dead []string
 	for _, i := range held {
-		w, _ := holderWorker(out[i].Holder)
+		w, _ := holderWorker(holders[i])
 		if d := aliveFor[w]; d > 0 {
 			out[i].HolderAliveFor = d
 			continue
 		}
 		again = append(again, batch[i])
 		at = append(at, i)
-		dead = append(dead, out[i].Holder)
+		dead = append(dead, holders[i])
 	}
 	if len(again) == 0 {
 		return out, nil
 	}
-	res, err := s.acquire(ctx, again, "", strings.Join(dead, "\n"))
+	res, _, err := s.acquire(ctx, again, "", strings.Join(dead, "\n"))
 	if err != nil {
 		return nil, err
 	}
@@ -826,13 +828,14 @@ func holderWorker(holder string) (string, bool) {
 	return holder[:i], true
 }
 
-// acquire is one AcquireMany round (see acquireScript for live and dead).
-func (s *Store) acquire(ctx context.Context, batch []Acquisition, live, dead string) ([]Result, error) {
+// acquire is one AcquireMany round (see acquireScript for live and dead),
+// with each Held entry's holder.
+func (s *Store) acquire(ctx context.Context, batch []Acquisition, live, dead string) ([]Result, []string, error) {
 	b := s.newBatch(s.maxDeliveries, s.markerTTL.Milliseconds(), live, MaxBuffered, dead)
 	for i, a := range batch {
 		ex := a.Execution
 		if err := check(ex, a.Holder, a.TTL); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		k := s.Keys(ex.JobID, ex.ExecutionID)
 		continuing := "0"
@@ -844,17 +847,21 @@ func (s *Store) acquire(ctx context.Context, batch []Acquisition, live, dead str
 	}
 	vals, err := b.run(ctx, s.rdb, acquireScript, len(batch), 4)
 	if err != nil {
-		return nil, fmt.Errorf("lease: acquire %s (%d in the batch): %w", batch[0].Execution.ExecutionID, len(batch), err)
+		return nil, nil, fmt.Errorf("lease: acquire %s (%d in the batch): %w", batch[0].Execution.ExecutionID, len(batch), err)
 	}
 	out := make([]Result, len(batch))
+	holders := make([]string, len(batch))
 	for i := range batch {
 		r, err := acquireResult(vals[i])
 		if err != nil {
-			return nil, fmt.Errorf("lease: acquire %s: %w", batch[i].Execution.ExecutionID, err)
+			return nil, nil, fmt.Errorf("lease: acquire %s: %w", batch[i].Execution.ExecutionID, err)
 		}
 		out[i] = r
+		if r.Outcome == Held {
+			holders[i], _ = vals[i][3].(string)
+		}
 	}
-	return out, nil
+	return out, holders, nil
 }
 
 func acquireResult(vals []any) (Result, error) {
@@ -870,7 +877,7 @@ func acquireResult(vals []any) (Result, error) {
 	case 2:
 		return Result{Outcome: Stale, CurrentVersion: extra}, nil
 	case 3:
-		r := Result{Outcome: Held, HeldFor: time.Duration(max(extra, 0)) * time.Millisecond, Holder: running}
+		r := Result{Outcome: Held, HeldFor: time.Duration(max(extra, 0)) * time.Millisecond}
 		if fence >= 0 {
 			r.HolderAliveFor = time.Duration(fence) * time.Millisecond
 		}
