@@ -768,6 +768,9 @@ func (s *Store) AcquireMany(ctx context.Context, batch []Acquisition) ([]Result,
 // names it; a Result does not carry it, as the worker keeps one per held
 // firing).
 func (s *Store) takeOverDead(ctx context.Context, batch []Acquisition, out []Result, holders []string) ([]Result, error) {
+	if holders == nil {
+		return out, nil
+	}
 	var held []int
 	var workers []string
 	seen := map[string]bool{}
@@ -829,7 +832,7 @@ func holderWorker(holder string) (string, bool) {
 }
 
 // acquire is one AcquireMany round (see acquireScript for live and dead),
-// with each Held entry's holder.
+// with each Held entry's holder (nil when none is Held).
 func (s *Store) acquire(ctx context.Context, batch []Acquisition, live, dead string) ([]Result, []string, error) {
 	b := s.newBatch(s.maxDeliveries, s.markerTTL.Milliseconds(), live, MaxBuffered, dead)
 	for i, a := range batch {
@@ -850,7 +853,7 @@ func (s *Store) acquire(ctx context.Context, batch []Acquisition, live, dead str
 		return nil, nil, fmt.Errorf("lease: acquire %s (%d in the batch): %w", batch[0].Execution.ExecutionID, len(batch), err)
 	}
 	out := make([]Result, len(batch))
-	holders := make([]string, len(batch))
+	var holders []string // only once an entry is Held: rare on the firing path
 	for i := range batch {
 		r, err := acquireResult(vals[i])
 		if err != nil {
@@ -858,6 +861,9 @@ func (s *Store) acquire(ctx context.Context, batch []Acquisition, live, dead str
 		}
 		out[i] = r
 		if r.Outcome == Held {
+			if holders == nil {
+				holders = make([]string, len(batch))
+			}
 			holders[i], _ = vals[i][3].(string)
 		}
 	}
