@@ -351,7 +351,7 @@ CHAOS_FLAGS ?=
 CHAOS_CLUSTER_FLAGS = $(if $(CLUSTER),--cluster $(CLUSTER))
 
 .PHONY: chaos
-chaos: bench-build ## The fault matrix under load: kill -9 of each service, stop/restart of each component, a worker cut off from Redis or Kafka (root: a network namespace), a hanging target, a skewed clock (~25 min; restarts the components, so give it an instance of its own: docs/reliability.md); CLUSTER=1 (or some of redis,zookeeper,postgres,kafka,cassandra) runs it on the cluster profile, each component's failover among its rows
+chaos: bench-build ## The fault matrix under load: kill -9 of each service, stop/restart of each component, a worker cut off from Redis or Kafka (root: a network namespace), a hanging target, a skewed clock, the ledger refusing every call (~27 min; restarts the components, so give it an instance of its own: docs/reliability.md); CLUSTER=1 (or some of redis,zookeeper,postgres,kafka,cassandra) runs it on the cluster profile, each component's failover among its rows
 	$(ROOT)/bin/sundial-bench chaos $(CHAOS_CLUSTER_FLAGS) $(CHAOS_FLAGS)
 
 .PHONY: chaos-quick

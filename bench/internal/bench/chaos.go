@@ -31,7 +31,8 @@ type ChaosConfig struct {
 	// lateness is what each fault's is compared with.
 	Baseline time.Duration
 	// Outage is how long Redis and Kafka stay down; LongOutage Postgres
-	// and ZooKeeper; CassandraOutage Cassandra. Hang is how long the second
+	// and ZooKeeper, and how long the ledger refuses; CassandraOutage
+	// Cassandra. Hang is how long the second
 	// target hangs.
 	Outage, LongOutage, CassandraOutage, Hang time.Duration
 	// Recover is the least time after a fault ends before the next starts;
@@ -57,7 +58,7 @@ var ChaosRows = []string{
 	"kill-relay", "kill-api", "kill-prefetcher-leader", "kill-worker", "kill-worker-loaded",
 	"redis-flush", "redis-restart", "kafka-restart", "worker-cut-redis", "worker-cut-kafka",
 	"worker-drop-redis", "worker-drop-kafka", "target-hang", "worker-clock-ahead",
-	"postgres-stop", "zookeeper-stop", "cassandra-stop",
+	"cassandra-refuses", "postgres-stop", "zookeeper-stop", "cassandra-stop",
 }
 
 // ChaosQuickRows is the subset `make test` runs. None of them stops a
@@ -151,6 +152,9 @@ func (c *chaos) faults() map[string]fault {
 		"postgres-primary-kill": {what: "the Postgres primary stopped as a crash does (pg_ctl stop -m immediate), the synchronous standby promoted at once; the old primary rebuilt as its standby",
 			expected: "none: the window (2 min) was staged and published before; the services' pools find the promoted node (target_session_attrs=read-write); 0 lost, 0 duplicate effects, 0 poison",
 			inject:   c.postgresPrimaryKill},
+		"cassandra-refuses": {what: fmt.Sprintf("the ledger answers every read and write with an error for %s (Cassandra up; its keyspace's replication raised past the nodes, so LOCAL_QUORUM is unavailable)", cfg.LongOutage),
+			expected: "none: firing does not wait for the ledger; the workers spill the records to Postgres and the drain lands them after; the ledger's history is whole at the end; 0 lost, 0 duplicate effects, 0 poison",
+			inject:   c.ledgerRefuses},
 		"cassandra-stop": {what: fmt.Sprintf("Cassandra stopped for %s and started again", cfg.CassandraOutage),
 			expected: "none: ledger writes wait in bounded writers (spilling rather than losing) and land after",
 			inject:   func(ctx context.Context) (string, error) { return c.outage(ctx, "cassandra", cfg.CassandraOutage) }},

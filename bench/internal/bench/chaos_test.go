@@ -181,3 +181,18 @@ func TestOnlineReplicaIsReadFromInfo(t *testing.T) {
 		t.Errorf("no replica: %q", got)
 	}
 }
+
+// The ledger-refuses row sets the keyspace's replication back from what
+// system_schema.keyspaces held: the literal must name every entry, the
+// class included, so the keyspace ends as it began.
+func TestReplicationLiteralWritesTheMapBack(t *testing.T) {
+	got := replicationLiteral(map[string]string{"replication_factor": "1", "class": "org.apache.cassandra.locator.SimpleStrategy"})
+	want := "{'class': 'org.apache.cassandra.locator.SimpleStrategy', 'replication_factor': '1'}"
+	if got != want {
+		t.Errorf("replicationLiteral = %s, want %s", got, want)
+	}
+	nts := replicationLiteral(map[string]string{"class": "org.apache.cassandra.locator.NetworkTopologyStrategy", "datacenter1": "3"})
+	if !strings.Contains(nts, "'datacenter1': '3'") || !strings.HasPrefix(nts, "{'class': ") {
+		t.Errorf("replicationLiteral of a NetworkTopologyStrategy map = %s", nts)
+	}
+}

@@ -3,8 +3,12 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/gocql/gocql"
 	"github.com/google/uuid"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -91,4 +95,63 @@ func finalStatus(s sundialv1.ExecutionStatus) bool {
 		return true
 	}
 	return false
+}
+
+// ledgerRefuses makes the ledger answer every read and write with an
+// error while it stays up: the keyspace's replication factor is raised to
+// twice the nodes there are plus one, so LOCAL_QUORUM needs one node more
+// than the ring has and Cassandra answers Unavailable at once — not a
+// timeout, not a closed connection. That is what a node that lost the
+// keyspace, or a ring below its quorum, answers. After LongOutage the
+// replication is set back as it was (no data moved: every node that held a
+// record still holds it).
+func (c *chaos) ledgerRefuses(ctx context.Context) (string, error) {
+	s, err := c.r.opts.Infra.CassandraCluster().CreateSession()
+	if err != nil {
+		return "", fmt.Errorf("chaos: cassandra: %w", err)
+	}
+	defer s.Close()
+	ks := c.d.ns.Keyspace
+	var was map[string]string
+	if err := s.Query(`SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = ?`, ks).WithContext(ctx).Scan(&was); err != nil {
+		return "", fmt.Errorf("chaos: the ledger keyspace %s: %w", ks, err)
+	}
+	var peers int
+	if err := s.Query(`SELECT count(*) FROM system.peers`).WithContext(ctx).Scan(&peers); err != nil {
+		return "", fmt.Errorf("chaos: cassandra peers: %w", err)
+	}
+	nodes := peers + 1
+	refusing := fmt.Sprintf("{'class': 'SimpleStrategy', 'replication_factor': %d}", 2*nodes+1)
+	if err := alterReplication(ctx, s, ks, refusing); err != nil {
+		return "", err
+	}
+	from := c.r.clock.Now()
+	slept := Sleep(ctx, c.r.clock, c.cfg.LongOutage)
+	// Set back even when the run is cancelled: a keyspace left refusing
+	// would outlive it.
+	if err := alterReplication(context.WithoutCancel(ctx), s, ks, replicationLiteral(was)); err != nil {
+		return "", err
+	}
+	if slept != nil {
+		return "", slept
+	}
+	return fmt.Sprintf("the ledger refused every call for %s (%d node(s), replication factor %d, LOCAL_QUORUM unavailable)",
+		c.r.clock.Now().Sub(from).Round(100*time.Millisecond), nodes, 2*nodes+1), nil
+}
+
+func alterReplication(ctx context.Context, s *gocql.Session, keyspace, replication string) error {
+	if err := s.Query(`ALTER KEYSPACE ` + keyspace + ` WITH replication = ` + replication).WithContext(ctx).Exec(); err != nil {
+		return fmt.Errorf("chaos: replication of %s to %s: %w", keyspace, replication, err)
+	}
+	return nil
+}
+
+// replicationLiteral writes a keyspace's replication map, as
+// system_schema.keyspaces holds it, back as CQL.
+func replicationLiteral(m map[string]string) string {
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("'%s': '%s'", k, m[k]))
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
 }
