@@ -137,6 +137,12 @@ func ComponentPid(infraDir, component string) int {
 	if component == "postgres" {
 		f = filepath.Join(infraDir, "postgres", "data", "postmaster.pid")
 	}
+	return PidFile(f)
+}
+
+// PidFile is the pid the first line of the pid file f names, or 0 when
+// the file is missing or that process is not running.
+func PidFile(f string) int {
 	b, err := os.ReadFile(f)
 	if err != nil {
 		return 0

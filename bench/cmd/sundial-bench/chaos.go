@@ -54,7 +54,7 @@ func (f *chaosFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.HangJobs, "hang-jobs", 10, "jobs firing every second at the second target, the one target-hang hangs")
 	fs.DurationVar(&c.Baseline, "baseline", 20*time.Second, "load alone before the first fault: the lateness every fault is compared with")
 	fs.DurationVar(&c.Outage, "outage", 10*time.Second, "how long Redis and Kafka stay stopped, and a worker stays cut off from one of them")
-	fs.DurationVar(&c.LongOutage, "long-outage", 60*time.Second, "how long Postgres and ZooKeeper stay stopped")
+	fs.DurationVar(&c.LongOutage, "long-outage", 60*time.Second, "how long Postgres and ZooKeeper stay stopped, and the ledger refuses every call")
 	fs.DurationVar(&c.CassandraOutage, "cassandra-outage", 5*time.Minute, "how long Cassandra stays stopped")
 	fs.DurationVar(&c.Hang, "hang", 20*time.Second, "how long the second target hangs")
 	fs.DurationVar(&c.Recover, "recover", 15*time.Second, "least time after a fault ends before the next")
@@ -124,11 +124,11 @@ func (f *chaosFlags) finish() error {
 	return nil
 }
 
-// clusterComponents checks --cluster and marks the deployment's clustered
-// components (Redis by its nodes, read later unless --redis-cluster named
-// them).
-func (f *chaosFlags) clusterComponents() error {
-	names := splitList(f.cluster)
+// markClustered checks a --cluster list and marks the deployment's
+// clustered components (Redis by its nodes, read later unless
+// --redis-cluster named them).
+func markClustered(list string, deploy *bench.Deploy) error {
+	names := splitList(list)
 	if slices.Contains(names, "1") || slices.Contains(names, "all") {
 		names = bench.ClusterComponents
 	}
@@ -137,11 +137,11 @@ func (f *chaosFlags) clusterComponents() error {
 		case !slices.Contains(bench.ClusterComponents, c):
 			return fmt.Errorf("--cluster: unknown component %q (known: %s; 1 or all for every one)", c, strings.Join(bench.ClusterComponents, ", "))
 		case c == "redis":
-			if f.deploy.RedisCluster == "" {
-				f.deploy.RedisCluster = pendingRedisCluster
+			if deploy.RedisCluster == "" {
+				deploy.RedisCluster = pendingRedisCluster
 			}
-		case !slices.Contains(f.deploy.Clustered, c):
-			f.deploy.Clustered = append(f.deploy.Clustered, c)
+		case !slices.Contains(deploy.Clustered, c):
+			deploy.Clustered = append(deploy.Clustered, c)
 		}
 	}
 	return nil
@@ -241,7 +241,7 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 	if f.quick {
 		f.applyQuick(set)
 	}
-	if err := f.clusterComponents(); err != nil {
+	if err := markClustered(f.cluster, &f.deploy); err != nil {
 		fmt.Fprintf(stderr, "sundial-bench chaos: %v\n", err)
 		return 2
 	}

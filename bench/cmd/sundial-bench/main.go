@@ -51,6 +51,7 @@ type flags struct {
 	docs        string
 	note        string
 	infraUp     bool
+	cluster     string
 	binDir      string
 	workDir     string
 	window      time.Duration
@@ -115,6 +116,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.deploy.Ranges, "ranges", bench.DefaultRanges, "the prefetchers' --ranges in each scenario's deployment and the chaos matrix's (make run's 16; 1: one leader)")
 	fs.BoolVar(&f.deploy.Plaintext, "plaintext-api", false, "serve the api without TLS (make run serves TLS with a development CA, and so does the bench unless this is set)")
 	fs.StringVar(&f.deploy.RedisCluster, "redis-cluster", "", "comma-separated nodes of a Redis Cluster (CLUSTER=redis make infra-up; e.g. 127.0.0.1:7101,…,127.0.0.1:7106) the api and workers use instead of the single Redis; its nodes are measured as redis")
+	fs.StringVar(&f.cluster, "cluster", "", "comma-separated components the deployment reaches in the cluster profile's clustered mode ("+strings.Join(bench.ClusterComponents, ", ")+"; 1 or all: every one), started by CLUSTER=<same> make infra-up; their addresses are read from deploy/local/cluster/<component>.sh, and each one's nodes are measured together as that component")
 	fs.BoolVar(&f.deploy.APILimits, "api-limits", false, "keep make run's api rate limit (200 calls/s per token) and tenant quotas while registering; by default the bench lifts them, since every scenario registers thousands of jobs a minute and no firing passes through the api")
 	fs.IntVar(&c.Overload.Held, "overload-held", 3000, "overload (only when named in --scenarios): the held rate; a herd at 2× it for --overload-surge, at 0.5× before and after")
 	fs.DurationVar(&c.Overload.Surge, "overload-surge", time.Minute, "overload: how long 2× the held rate is offered")
@@ -336,6 +338,15 @@ func (f *flags) finish() error {
 func execute(ctx context.Context, f flags, args []string, log *slog.Logger, stdout io.Writer) (err error) {
 	root, in, err := components(ctx, f.infraUp, log)
 	if err != nil {
+		return err
+	}
+	if err := markClustered(f.cluster, &f.deploy); err != nil {
+		return err
+	}
+	cluster := func(ctx context.Context, component string, args ...string) (string, error) {
+		return scriptOutput(ctx, root, "cluster/"+component+".sh", log, args...)
+	}
+	if err := clusterAddrs(ctx, cluster, &in, &f.deploy); err != nil {
 		return err
 	}
 	workDir := f.workDir

@@ -70,11 +70,8 @@ func (r *Runner) snapUsage(d *deployment) usageSnap {
 		}
 	}
 	for _, c := range infraComponents {
-		if slices.Contains(r.opts.Deploy.Clustered, c) {
-			continue
-		}
-		if c == "redis" && r.opts.Deploy.RedisCluster != "" {
-			if u, ok := r.clusterUsage(now); ok {
+		if r.clustered(c) {
+			if u, ok := r.clusterUsage(now, c); ok {
 				s[c] = u
 			}
 			continue
@@ -94,21 +91,67 @@ func (r *Runner) snapUsage(d *deployment) usageSnap {
 	return s
 }
 
-// clusterUsage is the Redis Cluster's nodes (Deploy.RedisCluster, started
-// by deploy/local/cluster/redis.sh in this checkout) summed as one
-// component; not ok unless every node is found.
-func (r *Runner) clusterUsage(now time.Time) (harness.Usage, bool) {
-	var sum harness.Usage
-	for _, addr := range strings.Split(r.opts.Deploy.RedisCluster, ",") {
-		_, port, err := net.SplitHostPort(strings.TrimSpace(addr))
-		if err != nil {
-			return harness.Usage{}, false
+// clustered reports whether the deployment reaches component in the
+// cluster profile's clustered mode.
+func (r *Runner) clustered(component string) bool {
+	if component == "redis" && r.opts.Deploy.RedisCluster != "" {
+		return true
+	}
+	return slices.Contains(r.opts.Deploy.Clustered, component)
+}
+
+// clusterNodeDirs are where deploy/local/cluster/<component>.sh keeps each
+// node's files under the infra directory: each holds the node's pid file
+// (Postgres's postmaster.pid under data/).
+var clusterNodeDirs = map[string][]string{
+	"zookeeper": {"zk-ensemble/1", "zk-ensemble/2", "zk-ensemble/3"},
+	"kafka":     {"kafka-cluster/1", "kafka-cluster/2", "kafka-cluster/3"},
+	"cassandra": {"cassandra-ring/1", "cassandra-ring/2", "cassandra-ring/3"},
+	"postgres":  {"pg-ha/a", "pg-ha/b"},
+}
+
+// clusterPidFiles are the pid files of the component's clustered nodes:
+// the Redis Cluster's by the ports of Deploy.RedisCluster, the others'
+// by clusterNodeDirs.
+func (r *Runner) clusterPidFiles(component string) []string {
+	var files []string
+	switch component {
+	case "redis":
+		for _, addr := range strings.Split(r.opts.Deploy.RedisCluster, ",") {
+			_, port, err := net.SplitHostPort(strings.TrimSpace(addr))
+			if err != nil {
+				return nil
+			}
+			files = append(files, filepath.Join(r.opts.InfraDir, "redis-cluster", port, "pid"))
 		}
-		pid := harness.ComponentPid(r.opts.InfraDir, filepath.Join("redis-cluster", port))
+	case "postgres":
+		for _, d := range clusterNodeDirs[component] {
+			files = append(files, filepath.Join(r.opts.InfraDir, d, "data", "postmaster.pid"))
+		}
+	default:
+		for _, d := range clusterNodeDirs[component] {
+			files = append(files, filepath.Join(r.opts.InfraDir, d, "pid"))
+		}
+	}
+	return files
+}
+
+// clusterUsage is a clustered component's nodes (started by
+// deploy/local/cluster/<component>.sh in this checkout) summed as one
+// component; not ok unless every node is found, so a node killed by a
+// chaos row does not read as CPU given back.
+func (r *Runner) clusterUsage(now time.Time, component string) (harness.Usage, bool) {
+	files := r.clusterPidFiles(component)
+	if len(files) == 0 {
+		return harness.Usage{}, false
+	}
+	var sum harness.Usage
+	for _, f := range files {
+		pid := harness.PidFile(f)
 		if pid == 0 {
 			return harness.Usage{}, false
 		}
-		u, err := harness.ReadUsage(pid, false, now)
+		u, err := harness.ReadUsage(pid, component == "postgres", now)
 		if err != nil {
 			return harness.Usage{}, false
 		}
