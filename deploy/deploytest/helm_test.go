@@ -19,7 +19,7 @@ import (
 )
 
 // valuesFiles are the chart's ci/*-values.yaml, by test name (the file name
-// without -values.yaml): default, hpa, keda, tls.
+// without -values.yaml): default, hpa, keda, tls, cluster.
 func valuesFiles(t *testing.T) map[string]string {
 	t.Helper()
 	paths, err := filepath.Glob(repoPath(t, "deploy", "helm", "sundial", "ci", "*-values.yaml"))
@@ -30,7 +30,7 @@ func valuesFiles(t *testing.T) map[string]string {
 	for _, p := range paths {
 		out[strings.TrimSuffix(filepath.Base(p), "-values.yaml")] = p
 	}
-	for _, want := range []string{"default", "keda", "hpa", "tls"} {
+	for _, want := range []string{"default", "keda", "hpa", "tls", "cluster"} {
 		if _, ok := out[want]; !ok {
 			t.Fatalf("deploy/helm/sundial/ci/%s-values.yaml is missing", want)
 		}
@@ -702,6 +702,10 @@ func TestChartRefusesWhatItCannotDo(t *testing.T) {
 		"no key-encryption key for the tenants' signing keys":     {[]string{"signingKeys.kekSecret.existingSecret="}, "signingKeys.kekSecret.existingSecret:"},
 		"a tenant name with a path separator":                     {[]string{"targetSecrets.tenants.a/b=sundial-target-secrets"}, `"a/b" is not a tenant name`},
 		"a tenant name that climbs out of the directory":          {[]string{"targetSecrets.tenants.\\.\\.=sundial-target-secrets"}, `".." is not a tenant name`},
+		"an empty postgres.hosts entry":                           {[]string{"postgres.hosts[0]=pg-0.pg:5432", "postgres.hosts[1]="}, "postgres.hosts[1]:"},
+		"a postgres.hosts entry without a port":                   {[]string{"postgres.hosts={pg-0.pg:5432,pg-1.pg}"}, "postgres.hosts[1]:"},
+		"postgres.hosts as one comma-separated string":            {[]string{"postgres.hosts=pg-0.pg:5432"}, "postgres.hosts:"},
+		"a Postgres session on a standby":                         {[]string{"postgres.hosts={pg-0.pg:5432,pg-1.pg:5432}", "postgres.params.target_session_attrs=prefer-standby"}, "postgres.params.target_session_attrs:"},
 	}
 	for name, set := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -62,10 +62,20 @@ app.kubernetes.io/component: {{ .component }}
 {{/*
 The Postgres DSN without its password: libpq and pgx take the password from
 PGPASSWORD, which comes from the Secret, so the DSN can live in a ConfigMap.
+With postgres.hosts, the multi-host form (postgres://user@h1:p1,h2:p2/db),
+which pgx tries in order; with two or more hosts, target_session_attrs
+defaults to read-write so connections find the primary.
 */}}
 {{- define "sundial.postgresDSN" -}}
 {{- $pg := .Values.postgres -}}
 {{- $q := dict "sslmode" $pg.sslmode -}}
+{{- $hosts := printf "%s:%v" $pg.host $pg.port -}}
+{{- with $pg.hosts -}}
+{{- $hosts = join "," . -}}
+{{- if gt (len .) 1 -}}
+{{- $_ := set $q "target_session_attrs" "read-write" -}}
+{{- end -}}
+{{- end -}}
 {{- if .Values.tls.postgres.enabled -}}
 {{- $_ := set $q "sslrootcert" "/etc/sundial/tls/postgres/ca.crt" -}}
 {{- if .Values.tls.postgres.clientCert -}}
@@ -80,11 +90,30 @@ PGPASSWORD, which comes from the Secret, so the DSN can live in a ConfigMap.
 {{- range $k := keys $q | sortAlpha -}}
 {{- $pairs = append $pairs (printf "%s=%s" $k (urlquery (get $q $k) | replace "%2F" "/")) -}}
 {{- end -}}
-{{- printf "postgres://%s@%s:%v/%s?%s" (urlquery $pg.user) $pg.host $pg.port $pg.database (join "&" $pairs) -}}
+{{- printf "postgres://%s@%s/%s?%s" (urlquery $pg.user) $hosts $pg.database (join "&" $pairs) -}}
 {{- end -}}
 
 {{/* Fail on settings the services cannot honour. */}}
 {{- define "sundial.validate" -}}
+{{- with .Values.postgres.hosts -}}
+{{- if not (kindIs "slice" .) -}}
+{{- fail (printf "postgres.hosts: a list of host:port entries, one per server (hosts: [pg-0.pg:5432, pg-1.pg:5432]), not %q" (toString .)) -}}
+{{- end -}}
+{{- range $i, $h := . -}}
+{{- $e := ternary "" (toString $h) (kindIs "invalid" $h) -}}
+{{- if not (regexMatch "^(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?):[0-9]{1,5}$" $e) -}}
+{{- fail (printf "postgres.hosts[%d]: %q is not host:port; each entry names one server, such as pg-0.pg.db.svc:5432 or [fd00::1]:5432" $i $e) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- with .Values.postgres.params -}}
+{{- if hasKey . "target_session_attrs" -}}
+{{- $tsa := toString (get . "target_session_attrs") -}}
+{{- if not (has $tsa (list "read-write" "primary" "any")) -}}
+{{- fail (printf "postgres.params.target_session_attrs: %q; every service writes, so use read-write (the default with several postgres.hosts), primary or any" $tsa) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- range $c := list "redis" "zookeeper" "kafka" "cassandra" -}}
 {{- $tls := index $.Values.tls $c -}}
 {{- if and $tls.enabled $tls.clientCert (not $tls.existingSecret) -}}
