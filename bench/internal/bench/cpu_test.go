@@ -116,3 +116,43 @@ func TestNetOfFiringTakesTheFiringsAtTheirPriceBefore(t *testing.T) {
 		t.Fatal("an estimate without a window before the delete")
 	}
 }
+
+// The discarding CPU over a fixed span, beyond the steady state after it:
+// the span's CPU less a span as long late in the run (idle work and the
+// new jobs' firing), less the deleted jobs' firings in the first span
+// beyond the late span's count, at their price before the delete.
+func TestDiscardBeyondSteadySubtractsTheLateSpan(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	del0 := t0.Add(15 * time.Second)
+	snap := func(at time.Duration, worker time.Duration) UsageSnap {
+		return UsageSnap{machineKey: {At: t0.Add(at)}, "worker-1": {At: t0.Add(at), CPU: worker}}
+	}
+	// Before the delete: 3 s for 1,000 firings (3 ms each). The first
+	// 30 s after it: 12 s more. 55-85 s after it: 1.5 s more.
+	snaps := []UsageSnap{
+		snap(0, 0), snap(15*time.Second, 3*time.Second),
+		snap(45*time.Second, 15*time.Second),
+		snap(70*time.Second, 16*time.Second), snap(100*time.Second, 17500*time.Millisecond),
+	}
+	var got []harness.Delivery
+	for i := range 1000 {
+		got = append(got, harness.Delivery{Received: t0.Add(time.Duration(i) * 15 * time.Millisecond)})
+	}
+	for i := range 600 { // the first span: 600 firings
+		got = append(got, harness.Delivery{Received: del0.Add(time.Duration(i) * 50 * time.Millisecond)})
+	}
+	for i := range 100 { // the late span: 100
+		got = append(got, harness.Delivery{Received: t0.Add(70*time.Second + time.Duration(i)*300*time.Millisecond)})
+	}
+	net, note, ok := discardBeyondSteady(snaps, got, del0, 90*time.Second)
+	if !ok {
+		t.Fatal("no estimate")
+	}
+	// 12 s − 1.5 s − (600 − 100) × 3 ms = 9 s.
+	if math.Abs(net-9) > 1e-9 {
+		t.Fatalf("net %.3f s, want 9 (%s)", net, note)
+	}
+	if _, _, ok := discardBeyondSteady(snaps, got, del0, 60*time.Second); ok {
+		t.Fatal("an estimate from a run too short to hold both spans apart")
+	}
+}

@@ -735,6 +735,16 @@ func (r *Runner) DeleteStaged(ctx context.Context, d *deployment, cfg DeleteStag
 			cpu += fmt.Sprintf("; net of firing: %.1f s (%.4f ms)", net, net*1000/droppable)
 			res.detailf("%s: %s", name, note)
 		}
+		// The same over a fixed span from the delete, past the end of
+		// discarding, so what the delete leaves for later (the ledger's
+		// summary rows, Postgres's vacuum of the deleted rows) is counted
+		// too, less the same span late in the run, when discarding is
+		// long over: the platform's idle work and the new jobs' firing
+		// cancel out.
+		if net, note, ok := discardBeyondSteady(snaps, d.sink.Deliveries(), del0, cfg.After); ok {
+			cpu += fmt.Sprintf("; over the %s from the delete, beyond the platform's steady state after it: %.1f s (%.4f ms)", discardSpan, net, net*1000/droppable)
+			res.detailf("%s: %s", name, note)
+		}
 	}
 	workersRSS := func(s UsageSnap) string {
 		var sum int64
@@ -780,6 +790,55 @@ func (r *Runner) DeleteStaged(ctx context.Context, d *deployment, cfg DeleteStag
 // the CPU of the firings the sink received in that window, priced at the
 // platform CPU per firing received over the 15 s before del0. It reports
 // false when that earlier window has no samples or no firings.
+// discardSpan is the fixed span after a delete over which the discarding
+// CPU is measured a second time.
+const discardSpan = 30 * time.Second
+
+// discardBeyondSteady is the platform CPU of the discardSpan from the
+// delete less that of a span as long ending 5 s before the run's end
+// (after: how long the run goes on from the delete), when only the jobs
+// created meanwhile fire: what the delete cost, trailing work included.
+// The deleted jobs' firings received in the first span before their
+// deletion are taken out at the platform's CPU per firing of the 15 s
+// before the delete (those in the first span beyond the late span's
+// count). Not ok when the run is too short to hold both spans apart.
+func discardBeyondSteady(snaps []UsageSnap, got []harness.Delivery, del0 time.Time, after time.Duration) (float64, string, bool) {
+	lateEnd := del0.Add(after - 5*time.Second)
+	lateStart := lateEnd.Add(-discardSpan)
+	if lateStart.Before(del0.Add(discardSpan + 10*time.Second)) {
+		return 0, "", false
+	}
+	fa, fb, ok1 := snapsAround(snaps, del0, del0.Add(discardSpan))
+	la, lb, ok2 := snapsAround(snaps, lateStart, lateEnd)
+	pa, pb, ok3 := snapsAround(snaps, del0.Add(-15*time.Second), del0)
+	if !ok1 || !ok2 || !ok3 {
+		return 0, "", false
+	}
+	count := func(a, b time.Time) int {
+		n := 0
+		for _, d := range got {
+			if !d.Received.Before(a) && d.Received.Before(b) {
+				n++
+			}
+		}
+		return n
+	}
+	before := count(pa.at(), pb.at())
+	if before == 0 {
+		return 0, "", false
+	}
+	per := platformCPU(pa, pb) / float64(before)
+	first, late := platformCPU(fa, fb), platformCPU(la, lb)
+	// Scale the late span to the first's length (the samples' spacing
+	// makes them differ by up to a second or two).
+	late *= fb.at().Sub(fa.at()).Seconds() / lb.at().Sub(la.at()).Seconds()
+	nFirst, nLate := count(fa.at(), fb.at()), count(la.at(), lb.at())
+	extra := max(0, nFirst-nLate)
+	net := max(0, first-late-per*float64(extra))
+	return net, fmt.Sprintf("over the %s from the delete: %.1f s of platform CPU; the same span from %s to %s: %.1f s (%d firings); %d firings more in the first, at %.3f ms each: %.1f s; beyond the steady state: %.1f s",
+		fb.at().Sub(fa.at()).Round(time.Second), first, la.at().Format(time.TimeOnly), lb.at().Format(time.TimeOnly), late, nLate, extra, per*1000, per*float64(extra), net), true
+}
+
 func netOfFiring(snaps []UsageSnap, got []harness.Delivery, del0, end time.Time, secs float64) (float64, string, bool) {
 	from := del0.Add(-15 * time.Second)
 	pa, pb, ok := snapsAround(snaps, from, del0)
