@@ -4,6 +4,7 @@ package lease_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strconv"
@@ -99,6 +100,38 @@ func checkBatchSpanningSlots(t *testing.T, s *lease.Store, rdb redis.Cmdable) {
 		e := batch[i].Execution
 		if h, err := rdb.Get(ctx, s.Keys(e.JobID, e.ExecutionID).Lease).Result(); err != nil || h != batch[i].Holder {
 			t.Errorf("lease of %s holds %q (%v), want %q", e.ExecutionID, h, err, batch[i].Holder)
+		}
+	}
+
+	// Renewed in one batch across the slots: each entry answered as its
+	// own (renewed, another's, never leased), and the renewed leases
+	// last the new TTL.
+	renew := make([]lease.Renewal, 0, jobs+2)
+	for i := range jobs {
+		renew = append(renew, lease.Renewal{Execution: batch[i].Execution, Holder: batch[i].Holder, TTL: 2 * time.Minute})
+	}
+	renew = append(renew,
+		lease.Renewal{Execution: batch[1].Execution, Holder: "other/1", TTL: time.Minute},
+		lease.Renewal{Execution: ex("job-none", "exec-never", 1, 1), Holder: "w/none", TTL: time.Minute})
+	answers, err := s.RenewMany(ctx, renew)
+	if err != nil {
+		t.Fatalf("renew %d across the slots: %v", len(renew), err)
+	}
+	for i := range jobs {
+		if answers[i] != nil {
+			t.Fatalf("renewal of %s by its holder: %v", renew[i].Execution.ExecutionID, answers[i])
+		}
+	}
+	if !errors.Is(answers[jobs], lease.ErrFenced) {
+		t.Errorf("renewal by another holder: %v, want ErrFenced", answers[jobs])
+	}
+	if !errors.Is(answers[jobs+1], lease.ErrLost) {
+		t.Errorf("renewal of a lease never taken: %v, want ErrLost", answers[jobs+1])
+	}
+	for _, i := range []int{0, jobs / 2, jobs - 1} {
+		e := batch[i].Execution
+		if ttl := rdb.PTTL(ctx, s.Keys(e.JobID, e.ExecutionID).Lease).Val(); ttl < 90*time.Second {
+			t.Errorf("lease of %s: PTTL %s after renewing to 2 min", e.ExecutionID, ttl)
 		}
 	}
 

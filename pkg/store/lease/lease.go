@@ -901,26 +901,45 @@ func acquireResult(vals []any) (Result, error) {
 	}
 }
 
-// renewScript: KEYS lease, runs, cancel; ARGV holder, ttl ms, execution
-// id. Replies {1} renewed, {0} lost, {-1} fenced, {2, who} renewed but
-// cancelled. The execution's place in the job's running set, if it has
-// one, lasts as long as the lease — unless the execution was asked to
-// cancel: then its place is left to end, so a CANCEL_OTHER waiting for it
-// waits at most one TTL even if its worker never stops the attempt.
+// renewScript extends a batch of leases in one round trip. For entry i
+// (from 0), KEYS[3i+1..3i+3] are lease, runs, cancel and ARGV[3i+1..3i+3]
+// are holder, ttl ms, execution id. Each entry's reply is two values: 1
+// and "" (renewed), 0 and "" (the lease ran out), -1 and "" (another
+// holder has it), or 2 and who cancelled (renewed, but cancelled). The
+// execution's place in the job's running set, if it has one, lasts as
+// long as the lease — unless the execution was asked to cancel: then its
+// place is left to end, so a CANCEL_OTHER waiting for it waits at most
+// one TTL even if its worker never stops the attempt.
 var renewScript = redis.NewScript(`
-local h = redis.call('GET', KEYS[1])
-if not h then return {0} end
-if h ~= ARGV[1] then return {-1} end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-local c = redis.call('GET', KEYS[3])
-if c then return {2, c} end
-if redis.call('ZSCORE', KEYS[2], ARGV[3]) then
-  local t = redis.call('TIME')
-  local ttl = tonumber(ARGV[2])
-  redis.call('ZADD', KEYS[2], math.floor(tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000) + ttl, ARGV[3])
-  if redis.call('PTTL', KEYS[2]) < ttl then redis.call('PEXPIRE', KEYS[2], ttl) end
+local out = {}
+local nowms
+for i = 0, #KEYS / 3 - 1 do
+  local lease, runs, cancel = KEYS[3*i+1], KEYS[3*i+2], KEYS[3*i+3]
+  local holder, ttl, ex = ARGV[3*i+1], tonumber(ARGV[3*i+2]), ARGV[3*i+3]
+  local h = redis.call('GET', lease)
+  local code, by = 1, ''
+  if not h then
+    code = 0
+  elseif h ~= holder then
+    code = -1
+  else
+    redis.call('PEXPIRE', lease, ttl)
+    local c = redis.call('GET', cancel)
+    if c then
+      code, by = 2, c
+    elseif redis.call('ZSCORE', runs, ex) then
+      if not nowms then
+        local t = redis.call('TIME')
+        nowms = math.floor(tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000)
+      end
+      redis.call('ZADD', runs, nowms + ttl, ex)
+      if redis.call('PTTL', runs) < ttl then redis.call('PEXPIRE', runs, ttl) end
+    end
+  end
+  out[2*i+1] = code
+  out[2*i+2] = by
 end
-return {1}
+return out
 `)
 
 // Renew extends holder's lease on ex to ttl from now, only if holder still
@@ -929,29 +948,57 @@ return {1}
 // renewed but the execution has been cancelled: the caller abandons the
 // attempt and finishes it under the lease.
 func (s *Store) Renew(ctx context.Context, ex Execution, holder string, ttl time.Duration) error {
-	if err := check(ex, holder, ttl); err != nil {
+	errs, err := s.RenewMany(ctx, []Renewal{{Execution: ex, Holder: holder, TTL: ttl}})
+	if err != nil {
 		return err
 	}
-	k := s.Keys(ex.JobID, ex.ExecutionID)
-	vals, err := renewScript.Run(ctx, s.rdb, []string{k.Lease, k.Running, k.Cancel}, holder, ttl.Milliseconds(), ex.ExecutionID).Slice()
-	if err != nil {
-		return fmt.Errorf("lease: renew %s: %w", ex.ExecutionID, err)
+	return errs[0]
+}
+
+// Renewal is one entry of RenewMany.
+type Renewal struct {
+	Execution Execution
+	Holder    string
+	TTL       time.Duration
+}
+
+// RenewMany renews a batch of leases in one round trip (one per slot on a
+// cluster) and returns each entry's answer as Renew would: nil, ErrLost,
+// ErrFenced or a *CancelledError. A worker renews the attempts that
+// outlast a third of their lease together, so a backlog of slow settles
+// costs a call per tick, not one per firing. err is the call's own
+// failure (Redis unreachable, a bad entry): then no answer is known.
+func (s *Store) RenewMany(ctx context.Context, batch []Renewal) ([]error, error) {
+	if len(batch) == 0 {
+		return nil, nil
 	}
-	n, _ := vals[0].(int64)
-	switch n {
-	case 1:
-		return nil
-	case 0:
-		return ErrLost
-	case 2:
-		by := ""
-		if len(vals) > 1 {
-			by, _ = vals[1].(string)
+	b := s.newBatch()
+	for i, r := range batch {
+		if err := check(r.Execution, r.Holder, r.TTL); err != nil {
+			return nil, err
 		}
-		return &CancelledError{By: by}
-	default:
-		return ErrFenced
+		k := s.Keys(r.Execution.JobID, r.Execution.ExecutionID)
+		b.add(i, []string{k.Lease, k.Running, k.Cancel}, r.Holder, r.TTL.Milliseconds(), r.Execution.ExecutionID)
 	}
+	vals, err := b.run(ctx, s.rdb, renewScript, len(batch), 2)
+	if err != nil {
+		return nil, fmt.Errorf("lease: renew %s (%d in the batch): %w", batch[0].Execution.ExecutionID, len(batch), err)
+	}
+	out := make([]error, len(batch))
+	for i, v := range vals {
+		n, _ := v[0].(int64)
+		switch n {
+		case 1:
+		case 0:
+			out[i] = ErrLost
+		case 2:
+			by, _ := v[1].(string)
+			out[i] = &CancelledError{By: by}
+		default:
+			out[i] = ErrFenced
+		}
+	}
+	return out, nil
 }
 
 // releaseScript gives back a batch of leases in one round trip. For entry

@@ -63,7 +63,7 @@ import (
 // Leaser is the part of lease.Store the fire stage uses: renewals of the
 // leases of attempts in flight, and the release of a stale overlap job's.
 type Leaser interface {
-	Renew(ctx context.Context, ex lease.Execution, holder string, ttl time.Duration) error
+	RenewMany(ctx context.Context, batch []lease.Renewal) ([]error, error)
 	Release(ctx context.Context, ex lease.Execution, holder string) (bool, error)
 }
 

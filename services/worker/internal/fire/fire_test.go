@@ -70,8 +70,10 @@ type fakeLeaser struct {
 	err      map[string]error
 	renewErr error
 	renews   int
-	acquires int
-	marks    []string
+	// renewCalls counts RenewMany calls; renews their entries.
+	renewCalls int
+	acquires   int
+	marks      []string
 	// finishCalls counts FinishMany calls.
 	finishCalls int
 }
@@ -92,11 +94,16 @@ func (l *fakeLeaser) AcquireMany(_ context.Context, batch []lease.Acquisition) (
 	}
 	return out, nil
 }
-func (l *fakeLeaser) Renew(context.Context, lease.Execution, string, time.Duration) error {
+func (l *fakeLeaser) RenewMany(_ context.Context, batch []lease.Renewal) ([]error, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.renews++
-	return l.renewErr
+	l.renews += len(batch)
+	l.renewCalls++
+	out := make([]error, len(batch))
+	for i := range out {
+		out[i] = l.renewErr
+	}
+	return out, nil
 }
 func (l *fakeLeaser) FinishMany(_ context.Context, batch []lease.Finish) error {
 	l.mu.Lock()
@@ -948,6 +955,51 @@ func TestShortLeaseGoesBackToThePrepareStage(t *testing.T) {
 	defer r.leaser.mu.Unlock()
 	if r.leaser.renews != 0 || len(r.leaser.marks) != 0 || r.leaser.acquires != 0 {
 		t.Fatalf("the executor called Redis: %d renewals, %d acquisitions, %v", r.leaser.renews, r.leaser.acquires, r.leaser.marks)
+	}
+}
+
+// Attempts that outlast a third of their lease together — a backlog
+// whose settling lags — are renewed together: one RenewMany call for all
+// that are due at a tick, not one call each.
+func TestDueRenewalsShareOneCall(t *testing.T) {
+	const n = 8
+	var started sync.WaitGroup
+	started.Add(n)
+	release := make(chan struct{})
+	r := newRig(t, n, func(ctx context.Context, req target.Request) target.Result {
+		started.Done()
+		<-release
+		return ok(ctx, req)
+	})
+	r.start(t)
+	for i := range n {
+		r.pushJob(t, fmt.Sprintf("e%d", i), fmt.Sprintf("job-%d", i), 0)
+	}
+	started.Wait()
+	counts := func() (renews, calls int) {
+		r.leaser.mu.Lock()
+		defer r.leaser.mu.Unlock()
+		return r.leaser.renews, r.leaser.renewCalls
+	}
+	// The TTL is a minute: all eight are due 20 s after they started.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if renews, _ := counts(); renews >= n {
+			break
+		}
+		if time.Now().After(deadline) {
+			renews, calls := counts()
+			t.Fatalf("%d renewals in %d calls, want %d", renews, calls, n)
+		}
+		r.clk.Advance(10 * time.Second)
+		time.Sleep(time.Millisecond)
+	}
+	if renews, calls := counts(); renews != n || calls != 1 {
+		t.Fatalf("%d renewals in %d calls, want %d in one", renews, calls, n)
+	}
+	close(release)
+	for range n {
+		<-r.own.events
 	}
 }
 

@@ -12,11 +12,13 @@ import (
 
 // renewals keeps the leases of attempts in flight alive: one goroutine
 // looks every LeaseTTL/6 for attempts whose lease was last taken or
-// renewed LeaseTTL/3 ago or more, and renews those. An attempt registers
-// when its request starts and leaves once the settle stage has written its
-// marker; almost every attempt leaves long before its first renewal, so a
-// firing costs a map entry instead of a goroutine and a timer of its own
-// (two goroutine wake-ups per firing fewer).
+// renewed LeaseTTL/3 ago or more, and renews those together, in one
+// lease.Store.RenewMany call (a batch of at most renewBatch). An attempt
+// registers when its request starts and leaves once the settle stage has
+// written its marker; almost every attempt leaves long before its first
+// renewal, so a firing costs a map entry instead of a goroutine and a
+// timer of its own. When many outlast a third of their lease — a backlog
+// whose settling lags — they cost one Redis call per tick, not one each.
 type renewals struct {
 	p *Stage
 	// tick is armed when the pool is built, so it exists before the first
@@ -28,6 +30,9 @@ type renewals struct {
 	renewing map[*renewal]struct{}
 }
 
+// renewBatch bounds one RenewMany call's entries.
+const renewBatch = 512
+
 // renewal is one attempt's lease while its request and settling run.
 type renewal struct {
 	ex     lease.Execution
@@ -38,11 +43,9 @@ type renewal struct {
 
 	// Guarded by renewals.mu.
 	next time.Time
-	// busy: a renewal call is in flight; left is closed when it returns,
-	// and abort cancels it.
-	busy  bool
-	left  chan struct{}
-	abort context.CancelFunc
+	// busy: a renewal call is in flight; left is closed when it returns.
+	busy bool
+	left chan struct{}
 	// failed: a renewal failed (fenced, or not known to have succeeded).
 	failed bool
 	gone   bool
@@ -62,8 +65,9 @@ func (r *renewals) add(ex lease.Execution, holder string, now time.Time, cancel 
 	return rn
 }
 
-// stop ends rn's renewal, waiting for a renewal call in flight, and
-// reports whether any renewal failed.
+// stop ends rn's renewal, waiting for a renewal call in flight (bounded by
+// RedisTimeout: the call is shared with other attempts, so it is not cut
+// short), and reports whether any renewal failed.
 func (r *renewals) stop(rn *renewal) (failed bool) {
 	r.mu.Lock()
 	delete(r.renewing, rn)
@@ -71,7 +75,6 @@ func (r *renewals) stop(rn *renewal) (failed bool) {
 	var wait chan struct{}
 	if rn.busy {
 		wait = rn.left
-		rn.abort()
 	}
 	r.mu.Unlock()
 	if wait != nil {
@@ -95,56 +98,76 @@ func (r *renewals) run(ctx context.Context) {
 		case <-r.tick.C():
 		}
 		now := r.p.clk.Now()
+		var due []*renewal
 		r.mu.Lock()
 		for rn := range r.renewing {
 			if rn.busy || now.Before(rn.next) {
 				continue
 			}
-			cctx, abort := context.WithTimeout(context.Background(), r.p.cfg.RedisTimeout)
-			rn.busy, rn.left, rn.abort = true, make(chan struct{}), abort
-			calls.Add(1)
-			// One call each: a slow Redis delays no other attempt's
-			// renewal behind this one.
-			go func() {
-				defer calls.Done()
-				defer abort()
-				r.renew(cctx, rn)
-			}()
+			rn.busy, rn.left = true, make(chan struct{})
+			due = append(due, rn)
 		}
 		r.mu.Unlock()
+		for len(due) > 0 {
+			n := min(len(due), renewBatch)
+			batch := due[:n:n]
+			due = due[n:]
+			calls.Add(1)
+			// A call of its own per batch: a slow Redis delays no later
+			// tick's look for due attempts.
+			go func() {
+				defer calls.Done()
+				cctx, cancel := context.WithTimeout(context.Background(), r.p.cfg.RedisTimeout)
+				defer cancel()
+				r.renew(cctx, batch)
+			}()
+		}
 		r.tick.Reset(r.p.cfg.LeaseTTL / 6)
 	}
 }
 
-func (r *renewals) renew(ctx context.Context, rn *renewal) {
+func (r *renewals) renew(ctx context.Context, batch []*renewal) {
 	p := r.p
-	err := p.leaser.Renew(ctx, rn.ex, rn.holder, p.cfg.LeaseTTL)
-	r.mu.Lock()
-	gone := rn.gone
-	switch {
-	case errors.Is(err, lease.ErrFenced):
-		rn.failed = true
-	case errors.Is(err, lease.ErrCancelled):
-		// Renewed: the lease is still ours, to finish the attempt under.
-	case err != nil && !gone:
-		// Expired or Redis unreachable: nobody else holds it (or we
-		// cannot tell); finishing is better than abandoning.
-		rn.failed = true
+	req := make([]lease.Renewal, len(batch))
+	for i, rn := range batch {
+		req[i] = lease.Renewal{Execution: rn.ex, Holder: rn.holder, TTL: p.cfg.LeaseTTL}
 	}
-	rn.next = p.clk.Now().Add(p.cfg.LeaseTTL / 3)
-	rn.busy = false
-	close(rn.left)
-	r.mu.Unlock()
-	switch {
-	case errors.Is(err, lease.ErrFenced):
-		p.logger.Warn("lease taken over during the attempt; abandoning it", "execution_id", rn.ex.ExecutionID)
-		rn.cancel(lease.ErrFenced)
-	case errors.Is(err, lease.ErrCancelled):
-		if !gone {
-			p.logger.Info("execution cancelled during the attempt; abandoning it", "execution_id", rn.ex.ExecutionID, "err", err)
+	errs, callErr := p.leaser.RenewMany(ctx, req)
+	if callErr != nil {
+		p.logger.Warn("lease renewal failed", "err", callErr, "attempts", len(batch))
+	}
+	for i, rn := range batch {
+		err := callErr
+		if err == nil {
+			err = errs[i]
 		}
-		rn.cancel(err)
-	case err != nil && !gone:
-		p.logger.Warn("lease renewal failed", "err", err, "execution_id", rn.ex.ExecutionID)
+		r.mu.Lock()
+		gone := rn.gone
+		switch {
+		case errors.Is(err, lease.ErrFenced):
+			rn.failed = true
+		case errors.Is(err, lease.ErrCancelled):
+			// Renewed: the lease is still ours, to finish the attempt under.
+		case err != nil && !gone:
+			// Expired or Redis unreachable: nobody else holds it (or we
+			// cannot tell); finishing is better than abandoning.
+			rn.failed = true
+		}
+		rn.next = p.clk.Now().Add(p.cfg.LeaseTTL / 3)
+		rn.busy = false
+		close(rn.left)
+		r.mu.Unlock()
+		switch {
+		case errors.Is(err, lease.ErrFenced):
+			p.logger.Warn("lease taken over during the attempt; abandoning it", "execution_id", rn.ex.ExecutionID)
+			rn.cancel(lease.ErrFenced)
+		case errors.Is(err, lease.ErrCancelled):
+			if !gone {
+				p.logger.Info("execution cancelled during the attempt; abandoning it", "execution_id", rn.ex.ExecutionID, "err", err)
+			}
+			rn.cancel(err)
+		case err != nil && callErr == nil && !gone:
+			p.logger.Warn("lease renewal failed", "err", err, "execution_id", rn.ex.ExecutionID)
+		}
 	}
 }
