@@ -139,7 +139,11 @@ func TestPostgresPrimaryKilledStandbyPromoted(t *testing.T) {
 			t.Errorf("retried job %s: its target saw attempts %v, want 1 and 2", id, as)
 		}
 	}
-	dlq := sundialv1.NewDeadLetterServiceClient(p.conn())
+	conn, err := p.plat.Conn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlq := sundialv1.NewDeadLetterServiceClient(conn)
 	letters := map[string][]*sundialv1.DeadLetter{}
 	waitUntil(t, 90*time.Second, "a dead letter for each dead one-off", func() bool {
 		clear(letters)

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/testkit/harness"
 )
@@ -163,17 +161,6 @@ func (p *platform) client() sundialv1.JobServiceClient {
 		p.t.Fatal(err)
 	}
 	return cl
-}
-
-// conn is a gRPC connection to the api, authenticated as the platform's
-// tenant, for the services other than JobService.
-func (p *platform) conn() *grpc.ClientConn {
-	p.t.Helper()
-	conn, err := p.plat.Conn()
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	return conn
 }
 
 func ctxT(t *testing.T, d time.Duration) context.Context {
