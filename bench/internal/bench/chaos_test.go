@@ -196,3 +196,23 @@ func TestReplicationLiteralWritesTheMapBack(t *testing.T) {
 		t.Errorf("replicationLiteral of a NetworkTopologyStrategy map = %s", nts)
 	}
 }
+
+// The member-stall row picks the follower most clients are connected to,
+// counted from /proc/net/tcp: established lines whose remote port is the
+// member's client port (the servers' own ends, local port 2192, are not
+// its clients).
+func TestCountEstablishedToReadsTheRemotePort(t *testing.T) {
+	table := `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:A1B2 0100007F:0890 01 00000000:00000000 00:00000000 00000000     0        0 1 1 0000000000000000 20 4 30 10 -1
+   1: 0100007F:A1B3 0100007F:0890 01 00000000:00000000 00:00000000 00000000     0        0 2 1 0000000000000000 20 4 30 10 -1
+   2: 0100007F:0890 0100007F:A1B2 01 00000000:00000000 00:00000000 00000000     0        0 3 1 0000000000000000 20 4 30 10 -1
+   3: 0100007F:A1B4 0100007F:0890 06 00000000:00000000 00:00000000 00000000     0        0 4 1 0000000000000000 20 4 30 10 -1
+   4: 0100007F:A1B5 0100007F:0891 01 00000000:00000000 00:00000000 00000000     0        0 5 1 0000000000000000 20 4 30 10 -1
+`
+	if got := countEstablishedTo(table, 2192); got != 2 {
+		t.Errorf("connections to 2192: %d, want 2 (a TIME_WAIT and the server's own end left out)", got)
+	}
+	if got := countEstablishedTo(table, 2193); got != 1 {
+		t.Errorf("connections to 2193: %d, want 1", got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -39,15 +40,16 @@ var clusteredName = map[string]string{
 // with one down.
 const RingReplication = "{'class': 'SimpleStrategy', 'replication_factor': 3}"
 
-// ChaosClusterRows are the faults of the components' clustered modes, one
-// per component: each needs the deployment on that cluster and is not in
-// the full matrix of single nodes (ChaosRows).
-var ChaosClusterRows = []string{"redis-cluster-primary-kill", "zookeeper-leader-kill", "kafka-broker-kill", "postgres-primary-kill", "cassandra-node-kill"}
+// ChaosClusterRows are the faults of the components' clustered modes: each
+// needs the deployment on that cluster and is not in the full matrix of
+// single nodes (ChaosRows).
+var ChaosClusterRows = []string{"redis-cluster-primary-kill", "zookeeper-leader-kill", "zookeeper-member-stall", "kafka-broker-kill", "postgres-primary-kill", "cassandra-node-kill"}
 
 // clusterRowNeeds is the component each cluster row fails over.
 var clusterRowNeeds = map[string]string{
 	"redis-cluster-primary-kill": "redis",
 	"zookeeper-leader-kill":      "zookeeper",
+	"zookeeper-member-stall":     "zookeeper",
 	"kafka-broker-kill":          "kafka",
 	"postgres-primary-kill":      "postgres",
 	"cassandra-node-kill":        "cassandra",
@@ -183,6 +185,81 @@ func (c *chaos) zookeeperLeaderKill(ctx context.Context) (string, error) {
 	}
 	return fmt.Sprintf("leader (node %s) killed; node %s leads after %s; node %s back in the ensemble %s after the kill",
 		leader, next, elected.Round(10*time.Millisecond), leader, back.Round(100*time.Millisecond)), nil
+}
+
+// zookeeperMemberStall stops (SIGSTOP) the ensemble's follower that most
+// clients are connected to, for Outage, then lets it go on (SIGCONT). To
+// the leader it is a member gone silent, to its clients a server that
+// answers nothing on open connections — what a member cut off by a
+// network that drops its packets looks like. The majority goes on; the
+// prefetchers' sessions on it must move to another server before they
+// expire.
+func (c *chaos) zookeeperMemberStall(ctx context.Context) (string, error) {
+	out, err := c.cfg.Cluster(ctx, "zookeeper", "leader")
+	if err != nil {
+		return "", err
+	}
+	leader := strings.TrimSpace(out)
+	member, conns := "", -1
+	for n := 1; n <= 3; n++ {
+		name := strconv.Itoa(n)
+		if name == leader {
+			continue
+		}
+		if k := establishedTo(zookeeperClientPort + n); k > conns {
+			member, conns = name, k
+		}
+	}
+	pid := harness.PidFile(filepath.Join(c.r.opts.InfraDir, "zk-ensemble", member, "pid"))
+	if pid == 0 {
+		return "", fmt.Errorf("chaos: zookeeper node %s is not running", member)
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return "", fmt.Errorf("chaos: stop zookeeper node %s: %w", member, err)
+	}
+	stopped := c.r.clock.Now()
+	slept := Sleep(ctx, c.r.clock, c.cfg.Outage)
+	// Let it go on even when the run is cancelled.
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		return "", fmt.Errorf("chaos: continue zookeeper node %s: %w", member, err)
+	}
+	if slept != nil {
+		return "", slept
+	}
+	return fmt.Sprintf("follower node %s (%d client connections; node %s leads) stopped for %s, then let go on",
+		member, conns, leader, c.r.clock.Now().Sub(stopped).Round(100*time.Millisecond)), nil
+}
+
+// zookeeperClientPort is the local ensemble's client port less its node
+// number (deploy/local/cluster/zookeeper.sh: node N serves on 2190+N).
+const zookeeperClientPort = 2190
+
+// establishedTo counts the established TCP connections on this machine
+// whose remote end is port: the clients of a local server there.
+func establishedTo(port int) int {
+	n := 0
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		n += countEstablishedTo(string(b), port)
+	}
+	return n
+}
+
+// countEstablishedTo counts the lines of a /proc/net/tcp table in state
+// 01 (established) whose remote address's port is port.
+func countEstablishedTo(table string, port int) int {
+	want := fmt.Sprintf(":%04X", port)
+	n := 0
+	for _, line := range strings.Split(table, "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) > 3 && f[3] == "01" && strings.HasSuffix(f[2], want) {
+			n++
+		}
+	}
+	return n
 }
 
 // kafkaBrokerKill SIGKILLs the broker that leads the most partitions of
