@@ -786,10 +786,47 @@ func (r *Runner) DeleteStaged(ctx context.Context, d *deployment, cfg DeleteStag
 	return res, nil
 }
 
+// received counts the deliveries the sink received in [a, b).
+func received(got []harness.Delivery, a, b time.Time) int {
+	n := 0
+	for _, d := range got {
+		if !d.Received.Before(a) && d.Received.Before(b) {
+			n++
+		}
+	}
+	return n
+}
+
+// firingPriceBefore is the platform CPU per firing received over the 15 s
+// before del0, the firings it was taken over, and the samples bounding
+// them; not ok when that window has no samples or no firings.
+func firingPriceBefore(snaps []UsageSnap, got []harness.Delivery, del0 time.Time) (per float64, firings int, pa, pb UsageSnap, ok bool) {
+	pa, pb, ok = snapsAround(snaps, del0.Add(-15*time.Second), del0)
+	if !ok {
+		return 0, 0, nil, nil, false
+	}
+	firings = received(got, pa.at(), pb.at())
+	if firings == 0 {
+		return 0, 0, nil, nil, false
+	}
+	return platformCPU(pa, pb) / float64(firings), firings, pa, pb, true
+}
+
 // netOfFiring takes from secs, the platform CPU spent from del0 to end,
 // the CPU of the firings the sink received in that window, priced at the
 // platform CPU per firing received over the 15 s before del0. It reports
 // false when that earlier window has no samples or no firings.
+func netOfFiring(snaps []UsageSnap, got []harness.Delivery, del0, end time.Time, secs float64) (float64, string, bool) {
+	per, before, pa, pb, ok := firingPriceBefore(snaps, got, del0)
+	if !ok {
+		return 0, "", false
+	}
+	during := received(got, del0, end)
+	net := max(0, secs-per*float64(during))
+	return net, fmt.Sprintf("firing while discarding: %d firings received from the delete to the end of discarding, at %.3f ms of platform CPU each (%d firings and %.1f s over the %s before the delete): %.1f s of the %.1f s",
+		during, per*1000, before, platformCPU(pa, pb), pb.at().Sub(pa.at()).Round(time.Second), per*float64(during), secs), true
+}
+
 // discardSpan is the fixed span after a delete over which the discarding
 // CPU is measured a second time.
 const discardSpan = 30 * time.Second
@@ -799,9 +836,9 @@ const discardSpan = 30 * time.Second
 // (after: how long the run goes on from the delete), when only the jobs
 // created meanwhile fire: what the delete cost, trailing work included.
 // The deleted jobs' firings received in the first span before their
-// deletion are taken out at the platform's CPU per firing of the 15 s
-// before the delete (those in the first span beyond the late span's
-// count). Not ok when the run is too short to hold both spans apart.
+// deletion are taken out at firingPriceBefore's price (those in the
+// first span beyond the late span's count). Not ok when the run is too
+// short to hold both spans apart.
 func discardBeyondSteady(snaps []UsageSnap, got []harness.Delivery, del0 time.Time, after time.Duration) (float64, string, bool) {
 	lateEnd := del0.Add(after - 5*time.Second)
 	lateStart := lateEnd.Add(-discardSpan)
@@ -810,59 +847,19 @@ func discardBeyondSteady(snaps []UsageSnap, got []harness.Delivery, del0 time.Ti
 	}
 	fa, fb, ok1 := snapsAround(snaps, del0, del0.Add(discardSpan))
 	la, lb, ok2 := snapsAround(snaps, lateStart, lateEnd)
-	pa, pb, ok3 := snapsAround(snaps, del0.Add(-15*time.Second), del0)
+	per, _, _, _, ok3 := firingPriceBefore(snaps, got, del0)
 	if !ok1 || !ok2 || !ok3 {
 		return 0, "", false
 	}
-	count := func(a, b time.Time) int {
-		n := 0
-		for _, d := range got {
-			if !d.Received.Before(a) && d.Received.Before(b) {
-				n++
-			}
-		}
-		return n
-	}
-	before := count(pa.at(), pb.at())
-	if before == 0 {
-		return 0, "", false
-	}
-	per := platformCPU(pa, pb) / float64(before)
 	first, late := platformCPU(fa, fb), platformCPU(la, lb)
 	// Scale the late span to the first's length (the samples' spacing
 	// makes them differ by up to a second or two).
 	late *= fb.at().Sub(fa.at()).Seconds() / lb.at().Sub(la.at()).Seconds()
-	nFirst, nLate := count(fa.at(), fb.at()), count(la.at(), lb.at())
+	nFirst, nLate := received(got, fa.at(), fb.at()), received(got, la.at(), lb.at())
 	extra := max(0, nFirst-nLate)
 	net := max(0, first-late-per*float64(extra))
 	return net, fmt.Sprintf("over the %s from the delete: %.1f s of platform CPU; the same span from %s to %s: %.1f s (%d firings); %d firings more in the first, at %.3f ms each: %.1f s; beyond the steady state: %.1f s",
 		fb.at().Sub(fa.at()).Round(time.Second), first, la.at().Format(time.TimeOnly), lb.at().Format(time.TimeOnly), late, nLate, extra, per*1000, per*float64(extra), net), true
-}
-
-func netOfFiring(snaps []UsageSnap, got []harness.Delivery, del0, end time.Time, secs float64) (float64, string, bool) {
-	from := del0.Add(-15 * time.Second)
-	pa, pb, ok := snapsAround(snaps, from, del0)
-	if !ok {
-		return 0, "", false
-	}
-	count := func(a, b time.Time) int {
-		n := 0
-		for _, d := range got {
-			if !d.Received.Before(a) && d.Received.Before(b) {
-				n++
-			}
-		}
-		return n
-	}
-	before := count(pa.at(), pb.at())
-	if before == 0 {
-		return 0, "", false
-	}
-	per := platformCPU(pa, pb) / float64(before)
-	during := count(del0, end)
-	net := max(0, secs-per*float64(during))
-	return net, fmt.Sprintf("firing while discarding: %d firings received from the delete to the end of discarding, at %.3f ms of platform CPU each (%d firings and %.1f s over the %s before the delete): %.1f s of the %.1f s",
-		during, per*1000, before, platformCPU(pa, pb), pb.at().Sub(pa.at()).Round(time.Second), per*float64(during), secs), true
 }
 
 // platformCPU is the CPU seconds every process but the benchmark's own
