@@ -384,6 +384,15 @@ func sumGauge(ctx context.Context, ps []*harness.Process, name string, takeMax b
 	return total
 }
 
+// stagedAhead is every firing staged and not yet fired: rows in the
+// outbox, records in Kafka the workers have not fetched, firings the
+// workers hold. What a deletion of every job leaves to drop.
+func stagedAhead(ctx context.Context, d *deployment) float64 {
+	return sumGauge(ctx, d.relays, "sundial_relay_outbox_rows", true) +
+		sumGauge(ctx, d.workers, "sundial_worker_consumer_lag_records", false) +
+		sumGauge(ctx, d.workers, "sundial_worker_held_firings", false)
+}
+
 // pipelineState says where the firings are: rows in the outbox, records not
 // yet fetched by the workers, firings held until their instant.
 func (d *deployment) pipelineState(ctx context.Context) string {

@@ -654,9 +654,7 @@ func (r *Runner) DeleteStaged(ctx context.Context, d *deployment, cfg DeleteStag
 	staged := d.pipelineState(ctx)
 	// What the delete drops: every firing of the jobs staged ahead — in the
 	// outbox, in Kafka not yet fetched, held by the workers.
-	droppable := sumGauge(ctx, d.relays, "sundial_relay_outbox_rows", true) +
-		sumGauge(ctx, d.workers, "sundial_worker_consumer_lag_records", false) +
-		sumGauge(ctx, d.workers, "sundial_worker_held_firings", false)
+	droppable := stagedAhead(ctx, d)
 	stale := func() float64 { return sumCounter(ctx, d, "sundial_worker_firings_total", "outcome", "stale") }
 	s0 := stale()
 
