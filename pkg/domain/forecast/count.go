@@ -20,8 +20,9 @@ type Count struct {
 	// it (an interval or recurrence rule without start_time); zero
 	// otherwise.
 	Anchor time.Time
-	// JobID is the one job of a schedule with H, whose values are hashed
-	// from it; empty otherwise.
+	// JobID is, for a schedule with H, one of the jobs: their H values
+	// are hashed from their ids and land where this one's do (HashedKey);
+	// empty otherwise.
 	JobID string
 	// Jobs is how many jobs; Sample the ids of a few of them, for a
 	// herd's listing (names are the caller's to fill in).
@@ -30,7 +31,7 @@ type Count struct {
 }
 
 // Count is the forecast's view of the jobs of c: a Job standing for all
-// of them (its ID and Name empty unless c is one job's H schedule), and
+// of them (its Name empty, its ID c.JobID: empty but for an H schedule), and
 // the sample as Jobs to list. An error means c.Schedule or c.Jitter is
 // not an encoding of the field.
 func (d *Decoder) Count(c Count) (Job, []Job, error) {
@@ -49,4 +50,19 @@ func (d *Decoder) Count(c Count) (Job, []Job, error) {
 		sample = append(sample, s)
 	}
 	return j, sample, nil
+}
+
+// HashedKey says where the H of the schedule encoded as schedule lands
+// for the job id: its crons with H, hashed from id, in the engine's
+// canonical form (as the prefetcher fires them), joined; empty when the
+// schedule has no H. Two jobs of one encoded schedule with equal keys
+// fire at the same instants, so the api's fold counts them on one row of
+// forecast_schedules instead of a row per job. An error means schedule
+// is not a Schedule's encoding.
+func (d *Decoder) HashedKey(schedule []byte, id string) (string, error) {
+	ds, err := d.schedule(schedule)
+	if err != nil || !ds.hashed {
+		return "", err
+	}
+	return resolvedCrons(ds.hashedCrons, id), nil
 }

@@ -120,3 +120,89 @@ func TestCountAgreesWithJobs(t *testing.T) {
 		}
 	}
 }
+
+// A fleet of H jobs counted a row per place their H lands, the row named
+// by any one of its jobs (what the api's fold keeps), forecasts as the
+// jobs one by one do, in far fewer rows than jobs.
+func TestHashedKeyGroupsAnHFleet(t *testing.T) {
+	from := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC) // Chicago falls back
+	specs := []*sundialv1.Schedule{
+		{Spec: &sundialv1.Schedule_Cron{Cron: "H H * * *"}, Timezone: "America/Chicago"},
+		{Spec: &sundialv1.Schedule_Cron{Cron: "H/15 * * * *"}},
+		{Spec: &sundialv1.Schedule_Cron{Cron: "0 0 * * *"}, AdditionalSchedules: []*sundialv1.Schedule{{Spec: &sundialv1.Schedule_Cron{Cron: "H 12 * * *"}}}},
+	}
+	perJob, err := New(Options{From: from, Window: 48 * time.Hour, HerdThreshold: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type rowKey struct{ sched, hashed string }
+	rows := map[rowKey]*Count{}
+	var order []rowKey
+	d := NewDecoder(nil)
+	const jobs = 6000
+	for i := range jobs {
+		s := specs[i%len(specs)]
+		job := &sundialv1.Job{Id: fmt.Sprintf("0193a1b2-0000-7000-8000-%012d", i), Tenant: "t", Priority: sundialv1.Priority_PRIORITY_MEDIUM, Schedule: s}
+		raw, err := proto.Marshal(job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j, err := d.Job(raw, job.Id, job.Tenant, "", job.Priority, from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		perJob.Add(j)
+		sched, _ := proto.Marshal(s)
+		h, err := d.HashedKey(sched, job.Id)
+		if err != nil || h == "" {
+			t.Fatalf("job %d: hashed key %q, %v", i, h, err)
+		}
+		k := rowKey{string(sched), h}
+		c := rows[k]
+		if c == nil {
+			c = &Count{Tenant: "t", Priority: job.Priority, Schedule: sched, JobID: job.Id}
+			rows[k] = c
+			order = append(order, k)
+		}
+		c.Jobs++
+		c.Sample = append(c.Sample, job.Id)
+	}
+	if max := 1440 + 15 + 60; len(rows) > max {
+		t.Fatalf("%d rows for %d jobs: more than the %d places their H can land", len(rows), jobs, max)
+	}
+	byRow, err := New(Options{From: from, Window: 48 * time.Hour, HerdThreshold: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = NewDecoder(nil)
+	for _, k := range order {
+		j, sample, err := d.Count(*rows[k])
+		if err != nil {
+			t.Fatal(err)
+		}
+		byRow.AddN(j, rows[k].Jobs, sample)
+	}
+	want, got := perJob.Forecast(), byRow.Forecast()
+	if got.Jobs != want.Jobs || got.Schedules != want.Schedules || got.Firings != want.Firings || got.Failed != 0 {
+		t.Fatalf("by row: %d jobs %d schedules %d firings %d failed; per job: %d, %d, %d",
+			got.Jobs, got.Schedules, got.Firings, got.Failed, want.Jobs, want.Schedules, want.Firings)
+	}
+	if !slices.Equal(got.Minutes, want.Minutes) {
+		t.Fatal("minutes differ")
+	}
+	if len(got.Herds) != len(want.Herds) {
+		t.Fatalf("%d herds, per job %d", len(got.Herds), len(want.Herds))
+	}
+	for i := range want.Herds {
+		if g, w := got.Herds[i], want.Herds[i]; !g.At.Equal(w.At) || g.Firings != w.Firings {
+			t.Fatalf("herd %d: %v %d firings, per job %v %d", i, g.At, g.Firings, w.At, w.Firings)
+		}
+	}
+	plain, _ := proto.Marshal(&sundialv1.Schedule{Spec: &sundialv1.Schedule_Cron{Cron: "0 0 * * *"}})
+	if h, err := d.HashedKey(plain, "x"); h != "" || err != nil {
+		t.Fatalf("a schedule without H: key %q, %v", h, err)
+	}
+	if _, err := d.HashedKey([]byte{0xff}, "x"); err == nil {
+		t.Fatal("a schedule that is not an encoding was keyed")
+	}
+}

@@ -327,3 +327,91 @@ func cmpOr(a, b string) string {
 	}
 	return b
 }
+
+// A fleet of H jobs is counted on one row per place its H lands, not one
+// per job (the fold keys H jobs so, migration 00032), and the forecast
+// over those rows is the per-job one. Rows written per job before that
+// (simulated here from the triggers' own key) are re-keyed by the next
+// fold, including jobs removed before it, whose removals carry the
+// per-job key.
+func TestIntegrationForecastCountsGroupAnHFleet(t *testing.T) {
+	from := time.Now().UTC().Truncate(time.Hour).Add(time.Hour)
+	api := apitest.Start(t, apitest.Options{ForecastClock: fixedClock{at: from}})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	acme := sundialv1.NewJobServiceClient(dial(t, api, apitest.TokenAcme))
+	forecasts := sundialv1.NewForecastServiceClient(dial(t, api, apitest.TokenOperator))
+
+	fleet := []*sundialv1.Schedule{
+		{Spec: &sundialv1.Schedule_Cron{Cron: "H * * * *"}},
+		{Spec: &sundialv1.Schedule_Cron{Cron: "H/20 * * * *"}, Timezone: "Europe/Paris"},
+	}
+	const jobs = 1200
+	var ids []string
+	for start := 0; start < jobs; start += 200 {
+		var items []*sundialv1.CreateJobRequest
+		for i := start; i < start+200; i++ {
+			j := cronJob(fmt.Sprint("h-", i))
+			j.Schedule = fleet[i%len(fleet)]
+			items = append(items, &sundialv1.CreateJobRequest{Job: j})
+		}
+		resp, err := acme.CreateJobs(ctx, &sundialv1.CreateJobsRequest{Items: items})
+		if err != nil || resp.GetCreated() != 200 {
+			t.Fatalf("CreateJobs: %d created, %v", resp.GetCreated(), err)
+		}
+		for _, r := range resp.GetResults() {
+			ids = append(ids, r.GetJob().GetId())
+		}
+	}
+	check := func(step string, maxRows int) {
+		t.Helper()
+		got, err := forecasts.GetForecast(ctx, &sundialv1.GetForecastRequest{Window: durationpb.New(24 * time.Hour), HerdThreshold: 5})
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		compareForecasts(t, step, got, perJobForecast(t, ctx, api, "", from), map[string]string{})
+		var rows, counted, active, unresolved int64
+		if err := api.Pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(jobs), 0), count(*) FILTER (WHERE NOT h_resolved)
+			FROM forecast_schedules WHERE status = 'active'`).Scan(&rows, &counted, &unresolved); err != nil {
+			t.Fatal(err)
+		}
+		if err := api.Pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = 'active'`).Scan(&active); err != nil {
+			t.Fatal(err)
+		}
+		if counted != active || rows > int64(maxRows) || unresolved != 0 {
+			t.Fatalf("%s: %d rows (at most %d) count %d jobs of %d active, %d rows keyed per job", step, rows, maxRows, counted, active, unresolved)
+		}
+	}
+	// "H * * * *" lands on one of 60 minutes, "H/20" on one of 20 offsets.
+	check("created", 60+20)
+
+	// The rows as a fold before migration 00032 left them: one per job,
+	// under the triggers' key.
+	if _, err := api.Pool.Exec(ctx, `DELETE FROM forecast_schedules WHERE job_id IS NOT NULL`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.Pool.Exec(ctx, `INSERT INTO forecast_schedules (tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, sample)
+		SELECT j.tenant, j.status, j.priority, k.digest, k.schedule, k.jitter, k.anchor, k.job_id, 1, ARRAY[j.id]
+		  FROM jobs AS j, LATERAL forecast_key(j.spec, j.id, j.created_at) AS k
+		 WHERE j.status = 'active' AND k.job_id IS NOT NULL`); err != nil {
+		t.Fatal(err)
+	}
+	var legacy int
+	if err := api.Pool.QueryRow(ctx, `SELECT count(*) FROM forecast_schedules WHERE NOT h_resolved`).Scan(&legacy); err != nil || legacy != jobs {
+		t.Fatalf("%d rows keyed per job (%v), want %d", legacy, err, jobs)
+	}
+	// Removed before the next fold: their removals carry the per-job key.
+	for _, id := range ids[:100] {
+		if _, err := acme.DeleteJob(ctx, &sundialv1.DeleteJobRequest{Id: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := acme.PauseJob(ctx, &sundialv1.PauseJobRequest{Id: ids[100]}); err != nil {
+		t.Fatal(err)
+	}
+	check("re-keyed, 100 deleted and 1 paused before the fold", 60+20)
+	if _, err := acme.ResumeJob(ctx, &sundialv1.ResumeJobRequest{Id: ids[100]}); err != nil {
+		t.Fatal(err)
+	}
+	check("resumed", 60+20)
+}

@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sundialhq/sundial/pkg/domain/forecast"
 	"github.com/sundialhq/sundial/pkg/postgres/calendarstore"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
@@ -23,7 +25,8 @@ type ForecastCount struct {
 	// Schedule and Jitter are the encoded fields of the jobs' specs.
 	Schedule, Jitter []byte
 	// Anchor is the creation second of an anchored schedule's jobs, nil
-	// otherwise; JobID the one job of a schedule with H, nil otherwise.
+	// otherwise; JobID, for a schedule with H, one of the jobs, whose H
+	// lands where all of theirs do (the fold keys them so), nil otherwise.
 	Anchor *time.Time
 	JobID  *uuid.UUID
 	Jobs   int64
@@ -45,6 +48,9 @@ type foldedChange struct {
 	jobID            *uuid.UUID
 	jobs             int64
 	added, removed   []uuid.UUID
+	// hResolved: keyed by where the jobs' H lands (hashedKey), not by
+	// the job.
+	hResolved bool
 }
 
 // The fold's three statements, each over every key changed (parallel
@@ -60,11 +66,11 @@ UPDATE forecast_schedules AS f
   FROM unnest($1::text[], $2::text[], $3::int2[], $4::bytea[], $5::text[]) AS u(tenant, status, priority, digest, removed)
  WHERE f.tenant = u.tenant AND f.status = u.status AND f.priority = u.priority AND f.digest = u.digest`
 	foldAddSQL = `
-INSERT INTO forecast_schedules AS f (tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, sample)
+INSERT INTO forecast_schedules AS f (tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, sample, h_resolved)
 SELECT u.tenant, u.status, u.priority, u.digest, u.schedule, u.jitter, u.anchor, u.job_id, u.jobs,
-       coalesce(string_to_array(nullif(u.sample, ''), ',')::uuid[], '{}')
-  FROM unnest($1::text[], $2::text[], $3::int2[], $4::bytea[], $5::bytea[], $6::bytea[], $7::timestamptz[], $8::uuid[], $9::int8[], $10::text[])
-       WITH ORDINALITY AS u(tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, sample, n)
+       coalesce(string_to_array(nullif(u.sample, ''), ',')::uuid[], '{}'), u.h_resolved
+  FROM unnest($1::text[], $2::text[], $3::int2[], $4::bytea[], $5::bytea[], $6::bytea[], $7::timestamptz[], $8::uuid[], $9::int8[], $10::text[], $11::bool[])
+       WITH ORDINALITY AS u(tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, sample, h_resolved, n)
  ORDER BY u.n
 ON CONFLICT (tenant, status, priority, digest) DO UPDATE
    SET jobs = f.jobs + EXCLUDED.jobs,
@@ -124,37 +130,101 @@ func (s *Store) ForEachForecastCount(ctx context.Context, tenant string, priorit
 // long it grew), and a bounded amount in memory.
 const foldBatch = 1000
 
+// foldKeys is how many keys' sums the fold holds before writing them.
+const foldKeys = 5000
+
 // foldForecastChanges moves forecast_schedule_changes into
 // forecast_schedules, foldBatch changes at a time in the order they were
 // written: each key's changes summed, written in key order (two folds
 // never wait on each other in a cycle), rows left at no jobs deleted.
+//
+// The triggers key a job whose cron has H by the job itself (its H is
+// hashed from its id, which their SQL does not do); the fold keys it by
+// where its H lands (hashedKey), so the jobs whose H lands on the same
+// values share one row and a fleet of H jobs is read as at most one row
+// per place its H can land. Rows of H jobs still keyed by the job —
+// written before migration 00032 — are re-keyed first, so a job's
+// removal, keyed the new way, always finds the row its addition went to.
 func foldForecastChanges(ctx context.Context, tx pgx.Tx) error {
 	if _, err := tx.Exec(ctx, forecastFoldLock); err != nil {
 		return fmt.Errorf("store: forecast fold lock: %w", err)
 	}
+	dec := forecast.NewDecoder(nil)
+	for {
+		n, err := rekeyHashedRows(ctx, tx, dec)
+		if err != nil || n < foldBatch {
+			if err != nil {
+				return err
+			}
+			break
+		}
+	}
 	// Each round starts past the last one's changes: the entries it
 	// deleted stay in the index until this transaction ends, and a round
-	// starting from the queue's head would walk them all again.
+	// starting from the queue's head would walk them all again. The
+	// rounds' sums are written when they span foldKeys keys or the queue
+	// is drained: a fleet of H jobs, a change row per job, lands on a few
+	// thousand keys at most, each written once instead of once a round.
 	after := int64(-1)
+	byKey := map[string]*foldedChange{}
 	for {
-		n, last, err := foldForecastBatch(ctx, tx, after)
-		if err != nil || n < foldBatch {
+		n, last, err := foldForecastBatch(ctx, tx, dec, after, byKey)
+		if err != nil {
 			return err
+		}
+		if n < foldBatch || len(byKey) >= foldKeys {
+			if err := applyFolded(ctx, tx, byKey); err != nil {
+				return err
+			}
+			clear(byKey)
+		}
+		if n < foldBatch {
+			return nil
 		}
 		after = last
 	}
 }
 
-// foldForecastBatch folds the oldest foldBatch changes after the change
-// numbered after and says how many there were and the last one's number.
-func foldForecastBatch(ctx context.Context, tx pgx.Tx, after int64) (int, int64, error) {
+// rekeyHashedRows takes up to foldBatch rows of H jobs keyed by the job
+// out of forecast_schedules and adds them back keyed by where their H
+// lands, saying how many it took.
+func rekeyHashedRows(ctx context.Context, tx pgx.Tx, dec *forecast.Decoder) (int, error) {
+	rows, err := tx.Query(ctx, `DELETE FROM forecast_schedules
+		WHERE (tenant, status, priority, digest) IN (
+		      SELECT tenant, status, priority, digest FROM forecast_schedules
+		       WHERE job_id IS NOT NULL AND NOT h_resolved LIMIT $1)
+		RETURNING tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, sample`, foldBatch)
+	if err != nil {
+		return 0, fmt.Errorf("store: forecast fold: re-key H rows: %w", err)
+	}
+	byKey := map[string]*foldedChange{}
+	read := 0
+	for rows.Next() {
+		read++
+		var c foldedChange
+		if err := rows.Scan(&c.tenant, &c.status, &c.priority, &c.digest, &c.schedule, &c.jitter, &c.anchor, &c.jobID, &c.jobs, &c.added); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("store: forecast fold: re-key H rows: %w", err)
+		}
+		add(byKey, dec, c, c.jobs, c.added)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("store: forecast fold: re-key H rows: %w", err)
+	}
+	return read, applyFolded(ctx, tx, byKey)
+}
+
+// foldForecastBatch takes the oldest foldBatch changes after the change
+// numbered after out of the queue, sums them into byKey, and says how
+// many there were and the last one's number.
+func foldForecastBatch(ctx context.Context, tx pgx.Tx, dec *forecast.Decoder, after int64, byKey map[string]*foldedChange) (int, int64, error) {
 	rows, err := tx.Query(ctx, `DELETE FROM forecast_schedule_changes
 		WHERE seq = ANY(ARRAY(SELECT seq FROM forecast_schedule_changes WHERE seq > $2 ORDER BY seq LIMIT $1))
 		RETURNING seq, tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, ids`, foldBatch, after)
 	if err != nil {
 		return 0, 0, fmt.Errorf("store: forecast fold: %w", err)
 	}
-	byKey := map[string]*foldedChange{}
 	read := 0
 	last := after
 	for rows.Next() {
@@ -167,27 +237,67 @@ func foldForecastBatch(ctx context.Context, tx pgx.Tx, after int64) (int, int64,
 			return 0, 0, fmt.Errorf("store: forecast fold: %w", err)
 		}
 		last = max(last, seq)
-		k := fmt.Sprintf("%s\x00%s\x00%d\x00%s", c.tenant, c.status, c.priority, c.digest)
-		delta := c.jobs
-		f := byKey[k]
-		if f == nil {
-			f = &c
-			f.jobs = 0
-			byKey[k] = f
-		}
-		f.jobs += delta
-		if delta > 0 {
-			f.added = append(f.added, ids...)
-		} else {
-			f.removed = append(f.removed, ids...)
-		}
+		add(byKey, dec, c, c.jobs, ids)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return 0, 0, fmt.Errorf("store: forecast fold: %w", err)
 	}
+	return read, last, nil
+}
+
+// add sums a change of delta jobs (ids: the ones it names) into byKey,
+// under its key — for H jobs, where their H lands.
+func add(byKey map[string]*foldedChange, dec *forecast.Decoder, c foldedChange, delta int64, ids []uuid.UUID) {
+	if c.jobID != nil {
+		c.digest, c.hResolved = hashedDigest(dec, c)
+	}
+	k := fmt.Sprintf("%s\x00%s\x00%d\x00%s", c.tenant, c.status, c.priority, c.digest)
+	f := byKey[k]
+	if f == nil {
+		f = &c
+		f.jobs, f.added, f.removed = 0, nil, nil
+		byKey[k] = f
+	}
+	f.jobs += delta
+	if delta > 0 {
+		f.added = append(f.added, ids...)
+	} else {
+		f.removed = append(f.removed, ids...)
+	}
+}
+
+// hashedDigest is the key of the H job c names: the SHA-256 of its
+// schedule, jitter and anchor, as the triggers', with where its H lands
+// (forecast.Decoder.HashedKey) in place of the job's id, so every job of
+// that schedule whose H lands there shares it. A schedule the decoder
+// cannot read keeps the triggers' key, one row per job, which the
+// forecast counts as failed; it is not re-keyed again.
+func hashedDigest(dec *forecast.Decoder, c foldedChange) ([]byte, bool) {
+	hk, err := dec.HashedKey(c.schedule, c.jobID.String())
+	if err != nil || hk == "" {
+		return c.digest, true
+	}
+	h := sha256.New()
+	h.Write([]byte("h\x00"))
+	h.Write(c.schedule)
+	h.Write([]byte{0})
+	h.Write(c.jitter)
+	h.Write([]byte{0})
+	if c.anchor != nil {
+		fmt.Fprint(h, c.anchor.Unix())
+	}
+	h.Write([]byte{0})
+	h.Write([]byte(hk))
+	return h.Sum(nil), true
+}
+
+// applyFolded writes the summed changes of byKey: the jobs removed leave
+// the rows' samples, the net changes are added, rows left with no jobs
+// are deleted — in key order.
+func applyFolded(ctx context.Context, tx pgx.Tx, byKey map[string]*foldedChange) error {
 	if len(byKey) == 0 {
-		return read, last, nil
+		return nil
 	}
 	folded := make([]*foldedChange, 0, len(byKey))
 	for _, f := range byKey {
@@ -207,6 +317,7 @@ func foldForecastBatch(ctx context.Context, tx pgx.Tx, after int64) (int, int64,
 		jobIDs            = make([]*uuid.UUID, n)
 		jobs              = make([]int64, n)
 		samples, removals = make([]string, n), make([]string, n)
+		resolved          = make([]bool, n)
 		unsample          bool
 	)
 	for i, f := range folded {
@@ -227,20 +338,20 @@ func foldForecastBatch(ctx context.Context, tx pgx.Tx, after int64) (int, int64,
 		unsample = unsample || len(gone) > 0
 		tenants[i], statuses[i], priorities[i], digests[i] = f.tenant, f.status, f.priority, f.digest
 		scheds[i], jitters[i], anchors[i], jobIDs[i], jobs[i] = f.schedule, f.jitter, f.anchor, f.jobID, f.jobs
-		samples[i], removals[i] = strings.Join(sample, ","), strings.Join(gone, ",")
+		samples[i], removals[i], resolved[i] = strings.Join(sample, ","), strings.Join(gone, ","), f.hResolved
 	}
 	if unsample {
 		if _, err := tx.Exec(ctx, foldUnsampleSQL, tenants, statuses, priorities, digests, removals); err != nil {
-			return 0, 0, fmt.Errorf("store: forecast fold: samples: %w", err)
+			return fmt.Errorf("store: forecast fold: samples: %w", err)
 		}
 	}
-	if _, err := tx.Exec(ctx, foldAddSQL, tenants, statuses, priorities, digests, scheds, jitters, anchors, jobIDs, jobs, samples); err != nil {
-		return 0, 0, fmt.Errorf("store: forecast fold: counts: %w", err)
+	if _, err := tx.Exec(ctx, foldAddSQL, tenants, statuses, priorities, digests, scheds, jitters, anchors, jobIDs, jobs, samples, resolved); err != nil {
+		return fmt.Errorf("store: forecast fold: counts: %w", err)
 	}
 	if _, err := tx.Exec(ctx, foldDropSQL, tenants, statuses, priorities, digests); err != nil {
-		return 0, 0, fmt.Errorf("store: forecast fold: empty rows: %w", err)
+		return fmt.Errorf("store: forecast fold: empty rows: %w", err)
 	}
-	return read, last, nil
+	return nil
 }
 
 // JobNames returns the names of the jobs ids that exist, by id.
