@@ -11,6 +11,7 @@
 #   platform.sh restart I..  stop and start instances (worker-2) or every instance of a service (worker)
 #   platform.sh status       one line per instance: up/unready/down, admin address, pid
 #   platform.sh config       the settings remembered in .run/platform.env
+#   platform.sh env I        the settings instance I starts with
 #   platform.sh logs I       the log of instance I (-f to follow; I may also be sink)
 #
 # Replicas: SUNDIAL_PLATFORM_{APIS,PREFETCHERS,RELAYS,WORKERS} (default 1 each;
@@ -79,6 +80,24 @@ save_config() {
 }
 
 load_config
+# CLUSTER (make run CLUSTER=1, or some of redis,zookeeper,postgres,kafka,
+# cassandra): infra.sh up starts those components of the cluster profile
+# (deploy/local/cluster/) beside the single nodes, and the services run on
+# them (service_env) instead of the single nodes. Remembered with the rest
+# as SUNDIAL_PLATFORM_CLUSTER, so a later up or restart keeps the services
+# on the same components; CLUSTER=0 goes back to the single nodes.
+CLUSTER=${CLUSTER:-${SUNDIAL_PLATFORM_CLUSTER:-}}
+[ "$CLUSTER" != 0 ] || CLUSTER=
+case $CLUSTER in
+  "" | 1 | all) ;;
+  *)
+    IFS=', ' read -ra cluster_names <<<"$CLUSTER"
+    for name in "${cluster_names[@]}"; do
+      [[ $name =~ ^[a-z0-9-]+$ ]] && [ -f "$ROOT/deploy/local/cluster/$name.sh" ] ||
+        die "CLUSTER=$CLUSTER: no cluster script \"$name\" in deploy/local/cluster/; 1 or all means every one, 0 none"
+    done ;;
+esac
+export CLUSTER SUNDIAL_PLATFORM_CLUSTER=$CLUSTER
 READY_TIMEOUT=${SUNDIAL_PLATFORM_READY_TIMEOUT:-90}
 # A service drains for up to its --drain-timeout (30 s by default) on SIGTERM.
 STOP_TIMEOUT=${SUNDIAL_PLATFORM_STOP_TIMEOUT:-40}
@@ -160,12 +179,18 @@ grpc_addr() { # api instance
 # the caller's environment wins for the shared settings (SUNDIAL_LOG_LEVEL=debug
 # make run), not for the per-service addresses.
 service_env() {
-  # shared: where the infrastructure is (from infra.sh env) and how to log
-  echo "SUNDIAL_POSTGRES_DSN=${SUNDIAL_POSTGRES_DSN:-$SUNDIAL_TEST_POSTGRES_DSN}"
-  echo "SUNDIAL_REDIS_ADDR=${SUNDIAL_REDIS_ADDR:-$SUNDIAL_TEST_REDIS_ADDR}"
-  echo "SUNDIAL_ZK_ADDRS=${SUNDIAL_ZK_ADDRS:-$SUNDIAL_TEST_ZK_ADDRS}"
-  echo "SUNDIAL_KAFKA_BROKERS=${SUNDIAL_KAFKA_BROKERS:-$SUNDIAL_TEST_KAFKA_BROKERS}"
-  echo "SUNDIAL_CASSANDRA_HOSTS=${SUNDIAL_CASSANDRA_HOSTS:-$SUNDIAL_TEST_CASSANDRA_HOSTS}"
+  # shared: where the infrastructure is (from infra.sh env: a component of
+  # the cluster profile CLUSTER names, else its single node) and how to log
+  echo "SUNDIAL_POSTGRES_DSN=${SUNDIAL_POSTGRES_DSN:-$(on_cluster postgres SUNDIAL_TEST_PG_HA_DSN SUNDIAL_TEST_POSTGRES_DSN)}"
+  echo "SUNDIAL_REDIS_ADDR=${SUNDIAL_REDIS_ADDR:-$(on_cluster redis SUNDIAL_TEST_REDIS_CLUSTER_ADDRS SUNDIAL_TEST_REDIS_ADDR)}"
+  echo "SUNDIAL_ZK_ADDRS=${SUNDIAL_ZK_ADDRS:-$(on_cluster zookeeper SUNDIAL_TEST_ZK_ENSEMBLE_ADDRS SUNDIAL_TEST_ZK_ADDRS)}"
+  echo "SUNDIAL_KAFKA_BROKERS=${SUNDIAL_KAFKA_BROKERS:-$(on_cluster kafka SUNDIAL_TEST_KAFKA_CLUSTER_BROKERS SUNDIAL_TEST_KAFKA_BROKERS)}"
+  echo "SUNDIAL_CASSANDRA_HOSTS=${SUNDIAL_CASSANDRA_HOSTS:-$(on_cluster cassandra SUNDIAL_TEST_CASSANDRA_RING_HOSTS SUNDIAL_TEST_CASSANDRA_HOSTS)}"
+  if clustered cassandra && [ -z "${SUNDIAL_CASSANDRA_HOSTS:-}" ]; then
+    # the api creates the ledger keyspace on the ring at replication
+    # factor 3, which the services' LOCAL_QUORUM calls need
+    echo "SUNDIAL_CASSANDRA_REPLICATION=${SUNDIAL_CASSANDRA_REPLICATION:-$RING_REPLICATION}"
+  fi
   echo "SUNDIAL_LOG_LEVEL=${SUNDIAL_LOG_LEVEL:-info}"
   echo "SUNDIAL_LOG_FORMAT=${SUNDIAL_LOG_FORMAT:-text}"
   # Per-tenant signing keys and target secrets for development (api and
@@ -213,6 +238,31 @@ service_env() {
       echo "SUNDIAL_ALLOW_TARGET_ADDRS=${SUNDIAL_ALLOW_TARGET_ADDRS:-$SINK_ADDR}"
       ;;
   esac
+}
+
+# The ledger keyspace's replication on the cluster profile's 3-node ring.
+RING_REPLICATION="{'class': 'SimpleStrategy', 'replication_factor': 3}"
+
+# clustered C: whether CLUSTER names component C's cluster (1 or all: every one).
+clustered() {
+  case ",${CLUSTER// /}," in
+    ,1, | ,all,) return 0 ;;
+    *",$1,"*) return 0 ;;
+  esac
+  return 1
+}
+
+# on_cluster C CLUSTER_VAR SINGLE_VAR: the value of CLUSTER_VAR (what
+# deploy/local/cluster/C.sh env prints) when CLUSTER names C, else of
+# SINGLE_VAR. A cluster named whose script printed nothing is an error: the
+# services must not fall back to the single node unnoticed.
+on_cluster() {
+  if clustered "$1"; then
+    [ -n "${!2:-}" ] || die "CLUSTER=$CLUSTER names $1, but infra.sh env printed no $2"
+    echo "${!2}"
+  else
+    echo "${!3:-}"
+  fi
 }
 
 pid_of() { [ -s "$RUN/$1.pid" ] && tr -dc '0-9' <"$RUN/$1.pid"; return 0; }
@@ -531,6 +581,19 @@ cmd_config() {
   fi
 }
 
+# env I: the settings instance I would start with (service_env), secrets
+# by name only.
+cmd_env() {
+  [ $# = 1 ] || die "usage: platform.sh env <instance such as api or worker-2>"
+  case $(service_of "$1") in
+    api | prefetcher | relay | worker) ;;
+    *) die "unknown service or instance '$1'" ;;
+  esac
+  # shellcheck source=/dev/null
+  source <("$ROOT/deploy/local/infra.sh" env)
+  service_env "$1" | sed -E 's/^((SUNDIAL_[A-Z_]*(TOKENS|SECRET|PASSWORD)[A-Z_]*)=).*/\1<set>/'
+}
+
 cmd_status() {
   local s state pid addr rc=0
   for s in $({ all_instances; running_instances; } | sort -u); do
@@ -562,6 +625,7 @@ case ${1:-} in
   restart) shift; cmd_restart "$@" ;;
   status) cmd_status ;;
   config) cmd_config ;;
+  env) shift; cmd_env "$@" ;;
   logs) shift; cmd_logs "$@" ;;
   *) sed -n '3,/^# See docs/p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
