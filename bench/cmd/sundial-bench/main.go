@@ -43,26 +43,27 @@ func main() {
 }
 
 type flags struct {
-	scenarios   string
-	quick       bool
-	durable     string
-	profileDir  string
-	appendDocs  bool
-	docs        string
-	note        string
-	infraUp     bool
-	cluster     string
-	binDir      string
-	workDir     string
-	window      time.Duration
-	jitter      time.Duration
-	settle      time.Duration
-	executors   int
-	workerArgs  string
-	concurrency int
-	cfg         bench.Config
-	deploy      bench.Deploy
-	maxRates    string
+	scenarios      string
+	quick          bool
+	durable        string
+	profileDir     string
+	appendDocs     bool
+	docs           string
+	note           string
+	infraUp        bool
+	cluster        string
+	binDir         string
+	workDir        string
+	window         time.Duration
+	jitter         time.Duration
+	settle         time.Duration
+	executors      int
+	workerArgs     string
+	prefetcherArgs string
+	concurrency    int
+	cfg            bench.Config
+	deploy         bench.Deploy
+	maxRates       string
 
 	stagingPrefetchers string
 }
@@ -83,6 +84,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.settle, "settle", 45*time.Second, "wait between registering a scenario's jobs and its first measured slot, for the window's worth of slots staged at registration to reach the workers")
 	fs.IntVar(&f.executors, "executors", 128, "each worker's --executors")
 	fs.StringVar(&f.workerArgs, "worker-args", "", "more flags for every worker, space-separated (e.g. '--ledger-running-delay=0'); printed with the run's load shape")
+	fs.StringVar(&f.prefetcherArgs, "prefetcher-args", "", "more flags for every prefetcher of the rate scenarios, space-separated (e.g. '--tick=5s'); printed with the deployment")
 	fs.IntVar(&f.concurrency, "register-concurrency", 16, "CreateJob calls in flight while registering")
 
 	c := &f.cfg
@@ -383,7 +385,7 @@ func execute(ctx context.Context, f flags, args []string, log *slog.Logger, stdo
 		Deploy:   f.deploy,
 		InfraDir: infraDir, Infra: in, BinDir: binDir, WorkDir: workDir, ProfileDir: f.profileDir,
 		Logger: log, Clock: clock.Real{}, Window: f.window, Jitter: f.jitter,
-		Executors: f.executors, WorkerArgs: strings.Fields(f.workerArgs), RegisterConcurrency: f.concurrency, Settle: f.settle, Quick: f.quick,
+		Executors: f.executors, WorkerArgs: strings.Fields(f.workerArgs), PrefetcherArgs: strings.Fields(f.prefetcherArgs), RegisterConcurrency: f.concurrency, Settle: f.settle, Quick: f.quick,
 	})
 	if err != nil {
 		return err

@@ -151,7 +151,8 @@ func (r *Runner) deploy(ctx context.Context, name string, topo topology) (d *dep
 	}
 	for i := range topo.prefetchers {
 		id := "pf-" + strconv.Itoa(i+1)
-		pr, err := d.plat.Start(ctx, "prefetcher-"+strconv.Itoa(i+1), "prefetcher", "--node-id", id, "--window", r.opts.Window.String(), "--ranges", strconv.Itoa(topo.ranges))
+		args := append([]string{"--node-id", id, "--window", r.opts.Window.String(), "--ranges", strconv.Itoa(topo.ranges)}, r.opts.PrefetcherArgs...)
+		pr, err := d.plat.Start(ctx, "prefetcher-"+strconv.Itoa(i+1), "prefetcher", args...)
 		if err != nil {
 			return d, err
 		}
@@ -247,6 +248,9 @@ func (d *deployment) describe() string {
 	}
 	if len(workerArgs) > 0 {
 		s += "; workers also run with `" + strings.Join(workerArgs, " ") + "`"
+	}
+	if len(o.PrefetcherArgs) > 0 && len(d.prefetchers) > 0 {
+		s += "; prefetchers also run with `" + strings.Join(o.PrefetcherArgs, " ") + "`"
 	}
 	return s
 }

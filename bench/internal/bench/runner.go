@@ -46,6 +46,9 @@ type Options struct {
 	// WorkerArgs are more flags for every worker, after the bench's own
 	// (so a later one wins), for comparing worker settings run to run.
 	WorkerArgs []string
+	// PrefetcherArgs are more flags for every prefetcher of the rate
+	// scenarios' deployments, after the bench's own.
+	PrefetcherArgs []string
 	// RegisterConcurrency is how many CreateJob calls are in flight.
 	RegisterConcurrency int
 	// Settle is the wait between registering jobs and their first
