@@ -48,9 +48,6 @@ type foldedChange struct {
 	jobID            *uuid.UUID
 	jobs             int64
 	added, removed   []uuid.UUID
-	// hResolved: keyed by where the jobs' H lands (hashedKey), not by
-	// the job.
-	hResolved bool
 }
 
 // The fold's three statements, each over every key changed (parallel
@@ -150,69 +147,95 @@ func foldForecastChanges(ctx context.Context, tx pgx.Tx) error {
 		return fmt.Errorf("store: forecast fold lock: %w", err)
 	}
 	dec := forecast.NewDecoder(nil)
-	for {
-		n, err := rekeyHashedRows(ctx, tx, dec)
-		if err != nil || n < foldBatch {
-			if err != nil {
-				return err
-			}
-			break
-		}
-	}
-	// Each round starts past the last one's changes: the entries it
+	// The rounds' sums are written when they span foldKeys keys or
+	// everything is read: a fleet of H jobs, a change row per job, lands
+	// on a few thousand keys at most, each written once instead of once a
+	// round. Each round starts past the last one's rows: the entries it
 	// deleted stay in the index until this transaction ends, and a round
-	// starting from the queue's head would walk them all again. The
-	// rounds' sums are written when they span foldKeys keys or the queue
-	// is drained: a fleet of H jobs, a change row per job, lands on a few
-	// thousand keys at most, each written once instead of once a round.
-	after := int64(-1)
+	// starting from the head would walk them all again.
 	byKey := map[string]*foldedChange{}
+	flush := func(all bool) error {
+		if !all && len(byKey) < foldKeys {
+			return nil
+		}
+		err := applyFolded(ctx, tx, byKey)
+		clear(byKey)
+		return err
+	}
+	// Rows of H jobs keyed by the job, first: their additions are summed
+	// (and written) before any removal the queue holds for the same jobs.
+	var from rowKey
 	for {
-		n, last, err := foldForecastBatch(ctx, tx, dec, after, byKey)
+		n, last, err := rekeyHashedRows(ctx, tx, dec, from, byKey)
+		if err == nil {
+			err = flush(false)
+		}
 		if err != nil {
 			return err
 		}
-		if n < foldBatch || len(byKey) >= foldKeys {
-			if err := applyFolded(ctx, tx, byKey); err != nil {
-				return err
-			}
-			clear(byKey)
-		}
 		if n < foldBatch {
-			return nil
+			break
+		}
+		from = last
+	}
+	after := int64(-1)
+	for {
+		n, last, err := foldForecastBatch(ctx, tx, dec, after, byKey)
+		if err == nil {
+			err = flush(n < foldBatch)
+		}
+		if err != nil || n < foldBatch {
+			return err
 		}
 		after = last
 	}
 }
 
-// rekeyHashedRows takes up to foldBatch rows of H jobs keyed by the job
-// out of forecast_schedules and adds them back keyed by where their H
-// lands, saying how many it took.
-func rekeyHashedRows(ctx context.Context, tx pgx.Tx, dec *forecast.Decoder) (int, error) {
+// rowKey is a forecast_schedules row's primary key.
+type rowKey struct {
+	tenant, status string
+	priority       int16
+	digest         []byte
+}
+
+func (k rowKey) compare(o rowKey) int {
+	return cmp.Or(cmp.Compare(k.tenant, o.tenant), cmp.Compare(k.status, o.status),
+		cmp.Compare(k.priority, o.priority), slices.Compare(k.digest, o.digest))
+}
+
+// rekeyHashedRows takes up to foldBatch rows of H jobs keyed by the job,
+// after the key from, out of forecast_schedules and sums them into byKey
+// keyed by where their H lands; it says how many it took and the last
+// one's key.
+func rekeyHashedRows(ctx context.Context, tx pgx.Tx, dec *forecast.Decoder, from rowKey, byKey map[string]*foldedChange) (int, rowKey, error) {
 	rows, err := tx.Query(ctx, `DELETE FROM forecast_schedules
 		WHERE (tenant, status, priority, digest) IN (
 		      SELECT tenant, status, priority, digest FROM forecast_schedules
-		       WHERE job_id IS NOT NULL AND NOT h_resolved LIMIT $1)
-		RETURNING tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, sample`, foldBatch)
+		       WHERE job_id IS NOT NULL AND NOT h_resolved AND (tenant, status, priority, digest) > ($2, $3, $4, $5)
+		       ORDER BY tenant, status, priority, digest LIMIT $1)
+		RETURNING tenant, status, priority, digest, schedule, jitter, anchor, job_id, jobs, sample`,
+		foldBatch, from.tenant, from.status, from.priority, append([]byte{}, from.digest...)) // never NULL: a NULL compares as nothing
 	if err != nil {
-		return 0, fmt.Errorf("store: forecast fold: re-key H rows: %w", err)
+		return 0, from, fmt.Errorf("store: forecast fold: re-key H rows: %w", err)
 	}
-	byKey := map[string]*foldedChange{}
-	read := 0
+	read, last := 0, from
 	for rows.Next() {
 		read++
 		var c foldedChange
 		if err := rows.Scan(&c.tenant, &c.status, &c.priority, &c.digest, &c.schedule, &c.jitter, &c.anchor, &c.jobID, &c.jobs, &c.added); err != nil {
 			rows.Close()
-			return 0, fmt.Errorf("store: forecast fold: re-key H rows: %w", err)
+			return 0, from, fmt.Errorf("store: forecast fold: re-key H rows: %w", err)
 		}
-		add(byKey, dec, c, c.jobs, c.added)
+		if k := (rowKey{c.tenant, c.status, c.priority, c.digest}); k.compare(last) > 0 {
+			last = k
+		}
+		add(byKey, dec, c, c.added)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("store: forecast fold: re-key H rows: %w", err)
+		return 0, from, fmt.Errorf("store: forecast fold: re-key H rows: %w", err)
 	}
-	return read, applyFolded(ctx, tx, byKey)
+	return read, last, nil
 }
 
 // foldForecastBatch takes the oldest foldBatch changes after the change
@@ -237,7 +260,7 @@ func foldForecastBatch(ctx context.Context, tx pgx.Tx, dec *forecast.Decoder, af
 			return 0, 0, fmt.Errorf("store: forecast fold: %w", err)
 		}
 		last = max(last, seq)
-		add(byKey, dec, c, c.jobs, ids)
+		add(byKey, dec, c, ids)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -246,11 +269,12 @@ func foldForecastBatch(ctx context.Context, tx pgx.Tx, dec *forecast.Decoder, af
 	return read, last, nil
 }
 
-// add sums a change of delta jobs (ids: the ones it names) into byKey,
+// add sums a change of c.jobs jobs (ids: the ones it names) into byKey,
 // under its key — for H jobs, where their H lands.
-func add(byKey map[string]*foldedChange, dec *forecast.Decoder, c foldedChange, delta int64, ids []uuid.UUID) {
+func add(byKey map[string]*foldedChange, dec *forecast.Decoder, c foldedChange, ids []uuid.UUID) {
+	delta := c.jobs
 	if c.jobID != nil {
-		c.digest, c.hResolved = hashedDigest(dec, c)
+		c.digest = hashedDigest(dec, c)
 	}
 	k := fmt.Sprintf("%s\x00%s\x00%d\x00%s", c.tenant, c.status, c.priority, c.digest)
 	f := byKey[k]
@@ -272,11 +296,12 @@ func add(byKey map[string]*foldedChange, dec *forecast.Decoder, c foldedChange, 
 // (forecast.Decoder.HashedKey) in place of the job's id, so every job of
 // that schedule whose H lands there shares it. A schedule the decoder
 // cannot read keeps the triggers' key, one row per job, which the
-// forecast counts as failed; it is not re-keyed again.
-func hashedDigest(dec *forecast.Decoder, c foldedChange) ([]byte, bool) {
+// forecast counts as failed; it is not re-keyed again (every row of H
+// jobs the fold writes is h_resolved).
+func hashedDigest(dec *forecast.Decoder, c foldedChange) []byte {
 	hk, err := dec.HashedKey(c.schedule, c.jobID.String())
 	if err != nil || hk == "" {
-		return c.digest, true
+		return c.digest
 	}
 	h := sha256.New()
 	h.Write([]byte("h\x00"))
@@ -289,7 +314,7 @@ func hashedDigest(dec *forecast.Decoder, c foldedChange) ([]byte, bool) {
 	}
 	h.Write([]byte{0})
 	h.Write([]byte(hk))
-	return h.Sum(nil), true
+	return h.Sum(nil)
 }
 
 // applyFolded writes the summed changes of byKey: the jobs removed leave
@@ -338,7 +363,9 @@ func applyFolded(ctx context.Context, tx pgx.Tx, byKey map[string]*foldedChange)
 		unsample = unsample || len(gone) > 0
 		tenants[i], statuses[i], priorities[i], digests[i] = f.tenant, f.status, f.priority, f.digest
 		scheds[i], jitters[i], anchors[i], jobIDs[i], jobs[i] = f.schedule, f.jitter, f.anchor, f.jobID, f.jobs
-		samples[i], removals[i], resolved[i] = strings.Join(sample, ","), strings.Join(gone, ","), f.hResolved
+		// Every row of H jobs the fold writes is keyed by where their H
+		// lands (or, undecodable, stays the one job's and is final).
+		samples[i], removals[i], resolved[i] = strings.Join(sample, ","), strings.Join(gone, ","), f.jobID != nil
 	}
 	if unsample {
 		if _, err := tx.Exec(ctx, foldUnsampleSQL, tenants, statuses, priorities, digests, removals); err != nil {
