@@ -136,37 +136,42 @@ func (r *renewals) renew(ctx context.Context, batch []*renewal) {
 	if callErr != nil {
 		p.logger.Warn("lease renewal failed", "err", callErr, "attempts", len(batch))
 	}
+	got := make([]error, len(batch))
+	gone := make([]bool, len(batch))
+	next := p.clk.Now().Add(p.cfg.LeaseTTL / 3)
+	r.mu.Lock()
 	for i, rn := range batch {
 		err := callErr
 		if err == nil {
 			err = errs[i]
 		}
-		r.mu.Lock()
-		gone := rn.gone
+		got[i], gone[i] = err, rn.gone
 		switch {
 		case errors.Is(err, lease.ErrFenced):
 			rn.failed = true
 		case errors.Is(err, lease.ErrCancelled):
 			// Renewed: the lease is still ours, to finish the attempt under.
-		case err != nil && !gone:
+		case err != nil && !rn.gone:
 			// Expired or Redis unreachable: nobody else holds it (or we
 			// cannot tell); finishing is better than abandoning.
 			rn.failed = true
 		}
-		rn.next = p.clk.Now().Add(p.cfg.LeaseTTL / 3)
+		rn.next = next
 		rn.busy = false
 		close(rn.left)
-		r.mu.Unlock()
-		switch {
+	}
+	r.mu.Unlock()
+	for i, rn := range batch {
+		switch err := got[i]; {
 		case errors.Is(err, lease.ErrFenced):
 			p.logger.Warn("lease taken over during the attempt; abandoning it", "execution_id", rn.ex.ExecutionID)
 			rn.cancel(lease.ErrFenced)
 		case errors.Is(err, lease.ErrCancelled):
-			if !gone {
+			if !gone[i] {
 				p.logger.Info("execution cancelled during the attempt; abandoning it", "execution_id", rn.ex.ExecutionID, "err", err)
 			}
 			rn.cancel(err)
-		case err != nil && callErr == nil && !gone:
+		case err != nil && callErr == nil && !gone[i]:
 			p.logger.Warn("lease renewal failed", "err", err, "execution_id", rn.ex.ExecutionID)
 		}
 	}
