@@ -76,6 +76,7 @@ func (r *Runner) Burst(ctx context.Context, d *deployment, cfg BurstConfig) (Res
 		return res, err
 	}
 	files := wait()
+	completedAfter, u2 := r.awaitCompleted(ctx, d, at)
 	wantHerd, _ := herd.slots(from, to)
 	wantCrit, _ := crit.slots(from, to)
 	everything := d.analyze(all, want, from, to)
@@ -93,9 +94,37 @@ func (r *Runner) Burst(ctx context.Context, d *deployment, cfg BurstConfig) (Res
 	res.detailf("burst: herd lateness %s; CRITICAL lateness %s", hs, cs)
 	res.Details = append(res.Details, skippedNote("burst", everything.Missing, skipped))
 	res.detailf("burst: CPU cores / RSS from one second before the instant until the last arrival: %s", usageLine(u0, u1))
+	if completedAfter > 0 {
+		// The jobs are completed after their firings, at the workers'
+		// --completion-rate: that work is the burst's too.
+		res.detailf("burst: every job completed %s after the instant; from one second before the instant until then: CPU per firing %s; CPU cores / RSS from the last arrival until then: %s",
+			FormatLatency(completedAfter), CPUPerFiring(u0, u2, float64(n)/max(u2.window(u0).Seconds(), 1e-3)), usageLine(u1, u2))
+	} else {
+		res.detailf("burst: the jobs were not all completed within 10 minutes of the instant")
+	}
 	for _, f := range files {
 		res.detailf("burst: profile %s", f)
 	}
 	res.Problems = problems("burst", everything, skipped)
 	return res, nil
+}
+
+// awaitCompleted waits until no job is active with its last slot staged
+// (next_fire_at cleared): every one-off job of the burst completed; the
+// calibration's jobs are due in 30 days. It gives up ten minutes after
+// at. It answers how long after at that was (0: not within the ten
+// minutes) and the usage then. The count is an index scan
+// (jobs_active_next_fire), so looking each second costs Postgres little.
+func (r *Runner) awaitCompleted(ctx context.Context, d *deployment, at time.Time) (time.Duration, usageSnap) {
+	for {
+		var active int
+		err := d.pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = 'active' AND next_fire_at IS NULL`).Scan(&active)
+		now := r.clock.Now()
+		if err == nil && active == 0 {
+			return now.Sub(at), r.snapUsage(d)
+		}
+		if now.After(at.Add(10*time.Minute)) || Sleep(ctx, r.clock, time.Second) != nil {
+			return 0, r.snapUsage(d)
+		}
+	}
 }
