@@ -207,3 +207,64 @@ func TestCompleteOnResumeEndsOnlyThePausedVersionRead(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ok)
 }
+
+// Queued jobs are completed as Complete completes them, a batch at a time
+// in queue order, each with its updated_at at the instant it was queued:
+// the ended job once (queued twice, as a redelivered last firing queues
+// it), the edited, rescheduled, paused and completed ones not. A batch
+// rolled back leaves its rows queued.
+func TestCompleteQueuedCompletesAsCompleteInQueueOrder(t *testing.T) {
+	pool := pgtest.Migrated(t)
+	ctx := context.Background()
+	soon := time.Now().Add(time.Hour)
+	ended := job(t, pool, "active", 2, nil)
+	edited := job(t, pool, "active", 3, nil)
+	rescheduled := job(t, pool, "active", 2, &soon)
+	paused := job(t, pool, "paused", 2, nil)
+	done := job(t, pool, "completed", 2, nil)
+	detail := map[string]any{"execution_id": uuid.NewString(), "outcome": "dead", "last_slot": "2030-06-01T09:00:00Z"}
+	var jobs []jobcompletion.Job
+	for _, id := range []uuid.UUID{ended, edited, rescheduled, paused, done, ended} {
+		jobs = append(jobs, jobcompletion.Job{ID: id, Version: 2, Detail: detail})
+	}
+	require.NoError(t, jobcompletion.Queue(ctx, pool, jobs[:3]))
+	require.NoError(t, jobcompletion.Queue(ctx, pool, jobs[3:]))
+	require.NoError(t, jobcompletion.Queue(ctx, pool, nil))
+	var queuedAt time.Time
+	require.NoError(t, pool.QueryRow(ctx, `SELECT queued_at FROM job_completions WHERE job_id = $1 ORDER BY id LIMIT 1`, ended).Scan(&queuedAt))
+	// The queue is not the job: nothing changed yet.
+	require.Equal(t, "active", stateOf(t, pool, ended).status)
+	time.Sleep(10 * time.Millisecond) // so a completion at now() would show
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	taken, err := jobcompletion.CompleteQueued(ctx, tx, "system:test", 2)
+	require.NoError(t, err)
+	require.Equal(t, jobcompletion.Taken{Rows: 2, Outcomes: []string{"dead"}}, taken)
+	require.NoError(t, tx.Rollback(ctx))
+	require.Equal(t, "active", stateOf(t, pool, ended).status)
+
+	taken, err = jobcompletion.CompleteQueued(ctx, pool, "system:test", 2)
+	require.NoError(t, err)
+	require.Equal(t, jobcompletion.Taken{Rows: 2, Outcomes: []string{"dead"}}, taken, "the oldest two: ended and edited")
+	var updated time.Time
+	require.NoError(t, pool.QueryRow(ctx, `SELECT updated_at FROM jobs WHERE id = $1`, ended).Scan(&updated))
+	require.True(t, updated.Equal(queuedAt), "updated_at %v, want the instant it was queued %v", updated, queuedAt)
+	require.Equal(t, []audit{{Actor: "system:test", Action: "complete", Version: 2, Detail: detail}}, audits(t, pool, ended))
+
+	taken, err = jobcompletion.CompleteQueued(ctx, pool, "system:test", 10)
+	require.NoError(t, err)
+	require.Equal(t, jobcompletion.Taken{Rows: 4, Outcomes: []string{}}, taken, "the rest, none completed")
+	require.Len(t, audits(t, pool, ended), 1, "queued twice, completed once")
+	require.Equal(t, state{status: "active", version: 3}, stateOf(t, pool, edited))
+	require.Equal(t, "active", stateOf(t, pool, rescheduled).status)
+	require.Equal(t, "paused", stateOf(t, pool, paused).status)
+	require.Equal(t, state{status: "completed", version: 2}, stateOf(t, pool, done))
+	for _, id := range []uuid.UUID{edited, rescheduled, paused, done} {
+		require.Empty(t, audits(t, pool, id))
+	}
+
+	taken, err = jobcompletion.CompleteQueued(ctx, pool, "system:test", 10)
+	require.NoError(t, err)
+	require.Equal(t, jobcompletion.Taken{Outcomes: []string{}}, taken, "an empty queue")
+}

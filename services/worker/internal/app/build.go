@@ -33,6 +33,7 @@ import (
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
 	"github.com/sundialhq/sundial/services/worker/internal/clockoffset"
+	"github.com/sundialhq/sundial/services/worker/internal/completer"
 	"github.com/sundialhq/sundial/services/worker/internal/consumer"
 	"github.com/sundialhq/sundial/services/worker/internal/discard"
 	"github.com/sundialhq/sundial/services/worker/internal/evict"
@@ -632,10 +633,17 @@ func (b *builder) settler(ctx context.Context, clk *clocks, dlq *settle.KafkaDLQ
 		return nil
 	})
 	m := b.m
-	return settle.New(settle.NewPostgres(pg), dlq, clk.corrected, settle.Config{}, settle.Metrics{
+	// Jobs whose last slot settled are queued and completed at a pace
+	// (package completer), so a burst of one-off jobs leaves Postgres's
+	// cores to the firings.
+	done := completer.New(completer.Config{Rate: b.cfg.CompletionRate}, completer.NewPG(pg, settle.Actor), completer.Metrics{
+		Completed: func(o string) { m.JobCompletions.WithLabelValues(o).Inc() },
+		Failed:    func() { m.SettleErrors.WithLabelValues("completion").Inc() },
+	}, b.logger.With("component", "completer"))
+	b.run(done)
+	return settle.New(settle.NewPostgres(pg, done.Wake), dlq, clk.corrected, settle.Config{}, settle.Metrics{
 		RetryScheduled: func(pr, class string) { m.RetriesScheduled.WithLabelValues(pr, class).Inc() },
 		DeadLetter:     func(class string) { m.DeadLetters.WithLabelValues(class).Inc() },
-		JobCompleted:   func(o string) { m.JobCompletions.WithLabelValues(o).Inc() },
 		StepError:      func(step string) { m.SettleErrors.WithLabelValues(step).Inc() },
 	}, b.logger.With("component", "settle")), nil
 }

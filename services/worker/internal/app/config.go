@@ -22,6 +22,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/store/lease"
 	"github.com/sundialhq/sundial/pkg/store/ledger"
 
+	"github.com/sundialhq/sundial/services/worker/internal/completer"
 	"github.com/sundialhq/sundial/services/worker/internal/lagexporter"
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
 	"github.com/sundialhq/sundial/services/worker/internal/prepare"
@@ -46,7 +47,10 @@ type Config struct {
 	PostgresDSN string
 	// PostgresMaxConns bounds the settling pool (retries, dead letters,
 	// completions).
-	PostgresMaxConns    int
+	PostgresMaxConns int
+	// CompletionRate paces the completer: jobs completed per second after
+	// their last slot settled (package completer).
+	CompletionRate      float64
 	ClockOffset         time.Duration
 	ClockSampleInterval time.Duration
 
@@ -191,6 +195,8 @@ func (c *Config) Register(fs *flag.FlagSet) {
 		"Postgres: its clock, and where attempts settle (retries and dead letters staged, one-off and last-slot jobs completed); empty: fire by the local clock, record failures FAILED without retrying")
 	fs.IntVar(&c.PostgresMaxConns, "postgres-max-conns", 16,
 		"connections for settling attempts; a herd of one-off jobs completes one transaction per firing, so this bounds how fast it drains")
+	fs.Float64Var(&c.CompletionRate, "completion-rate", completer.DefaultRate,
+		"most jobs per second this worker marks completed after their last slot settled (queued in job_completions meanwhile), so a burst of one-off jobs leaves Postgres's cores to the firings")
 	fs.DurationVar(&c.ClockOffset, "clock-offset", 0, "for tests: shift this worker's own clock by this much, as if it were skewed")
 	fs.DurationVar(&c.ClockSampleInterval, "clock-sample-interval", 30*time.Second, "how often the offset from the database clock is re-estimated")
 	fs.StringVar(&c.SigningSecret, "signing-secret", "", "the platform's HMAC secret (or --signing-secret-file), which signs requests only before --platform-signature-until, beside the tenant's keys")
@@ -360,6 +366,9 @@ func (c *Config) Validate(p *config.Problems) {
 	}
 	if c.PostgresMaxConns < 1 {
 		p.Addf("postgres-max-conns", "must be at least 1, got %d", c.PostgresMaxConns)
+	}
+	if c.CompletionRate < 10 || c.CompletionRate > 1_000_000 {
+		p.Addf("completion-rate", "must be in [10, 1000000] jobs per second, got %v", c.CompletionRate)
 	}
 	if c.LedgerLinger < 0 || c.LedgerLinger > 10*time.Second {
 		p.Addf("ledger-linger", "must be between 0 and 10s, got %s", c.LedgerLinger)

@@ -17,10 +17,16 @@ import (
 )
 
 // Postgres is the Store over the platform's database.
-type Postgres struct{ pool *pgxpool.Pool }
+type Postgres struct {
+	pool   *pgxpool.Pool
+	queued func()
+}
 
-// NewPostgres returns a Store over pool.
-func NewPostgres(pool *pgxpool.Pool) *Postgres { return &Postgres{pool: pool} }
+// NewPostgres returns a Store over pool; queued (nil: none) is called after
+// jobs were queued for completion (the completer's wake).
+func NewPostgres(pool *pgxpool.Pool, queued func()) *Postgres {
+	return &Postgres{pool: pool, queued: queued}
+}
 
 // One statement each, so each is atomic on its own and one round trip.
 
@@ -83,23 +89,25 @@ func (p *Postgres) UpsertDeadLetter(ctx context.Context, dl *sundialv1.DeadLette
 // Actor is the audit trail's name for the worker.
 const Actor = "system:worker"
 
-// CompleteJobs implements Store.
-func (p *Postgres) CompleteJobs(ctx context.Context, cs []Completion) ([]bool, error) {
+// QueueCompletions implements Store.
+func (p *Postgres) QueueCompletions(ctx context.Context, cs []Completion) error {
 	jobs := make([]jobcompletion.Job, len(cs))
 	for i, c := range cs {
 		f := c.Firing
 		id, err := uuid.Parse(f.GetJobId())
 		if err != nil {
-			return nil, fmt.Errorf("settle: complete job %q: %w", f.GetJobId(), err)
+			return fmt.Errorf("settle: complete job %q: %w", f.GetJobId(), err)
 		}
 		jobs[i] = jobcompletion.Job{ID: id, Version: f.GetJobVersion(), Detail: map[string]any{
 			"execution_id": f.GetExecutionId(), "outcome": c.Outcome,
 			"last_slot": f.GetScheduledTime().AsTime().UTC().Format(time.RFC3339Nano),
 		}}
 	}
-	done, err := jobcompletion.Complete(ctx, p.pool, Actor, jobs)
-	if err != nil {
-		return nil, fmt.Errorf("settle: %w", err)
+	if err := jobcompletion.Queue(ctx, p.pool, jobs); err != nil {
+		return fmt.Errorf("settle: %w", err)
 	}
-	return done, nil
+	if p.queued != nil {
+		p.queued()
+	}
+	return nil
 }

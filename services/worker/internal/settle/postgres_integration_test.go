@@ -24,7 +24,7 @@ import (
 // changes neither.
 func TestIntegrationDeadLetterStoresTargetHost(t *testing.T) {
 	pool := pgtest.Migrated(t)
-	store := settle.NewPostgres(pool)
+	store := settle.NewPostgres(pool, nil)
 	ctx := context.Background()
 	dead := time.Now().UTC().Truncate(time.Millisecond)
 	letter := func(execID string, attempt int32, target *sundialv1.Target) *sundialv1.DeadLetter {

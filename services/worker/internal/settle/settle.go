@@ -5,7 +5,8 @@
 // made durable before the worker lets go of it — the next attempt of a
 // failed execution is written to the outbox, a dead execution to the
 // dead_letters table and the DLQ topic, and a job whose last slot
-// succeeded or died is marked completed.
+// succeeded or died is queued for completion (package completer completes
+// it, at its pace).
 //
 // The stage calls Settler after the target answered and before it writes
 // the lease markers, while the execution's lease is still held (and
@@ -46,11 +47,11 @@ type Store interface {
 	// a re-driven execution that dies again updates it, keeping its
 	// re-drive count) and returns the row's re-drive count and time.
 	UpsertDeadLetter(ctx context.Context, dl *sundialv1.DeadLetter, envelope []byte) (redrives int32, redriven time.Time, err error)
-	// CompleteJobs marks the job of each completion's firing (the
-	// schedule's last slot) completed and appends its audit row, if the job
-	// is still active at the firing's version with no slot left — all in
-	// one statement; it reports, in order, which it completed.
-	CompleteJobs(ctx context.Context, cs []Completion) ([]bool, error)
+	// QueueCompletions queues the job of each completion's firing (the
+	// schedule's last slot), in one statement, to be completed (and its
+	// audit row appended) if it is still active at the firing's version
+	// with no slot left.
+	QueueCompletions(ctx context.Context, cs []Completion) error
 }
 
 // Completion is a job to complete after its last slot ended with Outcome.
@@ -68,9 +69,8 @@ type Publisher interface {
 type Metrics struct {
 	RetryScheduled func(priority, class string)
 	DeadLetter     func(class string)
-	JobCompleted   func(outcome string)
 	// StepError counts failed tries of a step (retry, dead_letter, dlq,
-	// complete) that will be tried again.
+	// complete: the queueing) that will be tried again.
 	StepError func(step string)
 }
 
@@ -110,8 +110,6 @@ type Outcome struct {
 	Next *sundialv1.Firing
 	// DeadLetter is what went to the DLQ (DEAD).
 	DeadLetter *sundialv1.DeadLetter
-	// Completed: the job was marked completed.
-	Completed bool
 }
 
 // Settle writes what d implies for the attempt f that ended with res. Every
@@ -137,7 +135,7 @@ type Settled struct {
 }
 
 // SettleMany settles attempts that ended about together, as Settle would
-// one by one, except that the jobs their last slots complete are completed
+// one by one, except that the jobs their last slots complete are queued
 // with one statement: a herd of one-off jobs costs one write per group, not
 // one per firing. Results are in the order of as.
 func (s *Settler) SettleMany(ctx context.Context, as []Attempt) []Settled {
@@ -159,25 +157,10 @@ func (s *Settler) SettleMany(ctx context.Context, as []Attempt) []Settled {
 	if len(cs) == 0 {
 		return out
 	}
-	var done []bool
-	err := s.try(ctx, "complete", func(c context.Context) error {
-		var err error
-		done, err = s.store.CompleteJobs(c, cs)
-		return err
-	})
-	for k, i := range idx {
-		if err != nil {
+	err := s.try(ctx, "complete", func(c context.Context) error { return s.store.QueueCompletions(c, cs) })
+	if err != nil {
+		for _, i := range idx {
 			out[i].Err = err
-			continue
-		}
-		if out[i].Outcome.Completed = done[k]; done[k] {
-			if s.m.JobCompleted != nil {
-				s.m.JobCompleted(cs[k].Outcome)
-			}
-			f := cs[k].Firing
-			// Debug: a burst of one-off jobs completes thousands a second;
-			// the job's status and the completions metric say it.
-			s.logger.Debug("job completed after its last slot", "job_id", f.GetJobId(), "execution_id", f.GetExecutionId(), "outcome", cs[k].Outcome)
 		}
 	}
 	return out

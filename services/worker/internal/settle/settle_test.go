@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ type memStore struct {
 	completed []string
 	failN     int
 	calls     map[string]int
-	// groups counts CompleteJobs statements.
+	// groups counts QueueCompletions statements.
 	groups int
 }
 
@@ -69,19 +70,17 @@ func (m *memStore) UpsertDeadLetter(_ context.Context, dl *sundialv1.DeadLetter,
 	return 2, t0.Add(-time.Hour), nil
 }
 
-func (m *memStore) CompleteJobs(_ context.Context, cs []Completion) ([]bool, error) {
+func (m *memStore) QueueCompletions(_ context.Context, cs []Completion) error {
 	if err := m.fail("complete"); err != nil {
-		return nil, err
+		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.groups++
-	out := make([]bool, len(cs))
-	for i, c := range cs {
+	for _, c := range cs {
 		m.completed = append(m.completed, c.Firing.GetJobId()+" "+c.Outcome)
-		out[i] = true
 	}
-	return out, nil
+	return nil
 }
 
 type memPub struct{ got []*sundialv1.DeadLetter }
@@ -137,16 +136,16 @@ func TestSettleDeadLetterAndLastSlot(t *testing.T) {
 		!dl.GetRedriveTime().AsTime().Equal(t0.Add(-time.Hour)) {
 		t.Fatalf("dead letter %v", dl)
 	}
-	if !out.Completed || len(st.completed) != 1 || st.completed[0] != "j dead" {
+	if len(st.completed) != 1 || st.completed[0] != "j dead" {
 		t.Fatalf("completion %v", st.completed)
 	}
 	// A success of a last slot completes too; of another slot, nothing.
 	out, _ = s.Settle(context.Background(), f, retry.Decision{Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED}, target.Result{OK: true})
-	if !out.Completed || st.completed[1] != "j succeeded" {
+	if len(st.completed) != 2 || st.completed[1] != "j succeeded" {
 		t.Fatalf("completion %v", st.completed)
 	}
 	f.LastSlot = false
-	if out, _ := s.Settle(context.Background(), f, retry.Decision{Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED}, target.Result{OK: true}); out.Completed || len(st.completed) != 2 {
+	if _, err := s.Settle(context.Background(), f, retry.Decision{Status: sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED}, target.Result{OK: true}); err != nil || len(st.completed) != 2 {
 		t.Fatal("completed a job on an ordinary slot")
 	}
 }
@@ -197,9 +196,9 @@ func TestSettleRetriesWrites(t *testing.T) {
 	}
 }
 
-// A group of last slots completes its jobs with one statement; an attempt
-// whose own write failed is not completed, the others are.
-func TestSettleManyCompletesInOneStatement(t *testing.T) {
+// A group of last slots queues its jobs for completion with one statement;
+// when the queueing fails, the last slots report it and the others do not.
+func TestSettleManyQueuesCompletionsInOneStatement(t *testing.T) {
 	st := &memStore{}
 	s := New(st, nil, clock.NewFake(t0), Config{}, Metrics{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	var as []Attempt
@@ -215,9 +214,23 @@ func TestSettleManyCompletesInOneStatement(t *testing.T) {
 	if st.groups != 1 || len(st.completed) != 3 {
 		t.Fatalf("%d statements completing %v, want one for the three last slots", st.groups, st.completed)
 	}
+	if want := []string{"j1 succeeded", "j2 succeeded", "j3 succeeded"}; !slices.Equal(st.completed, want) {
+		t.Fatalf("queued %v, want %v", st.completed, want)
+	}
 	for i, o := range out {
-		if o.Err != nil || o.Outcome.Completed != (i < 3) {
+		if o.Err != nil {
 			t.Fatalf("attempt %d: %+v", i, o)
+		}
+	}
+	// The queueing fails for good (the context ends): every last slot of
+	// the group reports it, so none is marked finished; the others are.
+	st2 := &memStore{failN: 1 << 30}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	out = New(st2, nil, clock.NewFake(t0), Config{}, Metrics{}, slog.New(slog.NewTextHandler(io.Discard, nil))).SettleMany(ctx, as)
+	for i, o := range out {
+		if (o.Err != nil) != (i < 3) {
+			t.Fatalf("attempt %d with the queue down: %+v", i, o)
 		}
 	}
 }
