@@ -34,19 +34,24 @@ func (u Usage) Cores(prev Usage) float64 {
 const clockTicks = 100
 
 // ReadUsage reads pid's usage. With tree, CPU also counts every live
-// descendant (a Postgres server's backends, say); memory is pid's own,
-// since descendants sharing memory would be counted twice.
+// descendant (a Postgres server's backends, say) and every descendant that
+// has exited and been waited for (its time is in its parent's cutime and
+// cstime): Postgres's autovacuum workers and closed connections' backends
+// exit between two reads, and without them the sum fell, so a window's
+// CPU could come out negative. Memory is pid's own, since descendants
+// sharing memory would be counted twice.
 func ReadUsage(pid int, tree bool, now time.Time) (Usage, error) {
 	u := Usage{At: now}
-	cpu, _, err := procCPU(pid)
+	cpu, reaped, _, err := procCPU(pid)
 	if err != nil {
 		return u, err
 	}
 	u.CPU = cpu
 	if tree {
+		u.CPU += reaped
 		for _, c := range descendants(pid) {
-			if cc, _, err := procCPU(c); err == nil {
-				u.CPU += cc
+			if cc, cr, _, err := procCPU(c); err == nil {
+				u.CPU += cc + cr
 			}
 		}
 	}
@@ -59,31 +64,38 @@ func ReadUsage(pid int, tree bool, now time.Time) (Usage, error) {
 	return u, nil
 }
 
-// procCPU is pid's user+system time and its parent's pid.
-func procCPU(pid int) (time.Duration, int, error) {
+// procCPU is pid's user+system time, that of its children it has waited
+// for (cutime+cstime: theirs and, recursively, what they had waited for),
+// and its parent's pid.
+func procCPU(pid int) (own, reaped time.Duration, ppid int, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	// The command name (field 2) is in parentheses and may contain spaces
 	// or parentheses: the fields proper start after the last ')'.
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, 0, errors.New("harness: malformed /proc/" + strconv.Itoa(pid) + "/stat")
+		return 0, 0, 0, errors.New("harness: malformed /proc/" + strconv.Itoa(pid) + "/stat")
 	}
 	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state): ppid is field 4, utime 14, stime 15.
-	if len(f) < 13 {
-		return 0, 0, errors.New("harness: short /proc/" + strconv.Itoa(pid) + "/stat")
+	// f[0] is field 3 (state): ppid is field 4, utime 14, stime 15,
+	// cutime 16, cstime 17.
+	if len(f) < 15 {
+		return 0, 0, 0, errors.New("harness: short /proc/" + strconv.Itoa(pid) + "/stat")
 	}
-	ppid, _ := strconv.Atoi(f[1])
-	ut, err1 := strconv.ParseUint(f[11], 10, 64)
-	st, err2 := strconv.ParseUint(f[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, 0, fmt.Errorf("harness: /proc/%d/stat: %w", pid, err)
+	ppid, _ = strconv.Atoi(f[1])
+	var t [4]int64 // cutime and cstime are signed in proc(5)
+	for k := range t {
+		v, err := strconv.ParseInt(f[11+k], 10, 64)
+		if err != nil {
+			return 0, 0, 0, fmt.Errorf("harness: /proc/%d/stat: %w", pid, err)
+		}
+		t[k] = max(v, 0)
 	}
-	return time.Duration(ut+st) * time.Second / clockTicks, ppid, nil
+	tick := func(n int64) time.Duration { return time.Duration(n) * time.Second / clockTicks }
+	return tick(t[0] + t[1]), tick(t[2] + t[3]), ppid, nil
 }
 
 // descendants lists every live process below pid.
@@ -98,7 +110,7 @@ func descendants(pid int) []int {
 		if err != nil {
 			continue
 		}
-		if _, ppid, err := procCPU(p); err == nil {
+		if _, _, ppid, err := procCPU(p); err == nil {
 			children[ppid] = append(children[ppid], p)
 		}
 	}
