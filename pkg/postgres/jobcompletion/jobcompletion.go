@@ -102,14 +102,17 @@ SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::jsonb[])`
 
 // completeQueuedSQL takes (deletes) up to $1 of the oldest queued rows and
 // completes their jobs, each at the instant it was queued, and answers how
-// many rows it took and the outcome (the detail's) of each job completed.
+// many rows it took, the outcome (the detail's) of each job completed and
+// how long the oldest row taken had been queued, in seconds.
 // SKIP LOCKED lets the completers of several workers take disjoint rows.
 var completeQueuedSQL = `
 WITH input AS (
   DELETE FROM job_completions
   WHERE id IN (SELECT id FROM job_completions ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
   RETURNING job_id AS id, version, detail, queued_at AS at),` + completeFrom("$2") + `
-SELECT (SELECT count(*) FROM input)::int, coalesce(array_agg(coalesce(detail->>'outcome', '')), '{}') FROM audited`
+SELECT (SELECT count(*) FROM input)::int, coalesce(array_agg(coalesce(detail->>'outcome', '')), '{}'),
+       (SELECT coalesce(extract(epoch FROM clock_timestamp() - min(at)), 0) FROM input)::float8
+FROM audited`
 
 // Complete completes the jobs in one statement as actor (the audit trail's
 // name for the caller, such as "system:prefetcher") and reports, in input
@@ -169,6 +172,9 @@ type Taken struct {
 	// job changed since it was queued, or queued twice, is taken and not
 	// completed).
 	Outcomes []string
+	// Waited is how long the oldest row taken had been queued (by the
+	// database clock); 0 when none was taken.
+	Waited time.Duration
 }
 
 // CompleteQueued takes up to limit of the oldest queued jobs and completes
@@ -181,8 +187,12 @@ func CompleteQueued(ctx context.Context, q Querier, actor string, limit int) (Ta
 		return t, fmt.Errorf("jobcompletion: complete queued jobs: %w", err)
 	}
 	t, err = pgx.CollectExactlyOneRow(rows, func(r pgx.CollectableRow) (Taken, error) {
-		var t Taken
-		err := r.Scan(&t.Rows, &t.Outcomes)
+		var (
+			t       Taken
+			seconds float64
+		)
+		err := r.Scan(&t.Rows, &t.Outcomes, &seconds)
+		t.Waited = time.Duration(seconds * float64(time.Second))
 		return t, err
 	})
 	if err != nil {

@@ -240,12 +240,17 @@ func TestCompleteQueuedCompletesAsCompleteInQueueOrder(t *testing.T) {
 	require.NoError(t, err)
 	taken, err := jobcompletion.CompleteQueued(ctx, tx, "system:test", 2)
 	require.NoError(t, err)
+	require.Positive(t, taken.Waited)
+	taken.Waited = 0
 	require.Equal(t, jobcompletion.Taken{Rows: 2, Outcomes: []string{"dead"}}, taken)
 	require.NoError(t, tx.Rollback(ctx))
 	require.Equal(t, "active", stateOf(t, pool, ended).status)
 
 	taken, err = jobcompletion.CompleteQueued(ctx, pool, "system:test", 2)
 	require.NoError(t, err)
+	require.GreaterOrEqual(t, taken.Waited, 10*time.Millisecond, "the oldest row waited at least the sleep")
+	require.Less(t, taken.Waited, time.Minute)
+	taken.Waited = 0
 	require.Equal(t, jobcompletion.Taken{Rows: 2, Outcomes: []string{"dead"}}, taken, "the oldest two: ended and edited")
 	var updated time.Time
 	require.NoError(t, pool.QueryRow(ctx, `SELECT updated_at FROM jobs WHERE id = $1`, ended).Scan(&updated))
@@ -254,6 +259,8 @@ func TestCompleteQueuedCompletesAsCompleteInQueueOrder(t *testing.T) {
 
 	taken, err = jobcompletion.CompleteQueued(ctx, pool, "system:test", 10)
 	require.NoError(t, err)
+	require.Positive(t, taken.Waited)
+	taken.Waited = 0
 	require.Equal(t, jobcompletion.Taken{Rows: 4, Outcomes: []string{}}, taken, "the rest, none completed")
 	require.Len(t, audits(t, pool, ended), 1, "queued twice, completed once")
 	require.Equal(t, state{status: "active", version: 3}, stateOf(t, pool, edited))

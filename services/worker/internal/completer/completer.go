@@ -77,6 +77,10 @@ type Metrics struct {
 	Completed func(outcome string)
 	// Failed counts a statement that failed (its rows stay queued).
 	Failed func()
+	// Waited is told, after each statement, how long the oldest row it
+	// took had been queued (0: the queue was empty): how far the
+	// completions are behind the firings.
+	Waited func(time.Duration)
 }
 
 // Completer is the loop; it is a lifecycle.Service.
@@ -148,6 +152,9 @@ func (c *Completer) drain(ctx context.Context) {
 				}
 			}
 			return
+		}
+		if c.m.Waited != nil {
+			c.m.Waited(taken.Waited)
 		}
 		if c.m.Completed != nil {
 			for _, o := range taken.Outcomes {

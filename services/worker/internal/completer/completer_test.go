@@ -38,6 +38,9 @@ func (q *queue) CompleteQueued(_ context.Context, limit int) (jobcompletion.Take
 	n := min(limit, q.rows)
 	q.rows -= n
 	t := jobcompletion.Taken{Rows: n}
+	if n > 0 {
+		t.Waited = time.Duration(q.rows+n) * time.Millisecond // the deeper the queue, the longer its oldest waited
+	}
 	for range n {
 		t.Outcomes = append(t.Outcomes, "succeeded")
 	}
@@ -115,9 +118,19 @@ func TestWakeCompletesAtOnce(t *testing.T) {
 // batch's burst of 100) / 2,000 s = 450 ms.
 func TestQueueIsCompletedAtThePace(t *testing.T) {
 	q := &queue{rows: 1000}
-	var completed int
+	var (
+		completed int
+		waited    []time.Duration
+	)
 	begin := time.Now()
-	c := start(t, Config{Rate: 2000, Batch: 100, Interval: time.Hour}, q, &completed)
+	c := New(Config{Rate: 2000, Batch: 100, Interval: time.Hour}, q, Metrics{
+		Completed: func(string) { completed++ },
+		Waited:    func(d time.Duration) { waited = append(waited, d) },
+	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
 	eventually(t, "the queue drained", func() bool { return q.left() == 0 })
 	took := time.Since(begin)
 	c.Stop()
@@ -131,6 +144,11 @@ func TestQueueIsCompletedAtThePace(t *testing.T) {
 	}
 	if completed != 1000 {
 		t.Fatalf("%d completions counted, want 1000", completed)
+	}
+	// Each statement reports its oldest row's wait: 1 s for the first
+	// here (the whole queue deep), less as it drains.
+	if len(waited) != len(q.limits) || waited[0] != time.Second || waited[len(waited)-1] >= waited[0] {
+		t.Fatalf("waits reported %v for %d statements", waited, len(q.limits))
 	}
 }
 

@@ -94,6 +94,9 @@ type Metrics struct {
 	// JobCompletions counts jobs completed after their last slot, by how
 	// it ended.
 	JobCompletions *prometheus.CounterVec
+	// CompletionWait is how long the oldest job of the completer's last
+	// statement had waited in job_completions.
+	CompletionWait prometheus.Gauge
 	// OverlapSkips counts executions skipped by their job's overlap policy.
 	OverlapSkips *prometheus.CounterVec
 	// OverlapWaits counts firings held back behind a running execution.
@@ -239,6 +242,9 @@ func New(reg prometheus.Registerer, maxTenants int, watchedJobs ...string) *Metr
 		JobCompletions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sundial_worker_job_completions_total", Help: "Jobs completed after their last slot, by how the slot ended.",
 		}, []string{"outcome"}),
+		CompletionWait: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sundial_worker_completion_wait_seconds", Help: "How long the oldest job the completer's last statement completed had been queued after its last slot settled (0: the queue was empty).",
+		}),
 		OverlapSkips: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sundial_worker_overlap_skips_total", Help: "Executions skipped because another execution of the job was running, by overlap policy.",
 		}, []string{"policy"}),
@@ -276,7 +282,7 @@ func New(reg prometheus.Registerer, maxTenants int, watchedJobs ...string) *Metr
 	}
 	reg.MustRegister(m.Lateness, m.Firings, m.LeaseConflicts, m.PrepareBatch, m.PrepareCall, m.SettleBatch, m.SettleYield, m.ReadyDepth, m.Executing, m.Lag, m.Uncommitted, m.TakeoverPassed,
 		m.Assigned, m.Commits, m.ClockOffset, m.ClockRTT, m.Procs, m.Evicted, m.LedgerWrites,
-		m.RetriesScheduled, m.DeadLetters, m.PoisonRecords, m.SettleErrors, m.JobCompletions, m.OverlapSkips, m.OverlapWaits,
+		m.RetriesScheduled, m.DeadLetters, m.PoisonRecords, m.SettleErrors, m.JobCompletions, m.CompletionWait, m.OverlapSkips, m.OverlapWaits,
 		m.RateLimited, m.Breakers, m.BreakerTransitions, m.BreakerRejections, m.LimitsFallbacks, m.RefusedAddresses, m.Notifications,
 		m.JobFirings, m.JobLateness)
 	m.tenants.max = max(maxTenants, 0)
