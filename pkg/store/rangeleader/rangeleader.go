@@ -517,6 +517,18 @@ func (c *Coordinator) reconcile(watchMembers, watchLocks bool) (membersW, locksW
 			return membersW, locksW, err
 		}
 		owners[r], stats[r] = string(data), st
+		if st.EphemeralOwner == sid && owners[r] != c.member {
+			// Ours, under the name of a member node this session had
+			// before (it was deleted and we joined again). Nobody else
+			// can take the lock while the session lives, so take it up
+			// again under our name, which every member's Assign reads.
+			p := c.cfg.Path + "/ranges/" + name
+			st, err := c.conn.Set(p, []byte(c.member), st.Version)
+			if err != nil {
+				return membersW, locksW, fmt.Errorf("take up range %d under %s: %w", r, c.member, err)
+			}
+			owners[r], stats[r] = c.member, st
+		}
 		if _, ok := c.locks[r]; !ok && owners[r] == c.member && st.EphemeralOwner == sid {
 			// Ours, from a create whose reply was lost.
 			c.locks[r] = held{path: c.cfg.Path + "/ranges/" + name, epoch: st.Czxid}

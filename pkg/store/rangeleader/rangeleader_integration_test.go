@@ -348,3 +348,26 @@ func TestTheNegotiatedSessionTimeoutIsTrusted(t *testing.T) {
 		"the negotiated timeout was never learnt (did the client's log format change?)")
 	t.Logf("requested 10m, trusting %s", c.SessionTimeout())
 }
+
+// A member whose node is deleted while its session lives (an operator, a
+// stray client: the ACLs may be open) joins again under a new name. Its
+// range locks are still its session's, under the old name: it must take
+// them up again, not leave them held by nobody's work until the session
+// ends.
+func TestMemberNodeLostKeepsItsSessionsLocks(t *testing.T) {
+	path, b := groupPath(t), newBoard(t)
+	a := start(t, path, "a", b, nil)
+	requireSpread(t, b, "a")
+	conn := testinfra.ZooKeeperConnect(t, 5*time.Second)
+	members, _, err := conn.Children(path + "/members")
+	require.NoError(t, err)
+	require.Len(t, members, 1)
+	require.NoError(t, conn.Delete(path+"/members/"+members[0], -1))
+	require.Eventually(t, func() bool {
+		now, _, err := conn.Children(path + "/members")
+		return err == nil && len(now) == 1 && now[0] != members[0]
+	}, 15*time.Second, 20*time.Millisecond, "a never joined again")
+	require.Eventually(t, func() bool { return len(a.Led()) == testRanges }, 15*time.Second, 20*time.Millisecond,
+		"a leads %v after joining again, want every range", a.Led())
+	requireSpread(t, b, "a")
+}
