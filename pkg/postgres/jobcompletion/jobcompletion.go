@@ -17,9 +17,10 @@
 //
 // The queue is there for bursts of one-off jobs. A completion is a non-HOT
 // update of jobs (status is in two of its indexes, and all ten get an
-// entry, two of them GIN), an audit row and the forecast trigger's change row; 100,000 one-off
-// jobs firing at once made completions the bulk of Postgres's work while
-// they fired, and the queue's insert costs a small fraction of that. A
+// entry, two of them GIN), an audit row and the forecast trigger's change
+// row; 100,000 one-off jobs firing at once made completions the bulk of
+// Postgres's work while they fired, and the queue's insert costs a small
+// fraction of that. A
 // queued job completes within a second when the queue is short, and a
 // burst's completions follow it at the completer's pace.
 //

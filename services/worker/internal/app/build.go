@@ -640,7 +640,7 @@ func (b *builder) settler(ctx context.Context, clk *clocks, dlq *settle.KafkaDLQ
 		Completed: func(o string) { m.JobCompletions.WithLabelValues(o).Inc() },
 		Failed:    func() { m.SettleErrors.WithLabelValues("completion").Inc() },
 		Waited:    func(d time.Duration) { m.CompletionWait.Set(d.Seconds()) },
-	}, b.logger.With("component", "completer"))
+	}, clk.local, b.logger.With("component", "completer"))
 	b.run(done)
 	return settle.New(settle.NewPostgres(pg, done.Wake), dlq, clk.corrected, settle.Config{}, settle.Metrics{
 		RetryScheduled: func(pr, class string) { m.RetriesScheduled.WithLabelValues(pr, class).Inc() },

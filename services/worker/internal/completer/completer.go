@@ -6,8 +6,8 @@
 // second.
 //
 // Why a queue and a pace: completing a job is a non-HOT update of jobs
-// (its status is in two of its indexes), touching all ten, with an audit row and the forecast's
-// change row. When 100,000 one-off jobs fire at one instant, those
+// (its status is in two of its indexes), touching all ten, with an audit
+// row and the forecast's change row. When 100,000 one-off jobs fire at one instant, those
 // completions were the bulk of Postgres's work while the platform fired
 // them, and the firings waited for the cores. The queue's insert is a small
 // fraction of that; the completions follow the burst at the completer's
@@ -27,6 +27,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/sundialhq/sundial/pkg/postgres/jobcompletion"
+	"github.com/sundialhq/sundial/pkg/process/clock"
 	"github.com/sundialhq/sundial/pkg/process/lifecycle"
 )
 
@@ -88,16 +89,18 @@ type Completer struct {
 	cfg     Config
 	store   Store
 	m       Metrics
+	clk     clock.Clock
 	logger  *slog.Logger
 	limiter *rate.Limiter
 	wake    chan struct{}
 	runner  lifecycle.Runner
 }
 
-// New returns a completer; Start runs it.
-func New(cfg Config, store Store, m Metrics, logger *slog.Logger) *Completer {
+// New returns a completer; Start runs it. clk times its looks at the queue
+// (the pace is the limiter's, on the wall clock).
+func New(cfg Config, store Store, m Metrics, clk clock.Clock, logger *slog.Logger) *Completer {
 	cfg.defaults()
-	return &Completer{cfg: cfg, store: store, m: m, logger: logger,
+	return &Completer{cfg: cfg, store: store, m: m, clk: clk, logger: logger,
 		limiter: rate.NewLimiter(rate.Limit(cfg.Rate), cfg.Batch), wake: make(chan struct{}, 1)}
 }
 
@@ -122,7 +125,7 @@ func (c *Completer) Done() <-chan struct{} { return c.runner.Done() }
 func (c *Completer) Err() error { return c.runner.Err() }
 
 func (c *Completer) loop(ctx context.Context) error {
-	t := time.NewTicker(c.cfg.Interval)
+	t := c.clk.NewTimer(c.cfg.Interval)
 	defer t.Stop()
 	for {
 		c.drain(ctx)
@@ -130,8 +133,9 @@ func (c *Completer) loop(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-c.wake:
-		case <-t.C:
+		case <-t.C():
 		}
+		t.Reset(c.cfg.Interval)
 	}
 }
 

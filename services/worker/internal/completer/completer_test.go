@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sundialhq/sundial/pkg/postgres/jobcompletion"
+	"github.com/sundialhq/sundial/pkg/process/clock"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -80,7 +81,7 @@ func start(t *testing.T, cfg Config, q *queue, completed *int) *Completer {
 			t.Errorf("outcome %q", o)
 		}
 		*completed++
-	}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}}, clock.Real{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err := c.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func TestQueueIsCompletedAtThePace(t *testing.T) {
 	c := New(Config{Rate: 2000, Batch: 100, Interval: time.Hour}, q, Metrics{
 		Completed: func(string) { completed++ },
 		Waited:    func(d time.Duration) { waited = append(waited, d) },
-	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}, clock.Real{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err := c.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +163,7 @@ func TestFailedStatementIsTriedAtTheNextLook(t *testing.T) {
 	c := New(Config{Rate: 100, Batch: 50, Interval: 20 * time.Millisecond}, q, Metrics{
 		Completed: func(string) { completed++ },
 		Failed:    failed.Done,
-	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}, clock.Real{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err := c.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
