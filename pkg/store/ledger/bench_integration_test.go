@@ -59,3 +59,55 @@ func BenchmarkRecord(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkGetExecution compares the two reads of an execution a worker
+// can make when it asks whether a copy found done was recorded: by id (the
+// index over every day an entry can live, then the slice) and by its job
+// and slot (the slice alone). Each op reads one of 1,000 recorded
+// executions.
+//
+//	go test -tags integration -run '^$' -bench GetExecution -benchtime 3000x ./store/ledger/
+func BenchmarkGetExecution(b *testing.B) {
+	s, ks := testLedger(b)
+	ctx := ctxFor(b)
+	w, r := ledger.NewWriter(s, ks), ledger.NewReader(s, ks)
+	type key struct {
+		job   uuid.UUID
+		sched time.Time
+		id    string
+	}
+	base := time.Now().UTC().Truncate(time.Second)
+	keys := make([]key, 1000)
+	recs := make([]ledger.Rec, len(keys))
+	for i := range keys {
+		job := uuid.New()
+		a := attempt(job, base, 1, 10, succeeded)
+		keys[i] = key{job, base, a.GetExecutionId()}
+		recs[i] = ledger.Rec{Attempt: a, Held: true}
+	}
+	for _, err := range w.RecordMany(ctx, recs) {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("by-id", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			k := keys[i%len(keys)]
+			i++
+			if _, err := r.GetExecution(ctx, k.id); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("by-slot", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			k := keys[i%len(keys)]
+			i++
+			if _, err := r.GetSlotExecution(ctx, k.job.String(), k.sched, k.id); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

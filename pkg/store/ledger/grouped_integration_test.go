@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialhq/sundial/pkg/process/clock"
 	"github.com/sundialhq/sundial/pkg/store/ledger"
@@ -228,5 +230,63 @@ func TestReaderFallsBackToLegacyTables(t *testing.T) {
 	}
 	if fmt.Sprint(ids) != fmt.Sprint([]string{fresh.ExecutionId, old.ExecutionId}) {
 		t.Fatalf("history %v, want the new row then the legacy one", ids)
+	}
+}
+
+// An execution read by its job and slot is the one read by id, at one
+// query against two (the id's index, then the slice); another slot of the
+// same job finds nothing, and the arguments are checked before any read.
+func TestGetSlotExecution(t *testing.T) {
+	s, ks := testLedger(t)
+	ctx := ctxFor(t)
+	c := &counting{Session: s}
+	w, r := ledger.NewWriter(s, ks), ledger.NewReader(c, ks)
+	job := uuid.New()
+	sched := time.Now().UTC().Truncate(time.Second)
+	for _, a := range []*sundialv1.ExecutionAttempt{
+		attempt(job, sched, 1, 10, failed),
+		attempt(job, sched, 2, 11, running),
+		attempt(job, sched, 2, 12, succeeded),
+	} {
+		if err := w.RecordHeld(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := attempt(job, sched, 1, 0, running).ExecutionId
+	before := c.queries.Load()
+	bySlot, err := r.GetSlotExecution(ctx, job.String(), sched, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := c.queries.Load() - before; n != 1 {
+		t.Fatalf("GetSlotExecution made %d queries, want 1", n)
+	}
+	byID, err := r.GetExecution(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.EqualFunc(bySlot, byID, func(a, b *sundialv1.ExecutionAttempt) bool { return proto.Equal(a, b) }) {
+		t.Fatalf("by slot %v\nby id   %v", bySlot, byID)
+	}
+	// Attempt 1 first, then attempt 2's live row (fence 12) and the row
+	// it superseded.
+	if len(bySlot) != 3 || bySlot[0].GetAttempt() != 1 || bySlot[1].GetStatus() != succeeded || bySlot[1].GetFenceToken() != 12 {
+		t.Fatalf("GetSlotExecution: %v", bySlot)
+	}
+	if _, err := r.GetSlotExecution(ctx, job.String(), sched.Add(time.Second), id); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("another slot: %v, want ErrNotFound", err)
+	}
+	before = c.queries.Load()
+	for name, call := range map[string]func() error{
+		"job id":         func() error { _, err := r.GetSlotExecution(ctx, "", sched, id); return err },
+		"scheduled time": func() error { _, err := r.GetSlotExecution(ctx, job.String(), time.Time{}, id); return err },
+		"execution id":   func() error { _, err := r.GetSlotExecution(ctx, job.String(), sched, ""); return err },
+	} {
+		if err := call(); !errors.Is(err, ledger.ErrInvalidArgument) || !strings.Contains(err.Error(), name) {
+			t.Errorf("empty %s: %v, want ErrInvalidArgument naming it", name, err)
+		}
+	}
+	if n := c.queries.Load() - before; n != 0 {
+		t.Fatalf("bad arguments made %d queries", n)
 	}
 }

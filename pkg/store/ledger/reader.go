@@ -129,6 +129,46 @@ func (r *Reader) GetExecution(ctx context.Context, executionID string) ([]*sundi
 	return out, nil
 }
 
+// GetSlotExecution returns every attempt of an execution whose job and
+// slot the caller knows (a worker holding its firing), in GetExecution's
+// order and presentation. It reads the execution's slice of its partition
+// only: no index read, which spans a partition per day an entry can live.
+// ErrNotFound when that slice has no row; it does not look in the legacy
+// table, nor under another slot, so a caller unsure of either asks
+// GetExecution then.
+func (r *Reader) GetSlotExecution(ctx context.Context, jobID string, scheduled time.Time, executionID string) ([]*sundialv1.ExecutionAttempt, error) {
+	switch {
+	case jobID == "":
+		return nil, fmt.Errorf("%w: job id is empty", ErrInvalidArgument)
+	case executionID == "":
+		return nil, fmt.Errorf("%w: execution id is empty", ErrInvalidArgument)
+	case scheduled.IsZero():
+		return nil, fmt.Errorf("%w: scheduled time is empty", ErrInvalidArgument)
+	}
+	out, err := r.slotExecution(ctx, jobID, scheduled, executionID)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: get execution %s: %w", executionID, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, executionID)
+	}
+	return out, nil
+}
+
+// slotExecution reads an execution's rows from its slot's partition,
+// oldest attempt first.
+func (r *Reader) slotExecution(ctx context.Context, jobID string, sched time.Time, executionID string) ([]*sundialv1.ExecutionAttempt, error) {
+	out, err := r.scanExecution(r.s.Iter(ctx, Statement{CQL: r.selectExecution, Idempotent: true,
+		Values: []any{bucketOf(jobID), int(dayOf(sched)), jobID, sched, executionID}}), true)
+	if err != nil {
+		return nil, err
+	}
+	// The new layout clusters attempts newest first; callers get the
+	// oldest first (each attempt's rows stay highest fence first).
+	slices.SortStableFunc(out, func(a, b *sundialv1.ExecutionAttempt) int { return cmp.Compare(a.GetAttempt(), b.GetAttempt()) })
+	return out, nil
+}
+
 func (r *Reader) getExecution(ctx context.Context, executionID string) ([]*sundialv1.ExecutionAttempt, error) {
 	// Entries are dated by the day they were written and live TTL, so the
 	// days from TTL ago (plus one, for clock skew) to tomorrow hold all.
@@ -151,15 +191,7 @@ func (r *Reader) getExecution(ctx context.Context, executionID string) ([]*sundi
 	if !found {
 		return nil, nil
 	}
-	out, err := r.scanExecution(r.s.Iter(ctx, Statement{CQL: r.selectExecution, Idempotent: true,
-		Values: []any{bucketOf(jobID), int(dayOf(sched)), jobID, sched, executionID}}), true)
-	if err != nil {
-		return nil, err
-	}
-	// The new layout clusters attempts newest first; callers get the
-	// oldest first (each attempt's rows stay highest fence first).
-	slices.SortStableFunc(out, func(a, b *sundialv1.ExecutionAttempt) int { return cmp.Compare(a.GetAttempt(), b.GetAttempt()) })
-	return out, nil
+	return r.slotExecution(ctx, jobID, sched, executionID)
 }
 
 // scanExecution presents one execution's rows, attempt by attempt, from

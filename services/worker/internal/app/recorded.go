@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/sundialhq/sundial/pkg/store/ledger"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -11,6 +12,7 @@ import (
 // executionReader is the ledger read attemptStatus needs; *ledger.Reader
 // is one.
 type executionReader interface {
+	GetSlotExecution(ctx context.Context, jobID string, scheduled time.Time, executionID string) ([]*sundialv1.ExecutionAttempt, error)
 	GetExecution(ctx context.Context, executionID string) ([]*sundialv1.ExecutionAttempt, error)
 }
 
@@ -23,8 +25,23 @@ type executionReader interface {
 // record: that is the case of a worker killed after writing a done marker
 // and before its grouped writer wrote anything of the execution, so
 // ledger.ErrNotFound is an answer, not a failure to retry.
+//
+// The firing names its job and slot, so the execution is read from its
+// slot's partition (one slice); only when that has no row is it looked
+// up by id (the index, a partition per day, and the legacy table). A
+// worker taking over a dead one's partitions asks this of every copy
+// found done, and the read by id was most of the ledger's cost then.
 func attemptStatus(ctx context.Context, reader executionReader, f *sundialv1.Firing) (sundialv1.ExecutionStatus, error) {
-	rows, err := reader.GetExecution(ctx, f.GetExecutionId())
+	var (
+		rows []*sundialv1.ExecutionAttempt
+		err  error = ledger.ErrNotFound
+	)
+	if f.GetJobId() != "" && f.GetScheduledTime() != nil {
+		rows, err = reader.GetSlotExecution(ctx, f.GetJobId(), f.GetScheduledTime().AsTime(), f.GetExecutionId())
+	}
+	if errors.Is(err, ledger.ErrNotFound) {
+		rows, err = reader.GetExecution(ctx, f.GetExecutionId())
+	}
 	if errors.Is(err, ledger.ErrNotFound) {
 		return sundialv1.ExecutionStatus_EXECUTION_STATUS_UNSPECIFIED, nil
 	}
