@@ -117,6 +117,21 @@ func Analyze(want Expected, got []Delivery, ignore func(Delivery) bool) Analysis
 	}
 	a.Arrived = len(first)
 	a.Missing = a.Expected - a.Arrived
+	if a.Missing > 0 {
+		// Named, so a loss can be followed through the components (the
+		// earliest first: where a loss starts is the clue).
+		var missing []uuid.UUID
+		for id := range want {
+			if _, ok := first[id]; !ok {
+				missing = append(missing, id)
+			}
+		}
+		slices.SortFunc(missing, func(x, y uuid.UUID) int { return want[x].FireAt.Compare(want[y].FireAt) })
+		for _, id := range missing {
+			w := want[id]
+			a.problem("execution %s (job %s slot %s, due %s) never arrived", id, w.JobID, w.Scheduled.Format(time.RFC3339Nano), w.FireAt.Format("15:04:05.000"))
+		}
+	}
 	slices.Sort(a.Lateness)
 	return a
 }

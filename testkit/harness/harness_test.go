@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -129,6 +130,13 @@ func TestSinkRecordsAndAnalyzes(t *testing.T) {
 	}
 	if a.Clean() {
 		t.Fatal("a lossy analysis says clean")
+	}
+	// The missing slot (the third) is named among the problems.
+	e2 := firing.ExecutionID(job, slot.Add(2*time.Second))
+	if !slices.ContainsFunc(a.Problems, func(p string) bool {
+		return strings.Contains(p, e2.String()+" (job") && strings.Contains(p, "never arrived")
+	}) {
+		t.Fatalf("problems do not name the missing execution %s: %q", e2, a.Problems)
 	}
 	if len(a.Lateness) != 2 || a.Lateness[0] > a.Lateness[1] {
 		t.Fatalf("lateness = %v", a.Lateness)

@@ -77,6 +77,18 @@ func NewNamespace(ctx context.Context, infra Infra, base string) (*Namespace, er
 	return n, nil
 }
 
+// OpenNamespace names an existing namespace of infra by its name (a
+// namespace a run left behind), to drop it. It checks nothing exists.
+func OpenNamespace(infra Infra, name string) (*Namespace, error) {
+	if name == "" || strings.ContainsAny(name, " /:{}") {
+		return nil, fmt.Errorf("harness: %q is not a namespace name", name)
+	}
+	return &Namespace{
+		Name: name, Schema: name, PostgresDSN: WithSearchPath(infra.PostgresDSN, name), TopicPrefix: name, Group: name,
+		RedisPrefix: name + ":", Keyspace: name, ElectionPath: path.Join(ElectionRoot, name), infra: infra,
+	}, nil
+}
+
 // WithSearchPath returns dsn with its search_path set to schema through the
 // `options` parameter (-c search_path=schema), replacing any options it had,
 // so the DSN selects the schema for pgx, psql and child processes alike.

@@ -47,6 +47,7 @@ type flags struct {
 	quick          bool
 	durable        string
 	profileDir     string
+	keepProblems   bool
 	appendDocs     bool
 	docs           string
 	note           string
@@ -73,6 +74,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.quick, "quick", false, "CI smoke run (under 3 minutes): every scenario at a small size on one shared deployment; asserts nothing about speed, only that nothing was lost")
 	fs.StringVar(&f.durable, "durable", "auto", "on: turn Postgres durable commits on for the run (ALTER SYSTEM fsync, synchronous_commit, full_page_writes; restored after); off: leave the cluster as it is; auto: on, except with --quick")
 	fs.StringVar(&f.profileDir, "profile-dir", "", "capture a CPU profile of every service during each measured window into this folder (services get --pprof)")
+	fs.BoolVar(&f.keepProblems, "keep-problem-namespaces", false, "leave the namespace (Postgres schema, Cassandra keyspace, Kafka topics and group, Redis keys, ZooKeeper path) of a scenario that lost or duplicated firings behind to inspect, named in the log; drop it by hand")
 	fs.BoolVar(&f.appendDocs, "append-docs", false, "append the run's tables to --docs")
 	fs.StringVar(&f.docs, "docs", "", "the Markdown file --append-docs appends to (default docs/benchmarks.md of the repository)")
 	fs.StringVar(&f.note, "note", "", "a remark for the run's heading in the docs (e.g. 'preliminary, shared machine')")
@@ -200,6 +202,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(args) > 0 && args[0] == "chaos" {
 		return runChaos(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "drop" {
+		return runDrop(args[1:], stderr)
 	}
 	fs := flag.NewFlagSet("sundial-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -383,7 +388,7 @@ func execute(ctx context.Context, f flags, args []string, log *slog.Logger, stdo
 	f.deploy.Durable = durableLabel(f.durable)
 	r, err := bench.NewRunner(bench.Options{
 		Deploy:   f.deploy,
-		InfraDir: infraDir, Infra: in, BinDir: binDir, WorkDir: workDir, ProfileDir: f.profileDir,
+		InfraDir: infraDir, Infra: in, BinDir: binDir, WorkDir: workDir, ProfileDir: f.profileDir, KeepProblemNamespaces: f.keepProblems,
 		Logger: log, Clock: clock.Real{}, Window: f.window, Jitter: f.jitter,
 		Executors: f.executors, WorkerArgs: strings.Fields(f.workerArgs), PrefetcherArgs: strings.Fields(f.prefetcherArgs), RegisterConcurrency: f.concurrency, Settle: f.settle, Quick: f.quick,
 	})
@@ -488,4 +493,28 @@ func appendFile(path, s string) error {
 		return err
 	}
 	return fh.Close()
+}
+
+// runDrop drops the namespaces named (what --keep-problem-namespaces left
+// behind) from the running components.
+func runDrop(names []string, stderr io.Writer) int {
+	if len(names) == 0 {
+		fmt.Fprintln(stderr, "usage: sundial-bench drop NAMESPACE...")
+		return 2
+	}
+	in := harness.InfraFromEnv()
+	code := 0
+	for _, name := range names {
+		ns, err := harness.OpenNamespace(in, name)
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			err = ns.Drop(ctx)
+			cancel()
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "sundial-bench: drop %s: %v\n", name, err)
+			code = 1
+		}
+	}
+	return code
 }

@@ -239,7 +239,7 @@ func (r *Runner) Chaos(ctx context.Context, cfg ChaosConfig) (res Result, err er
 	}
 	keys.Store(c.d.sink.Keys())
 	defer func() {
-		if cerr := c.d.close(context.WithoutCancel(ctx)); cerr != nil {
+		if cerr := c.d.close(context.WithoutCancel(ctx), false); cerr != nil {
 			r.log.Warn("deployment not cleaned up", "err", cerr)
 		}
 	}()

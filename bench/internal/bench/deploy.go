@@ -97,7 +97,7 @@ func (r *Runner) deploy(ctx context.Context, name string, topo topology) (d *dep
 	d = &deployment{r: r, name: name}
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, d.close(context.WithoutCancel(ctx)))
+			err = errors.Join(err, d.close(context.WithoutCancel(ctx), false))
 			d = nil
 		}
 	}()
@@ -329,8 +329,9 @@ func (d *deployment) services() []*harness.Process {
 	return out
 }
 
-// close stops everything the deployment started and drops its namespace.
-func (d *deployment) close(ctx context.Context) error {
+// close stops everything the deployment started and drops its namespace,
+// unless keep (it is named in the log instead).
+func (d *deployment) close(ctx context.Context, keep bool) error {
 	var errs []error
 	if d.pool != nil {
 		d.pool.Close()
@@ -345,7 +346,10 @@ func (d *deployment) close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	if d.ns != nil {
+	if d.ns != nil && keep {
+		d.r.log.Warn("namespace left behind to inspect (--keep-problem-namespaces)", "postgres_schema", d.ns.Schema, "cassandra_keyspace", d.ns.Keyspace,
+			"topic_prefix", d.ns.TopicPrefix, "group", d.ns.Group, "redis_prefix", d.ns.RedisPrefix)
+	} else if d.ns != nil {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 		defer cancel()
 		if err := d.ns.Drop(dctx); err != nil {

@@ -84,7 +84,7 @@ func (r *Runner) Run(ctx context.Context, cfg Config) ([]Result, error) {
 		}
 		shared = d
 		defer func() {
-			if err := d.close(context.WithoutCancel(ctx)); err != nil {
+			if err := d.close(context.WithoutCancel(ctx), false); err != nil {
 				r.log.Warn("deployment not cleaned up", "err", err)
 			}
 		}()
@@ -117,7 +117,8 @@ func (r *Runner) runOne(ctx context.Context, name string, cfg Config, shared *de
 			return res, err
 		}
 		defer func() {
-			if cerr := d.close(context.WithoutCancel(ctx)); cerr != nil {
+			keep := r.opts.KeepProblemNamespaces && len(res.Problems) > 0
+			if cerr := d.close(context.WithoutCancel(ctx), keep); cerr != nil {
 				r.log.Warn("deployment not cleaned up", "scenario", name, "err", cerr)
 			}
 		}()

@@ -32,8 +32,13 @@ type Options struct {
 	BinDir     string // built service binaries
 	WorkDir    string // logs of every process go under <WorkDir>/logs
 	ProfileDir string // when set, CPU profiles of each service are written here
-	Logger     *slog.Logger
-	Clock      clock.Clock
+	// KeepProblemNamespaces leaves the namespace (schema, keyspace,
+	// topics, group, Redis keys, election path) of a scenario that found
+	// a correctness problem behind, to follow it through the components;
+	// the log names it.
+	KeepProblemNamespaces bool
+	Logger                *slog.Logger
+	Clock                 clock.Clock
 
 	// Window is the prefetcher's staging window (its --window).
 	Window time.Duration

@@ -72,7 +72,7 @@ func (r *Runner) stagingOnce(ctx context.Context, cfg StagingConfig, sr stagingR
 		return nil, err
 	}
 	defer func() {
-		if cerr := d.close(context.WithoutCancel(ctx)); cerr != nil {
+		if cerr := d.close(context.WithoutCancel(ctx), false); cerr != nil {
 			r.log.Warn("deployment not cleaned up", "scenario", "staging", "err", cerr)
 		}
 	}()

@@ -54,7 +54,7 @@ func (r *Runner) Tenants(ctx context.Context, cfg TenantsConfig) (Result, error)
 		return res, err
 	}
 	defer func() {
-		if cerr := d.close(context.WithoutCancel(ctx)); cerr != nil {
+		if cerr := d.close(context.WithoutCancel(ctx), false); cerr != nil {
 			r.log.Warn("deployment not cleaned up", "scenario", "tenants", "err", cerr)
 		}
 	}()
