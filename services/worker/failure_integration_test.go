@@ -733,9 +733,11 @@ func TestFairAcrossTenants(t *testing.T) {
 	// the ready queue takes turns too: FIFO would make it 5,001st. It is
 	// second to be taken, not to arrive: eight executors send at once, and
 	// on a busy 2-core machine the one sending it can be descheduled while
-	// the others go on (a CI run saw it arrive 190th). The bound, a tenth
-	// of the herd, still tells turns from FIFO.
-	if pos < 0 || pos >= (n+1)/10 {
+	// the others go on (CI runs saw it arrive 190th, and 1,030th: 82 ms
+	// after the first, while the herd took 482 ms against 180-230 ms
+	// alone). The bound, a third of the herd, still tells turns from FIFO
+	// (5,001st).
+	if pos < 0 || pos >= (n+1)/3 {
 		t.Fatalf("tenant small's firing executed at position %d of %d", pos+1, n+1)
 	}
 }
