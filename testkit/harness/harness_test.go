@@ -193,6 +193,12 @@ up{svc="b"} 1
 	if v, ok := m.Value("up", "svc", "a"); !ok || v != 1 {
 		t.Fatalf("up{svc=a} = %v %v", v, ok)
 	}
+	if by := m.ByLabel("up", "svc"); len(by) != 2 || by["a"] != 1 || by["b"] != 1 {
+		t.Fatalf("up by svc = %v", by)
+	}
+	if by := m.ByLabel("missing", "svc"); len(by) != 0 {
+		t.Fatalf("a missing metric by label = %v", by)
+	}
 	h, ok := m.Histogram("lat", "stage", "timer")
 	if !ok || h.Count != 100 || h.Mean() != 0.005 {
 		t.Fatalf("histogram = %+v", h)

@@ -93,6 +93,33 @@ func (m Metrics) Value(name string, labels ...string) (v float64, ok bool) {
 	return v, ok
 }
 
+// ByLabel sums the counter, gauge or untyped series of name by the value
+// of label (series without it sum under "").
+func (m Metrics) ByLabel(name, label string) map[string]float64 {
+	out := map[string]float64{}
+	fam := m[name]
+	if fam == nil {
+		return out
+	}
+	for _, s := range fam.GetMetric() {
+		key := ""
+		for _, l := range s.GetLabel() {
+			if l.GetName() == label {
+				key = l.GetValue()
+			}
+		}
+		switch {
+		case s.Counter != nil:
+			out[key] += s.GetCounter().GetValue()
+		case s.Gauge != nil:
+			out[key] += s.GetGauge().GetValue()
+		case s.Untyped != nil:
+			out[key] += s.GetUntyped().GetValue()
+		}
+	}
+	return out
+}
+
 // Histogram is a cumulative histogram: Counts[i] observations were at most
 // Bounds[i] (the last bound is +Inf).
 type Histogram struct {

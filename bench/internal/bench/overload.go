@@ -495,6 +495,16 @@ func (r *Runner) WorkerKill(ctx context.Context, d *deployment, cfg WorkerKillCo
 	// counts against the victim's partitions' missing firings.
 	if lost := lostBeyond(a.Missing, o.skipped); lost > 0 {
 		its += fmt.Sprintf(" (%d lost)", lost)
+		// Where the living workers say their firings went, to follow the
+		// missing ones (named among the problems).
+		for _, w := range d.workers {
+			if !w.Alive() {
+				continue
+			}
+			if met, err := w.Metrics(ctx); err == nil {
+				res.detailf("%s: %s's firings by outcome: %v", name, w.Name, met.ByLabel(misfireMetric, "outcome"))
+			}
+		}
 	}
 	res.Row = append(cells, its)
 	res.detailf("%s: %s owned partitions %v of the MEDIUM topic; its firings due from 2 s before the kill: %s; by 10 s: %s",
