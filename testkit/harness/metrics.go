@@ -78,19 +78,26 @@ func (m Metrics) Value(name string, labels ...string) (v float64, ok bool) {
 		if !matches(s, labels) {
 			continue
 		}
-		switch {
-		case s.Counter != nil:
-			v += s.GetCounter().GetValue()
-		case s.Gauge != nil:
-			v += s.GetGauge().GetValue()
-		case s.Untyped != nil:
-			v += s.GetUntyped().GetValue()
-		default:
-			continue
+		if sv, isValue := value(s); isValue {
+			v += sv
+			ok = true
 		}
-		ok = true
 	}
 	return v, ok
+}
+
+// value is a counter's, gauge's or untyped series' value; ok is false for
+// any other kind.
+func value(s *dto.Metric) (v float64, ok bool) {
+	switch {
+	case s.Counter != nil:
+		return s.GetCounter().GetValue(), true
+	case s.Gauge != nil:
+		return s.GetGauge().GetValue(), true
+	case s.Untyped != nil:
+		return s.GetUntyped().GetValue(), true
+	}
+	return 0, false
 }
 
 // ByLabel sums the counter, gauge or untyped series of name by the value
@@ -108,13 +115,8 @@ func (m Metrics) ByLabel(name, label string) map[string]float64 {
 				key = l.GetValue()
 			}
 		}
-		switch {
-		case s.Counter != nil:
-			out[key] += s.GetCounter().GetValue()
-		case s.Gauge != nil:
-			out[key] += s.GetGauge().GetValue()
-		case s.Untyped != nil:
-			out[key] += s.GetUntyped().GetValue()
+		if v, ok := value(s); ok {
+			out[key] += v
 		}
 	}
 	return out

@@ -54,18 +54,8 @@ func NewNamespace(ctx context.Context, infra Infra, base string) (*Namespace, er
 	if err != nil {
 		return nil, err
 	}
-	n := &Namespace{
-		SigningKEK:   kek,
-		Name:         name,
-		Schema:       name,
-		PostgresDSN:  WithSearchPath(infra.PostgresDSN, name),
-		TopicPrefix:  name,
-		Group:        name,
-		RedisPrefix:  name + ":",
-		Keyspace:     name,
-		ElectionPath: path.Join(ElectionRoot, name),
-		infra:        infra,
-	}
+	n := named(infra, name)
+	n.SigningKEK = kek
 	conn, err := pgx.Connect(ctx, infra.PostgresDSN)
 	if err != nil {
 		return nil, fmt.Errorf("harness: connect to Postgres: %w (is `make infra-up` done?)", err)
@@ -83,10 +73,23 @@ func OpenNamespace(infra Infra, name string) (*Namespace, error) {
 	if name == "" || strings.ContainsAny(name, " /:{}") {
 		return nil, fmt.Errorf("harness: %q is not a namespace name", name)
 	}
+	return named(infra, name), nil
+}
+
+// named is the namespace called name in infra: every component's name in
+// it derives from name.
+func named(infra Infra, name string) *Namespace {
 	return &Namespace{
-		Name: name, Schema: name, PostgresDSN: WithSearchPath(infra.PostgresDSN, name), TopicPrefix: name, Group: name,
-		RedisPrefix: name + ":", Keyspace: name, ElectionPath: path.Join(ElectionRoot, name), infra: infra,
-	}, nil
+		Name:         name,
+		Schema:       name,
+		PostgresDSN:  WithSearchPath(infra.PostgresDSN, name),
+		TopicPrefix:  name,
+		Group:        name,
+		RedisPrefix:  name + ":",
+		Keyspace:     name,
+		ElectionPath: path.Join(ElectionRoot, name),
+		infra:        infra,
+	}
 }
 
 // WithSearchPath returns dsn with its search_path set to schema through the
