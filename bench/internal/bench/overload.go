@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -107,8 +108,8 @@ type recoveryOutcome struct {
 }
 
 // recover runs l on d: the baseline, the disturbance, the wait for normal
-// (at most maxWait), then the load is deleted and every firing due until
-// then awaited (a minute at most) and analysed.
+// (at most maxWait), then every firing due until then is awaited (a
+// minute at most), the load deleted and the firings analysed.
 func (r *Runner) recover(ctx context.Context, d *deployment, l recoveryLoad) (o recoveryOutcome, err error) {
 	if err := r.checkLead(l.start, 2*time.Second); err != nil {
 		// Registration ran late (a busy machine registers slower than the
@@ -159,10 +160,13 @@ func (r *Runner) recover(ctx context.Context, d *deployment, l recoveryLoad) (o 
 	if o.want, err = l.jobs.slots(l.start, o.end.Add(-time.Second)); err != nil {
 		return o, err
 	}
-	if err := d.bulkDelete(ctx, l.label); err != nil {
+	// Every firing wanted is awaited before the load is deleted: the
+	// delete drops the firings its jobs still hold, so a straggler it
+	// dropped would be counted lost when it was only late.
+	if err := d.await(ctx, o.want, r.clock.Now().Add(time.Minute), 3*time.Second); err != nil {
 		return o, err
 	}
-	if err := d.await(ctx, o.want, r.clock.Now().Add(time.Minute), 3*time.Second); err != nil {
+	if err := d.bulkDelete(ctx, l.label); err != nil {
 		return o, err
 	}
 	// (to is the last slot wanted: the load fired on until its delete)
@@ -215,6 +219,35 @@ func (d *deployment) withLost(timeline []harness.Late, want harness.Expected) []
 		if !arrived[id] {
 			out = append(out, harness.Late{FireAt: s.FireAt, Lateness: Never})
 		}
+	}
+	return out
+}
+
+// latest names the n firings of want that arrived latest (their first
+// delivery), latest first, so a straggler can be followed through the
+// components by its execution id.
+func (d *deployment) latest(want harness.Expected, n int) []string {
+	type late struct {
+		id   uuid.UUID
+		slot harness.Slot
+		by   time.Duration
+	}
+	first := map[uuid.UUID]time.Time{}
+	for _, dl := range d.sink.Deliveries() {
+		if t, ok := first[dl.ExecutionID]; !ok || dl.Received.Before(t) {
+			first[dl.ExecutionID] = dl.Received
+		}
+	}
+	var all []late
+	for id, s := range want {
+		if t, ok := first[id]; ok {
+			all = append(all, late{id, s, t.Sub(s.FireAt)})
+		}
+	}
+	slices.SortFunc(all, func(x, y late) int { return cmp.Compare(y.by, x.by) })
+	out := make([]string, 0, n)
+	for _, l := range all[:min(n, len(all))] {
+		out = append(out, fmt.Sprintf("%s (job %s, due %s, %s late)", l.id, l.slot.JobID, l.slot.FireAt.Format("15:04:05.000"), FormatLatency(l.by)))
 	}
 	return out
 }
@@ -509,6 +542,7 @@ func (r *Runner) WorkerKill(ctx context.Context, d *deployment, cfg WorkerKillCo
 	res.Row = append(cells, its)
 	res.detailf("%s: %s owned partitions %v of the MEDIUM topic; its firings due from 2 s before the kill: %s; by 10 s: %s",
 		name, victim.Name, sortedPartitions(owned), s, byTenSeconds(late, o.disturbed, o.end))
+	res.detailf("%s: the latest of them: %s", name, strings.Join(d.latest(mine, 5), "; "))
 	return res, nil
 }
 
@@ -707,10 +741,11 @@ func (r *Runner) DeleteStaged(ctx context.Context, d *deployment, cfg DeleteStag
 	if err != nil {
 		return res, err
 	}
-	if err := d.bulkDelete(ctx, newLabel); err != nil {
+	// Awaited before the delete, which would drop a straggler (see recover).
+	if err := d.await(ctx, want, r.clock.Now().Add(time.Minute), 3*time.Second); err != nil {
 		return res, err
 	}
-	if err := d.await(ctx, want, r.clock.Now().Add(time.Minute), 3*time.Second); err != nil {
+	if err := d.bulkDelete(ctx, newLabel); err != nil {
 		return res, err
 	}
 	a := d.analyze(fresh, want, newStart, end.Add(-time.Second))
