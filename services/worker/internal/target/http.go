@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sundialhq/sundial/pkg/domain/jobspec"
 	"github.com/sundialhq/sundial/pkg/domain/netpolicy"
 	"github.com/sundialhq/sundial/pkg/domain/secrets"
 )
@@ -120,15 +119,16 @@ func (h *HTTP) Fire(ctx context.Context, req Request) Result {
 	// otherwise go out as written and fail at the target at every attempt.
 	// Its firing is dead-lettered at once, saying what to fix; the URL is
 	// not quoted, as its query may hold a token.
-	if err := jobspec.CheckURL(t.GetUrl()); err != nil {
-		return invalidf("target: url %w; update the job's URL", err)
+	p := urls.get(t.GetUrl())
+	if p.checkErr != nil {
+		return invalidf("target: url %w; update the job's URL", p.checkErr)
 	}
-	u, err := url.Parse(t.GetUrl())
-	if err != nil {
+	if p.u == nil {
 		// CheckURL parsed it already; kept so a change there cannot
 		// leave u nil.
 		return invalidf("target: url is not a valid URL")
 	}
+	u := p.u
 	if h.policy != nil {
 		port := uint16(80)
 		if u.Scheme == "https" {
@@ -182,7 +182,7 @@ func (h *HTTP) do(ctx context.Context, req Request, method string, u *url.URL, h
 	if method == "" {
 		method = http.MethodPost
 	}
-	r, err := http.NewRequestWithContext(actx, method, u.String(), bytes.NewReader(req.Firing.GetPayload()))
+	r, err := newRequest(actx, method, u, req.Firing.GetPayload())
 	if err != nil {
 		return invalidf("target: build request: %w", err)
 	}
@@ -221,6 +221,20 @@ func (h *HTTP) do(ctx context.Context, req Request, method string, u *url.URL, h
 		}
 	}
 	return res
+}
+
+// newRequest is http.NewRequestWithContext for a URL parsed already: the
+// same request, without printing u and parsing it again for each firing.
+// u is copied, so the shared parsed URL is never changed.
+func newRequest(ctx context.Context, method string, u *url.URL, payload []byte) (*http.Request, error) {
+	r, err := http.NewRequestWithContext(ctx, method, "", bytes.NewReader(payload))
+	if err != nil {
+		return nil, err
+	}
+	uc := *u
+	r.URL = &uc
+	r.Host = strings.TrimSuffix(uc.Host, ":")
+	return r, nil
 }
 
 // ClassifyStatus maps a non-2xx status to its class and whether it is

@@ -176,8 +176,9 @@ func invalidf(format string, args ...any) Result {
 // to, lower-cased (firing.TargetHost): the key of per-host rate limits and
 // circuit breakers. Empty for other targets or an unparsable URL.
 func Host(f *sundialv1.Firing) string {
-	if f.GetTarget().GetHttp() == nil {
+	h := f.GetTarget().GetHttp()
+	if h == nil {
 		return ""
 	}
-	return firing.TargetHost(f.GetTarget())
+	return urls.get(h.GetUrl()).host
 }
