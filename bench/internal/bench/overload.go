@@ -151,10 +151,18 @@ func (r *Runner) recover(ctx context.Context, d *deployment, l recoveryLoad) (o 
 	}
 	o.over = r.clock.Now()
 	r.log.Info("disturbance over; waiting for normal", "scenario", l.name, "note", o.note, "at_most", l.maxWait)
-	if err := r.awaitNormal(ctx, d, l, o.over); err != nil {
+	normal, err := r.awaitNormal(ctx, d, l, o.over)
+	if err != nil {
 		return o, err
 	}
 	o.end = r.clock.Now().Truncate(time.Second)
+	if !normal.IsZero() {
+		// The run ends with the last slot found normal: the seconds after
+		// it were not judged yet, and a firing late among them would make
+		// the run not back to normal after all (BackToNormal judges up to
+		// the end).
+		o.end = normal.Add(time.Second).Truncate(time.Second)
+	}
 	stop()
 
 	if o.want, err = l.jobs.slots(l.start, o.end.Add(-time.Second)); err != nil {
@@ -179,10 +187,11 @@ func (r *Runner) recover(ctx context.Context, d *deployment, l recoveryLoad) (o 
 	return o, err
 }
 
-// awaitNormal waits until the firings due in the last NormalWindow (whose
-// slots are all known) arrived with p99 ≤ NormalP99, or maxWait after
-// over.
-func (r *Runner) awaitNormal(ctx context.Context, d *deployment, l recoveryLoad, over time.Time) error {
+// awaitNormal waits until the firings of the slots in the last
+// NormalWindow whose fire instants have all passed arrived with p99 ≤
+// NormalP99, or maxWait after over. It returns the last slot instant it
+// judged normal, or zero when it gave up waiting.
+func (r *Runner) awaitNormal(ctx context.Context, d *deployment, l recoveryLoad, over time.Time) (time.Time, error) {
 	deadline := over.Add(l.maxWait)
 	for {
 		now := r.clock.Now()
@@ -190,19 +199,19 @@ func (r *Runner) awaitNormal(ctx context.Context, d *deployment, l recoveryLoad,
 		if from := to.Add(-NormalWindow); !from.Before(over) {
 			want, err := l.jobs.slots(from, to)
 			if err != nil {
-				return err
+				return time.Time{}, err
 			}
 			a := d.analyze(l.jobs, want, from, to)
 			if a.Missing == 0 && harness.Summarize(a.Lateness).P99 <= NormalP99 {
-				return nil
+				return to, nil
 			}
 		}
 		if now.After(deadline) {
 			r.log.Warn("not back to normal within the bounded wait", "scenario", l.name, "waited", now.Sub(over).Round(time.Second))
-			return nil
+			return time.Time{}, nil
 		}
 		if err := Sleep(ctx, r.clock, time.Second); err != nil {
-			return err
+			return time.Time{}, err
 		}
 	}
 }
