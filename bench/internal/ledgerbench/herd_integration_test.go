@@ -28,7 +28,9 @@ import (
 //
 //   - grouped: ledger.Writer.RecordMany over the whole herd split into
 //     `group`-record calls (what the recorder hands it), `callers` calls
-//     in flight; held records (no fence read) unless +check;
+//     in flight; held records (no fence read) unless +check; groups of
+//     100, 10 and 2 records price what a call costs beyond its records
+//     (a recorder at low rates hands over small groups);
 //
 //   - grouped-noindex: the same without the execution index, to price it.
 //
@@ -64,6 +66,11 @@ func BenchmarkHerd(b *testing.B) {
 		{name: "legacy", opts: []ledger.WriterOption{ledger.WithLegacyLayout()}, herd: 1000, group: 1, callers: 64, legacy: true},
 		{name: "grouped", herd: 1000, group: 1000, callers: 2},
 		{name: "grouped", herd: 1000, group: 250, callers: 4},
+		// Small groups: what the recorder hands the writer at low rates
+		// (a group every Quiet of 100 ms), to price a request's own cost.
+		{name: "grouped", herd: 1000, group: 100, callers: 2},
+		{name: "grouped", herd: 1000, group: 10, callers: 2},
+		{name: "grouped", herd: 1000, group: 2, callers: 2},
 		{name: "grouped", herd: 4000, group: 4000, callers: 2},
 		{name: "grouped+check", herd: 1000, group: 1000, callers: 2, check: true},
 		{name: "grouped-noindex", opts: []ledger.WriterOption{ledger.WithoutIndex()}, herd: 1000, group: 1000, callers: 2},
