@@ -113,7 +113,7 @@ func Analyze(want Expected, got []Delivery, ignore func(Delivery) bool) Analysis
 			a.Early++
 		}
 		a.Lateness = append(a.Lateness, late)
-		a.Timeline = append(a.Timeline, Late{FireAt: w.FireAt, Lateness: late})
+		a.Timeline = append(a.Timeline, Late{ExecutionID: d.ExecutionID, FireAt: w.FireAt, Lateness: late})
 	}
 	a.Arrived = len(first)
 	a.Missing = a.Expected - a.Arrived
@@ -138,8 +138,11 @@ func Analyze(want Expected, got []Delivery, ignore func(Delivery) bool) Analysis
 
 // Late is one first delivery's fire instant and lateness.
 type Late struct {
-	FireAt   time.Time
-	Lateness time.Duration
+	// ExecutionID names the firing (Analyze sets it), so a late one can be
+	// followed through the components.
+	ExecutionID uuid.UUID
+	FireAt      time.Time
+	Lateness    time.Duration
 }
 
 // ByPeriod summarizes the lateness of the firings due in each period from

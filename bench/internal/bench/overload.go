@@ -232,31 +232,15 @@ func (d *deployment) withLost(timeline []harness.Late, want harness.Expected) []
 	return out
 }
 
-// latest names the n firings of want that arrived latest (their first
-// delivery), latest first, so a straggler can be followed through the
+// latest names the n firings of timeline (an analysis's, of want) that
+// arrived latest, latest first, so a straggler can be followed through the
 // components by its execution id.
-func (d *deployment) latest(want harness.Expected, n int) []string {
-	type late struct {
-		id   uuid.UUID
-		slot harness.Slot
-		by   time.Duration
-	}
-	first := map[uuid.UUID]time.Time{}
-	for _, dl := range d.sink.Deliveries() {
-		if t, ok := first[dl.ExecutionID]; !ok || dl.Received.Before(t) {
-			first[dl.ExecutionID] = dl.Received
-		}
-	}
-	var all []late
-	for id, s := range want {
-		if t, ok := first[id]; ok {
-			all = append(all, late{id, s, t.Sub(s.FireAt)})
-		}
-	}
-	slices.SortFunc(all, func(x, y late) int { return cmp.Compare(y.by, x.by) })
+func latest(timeline []harness.Late, want harness.Expected, n int) []string {
+	tl := slices.Clone(timeline)
+	slices.SortFunc(tl, func(x, y harness.Late) int { return cmp.Compare(y.Lateness, x.Lateness) })
 	out := make([]string, 0, n)
-	for _, l := range all[:min(n, len(all))] {
-		out = append(out, fmt.Sprintf("%s (job %s, due %s, %s late)", l.id, l.slot.JobID, l.slot.FireAt.Format("15:04:05.000"), FormatLatency(l.by)))
+	for _, l := range tl[:min(n, len(tl))] {
+		out = append(out, fmt.Sprintf("%s (job %s, due %s, %s late)", l.ExecutionID, want[l.ExecutionID].JobID, l.FireAt.Format("15:04:05.000"), FormatLatency(l.Lateness)))
 	}
 	return out
 }
@@ -551,7 +535,7 @@ func (r *Runner) WorkerKill(ctx context.Context, d *deployment, cfg WorkerKillCo
 	res.Row = append(cells, its)
 	res.detailf("%s: %s owned partitions %v of the MEDIUM topic; its firings due from 2 s before the kill: %s; by 10 s: %s",
 		name, victim.Name, sortedPartitions(owned), s, byTenSeconds(late, o.disturbed, o.end))
-	res.detailf("%s: the latest of them: %s", name, strings.Join(d.latest(mine, 5), "; "))
+	res.detailf("%s: the latest of them: %s", name, strings.Join(latest(a.Timeline, mine, 5), "; "))
 	return res, nil
 }
 

@@ -1,8 +1,11 @@
 package bench
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/sundialhq/sundial/testkit/harness"
 )
@@ -132,5 +135,31 @@ func TestFlagValue(t *testing.T) {
 		if got := flagValue(args, name); got != want {
 			t.Errorf("flagValue(%q) = %q, want %q", name, got, want)
 		}
+	}
+}
+
+// latest names the latest firings of a timeline, latest first, with their
+// jobs, and no more than asked.
+func TestLatest(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	want := harness.Expected{}
+	var tl []harness.Late
+	for i, late := range []time.Duration{10 * time.Millisecond, 3 * time.Second, time.Second, 2 * time.Second} {
+		id, job := uuid.New(), uuid.New()
+		want[id] = harness.Slot{JobID: job, FireAt: t0.Add(time.Duration(i) * time.Second)}
+		tl = append(tl, harness.Late{ExecutionID: id, FireAt: t0.Add(time.Duration(i) * time.Second), Lateness: late})
+	}
+	got := latest(tl, want, 2)
+	if len(got) != 2 {
+		t.Fatalf("latest named %d firings, want 2: %v", len(got), got)
+	}
+	for k, i := range []int{1, 3} {
+		l := tl[i]
+		if w := fmt.Sprintf("%s (job %s, due %s, %s late)", l.ExecutionID, want[l.ExecutionID].JobID, l.FireAt.Format("15:04:05.000"), FormatLatency(l.Lateness)); got[k] != w {
+			t.Fatalf("latest[%d] = %q, want %q", k, got[k], w)
+		}
+	}
+	if tl[0].Lateness != 10*time.Millisecond {
+		t.Fatal("latest reordered the timeline it was given")
 	}
 }

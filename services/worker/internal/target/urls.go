@@ -15,16 +15,18 @@ type parsedURL struct {
 	// u is the parsed URL, nil when it does not parse. Shared: copy it
 	// before changing it.
 	u *url.URL
-	// host is u's host (and port) lower-cased, "" when it does not parse:
-	// the key of the per-host limits and breakers.
+	// host is u's host (and port) lower-cased, "" when it does not parse,
+	// as firing.TargetHost says it: the key of the per-host limits and
+	// breakers.
 	host string
 }
 
 // urlCache remembers parsedURL per URL. A worker fires the same few URLs
 // thousands of times a second, and each firing parsed its URL five times
 // (the URL check, the limits' host twice, the attempt, and net/http again
-// from its text), which was about 4 % of the worker's CPU on time. Bounded: past maxURLs distinct URLs it starts
-// over, so a fleet of distinct URLs costs a parse each, as before.
+// from its text), which was about 4 % of the worker's CPU on time.
+// Bounded: past maxURLs distinct URLs it starts over, so a fleet of
+// distinct URLs costs a parse each, as before.
 type urlCache struct {
 	mu   sync.RWMutex
 	urls map[string]parsedURL
