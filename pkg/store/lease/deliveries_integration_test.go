@@ -157,3 +157,69 @@ func TestHeldSaysWhenTheHolderMayBeDead(t *testing.T) {
 		t.Fatalf("without liveness: %+v %v, want held with no liveness", r, err)
 	}
 }
+
+// The delivery counter's hash always carries the marker's expiry, set at
+// each attempt's first delivery: on a new hash, after every count was
+// given back unstarted (the hash emptied and gone), and on a hash an
+// earlier attempt left, whose expiry the next attempt extends.
+func TestDeliveryCounterAlwaysExpires(t *testing.T) {
+	rdb, prefix := testinfra.Redis(t)
+	const marker = time.Hour
+	s := lease.New(rdb, lease.WithPrefix(prefix), lease.WithMaxDeliveries(5), lease.WithMarkerTTL(marker))
+	ctx := context.Background()
+	dlv := s.Keys("job", "exec").Deliveries
+	expiry := func(when string) time.Duration {
+		t.Helper()
+		d, err := rdb.PTTL(ctx, dlv).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d <= 0 || d > marker {
+			t.Fatalf("%s: the delivery counter's expiry is %v, want within (0, %v]", when, d, marker)
+		}
+		return d
+	}
+	take := func(e lease.Execution, holder string) {
+		t.Helper()
+		if r, err := s.Acquire(ctx, e, holder, 10*time.Second); err != nil || r.Outcome != lease.Acquired {
+			t.Fatalf("acquire by %s: %+v %v", holder, r, err)
+		}
+	}
+
+	first := ex("job", "exec", 1, 1)
+	take(first, "w1/a")
+	expiry("first delivery")
+	if _, err := s.ReleaseMany(ctx, []lease.Release{{Execution: first, Holder: "w1/a", Unstarted: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := rdb.Exists(ctx, dlv).Val(); n != 0 {
+		t.Fatalf("the counter outlived its only delivery given back unstarted (exists %d)", n)
+	}
+	take(first, "w1/b")
+	expiry("a delivery after the counter emptied")
+
+	// Shorten the hash's life by hand; the next attempt's first delivery
+	// gives it the marker's whole life again, a later delivery of that
+	// attempt does not touch it.
+	if err := rdb.PExpire(ctx, dlv, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Release(ctx, first, "w1/b"); err != nil {
+		t.Fatal(err)
+	}
+	second := ex("job", "exec", 2, 1)
+	take(second, "w2/a")
+	if d := expiry("the second attempt's first delivery"); d <= time.Minute {
+		t.Fatalf("the second attempt's first delivery left the counter's expiry at %v, want the marker's %v", d, marker)
+	}
+	if err := rdb.PExpire(ctx, dlv, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Release(ctx, second, "w2/a"); err != nil {
+		t.Fatal(err)
+	}
+	take(second, "w2/b")
+	if d := expiry("the second attempt's second delivery"); d > time.Minute {
+		t.Fatalf("a later delivery of the attempt moved the counter's expiry to %v", d)
+	}
+}

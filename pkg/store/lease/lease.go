@@ -553,7 +553,10 @@ local function decide(k, a)
   local ex = ARGV[a+5]
   local mode = tonumber(ARGV[a+6])
   local runs, q, seen = KEYS[k+5], KEYS[k+6], KEYS[k+7]
-  local d = redis.call('GET', KEYS[k+2])
+  -- One read of the entry's five plain keys (done, ver, lease, cancel,
+  -- fence): the entry writes none of them before it has used its value.
+  local m = redis.call('MGET', KEYS[k+2], KEYS[k+3], KEYS[k+1], KEYS[k+9], KEYS[k+4])
+  local d = m[1]
   if d then
     if mode == 2 or mode == 3 then unqueue(q, seen, ex) end
     if d == 'done' then return 1, 0, 1, '' end
@@ -563,14 +566,14 @@ local function decide(k, a)
     if fin and fin >= tonumber(ARGV[a+4]) then return 1, 0, 0, '' end
   end
   local v = tonumber(ARGV[a+3])
-  local cur = tonumber(redis.call('GET', KEYS[k+3]) or '0')
+  local cur = tonumber(m[2] or '0')
   if v < cur then
     if mode == 2 or mode == 3 then unqueue(q, seen, ex) end
     return 2, 0, cur, ''
   end
   if v > cur then redis.call('SET', KEYS[k+3], ARGV[a+3]) end
   local holder = ARGV[a+1]
-  local h = redis.call('GET', KEYS[k+1])
+  local h = m[3]
   if h and h ~= holder then
     if dead[h] then
       h = nil
@@ -586,7 +589,7 @@ local function decide(k, a)
     end
   end
   local ttl = tonumber(ARGV[a+2])
-  local c = redis.call('GET', KEYS[k+9])
+  local c = m[4]
   if c then
     redis.call('SET', KEYS[k+2], 'cancelled', 'PX', marker)
     if mode > 0 then
@@ -680,11 +683,13 @@ local function decide(k, a)
     -- takes its lease again (one that ran out while it waited); it is
     -- uncounted if it gives the lease back unstarted (ReleaseMany).
     n = redis.call('HINCRBY', KEYS[k+8], ARGV[a+4], 1)
-    -- The counter's hash lives marker ms from its attempt's first
-    -- delivery; later deliveries only count.
-    if redis.call('PTTL', KEYS[k+8]) < 0 then redis.call('PEXPIRE', KEYS[k+8], marker) end
+    -- The counter's hash lives marker ms from its newest attempt's
+    -- first delivery; later deliveries only count. (A count of 1 is the
+    -- attempt's first: ReleaseMany removes a count it takes to 0, so no
+    -- hash is ever left without its expiry.)
+    if n == 1 then redis.call('PEXPIRE', KEYS[k+8], marker) end
   end
-  local f = tonumber(redis.call('GET', KEYS[k+4]) or '0') + 1
+  local f = tonumber(m[5] or '0') + 1
   if now > f then f = now end
   redis.call('SET', KEYS[k+4], string.format('%d', f))
   redis.call('SET', KEYS[k+1], holder, 'PX', ttl)
@@ -1090,20 +1095,21 @@ func (s *Store) ReleaseMany(ctx context.Context, batch []Release) ([]bool, error
 }
 
 // finishScript finishes a batch of attempts in one round trip. For entry i
-// (from 0), KEYS[3i+1..3i+3] are lease, done, runs and ARGV[5i+1..5i+5] are
+// (from 0), KEYS[3i+1..3i+3] are lease, done, runs and ARGV[6i+1..6i+6] are
 // holder, ttl ms, mark ("done", "cancelled" or an attempt number),
-// execution id, keep-running ms. Each entry writes the done marker (an
-// attempt number only ever raises it, and never overwrites "done",
-// "skipped" or "cancelled"; "cancelled" never overwrites "done"), then, if
-// the execution has a place in the job's running set, keeps it for
-// keep-running ms (a retry is pending) or removes it, then releases
-// holder's lease.
+// execution id, keep-running ms, joins ("0": the execution's overlap is
+// ALLOW, under which Acquire never gives it a place in the running set).
+// Each entry writes the done marker (an attempt number only ever raises
+// it, and never overwrites "done", "skipped" or "cancelled"; "cancelled"
+// never overwrites "done"), then, if the execution has a place in the
+// job's running set, keeps it for keep-running ms (a retry is pending) or
+// removes it, then releases holder's lease.
 var finishScript = redis.NewScript(`
 local t = redis.call('TIME')
 local nowms = math.floor(tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000)
 for i = 0, #KEYS / 3 - 1 do
   local lease, done, runs = KEYS[3*i+1], KEYS[3*i+2], KEYS[3*i+3]
-  local holder, ttl, mark, ex, keep = ARGV[5*i+1], ARGV[5*i+2], ARGV[5*i+3], ARGV[5*i+4], ARGV[5*i+5]
+  local holder, ttl, mark, ex, keep, joins = ARGV[6*i+1], ARGV[6*i+2], ARGV[6*i+3], ARGV[6*i+4], ARGV[6*i+5], ARGV[6*i+6]
   if mark == 'done' then
     redis.call('SET', done, 'done', 'PX', ttl)
   else
@@ -1114,7 +1120,7 @@ for i = 0, #KEYS / 3 - 1 do
       redis.call('SET', done, mark, 'PX', ttl)
     end
   end
-  if redis.call('ZSCORE', runs, ex) then
+  if joins ~= '0' and redis.call('ZSCORE', runs, ex) then
     local k = tonumber(keep)
     if k > 0 then
       redis.call('ZADD', runs, nowms + k, ex)
@@ -1172,6 +1178,9 @@ const (
 
 // Finish is one entry of FinishMany.
 type Finish struct {
+	// Execution is the one its attempt acquired, with the same Overlap:
+	// an ALLOW execution never has a place in the job's running set, so
+	// finishing it does not look there.
 	Execution Execution
 	// Holder's lease is released; empty only marks.
 	Holder string
@@ -1218,8 +1227,12 @@ func (s *Store) FinishMany(ctx context.Context, batch []Finish) error {
 		default:
 			return fmt.Errorf("lease: unknown finish mark %d", f.Mark)
 		}
+		joins := "1"
+		if ex.Overlap == OverlapAllow {
+			joins = "0"
+		}
 		k := s.Keys(ex.JobID, ex.ExecutionID)
-		b.add(i, []string{k.Lease, k.Done, k.Running}, f.Holder, f.TTL.Milliseconds(), mark, ex.ExecutionID, keep.Milliseconds())
+		b.add(i, []string{k.Lease, k.Done, k.Running}, f.Holder, f.TTL.Milliseconds(), mark, ex.ExecutionID, keep.Milliseconds(), joins)
 	}
 	if _, err := b.run(ctx, s.rdb, finishScript, len(batch), 0); err != nil {
 		return fmt.Errorf("lease: mark %s (%d in the batch): %w", batch[0].Execution.ExecutionID, len(batch), err)
