@@ -28,14 +28,17 @@ const (
 
 // BackToNormal is how long after from (the disturbance's end) the
 // platform was back to normal and stayed so until to: windows of fire
-// instants [u, u+window) for u = from, from+step, ... while u+window ≤ to
-// are judged by their p99 lateness against limit (a window holding a
+// instants [u, u+window) for u = to-window, to-window-step, ... while
+// u ≥ from are judged by their p99 lateness against limit (a window holding a
 // lost firing, Never late, is not normal; an empty one is). The answer is the end of the first
 // normal window after the last one that was not — the moment a trailing
 // window of that width first showed on time for good — measured from
 // from; 0 when no window was late. ok is false when the last window judged
 // was still late (the platform had not recovered by to) or there was no
-// window to judge.
+// window to judge. The windows are laid back from to, so the last one
+// judged always ends at to, wherever from falls between whole steps: a
+// run that ends just past the window its wait found normal is judged on
+// that window, not on one reaching a fraction of a step further back.
 func BackToNormal(timeline []harness.Late, from, to time.Time, window, step, limit time.Duration) (back time.Duration, ok bool) {
 	if window <= 0 || step <= 0 || to.Sub(from) < window {
 		return 0, false
@@ -45,7 +48,9 @@ func BackToNormal(timeline []harness.Late, from, to time.Time, window, step, lim
 	lastBad := time.Time{}
 	lastJudgedBad := false
 	buf := make([]time.Duration, 0, 1024)
-	for u := from; !u.Add(window).After(to); u = u.Add(step) {
+	last := to.Add(-window)
+	for k := int(last.Sub(from) / step); k >= 0; k-- {
+		u := last.Add(-time.Duration(k) * step)
 		lo, _ := slices.BinarySearchFunc(sorted, u, func(l harness.Late, t time.Time) int { return l.FireAt.Compare(t) })
 		hi, _ := slices.BinarySearchFunc(sorted, u.Add(window), func(l harness.Late, t time.Time) int { return l.FireAt.Compare(t) })
 		buf = buf[:0]

@@ -56,6 +56,28 @@ func TestBackToNormal(t *testing.T) {
 		{"lost firings are late", append(perSecond(t0, 30, 1, onTime), harness.Late{FireAt: t0.Add(4 * time.Second), Lateness: Never}), t0.Add(30 * time.Second), 10 * time.Second, true},
 		{"too short to judge", perSecond(t0, 3, 10, onTime), t0.Add(3 * time.Second), 0, false},
 	}
+	// The disturbance ended 63 ms past a whole second and firings due
+	// before 2 s were 3 s late; the run ends at 7 s, when the five seconds
+	// [2 s, 7 s) are on time. The last window judged is that one, ending
+	// at the run's end — not [1.063 s, 6.063 s), which would reach back
+	// among the late ones and call a recovered run not back. The last late
+	// window is [1 s, 6 s); the one after it ends 7 s, 6.937 s after from.
+	t.Run("windows end at the run's end", func(t *testing.T) {
+		var tl []harness.Late // a firing every 100 ms
+		for i := range 70 {
+			at := t0.Add(time.Duration(i) * 100 * time.Millisecond)
+			l := onTime(i)
+			if at.Before(t0.Add(2 * time.Second)) {
+				l = 3 * time.Second
+			}
+			tl = append(tl, harness.Late{FireAt: at, Lateness: l})
+		}
+		from := t0.Add(63 * time.Millisecond)
+		got, ok := BackToNormal(tl, from, t0.Add(7*time.Second), NormalWindow, time.Second, NormalP99)
+		if want := 6937 * time.Millisecond; got != want || !ok {
+			t.Fatalf("BackToNormal = %s, %v; want %s, true", got, ok, want)
+		}
+	})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got, ok := BackToNormal(c.timeline, t0, c.to, NormalWindow, time.Second, NormalP99)
