@@ -91,3 +91,51 @@ func scriptMicros(b *testing.B, rdb *redis.Client) float64 {
 	}
 	return total
 }
+
+// BenchmarkRedisCostPerShed is what one late firing its job's misfire
+// policy sheds costs the Redis server, by the way it is shed: leased
+// first (AcquireMany, its lease left to run out, as every shed firing
+// was) or asked whether any delivery touched it (UntouchedMany, as one
+// no delivery touched now is). Batches of 100, fresh executions; the
+// server's own accounting of the scripts' time, as
+// BenchmarkRedisCostPerFiring:
+//
+//	go test -tags integration -run '^$' -bench RedisCostPerShed -benchtime 20000x ./pkg/store/lease
+func BenchmarkRedisCostPerShed(b *testing.B) {
+	rdb, prefix := testinfra.Redis(b)
+	s := lease.New(rdb, lease.WithPrefix(prefix))
+	ctx := context.Background()
+	const batch, jobs = 100, 1000
+	for _, how := range []string{"leased", "untouched"} {
+		b.Run(how, func(b *testing.B) {
+			before := scriptMicros(b, rdb)
+			b.ResetTimer()
+			for done := 0; done < b.N; {
+				n := min(batch, b.N-done)
+				exs := make([]lease.Execution, n)
+				acq := make([]lease.Acquisition, n)
+				for i := range exs {
+					id := done + i
+					exs[i] = lease.Execution{JobID: fmt.Sprintf("job-%d", id%jobs), ExecutionID: fmt.Sprintf("%s-exec-%d", how, id), Attempt: 1, Version: 1}
+					acq[i] = lease.Acquisition{Execution: exs[i], Holder: "w/" + strconv.Itoa(id), TTL: 5 * time.Second}
+				}
+				if how == "leased" {
+					if _, err := s.AcquireMany(ctx, acq); err != nil {
+						b.Fatal(err)
+					}
+				} else {
+					got, err := s.UntouchedMany(ctx, exs)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if !got[0] {
+						b.Fatal("a fresh execution reported touched")
+					}
+				}
+				done += n
+			}
+			b.StopTimer()
+			b.ReportMetric((scriptMicros(b, rdb)-before)/float64(b.N), "redis-µs/firing")
+		})
+	}
+}

@@ -1044,6 +1044,56 @@ func (s *Store) Release(ctx context.Context, ex Execution, holder string) (bool,
 	return res[0], nil
 }
 
+// untouchedScript answers, for entry i (from 0) with KEYS[4i+1..4i+4] the
+// execution's done marker, lease, cancel request and delivery counter,
+// 1 when none of them exists, else 0. It writes nothing.
+var untouchedScript = redis.NewScript(`
+local out = {}
+for i = 0, #KEYS / 4 - 1 do
+  if redis.call('EXISTS', KEYS[4*i+1], KEYS[4*i+2], KEYS[4*i+3], KEYS[4*i+4]) == 0 then
+    out[i+1] = 1
+  else
+    out[i+1] = 0
+  end
+end
+return out
+`)
+
+// UntouchedMany reports, per execution, whether Redis holds nothing of it:
+// no done marker, no lease, no cancel request and no delivery counted —
+// no delivery of it ever took a lease (that the markers' life still
+// remembers) or was asked to cancel. One read per execution, one round
+// trip per batch; it writes nothing. The worker asks it before it skips
+// a firing its job's misfire policy does not fire: only an untouched one
+// is skipped without a lease; one some delivery touched (a copy of one
+// that finished, whose record may still need writing from its marker;
+// one another delivery holds; one cancelled) goes the leased way, whose
+// answer says which. On Redis Cluster it is one script call per hash
+// slot, pipelined.
+func (s *Store) UntouchedMany(ctx context.Context, batch []Execution) ([]bool, error) {
+	if len(batch) == 0 {
+		return nil, nil
+	}
+	b := s.newBatch()
+	for i, ex := range batch {
+		if ex.JobID == "" || ex.ExecutionID == "" {
+			return nil, errors.New("lease: untouched: job and execution id are required")
+		}
+		k := s.Keys(ex.JobID, ex.ExecutionID)
+		b.add(i, []string{k.Done, k.Lease, k.Cancel, k.Deliveries})
+	}
+	vals, err := b.run(ctx, s.rdb, untouchedScript, len(batch), 1)
+	if err != nil {
+		return nil, fmt.Errorf("lease: untouched %s (%d in the batch): %w", batch[0].ExecutionID, len(batch), err)
+	}
+	out := make([]bool, len(batch))
+	for i, v := range vals {
+		n, _ := v[0].(int64)
+		out[i] = n == 1
+	}
+	return out, nil
+}
+
 // Release is one entry of ReleaseMany.
 type Release struct {
 	Execution Execution

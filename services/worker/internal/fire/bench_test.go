@@ -48,6 +48,13 @@ func (nopLeaser) AcquireMany(_ context.Context, batch []lease.Acquisition) ([]le
 	return out, nil
 }
 func (nopLeaser) FinishMany(context.Context, []lease.Finish) error { return nil }
+func (nopLeaser) UntouchedMany(_ context.Context, batch []lease.Execution) ([]bool, error) {
+	out := make([]bool, len(batch))
+	for i := range out {
+		out[i] = true
+	}
+	return out, nil
+}
 
 // nopRecorder finishes every final record at once.
 type nopRecorder struct{}

@@ -94,6 +94,15 @@ func (l *fakeLeaser) AcquireMany(_ context.Context, batch []lease.Acquisition) (
 	}
 	return out, nil
 }
+
+// UntouchedMany: no delivery touched any (no test here judges late firings).
+func (l *fakeLeaser) UntouchedMany(_ context.Context, batch []lease.Execution) ([]bool, error) {
+	out := make([]bool, len(batch))
+	for i := range out {
+		out[i] = true
+	}
+	return out, nil
+}
 func (l *fakeLeaser) RenewMany(_ context.Context, batch []lease.Renewal) ([]error, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

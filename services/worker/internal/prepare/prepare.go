@@ -65,6 +65,9 @@ type Leaser interface {
 	// FinishMany writes the marker of an attempt found already recorded
 	// (see Config.Recorded).
 	FinishMany(ctx context.Context, batch []lease.Finish) error
+	// UntouchedMany reports which executions no delivery ever leased,
+	// finished or asked to cancel (see Config.Late).
+	UntouchedMany(ctx context.Context, batch []lease.Execution) ([]bool, error)
 }
 
 // Config tunes the stage.
@@ -135,9 +138,17 @@ type Config struct {
 	// since it was staged (versions.Watch.Newer): such a firing goes to
 	// Routes.Drop, unleased.
 	Changed func(jobID string, version int64) (int64, bool)
-	// Late, when set, judges a leased firing prepared late by its job's
-	// misfire policy (misfire.Judge): one it does not fire goes to
-	// Routes.Skip with the reason, its lease left to run out.
+	// Late, when set, judges a firing prepared late by its job's misfire
+	// policy (misfire.Judge): one it does not fire goes to Routes.Skip
+	// with the reason. It is judged before it is leased: one that no
+	// delivery ever touched (Leaser.UntouchedMany: one read, no lease, no
+	// fence) is skipped unleased, so a platform shedding a backlog by its
+	// jobs' policies spends no lease on what it sheds. One some delivery
+	// touched is leased as any other, and judged again once its lease
+	// call has said it is not done already (a copy of a fired execution
+	// is a duplicate, its record perhaps still to be written from its
+	// marker, not a misfire) and not stale; skipped then, its lease is
+	// left to run out.
 	Late func(f *sundialv1.Firing) (fire bool, reason string)
 }
 
@@ -359,6 +370,20 @@ func (s *Stage) prepare(ctx context.Context, batch []*work.Item) {
 	acq := make([]lease.Acquisition, 0, len(batch))
 	items := make([]*work.Item, 0, len(batch))
 	now := s.clk.Now()
+	take := func(it *work.Item) {
+		// Unique per delivery, so a duplicate delivered to this same
+		// worker is excluded too; kept for the delivery's life, so a
+		// lease it takes again (one that ran out while it waited) is the
+		// same delivery's, not another's.
+		if it.LeaseHolder == "" {
+			it.LeaseHolder = s.cfg.WorkerID + "/" + strconv.FormatUint(s.seq.Add(1), 36)
+		}
+		ttl := max(time.Duration(it.FireAt-now.UnixNano()), 0) + s.cfg.LeaseTTL
+		it.LeaseUntil = now.Add(ttl).UnixNano()
+		acq = append(acq, lease.Acquisition{Execution: Execution(it.Firing), Holder: it.LeaseHolder, TTL: ttl})
+		items = append(items, it)
+	}
+	var late []lateItem
 	for _, it := range batch {
 		if !it.Owner.Claim(it) {
 			continue // its partition went elsewhere; the new owner fires it
@@ -386,17 +411,18 @@ func (s *Stage) prepare(ctx context.Context, batch []*work.Item) {
 			s.again(it, s.cfg.RetryAfter)
 			continue
 		}
-		// Unique per delivery, so a duplicate delivered to this same
-		// worker is excluded too; kept for the delivery's life, so a
-		// lease it takes again (one that ran out while it waited) is the
-		// same delivery's, not another's.
-		if it.LeaseHolder == "" {
-			it.LeaseHolder = s.cfg.WorkerID + "/" + strconv.FormatUint(s.seq.Add(1), 36)
+		if s.cfg.Late != nil {
+			if fire, reason := s.cfg.Late(f); !fire {
+				late = append(late, lateItem{it, reason})
+				continue
+			}
 		}
-		ttl := max(time.Duration(it.FireAt-now.UnixNano()), 0) + s.cfg.LeaseTTL
-		it.LeaseUntil = now.Add(ttl).UnixNano()
-		acq = append(acq, lease.Acquisition{Execution: Execution(f), Holder: it.LeaseHolder, TTL: ttl})
-		items = append(items, it)
+		take(it)
+	}
+	if len(late) > 0 {
+		for _, l := range s.skipUntouched(ctx, late) {
+			take(l)
+		}
 	}
 	if len(items) == 0 {
 		return
@@ -508,9 +534,9 @@ func (s *Stage) pastMarkers(f *sundialv1.Firing) bool {
 
 // fire hands a leased firing to the fire holder, unless it is late and its
 // job's misfire policy does not fire it (Config.Late): then it is skipped,
-// its lease left to run out. Judged only once the lease call has said the
-// execution is not done already (a copy of a fired execution is a
-// duplicate, not a misfire) and not stale.
+// its lease left to run out. Judged (again: see Config.Late) only once the
+// lease call has said the execution is not done already (a copy of a
+// fired execution is a duplicate, not a misfire) and not stale.
 func (s *Stage) fire(it *work.Item) {
 	if s.cfg.Late != nil {
 		if fire, reason := s.cfg.Late(it.Firing); !fire {
@@ -520,6 +546,45 @@ func (s *Stage) fire(it *work.Item) {
 		}
 	}
 	s.routes.Fire(it)
+}
+
+// lateItem is a firing its job's misfire policy does not fire, and why.
+type lateItem struct {
+	it     *work.Item
+	reason string
+}
+
+// skipUntouched skips, unleased, the late firings no delivery ever
+// touched (Config.Late) and returns the others, to be leased. When Redis
+// cannot be asked, they all wait to be prepared again.
+func (s *Stage) skipUntouched(ctx context.Context, late []lateItem) []*work.Item {
+	exs := make([]lease.Execution, len(late))
+	for i, l := range late {
+		exs[i] = Execution(l.it.Firing)
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
+	untouched, err := s.leaser.UntouchedMany(cctx, exs)
+	cancel()
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			s.logger.Warn("lease call failed, holding late firings to judge again", "err", err, "firings", len(late), "retry_in", s.cfg.RetryAfter)
+		}
+		for _, l := range late {
+			s.count(l.it, "lease_error")
+			s.again(l.it, s.cfg.RetryAfter)
+		}
+		return nil
+	}
+	var touched []*work.Item
+	for i, l := range late {
+		if !untouched[i] {
+			touched = append(touched, l.it)
+			continue
+		}
+		s.count(l.it, "misfire_skipped")
+		s.routes.Skip(l.it, l.reason)
+	}
+	return touched
 }
 
 // doneCopy is a copy of a firing its marker says is done, and what the

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -61,6 +62,27 @@ type leaser struct {
 	answer   map[string]lease.Result
 	err      error
 	finished []lease.Finish
+	// touched names the executions UntouchedMany says some delivery
+	// touched (all others are untouched); asked records what it was asked.
+	touched    map[string]bool
+	asked      []string
+	untouchErr error
+}
+
+func (l *leaser) UntouchedMany(_ context.Context, batch []lease.Execution) ([]bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, e := range batch {
+		l.asked = append(l.asked, e.ExecutionID)
+	}
+	if l.untouchErr != nil {
+		return nil, l.untouchErr
+	}
+	out := make([]bool, len(batch))
+	for i, e := range batch {
+		out[i] = !l.touched[e.ExecutionID]
+	}
+	return out, nil
 }
 
 func (l *leaser) AcquireMany(_ context.Context, batch []lease.Acquisition) ([]lease.Result, error) {
@@ -576,10 +598,13 @@ func TestHeldByAnotherLooksAgainWhenItsWorkerWouldBeDead(t *testing.T) {
 
 // A firing of a job changed since it was staged is dropped unleased, and
 // one prepared late that its job's misfire policy does not fire is skipped
-// with the judge's reason once its lease says it is not done already.
+// with the judge's reason, unleased when no delivery ever touched it
+// (one read, no lease). One a delivery touched (here: a copy of a
+// finished execution) is leased as any other, so its lease call says
+// what became of it — a duplicate, not a misfire.
 func TestChangedAndLateFiringsAreNotLeased(t *testing.T) {
 	clk := clock.NewFake(t0)
-	l := &leaser{}
+	l := &leaser{touched: map[string]bool{"late-done": true}, answer: map[string]lease.Result{"late-done": {Outcome: lease.AlreadyDone}}}
 	var dropped []string
 	var skipped []string
 	r := &routes{fired: make(chan struct{}, 16)}
@@ -587,7 +612,7 @@ func TestChangedAndLateFiringsAreNotLeased(t *testing.T) {
 	s := New(Config{WorkerID: "w1",
 		Changed: func(job string, v int64) (int64, bool) { return 9, job == "job-changed" },
 		Late: func(f *sundialv1.Firing) (bool, string) {
-			if f.GetExecutionId() == "late" {
+			if strings.HasPrefix(f.GetExecutionId(), "late") {
 				return false, "misfire SKIP: not replayed"
 			}
 			return true, ""
@@ -600,18 +625,55 @@ func TestChangedAndLateFiringsAreNotLeased(t *testing.T) {
 		Again: func(*work.Item, int64) {},
 	}, clk, m, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	o := &owner{}
-	s.Prepare(context.Background(), []*work.Item{item(t, o, "changed", t0, 0), item(t, o, "late", t0, 0), item(t, o, "fine", t0, 0)})
+	s.Prepare(context.Background(), []*work.Item{item(t, o, "changed", t0, 0), item(t, o, "late", t0, 0), item(t, o, "late-done", t0, 0), item(t, o, "fine", t0, 0)})
 	if len(dropped) != 1 || dropped[0] != "changed@9" {
 		t.Fatalf("dropped %v", dropped)
 	}
 	if len(skipped) != 1 || skipped[0] != "late: misfire SKIP: not replayed" {
 		t.Fatalf("skipped %v", skipped)
 	}
-	if len(l.calls) != 1 || len(l.calls[0]) != 2 {
-		t.Fatalf("leased %v, want the late and the fine one (a late copy of a done execution is a duplicate, not a misfire)", l.calls)
+	if got := strings.Join(l.asked, ","); got != "late,late-done" {
+		t.Fatalf("asked whether untouched: %s, want the two late ones", got)
+	}
+	var leased []string
+	for _, c := range l.calls {
+		for _, a := range c {
+			leased = append(leased, a.Execution.ExecutionID)
+		}
+	}
+	if got := strings.Join(leased, ","); got != "fine,late-done" {
+		t.Fatalf("leased %s, want the fine one and the late one a delivery touched (a late copy of a done execution is a duplicate, not a misfire)", got)
 	}
 	if len(r.fire) != 1 || exec(r.fire[0]) != "fine" {
 		t.Fatalf("to the fire holder: %v", r.fire)
+	}
+	if n := testutil.ToFloat64(m.Firings.WithLabelValues(firing.PriorityName(sundialv1.Priority_PRIORITY_UNSPECIFIED), "misfire_skipped", m.Tenant("acme"))); n != 1 {
+		t.Fatalf("misfire_skipped counted %v, want 1", n)
+	}
+}
+
+// When Redis cannot say whether a late firing was touched, it is neither
+// skipped nor leased: it waits to be judged again.
+func TestLateFiringWaitsWhenRedisCannotSay(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l := &leaser{untouchErr: errors.New("redis: connection refused")}
+	var skipped []string
+	var again []*work.Item
+	m := metrics.New(prometheus.NewRegistry(), metrics.DefaultMaxTenants)
+	s := New(Config{WorkerID: "w1", RetryAfter: 250 * time.Millisecond,
+		Late: func(*sundialv1.Firing) (bool, string) { return false, "misfire SKIP: not replayed" },
+	}, l, Routes{
+		Fire:  func(*work.Item) { t.Fatal("a late firing fired") },
+		Skip:  func(it *work.Item, reason string) { skipped = append(skipped, exec(it)) },
+		Now:   func(*work.Item) {},
+		Again: func(it *work.Item, _ int64) { again = append(again, it) },
+	}, clk, m, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s.Prepare(context.Background(), []*work.Item{item(t, &owner{}, "late", t0, 0)})
+	if len(skipped) != 0 || len(l.calls) != 0 {
+		t.Fatalf("skipped %v, leased %v: want neither while Redis cannot say", skipped, l.calls)
+	}
+	if len(again) != 1 || exec(again[0]) != "late" {
+		t.Fatalf("held again: %v, want the late firing", again)
 	}
 }
 
