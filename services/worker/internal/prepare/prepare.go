@@ -419,9 +419,17 @@ func (s *Stage) prepare(ctx context.Context, batch []*work.Item) {
 		}
 		take(it)
 	}
+	// rejudge holds the late firings some delivery touched: judged again
+	// once their lease call answers (Config.Late). The others were judged
+	// a moment ago and fire.
+	var rejudge map[*work.Item]bool
 	if len(late) > 0 {
-		for _, l := range s.skipUntouched(ctx, late) {
-			take(l)
+		for _, it := range s.skipUntouched(ctx, late) {
+			if rejudge == nil {
+				rejudge = map[*work.Item]bool{}
+			}
+			rejudge[it] = true
+			take(it)
 		}
 	}
 	if len(items) == 0 {
@@ -466,7 +474,7 @@ func (s *Stage) prepare(ctx context.Context, batch []*work.Item) {
 				suspects = append(suspects, it)
 				continue
 			}
-			s.fire(it)
+			s.fire(it, rejudge[it])
 		case lease.AlreadyDone:
 			// A redelivery (relay re-publish, rebalance, crash before
 			// commit).
@@ -532,13 +540,14 @@ func (s *Stage) pastMarkers(f *sundialv1.Firing) bool {
 	return staged != nil && s.clk.Now().Sub(staged.AsTime()) > s.cfg.DoneTTL/2
 }
 
-// fire hands a leased firing to the fire holder, unless it is late and its
-// job's misfire policy does not fire it (Config.Late): then it is skipped,
-// its lease left to run out. Judged (again: see Config.Late) only once the
-// lease call has said the execution is not done already (a copy of a
-// fired execution is a duplicate, not a misfire) and not stale.
-func (s *Stage) fire(it *work.Item) {
-	if s.cfg.Late != nil {
+// fire hands a leased firing to the fire holder, unless judge is set and
+// it is late and its job's misfire policy does not fire it (Config.Late):
+// then it is skipped, its lease left to run out. Judged again here (see
+// Config.Late) only once the lease call has said the execution is not
+// done already (a copy of a fired execution is a duplicate, not a
+// misfire) and not stale.
+func (s *Stage) fire(it *work.Item, judge bool) {
+	if judge && s.cfg.Late != nil {
 		if fire, reason := s.cfg.Late(it.Firing); !fire {
 			s.count(it, "misfire_skipped")
 			s.routes.Skip(it, reason)
@@ -689,7 +698,7 @@ func (s *Stage) verify(ctx context.Context, items []*work.Item) {
 	var marks []lease.Finish
 	for i, it := range items {
 		if !found[i] {
-			s.fire(it)
+			s.fire(it, true) // the ledger's answer took time: judged again
 			continue
 		}
 		f := it.Firing

@@ -604,7 +604,8 @@ func TestHeldByAnotherLooksAgainWhenItsWorkerWouldBeDead(t *testing.T) {
 // what became of it — a duplicate, not a misfire.
 func TestChangedAndLateFiringsAreNotLeased(t *testing.T) {
 	clk := clock.NewFake(t0)
-	l := &leaser{touched: map[string]bool{"late-done": true}, answer: map[string]lease.Result{"late-done": {Outcome: lease.AlreadyDone}}}
+	l := &leaser{touched: map[string]bool{"late-done": true, "late-again": true}, answer: map[string]lease.Result{"late-done": {Outcome: lease.AlreadyDone}}}
+	judged := map[string]int{}
 	var dropped []string
 	var skipped []string
 	r := &routes{fired: make(chan struct{}, 16)}
@@ -612,6 +613,7 @@ func TestChangedAndLateFiringsAreNotLeased(t *testing.T) {
 	s := New(Config{WorkerID: "w1",
 		Changed: func(job string, v int64) (int64, bool) { return 9, job == "job-changed" },
 		Late: func(f *sundialv1.Firing) (bool, string) {
+			judged[f.GetExecutionId()]++
 			if strings.HasPrefix(f.GetExecutionId(), "late") {
 				return false, "misfire SKIP: not replayed"
 			}
@@ -625,15 +627,18 @@ func TestChangedAndLateFiringsAreNotLeased(t *testing.T) {
 		Again: func(*work.Item, int64) {},
 	}, clk, m, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	o := &owner{}
-	s.Prepare(context.Background(), []*work.Item{item(t, o, "changed", t0, 0), item(t, o, "late", t0, 0), item(t, o, "late-done", t0, 0), item(t, o, "fine", t0, 0)})
+	s.Prepare(context.Background(), []*work.Item{item(t, o, "changed", t0, 0), item(t, o, "late", t0, 0), item(t, o, "late-done", t0, 0), item(t, o, "late-again", t0, 0), item(t, o, "fine", t0, 0)})
 	if len(dropped) != 1 || dropped[0] != "changed@9" {
 		t.Fatalf("dropped %v", dropped)
 	}
-	if len(skipped) != 1 || skipped[0] != "late: misfire SKIP: not replayed" {
-		t.Fatalf("skipped %v", skipped)
+	if len(skipped) != 2 || skipped[0] != "late: misfire SKIP: not replayed" || skipped[1] != "late-again: misfire SKIP: not replayed" {
+		t.Fatalf("skipped %v, want the untouched late one, then the touched one its lease call found not done", skipped)
 	}
-	if got := strings.Join(l.asked, ","); got != "late,late-done" {
-		t.Fatalf("asked whether untouched: %s, want the two late ones", got)
+	if got := strings.Join(l.asked, ","); got != "late,late-done,late-again" {
+		t.Fatalf("asked whether untouched: %s, want the three late ones", got)
+	}
+	if judged["fine"] != 1 || judged["late"] != 1 || judged["late-done"] != 1 || judged["late-again"] != 2 {
+		t.Fatalf("judged %v: want each once, and again only the touched one its lease call let through", judged)
 	}
 	var leased []string
 	for _, c := range l.calls {
@@ -641,14 +646,14 @@ func TestChangedAndLateFiringsAreNotLeased(t *testing.T) {
 			leased = append(leased, a.Execution.ExecutionID)
 		}
 	}
-	if got := strings.Join(leased, ","); got != "fine,late-done" {
+	if got := strings.Join(leased, ","); got != "fine,late-done,late-again" {
 		t.Fatalf("leased %s, want the fine one and the late one a delivery touched (a late copy of a done execution is a duplicate, not a misfire)", got)
 	}
 	if len(r.fire) != 1 || exec(r.fire[0]) != "fine" {
 		t.Fatalf("to the fire holder: %v", r.fire)
 	}
-	if n := testutil.ToFloat64(m.Firings.WithLabelValues(firing.PriorityName(sundialv1.Priority_PRIORITY_UNSPECIFIED), "misfire_skipped", m.Tenant("acme"))); n != 1 {
-		t.Fatalf("misfire_skipped counted %v, want 1", n)
+	if n := testutil.ToFloat64(m.Firings.WithLabelValues(firing.PriorityName(sundialv1.Priority_PRIORITY_UNSPECIFIED), "misfire_skipped", m.Tenant("acme"))); n != 2 {
+		t.Fatalf("misfire_skipped counted %v, want 2", n)
 	}
 }
 
