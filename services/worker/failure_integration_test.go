@@ -1188,10 +1188,11 @@ func TestLateStagedFiringIsFetchedInTime(t *testing.T) {
 
 // Firings that reach the worker later than the misfire threshold after
 // their instant (the platform fell behind) are judged by their jobs'
-// misfire policies, as the prefetcher judges unstaged slots: SKIP records
-// every late one skipped; RUN_ONCE (the default) fires only the job's
-// newest late firing and records the older ones skipped; a firing not of
-// the schedule (a retry) is never judged late.
+// misfire policies, as the prefetcher judges unstaged slots: SKIP skips
+// every late one; RUN_ONCE (the default) fires only the job's newest late
+// firing and skips the older ones; a firing not of the schedule (a retry)
+// is never judged late. The skipped ones are recorded as one summary row
+// per job (firing.ShedID), none under their own ids.
 func TestLateFiringsAreJudgedByTheJobsMisfirePolicy(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 1)
@@ -1219,14 +1220,18 @@ func TestLateFiringsAreJudgedByTheJobsMisfirePolicy(t *testing.T) {
 	fs = append(fs, retry)
 	e.produce(fs, nil)
 
-	for _, f := range skips {
-		if r := e.waitRow(f.GetExecutionId(), 1, stSkipped, 30*time.Second); !strings.Contains(r.GetReason(), "policy SKIP") {
-			t.Fatalf("SKIP job's late firing: reason %q", r.GetReason())
-		}
+	shed := func(fs []*sundialv1.Firing) string {
+		return firing.ShedID(fs[0].GetJobId(), fs[0].GetJobVersion(), fs[0].GetFireTime().AsTime().UnixNano())
 	}
-	for _, f := range olds {
-		if r := e.waitRow(f.GetExecutionId(), 1, stSkipped, 30*time.Second); r.GetReason() == "" {
-			t.Fatalf("RUN_ONCE job's older late firing skipped without a reason")
+	if r := e.waitRow(shed(skips), 1, stSkipped, 30*time.Second); !strings.Contains(r.GetReason(), "3 slots from") || !strings.Contains(r.GetReason(), "3 not replayed by policy SKIP") {
+		t.Fatalf("SKIP job's late firings: reason %q", r.GetReason())
+	}
+	if r := e.waitRow(shed(olds), 1, stSkipped, 30*time.Second); !strings.Contains(r.GetReason(), "2 not replayed by policy RUN_ONCE") {
+		t.Fatalf("RUN_ONCE job's older late firings: reason %q", r.GetReason())
+	}
+	for _, f := range append(append([]*sundialv1.Firing{}, skips...), olds...) {
+		if rows := e.rows(f.GetExecutionId()); len(rows) > 0 {
+			t.Fatalf("a shed firing has rows of its own: %v", rows)
 		}
 	}
 	e.waitRow(newest.GetExecutionId(), 1, stSucceeded, 30*time.Second)

@@ -26,15 +26,18 @@ var droppedNamespace = uuid.MustParse("b7e4a3f0-5c2d-4e1b-8f6a-2d9c0e7b1a53")
 // a real execution's id. The api and the workers drop disjoint firings (the
 // outbox's and Kafka's), so their groups' first instants differ.
 func DroppedID(job string, from, to, first int64) string {
-	b := make([]byte, 0, len(job)+64)
+	return derivedID(droppedNamespace, job, from, to, first)
+}
+
+// derivedID is the name-based id of job and the numbers in ns.
+func derivedID(ns uuid.UUID, job string, nums ...int64) string {
+	b := make([]byte, 0, len(job)+21*len(nums))
 	b = append(b, job...)
-	b = append(b, '|')
-	b = strconv.AppendInt(b, from, 10)
-	b = append(b, '|')
-	b = strconv.AppendInt(b, to, 10)
-	b = append(b, '|')
-	b = strconv.AppendInt(b, first, 10)
-	return uuid.NewSHA1(droppedNamespace, b).String()
+	for _, n := range nums {
+		b = append(b, '|')
+		b = strconv.AppendInt(b, n, 10)
+	}
+	return uuid.NewSHA1(ns, b).String()
 }
 
 // DroppedReason is the summary row's reason: n slots due from first to
@@ -47,4 +50,22 @@ func DroppedReason(n int, first, last time.Time, from, to int64, why string) str
 	}
 	return fmt.Sprintf("%d %s due from %s to %s dropped: job version %d superseded by %d (%s)",
 		n, slots, first.UTC().Format(time.RFC3339Nano), last.UTC().Format(time.RFC3339Nano), from, to, why)
+}
+
+// A worker behind sheds the late firings its jobs' misfire policies do not
+// fire, thousands a second; it records them as one SKIPPED summary row per
+// job, version and few seconds — "N slots from T1 to T2 reached the worker
+// late and were skipped" (misfire.Policy.LateSummaryReason) — instead of
+// one row per firing.
+
+// shedNamespace derives the late summary rows' execution ids, apart from
+// every firing's and from the dropped summaries'.
+var shedNamespace = uuid.MustParse("5e1d9c27-83a4-4f0b-9b6e-c4a2f71d0e68")
+
+// ShedID is the execution id of the summary row of job's firings staged at
+// version, received late and skipped, the first of them due at first
+// (Unix ns). Stable like DroppedID: a group summarized again after a
+// redelivery overwrites its row.
+func ShedID(job string, version, first int64) string {
+	return derivedID(shedNamespace, job, version, first)
 }

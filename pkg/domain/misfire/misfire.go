@@ -123,13 +123,25 @@ func (s Summary) Count() int { return s.Expired + s.Policy }
 // SummaryReason is the ledger's reason on the row that stands for the
 // summarized slots (recorded at the summary's first slot).
 func (p Policy) SummaryReason(s Summary) string {
+	return p.summaryReason(s, "skipped (only the most recent are recorded one by one)")
+}
+
+// LateSummaryReason is the ledger's reason on the row that stands for
+// firings a worker received late and did not fire: a worker behind sheds
+// thousands a second, and one row per job and few seconds keeps its
+// bookkeeping from costing what it needs to catch up.
+func (p Policy) LateSummaryReason(s Summary) string {
+	return p.summaryReason(s, "reached the worker late and were skipped")
+}
+
+func (p Policy) summaryReason(s Summary, what string) string {
 	var b strings.Builder
 	n := strconv.Itoa(s.Count())
 	if s.AtLeast {
 		n = "at least " + n
 	}
-	fmt.Fprintf(&b, "misfire: %s slots from %s to %s skipped (only the most recent are recorded one by one):",
-		n, s.First.UTC().Format(time.RFC3339Nano), s.Last.UTC().Format(time.RFC3339Nano))
+	fmt.Fprintf(&b, "misfire: %s slots from %s to %s %s:",
+		n, s.First.UTC().Format(time.RFC3339Nano), s.Last.UTC().Format(time.RFC3339Nano), what)
 	if s.Expired > 0 {
 		fmt.Fprintf(&b, " %d older than the grace of %s;", s.Expired, ShortDuration(p.Grace))
 	}

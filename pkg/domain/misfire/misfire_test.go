@@ -35,4 +35,7 @@ func TestReasons(t *testing.T) {
 	s := Summary{First: time.Date(2030, 6, 1, 9, 0, 0, 0, time.UTC), Last: time.Date(2030, 6, 1, 10, 0, 0, 0, time.UTC), Expired: 2, Policy: 3, AtLeast: true}
 	require.Equal(t, "misfire: at least 5 slots from 2030-06-01T09:00:00Z to 2030-06-01T10:00:00Z skipped"+
 		" (only the most recent are recorded one by one): 2 older than the grace of 1h30m; 3 not replayed by policy SKIP", p.SummaryReason(s))
+	s.AtLeast = false
+	require.Equal(t, "misfire: 5 slots from 2030-06-01T09:00:00Z to 2030-06-01T10:00:00Z reached the worker late and were skipped:"+
+		" 2 older than the grace of 1h30m; 3 not replayed by policy SKIP", p.LateSummaryReason(s))
 }

@@ -496,7 +496,8 @@ func (b *builder) stages(clk *clocks, rs redisSide, led ledgerSide, rec *recorde
 	// pass per window, and the summarizer records them as one row per
 	// job and change, finishing them after (package discard). Late
 	// firings are judged by their jobs' misfire policies (package
-	// misfire) before they are leased.
+	// misfire) before they are leased; those shed unleased are recorded
+	// by the summarizer too, one row per job and few seconds.
 	// A bulk delete frees hundreds of megabytes of held firings at once:
 	// handed back to the system when they are finished, not gradually.
 	sum := discard.NewSummarizer(rec, discard.Config{WorkerID: cfg.WorkerID, ReturnMemory: debug.FreeOSMemory}, clk.corrected, b.logger.With("component", "discard"))
@@ -519,9 +520,10 @@ func (b *builder) stages(clk *clocks, rs redisSide, led ledgerSide, rec *recorde
 			return rec.Final(context.Background(), a, true, done)
 		},
 		Admission: adm, Changed: watch.Newer,
-		Late: func(f *sundialv1.Firing) (bool, string) { v := judge.Judge(f); return v.Fire, v.Reason },
+		Late: judge.Judge,
 	}, rs.leases, prepare.Routes{Fire: fireHolder.Add, Now: q.Push, Again: prepHolder.AddAfter, Drop: sum.Drop,
 		Skip: func(it *work.Item, reason string) { b.misfired(rec, clk, it, reason) },
+		Shed: func(it *work.Item, v misfire.Verdict) { sum.Shed(it, v.Kind) },
 	}, clk.corrected, m, b.logger.With("component", "prepare"))
 	sweep = discard.NewSweeper([]discard.Holder{prepHolder, discard.Claimed{Holder: fireHolder}}, sum, 0, clk.corrected, b.logger.With("component", "discard"))
 	clk.wake = func() { prepHolder.Wake(); fireHolder.Wake() }

@@ -33,6 +33,18 @@
 // scheduled time is the group's first instant, so the job's history shows
 // it where the dropped slots begin. The instants are the firings' fire
 // instants (the slot plus jitter): the slot itself would need a decode.
+//
+// The Summarizer records the same way the late firings the prepare stage
+// sheds by their jobs' misfire policies without leasing them (Shed): a
+// worker far behind sheds thousands a second, and a ledger row and a
+// recorder write each cost the platform about as much as firing one would
+// have (Cassandra's write alone ≈ 40 µs), capacity it needs to catch up.
+// They are grouped by job and version for ShedLinger (5 s, so a per-second
+// job's shed firings make one row per five) and recorded as one SKIPPED
+// row, "N slots from T1 to T2 reached the worker late and were skipped: X
+// older than the grace; Y not replayed by policy P", under an id of its own
+// (firing.ShedID). The metrics count each shed firing (outcome
+// misfire_skipped); the ledger has no row under a shed firing's own id.
 package discard
 
 import (
@@ -46,6 +58,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/domain/firing"
+	"github.com/sundialhq/sundial/pkg/domain/misfire"
 	"github.com/sundialhq/sundial/pkg/process/clock"
 	"github.com/sundialhq/sundial/pkg/process/lifecycle"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -73,6 +86,11 @@ type Config struct {
 	// for Linger, so the firings it holds (and their offsets) are not kept
 	// waiting behind a large drop. Default 5,000.
 	MaxGroup int
+	// ShedLinger is how long a group of shed late firings collects before
+	// its record is written. Longer than Linger: a job falling behind sheds
+	// one firing per slot, and each record spared is capacity to catch up.
+	// Default 5 s.
+	ShedLinger time.Duration
 	// ReturnMemory, when set, is called (on the Summarizer's goroutine)
 	// once at least ReturnAfter dropped firings were finished and none is
 	// pending any more: a bulk delete frees hundreds of megabytes of held
@@ -87,6 +105,7 @@ type Config struct {
 // Defaults.
 const (
 	DefaultLinger      = 2 * time.Second
+	DefaultShedLinger  = 5 * time.Second
 	DefaultMaxGroup    = 5000
 	DefaultReturnAfter = 50_000
 )
@@ -95,6 +114,9 @@ const (
 func (c Config) Validate() error {
 	if c.Linger < 0 {
 		return fmt.Errorf("discard-linger: must not be negative, got %s", c.Linger)
+	}
+	if c.ShedLinger < 0 {
+		return fmt.Errorf("discard: ShedLinger must not be negative, got %s", c.ShedLinger)
 	}
 	if c.MaxGroup < 0 {
 		return fmt.Errorf("discard-max-group: must not be negative, got %d", c.MaxGroup)
@@ -123,9 +145,12 @@ type Summarizer struct {
 	runner lifecycle.Runner
 }
 
+// groupKey is a group's job and version change (from, to); a group of
+// shed late firings has shed set and to 0.
 type groupKey struct {
 	job      string
 	from, to int64
+	shed     bool
 }
 
 type group struct {
@@ -133,6 +158,10 @@ type group struct {
 	first, last int64
 	since       time.Time
 	items       []*work.Item
+	// Of a shed group: the job's misfire policy, and the firings counted
+	// by why they were not fired.
+	policy           misfire.Policy
+	expired, notRepl int
 }
 
 // NewSummarizer returns a summarizer writing through rec.
@@ -142,6 +171,9 @@ func NewSummarizer(rec Recorder, cfg Config, clk clock.Clock, logger *slog.Logge
 	}
 	if cfg.MaxGroup == 0 {
 		cfg.MaxGroup = DefaultMaxGroup
+	}
+	if cfg.ShedLinger == 0 {
+		cfg.ShedLinger = DefaultShedLinger
 	}
 	if cfg.ReturnAfter == 0 {
 		cfg.ReturnAfter = DefaultReturnAfter
@@ -157,15 +189,37 @@ func NewSummarizer(rec Recorder, cfg Config, clk clock.Clock, logger *slog.Logge
 // longer counts against what the worker may hold. Drop never blocks on I/O.
 func (s *Summarizer) Drop(it *work.Item, current int64) {
 	it.Owner.Release(it)
-	k := groupKey{job: it.JobID, from: it.JobVersion, to: current}
+	s.add(groupKey{job: it.JobID, from: it.JobVersion, to: current}, it, 0, misfire.Policy{})
+}
+
+// Shed takes over it, a late firing its job's misfire policy does not fire
+// for kind (misfire.Expired or misfire.NotReplayed), that no delivery
+// touched: it will be recorded in its job's late summary and finished once
+// that record is written. The caller must have claimed and decoded it (the
+// policy is read from it.Firing, before the release lets go of it) and must
+// not touch it again. Like Drop, it releases it at once and never blocks on
+// I/O.
+func (s *Summarizer) Shed(it *work.Item, kind misfire.Kind) {
+	policy := misfire.Of(it.Firing.GetMisfire())
+	it.Owner.Release(it)
+	s.add(groupKey{job: it.JobID, from: it.JobVersion, shed: true}, it, kind, policy)
+}
+
+func (s *Summarizer) add(k groupKey, it *work.Item, kind misfire.Kind, policy misfire.Policy) {
 	s.mu.Lock()
 	g := s.groups[k]
 	if g == nil {
-		g = &group{tenant: it.Tenant, first: it.FireAt, last: it.FireAt, since: s.clk.Now()}
+		g = &group{tenant: it.Tenant, first: it.FireAt, last: it.FireAt, since: s.clk.Now(), policy: policy}
 		s.groups[k] = g
 	}
 	g.first, g.last = min(g.first, it.FireAt), max(g.last, it.FireAt)
 	g.items = append(g.items, it)
+	switch kind {
+	case misfire.Expired:
+		g.expired++
+	case misfire.NotReplayed:
+		g.notRepl++
+	}
 	full := len(g.items) >= s.cfg.MaxGroup
 	s.mu.Unlock()
 	if full {
@@ -196,14 +250,15 @@ func (s *Summarizer) Start(context.Context) error { return s.runner.Run(s.loop) 
 func (s *Summarizer) Stop() { s.runner.Stop() }
 
 func (s *Summarizer) loop(ctx context.Context) error {
-	tick := s.clk.NewTimer(s.cfg.Linger / 4)
+	every := min(s.cfg.Linger, s.cfg.ShedLinger) / 4
+	tick := s.clk.NewTimer(every)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C():
-			tick.Reset(s.cfg.Linger / 4)
+			tick.Reset(every)
 		case <-s.full:
 		}
 		s.flush(ctx)
@@ -231,7 +286,11 @@ func (s *Summarizer) flush(ctx context.Context) {
 	var gs []*group
 	s.mu.Lock()
 	for k, g := range s.groups {
-		if now.Sub(g.since) >= s.cfg.Linger || len(g.items) >= s.cfg.MaxGroup {
+		linger := s.cfg.Linger
+		if k.shed {
+			linger = s.cfg.ShedLinger
+		}
+		if now.Sub(g.since) >= linger || len(g.items) >= s.cfg.MaxGroup {
 			due = append(due, k)
 			gs = append(gs, g)
 			delete(s.groups, k)
@@ -251,15 +310,21 @@ func (s *Summarizer) flush(ctx context.Context) {
 		// lease, and the read would cost the ledger more than the write).
 		if !s.rec.Final(ctx, s.record(k, g, now), true, finish) {
 			s.logger.Warn("recorder stopped before a discard summary was recorded; its firings will be delivered again",
-				"job_id", k.job, "firings", len(items))
+				"job_id", k.job, "firings", len(items), "late", k.shed)
 		}
 	}
 }
 
 func (s *Summarizer) record(k groupKey, g *group, now time.Time) *sundialv1.ExecutionAttempt {
 	first, last := time.Unix(0, g.first), time.Unix(0, g.last)
+	id := firing.DroppedID(k.job, k.from, k.to, g.first)
+	reason := firing.DroppedReason(len(g.items), first, last, k.from, k.to, "the job was paused, updated or deleted")
+	if k.shed {
+		id = firing.ShedID(k.job, k.from, g.first)
+		reason = g.policy.LateSummaryReason(misfire.Summary{First: first, Last: last, Expired: g.expired, Policy: g.notRepl})
+	}
 	return &sundialv1.ExecutionAttempt{
-		ExecutionId:   firing.DroppedID(k.job, k.from, k.to, g.first),
+		ExecutionId:   id,
 		JobId:         k.job,
 		Tenant:        g.tenant,
 		Attempt:       1,
@@ -269,6 +334,6 @@ func (s *Summarizer) record(k groupKey, g *group, now time.Time) *sundialv1.Exec
 		FinishedTime:  timestamppb.New(now),
 		Worker:        s.cfg.WorkerID,
 		JobVersion:    k.from,
-		Reason:        firing.DroppedReason(len(g.items), first, last, k.from, k.to, "the job was paused, updated or deleted"),
+		Reason:        reason,
 	}
 }

@@ -11,8 +11,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sundialhq/sundial/pkg/domain/firing"
+	"github.com/sundialhq/sundial/pkg/domain/misfire"
 	"github.com/sundialhq/sundial/pkg/process/clock"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
@@ -61,6 +63,7 @@ func (o *owner) Release(it *work.Item) {
 	defer o.mu.Unlock()
 	if it.State == work.Executing {
 		it.State = work.Released
+		it.Envelope, it.Firing = nil, nil // as a partition lets go of a released firing
 		o.released++
 	}
 }
@@ -173,6 +176,63 @@ func TestOneRecordPerJobAndReasonAndItemsFinishedOnlyAfterIt(t *testing.T) {
 	for it, n := range o.finished {
 		require.Equal(t, 1, n, "finished once: %s", it.JobID)
 	}
+}
+
+// Late firings shed by their jobs' misfire policies make one record per
+// job and version, after the shed linger (longer than a drop's), counting
+// each kind; a drop in the same job stays a record of its own, and nothing
+// is finished before its record is written.
+func TestShedLateFiringsMakeOneRecordPerJobAfterTheShedLinger(t *testing.T) {
+	clk := clock.NewFake(t0)
+	rec, o := newRecorder(), newOwner()
+	s := NewSummarizer(rec, Config{WorkerID: "w1", Linger: time.Second, ShedLinger: 5 * time.Second}, clk, discardLog)
+	require.NoError(t, s.Start(context.Background()))
+	t.Cleanup(s.Stop)
+	once := &sundialv1.MisfirePolicy{Action: sundialv1.MisfireAction_MISFIRE_ACTION_RUN_ONCE, Grace: durationpb.New(time.Minute)}
+	late := func(job string, version int64, at time.Time) *work.Item {
+		it := claimed(o, job, version, at)
+		it.Firing = &sundialv1.Firing{JobId: job, Misfire: once}
+		return it
+	}
+	for i := range 4 {
+		s.Shed(late("a", 3, t0.Add(time.Duration(i)*time.Second)), misfire.NotReplayed)
+	}
+	s.Shed(late("a", 3, t0.Add(-2*time.Minute)), misfire.Expired)
+	s.Shed(late("a", 2, t0), misfire.NotReplayed)
+	s.Drop(claimed(o, "a", 3, t0.Add(time.Hour)), 4)
+	require.Equal(t, 7, s.Pending())
+
+	for n := 0; n < 3; {
+		select {
+		case <-rec.got:
+			n++
+			if n == 1 {
+				require.Less(t, clk.Now().Sub(t0), 5*time.Second, "the drop waits its own linger only")
+			}
+		case <-time.After(5 * time.Millisecond):
+			clk.Advance(250 * time.Millisecond)
+		}
+	}
+	require.GreaterOrEqual(t, clk.Now().Sub(t0), 5*time.Second, "shed firings written before the shed linger")
+	require.Zero(t, o.count(), "nothing is finished before its record is written")
+	byID := map[string]*sundialv1.ExecutionAttempt{}
+	for _, a := range rec.recs {
+		byID[a.GetExecutionId()] = a
+		require.Equal(t, sundialv1.ExecutionStatus_EXECUTION_STATUS_SKIPPED, a.GetStatus())
+	}
+	a3 := byID[firing.ShedID("a", 3, t0.Add(-2*time.Minute).UnixNano())]
+	require.NotNil(t, a3, "records: %v", rec.recs)
+	require.Equal(t, "misfire: 5 slots from 2026-11-28T11:58:00Z to 2026-11-28T12:00:03Z reached the worker late and were skipped:"+
+		" 1 older than the grace of 1m; 4 not replayed by policy RUN_ONCE", a3.GetReason())
+	require.Equal(t, t0.Add(-2*time.Minute), a3.GetScheduledTime().AsTime(), "recorded at the first shed slot")
+	require.Equal(t, int64(3), a3.GetJobVersion())
+	require.Equal(t, "w1", a3.GetWorker())
+	require.NotNil(t, byID[firing.ShedID("a", 2, t0.UnixNano())], "another version is another record")
+	require.NotNil(t, byID[firing.DroppedID("a", 3, 4, t0.Add(time.Hour).UnixNano())], "a drop is a record of its own")
+	require.NotEqual(t, firing.ShedID("a", 3, t0.UnixNano()), firing.DroppedID("a", 3, 0, t0.UnixNano()))
+
+	rec.release()
+	require.Equal(t, 7, o.count())
 }
 
 func TestALargeGroupIsWrittenWithoutLingering(t *testing.T) {

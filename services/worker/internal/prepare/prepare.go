@@ -55,6 +55,7 @@ import (
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
+	"github.com/sundialhq/sundial/services/worker/internal/misfire"
 	"github.com/sundialhq/sundial/services/worker/internal/readyq"
 	"github.com/sundialhq/sundial/services/worker/internal/work"
 )
@@ -139,17 +140,17 @@ type Config struct {
 	// Routes.Drop, unleased.
 	Changed func(jobID string, version int64) (int64, bool)
 	// Late, when set, judges a firing prepared late by its job's misfire
-	// policy (misfire.Judge): one it does not fire goes to Routes.Skip
-	// with the reason. It is judged before it is leased: one that no
-	// delivery ever touched (Leaser.UntouchedMany: one read, no lease, no
-	// fence) is skipped unleased, so a platform shedding a backlog by its
-	// jobs' policies spends no lease on what it sheds. One some delivery
+	// policy (misfire.Judge). It is judged before it is leased: one it
+	// does not fire that no delivery ever touched (Leaser.UntouchedMany:
+	// one read, no lease, no fence) goes unleased to Routes.Shed, so a
+	// platform shedding a backlog by its jobs' policies spends no lease,
+	// and no ledger row of its own, on what it sheds. One some delivery
 	// touched is leased as any other, and judged again once its lease
 	// call has said it is not done already (a copy of a fired execution
 	// is a duplicate, its record perhaps still to be written from its
-	// marker, not a misfire) and not stale; skipped then, its lease is
-	// left to run out.
-	Late func(f *sundialv1.Firing) (fire bool, reason string)
+	// marker, not a misfire) and not stale; skipped then (Routes.Skip,
+	// a row of its own), its lease is left to run out.
+	Late func(f *sundialv1.Firing) misfire.Verdict
 }
 
 // DefaultConfig values.
@@ -176,6 +177,11 @@ type Routes struct {
 	// Skip records a claimed firing SKIPPED for reason and finishes it;
 	// required with Config.Late.
 	Skip func(it *work.Item, reason string)
+	// Shed takes a claimed late firing that no delivery touched and its
+	// job's policy does not fire, to be recorded with the job's others in
+	// one summary row (discard.Summarizer.Shed); required with
+	// Config.Late.
+	Shed func(it *work.Item, v misfire.Verdict)
 }
 
 // Stage is a lifecycle.Service: one goroutine takes the due firings in
@@ -412,8 +418,8 @@ func (s *Stage) prepare(ctx context.Context, batch []*work.Item) {
 			continue
 		}
 		if s.cfg.Late != nil {
-			if fire, reason := s.cfg.Late(f); !fire {
-				late = append(late, lateItem{it, reason})
+			if v := s.cfg.Late(f); !v.Fire {
+				late = append(late, lateItem{it, v})
 				continue
 			}
 		}
@@ -548,9 +554,9 @@ func (s *Stage) pastMarkers(f *sundialv1.Firing) bool {
 // misfire) and not stale.
 func (s *Stage) fire(it *work.Item, judge bool) {
 	if judge && s.cfg.Late != nil {
-		if fire, reason := s.cfg.Late(it.Firing); !fire {
+		if v := s.cfg.Late(it.Firing); !v.Fire {
 			s.count(it, "misfire_skipped")
-			s.routes.Skip(it, reason)
+			s.routes.Skip(it, v.Reason)
 			return
 		}
 	}
@@ -559,8 +565,8 @@ func (s *Stage) fire(it *work.Item, judge bool) {
 
 // lateItem is a firing its job's misfire policy does not fire, and why.
 type lateItem struct {
-	it     *work.Item
-	reason string
+	it *work.Item
+	v  misfire.Verdict
 }
 
 // skipUntouched skips, unleased, the late firings no delivery ever
@@ -591,7 +597,7 @@ func (s *Stage) skipUntouched(ctx context.Context, late []lateItem) []*work.Item
 			continue
 		}
 		s.count(l.it, "misfire_skipped")
-		s.routes.Skip(l.it, l.reason)
+		s.routes.Shed(l.it, l.v)
 	}
 	return touched
 }

@@ -18,12 +18,14 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/pkg/domain/firing"
+	dmisfire "github.com/sundialhq/sundial/pkg/domain/misfire"
 	"github.com/sundialhq/sundial/pkg/process/clock"
 	"github.com/sundialhq/sundial/pkg/store/lease"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
 	"github.com/sundialhq/sundial/services/worker/internal/holder"
 	"github.com/sundialhq/sundial/services/worker/internal/metrics"
+	"github.com/sundialhq/sundial/services/worker/internal/misfire"
 	"github.com/sundialhq/sundial/services/worker/internal/work"
 )
 
@@ -597,32 +599,34 @@ func TestHeldByAnotherLooksAgainWhenItsWorkerWouldBeDead(t *testing.T) {
 }
 
 // A firing of a job changed since it was staged is dropped unleased, and
-// one prepared late that its job's misfire policy does not fire is skipped
-// with the judge's reason, unleased when no delivery ever touched it
-// (one read, no lease). One a delivery touched (here: a copy of a
-// finished execution) is leased as any other, so its lease call says
-// what became of it — a duplicate, not a misfire.
+// one prepared late that its job's misfire policy does not fire is shed
+// with the judge's verdict, unleased, when no delivery ever touched it
+// (one read, no lease; recorded in its job's summary). One a delivery
+// touched (here: a copy of a finished execution) is leased as any other,
+// so its lease call says what became of it — a duplicate, not a misfire —
+// and is skipped with a record of its own only when it is not.
 func TestChangedAndLateFiringsAreNotLeased(t *testing.T) {
 	clk := clock.NewFake(t0)
 	l := &leaser{touched: map[string]bool{"late-done": true, "late-again": true}, answer: map[string]lease.Result{"late-done": {Outcome: lease.AlreadyDone}}}
 	judged := map[string]int{}
 	var dropped []string
-	var skipped []string
+	var skipped, shed []string
 	r := &routes{fired: make(chan struct{}, 16)}
 	m := metrics.New(prometheus.NewRegistry(), metrics.DefaultMaxTenants)
 	s := New(Config{WorkerID: "w1",
 		Changed: func(job string, v int64) (int64, bool) { return 9, job == "job-changed" },
-		Late: func(f *sundialv1.Firing) (bool, string) {
+		Late: func(f *sundialv1.Firing) misfire.Verdict {
 			judged[f.GetExecutionId()]++
 			if strings.HasPrefix(f.GetExecutionId(), "late") {
-				return false, "misfire SKIP: not replayed"
+				return misfire.Verdict{Late: time.Minute, Kind: dmisfire.NotReplayed, Reason: "misfire SKIP: not replayed"}
 			}
-			return true, ""
+			return misfire.Verdict{Fire: true}
 		},
 	}, l, Routes{
 		Fire:  func(it *work.Item) { r.fire = append(r.fire, it) },
 		Drop:  func(it *work.Item, v int64) { dropped = append(dropped, fmt.Sprint(exec(it), "@", v)) },
 		Skip:  func(it *work.Item, reason string) { skipped = append(skipped, exec(it)+": "+reason) },
+		Shed:  func(it *work.Item, v misfire.Verdict) { shed = append(shed, exec(it)+": "+v.Kind.String()) },
 		Now:   func(*work.Item) {},
 		Again: func(*work.Item, int64) {},
 	}, clk, m, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -631,8 +635,11 @@ func TestChangedAndLateFiringsAreNotLeased(t *testing.T) {
 	if len(dropped) != 1 || dropped[0] != "changed@9" {
 		t.Fatalf("dropped %v", dropped)
 	}
-	if len(skipped) != 2 || skipped[0] != "late: misfire SKIP: not replayed" || skipped[1] != "late-again: misfire SKIP: not replayed" {
-		t.Fatalf("skipped %v, want the untouched late one, then the touched one its lease call found not done", skipped)
+	if len(shed) != 1 || shed[0] != "late: policy" {
+		t.Fatalf("shed %v, want the untouched late one, by policy", shed)
+	}
+	if len(skipped) != 1 || skipped[0] != "late-again: misfire SKIP: not replayed" {
+		t.Fatalf("skipped %v, want the touched one its lease call found not done", skipped)
 	}
 	if got := strings.Join(l.asked, ","); got != "late,late-done,late-again" {
 		t.Fatalf("asked whether untouched: %s, want the three late ones", got)
@@ -666,10 +673,13 @@ func TestLateFiringWaitsWhenRedisCannotSay(t *testing.T) {
 	var again []*work.Item
 	m := metrics.New(prometheus.NewRegistry(), metrics.DefaultMaxTenants)
 	s := New(Config{WorkerID: "w1", RetryAfter: 250 * time.Millisecond,
-		Late: func(*sundialv1.Firing) (bool, string) { return false, "misfire SKIP: not replayed" },
+		Late: func(*sundialv1.Firing) misfire.Verdict {
+			return misfire.Verdict{Late: time.Minute, Kind: dmisfire.NotReplayed, Reason: "misfire SKIP: not replayed"}
+		},
 	}, l, Routes{
 		Fire:  func(*work.Item) { t.Fatal("a late firing fired") },
 		Skip:  func(it *work.Item, reason string) { skipped = append(skipped, exec(it)) },
+		Shed:  func(it *work.Item, _ misfire.Verdict) { skipped = append(skipped, exec(it)) },
 		Now:   func(*work.Item) {},
 		Again: func(it *work.Item, _ int64) { again = append(again, it) },
 	}, clk, m, slog.New(slog.NewTextHandler(io.Discard, nil)))
