@@ -96,6 +96,9 @@ type Config struct {
 	// pending any more: a bulk delete frees hundreds of megabytes of held
 	// firings at once, which the Go runtime would otherwise hand back to
 	// the system only gradually (the worker passes debug.FreeOSMemory).
+	// Shed late firings do not count: a worker shedding is behind, and
+	// what they held is taken again by the firings it fetches next; a
+	// forced collection of a full heap would only cost it.
 	ReturnMemory func()
 	// ReturnAfter is how many finished drops call ReturnMemory. Default
 	// 50,000.
@@ -304,7 +307,9 @@ func (s *Summarizer) flush(ctx context.Context) {
 			for _, it := range items {
 				it.Owner.Finish(it)
 			}
-			s.finished.Add(int64(len(items)))
+			if !k.shed {
+				s.finished.Add(int64(len(items)))
+			}
 		}
 		// Held: a skip is stored without the fence check (there is no
 		// lease, and the read would cost the ledger more than the write).

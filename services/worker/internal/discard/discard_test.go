@@ -407,4 +407,15 @@ func TestMemoryIsReturnedAfterALargeDrop(t *testing.T) {
 	require.Len(t, returned, 1, "7 finished drops, none pending: returned once")
 	step(10, false)
 	require.Len(t, returned, 1, "returned again without new drops")
+
+	// Shed late firings, however many, do not hand memory back.
+	for i := range 20 {
+		it := claimed(o, "c", 1, t0.Add(time.Duration(i)*time.Second))
+		it.Firing = &sundialv1.Firing{JobId: "c"}
+		s.Shed(it, misfire.NotReplayed)
+	}
+	step(100, true)
+	rec.release()
+	step(10, false)
+	require.Len(t, returned, 1, "20 finished shed firings, none pending: memory kept")
 }
