@@ -233,7 +233,8 @@ func (s *Summarizer) add(k groupKey, it *work.Item, kind misfire.Kind, policy mi
 	}
 }
 
-// Pending is the number of dropped firings not yet handed to the recorder.
+// Pending is the number of dropped and shed firings not yet handed to the
+// recorder.
 func (s *Summarizer) Pending() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -249,7 +250,7 @@ func (s *Summarizer) Start(context.Context) error { return s.runner.Run(s.loop) 
 
 // Stop ends the loop. Groups not yet handed to the recorder stay
 // unfinished: their firings are delivered again after a restart and
-// dropped again.
+// dropped (or judged late and shed) again.
 func (s *Summarizer) Stop() { s.runner.Stop() }
 
 func (s *Summarizer) loop(ctx context.Context) error {
