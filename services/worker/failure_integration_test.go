@@ -1196,7 +1196,11 @@ func TestLateStagedFiringIsFetchedInTime(t *testing.T) {
 func TestLateFiringsAreJudgedByTheJobsMisfirePolicy(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 1)
-	e.startInProcess(e.config("w1"))
+	w := e.startInProcess(e.config("w1"))
+	// The rows are read from Cassandra and this env runs no drainer: a
+	// record written before the worker's ledger session connected would
+	// be spilled to Postgres and never reach it (seen under a busy CI).
+	eventually(t, 60*time.Second, "the worker's ledger connected", func() bool { return ready(w, "cassandra") })
 	now := time.Now()
 	skipJob, onceJob := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
 	var fs []*sundialv1.Firing
