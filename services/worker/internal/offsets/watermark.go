@@ -40,6 +40,11 @@ type Watermark[T any] struct {
 	next      int64
 	nextEpoch int32
 	seen      bool
+	// doneMax is the highest offset ever finished (doneAny: one was). No mark
+	// above it is finished, so Done stops its scan there instead of
+	// walking the whole held window behind the commit point.
+	doneMax int64
+	doneAny bool
 }
 
 // Track records that the record at offset is being worked on. Offsets
@@ -76,6 +81,9 @@ func (w *Watermark[T]) Finish(m *Mark[T]) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	m.done = true
+	if !w.doneAny || m.Offset > w.doneMax {
+		w.doneMax, w.doneAny = m.Offset, true
+	}
 	i := 0
 	for i < len(w.marks) && w.marks[i].done {
 		w.marks[i] = nil // let the finished firing be collected
@@ -142,9 +150,15 @@ func (w *Watermark[T]) Done(offset int64, maxBytes int) []byte {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var bits []byte
+	if !w.doneAny {
+		return nil
+	}
 	limit := int64(maxBytes) * 8
 	for i := 0; i < len(w.marks); {
 		off, all := w.marks[i].Offset, true
+		if off > w.doneMax {
+			break // nothing from here on has finished
+		}
 		for ; i < len(w.marks) && w.marks[i].Offset == off; i++ {
 			all = all && w.marks[i].done
 		}

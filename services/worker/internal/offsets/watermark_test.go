@@ -209,3 +209,42 @@ func TestDoneSaysWhichRecordsPastTheCommitFinished(t *testing.T) {
 		t.Error("nothing finished should commit no metadata")
 	}
 }
+
+// Property: whatever order records finish in (duplicates included), Done
+// reports exactly the offsets past the commit point whose every mark has
+// finished, within its bound — its scan stops at the highest finished
+// offset without missing one.
+func TestDoneMatchesTheFinishedMarksRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for round := range 300 {
+		var w Watermark[int]
+		n := 1 + rng.IntN(120)
+		var marks []*Mark[int]
+		off := int64(rng.IntN(50))
+		for range n {
+			off += int64(rng.IntN(3)) // 0: the same offset tracked twice
+			marks = append(marks, w.Track(off, 0, 0))
+		}
+		finished := map[*Mark[int]]bool{}
+		for _, i := range rng.Perm(len(marks))[:rng.IntN(len(marks)+1)] {
+			w.Finish(marks[i])
+			finished[marks[i]] = true
+		}
+		commit, _, _ := w.Commit()
+		maxBytes := 1 + rng.IntN(4)
+		bits := w.Done(commit, maxBytes)
+		for o := commit; o < commit+int64(maxBytes)*8+8; o++ {
+			tracked, all := false, true
+			for _, m := range marks {
+				if m.Offset == o {
+					tracked = true
+					all = all && finished[m]
+				}
+			}
+			want := tracked && all && o-commit < int64(maxBytes)*8
+			if got := DoneAt(bits, commit, o); got != want {
+				t.Fatalf("round %d: offset %d (commit %d, %d bytes): done %v, want %v", round, o, commit, maxBytes, got, want)
+			}
+		}
+	}
+}
