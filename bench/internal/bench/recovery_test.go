@@ -185,3 +185,30 @@ func TestLatest(t *testing.T) {
 		t.Fatal("latest reordered the timeline it was given")
 	}
 }
+
+// The on-time CPU window opens 2 s after the first slot, or once the
+// disturbance's firings are staged if that is later; with a staging probe
+// that never said yes, there is no on-time window.
+func TestOnTimeWindow(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 21, 0, 0, 0, time.UTC)
+	o := recoveryOutcome{start: t0, disturbed: t0.Add(20 * time.Second)}
+	for _, c := range []struct {
+		name   string
+		staged time.Time
+		probed bool
+		from   time.Time
+		ok     bool
+	}{
+		{"no probe", time.Time{}, false, t0.Add(2 * time.Second), true},
+		{"staged before the first slot", t0.Add(-time.Minute), true, t0.Add(2 * time.Second), true},
+		{"staged during the baseline", t0.Add(9 * time.Second), true, t0.Add(9 * time.Second), true},
+		{"never staged", time.Time{}, true, t0.Add(2 * time.Second), false},
+	} {
+		o.staged = c.staged
+		from, to, ok := onTimeWindow(o, c.probed)
+		if ok != c.ok || (ok && (!from.Equal(c.from) || !to.Equal(o.disturbed))) {
+			t.Errorf("%s: window %s–%s ok %v, want from %s ok %v", c.name, from.Format(time.TimeOnly), to.Format(time.TimeOnly), ok,
+				c.from.Format(time.TimeOnly), c.ok)
+		}
+	}
+}
