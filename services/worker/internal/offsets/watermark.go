@@ -40,11 +40,11 @@ type Watermark[T any] struct {
 	next      int64
 	nextEpoch int32
 	seen      bool
-	// doneMax is the highest offset ever finished (doneAny: one was). No mark
-	// above it is finished, so Done stops its scan there instead of
-	// walking the whole held window behind the commit point.
-	doneMax int64
-	doneAny bool
+	// doneEnd is one past the highest offset ever finished (0: none; Kafka
+	// offsets start at 0). No mark from it on is finished, so Done stops
+	// its scan there instead of walking the whole held window behind the
+	// commit point.
+	doneEnd int64
 }
 
 // Track records that the record at offset is being worked on. Offsets
@@ -81,9 +81,7 @@ func (w *Watermark[T]) Finish(m *Mark[T]) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	m.done = true
-	if !w.doneAny || m.Offset > w.doneMax {
-		w.doneMax, w.doneAny = m.Offset, true
-	}
+	w.doneEnd = max(w.doneEnd, m.Offset+1)
 	i := 0
 	for i < len(w.marks) && w.marks[i].done {
 		w.marks[i] = nil // let the finished firing be collected
@@ -150,13 +148,10 @@ func (w *Watermark[T]) Done(offset int64, maxBytes int) []byte {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var bits []byte
-	if !w.doneAny {
-		return nil
-	}
 	limit := int64(maxBytes) * 8
 	for i := 0; i < len(w.marks); {
 		off, all := w.marks[i].Offset, true
-		if off > w.doneMax {
+		if off >= w.doneEnd {
 			break // nothing from here on has finished
 		}
 		for ; i < len(w.marks) && w.marks[i].Offset == off; i++ {
