@@ -665,8 +665,9 @@ func (s *Store) plan(ctx context.Context, j claimed, now time.Time, o Options, c
 
 // add appends the outbox row of one slot. A slot inside the window is
 // published at once. One a chunk stages beyond the window is published
-// when the window reaches it (slot - window, rounded down to the second):
-// when a pass without chunks would have staged and published it. A paced
+// when the window reaches it (slot - window, rounded down to half past a
+// second; see publishAt): within a second of when a pass without chunks
+// would have staged and published it. A paced
 // catch-up firing fires at its release instant instead of slot+jitter and
 // is published a window before that. Either way a long schedule waits in
 // Postgres, where pause, update and delete still drop it, rather than in
@@ -701,21 +702,29 @@ func (r *rows) add(j claimed, sl slots.Slot, job *sundialv1.Job, last bool, pace
 }
 
 // publishGrain rounds the publish_at of rows staged beyond the window down
-// to the second, so they come due in groups (one relay claim per second)
+// to the grain, so they come due in groups (one relay claim per second)
 // rather than one by one at their jittered instants (one claim each).
 const publishGrain = time.Second
 
 // publishAt is when a row for instant at may be published: window before
-// it, rounded down to grain (none when zero). For a slot already inside
-// the window that is in the past, so the row is due at once; and since the
-// relay claims due rows in publish_at order, the rows a pass stages at
-// once (a new job's whole window, thousands of jobs registered together)
-// reach Kafka in the order of their slots, not job by job. A worker that
-// holds only part of them (--max-held) then holds the earliest.
+// it, rounded down to the previous half-past of grain (none when grain is
+// zero), so never later than a window before the slot and less than a
+// grain earlier. For a slot already inside the window that is in the past,
+// so the row is due at once; and since the relay claims due rows in
+// publish_at order, the rows a pass stages at once (a new job's whole
+// window, thousands of jobs registered together) reach Kafka in the order
+// of their slots, not job by job. A worker that holds only part of them
+// (--max-held) then holds the earliest.
+//
+// Half past, not on the grain: schedules fire on whole seconds (every
+// cron slot is one), so a herd's next window would otherwise come due —
+// claimed from Postgres, produced to Kafka, fetched and decoded by its
+// worker — at the very instant the herd fires, on the same cores. Half a
+// grain off, that work falls between two herds.
 func publishAt(at time.Time, window, grain time.Duration) time.Time {
 	p := at.Add(-window)
 	if grain > 0 {
-		p = p.Truncate(grain)
+		p = p.Add(-grain / 2).Truncate(grain).Add(grain / 2)
 	}
 	return p
 }
