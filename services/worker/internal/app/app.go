@@ -19,6 +19,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"runtime/debug"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -232,6 +233,18 @@ func (s *stages) Len() int {
 // span, at more CPU per firing than one P; a herd smaller than a chunk is
 // a few milliseconds of requests for one P.
 const herdChunk = holder.ReleaseChunk
+
+// applyGCPercent applies --gc-percent, unless it is 0 or the GOGC
+// variable is set (then the operator's figure stays).
+func applyGCPercent(cfg Config, logger *slog.Logger) {
+	switch {
+	case cfg.GCPercent == 0:
+	case os.Getenv("GOGC") != "":
+		logger.Info("GOGC is set: --gc-percent leaves it", "gogc", os.Getenv("GOGC"))
+	default:
+		debug.SetGCPercent(cfg.GCPercent)
+	}
+}
 
 // procsGovernor applies --procs: auto returns the governor that sizes
 // GOMAXPROCS to the load (unless the GOMAXPROCS variable is set: then the

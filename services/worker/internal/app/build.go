@@ -475,6 +475,7 @@ func (b *builder) stages(clk *clocks, rs redisSide, led ledgerSide, rec *recorde
 		m.ReadyDepth.WithLabelValues(firing.PriorityName(p)).Set(float64(d))
 	}), readyq.WithLimits(readyq.LimitsOf(cfg.Executors, cfg.HighExecutorsPercent, cfg.MediumExecutorsPercent, cfg.LowExecutorsPercent)))
 	b.w.Queue = q
+	applyGCPercent(cfg, b.logger)
 	gov, err := procsGovernor(cfg, clk.local, m, b.logger.With("component", "procs"))
 	if err != nil {
 		return stageSet{}, err

@@ -79,6 +79,9 @@ type Config struct {
 	// fixed GOMAXPROCS, or empty: leave GOMAXPROCS alone (a worker built in
 	// a test process, beside others).
 	Procs string
+	// GCPercent is the collector's target (GOGC) the worker sets at
+	// start; 0 leaves it alone (the GOGC variable's, or 100).
+	GCPercent int
 	// CriticalExecutors are executors on top of Executors that take only
 	// CRITICAL firings.
 	CriticalExecutors int
@@ -219,6 +222,7 @@ func (c *Config) Register(fs *flag.FlagSet) {
 		c.adminAddr = f.Value
 	}
 	fs.IntVar(&c.Executors, "executors", 128, "attempts in flight at most (executor pool size)")
+	fs.IntVar(&c.GCPercent, "gc-percent", 200, "the garbage collector's target, as GOGC: a collection starts when the heap has grown this many percent past what the last one left live. A worker's live heap is mostly the firings it holds (about 1.3 KB each, up to --max-held), which every collection marks, so at 100 a worker holding a 5,000/s herd's window collected every 4 s and its timer fell up to a second behind; 200 collects half as often for about a third more memory. 0 leaves the runtime's (the GOGC variable's, else 100); the GOGC variable, when set, wins")
 	fs.StringVar(&c.Procs, "procs", "auto", "GOMAXPROCS: auto runs on one core's worth of threads while the worker uses under 0.45 of a core over 10 s and on all of them (the CPU or container limit) from 0.6 of a core over 1 s or a herd on (fewer cross-thread wake-ups per firing at a light load); a number fixes it (the GOMAXPROCS variable, when set, wins over auto)")
 	fs.IntVar(&c.CriticalExecutors, "critical-executors", 4, "executors on top of --executors reserved for CRITICAL firings, so one finds an executor free however busy the rest are")
 	fs.IntVar(&c.HighExecutorsPercent, "high-executors-percent", 90,
@@ -253,7 +257,7 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.CommitInterval, "commit-interval", time.Second, "how often offsets are committed")
 	fs.Float64Var(&c.CatchUpRate, "catch-up-rate", 100, "release catch-up firings that arrive after their instants at most this many per second, keeping the prefetcher's spacing (set it to the prefetcher's --catch-up-rate; 0: not paced)")
 	fs.DurationVar(&c.MisfireThreshold, "misfire-threshold", 5*time.Second, "a firing of a job's schedule that reaches the fire stage later than this after its instant is judged by the job's misfire policy (SKIP, RUN_ONCE, RUN_ALL, grace), as the prefetcher judges unstaged slots; set it to the prefetcher's --misfire-threshold")
-	fs.IntVar(&c.MaxHeld, "max-held", 600_000, "while this many HIGH, MEDIUM and LOW firings wait in memory (held, prepared, ready or executing), only the partitions furthest behind go on fetching, and past a quarter more none (CRITICAL always does; MEDIUM and LOW stop sooner, see --medium-held-percent, --low-held-percent); about 3 KB of memory each. Keep it above rate × staging window: a worker that holds only part of the window leaves firings due now in Kafka behind later ones whenever staging is not in slot order (jobs registered together, several prefetch ranges)")
+	fs.IntVar(&c.MaxHeld, "max-held", 800_000, "while this many HIGH, MEDIUM and LOW firings wait in memory (held, prepared, ready or executing), only the partitions furthest behind go on fetching, and past a quarter more none (CRITICAL always does; MEDIUM and LOW stop sooner, see --medium-held-percent, --low-held-percent); about 4.5 KB of memory each at the default --gc-percent (3 KB at 100). Keep it above rate × staging window: a worker that holds only part of the window leaves firings due now in Kafka behind later ones whenever staging is not in slot order (jobs registered together, several prefetch ranges)")
 	fs.IntVar(&c.MediumHeldPercent, "medium-held-percent", 80,
 		"MEDIUM and LOW firings together may hold at most this percentage of --max-held, then their topics pause; HIGH keeps fetching into the rest")
 	fs.IntVar(&c.LowHeldPercent, "low-held-percent", 50,
@@ -326,6 +330,9 @@ func (c *Config) Validate(p *config.Problems) {
 	}
 	if _, _, err := c.procsSetting(); err != nil {
 		p.Addf("procs", "%v", err)
+	}
+	if c.GCPercent < 0 {
+		p.Addf("gc-percent", "must be 0 (leave the runtime's) or a percentage of at least 1, got %d", c.GCPercent)
 	}
 	if c.CriticalExecutors < 0 {
 		p.Addf("critical-executors", "must not be negative, got %d", c.CriticalExecutors)

@@ -9,6 +9,7 @@
   "revoke-drain-timeout" $v.worker.revokeDrainTimeout
   "executors" $v.worker.executors
   "max-held" $v.worker.maxHeld
+  "gc-percent" $v.worker.gcPercent
   "staging-window" $v.prefetcher.window
   "redis-addr" $v.redis.addr
   "redis-key-prefix" $v.global.redisKeyPrefix
