@@ -9,7 +9,15 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// gocql runs schema and topology event handlers in goroutines of
+		// their own that Session.Close does not wait for (the browser
+		// tests' ledger creates a keyspace, which raises a schema event).
+		goleak.IgnoreAnyFunction("github.com/gocql/gocql.(*Session).handleSchemaEvent"),
+		goleak.IgnoreAnyFunction("github.com/gocql/gocql.(*Session).handleNodeEvent"),
+	)
+}
 
 func TestSessionTokenSealedUnderItsID(t *testing.T) {
 	sid, err := newSessionID()
