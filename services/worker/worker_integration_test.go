@@ -395,7 +395,10 @@ func TestKillWorkerMidBatch(t *testing.T) {
 }
 
 // A worker process holding 100,000 firings due in an hour stays under
-// 200 MB resident.
+// 300 MB resident at the default --gc-percent of 200. It stayed under
+// 200 MB at Go's 100; at 200 the heap may grow to three times what the
+// last collection left live instead of twice, so half again (201.5 MiB
+// measured in CI, about 2 KB a held firing).
 func TestMemoryHolding100kFirings(t *testing.T) {
 	e := newEnv(t, 4)
 	const n = 100_000
@@ -435,8 +438,8 @@ func TestMemoryHolding100kFirings(t *testing.T) {
 	rss := p.rssBytes(t)
 	heap, _ := p.metric("go_memstats_heap_inuse_bytes")
 	t.Logf("holding %d firings: RSS %.1f MiB, Go heap in use %.1f MiB", n, float64(rss)/(1<<20), heap/(1<<20))
-	if rss > 200<<20 {
-		t.Errorf("RSS %d MiB with %d firings held, want < 200 MB", rss>>20, n)
+	if rss > 300<<20 {
+		t.Errorf("RSS %d MiB with %d firings held, want < 300 MB", rss>>20, n)
 	}
 }
 
