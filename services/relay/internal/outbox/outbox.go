@@ -183,33 +183,50 @@ func (c *Claim) Release(ctx context.Context) {
 	_ = c.tx.Rollback(ctx)
 }
 
-// Depth is the outbox's size.
-type Depth struct {
-	// Rows in the table, due or not.
-	Total int64
-	// Due rows: publish_at has passed, so they are waiting for a relay.
-	Due int64
-	// OldestDue is how long the oldest due row has been due; 0 when none.
-	OldestDue time.Duration
+// Due is the outbox's backlog: the rows a relay could publish now.
+type Due struct {
+	// Rows whose publish_at has passed: they are waiting for a relay.
+	Rows int64
+	// Oldest is how long the oldest due row has been due; 0 when none.
+	Oldest time.Duration
 }
 
-// Depth counts the table. It reads every row (a sequential scan of the
-// heap, dead rows included), which is run only every few seconds; the table
-// holds what is due plus the prefetcher's chunk (slots staged beyond its
-// window, not yet publishable).
-func (s *Store) Depth(ctx context.Context) (Depth, error) {
+const dueSQL = `
+SELECT count(*), coalesce(extract(epoch FROM now() - min(publish_at)), 0)::float8
+  FROM ` + pgoutbox.Table + `
+ WHERE publish_at <= now()`
+
+// Due counts the rows that are due and finds the oldest, through the
+// publish index: it reads the due range only, which is a handful of rows
+// while the relays keep up, whatever the prefetcher has staged beyond it.
+func (s *Store) Due(ctx context.Context) (Due, error) {
 	var (
-		d      Depth
+		d      Due
 		oldest float64
 	)
-	err := s.pool.QueryRow(ctx, `
-SELECT count(*),
-       count(*) FILTER (WHERE publish_at <= now()),
-       coalesce(extract(epoch FROM now() - min(publish_at) FILTER (WHERE publish_at <= now())), 0)::float8
-  FROM `+pgoutbox.Table).Scan(&d.Total, &d.Due, &oldest)
+	err := s.pool.QueryRow(ctx, dueSQL).Scan(&d.Rows, &oldest)
 	if err != nil {
-		return Depth{}, fmt.Errorf("outbox: depth: %w", err)
+		return Due{}, fmt.Errorf("outbox: due rows: %w", err)
 	}
-	d.OldestDue = time.Duration(oldest * float64(time.Second))
+	d.Oldest = time.Duration(oldest * float64(time.Second))
 	return d, nil
+}
+
+// Total counts every row, due or not. It reads the whole heap, dead rows
+// included (the prefetcher's chunk of 30 windows is 600,000 rows at
+// 5,000 firings/s, 0.7–0.8 s of Postgres CPU), so the relay runs it
+// rarely and in one backend: no parallel workers, which would take every
+// core of a small machine at once for that moment.
+func (s *Store) Total(ctx context.Context) (int64, error) {
+	var n int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL max_parallel_workers_per_gather = 0`); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT count(*) FROM `+pgoutbox.Table).Scan(&n)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("outbox: total rows: %w", err)
+	}
+	return n, nil
 }

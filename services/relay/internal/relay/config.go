@@ -24,8 +24,12 @@ type Config struct {
 	PollInterval     time.Duration
 	PublishTimeout   time.Duration
 	DepthInterval    time.Duration
-	Listen           bool
-	NodeID           string
+	// DepthTotalInterval is how often the whole table is counted for
+	// sundial_relay_outbox_rows (a scan of every row); the due rows are
+	// counted every DepthInterval.
+	DepthTotalInterval time.Duration
+	Listen             bool
+	NodeID             string
 	// KafkaSecurity is TLS and SASL towards the brokers (--kafka-tls*,
 	// --kafka-sasl-*; see pkg/store/kafkaconn). Off by default.
 	KafkaSecurity kafkaconn.Security
@@ -35,17 +39,18 @@ type Config struct {
 func Defaults() Config {
 	host, _ := os.Hostname()
 	return Config{
-		PostgresDSN:      "postgres://sundial:sundial@127.0.0.1:5432/sundial?sslmode=disable",
-		KafkaBrokers:     "127.0.0.1:9092",
-		TopicPrefix:      "sundial",
-		TopicPartitions:  4,
-		TopicReplication: -1,
-		BatchSize:        500,
-		PollInterval:     500 * time.Millisecond,
-		PublishTimeout:   10 * time.Second,
-		DepthInterval:    5 * time.Second,
-		Listen:           true,
-		NodeID:           host,
+		PostgresDSN:        "postgres://sundial:sundial@127.0.0.1:5432/sundial?sslmode=disable",
+		KafkaBrokers:       "127.0.0.1:9092",
+		TopicPrefix:        "sundial",
+		TopicPartitions:    4,
+		TopicReplication:   -1,
+		BatchSize:          500,
+		PollInterval:       500 * time.Millisecond,
+		PublishTimeout:     10 * time.Second,
+		DepthInterval:      5 * time.Second,
+		DepthTotalInterval: time.Minute,
+		Listen:             true,
+		NodeID:             host,
 	}
 }
 
@@ -59,7 +64,8 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.IntVar(&c.BatchSize, "batch-size", c.BatchSize, "outbox rows claimed and published per transaction")
 	fs.DurationVar(&c.PollInterval, "poll-interval", c.PollInterval, "longest wait between outbox polls when no NOTIFY arrives")
 	fs.DurationVar(&c.PublishTimeout, "publish-timeout", c.PublishTimeout, "longest wait for Kafka to acknowledge a batch; unacknowledged rows stay for the next claim")
-	fs.DurationVar(&c.DepthInterval, "depth-interval", c.DepthInterval, "how often to count the outbox for the depth metrics")
+	fs.DurationVar(&c.DepthInterval, "depth-interval", c.DepthInterval, "how often to count the outbox's due rows (through the publish index) for the depth metrics")
+	fs.DurationVar(&c.DepthTotalInterval, "depth-total-interval", c.DepthTotalInterval, "how often to count every outbox row, due or not (a scan of the table), for sundial_relay_outbox_rows")
 	fs.BoolVar(&c.Listen, "listen", c.Listen, "wake on LISTEN "+pgoutbox.Channel+"; disable behind a transaction-pooling proxy (polling only)")
 	fs.StringVar(&c.NodeID, "node-id", c.NodeID, "this relay's name in logs, the Kafka client id and pg_stat_activity")
 	c.KafkaSecurity.Register(fs)
@@ -104,6 +110,9 @@ func (c *Config) Validate(p *config.Problems) {
 	}
 	if c.DepthInterval <= 0 {
 		p.Addf("depth-interval", "must be positive, got %s", c.DepthInterval)
+	}
+	if c.DepthTotalInterval <= 0 {
+		p.Addf("depth-total-interval", "must be positive, got %s", c.DepthTotalInterval)
 	}
 	if c.NodeID == "" {
 		p.Addf("node-id", "must not be empty")

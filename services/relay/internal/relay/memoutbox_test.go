@@ -15,6 +15,8 @@ import (
 // claim ends), so the loop can be tested against kfake without Postgres.
 type memOutbox struct {
 	clock clock.Clock
+	// dueCalls and totalCalls count the depth gauges' reads.
+	dueCalls, totalCalls int
 
 	mu      sync.Mutex
 	nextID  int64
@@ -86,10 +88,26 @@ func (m *memOutbox) Claim(ctx context.Context, limit int) (Claim, error) {
 	return c, nil
 }
 
-func (m *memOutbox) Depth(context.Context) (outbox.Depth, error) {
+func (m *memOutbox) Due(context.Context) (outbox.Due, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return outbox.Depth{Total: int64(len(m.rows))}, nil
+	m.dueCalls++
+	var d outbox.Due
+	now := m.clock.Now()
+	for _, r := range m.rows {
+		if !r.publishAt.After(now) {
+			d.Rows++
+			d.Oldest = max(d.Oldest, now.Sub(r.publishAt))
+		}
+	}
+	return d, nil
+}
+
+func (m *memOutbox) Total(context.Context) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.totalCalls++
+	return int64(len(m.rows)), nil
 }
 
 type memClaim struct {
@@ -147,4 +165,11 @@ func (m *memOutbox) claimCount() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.claims
+}
+
+// depthCalls reports how often Due and Total were called.
+func (m *memOutbox) depthCalls() (due, total int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.dueCalls, m.totalCalls
 }

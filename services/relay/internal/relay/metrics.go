@@ -19,11 +19,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		depthTotal: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sundial_relay_outbox_rows",
-			Help: "Rows in the outbox, due or not (counted every --depth-interval).",
+			Help: "Rows in the outbox, due or not (counted every --depth-total-interval).",
 		}),
 		depthDue: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sundial_relay_outbox_due_rows",
-			Help: "Outbox rows whose publish_at has passed: the backlog waiting for a relay.",
+			Help: "Outbox rows whose publish_at has passed: the backlog waiting for a relay (counted every --depth-interval).",
 		}),
 		oldestDue: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sundial_relay_outbox_oldest_due_seconds",

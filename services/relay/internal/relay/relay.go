@@ -45,7 +45,10 @@ import (
 // FromStore, or an in-memory table in unit tests.
 type Outbox interface {
 	Claim(ctx context.Context, limit int) (Claim, error)
-	Depth(ctx context.Context) (outbox.Depth, error)
+	// Due counts the rows a relay could publish now, cheaply; Total counts
+	// every row, at the cost of a scan of the table.
+	Due(ctx context.Context) (outbox.Due, error)
+	Total(ctx context.Context) (int64, error)
 }
 
 // Claim is an open claim on some rows; see outbox.Claim.
@@ -373,13 +376,21 @@ func endPublishSpans(spans []trace.Span, index map[*kgo.Record]int, results kgo.
 }
 
 func (r *Relay) watchDepth(ctx context.Context) {
+	var counted time.Time // when the total was last counted; zero: never
 	for {
-		if d, err := r.ob.Depth(ctx); err == nil {
-			r.m.depthTotal.Set(float64(d.Total))
-			r.m.depthDue.Set(float64(d.Due))
-			r.m.oldestDue.Set(d.OldestDue.Seconds())
+		if d, err := r.ob.Due(ctx); err == nil {
+			r.m.depthDue.Set(float64(d.Rows))
+			r.m.oldestDue.Set(d.Oldest.Seconds())
 		} else if ctx.Err() == nil {
-			r.logger.Debug("outbox depth unavailable", "err", err)
+			r.logger.Debug("outbox due rows unavailable", "err", err)
+		}
+		if now := r.clock.Now(); counted.IsZero() || now.Sub(counted) >= r.cfg.DepthTotalInterval {
+			if n, err := r.ob.Total(ctx); err == nil {
+				r.m.depthTotal.Set(float64(n))
+				counted = now
+			} else if ctx.Err() == nil {
+				r.logger.Debug("outbox total unavailable", "err", err)
+			}
 		}
 		t := r.clock.NewTimer(r.cfg.DepthInterval)
 		select {

@@ -259,6 +259,35 @@ func TestWakesWhenStagedRowComesDue(t *testing.T) {
 	require.Equal(t, float64(1), testutil.ToFloat64(h.relay.m.wakeups.WithLabelValues("due")))
 }
 
+// The due rows are counted every --depth-interval; the whole table, a scan
+// of every row, only every --depth-total-interval (here once, at start).
+func TestDepthCountsTheTotalRarely(t *testing.T) {
+	h := newHarness(t, clock.Real{}, func(c *Config) {
+		c.DepthInterval = 10 * time.Millisecond
+		c.DepthTotalInterval = time.Hour
+	})
+	h.stage(sundialv1.Priority_PRIORITY_LOW, time.Now().Add(time.Hour))
+	h.stage(sundialv1.Priority_PRIORITY_LOW, time.Now().Add(time.Hour))
+	h.start()
+	require.Eventually(t, func() bool { due, _ := h.ob.depthCalls(); return due >= 10 }, waitFor, 5*time.Millisecond)
+	_, total := h.ob.depthCalls()
+	require.Equal(t, 1, total, "the total is counted once per --depth-total-interval")
+	require.Equal(t, float64(2), testutil.ToFloat64(h.relay.m.depthTotal))
+	require.Equal(t, float64(0), testutil.ToFloat64(h.relay.m.depthDue))
+}
+
+// With a short --depth-total-interval the total follows the table.
+func TestDepthRecountsTheTotalAfterItsInterval(t *testing.T) {
+	h := newHarness(t, clock.Real{}, func(c *Config) {
+		c.DepthInterval = 10 * time.Millisecond
+		c.DepthTotalInterval = 30 * time.Millisecond
+	})
+	h.start()
+	require.Eventually(t, func() bool { _, total := h.ob.depthCalls(); return total >= 1 }, waitFor, 5*time.Millisecond)
+	h.stage(sundialv1.Priority_PRIORITY_LOW, time.Now().Add(time.Hour))
+	require.Eventually(t, func() bool { return testutil.ToFloat64(h.relay.m.depthTotal) == 1 }, waitFor, 5*time.Millisecond)
+}
+
 func TestWakeCutsThePollShort(t *testing.T) {
 	h := newHarness(t, clock.Real{}, nil)
 	h.start()
@@ -285,7 +314,7 @@ func TestConfigValidateNamesFlags(t *testing.T) {
 	err := p.Err()
 	require.Error(t, err)
 	for _, flag := range []string{"postgres-dsn", "kafka-brokers", "topic-prefix", "topic-partitions",
-		"topic-replication", "batch-size", "poll-interval", "publish-timeout", "depth-interval", "node-id"} {
+		"topic-replication", "batch-size", "poll-interval", "publish-timeout", "depth-interval", "depth-total-interval", "node-id"} {
 		require.Contains(t, err.Error(), flag+":")
 	}
 	d := Defaults()
