@@ -21,12 +21,14 @@ import (
 	"github.com/sundialhq/sundial/pkg/domain/firing"
 	"github.com/sundialhq/sundial/pkg/store/ledger"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/services/prefetcher/internal/slots"
 	"github.com/sundialhq/sundial/testkit/pgtest"
 	"github.com/sundialhq/sundial/testkit/testinfra"
 )
 
 // The process stages a 2 s window plus a 2 s chunk: a recovery pass
-// stages the on-time slots of both.
+// stages the on-time slots of both (the chunk up to the job's boundary,
+// slots.ChunkEnd).
 const testWindow, testChunk = 2 * time.Second, 2 * time.Second
 
 // misfireJob is a per-second job under test with what its policy should do.
@@ -55,7 +57,9 @@ func (j misfireJob) expect(last, now time.Time) (catchUp []time.Time, skipped ma
 		skipped[m] = j.why
 	}
 	catchUp = append(catchUp, inGrace[cut:]...)
-	for ; !s.After(now.Add(testWindow + testChunk)); s = s.Add(time.Second) {
+	// One range of every partition: phase 0.
+	end := slots.ChunkEnd(now.Add(testWindow), testChunk, 0)
+	for ; !s.After(end); s = s.Add(time.Second) {
 		onTime = append(onTime, s)
 	}
 	return catchUp, skipped, onTime

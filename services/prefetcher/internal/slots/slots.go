@@ -22,9 +22,13 @@
 //	──────────────────┼──────────────────────┼─────────┼────────────┤
 //	              now-grace          now-threshold      now      now+window
 //
-// With a Chunk, on-time slots are staged beyond the window, up to
-// now+window+chunk: a frequent job is then claimed once per chunk and
-// writes all of that chunk's slots in one go.
+// With a Chunk, on-time slots are staged beyond the window, up to the
+// job's next chunk boundary at least half a chunk past the window: a
+// frequent job is then claimed once per chunk and writes all of that
+// chunk's slots in one go. A job's boundaries sit on a phase of a
+// chunk-long grid (the caller's: the prefetcher gives each range its own),
+// so jobs of different phases come due for their claims at different
+// moments of the chunk, not all in one pass.
 //
 // next_fire_at becomes the first slot after what was staged, or none.
 //
@@ -73,11 +77,16 @@ type Input struct {
 	Now time.Time
 	// Window is how far ahead of Now slots are staged.
 	Window time.Duration
-	// Chunk stages on-time slots beyond the window, up to Now+Window+Chunk,
-	// so a job due within the window gets every slot of the next Chunk in
-	// the same pass and is claimed again only about Chunk later, not on
-	// every tick. Zero stages up to the window only.
+	// Chunk stages on-time slots beyond the window, up to ChunkEnd (between
+	// half a chunk and a chunk and a half past the window), so a job due
+	// within the window gets the next chunk of slots in the same pass and
+	// is claimed again only a chunk later, not on every tick. Zero stages
+	// up to the window only.
 	Chunk time.Duration
+	// Phase is the job's offset on the chunk grid: where its chunks end.
+	// Jobs of different phases are claimed at different moments of the
+	// chunk.
+	Phase time.Duration
 	// MisfireThreshold: a slot is missed only when older than Now minus
 	// this.
 	MisfireThreshold time.Duration
@@ -211,6 +220,22 @@ func (k *skips) list() []Skip {
 	return out
 }
 
+// ChunkEnd is where a pass stages up to when the window ends at windowEnd:
+// the first instant at or after windowEnd+chunk/2 that lies phase past a
+// whole multiple of chunk (counted from the Unix epoch). A job claimed as
+// its next slot enters the window is claimed at about its previous end
+// minus the window, so every later pass ends exactly one chunk after the
+// previous one, at the job's phase.
+func ChunkEnd(windowEnd time.Time, chunk, phase time.Duration) time.Time {
+	c := int64(chunk)
+	from := windowEnd.Add(chunk/2).UnixNano() - int64(phase)%c
+	k := from / c
+	if from > k*c {
+		k++
+	}
+	return time.Unix(0, k*c+int64(phase)%c).In(windowEnd.Location())
+}
+
 // Compute plans one pass for one job.
 func Compute(in Input) Plan {
 	var p Plan
@@ -225,7 +250,10 @@ func Compute(in Input) Plan {
 	if maxWalk <= 0 {
 		maxWalk = DefaultMaxSkipWalk
 	}
-	stageEnd := in.Now.Add(in.Window + max(in.Chunk, 0))
+	stageEnd := in.Now.Add(in.Window)
+	if in.Chunk > 0 {
+		stageEnd = ChunkEnd(stageEnd, in.Chunk, in.Phase)
+	}
 	graceCut := in.Now.Add(-in.Policy.Grace)
 	lateCut := in.Now.Add(-in.MisfireThreshold)
 	sk := skips{max: max(in.MaxSkipRecords, 0)}

@@ -56,9 +56,11 @@ func TestSecondCronStages120SlotsPerWindow(t *testing.T) {
 	require.Equal(t, []time.Time{p.Next}, ats(later))
 }
 
-// With a chunk, one pass stages the window plus the chunk, and the job is
-// due for its next claim only a chunk later: a per-second job over five
-// minutes is claimed 10 times, not 300, and gets every slot exactly once.
+// With a chunk, one pass stages the window and up to the job's next chunk
+// boundary beyond it (here, phase 0: 12:02:30, the first multiple of 30 s
+// at least 15 s past the window's end), and the job is due for its next
+// claim only a chunk later: a per-second job over five minutes is claimed
+// 10 times, not 300, and gets every slot exactly once.
 func TestChunkStagesBeyondTheWindowAndDefersTheNextClaim(t *testing.T) {
 	const window, chunk = 2 * time.Minute, 30 * time.Second
 	first := now.Truncate(time.Second).Add(time.Second)
@@ -82,7 +84,8 @@ func TestChunkStagesBeyondTheWindowAndDefersTheNextClaim(t *testing.T) {
 		claims++
 		in.NextFireAt, in.Now = next, at
 		q := Compute(in)
-		require.Len(t, q.Slots, 31, "each later claim stages a chunk plus the tick it waited for")
+		require.Len(t, q.Slots, 30, "each later claim stages exactly one chunk")
+		require.Zero(t, q.Slots[len(q.Slots)-1].At.UnixNano()%int64(chunk), "ending on the grid")
 		for _, s := range q.Slots {
 			require.False(t, s.CatchUp)
 			seen[s.At]++
@@ -97,20 +100,93 @@ func TestChunkStagesBeyondTheWindowAndDefersTheNextClaim(t *testing.T) {
 }
 
 // A chunk does not change the misfire handling: the catch-up slot comes
-// first, then the on-time slots (the late one included) up to
-// window+chunk.
+// first, then the on-time slots (the late one included) up to the chunk's
+// end (12:06, the first multiple of 3 minutes at least 1.5 minutes past
+// the window's end).
 func TestChunkAfterAnOutageKeepsTheMisfirePolicy(t *testing.T) {
 	top := now.Truncate(time.Minute) // 12:00, 0.4 s ago: late, not missed
 	p := Compute(Input{Schedule: everyMinute(t), NextFireAt: top.Add(-10 * time.Minute), Now: now, Window: 2 * time.Minute, Chunk: 3 * time.Minute,
 		MisfireThreshold: 5 * time.Second, Policy: runOnce(), MaxSkipRecords: 100})
 	require.Equal(t, Slot{At: top.Add(-time.Minute), CatchUp: true}, p.Slots[0], "RUN_ONCE replays the most recent missed slot")
 	var want []time.Time
-	for m := range 6 {
+	for m := range 7 {
 		want = append(want, top.Add(time.Duration(m)*time.Minute))
 	}
 	require.Equal(t, want, ats(p)[1:])
 	require.Len(t, p.Skipped, 9)
-	require.Equal(t, top.Add(6*time.Minute), p.Next)
+	require.Equal(t, top.Add(7*time.Minute), p.Next)
+}
+
+// A chunk ends at the first instant at least half a chunk past the
+// window's end that lies the job's phase past a multiple of the chunk.
+func TestChunkEndIsOnTheJobsPhaseOfTheGrid(t *testing.T) {
+	const chunk = 30 * time.Second
+	windowEnd := time.Date(2030, 6, 1, 12, 2, 0, 400_000_000, time.UTC)
+	for _, c := range []struct {
+		phase time.Duration
+		want  time.Time
+	}{
+		{0, time.Date(2030, 6, 1, 12, 2, 30, 0, time.UTC)},
+		{7 * time.Second, time.Date(2030, 6, 1, 12, 2, 37, 0, time.UTC)},
+		{15*time.Second + 400*time.Millisecond, time.Date(2030, 6, 1, 12, 2, 15, 400_000_000, time.UTC)}, // exactly half a chunk on
+		{15*time.Second + 300*time.Millisecond, time.Date(2030, 6, 1, 12, 2, 45, 300_000_000, time.UTC)}, // a millisecond short of it
+		{29 * time.Second, time.Date(2030, 6, 1, 12, 2, 29, 0, time.UTC)},
+	} {
+		got := ChunkEnd(windowEnd, chunk, c.phase)
+		require.Equal(t, c.want, got, "phase %s", c.phase)
+		require.False(t, got.Before(windowEnd.Add(chunk/2)))
+		require.True(t, got.Before(windowEnd.Add(3*chunk/2)))
+	}
+}
+
+// Per-second jobs registered together are staged in one pass, but after
+// that each group is claimed at its own phase of the chunk (the
+// prefetcher's 16 ranges): a tick claims one group, never all 3,000 at
+// once, and every job still gets every slot exactly once. With one phase
+// for all, every claim of the 3,000 would land in the same tick every
+// 30 s.
+func TestJobsRegisteredTogetherAreClaimedSpreadOverTheChunk(t *testing.T) {
+	const jobs, window, chunk = 3000, 2 * time.Minute, 30 * time.Second
+	first := now.Truncate(time.Second).Add(time.Second)
+	type job struct {
+		phase time.Duration
+		next  time.Time
+		seen  map[time.Time]int
+	}
+	all := make([]*job, jobs)
+	for i := range all {
+		j := &job{phase: chunk * time.Duration(i%16) / 16, seen: map[time.Time]int{}}
+		p := Compute(Input{Schedule: everySecond(t), NextFireAt: first, Now: now, Window: window, Chunk: chunk, Phase: j.phase, MisfireThreshold: 5 * time.Second, Policy: runOnce()})
+		for _, s := range p.Slots {
+			j.seen[s.At]++
+		}
+		j.next = p.Next
+		all[i] = j
+	}
+	most := 0
+	for tick := 1; tick <= 300; tick++ {
+		at := now.Add(time.Duration(tick) * time.Second)
+		claims := 0
+		for _, j := range all {
+			if j.next.After(at.Add(window)) {
+				continue
+			}
+			claims++
+			p := Compute(Input{Schedule: everySecond(t), NextFireAt: j.next, Now: at, Window: window, Chunk: chunk, Phase: j.phase, MisfireThreshold: 5 * time.Second, Policy: runOnce()})
+			for _, s := range p.Slots {
+				j.seen[s.At]++
+			}
+			j.next = p.Next
+		}
+		most = max(most, claims)
+	}
+	require.LessOrEqual(t, most, 2*jobs/16, "claims per tick: about one group of 3,000/16, not all 3,000")
+	for _, j := range all[:50] {
+		for at := first; at.Before(j.next); at = at.Add(time.Second) {
+			require.Equal(t, 1, j.seen[at], "slot %s", at)
+		}
+		require.Len(t, j.seen, int(j.next.Sub(first)/time.Second))
+	}
 }
 
 func TestRoundedNextFireAtStillFindsItsSlot(t *testing.T) {

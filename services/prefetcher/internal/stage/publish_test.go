@@ -3,6 +3,10 @@ package stage
 import (
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sundialhq/sundial/pkg/domain/firing"
 )
 
 // A row beyond the window is published at half past the second at or
@@ -44,4 +48,22 @@ func TestPublishAtIsHalfPastTheSecondBeforeTheWindow(t *testing.T) {
 	if got := publishAt(base.Add(300*time.Millisecond), window, 0); !got.Equal(base.Add(300 * time.Millisecond).Add(-window)) {
 		t.Errorf("no grain: publish_at %s, want exactly a window before", got)
 	}
+}
+
+// Each range's chunks end at its first partition's share of the chunk:
+// the 16 ranges of the default deployment about 1.9 s apart over 30 s;
+// one prefetcher for every partition (no range), or no chunk, at 0.
+func TestEachRangeHasItsOwnPhaseOfTheChunk(t *testing.T) {
+	const chunk = 30 * time.Second
+	seen := map[time.Duration]bool{}
+	for lo := 0; lo < firing.Partitions; lo += 16 {
+		ph := (&Partitions{Lo: lo, Hi: lo + 15}).phase(chunk)
+		require.GreaterOrEqual(t, ph, time.Duration(0))
+		require.Less(t, ph, chunk)
+		require.False(t, seen[ph], "range from %d shares a phase", lo)
+		seen[ph] = true
+	}
+	require.Equal(t, 1875*time.Millisecond, (&Partitions{Lo: 16, Hi: 31}).phase(chunk))
+	require.Zero(t, (*Partitions)(nil).phase(chunk))
+	require.Zero(t, (&Partitions{Lo: 240, Hi: 255}).phase(0))
 }

@@ -40,8 +40,10 @@
 // and triggers are not staged here and do not.
 //
 // A claimed job's slots are staged in a chunk: every on-time slot up to
-// now()+Window+Chunk, so a per-second job is claimed, and its jobs row
-// updated, once per chunk rather than once per slot. A row is never
+// the job's chunk end past now()+Window (slots.ChunkEnd, at its range's
+// phase), so a per-second job is claimed, and its jobs row updated, once
+// per chunk rather than once per slot, and the ranges stage their chunks
+// at different moments. A row is never
 // published more than a window before it fires: those beyond the window
 // wait in the outbox.
 package stage
@@ -90,9 +92,10 @@ type Options struct {
 	// Window: claim jobs with a slot due up to now()+Window, and publish
 	// no firing earlier than Window before it fires.
 	Window time.Duration
-	// Chunk: a claimed job's on-time slots are staged up to
-	// now()+Window+Chunk, so a frequent job is claimed (and its jobs row
-	// updated) about once per Chunk instead of on every pass. Slots beyond
+	// Chunk: a claimed job's on-time slots are staged up to its chunk end,
+	// half a chunk to a chunk and a half past now()+Window at the job's
+	// range's phase (slots.ChunkEnd, Partitions.phase), so a frequent job is claimed
+	// (and its jobs row updated) once per Chunk instead of on every pass. Slots beyond
 	// the window wait in the outbox (publish_at a window before the slot,
 	// rounded down to the second), where pause, update and delete still
 	// drop them. Zero stages up to the window only.
@@ -139,6 +142,24 @@ type Options struct {
 
 // Partitions is an inclusive range of jobs.partition values.
 type Partitions struct{ Lo, Hi int }
+
+// phase is where the chunks of this range's jobs end on the chunk-long
+// grid (slots.ChunkEnd): its first partition's share of the chunk, so the
+// 16 ranges of 16 partitions each stage their jobs' next chunks about
+// 1.9 s apart instead of all at the same instant (jobs registered together
+// stay together otherwise: 5,000 per-second jobs staged 150,000 rows in
+// a few seconds every 30 s, on the cores their herd fired on). One pass
+// per range per chunk, as with a single phase: a phase per job would make
+// every range stage a few jobs on every tick, and each of those passes
+// is a durable commit (measured: a quarter more platform CPU per firing
+// at 1,000 jittered firings/s). Nil (one prefetcher for all partitions):
+// phase 0.
+func (p *Partitions) phase(chunk time.Duration) time.Duration {
+	if p == nil || chunk <= 0 {
+		return 0
+	}
+	return chunk * time.Duration(p.Lo) / firing.Partitions
+}
 
 // Result of one batch.
 type Result struct {
@@ -651,6 +672,7 @@ func (s *Store) plan(ctx context.Context, j claimed, now time.Time, o Options, c
 		Now:              now,
 		Window:           o.Window,
 		Chunk:            o.Chunk,
+		Phase:            o.Partitions.phase(o.Chunk),
 		MisfireThreshold: o.MisfireThreshold,
 		Policy:           policy,
 		MaxSlots:         o.MaxSlotsPerJob,
