@@ -36,14 +36,16 @@ func TestSlowestSecondsFindsTheBadSeconds(t *testing.T) {
 	// Someone else's delivery is ignored.
 	dls = append(dls, harness.Delivery{ExecutionID: uuid.New(), Scheduled: start, Received: start.Add(time.Hour)})
 
-	stats := bySecond(want, dls)
+	a := harness.Analyze(want, dls, nil)
+	end := start.Add(9 * time.Second)
+	stats := harness.ByPeriod(a.Timeline, start, time.Second, 10)
 	require.Len(t, stats, 10)
-	require.Equal(t, 98*time.Millisecond, stats[0].p99)
-	require.Equal(t, 99*time.Millisecond, stats[0].max)
-	require.Equal(t, 899*time.Millisecond, stats[7].max)
+	require.Equal(t, 98*time.Millisecond, stats[0].P99)
+	require.Equal(t, 99*time.Millisecond, stats[0].Max)
+	require.Equal(t, 899*time.Millisecond, stats[7].Max)
 
-	got := slowestSeconds(stats, start, 500*time.Millisecond, 2)
+	got := slowestSeconds(a.Timeline, start, end, 500*time.Millisecond, 2)
 	require.Contains(t, got, "1 of 10 seconds with p99 above 500 ms")
 	require.Contains(t, got, "the slowest: +7s p99 898 ms max 899 ms (100); +")
-	require.Equal(t, "no firing arrived", slowestSeconds(nil, start, time.Second, 5))
+	require.Equal(t, "no firing arrived", slowestSeconds(nil, start, end, time.Second, 5))
 }

@@ -88,7 +88,7 @@ func (r *Runner) rate(ctx context.Context, d *deployment, name string, cfg Stead
 		FormatLatency(s.P50), FormatLatency(s.P99), FormatLatency(s.P999), FormatLatency(s.Max),
 	}, serviceUsageCells(u0, u1)...)
 	res.detailf("%s: lateness at the sink %s; early arrivals %d", name, s, a.Early)
-	res.detailf("%s: by the second due: %s", name, slowestSeconds(bySecond(want, d.sink.Deliveries()), start, 500*time.Millisecond, 5))
+	res.detailf("%s: by the second due: %s", name, slowestSeconds(a.Timeline, start, end, 500*time.Millisecond, 5))
 	res.Details = append(res.Details, skippedNote(name, a.Missing, skipped))
 	res.detailf("%s: worker timer-stage lateness (holder release − fire instant, from its histogram) p50 %s p99 %s", name,
 		FormatLatency(harness.Seconds(timer.Quantile(0.5))), FormatLatency(harness.Seconds(timer.Quantile(0.99))))
