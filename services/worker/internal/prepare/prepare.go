@@ -149,7 +149,10 @@ type Config struct {
 	// call has said it is not done already (a copy of a fired execution
 	// is a duplicate, its record perhaps still to be written from its
 	// marker, not a misfire) and not stale; skipped then (Routes.Skip,
-	// a row of its own), its lease is left to run out.
+	// a row of its own), its lease is left to run out. A firing its job's
+	// overlap policy held back (lease.Waiting) is not judged again: a
+	// BUFFER_ALL slot behind a long execution is late by the job's own
+	// choice, and skipping it as a misfire would break that choice.
 	Late func(f *sundialv1.Firing) misfire.Verdict
 }
 
@@ -417,7 +420,7 @@ func (s *Stage) prepare(ctx context.Context, batch []*work.Item) {
 			s.again(it, s.cfg.RetryAfter)
 			continue
 		}
-		if s.cfg.Late != nil {
+		if s.cfg.Late != nil && !it.OverlapWaited {
 			if v := s.cfg.Late(f); !v.Fire {
 				late = append(late, lateItem{it, v})
 				continue
@@ -516,6 +519,7 @@ func (s *Stage) prepare(ctx context.Context, batch []*work.Item) {
 			// Behind the running execution (BUFFER_ONE, or a retry): look
 			// again when its marker ends.
 			s.count(it, "overlap_waiting")
+			it.OverlapWaited = true
 			s.m.OverlapWaits.WithLabelValues(Overlap(it.Firing.GetOverlap()).String()).Inc()
 			s.again(it, res[i].HeldFor+s.cfg.LeaseTTL/10)
 		default: // Stale, Overlapping, Poison, Cancelled: an executor records them.

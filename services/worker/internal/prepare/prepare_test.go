@@ -664,6 +664,54 @@ func TestChangedAndLateFiringsAreNotLeased(t *testing.T) {
 	}
 }
 
+// A slot its job's overlap policy held behind a running execution is late
+// by the job's own choice when it is prepared again: BUFFER_ALL asked for
+// every slot to run once the running one ends. It is leased and fired, not
+// judged a misfire, however late; one that never waited still is.
+func TestSlotHeldBackByItsOverlapPolicyIsNotAMisfire(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l := &leaser{answer: map[string]lease.Result{"queued": {Outcome: lease.Waiting, HeldFor: 5 * time.Second}}}
+	var judged, skipped, shed []string
+	r := &routes{fired: make(chan struct{}, 16)}
+	m := metrics.New(prometheus.NewRegistry(), metrics.DefaultMaxTenants)
+	s := New(Config{WorkerID: "w1", LeaseTTL: 5 * time.Second,
+		Late: func(f *sundialv1.Firing) misfire.Verdict {
+			judged = append(judged, f.GetExecutionId())
+			if late := clk.Now().Sub(f.GetFireTime().AsTime()); late > 5*time.Second {
+				return misfire.Verdict{Late: late, Kind: dmisfire.NotReplayed, Reason: "misfire RUN_ONCE: superseded"}
+			}
+			return misfire.Verdict{Fire: true}
+		},
+	}, l, Routes{
+		Fire:  func(it *work.Item) { r.fire = append(r.fire, it) },
+		Skip:  func(it *work.Item, reason string) { skipped = append(skipped, exec(it)) },
+		Shed:  func(it *work.Item, _ misfire.Verdict) { shed = append(shed, exec(it)) },
+		Now:   func(*work.Item) {},
+		Again: func(it *work.Item, _ int64) { r.again = append(r.again, it) },
+	}, clk, m, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	o := &owner{}
+	queued := item(t, o, "queued", t0, sundialv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ALL)
+	s.Prepare(context.Background(), []*work.Item{queued})
+	if len(r.again) != 1 || len(r.fire) != 0 {
+		t.Fatalf("held again %d, fired %d: want the slot waiting behind the running one", len(r.again), len(r.fire))
+	}
+
+	// The running execution ends 20 s later; the slot is prepared again,
+	// beside a slot of another job that reaches the stage as late.
+	clk.Advance(20 * time.Second)
+	l.answer = nil
+	s.Prepare(context.Background(), []*work.Item{queued, item(t, o, "behind", t0, sundialv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ALL)})
+	if len(r.fire) != 1 || exec(r.fire[0]) != "queued" {
+		t.Fatalf("fired %v, want the slot that waited behind its job's execution", r.fire)
+	}
+	if got := strings.Join(judged, ","); got != "queued,behind" {
+		t.Fatalf("judged %s, want the waiting slot judged once (on time, when it first came) and the late newcomer", got)
+	}
+	if len(skipped)+len(shed) != 1 || append(skipped, shed...)[0] != "behind" {
+		t.Fatalf("skipped %v shed %v, want only the slot that reached the stage late without waiting", skipped, shed)
+	}
+}
+
 // When Redis cannot say whether a late firing was touched, it is neither
 // skipped nor leased: it waits to be judged again.
 func TestLateFiringWaitsWhenRedisCannotSay(t *testing.T) {

@@ -138,6 +138,11 @@ type Prepared struct {
 	// LedgerChecked: found done by its marker once, this copy is looked
 	// up in the ledger the next time (prepare.Config.HasRecord).
 	LedgerChecked bool
+	// OverlapWaited: the job's overlap policy held it behind a running
+	// execution (BUFFER_ONE, BUFFER_ALL, CANCEL_OTHER) at least once. From
+	// then on its lateness is the job's own doing, not the platform's, so
+	// the misfire judge (prepare.Config.Late) no longer sees it.
+	OverlapWaited bool
 }
 
 // Owned belongs to the Owner (guarded by its lock): where the item is in
