@@ -93,12 +93,27 @@ func TestDroppedFiringsFreeRoomBeforeTheyFinish(t *testing.T) {
 	mu.Lock()
 	deleted = true
 	mu.Unlock()
+	// A fetch's records are added under the partition's lock, each asked
+	// whether its job changed first: one asked before the delete may still
+	// be on its way to the holder. Claiming a held firing takes that lock,
+	// so once it is claimed every firing asked before the delete is held,
+	// and every one after it is dropped on arrival.
+	var first *work.Item
+	h.mu.Lock()
+	for _, it := range h.items {
+		first = it
+		break
+	}
+	h.mu.Unlock()
+	if !first.Owner.Claim(first) {
+		t.Fatal("claim refused")
+	}
 	h.mu.Lock()
 	taken := h.items
 	h.items = map[string]*work.Item{}
 	h.mu.Unlock()
 	for _, it := range taken {
-		if !it.Owner.Claim(it) {
+		if it != first && !it.Owner.Claim(it) {
 			t.Fatal("claim refused")
 		}
 		mu.Lock()
