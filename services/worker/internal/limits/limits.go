@@ -220,6 +220,16 @@ func (g *Guard) slotsKey(h string) string   { return g.cfg.Prefix + "{limits}:sl
 // outcome when it may (an open breaker then fails it fast, in Fire), or
 // how long it waits first and the outcome it counts as.
 func (g *Guard) Admit(ctx context.Context, it *work.Item, now time.Time) (time.Duration, string) {
+	wait, outcome := g.admit(ctx, it, now)
+	if wait > 0 {
+		// Held back: it fires late rather than failing, so the misfire
+		// judge leaves it alone from now on (work.Item.LateByPolicy).
+		it.LimitWaited = true
+	}
+	return wait, outcome
+}
+
+func (g *Guard) admit(ctx context.Context, it *work.Item, now time.Time) (time.Duration, string) {
 	f := it.Firing
 	host := target.Host(f)
 	tq := g.cfg.Tenants.For(f.GetTenant()).Firing

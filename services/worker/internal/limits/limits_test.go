@@ -72,8 +72,17 @@ func TestPerProcessLimits(t *testing.T) {
 	if wait, outcome := g.Admit(ctx, third, t0); wait != 100*time.Millisecond || outcome != limits.OutcomeTenantLimited {
 		t.Fatalf("third firing: %s %q, want 100ms tenant_limited", wait, outcome)
 	}
-	if wait, _ := g.Admit(ctx, item("quiet", "b.example", 0), t0); wait != 0 {
+	// Held back, it fires late rather than failing: the misfire judge is
+	// to leave it alone when its lease is taken again.
+	if !third.LateByPolicy() {
+		t.Fatal("the firing over its tenant's quota is not marked as held back by a limit")
+	}
+	quiet := item("quiet", "b.example", 0)
+	if wait, _ := g.Admit(ctx, quiet, t0); wait != 0 {
 		t.Fatalf("another tenant waits %s", wait)
+	}
+	if quiet.LateByPolicy() {
+		t.Fatal("a firing admitted at once is marked as held back")
 	}
 	// a.example has its two slots taken.
 	if wait, outcome := g.Admit(ctx, item("quiet", "a.example", 1), t0); wait == 0 || outcome != limits.OutcomeConcurrencyLimited {

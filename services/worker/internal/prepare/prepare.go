@@ -150,9 +150,11 @@ type Config struct {
 	// is a duplicate, its record perhaps still to be written from its
 	// marker, not a misfire) and not stale; skipped then (Routes.Skip,
 	// a row of its own), its lease is left to run out. A firing its job's
-	// overlap policy held back (lease.Waiting) is not judged again: a
+	// overlap policy held back (lease.Waiting) or a limit made wait (the
+	// fire stage) is not judged again (work.Item.LateByPolicy): a
 	// BUFFER_ALL slot behind a long execution is late by the job's own
-	// choice, and skipping it as a misfire would break that choice.
+	// choice, a firing over its tenant's quota is delayed, never dropped,
+	// and skipping either as a misfire would break that promise.
 	Late func(f *sundialv1.Firing) misfire.Verdict
 }
 
@@ -420,7 +422,7 @@ func (s *Stage) prepare(ctx context.Context, batch []*work.Item) {
 			s.again(it, s.cfg.RetryAfter)
 			continue
 		}
-		if s.cfg.Late != nil && !it.OverlapWaited {
+		if s.cfg.Late != nil && !it.LateByPolicy() {
 			if v := s.cfg.Late(f); !v.Fire {
 				late = append(late, lateItem{it, v})
 				continue

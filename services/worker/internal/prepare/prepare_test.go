@@ -712,6 +712,35 @@ func TestSlotHeldBackByItsOverlapPolicyIsNotAMisfire(t *testing.T) {
 	}
 }
 
+// A firing a limit made wait (its tenant's quota, its host's rate) whose
+// lease ran low meanwhile is leased again without being judged: it fires
+// late rather than failing, whatever its job's misfire policy.
+func TestFiringHeldBackByALimitIsNotAMisfire(t *testing.T) {
+	clk := clock.NewFake(t0.Add(20 * time.Second))
+	judged := 0
+	var skipped []string
+	r := &routes{fired: make(chan struct{}, 16)}
+	m := metrics.New(prometheus.NewRegistry(), metrics.DefaultMaxTenants)
+	s := New(Config{WorkerID: "w1", LeaseTTL: 5 * time.Second,
+		Late: func(*sundialv1.Firing) misfire.Verdict {
+			judged++
+			return misfire.Verdict{Late: 20 * time.Second, Kind: dmisfire.NotReplayed, Reason: "misfire SKIP: not replayed"}
+		},
+	}, &leaser{}, Routes{
+		Fire:  func(it *work.Item) { r.fire = append(r.fire, it) },
+		Skip:  func(it *work.Item, _ string) { skipped = append(skipped, exec(it)) },
+		Shed:  func(it *work.Item, _ misfire.Verdict) { skipped = append(skipped, exec(it)) },
+		Now:   func(*work.Item) {},
+		Again: func(*work.Item, int64) {},
+	}, clk, m, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	limited := item(t, &owner{}, "limited", t0, 0)
+	limited.LimitWaited = true
+	s.Prepare(context.Background(), []*work.Item{limited})
+	if judged != 0 || len(skipped) != 0 || len(r.fire) != 1 {
+		t.Fatalf("judged %d, skipped %v, fired %d: want it leased and fired unjudged", judged, skipped, len(r.fire))
+	}
+}
+
 // When Redis cannot say whether a late firing was touched, it is neither
 // skipped nor leased: it waits to be judged again.
 func TestLateFiringWaitsWhenRedisCannotSay(t *testing.T) {

@@ -141,7 +141,8 @@ type Prepared struct {
 	// OverlapWaited: the job's overlap policy held it behind a running
 	// execution (BUFFER_ONE, BUFFER_ALL, CANCEL_OTHER) at least once. From
 	// then on its lateness is the job's own doing, not the platform's, so
-	// the misfire judge (prepare.Config.Late) no longer sees it.
+	// the misfire judge (prepare.Config.Late) no longer sees it
+	// (Item.LateByPolicy).
 	OverlapWaited bool
 }
 
@@ -161,7 +162,19 @@ type Admission struct {
 	Admitted uint8
 	// AdmitWaits counts its waits for a concurrency slot (their backoff).
 	AdmitWaits uint8
+	// LimitWaited: a limit (its tenant's rate, its host's rate or
+	// concurrency) made it wait at least once. A firing a limit holds back
+	// fires late rather than failing, so from then on the misfire judge
+	// (prepare.Config.Late) no longer sees it when its lease is taken
+	// again.
+	LimitWaited bool
 }
+
+// LateByPolicy reports whether the firing was held back by its job's
+// overlap policy or by a limit: whatever lateness it has since is what
+// that policy asked for, not the platform falling behind, so it is not
+// judged a misfire again.
+func (it *Item) LateByPolicy() bool { return it.OverlapWaited || it.LimitWaited }
 
 // Trace is a held firing's open spans.
 type Trace struct {
