@@ -20,3 +20,18 @@ func TestLeadCoversALargeRegistrationThatSlows(t *testing.T) {
 		t.Errorf("lead for 1,000 jobs: %s, want at most %s", got, most)
 	}
 }
+
+// TestQuickLeadCoversARegistrationAtLessThanHalfItsRate: in CI the quick
+// burst's 605 jobs registered at 68 jobs/s after a calibration of 157,
+// beside chaos-quick's registration; the lead must still leave the 2 s
+// margin, and stay short.
+func TestQuickLeadCoversARegistrationAtLessThanHalfItsRate(t *testing.T) {
+	r := &Runner{opts: Options{Quick: true}}
+	r.noteRegistration(100, 100*time.Second/157)
+	if got, need := r.lead(605), 605*time.Second/68+2*time.Second; got < need {
+		t.Errorf("quick lead for 605 jobs after a calibration at 157/s: %s, want at least %s (registered at 68/s, plus the 2 s margin)", got, need)
+	}
+	if got := r.lead(605); got > 15*time.Second {
+		t.Errorf("quick lead for 605 jobs: %s, want at most 15 s", got)
+	}
+}
