@@ -87,13 +87,19 @@ func TestBrowserConsole(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
+	// text waits for sel and reads its visible text in one evaluation in
+	// the page: a query and a read as two calls failed in CI with "No
+	// node with given id found" when the page was replaced between them
+	// (the job page, just after the create form's redirect).
 	text := func(name, sel string) string {
 		t.Helper()
-		s, err := chromedp.Run(step(name), chromedp.Text(chromedp.CSS(sel)))
+		s, err := chromedp.Run(step(name), chromedp.PollFunction[[]string](
+			`(sel) => { const e = document.querySelector(sel); return e ? [e.innerText] : null }`,
+			chromedp.WithPollingArgs(sel)))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		return strings.TrimSpace(s)
+		return strings.TrimSpace(s[0])
 	}
 	eval := func(name, expr string) int {
 		t.Helper()
