@@ -2,17 +2,15 @@
 // hands them to the ready queue.
 //
 // It is one min-heap ordered by (release instant, priority, arrival) and one
-// timer set
-// for the earliest entry, not a timer per firing: 100,000 held firings cost
-// 100,000 heap slots (8 bytes each) plus the items themselves, and one
-// goroutine. The clock is the worker's corrected clock (local time plus the
+// timer set for the earliest entry, not a timer per firing: 100,000 held
+// firings cost 100,000 heap entries (32 bytes each: the order and the item's
+// address) plus the items themselves, and one goroutine. The clock is the worker's corrected clock (local time plus the
 // estimated offset from the database clock), read afresh at every wake-up,
 // so a change of the estimate takes effect at the next wake (Wake forces
 // one).
 package holder
 
 import (
-	"container/heap"
 	"context"
 	"sync"
 	"time"
@@ -122,8 +120,7 @@ func (h *Holder) Add(it *work.Item) {
 		h.turns[k] = n
 		it.Turn = n
 	}
-	heap.Push(&h.h, it)
-	first := it.HeapIndex == 0
+	first := h.h.push(it) == 0
 	h.mu.Unlock()
 	if first {
 		h.Wake()
@@ -135,10 +132,10 @@ func (h *Holder) Remove(it *work.Item) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	i := it.HeapIndex
-	if i < 0 || i >= len(h.h) || h.h[i] != it {
+	if i < 0 || i >= len(h.h) || h.h[i].it != it {
 		return false
 	}
-	heap.Remove(&h.h, i)
+	h.h.remove(i)
 	h.leave(it)
 	return true
 }
@@ -155,14 +152,14 @@ func (h *Holder) RemoveIf(drop func(*work.Item) bool) []*work.Item {
 	var out []*work.Item
 	h.mu.Lock()
 	kept := h.h[:0]
-	for _, it := range h.h {
-		if drop(it) {
+	for _, e := range h.h {
+		if it := e.it; drop(it) {
 			it.HeapIndex = -1
 			h.leave(it)
 			out = append(out, it)
 			continue
 		}
-		kept = append(kept, it)
+		kept = append(kept, e)
 	}
 	if len(out) == 0 {
 		h.mu.Unlock()
@@ -173,14 +170,19 @@ func (h *Holder) RemoveIf(drop func(*work.Item) bool) []*work.Item {
 		kept = append(itemHeap(nil), kept...)
 	}
 	h.h = kept
-	for i, it := range h.h {
-		it.HeapIndex = i
-	}
-	heap.Init(&h.h)
+	h.h.init()
 	h.mu.Unlock()
 	// The earliest item may have gone: re-arm the timer for the new one.
 	h.Wake()
 	return out
+}
+
+// popLocked takes the earliest item out of the heap. Called with h.mu held
+// and the heap not empty.
+func (h *Holder) popLocked() *work.Item {
+	it := h.h.pop()
+	h.leave(it)
+	return it
 }
 
 // leave gives back its turn when it leaves the heap. Called with h.mu held.
@@ -231,14 +233,12 @@ func (h *Holder) loop(ctx context.Context) error {
 		// after the whole herd has left the heap.
 		for {
 			h.mu.Lock()
-			for len(due) < ReleaseChunk && len(h.h) > 0 && h.h[0].Due <= now {
-				it := heap.Pop(&h.h).(*work.Item)
-				h.leave(it)
-				due = append(due, it)
+			for len(due) < ReleaseChunk && len(h.h) > 0 && h.h[0].due <= now {
+				due = append(due, h.popLocked())
 			}
 			more := len(due) == ReleaseChunk
 			if !more && len(h.h) > 0 {
-				wait = time.Duration(h.h[0].Due - now)
+				wait = time.Duration(h.h[0].due - now)
 			}
 			h.mu.Unlock()
 			for _, it := range due {
@@ -280,41 +280,120 @@ func (h *Holder) loop(ctx context.Context) error {
 // most one call of WithReleased's f is told of.
 const ReleaseChunk = 256
 
-type itemHeap []*work.Item
+// itemHeap is a binary min-heap of entries ordered by (release instant,
+// priority, turn, arrival). Each entry carries its item's order inline, so
+// sifting through 100,000 held firings compares within the heap's own
+// array instead of reaching into items scattered over the heap memory;
+// only the item's HeapIndex is written as it moves. Typed rather than
+// container/heap, so a comparison is not an interface call.
+type itemHeap []entry
 
-func (h itemHeap) Len() int { return len(h) }
-func (h itemHeap) Less(i, j int) bool {
-	if h[i].Due != h[j].Due {
-		return h[i].Due < h[j].Due
-	}
-	if ri, rj := readyq.Rank(h[i].Priority), readyq.Rank(h[j].Priority); ri != rj {
-		return ri < rj
-	}
-	if h[i].Turn != h[j].Turn {
-		return h[i].Turn < h[j].Turn
-	}
-	return h[i].Seq < h[j].Seq
+type entry struct {
+	due  int64
+	seq  uint64
+	turn uint32
+	rank int32
+	it   *work.Item
 }
-func (h itemHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].HeapIndex = i
-	h[j].HeapIndex = j
+
+func (a *entry) less(b *entry) bool {
+	if a.due != b.due {
+		return a.due < b.due
+	}
+	if a.rank != b.rank {
+		return a.rank < b.rank
+	}
+	if a.turn != b.turn {
+		return a.turn < b.turn
+	}
+	return a.seq < b.seq
 }
-func (h *itemHeap) Push(x any) {
-	it := x.(*work.Item)
-	it.HeapIndex = len(*h)
-	*h = append(*h, it)
+
+// push adds it, keyed by its Hold and priority as they are now, and
+// returns the index it settled at (0: it is the earliest).
+func (h *itemHeap) push(it *work.Item) int {
+	*h = append(*h, entry{due: it.Due, seq: it.Seq, turn: it.Turn, rank: int32(readyq.Rank(it.Priority)), it: it})
+	return h.up(len(*h) - 1)
 }
-func (h *itemHeap) Pop() any {
+
+// pop removes and returns the earliest item.
+func (h *itemHeap) pop() *work.Item {
+	return h.remove(0)
+}
+
+// remove removes and returns the item at index i.
+func (h *itemHeap) remove(i int) *work.Item {
 	old := *h
-	n := len(old)
-	it := old[n-1]
-	old[n-1] = nil
+	n := len(old) - 1
+	it := old[i].it
+	if i != n {
+		old[i] = old[n]
+		old[i].it.HeapIndex = i
+	}
+	old[n] = entry{}
+	*h = old[:n]
+	if i != n {
+		if j := h.down(i); j == i {
+			h.up(i)
+		}
+	}
 	it.HeapIndex = -1
-	*h = old[:n-1]
 	// Give memory back after a burst drained.
 	if cap(*h) > 1024 && len(*h) < cap(*h)/4 {
 		*h = append(itemHeap(nil), *h...)
 	}
 	return it
+}
+
+// init orders the whole array and sets every item's HeapIndex.
+func (h itemHeap) init() {
+	for i := range h {
+		h[i].it.HeapIndex = i
+	}
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+// up moves the entry at j towards the root while it is earlier than its
+// parent, and returns where it stopped.
+func (h itemHeap) up(j int) int {
+	e := h[j]
+	for j > 0 {
+		p := (j - 1) / 2
+		if !e.less(&h[p]) {
+			break
+		}
+		h[j] = h[p]
+		h[j].it.HeapIndex = j
+		j = p
+	}
+	h[j] = e
+	e.it.HeapIndex = j
+	return j
+}
+
+// down moves the entry at i towards the leaves while a child is earlier,
+// and returns where it stopped.
+func (h itemHeap) down(i int) int {
+	n := len(h)
+	e := h[i]
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if r := c + 1; r < n && h[r].less(&h[c]) {
+			c = r
+		}
+		if !h[c].less(&e) {
+			break
+		}
+		h[i] = h[c]
+		h[i].it.HeapIndex = i
+		i = c
+	}
+	h[i] = e
+	e.it.HeapIndex = i
+	return i
 }

@@ -3,6 +3,7 @@ package holder
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/process/clock"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
+	"github.com/sundialhq/sundial/services/worker/internal/readyq"
 	"github.com/sundialhq/sundial/services/worker/internal/work"
 )
 
@@ -412,5 +414,59 @@ func TestRemoveIfShrinksTheHeap(t *testing.T) {
 	}
 	if turns != 100 {
 		t.Fatalf("%d turn keys for 100 held items at distinct instants", turns)
+	}
+}
+
+// TestHeapReleasesInOrderThroughRandomAddsAndRemoves drives the heap with
+// adds, removals from anywhere and releases in random order, checking each
+// release against the earliest item still held by (instant, priority,
+// arrival), and each removal's answer against whether the item was held.
+func TestHeapReleasesInOrderThroughRandomAddsAndRemoves(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	h := New(clock.NewFake(time.Unix(0, 0)), func(*work.Item) {})
+	prios := []sundialv1.Priority{sundialv1.Priority_PRIORITY_CRITICAL, sundialv1.Priority_PRIORITY_HIGH,
+		sundialv1.Priority_PRIORITY_MEDIUM, sundialv1.Priority_PRIORITY_LOW}
+	held := map[*work.Item]bool{}
+	var all []*work.Item
+	earliest := func() *work.Item {
+		var best *work.Item
+		for it := range held {
+			if best == nil || it.Due < best.Due ||
+				it.Due == best.Due && (readyq.Rank(it.Priority) < readyq.Rank(best.Priority) ||
+					readyq.Rank(it.Priority) == readyq.Rank(best.Priority) && it.Seq < best.Seq) {
+				best = it
+			}
+		}
+		return best
+	}
+	for step := range 20_000 {
+		switch op := rng.IntN(10); {
+		case op < 5:
+			it := &work.Item{Facts: work.Facts{FireAt: rng.Int64N(50), Priority: prios[rng.IntN(len(prios))]}}
+			h.Add(it)
+			held[it] = true
+			all = append(all, it)
+		case op < 7 && len(all) > 0:
+			it := all[rng.IntN(len(all))]
+			if got := h.Remove(it); got != held[it] {
+				t.Fatalf("step %d: Remove reported %v for an item held=%v", step, got, held[it])
+			}
+			delete(held, it)
+		default:
+			want := earliest()
+			h.mu.Lock()
+			var got *work.Item
+			if len(h.h) > 0 {
+				got = h.popLocked()
+			}
+			h.mu.Unlock()
+			if got != want {
+				t.Fatalf("step %d: released %+v, want %+v", step, got, want)
+			}
+			delete(held, got)
+		}
+		if h.Len() != len(held) {
+			t.Fatalf("step %d: holder holds %d, want %d", step, h.Len(), len(held))
+		}
 	}
 }
