@@ -431,6 +431,8 @@ func (r *Runner) sampleGauges(ctx context.Context, d *deployment) (stop func() s
 	for i, s := range series {
 		gs[i].name = s.name
 	}
+	idle := counterSince(ctx, func() []*harness.Process { return d.workers }, "sundial_worker_executor_idle_while_due_seconds_total")
+	from := r.clock.Now()
 	sctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -456,7 +458,41 @@ func (r *Runner) sampleGauges(ctx context.Context, d *deployment) (stop func() s
 				parts = append(parts, fmt.Sprintf("%s mean %.0f max %.0f", g.name, g.sum/float64(g.n), g.max))
 			}
 		}
+		parts = append(parts, fmt.Sprintf("executors idle while a firing that could start waited %.3f executor-s in %s",
+			idle(ctx), r.clock.Now().Sub(from).Round(time.Second)))
 		return strings.Join(parts, "; ")
+	}
+}
+
+// counterSince reads a counter of every process ps gives now and returns
+// what reads how much it grew since, summed over the processes ps gives
+// then: one that died in between is left out with what it counted, one
+// started since (a replaced worker) counts from zero.
+func counterSince(ctx context.Context, ps func() []*harness.Process, name string) func(context.Context) float64 {
+	read := func(ctx context.Context, pr *harness.Process) (float64, bool) {
+		if !pr.Alive() {
+			return 0, false
+		}
+		m, err := pr.Metrics(ctx)
+		if err != nil {
+			return 0, false
+		}
+		return m.Value(name)
+	}
+	start := map[*harness.Process]float64{}
+	for _, pr := range ps() {
+		if v, ok := read(ctx, pr); ok {
+			start[pr] = v
+		}
+	}
+	return func(ctx context.Context) float64 {
+		total := 0.0
+		for _, pr := range ps() {
+			if v, ok := read(ctx, pr); ok {
+				total += max(v-start[pr], 0)
+			}
+		}
+		return total
 	}
 }
 

@@ -473,8 +473,10 @@ func (b *builder) stages(clk *clocks, rs redisSide, led ledgerSide, rec *recorde
 	cfg, m := b.cfg, b.m
 	q := readyq.New(readyq.WithLane(readyq.FairLanes), readyq.WithDepthObserver(func(p sundialv1.Priority, d int) {
 		m.ReadyDepth.WithLabelValues(firing.PriorityName(p)).Set(float64(d))
-	}), readyq.WithLimits(readyq.LimitsOf(cfg.Executors, cfg.HighExecutorsPercent, cfg.MediumExecutorsPercent, cfg.LowExecutorsPercent)))
+	}), readyq.WithLimits(readyq.LimitsOf(cfg.Executors, cfg.HighExecutorsPercent, cfg.MediumExecutorsPercent, cfg.LowExecutorsPercent)),
+		readyq.WithClock(clk.local))
 	b.w.Queue = q
+	metrics.ExecutorIdle(b.reg, q.IdleWhileDue)
 	applyGCPercent(cfg, b.logger)
 	gov, err := procsGovernor(cfg, clk.local, m, b.logger.With("component", "procs"))
 	if err != nil {

@@ -5,6 +5,7 @@ package metrics
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -398,6 +399,17 @@ func LedgerThrottle(reg prometheus.Registerer, rate func() float64, inFlight fun
 			Name: "sundial_worker_ledger_in_flight_records", Help: "Ledger records being written to Cassandra.",
 		}, func() float64 { return float64(inFlight()) }),
 	)
+}
+
+// ExecutorIdle registers the executor time spent waiting while a firing
+// that could have started waited in the ready queue (readyq's
+// IdleWhileDue): near zero when the executors are busy whenever due
+// firings wait, which is what it is there to show.
+func ExecutorIdle(reg prometheus.Registerer, idle func() time.Duration) {
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "sundial_worker_executor_idle_while_due_seconds_total",
+		Help: "Executor-seconds spent waiting for work while a firing that could have started waited in the ready queue (firings held back by their priority's executor cap not counted).",
+	}, func() float64 { return idle().Seconds() }))
 }
 
 // Held registers a gauge of the firings held for later, read from f.

@@ -24,10 +24,12 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
 	"github.com/sundialhq/sundial/pkg/domain/firing"
+	"github.com/sundialhq/sundial/pkg/process/clock"
 	"github.com/sundialhq/sundial/services/worker/internal/work"
 )
 
@@ -82,6 +84,15 @@ type Queue struct {
 	// empty is closed when the queue next becomes empty; nil while nobody
 	// asked (Emptied).
 	empty chan struct{}
+	// The idle account (IdleWhileDue): waiting[0] executors wait in
+	// PopCritical and waiting[1] in Pop; idle is how many of them could
+	// be firing a waiting item now, and idleNs sums idle × time, read
+	// from clk only while idle is or becomes non-zero.
+	clk     clock.Clock
+	waiting [2]int
+	idle    int
+	since   int64
+	idleNs  atomic.Int64
 }
 
 // closed is a channel that is always closed: Emptied's answer for a queue
@@ -142,9 +153,13 @@ func WithDepthObserver(f func(p sundialv1.Priority, depth int)) Option {
 	return func(q *Queue) { q.onDepth = f }
 }
 
+// WithClock sets the clock the idle account reads (IdleWhileDue); the real
+// clock by default.
+func WithClock(c clock.Clock) Option { return func(q *Queue) { q.clk = c } }
+
 // New returns an empty queue.
 func New(opts ...Option) *Queue {
-	q := &Queue{wake: make(chan struct{}, 1), urgent: make(chan struct{}, 1)}
+	q := &Queue{wake: make(chan struct{}, 1), urgent: make(chan struct{}, 1), clk: clock.Real{}}
 	for i := range q.lanes {
 		q.lanes[i] = &FIFO{}
 	}
@@ -161,6 +176,7 @@ func (q *Queue) Push(it *work.Item) {
 	q.lanes[i].Push(it)
 	q.n++
 	depth := q.lanes[i].Len()
+	q.account()
 	q.mu.Unlock()
 	if q.onDepth != nil {
 		q.onDepth(priorities[i], depth)
@@ -199,8 +215,16 @@ func (q *Queue) admits(i int) bool {
 // When the most urgent lane with items is at its cap, nothing is returned:
 // every less urgent lane is under the same cap (caps nest), so strict
 // priority is kept.
-func (q *Queue) TryPop() *work.Item {
+func (q *Queue) TryPop() *work.Item { return q.tryPop(false, false) }
+
+// tryPop is TryPop for Pop: woke (the caller waited since its last try)
+// takes it off the waiting count, and wait (it will wait if it gets
+// nothing) puts it on, in the same hold of the lock.
+func (q *Queue) tryPop(woke, wait bool) *work.Item {
 	q.mu.Lock()
+	if woke {
+		q.waiting[1]--
+	}
 	for i, l := range q.lanes {
 		if l.Len() == 0 {
 			continue
@@ -213,6 +237,7 @@ func (q *Queue) TryPop() *work.Item {
 			q.n--
 			q.popped.Add(1)
 			q.signalEmpty()
+			q.account()
 			depth, more := l.Len(), q.n > 0
 			q.mu.Unlock()
 			if more {
@@ -229,6 +254,12 @@ func (q *Queue) TryPop() *work.Item {
 			return it
 		}
 	}
+	if wait {
+		q.waiting[1]++
+	}
+	if woke || wait {
+		q.account()
+	}
 	q.mu.Unlock()
 	return nil
 }
@@ -241,6 +272,9 @@ func (q *Queue) Done(p sundialv1.Priority) {
 	q.mu.Lock()
 	q.running[i]--
 	more := q.n > 0
+	if more {
+		q.account()
+	}
 	q.mu.Unlock()
 	if more && i > 0 {
 		// A firing held back by its cap may start now.
@@ -263,13 +297,19 @@ func (q *Queue) Running(p sundialv1.Priority) int {
 // Pop blocks until an item may start (the most urgent one, see TryPop) or
 // ctx ends (nil).
 func (q *Queue) Pop(ctx context.Context) *work.Item {
+	woke := false
 	for {
-		if it := q.TryPop(); it != nil {
+		if it := q.tryPop(woke, true); it != nil {
 			return it
 		}
 		select {
 		case <-q.wake:
+			woke = true
 		case <-ctx.Done():
+			q.mu.Lock()
+			q.waiting[1]--
+			q.account()
+			q.mu.Unlock()
 			return nil
 		}
 	}
@@ -281,8 +321,12 @@ func (q *Queue) Pop(ctx context.Context) *work.Item {
 // them waiting. CRITICAL items count against no cap; Done them like the
 // others.
 func (q *Queue) PopCritical(ctx context.Context) *work.Item {
+	woke := false
 	for {
 		q.mu.Lock()
+		if woke {
+			q.waiting[0]--
+		}
 		l := q.lanes[0]
 		it := l.Pop()
 		var depth, n int
@@ -292,7 +336,10 @@ func (q *Queue) PopCritical(ctx context.Context) *work.Item {
 			q.popped.Add(1)
 			q.signalEmpty()
 			depth, n = l.Len(), q.n
+		} else {
+			q.waiting[0]++
 		}
+		q.account()
 		q.mu.Unlock()
 		if it != nil {
 			if depth > 0 {
@@ -308,10 +355,88 @@ func (q *Queue) PopCritical(ctx context.Context) *work.Item {
 		}
 		select {
 		case <-q.urgent:
+			woke = true
 		case <-ctx.Done():
+			q.mu.Lock()
+			q.waiting[0]--
+			q.account()
+			q.mu.Unlock()
 			return nil
 		}
 	}
+}
+
+// IdleWhileDue is the executor time, summed over executors, spent waiting
+// in Pop or PopCritical while an item they could have started waited in
+// the queue: the handoff from a Push to a woken executor, and any stall
+// beyond it. Items held back by their priority's cap (Limits) are not
+// counted: no executor may start them. The worker exports it, so "every
+// executor busy whenever due firings wait" is measured, not sampled.
+func (q *Queue) IdleWhileDue() time.Duration {
+	q.mu.Lock()
+	q.account()
+	q.mu.Unlock()
+	return time.Duration(q.idleNs.Load())
+}
+
+// account closes the interval the idle count held for and counts it anew
+// after a change of the waiting executors, the items or the running
+// attempts. Called with q.mu held; it reads the clock only while executors
+// are idle with a startable item, which a queue that hands out what it
+// receives at once almost never is.
+func (q *Queue) account() {
+	idle := q.idleNow()
+	if idle == 0 && q.idle == 0 {
+		return
+	}
+	now := q.clk.Now().UnixNano()
+	if q.idle > 0 {
+		q.idleNs.Add(int64(q.idle) * (now - q.since))
+	}
+	q.idle, q.since = idle, now
+}
+
+// idleNow is how many waiting executors could start an item now: the
+// CRITICAL waiters take CRITICAL items, the others anything Pop would hand
+// out one after another under the caps. Called with q.mu held.
+func (q *Queue) idleNow() int {
+	if q.n == 0 || q.waiting[0]+q.waiting[1] == 0 {
+		return 0
+	}
+	crit := min(q.waiting[0], q.lanes[0].Len())
+	return crit + min(q.waiting[1], q.lanes[0].Len()-crit+q.startableBelowCritical())
+}
+
+// startableBelowCritical is how many items of the capped lanes Pop would
+// hand out one after another now, with no attempt ending: lane by lane in
+// priority order, each up to the room its caps leave, stopping at the
+// first lane whose caps are full (strict priority). Called with q.mu held.
+func (q *Queue) startableBelowCritical() int {
+	running := q.running
+	total := 0
+	for i := 1; i < len(q.lanes); i++ {
+		k := q.lanes[i].Len()
+		if k == 0 {
+			continue
+		}
+		room := k
+		below := 0
+		for r := len(priorities) - 1; r >= 1; r-- {
+			below += running[r]
+			if r <= i && q.limit[r] > 0 {
+				room = min(room, q.limit[r]-below)
+			}
+		}
+		if room <= 0 {
+			break
+		}
+		total += room
+		running[i] += room
+		if room < k {
+			break
+		}
+	}
+	return total
 }
 
 // Emptied returns a channel closed once no item waits: at once if none

@@ -4,11 +4,13 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
+	"github.com/sundialhq/sundial/pkg/process/clock"
 	"github.com/sundialhq/sundial/services/worker/internal/work"
 )
 
@@ -407,5 +409,141 @@ func TestEmptiedClosesWhenTheLastItemIsTaken(t *testing.T) {
 	q.Pop(context.Background())
 	if !isClosed(q.Emptied()) {
 		t.Fatal("Emptied open on an empty queue")
+	}
+}
+
+// stall counts an executor as waiting in Pop (pop) or PopCritical without
+// it coming back for an item: an executor woken and not yet scheduled, which
+// is the time IdleWhileDue accounts.
+func stall(q *Queue, critical bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if critical {
+		q.waiting[0]++
+	} else {
+		q.waiting[1]++
+	}
+	q.account()
+}
+
+func TestIdleWhileDueCountsWaitingExecutorsThatCouldStart(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	q := New(WithClock(clk))
+	stall(q, false)
+	clk.Advance(time.Second)
+	if got := q.IdleWhileDue(); got != 0 {
+		t.Fatalf("an executor waiting on an empty queue counted as idle: %v", got)
+	}
+	q.Push(item(med, 1))
+	clk.Advance(3 * time.Second)
+	if got := q.IdleWhileDue(); got != 3*time.Second {
+		t.Fatalf("one waiting executor, one startable item for 3s: idle %v, want 3s", got)
+	}
+	// A second item does not make one executor idle twice over.
+	q.Push(item(med, 2))
+	clk.Advance(time.Second)
+	if got := q.IdleWhileDue(); got != 4*time.Second {
+		t.Fatalf("one waiting executor, two items for 1s more: idle %v, want 4s", got)
+	}
+	// A second waiting executor is idle too while two items wait.
+	stall(q, false)
+	clk.Advance(time.Second)
+	if got := q.IdleWhileDue(); got != 6*time.Second {
+		t.Fatalf("two waiting executors, two items for 1s more: idle %v, want 6s", got)
+	}
+	// Both come back and take the items: nothing idles from then on.
+	for range 2 {
+		if q.tryPop(true, false) == nil {
+			t.Fatal("a waiting executor found nothing")
+		}
+	}
+	clk.Advance(5 * time.Second)
+	if got := q.IdleWhileDue(); got != 6*time.Second {
+		t.Fatalf("idle grew with no executor waiting: %v, want 6s", got)
+	}
+}
+
+func TestIdleWhileDueLeavesOutWhatACapHoldsBack(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	q := New(WithClock(clk), WithLimits(Limits{Low: 1}))
+	q.Push(item(low, 1))
+	if q.TryPop() == nil {
+		t.Fatal("the first LOW item did not start")
+	}
+	stall(q, false)
+	q.Push(item(low, 2))
+	clk.Advance(10 * time.Second)
+	if got := q.IdleWhileDue(); got != 0 {
+		t.Fatalf("a LOW item held back by LOW's cap counted as startable: idle %v", got)
+	}
+	// A MEDIUM item may start past LOW's cap.
+	q.Push(item(med, 3))
+	clk.Advance(2 * time.Second)
+	if got := q.IdleWhileDue(); got != 2*time.Second {
+		t.Fatalf("a MEDIUM item under no cap waited on an idle executor for 2s: idle %v, want 2s", got)
+	}
+	// The executor takes the MEDIUM one; LOW's attempt ends, and the LOW
+	// item may start: the executor is idle again until it comes back.
+	if it := q.tryPop(true, false); it == nil || it.Priority != med {
+		t.Fatalf("the waiting executor took %v, want the MEDIUM item", it)
+	}
+	stall(q, false)
+	q.Done(low)
+	clk.Advance(time.Second)
+	if got := q.IdleWhileDue(); got != 3*time.Second {
+		t.Fatalf("after LOW's attempt ended: idle %v, want 3s", got)
+	}
+}
+
+func TestIdleWhileDueGivesCriticalExecutorsOnlyCriticalItems(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	q := New(WithClock(clk))
+	stall(q, true)
+	q.Push(item(med, 1))
+	clk.Advance(2 * time.Second)
+	if got := q.IdleWhileDue(); got != 0 {
+		t.Fatalf("an executor reserved for CRITICAL counted idle beside a MEDIUM item: %v", got)
+	}
+	q.Push(item(crit, 2))
+	clk.Advance(time.Second)
+	if got := q.IdleWhileDue(); got != time.Second {
+		t.Fatalf("a CRITICAL item beside a waiting CRITICAL executor for 1s: idle %v, want 1s", got)
+	}
+}
+
+func TestExecutorsThatPopAtOnceAccountNoIdleTime(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	q := New(WithClock(clk))
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	got := make(chan *work.Item, 100)
+	for range 4 {
+		wg.Go(func() {
+			for {
+				it := q.Pop(ctx)
+				if it == nil {
+					return
+				}
+				got <- it
+				q.Done(it.Priority)
+			}
+		})
+	}
+	for i := range 100 {
+		q.Push(item(med, uint64(i)))
+	}
+	for range 100 {
+		<-got
+	}
+	clk.Advance(time.Minute)
+	cancel()
+	wg.Wait()
+	if idle := q.IdleWhileDue(); idle != 0 {
+		t.Fatalf("executors that were woken at once accounted %v idle after the clock moved on", idle)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.waiting != [2]int{} {
+		t.Fatalf("executors still counted waiting after they returned: %v", q.waiting)
 	}
 }
