@@ -2,6 +2,7 @@ package bench
 
 import (
 	"testing"
+	"time"
 
 	"github.com/sundialhq/sundial/testkit/harness"
 )
@@ -62,5 +63,22 @@ func TestSpreadSkipped(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A firing that never reached the sink may have been skipped by its job's
+// misfire policy: the 10-second breakdown must not call it lost.
+func TestByTenSecondsCallsMissingFiringsNotDelivered(t *testing.T) {
+	from := time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
+	tl := []harness.Late{
+		{FireAt: from, Lateness: 5 * time.Millisecond},
+		{FireAt: from.Add(time.Second), Lateness: Never},
+		{FireAt: from.Add(2 * time.Second), Lateness: Never},
+		{FireAt: from.Add(11 * time.Second), Lateness: 40 * time.Millisecond},
+	}
+	got := byTenSeconds(tl, from, from.Add(20*time.Second))
+	want := "+0s p99 5.00 ms (2 not delivered), +10s p99 40.0 ms"
+	if got != want {
+		t.Fatalf("byTenSeconds = %q, want %q", got, want)
 	}
 }

@@ -469,19 +469,20 @@ func (r *Runner) recoveryCells(res *Result, name, offered, disturbance string, l
 		fmt.Sprint(lostBeyond(o.all.Missing, o.skipped)), fmt.Sprint(o.skipped), fmt.Sprint(o.all.DuplicateEffects), fmt.Sprint(o.poison)}
 }
 
-// byTenSeconds renders the p99 (and how many were lost) of the firings
-// due in each 10 s from from to to: the shape of the fall and the
-// recovery.
+// byTenSeconds renders the p99 (and how many never reached the sink) of
+// the firings due in each 10 s from from to to: the shape of the fall and
+// the recovery. A firing not delivered was lost or skipped by its job's
+// misfire policy; the timeline cannot tell which, the run's totals can.
 func byTenSeconds(timeline []harness.Late, from, to time.Time) string {
 	n := max(int(to.Sub(from)/(10*time.Second)), 1)
-	var lost = make([]int, n)
+	var missing = make([]int, n)
 	var kept []harness.Late
 	for _, l := range timeline {
 		if l.FireAt.Before(from) || !l.FireAt.Before(to) {
 			continue
 		}
 		if l.Lateness == Never {
-			lost[min(int(l.FireAt.Sub(from)/(10*time.Second)), n-1)]++
+			missing[min(int(l.FireAt.Sub(from)/(10*time.Second)), n-1)]++
 			continue
 		}
 		kept = append(kept, l)
@@ -489,8 +490,8 @@ func byTenSeconds(timeline []harness.Late, from, to time.Time) string {
 	var parts []string
 	for i, s := range harness.ByPeriod(kept, from, 10*time.Second, n) {
 		p := "+" + strconv.Itoa(10*i) + "s p99 " + FormatLatency(s.P99)
-		if lost[i] > 0 {
-			p += fmt.Sprintf(" (%d lost)", lost[i])
+		if missing[i] > 0 {
+			p += fmt.Sprintf(" (%d not delivered)", missing[i])
 		}
 		parts = append(parts, p)
 	}
