@@ -131,7 +131,8 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 	if err != nil {
 		return nil, err
 	}
-	rec := b.recorder(led.writer, spill)
+	q := b.readyQueue(clk)
+	rec := b.recorder(led.writer, spill, q)
 	kafka, err := b.producer()
 	if err != nil {
 		return nil, err
@@ -141,7 +142,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger, reg pr
 		return nil, err
 	}
 	nt, poison := b.callbacks(secret, clk, out, kafka.dlq)
-	st, err := b.stages(clk, rs, led, rec)
+	st, err := b.stages(clk, rs, led, rec, q)
 	if err != nil {
 		return nil, err
 	}

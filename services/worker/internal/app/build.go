@@ -246,8 +246,11 @@ func (s spilled) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 
 // recorder builds the ledger recorder, which groups the attempts' records
 // into ledger writes.
-func (b *builder) recorder(led recorder.Ledger, spill *spillPool) *recorder.Recorder {
+func (b *builder) recorder(led recorder.Ledger, spill *spillPool, q *readyq.Queue) *recorder.Recorder {
 	recCfg := recorder.DefaultConfig
+	// Due firings go out first; their records are written after them
+	// (recorder.Config.Emptied), held back at most --ledger-max-yield.
+	recCfg.Emptied, recCfg.MaxYield = q.Emptied, b.cfg.LedgerMaxYield
 	recCfg.RunningDelay = b.cfg.LedgerRunningDelay
 	recCfg.Linger = b.cfg.LedgerLinger
 	recCfg.Quiet = b.cfg.LedgerQuiet
@@ -270,6 +273,7 @@ func (b *builder) recorder(led recorder.Ledger, spill *spillPool) *recorder.Reco
 	m := b.m
 	rec := recorder.New(led, recCfg, b.logger.With("component", "recorder"), recorder.Metrics{
 		Written: func(r string) { m.LedgerWrites.WithLabelValues(r).Inc() },
+		Yielded: func(d time.Duration) { m.LedgerYield.Observe(d.Seconds()) },
 	})
 	b.run(rec)
 	return rec
@@ -469,7 +473,10 @@ type stageSet struct {
 // or CRITICAL firing never waits for slow LOW or MEDIUM requests to end.
 // The GOMAXPROCS governor is built here too: a herd the fire holder
 // releases raises it.
-func (b *builder) stages(clk *clocks, rs redisSide, led ledgerSide, rec *recorder.Recorder) (stageSet, error) {
+// readyQueue builds the ready queue: due firings waiting for an
+// executor. The stages fill and drain it; the settlers and the recorder
+// give way to the firings while it holds any.
+func (b *builder) readyQueue(clk *clocks) *readyq.Queue {
 	cfg, m := b.cfg, b.m
 	q := readyq.New(readyq.WithLane(readyq.FairLanes), readyq.WithDepthObserver(func(p sundialv1.Priority, d int) {
 		m.ReadyDepth.WithLabelValues(firing.PriorityName(p)).Set(float64(d))
@@ -477,6 +484,11 @@ func (b *builder) stages(clk *clocks, rs redisSide, led ledgerSide, rec *recorde
 		readyq.WithClock(clk.local))
 	b.w.Queue = q
 	metrics.ExecutorIdle(b.reg, q.IdleWhileDue)
+	return q
+}
+
+func (b *builder) stages(clk *clocks, rs redisSide, led ledgerSide, rec *recorder.Recorder, q *readyq.Queue) (stageSet, error) {
+	cfg, m := b.cfg, b.m
 	applyGCPercent(cfg, b.logger)
 	gov, err := procsGovernor(cfg, clk.local, m, b.logger.With("component", "procs"))
 	if err != nil {

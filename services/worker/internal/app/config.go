@@ -111,6 +111,9 @@ type Config struct {
 	// came for that long; LedgerGroupSize caps a group.
 	LedgerLinger time.Duration
 	LedgerQuiet  time.Duration
+	// LedgerMaxYield: how long the recorder may hold records back while
+	// due firings wait for an executor (0: never).
+	LedgerMaxYield time.Duration
 	// LedgerSpillAfter: how long the ledger may keep refusing a group of
 	// records before they are spilled to Postgres.
 	LedgerSpillAfter time.Duration
@@ -246,6 +249,8 @@ func (c *Config) Register(fs *flag.FlagSet) {
 		"gather ledger records at most this long before writing them as one group (many records per Cassandra batch); an attempt shows in history at most about this much later")
 	fs.DurationVar(&c.LedgerQuiet, "ledger-quiet", recorder.DefaultConfig.Quiet,
 		"write a gathered group sooner once no record has come for this long (a herd's records are written just after it; a steady stream fills groups for the whole --ledger-linger)")
+	fs.DurationVar(&c.LedgerMaxYield, "ledger-max-yield", recorder.DefaultConfig.MaxYield,
+		"while due firings wait for an executor (a burst, a backlog), hold the ledger records back for at most this long, so the cores go to the requests first; a firing is finished (its offset committed) once its record is written (0: never hold back)")
 	fs.DurationVar(&c.LedgerSpillAfter, "ledger-spill-after", recorder.DefaultConfig.SpillAfter,
 		"records Cassandra keeps refusing this long are parked in Postgres (ledger_pending) and written by the prefetcher's drainer once it answers, so a ledger outage holds up no firing (needs --postgres-dsn)")
 	fs.IntVar(&c.LedgerGroupSize, "ledger-group-size", recorder.DefaultConfig.GroupSize, "ledger records written by one group at most")
@@ -382,6 +387,9 @@ func (c *Config) Validate(p *config.Problems) {
 	}
 	if c.LedgerSpillAfter <= 0 || c.LedgerSpillAfter > 10*time.Minute {
 		p.Addf("ledger-spill-after", "must be more than 0 and at most 10m, got %s", c.LedgerSpillAfter)
+	}
+	if c.LedgerMaxYield < 0 || c.LedgerMaxYield > time.Minute {
+		p.Addf("ledger-max-yield", "must be between 0 and 1m, got %s", c.LedgerMaxYield)
 	}
 	if c.LedgerQuiet < 0 || c.LedgerQuiet > 10*time.Second {
 		p.Addf("ledger-quiet", "must be between 0 and 10s, got %s", c.LedgerQuiet)

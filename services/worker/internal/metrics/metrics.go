@@ -52,6 +52,9 @@ type Metrics struct {
 	// SettleYield observes how long a settle group waited for the due
 	// firings to go out first (settle.StageConfig.Emptied).
 	SettleYield prometheus.Histogram
+	// LedgerYield observes how long the recorder held a group of records
+	// back while due firings waited (recorder.Config.Emptied).
+	LedgerYield prometheus.Histogram
 	// ReadyDepth is the ready queue's depth by priority.
 	ReadyDepth *prometheus.GaugeVec
 	// Executing is the number of attempts in progress.
@@ -192,6 +195,10 @@ func New(reg prometheus.Registerer, maxTenants int, watchedJobs ...string) *Metr
 			Name: "sundial_worker_settle_yield_seconds", Help: "How long a group of finished attempts waited to be settled while due firings waited for an executor.",
 			Buckets: LatenessBuckets,
 		}),
+		LedgerYield: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "sundial_worker_ledger_yield_seconds", Help: "How long a group of ledger records was held back while due firings waited for an executor.",
+			Buckets: LatenessBuckets,
+		}),
 		ReadyDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sundial_worker_ready_queue_depth", Help: "Due firings waiting for an executor.",
 		}, []string{"priority"}),
@@ -281,7 +288,7 @@ func New(reg prometheus.Registerer, maxTenants int, watchedJobs ...string) *Metr
 			Buckets: LatenessBuckets,
 		}, []string{"job_id"}),
 	}
-	reg.MustRegister(m.Lateness, m.Firings, m.LeaseConflicts, m.PrepareBatch, m.PrepareCall, m.SettleBatch, m.SettleYield, m.ReadyDepth, m.Executing, m.Lag, m.Uncommitted, m.TakeoverPassed,
+	reg.MustRegister(m.Lateness, m.Firings, m.LeaseConflicts, m.PrepareBatch, m.PrepareCall, m.SettleBatch, m.SettleYield, m.LedgerYield, m.ReadyDepth, m.Executing, m.Lag, m.Uncommitted, m.TakeoverPassed,
 		m.Assigned, m.Commits, m.ClockOffset, m.ClockRTT, m.Procs, m.Evicted, m.LedgerWrites,
 		m.RetriesScheduled, m.DeadLetters, m.PoisonRecords, m.SettleErrors, m.JobCompletions, m.CompletionWait, m.OverlapSkips, m.OverlapWaits,
 		m.RateLimited, m.Breakers, m.BreakerTransitions, m.BreakerRejections, m.LimitsFallbacks, m.RefusedAddresses, m.Notifications,

@@ -100,7 +100,8 @@ type Config struct {
 	// InFlight bounds the worker's concurrent ledger writes.
 	InFlight int
 	// QueueSize bounds the records queued in all shards together (split
-	// evenly). A full queue drops RUNNING records (the outcome follows) and
+	// evenly); the default's 262,144 hold a 100,000-firing burst's records
+	// held back (see Emptied) in half of it. A full queue drops RUNNING records (the outcome follows) and
 	// blocks final records (backpressure rather than loss).
 	QueueSize int
 	// WriteTimeout bounds one write.
@@ -144,14 +145,38 @@ type Config struct {
 	// write does not stop the shard from taking the next group; when all
 	// are out, the next group is spilled at once (with Spill) or waits.
 	GroupsInFlight int
+	// Emptied, when set, returns a channel closed once no due firing waits
+	// for an executor (the ready queue's Emptied). While one is open, a
+	// shard of a GroupLedger holds its gathered group back — taking more
+	// records into it, up to GroupSize — so the cores go to the requests
+	// that are due and the ledger's writes (Cassandra's work and the
+	// worker's) come after them: a burst fires first and is recorded
+	// after. The hold ends when the firings have gone out, when the
+	// group's first record has waited MaxYield, when the shard's queue is
+	// half full (the executors never wait for a held-back record), or when
+	// the recorder stops. What a shard held back is then written with
+	// its groups waiting for a free write slot rather than spilled, unless
+	// the ledger is failing or the queue is half full.
+	Emptied func() <-chan struct{}
+	// MaxYield bounds how long a record is held back while firings wait
+	// (zero: records are never held back). A firing is finished (its
+	// Kafka offset may be committed) only once its record is written, so
+	// this also bounds how much more a crashed worker's successor is
+	// redelivered: the attempts it finds done are recorded from their
+	// done markers, as any attempt whose worker stopped before its record.
+	MaxYield time.Duration
 }
 
 // DefaultConfig suits one worker.
 var DefaultConfig = Config{
-	InFlight: 8, QueueSize: 65536, WriteTimeout: 10 * time.Second, DrainTimeout: 10 * time.Second,
+	InFlight: 8, QueueSize: 1 << 18, WriteTimeout: 10 * time.Second, DrainTimeout: 10 * time.Second,
 	RunningDelay: time.Second, Linger: 2 * time.Second, Quiet: 100 * time.Millisecond, GroupSize: 1000, SpillAfter: 5 * time.Second,
-	GroupsInFlight: 4,
+	GroupsInFlight: 4, MaxYield: 15 * time.Second,
 }
+
+// yieldPoll is how often a held-back group, or one waiting for a write
+// slot, looks at its shard's queue (whether it is half full).
+const yieldPoll = 20 * time.Millisecond
 
 // DefaultShards and DefaultGroupShards are the shard counts when
 // Config.Shards is zero. A GroupLedger's records are sharded by their
@@ -170,6 +195,9 @@ type Metrics struct {
 	// Written counts writes by result: ok, retry, fenced, invalid,
 	// dropped, superseded (a queued RUNNING record its outcome replaced).
 	Written func(result string)
+	// Yielded observes how long a group was held back while due firings
+	// waited (Config.Emptied).
+	Yielded func(time.Duration)
 }
 
 type job struct {
@@ -487,6 +515,9 @@ func (r *Recorder) runGrouped(ch chan *job, gl GroupLedger) {
 	slots := make(chan struct{}, r.cfg.GroupsInFlight)
 	var writes sync.WaitGroup
 	defer writes.Wait()
+	// draining: the shard held records back while firings waited and has
+	// not yet emptied its queue since.
+	draining := false
 	for {
 		j, ok := <-ch
 		if !ok {
@@ -495,6 +526,7 @@ func (r *Recorder) runGrouped(ch chan *job, gl GroupLedger) {
 		if j = r.take(j); j == nil {
 			continue
 		}
+		first := r.cfg.Clock.Now()
 		group := []*job{j}
 		t := r.cfg.Clock.NewTimer(r.cfg.Linger)
 		var quiet clock.Timer
@@ -526,9 +558,76 @@ func (r *Recorder) runGrouped(ch chan *job, gl GroupLedger) {
 		if quiet != nil {
 			quiet.Stop()
 		}
-		r.dispatch(gl, group, slots, &writes)
+		var held bool
+		group, held = r.yield(ch, group, first)
+		draining = draining || held
+		// The backlog is drained once a group finds a free slot at once
+		// with nothing queued behind it.
+		if r.dispatch(gl, group, slots, &writes, ch, draining) && !held && len(ch) == 0 {
+			draining = false
+		}
 	}
 }
+
+// yield holds a gathered group back while due firings wait for an
+// executor (Config.Emptied), taking more records into it up to
+// GroupSize, until they have gone out, the group's first record (taken at
+// first) has waited MaxYield, the shard's queue is half full, or the
+// recorder stops. It reports whether it held the group at all.
+func (r *Recorder) yield(ch chan *job, group []*job, first time.Time) ([]*job, bool) {
+	if r.cfg.Emptied == nil || r.cfg.MaxYield <= 0 {
+		return group, false
+	}
+	emptied := r.cfg.Emptied()
+	select {
+	case <-emptied:
+		return group, false
+	default:
+	}
+	start := r.cfg.Clock.Now()
+	left := r.cfg.MaxYield - start.Sub(first)
+	if left <= 0 || r.pressed(ch) {
+		return group, false
+	}
+	if r.metrics.Yielded != nil {
+		defer func() { r.metrics.Yielded(r.cfg.Clock.Now().Sub(start)) }()
+	}
+	deadline := r.cfg.Clock.NewTimer(left)
+	defer deadline.Stop()
+	poll := r.cfg.Clock.NewTimer(yieldPoll)
+	defer poll.Stop()
+	for {
+		in := ch
+		if len(group) >= r.cfg.GroupSize {
+			in = nil // full: only wait
+		}
+		select {
+		case j, ok := <-in:
+			if !ok {
+				return group, true // stopping: the shard's loop ends after this group
+			}
+			if j = r.take(j); j != nil {
+				group = append(group, j)
+			}
+		case <-poll.C():
+			if r.pressed(ch) {
+				return group, true
+			}
+			poll.Reset(yieldPoll)
+		case <-emptied:
+			return group, true
+		case <-deadline.C():
+			return group, true
+		case <-r.quit:
+			return group, true
+		}
+	}
+}
+
+// pressed says a shard's queue is half full: records are no longer held
+// back, nor kept from spilling by a wait for a write slot, so the queue
+// never fills on their account and Final never blocks the executors.
+func (r *Recorder) pressed(ch chan *job) bool { return 2*len(ch) >= cap(ch) }
 
 // dispatch writes a group in a goroutine of the shard's (writes, waited for
 // before the shard ends) once one of its slots is free. With every slot
@@ -536,10 +635,21 @@ func (r *Recorder) runGrouped(ch chan *job, gl GroupLedger) {
 // it quickly — the group is spilled at once when it can be, so a slow node
 // neither holds the shard up nor, through the queue, the executors;
 // otherwise it waits for a slot (back-pressure).
-func (r *Recorder) dispatch(gl GroupLedger, group []*job, slots chan struct{}, writes *sync.WaitGroup) {
+//
+// A shard draining what it held back while firings waited (draining) has
+// a full queue by its own choice, not because the ledger is slow: its
+// groups wait for a slot instead, for as long as the ledger is not
+// failing and the queue is less than half full.
+//
+// It reports whether a slot was free at once.
+func (r *Recorder) dispatch(gl GroupLedger, group []*job, slots chan struct{}, writes *sync.WaitGroup, ch chan *job, draining bool) (free bool) {
 	select {
 	case slots <- struct{}{}:
+		free = true
 	default:
+		if draining && r.awaitSlot(slots, ch) {
+			break
+		}
 		if r.cfg.Spill != nil && r.spill(group, fmt.Errorf("%w: %d groups of this shard being written", ledger.ErrThrottled, cap(slots))) {
 			return
 		}
@@ -556,6 +666,27 @@ func (r *Recorder) dispatch(gl GroupLedger, group []*job, slots chan struct{}, w
 		defer func() { <-slots }()
 		r.writeMany(gl, group)
 	})
+	return free
+}
+
+// awaitSlot takes one of slots, waiting while the ledger is not failing
+// and ch is less than half full; false when it gave up.
+func (r *Recorder) awaitSlot(slots chan struct{}, ch chan *job) bool {
+	poll := r.cfg.Clock.NewTimer(yieldPoll)
+	defer poll.Stop()
+	for {
+		select {
+		case slots <- struct{}{}:
+			return true
+		case <-poll.C():
+			if r.spilling.Load() || r.pressed(ch) {
+				return false
+			}
+			poll.Reset(yieldPoll)
+		case <-r.hard.Done():
+			return false
+		}
+	}
 }
 
 // writeMany writes a group, retrying the records that failed with a capped
