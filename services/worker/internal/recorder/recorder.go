@@ -213,6 +213,9 @@ type job struct {
 	// delay holds a RUNNING record back (Config.RunningDelay); set and
 	// stopped under queuedMu.
 	delay *time.Timer
+	// at is when the record was queued: a held-back group's wait is
+	// counted from its oldest record's (Config.MaxYield).
+	at time.Time
 }
 
 // attemptKey names one ledger row: an attempt under one fence.
@@ -410,6 +413,7 @@ func (r *Recorder) delayed(k attemptKey, j *job) {
 // enqueueRunning queues j without waiting; the caller holds r.mu (read)
 // and has seen the recorder open.
 func (r *Recorder) enqueueRunning(k attemptKey, j *job) {
+	j.at = r.cfg.Clock.Now()
 	select {
 	case r.shard(j.a) <- j:
 	default:
@@ -443,7 +447,7 @@ func (r *Recorder) Final(ctx context.Context, a *sundialv1.ExecutionAttempt, hel
 	}
 	r.queuedMu.Unlock()
 	select {
-	case r.shard(a) <- &job{a: a, done: done, held: held}:
+	case r.shard(a) <- &job{a: a, done: done, held: held, at: r.cfg.Clock.Now()}:
 		return true
 	case <-ctx.Done():
 		return false
@@ -526,7 +530,9 @@ func (r *Recorder) runGrouped(ch chan *job, gl GroupLedger) {
 		if j = r.take(j); j == nil {
 			continue
 		}
-		first := r.cfg.Clock.Now()
+		// The queue is first in, first out: the group's first record is
+		// the oldest of those it or the queue holds.
+		first := j.at
 		group := []*job{j}
 		t := r.cfg.Clock.NewTimer(r.cfg.Linger)
 		var quiet clock.Timer
@@ -572,7 +578,7 @@ func (r *Recorder) runGrouped(ch chan *job, gl GroupLedger) {
 // yield holds a gathered group back while due firings wait for an
 // executor (Config.Emptied), taking more records into it up to
 // GroupSize, until they have gone out, the group's first record (taken at
-// first) has waited MaxYield, the shard's queue is half full, or the
+// first) has waited MaxYield since it was queued, the shard's queue is half full, or the
 // recorder stops. It reports whether it held the group at all.
 func (r *Recorder) yield(ch chan *job, group []*job, first time.Time) ([]*job, bool) {
 	if r.cfg.Emptied == nil || r.cfg.MaxYield <= 0 {

@@ -198,3 +198,26 @@ func (l *memLedger) count() int {
 	defer l.mu.Unlock()
 	return len(l.rows)
 }
+
+// A record's wait is counted from when it was handed in, not from when its
+// shard took it: records queued behind a held-back group are not held
+// back again for a whole MaxYield, so under a lasting backlog a record
+// waits about MaxYield, not one MaxYield per group ahead of it.
+func TestHeldBackWaitCountsFromHandIn(t *testing.T) {
+	const maxYield = 500 * time.Millisecond
+	due := busy()
+	l := &groupLedger{calls: make(chan int, 100)}
+	r := New(l, Config{Shards: 1, Linger: time.Millisecond, GroupSize: 2, QueueSize: 1000,
+		Emptied: due.Emptied, MaxYield: maxYield}, quiet(), Metrics{})
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop()
+	start := time.Now()
+	// Ten groups' worth, all handed in at once: one MaxYield should see
+	// them all written, not ten.
+	waitDone(t, handIn(t, r, "a", 20), 10*time.Second, "with firings due throughout")
+	if took := time.Since(start); took > 3*maxYield {
+		t.Fatalf("20 records in groups of 2 took %s to be written, want about one MaxYield (%s)", took, maxYield)
+	}
+}
