@@ -279,7 +279,11 @@ func TestFiringPipelineEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	start := time.Now().Add(6 * time.Second).Truncate(time.Second)
+	// 200 jobs are registered before start: 12 s, as on a saturated CI
+	// machine (every core busy with other steps) registering them once
+	// took more than the 6 s this lead used to be, and the last one-off
+	// job's instant had passed when it was created.
+	start := time.Now().Add(12 * time.Second).Truncate(time.Second)
 	end := start.Add(20 * time.Second)
 	want, jobs := p.register(t, mixedPlans(start, 200), s, kafkaTopic, start, end)
 	t.Logf("registered %d jobs, %d slots expected between %s and %s", len(jobs), len(want), start.Format(time.TimeOnly), end.Format(time.TimeOnly))
