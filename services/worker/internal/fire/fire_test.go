@@ -241,9 +241,10 @@ type rigConfig struct {
 	Executors, CriticalExecutors int
 	Settlers, SettleBatch        int
 	SettleLinger                 time.Duration
-	// Emptied and MaxYield are settle.StageConfig's.
-	Emptied  func() <-chan struct{}
-	MaxYield time.Duration
+	// Emptied, MaxYield and SettleQueue (Queue) are settle.StageConfig's.
+	Emptied     func() <-chan struct{}
+	MaxYield    time.Duration
+	SettleQueue int
 }
 
 func newRig(t *testing.T, executors int, fire func(ctx context.Context, req target.Request) target.Result) *rig {
@@ -280,7 +281,7 @@ func newQueueRig(t *testing.T, q *readyq.Queue, executors int, fire func(ctx con
 func (r *rig) start(t *testing.T) {
 	t.Helper()
 	r.settle = settle.NewStage(settle.StageConfig{Settlers: r.cfg.Settlers, Batch: r.cfg.SettleBatch, Linger: r.cfg.SettleLinger, WorkerID: "w1",
-		RunningGrace: 3 * time.Minute, Emptied: r.cfg.Emptied, MaxYield: r.cfg.MaxYield},
+		RunningGrace: 3 * time.Minute, Emptied: r.cfg.Emptied, MaxYield: r.cfg.MaxYield, Queue: r.cfg.SettleQueue},
 		settle.StageDeps{Leaser: r.leaser, Recorder: r.deps.Recorder, Settler: r.deps.Settler, Notifier: r.deps.Notifier, Marks: r.deps.Marks,
 			Target: r.target, Tracer: r.deps.Tracer, Clock: r.clk, Metrics: r.m, Logger: r.logger})
 	d := Deps{Queue: r.q, Holder: r.held, Prepare: r.leaseAgain, Settle: r.settle, Leaser: r.leaser, Target: r.target, Recorder: r.deps.Recorder,
@@ -1056,5 +1057,64 @@ func TestLongAttemptIsRenewedUntilSettled(t *testing.T) {
 	}
 	if a := r.rec.finalOf("e1"); a.GetStatus() != sundialv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED {
 		t.Fatalf("final %v", a)
+	}
+}
+
+// Settling yields to waiting firings only while its queue is less than
+// half full: once finished attempts pile up, they are settled at once
+// instead of holding their leases (which then need renewing) while the
+// executors wait for room.
+func TestSettlingStopsYieldingPastHalfItsQueue(t *testing.T) {
+	const n = 8
+	firing := &emptySignal{}
+	firing.Store(true) // due firings wait throughout
+	fired := make(chan struct{}, n)
+	r := newRig(t, n, func(ctx context.Context, req target.Request) target.Result {
+		fired <- struct{}{}
+		return ok(ctx, req)
+	})
+	// An hour's yield, one attempt a settler's turn, a queue of four.
+	r.cfg.Emptied, r.cfg.MaxYield = firing.Emptied, time.Hour
+	r.cfg.Settlers, r.cfg.SettleBatch, r.cfg.SettleQueue = 1, 1, 4
+	r.start(t)
+	for i := range n {
+		r.pushJob(t, fmt.Sprintf("e%d", i), fmt.Sprintf("job-%d", i), 0)
+	}
+	for range n {
+		<-fired
+	}
+	// Within a minute of the fake clock, far less than the yield, all but
+	// the two that leave the queue less than half full are settled.
+	settled := 0
+	for range 3000 {
+		if settled >= n-2 {
+			break
+		}
+		r.clk.Advance(20 * time.Millisecond)
+		select {
+		case ev := <-r.own.events:
+			if !strings.HasPrefix(ev, "finish ") {
+				t.Fatalf("event %q", ev)
+			}
+			settled++
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if settled < n-2 {
+		t.Fatalf("%d of %d attempts settled while firings waited, want at least %d", settled, n, n-2)
+	}
+	// The firings went out: the rest are settled too.
+	firing.Store(false)
+	for settled < n {
+		r.clk.Advance(20 * time.Millisecond)
+		select {
+		case ev := <-r.own.events:
+			if !strings.HasPrefix(ev, "finish ") {
+				t.Fatalf("event %q", ev)
+			}
+			settled++
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d of %d settled after the firings went out", settled, n)
+		}
 	}
 }

@@ -430,7 +430,16 @@ func (s *Stage) settleLoop() {
 }
 
 // yield waits while due firings wait for an executor (StageConfig.Emptied),
-// up to MaxYield; not once the worker is stopping.
+// up to MaxYield, and while the stage's queue is less than half full; not
+// once the worker is stopping.
+//
+// Why the queue bounds it: the yield is there so the requests go out
+// first, but once attempts to settle pile up faster than yielding
+// settlers take them, the executors are about to wait for room, and the
+// attempts already waiting hold their leases long enough to need renewing
+// — Redis calls that the yield meant to put off. Past half the queue
+// settling goes on at once, as the recorder writes records once its
+// queue is half full (recorder.Recorder.pressed).
 func (s *Stage) yield() {
 	if s.cfg.Emptied == nil {
 		return
@@ -441,16 +450,37 @@ func (s *Stage) yield() {
 		return
 	default:
 	}
+	if s.pressed() {
+		return
+	}
 	start := s.clk.Now()
 	defer func() { s.m.SettleYield.Observe(s.clk.Now().Sub(start).Seconds()) }()
 	deadline := s.clk.NewTimer(s.cfg.MaxYield)
 	defer deadline.Stop()
-	select {
-	case <-emptied:
-	case <-deadline.C():
-	case <-s.stopping.Done():
+	poll := s.clk.NewTimer(yieldPoll)
+	defer poll.Stop()
+	for {
+		select {
+		case <-emptied:
+			return
+		case <-deadline.C():
+			return
+		case <-s.stopping.Done():
+			return
+		case <-poll.C():
+			if s.pressed() {
+				return
+			}
+			poll.Reset(yieldPoll)
+		}
 	}
 }
+
+// yieldPoll is how often a yielding settler looks at the queue.
+const yieldPoll = 20 * time.Millisecond
+
+// pressed says the queue of attempts to settle is half full.
+func (s *Stage) pressed() bool { return 2*len(s.in) >= cap(s.in) }
 
 // gather appends the next group of finished attempts to batch; none when
 // the executors are gone and nothing is left.
